@@ -1,0 +1,148 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, describe, it } from 'node:test';
+import { ApiException, ApisApi, AppsV1Api, CoreV1Api, KubeConfig, Watch } from '@kubernetes/client-node';
+
+/** Polls until `check` returns a value (not undefined); generous timeout, no timing assertions. */
+async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs = 120_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+const isNotFound = (e: unknown) => e instanceof ApiException && e.code === 404;
+
+describe('the local control plane is a real Kubernetes API server', () => {
+  const kc = new KubeConfig();
+  kc.loadFromFile(process.env.KUBECONFIG ?? '');
+  const core = kc.makeApiClient(CoreV1Api);
+  const apps = kc.makeApiClient(AppsV1Api);
+  const ns = `cp-test-${randomBytes(4).toString('hex')}`;
+
+  after(async () => {
+    await core.deleteNamespace({ name: ns }).catch(() => {});
+  });
+
+  it('creates, watches and deletes objects', async () => {
+    await core.createNamespace({ body: { metadata: { name: ns } } });
+    const seen: string[] = [];
+    const watch = new Watch(kc);
+    const deleted = new Promise<void>((resolveDeleted, reject) => {
+      void watch
+        .watch(
+          `/api/v1/namespaces/${ns}/configmaps`,
+          {},
+          (type: string, obj: { metadata?: { name?: string } }) => {
+            seen.push(`${type} ${obj.metadata?.name}`);
+            if (type === 'DELETED') resolveDeleted();
+          },
+          (err: unknown) => {
+            if (err) reject(err);
+          },
+        )
+        .then((controller) => deleted.finally(() => controller.abort()));
+    });
+    // Give the watch a moment to be established before the first write.
+    await new Promise((r) => setTimeout(r, 500));
+    await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: 'cm' }, data: { a: '1' } },
+    });
+    await core.patchNamespacedConfigMap({
+      namespace: ns,
+      name: 'cm',
+      body: [{ op: 'replace', path: '/data/a', value: '2' }],
+    });
+    const read = await core.readNamespacedConfigMap({ namespace: ns, name: 'cm' });
+    assert.equal(read.data?.a, '2');
+    await core.deleteNamespacedConfigMap({ namespace: ns, name: 'cm' });
+    await deleted;
+    assert.deepEqual(seen, ['ADDED cm', 'MODIFIED cm', 'DELETED cm']);
+  });
+
+  it('garbage-collects a child whose owner is deleted', async () => {
+    const owner = await core.createNamespacedConfigMap({
+      namespace: ns,
+      body: { metadata: { name: 'owner' } },
+    });
+    await core.createNamespacedSecret({
+      namespace: ns,
+      body: {
+        metadata: {
+          name: 'child',
+          ownerReferences: [
+            { apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid: owner.metadata?.uid ?? '' },
+          ],
+        },
+        stringData: { k: 'v' },
+      },
+    });
+    await core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
+    await eventually('the child Secret to be garbage-collected', async () => {
+      try {
+        await core.readNamespacedSecret({ namespace: ns, name: 'child' });
+        return undefined;
+      } catch (e) {
+        if (isNotFound(e)) return true;
+        throw e;
+      }
+    });
+  });
+
+  it('finishes deleting a namespace that still holds objects', async () => {
+    const doomed = `${ns}-doomed`;
+    await core.createNamespace({ body: { metadata: { name: doomed } } });
+    await core.createNamespacedConfigMap({ namespace: doomed, body: { metadata: { name: 'a' } } });
+    await apps.createNamespacedDeployment({
+      namespace: doomed,
+      body: {
+        metadata: { name: 'd' },
+        spec: {
+          selector: { matchLabels: { app: 'd' } },
+          template: {
+            metadata: { labels: { app: 'd' } },
+            spec: { containers: [{ name: 'c', image: 'busybox' }] },
+          },
+        },
+      },
+    });
+    await core.deleteNamespace({ name: doomed });
+    await eventually('the namespace to disappear', async () => {
+      try {
+        await core.readNamespace({ name: doomed });
+        return undefined;
+      } catch (e) {
+        if (isNotFound(e)) return true;
+        throw e;
+      }
+    });
+  });
+
+  it('enforces RBAC for the non-admin test user', async () => {
+    const user = new KubeConfig();
+    user.loadFromFile(process.env.GITOPS_TEST_USER_KUBECONFIG ?? '');
+    const userCore = user.makeApiClient(CoreV1Api);
+    await assert.rejects(
+      () => userCore.listNamespacedConfigMap({ namespace: ns }),
+      (e: unknown) => e instanceof ApiException && e.code === 403,
+    );
+  });
+
+  it('serves the Argo CD and managed-gitops CRDs', async () => {
+    const groups = await kc.makeApiClient(ApisApi).getAPIVersions();
+    const names = groups.groups.map((g) => g.name);
+    assert.ok(names.includes('argoproj.io'), `argoproj.io missing from ${names.join(',')}`);
+    assert.ok(
+      names.includes('managed-gitops.redhat.com'),
+      `managed-gitops.redhat.com missing from ${names.join(',')}`,
+    );
+  });
+});

@@ -1,0 +1,319 @@
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseAllDocuments, stringify } from 'yaml';
+import { argoCdCrdFiles, ensureControlPlaneBinaries, hasControllerManager } from './binaries.ts';
+import { type KubeEndpoint, kubeRequest } from './kube-request.ts';
+import { repoRoot } from './paths.ts';
+import { freePort, hostAddress } from './ports.ts';
+import { type ManagedProcess, startProcess, waitFor } from './process.ts';
+
+/** The non-admin user every control plane has, for RBAC tests. It gets no grants by default. */
+export const TEST_USER = 'gitops-test-user';
+
+export interface ControlPlaneOptions {
+  /** Keep state here (and reuse it on the next start, e.g. for `pnpm dev`); default: a fresh temp dir removed on stop. */
+  workDir?: string;
+  /** Install our CRDs and Argo CD's Application/AppProject CRDs (default true). */
+  installCrds?: boolean;
+  /** Start kube-controller-manager (namespace + garbage-collector controllers), default true. */
+  controllerManager?: boolean;
+  /** Receives progress lines and the components' output (prefixed). */
+  log?: (line: string) => void;
+}
+
+export interface ControlPlane {
+  readonly server: string;
+  readonly workDir: string;
+  /** Admin kubeconfig (token auth, group system:masters). */
+  readonly kubeconfigPath: string;
+  /** Kubeconfig of {@link TEST_USER}. */
+  readonly userKubeconfigPath: string;
+  readonly adminToken: string;
+  readonly userToken: string;
+  /** PEM bundle that verifies the API server's serving certificate. */
+  readonly caPem: string;
+  readonly endpoint: KubeEndpoint;
+  stopApiServer(): Promise<void>;
+  startApiServer(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+interface State {
+  etcdClientPort: number;
+  etcdPeerPort: number;
+  apiServerPort: number;
+  adminToken: string;
+  userToken: string;
+}
+
+async function loadOrCreateState(workDir: string): Promise<State> {
+  const file = join(workDir, 'state.json');
+  try {
+    return JSON.parse(await readFile(file, 'utf8')) as State;
+  } catch {
+    const state: State = {
+      etcdClientPort: await freePort(),
+      etcdPeerPort: await freePort(),
+      apiServerPort: await freePort(),
+      adminToken: randomBytes(24).toString('hex'),
+      userToken: randomBytes(24).toString('hex'),
+    };
+    await writeFile(file, JSON.stringify(state), { mode: 0o600 });
+    return state;
+  }
+}
+
+function kubeconfig(server: string, caPem: string, user: string, token: string): string {
+  return stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [
+      {
+        name: 'local',
+        cluster: { server, 'certificate-authority-data': Buffer.from(caPem).toString('base64') },
+      },
+    ],
+    users: [{ name: user, user: { token } }],
+    contexts: [{ name: user, context: { cluster: 'local', user } }],
+    'current-context': user,
+  });
+}
+
+/** Reads every CRD document from our packages/api/crds and Argo CD's Application/AppProject CRDs. */
+export async function crdDocuments(): Promise<Record<string, unknown>[]> {
+  const ours = join(repoRoot, 'packages', 'api', 'crds');
+  const files = (await readdir(ours).catch(() => [] as string[]))
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()
+    .map((f) => join(ours, f));
+  files.push(...(await argoCdCrdFiles()));
+  const docs: Record<string, unknown>[] = [];
+  for (const file of files) {
+    for (const doc of parseAllDocuments(await readFile(file, 'utf8'))) {
+      const value = doc.toJS() as Record<string, unknown> | null;
+      if (value && value.kind === 'CustomResourceDefinition') docs.push(value);
+    }
+  }
+  return docs;
+}
+
+/** Server-side applies CRDs (Argo CD's Application CRD is ~400 KB: never client-side apply) and waits for Established. */
+export async function installCrds(endpoint: KubeEndpoint, crds: Record<string, unknown>[]): Promise<void> {
+  for (const crd of crds) {
+    const name = (crd.metadata as { name: string }).name;
+    const res = await kubeRequest(
+      endpoint,
+      'PATCH',
+      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}?fieldManager=gitops-local-env&force=true`,
+      crd,
+      'application/apply-patch+yaml',
+    );
+    if (res.status >= 300)
+      throw new Error(`applying CRD ${name} failed (${res.status}): ${JSON.stringify(res.body)}`);
+  }
+  for (const crd of crds) {
+    const name = (crd.metadata as { name: string }).name;
+    await waitFor(`CRD ${name} Established`, async () => {
+      const res = await kubeRequest(
+        endpoint,
+        'GET',
+        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
+      );
+      const conditions = (res.body as { status?: { conditions?: { type: string; status: string }[] } }).status
+        ?.conditions;
+      return conditions?.some((c) => c.type === 'Established' && c.status === 'True') ?? false;
+    });
+  }
+}
+
+/**
+ * Starts a real etcd → kube-apiserver → kube-controller-manager on free loopback ports, writes an admin
+ * and a non-admin kubeconfig, installs the CRDs and waits until everything is usable.
+ */
+export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const log = options.log ?? (() => {});
+  const binDir = await ensureControlPlaneBinaries(log);
+  const ownWorkDir = !options.workDir;
+  const workDir = options.workDir ?? (await mkdtemp(join(tmpdir(), 'gitops-cp-')));
+  await mkdir(workDir, { recursive: true, mode: 0o700 });
+  const state = await loadOrCreateState(workDir);
+  const certDir = join(workDir, 'certs');
+  await mkdir(certDir, { recursive: true });
+  await mkdir(join(workDir, 'logs'), { recursive: true });
+
+  const saKeyFile = join(certDir, 'sa.key');
+  const saPubFile = join(certDir, 'sa.pub');
+  const saKeyExists = await readFile(saKeyFile).then(
+    () => true,
+    () => false,
+  );
+  if (!saKeyExists) {
+    const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    await writeFile(saKeyFile, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
+    await writeFile(saPubFile, publicKey.export({ type: 'spki', format: 'pem' }));
+  }
+  const tokenFile = join(workDir, 'tokens.csv');
+  await writeFile(
+    tokenFile,
+    `${state.adminToken},admin,admin-uid,"system:masters"\n${state.userToken},${TEST_USER},${TEST_USER}-uid\n`,
+    { mode: 0o600 },
+  );
+
+  const processes: ManagedProcess[] = [];
+  const logFile = (name: string) => join(workDir, 'logs', `${name}.log`);
+  let stopped = false;
+
+  const stopAll = async () => {
+    if (stopped) return;
+    stopped = true;
+    // Reverse start order: kcm → apiserver → etcd.
+    for (const p of [...processes].reverse()) await p.stop();
+    if (ownWorkDir) await rm(workDir, { recursive: true, force: true });
+  };
+
+  try {
+    const etcdUrl = `http://127.0.0.1:${state.etcdClientPort}`;
+    const etcd = startProcess(
+      'etcd',
+      join(binDir, 'etcd'),
+      [
+        `--name=local`,
+        `--data-dir=${join(workDir, 'etcd')}`,
+        `--listen-client-urls=${etcdUrl}`,
+        `--advertise-client-urls=${etcdUrl}`,
+        `--listen-peer-urls=http://127.0.0.1:${state.etcdPeerPort}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${state.etcdPeerPort}`,
+        `--initial-cluster=local=http://127.0.0.1:${state.etcdPeerPort}`,
+        '--unsafe-no-fsync=true',
+        '--watch-progress-notify-interval=5s',
+        '--log-level=warn',
+      ],
+      { logFile: logFile('etcd') },
+    );
+    processes.push(etcd);
+    await waitFor(
+      'etcd health',
+      async () => {
+        const res = await fetch(`${etcdUrl}/health`);
+        return res.ok && ((await res.json()) as { health?: string }).health === 'true';
+      },
+      { process: etcd },
+    );
+    log(`etcd ready on ${etcdUrl}`);
+
+    const server = `https://127.0.0.1:${state.apiServerPort}`;
+    const apiServerArgs = [
+      `--etcd-servers=${etcdUrl}`,
+      '--bind-address=127.0.0.1',
+      `--secure-port=${state.apiServerPort}`,
+      `--cert-dir=${certDir}`,
+      `--token-auth-file=${tokenFile}`,
+      '--authorization-mode=RBAC',
+      '--service-cluster-ip-range=10.0.0.0/24',
+      '--service-account-issuer=https://kubernetes.default.svc',
+      `--service-account-key-file=${saPubFile}`,
+      `--service-account-signing-key-file=${saKeyFile}`,
+      '--disable-admission-plugins=ServiceAccount',
+      '--endpoint-reconciler-type=none',
+      `--advertise-address=${hostAddress()}`,
+      '--allow-privileged=true',
+      '--v=0',
+    ];
+    let caPem = '';
+    const endpoint: KubeEndpoint = { server, token: state.adminToken, ca: '' };
+    let apiServer: ManagedProcess | undefined;
+
+    const startApiServer = async () => {
+      apiServer = startProcess('kube-apiserver', join(binDir, 'kube-apiserver'), apiServerArgs, {
+        logFile: logFile('kube-apiserver'),
+      });
+      processes.splice(1, 0, apiServer);
+      const started = apiServer;
+      // The API server self-signs into --cert-dir on first start; the file carries the cert and its CA.
+      await waitFor(
+        'kube-apiserver serving certificate',
+        async () => {
+          caPem = await readFile(join(certDir, 'apiserver.crt'), 'utf8');
+          return caPem.includes('BEGIN CERTIFICATE');
+        },
+        { process: started },
+      );
+      endpoint.ca = caPem;
+      await waitFor(
+        'kube-apiserver /readyz',
+        async () => (await kubeRequest(endpoint, 'GET', '/readyz')).status === 200,
+        { process: started },
+      );
+      await waitFor(
+        'namespace default',
+        async () => (await kubeRequest(endpoint, 'GET', '/api/v1/namespaces/default')).status === 200,
+        { process: started },
+      );
+    };
+    const stopApiServer = async () => {
+      if (!apiServer) return;
+      const p = apiServer;
+      apiServer = undefined;
+      processes.splice(processes.indexOf(p), 1);
+      await p.stop();
+    };
+
+    await startApiServer();
+    log(`kube-apiserver ready on ${server}`);
+
+    const kubeconfigPath = join(workDir, 'kubeconfig');
+    const userKubeconfigPath = join(workDir, 'user.kubeconfig');
+    await writeFile(kubeconfigPath, kubeconfig(server, caPem, 'admin', state.adminToken), { mode: 0o600 });
+    await writeFile(userKubeconfigPath, kubeconfig(server, caPem, TEST_USER, state.userToken), {
+      mode: 0o600,
+    });
+
+    if (options.controllerManager !== false && (await hasControllerManager(binDir))) {
+      const kcm = startProcess(
+        'kube-controller-manager',
+        join(binDir, 'kube-controller-manager'),
+        [
+          `--kubeconfig=${kubeconfigPath}`,
+          '--controllers=namespace-controller,garbage-collector-controller',
+          '--leader-elect=false',
+          '--secure-port=0',
+          '--concurrent-gc-syncs=5',
+        ],
+        { logFile: logFile('kube-controller-manager'), onLine: () => {} },
+      );
+      processes.push(kcm);
+      // kcm has no HTTP endpoint with --secure-port=0; give it a moment to fail fast on bad flags.
+      await new Promise((r) => setTimeout(r, 500));
+      if (kcm.child.exitCode !== null) {
+        throw new Error(`kube-controller-manager exited (see ${logFile('kube-controller-manager')})`);
+      }
+      log('kube-controller-manager started (namespace, garbage-collector controllers)');
+    }
+
+    if (options.installCrds !== false) {
+      await installCrds(endpoint, await crdDocuments());
+      log('CRDs installed and Established');
+    }
+
+    return {
+      server,
+      workDir,
+      kubeconfigPath,
+      userKubeconfigPath,
+      adminToken: state.adminToken,
+      userToken: state.userToken,
+      get caPem() {
+        return caPem;
+      },
+      endpoint,
+      stopApiServer,
+      startApiServer,
+      stop: stopAll,
+    };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}

