@@ -1,0 +1,161 @@
+/**
+ * The one error hierarchy of the service (see ../ERRORS.md for the table of codes).
+ *
+ * - `TerminalError`: retrying cannot help (bad configuration, an object that can never be valid).
+ *   The work queue logs and counts it and does NOT requeue the key (controller-runtime's
+ *   `reconcile.TerminalError`). The key is reconciled again only when something changes.
+ * - `RetryableError`: the same call may succeed later (API server down, conflict, throttling).
+ *   The work queue requeues the key with per-key exponential backoff.
+ * - Any other thrown value is treated as retryable, as in controller-runtime.
+ *
+ * Every error carries a stable `code` string; logs, metrics and docs use the code, never the message.
+ */
+
+/** Stable error codes. Add a row to ERRORS.md when adding one here. */
+export const ErrorCode = {
+  /** Environment variables failed validation at start-up. */
+  configInvalid: 'CONFIG_INVALID',
+  /** An object (CR, row, argument) is malformed; retrying with the same input cannot succeed. */
+  invalidObject: 'INVALID_OBJECT',
+  /** A reconciler decided that retrying cannot help. */
+  reconcileTerminal: 'RECONCILE_TERMINAL',
+  /** A reconciler failed in a way that may succeed later. */
+  reconcileRetryable: 'RECONCILE_RETRYABLE',
+  /** Kubernetes API: 404 Not Found. */
+  kubeNotFound: 'KUBE_NOT_FOUND',
+  /** Kubernetes API: 409 Conflict (stale resourceVersion, or server-side apply field conflict). */
+  kubeConflict: 'KUBE_CONFLICT',
+  /** Kubernetes API: 410 Gone (resourceVersion too old, a watch must relist). */
+  kubeGone: 'KUBE_GONE',
+  /** Kubernetes API: 401 Unauthorized or 403 Forbidden. */
+  kubeForbidden: 'KUBE_FORBIDDEN',
+  /** Kubernetes API: 400 Bad Request or 422 Invalid (admission/validation rejected the object). */
+  kubeInvalid: 'KUBE_INVALID',
+  /** Kubernetes API: 429 Too Many Requests (API priority and fairness). */
+  kubeThrottled: 'KUBE_THROTTLED',
+  /** Kubernetes API: 5xx, or the connection failed. */
+  kubeUnavailable: 'KUBE_UNAVAILABLE',
+  /** Kubernetes API: any other non-2xx answer. */
+  kubeRequestFailed: 'KUBE_REQUEST_FAILED',
+  /** The kubeconfig could not be loaded or has no current cluster. */
+  kubeconfigInvalid: 'KUBECONFIG_INVALID',
+  /** Graceful shutdown did not finish within its hard timeout. */
+  shutdownTimeout: 'SHUTDOWN_TIMEOUT',
+  /** The work queue was shut down; the key was not reconciled. */
+  queueShutDown: 'QUEUE_SHUT_DOWN',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+export interface GitOpsErrorOptions {
+  cause?: unknown;
+}
+
+/** Base class of every error the service throws on purpose. Not thrown directly. */
+export abstract class GitOpsError extends Error {
+  readonly code: string;
+  abstract readonly retryable: boolean;
+
+  constructor(code: string, message: string, options?: GitOpsErrorOptions) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** Retrying cannot help: the work queue does not requeue the key. */
+export class TerminalError extends GitOpsError {
+  readonly retryable = false;
+
+  constructor(code: string, message: string, options?: GitOpsErrorOptions) {
+    super(code, message, options);
+  }
+}
+
+/** The same call may succeed later: the work queue requeues the key with backoff. */
+export class RetryableError extends GitOpsError {
+  readonly retryable = true;
+
+  constructor(code: string, message: string, options?: GitOpsErrorOptions) {
+    super(code, message, options);
+  }
+}
+
+/** One invalid environment variable: `name` and a message that names it. */
+export interface ConfigIssue {
+  name: string;
+  message: string;
+}
+
+/** Configuration is invalid. Lists every bad variable at once, so one restart fixes them all. */
+export class ConfigError extends TerminalError {
+  readonly issues: readonly ConfigIssue[];
+
+  constructor(issues: readonly ConfigIssue[]) {
+    super(
+      ErrorCode.configInvalid,
+      `invalid configuration:\n${issues.map((issue) => `  - ${issue.message}`).join('\n')}`,
+    );
+    this.issues = issues;
+  }
+}
+
+/** A non-2xx answer from the Kubernetes API server, or a failed connection (`statusCode` 0). */
+export class KubeApiError extends RetryableError {
+  /** HTTP status; 0 when the request never got an answer. */
+  readonly statusCode: number;
+  /** `reason` of the returned `Status` object (e.g. `AlreadyExists`, `Conflict`), if any. */
+  readonly reason: string | undefined;
+  readonly method: string;
+  readonly path: string;
+
+  constructor(
+    init: { statusCode: number; reason?: string; method: string; path: string; message: string },
+    options?: GitOpsErrorOptions,
+  ) {
+    super(kubeErrorCode(init.statusCode), init.message, options);
+    this.statusCode = init.statusCode;
+    this.reason = init.reason;
+    this.method = init.method;
+    this.path = init.path;
+  }
+}
+
+/** Maps an HTTP status from the API server to a stable code. */
+export function kubeErrorCode(statusCode: number): ErrorCode {
+  if (statusCode === 404) return ErrorCode.kubeNotFound;
+  if (statusCode === 409) return ErrorCode.kubeConflict;
+  if (statusCode === 410) return ErrorCode.kubeGone;
+  if (statusCode === 401 || statusCode === 403) return ErrorCode.kubeForbidden;
+  if (statusCode === 400 || statusCode === 422) return ErrorCode.kubeInvalid;
+  if (statusCode === 429) return ErrorCode.kubeThrottled;
+  if (statusCode === 0 || statusCode >= 500) return ErrorCode.kubeUnavailable;
+  return ErrorCode.kubeRequestFailed;
+}
+
+/**
+ * True when the error must not be retried: the outermost error of our hierarchy decides; a plain
+ * `Error` wrapping a `TerminalError` in its `cause` chain is terminal too.
+ */
+export function isTerminalError(err: unknown): boolean {
+  let current: unknown = err;
+  for (let depth = 0; depth < 10 && current instanceof Error; depth++) {
+    if (current instanceof GitOpsError) return !current.retryable;
+    current = current.cause;
+  }
+  return false;
+}
+
+/** True for a 404 from the API server. */
+export function isNotFound(err: unknown): boolean {
+  return err instanceof KubeApiError && err.statusCode === 404;
+}
+
+/** True for a 409 from the API server (stale resourceVersion, apply conflict, AlreadyExists). */
+export function isConflict(err: unknown): boolean {
+  return err instanceof KubeApiError && err.statusCode === 409;
+}
+
+/** The stable code of an error, for logs and metrics; `UNKNOWN` for errors outside the hierarchy. */
+export function errorCode(err: unknown): string {
+  return err instanceof GitOpsError ? err.code : 'UNKNOWN';
+}
