@@ -1,0 +1,65 @@
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
+import type { Database } from './database.ts';
+
+/** PostgreSQL type OIDs we parse differently from node-postgres' defaults. */
+const INT8_OID = 20;
+const DATE_OID = 1082;
+
+/**
+ * `bigint` (e.g. `count(*)`) becomes a JS number; a value outside the safe integer range throws instead of
+ * silently losing precision (the schema itself uses no int8 columns). `date` stays a 'YYYY-MM-DD' string,
+ * because turning it into a Date at local midnight shifts it across time zones. `timestamptz` keeps the
+ * default (a Date, exact to the millisecond); `numeric` stays a string; `jsonb` is parsed.
+ */
+export function parseInt8(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isSafeInteger(parsed)) {
+    throw new RangeError(`bigint value ${value} does not fit in a JavaScript number`);
+  }
+  return parsed;
+}
+
+const typeParsers: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
+    if (format === undefined || format === 'text') {
+      if (oid === INT8_OID) return parseInt8;
+      if (oid === DATE_OID) return (value: string) => value;
+    }
+    return format === undefined ? pg.types.getTypeParser(oid) : pg.types.getTypeParser(oid, format);
+  }) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+export interface CreateDbOptions {
+  /** Maximum pool size (default 10). */
+  max?: number;
+  /** Shown in pg_stat_activity, e.g. 'gitops-backend'. */
+  applicationName?: string;
+  /**
+   * Called when an idle pooled connection fails (e.g. the server restarted). pg drops that connection and
+   * the next query opens a new one. Without a listener the error would crash the process.
+   */
+  onIdleConnectionError?: (error: Error) => void;
+}
+
+/** node-postgres connection options shared by the pool and the LISTEN client. */
+export function connectionConfig(url: string, applicationName?: string): pg.ClientConfig {
+  return {
+    connectionString: url,
+    types: typeParsers,
+    keepAlive: true,
+    ...(applicationName === undefined ? {} : { application_name: applicationName }),
+  };
+}
+
+/**
+ * Creates the Kysely instance over a pg Pool. Call `db.destroy()` to close the pool.
+ */
+export function createDb(url: string, options: CreateDbOptions = {}): Kysely<Database> {
+  const pool = new pg.Pool({
+    ...connectionConfig(url, options.applicationName),
+    max: options.max ?? 10,
+  });
+  pool.on('error', (error) => options.onIdleConnectionError?.(error));
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+}

@@ -1,0 +1,73 @@
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type Kysely, sql } from 'kysely';
+import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
+import type { Database } from './database.ts';
+
+/** `db/migrations/` at the repository root. */
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../../db/migrations/', import.meta.url));
+
+const MIGRATION_FILE = /^(\d{4}_[a-z0-9_]+)\.sql$/;
+
+/**
+ * Reads `NNNN_name.sql` files from a folder; each becomes a migration named `NNNN_name` whose `up` runs the
+ * whole file as one multi-statement query (pg's simple protocol, since it has no parameters). Any other
+ * `.sql` file name is an error, so a misnamed file cannot be skipped or applied out of order silently.
+ */
+export class SqlFileMigrationProvider implements MigrationProvider {
+  readonly #dir: string;
+
+  constructor(dir: string = MIGRATIONS_DIR) {
+    this.#dir = dir;
+  }
+
+  async getMigrations(): Promise<Record<string, Migration>> {
+    const files = (await readdir(this.#dir)).filter((file) => file.endsWith('.sql')).sort();
+    const migrations: Record<string, Migration> = {};
+    for (const file of files) {
+      const match = MIGRATION_FILE.exec(file);
+      if (!match) {
+        throw new Error(`migration file name ${file} does not match NNNN_snake_case_name.sql`);
+      }
+      const text = await readFile(join(this.#dir, file), 'utf8');
+      migrations[match[1]!] = {
+        up: async (db) => {
+          await sql.raw(text).execute(db);
+        },
+      };
+    }
+    return migrations;
+  }
+}
+
+export class MigrationFailedError extends Error {
+  readonly migrationName: string | undefined;
+
+  constructor(migrationName: string | undefined, cause: unknown) {
+    super(`database migration ${migrationName ?? '(setup)'} failed: ${(cause as Error)?.message ?? cause}`, {
+      cause,
+    });
+    this.name = 'MigrationFailedError';
+    this.migrationName = migrationName;
+  }
+}
+
+/**
+ * Applies every pending migration, in name order, in one transaction. Safe when several processes start at
+ * once: Kysely's PostgresAdapter serialises migrators with a session advisory lock, and the later ones find
+ * nothing pending. Returns the names applied by this call; throws MigrationFailedError on failure (nothing
+ * of the failed run is kept).
+ */
+export async function migrateToLatest(
+  db: Kysely<Database>,
+  options: { migrationsDir?: string } = {},
+): Promise<{ applied: string[] }> {
+  const migrator = new Migrator({ db, provider: new SqlFileMigrationProvider(options.migrationsDir) });
+  const { error, results = [] } = await migrator.migrateToLatest();
+  if (error !== undefined) {
+    const failed = results.find((result) => result.status === 'Error');
+    throw new MigrationFailedError(failed?.migrationName, error);
+  }
+  return { applied: results.filter((r) => r.status === 'Success').map((r) => r.migrationName) };
+}

@@ -1,0 +1,124 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Kysely } from 'kysely';
+import pg from 'pg';
+import { connectionConfig, createDb } from './connection.ts';
+import type { Database } from './database.ts';
+import { migrateToLatest } from './migrator.ts';
+
+/**
+ * Test databases: the test runner migrates one template database per run (prepareTemplateDatabase), and
+ * every test file clones it (createTestDatabase): `CREATE DATABASE ... TEMPLATE` copies files, which is
+ * much faster than migrating each time, and gives each file an isolated database.
+ */
+
+const DATABASE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+function quoteDatabaseName(name: string): string {
+  if (!DATABASE_NAME.test(name)) {
+    throw new Error(`invalid database name ${JSON.stringify(name)} (expected ${DATABASE_NAME})`);
+  }
+  return `"${name}"`;
+}
+
+/** The same server URL pointing at another database. */
+export function databaseUrl(serverUrl: string, database: string): string {
+  const url = new URL(serverUrl);
+  url.pathname = `/${encodeURIComponent(database)}`;
+  return url.toString();
+}
+
+async function withAdminClient<T>(adminUrl: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client(connectionConfig(adminUrl, 'gitops-test-admin'));
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * (Re)creates database `templateName` on the server of `adminUrl` (a superuser URL) and migrates it to the
+ * latest schema. Run once per test run, before any createTestDatabase(). All its connections are closed
+ * on return, as `CREATE DATABASE ... TEMPLATE` requires.
+ */
+export async function prepareTemplateDatabase(adminUrl: string, templateName: string): Promise<void> {
+  const quoted = quoteDatabaseName(templateName);
+  await withAdminClient(adminUrl, async (client) => {
+    await client.query(`DROP DATABASE IF EXISTS ${quoted} WITH (FORCE)`);
+    await client.query(`CREATE DATABASE ${quoted}`);
+  });
+  const db = createDb(databaseUrl(adminUrl, templateName), { max: 1, applicationName: 'gitops-migrate' });
+  try {
+    await migrateToLatest(db);
+  } finally {
+    await db.destroy();
+  }
+}
+
+/** Drops a database, disconnecting whoever is still connected. No error if it does not exist. */
+export async function dropDatabase(adminUrl: string, name: string): Promise<void> {
+  const quoted = quoteDatabaseName(name);
+  await withAdminClient(adminUrl, async (client) => {
+    await client.query(`DROP DATABASE IF EXISTS ${quoted} WITH (FORCE)`);
+  });
+}
+
+export interface TestDatabase {
+  /** Database name, `gitops_test_<random>`. */
+  name: string;
+  /** Superuser URL of this database (for extra connections, LISTEN, kysely-codegen). */
+  url: string;
+  db: Kysely<Database>;
+  /** Closes `db` and drops the database. Safe to call twice. */
+  destroy(): Promise<void>;
+}
+
+function requireEnv(name: string): string {
+  const value = process.env[name];
+  if (value === undefined || value === '') {
+    throw new Error(`${name} is not set: run integration tests through \`pnpm test\` (scripts/test.ts)`);
+  }
+  return value;
+}
+
+/** PostgreSQL error "source database is being accessed by other users". */
+const OBJECT_IN_USE = '55006';
+
+/**
+ * Clones the migrated template into a fresh database for one test file. Reads `GITOPS_TEST_DATABASE_URL`
+ * (superuser URL) and `GITOPS_TEST_TEMPLATE_DATABASE` (template name), both set by the test runner.
+ */
+export async function createTestDatabase(options: { max?: number } = {}): Promise<TestDatabase> {
+  const serverUrl = requireEnv('GITOPS_TEST_DATABASE_URL');
+  const template = quoteDatabaseName(requireEnv('GITOPS_TEST_TEMPLATE_DATABASE'));
+  const name = `gitops_test_${randomBytes(8).toString('hex')}`;
+  await withAdminClient(serverUrl, async (client) => {
+    // A clone fails while anyone is connected to the template (e.g. a slow disconnect of the migrator).
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await client.query(`CREATE DATABASE ${quoteDatabaseName(name)} TEMPLATE ${template}`);
+        return;
+      } catch (error) {
+        if ((error as { code?: string }).code !== OBJECT_IN_USE || attempt >= 20) throw error;
+        await sleep(50 * attempt);
+      }
+    }
+  });
+  const url = databaseUrl(serverUrl, name);
+  const db = createDb(url, { max: options.max ?? 5, applicationName: 'gitops-test' });
+  let destroyed: Promise<void> | undefined;
+  return {
+    name,
+    url,
+    db,
+    destroy() {
+      destroyed ??= (async () => {
+        await db.destroy();
+        await dropDatabase(serverUrl, name);
+      })();
+      return destroyed;
+    },
+  };
+}
