@@ -1,0 +1,49 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { API_GROUP, API_VERSION, Kind, loadCrds, Plural } from './index.ts';
+
+describe('the CRD files', () => {
+  test('define exactly the five kinds, with the plural names the code uses', async () => {
+    const crds = await loadCrds();
+    const found = Object.fromEntries(crds.map((crd) => [crd.spec.names.kind, crd.spec.names.plural]));
+    assert.deepEqual(found, Plural);
+    assert.deepEqual(Object.keys(found).sort(), Object.values(Kind).sort());
+  });
+
+  test('are namespaced, served and stored at v1alpha1 of managed-gitops.redhat.com, with a status subresource', async () => {
+    for (const crd of await loadCrds()) {
+      const kind = crd.spec.names.kind;
+      assert.equal(crd.metadata.name, `${crd.spec.names.plural}.${API_GROUP}`, kind);
+      assert.equal(crd.spec.group, API_GROUP, kind);
+      assert.equal(crd.spec.scope, 'Namespaced', kind);
+      assert.deepEqual(
+        crd.spec.versions.map((v) => [v.name, v.served, v.storage]),
+        [[API_VERSION, true, true]],
+        kind,
+      );
+      assert.deepEqual(crd.spec.versions[0]?.subresources?.status, {}, kind);
+    }
+  });
+
+  test('give every kind short names and an Age column for kubectl get', async () => {
+    for (const crd of await loadCrds()) {
+      const kind = crd.spec.names.kind;
+      assert.ok((crd.spec.names.shortNames ?? []).length > 0, `${kind} has short names`);
+      const columns = crd.spec.versions[0]?.additionalPrinterColumns?.map((c) => c.name) ?? [];
+      assert.ok(columns.includes('Age'), `${kind} has an Age column`);
+    }
+  });
+
+  test('show Sync and Health first for a GitOpsDeployment', async () => {
+    const crd = (await loadCrds()).find((c) => c.spec.names.kind === Kind.GitOpsDeployment);
+    const columns = crd?.spec.versions[0]?.additionalPrinterColumns?.filter((c) => !c.priority);
+    assert.deepEqual(
+      columns?.map((c) => [c.name, c.jsonPath]),
+      [
+        ['Sync', '.status.sync.status'],
+        ['Health', '.status.health.status'],
+        ['Age', '.metadata.creationTimestamp'],
+      ],
+    );
+  });
+});

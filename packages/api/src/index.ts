@@ -1,0 +1,250 @@
+/**
+ * @gitops/api: the user-facing API of the GitOps Service (group managed-gitops.redhat.com/v1alpha1).
+ * The CRD YAML in ../crds is the source of truth; the types are generated from it; the names, condition
+ * types, reasons and messages below are the contract from the design (api.md) and the original service.
+ */
+export { type CustomResourceDefinitionManifest, crdDirectory, loadCrds } from './crds.ts';
+export type { ObjectMeta, OwnerReference } from './object-meta.ts';
+export type * from './types.generated.ts';
+
+export const API_GROUP = 'managed-gitops.redhat.com';
+export const API_VERSION = 'v1alpha1';
+/** The `apiVersion` of every object of this API. */
+export const API_GROUP_VERSION = `${API_GROUP}/${API_VERSION}` as const;
+
+/** The kinds of this API. */
+export const Kind = {
+  GitOpsDeployment: 'GitOpsDeployment',
+  GitOpsDeploymentSyncRun: 'GitOpsDeploymentSyncRun',
+  GitOpsDeploymentManagedEnvironment: 'GitOpsDeploymentManagedEnvironment',
+  GitOpsDeploymentRepositoryCredential: 'GitOpsDeploymentRepositoryCredential',
+  Operation: 'Operation',
+} as const;
+export type Kind = (typeof Kind)[keyof typeof Kind];
+
+/** The resource (plural) name of each kind, as used in API paths. */
+export const Plural = {
+  GitOpsDeployment: 'gitopsdeployments',
+  GitOpsDeploymentSyncRun: 'gitopsdeploymentsyncruns',
+  GitOpsDeploymentManagedEnvironment: 'gitopsdeploymentmanagedenvironments',
+  GitOpsDeploymentRepositoryCredential: 'gitopsdeploymentrepositorycredentials',
+  Operation: 'operations',
+} as const satisfies Record<Kind, string>;
+export type Plural = (typeof Plural)[keyof typeof Plural];
+
+/** `spec.type` of a GitOpsDeployment. */
+export const GitOpsDeploymentType = {
+  Automated: 'automated',
+  Manual: 'manual',
+} as const;
+export type GitOpsDeploymentType = (typeof GitOpsDeploymentType)[keyof typeof GitOpsDeploymentType];
+
+/** The only values accepted in a GitOpsDeployment's `spec.syncPolicy.syncOptions`. */
+export const SyncOption = {
+  CreateNamespaceTrue: 'CreateNamespace=true',
+  CreateNamespaceFalse: 'CreateNamespace=false',
+} as const;
+export type SyncOption = (typeof SyncOption)[keyof typeof SyncOption];
+
+/** `status.sync.status` of a GitOpsDeployment (and of each resource), as Argo CD reports it. */
+export const SyncStatusCode = {
+  Synced: 'Synced',
+  OutOfSync: 'OutOfSync',
+  Unknown: 'Unknown',
+} as const;
+export type SyncStatusCode = (typeof SyncStatusCode)[keyof typeof SyncStatusCode];
+
+/** `status.health.status` of a GitOpsDeployment (and of each resource), as Argo CD reports it. */
+export const HealthStatusCode = {
+  Healthy: 'Healthy',
+  Progressing: 'Progressing',
+  Degraded: 'Degraded',
+  Suspended: 'Suspended',
+  Missing: 'Missing',
+  Unknown: 'Unknown',
+} as const;
+export type HealthStatusCode = (typeof HealthStatusCode)[keyof typeof HealthStatusCode];
+
+/** `status` of every condition. */
+export const ConditionStatus = {
+  True: 'True',
+  False: 'False',
+  Unknown: 'Unknown',
+} as const;
+export type ConditionStatus = (typeof ConditionStatus)[keyof typeof ConditionStatus];
+
+// ---------------------------------------------------------------------------------------------------
+// GitOpsDeployment and GitOpsDeploymentSyncRun conditions
+
+/**
+ * Condition types of GitOpsDeployment and GitOpsDeploymentSyncRun set by the backend. Argo CD's own
+ * conditions (ComparisonError, SyncError, InvalidSpecError, ...) pass through onto a GitOpsDeployment
+ * under their Argo CD type, with reason = type, and {@link resolvedReason} when Argo CD drops them.
+ */
+export const GitOpsDeploymentConditionType = {
+  ErrorOccurred: 'ErrorOccurred',
+  /** Argo CD's SyncError; a constant of the original API, one of the pass-through types. */
+  SyncError: 'SyncError',
+} as const;
+
+/** Reasons of the ErrorOccurred condition of GitOpsDeployment and GitOpsDeploymentSyncRun. */
+export const GitOpsDeploymentReason = {
+  /** `True`: the last reconcile failed; the message says why. */
+  ErrorOccurred: 'ErrorOccurred',
+  /** `False` with message "": the next reconcile succeeded. */
+  ErrorOccurredResolved: 'ErrorOccurredResolved',
+  SyncError: 'SyncError',
+} as const;
+
+/** The reason of a condition that was True and no longer applies: `<type>Resolved`. */
+export function resolvedReason(conditionType: string): string {
+  return `${conditionType}Resolved`;
+}
+
+/** User-facing messages of the ErrorOccurred condition of a GitOpsDeployment (keep these texts). */
+export const GitOpsDeploymentMessage = {
+  /** For internal errors; the details go to the logs, never to the user. */
+  UnknownError: 'an unknown error occurred',
+  ManagedEnvironmentUnusable:
+    'Unable to reconcile the ManagedEnvironment. Verify that the ManagedEnvironment and Secret are correctly defined, and have valid credentials',
+  InvalidDestinationNamespace: 'the namespace specified in the destination field is invalid',
+} as const;
+
+/** Condition types of a GitOpsDeploymentSyncRun (a single condition). */
+export const SyncRunConditionType = {
+  ErrorOccurred: 'ErrorOccurred',
+} as const;
+
+/** Reasons of a GitOpsDeploymentSyncRun's condition; success is ErrorOccurred/False with reason "". */
+export const SyncRunReason = {
+  ErrorOccurred: 'ErrorOccurred',
+} as const;
+
+/** User-facing messages of a GitOpsDeploymentSyncRun's ErrorOccurred condition (keep these texts). */
+export const SyncRunMessage = {
+  parentNotFound: (gitopsDeploymentName: string): string =>
+    `Unable to retrieve GitOpsDeployment '${gitopsDeploymentName}' referenced by the GitOpsDeploymentSyncRun`,
+  parentIsAutomated: (syncRunName: string): string =>
+    `invalid GitOpsDeploymentSyncRun '${syncRunName}'. Syncing a GitOpsDeployment with Automated sync policy is not allowed`,
+} as const;
+
+// ---------------------------------------------------------------------------------------------------
+// GitOpsDeploymentManagedEnvironment conditions (standard metav1.Condition)
+
+export const ManagedEnvironmentConditionType = {
+  ConnectionInitializationSucceeded: 'ConnectionInitializationSucceeded',
+} as const;
+
+/** Reasons of ConnectionInitializationSucceeded: `Succeeded` when True, any other when False/Unknown. */
+export const ManagedEnvironmentReason = {
+  Succeeded: 'Succeeded',
+  InvalidSecretType: 'InvalidSecretType',
+  MissingKubeConfigField: 'MissingKubeConfigField',
+  UnableToParseKubeconfigData: 'UnableToParseKubeconfigData',
+  UnableToLocateContext: 'UnableToLocateContext',
+  UnableToCreateClient: 'UnableToCreateClient',
+  UnableToInstallServiceAccount: 'UnableToInstallServiceAccount',
+  UnableToValidateClusterCredentials: 'UnableToValidateClusterCredentials',
+  SecretNotFound: 'SecretNotFound',
+  InvalidNamespaceList: 'InvalidNamespaceList',
+  UnsupportedAPIURL: 'UnsupportedAPIURL',
+  /** Internal errors (details in the logs); the original service's reason for the same case. */
+  UnknownError: 'UnknownError',
+} as const;
+export type ManagedEnvironmentReason =
+  (typeof ManagedEnvironmentReason)[keyof typeof ManagedEnvironmentReason];
+
+/** User-facing messages of ConnectionInitializationSucceeded (keep these texts). */
+export const ManagedEnvironmentMessage = {
+  invalidSecretType: (secretType: string): string => `invalid secret type: ${secretType}`,
+  MissingKubeConfigField: 'missing kubeconfig field in Secret',
+  unableToLocateContext: (apiURL: string): string =>
+    `the kubeconfig did not have a cluster entry that matched the API URL '${apiURL}'`,
+  Forbidden:
+    'Provided service account does not have permission to access resources in the cluster. Verify that the service account has the correct Role and RoleBinding.',
+} as const;
+
+// ---------------------------------------------------------------------------------------------------
+// GitOpsDeploymentRepositoryCredential conditions (standard metav1.Condition; three, in this order)
+
+export const RepositoryCredentialConditionType = {
+  ErrorOccurred: 'ErrorOccurred',
+  ValidRepositoryURL: 'ValidRepositoryURL',
+  ValidRepositoryCredential: 'ValidRepositoryCredential',
+} as const;
+
+/** The order in which a RepositoryCredential's three conditions are always written. */
+export const repositoryCredentialConditionOrder = [
+  RepositoryCredentialConditionType.ErrorOccurred,
+  RepositoryCredentialConditionType.ValidRepositoryURL,
+  RepositoryCredentialConditionType.ValidRepositoryCredential,
+] as const;
+
+/** Reasons of a RepositoryCredential's conditions (a failure reason is carried by all three). */
+export const RepositoryCredentialReason = {
+  /** ErrorOccurred False and ValidRepositoryCredential True. */
+  RepositoryCredentialUpToDate: 'RepositoryCredentialUpToDate',
+  /** ValidRepositoryURL True. */
+  ValidRepositoryUrl: 'ValidRepositoryUrl',
+  SecretNotSpecified: 'SecretNotSpecified',
+  SecretNotFound: 'SecretNotFound',
+  SecretInvalidType: 'SecretInvalidType',
+  /** The repository does not exist (or cannot be reached). */
+  InvalidRepositoryUrl: 'InvalidRepositoryUrl',
+  /** The repository exists but the credentials were rejected; ValidRepositoryURL stays True. */
+  InvalidCredentials: 'InvalidCredentials',
+  /** The original service's reason for internal errors. */
+  ErrorOccurred: 'ErrorOccurred',
+} as const;
+export type RepositoryCredentialReason =
+  (typeof RepositoryCredentialReason)[keyof typeof RepositoryCredentialReason];
+
+/** User-facing messages of a valid RepositoryCredential (keep these texts). */
+export const RepositoryCredentialMessage = {
+  Valid: 'RepositoryCredentials are Valid',
+  repositoryExists: (repository: string): string => `Repository ${repository} exists`,
+} as const;
+
+// ---------------------------------------------------------------------------------------------------
+// Secrets, labels, annotations and finalizers
+
+/** `type` of the user Secrets our CRs reference. */
+export const SecretType = {
+  ManagedEnvironment: 'managed-gitops.redhat.com/managed-environment',
+  RepositoryCredential: 'managed-gitops.redhat.com/repository-credential',
+} as const;
+
+/** Keys in those Secrets. */
+export const SecretKey = {
+  /** ManagedEnvironment Secret: a standard kubeconfig. */
+  Kubeconfig: 'kubeconfig',
+  /** RepositoryCredential Secret: username/password, or sshPrivateKey. */
+  Username: 'username',
+  Password: 'password',
+  SshPrivateKey: 'sshPrivateKey',
+} as const;
+
+export const Label = {
+  /** On every Argo CD object we own: the id of the database row it was produced from. */
+  DatabaseId: 'managed-gitops.redhat.com/database-id',
+  /** Argo CD's label that marks a Secret as a cluster or repository Secret (values: {@link ArgoCDSecretType}). */
+  ArgoCDSecretType: 'argocd.argoproj.io/secret-type',
+} as const;
+
+/** Values of the `argocd.argoproj.io/secret-type` label. */
+export const ArgoCDSecretType = {
+  Cluster: 'cluster',
+  Repository: 'repository',
+} as const;
+
+export const Annotation = {
+  /** Setting it on an Application makes Argo CD refresh it ("normal" or "hard"). */
+  ArgoCDRefresh: 'argocd.argoproj.io/refresh',
+} as const;
+
+export const Finalizer = {
+  /** Optional user finalizer on a GitOpsDeployment: keep it until Argo CD has deleted every deployed resource. */
+  GitOpsDeploymentResources: 'resources-finalizer.managed-gitops.redhat.com',
+  /** Argo CD's cascading-delete finalizer, set on an Application before deleting it. */
+  ArgoCDResources: 'resources-finalizer.argocd.argoproj.io',
+} as const;
