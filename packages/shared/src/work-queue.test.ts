@@ -26,10 +26,7 @@ function gate(): Gate {
  */
 function harness(
   options: Partial<WorkQueueOptions> & {
-    behaviour?: (
-      key: string,
-      attempt: number,
-    ) => Promise<ReconcileResult | undefined> | ReconcileResult | undefined;
+    behaviour?: (key: string, attempt: number) => Promise<unknown> | ReconcileResult | undefined;
   } = {},
 ) {
   const registry = createMetricsRegistry({ defaultMetrics: false });
@@ -61,7 +58,7 @@ function harness(
         return false;
       });
       try {
-        return (await options.behaviour?.(key, attempt)) ?? undefined;
+        return ((await options.behaviour?.(key, attempt)) ?? undefined) as ReconcileResult | undefined;
       } finally {
         running.set(key, (running.get(key) ?? 1) - 1);
         runningTotal--;

@@ -48,9 +48,11 @@ export interface ReconcileContext {
   retries: number;
 }
 
+/** Returns a result, or nothing (an `async` function without `return`) for "done". */
 export type Reconciler = (
   key: string,
   context: ReconcileContext,
+  // biome-ignore lint/suspicious/noConfusingVoidType: lets `async (key) => { ... }` be a reconciler
 ) => Promise<ReconcileResult | undefined | void>;
 
 export interface WorkQueueOptions {
