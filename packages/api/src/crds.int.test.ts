@@ -1,0 +1,863 @@
+/**
+ * The CRDs' admission rules, checked against the real API server of the test harness (KUBECONFIG, with
+ * the CRDs from packages/api/crds installed). Every rule of api.md is exercised with objects that break
+ * it (rejected with the contract's message) and objects that satisfy it (accepted).
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { request } from 'node:https';
+import { after, before, describe, test } from 'node:test';
+import { parse } from 'yaml';
+import { API_GROUP, API_GROUP_VERSION, API_VERSION, Kind, loadCrds, Plural } from './index.ts';
+
+// ---------------------------------------------------------------------------------------------------
+// A minimal API client: @kubernetes/client-node is not a dependency of this package.
+
+interface Endpoint {
+  server: string;
+  token?: string;
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  insecure: boolean;
+}
+
+interface Response {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+async function endpointFromKubeconfig(path: string): Promise<Endpoint> {
+  type Named<T> = { name: string } & T;
+  const config = parse(await readFile(path, 'utf8')) as {
+    'current-context': string;
+    contexts: Named<{ context: { cluster: string; user: string } }>[];
+    clusters: Named<{ cluster: Record<string, string | boolean | undefined> }>[];
+    users: Named<{ user: Record<string, string | undefined> }>[];
+  };
+  const context = config.contexts.find((c) => c.name === config['current-context'])?.context;
+  const cluster = config.clusters.find((c) => c.name === context?.cluster)?.cluster;
+  const user = config.users.find((u) => u.name === context?.user)?.user ?? {};
+  if (!cluster) throw new Error(`${path}: no cluster for the current context`);
+  const data = (value: unknown, file: unknown): Promise<Buffer | undefined> | Buffer | undefined =>
+    typeof value === 'string'
+      ? Buffer.from(value, 'base64')
+      : typeof file === 'string'
+        ? readFile(file)
+        : undefined;
+  return {
+    server: String(cluster.server),
+    token: user.token,
+    ca: await data(cluster['certificate-authority-data'], cluster['certificate-authority']),
+    cert: await data(user['client-certificate-data'], user['client-certificate']),
+    key: await data(user['client-key-data'], user['client-key']),
+    insecure: cluster['insecure-skip-tls-verify'] === true,
+  };
+}
+
+function call(
+  endpoint: Endpoint,
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType = 'application/json',
+  accept = 'application/json',
+): Promise<Response> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      new URL(path, endpoint.server),
+      {
+        method,
+        ca: endpoint.ca,
+        cert: endpoint.cert,
+        key: endpoint.key,
+        // Only for a kubeconfig without any CA (insecure-skip-tls-verify); the harness provides its CA.
+        rejectUnauthorized: !endpoint.insecure && endpoint.ca !== undefined,
+        headers: {
+          accept,
+          ...(endpoint.token ? { authorization: `Bearer ${endpoint.token}` } : {}),
+          ...(payload === undefined ? {} : { 'content-type': contentType }),
+        },
+        timeout: 30_000,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString();
+          try {
+            resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Record<string, unknown> });
+          } catch {
+            resolve({ status: res.statusCode ?? 0, body: { message: text } });
+          }
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`${method} ${path}: timeout`)));
+    req.on('error', reject);
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Fixtures
+
+const kubeconfigPath = process.env.KUBECONFIG;
+if (!kubeconfigPath) throw new Error('KUBECONFIG is not set: run integration tests with `pnpm test`');
+const endpoint = await endpointFromKubeconfig(kubeconfigPath);
+const namespace = `api-crds-${randomBytes(4).toString('hex')}`;
+let objectCount = 0;
+
+type Obj = Record<string, unknown>;
+type Spec = Record<string, unknown>;
+
+const collection = (kind: Kind) => `/apis/${API_GROUP_VERSION}/namespaces/${namespace}/${Plural[kind]}`;
+const objectPath = (kind: Kind, name: string) => `${collection(kind)}/${name}`;
+
+function manifest(kind: Kind, spec: Spec): Obj {
+  objectCount += 1;
+  return {
+    apiVersion: API_GROUP_VERSION,
+    kind,
+    metadata: { name: `${kind.toLowerCase()}-${objectCount}`, namespace },
+    spec,
+  };
+}
+
+/** Creates the object and asserts the API server stored it; returns what it stored. */
+async function expectAccepted(kind: Kind, spec: Spec): Promise<Obj> {
+  const res = await call(endpoint, 'POST', collection(kind), manifest(kind, spec));
+  assert.equal(
+    res.status,
+    201,
+    `expected ${kind} ${JSON.stringify(spec)} to be accepted: ${res.body.message}`,
+  );
+  return res.body;
+}
+
+/** Asserts the response is an admission rejection (422 Invalid) whose message contains `message`. */
+function assertInvalid(res: Response, message: string, what: string): void {
+  assert.equal(res.status, 422, `expected ${what} to be rejected, got ${res.status}: ${res.body.message}`);
+  assert.equal(res.body.reason, 'Invalid');
+  assert.ok(
+    String(res.body.message).includes(message),
+    `expected the rejection of ${what} to say "${message}", got: ${res.body.message}`,
+  );
+}
+
+async function expectRejected(kind: Kind, spec: Spec, message: string): Promise<void> {
+  const res = await call(endpoint, 'POST', collection(kind), manifest(kind, spec));
+  assertInvalid(res, message, `${kind} ${JSON.stringify(spec)}`);
+}
+
+function mergePatch(kind: Kind, name: string, patch: unknown, subresource = ''): Promise<Response> {
+  return call(
+    endpoint,
+    'PATCH',
+    `${objectPath(kind, name)}${subresource}`,
+    patch,
+    'application/merge-patch+json',
+  );
+}
+
+function jsonPatch(kind: Kind, name: string, ops: unknown[]): Promise<Response> {
+  return call(endpoint, 'PATCH', objectPath(kind, name), ops, 'application/json-patch+json');
+}
+
+const nameOf = (obj: Obj) => (obj.metadata as { name: string }).name;
+
+before(async () => {
+  for (const crd of await loadCrds()) {
+    const res = await call(
+      endpoint,
+      'GET',
+      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`,
+    );
+    assert.equal(res.status, 200, `CRD ${crd.metadata.name} is not installed: ${res.body.message}`);
+  }
+  const res = await call(endpoint, 'POST', '/api/v1/namespaces', {
+    apiVersion: 'v1',
+    kind: 'Namespace',
+    metadata: { name: namespace },
+  });
+  assert.equal(res.status, 201, `creating namespace ${namespace}: ${res.body.message}`);
+});
+
+after(async () => {
+  await call(endpoint, 'DELETE', `/api/v1/namespaces/${namespace}`);
+});
+
+// ---------------------------------------------------------------------------------------------------
+// GitOpsDeployment
+
+const source = { repoURL: 'https://github.com/org/repo', path: 'environments/overlays/dev' };
+
+describe('GitOpsDeployment admission', () => {
+  test('accepts a minimal GitOpsDeployment (source and type only)', async () => {
+    const stored = await expectAccepted(Kind.GitOpsDeployment, { source, type: 'automated' });
+    assert.deepEqual(stored.spec, { source, type: 'automated' });
+  });
+
+  test('accepts a full GitOpsDeployment and stores every field as written', async () => {
+    const spec = {
+      source: { ...source, targetRevision: 'main' },
+      destination: { environment: 'my-managed-environment', namespace: 'jane' },
+      syncPolicy: { syncOptions: ['CreateNamespace=true', 'CreateNamespace=false'] },
+      type: 'manual',
+    };
+    const stored = await expectAccepted(Kind.GitOpsDeployment, spec);
+    assert.deepEqual(stored.spec, spec);
+  });
+
+  test('accepts an environment without a namespace, and empty destination and sync options', async () => {
+    await expectAccepted(Kind.GitOpsDeployment, {
+      source,
+      type: 'automated',
+      destination: { environment: 'env' },
+    });
+    await expectAccepted(Kind.GitOpsDeployment, {
+      source,
+      type: 'automated',
+      destination: {},
+      syncPolicy: { syncOptions: [] },
+    });
+    await expectAccepted(Kind.GitOpsDeployment, {
+      source,
+      type: 'automated',
+      destination: { environment: '', namespace: '' },
+    });
+  });
+
+  test('rejects a type other than manual or automated with "spec type must be manual or automated"', async () => {
+    for (const type of ['Manual', 'Automated', 'auto', '', 'sync']) {
+      await expectRejected(Kind.GitOpsDeployment, { source, type }, 'spec type must be manual or automated');
+    }
+  });
+
+  test('rejects a GitOpsDeployment without a type', async () => {
+    await expectRejected(Kind.GitOpsDeployment, { source }, 'spec.type: Required value');
+  });
+
+  test('rejects a sync option other than CreateNamespace=true|false with the mispelled-sync-option message', async () => {
+    const message =
+      'the specified sync option in .spec.syncPolicy.syncOptions is either mispelled or is not supported by GitOpsDeployment';
+    for (const option of [
+      'CreateNamespace=True',
+      'CreateNamspace=true',
+      'Validate=false',
+      'PruneLast=true',
+      '',
+    ]) {
+      await expectRejected(
+        Kind.GitOpsDeployment,
+        { source, type: 'automated', syncPolicy: { syncOptions: ['CreateNamespace=true', option] } },
+        message,
+      );
+    }
+  });
+
+  test('rejects a destination namespace without an environment', async () => {
+    const message = 'the environment field should not be empty when the namespace is non-empty';
+    await expectRejected(
+      Kind.GitOpsDeployment,
+      { source, type: 'automated', destination: { namespace: 'jane' } },
+      message,
+    );
+    await expectRejected(
+      Kind.GitOpsDeployment,
+      { source, type: 'automated', destination: { namespace: 'jane', environment: '' } },
+      message,
+    );
+  });
+
+  test('rejects a missing or empty spec.source.path as a required field', async () => {
+    const message = 'spec.source.path is a required field and it cannot be empty';
+    await expectRejected(
+      Kind.GitOpsDeployment,
+      { source: { repoURL: source.repoURL }, type: 'automated' },
+      message,
+    );
+    await expectRejected(
+      Kind.GitOpsDeployment,
+      { source: { repoURL: source.repoURL, path: '' }, type: 'automated' },
+      message,
+    );
+  });
+
+  test("rejects spec.source.path '/' with \"spec.source.path cannot be '/'\"", async () => {
+    await expectRejected(
+      Kind.GitOpsDeployment,
+      { source: { repoURL: source.repoURL, path: '/' }, type: 'manual' },
+      "spec.source.path cannot be '/'",
+    );
+  });
+
+  test('reports every broken rule of one object at once', async () => {
+    const res = await call(
+      endpoint,
+      'POST',
+      collection(Kind.GitOpsDeployment),
+      manifest(Kind.GitOpsDeployment, {
+        source: { repoURL: source.repoURL, path: '/' },
+        destination: { namespace: 'jane' },
+        syncPolicy: { syncOptions: ['Validate=false'] },
+        type: 'Manual',
+      }),
+    );
+    for (const message of [
+      "spec.source.path cannot be '/'",
+      'the environment field should not be empty when the namespace is non-empty',
+      'is either mispelled or is not supported by GitOpsDeployment',
+      'spec type must be manual or automated',
+    ]) {
+      assertInvalid(res, message, 'a GitOpsDeployment breaking four rules');
+    }
+  });
+
+  test('applies the same rules on update', async () => {
+    const stored = await expectAccepted(Kind.GitOpsDeployment, { source, type: 'automated' });
+    const name = nameOf(stored);
+    assertInvalid(
+      await mergePatch(Kind.GitOpsDeployment, name, { spec: { type: 'sometimes' } }),
+      'spec type must be manual or automated',
+      'changing type to sometimes',
+    );
+    assertInvalid(
+      await mergePatch(Kind.GitOpsDeployment, name, { spec: { source: { path: '/' } } }),
+      "spec.source.path cannot be '/'",
+      "changing path to '/'",
+    );
+    assertInvalid(
+      await mergePatch(Kind.GitOpsDeployment, name, { spec: { source: { path: null } } }),
+      'spec.source.path is a required field and it cannot be empty',
+      'removing path',
+    );
+    const ok = await mergePatch(Kind.GitOpsDeployment, name, {
+      spec: { type: 'manual', source: { path: 'other' }, destination: { environment: 'e', namespace: 'n' } },
+    });
+    assert.equal(ok.status, 200, String(ok.body.message));
+  });
+
+  test('status is written through the /status subresource: typed fields kept, operationState passed through, unknown fields pruned', async () => {
+    const stored = await expectAccepted(Kind.GitOpsDeployment, { source, type: 'automated' });
+    const name = nameOf(stored);
+    const status = {
+      sync: { status: 'Synced', revision: 'abc123' },
+      health: { status: 'Progressing', message: 'waiting for rollout' },
+      resources: [
+        {
+          group: 'apps',
+          version: 'v1',
+          kind: 'Deployment',
+          namespace,
+          name: 'web',
+          status: 'Synced',
+          health: { status: 'Progressing', message: 'waiting' },
+        },
+        { group: '', version: 'v1', kind: 'ConfigMap', namespace, name: 'cfg', status: 'Synced' },
+      ],
+      reconciledState: {
+        source: { path: source.path, repoURL: source.repoURL, branch: 'main' },
+        destination: { name: '', namespace },
+      },
+      operationState: {
+        operation: { sync: { revision: 'abc123' }, initiatedBy: { username: 'gitops-service' } },
+        phase: 'Succeeded',
+        message: 'successfully synced (all tasks run)',
+        syncResult: { revision: 'abc123', resources: [{ kind: 'ConfigMap', name: 'cfg', status: 'Synced' }] },
+        startedAt: '2026-01-01T00:00:00Z',
+        finishedAt: '2026-01-01T00:00:05Z',
+        retryCount: 1,
+      },
+      conditions: [
+        {
+          type: 'ErrorOccurred',
+          status: 'False',
+          reason: 'ErrorOccurredResolved',
+          message: '',
+          lastProbeTime: '2026-01-01T00:00:00Z',
+          lastTransitionTime: '2026-01-01T00:00:00Z',
+        },
+        {
+          type: 'ComparisonError',
+          status: 'True',
+          reason: 'ComparisonError',
+          message: 'rpc error',
+          lastProbeTime: '2026-01-01T00:00:00Z',
+          lastTransitionTime: '2026-01-01T00:00:00Z',
+        },
+      ],
+    };
+    const res = await mergePatch(
+      Kind.GitOpsDeployment,
+      name,
+      { status: { ...status, sync: { ...status.sync, notInTheSchema: 'x' } } },
+      '/status',
+    );
+    assert.equal(res.status, 200, String(res.body.message));
+    assert.deepEqual(res.body.status, status);
+
+    const viaMainResource = await mergePatch(Kind.GitOpsDeployment, name, {
+      status: { sync: { status: 'OutOfSync' } },
+    });
+    assert.equal(viaMainResource.status, 200, String(viaMainResource.body.message));
+    assert.deepEqual(
+      (viaMainResource.body.status as { sync: unknown }).sync,
+      status.sync,
+      'status changes through the main resource are ignored',
+    );
+  });
+
+  test('rejects a status condition without a type, or with a status other than True/False/Unknown', async () => {
+    const name = nameOf(await expectAccepted(Kind.GitOpsDeployment, { source, type: 'automated' }));
+    const noType = await mergePatch(
+      Kind.GitOpsDeployment,
+      name,
+      { status: { conditions: [{ status: 'True' }] } },
+      '/status',
+    );
+    assertInvalid(noType, 'Required value', 'a condition without a type');
+    const badStatus = await mergePatch(
+      Kind.GitOpsDeployment,
+      name,
+      { status: { conditions: [{ type: 'ErrorOccurred', status: 'Maybe' }] } },
+      '/status',
+    );
+    assertInvalid(badStatus, 'Unsupported value', 'a condition with status Maybe');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
+// GitOpsDeploymentSyncRun
+
+describe('GitOpsDeploymentSyncRun admission', () => {
+  test('accepts a SyncRun with only gitopsDeploymentName, with revisionID, and with the doc alias revisionId', async () => {
+    await expectAccepted(Kind.GitOpsDeploymentSyncRun, { gitopsDeploymentName: 'my-depl' });
+    const full = await expectAccepted(Kind.GitOpsDeploymentSyncRun, {
+      gitopsDeploymentName: 'my-depl',
+      revisionID: 'main',
+    });
+    assert.deepEqual(full.spec, { gitopsDeploymentName: 'my-depl', revisionID: 'main' });
+    const alias = await expectAccepted(Kind.GitOpsDeploymentSyncRun, {
+      gitopsDeploymentName: 'my-depl',
+      revisionId: 'v1.2.3',
+    });
+    assert.deepEqual(alias.spec, { gitopsDeploymentName: 'my-depl', revisionId: 'v1.2.3' });
+  });
+
+  test('rejects a SyncRun without gitopsDeploymentName, or with an empty one', async () => {
+    await expectRejected(
+      Kind.GitOpsDeploymentSyncRun,
+      { revisionID: 'main' },
+      'spec.gitopsDeploymentName: Required value',
+    );
+    await expectRejected(
+      Kind.GitOpsDeploymentSyncRun,
+      { gitopsDeploymentName: '' },
+      'spec.gitopsDeploymentName',
+    );
+  });
+
+  test('rejects setting both revisionID and its alias revisionId', async () => {
+    await expectRejected(
+      Kind.GitOpsDeploymentSyncRun,
+      { gitopsDeploymentName: 'my-depl', revisionID: 'main', revisionId: 'main' },
+      'set at most one of revisionID and revisionId',
+    );
+  });
+
+  test('rejects changing gitopsDeploymentName', async () => {
+    const name = nameOf(
+      await expectAccepted(Kind.GitOpsDeploymentSyncRun, { gitopsDeploymentName: 'a', revisionID: 'main' }),
+    );
+    assertInvalid(
+      await mergePatch(Kind.GitOpsDeploymentSyncRun, name, { spec: { gitopsDeploymentName: 'b' } }),
+      'gitopsDeploymentName is immutable',
+      'changing gitopsDeploymentName',
+    );
+  });
+
+  test('rejects changing, adding or removing revisionID (under either spelling)', async () => {
+    const withRevision = nameOf(
+      await expectAccepted(Kind.GitOpsDeploymentSyncRun, { gitopsDeploymentName: 'a', revisionID: 'main' }),
+    );
+    const withoutRevision = nameOf(
+      await expectAccepted(Kind.GitOpsDeploymentSyncRun, { gitopsDeploymentName: 'a' }),
+    );
+    const withAlias = nameOf(
+      await expectAccepted(Kind.GitOpsDeploymentSyncRun, { gitopsDeploymentName: 'a', revisionId: 'main' }),
+    );
+    const message = 'revisionID is immutable';
+    assertInvalid(
+      await mergePatch(Kind.GitOpsDeploymentSyncRun, withRevision, { spec: { revisionID: 'other' } }),
+      message,
+      'changing revisionID',
+    );
+    assertInvalid(
+      await jsonPatch(Kind.GitOpsDeploymentSyncRun, withRevision, [
+        { op: 'remove', path: '/spec/revisionID' },
+      ]),
+      message,
+      'removing revisionID',
+    );
+    assertInvalid(
+      await mergePatch(Kind.GitOpsDeploymentSyncRun, withoutRevision, { spec: { revisionID: 'main' } }),
+      message,
+      'adding revisionID',
+    );
+    assertInvalid(
+      await mergePatch(Kind.GitOpsDeploymentSyncRun, withoutRevision, { spec: { revisionId: 'main' } }),
+      message,
+      'adding revisionId',
+    );
+    assertInvalid(
+      await mergePatch(Kind.GitOpsDeploymentSyncRun, withAlias, { spec: { revisionId: 'other' } }),
+      message,
+      'changing revisionId',
+    );
+  });
+
+  test('allows updates that leave gitopsDeploymentName and revisionID alone (metadata, status)', async () => {
+    const name = nameOf(
+      await expectAccepted(Kind.GitOpsDeploymentSyncRun, { gitopsDeploymentName: 'a', revisionID: 'main' }),
+    );
+    const labelled = await mergePatch(Kind.GitOpsDeploymentSyncRun, name, {
+      metadata: { labels: { team: 'jane' }, annotations: { note: 'hello' } },
+      spec: { gitopsDeploymentName: 'a', revisionID: 'main' },
+    });
+    assert.equal(labelled.status, 200, String(labelled.body.message));
+    const condition = {
+      type: 'ErrorOccurred',
+      status: 'False',
+      reason: '',
+      message: '',
+      lastTransitionTime: '2026-01-01T00:00:00Z',
+    };
+    const withStatus = await mergePatch(
+      Kind.GitOpsDeploymentSyncRun,
+      name,
+      { status: { conditions: [condition] } },
+      '/status',
+    );
+    assert.equal(withStatus.status, 200, String(withStatus.body.message));
+    assert.deepEqual(withStatus.body.status, { conditions: [condition] });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
+// GitOpsDeploymentManagedEnvironment
+
+const managedEnvironment = {
+  apiURL: 'https://api.cluster:6443',
+  credentialsSecret: 'my-env-secret',
+  allowInsecureSkipTLSVerify: false,
+};
+
+describe('GitOpsDeploymentManagedEnvironment admission', () => {
+  test('accepts a minimal and a full ManagedEnvironment', async () => {
+    await expectAccepted(Kind.GitOpsDeploymentManagedEnvironment, managedEnvironment);
+    const full = {
+      ...managedEnvironment,
+      allowInsecureSkipTLSVerify: true,
+      createNewServiceAccount: true,
+      namespaces: ['a', 'b', 'team-1', 'x'.repeat(63)],
+      clusterResources: true,
+    };
+    const stored = await expectAccepted(Kind.GitOpsDeploymentManagedEnvironment, full);
+    assert.deepEqual(stored.spec, full);
+  });
+
+  test('accepts https API URLs with a host, port and path', async () => {
+    for (const apiURL of [
+      'https://api.cluster:6443',
+      'https://10.0.0.1',
+      'https://api.example.com/k8s/clusters/c-1',
+      'HTTPS://api.cluster:6443',
+    ]) {
+      await expectAccepted(Kind.GitOpsDeploymentManagedEnvironment, { ...managedEnvironment, apiURL });
+    }
+  });
+
+  test('rejects an API URL that is not https, has no host, or has a query with "cluster api url must start with https://"', async () => {
+    for (const apiURL of [
+      'http://api.cluster:6443',
+      'api.cluster:6443',
+      'ftp://api.cluster',
+      '',
+      'https://',
+      'https://api.cluster:6443?managedEnvironment=1',
+      'https://api.cluster:6443/?a=b&c=d',
+      'https://api.cluster:6443/a&b',
+    ]) {
+      await expectRejected(
+        Kind.GitOpsDeploymentManagedEnvironment,
+        { ...managedEnvironment, apiURL },
+        'cluster api url must start with https://',
+      );
+    }
+  });
+
+  test('rejects namespaces that are not DNS-1123 labels', async () => {
+    for (const ns of ['Team', 'team_1', '-team', 'team-', 'a.b', '']) {
+      await expectRejected(
+        Kind.GitOpsDeploymentManagedEnvironment,
+        { ...managedEnvironment, namespaces: ['ok', ns] },
+        'must be a valid DNS-1123 label',
+      );
+    }
+    await expectRejected(
+      Kind.GitOpsDeploymentManagedEnvironment,
+      { ...managedEnvironment, namespaces: ['x'.repeat(64)] },
+      'spec.namespaces[0]: Too long',
+    );
+  });
+
+  test('rejects a ManagedEnvironment without apiURL, credentialsSecret or allowInsecureSkipTLSVerify', async () => {
+    for (const field of ['apiURL', 'credentialsSecret', 'allowInsecureSkipTLSVerify'] as const) {
+      const spec: Spec = { ...managedEnvironment };
+      delete spec[field];
+      await expectRejected(Kind.GitOpsDeploymentManagedEnvironment, spec, `spec.${field}: Required value`);
+    }
+  });
+
+  test('stores a standard metav1.Condition with observedGeneration through /status, and rejects a malformed one', async () => {
+    const name = nameOf(await expectAccepted(Kind.GitOpsDeploymentManagedEnvironment, managedEnvironment));
+    const condition = {
+      type: 'ConnectionInitializationSucceeded',
+      status: 'False',
+      reason: 'UnableToLocateContext',
+      message:
+        "the kubeconfig did not have a cluster entry that matched the API URL 'https://api.cluster:6443'",
+      observedGeneration: 1,
+      lastTransitionTime: '2026-01-01T00:00:00Z',
+    };
+    const ok = await mergePatch(
+      Kind.GitOpsDeploymentManagedEnvironment,
+      name,
+      { status: { conditions: [condition] } },
+      '/status',
+    );
+    assert.equal(ok.status, 200, String(ok.body.message));
+    assert.deepEqual(ok.body.status, { conditions: [condition] });
+
+    const succeeded = { ...condition, status: 'True', reason: 'Succeeded', message: '' };
+    const empty = await mergePatch(
+      Kind.GitOpsDeploymentManagedEnvironment,
+      name,
+      { status: { conditions: [succeeded] } },
+      '/status',
+    );
+    assert.equal(empty.status, 200, `an empty message is allowed: ${empty.body.message}`);
+
+    const { reason: _reason, ...withoutReason } = condition;
+    assertInvalid(
+      await mergePatch(
+        Kind.GitOpsDeploymentManagedEnvironment,
+        name,
+        { status: { conditions: [withoutReason] } },
+        '/status',
+      ),
+      'reason: Required value',
+      'a condition without a reason',
+    );
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
+// GitOpsDeploymentRepositoryCredential
+
+describe('GitOpsDeploymentRepositoryCredential admission', () => {
+  test('accepts https://, ssh:// and scp-style repositories', async () => {
+    for (const repository of [
+      'https://github.com/org/private',
+      'https://github.com/org/private.git',
+      'ssh://git@github.com/org/private.git',
+      'ssh://git@gitlab.example.com:2222/group/sub/repo.git',
+      'git@github.com:org/private.git',
+      'git@gitlab.example.com:/srv/repos/repo.git',
+    ]) {
+      const stored = await expectAccepted(Kind.GitOpsDeploymentRepositoryCredential, {
+        repository,
+        secret: 'private-repo-creds',
+      });
+      assert.deepEqual(stored.spec, { repository, secret: 'private-repo-creds' });
+    }
+  });
+
+  test('accepts the doc alias url instead of repository', async () => {
+    const stored = await expectAccepted(Kind.GitOpsDeploymentRepositoryCredential, {
+      url: 'https://github.com/org/private',
+      secret: 'private-repo-creds',
+    });
+    assert.deepEqual(stored.spec, { url: 'https://github.com/org/private', secret: 'private-repo-creds' });
+  });
+
+  test('accepts an empty secret name (the controller reports SecretNotSpecified)', async () => {
+    await expectAccepted(Kind.GitOpsDeploymentRepositoryCredential, {
+      repository: 'https://github.com/org/private',
+      secret: '',
+    });
+  });
+
+  test('rejects other repositories with "repository must begin with ssh:// or https://", under either field name', async () => {
+    for (const repository of [
+      'http://github.com/org/private',
+      'file:///srv/repo.git',
+      'github.com/org/private',
+      'git@github.com',
+      'git@github.com:',
+      'https://',
+      '',
+    ]) {
+      for (const field of ['repository', 'url']) {
+        await expectRejected(
+          Kind.GitOpsDeploymentRepositoryCredential,
+          { [field]: repository, secret: 's' },
+          'repository must begin with ssh:// or https://',
+        );
+      }
+    }
+  });
+
+  test('requires exactly one of repository and url', async () => {
+    const message = 'exactly one of spec.repository and spec.url must be set';
+    await expectRejected(Kind.GitOpsDeploymentRepositoryCredential, { secret: 's' }, message);
+    await expectRejected(
+      Kind.GitOpsDeploymentRepositoryCredential,
+      { repository: 'https://github.com/org/a', url: 'https://github.com/org/a', secret: 's' },
+      message,
+    );
+  });
+
+  test('requires secret', async () => {
+    await expectRejected(
+      Kind.GitOpsDeploymentRepositoryCredential,
+      { repository: 'https://github.com/org/a' },
+      'spec.secret: Required value',
+    );
+  });
+
+  test('stores the three conditions in order through /status', async () => {
+    const name = nameOf(
+      await expectAccepted(Kind.GitOpsDeploymentRepositoryCredential, {
+        repository: 'https://github.com/org/a',
+        secret: 's',
+      }),
+    );
+    const at = '2026-01-01T00:00:00Z';
+    const conditions = [
+      {
+        type: 'ErrorOccurred',
+        status: 'False',
+        reason: 'RepositoryCredentialUpToDate',
+        message: 'RepositoryCredentials are Valid',
+        lastTransitionTime: at,
+      },
+      {
+        type: 'ValidRepositoryURL',
+        status: 'True',
+        reason: 'ValidRepositoryUrl',
+        message: 'Repository https://github.com/org/a exists',
+        lastTransitionTime: at,
+      },
+      {
+        type: 'ValidRepositoryCredential',
+        status: 'True',
+        reason: 'RepositoryCredentialUpToDate',
+        message: '',
+        lastTransitionTime: at,
+      },
+    ];
+    const res = await mergePatch(
+      Kind.GitOpsDeploymentRepositoryCredential,
+      name,
+      { status: { conditions } },
+      '/status',
+    );
+    assert.equal(res.status, 200, String(res.body.message));
+    assert.deepEqual(res.body.status, { conditions });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
+// Operation
+
+describe('Operation admission', () => {
+  test('accepts an Operation pointing at an operation row', async () => {
+    const stored = await expectAccepted(Kind.Operation, { operationID: '42' });
+    assert.deepEqual(stored.spec, { operationID: '42' });
+  });
+
+  test('rejects an Operation without an operationID', async () => {
+    await expectRejected(Kind.Operation, {}, 'spec.operationID: Required value');
+    await expectRejected(Kind.Operation, { operationID: '' }, 'spec.operationID');
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
+// What kubectl shows
+
+describe('kubectl view of the API', () => {
+  test('discovery lists every kind as namespaced with a status subresource and its short names', async () => {
+    const res = await call(endpoint, 'GET', `/apis/${API_GROUP}/${API_VERSION}`);
+    assert.equal(res.status, 200, String(res.body.message));
+    const resources = res.body.resources as {
+      name: string;
+      kind: string;
+      namespaced: boolean;
+      shortNames?: string[];
+      categories?: string[];
+    }[];
+    for (const crd of await loadCrds()) {
+      const { kind, plural, shortNames } = crd.spec.names;
+      const resource = resources.find((r) => r.name === plural);
+      assert.ok(resource, `${plural} is served`);
+      assert.equal(resource.kind, kind);
+      assert.equal(resource.namespaced, true);
+      assert.deepEqual(resource.shortNames, shortNames);
+      assert.ok(
+        resources.some((r) => r.name === `${plural}/status`),
+        `${plural}/status subresource is served`,
+      );
+    }
+    const shortNamesOf = (kind: Kind) => resources.find((r) => r.kind === kind)?.shortNames ?? [];
+    assert.ok(shortNamesOf(Kind.GitOpsDeployment).includes('gd'));
+    assert.ok(shortNamesOf(Kind.GitOpsDeployment).includes('gitopsdepl'));
+    assert.ok(shortNamesOf(Kind.GitOpsDeploymentSyncRun).includes('gdsr'));
+    assert.ok(shortNamesOf(Kind.GitOpsDeploymentManagedEnvironment).includes('gdme'));
+    assert.ok(shortNamesOf(Kind.GitOpsDeploymentRepositoryCredential).includes('gdrc'));
+    assert.ok(shortNamesOf(Kind.Operation).includes('op'));
+  });
+
+  test('kubectl get gitopsdeployments shows Name, Sync, Health and Age with the values from status', async () => {
+    const name = nameOf(await expectAccepted(Kind.GitOpsDeployment, { source, type: 'automated' }));
+    const patched = await mergePatch(
+      Kind.GitOpsDeployment,
+      name,
+      { status: { sync: { status: 'Synced', revision: 'abc' }, health: { status: 'Healthy' } } },
+      '/status',
+    );
+    assert.equal(patched.status, 200, String(patched.body.message));
+    const table = await call(
+      endpoint,
+      'GET',
+      objectPath(Kind.GitOpsDeployment, name),
+      undefined,
+      undefined,
+      'application/json;as=Table;v=v1;g=meta.k8s.io',
+    );
+    assert.equal(table.status, 200, String(table.body.message));
+    const columns = (table.body.columnDefinitions as { name: string; priority: number }[]).filter(
+      (c) => c.priority === 0,
+    );
+    assert.deepEqual(
+      columns.map((c) => c.name),
+      ['Name', 'Sync', 'Health', 'Age'],
+    );
+    const cells = (table.body.rows as { cells: unknown[] }[])[0]?.cells ?? [];
+    assert.deepEqual(cells.slice(0, 3), [name, 'Synced', 'Healthy']);
+  });
+});
