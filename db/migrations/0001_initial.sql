@@ -238,8 +238,8 @@ CREATE TABLE operation (
 -- "At most one Waiting operation per (instance, type, resource)": writers reuse it (INSERT ... ON CONFLICT).
 CREATE UNIQUE INDEX operation_waiting_resource_key ON operation (engine_instance_id, resource_type, resource_id)
   WHERE state = 'Waiting';
--- The relay's claim query (undelivered, not finished).
-CREATE INDEX operation_undelivered_idx ON operation (next_delivery_at, created_at)
+-- The relay's claim query (undelivered, not finished; oldest first).
+CREATE INDEX operation_undelivered_idx ON operation (created_at)
   WHERE delivered_at IS NULL AND state IN ('Waiting', 'In_Progress');
 -- The agent's safety-net sweep of due Waiting rows of its instance.
 CREATE INDEX operation_waiting_due_idx ON operation (engine_instance_id, next_attempt_at)

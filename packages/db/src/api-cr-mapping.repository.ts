@@ -1,0 +1,105 @@
+import type { Kysely } from 'kysely';
+import type { ApiCrMappingRow, Database } from './database.ts';
+import type { CrKind } from './schema-values.ts';
+
+/**
+ * User CR <-> database row. Deleting the row deletes its mapping (FK cascade). Looked up by CR uid (delete
+ * events; a re-created CR with the same name has a new uid) or by namespace/kind/name.
+ */
+
+/** The row a CR kind maps to, as a discriminated union. */
+export type MappedRow =
+  | { kind: 'GitOpsDeployment'; applicationId: string }
+  | { kind: 'GitOpsDeploymentSyncRun'; syncOperationId: string }
+  | { kind: 'GitOpsDeploymentManagedEnvironment'; managedEnvironmentId: string }
+  | { kind: 'GitOpsDeploymentRepositoryCredential'; repositoryCredentialsId: string };
+
+export interface CrReference {
+  uid: string;
+  name: string;
+  namespace: string;
+  namespaceUid: string;
+}
+
+function rowColumns(row: MappedRow) {
+  return {
+    application_id: row.kind === 'GitOpsDeployment' ? row.applicationId : null,
+    sync_operation_id: row.kind === 'GitOpsDeploymentSyncRun' ? row.syncOperationId : null,
+    managed_environment_id:
+      row.kind === 'GitOpsDeploymentManagedEnvironment' ? row.managedEnvironmentId : null,
+    repository_credentials_id:
+      row.kind === 'GitOpsDeploymentRepositoryCredential' ? row.repositoryCredentialsId : null,
+  };
+}
+
+/** The mapped row of a mapping. */
+export function mappedRowOf(mapping: ApiCrMappingRow): MappedRow {
+  switch (mapping.cr_kind) {
+    case 'GitOpsDeployment':
+      return { kind: mapping.cr_kind, applicationId: mapping.application_id! };
+    case 'GitOpsDeploymentSyncRun':
+      return { kind: mapping.cr_kind, syncOperationId: mapping.sync_operation_id! };
+    case 'GitOpsDeploymentManagedEnvironment':
+      return { kind: mapping.cr_kind, managedEnvironmentId: mapping.managed_environment_id! };
+    case 'GitOpsDeploymentRepositoryCredential':
+      return { kind: mapping.cr_kind, repositoryCredentialsId: mapping.repository_credentials_id! };
+  }
+}
+
+export async function insertApiCrMapping(
+  db: Kysely<Database>,
+  cr: CrReference,
+  row: MappedRow,
+): Promise<ApiCrMappingRow> {
+  return await db
+    .insertInto('api_cr_mapping')
+    .values({
+      cr_kind: row.kind,
+      cr_uid: cr.uid,
+      cr_name: cr.name,
+      cr_namespace: cr.namespace,
+      cr_namespace_uid: cr.namespaceUid,
+      ...rowColumns(row),
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function getApiCrMappingByUid(
+  db: Kysely<Database>,
+  crUid: string,
+): Promise<ApiCrMappingRow | undefined> {
+  return await db.selectFrom('api_cr_mapping').selectAll().where('cr_uid', '=', crUid).executeTakeFirst();
+}
+
+/** Mappings of CRs with this kind/namespace/name (several during a delete-recreate), oldest first. */
+export async function findApiCrMappingsByName(
+  db: Kysely<Database>,
+  cr: { kind: CrKind; namespace: string; name: string },
+): Promise<ApiCrMappingRow[]> {
+  return await db
+    .selectFrom('api_cr_mapping')
+    .selectAll()
+    .where('cr_namespace', '=', cr.namespace)
+    .where('cr_kind', '=', cr.kind)
+    .where('cr_name', '=', cr.name)
+    .orderBy('created_at')
+    .execute();
+}
+
+/** The mapping of a database row (e.g. which GitOpsDeployment an application belongs to). */
+export async function getApiCrMappingOfApplication(
+  db: Kysely<Database>,
+  applicationId: string,
+): Promise<ApiCrMappingRow | undefined> {
+  return await db
+    .selectFrom('api_cr_mapping')
+    .selectAll()
+    .where('application_id', '=', applicationId)
+    .executeTakeFirst();
+}
+
+export async function deleteApiCrMappingByUid(db: Kysely<Database>, crUid: string): Promise<boolean> {
+  const result = await db.deleteFrom('api_cr_mapping').where('cr_uid', '=', crUid).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}

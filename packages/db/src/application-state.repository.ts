@@ -1,0 +1,62 @@
+import { type Kysely, sql } from 'kysely';
+import type { ApplicationStateRow, Database, JsonValue } from './database.ts';
+
+/**
+ * The agent's compact projection of an Argo CD Application's status. Written only when it changed; the
+ * table's trigger then NOTIFYs `gitops_application_state_changed` with the application id.
+ */
+
+export type WriteApplicationStateResult = 'changed' | 'unchanged' | 'application-missing';
+
+/**
+ * Stores the projection if it differs from the stored one (jsonb equality: key order does not matter).
+ * 'application-missing' when the application row does not exist (deleted meanwhile); nothing is written.
+ */
+export async function writeApplicationState(
+  db: Kysely<Database>,
+  applicationId: string,
+  state: { [key: string]: JsonValue },
+): Promise<WriteApplicationStateResult> {
+  const json = JSON.stringify(state);
+  const written = await db
+    .insertInto('application_state')
+    .columns(['application_id', 'state'])
+    .expression((eb) =>
+      eb
+        .selectFrom('application')
+        .select([
+          sql<string>`${applicationId}::uuid`.as('application_id'),
+          sql<string>`${json}::jsonb`.as('state'),
+        ])
+        .where('id', '=', applicationId),
+    )
+    .onConflict((conflict) =>
+      conflict
+        .column('application_id')
+        .doUpdateSet(({ ref }) => ({ state: ref('excluded.state') }))
+        .where(
+          ({ ref }) =>
+            sql<boolean>`${ref('application_state.state')} is distinct from ${ref('excluded.state')}`,
+        ),
+    )
+    .returning('application_id')
+    .executeTakeFirst();
+  if (written) return 'changed';
+  const exists = await db
+    .selectFrom('application')
+    .select('id')
+    .where('id', '=', applicationId)
+    .executeTakeFirst();
+  return exists ? 'unchanged' : 'application-missing';
+}
+
+export async function getApplicationState(
+  db: Kysely<Database>,
+  applicationId: string,
+): Promise<ApplicationStateRow | undefined> {
+  return await db
+    .selectFrom('application_state')
+    .selectAll()
+    .where('application_id', '=', applicationId)
+    .executeTakeFirst();
+}

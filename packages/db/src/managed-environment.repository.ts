@@ -1,0 +1,138 @@
+import type { Kysely, Transaction } from 'kysely';
+import type { ClusterCredentialsRow, Database, ManagedEnvironmentRow } from './database.ts';
+
+/**
+ * managed_environment + cluster_credentials. An External environment owns its credentials row: they are
+ * created, rotated and deleted together. Token columns hold sealed bytes (sealing.ts), never plaintext.
+ */
+
+export interface ClusterCredentialsInput {
+  apiUrl: string;
+  /** Sealed bearer token. */
+  bearerTokenSealed: Buffer;
+  allowInsecureSkipTlsVerify: boolean;
+  namespaces: readonly string[];
+  clusterResources: boolean;
+}
+
+function credentialsColumns(input: ClusterCredentialsInput) {
+  return {
+    api_url: input.apiUrl,
+    bearer_token_sealed: input.bearerTokenSealed,
+    allow_insecure_skip_tls_verify: input.allowInsecureSkipTlsVerify,
+    namespaces: [...input.namespaces],
+    cluster_resources: input.clusterResources,
+  };
+}
+
+/** The tenant's own namespace as a deploy target (in-cluster, no credentials). Created once per tenant. */
+export async function ensureWorkspaceEnvironment(
+  db: Kysely<Database>,
+  clusterUser: { id: string; namespaceName: string },
+): Promise<ManagedEnvironmentRow> {
+  const inserted = await db
+    .insertInto('managed_environment')
+    .values({ cluster_user_id: clusterUser.id, kind: 'Workspace', name: clusterUser.namespaceName })
+    .onConflict((conflict) => conflict.column('cluster_user_id').where('kind', '=', 'Workspace').doNothing())
+    .returningAll()
+    .executeTakeFirst();
+  if (inserted) return inserted;
+  return await db
+    .selectFrom('managed_environment')
+    .selectAll()
+    .where('cluster_user_id', '=', clusterUser.id)
+    .where('kind', '=', 'Workspace')
+    .executeTakeFirstOrThrow();
+}
+
+/** An environment for one GitOpsDeploymentManagedEnvironment CR, with its credentials. */
+export async function insertExternalEnvironment(
+  trx: Transaction<Database>,
+  input: { clusterUserId: string; name: string; credentials: ClusterCredentialsInput },
+): Promise<{ environment: ManagedEnvironmentRow; credentials: ClusterCredentialsRow }> {
+  const credentials = await trx
+    .insertInto('cluster_credentials')
+    .values({ cluster_user_id: input.clusterUserId, ...credentialsColumns(input.credentials) })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  const environment = await trx
+    .insertInto('managed_environment')
+    .values({
+      cluster_user_id: input.clusterUserId,
+      kind: 'External',
+      name: input.name,
+      cluster_credentials_id: credentials.id,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { environment, credentials };
+}
+
+/** Replaces the credentials of an External environment in place (token rotation, changed URL/flags). */
+export async function updateEnvironmentCredentials(
+  db: Kysely<Database>,
+  environmentId: string,
+  credentials: ClusterCredentialsInput,
+): Promise<ClusterCredentialsRow | undefined> {
+  return await db
+    .updateTable('cluster_credentials')
+    .set(credentialsColumns(credentials))
+    .where('id', '=', (eb) =>
+      eb.selectFrom('managed_environment').select('cluster_credentials_id').where('id', '=', environmentId),
+    )
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function getManagedEnvironment(
+  db: Kysely<Database>,
+  id: string,
+): Promise<ManagedEnvironmentRow | undefined> {
+  return await db.selectFrom('managed_environment').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** An environment with its credentials (undefined credentials for a Workspace environment). */
+export async function getManagedEnvironmentWithCredentials(
+  db: Kysely<Database>,
+  id: string,
+): Promise<
+  { environment: ManagedEnvironmentRow; credentials: ClusterCredentialsRow | undefined } | undefined
+> {
+  const environment = await getManagedEnvironment(db, id);
+  if (!environment) return undefined;
+  const credentials =
+    environment.cluster_credentials_id === null
+      ? undefined
+      : await db
+          .selectFrom('cluster_credentials')
+          .selectAll()
+          .where('id', '=', environment.cluster_credentials_id)
+          .executeTakeFirst();
+  return { environment, credentials };
+}
+
+/**
+ * Deletes an environment and its credentials. Applications that targeted it keep existing with
+ * managed_environment_id NULL (empty destination); their ids are returned so the caller can announce
+ * them (insertOperation) in the same transaction.
+ */
+export async function deleteManagedEnvironment(
+  trx: Transaction<Database>,
+  id: string,
+): Promise<{ deleted: boolean; affectedApplicationIds: string[] }> {
+  const applications = await trx
+    .selectFrom('application')
+    .select('id')
+    .where('managed_environment_id', '=', id)
+    .forUpdate()
+    .execute();
+  const deleted = await trx
+    .deleteFrom('managed_environment')
+    .where('id', '=', id)
+    .returning('cluster_credentials_id')
+    .executeTakeFirst();
+  if (deleted?.cluster_credentials_id) {
+    await trx.deleteFrom('cluster_credentials').where('id', '=', deleted.cluster_credentials_id).execute();
+  }
+  return { deleted: deleted !== undefined, affectedApplicationIds: applications.map((a) => a.id) };
+}

@@ -1,0 +1,200 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sql, type Transaction } from 'kysely';
+import pg from 'pg';
+import { connectionConfig } from './connection.ts';
+import type { Database } from './database.ts';
+
+/**
+ * PostgreSQL LISTEN/NOTIFY. NOTIFY is transactional: a notification is delivered when its transaction
+ * commits and never if it rolls back. It is also lossy across connection loss: whatever is sent while the
+ * listener is reconnecting is gone, so every consumer pairs it with a sweep (run one on `onConnected`).
+ */
+
+/**
+ * Channels sent by the schema's triggers (db/migrations/0001_initial.sql); payloads are row ids.
+ * Writers do not need to call `notify` for these: the triggers fire when the row really changes.
+ */
+export const NOTIFICATION_CHANNELS = {
+  /** An operation row was inserted: wakes the relay. Payload: operation id. */
+  operationCreated: 'gitops_operation_created',
+  /** An operation's state changed: the backend re-enqueues its owner. Payload: operation id. */
+  operationStateChanged: 'gitops_operation_state_changed',
+  /** An application_state row was inserted or its state changed. Payload: application id. */
+  applicationStateChanged: 'gitops_application_state_changed',
+} as const;
+
+/** PostgreSQL rejects NOTIFY payloads of 8000 bytes or more. */
+const MAX_PAYLOAD_BYTES = 7999;
+
+/**
+ * Sends a notification as part of `trx`: listeners receive it only if the transaction commits.
+ * Identical (channel, payload) pairs within one transaction are delivered once.
+ */
+export async function notify(trx: Transaction<Database>, channel: string, payload: string): Promise<void> {
+  if (Buffer.byteLength(payload, 'utf8') > MAX_PAYLOAD_BYTES) {
+    throw new RangeError(`notification payload on ${channel} exceeds ${MAX_PAYLOAD_BYTES} bytes`);
+  }
+  await sql`select pg_notify(${channel}, ${payload})`.execute(trx);
+}
+
+export interface Notification {
+  channel: string;
+  payload: string;
+}
+
+export interface ListenOptions {
+  /**
+   * Called after every successful (re)connect + LISTEN. `reconnected` is true after a connection loss:
+   * notifications may have been missed, so the consumer should sweep.
+   */
+  onConnected?: (event: { reconnected: boolean }) => void;
+  /** Connection failures and errors thrown by `onNotification`; the listener keeps going. */
+  onError?: (error: Error) => void;
+  /** Reconnect backoff: exponential from min to max with full jitter (defaults 100 ms, 10 s). */
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+  /**
+   * A `select 1` every interval detects a silently dead connection (e.g. a network partition that TCP
+   * keepalive has not noticed yet). Default 30 s; 0 disables it.
+   */
+  healthCheckIntervalMs?: number;
+  applicationName?: string;
+}
+
+export interface Listener {
+  /** Resolves after the first successful LISTEN; rejects if closed before that. */
+  readonly ready: Promise<void>;
+  /** Stops listening and closes the connection. */
+  close(): Promise<void>;
+}
+
+function quoteIdentifier(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+function asError(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value));
+}
+
+/**
+ * LISTENs on `channels` on a dedicated connection (not from a pool: LISTEN is per session). When the
+ * connection is lost it reconnects with backoff and LISTENs again, until `close()`.
+ */
+export function listen(
+  url: string,
+  channels: readonly string[],
+  onNotification: (notification: Notification) => void | Promise<void>,
+  options: ListenOptions = {},
+): Listener {
+  const minBackoff = options.minBackoffMs ?? 100;
+  const maxBackoff = options.maxBackoffMs ?? 10_000;
+  const healthCheckInterval = options.healthCheckIntervalMs ?? 30_000;
+  const wanted = new Set(channels);
+  const stop = new AbortController();
+  let client: pg.Client | undefined;
+  let resolveReady!: () => void;
+  let rejectReady!: (error: Error) => void;
+  const ready = new Promise<void>((resolve, reject) => {
+    resolveReady = resolve;
+    rejectReady = reject;
+  });
+  ready.catch(() => {}); // closing early is not an unhandled rejection when nobody awaits `ready`
+
+  const report = (error: unknown) => {
+    if (!stop.signal.aborted) options.onError?.(asError(error));
+  };
+
+  const deliver = (message: pg.Notification) => {
+    if (!wanted.has(message.channel)) return;
+    try {
+      const result = onNotification({ channel: message.channel, payload: message.payload ?? '' });
+      if (result instanceof Promise) result.catch(report);
+    } catch (error) {
+      report(error);
+    }
+  };
+
+  /** Connects and LISTENs; resolves when that connection is lost (or the listener is closed). */
+  async function session(reconnected: boolean): Promise<boolean> {
+    const connection = new pg.Client({
+      ...connectionConfig(url, options.applicationName ?? 'gitops-listen'),
+      connectionTimeoutMillis: 10_000,
+    });
+    client = connection;
+    let markLost!: (error: Error) => void;
+    const lost = new Promise<Error>((resolve) => {
+      markLost = resolve;
+    });
+    connection.on('error', (error) => markLost(error));
+    connection.on('end', () => markLost(new Error('LISTEN connection ended')));
+    connection.on('notification', deliver);
+    const onAbort = () => markLost(new Error('closed'));
+    stop.signal.addEventListener('abort', onAbort);
+    let healthCheck: NodeJS.Timeout | undefined;
+    try {
+      await connection.connect();
+      for (const channel of wanted) await connection.query(`LISTEN ${quoteIdentifier(channel)}`);
+      if (stop.signal.aborted) return true;
+      if (healthCheckInterval > 0) {
+        healthCheck = setInterval(() => {
+          const timeout = setTimeout(
+            () => markLost(new Error('LISTEN connection health check timed out')),
+            10_000,
+          );
+          connection.query('select 1').then(
+            () => clearTimeout(timeout),
+            (error: unknown) => {
+              clearTimeout(timeout);
+              markLost(asError(error));
+            },
+          );
+        }, healthCheckInterval);
+        healthCheck.unref();
+      }
+      resolveReady();
+      options.onConnected?.({ reconnected });
+      report(await lost);
+      return true;
+    } catch (error) {
+      report(error);
+      return false;
+    } finally {
+      stop.signal.removeEventListener('abort', onAbort);
+      clearInterval(healthCheck);
+      if (client === connection) client = undefined;
+      connection.removeListener('notification', deliver);
+      // Keep an 'error' listener: a late socket error on a dropped client must not crash the process.
+      connection.end().catch(() => {});
+    }
+  }
+
+  const loop = (async () => {
+    let everConnected = false;
+    let failures = 0;
+    while (!stop.signal.aborted) {
+      const connected = await session(everConnected);
+      if (connected) {
+        everConnected = true;
+        failures = 0;
+      } else {
+        failures++;
+      }
+      if (stop.signal.aborted) break;
+      const ceiling = Math.min(maxBackoff, minBackoff * 2 ** Math.min(failures, 20));
+      await sleep(Math.random() * ceiling, undefined, { signal: stop.signal }).catch(() => {});
+    }
+  })();
+
+  return {
+    ready,
+    async close() {
+      if (stop.signal.aborted) return loop;
+      stop.abort();
+      rejectReady(new Error('listener closed'));
+      const current = client;
+      client = undefined;
+      await current?.end().catch(() => {});
+      await loop;
+    },
+  };
+}

@@ -1,0 +1,428 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Kysely, sql } from 'kysely';
+import { deleteClusterUser } from './cluster-user.repository.ts';
+import type { Database, EngineInstanceRow } from './database.ts';
+import {
+  boundedOperationMessage,
+  claimUndeliveredOperations,
+  completeOperation,
+  deleteFinishedOperations,
+  failOperation,
+  getOperation,
+  insertOperation,
+  insertOperations,
+  listDueWaitingOperations,
+  listStaleInProgressOperations,
+  markOperationsDelivered,
+  type OperationRequest,
+  recordDeliveryFailure,
+  retryOperation,
+  startOperation,
+} from './operation.repository.ts';
+import { createTestDatabase, type TestDatabase } from './test-database.ts';
+import { givenClusterUser, givenEngineInstance } from './test-fixtures.ts';
+
+let testDb: TestDatabase;
+let db: Kysely<Database>;
+let instance: EngineInstanceRow;
+
+before(async () => {
+  testDb = await createTestDatabase({ max: 10 });
+  db = testDb.db;
+  instance = await givenEngineInstance(db);
+});
+after(async () => {
+  await testDb?.destroy();
+});
+
+function applicationChange(resourceId = randomUUID(), engineInstanceId = instance.id): OperationRequest {
+  return { engineInstanceId, resourceType: 'Application', resourceId };
+}
+
+async function announce(request: OperationRequest) {
+  return await db.transaction().execute((trx) => insertOperation(trx, request));
+}
+
+/** Waits (event-based, generous limit) until backend `pid` is blocked on a lock. */
+async function waitUntilBlocked(pid: number): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    const { rows } = await sql<{ wait_event_type: string | null }>`
+      select wait_event_type from pg_stat_activity where pid = ${pid}`.execute(db);
+    if (rows[0]?.wait_event_type === 'Lock') return;
+    await sleep(50);
+  }
+  throw new Error(`backend ${pid} never blocked on a lock`);
+}
+
+async function backendPid(trx: Kysely<Database>): Promise<number> {
+  const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx);
+  return rows[0]!.pid;
+}
+
+describe('insertOperation', () => {
+  test('a second announcement of the same resource reuses the Waiting operation', async () => {
+    const change = applicationChange();
+    const first = await announce(change);
+    const second = await announce(change);
+    assert.equal(first.reused, false);
+    assert.equal(second.reused, true);
+    assert.equal(second.operation.id, first.operation.id);
+    const rows = await db
+      .selectFrom('operation')
+      .select('id')
+      .where('resource_id', '=', change.resourceId)
+      .execute();
+    assert.equal(rows.length, 1);
+  });
+
+  test('reuse takes the latest owner and keeps the tenant when none is given', async () => {
+    const user = await givenClusterUser(db);
+    const change = applicationChange();
+    const ownerCr = { kind: 'GitOpsDeployment' as const, namespace: 'ns', name: 'old', uid: randomUUID() };
+    await announce({ ...change, ownerUserId: user.id, ownerCr });
+    const newOwner = { ...ownerCr, name: 'new', uid: randomUUID() };
+    const { operation } = await announce({ ...change, ownerCr: newOwner });
+    assert.equal(operation.owner_user_id, user.id);
+    assert.equal(operation.owner_name, 'new');
+    assert.equal(operation.owner_uid, newOwner.uid);
+    const again = await announce(change);
+    assert.equal(again.operation.owner_name, 'new', 'an announcement without owner keeps the known owner');
+  });
+
+  test('once the operation is In_Progress, a new announcement creates a new Waiting operation', async () => {
+    const change = applicationChange();
+    const first = await announce(change);
+    assert.equal((await startOperation(db, first.operation.id)).status, 'started');
+    const second = await announce(change);
+    assert.equal(second.reused, false);
+    assert.notEqual(second.operation.id, first.operation.id);
+  });
+
+  test('other engine instances, resource types and resources get their own operations', async () => {
+    const otherInstance = await givenEngineInstance(db);
+    const resourceId = randomUUID();
+    const results = await db.transaction().execute((trx) =>
+      insertOperations(trx, [
+        { engineInstanceId: instance.id, resourceType: 'Application', resourceId },
+        { engineInstanceId: otherInstance.id, resourceType: 'Application', resourceId },
+        { engineInstanceId: instance.id, resourceType: 'SyncOperation', resourceId },
+        { engineInstanceId: instance.id, resourceType: 'Application', resourceId: randomUUID() },
+      ]),
+    );
+    assert.equal(new Set(results.map((r) => r.operation.id)).size, 4);
+    assert.ok(results.every((r) => !r.reused));
+  });
+
+  test('two transactions announcing the same resource at once end with one Waiting operation', async () => {
+    const change = applicationChange();
+    const trx1 = await db.startTransaction().execute();
+    const trx2 = await db.startTransaction().execute();
+    try {
+      const first = await insertOperation(trx1, change);
+      const pid2 = await backendPid(trx2);
+      const second = insertOperation(trx2, change);
+      await waitUntilBlocked(pid2);
+      await trx1.commit().execute();
+      const secondResult = await second;
+      await trx2.commit().execute();
+      assert.equal(secondResult.reused, true);
+      assert.equal(secondResult.operation.id, first.operation.id);
+    } finally {
+      await trx1
+        .rollback()
+        .execute()
+        .catch(() => {});
+      await trx2
+        .rollback()
+        .execute()
+        .catch(() => {});
+    }
+    const waiting = await db
+      .selectFrom('operation')
+      .select('id')
+      .where('resource_id', '=', change.resourceId)
+      .where('state', '=', 'Waiting')
+      .execute();
+    assert.equal(waiting.length, 1);
+  });
+
+  test('a rolled-back transaction leaves no operation', async () => {
+    const change = applicationChange();
+    await assert.rejects(
+      db.transaction().execute(async (trx) => {
+        await insertOperation(trx, change);
+        throw new Error('reconcile failed');
+      }),
+      /reconcile failed/,
+    );
+    const rows = await db
+      .selectFrom('operation')
+      .select('id')
+      .where('resource_id', '=', change.resourceId)
+      .execute();
+    assert.equal(rows.length, 0);
+  });
+
+  test('a new announcement makes a Waiting operation in retry backoff due now', async () => {
+    const change = applicationChange();
+    const { operation } = await announce(change);
+    await startOperation(db, operation.id);
+    const retry = await retryOperation(db, operation.id, { retryAfterMs: 3_600_000, message: 'try later' });
+    assert.equal(retry.status, 'scheduled');
+    assert.equal((await startOperation(db, operation.id)).status, 'not-due');
+    const again = await announce(change);
+    assert.equal(again.operation.id, operation.id);
+    assert.equal((await startOperation(db, operation.id)).status, 'started');
+  });
+});
+
+describe('claimUndeliveredOperations', () => {
+  /** Marks every undelivered operation delivered, so each test starts from an empty relay queue. */
+  async function drainRelayQueue() {
+    await db
+      .updateTable('operation')
+      .set({ delivered_at: sql`now()` })
+      .where('delivered_at', 'is', null)
+      .execute();
+  }
+
+  test('two concurrent transactions claim disjoint sets (FOR UPDATE SKIP LOCKED)', async () => {
+    await drainRelayQueue();
+    const ids = new Set<string>();
+    for (let i = 0; i < 10; i++) ids.add((await announce(applicationChange())).operation.id);
+    const trxA = await db.startTransaction().execute();
+    const trxB = await db.startTransaction().execute();
+    try {
+      const claimedA = await claimUndeliveredOperations(trxA, 6);
+      const claimedB = await claimUndeliveredOperations(trxB, 6);
+      assert.equal(claimedA.length, 6);
+      assert.equal(claimedB.length, 4, 'B gets only what A did not lock');
+      const idsA = new Set(claimedA.map((o) => o.id));
+      assert.ok(
+        claimedB.every((o) => !idsA.has(o.id)),
+        'no operation is claimed twice',
+      );
+      assert.deepEqual(new Set([...idsA, ...claimedB.map((o) => o.id)]), ids);
+      assert.ok(claimedA.every((o) => o.engine_instance_namespace === instance.namespace_name));
+      assert.equal(await markOperationsDelivered(trxA, [...idsA]), 6);
+      await trxA.commit().execute();
+      await trxB.rollback().execute();
+    } finally {
+      await trxA
+        .rollback()
+        .execute()
+        .catch(() => {});
+      await trxB
+        .rollback()
+        .execute()
+        .catch(() => {});
+    }
+    const remaining = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100));
+    assert.equal(remaining.length, 4, 'operations of the rolled-back claim are claimable again');
+  });
+
+  test('concurrent relays deliver every operation exactly once', async () => {
+    await drainRelayQueue();
+    const ids = new Set<string>();
+    for (let i = 0; i < 40; i++) ids.add((await announce(applicationChange())).operation.id);
+    const delivered: string[] = [];
+    const relay = async () => {
+      for (;;) {
+        const batch = await db.transaction().execute(async (trx) => {
+          const claimed = await claimUndeliveredOperations(trx, 3);
+          await markOperationsDelivered(
+            trx,
+            claimed.map((o) => o.id),
+          );
+          return claimed.map((o) => o.id);
+        });
+        if (batch.length === 0) return;
+        delivered.push(...batch);
+      }
+    };
+    await Promise.all([relay(), relay(), relay(), relay()]);
+    assert.equal(delivered.length, ids.size, 'no operation delivered twice');
+    assert.deepEqual(new Set(delivered), ids);
+  });
+
+  test('delivered, finished and delivery-backoff operations are not claimed', async () => {
+    await drainRelayQueue();
+    const finished = (await announce(applicationChange())).operation;
+    await startOperation(db, finished.id);
+    await failOperation(db, finished.id, 'permanent');
+    const backingOff = (await announce(applicationChange())).operation;
+    await recordDeliveryFailure(db, backingOff.id, 3_600_000);
+    const inProgress = (await announce(applicationChange())).operation;
+    await startOperation(db, inProgress.id);
+    const claimed = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100));
+    assert.deepEqual(
+      claimed.map((o) => o.id),
+      [inProgress.id],
+      'only the unfinished, due operation still needs its CR',
+    );
+    assert.equal((await getOperation(db, backingOff.id))?.delivery_attempts, 1);
+  });
+});
+
+describe('operation lifecycle', () => {
+  test('only one of two concurrent starts wins', async () => {
+    const { operation } = await announce(applicationChange());
+    const results = await Promise.all([startOperation(db, operation.id), startOperation(db, operation.id)]);
+    assert.deepEqual(results.map((r) => r.status).sort(), ['not-waiting', 'started']);
+    const started = await getOperation(db, operation.id);
+    assert.equal(started?.state, 'In_Progress');
+    assert.equal(started?.attempts, 1);
+    assert.ok(started?.last_attempt_at instanceof Date);
+  });
+
+  test('Waiting -> In_Progress -> Waiting (retry) -> In_Progress -> Completed', async () => {
+    const { operation } = await announce(applicationChange());
+    await startOperation(db, operation.id);
+    const retry = await retryOperation(db, operation.id, { retryAfterMs: 0, message: 'Argo CD not ready' });
+    assert.equal(retry.status, 'scheduled');
+    const restarted = await startOperation(db, operation.id);
+    assert.equal(restarted.status, 'started');
+    const completed = await completeOperation(db, operation.id);
+    assert.equal(completed?.state, 'Completed');
+    assert.equal(completed?.attempts, 2);
+    assert.ok(completed?.finished_at instanceof Date);
+    assert.equal(
+      await completeOperation(db, operation.id),
+      undefined,
+      'a finished operation cannot finish again',
+    );
+    assert.equal((await startOperation(db, operation.id)).status, 'not-waiting');
+  });
+
+  test('a retry is superseded when a newer Waiting operation exists for the resource', async () => {
+    const change = applicationChange();
+    const { operation: running } = await announce(change);
+    await startOperation(db, running.id);
+    const { operation: newer } = await announce(change);
+    const retry = await retryOperation(db, running.id, { retryAfterMs: 1000, message: 'conflict' });
+    assert.equal(retry.status, 'superseded');
+    assert.equal(retry.status === 'superseded' && retry.supersededBy, newer.id);
+    const old = await getOperation(db, running.id);
+    assert.equal(old?.state, 'Completed');
+    assert.match(old?.message ?? '', new RegExp(`superseded by operation ${newer.id}`));
+  });
+
+  test('retryOperation refuses to run inside a transaction', async () => {
+    await assert.rejects(
+      db.transaction().execute((trx) => retryOperation(trx, randomUUID(), { retryAfterMs: 0, message: '' })),
+      /must not run inside a transaction/,
+    );
+  });
+
+  test('failure messages are bounded to the column limit', async () => {
+    const { operation } = await announce(applicationChange());
+    await startOperation(db, operation.id);
+    const failed = await failOperation(db, operation.id, 'x'.repeat(10_000));
+    assert.equal(failed?.state, 'Failed');
+    assert.equal(failed?.message.length, 2000);
+    assert.equal(boundedOperationMessage('short'), 'short');
+    assert.ok(!boundedOperationMessage(`${'a'.repeat(1998)}😀😀`).includes('\ud83d…'));
+  });
+
+  test('sweeps find due Waiting and stale In_Progress operations of one instance', async () => {
+    const sweepInstance = await givenEngineInstance(db);
+    const { operation: waiting } = await announce(applicationChange(randomUUID(), sweepInstance.id));
+    const { operation: running } = await announce(applicationChange(randomUUID(), sweepInstance.id));
+    await startOperation(db, running.id);
+    // now() is the transaction start time, so "due for 0 ms" includes rows written by earlier statements.
+    const due = await listDueWaitingOperations(db, sweepInstance.id, { dueForMs: 0, limit: 10 });
+    assert.deepEqual(
+      due.map((o) => o.id),
+      [waiting.id],
+    );
+    assert.deepEqual(
+      await listDueWaitingOperations(db, sweepInstance.id, { dueForMs: 3_600_000, limit: 10 }),
+      [],
+    );
+    const stale = await listStaleInProgressOperations(db, sweepInstance.id, { olderThanMs: 0, limit: 10 });
+    assert.deepEqual(
+      stale.map((o) => o.id),
+      [running.id],
+    );
+    assert.deepEqual(
+      await listStaleInProgressOperations(db, sweepInstance.id, { olderThanMs: 3_600_000, limit: 10 }),
+      [],
+    );
+  });
+
+  test('retention deletes finished operations only', async () => {
+    const { operation: done } = await announce(applicationChange());
+    await startOperation(db, done.id);
+    await completeOperation(db, done.id);
+    const { operation: failed } = await announce(applicationChange());
+    await startOperation(db, failed.id);
+    await failOperation(db, failed.id, 'boom');
+    const { operation: waiting } = await announce(applicationChange());
+    assert.deepEqual(await deleteFinishedOperations(db, { olderThanMs: 3_600_000, limit: 100 }), []);
+    const deleted = await deleteFinishedOperations(db, { olderThanMs: 0, limit: 1000 });
+    assert.ok(deleted.includes(done.id) && deleted.includes(failed.id));
+    assert.ok(!deleted.includes(waiting.id));
+    assert.equal(await getOperation(db, done.id), undefined);
+    assert.equal((await getOperation(db, waiting.id))?.state, 'Waiting');
+  });
+});
+
+describe('operation foreign keys and constraints', () => {
+  test('deleting the tenant keeps its operations, with owner_user_id set to NULL', async () => {
+    const user = await givenClusterUser(db);
+    const { operation } = await announce({ ...applicationChange(), ownerUserId: user.id });
+    assert.equal(await deleteClusterUser(db, user.id), true);
+    const kept = await getOperation(db, operation.id);
+    assert.equal(kept?.state, 'Waiting');
+    assert.equal(kept?.owner_user_id, null);
+  });
+
+  test('deleting an engine instance deletes its operations', async () => {
+    const doomed = await givenEngineInstance(db);
+    const { operation } = await announce(applicationChange(randomUUID(), doomed.id));
+    await db.deleteFrom('engine_instance').where('id', '=', doomed.id).execute();
+    assert.equal(await getOperation(db, operation.id), undefined);
+  });
+
+  test('an operation for an unknown engine instance is rejected', async () => {
+    await assert.rejects(announce(applicationChange(randomUUID(), randomUUID())), /foreign key/);
+  });
+
+  test('CHECK constraints reject unknown states, partial owners and unbounded messages', async () => {
+    const { operation } = await announce(applicationChange());
+    await assert.rejects(
+      sql`update operation set state = 'Done' where id = ${operation.id}`.execute(db),
+      /operation_state_check/,
+    );
+    await assert.rejects(
+      sql`update operation set owner_kind = 'GitOpsDeployment' where id = ${operation.id}`.execute(db),
+      /operation_owner_complete_check/,
+    );
+    await assert.rejects(
+      sql`update operation set message = repeat('x', 2001) where id = ${operation.id}`.execute(db),
+      /operation_message_length_check/,
+    );
+    await assert.rejects(
+      sql`update operation set state = 'Completed' where id = ${operation.id}`.execute(db),
+      /operation_finished_at_check/,
+    );
+    await assert.rejects(
+      sql`insert into operation (engine_instance_id, resource_type, resource_id)
+          values (${instance.id}, 'Pod', gen_random_uuid())`.execute(db),
+      /operation_resource_type_check/,
+    );
+  });
+
+  test('the unique index allows only one Waiting row per resource', async () => {
+    const change = applicationChange();
+    await announce(change);
+    await assert.rejects(
+      sql`insert into operation (engine_instance_id, resource_type, resource_id)
+          values (${change.engineInstanceId}, 'Application', ${change.resourceId})`.execute(db),
+      /operation_waiting_resource_key/,
+    );
+  });
+});

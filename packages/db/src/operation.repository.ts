@@ -1,0 +1,376 @@
+import { type Kysely, sql, type Transaction } from 'kysely';
+import type { Database, OperationRow } from './database.ts';
+import type { CrKind, OperationResourceType } from './schema-values.ts';
+
+/**
+ * The `operation` table: the transactional outbox (data-model.md, "Lifecycle").
+ *
+ *   backend   insertOperation (in the reconcile transaction) -> Waiting
+ *   relay     claimUndeliveredOperations + markOperationsDelivered / recordDeliveryFailure
+ *   agent     startOperation (Waiting -> In_Progress), then completeOperation | failOperation |
+ *             retryOperation (-> Waiting again, later); sweeps: listDueWaitingOperations,
+ *             listStaleInProgressOperations
+ *   anyone    deleteFinishedOperations (retention)
+ *
+ * State changes NOTIFY `gitops_operation_state_changed` through a trigger; inserts NOTIFY
+ * `gitops_operation_created`.
+ */
+
+/** The schema's CHECK limit on `operation.message`. */
+export const OPERATION_MESSAGE_MAX_LENGTH = 2000;
+
+/** Cuts a message to the column's limit (never splitting a UTF-16 surrogate pair). */
+export function boundedOperationMessage(message: string): string {
+  if (message.length <= OPERATION_MESSAGE_MAX_LENGTH) return message;
+  let cut = message.slice(0, OPERATION_MESSAGE_MAX_LENGTH - 1);
+  const last = cut.charCodeAt(cut.length - 1);
+  if (last >= 0xd800 && last <= 0xdbff) cut = cut.slice(0, -1);
+  return `${cut}…`;
+}
+
+/** The user custom resource to re-enqueue when the operation finishes. */
+export interface OperationOwnerCr {
+  kind: CrKind;
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export interface OperationRequest {
+  engineInstanceId: string;
+  resourceType: OperationResourceType;
+  /** Id of the row that changed; it may already be deleted (that announces a delete). */
+  resourceId: string;
+  /** Tenant (cluster_user id). */
+  ownerUserId?: string | null;
+  ownerCr?: OperationOwnerCr | null;
+}
+
+export interface InsertedOperation {
+  operation: OperationRow;
+  /** True when an existing Waiting operation for the same resource was reused. */
+  reused: boolean;
+}
+
+/**
+ * Announces a change of one resource to one engine instance, inside the transaction that made the change.
+ * If a Waiting operation for the same (instance, resource type, resource) exists it is reused instead of
+ * adding a second one (the unique index `operation_waiting_resource_key` guarantees at most one): its
+ * owner is updated to the latest one given, and a pending retry is made due now (the new data may fix it).
+ */
+export async function insertOperation(
+  trx: Transaction<Database>,
+  request: OperationRequest,
+): Promise<InsertedOperation> {
+  const owner = request.ownerCr ?? null;
+  const row = await trx
+    .insertInto('operation')
+    .values({
+      engine_instance_id: request.engineInstanceId,
+      resource_type: request.resourceType,
+      resource_id: request.resourceId,
+      owner_user_id: request.ownerUserId ?? null,
+      owner_kind: owner?.kind ?? null,
+      owner_namespace: owner?.namespace ?? null,
+      owner_name: owner?.name ?? null,
+      owner_uid: owner?.uid ?? null,
+    })
+    .onConflict((conflict) =>
+      conflict
+        .columns(['engine_instance_id', 'resource_type', 'resource_id'])
+        .where('state', '=', 'Waiting')
+        .doUpdateSet(({ ref }) => {
+          const hasNewOwner = sql<boolean>`${ref('excluded.owner_uid')} is not null`;
+          const ownerColumn = <C extends 'owner_kind' | 'owner_namespace' | 'owner_name' | 'owner_uid'>(
+            column: C,
+          ) =>
+            sql<never>`case when ${hasNewOwner} then ${ref(`excluded.${column}`)} else ${ref(`operation.${column}`)} end`;
+          return {
+            owner_user_id: sql<
+              string | null
+            >`coalesce(${ref('excluded.owner_user_id')}, ${ref('operation.owner_user_id')})`,
+            owner_kind: ownerColumn('owner_kind'),
+            owner_namespace: ownerColumn('owner_namespace'),
+            owner_name: ownerColumn('owner_name'),
+            owner_uid: ownerColumn('owner_uid'),
+            next_attempt_at: sql<Date>`least(${ref('operation.next_attempt_at')}, now())`,
+          };
+        }),
+    )
+    .returningAll()
+    // xmax is 0 for a freshly inserted row version and the locking transaction's id for an upsert.
+    .returning(sql<boolean>`xmax <> 0`.as('reused'))
+    .executeTakeFirstOrThrow();
+  const { reused, ...operation } = row;
+  return { operation, reused };
+}
+
+/**
+ * insertOperation for several resources, in a fixed order (instance, type, resource) so two transactions
+ * announcing overlapping sets cannot deadlock on the Waiting rows they reuse.
+ */
+export async function insertOperations(
+  trx: Transaction<Database>,
+  requests: readonly OperationRequest[],
+): Promise<InsertedOperation[]> {
+  const key = (r: OperationRequest) => `${r.engineInstanceId}/${r.resourceType}/${r.resourceId}`;
+  const sorted = [...requests].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+  const results: InsertedOperation[] = [];
+  for (const request of sorted) results.push(await insertOperation(trx, request));
+  return results;
+}
+
+export async function getOperation(db: Kysely<Database>, id: string): Promise<OperationRow | undefined> {
+  return await db.selectFrom('operation').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export interface ClaimedOperation extends OperationRow {
+  /** Namespace of the engine instance: where the Operation CR goes. */
+  engine_instance_namespace: string;
+}
+
+/**
+ * Locks up to `limit` operations that still need an Operation CR (undelivered, not finished, delivery
+ * due), oldest first. `FOR UPDATE SKIP LOCKED`: concurrent relays (several backend replicas) get disjoint
+ * sets. The rows stay locked until `trx` ends: create the CRs, then markOperationsDelivered in `trx`.
+ */
+export async function claimUndeliveredOperations(
+  trx: Transaction<Database>,
+  limit: number,
+): Promise<ClaimedOperation[]> {
+  return await trx
+    .selectFrom('operation as o')
+    .innerJoin('engine_instance as e', 'e.id', 'o.engine_instance_id')
+    .selectAll('o')
+    .select('e.namespace_name as engine_instance_namespace')
+    .where('o.delivered_at', 'is', null)
+    .where('o.state', 'in', ['Waiting', 'In_Progress'])
+    .where('o.next_delivery_at', '<=', sql<Date>`now()`)
+    .orderBy('o.created_at')
+    .orderBy('o.id')
+    .limit(limit)
+    .forUpdate('o')
+    .skipLocked()
+    .execute();
+}
+
+/** Records that the Operation CRs exist. Returns the number of rows changed. */
+export async function markOperationsDelivered(db: Kysely<Database>, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const result = await db
+    .updateTable('operation')
+    .set({ delivered_at: sql<Date>`now()` })
+    .where('id', 'in', ids)
+    .where('delivered_at', 'is', null)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+/** Creating the Operation CR failed: try again after `retryAfterMs`. */
+export async function recordDeliveryFailure(
+  db: Kysely<Database>,
+  id: string,
+  retryAfterMs: number,
+): Promise<void> {
+  await db
+    .updateTable('operation')
+    .set((eb) => ({
+      delivery_attempts: eb('delivery_attempts', '+', 1),
+      next_delivery_at: sql<Date>`now() + make_interval(secs => ${retryAfterMs / 1000})`,
+    }))
+    .where('id', '=', id)
+    .execute();
+}
+
+export type StartOperationResult =
+  | { status: 'started'; operation: OperationRow }
+  | { status: 'not-found' }
+  /** Someone else started it, or it finished. */
+  | { status: 'not-waiting'; operation: OperationRow }
+  /** Waiting for a retry whose time has not come. */
+  | { status: 'not-due'; operation: OperationRow };
+
+/** Agent: Waiting -> In_Progress (counts an attempt). Atomic, so only one worker can start an operation. */
+export async function startOperation(db: Kysely<Database>, id: string): Promise<StartOperationResult> {
+  const started = await db
+    .updateTable('operation')
+    .set((eb) => ({
+      state: 'In_Progress',
+      attempts: eb('attempts', '+', 1),
+      last_attempt_at: sql<Date>`now()`,
+    }))
+    .where('id', '=', id)
+    .where('state', '=', 'Waiting')
+    .where('next_attempt_at', '<=', sql<Date>`now()`)
+    .returningAll()
+    .executeTakeFirst();
+  if (started) return { status: 'started', operation: started };
+  const operation = await getOperation(db, id);
+  if (!operation) return { status: 'not-found' };
+  return operation.state === 'Waiting'
+    ? { status: 'not-due', operation }
+    : { status: 'not-waiting', operation };
+}
+
+async function finishOperation(
+  db: Kysely<Database>,
+  id: string,
+  state: 'Completed' | 'Failed',
+  message: string,
+): Promise<OperationRow | undefined> {
+  return await db
+    .updateTable('operation')
+    .set({ state, message: boundedOperationMessage(message), finished_at: sql<Date>`now()` })
+    .where('id', '=', id)
+    .where('state', '=', 'In_Progress')
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Agent: In_Progress -> Completed. Returns undefined if the operation was not In_Progress. */
+export async function completeOperation(
+  db: Kysely<Database>,
+  id: string,
+  message = '',
+): Promise<OperationRow | undefined> {
+  return await finishOperation(db, id, 'Completed', message);
+}
+
+/** Agent: In_Progress -> Failed (permanent error or attempts exhausted). `message` must not hold secrets. */
+export async function failOperation(
+  db: Kysely<Database>,
+  id: string,
+  message: string,
+): Promise<OperationRow | undefined> {
+  return await finishOperation(db, id, 'Failed', message);
+}
+
+export type RetryOperationResult =
+  | { status: 'scheduled'; operation: OperationRow }
+  /** A newer Waiting operation for the same resource exists; it does the work, this one is Completed. */
+  | { status: 'superseded'; operation: OperationRow; supersededBy: string }
+  /** The operation was not In_Progress. */
+  | { status: 'not-in-progress' };
+
+const UNIQUE_VIOLATION = '23505';
+
+/**
+ * Agent: In_Progress -> Waiting, due again after `retryAfterMs` (the caller computes the backoff).
+ * While this operation ran, the backend may have added a new Waiting operation for the same resource; the
+ * unique index then forbids a second Waiting row, and this one is marked Completed as superseded (the
+ * newer one re-reads the current rows, so nothing is lost).
+ *
+ * Runs its own statements and retries a lost race on the unique index, so it must not be called inside a
+ * transaction (a failed statement would abort it).
+ */
+export async function retryOperation(
+  db: Kysely<Database>,
+  id: string,
+  options: { retryAfterMs: number; message: string },
+): Promise<RetryOperationResult> {
+  if (db.isTransaction) throw new Error('retryOperation must not run inside a transaction');
+  const message = boundedOperationMessage(options.message);
+  for (let attempt = 1; ; attempt++) {
+    const current = await getOperation(db, id);
+    if (current?.state !== 'In_Progress') return { status: 'not-in-progress' };
+    const sibling = await db
+      .selectFrom('operation')
+      .select('id')
+      .where('engine_instance_id', '=', current.engine_instance_id)
+      .where('resource_type', '=', current.resource_type)
+      .where('resource_id', '=', current.resource_id)
+      .where('state', '=', 'Waiting')
+      .executeTakeFirst();
+    if (sibling) {
+      const operation = await finishOperation(
+        db,
+        id,
+        'Completed',
+        `superseded by operation ${sibling.id}; ${message}`,
+      );
+      if (!operation) return { status: 'not-in-progress' };
+      return { status: 'superseded', operation, supersededBy: sibling.id };
+    }
+    try {
+      const operation = await db
+        .updateTable('operation')
+        .set({
+          state: 'Waiting',
+          message,
+          next_attempt_at: sql<Date>`now() + make_interval(secs => ${options.retryAfterMs / 1000})`,
+        })
+        .where('id', '=', id)
+        .where('state', '=', 'In_Progress')
+        .returningAll()
+        .executeTakeFirst();
+      if (!operation) return { status: 'not-in-progress' };
+      return { status: 'scheduled', operation };
+    } catch (error) {
+      // A Waiting sibling was committed between our check and the update: look again.
+      if ((error as { code?: string }).code !== UNIQUE_VIOLATION || attempt >= 3) throw error;
+    }
+  }
+}
+
+/**
+ * Agent safety net: Waiting operations of an instance that have been due for at least `dueForMs`
+ * (their Operation CR event was missed or has not arrived), oldest first.
+ */
+export async function listDueWaitingOperations(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+  options: { dueForMs: number; limit: number },
+): Promise<OperationRow[]> {
+  return await db
+    .selectFrom('operation')
+    .selectAll()
+    .where('engine_instance_id', '=', engineInstanceId)
+    .where('state', '=', 'Waiting')
+    .where('next_attempt_at', '<=', sql<Date>`now() - make_interval(secs => ${options.dueForMs / 1000})`)
+    .orderBy('next_attempt_at')
+    .limit(options.limit)
+    .execute();
+}
+
+/**
+ * Agent recovery: In_Progress operations of an instance whose last attempt started more than
+ * `olderThanMs` ago (the agent died mid-operation). Hand each to retryOperation.
+ */
+export async function listStaleInProgressOperations(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+  options: { olderThanMs: number; limit: number },
+): Promise<OperationRow[]> {
+  return await db
+    .selectFrom('operation')
+    .selectAll()
+    .where('engine_instance_id', '=', engineInstanceId)
+    .where('state', '=', 'In_Progress')
+    .where('last_attempt_at', '<', sql<Date>`now() - make_interval(secs => ${options.olderThanMs / 1000})`)
+    .orderBy('last_attempt_at')
+    .limit(options.limit)
+    .execute();
+}
+
+/**
+ * Retention: deletes up to `limit` operations finished more than `olderThanMs` ago (Completed and Failed
+ * alike). Returns the deleted ids. Call repeatedly until fewer than `limit` come back.
+ */
+export async function deleteFinishedOperations(
+  db: Kysely<Database>,
+  options: { olderThanMs: number; limit: number },
+): Promise<string[]> {
+  const rows = await db
+    .deleteFrom('operation')
+    .where('id', 'in', (eb) =>
+      eb
+        .selectFrom('operation')
+        .select('id')
+        .where('finished_at', '<', sql<Date>`now() - make_interval(secs => ${options.olderThanMs / 1000})`)
+        .orderBy('finished_at')
+        .limit(options.limit),
+    )
+    .returning('id')
+    .execute();
+  return rows.map((row) => row.id);
+}

@@ -1,0 +1,83 @@
+import type { Kysely } from 'kysely';
+import type { Database, RepositoryCredentialsRow } from './database.ts';
+
+/**
+ * One row per GitOpsDeploymentRepositoryCredential. Credential columns hold sealed bytes (sealing.ts).
+ * Becomes a repository Secret scoped to the tenant's AppProject, so it is never shared across tenants.
+ */
+
+export interface RepositoryCredentialsInput {
+  clusterUserId: string;
+  engineInstanceId: string;
+  repositoryUrl: string;
+  normalizedRepositoryUrl: string;
+  /** Name of the user's Secret holding the credentials. */
+  secretName: string;
+  usernameSealed: Buffer | null;
+  passwordSealed: Buffer | null;
+  sshPrivateKeySealed: Buffer | null;
+}
+
+function columns(input: Omit<RepositoryCredentialsInput, 'clusterUserId' | 'engineInstanceId'>) {
+  return {
+    repository_url: input.repositoryUrl,
+    normalized_repository_url: input.normalizedRepositoryUrl,
+    secret_name: input.secretName,
+    username_sealed: input.usernameSealed,
+    password_sealed: input.passwordSealed,
+    ssh_private_key_sealed: input.sshPrivateKeySealed,
+  };
+}
+
+export async function insertRepositoryCredentials(
+  db: Kysely<Database>,
+  input: RepositoryCredentialsInput,
+): Promise<RepositoryCredentialsRow> {
+  return await db
+    .insertInto('repository_credentials')
+    .values({
+      cluster_user_id: input.clusterUserId,
+      engine_instance_id: input.engineInstanceId,
+      ...columns(input),
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function updateRepositoryCredentials(
+  db: Kysely<Database>,
+  id: string,
+  input: Omit<RepositoryCredentialsInput, 'clusterUserId' | 'engineInstanceId'>,
+): Promise<RepositoryCredentialsRow | undefined> {
+  return await db
+    .updateTable('repository_credentials')
+    .set(columns(input))
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function getRepositoryCredentials(
+  db: Kysely<Database>,
+  id: string,
+): Promise<RepositoryCredentialsRow | undefined> {
+  return await db.selectFrom('repository_credentials').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** A tenant's repository credentials, in id order. */
+export async function listRepositoryCredentialsOfUser(
+  db: Kysely<Database>,
+  clusterUserId: string,
+): Promise<RepositoryCredentialsRow[]> {
+  return await db
+    .selectFrom('repository_credentials')
+    .selectAll()
+    .where('cluster_user_id', '=', clusterUserId)
+    .orderBy('id')
+    .execute();
+}
+
+export async function deleteRepositoryCredentials(db: Kysely<Database>, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('repository_credentials').where('id', '=', id).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}

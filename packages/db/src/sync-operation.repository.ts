@@ -1,0 +1,98 @@
+import type { Kysely } from 'kysely';
+import type { Database, SyncOperationRow } from './database.ts';
+import type { SyncDesiredState, SyncOutcome } from './schema-values.ts';
+
+/** One row per GitOpsDeploymentSyncRun. */
+
+export interface SyncOperationInput {
+  clusterUserId: string;
+  /** NULL while the referenced GitOpsDeployment does not exist. */
+  applicationId: string | null;
+  deploymentName: string;
+  revision: string;
+}
+
+export async function insertSyncOperation(
+  db: Kysely<Database>,
+  input: SyncOperationInput,
+): Promise<SyncOperationRow> {
+  return await db
+    .insertInto('sync_operation')
+    .values({
+      cluster_user_id: input.clusterUserId,
+      application_id: input.applicationId,
+      deployment_name: input.deploymentName,
+      revision: input.revision,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function getSyncOperation(
+  db: Kysely<Database>,
+  id: string,
+): Promise<SyncOperationRow | undefined> {
+  return await db.selectFrom('sync_operation').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** Links a SyncRun to its (now existing) GitOpsDeployment's application. */
+export async function setSyncOperationApplication(
+  db: Kysely<Database>,
+  id: string,
+  applicationId: string | null,
+): Promise<SyncOperationRow | undefined> {
+  return await db
+    .updateTable('sync_operation')
+    .set({ application_id: applicationId })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** 'Terminated' asks the agent to terminate the running Argo CD operation (SyncRun deleted). */
+export async function setSyncOperationDesiredState(
+  db: Kysely<Database>,
+  id: string,
+  desiredState: SyncDesiredState,
+): Promise<SyncOperationRow | undefined> {
+  return await db
+    .updateTable('sync_operation')
+    .set({ desired_state: desiredState })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Records how the sync ended (agent). */
+export async function setSyncOperationOutcome(
+  db: Kysely<Database>,
+  id: string,
+  outcome: SyncOutcome,
+  message: string,
+): Promise<SyncOperationRow | undefined> {
+  return await db
+    .updateTable('sync_operation')
+    .set({ outcome, outcome_message: message })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** An application's sync operations in creation order (they run strictly one after another). */
+export async function listSyncOperationsOfApplication(
+  db: Kysely<Database>,
+  applicationId: string,
+): Promise<SyncOperationRow[]> {
+  return await db
+    .selectFrom('sync_operation')
+    .selectAll()
+    .where('application_id', '=', applicationId)
+    .orderBy('created_at')
+    .orderBy('id')
+    .execute();
+}
+
+export async function deleteSyncOperation(db: Kysely<Database>, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('sync_operation').where('id', '=', id).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
