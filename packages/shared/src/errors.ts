@@ -35,6 +35,8 @@ export const ErrorCode = {
   kubeThrottled: 'KUBE_THROTTLED',
   /** Kubernetes API: 5xx, or the connection failed. */
   kubeUnavailable: 'KUBE_UNAVAILABLE',
+  /** API discovery does not know the kind (e.g. its CRD is not installed yet). */
+  kubeUnknownKind: 'KUBE_UNKNOWN_KIND',
   /** Kubernetes API: any other non-2xx answer. */
   kubeRequestFailed: 'KUBE_REQUEST_FAILED',
   /** The kubeconfig could not be loaded or has no current cluster. */

@@ -1,0 +1,228 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { ErrorCode, KubeApiError } from './errors.ts';
+import {
+  createEventRecorder,
+  deleteIfExists,
+  getObject,
+  HttpMethod,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  loadKubeConfig,
+  patchStatus,
+  serverSideApply,
+} from './kube.ts';
+
+const kubeconfigPath = process.env.KUBECONFIG;
+const suffix = randomBytes(4).toString('hex');
+const namespace = `shared-kube-${suffix}`;
+const group = `t${suffix}.shared-test.gitops.example`;
+
+/** Polls `check` until it returns a value; generous timeout, no timing assertions. */
+async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe('Kubernetes helpers against the API server', {
+  skip: !kubeconfigPath && 'KUBECONFIG is not set',
+}, () => {
+  let kc: KubeConfig;
+
+  before(async () => {
+    kc = loadKubeConfig(kubeconfigPath);
+    await serverSideApply(
+      kc,
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } },
+      { fieldManager: 'shared-test' },
+    );
+  });
+
+  after(async () => {
+    if (!kc) return;
+    await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
+    await deleteIfExists(kc, {
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      name: `widgets.${group}`,
+    });
+  });
+
+  it('server-side applies with our field manager, and conflicts with another manager unless forced', async () => {
+    const configMap = (value: string): KubeObject => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'applied', namespace, labels: { team: 'gitops' } },
+      data: { key: value },
+    });
+    const created = await serverSideApply(kc, configMap('one'), { fieldManager: 'gitops-test-agent' });
+    assert.deepEqual(created.data, { key: 'one' });
+    const managers = (created.metadata.managedFields as Array<{ manager: string; operation: string }>).map(
+      (entry) => `${entry.manager}/${entry.operation}`,
+    );
+    assert.deepEqual(managers, ['gitops-test-agent/Apply']);
+
+    const err = await serverSideApply(kc, configMap('two'), { fieldManager: 'someone-else' }).catch((e) => e);
+    assert.ok(err instanceof KubeApiError, String(err));
+    assert.equal(err.statusCode, 409);
+    assert.equal(err.code, ErrorCode.kubeConflict);
+
+    const forced = await serverSideApply(kc, configMap('two'), { fieldManager: 'someone-else', force: true });
+    assert.deepEqual(forced.data, { key: 'two' });
+
+    // Dropping a field from our applied configuration removes it (we own it again after a force).
+    const owned = await serverSideApply(
+      kc,
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'applied', namespace }, data: { other: 'x' } },
+      { fieldManager: 'someone-else' },
+    );
+    assert.deepEqual(owned.data, { other: 'x' });
+    assert.equal(owned.metadata.labels?.team, 'gitops', 'fields of the other manager stay');
+  });
+
+  it('reads, and deletes only if the object exists', async () => {
+    const ref = { apiVersion: 'v1', kind: 'ConfigMap', name: 'to-delete', namespace };
+    assert.equal(await getObject(kc, ref), undefined);
+    assert.equal(await deleteIfExists(kc, ref), false);
+    await serverSideApply(
+      kc,
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: ref.name, namespace } },
+      { fieldManager: 'shared-test' },
+    );
+    const live = await getObject(kc, ref);
+    assert.equal(live?.metadata.name, 'to-delete');
+    assert.equal(
+      await deleteIfExists(kc, ref, { uid: live?.metadata.uid, propagationPolicy: 'Background' }),
+      true,
+    );
+    assert.equal(await getObject(kc, ref), undefined);
+    assert.equal(await deleteIfExists(kc, ref), false);
+  });
+
+  it('merge-patches only the status subresource', async () => {
+    await serverSideApply(
+      kc,
+      {
+        apiVersion: 'apiextensions.k8s.io/v1',
+        kind: 'CustomResourceDefinition',
+        metadata: { name: `widgets.${group}` },
+        spec: {
+          group,
+          names: { plural: 'widgets', singular: 'widget', kind: 'Widget', listKind: 'WidgetList' },
+          scope: 'Namespaced',
+          versions: [
+            {
+              name: 'v1',
+              served: true,
+              storage: true,
+              subresources: { status: {} },
+              schema: {
+                openAPIV3Schema: {
+                  type: 'object',
+                  properties: {
+                    spec: { type: 'object', properties: { size: { type: 'integer' } } },
+                    status: { type: 'object', properties: { phase: { type: 'string' } } },
+                  },
+                },
+              },
+            },
+          ],
+        },
+      },
+      { fieldManager: 'shared-test' },
+    );
+    await eventually('the Widget CRD to be established', async () => {
+      const crd = (await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.${group}`,
+      })) as { status?: { conditions?: Array<{ type: string; status: string }> } };
+      return (
+        crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') || undefined
+      );
+    });
+    const widget = {
+      apiVersion: `${group}/v1`,
+      kind: 'Widget',
+      metadata: { name: 'w', namespace },
+      spec: { size: 1 },
+    };
+    await eventually('the Widget kind to be served', () =>
+      serverSideApply(kc, widget, { fieldManager: 'shared-test' }),
+    );
+    const ref = { apiVersion: `${group}/v1`, kind: 'Widget', name: 'w', namespace };
+    const patched = await patchStatus(kc, ref, { status: { phase: 'Ready' }, spec: { size: 99 } });
+    assert.deepEqual(patched.status, { phase: 'Ready' });
+    assert.deepEqual(patched.spec, { size: 1 }, 'the status subresource ignores spec changes');
+  });
+
+  it('records an event once and bumps its count when it repeats', async () => {
+    const involved = await serverSideApply(
+      kc,
+      { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'with-events', namespace } },
+      { fieldManager: 'shared-test' },
+    );
+    const recorder = createEventRecorder(kc, { component: 'gitops-test', instance: 'test-pod' });
+    await Promise.all([
+      recorder.event(involved, 'Normal', 'Created', 'Application created in Argo CD'),
+      recorder.event(involved, 'Normal', 'Created', 'Application created in Argo CD'),
+    ]);
+    await recorder.event(involved, 'Normal', 'Created', 'Application created in Argo CD');
+    await recorder.event(involved, 'Warning', 'SyncFailed', 'sync failed: boom');
+
+    const list = (await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: `/api/v1/namespaces/${namespace}/events`,
+      query: { fieldSelector: `involvedObject.name=with-events` },
+    })) as { items: Array<Record<string, unknown>> };
+    const summary = list.items
+      .map((event) => ({
+        type: event.type,
+        reason: event.reason,
+        message: event.message,
+        count: event.count,
+        uid: (event.involvedObject as { uid?: string }).uid,
+        component: (event.source as { component?: string }).component,
+      }))
+      .sort((a, b) => String(a.reason).localeCompare(String(b.reason)));
+    assert.deepEqual(summary, [
+      {
+        type: 'Normal',
+        reason: 'Created',
+        message: 'Application created in Argo CD',
+        count: 3,
+        uid: involved.metadata.uid,
+        component: 'gitops-test',
+      },
+      {
+        type: 'Warning',
+        reason: 'SyncFailed',
+        message: 'sync failed: boom',
+        count: 1,
+        uid: involved.metadata.uid,
+        component: 'gitops-test',
+      },
+    ]);
+  });
+
+  it('reports an unknown kind as a retryable error', async () => {
+    const err = await getObject(kc, {
+      apiVersion: `${group}/v1`,
+      kind: 'Gadget',
+      name: 'x',
+      namespace,
+    }).catch((e) => e);
+    assert.equal(err.code, ErrorCode.kubeUnknownKind);
+    assert.equal(err.retryable, true);
+  });
+});

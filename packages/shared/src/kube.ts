@@ -1,0 +1,532 @@
+/**
+ * Kubernetes helpers on top of `@kubernetes/client-node` 2.x.
+ *
+ * Requests go through client-node's own pieces (KubeConfig authentication and TLS dispatcher,
+ * `RequestContext`, its undici-based `IsomorphicFetchHttpLibrary`, and `KubernetesObjectApi`'s
+ * discovery cache), but bodies stay plain JSON: client-node's typed serializer would turn
+ * timestamps into `Date`s and drop fields it does not know, while watch events arrive as plain
+ * JSON. Everything read from the API server is `unknown` until a consumer parses it.
+ */
+import { hostname } from 'node:os';
+import {
+  ApiException,
+  HttpMethod,
+  IsomorphicFetchHttpLibrary,
+  KubeConfig,
+  KubernetesObjectApi,
+  PatchStrategy,
+  RequestContext,
+} from '@kubernetes/client-node';
+import { ErrorCode, isNotFound, KubeApiError, RetryableError, TerminalError } from './errors.ts';
+import type { Logger } from './logger.ts';
+
+export { HttpMethod, KubeConfig } from '@kubernetes/client-node';
+
+/** The part of a Kubernetes object every helper relies on. Parse the rest at the consumer. */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    finalizers?: string[];
+    deletionTimestamp?: string;
+    managedFields?: unknown[];
+    [field: string]: unknown;
+  };
+  [field: string]: unknown;
+}
+
+/** Identifies one object. `namespace` is omitted for cluster-scoped kinds. */
+export interface ObjectRef {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  namespace?: string;
+}
+
+/**
+ * Loads a kubeconfig: from `path` when given, else the client-go order (`KUBECONFIG`,
+ * `~/.kube/config`, the in-cluster service account).
+ * @throws TerminalError KUBECONFIG_INVALID when it cannot be read or has no current cluster.
+ */
+export function loadKubeConfig(path?: string): KubeConfig {
+  const kc = new KubeConfig();
+  try {
+    if (path) kc.loadFromFile(path);
+    else kc.loadFromDefault();
+  } catch (err) {
+    throw new TerminalError(ErrorCode.kubeconfigInvalid, `cannot load kubeconfig ${path ?? '(default)'}`, {
+      cause: err,
+    });
+  }
+  if (!kc.getCurrentCluster()) {
+    throw new TerminalError(
+      ErrorCode.kubeconfigInvalid,
+      `kubeconfig ${path ?? '(default)'} has no current cluster`,
+    );
+  }
+  return kc;
+}
+
+/** True for a plain object with `metadata.name` (the minimum the helpers need). */
+export function isKubeObject(value: unknown): value is KubeObject {
+  if (typeof value !== 'object' || value === null) return false;
+  const metadata = (value as { metadata?: unknown }).metadata;
+  return (
+    typeof metadata === 'object' &&
+    metadata !== null &&
+    typeof (metadata as { name?: unknown }).name === 'string'
+  );
+}
+
+/** The queue key of an object: `namespace/name`, or `name` for cluster-scoped objects. */
+export function objectKey(object: Pick<KubeObject, 'metadata'>): string {
+  const { namespace, name } = object.metadata;
+  return namespace ? `${namespace}/${name}` : name;
+}
+
+/** Splits a queue key made by `objectKey`. */
+export function splitObjectKey(key: string): { namespace: string | undefined; name: string } {
+  const slash = key.indexOf('/');
+  return slash < 0
+    ? { namespace: undefined, name: key }
+    : { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+}
+
+/** `/api/v1` or `/apis/<group>/<version>`. */
+export function apiVersionPath(apiVersion: string): string {
+  return apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
+}
+
+/** The collection path of a resource, e.g. `/api/v1/namespaces/jane/configmaps`. */
+export function collectionPath(resource: { apiVersion: string; plural: string; namespace?: string }): string {
+  const ns = resource.namespace ? `/namespaces/${encodeURIComponent(resource.namespace)}` : '';
+  return `${apiVersionPath(resource.apiVersion)}${ns}/${resource.plural}`;
+}
+
+export interface KubeRequest {
+  method: HttpMethod;
+  /** Absolute API path, e.g. `/api/v1/namespaces/x/configmaps/y`. */
+  path: string;
+  query?: Record<string, string | number | boolean | undefined>;
+  /** Serialized as JSON. */
+  body?: unknown;
+  contentType?: string;
+  signal?: AbortSignal;
+  /** Default 30 s; watches pass 0 (no client-side timeout). */
+  timeoutMs?: number;
+}
+
+const http = new IsomorphicFetchHttpLibrary();
+const defaultRequestTimeoutMs = 30_000;
+
+async function send(kc: KubeConfig, request: KubeRequest) {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new TerminalError(ErrorCode.kubeconfigInvalid, 'kubeconfig has no current cluster');
+  const url = new URL(cluster.server.replace(/\/+$/, '') + request.path);
+  for (const [name, value] of Object.entries(request.query ?? {})) {
+    if (value !== undefined) url.searchParams.set(name, String(value));
+  }
+  const context = new RequestContext(url.toString(), request.method);
+  context.setHeaderParam('Accept', 'application/json');
+  context.setHeaderParam('User-Agent', 'gitops-service');
+  if (request.body !== undefined) {
+    context.setHeaderParam('Content-Type', request.contentType ?? 'application/json');
+    context.setBody(JSON.stringify(request.body));
+  }
+  const timeoutMs = request.timeoutMs ?? defaultRequestTimeoutMs;
+  const signals = [request.signal, timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : undefined].filter(
+    (signal): signal is AbortSignal => signal !== undefined,
+  );
+  if (signals.length > 0) context.setSignal(AbortSignal.any(signals));
+  await kc.applySecurityAuthentication(context);
+  try {
+    return await http.send(context).toPromise();
+  } catch (err) {
+    if (request.signal?.aborted) throw request.signal.reason ?? err;
+    throw new KubeApiError(
+      {
+        statusCode: 0,
+        method: request.method,
+        path: request.path,
+        message: `${request.method} ${request.path}: ${describe(err)}`,
+      },
+      { cause: err },
+    );
+  }
+}
+
+function describe(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
+  return `${err.message}${cause}`;
+}
+
+function parseJson(text: string): unknown {
+  if (text === '') return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function apiError(request: KubeRequest, statusCode: number, body: unknown): KubeApiError {
+  const status =
+    typeof body === 'object' && body !== null ? (body as { message?: unknown; reason?: unknown }) : {};
+  const detail = typeof status.message === 'string' ? status.message : typeof body === 'string' ? body : '';
+  return new KubeApiError({
+    statusCode,
+    reason: typeof status.reason === 'string' ? status.reason : undefined,
+    method: request.method,
+    path: request.path,
+    message: `${request.method} ${request.path}: ${statusCode} ${detail}`.trim(),
+  });
+}
+
+/**
+ * One request to the API server; returns the parsed JSON body.
+ * @throws KubeApiError for a non-2xx answer (statusCode set) or a failed connection (statusCode 0).
+ */
+export async function kubeRequest(kc: KubeConfig, request: KubeRequest): Promise<unknown> {
+  const response = await send(kc, request);
+  const body = parseJson(await response.body.text());
+  if (response.httpStatusCode < 200 || response.httpStatusCode > 299) {
+    throw apiError(request, response.httpStatusCode, body);
+  }
+  return body;
+}
+
+/**
+ * A streaming GET (watches): resolves once the API server answered 200, with the body stream.
+ * Abort `request.signal` to close it.
+ */
+export async function kubeStream(kc: KubeConfig, request: Omit<KubeRequest, 'method' | 'body'>) {
+  const fullRequest: KubeRequest = { ...request, method: HttpMethod.GET, timeoutMs: request.timeoutMs ?? 0 };
+  const response = await send(kc, fullRequest);
+  if (response.httpStatusCode !== 200) {
+    throw apiError(fullRequest, response.httpStatusCode, parseJson(await response.body.text()));
+  }
+  const stream = response.body.stream();
+  if (!stream) throw apiError(fullRequest, 0, 'the API server answered without a body');
+  return stream;
+}
+
+// ---- discovery ------------------------------------------------------------------------------------
+
+/** Exposes KubernetesObjectApi's cached discovery (`resource()` is protected there). */
+class DiscoveryClient extends KubernetesObjectApi {
+  lookup(apiVersion: string, kind: string) {
+    return this.resource(apiVersion, kind);
+  }
+}
+
+const discoveryClients = new WeakMap<KubeConfig, DiscoveryClient>();
+
+/** The plural name and scope of `kind` in `apiVersion`, from API discovery (cached per KubeConfig). */
+export async function resolveResource(
+  kc: KubeConfig,
+  apiVersion: string,
+  kind: string,
+): Promise<{ plural: string; namespaced: boolean }> {
+  let client = discoveryClients.get(kc);
+  if (!client) {
+    client = kc.makeApiClient(DiscoveryClient);
+    discoveryClients.set(kc, client);
+  }
+  let resource: Awaited<ReturnType<DiscoveryClient['lookup']>>;
+  try {
+    resource = await client.lookup(apiVersion, kind);
+  } catch (err) {
+    const code = err instanceof ApiException ? err.code : 0;
+    throw new KubeApiError(
+      {
+        statusCode: code,
+        method: 'GET',
+        path: apiVersionPath(apiVersion),
+        message: `discovery of ${apiVersion} ${kind}: ${describe(err)}`,
+      },
+      { cause: err },
+    );
+  }
+  // A CRD may be installed later: retryable.
+  if (!resource)
+    throw new RetryableError(
+      ErrorCode.kubeUnknownKind,
+      `the API server does not serve ${kind} in ${apiVersion}`,
+    );
+  return { plural: resource.name, namespaced: resource.namespaced };
+}
+
+/** The path of one object (plus an optional subresource such as `status`). */
+export async function objectPath(kc: KubeConfig, ref: ObjectRef, subresource?: string): Promise<string> {
+  const { plural, namespaced } = await resolveResource(kc, ref.apiVersion, ref.kind);
+  if (namespaced && !ref.namespace) {
+    throw new TerminalError(
+      ErrorCode.invalidObject,
+      `${ref.kind} ${ref.name} is namespaced but has no namespace`,
+    );
+  }
+  const base = collectionPath({
+    apiVersion: ref.apiVersion,
+    plural,
+    namespace: namespaced ? ref.namespace : undefined,
+  });
+  return `${base}/${encodeURIComponent(ref.name)}${subresource ? `/${subresource}` : ''}`;
+}
+
+/** The `ObjectRef` of an object that carries apiVersion and kind. */
+export function refOf(object: KubeObject): ObjectRef {
+  if (typeof object.apiVersion !== 'string' || typeof object.kind !== 'string') {
+    throw new TerminalError(ErrorCode.invalidObject, `object ${objectKey(object)} has no apiVersion/kind`);
+  }
+  return {
+    apiVersion: object.apiVersion,
+    kind: object.kind,
+    name: object.metadata.name,
+    namespace: object.metadata.namespace,
+  };
+}
+
+function asKubeObject(value: unknown, what: string): KubeObject {
+  if (!isKubeObject(value))
+    throw new RetryableError(ErrorCode.kubeRequestFailed, `${what}: unexpected answer`);
+  return value;
+}
+
+// ---- object helpers -------------------------------------------------------------------------------
+
+/** Reads one object; `undefined` when it does not exist. */
+export async function getObject(kc: KubeConfig, ref: ObjectRef, options: { signal?: AbortSignal } = {}) {
+  try {
+    const path = await objectPath(kc, ref);
+    return asKubeObject(
+      await kubeRequest(kc, { method: HttpMethod.GET, path, signal: options.signal }),
+      path,
+    );
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+export interface ServerSideApplyOptions {
+  /** Our own field manager (never another tool's), e.g. `gitops-cluster-agent`. */
+  fieldManager: string;
+  /** Take ownership of fields another manager owns instead of failing with a conflict. */
+  force?: boolean;
+  dryRun?: boolean;
+  signal?: AbortSignal;
+}
+
+/**
+ * Server-side apply (`PATCH` with `application/apply-patch+yaml`; JSON is YAML): the object
+ * becomes exactly what `fieldManager` declares for the fields it owns. Returns the live object.
+ * `metadata.managedFields` and `metadata.resourceVersion` of the input are not sent.
+ */
+export async function serverSideApply(
+  kc: KubeConfig,
+  object: KubeObject,
+  options: ServerSideApplyOptions,
+): Promise<KubeObject> {
+  const path = await objectPath(kc, refOf(object));
+  const { managedFields: _managedFields, resourceVersion: _resourceVersion, ...metadata } = object.metadata;
+  const body = await kubeRequest(kc, {
+    method: HttpMethod.PATCH,
+    path,
+    query: {
+      fieldManager: options.fieldManager,
+      force: options.force ? true : undefined,
+      dryRun: options.dryRun ? 'All' : undefined,
+    },
+    body: { ...object, metadata },
+    contentType: PatchStrategy.ServerSideApply,
+    signal: options.signal,
+  });
+  return asKubeObject(body, path);
+}
+
+/**
+ * JSON merge patch of the `/status` subresource. Include `metadata.resourceVersion` in the patch
+ * for optimistic concurrency (a stale one fails with 409).
+ */
+export async function patchStatus(
+  kc: KubeConfig,
+  ref: ObjectRef,
+  mergePatch: Record<string, unknown>,
+  options: { fieldManager?: string; signal?: AbortSignal } = {},
+): Promise<KubeObject> {
+  const path = await objectPath(kc, ref, 'status');
+  const body = await kubeRequest(kc, {
+    method: HttpMethod.PATCH,
+    path,
+    query: { fieldManager: options.fieldManager },
+    body: mergePatch,
+    contentType: PatchStrategy.MergePatch,
+    signal: options.signal,
+  });
+  return asKubeObject(body, path);
+}
+
+export interface DeleteOptions {
+  propagationPolicy?: 'Background' | 'Foreground' | 'Orphan';
+  /** Delete only this incarnation of the object (a recreated object with the same name has a new uid). */
+  uid?: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * Deletes an object. Returns true when a delete was accepted (the object may linger while
+ * finalizers run), false when it did not exist.
+ */
+export async function deleteIfExists(
+  kc: KubeConfig,
+  ref: ObjectRef,
+  options: DeleteOptions = {},
+): Promise<boolean> {
+  try {
+    const path = await objectPath(kc, ref);
+    await kubeRequest(kc, {
+      method: HttpMethod.DELETE,
+      path,
+      body: {
+        apiVersion: 'v1',
+        kind: 'DeleteOptions',
+        propagationPolicy: options.propagationPolicy,
+        preconditions: options.uid ? { uid: options.uid } : undefined,
+      },
+      signal: options.signal,
+    });
+    return true;
+  } catch (err) {
+    if (isNotFound(err)) return false;
+    throw err;
+  }
+}
+
+// ---- events ---------------------------------------------------------------------------------------
+
+export type EventType = 'Normal' | 'Warning';
+
+export interface EventRecorder {
+  /**
+   * Records an Event on `involved` (best effort: failures are logged, never thrown). The same
+   * event repeated bumps `count` and `lastTimestamp` of the existing Event instead of adding one.
+   */
+  event(involved: KubeObject, type: EventType, reason: string, message: string): Promise<void>;
+}
+
+export interface EventRecorderOptions {
+  /** `source.component` / `reportingComponent`, e.g. `gitops-backend`. */
+  component: string;
+  /** Default: the host name (the pod name in a cluster). */
+  instance?: string;
+  logger?: Logger;
+  /** Remembered events for de-duplication (least recently used are forgotten). Default 4096. */
+  cacheSize?: number;
+  /** Wall clock for timestamps; tests may pin it. */
+  now?: () => Date;
+}
+
+/** client-go caps messages at 1 KiB for events.k8s.io; we do the same for core/v1. */
+const maxEventMessageLength = 1024;
+
+/** Creates an Events recorder that writes core/v1 Events. */
+export function createEventRecorder(kc: KubeConfig, options: EventRecorderOptions): EventRecorder {
+  const instance = options.instance ?? hostname();
+  const cacheSize = options.cacheSize ?? 4096;
+  const now = options.now ?? (() => new Date());
+  const recent = new Map<string, { namespace: string; name: string; count: number }>();
+  const inFlight = new Map<string, Promise<void>>();
+
+  const timestamp = () =>
+    now()
+      .toISOString()
+      .replace(/\.\d{3}Z$/, 'Z');
+
+  async function write(involved: KubeObject, type: EventType, reason: string, message: string, key: string) {
+    const namespace = involved.metadata.namespace ?? 'default';
+    const previous = recent.get(key);
+    if (previous) {
+      recent.delete(key);
+      try {
+        await kubeRequest(kc, {
+          method: HttpMethod.PATCH,
+          path: `/api/v1/namespaces/${encodeURIComponent(previous.namespace)}/events/${encodeURIComponent(previous.name)}`,
+          body: { count: previous.count + 1, lastTimestamp: timestamp() },
+          contentType: PatchStrategy.MergePatch,
+        });
+        recent.set(key, { ...previous, count: previous.count + 1 });
+        return;
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+        // The Event expired (the API server keeps them 1 h by default): create a new one.
+      }
+    }
+    const suffix = (
+      BigInt(now().getTime()) * 1_000_000n +
+      BigInt(Math.floor(Math.random() * 1_000_000))
+    ).toString(16);
+    const name = `${involved.metadata.name.slice(0, 253 - suffix.length - 1)}.${suffix}`;
+    const time = timestamp();
+    await kubeRequest(kc, {
+      method: HttpMethod.POST,
+      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`,
+      body: {
+        apiVersion: 'v1',
+        kind: 'Event',
+        metadata: { name, namespace },
+        involvedObject: {
+          apiVersion: involved.apiVersion,
+          kind: involved.kind,
+          name: involved.metadata.name,
+          namespace: involved.metadata.namespace,
+          uid: involved.metadata.uid,
+          resourceVersion: involved.metadata.resourceVersion,
+        },
+        type,
+        reason,
+        message,
+        count: 1,
+        firstTimestamp: time,
+        lastTimestamp: time,
+        source: { component: options.component, host: instance },
+        reportingComponent: options.component,
+        reportingInstance: instance,
+      },
+    });
+    recent.set(key, { namespace, name, count: 1 });
+    while (recent.size > cacheSize) {
+      const oldest = recent.keys().next().value;
+      if (oldest === undefined) break;
+      recent.delete(oldest);
+    }
+  }
+
+  return {
+    async event(involved, type, reason, rawMessage) {
+      const message =
+        rawMessage.length > maxEventMessageLength
+          ? `${rawMessage.slice(0, maxEventMessageLength - 3)}...`
+          : rawMessage;
+      const identity = involved.metadata.uid ?? `${involved.kind}/${objectKey(involved)}`;
+      const key = JSON.stringify([identity, type, reason, message]);
+      // Serialise writes of one event so concurrent repeats bump the count instead of racing to create.
+      const previous = inFlight.get(key) ?? Promise.resolve();
+      const current = previous
+        .then(() => write(involved, type, reason, message, key))
+        .catch((err: unknown) => {
+          options.logger?.warn({ err, reason, involved: objectKey(involved) }, 'could not record event');
+        });
+      inFlight.set(key, current);
+      await current;
+      if (inFlight.get(key) === current) inFlight.delete(key);
+    },
+  };
+}
