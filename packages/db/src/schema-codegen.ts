@@ -1,5 +1,6 @@
+import { readFile } from 'node:fs/promises';
 import { sql } from 'kysely';
-import { Cli, type DatabaseMetadata, type PostprocessFunction } from 'kysely-codegen';
+import { Cli, type DatabaseMetadata, DiffChecker, type PostprocessFunction } from 'kysely-codegen';
 
 /**
  * How database.generated.ts is produced from a migrated database, shared by scripts/generate-types.ts and
@@ -50,7 +51,7 @@ const enumsFromCheckConstraints: PostprocessFunction = async ({ db, metadata }) 
   return metadata as DatabaseMetadata;
 };
 
-/** kysely-codegen command-line flags, without --url / --out-file / --verify. */
+/** kysely-codegen command-line flags, without --url / --out-file. */
 export const CODEGEN_FLAGS: readonly string[] = [
   '--dialect=postgres',
   '--exclude-pattern=kysely_migration*',
@@ -64,10 +65,22 @@ export async function generateDatabaseTypes(url: string): Promise<string> {
   return await cli.generate({ ...options, outFile: null, postprocess: enumsFromCheckConstraints });
 }
 
-/** Runs kysely-codegen with `--out-file` (plus `--verify` to only compare). Throws when verify finds a diff. */
-export async function runCodegen(url: string, outFile: string, verify: boolean): Promise<void> {
+/** Writes the generated types to `outFile` (kysely-codegen `--out-file`). */
+export async function writeDatabaseTypes(url: string, outFile: string): Promise<void> {
   const cli = new Cli();
-  const argv = [...CODEGEN_FLAGS, `--url=${url}`, `--out-file=${outFile}`, ...(verify ? ['--verify'] : [])];
-  const options = cli.parseOptions(argv, { config: {} });
+  const options = cli.parseOptions([...CODEGEN_FLAGS, `--url=${url}`, `--out-file=${outFile}`], {
+    config: {},
+  });
   await cli.generate({ ...options, postprocess: enumsFromCheckConstraints });
+}
+
+/**
+ * Compares freshly generated types with `file`; returns a readable diff, or undefined when equal.
+ * (Not kysely-codegen's own --verify: on a difference it throws before closing its connection pool.)
+ */
+export async function diffDatabaseTypes(url: string, file: string): Promise<string | undefined> {
+  const generated = await generateDatabaseTypes(url);
+  const committed = await readFile(file, 'utf8');
+  if (generated === committed) return undefined;
+  return new DiffChecker().diff(committed, generated) ?? 'the files differ (whitespace only)';
 }

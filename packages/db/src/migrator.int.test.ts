@@ -1,0 +1,120 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { copyFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { createDb } from './connection.ts';
+import { MIGRATIONS_DIR, MigrationFailedError, migrateToLatest } from './migrator.ts';
+import { createTestDatabase, databaseUrl, dropDatabase, type TestDatabase } from './test-database.ts';
+
+const serverUrl = () => {
+  const url = process.env.GITOPS_TEST_DATABASE_URL;
+  if (!url) throw new Error('GITOPS_TEST_DATABASE_URL is not set');
+  return url;
+};
+
+/** An empty database (not cloned from the migrated template). */
+async function createEmptyDatabase(): Promise<string> {
+  const name = `gitops_test_empty_${randomBytes(6).toString('hex')}`;
+  const client = new pg.Client({ connectionString: serverUrl() });
+  await client.connect();
+  try {
+    await client.query(`CREATE DATABASE "${name}"`);
+  } finally {
+    await client.end();
+  }
+  return name;
+}
+
+/** The advisory lock id Kysely's PostgresAdapter takes around migrations (kysely/dist/dialect/postgres). */
+const KYSELY_MIGRATION_LOCK_ID = '3853314791062309107';
+
+async function waitForAdvisoryLockWaiters(client: pg.Client, database: string, count: number): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    const { rows } = await client.query<{ waiting: number }>(
+      `select count(*)::int as waiting from pg_stat_activity
+       where datname = $1 and wait_event_type = 'Lock' and wait_event = 'advisory'`,
+      [database],
+    );
+    if (rows[0]?.waiting === count) return;
+    await sleep(50);
+  }
+  throw new Error(`the migrators never both waited on Kysely's migration advisory lock`);
+}
+
+describe('migrateToLatest', () => {
+  let testDb: TestDatabase;
+  let scratchDir: string;
+  before(async () => {
+    testDb = await createTestDatabase();
+    scratchDir = await mkdtemp(join(tmpdir(), 'gitops-migrations-'));
+  });
+  after(async () => {
+    await testDb?.destroy();
+    await rm(scratchDir, { recursive: true, force: true });
+  });
+
+  test('two migrators started at once on a fresh database both succeed and the schema is applied once', async () => {
+    const name = await createEmptyDatabase();
+    const url = databaseUrl(serverUrl(), name);
+    const first = createDb(url, { max: 2 });
+    const second = createDb(url, { max: 2 });
+    // Hold Kysely's migration lock so both migrators are provably waiting for it at the same time.
+    const holder = new pg.Client({ connectionString: url });
+    await holder.connect();
+    try {
+      await holder.query(`select pg_advisory_lock(${KYSELY_MIGRATION_LOCK_ID})`);
+      const running = Promise.all([migrateToLatest(first), migrateToLatest(second)]);
+      await waitForAdvisoryLockWaiters(holder, name, 2);
+      await holder.query(`select pg_advisory_unlock(${KYSELY_MIGRATION_LOCK_ID})`);
+      const results = await running;
+      const applied = results.map((r) => r.applied).sort((a, b) => b.length - a.length);
+      assert.deepEqual(applied, [['0001_initial'], []], 'exactly one migrator applied the migration');
+      const migrations = await first
+        .selectFrom('kysely_migration' as never)
+        .selectAll()
+        .execute();
+      assert.equal(migrations.length, 1);
+      const { rows } = await sql<{ count: number }>`
+        select count(*) as count from information_schema.tables
+        where table_schema = 'public' and table_name = 'operation'`.execute(first);
+      assert.equal(rows[0]?.count, 1);
+    } finally {
+      await holder.end();
+      await first.destroy();
+      await second.destroy();
+      await dropDatabase(serverUrl(), name);
+    }
+  });
+
+  test('migrating an up-to-date database applies nothing', async () => {
+    assert.deepEqual(await migrateToLatest(testDb.db), { applied: [] });
+  });
+
+  test('a failing migration is rolled back completely and reported by name', async () => {
+    await copyFile(join(MIGRATIONS_DIR, '0001_initial.sql'), join(scratchDir, '0001_initial.sql'));
+    await writeFile(join(scratchDir, '0002_broken.sql'), 'CREATE TABLE half_done (id int);\nSELECT 1 / 0;\n');
+    const error = await migrateToLatest(testDb.db, { migrationsDir: scratchDir }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof MigrationFailedError);
+    assert.equal(error.migrationName, '0002_broken');
+    assert.match(error.message, /division by zero/);
+    const { rows } = await sql<{
+      exists: boolean;
+    }>`select to_regclass('half_done') is not null as exists`.execute(testDb.db);
+    assert.equal(rows[0]?.exists, false);
+    await rm(join(scratchDir, '0002_broken.sql'));
+  });
+
+  test('a .sql file that is not named NNNN_name.sql is an error, not silently skipped', async () => {
+    await writeFile(join(scratchDir, 'fix-later.sql'), 'SELECT 1;');
+    await assert.rejects(migrateToLatest(testDb.db, { migrationsDir: scratchDir }), /fix-later\.sql/);
+    await rm(join(scratchDir, 'fix-later.sql'));
+  });
+});

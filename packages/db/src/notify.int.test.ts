@@ -1,0 +1,235 @@
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { type AddressInfo, createServer } from 'node:net';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sql } from 'kysely';
+import { writeApplicationState } from './application-state.repository.ts';
+import { type Listener, listen, NOTIFICATION_CHANNELS, type Notification, notify } from './notify.ts';
+import { insertOperation, startOperation } from './operation.repository.ts';
+import { createTestDatabase, type TestDatabase } from './test-database.ts';
+import { givenApplication, givenClusterUser, givenEngineInstance } from './test-fixtures.ts';
+
+let testDb: TestDatabase;
+before(async () => {
+  testDb = await createTestDatabase();
+});
+after(async () => {
+  await testDb?.destroy();
+});
+
+/** Collects notifications; `next(predicate)` resolves with the first matching one (generous timeout). */
+function collector() {
+  const received: Notification[] = [];
+  const waiters: { predicate: (n: Notification) => boolean; resolve: (n: Notification) => void }[] = [];
+  return {
+    received,
+    push(notification: Notification) {
+      received.push(notification);
+      for (const waiter of [...waiters]) {
+        if (waiter.predicate(notification)) {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          waiter.resolve(notification);
+        }
+      }
+    },
+    next(predicate: (n: Notification) => boolean, timeoutMs = 30_000): Promise<Notification> {
+      const found = received.find(predicate);
+      if (found) return Promise.resolve(found);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error('notification did not arrive')), timeoutMs);
+        waiters.push({
+          predicate,
+          resolve: (n) => {
+            clearTimeout(timer);
+            resolve(n);
+          },
+        });
+      });
+    },
+  };
+}
+
+const listeners: Listener[] = [];
+afterEach(async () => {
+  await Promise.all(listeners.splice(0).map((l) => l.close()));
+});
+
+function startListening(channels: string[], options: Parameters<typeof listen>[3] = {}) {
+  const inbox = collector();
+  const listener = listen(testDb.url, channels, (n) => inbox.push(n), { minBackoffMs: 10, ...options });
+  listeners.push(listener);
+  return { inbox, listener };
+}
+
+describe('notify and listen', () => {
+  test('a notification sent in a committed transaction arrives; one in a rolled-back transaction never does', async () => {
+    const channel = `test_${randomBytes(4).toString('hex')}`;
+    const { inbox, listener } = startListening([channel]);
+    await listener.ready;
+    await assert.rejects(
+      testDb.db.transaction().execute(async (trx) => {
+        await notify(trx, channel, 'rolled-back');
+        throw new Error('abort');
+      }),
+      /abort/,
+    );
+    await testDb.db.transaction().execute((trx) => notify(trx, channel, 'committed'));
+    // Notifications arrive in commit order, so once 'committed' is here a delivered 'rolled-back' would be too.
+    await inbox.next((n) => n.payload === 'committed');
+    assert.deepEqual(inbox.received, [{ channel, payload: 'committed' }]);
+  });
+
+  test('a notification is delivered only when its transaction commits', async () => {
+    const channel = `test_${randomBytes(4).toString('hex')}`;
+    const { inbox, listener } = startListening([channel]);
+    await listener.ready;
+    const trx = await testDb.db.startTransaction().execute();
+    await notify(trx, channel, 'pending');
+    await testDb.db.transaction().execute((other) => notify(other, channel, 'marker'));
+    await inbox.next((n) => n.payload === 'marker');
+    assert.deepEqual(
+      inbox.received.map((n) => n.payload),
+      ['marker'],
+      'not delivered before commit',
+    );
+    await trx.commit().execute();
+    await inbox.next((n) => n.payload === 'pending');
+  });
+
+  test('after its connection is terminated the listener reconnects, LISTENs again and keeps receiving', async () => {
+    const channel = `test_${randomBytes(4).toString('hex')}`;
+    const applicationName = `gitops-listen-test-${randomBytes(4).toString('hex')}`;
+    const connects: boolean[] = [];
+    let reconnected!: () => void;
+    const reconnectedOnce = new Promise<void>((resolve) => {
+      reconnected = resolve;
+    });
+    const errors: Error[] = [];
+    const { inbox, listener } = startListening([channel], {
+      applicationName,
+      onConnected: ({ reconnected: again }) => {
+        connects.push(again);
+        if (again) reconnected();
+      },
+      onError: (error) => errors.push(error),
+    });
+    await listener.ready;
+    await testDb.db.transaction().execute((trx) => notify(trx, channel, 'before'));
+    await inbox.next((n) => n.payload === 'before');
+
+    const { rows } = await sql<{ terminated: boolean }>`
+      select pg_terminate_backend(pid) as terminated from pg_stat_activity
+      where application_name = ${applicationName}`.execute(testDb.db);
+    assert.deepEqual(
+      rows.map((r) => r.terminated),
+      [true],
+    );
+    await reconnectedOnce;
+    assert.deepEqual(connects, [false, true]);
+    assert.ok(errors.length >= 1, 'the connection loss is reported');
+
+    await testDb.db.transaction().execute((trx) => notify(trx, channel, 'after'));
+    await inbox.next((n) => n.payload === 'after');
+  });
+
+  test('close() stops the listener for good', async () => {
+    const channel = `test_${randomBytes(4).toString('hex')}`;
+    const applicationName = `gitops-listen-test-${randomBytes(4).toString('hex')}`;
+    const { listener } = startListening([channel], { applicationName });
+    await listener.ready;
+    await listener.close();
+    for (let i = 0; i < 600; i++) {
+      const { rows } = await sql<{ count: number }>`
+        select count(*) as count from pg_stat_activity where application_name = ${applicationName}`.execute(
+        testDb.db,
+      );
+      if (rows[0]?.count === 0) return;
+      await sleep(50);
+    }
+    assert.fail('the listener connection is still open after close()');
+  });
+
+  test('a listener that cannot connect keeps retrying until closed', async () => {
+    const closedPort = await new Promise<number>((resolve) => {
+      const server = createServer();
+      server.listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as AddressInfo;
+        server.close(() => resolve(port));
+      });
+    });
+    const url = new URL(testDb.url);
+    url.port = String(closedPort);
+    let failures = 0;
+    let retried!: () => void;
+    const retriedTwice = new Promise<void>((resolve) => {
+      retried = resolve;
+    });
+    const listener = listen(url.toString(), ['test_unreachable'], () => {}, {
+      minBackoffMs: 1,
+      maxBackoffMs: 20,
+      onError: () => {
+        if (++failures === 2) retried();
+      },
+    });
+    await retriedTwice;
+    await listener.close();
+    await assert.rejects(listener.ready, /listener closed/);
+  });
+
+  test('notify refuses payloads PostgreSQL would reject', async () => {
+    await assert.rejects(
+      testDb.db.transaction().execute((trx) => notify(trx, 'test_big', 'x'.repeat(8000))),
+      RangeError,
+    );
+  });
+});
+
+describe('notifications sent by the schema triggers', () => {
+  test('inserting an operation and changing its state notify with the operation id', async () => {
+    const { inbox, listener } = startListening([
+      NOTIFICATION_CHANNELS.operationCreated,
+      NOTIFICATION_CHANNELS.operationStateChanged,
+    ]);
+    await listener.ready;
+    const instance = await givenEngineInstance(testDb.db);
+    const { operation } = await testDb.db.transaction().execute((trx) =>
+      insertOperation(trx, {
+        engineInstanceId: instance.id,
+        resourceType: 'AppProject',
+        resourceId: randomUUID(),
+      }),
+    );
+    await inbox.next(
+      (n) => n.channel === NOTIFICATION_CHANNELS.operationCreated && n.payload === operation.id,
+    );
+    await startOperation(testDb.db, operation.id);
+    await inbox.next(
+      (n) => n.channel === NOTIFICATION_CHANNELS.operationStateChanged && n.payload === operation.id,
+    );
+  });
+
+  test('application_state notifies when the projection changes, not when an identical one is written', async () => {
+    const { inbox, listener } = startListening([NOTIFICATION_CHANNELS.applicationStateChanged]);
+    await listener.ready;
+    const clusterUser = await givenClusterUser(testDb.db);
+    const engineInstance = await givenEngineInstance(testDb.db);
+    const unchanged = await givenApplication(testDb.db, { clusterUser, engineInstance });
+    const changed = await givenApplication(testDb.db, { clusterUser, engineInstance });
+    const state = { health: { status: 'Healthy' }, sync: { status: 'Synced', revision: 'abc' } };
+
+    assert.equal(await writeApplicationState(testDb.db, unchanged.id, state), 'changed');
+    await inbox.next((n) => n.payload === unchanged.id);
+    inbox.received.length = 0;
+
+    // Same content with another key order: jsonb equality, so no write and no notification.
+    const reordered = { sync: { revision: 'abc', status: 'Synced' }, health: { status: 'Healthy' } };
+    assert.equal(await writeApplicationState(testDb.db, unchanged.id, reordered), 'unchanged');
+    assert.equal(await writeApplicationState(testDb.db, changed.id, state), 'changed');
+    await inbox.next((n) => n.payload === changed.id);
+    assert.deepEqual(
+      inbox.received.map((n) => n.payload),
+      [changed.id],
+    );
+  });
+});

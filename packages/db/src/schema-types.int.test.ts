@@ -1,0 +1,23 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { diffDatabaseTypes } from './schema-codegen.ts';
+import { createTestDatabase, type TestDatabase } from './test-database.ts';
+
+let testDb: TestDatabase;
+before(async () => {
+  testDb = await createTestDatabase({ max: 1 });
+});
+after(async () => {
+  await testDb?.destroy();
+});
+
+test('database.generated.ts matches the migrated schema', async () => {
+  const committed = fileURLToPath(new URL('./database.generated.ts', import.meta.url));
+  const diff = await diffDatabaseTypes(testDb.url, committed);
+  assert.equal(
+    diff,
+    undefined,
+    `database.generated.ts is out of date; run node packages/db/scripts/generate-types.ts\n${diff}`,
+  );
+});
