@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import type { ClusterCredentialsRow, Database, ManagedEnvironmentRow } from './database.ts';
 
 /**
@@ -33,7 +33,9 @@ export async function ensureWorkspaceEnvironment(
   const inserted = await db
     .insertInto('managed_environment')
     .values({ cluster_user_id: clusterUser.id, kind: 'Workspace', name: clusterUser.namespaceName })
-    .onConflict((conflict) => conflict.column('cluster_user_id').where('kind', '=', 'Workspace').doNothing())
+    .onConflict((conflict) =>
+      conflict.column('cluster_user_id').where(sql<boolean>`kind = 'Workspace'`).doNothing(),
+    )
     .returningAll()
     .executeTakeFirst();
   if (inserted) return inserted;

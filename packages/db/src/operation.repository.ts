@@ -78,7 +78,8 @@ export async function insertOperation(
     .onConflict((conflict) =>
       conflict
         .columns(['engine_instance_id', 'resource_type', 'resource_id'])
-        .where('state', '=', 'Waiting')
+        // The partial index's predicate, as a literal so PostgreSQL can always infer the index.
+        .where(sql<boolean>`state = 'Waiting'`)
         .doUpdateSet(({ ref }) => {
           const hasNewOwner = sql<boolean>`${ref('excluded.owner_uid')} is not null`;
           const ownerColumn = <C extends 'owner_kind' | 'owner_namespace' | 'owner_name' | 'owner_uid'>(
