@@ -152,7 +152,11 @@ export function listen(
         healthCheck.unref();
       }
       resolveReady();
-      options.onConnected?.({ reconnected });
+      try {
+        options.onConnected?.({ reconnected });
+      } catch (error) {
+        report(error);
+      }
       report(await lost);
       return true;
     } catch (error) {
