@@ -72,7 +72,7 @@ describe('sealing', () => {
     assert.match(error.message, /key-2025/);
   });
 
-  test('flipping any bit of nonce, ciphertext or tag fails authentication', () => {
+  test('flipping a bit in any byte of nonce, ciphertext or tag fails authentication', () => {
     const sealed = sealer.seal(secret);
     const headerLength = 2 + newKey.id.length;
     for (let index = headerLength; index < sealed.length; index++) {
