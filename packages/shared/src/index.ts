@@ -1,1 +1,16 @@
-export const hello = (x: number): string => `hi ${x}`;
+/**
+ * @gitops/shared: what the backend and the cluster-agent share — config, logging, metrics, errors,
+ * the probe/metrics server, graceful shutdown, and the controller runtime (work queue, informer,
+ * Kubernetes helpers). One way to do each of these things; look here before adding a helper.
+ */
+export * from './clock.ts';
+export * from './config.ts';
+export * from './errors.ts';
+export * from './http-server.ts';
+export * from './informer.ts';
+export * from './kube.ts';
+export * from './lifecycle.ts';
+export * from './logger.ts';
+export * from './metrics.ts';
+export * from './rate-limiter.ts';
+export * from './work-queue.ts';

@@ -116,6 +116,16 @@ export function backoffDelay(
   return Math.round(base * (0.8 + 0.4 * random()));
 }
 
+function resourceVersionOf(object: unknown): string | undefined {
+  const metadata =
+    typeof object === 'object' && object !== null ? (object as { metadata?: unknown }).metadata : undefined;
+  const rv =
+    typeof metadata === 'object' && metadata !== null
+      ? (metadata as { resourceVersion?: unknown }).resourceVersion
+      : undefined;
+  return typeof rv === 'string' && rv !== '' ? rv : undefined;
+}
+
 function defaultParse<T extends KubeObject>(object: unknown): T {
   if (!isKubeObject(object)) throw new Error('object has no metadata.name');
   return object as T;
@@ -299,7 +309,8 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
         }),
       };
     }
-    const rv = isKubeObject(event.object) ? event.object.metadata.resourceVersion : undefined;
+    // Bookmarks carry only metadata.resourceVersion (no name), so read it without isKubeObject.
+    const rv = resourceVersionOf(event.object);
     if (type === 'BOOKMARK') {
       if (rv) resourceVersion = rv;
       return undefined;
