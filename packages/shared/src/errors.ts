@@ -43,8 +43,6 @@ export const ErrorCode = {
   kubeconfigInvalid: 'KUBECONFIG_INVALID',
   /** Graceful shutdown did not finish within its hard timeout. */
   shutdownTimeout: 'SHUTDOWN_TIMEOUT',
-  /** The work queue was shut down; the key was not reconciled. */
-  queueShutDown: 'QUEUE_SHUT_DOWN',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 

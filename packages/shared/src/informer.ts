@@ -323,7 +323,7 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
     const old = cache.get(key);
     if (type === 'DELETED') {
       cache.delete(key);
-      notify(deleteHandlers, old ?? object);
+      notify(deleteHandlers, object); // the final state, as client-go delivers it
     } else if (old) {
       // Same object version delivered twice (e.g. replayed after a reconnect): nothing changed.
       if (
@@ -415,9 +415,10 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
     let failures = 0;
     while (!stopped) {
       if (needList) {
-        relistRequested = false;
         try {
           await relist();
+          // A relist request that came in while listing is satisfied by this list.
+          relistRequested = false;
           needList = false;
           failures = 0;
         } catch (err) {

@@ -314,7 +314,7 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
     metrics.activeWorkers.set(controllerLabel, processing.size);
     const retries = rateLimiter.numRequeues(key);
     const keyLogger = logger.child({ key, reconcileID: randomUUID() });
-    let outcome: ReconcileOutcome;
+    let outcome: ReconcileOutcome = 'error';
     try {
       const result = await Promise.resolve().then(() =>
         reconcile(key, { signal: abort.signal, logger: keyLogger, retries }),
@@ -352,9 +352,9 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
       metrics.reconcileTime.observe(controllerLabel, seconds);
       metrics.workDuration.observe(nameLabel, seconds);
       startedAt.delete(key);
+      metrics.reconcileTotal.inc({ controller: name, result: outcome });
+      done(key);
     }
-    metrics.reconcileTotal.inc({ controller: name, result: outcome });
-    done(key);
   }
 
   function done(key: string) {
