@@ -1,0 +1,197 @@
+/** Tier 3a: crashes (SIGKILL) of either process lose nothing; malformed rows fail one operation, not the agent. */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
+import {
+  type ArgoApplication,
+  createGitOpsDeployment,
+  createTenantNamespace,
+  eventually,
+  type GitOpsDeployment,
+  get,
+  list,
+  mergePatch,
+  paths,
+  remove,
+} from '../fixture/kube.ts';
+import { type System, startSystem } from '../fixture/system.ts';
+
+describe('crash recovery (tier 3a)', () => {
+  let system: System;
+  let argoCd: ArgoCdActor;
+  let tenant: string;
+
+  before(async () => {
+    system = await startSystem({ start: [] });
+    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
+    tenant = await createTenantNamespace(system.kc);
+  });
+  after(async () => {
+    await argoCd?.stop();
+    await system?.stop();
+    if (tenant) await remove(system.kc, paths.namespace(tenant));
+  });
+
+  const applicationFor = (gd: GitOpsDeployment) =>
+    eventually(`Application of ${gd.metadata.name}`, () =>
+      get<ArgoApplication>(
+        system.kc,
+        paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
+      ),
+    );
+
+  it('a backend killed after committing, before any Operation CR exists, delivers the operation after restart', async () => {
+    // The relay is off: the reconcile commits rows + operation, but no Operation CR is ever created. That is
+    // exactly the state a SIGKILL between commit and CR creation leaves behind.
+    await system.start('backend', { GITOPS_RELAY_ENABLED: 'false' });
+    const gd = await createGitOpsDeployment(system.kc, tenant, 'committed-only', {
+      source: { repoURL: 'https://github.com/example/repo', path: 'committed' },
+      type: 'automated',
+    });
+    const operation = await eventually('the committed operation row', () =>
+      system.db
+        .selectFrom('operation')
+        .selectAll()
+        .where('owner_uid', '=', gd.metadata.uid ?? '')
+        .executeTakeFirst(),
+    );
+    assert.equal(operation.delivered_at, null);
+    assert.deepEqual(await list(system.kc, paths.operations(system.argoCdNamespace)), []);
+    await system.kill('backend');
+
+    await system.start('backend');
+    await system.start('cluster-agent');
+    const app = await applicationFor(gd);
+    assert.equal(app.spec.source.path, 'committed');
+    const finished = await eventually('the operation to complete', async () => {
+      const row = await system.db
+        .selectFrom('operation')
+        .selectAll()
+        .where('id', '=', operation.id)
+        .executeTakeFirst();
+      return row?.state === 'Completed' ? row : undefined;
+    });
+    assert.equal(finished.message.includes('password'), false);
+  });
+
+  it('an agent killed mid-operation finishes every operation after restart', async () => {
+    const created: GitOpsDeployment[] = [];
+    for (let i = 0; i < 10; i++) {
+      created.push(
+        await createGitOpsDeployment(system.kc, tenant, `burst-${i}`, {
+          source: { repoURL: 'https://github.com/example/repo', path: `burst/${i}` },
+          type: 'automated',
+        }),
+      );
+    }
+    // Kill the agent as soon as it has started working on the burst.
+    await eventually('the agent to pick up work', async () => {
+      const rows = await system.db
+        .selectFrom('operation')
+        .select('state')
+        .where('owner_name', 'like', 'burst-%')
+        .execute();
+      return rows.some((r) => r.state !== 'Waiting') ? true : undefined;
+    });
+    await system.kill('cluster-agent');
+    await system.start('cluster-agent');
+    for (const gd of created) await applicationFor(gd);
+    await eventually('every operation to be terminal', async () => {
+      const open = await system.db
+        .selectFrom('operation')
+        .select('id')
+        .where('state', 'in', ['Waiting', 'In_Progress'])
+        .execute();
+      return open.length === 0 ? true : undefined;
+    });
+    const failed = await system.db
+      .selectFrom('operation')
+      .select(['id', 'message'])
+      .where('state', '=', 'Failed')
+      .execute();
+    assert.deepEqual(failed, []);
+  });
+
+  it('a backend killed while deployments churn converges after restart: deletes and updates made meanwhile are applied', async () => {
+    const gds: GitOpsDeployment[] = [];
+    for (let i = 0; i < 4; i++) {
+      gds.push(
+        await createGitOpsDeployment(system.kc, tenant, `churn-${i}`, {
+          source: { repoURL: 'https://github.com/example/repo', path: `churn/${i}` },
+          type: 'automated',
+        }),
+      );
+    }
+    for (const gd of gds) await applicationFor(gd);
+    await system.kill('backend');
+    // While the backend is down: delete two, update one.
+    await remove(system.kc, paths.gitopsDeployment(tenant, 'churn-0'));
+    await remove(system.kc, paths.gitopsDeployment(tenant, 'churn-1'));
+    await mergePatch(system.kc, paths.gitopsDeployment(tenant, 'churn-2'), {
+      spec: { source: { path: 'churn/2-updated' } },
+    });
+    await system.start('backend');
+    for (const gone of gds.slice(0, 2)) {
+      await eventually(`${gone.metadata.name}'s Application to be deleted`, async () =>
+        (await get(system.kc, paths.application(system.argoCdNamespace, `gitopsdepl-${gone.metadata.uid}`)))
+          ? undefined
+          : true,
+      );
+    }
+    await eventually('the update made while the backend was down', async () => {
+      const app = await applicationFor(gds[2] as GitOpsDeployment);
+      return app.spec.source.path === 'churn/2-updated' ? true : undefined;
+    });
+    assert.equal((await applicationFor(gds[3] as GitOpsDeployment)).spec.source.path, 'churn/3');
+  });
+
+  it('a malformed application row fails its operation with a message and the agent keeps working', async () => {
+    const tenantRow = await system.db
+      .selectFrom('cluster_user')
+      .selectAll()
+      .where('namespace_name', '=', tenant)
+      .executeTakeFirstOrThrow();
+    const engine = await system.db
+      .selectFrom('engine_instance')
+      .selectAll()
+      .where('name', '=', system.engineInstanceName)
+      .executeTakeFirstOrThrow();
+    const bad = await system.db
+      .insertInto('application')
+      .values({
+        name: 'gitopsdepl-malformed',
+        cluster_user_id: tenantRow.id,
+        engine_instance_id: engine.id,
+        managed_environment_id: null,
+        spec: JSON.stringify({ source: 42, destination: 'nowhere' }),
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const operation = await system.db
+      .insertInto('operation')
+      .values({ engine_instance_id: engine.id, resource_type: 'Application', resource_id: bad.id })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const failed = await eventually('the malformed row to fail its operation', async () => {
+      const row = await system.db
+        .selectFrom('operation')
+        .selectAll()
+        .where('id', '=', operation.id)
+        .executeTakeFirst();
+      return row?.state === 'Failed' ? row : undefined;
+    });
+    assert.notEqual(failed.message, '');
+    assert.equal(
+      await get(system.kc, paths.application(system.argoCdNamespace, 'gitopsdepl-malformed')),
+      undefined,
+    );
+
+    // Still working: a new deployment gets its Application, and neither process crashed.
+    const next = await createGitOpsDeployment(system.kc, tenant, 'after-malformed', {
+      source: { repoURL: 'https://github.com/example/repo', path: 'after' },
+      type: 'automated',
+    });
+    await applicationFor(next);
+    assert.deepEqual(system.crashes, []);
+  });
+});

@@ -1,0 +1,245 @@
+/**
+ * Tier 3a: GitOpsDeployment → Argo CD Application through the outbox, with backend and cluster-agent running
+ * as separate processes and the test playing Argo CD.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
+import {
+  type ArgoApplication,
+  createGitOpsDeployment,
+  createTenantNamespace,
+  eventually,
+  type GitOpsDeployment,
+  get,
+  list,
+  mergePatch,
+  paths,
+  remove,
+} from '../fixture/kube.ts';
+import { type System, startSystem } from '../fixture/system.ts';
+
+const AUTOMATED_SYNC_POLICY = {
+  automated: { prune: true, selfHeal: true, allowEmpty: true },
+  syncOptions: ['PrunePropagationPolicy=background'],
+  retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
+};
+
+describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
+  let system: System;
+  let argoCd: ArgoCdActor;
+  let tenant: string;
+
+  before(async () => {
+    system = await startSystem();
+    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
+    tenant = await createTenantNamespace(system.kc);
+  });
+  after(async () => {
+    await argoCd?.stop();
+    await system?.stop();
+    if (tenant) await remove(system.kc, paths.namespace(tenant));
+  });
+
+  const applicationOf = (gd: GitOpsDeployment) =>
+    eventually(`Application for ${gd.metadata.name}`, () =>
+      get<ArgoApplication>(
+        system.kc,
+        paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
+      ),
+    );
+  const tenantId = async () => {
+    const row = await system.db
+      .selectFrom('cluster_user')
+      .select('id')
+      .where('namespace_name', '=', tenant)
+      .executeTakeFirstOrThrow();
+    return row.id;
+  };
+
+  it('creates gitopsdepl-<uid> with the source, in-cluster destination, tenant project and automated policy', async () => {
+    const gd = await createGitOpsDeployment(system.kc, tenant, 'automated-app', {
+      source: {
+        repoURL: 'https://github.com/example/repo',
+        path: 'environments/dev',
+        targetRevision: 'main',
+      },
+      type: 'automated',
+    });
+    const app = await applicationOf(gd);
+    assert.deepEqual(app.spec.source, {
+      repoURL: 'https://github.com/example/repo',
+      path: 'environments/dev',
+      targetRevision: 'main',
+    });
+    assert.deepEqual(app.spec.destination, { name: 'in-cluster', namespace: tenant });
+    assert.equal(app.spec.project, `app-project-${await tenantId()}`);
+    assert.deepEqual(app.spec.syncPolicy, AUTOMATED_SYNC_POLICY);
+    assert.ok(app.metadata.finalizers?.includes('resources-finalizer.argocd.argoproj.io'));
+    const applicationRow = await system.db
+      .selectFrom('application')
+      .select('id')
+      .where('name', '=', app.metadata.name)
+      .executeTakeFirstOrThrow();
+    assert.equal(app.metadata.labels?.['managed-gitops.redhat.com/database-id'], applicationRow.id);
+  });
+
+  it('gives a manual deployment no automated policy, and follows sync options added and removed', async () => {
+    const gd = await createGitOpsDeployment(system.kc, tenant, 'manual-app', {
+      source: { repoURL: 'https://github.com/example/repo', path: 'manual' },
+      type: 'manual',
+    });
+    const app = await applicationOf(gd);
+    assert.equal(app.spec.syncPolicy?.automated, undefined);
+    assert.deepEqual(app.spec.syncPolicy?.syncOptions ?? [], []);
+
+    await mergePatch(system.kc, paths.gitopsDeployment(tenant, 'manual-app'), {
+      spec: { syncPolicy: { syncOptions: ['CreateNamespace=true'] } },
+    });
+    await eventually('CreateNamespace=true on the Application', async () => {
+      const current = await applicationOf(gd);
+      return current.spec.syncPolicy?.syncOptions?.includes('CreateNamespace=true') ? true : undefined;
+    });
+    const withOption = await applicationOf(gd);
+    assert.deepEqual(withOption.spec.syncPolicy?.syncOptions, ['CreateNamespace=true']);
+    assert.equal(withOption.spec.syncPolicy?.automated, undefined);
+
+    await mergePatch(system.kc, paths.gitopsDeployment(tenant, 'manual-app'), { spec: { syncPolicy: null } });
+    await eventually('sync options removed from the Application', async () => {
+      const current = await applicationOf(gd);
+      return (current.spec.syncPolicy?.syncOptions ?? []).length === 0 ? true : undefined;
+    });
+  });
+
+  it('sends path, repoURL and targetRevision updates to the Application; an identical re-apply writes nothing', async () => {
+    const gd = await createGitOpsDeployment(system.kc, tenant, 'updated-app', {
+      source: { repoURL: 'https://github.com/example/one', path: 'a', targetRevision: 'v1' },
+      type: 'automated',
+    });
+    await applicationOf(gd);
+    await mergePatch(system.kc, paths.gitopsDeployment(tenant, 'updated-app'), {
+      spec: { source: { repoURL: 'https://github.com/example/two', path: 'b', targetRevision: 'v2' } },
+    });
+    const updated = await eventually('the new source on the Application', async () => {
+      const app = await applicationOf(gd);
+      return app.spec.source.repoURL === 'https://github.com/example/two' ? app : undefined;
+    });
+    assert.deepEqual(updated.spec.source, {
+      repoURL: 'https://github.com/example/two',
+      path: 'b',
+      targetRevision: 'v2',
+    });
+
+    const operationsBefore = await system.db.selectFrom('operation').select('id').execute();
+    const resourceVersionBefore = updated.metadata.resourceVersion;
+    // Same spec again, plus a label change: a new generation of the CR, but the desired state is unchanged.
+    await mergePatch(system.kc, paths.gitopsDeployment(tenant, 'updated-app'), {
+      metadata: { labels: { touched: 'yes' } },
+      spec: { source: { repoURL: 'https://github.com/example/two', path: 'b', targetRevision: 'v2' } },
+    });
+    // Prove the backend has processed the change: touch another deployment and wait for its Application.
+    const marker = await createGitOpsDeployment(system.kc, tenant, 'marker-app', {
+      source: { repoURL: 'https://github.com/example/one', path: 'marker' },
+      type: 'automated',
+    });
+    await applicationOf(marker);
+    const operationsAfter = await system.db.selectFrom('operation').select(['id', 'resource_id']).execute();
+    const newOperations = operationsAfter.filter((o) => !operationsBefore.some((b) => b.id === o.id));
+    const appRow = await system.db
+      .selectFrom('application')
+      .select('id')
+      .where('name', '=', `gitopsdepl-${gd.metadata.uid}`)
+      .executeTakeFirstOrThrow();
+    assert.equal(
+      newOperations.filter((o) => o.resource_id === appRow.id).length,
+      0,
+      'no operation for an unchanged spec',
+    );
+    const after = await applicationOf(gd);
+    assert.equal(after.metadata.resourceVersion, resourceVersionBefore, 'the Application was not rewritten');
+  });
+
+  it('deletes the Application when the GitOpsDeployment is deleted', async () => {
+    const gd = await createGitOpsDeployment(system.kc, tenant, 'deleted-app', {
+      source: { repoURL: 'https://github.com/example/repo', path: 'deleted' },
+      type: 'automated',
+    });
+    const app = await applicationOf(gd);
+    await remove(system.kc, paths.gitopsDeployment(tenant, 'deleted-app'));
+    await eventually('the Application to be gone', async () =>
+      (await get(system.kc, paths.application(system.argoCdNamespace, app.metadata.name))) ? undefined : true,
+    );
+    const rows = await system.db
+      .selectFrom('application')
+      .select('id')
+      .where('name', '=', app.metadata.name)
+      .execute();
+    assert.equal(rows.length, 0);
+  });
+
+  it('keeps a GitOpsDeployment with the user finalizer until Argo CD has removed the Application', async () => {
+    const gd = await createGitOpsDeployment(
+      system.kc,
+      tenant,
+      'finalized-app',
+      { source: { repoURL: 'https://github.com/example/repo', path: 'finalized' }, type: 'automated' },
+      { finalizers: ['resources-finalizer.managed-gitops.redhat.com'] },
+    );
+    const app = await applicationOf(gd);
+    argoCd.pauseDeletions();
+    await remove(system.kc, paths.gitopsDeployment(tenant, 'finalized-app'));
+    // Argo CD is still pruning: the Application is marked for deletion but exists.
+    await eventually('the Application to be marked for deletion', async () => {
+      const current = await get<ArgoApplication>(
+        system.kc,
+        paths.application(system.argoCdNamespace, app.metadata.name),
+      );
+      return current?.metadata.deletionTimestamp ? true : undefined;
+    });
+    const stillThere = await get<GitOpsDeployment>(
+      system.kc,
+      paths.gitopsDeployment(tenant, 'finalized-app'),
+    );
+    assert.ok(stillThere?.metadata.deletionTimestamp, 'the GitOpsDeployment waits for Argo CD');
+    assert.deepEqual(stillThere?.metadata.finalizers, ['resources-finalizer.managed-gitops.redhat.com']);
+
+    await argoCd.resumeDeletions();
+    await eventually('the GitOpsDeployment to be gone', async () =>
+      (await get(system.kc, paths.gitopsDeployment(tenant, 'finalized-app'))) ? undefined : true,
+    );
+    assert.equal(
+      await get(system.kc, paths.application(system.argoCdNamespace, app.metadata.name)),
+      undefined,
+    );
+  });
+
+  it('recreating the same name three times gives a new Application each time and leaves no old one', async () => {
+    const seen: string[] = [];
+    for (let round = 1; round <= 3; round++) {
+      const gd = await createGitOpsDeployment(system.kc, tenant, 'recreated-app', {
+        source: { repoURL: 'https://github.com/example/repo', path: `round-${round}` },
+        type: 'automated',
+      });
+      const app = await applicationOf(gd);
+      assert.equal(app.spec.source.path, `round-${round}`);
+      seen.push(app.metadata.name);
+      await remove(system.kc, paths.gitopsDeployment(tenant, 'recreated-app'));
+      await eventually('the GitOpsDeployment to be gone', async () =>
+        (await get(system.kc, paths.gitopsDeployment(tenant, 'recreated-app'))) ? undefined : true,
+      );
+    }
+    assert.equal(new Set(seen).size, 3);
+    for (const name of seen) {
+      await eventually(`${name} to be gone`, async () =>
+        (await get(system.kc, paths.application(system.argoCdNamespace, name))) ? undefined : true,
+      );
+    }
+    const left = await list<ArgoApplication>(
+      system.kc,
+      paths.applications(system.argoCdNamespace),
+      'managed-gitops.redhat.com/database-id',
+    );
+    assert.ok(!left.some((a) => seen.includes(a.metadata.name)));
+    assert.deepEqual(system.crashes, []);
+  });
+});

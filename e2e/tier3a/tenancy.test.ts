@@ -1,0 +1,150 @@
+/** Tier 3a: one AppProject per tenant, exactly the tenant's repos and destinations; drift is put back. */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
+import {
+  type ArgoApplication,
+  createGitOpsDeployment,
+  createTenantNamespace,
+  eventually,
+  get,
+  mergePatch,
+  paths,
+  remove,
+} from '../fixture/kube.ts';
+import { type System, startSystem } from '../fixture/system.ts';
+
+interface AppProject {
+  metadata: { name: string };
+  spec: {
+    sourceRepos?: string[];
+    destinations?: { name?: string; server?: string; namespace?: string }[];
+    clusterResourceWhitelist?: unknown[];
+  };
+}
+
+describe('tenant isolation and drift repair (tier 3a)', () => {
+  let system: System;
+  let argoCd: ArgoCdActor;
+  let tenantA: string;
+  let tenantB: string;
+
+  before(async () => {
+    system = await startSystem();
+    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
+    tenantA = await createTenantNamespace(system.kc, 'tenant-a');
+    tenantB = await createTenantNamespace(system.kc, 'tenant-b');
+  });
+  after(async () => {
+    await argoCd?.stop();
+    await system?.stop();
+    for (const ns of [tenantA, tenantB]) if (ns) await remove(system.kc, paths.namespace(ns));
+  });
+
+  const projectOf = async (namespace: string) => {
+    const row = await eventually(`tenant row of ${namespace}`, () =>
+      system.db
+        .selectFrom('cluster_user')
+        .select('id')
+        .where('namespace_name', '=', namespace)
+        .executeTakeFirst(),
+    );
+    return `app-project-${row.id}`;
+  };
+
+  it('gives each tenant its own AppProject with exactly its repositories and its own namespace', async () => {
+    const a1 = await createGitOpsDeployment(system.kc, tenantA, 'one', {
+      source: { repoURL: 'https://github.com/tenant-a/first', path: 'p' },
+      type: 'automated',
+    });
+    await createGitOpsDeployment(system.kc, tenantA, 'two', {
+      source: { repoURL: 'https://github.com/tenant-a/second', path: 'p' },
+      type: 'manual',
+    });
+    await createGitOpsDeployment(system.kc, tenantB, 'one', {
+      source: { repoURL: 'https://github.com/tenant-b/only', path: 'p' },
+      type: 'automated',
+    });
+    const projectA = await projectOf(tenantA);
+    const projectB = await projectOf(tenantB);
+    assert.notEqual(projectA, projectB);
+
+    const a = await eventually('tenant A AppProject with both repositories', async () => {
+      const project = await get<AppProject>(system.kc, paths.appProject(system.argoCdNamespace, projectA));
+      return project?.spec.sourceRepos?.length === 2 ? project : undefined;
+    });
+    assert.deepEqual(a.spec.sourceRepos, [
+      'https://github.com/tenant-a/first',
+      'https://github.com/tenant-a/second',
+    ]);
+    assert.deepEqual(a.spec.destinations, [{ name: 'in-cluster', namespace: tenantA }]);
+    assert.deepEqual(a.spec.clusterResourceWhitelist ?? [], []);
+
+    const b = await eventually('tenant B AppProject', () =>
+      get<AppProject>(system.kc, paths.appProject(system.argoCdNamespace, projectB)),
+    );
+    assert.deepEqual(b.spec.sourceRepos, ['https://github.com/tenant-b/only']);
+    assert.deepEqual(b.spec.destinations, [{ name: 'in-cluster', namespace: tenantB }]);
+
+    const appA = await eventually('tenant A Application', () =>
+      get<ArgoApplication>(
+        system.kc,
+        paths.application(system.argoCdNamespace, `gitopsdepl-${a1.metadata.uid}`),
+      ),
+    );
+    assert.equal(appA.spec.project, projectA);
+  });
+
+  it("rejects a deployment that names another tenant's namespace without an environment", async () => {
+    await assert.rejects(
+      createGitOpsDeployment(system.kc, tenantA, 'sneaky', {
+        source: { repoURL: 'https://github.com/tenant-a/first', path: 'p' },
+        destination: { namespace: tenantB },
+        type: 'automated',
+      }),
+      /the environment field should not be empty when the namespace is non-empty/,
+    );
+  });
+
+  it("removes the tenant's AppProject with its last deployment", async () => {
+    const projectB = await projectOf(tenantB);
+    await remove(system.kc, paths.gitopsDeployment(tenantB, 'one'));
+    await eventually('tenant B AppProject to be deleted', async () =>
+      (await get(system.kc, paths.appProject(system.argoCdNamespace, projectB))) ? undefined : true,
+    );
+    // Tenant A is untouched.
+    assert.ok(await get(system.kc, paths.appProject(system.argoCdNamespace, await projectOf(tenantA))));
+  });
+
+  it('puts back an Application a user edited or deleted in the Argo CD namespace', async () => {
+    const gd = await createGitOpsDeployment(system.kc, tenantA, 'guarded', {
+      source: { repoURL: 'https://github.com/tenant-a/first', path: 'guarded' },
+      type: 'automated',
+    });
+    const name = `gitopsdepl-${gd.metadata.uid}`;
+    await eventually('the Application', () =>
+      get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, name)),
+    );
+
+    await mergePatch(system.kc, paths.application(system.argoCdNamespace, name), {
+      spec: { source: { path: 'hijacked' }, destination: { namespace: tenantB } },
+    });
+    const repaired = await eventually('the edited Application to be repaired', async () => {
+      const app = await get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, name));
+      return app?.spec.source.path === 'guarded' && app.spec.destination.namespace === tenantA
+        ? app
+        : undefined;
+    });
+    assert.equal(repaired.spec.destination.name, 'in-cluster');
+
+    await remove(system.kc, paths.application(system.argoCdNamespace, name));
+    const recreated = await eventually('the deleted Application to be recreated', async () => {
+      const app = await get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, name));
+      return app && !app.metadata.deletionTimestamp && app.metadata.uid !== repaired.metadata.uid
+        ? app
+        : undefined;
+    });
+    assert.equal(recreated.spec.source.path, 'guarded');
+    assert.deepEqual(system.crashes, []);
+  });
+});
