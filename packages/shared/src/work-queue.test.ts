@@ -275,21 +275,16 @@ describe('work queue', () => {
 
   it('shutdown waits for running reconciles, aborts their signal and drops queued work', async () => {
     const release = gate();
+    const clock = createManualClock();
+    const calls: string[] = [];
     let signal: AbortSignal | undefined;
-    const t = harness({
-      concurrency: 1,
-      behaviour: async (key) => {
-        if (key === 'running') await release.promise;
-        return undefined;
-      },
-    });
     const queue = createWorkQueue({
       name: 'shutdown-test',
-      registry: t.registry,
+      registry: createMetricsRegistry({ defaultMetrics: false }),
       logger: createSilentLogger(),
-      clock: t.clock,
+      clock,
       async reconcile(key, context) {
-        t.calls.push(key);
+        calls.push(key);
         signal = context.signal;
         if (key === 'running') await release.promise;
       },
@@ -310,9 +305,8 @@ describe('work queue', () => {
     release.open();
     await shutdown;
     assert.equal(finished, true);
-    assert.deepEqual(t.calls, ['running']);
-    assert.equal(t.clock.pendingTimers().length, 0, 'delayed keys are cancelled');
-    await t.queue.shutdown();
+    assert.deepEqual(calls, ['running']);
+    assert.equal(clock.pendingTimers().length, 0, 'delayed keys are cancelled');
   });
 
   it('exposes controller-runtime metric names', async () => {
