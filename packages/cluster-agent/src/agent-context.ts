@@ -1,0 +1,36 @@
+import type { Database } from '@gitops/db';
+import type { Informer, KubeConfig, KubeObject, Logger, Registry } from '@gitops/shared';
+import type { Kysely } from 'kysely';
+
+/** What the agent's controllers share once it has started. */
+export interface AgentContext {
+  kc: KubeConfig;
+  db: Kysely<Database>;
+  logger: Logger;
+  registry: Registry;
+  /** The Argo CD namespace this agent serves. */
+  namespace: string;
+  engineInstanceId: string;
+  /** Argo CD Applications with our database-id label in `namespace`. */
+  applications: Informer<KubeObject>;
+  /** Argo CD AppProjects with our database-id label in `namespace`. */
+  appProjects: Informer<KubeObject>;
+}
+
+/** The outcome of making Argo CD match the database for one resource. */
+export type ResourceOutcome =
+  /** Argo CD matches the database. `changed`: something had to be written or deleted. */
+  | { status: 'done'; changed: boolean; message?: string }
+  /** Waiting for someone else (Argo CD removing its finalizer): operations stay In_Progress. */
+  | { status: 'pending'; reason: string; requeueAfterMs: number };
+
+/** The resource key of the work queue: `<resource_type>/<resource_id>` (as in the operation table). */
+export function resourceKey(resourceType: string, resourceId: string): string {
+  return `${resourceType}/${resourceId}`;
+}
+
+export function parseResourceKey(key: string): { type: string; id: string } | undefined {
+  const slash = key.indexOf('/');
+  if (slash <= 0 || slash === key.length - 1) return undefined;
+  return { type: key.slice(0, slash), id: key.slice(slash + 1) };
+}

@@ -1,0 +1,131 @@
+/**
+ * The desired Argo CD Application of an application row (docs/contracts/core-pipeline.md, "What the agent
+ * derives when it applies an Application"). Pure: the caller reads the rows, this renders the object.
+ * The row's `spec` comes from storage, so it is `unknown` here and parsed once with zod.
+ */
+import { ErrorCode, type KubeObject, TerminalError } from '@gitops/shared';
+import { z } from 'zod';
+import {
+  AgentLabel,
+  ApplicationResource,
+  ARGOCD_RESOURCES_FINALIZER,
+  appProjectName,
+  IN_CLUSTER,
+  isLabelValue,
+  managedEnvironmentClusterName,
+} from '../argocd.ts';
+
+const syncPolicySchema = z.strictObject({
+  automated: z
+    .strictObject({
+      prune: z.boolean().optional(),
+      selfHeal: z.boolean().optional(),
+      allowEmpty: z.boolean().optional(),
+    })
+    .optional(),
+  syncOptions: z.array(z.string().min(1)).optional(),
+  retry: z
+    .strictObject({
+      limit: z.number().int().optional(),
+      backoff: z
+        .strictObject({
+          duration: z.string().optional(),
+          factor: z.number().int().optional(),
+          maxDuration: z.string().optional(),
+        })
+        .optional(),
+    })
+    .optional(),
+});
+
+/** `application.spec` as the backend writes it: Argo CD's spec without `project` and `destination.name`. */
+export const applicationRowSpecSchema = z.strictObject({
+  source: z.strictObject({
+    repoURL: z.string().min(1),
+    path: z.string(),
+    targetRevision: z.string().optional(),
+  }),
+  destination: z.strictObject({ namespace: z.string() }),
+  syncPolicy: syncPolicySchema.optional(),
+});
+export type ApplicationRowSpec = z.infer<typeof applicationRowSpecSchema>;
+
+/**
+ * Parses a row's spec.
+ * @throws TerminalError INVALID_OBJECT naming the bad fields (never their values).
+ */
+export function parseApplicationRowSpec(spec: unknown): ApplicationRowSpec {
+  const result = applicationRowSpecSchema.safeParse(spec);
+  if (result.success) return result.data;
+  const problems = result.error.issues
+    .slice(0, 5)
+    .map((issue) => `${issue.path.length > 0 ? issue.path.join('.') : '(spec)'}: ${issue.message}`);
+  throw new TerminalError(ErrorCode.invalidObject, `malformed application spec: ${problems.join('; ')}`);
+}
+
+/** The Argo CD destination cluster name of a managed environment (NULL environment → ""). */
+export type DestinationEnvironment =
+  | { kind: 'Workspace' }
+  | { kind: 'External'; id: string }
+  | { kind: 'None' };
+
+export function destinationName(environment: DestinationEnvironment): string {
+  switch (environment.kind) {
+    case 'Workspace':
+      return IN_CLUSTER;
+    case 'External':
+      return managedEnvironmentClusterName(environment.id);
+    case 'None':
+      return '';
+  }
+}
+
+export interface ApplicationRenderInput {
+  id: string;
+  name: string;
+  clusterUserId: string;
+  spec: unknown;
+  environment: DestinationEnvironment;
+  /** The GitOpsDeployment it was produced from (api_cr_mapping), for humans. */
+  owner?: { name: string; namespace: string } | undefined;
+  /** The engine instance (Argo CD) namespace. */
+  namespace: string;
+}
+
+/**
+ * Renders the Application we server-side apply: our labels, Argo CD's cascading finalizer, the tenant's
+ * project, the destination cluster derived from the environment, and the row's source/sync policy.
+ * @throws TerminalError when the row's spec is malformed.
+ */
+export function renderApplication(input: ApplicationRenderInput): KubeObject {
+  const spec = parseApplicationRowSpec(input.spec);
+  const labels: Record<string, string> = {
+    [AgentLabel.DatabaseId]: input.id,
+    [AgentLabel.ClusterUserId]: input.clusterUserId,
+  };
+  // Informational labels: only when they are valid label values (a CR name may be up to 253 characters).
+  if (input.owner && isLabelValue(input.owner.name))
+    labels[AgentLabel.GitOpsDeploymentName] = input.owner.name;
+  if (input.owner && isLabelValue(input.owner.namespace)) {
+    labels[AgentLabel.GitOpsDeploymentNamespace] = input.owner.namespace;
+  }
+  const source: Record<string, string> = { repoURL: spec.source.repoURL, path: spec.source.path };
+  if (spec.source.targetRevision !== undefined) source.targetRevision = spec.source.targetRevision;
+  const applicationSpec: Record<string, unknown> = {
+    project: appProjectName(input.clusterUserId),
+    source,
+    destination: { name: destinationName(input.environment), namespace: spec.destination.namespace },
+  };
+  if (spec.syncPolicy !== undefined) applicationSpec.syncPolicy = spec.syncPolicy;
+  return {
+    apiVersion: ApplicationResource.apiVersion,
+    kind: ApplicationResource.kind,
+    metadata: {
+      name: input.name,
+      namespace: input.namespace,
+      labels,
+      finalizers: [ARGOCD_RESOURCES_FINALIZER],
+    },
+    spec: applicationSpec,
+  };
+}

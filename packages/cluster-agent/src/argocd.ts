@@ -1,0 +1,54 @@
+/**
+ * Names and constants of the Argo CD objects the agent owns (api.md "Argo CD objects the agent owns",
+ * docs/contracts/core-pipeline.md "What the agent derives").
+ */
+import { Finalizer, Label } from '@gitops/api';
+
+export const ARGOCD_API_VERSION = 'argoproj.io/v1alpha1';
+export const ApplicationResource = {
+  apiVersion: ARGOCD_API_VERSION,
+  kind: 'Application',
+  plural: 'applications',
+};
+export const AppProjectResource = {
+  apiVersion: ARGOCD_API_VERSION,
+  kind: 'AppProject',
+  plural: 'appprojects',
+};
+
+/** Our server-side apply field manager (never another tool's). */
+export const FIELD_MANAGER = 'gitops-cluster-agent';
+
+export const AgentLabel = {
+  DatabaseId: Label.DatabaseId,
+  ClusterUserId: 'managed-gitops.redhat.com/cluster-user-id',
+  GitOpsDeploymentName: 'managed-gitops.redhat.com/gitopsdeployment-name',
+  GitOpsDeploymentNamespace: 'managed-gitops.redhat.com/gitopsdeployment-namespace',
+} as const;
+
+export const ARGOCD_RESOURCES_FINALIZER = Finalizer.ArgoCDResources;
+
+/** The Argo CD cluster name of the cluster Argo CD runs in. */
+export const IN_CLUSTER = 'in-cluster';
+
+/** The tenant's AppProject: `app-project-<cluster_user id>`. */
+export function appProjectName(clusterUserId: string): string {
+  return `app-project-${clusterUserId}`;
+}
+
+/** The Argo CD cluster (Secret) name of an External managed environment. */
+export function managedEnvironmentClusterName(managedEnvironmentId: string): string {
+  return `managed-env-${managedEnvironmentId}`;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** True for a uuid (row ids, database-id label values). */
+export function isUuid(value: unknown): value is string {
+  return typeof value === 'string' && UUID.test(value);
+}
+
+/** True for a valid Kubernetes label value (max 63 characters, alphanumeric at both ends). */
+export function isLabelValue(value: string): boolean {
+  return value.length <= 63 && /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/.test(value);
+}

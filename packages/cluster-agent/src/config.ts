@@ -1,0 +1,137 @@
+/**
+ * The cluster-agent's configuration: every knob is an environment variable with a default and bounds,
+ * validated once at start (docs/contracts/core-pipeline.md, "Configuration").
+ */
+import { decodeSealingKey, type SealingKey } from '@gitops/db';
+import {
+  type ConfigOf,
+  commonConfig,
+  databaseUrlVar,
+  durationVar,
+  type EnvVar,
+  intVar,
+  loadConfig,
+  stringVar,
+} from '@gitops/shared';
+import { z } from 'zod';
+
+/** A Kubernetes namespace name (RFC 1123 label). */
+const namespacePattern = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/** The configured sealing keys; the first is the active one. */
+export interface EncryptionKeys {
+  keys: SealingKey[];
+  activeKeyId: string;
+}
+
+/**
+ * `GITOPS_ENCRYPTION_KEYS`: `id=<base64 32 bytes>[,id2=...]`, first is active. Secret: its value is never
+ * echoed. The agent needs the keys once it writes cluster and repository Secrets; it validates them now so
+ * a bad deployment fails at start rather than at the first such operation.
+ */
+export function encryptionKeysVar(name = 'GITOPS_ENCRYPTION_KEYS'): EnvVar<EncryptionKeys> {
+  const schema = z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined) {
+        ctx.addIssue({ code: 'custom', message: 'is required' });
+        return z.NEVER;
+      }
+      const keys: SealingKey[] = [];
+      for (const entry of raw.split(',')) {
+        const eq = entry.indexOf('=');
+        const id = entry.slice(0, eq).trim();
+        if (eq <= 0 || id === '' || keys.some((k) => k.id === id)) {
+          ctx.addIssue({ code: 'custom', message: 'must be id=<base64 32 bytes>[,id2=...] with unique ids' });
+          return z.NEVER;
+        }
+        try {
+          keys.push({ id, key: decodeSealingKey(entry.slice(eq + 1)) });
+        } catch {
+          ctx.addIssue({ code: 'custom', message: `key ${id} must be 32 bytes, base64 encoded` });
+          return z.NEVER;
+        }
+      }
+      return { keys, activeKeyId: keys[0]!.id };
+    });
+  return { name, schema, secret: true, description: 'sealing keys, id=<base64 32 bytes>, first is active' };
+}
+
+export const agentConfigSchema = {
+  logLevel: commonConfig.logLevel,
+  httpHost: commonConfig.httpHost,
+  httpPort: intVar('HTTP_PORT', {
+    default: 8081,
+    min: 0,
+    max: 65535,
+    description: 'port of the /healthz, /readyz, /metrics server (0 = any free port)',
+  }),
+  kubeconfigPath: commonConfig.kubeconfigPath,
+  shutdownTimeoutMs: commonConfig.shutdownTimeoutMs,
+  databaseUrl: databaseUrlVar,
+  encryptionKeys: encryptionKeysVar(),
+  argoCdNamespace: stringVar('ARGOCD_NAMESPACE', {
+    default: 'gitops-service-argocd',
+    maxLength: 63,
+    pattern: namespacePattern,
+    description: 'the Argo CD namespace this agent serves (= engine instance namespace); must exist',
+  }),
+  engineInstanceName: stringVar('ENGINE_INSTANCE_NAME', {
+    default: 'default',
+    maxLength: 253,
+    pattern: /^\S+$/,
+    description: 'stable identity of the engine_instance row',
+  }),
+  resyncIntervalMs: durationVar('RESYNC_INTERVAL', {
+    default: '10m',
+    min: '1s',
+    max: '24h',
+    description: 'period of the jittered drift resync (DB vs. Argo CD objects) and informer relists',
+  }),
+  concurrency: intVar('GITOPS_MAX_CONCURRENT_RECONCILES', {
+    default: 8,
+    min: 1,
+    max: 256,
+    description: 'resources reconciled at once (operations + drift repair), and status writes at once',
+  }),
+  operationMaxAttempts: intVar('OPERATION_MAX_ATTEMPTS', {
+    default: 10,
+    min: 1,
+    max: 1000,
+    description: 'attempts of one operation before it is set Failed',
+  }),
+  operationRetryMaxMs: durationVar('OPERATION_RETRY_MAX_DELAY', {
+    default: '5m',
+    min: '100ms',
+    max: '1h',
+    description: 'cap of the exponential backoff between attempts of one operation (starts at 1s)',
+  }),
+  operationRetentionMs: durationVar('OPERATION_RETENTION', {
+    default: '24h',
+    min: '1s',
+    max: '8760h',
+    description: 'finished operation rows are deleted after this long',
+  }),
+  operationSweepIntervalMs: durationVar('OPERATION_SWEEP_INTERVAL', {
+    default: '5s',
+    min: '100ms',
+    max: '10m',
+    description: 'safety-net sweep of Waiting rows whose Operation CR event was missed',
+  }),
+  operationStaleAfterMs: durationVar('OPERATION_STALE_AFTER', {
+    default: '2m',
+    min: '1s',
+    max: '24h',
+    description: 'an In_Progress row not held by this process for this long is retried (agent crashed)',
+  }),
+} as const;
+
+export type AgentConfig = ConfigOf<typeof agentConfigSchema>;
+
+/** Reads and validates the agent's environment. @throws ConfigError listing every bad variable. */
+export function loadAgentConfig(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): AgentConfig {
+  return loadConfig(agentConfigSchema, env);
+}

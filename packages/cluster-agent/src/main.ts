@@ -1,0 +1,52 @@
+/**
+ * The cluster-agent process: configuration, the agent, the /healthz /readyz /metrics server, and graceful
+ * shutdown on SIGTERM/SIGINT. Everything else is in app.ts.
+ */
+import {
+  createHealthServer,
+  createLogger,
+  createMetricsRegistry,
+  installSignalHandlers,
+  onShutdown,
+} from '@gitops/shared';
+import { buildAgent } from './app.ts';
+import { loadAgentConfig } from './config.ts';
+
+let config: ReturnType<typeof loadAgentConfig>;
+try {
+  config = loadAgentConfig();
+} catch (err) {
+  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+}
+
+const logger = createLogger({ name: 'cluster-agent', level: config.logLevel });
+const registry = createMetricsRegistry({ defaultLabels: { component: 'cluster-agent' } });
+const agent = buildAgent(config, { logger, registry });
+const health = createHealthServer({
+  port: config.httpPort,
+  host: config.httpHost,
+  registry,
+  logger,
+  isReady: () => (agent.ready() ? true : { ready: false, reason: 'informers not synced' }),
+});
+
+onShutdown(() => agent.close(), 'agent');
+installSignalHandlers(
+  async () => {
+    health.startDraining();
+    await agent.close();
+    await health.close();
+  },
+  { timeoutMs: config.shutdownTimeoutMs, logger },
+);
+
+try {
+  await health.listen();
+  await agent.start();
+} catch (err) {
+  logger.fatal({ err }, 'cluster-agent failed to start');
+  await agent.close().catch(() => undefined);
+  await health.close().catch(() => undefined);
+  process.exit(1);
+}

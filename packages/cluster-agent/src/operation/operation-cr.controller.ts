@@ -1,0 +1,79 @@
+/**
+ * Watches Operation CRs in the Argo CD namespace and routes each to the resource queue. Operation CRs in other
+ * namespaces are never seen (the informer is namespaced); ones whose row does not exist or belongs to another
+ * engine instance are ignored; ones whose row is finished are deleted.
+ */
+import { type Database, getOperation } from '@gitops/db';
+import {
+  createWorkQueue,
+  deleteIfExists,
+  type Informer,
+  type KubeConfig,
+  type KubeObject,
+  type Logger,
+  objectKey,
+  type Registry,
+  splitObjectKey,
+  type WorkQueue,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { isUuid } from '../argocd.ts';
+import { operationCrRef } from './operation.processor.ts';
+
+export interface OperationCrControllerOptions {
+  db: Kysely<Database>;
+  kc: KubeConfig;
+  logger: Logger;
+  registry: Registry;
+  namespace: string;
+  engineInstanceId: string;
+  concurrency: number;
+  operations: Informer<KubeObject>;
+  enqueueResource(resourceType: string, resourceId: string): void;
+}
+
+/** `spec.operationID` of an Operation CR, when it is a uuid. */
+export function operationIdOf(operation: KubeObject): string | undefined {
+  const id = (operation.spec as { operationID?: unknown } | undefined)?.operationID;
+  return isUuid(id) ? id.toLowerCase() : undefined;
+}
+
+export function createOperationCrController(options: OperationCrControllerOptions): WorkQueue {
+  const { db, namespace } = options;
+  const queue = createWorkQueue({
+    name: 'cluster-agent-operation-crs',
+    concurrency: options.concurrency,
+    registry: options.registry,
+    logger: options.logger,
+    async reconcile(key, { logger, signal }) {
+      const { namespace: crNamespace, name } = splitObjectKey(key);
+      if (crNamespace !== namespace) return;
+      const operation = options.operations.get(crNamespace, name);
+      if (!operation) return;
+      const id = operationIdOf(operation);
+      if (!id) {
+        logger.warn('Operation CR without a valid spec.operationID ignored');
+        return;
+      }
+      const row = await getOperation(db, id);
+      if (!row || row.engine_instance_id !== options.engineInstanceId) {
+        logger.debug({ operationId: id }, 'Operation CR ignored: no such operation for this engine instance');
+        return;
+      }
+      if (row.state === 'Completed' || row.state === 'Failed') {
+        if (operation.metadata.name === operationCrRef(id, namespace).name) {
+          await deleteIfExists(options.kc, operationCrRef(id, namespace), {
+            uid: operation.metadata.uid,
+            signal,
+          });
+        }
+        return;
+      }
+      options.enqueueResource(row.resource_type, row.resource_id);
+    },
+  });
+  const add = (operation: KubeObject) => queue.add(objectKey(operation));
+  options.operations.onAdd(add);
+  options.operations.onUpdate((_old, operation) => add(operation));
+  return queue;
+}

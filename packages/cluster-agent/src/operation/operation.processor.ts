@@ -1,0 +1,220 @@
+/**
+ * Operation processing (data-model.md, "Lifecycle" step 3). One work queue keyed by resource
+ * (`<resource_type>/<resource_id>`), so work for one resource is serialised and different resources run
+ * concurrently up to the configured limit. A reconcile of a key:
+ *   1. starts the resource's due Waiting operations of this engine instance (Waiting → In_Progress);
+ *   2. makes Argo CD match the database for the resource (level-based: the same call repairs drift);
+ *   3. Completed (and the Operation CR deleted), or still In_Progress while Argo CD finishes a delete, or on
+ *      error: retry with capped exponential backoff + jitter, Failed after OPERATION_MAX_ATTEMPTS or at once
+ *      for a TerminalError. State changes NOTIFY through the schema's trigger.
+ * A key without operations (drift resync, informer events) runs the same reconcile; what it had to change is
+ * counted in `drift_corrected_total{kind}`.
+ */
+import { API_GROUP_VERSION, Kind } from '@gitops/api';
+import {
+  completeOperation,
+  type Database,
+  failOperation,
+  type OperationRow,
+  retryOperation,
+  startOperation,
+} from '@gitops/db';
+import {
+  backoffDelay,
+  createWorkQueue,
+  deleteIfExists,
+  errorCode,
+  GitOpsError,
+  getOrCreateCounter,
+  isTerminalError,
+  type KubeConfig,
+  type Logger,
+  type Registry,
+  scrubString,
+  type WorkQueue,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { parseResourceKey, type ResourceOutcome, resourceKey } from '../agent-context.ts';
+
+/** First retry delay of a failed operation; doubles per attempt up to OPERATION_RETRY_MAX_DELAY. */
+const RETRY_INITIAL_DELAY_MS = 1_000;
+
+export type ResourceHandler = (
+  resource: { type: string; id: string },
+  context: { operations: readonly OperationRow[]; signal: AbortSignal; logger: Logger },
+) => Promise<ResourceOutcome>;
+
+export interface OperationProcessorOptions {
+  db: Kysely<Database>;
+  kc: KubeConfig;
+  logger: Logger;
+  registry: Registry;
+  namespace: string;
+  engineInstanceId: string;
+  concurrency: number;
+  maxAttempts: number;
+  retryMaxDelayMs: number;
+  handle: ResourceHandler;
+}
+
+export interface OperationProcessor {
+  readonly queue: WorkQueue;
+  /** Queues the resource of an operation (or any resource, for drift repair). */
+  enqueue(resourceType: string, resourceId: string): void;
+  /** True while this process holds the In_Progress operation (the stale sweep leaves it alone). */
+  holds(operationId: string): boolean;
+  /** Deletes the Operation CR of a finished operation (best effort). */
+  deleteOperationCr(operationId: string): Promise<void>;
+}
+
+/** The Operation CR of an operation row: `operation-<id>` in the engine instance namespace. */
+export function operationCrRef(operationId: string, namespace: string) {
+  return { apiVersion: API_GROUP_VERSION, kind: Kind.Operation, name: `operation-${operationId}`, namespace };
+}
+
+/**
+ * The message stored on a failed/retried operation. Our own errors carry messages written for this (and
+ * scrubbed again); anything else (driver errors) may carry data, so only its code is shown.
+ */
+export function operationErrorMessage(err: unknown): string {
+  if (err instanceof GitOpsError) return scrubString(err.message);
+  return `internal error (${errorCode(err)}); details are in the cluster-agent logs`;
+}
+
+export function createOperationProcessor(options: OperationProcessorOptions): OperationProcessor {
+  const { db, kc, namespace, engineInstanceId } = options;
+  const held = new Set<string>();
+  const finished = getOrCreateCounter(options.registry, {
+    name: 'operations_finished_total',
+    help: 'Operations finished by the cluster-agent, by resource type and final state',
+    labelNames: ['resource_type', 'state'],
+  });
+  const retried = getOrCreateCounter(options.registry, {
+    name: 'operations_retried_total',
+    help: 'Operation attempts that failed and were scheduled again',
+    labelNames: ['resource_type'],
+  });
+  const driftCorrected = getOrCreateCounter(options.registry, {
+    name: 'drift_corrected_total',
+    help: 'Argo CD objects created, fixed or deleted because they differed from the database (no operation asked)',
+    labelNames: ['kind'],
+  });
+
+  async function deleteOperationCr(operationId: string): Promise<void> {
+    try {
+      await deleteIfExists(kc, operationCrRef(operationId, namespace));
+    } catch (err) {
+      // The Operation CR controller deletes it on its next event or relist.
+      options.logger.warn({ err, operationId }, 'could not delete the Operation CR of a finished operation');
+    }
+  }
+
+  async function finish(operation: OperationRow, state: 'Completed' | 'Failed', message: string) {
+    const row =
+      state === 'Completed'
+        ? await completeOperation(db, operation.id, message)
+        : await failOperation(db, operation.id, message);
+    held.delete(operation.id);
+    if (row) finished.inc({ resource_type: operation.resource_type, state });
+    await deleteOperationCr(operation.id);
+  }
+
+  async function recordFailure(
+    key: string,
+    operations: readonly OperationRow[],
+    err: unknown,
+    logger: Logger,
+  ) {
+    const message = operationErrorMessage(err);
+    const terminal = isTerminalError(err);
+    for (const operation of operations) {
+      if (terminal || operation.attempts >= options.maxAttempts) {
+        const text = terminal ? message : `failed after ${operation.attempts} attempts: ${message}`;
+        logger.warn({ err, code: errorCode(err), operationId: operation.id }, 'operation failed');
+        await finish(operation, 'Failed', text);
+        continue;
+      }
+      const delay = backoffDelay(operation.attempts, RETRY_INITIAL_DELAY_MS, options.retryMaxDelayMs);
+      const result = await retryOperation(db, operation.id, { retryAfterMs: delay, message });
+      held.delete(operation.id);
+      retried.inc({ resource_type: operation.resource_type });
+      logger.warn(
+        {
+          err,
+          code: errorCode(err),
+          operationId: operation.id,
+          attempts: operation.attempts,
+          retryInMs: delay,
+        },
+        'operation attempt failed, retrying',
+      );
+      if (result.status === 'superseded') await deleteOperationCr(operation.id);
+      queue.addAfter(key, delay);
+    }
+  }
+
+  const queue: WorkQueue = createWorkQueue({
+    name: 'cluster-agent-resources',
+    concurrency: options.concurrency,
+    registry: options.registry,
+    logger: options.logger,
+    async reconcile(key, { signal, logger }) {
+      const resource = parseResourceKey(key);
+      if (!resource) {
+        logger.warn('malformed resource key ignored');
+        return;
+      }
+      const rows = await db
+        .selectFrom('operation')
+        .selectAll()
+        .where('engine_instance_id', '=', engineInstanceId)
+        .where('resource_type', '=', resource.type as OperationRow['resource_type'])
+        .where('resource_id', '=', resource.id)
+        .where('state', 'in', ['Waiting', 'In_Progress'])
+        .orderBy('created_at')
+        .execute();
+      const operations: OperationRow[] = [];
+      for (const row of rows) {
+        if (row.state === 'In_Progress') {
+          if (held.has(row.id)) operations.push(row);
+          continue;
+        }
+        const started = await startOperation(db, row.id);
+        if (started.status === 'started') {
+          held.add(row.id);
+          operations.push(started.operation);
+        } else if (started.status === 'not-due') {
+          queue.addAfter(key, Math.max(10, started.operation.next_attempt_at.getTime() - Date.now()));
+        }
+      }
+
+      let outcome: ResourceOutcome;
+      try {
+        outcome = await options.handle(resource, { operations, signal, logger });
+      } catch (err) {
+        // Without operations this is drift repair: the queue's own backoff retries (not a TerminalError).
+        if (operations.length === 0) throw err;
+        await recordFailure(key, operations, err, logger);
+        return;
+      }
+      if (outcome.status === 'pending') {
+        logger.debug({ reason: outcome.reason, operations: operations.length }, 'resource pending');
+        return { requeueAfter: outcome.requeueAfterMs };
+      }
+      for (const operation of operations) await finish(operation, 'Completed', outcome.message ?? '');
+      if (operations.length > 0) {
+        logger.info({ operations: operations.map((o) => o.id) }, 'operations completed');
+      } else if (outcome.changed) {
+        driftCorrected.inc({ kind: resource.type });
+        logger.info('drift corrected');
+      }
+    },
+  });
+
+  return {
+    queue,
+    enqueue: (type, id) => queue.add(resourceKey(type, id)),
+    holds: (id) => held.has(id),
+    deleteOperationCr,
+  };
+}

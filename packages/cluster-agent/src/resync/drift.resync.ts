@@ -1,0 +1,65 @@
+/**
+ * The periodic drift resync (data-model.md, "Self-healing"): every Argo CD object we own is compared with the
+ * database. It only queues resource keys, in pages; the resource queue does the comparing (owned fields
+ * only) and the fixing — missing → create, different → fix, no row → delete — and counts what it corrected.
+ */
+import { type Database, listApplicationsOfEngineInstance } from '@gitops/db';
+import type { Informer, KubeObject, Logger } from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { existingApplicationIds, listTenantsOfEngineInstance } from '../application/tenant.queries.ts';
+import { AgentLabel, isUuid } from '../argocd.ts';
+
+const PAGE_SIZE = 200;
+
+export interface DriftResyncOptions {
+  db: Kysely<Database>;
+  logger: Logger;
+  namespace: string;
+  engineInstanceId: string;
+  applications: Informer<KubeObject>;
+  appProjects: Informer<KubeObject>;
+  enqueueResource(resourceType: 'Application' | 'AppProject', resourceId: string): void;
+}
+
+/** One full pass. Returns the number of keys queued. */
+export async function resyncOnce(options: DriftResyncOptions, signal: AbortSignal): Promise<number> {
+  const { db, engineInstanceId } = options;
+  let queued = 0;
+  // Rows → their Applications (missing or different ones are fixed by the reconcile).
+  let afterId: string | undefined;
+  for (;;) {
+    const page = await listApplicationsOfEngineInstance(db, engineInstanceId, { afterId, limit: PAGE_SIZE });
+    for (const row of page) options.enqueueResource('Application', row.id);
+    queued += page.length;
+    if (page.length < PAGE_SIZE || signal.aborted) break;
+    afterId = page[page.length - 1]!.id;
+  }
+  // Live Applications without a row (orphans).
+  const liveIds = [
+    ...new Set(
+      options.applications
+        .list(options.namespace)
+        .map((app) => app.metadata.labels?.[AgentLabel.DatabaseId])
+        .filter(isUuid),
+    ),
+  ];
+  for (let i = 0; i < liveIds.length && !signal.aborted; i += PAGE_SIZE) {
+    const batch = liveIds.slice(i, i + PAGE_SIZE);
+    const existing = await existingApplicationIds(db, engineInstanceId, batch);
+    for (const id of batch) {
+      if (existing.has(id)) continue;
+      options.enqueueResource('Application', id);
+      queued++;
+    }
+  }
+  // AppProjects: of every tenant with rows here, and every live one (deleted when its tenant has nothing left).
+  const tenants = new Set(await listTenantsOfEngineInstance(db, engineInstanceId));
+  for (const project of options.appProjects.list(options.namespace)) {
+    const tenant = project.metadata.labels?.[AgentLabel.DatabaseId];
+    if (isUuid(tenant)) tenants.add(tenant);
+  }
+  for (const tenant of tenants) options.enqueueResource('AppProject', tenant);
+  queued += tenants.size;
+  options.logger.debug({ queued }, 'drift resync queued');
+  return queued;
+}

@@ -1,0 +1,68 @@
+/**
+ * Drift detection on the fields we own only, so the agent never fights Argo CD (status, operation) or
+ * another tool over fields it does not declare. Pure.
+ */
+import type { KubeObject } from '@gitops/shared';
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * True when everything `desired` declares is in `live` with the same value: objects compare as a subset
+ * (extra live keys are someone else's), arrays element by element with the same length, scalars exactly.
+ */
+export function containsDeclared(live: unknown, desired: unknown): boolean {
+  if (Array.isArray(desired)) {
+    return (
+      Array.isArray(live) &&
+      live.length === desired.length &&
+      desired.every((item, index) => containsDeclared(live[index], item))
+    );
+  }
+  if (isRecord(desired)) {
+    if (!isRecord(live)) return false;
+    return Object.entries(desired).every(([key, value]) =>
+      value === undefined ? true : containsDeclared(live[key], value),
+    );
+  }
+  return live === desired;
+}
+
+export interface OwnedFieldsComparison {
+  /** True when the live object must be re-applied (or patched). */
+  drifted: boolean;
+  /**
+   * Top-level spec fields we own but do not declare for this object that are set on the live object
+   * (e.g. a `syncPolicy` added to a manual Application by hand): apply cannot remove fields another
+   * manager owns, so the caller removes them with a merge patch.
+   */
+  unexpectedSpecFields: string[];
+}
+
+/**
+ * Compares the fields we own: our labels, our finalizers, and `spec` (declared values, plus `ownedSpecFields`
+ * that must be absent when we do not declare them).
+ */
+export function compareOwnedFields(
+  live: KubeObject | undefined,
+  desired: KubeObject,
+  ownedSpecFields: readonly string[],
+): OwnedFieldsComparison {
+  if (!live) return { drifted: true, unexpectedSpecFields: [] };
+  const liveSpec = isRecord(live.spec) ? live.spec : {};
+  const desiredSpec = isRecord(desired.spec) ? desired.spec : {};
+  const unexpectedSpecFields = ownedSpecFields.filter(
+    (field) => desiredSpec[field] === undefined && liveSpec[field] !== undefined && liveSpec[field] !== null,
+  );
+  const labelsMatch = containsDeclared(live.metadata.labels ?? {}, desired.metadata.labels ?? {});
+  const finalizersMatch = (desired.metadata.finalizers ?? []).every((finalizer) =>
+    (live.metadata.finalizers ?? []).includes(finalizer),
+  );
+  const drifted =
+    !labelsMatch ||
+    !finalizersMatch ||
+    !containsDeclared(liveSpec, desiredSpec) ||
+    unexpectedSpecFields.length > 0;
+  return { drifted, unexpectedSpecFields };
+}

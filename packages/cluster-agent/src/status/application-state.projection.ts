@@ -1,0 +1,120 @@
+/**
+ * The compact projection of an Argo CD Application's status stored in `application_state.state`
+ * (docs/contracts/core-pipeline.md, "Status path"). Pure and total: a malformed status yields defaults,
+ * never an exception.
+ */
+import type { JsonValue } from '@gitops/db';
+
+type JsonObject = { [key: string]: JsonValue };
+
+function record(value: unknown): Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : {};
+}
+
+function text(value: unknown, fallback = ''): string {
+  return typeof value === 'string' ? value : fallback;
+}
+
+/** A JSON-safe deep copy (drops undefined, functions, non-finite numbers). */
+function json(value: unknown): JsonValue | undefined {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return value;
+  if (typeof value === 'number') return Number.isFinite(value) ? value : undefined;
+  if (Array.isArray(value)) return value.map((item) => json(item) ?? null);
+  if (typeof value === 'object') {
+    const out: JsonObject = {};
+    for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
+      const copied = json(item);
+      if (copied !== undefined) out[key] = copied;
+    }
+    return out;
+  }
+  return undefined;
+}
+
+function health(value: unknown): JsonObject {
+  const h = record(value);
+  const out: JsonObject = { status: text(h.status, 'Unknown') };
+  if (typeof h.message === 'string' && h.message !== '') out.message = h.message;
+  return out;
+}
+
+/** The Argo CD `status.operationState` fields we copy. */
+const operationStateFields = [
+  'operation',
+  'phase',
+  'message',
+  'syncResult',
+  'startedAt',
+  'finishedAt',
+  'retryCount',
+] as const;
+
+/**
+ * Projects an Argo CD Application (as read from the API server) to the stored state:
+ * `sync`, `health`, `resources` (health only where Argo CD has one), `reconciledState` (from
+ * `status.sync.comparedTo`), `operationState` (absent when Argo CD has none) and `conditions` (type, message).
+ */
+export function projectApplicationState(application: unknown): JsonObject {
+  const status = record(record(application).status);
+  const sync = record(status.sync);
+  const comparedTo = record(sync.comparedTo);
+  const comparedSource = record(comparedTo.source);
+  const comparedDestination = record(comparedTo.destination);
+
+  const resources: JsonValue[] = (Array.isArray(status.resources) ? status.resources : []).map((item) => {
+    const r = record(item);
+    const resource: JsonObject = {
+      group: text(r.group),
+      version: text(r.version),
+      kind: text(r.kind),
+      namespace: text(r.namespace),
+      name: text(r.name),
+      status: text(r.status),
+    };
+    if (r.health !== undefined && r.health !== null) resource.health = health(r.health);
+    return resource;
+  });
+
+  const projection: JsonObject = {
+    sync: { status: text(sync.status, 'Unknown'), revision: text(sync.revision) },
+    health: health(status.health),
+    resources,
+    reconciledState: {
+      source: {
+        repoURL: text(comparedSource.repoURL),
+        path: text(comparedSource.path),
+        targetRevision: text(comparedSource.targetRevision),
+      },
+      destination: { name: text(comparedDestination.name), namespace: text(comparedDestination.namespace) },
+    },
+    conditions: (Array.isArray(status.conditions) ? status.conditions : []).map((item) => {
+      const c = record(item);
+      return { type: text(c.type), message: text(c.message) };
+    }),
+  };
+
+  if (status.operationState !== undefined && status.operationState !== null) {
+    const source = record(status.operationState);
+    const operationState: JsonObject = {};
+    for (const field of operationStateFields) {
+      const copied = json(source[field]);
+      if (copied !== undefined) operationState[field] = copied;
+    }
+    projection.operationState = operationState;
+  }
+  return projection;
+}
+
+/** A canonical string of a JSON value (sorted keys), to compare projections cheaply. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (typeof value === 'object' && value !== null) {
+    const entries = Object.keys(value as Record<string, unknown>)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
