@@ -276,7 +276,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
         join(binDir, 'kube-controller-manager'),
         [
           `--kubeconfig=${kubeconfigPath}`,
-          '--controllers=namespace-controller,garbage-collector-controller',
+          '--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller',
           '--leader-elect=false',
           '--secure-port=0',
           '--concurrent-gc-syncs=5',
@@ -289,7 +289,9 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       if (kcm.child.exitCode !== null) {
         throw new Error(`kube-controller-manager exited (see ${logFile('kube-controller-manager')})`);
       }
-      log('kube-controller-manager started (namespace, garbage-collector controllers)');
+      log(
+        'kube-controller-manager started (namespace, garbage-collector, clusterrole-aggregation controllers)',
+      );
     }
 
     if (options.installCrds !== false) {

@@ -1,0 +1,145 @@
+/**
+ * The production manifests (manifests/, without the ServiceMonitor as in overlays/dev) are accepted by a real
+ * API server, and their RBAC grants each process what it needs and users nothing they should not have.
+ */
+import assert from 'node:assert/strict';
+import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { repoRoot } from '@gitops/local-env';
+import { HttpMethod, type KubeObject, kubeRequest, loadKubeConfig, serverSideApply } from '@gitops/shared';
+import { parseAllDocuments } from 'yaml';
+import { create, eventually, get, remove } from '../fixture/kube.ts';
+
+/** The resources of a kustomization, depth first (only the plain `resources:` list that ours use). */
+async function kustomize(dir: string): Promise<KubeObject[]> {
+  const kustomization = parseAllDocuments(
+    await readFile(join(dir, 'kustomization.yaml'), 'utf8'),
+  )[0]?.toJS() as {
+    resources?: string[];
+  };
+  const objects: KubeObject[] = [];
+  for (const entry of kustomization.resources ?? []) {
+    const path = join(dir, entry);
+    if ((await stat(path)).isDirectory()) objects.push(...(await kustomize(path)));
+    else
+      for (const doc of parseAllDocuments(await readFile(path, 'utf8')))
+        objects.push(doc.toJS() as KubeObject);
+  }
+  return objects;
+}
+
+describe('the production manifests', () => {
+  const kc = loadKubeConfig(process.env.KUBECONFIG);
+  let objects: KubeObject[] = [];
+  let createdArgoNamespace = false;
+
+  before(async () => {
+    objects = (await kustomize(join(repoRoot, 'manifests', 'base'))).filter(
+      (o) => o.kind !== 'ServiceMonitor',
+    );
+    if (!(await get(kc, '/api/v1/namespaces/gitops-service-argocd'))) {
+      await create(kc, '/api/v1/namespaces', { metadata: { name: 'gitops-service-argocd' } });
+      createdArgoNamespace = true;
+    }
+  });
+  after(async () => {
+    for (const o of objects.filter((x) => !x.metadata.namespace && x.kind !== 'CustomResourceDefinition')) {
+      const plural =
+        o.kind === 'Namespace'
+          ? undefined
+          : o.kind === 'ClusterRole'
+            ? 'clusterroles'
+            : 'clusterrolebindings';
+      if (plural) await remove(kc, `/apis/rbac.authorization.k8s.io/v1/${plural}/${o.metadata.name}`);
+    }
+    await remove(kc, '/api/v1/namespaces/gitops-service');
+    if (createdArgoNamespace) await remove(kc, '/api/v1/namespaces/gitops-service-argocd');
+  });
+
+  it('server-side apply cleanly, in order', async () => {
+    assert.ok(objects.some((o) => o.kind === 'CustomResourceDefinition'));
+    assert.ok(objects.some((o) => o.kind === 'Deployment' && o.metadata.name === 'gitops-backend'));
+    assert.ok(objects.some((o) => o.kind === 'Deployment' && o.metadata.name === 'gitops-cluster-agent'));
+    for (const object of objects) {
+      await serverSideApply(kc, object, { fieldManager: 'manifests-test', force: true });
+    }
+    assert.ok(await get(kc, '/apis/apps/v1/namespaces/gitops-service/deployments/gitops-backend'));
+  });
+
+  const can = async (
+    user: string,
+    verb: string,
+    resource: string,
+    group: string,
+    namespace?: string,
+    groups?: string[],
+  ) => {
+    const review = (await kubeRequest(kc, {
+      method: HttpMethod.POST,
+      path: '/apis/authorization.k8s.io/v1/subjectaccessreviews',
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: { user, groups, resourceAttributes: { verb, resource, group, namespace } },
+      },
+    })) as { status: { allowed: boolean } };
+    return review.status.allowed;
+  };
+  const agent = 'system:serviceaccount:gitops-service:gitops-cluster-agent';
+  const backend = 'system:serviceaccount:gitops-service:gitops-backend';
+
+  it('let the agent manage Argo CD objects only in its Argo CD namespace', async () => {
+    assert.equal(await can(agent, 'patch', 'applications', 'argoproj.io', 'gitops-service-argocd'), true);
+    assert.equal(await can(agent, 'create', 'secrets', '', 'gitops-service-argocd'), true);
+    assert.equal(await can(agent, 'get', 'secrets', '', 'default'), false);
+    assert.equal(await can(agent, 'patch', 'applications', 'argoproj.io', 'default'), false);
+  });
+
+  it('let the backend watch user objects everywhere and create Operations only in the Argo CD namespace', async () => {
+    assert.equal(await can(backend, 'watch', 'gitopsdeployments', 'managed-gitops.redhat.com'), true);
+    assert.equal(
+      await can(backend, 'patch', 'gitopsdeployments/status', 'managed-gitops.redhat.com', 'tenant-x'),
+      true,
+    );
+    assert.equal(
+      await can(backend, 'create', 'operations', 'managed-gitops.redhat.com', 'gitops-service-argocd'),
+      true,
+    );
+    assert.equal(await can(backend, 'create', 'operations', 'managed-gitops.redhat.com', 'tenant-x'), false);
+    assert.equal(await can(backend, 'create', 'applications', 'argoproj.io', 'gitops-service-argocd'), false);
+  });
+
+  it('let a namespace editor use the user-facing kinds but never Operations', async () => {
+    const ns = `editor-${Date.now().toString(36)}`;
+    await create(kc, '/api/v1/namespaces', { metadata: { name: ns } });
+    try {
+      await create(kc, `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
+        metadata: { name: 'jane-edit' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'edit' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'jane' }],
+      });
+      // The clusterrole-aggregation controller folds our rules into `edit`.
+      await eventually('edit to include GitOpsDeployments', async () =>
+        (await can('jane', 'create', 'gitopsdeployments', 'managed-gitops.redhat.com', ns))
+          ? true
+          : undefined,
+      );
+      assert.equal(
+        await can('jane', 'create', 'gitopsdeploymentsyncruns', 'managed-gitops.redhat.com', ns),
+        true,
+      );
+      assert.equal(await can('jane', 'create', 'operations', 'managed-gitops.redhat.com', ns), false);
+      assert.equal(
+        await can('jane', 'get', 'operations', 'managed-gitops.redhat.com', 'gitops-service-argocd'),
+        false,
+      );
+      assert.equal(
+        await can('jane', 'create', 'gitopsdeployments', 'managed-gitops.redhat.com', 'default'),
+        false,
+      );
+    } finally {
+      await remove(kc, `/api/v1/namespaces/${ns}`);
+    }
+  });
+});
