@@ -1,0 +1,224 @@
+/**
+ * `buildBackend(config)`: the whole backend without ports or process signals (tests build it in-process;
+ * main.ts adds the health server and signal handling).
+ *
+ * start(): migrate the database (advisory lock: safe with several replicas), register the engine
+ * instance, start the GitOpsDeployment informer (all namespaces) and LISTEN, then, once the cache has
+ * synced, the reconciler, the status path and the outbox relay. ready() is true from then on.
+ */
+import { API_GROUP_VERSION, Plural } from '@gitops/api';
+import {
+  createDb,
+  createSealer,
+  type Database,
+  type EngineInstanceRow,
+  type Listener,
+  listen,
+  migrateToLatest,
+  NOTIFICATION_CHANNELS,
+  type Notification,
+  type Sealer,
+} from '@gitops/db';
+import {
+  createEventRecorder,
+  createInformer,
+  createLogger,
+  createMetricsRegistry,
+  ErrorCode,
+  type Informer,
+  type KubeConfig,
+  type KubeObject,
+  type Logger,
+  loadKubeConfig,
+  type Registry,
+  TerminalError,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import type { BackendConfig } from './config.ts';
+import { registerEngineInstance } from './engine-instance.ts';
+import {
+  createGitOpsDeploymentController,
+  type GitOpsDeploymentController,
+} from './gitops-deployment/gitops-deployment.controller.ts';
+import { createGitOpsDeploymentReconciler } from './gitops-deployment/gitops-deployment.reconciler.ts';
+import { type LabelSelector, parseLabelSelector } from './label-selector.ts';
+import { createOperationRelay, type OperationRelay } from './relay/operation-relay.ts';
+import { createStatusController, type StatusController } from './status/status.controller.ts';
+
+export interface BuildBackendOptions {
+  logger?: Logger;
+  registry?: Registry;
+  /** Default: loaded from `config.kubeconfigPath` (in-cluster when unset). */
+  kubeConfig?: KubeConfig;
+}
+
+export interface Backend {
+  start(): Promise<void>;
+  /** Stops everything (draining running reconciles) and closes the database pool. Idempotent. */
+  close(): Promise<void>;
+  /** True once started and the informer cache has synced; false again while closing. */
+  ready(): boolean;
+  readonly db: Kysely<Database>;
+  readonly kubeConfig: KubeConfig;
+  readonly registry: Registry;
+  readonly logger: Logger;
+  readonly sealer: Sealer;
+  readonly informer: Informer<KubeObject>;
+  readonly deployments: GitOpsDeploymentController;
+  readonly status: StatusController;
+  /** Undefined when GITOPS_RELAY_ENABLED=false. */
+  readonly relay: OperationRelay | undefined;
+  /** The registered engine instance (after start). */
+  engineInstance(): EngineInstanceRow;
+}
+
+export function buildBackend(config: BackendConfig, options: BuildBackendOptions = {}): Backend {
+  const logger = options.logger ?? createLogger({ name: 'backend', level: config.logLevel });
+  const registry = options.registry ?? createMetricsRegistry({ defaultLabels: { component: 'backend' } });
+  const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
+  const sealer = createSealer(config.encryptionKeys);
+  let selector: LabelSelector | undefined;
+  if (config.gitopsDeploymentLabelSelector) {
+    try {
+      selector = parseLabelSelector(config.gitopsDeploymentLabelSelector);
+    } catch (err) {
+      throw new TerminalError(
+        ErrorCode.configInvalid,
+        `GITOPS_DEPLOYMENT_LABEL_SELECTOR: ${(err as Error).message}`,
+      );
+    }
+  }
+  const db = createDb(config.databaseUrl, {
+    applicationName: 'gitops-backend',
+    onIdleConnectionError: (err) => logger.warn({ err }, 'idle database connection failed'),
+  });
+
+  const informer = createInformer<KubeObject>({
+    kubeConfig: kc,
+    resource: { apiVersion: API_GROUP_VERSION, plural: Plural.GitOpsDeployment },
+    labelSelector: selector?.text,
+    registry,
+    logger,
+    resyncPeriodMs: config.resyncIntervalMs,
+  });
+  const events = createEventRecorder(kc, { component: 'gitops-backend', logger });
+  let engineInstance: EngineInstanceRow | undefined;
+  const currentEngineInstance = () => {
+    if (!engineInstance) throw new Error('the backend has not started');
+    return engineInstance;
+  };
+
+  const deployments = createGitOpsDeploymentController({
+    db,
+    informer,
+    registry,
+    logger: logger.child({ controller: 'gitopsdeployment' }),
+    concurrency: config.maxConcurrentReconciles,
+    resyncIntervalMs: config.resyncIntervalMs,
+    reconcile: createGitOpsDeploymentReconciler({
+      db,
+      kc,
+      informer,
+      engineInstance: currentEngineInstance,
+      events,
+      selector,
+    }),
+  });
+  const status = createStatusController({
+    db,
+    kc,
+    informer,
+    registry,
+    logger: logger.child({ controller: 'gitopsdeployment-status' }),
+    concurrency: config.maxConcurrentReconciles,
+  });
+  const relay = config.relayEnabled
+    ? createOperationRelay({
+        db,
+        kc,
+        registry,
+        logger: logger.child({ component: 'relay' }),
+        sweepIntervalMs: config.relaySweepIntervalMs,
+      })
+    : undefined;
+
+  let listener: Listener | undefined;
+  let started = false;
+  let closing: Promise<void> | undefined;
+
+  const onNotification = async ({ channel, payload }: Notification) => {
+    switch (channel) {
+      case NOTIFICATION_CHANNELS.operationCreated:
+        relay?.wake();
+        return;
+      case NOTIFICATION_CHANNELS.operationStateChanged:
+        await deployments.onOperationStateChanged(payload);
+        return;
+      case NOTIFICATION_CHANNELS.applicationStateChanged:
+        await status.onApplicationStateChanged(payload);
+        return;
+    }
+  };
+
+  return {
+    db,
+    kubeConfig: kc,
+    registry,
+    logger,
+    sealer,
+    informer,
+    deployments,
+    status,
+    relay,
+    engineInstance: currentEngineInstance,
+    ready: () => started && closing === undefined && informer.hasSynced(),
+    async start() {
+      if (started || closing) throw new Error('the backend can be started once');
+      const { applied } = await migrateToLatest(db);
+      if (applied.length > 0) logger.info({ applied }, 'database migrated');
+      engineInstance = await registerEngineInstance(db, kc, {
+        name: config.engineInstanceName,
+        namespace: config.argoCdNamespace,
+      });
+      logger.info(
+        { engineInstance: engineInstance.id, namespace: engineInstance.namespace_name },
+        'engine instance registered',
+      );
+      informer.start();
+      listener = listen(config.databaseUrl, Object.values(NOTIFICATION_CHANNELS), onNotification, {
+        applicationName: 'gitops-backend-listen',
+        onConnected: ({ reconnected }) => {
+          if (!reconnected) return;
+          // Notifications sent while we were disconnected are lost: sweep everything.
+          logger.info('LISTEN connection re-established; resyncing');
+          relay?.wake();
+          deployments.enqueueAll();
+          status.enqueueAll();
+        },
+        onError: (err) => logger.warn({ err }, 'LISTEN connection problem'),
+      });
+      await listener.ready;
+      if (!(await informer.waitForSync()))
+        throw new Error('the GitOpsDeployment informer stopped before it synced');
+      deployments.start();
+      status.start();
+      relay?.start();
+      if (!relay)
+        logger.warn(
+          'the outbox relay is disabled (GITOPS_RELAY_ENABLED=false): no Operation CRs are created',
+        );
+      started = true;
+      logger.info('backend ready');
+    },
+    close() {
+      closing ??= (async () => {
+        await relay?.stop();
+        await listener?.close();
+        await Promise.all([deployments.stop(), status.stop()]);
+        await informer.stop();
+        await db.destroy();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,263 @@
+/**
+ * The database side of a GitOpsDeployment reconcile: one transaction writes the tenant, its Workspace
+ * environment, the application row, the api_cr_mapping and the operation that announces the change.
+ * Repositories come from @gitops/db; the few queries they do not offer are here.
+ */
+import {
+  type ApiCrMappingRow,
+  type ApplicationRow,
+  applicationName,
+  type ClusterUserRow,
+  type Database,
+  deleteApplication,
+  ensureWorkspaceEnvironment,
+  findApiCrMappingsByName,
+  getApiCrMappingByUid,
+  getApplication,
+  getApplicationByName,
+  getClusterUserByNamespaceUid,
+  insertApiCrMapping,
+  insertApplication,
+  insertOperation,
+  type ManagedEnvironmentRow,
+  type OperationRow,
+  updateApplication,
+  upsertClusterUser,
+} from '@gitops/db';
+import { type Kysely, sql, type Transaction } from 'kysely';
+import { type JsonObject, jsonEqual } from '../json.ts';
+
+export const GITOPS_DEPLOYMENT_KIND = 'GitOpsDeployment';
+
+/** The identity of one GitOpsDeployment incarnation (a re-created one has a new uid). */
+export interface DeploymentIdentity {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+/**
+ * Serialises reconciles of one GitOpsDeployment name across backend replicas until `trx` ends
+ * (transaction-scoped advisory lock; two replicas may otherwise both insert the same application).
+ */
+export async function lockDeploymentName(
+  trx: Transaction<Database>,
+  namespace: string,
+  name: string,
+): Promise<void> {
+  const key = `${GITOPS_DEPLOYMENT_KIND}/${namespace}/${name}`;
+  await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
+}
+
+export interface DeletedApplication {
+  applicationId: string;
+  applicationName: string;
+  owner: DeploymentIdentity;
+  operationId: string;
+}
+
+/**
+ * Deletes the applications of these mappings (their mappings and states cascade) and announces each
+ * delete with an operation owned by the GitOpsDeployment of the mapping.
+ */
+export async function deleteMappedApplications(
+  trx: Transaction<Database>,
+  mappings: readonly ApiCrMappingRow[],
+): Promise<DeletedApplication[]> {
+  const deleted: DeletedApplication[] = [];
+  for (const mapping of mappings) {
+    if (mapping.application_id === null) continue;
+    const application = await getApplication(trx, mapping.application_id);
+    if (!application) continue;
+    await deleteApplication(trx, application.id);
+    const owner = { namespace: mapping.cr_namespace, name: mapping.cr_name, uid: mapping.cr_uid };
+    const { operation } = await insertOperation(trx, {
+      engineInstanceId: application.engine_instance_id,
+      resourceType: 'Application',
+      resourceId: application.id,
+      ownerUserId: application.cluster_user_id,
+      ownerCr: { kind: GITOPS_DEPLOYMENT_KIND, ...owner },
+    });
+    deleted.push({
+      applicationId: application.id,
+      applicationName: application.name,
+      owner,
+      operationId: operation.id,
+    });
+  }
+  return deleted;
+}
+
+/** Mappings of GitOpsDeployments with this namespace/name, optionally except the incarnation `keepUid`. */
+export async function findDeploymentMappings(
+  db: Kysely<Database>,
+  namespace: string,
+  name: string,
+  options: { exceptUid?: string } = {},
+): Promise<ApiCrMappingRow[]> {
+  const mappings = await findApiCrMappingsByName(db, { kind: GITOPS_DEPLOYMENT_KIND, namespace, name });
+  return mappings.filter((m) => m.cr_uid !== options.exceptUid);
+}
+
+async function ensureClusterUser(
+  trx: Transaction<Database>,
+  namespace: { uid: string; name: string },
+): Promise<ClusterUserRow> {
+  const existing = await getClusterUserByNamespaceUid(trx, namespace.uid);
+  if (existing && existing.namespace_name === namespace.name) return existing;
+  return await upsertClusterUser(trx, namespace);
+}
+
+/** The tenant's Workspace environment, read first so an unchanged reconcile writes nothing. */
+async function workspaceEnvironment(
+  trx: Transaction<Database>,
+  clusterUserId: string,
+  namespaceName: string,
+): Promise<ManagedEnvironmentRow> {
+  const existing = await trx
+    .selectFrom('managed_environment')
+    .selectAll()
+    .where('cluster_user_id', '=', clusterUserId)
+    .where('kind', '=', 'Workspace')
+    .executeTakeFirst();
+  return existing ?? (await ensureWorkspaceEnvironment(trx, { id: clusterUserId, namespaceName }));
+}
+
+export interface DesiredApplication {
+  deployment: DeploymentIdentity;
+  /** Namespace uid of the GitOpsDeployment's namespace (the tenant). */
+  namespaceUid: string;
+  engineInstanceId: string;
+  spec: JsonObject;
+}
+
+export type ApplyResult =
+  | { change: 'none'; application: ApplicationRow }
+  | { change: 'created' | 'updated'; application: ApplicationRow; operation: OperationRow };
+
+/**
+ * Makes the application row of a live GitOpsDeployment match `desired` (Workspace target). Writes only
+ * when the spec changed semantically or the destination environment differs; then announces it.
+ */
+export async function applyDesiredApplication(
+  trx: Transaction<Database>,
+  desired: DesiredApplication,
+): Promise<ApplyResult> {
+  const { deployment } = desired;
+  const mapping = await getApiCrMappingByUid(trx, deployment.uid);
+  let application =
+    mapping?.application_id != null ? await getApplication(trx, mapping.application_id) : undefined;
+  // A row without mapping (e.g. a mapping removed by hand) is adopted rather than duplicated.
+  application ??= await getApplicationByName(trx, applicationName(deployment.uid));
+
+  const clusterUserId =
+    application?.cluster_user_id ??
+    (await ensureClusterUser(trx, { uid: desired.namespaceUid, name: deployment.namespace })).id;
+  const environment = await workspaceEnvironment(trx, clusterUserId, deployment.namespace);
+  const ownerCr = { kind: GITOPS_DEPLOYMENT_KIND, ...deployment } as const;
+
+  if (application) {
+    if (!mapping) {
+      await insertApiCrMapping(
+        trx,
+        { ...deployment, namespaceUid: desired.namespaceUid },
+        { kind: GITOPS_DEPLOYMENT_KIND, applicationId: application.id },
+      );
+    }
+    if (jsonEqual(application.spec, desired.spec) && application.managed_environment_id === environment.id) {
+      return { change: 'none', application };
+    }
+    const updated = await updateApplication(trx, application.id, {
+      managedEnvironmentId: environment.id,
+      spec: desired.spec,
+    });
+    if (!updated) throw new Error(`application ${application.id} vanished inside its transaction`);
+    const { operation } = await insertOperation(trx, {
+      engineInstanceId: updated.engine_instance_id,
+      resourceType: 'Application',
+      resourceId: updated.id,
+      ownerUserId: clusterUserId,
+      ownerCr,
+    });
+    return { change: 'updated', application: updated, operation };
+  }
+
+  const created = await insertApplication(trx, {
+    name: applicationName(deployment.uid),
+    clusterUserId,
+    engineInstanceId: desired.engineInstanceId,
+    managedEnvironmentId: environment.id,
+    spec: desired.spec,
+  });
+  await insertApiCrMapping(
+    trx,
+    { ...deployment, namespaceUid: desired.namespaceUid },
+    { kind: GITOPS_DEPLOYMENT_KIND, applicationId: created.id },
+  );
+  const { operation } = await insertOperation(trx, {
+    engineInstanceId: created.engine_instance_id,
+    resourceType: 'Application',
+    resourceId: created.id,
+    ownerUserId: clusterUserId,
+    ownerCr,
+  });
+  return { change: 'created', application: created, operation };
+}
+
+/** Where the Application operations of one GitOpsDeployment incarnation stand. */
+export interface OperationsOutcome {
+  /** Some operation is still Waiting or In_Progress. */
+  pending: boolean;
+  /** The operation that finished last (the newest word on the Argo CD Application), if any. */
+  lastFinished: OperationRow | undefined;
+}
+
+/**
+ * The Application operations owned by GitOpsDeployment `ownerUid` (optionally for one application).
+ * The agent serialises work per resource, so the operation that finished last is the newest outcome.
+ */
+export async function applicationOperationsOutcome(
+  db: Kysely<Database>,
+  ownerUid: string,
+  applicationId?: string,
+): Promise<OperationsOutcome> {
+  let query = db
+    .selectFrom('operation')
+    .selectAll()
+    .where('owner_kind', '=', GITOPS_DEPLOYMENT_KIND)
+    .where('owner_uid', '=', ownerUid)
+    .where('resource_type', '=', 'Application');
+  if (applicationId !== undefined) query = query.where('resource_id', '=', applicationId);
+  const operations = await query.execute();
+  let lastFinished: OperationRow | undefined;
+  for (const operation of operations) {
+    if (operation.finished_at === null) continue;
+    if (
+      !lastFinished ||
+      operation.finished_at > lastFinished.finished_at! ||
+      (operation.finished_at.getTime() === lastFinished.finished_at!.getTime() &&
+        operation.updated_at > lastFinished.updated_at)
+    ) {
+      lastFinished = operation;
+    }
+  }
+  return {
+    pending: operations.some((o) => o.state === 'Waiting' || o.state === 'In_Progress'),
+    lastFinished,
+  };
+}
+
+/** One page of GitOpsDeployment mappings in id order (the orphan sweep). */
+export async function listDeploymentMappings(
+  db: Kysely<Database>,
+  page: { afterId?: string; limit: number },
+): Promise<ApiCrMappingRow[]> {
+  let query = db
+    .selectFrom('api_cr_mapping')
+    .selectAll()
+    .where('cr_kind', '=', GITOPS_DEPLOYMENT_KIND)
+    .orderBy('id')
+    .limit(page.limit);
+  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
+  return await query.execute();
+}

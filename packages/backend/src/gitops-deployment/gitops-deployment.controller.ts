@@ -1,0 +1,140 @@
+/**
+ * Wires the GitOpsDeployment reconciler: informer events → work queue keys, operation state changes
+ * (NOTIFY) → the owner's key, and a slow jittered sweep that finds rows whose GitOpsDeployment is gone
+ * (a delete event missed while the backend was down). The informer's own periodic relist re-delivers
+ * every object, which re-reconciles everything (the level-triggered safety net).
+ */
+import { type Database, getOperation } from '@gitops/db';
+import {
+  createWorkQueue,
+  type Informer,
+  type KubeObject,
+  type Logger,
+  objectKey,
+  type Reconciler,
+  type Registry,
+  type WorkQueue,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { jsonEqual } from '../json.ts';
+import { GITOPS_DEPLOYMENT_KIND, listDeploymentMappings } from './application.store.ts';
+
+export interface GitOpsDeploymentControllerOptions {
+  db: Kysely<Database>;
+  informer: Informer<KubeObject>;
+  reconcile: Reconciler;
+  registry: Registry;
+  logger: Logger;
+  concurrency: number;
+  resyncIntervalMs: number;
+}
+
+export interface GitOpsDeploymentController {
+  readonly queue: WorkQueue;
+  /** Starts the queue and the orphan sweep; call once the informer has synced. */
+  start(): void;
+  /** A GitOpsDeployment operation changed state: re-enqueue its owner. */
+  onOperationStateChanged(operationId: string): Promise<void>;
+  /** Enqueues every cached deployment (after a LISTEN reconnect: notifications may be lost). */
+  enqueueAll(): void;
+  /** Enqueues the names of mappings whose GitOpsDeployment incarnation is not in the cache. */
+  sweepOrphans(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+/** Only changes that matter to the database or the finalizer (not our own status writes). */
+function needsReconcile(oldObject: KubeObject, newObject: KubeObject): boolean {
+  const a = oldObject.metadata;
+  const b = newObject.metadata;
+  if (a.resourceVersion === b.resourceVersion) return true; // periodic relist: the resync
+  return (
+    a.uid !== b.uid ||
+    a.generation !== b.generation ||
+    a.deletionTimestamp !== b.deletionTimestamp ||
+    !jsonEqual(a.finalizers, b.finalizers) ||
+    !jsonEqual(a.labels, b.labels) ||
+    !jsonEqual(oldObject.spec, newObject.spec)
+  );
+}
+
+export function createGitOpsDeploymentController(
+  options: GitOpsDeploymentControllerOptions,
+): GitOpsDeploymentController {
+  const { db, informer, logger } = options;
+  const queue = createWorkQueue({
+    name: 'gitopsdeployment',
+    reconcile: options.reconcile,
+    concurrency: options.concurrency,
+    registry: options.registry,
+    logger,
+  });
+  const unsubscribe = [
+    informer.onAdd((o) => queue.add(objectKey(o))),
+    informer.onUpdate((a, b) => {
+      if (needsReconcile(a, b)) queue.add(objectKey(b));
+    }),
+    informer.onDelete((o) => queue.add(objectKey(o))),
+  ];
+  let sweepTimer: NodeJS.Timeout | undefined;
+  let stopped = false;
+
+  async function sweepOrphans(): Promise<number> {
+    if (!informer.hasSynced()) return 0;
+    let afterId: string | undefined;
+    let found = 0;
+    for (;;) {
+      const page = await listDeploymentMappings(db, { afterId, limit: 500 });
+      for (const mapping of page) {
+        const cached = informer.get(mapping.cr_namespace, mapping.cr_name);
+        if (cached?.metadata.uid !== mapping.cr_uid) {
+          found++;
+          queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
+        }
+      }
+      if (page.length < 500) break;
+      afterId = page.at(-1)?.id;
+    }
+    if (found > 0) logger.info({ found }, 'rows of GitOpsDeployments missing from the cache enqueued');
+    return found;
+  }
+
+  function scheduleSweep() {
+    if (stopped) return;
+    const delay = options.resyncIntervalMs * (1 + 0.25 * Math.random());
+    sweepTimer = setTimeout(() => {
+      sweepOrphans()
+        .catch((err: unknown) => logger.warn({ err }, 'orphan sweep failed'))
+        .finally(scheduleSweep);
+    }, delay);
+    sweepTimer.unref();
+  }
+
+  return {
+    queue,
+    start() {
+      queue.start();
+      sweepOrphans().catch((err: unknown) => logger.warn({ err }, 'orphan sweep failed'));
+      scheduleSweep();
+    },
+    async onOperationStateChanged(operationId) {
+      const operation = await getOperation(db, operationId);
+      if (
+        operation?.owner_kind === GITOPS_DEPLOYMENT_KIND &&
+        operation.owner_namespace !== null &&
+        operation.owner_name !== null
+      ) {
+        queue.add(`${operation.owner_namespace}/${operation.owner_name}`);
+      }
+    },
+    enqueueAll() {
+      for (const object of informer.list()) queue.add(objectKey(object));
+    },
+    sweepOrphans,
+    async stop() {
+      stopped = true;
+      clearTimeout(sweepTimer);
+      for (const u of unsubscribe) u();
+      await queue.shutdown();
+    },
+  };
+}

@@ -1,0 +1,364 @@
+/**
+ * GitOpsDeployment reconciler (level-based): the key is `namespace/name`; the object comes from the
+ * informer cache. A live deployment gets its application row (+ tenant, Workspace environment, mapping
+ * and announcing operation) in one transaction; a deleted one loses its rows, announced the same way.
+ * The user finalizer is removed once the delete operation is Completed: completion is an event
+ * (NOTIFY → re-enqueue), never a wait. ErrorOccurred is owned here; Events tell the story.
+ */
+import {
+  ConditionStatus,
+  Finalizer,
+  GitOpsDeploymentConditionType,
+  GitOpsDeploymentMessage,
+  GitOpsDeploymentReason,
+} from '@gitops/api';
+import type { Database, EngineInstanceRow, OperationRow } from '@gitops/db';
+import {
+  type EventRecorder,
+  HttpMethod,
+  type Informer,
+  isConflict,
+  isNotFound,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  type Logger,
+  objectPath,
+  patchStatus,
+  type ReconcileContext,
+  type Reconciler,
+  splitObjectKey,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { findCondition, setCondition } from '../conditions.ts';
+import { isJsonObject, jsonEqual } from '../json.ts';
+import type { LabelSelector } from '../label-selector.ts';
+import {
+  applicationOperationsOutcome,
+  applyDesiredApplication,
+  type DeletedApplication,
+  deleteMappedApplications,
+  findDeploymentMappings,
+  lockDeploymentName,
+} from './application.store.ts';
+import { desiredApplicationSpec, parseGitOpsDeploymentSpec } from './desired-application.ts';
+import {
+  conditionsOf,
+  finalizersOf,
+  gitOpsDeploymentRef,
+  gitOpsDeploymentResource,
+  isBeingDeleted,
+  withTypeMeta,
+} from './gitops-deployment.object.ts';
+
+/** Field manager of the backend's writes. */
+export const BACKEND_FIELD_MANAGER = 'gitops-backend';
+
+/** Event reasons on GitOpsDeployments (kubectl describe). */
+export const DeploymentEventReason = {
+  ApplicationCreated: 'ApplicationCreated',
+  ApplicationUpdated: 'ApplicationUpdated',
+  ApplicationDeleted: 'ApplicationDeleted',
+  FinalizerRemoved: 'FinalizerRemoved',
+  ErrorOccurred: 'ErrorOccurred',
+  ErrorOccurredResolved: 'ErrorOccurredResolved',
+} as const;
+
+/** ErrorOccurred messages of this reconciler beyond the ones fixed by api.md. */
+export const DeploymentErrorMessage = {
+  invalidSpec: (problem: string) => `the GitOpsDeployment is invalid: ${problem}`,
+  applicationOperationFailed: (message: string) =>
+    `the Argo CD Application could not be updated: ${message || 'the operation failed'}`,
+  applicationDeleteFailed: (message: string) =>
+    `the Argo CD Application could not be deleted, so the deployed resources may remain (the finalizer ${Finalizer.GitOpsDeploymentResources} is kept): ${message || 'the operation failed'}`,
+} as const;
+
+export interface GitOpsDeploymentReconcilerOptions {
+  db: Kysely<Database>;
+  kc: KubeConfig;
+  informer: Informer<KubeObject>;
+  /** The engine instance registered at start (new applications are placed on it). */
+  engineInstance: () => EngineInstanceRow;
+  events: EventRecorder;
+  /** Only deployments matching it are served (the informer uses the same selector). */
+  selector?: LabelSelector;
+  now?: () => Date;
+}
+
+type ErrorState = { status: 'error'; message: string } | { status: 'ok' };
+
+/** Creates the reconcile function of the GitOpsDeployment work queue. */
+export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconcilerOptions): Reconciler {
+  const { db, kc, informer, events } = options;
+  const now = options.now ?? (() => new Date());
+
+  /** The object from the cache; when absent, confirmed with a live read (a replica's cache may lag). */
+  async function currentObject(namespace: string, name: string, signal: AbortSignal) {
+    const cached = informer.get(namespace, name);
+    if (cached) return cached;
+    try {
+      const live = await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: `/apis/${gitOpsDeploymentResource.apiVersion}/namespaces/${encodeURIComponent(namespace)}/${gitOpsDeploymentResource.plural}/${encodeURIComponent(name)}`,
+        signal,
+      });
+      if (!isJsonObject(live) || !isJsonObject(live.metadata)) return undefined;
+      const object = live as unknown as KubeObject;
+      if (options.selector && !options.selector.matches(object.metadata.labels)) return undefined;
+      return object;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async function namespaceUid(namespace: string, signal: AbortSignal): Promise<string> {
+    const object = await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
+      signal,
+    });
+    const uid = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata.uid : undefined;
+    if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
+    return uid;
+  }
+
+  async function recordDeletes(object: KubeObject | undefined, deleted: readonly DeletedApplication[]) {
+    if (!object) return;
+    for (const d of deleted) {
+      await events.event(
+        withTypeMeta(object),
+        'Normal',
+        DeploymentEventReason.ApplicationDeleted,
+        `Deleted application ${d.applicationName} from the database (operation ${d.operationId})`,
+      );
+    }
+  }
+
+  /** Sets ErrorOccurred (only writes when it changes); Events on transitions. */
+  async function writeErrorOccurred(object: KubeObject, state: ErrorState, logger: Logger) {
+    const conditions = conditionsOf(object);
+    const existing = findCondition(conditions, GitOpsDeploymentConditionType.ErrorOccurred);
+    let next: typeof conditions;
+    if (state.status === 'error') {
+      next = setCondition(
+        conditions,
+        {
+          type: GitOpsDeploymentConditionType.ErrorOccurred,
+          status: ConditionStatus.True,
+          reason: GitOpsDeploymentReason.ErrorOccurred,
+          message: state.message,
+        },
+        now(),
+      );
+    } else {
+      // "Resolved" only makes sense for an error that was reported.
+      if (!existing) return;
+      next = setCondition(
+        conditions,
+        {
+          type: GitOpsDeploymentConditionType.ErrorOccurred,
+          status: ConditionStatus.False,
+          reason: GitOpsDeploymentReason.ErrorOccurredResolved,
+          message: '',
+        },
+        now(),
+      );
+    }
+    if (jsonEqual(next, conditions)) return;
+    await patchStatus(
+      kc,
+      gitOpsDeploymentRef(object),
+      { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
+      { fieldManager: BACKEND_FIELD_MANAGER },
+    );
+    const wasError = existing?.status === ConditionStatus.True;
+    if (state.status === 'error' && (!wasError || existing?.message !== state.message)) {
+      logger.info({ message: state.message }, 'ErrorOccurred');
+      await events.event(withTypeMeta(object), 'Warning', DeploymentEventReason.ErrorOccurred, state.message);
+    } else if (state.status === 'ok' && wasError) {
+      await events.event(
+        withTypeMeta(object),
+        'Normal',
+        DeploymentEventReason.ErrorOccurredResolved,
+        'The error was resolved',
+      );
+    }
+  }
+
+  function failedOperationState(
+    operation: OperationRow | undefined,
+    message: (m: string) => string,
+  ): ErrorState {
+    return operation?.state === 'Failed'
+      ? { status: 'error', message: message(operation.message) }
+      : { status: 'ok' };
+  }
+
+  /** The CR is gone: every application of this name goes, each announced. */
+  async function reconcileGone(namespace: string, name: string, logger: Logger) {
+    const deleted = await db.transaction().execute(async (trx) => {
+      await lockDeploymentName(trx, namespace, name);
+      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
+    });
+    for (const d of deleted) {
+      logger.info(
+        { application: d.applicationId, operation: d.operationId },
+        'application deleted: the GitOpsDeployment is gone',
+      );
+    }
+  }
+
+  async function reconcileDeleting(object: KubeObject, logger: Logger) {
+    const { namespace = '', name, uid = '' } = object.metadata;
+    const deleted = await db.transaction().execute(async (trx) => {
+      await lockDeploymentName(trx, namespace, name);
+      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
+    });
+    for (const d of deleted) {
+      logger.info(
+        { application: d.applicationId, operation: d.operationId },
+        'application deleted: the GitOpsDeployment is being deleted',
+      );
+    }
+    await recordDeletes(object, deleted);
+
+    const finalizers = finalizersOf(object);
+    if (!finalizers.includes(Finalizer.GitOpsDeploymentResources)) return;
+    const outcome = await applicationOperationsOutcome(db, uid);
+    // Completion arrives as gitops_operation_state_changed, which re-enqueues this key: no waiting here.
+    if (outcome.pending) return;
+    const errorState = failedOperationState(
+      outcome.lastFinished,
+      DeploymentErrorMessage.applicationDeleteFailed,
+    );
+    if (errorState.status === 'error') {
+      await writeErrorOccurred(object, errorState, logger);
+      return;
+    }
+    const remaining = finalizers.filter((f) => f !== Finalizer.GitOpsDeploymentResources);
+    try {
+      await kubeRequest(kc, {
+        method: HttpMethod.PATCH,
+        path: await objectPath(kc, gitOpsDeploymentRef(object)),
+        query: { fieldManager: BACKEND_FIELD_MANAGER },
+        body: { metadata: { finalizers: remaining, resourceVersion: object.metadata.resourceVersion } },
+        contentType: 'application/merge-patch+json',
+      });
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw err;
+    }
+    logger.info('user finalizer removed: the Argo CD Application is deleted');
+    await events.event(
+      withTypeMeta(object),
+      'Normal',
+      DeploymentEventReason.FinalizerRemoved,
+      `Removed finalizer ${Finalizer.GitOpsDeploymentResources}: the Argo CD Application and its resources are deleted`,
+    );
+  }
+
+  async function reconcileLive(object: KubeObject, context: ReconcileContext) {
+    const { logger, signal } = context;
+    const { namespace = '', name, uid = '' } = object.metadata;
+    const deployment = { namespace, name, uid };
+
+    /** Rows of earlier incarnations with the same name (delete-recreate) go in any case. */
+    const deleteStale = async () => {
+      const deleted = await db.transaction().execute(async (trx) => {
+        await lockDeploymentName(trx, namespace, name);
+        return await deleteMappedApplications(
+          trx,
+          await findDeploymentMappings(trx, namespace, name, { exceptUid: uid }),
+        );
+      });
+      await recordDeletes(object, deleted);
+    };
+
+    const parsed = parseGitOpsDeploymentSpec(object.spec);
+    if (!parsed.ok) {
+      logger.warn({ problem: parsed.problem }, 'malformed GitOpsDeployment');
+      await deleteStale();
+      await writeErrorOccurred(
+        object,
+        { status: 'error', message: DeploymentErrorMessage.invalidSpec(parsed.problem) },
+        logger,
+      );
+      return;
+    }
+    if (parsed.spec.destination?.environment) {
+      // ManagedEnvironments are not implemented yet (issue 4): the reference cannot be resolved.
+      await deleteStale();
+      await writeErrorOccurred(
+        object,
+        { status: 'error', message: GitOpsDeploymentMessage.ManagedEnvironmentUnusable },
+        logger,
+      );
+      return;
+    }
+
+    const spec = desiredApplicationSpec(parsed.spec, namespace);
+    const existingMappings = await findDeploymentMappings(db, namespace, name);
+    const ownMapping = existingMappings.find((m) => m.cr_uid === uid);
+    const tenantNamespaceUid = ownMapping?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
+
+    const { deleted, result } = await db.transaction().execute(async (trx) => {
+      await lockDeploymentName(trx, namespace, name);
+      const deleted = await deleteMappedApplications(
+        trx,
+        await findDeploymentMappings(trx, namespace, name, { exceptUid: uid }),
+      );
+      const result = await applyDesiredApplication(trx, {
+        deployment,
+        namespaceUid: tenantNamespaceUid,
+        engineInstanceId: options.engineInstance().id,
+        spec,
+      });
+      return { deleted, result };
+    });
+    await recordDeletes(object, deleted);
+    if (result.change !== 'none') {
+      logger.info(
+        { application: result.application.id, operation: result.operation.id, change: result.change },
+        `application ${result.change}`,
+      );
+      const created = result.change === 'created';
+      await events.event(
+        withTypeMeta(object),
+        'Normal',
+        created ? DeploymentEventReason.ApplicationCreated : DeploymentEventReason.ApplicationUpdated,
+        `${created ? 'Created' : 'Updated'} application ${result.application.name} in the database (operation ${result.operation.id})`,
+      );
+    }
+
+    const outcome = await applicationOperationsOutcome(db, uid, result.application.id);
+    const errorState = outcome.pending
+      ? ({ status: 'ok' } as const)
+      : failedOperationState(outcome.lastFinished, DeploymentErrorMessage.applicationOperationFailed);
+    await writeErrorOccurred(object, errorState, logger);
+  }
+
+  return async (key, context) => {
+    const { namespace, name } = splitObjectKey(key);
+    if (namespace === undefined) return;
+    const object = await currentObject(namespace, name, context.signal);
+    try {
+      if (!object) await reconcileGone(namespace, name, context.logger);
+      else if (isBeingDeleted(object)) await reconcileDeleting(object, context.logger);
+      else await reconcileLive(object, context);
+    } catch (err) {
+      // A stale resourceVersion is routine (the cache lags our own writes): retry quietly.
+      if (object && !isConflict(err) && !context.signal.aborted) {
+        context.logger.error({ err }, 'GitOpsDeployment reconcile failed');
+        await writeErrorOccurred(
+          object,
+          { status: 'error', message: GitOpsDeploymentMessage.UnknownError },
+          context.logger,
+        ).catch((statusErr: unknown) =>
+          context.logger.warn({ err: statusErr }, 'could not report the error in ErrorOccurred'),
+        );
+      }
+      throw err;
+    }
+  };
+}

@@ -1,0 +1,129 @@
+/**
+ * The status path: NOTIFY `gitops_application_state_changed` (payload application id) → api_cr_mapping →
+ * the GitOpsDeployment's key → read the current projection → merge-patch `/status` when it differs.
+ * Keys, not payloads, are queued, so a burst of changes collapses into one write of the latest state.
+ * Writes carry the cached resourceVersion: a concurrent ErrorOccurred write makes ours fail with 409 and
+ * the queue retries on fresh data, so neither writer loses the other's conditions.
+ */
+import { Kind } from '@gitops/api';
+import {
+  type Database,
+  getApiCrMappingByUid,
+  getApiCrMappingOfApplication,
+  getApplicationState,
+} from '@gitops/db';
+import {
+  createWorkQueue,
+  type Informer,
+  type KubeConfig,
+  type KubeObject,
+  type Logger,
+  objectKey,
+  patchStatus,
+  type Registry,
+  splitObjectKey,
+  type WorkQueue,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import {
+  conditionsOf,
+  gitOpsDeploymentRef,
+  isBeingDeleted,
+  statusOf,
+} from '../gitops-deployment/gitops-deployment.object.ts';
+import { BACKEND_FIELD_MANAGER } from '../gitops-deployment/gitops-deployment.reconciler.ts';
+import { isJsonObject } from '../json.ts';
+import {
+  desiredStatus,
+  managedEnvironmentIdOf,
+  parseApplicationState,
+  statusPatch,
+} from './deployment-status.ts';
+
+export interface StatusControllerOptions {
+  db: Kysely<Database>;
+  kc: KubeConfig;
+  informer: Informer<KubeObject>;
+  registry: Registry;
+  logger: Logger;
+  concurrency: number;
+  now?: () => Date;
+}
+
+export interface StatusController {
+  readonly queue: WorkQueue;
+  start(): void;
+  onApplicationStateChanged(applicationId: string): Promise<void>;
+  enqueueAll(): void;
+  stop(): Promise<void>;
+}
+
+/** "" for in-cluster and unknown names; the ManagedEnvironment CR's name for `managed-env-<id>`. */
+async function userFacingDestinationName(db: Kysely<Database>, name: string | undefined): Promise<string> {
+  const environmentId = name ? managedEnvironmentIdOf(name) : undefined;
+  if (!environmentId) return '';
+  const mapping = await db
+    .selectFrom('api_cr_mapping')
+    .select('cr_name')
+    .where('managed_environment_id', '=', environmentId)
+    .executeTakeFirst();
+  return mapping?.cr_name ?? '';
+}
+
+export function createStatusController(options: StatusControllerOptions): StatusController {
+  const { db, kc, informer } = options;
+  const now = options.now ?? (() => new Date());
+
+  const queue = createWorkQueue({
+    name: 'gitopsdeployment-status',
+    concurrency: options.concurrency,
+    registry: options.registry,
+    logger: options.logger,
+    async reconcile(key, { logger }) {
+      const { namespace, name } = splitObjectKey(key);
+      const object = namespace === undefined ? undefined : informer.get(namespace, name);
+      if (!object || isBeingDeleted(object) || !object.metadata.uid) return;
+      const mapping = await getApiCrMappingByUid(db, object.metadata.uid);
+      if (!mapping?.application_id) return;
+      const row = await getApplicationState(db, mapping.application_id);
+      if (!row) return;
+      const state = parseApplicationState(row.state);
+      if (!isJsonObject(row.state))
+        logger.warn({ application: mapping.application_id }, 'malformed application_state');
+      const desired = desiredStatus(state, {
+        currentConditions: conditionsOf(object),
+        destinationName: await userFacingDestinationName(db, state.reconciledState?.destination?.name),
+        now: now(),
+      });
+      const patch = statusPatch(statusOf(object), desired);
+      if (patch === undefined) return;
+      await patchStatus(
+        kc,
+        gitOpsDeploymentRef(object),
+        { metadata: { resourceVersion: object.metadata.resourceVersion }, status: patch },
+        { fieldManager: BACKEND_FIELD_MANAGER },
+      );
+      logger.debug({ application: mapping.application_id }, 'status updated from the Argo CD Application');
+    },
+  });
+  const unsubscribe = [
+    informer.onAdd((o) => queue.add(objectKey(o))),
+    informer.onUpdate((_a, b) => queue.add(objectKey(b))),
+  ];
+
+  return {
+    queue,
+    start: () => queue.start(),
+    async onApplicationStateChanged(applicationId) {
+      const mapping = await getApiCrMappingOfApplication(db, applicationId);
+      if (mapping?.cr_kind === Kind.GitOpsDeployment) queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
+    },
+    enqueueAll() {
+      for (const object of informer.list()) queue.add(objectKey(object));
+    },
+    async stop() {
+      for (const u of unsubscribe) u();
+      await queue.shutdown();
+    },
+  };
+}
