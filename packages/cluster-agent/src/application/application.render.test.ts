@@ -1,0 +1,84 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { TerminalError } from '@gitops/shared';
+import { destinationName, renderApplication } from './application.render.ts';
+
+const automatedSpec = {
+  source: { repoURL: 'https://github.com/org/repo', path: 'env/dev', targetRevision: 'main' },
+  destination: { namespace: 'jane' },
+  syncPolicy: {
+    automated: { prune: true, selfHeal: true, allowEmpty: true },
+    syncOptions: ['PrunePropagationPolicy=background', 'CreateNamespace=true'],
+    retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
+  },
+};
+
+const input = {
+  id: '22222222-2222-4222-8222-222222222222',
+  name: 'gitopsdepl-uid-1',
+  clusterUserId: '11111111-1111-4111-8111-111111111111',
+  spec: automatedSpec,
+  environment: { kind: 'Workspace' } as const,
+  owner: { name: 'my-deployment', namespace: 'jane' },
+  namespace: 'argocd',
+};
+
+describe('renderApplication', () => {
+  it("renders labels, finalizer, project, in-cluster destination and the row's spec", () => {
+    assert.deepEqual(renderApplication(input), {
+      apiVersion: 'argoproj.io/v1alpha1',
+      kind: 'Application',
+      metadata: {
+        name: 'gitopsdepl-uid-1',
+        namespace: 'argocd',
+        labels: {
+          'managed-gitops.redhat.com/database-id': input.id,
+          'managed-gitops.redhat.com/cluster-user-id': input.clusterUserId,
+          'managed-gitops.redhat.com/gitopsdeployment-name': 'my-deployment',
+          'managed-gitops.redhat.com/gitopsdeployment-namespace': 'jane',
+        },
+        finalizers: ['resources-finalizer.argocd.argoproj.io'],
+      },
+      spec: {
+        project: `app-project-${input.clusterUserId}`,
+        source: automatedSpec.source,
+        destination: { name: 'in-cluster', namespace: 'jane' },
+        syncPolicy: automatedSpec.syncPolicy,
+      },
+    });
+  });
+
+  it('a manual deployment without options has no syncPolicy', () => {
+    const app = renderApplication({
+      ...input,
+      spec: { source: automatedSpec.source, destination: { namespace: 'jane' } },
+    });
+    assert.equal((app.spec as Record<string, unknown>).syncPolicy, undefined);
+  });
+
+  it('derives destination.name from the managed environment', () => {
+    assert.equal(destinationName({ kind: 'Workspace' }), 'in-cluster');
+    assert.equal(destinationName({ kind: 'External', id: 'abc' }), 'managed-env-abc');
+    assert.equal(destinationName({ kind: 'None' }), '');
+  });
+
+  it('leaves out informational labels that are not valid label values', () => {
+    const app = renderApplication({ ...input, owner: { name: 'x'.repeat(100), namespace: 'jane' } });
+    assert.equal(app.metadata.labels?.['managed-gitops.redhat.com/gitopsdeployment-name'], undefined);
+  });
+
+  it('a malformed spec is a TerminalError naming the field', () => {
+    for (const spec of [
+      null,
+      'x',
+      {},
+      { source: { path: 'p' }, destination: { namespace: 'n' } },
+      { ...automatedSpec, project: 'evil' },
+    ]) {
+      assert.throws(
+        () => renderApplication({ ...input, spec }),
+        (err: unknown) => err instanceof TerminalError && /malformed application spec/.test(err.message),
+      );
+    }
+  });
+});

@@ -1,0 +1,41 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { describe, it } from 'node:test';
+import { ConfigError } from '@gitops/shared';
+import { loadAgentConfig } from './config.ts';
+
+const key = randomBytes(32).toString('base64');
+const required = { DATABASE_URL: 'postgres://u:secretpw@localhost/db', GITOPS_ENCRYPTION_KEYS: `k1=${key}` };
+
+describe('loadAgentConfig', () => {
+  it('has the contract defaults', () => {
+    const config = loadAgentConfig(required);
+    assert.equal(config.argoCdNamespace, 'gitops-service-argocd');
+    assert.equal(config.engineInstanceName, 'default');
+    assert.equal(config.httpPort, 8081);
+    assert.equal(config.resyncIntervalMs, 600_000);
+    assert.equal(config.operationRetentionMs, 24 * 3_600_000);
+    assert.equal(config.encryptionKeys.activeKeyId, 'k1');
+  });
+
+  it('reports every bad variable and never echoes secrets', () => {
+    try {
+      loadAgentConfig({
+        DATABASE_URL: 'mysql://u:secretpw@x/db',
+        GITOPS_ENCRYPTION_KEYS: 'k1=c2hvcnQ=',
+        ARGOCD_NAMESPACE: 'Not_A_Namespace',
+        OPERATION_MAX_ATTEMPTS: '0',
+      });
+      assert.fail('expected a ConfigError');
+    } catch (err) {
+      assert.ok(err instanceof ConfigError);
+      assert.deepEqual(err.issues.map((i) => i.name).sort(), [
+        'ARGOCD_NAMESPACE',
+        'DATABASE_URL',
+        'GITOPS_ENCRYPTION_KEYS',
+        'OPERATION_MAX_ATTEMPTS',
+      ]);
+      assert.doesNotMatch(err.message, /secretpw|c2hvcnQ/);
+    }
+  });
+});

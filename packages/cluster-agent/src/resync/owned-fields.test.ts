@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { compareOwnedFields, containsDeclared } from './owned-fields.ts';
+
+const desired = {
+  metadata: { name: 'a', labels: { mine: '1' }, finalizers: ['f'] },
+  spec: { project: 'p', source: { repoURL: 'r', path: 'x' } },
+};
+
+describe('compareOwnedFields', () => {
+  it('ignores fields we do not own (status, operation, other labels)', () => {
+    const live = {
+      metadata: { name: 'a', labels: { mine: '1', theirs: '2' }, finalizers: ['f', 'g'] },
+      spec: { project: 'p', source: { repoURL: 'r', path: 'x' } },
+      status: { sync: { status: 'Synced' } },
+      operation: { sync: {} },
+    };
+    assert.deepEqual(compareOwnedFields(live, desired, ['syncPolicy']), {
+      drifted: false,
+      unexpectedSpecFields: [],
+    });
+  });
+
+  it('sees a changed or missing owned field', () => {
+    const edited = {
+      metadata: desired.metadata,
+      spec: { project: 'p', source: { repoURL: 'r', path: 'y' } },
+    };
+    assert.equal(compareOwnedFields(edited, desired, []).drifted, true);
+    assert.equal(compareOwnedFields(undefined, desired, []).drifted, true);
+    const noFinalizer = { metadata: { name: 'a', labels: { mine: '1' } }, spec: desired.spec };
+    assert.equal(compareOwnedFields(noFinalizer, desired, []).drifted, true);
+  });
+
+  it('reports owned spec fields set on the live object that we do not declare', () => {
+    const live = { metadata: desired.metadata, spec: { ...desired.spec, syncPolicy: { automated: {} } } };
+    assert.deepEqual(compareOwnedFields(live, desired, ['syncPolicy']), {
+      drifted: true,
+      unexpectedSpecFields: ['syncPolicy'],
+    });
+  });
+
+  it('compares arrays element by element', () => {
+    assert.equal(containsDeclared(['a', 'b'], ['a', 'b']), true);
+    assert.equal(containsDeclared(['a', 'b', 'c'], ['a', 'b']), false);
+    assert.equal(containsDeclared([{ name: 'x', extra: 1 }], [{ name: 'x' }]), true);
+  });
+});

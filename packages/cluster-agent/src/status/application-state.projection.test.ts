@@ -1,0 +1,111 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { canonicalJson, projectApplicationState } from './application-state.projection.ts';
+
+const application = {
+  metadata: { name: 'gitopsdepl-1', namespace: 'argocd' },
+  spec: { project: 'p' },
+  status: {
+    sync: {
+      status: 'Synced',
+      revision: 'abc123',
+      comparedTo: {
+        source: { repoURL: 'https://github.com/org/repo', path: 'env/dev', targetRevision: 'main' },
+        destination: { name: 'in-cluster', namespace: 'jane' },
+      },
+    },
+    health: { status: 'Progressing', message: 'waiting for rollout' },
+    resources: [
+      {
+        group: 'apps',
+        version: 'v1',
+        kind: 'Deployment',
+        namespace: 'jane',
+        name: 'web',
+        status: 'Synced',
+        health: { status: 'Healthy' },
+      },
+      { version: 'v1', kind: 'ConfigMap', namespace: 'jane', name: 'cfg', status: 'OutOfSync' },
+    ],
+    operationState: {
+      operation: { sync: { revision: 'abc123' } },
+      phase: 'Succeeded',
+      message: 'successfully synced',
+      startedAt: '2026-01-01T00:00:00Z',
+      finishedAt: '2026-01-01T00:00:05Z',
+      retryCount: 0,
+      syncResult: { revision: 'abc123' },
+      somethingElse: 'not copied',
+    },
+    conditions: [{ type: 'ComparisonError', message: 'boom', lastTransitionTime: '2026-01-01T00:00:00Z' }],
+    reconciledAt: '2026-01-01T00:00:06Z',
+  },
+};
+
+describe('projectApplicationState', () => {
+  it('projects sync, health, resources, reconciledState, operationState and conditions as in the contract', () => {
+    assert.deepEqual(projectApplicationState(application), {
+      sync: { status: 'Synced', revision: 'abc123' },
+      health: { status: 'Progressing', message: 'waiting for rollout' },
+      resources: [
+        {
+          group: 'apps',
+          version: 'v1',
+          kind: 'Deployment',
+          namespace: 'jane',
+          name: 'web',
+          status: 'Synced',
+          health: { status: 'Healthy' },
+        },
+        { group: '', version: 'v1', kind: 'ConfigMap', namespace: 'jane', name: 'cfg', status: 'OutOfSync' },
+      ],
+      reconciledState: {
+        source: { repoURL: 'https://github.com/org/repo', path: 'env/dev', targetRevision: 'main' },
+        destination: { name: 'in-cluster', namespace: 'jane' },
+      },
+      operationState: {
+        operation: { sync: { revision: 'abc123' } },
+        phase: 'Succeeded',
+        message: 'successfully synced',
+        syncResult: { revision: 'abc123' },
+        startedAt: '2026-01-01T00:00:00Z',
+        finishedAt: '2026-01-01T00:00:05Z',
+        retryCount: 0,
+      },
+      conditions: [{ type: 'ComparisonError', message: 'boom' }],
+    });
+  });
+
+  it('an Application without status projects Unknown and leaves operationState out', () => {
+    assert.deepEqual(projectApplicationState({ metadata: { name: 'x' } }), {
+      sync: { status: 'Unknown', revision: '' },
+      health: { status: 'Unknown' },
+      resources: [],
+      reconciledState: {
+        source: { repoURL: '', path: '', targetRevision: '' },
+        destination: { name: '', namespace: '' },
+      },
+      conditions: [],
+    });
+  });
+
+  it('never throws on malformed status values', () => {
+    for (const status of [null, 'x', 42, { sync: 'x', resources: 'nope', conditions: [null, 3] }]) {
+      const projection = projectApplicationState({ metadata: { name: 'x' }, status });
+      assert.equal((projection.sync as { status: string }).status, 'Unknown');
+    }
+  });
+
+  it('ignores status fields outside the projection (reconciledAt changes write nothing)', () => {
+    const later = structuredClone(application);
+    later.status.reconciledAt = '2026-01-01T00:10:00Z';
+    assert.equal(
+      canonicalJson(projectApplicationState(later)),
+      canonicalJson(projectApplicationState(application)),
+    );
+  });
+
+  it('canonicalJson does not depend on key order', () => {
+    assert.equal(canonicalJson({ a: 1, b: [{ c: 2, d: 3 }] }), canonicalJson({ b: [{ d: 3, c: 2 }], a: 1 }));
+  });
+});
