@@ -1,0 +1,539 @@
+/**
+ * The cluster-agent against a real PostgreSQL and a real API server (no Argo CD controller: the tests play
+ * Argo CD's part — writing status, removing its resources finalizer). Rows are written the way the backend
+ * writes them (one transaction with the operation), and the Operation CR is created the way the relay does.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import {
+  type ClusterUserRow,
+  createTestDatabase,
+  deleteApplication,
+  ensureWorkspaceEnvironment,
+  getApplicationState,
+  getOperation,
+  insertApiCrMapping,
+  insertApplication,
+  insertOperation,
+  listen,
+  NOTIFICATION_CHANNELS,
+  type OperationRow,
+  type TestDatabase,
+  upsertClusterUser,
+  upsertEngineInstance,
+} from '@gitops/db';
+import {
+  collectionPath,
+  createMetricsRegistry,
+  createSilentLogger,
+  deleteIfExists,
+  getObject,
+  HttpMethod,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  loadKubeConfig,
+  type Registry,
+  serverSideApply,
+} from '@gitops/shared';
+import { type Agent, buildAgent } from './app.ts';
+import { loadAgentConfig } from './config.ts';
+
+const kubeconfigPath = process.env.KUBECONFIG;
+const suffix = randomBytes(4).toString('hex');
+const argoCdNamespace = `agent-argocd-${suffix}`;
+const otherArgoCdNamespace = `agent-other-${suffix}`;
+const tenantNamespaces = ['t1', 't2', 't3', 't4'].map((t) => `agent-${t}-${suffix}`);
+const APP = { apiVersion: 'argoproj.io/v1alpha1', kind: 'Application' } as const;
+const PROJECT = { apiVersion: 'argoproj.io/v1alpha1', kind: 'AppProject' } as const;
+const OPERATION = { apiVersion: 'managed-gitops.redhat.com/v1alpha1', kind: 'Operation' } as const;
+const MERGE = 'application/merge-patch+json';
+
+async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`, { cause: lastError });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+const automatedSyncPolicy = {
+  automated: { prune: true, selfHeal: true, allowEmpty: true },
+  syncOptions: ['PrunePropagationPolicy=background'],
+  retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
+};
+
+describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, () => {
+  let kc: KubeConfig;
+  let database: TestDatabase;
+  let agent: Agent;
+  let registry: Registry;
+  let engineInstanceId: string;
+
+  const appRef = (name: string) => ({ ...APP, name, namespace: argoCdNamespace });
+  const projectRef = (clusterUserId: string) => ({
+    ...PROJECT,
+    name: `app-project-${clusterUserId}`,
+    namespace: argoCdNamespace,
+  });
+  const patch = (
+    ref: { apiVersion: string; kind: string; name: string; namespace: string },
+    body: unknown,
+    manager = 'test',
+  ) =>
+    kubeRequest(kc, {
+      method: HttpMethod.PATCH,
+      path: `${collectionPath({ apiVersion: ref.apiVersion, plural: ref.kind === 'AppProject' ? 'appprojects' : 'applications', namespace: ref.namespace })}/${ref.name}`,
+      query: { fieldManager: manager },
+      body,
+      contentType: MERGE,
+    });
+
+  /** Plays Argo CD: after pruning, it removes its finalizer. */
+  const removeFinalizers = (name: string) => patch(appRef(name), { metadata: { finalizers: null } });
+
+  async function givenTenant(namespace: string): Promise<ClusterUserRow> {
+    const ns = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
+    const user = await upsertClusterUser(database.db, { uid: ns!.metadata.uid!, name: namespace });
+    await ensureWorkspaceEnvironment(database.db, { id: user.id, namespaceName: namespace });
+    return user;
+  }
+
+  /** Creates the Operation CR the relay would create. */
+  async function relay(operation: OperationRow, namespace = argoCdNamespace) {
+    await serverSideApply(
+      kc,
+      {
+        ...OPERATION,
+        metadata: { name: `operation-${operation.id}`, namespace },
+        spec: { operationID: operation.id },
+      },
+      { fieldManager: 'test-relay' },
+    );
+  }
+
+  /** What the backend's reconcile writes for a new GitOpsDeployment, in one transaction. */
+  async function deploy(
+    tenant: ClusterUserRow,
+    input: { repoURL: string; path?: string; automated?: boolean; spec?: Record<string, never> },
+  ) {
+    const crUid = randomUUID();
+    const env = await ensureWorkspaceEnvironment(database.db, {
+      id: tenant.id,
+      namespaceName: tenant.namespace_name,
+    });
+    const { application, operation } = await database.db.transaction().execute(async (trx) => {
+      const application = await insertApplication(trx, {
+        name: `gitopsdepl-${crUid}`,
+        clusterUserId: tenant.id,
+        engineInstanceId,
+        managedEnvironmentId: env.id,
+        spec: input.spec ?? {
+          source: { repoURL: input.repoURL, path: input.path ?? 'env/dev', targetRevision: 'main' },
+          destination: { namespace: tenant.namespace_name },
+          ...(input.automated === false ? {} : { syncPolicy: automatedSyncPolicy }),
+        },
+      });
+      const owner = { uid: crUid, name: `deployment-${crUid.slice(0, 8)}`, namespace: tenant.namespace_name };
+      await insertApiCrMapping(
+        trx,
+        { ...owner, namespaceUid: tenant.namespace_uid },
+        { kind: 'GitOpsDeployment', applicationId: application.id },
+      );
+      const { operation } = await insertOperation(trx, {
+        engineInstanceId,
+        resourceType: 'Application',
+        resourceId: application.id,
+        ownerUserId: tenant.id,
+        ownerCr: { kind: 'GitOpsDeployment', ...owner },
+      });
+      return { application, operation };
+    });
+    await relay(operation);
+    return { application, operation, owner: crUid };
+  }
+
+  /** What the backend writes when a GitOpsDeployment is deleted. */
+  async function undeploy(tenant: ClusterUserRow, applicationId: string) {
+    const operation = await database.db.transaction().execute(async (trx) => {
+      await deleteApplication(trx, applicationId);
+      return (
+        await insertOperation(trx, {
+          engineInstanceId,
+          resourceType: 'Application',
+          resourceId: applicationId,
+          ownerUserId: tenant.id,
+        })
+      ).operation;
+    });
+    await relay(operation);
+    return operation;
+  }
+
+  const finished = (id: string) =>
+    eventually(`operation ${id} finished`, async () => {
+      const row = await getOperation(database.db, id);
+      return row && (row.state === 'Completed' || row.state === 'Failed') ? row : undefined;
+    });
+
+  const metricValue = async (name: string, labels: Record<string, string>) => {
+    const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
+    const value = metric?.values.find((v) =>
+      Object.entries(labels).every(([k, l]) => (v.labels as Record<string, unknown>)[k] === l),
+    );
+    return value?.value ?? 0;
+  };
+
+  before(async () => {
+    kc = loadKubeConfig(kubeconfigPath);
+    database = await createTestDatabase();
+    for (const name of [argoCdNamespace, otherArgoCdNamespace, ...tenantNamespaces]) {
+      await serverSideApply(
+        kc,
+        { apiVersion: 'v1', kind: 'Namespace', metadata: { name } },
+        { fieldManager: 'test' },
+      );
+    }
+    const config = loadAgentConfig({
+      DATABASE_URL: database.url,
+      KUBECONFIG: kubeconfigPath,
+      GITOPS_ENCRYPTION_KEYS: `test=${randomBytes(32).toString('base64')}`,
+      ARGOCD_NAMESPACE: argoCdNamespace,
+      ENGINE_INSTANCE_NAME: `agent-test-${suffix}`,
+      OPERATION_SWEEP_INTERVAL: '500ms',
+      OPERATION_MAX_ATTEMPTS: '3',
+    });
+    registry = createMetricsRegistry({ defaultMetrics: false });
+    agent = buildAgent(config, { logger: createSilentLogger(), registry });
+    await agent.start();
+    assert.equal(agent.ready(), true);
+    engineInstanceId = agent.engineInstance()!.id;
+  });
+
+  after(async () => {
+    await agent?.close();
+    if (kc) {
+      const list = (await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: collectionPath({
+          apiVersion: APP.apiVersion,
+          plural: 'applications',
+          namespace: argoCdNamespace,
+        }),
+      }).catch(() => ({ items: [] }))) as { items: KubeObject[] };
+      for (const app of list.items) await removeFinalizers(app.metadata.name).catch(() => undefined);
+      for (const name of [argoCdNamespace, otherArgoCdNamespace, ...tenantNamespaces]) {
+        await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name }).catch(() => undefined);
+      }
+    }
+    await database?.destroy();
+  });
+
+  it('an operation for a new application creates the exact Application, completes, and its CR is deleted', async () => {
+    const tenant = await givenTenant(tenantNamespaces[0]!);
+    const { application, operation, owner } = await deploy(tenant, {
+      repoURL: 'https://github.com/org/repo',
+    });
+
+    const done = await finished(operation.id);
+    assert.equal(done.state, 'Completed', done.message);
+    const app = await getObject(kc, appRef(application.name));
+    assert.ok(app);
+    assert.deepEqual(app.metadata.labels, {
+      'managed-gitops.redhat.com/database-id': application.id,
+      'managed-gitops.redhat.com/cluster-user-id': tenant.id,
+      'managed-gitops.redhat.com/gitopsdeployment-name': `deployment-${owner.slice(0, 8)}`,
+      'managed-gitops.redhat.com/gitopsdeployment-namespace': tenant.namespace_name,
+    });
+    assert.deepEqual(app.metadata.finalizers, ['resources-finalizer.argocd.argoproj.io']);
+    assert.deepEqual(app.spec, {
+      project: `app-project-${tenant.id}`,
+      source: { repoURL: 'https://github.com/org/repo', path: 'env/dev', targetRevision: 'main' },
+      destination: { name: 'in-cluster', namespace: tenant.namespace_name },
+      syncPolicy: automatedSyncPolicy,
+    });
+    const managers = (app.metadata.managedFields as Array<{ manager: string }>).map((m) => m.manager);
+    assert.deepEqual(managers, ['gitops-cluster-agent']);
+
+    await eventually('Operation CR deleted', async () =>
+      (await getObject(kc, { ...OPERATION, name: `operation-${operation.id}`, namespace: argoCdNamespace }))
+        ? undefined
+        : true,
+    );
+    // A late CR for a finished operation (e.g. a relay retry) is deleted too.
+    await relay(operation);
+    await eventually('late Operation CR deleted', async () =>
+      (await getObject(kc, { ...OPERATION, name: `operation-${operation.id}`, namespace: argoCdNamespace }))
+        ? undefined
+        : true,
+    );
+  });
+
+  it('each tenant gets one AppProject listing exactly its repositories and destinations', async () => {
+    const first = await givenTenant(tenantNamespaces[0]!);
+    const second = await givenTenant(tenantNamespaces[1]!);
+    const a = await deploy(first, { repoURL: 'https://github.com/org/Second.git' });
+    const b = await deploy(second, { repoURL: 'https://github.com/org/other', automated: false });
+    assert.equal((await finished(a.operation.id)).state, 'Completed');
+    assert.equal((await finished(b.operation.id)).state, 'Completed');
+
+    const firstProject = await getObject(kc, projectRef(first.id));
+    assert.deepEqual(firstProject?.spec, {
+      sourceRepos: ['https://github.com/org/repo', 'https://github.com/org/second'],
+      destinations: [{ name: 'in-cluster', namespace: first.namespace_name }],
+    });
+    assert.equal(firstProject?.metadata.labels?.['managed-gitops.redhat.com/database-id'], first.id);
+    const secondProject = await getObject(kc, projectRef(second.id));
+    assert.deepEqual(secondProject?.spec, {
+      sourceRepos: ['https://github.com/org/other'],
+      destinations: [{ name: 'in-cluster', namespace: second.namespace_name }],
+    });
+    const manual = await getObject(kc, appRef(b.application.name));
+    assert.equal((manual!.spec as { syncPolicy?: unknown }).syncPolicy, undefined);
+  });
+
+  it('Argo CD status becomes application_state; an unchanged projection writes nothing', async () => {
+    const tenant = await givenTenant(tenantNamespaces[1]!);
+    const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/status' });
+    assert.equal((await finished(operation.id)).state, 'Completed');
+    let notifications = 0;
+    const listener = listen(database.url, [NOTIFICATION_CHANNELS.applicationStateChanged], (n) => {
+      if (n.payload === application.id) notifications++;
+    });
+    await listener.ready;
+    try {
+      const status = (phase: string, reconciledAt: string) => ({
+        status: {
+          sync: {
+            status: 'Synced',
+            revision: 'abc',
+            comparedTo: {
+              source: { repoURL: 'https://github.com/org/status', path: 'env/dev', targetRevision: 'main' },
+              destination: { name: 'in-cluster', namespace: tenant.namespace_name },
+            },
+          },
+          health: { status: 'Healthy' },
+          resources: [
+            {
+              version: 'v1',
+              kind: 'ConfigMap',
+              namespace: tenant.namespace_name,
+              name: 'c',
+              status: 'Synced',
+            },
+          ],
+          operationState: { phase, message: 'ok', startedAt: '2026-01-01T00:00:00Z' },
+          reconciledAt,
+        },
+      });
+      await patch(
+        appRef(application.name),
+        status('Running', '2026-01-01T00:00:01Z'),
+        'argocd-application-controller',
+      );
+      const first = await eventually('application_state written', async () => {
+        const row = await getApplicationState(database.db, application.id);
+        return (row?.state as { operationState?: { phase?: string } } | undefined)?.operationState?.phase ===
+          'Running'
+          ? row
+          : undefined;
+      });
+      assert.deepEqual(first.state, {
+        sync: { status: 'Synced', revision: 'abc' },
+        health: { status: 'Healthy' },
+        resources: [
+          {
+            group: '',
+            version: 'v1',
+            kind: 'ConfigMap',
+            namespace: tenant.namespace_name,
+            name: 'c',
+            status: 'Synced',
+          },
+        ],
+        reconciledState: {
+          source: { repoURL: 'https://github.com/org/status', path: 'env/dev', targetRevision: 'main' },
+          destination: { name: 'in-cluster', namespace: tenant.namespace_name },
+        },
+        operationState: { phase: 'Running', message: 'ok', startedAt: '2026-01-01T00:00:00Z' },
+        conditions: [],
+      });
+      // Only reconciledAt changes: same projection, nothing written.
+      await patch(
+        appRef(application.name),
+        status('Running', '2026-01-01T00:00:02Z'),
+        'argocd-application-controller',
+      );
+      // Then a real change, which serves as the barrier.
+      await patch(
+        appRef(application.name),
+        status('Succeeded', '2026-01-01T00:00:03Z'),
+        'argocd-application-controller',
+      );
+      const second = await eventually('application_state updated', async () => {
+        const row = await getApplicationState(database.db, application.id);
+        return (row?.state as { operationState?: { phase?: string } } | undefined)?.operationState?.phase ===
+          'Succeeded'
+          ? row
+          : undefined;
+      });
+      assert.ok(second.updated_at > first.updated_at);
+      await eventually('two notifications', async () => (notifications >= 2 ? true : undefined));
+      assert.equal(notifications, 2, 'the unchanged projection must not have been written');
+    } finally {
+      await listener.close();
+    }
+  });
+
+  it('a user-edited Application spec and a deleted Application are put back', async () => {
+    const tenant = await givenTenant(tenantNamespaces[1]!);
+    const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/drift' });
+    assert.equal((await finished(operation.id)).state, 'Completed');
+    const before = await metricValue('drift_corrected_total', { kind: 'Application' });
+
+    await patch(
+      appRef(application.name),
+      { spec: { source: { path: 'evil' }, syncPolicy: null } },
+      'kubectl-edit',
+    );
+    await eventually('edited spec repaired', async () => {
+      const app = await getObject(kc, appRef(application.name));
+      const spec = app?.spec as { source: { path: string }; syncPolicy?: unknown };
+      return spec.source.path === 'env/dev' && spec.syncPolicy !== undefined ? true : undefined;
+    });
+
+    const original = await getObject(kc, appRef(application.name));
+    await deleteIfExists(kc, appRef(application.name));
+    await removeFinalizers(application.name); // Argo CD, after pruning
+    const recreated = await eventually('deleted Application re-created', async () => {
+      const app = await getObject(kc, appRef(application.name));
+      return app && app.metadata.uid !== original?.metadata.uid && !app.metadata.deletionTimestamp
+        ? app
+        : undefined;
+    });
+    assert.deepEqual(recreated.metadata.finalizers, ['resources-finalizer.argocd.argoproj.io']);
+    assert.ok((await metricValue('drift_corrected_total', { kind: 'Application' })) >= before + 2);
+  });
+
+  it('a deleted row: the Application is deleted, the operation completes once Argo CD removed it, the AppProject goes with the last app', async () => {
+    const tenant = await givenTenant(tenantNamespaces[2]!);
+    const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/delete' });
+    assert.equal((await finished(operation.id)).state, 'Completed');
+    assert.ok(await getObject(kc, projectRef(tenant.id)));
+
+    const deleteOperation = await undeploy(tenant, application.id);
+    await eventually('Application marked for deletion', async () =>
+      (await getObject(kc, appRef(application.name)))?.metadata.deletionTimestamp ? true : undefined,
+    );
+    // Argo CD has not removed its finalizer yet: the operation waits, the AppProject stays.
+    assert.equal((await getOperation(database.db, deleteOperation.id))?.state, 'In_Progress');
+    assert.ok(await getObject(kc, projectRef(tenant.id)));
+
+    await removeFinalizers(application.name);
+    const done = await finished(deleteOperation.id);
+    assert.equal(done.state, 'Completed', done.message);
+    assert.equal(await getObject(kc, appRef(application.name)), undefined);
+    await eventually('AppProject deleted', async () =>
+      (await getObject(kc, projectRef(tenant.id))) ? undefined : true,
+    );
+  });
+
+  it('an Application with our label and no row is deleted (orphan)', async () => {
+    const tenant = await givenTenant(tenantNamespaces[2]!);
+    const orphanId = randomUUID();
+    await serverSideApply(
+      kc,
+      {
+        ...APP,
+        metadata: {
+          name: `orphan-${suffix}`,
+          namespace: argoCdNamespace,
+          labels: {
+            'managed-gitops.redhat.com/database-id': orphanId,
+            'managed-gitops.redhat.com/cluster-user-id': tenant.id,
+          },
+        },
+        spec: {
+          project: 'default',
+          source: { repoURL: 'https://github.com/org/orphan', path: 'x' },
+          destination: { name: 'in-cluster', namespace: tenant.namespace_name },
+        },
+      },
+      { fieldManager: 'someone' },
+    );
+    await eventually('orphan deleted', async () =>
+      (await getObject(kc, appRef(`orphan-${suffix}`))) ? undefined : true,
+    );
+  });
+
+  it('a malformed application row fails its operation with a message, and the agent keeps working', async () => {
+    const tenant = await givenTenant(tenantNamespaces[3]!);
+    const bad = await deploy(tenant, {
+      repoURL: '',
+      spec: { source: { path: 'x' }, destination: { namespace: 'y' } } as never,
+    });
+    const failed = await finished(bad.operation.id);
+    assert.equal(failed.state, 'Failed');
+    assert.match(failed.message, /malformed application spec: source\.repoURL/);
+    assert.equal(await getObject(kc, appRef(bad.application.name)), undefined);
+
+    const good = await deploy(tenant, { repoURL: 'https://github.com/org/fine' });
+    assert.equal((await finished(good.operation.id)).state, 'Completed');
+    assert.ok(await getObject(kc, appRef(good.application.name)));
+  });
+
+  it('an Operation CR in another namespace, for another engine instance, is ignored', async () => {
+    const tenant = await givenTenant(tenantNamespaces[3]!);
+    const otherNs = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: otherArgoCdNamespace });
+    const other = await upsertEngineInstance(database.db, {
+      name: `other-${suffix}`,
+      namespaceName: otherArgoCdNamespace,
+      namespaceUid: otherNs!.metadata.uid!,
+      clusterIdentity: 'test',
+    });
+    const foreign = await database.db.transaction().execute(async (trx) => {
+      const application = await insertApplication(trx, {
+        name: `gitopsdepl-${randomUUID()}`,
+        clusterUserId: tenant.id,
+        engineInstanceId: other.id,
+        managedEnvironmentId: null,
+        spec: {
+          source: { repoURL: 'https://github.com/org/foreign', path: 'x' },
+          destination: { namespace: 'y' },
+        },
+      });
+      return (
+        await insertOperation(trx, {
+          engineInstanceId: other.id,
+          resourceType: 'Application',
+          resourceId: application.id,
+          ownerUserId: tenant.id,
+        })
+      ).operation;
+    });
+    await relay(foreign, otherArgoCdNamespace);
+    // Our CR pointing at the foreign row is ignored too.
+    await relay(foreign, argoCdNamespace);
+
+    // Barrier: a later operation of our own completes (and several sweeps have run meanwhile).
+    const ours = await deploy(tenant, { repoURL: 'https://github.com/org/fine' });
+    assert.equal((await finished(ours.operation.id)).state, 'Completed');
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    assert.equal((await getOperation(database.db, foreign.id))?.state, 'Waiting');
+    assert.ok(
+      await getObject(kc, { ...OPERATION, name: `operation-${foreign.id}`, namespace: otherArgoCdNamespace }),
+    );
+  });
+});
