@@ -334,7 +334,12 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
               status: 'Synced',
             },
           ],
-          operationState: { phase, message: 'ok', startedAt: '2026-01-01T00:00:00Z' },
+          operationState: {
+            operation: { sync: { revision: 'abc' } },
+            phase,
+            message: 'ok',
+            startedAt: '2026-01-01T00:00:00Z',
+          },
           reconciledAt,
         },
       });
@@ -367,7 +372,12 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
           source: { repoURL: 'https://github.com/org/status', path: 'env/dev', targetRevision: 'main' },
           destination: { name: 'in-cluster', namespace: tenant.namespace_name },
         },
-        operationState: { phase: 'Running', message: 'ok', startedAt: '2026-01-01T00:00:00Z' },
+        operationState: {
+          operation: { sync: { revision: 'abc' } },
+          phase: 'Running',
+          message: 'ok',
+          startedAt: '2026-01-01T00:00:00Z',
+        },
         conditions: [],
       });
       // Only reconciledAt changes: same projection, nothing written.
