@@ -1,0 +1,321 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { Finalizer, GitOpsDeploymentMessage } from '@gitops/api';
+import {
+  completeOperation,
+  failOperation,
+  getApiCrMappingByUid,
+  getApplicationByName,
+  type OperationRow,
+  startOperation,
+} from '@gitops/db';
+import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import type { Backend } from '../app.ts';
+import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { conditionsOf } from './gitops-deployment.object.ts';
+
+const repoURL = 'https://github.com/redhat-appstudio/managed-gitops';
+const automatedSpec = {
+  source: { repoURL, path: 'resources/test-data/sample-gitops-repository/environments/overlays/dev' },
+  type: 'automated',
+};
+
+describe('GitOpsDeployment reconciler', () => {
+  let f: BackendFixture;
+  let backend: Backend;
+  let tenant: { name: string; uid: string };
+
+  before(async () => {
+    f = await createBackendFixture();
+    backend = await f.startBackend();
+    tenant = await f.createNamespace();
+  });
+  after(async () => {
+    await f?.cleanup();
+  });
+
+  const applicationOf = async (object: KubeObject) =>
+    await eventually(`application of ${object.metadata.name}`, () =>
+      getApplicationByName(f.db, `gitopsdepl-${object.metadata.uid}`),
+    );
+  const operationsOf = async (resourceId: string): Promise<OperationRow[]> =>
+    await f.db
+      .selectFrom('operation')
+      .selectAll()
+      .where('resource_id', '=', resourceId)
+      .orderBy('created_at')
+      .execute();
+  /** What the agent does with an operation: In_Progress, then Completed (or Failed). */
+  const finishAsAgent = async (operationId: string, outcome: 'Completed' | 'Failed', message = '') => {
+    const started = await startOperation(f.db, operationId);
+    assert.equal(started.status, 'started');
+    if (outcome === 'Completed') assert.ok(await completeOperation(f.db, operationId, message));
+    else assert.ok(await failOperation(f.db, operationId, message));
+  };
+
+  test('creating an automated GitOpsDeployment writes the application, the mapping, one operation and an Operation CR', async () => {
+    const cr = await f.createDeployment(tenant.name, 'automated', {
+      ...automatedSpec,
+      syncPolicy: { syncOptions: ['CreateNamespace=true'] },
+    });
+    const application = await applicationOf(cr);
+    assert.deepEqual(application.spec, {
+      source: { repoURL, path: automatedSpec.source.path, targetRevision: '' },
+      destination: { namespace: tenant.name },
+      syncPolicy: {
+        automated: { prune: true, selfHeal: true, allowEmpty: true },
+        syncOptions: ['PrunePropagationPolicy=background', 'CreateNamespace=true'],
+        retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
+      },
+    });
+    assert.equal(application.engine_instance_id, backend.engineInstance().id);
+
+    const mapping = await getApiCrMappingByUid(f.db, cr.metadata.uid!);
+    assert.equal(mapping?.application_id, application.id);
+    assert.equal(mapping?.cr_name, 'automated');
+    assert.equal(mapping?.cr_namespace, tenant.name);
+    assert.equal(mapping?.cr_namespace_uid, tenant.uid);
+
+    const tenantRow = await f.db
+      .selectFrom('cluster_user')
+      .selectAll()
+      .where('id', '=', application.cluster_user_id)
+      .executeTakeFirstOrThrow();
+    assert.equal(tenantRow.namespace_uid, tenant.uid);
+    const environment = await f.db
+      .selectFrom('managed_environment')
+      .selectAll()
+      .where('id', '=', application.managed_environment_id!)
+      .executeTakeFirstOrThrow();
+    assert.equal(environment.kind, 'Workspace');
+
+    const operations = await operationsOf(application.id);
+    assert.equal(operations.length, 1);
+    const [operation] = operations;
+    assert.equal(operation?.resource_type, 'Application');
+    assert.equal(operation?.owner_kind, 'GitOpsDeployment');
+    assert.equal(operation?.owner_uid, cr.metadata.uid);
+    assert.equal(operation?.owner_name, 'automated');
+    const operationCr = await eventually('Operation CR', () => f.getOperationCr(operation!.id));
+    assert.deepEqual(operationCr.spec, { operationID: operation!.id });
+    await eventually('operation marked delivered', async () =>
+      (await operationsOf(application.id)).every((o) => o.delivered_at !== null),
+    );
+  });
+
+  test('a manual GitOpsDeployment has no automated policy, and sync option changes follow', async () => {
+    const spec = { ...automatedSpec, type: 'manual' };
+    const cr = await f.applyDeployment(tenant.name, 'manual', spec);
+    const application = await applicationOf(cr);
+    assert.deepEqual(application.spec, {
+      source: { repoURL, path: spec.source.path, targetRevision: '' },
+      destination: { namespace: tenant.name },
+    });
+
+    await f.applyDeployment(tenant.name, 'manual', {
+      ...spec,
+      syncPolicy: { syncOptions: ['CreateNamespace=false'] },
+    });
+    await eventually('sync options in the application', async () => {
+      const row = await getApplicationByName(f.db, application.name);
+      return row && (row.spec as { syncPolicy?: unknown }).syncPolicy !== undefined ? row : undefined;
+    });
+    assert.deepEqual((await getApplicationByName(f.db, application.name))?.spec, {
+      source: { repoURL, path: spec.source.path, targetRevision: '' },
+      destination: { namespace: tenant.name },
+      syncPolicy: { syncOptions: ['CreateNamespace=false'] },
+    });
+
+    await f.applyDeployment(tenant.name, 'manual', {
+      ...spec,
+      type: 'automated',
+      source: { ...spec.source, targetRevision: 'main' },
+    });
+    const updated = await eventually('automated policy and revision', async () => {
+      const row = await getApplicationByName(f.db, application.name);
+      const s = row?.spec as
+        | { syncPolicy?: { automated?: unknown }; source: { targetRevision: string } }
+        | undefined;
+      return s?.syncPolicy?.automated && s && s.source.targetRevision === 'main' ? s : undefined;
+    });
+    assert.deepEqual(updated.syncPolicy, {
+      automated: { prune: true, selfHeal: true, allowEmpty: true },
+      syncOptions: ['PrunePropagationPolicy=background'],
+      retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
+    });
+    await eventually('every change announced', async () => (await operationsOf(application.id)).length >= 2);
+  });
+
+  test('an identical re-apply creates no new operation', async () => {
+    const cr = await f.applyDeployment(tenant.name, 'reapplied', automatedSpec);
+    const application = await applicationOf(cr);
+    await eventually('first operation delivered', async () =>
+      (await operationsOf(application.id)).every((o) => o.delivered_at !== null),
+    );
+    const before = await operationsOf(application.id);
+    assert.equal(before.length, 1);
+
+    // Same spec with another field order and a label change (a new resourceVersion, same spec).
+    await f.applyDeployment(tenant.name, 'reapplied', {
+      type: 'automated',
+      source: { path: automatedSpec.source.path, repoURL },
+    });
+    await backend.deployments.queue.whenIdle();
+    // A full resync delivers every object again.
+    backend.deployments.enqueueAll();
+    await backend.deployments.queue.whenIdle();
+    const afterward = await operationsOf(application.id);
+    assert.deepEqual(
+      afterward.map((o) => o.id),
+      before.map((o) => o.id),
+    );
+    assert.equal(
+      (await getApplicationByName(f.db, application.name))?.updated_at.getTime(),
+      application.updated_at.getTime(),
+    );
+  });
+
+  test('deleting a GitOpsDeployment removes its rows and announces a delete operation', async () => {
+    const cr = await f.applyDeployment(tenant.name, 'deleted', automatedSpec);
+    const application = await applicationOf(cr);
+    await f.deleteDeployment(tenant.name, 'deleted');
+    await eventually(
+      'application row deleted',
+      async () => !(await getApplicationByName(f.db, application.name)),
+    );
+    assert.equal(await getApiCrMappingByUid(f.db, cr.metadata.uid!), undefined);
+    const operations = await operationsOf(application.id);
+    const last = operations.at(-1);
+    assert.equal(last?.resource_type, 'Application');
+    assert.equal(last?.owner_uid, cr.metadata.uid);
+    assert.equal(last?.state, 'Waiting');
+    await eventually('delete announced with an Operation CR', () => f.getOperationCr(last!.id));
+  });
+
+  test('deleting and re-creating a GitOpsDeployment with the same name three times replaces its application each time', async () => {
+    const seen: string[] = [];
+    for (let round = 0; round < 3; round++) {
+      const cr = await f.createDeployment(tenant.name, 'recreated', automatedSpec);
+      const application = await applicationOf(cr);
+      seen.push(application.id);
+      await f.deleteDeployment(tenant.name, 'recreated');
+    }
+    const cr = await f.createDeployment(tenant.name, 'recreated', automatedSpec);
+    const current = await applicationOf(cr);
+    for (const id of seen) {
+      await eventually(
+        `old application ${id} deleted`,
+        async () =>
+          !(await f.db.selectFrom('application').select('id').where('id', '=', id).executeTakeFirst()),
+      );
+      const ops = await operationsOf(id);
+      assert.ok(ops.length >= 1, 'the delete was announced');
+    }
+    assert.equal(new Set([...seen, current.id]).size, 4);
+    const mappings = await f.db
+      .selectFrom('api_cr_mapping')
+      .selectAll()
+      .where('cr_namespace', '=', tenant.name)
+      .where('cr_name', '=', 'recreated')
+      .execute();
+    assert.deepEqual(
+      mappings.map((m) => m.cr_uid),
+      [cr.metadata.uid],
+    );
+  });
+
+  test('a reference to a ManagedEnvironment reports ErrorOccurred, and fixing it resolves the error', async () => {
+    await f.applyDeployment(tenant.name, 'with-environment', {
+      ...automatedSpec,
+      destination: { environment: 'my-env', namespace: tenant.name },
+    });
+    const withError = await eventually('ErrorOccurred', async () => {
+      const object = await f.getDeployment(tenant.name, 'with-environment');
+      const condition = object && conditionsOf(object).find((c) => c.type === 'ErrorOccurred');
+      return condition?.status === 'True' ? condition : undefined;
+    });
+    assert.equal(withError.reason, 'ErrorOccurred');
+    assert.equal(withError.message, GitOpsDeploymentMessage.ManagedEnvironmentUnusable);
+    assert.ok(withError.lastTransitionTime);
+
+    const events = await eventually('a Warning event', async () => {
+      const list = (await kubeRequest(f.kc, {
+        method: HttpMethod.GET,
+        path: `/api/v1/namespaces/${tenant.name}/events`,
+      })) as { items: Array<{ reason: string; type: string; involvedObject: { name: string } }> };
+      const found = list.items.filter(
+        (e) => e.involvedObject.name === 'with-environment' && e.reason === 'ErrorOccurred',
+      );
+      return found.length > 0 ? found : undefined;
+    });
+    assert.equal(events[0]?.type, 'Warning');
+
+    await f.applyDeployment(tenant.name, 'with-environment', automatedSpec);
+    const resolved = await eventually('ErrorOccurredResolved', async () => {
+      const object = await f.getDeployment(tenant.name, 'with-environment');
+      const condition = object && conditionsOf(object).find((c) => c.type === 'ErrorOccurred');
+      return condition?.status === 'False' ? condition : undefined;
+    });
+    assert.equal(resolved.reason, 'ErrorOccurredResolved');
+    assert.equal(resolved.message, '');
+  });
+
+  test('the user finalizer is removed only after the delete operation is Completed; a Failed one keeps it', async () => {
+    const cr = await f.createDeployment(tenant.name, 'finalized', automatedSpec, {
+      finalizers: [Finalizer.GitOpsDeploymentResources],
+    });
+    const application = await applicationOf(cr);
+    await finishAsAgent((await operationsOf(application.id))[0]!.id, 'Completed');
+
+    await f.deleteDeployment(tenant.name, 'finalized');
+    await eventually(
+      'application row deleted',
+      async () => !(await getApplicationByName(f.db, application.name)),
+    );
+    const deleteOperation = await eventually('delete operation', async () =>
+      (await operationsOf(application.id)).find((o) => o.state === 'Waiting'),
+    );
+    await backend.deployments.queue.whenIdle();
+    const waiting = await f.getDeployment(tenant.name, 'finalized');
+    assert.deepEqual(waiting?.metadata.finalizers, [Finalizer.GitOpsDeploymentResources]);
+
+    // The agent fails the delete: the finalizer stays and the failure is reported.
+    await finishAsAgent(deleteOperation.id, 'Failed', 'Argo CD refused to delete the Application');
+    const failed = await eventually('ErrorOccurred for the failed delete', async () => {
+      const object = await f.getDeployment(tenant.name, 'finalized');
+      const condition = object && conditionsOf(object).find((c) => c.type === 'ErrorOccurred');
+      return object && condition?.status === 'True' ? { object, condition } : undefined;
+    });
+    assert.match(failed.condition.message ?? '', /Argo CD refused to delete the Application/);
+    assert.deepEqual(failed.object.metadata.finalizers, [Finalizer.GitOpsDeploymentResources]);
+
+    // Second object: the agent completes the delete, the finalizer goes and the object with it.
+    const second = await f.createDeployment(tenant.name, 'finalized-ok', automatedSpec, {
+      finalizers: [Finalizer.GitOpsDeploymentResources],
+    });
+    const secondApplication = await applicationOf(second);
+    await f.deleteDeployment(tenant.name, 'finalized-ok');
+    const secondDelete = await eventually('second delete operation', async () => {
+      if (await getApplicationByName(f.db, secondApplication.name)) return undefined;
+      return (await operationsOf(secondApplication.id)).find((o) => o.state === 'Waiting');
+    });
+    await backend.deployments.queue.whenIdle();
+    assert.ok(
+      await f.getDeployment(tenant.name, 'finalized-ok'),
+      'kept while the delete operation is Waiting',
+    );
+    await finishAsAgent(secondDelete.id, 'Completed');
+    await eventually(
+      'the GitOpsDeployment is gone',
+      async () => !(await f.getDeployment(tenant.name, 'finalized-ok')),
+    );
+
+    // Clean up the first one by hand (its delete failed for good).
+    await kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${tenant.name}/gitopsdeployments/finalized`,
+      body: { metadata: { finalizers: null } },
+      contentType: 'application/merge-patch+json',
+    });
+  });
+});

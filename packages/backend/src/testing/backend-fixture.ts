@@ -1,0 +1,207 @@
+/**
+ * Integration-test fixture: a backend built in-process (buildBackend) against the test run's real
+ * PostgreSQL (a cloned database per fixture) and API server. Each fixture has its own Argo CD namespace,
+ * engine instance name and a label selector, so test files running at the same time never serve each
+ * other's GitOpsDeployments.
+ */
+import { randomBytes } from 'node:crypto';
+import { API_GROUP_VERSION, Plural } from '@gitops/api';
+import { createTestDatabase, type Database, type TestDatabase } from '@gitops/db';
+import {
+  createLogger,
+  createMetricsRegistry,
+  HttpMethod,
+  isNotFound,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  type LogLevel,
+  loadKubeConfig,
+  type Registry,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { type Backend, buildBackend } from '../app.ts';
+import { loadBackendConfig } from '../config.ts';
+
+export const TEST_LABEL = 'backend-test.gitops/run';
+
+export const randomSuffix = () => randomBytes(4).toString('hex');
+
+/** Polls `check` until it returns a value other than undefined/false (never asserts timings). */
+export async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+export interface BackendFixture {
+  readonly kc: KubeConfig;
+  readonly db: Kysely<Database>;
+  readonly database: TestDatabase;
+  readonly argoCdNamespace: string;
+  readonly engineInstanceName: string;
+  readonly runLabel: string;
+  /** Builds and starts a backend (several may run at once, like replicas). */
+  startBackend(env?: Record<string, string>): Promise<Backend>;
+  stopBackend(backend: Backend): Promise<void>;
+  /** A user namespace (deleted at cleanup). */
+  createNamespace(prefix?: string): Promise<{ name: string; uid: string }>;
+  createDeployment(
+    namespace: string,
+    name: string,
+    spec: Record<string, unknown>,
+    options?: { finalizers?: string[] },
+  ): Promise<KubeObject>;
+  getDeployment(namespace: string, name: string): Promise<KubeObject | undefined>;
+  /** Server-side apply of a GitOpsDeployment spec (the `kubectl apply` a user would run). */
+  applyDeployment(namespace: string, name: string, spec: Record<string, unknown>): Promise<KubeObject>;
+  deleteDeployment(namespace: string, name: string): Promise<void>;
+  getOperationCr(operationId: string): Promise<KubeObject | undefined>;
+  listOperationCrs(): Promise<KubeObject[]>;
+  cleanup(): Promise<void>;
+}
+
+const deploymentsPath = (namespace: string) =>
+  `/apis/${API_GROUP_VERSION}/namespaces/${encodeURIComponent(namespace)}/${Plural.GitOpsDeployment}`;
+
+export async function createBackendFixture(): Promise<BackendFixture> {
+  const kc = loadKubeConfig(process.env.KUBECONFIG);
+  const database = await createTestDatabase();
+  const suffix = randomSuffix();
+  const argoCdNamespace = `argocd-be-${suffix}`;
+  const engineInstanceName = `backend-test-${suffix}`;
+  const runLabel = suffix;
+  const encryptionKeys = `test=${randomBytes(32).toString('base64')}`;
+  await kubeRequest(kc, {
+    method: HttpMethod.POST,
+    path: '/api/v1/namespaces',
+    body: { metadata: { name: argoCdNamespace } },
+  });
+  const namespaces: string[] = [argoCdNamespace];
+  const backends = new Set<Backend>();
+
+  const get = async (path: string): Promise<KubeObject | undefined> => {
+    try {
+      return (await kubeRequest(kc, { method: HttpMethod.GET, path })) as KubeObject;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  };
+
+  const fixture: BackendFixture = {
+    kc,
+    db: database.db,
+    database,
+    argoCdNamespace,
+    engineInstanceName,
+    runLabel,
+    async startBackend(env = {}) {
+      const config = loadBackendConfig({
+        DATABASE_URL: database.url,
+        KUBECONFIG: process.env.KUBECONFIG,
+        ARGOCD_NAMESPACE: argoCdNamespace,
+        ENGINE_INSTANCE_NAME: engineInstanceName,
+        GITOPS_ENCRYPTION_KEYS: encryptionKeys,
+        GITOPS_DEPLOYMENT_LABEL_SELECTOR: `${TEST_LABEL}=${runLabel}`,
+        GITOPS_RELAY_SWEEP_INTERVAL: '1s',
+        LOG_LEVEL: 'silent',
+        ...env,
+      });
+      const backend = buildBackend(config, {
+        logger: createLogger({
+          name: 'backend-test',
+          level: (process.env.BACKEND_TEST_LOG_LEVEL ?? 'silent') as LogLevel,
+        }),
+        registry: createMetricsRegistry({ defaultMetrics: false }),
+      });
+      backends.add(backend);
+      await backend.start();
+      return backend;
+    },
+    async stopBackend(backend) {
+      backends.delete(backend);
+      await backend.close();
+    },
+    async createNamespace(prefix = 'tenant') {
+      const name = `${prefix}-${randomSuffix()}`;
+      const ns = (await kubeRequest(kc, {
+        method: HttpMethod.POST,
+        path: '/api/v1/namespaces',
+        body: { metadata: { name } },
+      })) as KubeObject;
+      namespaces.push(name);
+      return { name, uid: ns.metadata.uid ?? '' };
+    },
+    async createDeployment(namespace, name, spec, options = {}) {
+      return (await kubeRequest(kc, {
+        method: HttpMethod.POST,
+        path: deploymentsPath(namespace),
+        body: {
+          apiVersion: API_GROUP_VERSION,
+          kind: 'GitOpsDeployment',
+          metadata: { name, namespace, labels: { [TEST_LABEL]: runLabel }, finalizers: options.finalizers },
+          spec,
+        },
+      })) as KubeObject;
+    },
+    getDeployment: (namespace, name) => get(`${deploymentsPath(namespace)}/${encodeURIComponent(name)}`),
+    async applyDeployment(namespace, name, spec) {
+      return (await kubeRequest(kc, {
+        method: HttpMethod.PATCH,
+        path: `${deploymentsPath(namespace)}/${encodeURIComponent(name)}`,
+        query: { fieldManager: 'backend-test-user', force: true },
+        contentType: 'application/apply-patch+yaml',
+        body: {
+          apiVersion: API_GROUP_VERSION,
+          kind: 'GitOpsDeployment',
+          metadata: { name, namespace, labels: { [TEST_LABEL]: runLabel } },
+          spec,
+        },
+      })) as KubeObject;
+    },
+    async deleteDeployment(namespace, name) {
+      await kubeRequest(kc, {
+        method: HttpMethod.DELETE,
+        path: `${deploymentsPath(namespace)}/${encodeURIComponent(name)}`,
+      });
+    },
+    getOperationCr: (operationId) =>
+      get(
+        `/apis/${API_GROUP_VERSION}/namespaces/${argoCdNamespace}/${Plural.Operation}/operation-${operationId}`,
+      ),
+    async listOperationCrs() {
+      const list = (await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: `/apis/${API_GROUP_VERSION}/namespaces/${argoCdNamespace}/${Plural.Operation}`,
+      })) as { items: KubeObject[] };
+      return list.items;
+    },
+    async cleanup() {
+      for (const backend of backends) await backend.close().catch(() => {});
+      backends.clear();
+      for (const name of namespaces) {
+        await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${name}` }).catch(
+          () => {},
+        );
+      }
+      await database.destroy();
+    },
+  };
+  return fixture;
+}
