@@ -37,6 +37,7 @@ import {
   type Registry,
   serverSideApply,
 } from '@gitops/shared';
+import { sql } from 'kysely';
 import { type Agent, buildAgent } from './app.ts';
 import { loadAgentConfig } from './config.ts';
 
@@ -127,7 +128,17 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
   /** What the backend's reconcile writes for a new GitOpsDeployment, in one transaction. */
   async function deploy(
     tenant: ClusterUserRow,
-    input: { repoURL: string; path?: string; automated?: boolean; spec?: Record<string, never> },
+    input: {
+      repoURL: string;
+      path?: string;
+      automated?: boolean;
+      spec?: Record<string, never>;
+      name?: string;
+      /** false: the relay has not created the Operation CR (backend killed after commit). */
+      relay?: boolean;
+      /** Leave the operation In_Progress as an agent that crashed mid-operation would. */
+      crashed?: boolean;
+    },
   ) {
     const crUid = randomUUID();
     const env = await ensureWorkspaceEnvironment(database.db, {
@@ -136,7 +147,7 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
     });
     const { application, operation } = await database.db.transaction().execute(async (trx) => {
       const application = await insertApplication(trx, {
-        name: `gitopsdepl-${crUid}`,
+        name: input.name ?? `gitopsdepl-${crUid}`,
         clusterUserId: tenant.id,
         engineInstanceId,
         managedEnvironmentId: env.id,
@@ -159,9 +170,16 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
         ownerUserId: tenant.id,
         ownerCr: { kind: 'GitOpsDeployment', ...owner },
       });
+      if (input.crashed) {
+        await trx
+          .updateTable('operation')
+          .set({ state: 'In_Progress', attempts: 1, last_attempt_at: sql<Date>`now() - interval '1 hour'` })
+          .where('id', '=', operation.id)
+          .execute();
+      }
       return { application, operation };
     });
-    await relay(operation);
+    if (input.relay ?? true) await relay(operation);
     return { application, operation, owner: crUid };
   }
 
@@ -214,6 +232,7 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
       ENGINE_INSTANCE_NAME: `agent-test-${suffix}`,
       OPERATION_SWEEP_INTERVAL: '500ms',
       OPERATION_MAX_ATTEMPTS: '3',
+      OPERATION_STALE_AFTER: '1s',
     });
     registry = createMetricsRegistry({ defaultMetrics: false });
     agent = buildAgent(config, { logger: createSilentLogger(), registry });
@@ -545,5 +564,42 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
     assert.ok(
       await getObject(kc, { ...OPERATION, name: `operation-${foreign.id}`, namespace: otherArgoCdNamespace }),
     );
+  });
+
+  it('a Waiting operation whose Operation CR was never created is processed by the sweep', async () => {
+    const tenant = await givenTenant(tenantNamespaces[3]!);
+    const { application, operation } = await deploy(tenant, {
+      repoURL: 'https://github.com/org/no-cr',
+      relay: false,
+    });
+    const done = await finished(operation.id);
+    assert.equal(done.state, 'Completed', done.message);
+    assert.ok(await getObject(kc, appRef(application.name)));
+  });
+
+  it('an In_Progress operation left by a crashed agent is retried and completed', async () => {
+    const tenant = await givenTenant(tenantNamespaces[3]!);
+    const { application, operation } = await deploy(tenant, {
+      repoURL: 'https://github.com/org/crashed',
+      relay: false,
+      crashed: true,
+    });
+    const done = await finished(operation.id);
+    assert.equal(done.state, 'Completed', done.message);
+    assert.equal(done.attempts, 2);
+    assert.ok(await getObject(kc, appRef(application.name)));
+  });
+
+  it('an operation that keeps failing is retried with backoff, then Failed after OPERATION_MAX_ATTEMPTS', async () => {
+    const tenant = await givenTenant(tenantNamespaces[3]!);
+    // The API server rejects this name (upper case, underscore) on every attempt.
+    const { operation } = await deploy(tenant, {
+      repoURL: 'https://github.com/org/x',
+      name: `Bad_Name-${suffix}`,
+    });
+    const failed = await finished(operation.id);
+    assert.equal(failed.state, 'Failed');
+    assert.equal(failed.attempts, 3);
+    assert.match(failed.message, /^failed after 3 attempts: .*422/);
   });
 });
