@@ -112,6 +112,7 @@ describe('GitOpsDeployment reconciler', () => {
       destination: { namespace: tenant.name },
     });
 
+    await finishAsAgent((await operationsOf(application.id))[0]!.id, 'Completed');
     await f.applyDeployment(tenant.name, 'manual', {
       ...spec,
       syncPolicy: { syncOptions: ['CreateNamespace=false'] },
@@ -143,7 +144,11 @@ describe('GitOpsDeployment reconciler', () => {
       syncOptions: ['PrunePropagationPolicy=background'],
       retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
     });
-    await eventually('every change announced', async () => (await operationsOf(application.id)).length >= 2);
+    // Each change is announced: while the agent has not taken the Waiting operation it is reused, so the
+    // first operation (finished by the "agent" above) and one Waiting operation for the later changes.
+    const operations = await operationsOf(application.id);
+    assert.equal(operations.filter((o) => o.state === 'Waiting').length, 1);
+    assert.equal(operations.length, 2);
   });
 
   test('an identical re-apply creates no new operation', async () => {
