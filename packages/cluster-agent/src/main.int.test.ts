@@ -1,0 +1,112 @@
+/** The cluster-agent process (src/main.ts) as `pnpm dev` and the Deployment run it. */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { createTestDatabase, type TestDatabase } from '@gitops/db';
+import { deleteIfExists, type KubeConfig, loadKubeConfig, serverSideApply } from '@gitops/shared';
+
+const kubeconfigPath = process.env.KUBECONFIG;
+const suffix = randomBytes(4).toString('hex');
+const namespace = `agent-main-${suffix}`;
+const mainPath = fileURLToPath(new URL('./main.ts', import.meta.url));
+const encryptionKey = randomBytes(32).toString('base64');
+
+interface Running {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+function run(env: Record<string, string>): Running {
+  const child = spawn(process.execPath, [mainPath], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let text = '';
+  child.stdout?.on('data', (chunk) => {
+    text += String(chunk);
+  });
+  child.stderr?.on('data', (chunk) => {
+    text += String(chunk);
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, output: () => text, exited };
+}
+
+async function eventually<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+describe('cluster-agent process', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, () => {
+  let kc: KubeConfig;
+  let database: TestDatabase;
+  const env = () => ({
+    DATABASE_URL: database.url,
+    KUBECONFIG: kubeconfigPath!,
+    ARGOCD_NAMESPACE: namespace,
+    ENGINE_INSTANCE_NAME: `agent-main-${suffix}`,
+    GITOPS_ENCRYPTION_KEYS: `k1=${encryptionKey}`,
+    HTTP_PORT: '0',
+    HTTP_HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+  });
+
+  before(async () => {
+    kc = loadKubeConfig(kubeconfigPath);
+    database = await createTestDatabase();
+  });
+
+  after(async () => {
+    if (kc) await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
+    await database?.destroy();
+  });
+
+  it('refuses to start when the Argo CD namespace does not exist, saying so', async () => {
+    const agent = run(env());
+    assert.equal(await agent.exited, 1);
+    assert.match(
+      agent.output(),
+      new RegExp(`Argo CD namespace ${namespace} \\(ARGOCD_NAMESPACE\\) does not exist`),
+    );
+  });
+
+  it('serves /healthz, /readyz and /metrics once synced, exits 0 on SIGTERM, and logs no secret', async () => {
+    await serverSideApply(
+      kc,
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } },
+      { fieldManager: 'test' },
+    );
+    const agent = run(env());
+    try {
+      const address = await eventually('health server address', async () => {
+        const match = /"address":"(http:\/\/[^"]+)"/.exec(agent.output());
+        return match?.[1];
+      });
+      assert.equal((await fetch(`${address}/healthz`)).status, 200);
+      await eventually('ready', async () => ((await fetch(`${address}/readyz`)).ok ? true : undefined));
+      const metrics = await (await fetch(`${address}/metrics`)).text();
+      assert.match(metrics, /controller_runtime_reconcile_total\{[^}]*controller="cluster-agent-resources"/);
+      assert.match(metrics, /# TYPE drift_corrected_total counter/);
+      assert.match(metrics, /watch_restarts_total/);
+    } finally {
+      agent.child.kill('SIGTERM');
+    }
+    assert.equal(await agent.exited, 0);
+    const output = agent.output();
+    assert.doesNotMatch(output, new RegExp(encryptionKey.replace(/[+/=]/g, '\\$&')));
+    const password = new URL(database.url).password;
+    if (password) assert.ok(!output.includes(`:${password}@`), 'the database password was logged');
+  });
+});
