@@ -1,0 +1,225 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { getApplicationByName, writeApplicationState } from '@gitops/db';
+import type { KubeObject } from '@gitops/shared';
+import type { Backend } from '../app.ts';
+import { conditionsOf, statusOf } from '../gitops-deployment/gitops-deployment.object.ts';
+import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { RESOURCES_LIMIT, RESOURCES_TRUNCATED_CONDITION } from './deployment-status.ts';
+
+const spec = {
+  source: { repoURL: 'https://github.com/org/repo', path: 'env/dev', targetRevision: 'main' },
+  type: 'automated',
+};
+
+const operationState = {
+  operation: { sync: { revision: 'abc123' } },
+  phase: 'Succeeded',
+  message: 'successfully synced (all tasks run)',
+  syncResult: { revision: 'abc123', resources: [] },
+  startedAt: '2026-01-01T00:00:00Z',
+  finishedAt: '2026-01-01T00:00:05Z',
+};
+
+describe('status path', () => {
+  let f: BackendFixture;
+  let backend: Backend;
+  let tenant: { name: string; uid: string };
+
+  before(async () => {
+    f = await createBackendFixture();
+    backend = await f.startBackend();
+    tenant = await f.createNamespace();
+  });
+  after(async () => {
+    await f?.cleanup();
+  });
+
+  async function deploymentWithApplication(name: string) {
+    const cr = await f.createDeployment(tenant.name, name, spec);
+    const application = await eventually('application row', () =>
+      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
+    );
+    return { cr, application };
+  }
+
+  const statusWhen = async (
+    name: string,
+    what: string,
+    check: (status: Record<string, unknown>, o: KubeObject) => boolean,
+  ) =>
+    await eventually(what, async () => {
+      const object = await f.getDeployment(tenant.name, name);
+      return object && check(statusOf(object), object) ? object : undefined;
+    });
+
+  test('the agent’s application_state appears on the GitOpsDeployment, and a dropped Argo CD condition becomes Resolved', async () => {
+    const { application } = await deploymentWithApplication('observed');
+    // ErrorOccurred set by the reconciler must survive the status path's writes.
+    await f.applyDeployment(tenant.name, 'observed', { ...spec, destination: { environment: 'nope' } });
+    await statusWhen('observed', 'ErrorOccurred', (_s, o) =>
+      conditionsOf(o).some((c) => c.type === 'ErrorOccurred' && c.status === 'True'),
+    );
+
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'OutOfSync', revision: 'abc123' },
+      health: { status: 'Progressing', message: 'waiting for rollout' },
+      resources: [
+        {
+          group: 'apps',
+          version: 'v1',
+          kind: 'Deployment',
+          namespace: tenant.name,
+          name: 'web',
+          status: 'OutOfSync',
+          health: { status: 'Progressing' },
+        },
+        {
+          group: '',
+          version: 'v1',
+          kind: 'ConfigMap',
+          namespace: tenant.name,
+          name: 'config',
+          status: 'Synced',
+        },
+      ],
+      reconciledState: {
+        source: { repoURL: spec.source.repoURL, path: 'env/dev', targetRevision: 'main' },
+        destination: { name: 'in-cluster', namespace: tenant.name },
+      },
+      operationState,
+      conditions: [
+        { type: 'ComparisonError', message: 'rpc error: repository not found' },
+        { type: 'SyncError', message: 'one or more objects failed to apply' },
+      ],
+    });
+    const object = await statusWhen('observed', 'status from application_state', (s) => s.sync !== undefined);
+    const status = statusOf(object);
+    assert.deepEqual(status.sync, { status: 'OutOfSync', revision: 'abc123' });
+    assert.deepEqual(status.health, { status: 'Progressing', message: 'waiting for rollout' });
+    assert.deepEqual(status.resources, [
+      {
+        group: 'apps',
+        version: 'v1',
+        kind: 'Deployment',
+        namespace: tenant.name,
+        name: 'web',
+        status: 'OutOfSync',
+        health: { status: 'Progressing' },
+      },
+      {
+        group: '',
+        version: 'v1',
+        kind: 'ConfigMap',
+        namespace: tenant.name,
+        name: 'config',
+        status: 'Synced',
+      },
+    ]);
+    assert.deepEqual(status.reconciledState, {
+      source: { repoURL: spec.source.repoURL, path: 'env/dev', branch: 'main' },
+      destination: { name: '', namespace: tenant.name },
+    });
+    assert.deepEqual(status.operationState, operationState);
+    const conditions = conditionsOf(object);
+    const comparison = conditions.find((c) => c.type === 'ComparisonError');
+    assert.equal(comparison?.status, 'True');
+    assert.equal(comparison?.reason, 'ComparisonError');
+    assert.equal(comparison?.message, 'rpc error: repository not found');
+    assert.equal(conditions.find((c) => c.type === 'SyncError')?.status, 'True');
+    const errorOccurred = conditions.find((c) => c.type === 'ErrorOccurred');
+    assert.equal(errorOccurred?.status, 'True', 'the status path leaves ErrorOccurred alone');
+
+    // Argo CD drops ComparisonError and its operation state; health becomes Healthy.
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'Synced', revision: 'abc123' },
+      health: { status: 'Healthy' },
+      resources: [],
+      reconciledState: {
+        source: { repoURL: spec.source.repoURL, path: 'env/dev', targetRevision: 'main' },
+        destination: { name: 'in-cluster', namespace: tenant.name },
+      },
+      conditions: [{ type: 'SyncError', message: 'one or more objects failed to apply' }],
+    });
+    const healed = await statusWhen(
+      'observed',
+      'Synced',
+      (s) => (s.sync as { status?: string }).status === 'Synced',
+    );
+    const healedStatus = statusOf(healed);
+    assert.deepEqual(healedStatus.health, { status: 'Healthy' });
+    assert.equal(healedStatus.operationState, undefined);
+    const resolved = conditionsOf(healed).find((c) => c.type === 'ComparisonError');
+    assert.equal(resolved?.status, 'False');
+    assert.equal(resolved?.reason, 'ComparisonErrorResolved');
+    assert.equal(resolved?.message, '');
+    const syncError = conditionsOf(healed).find((c) => c.type === 'SyncError');
+    assert.equal(syncError?.status, 'True');
+    assert.equal(
+      syncError?.lastTransitionTime,
+      conditions.find((c) => c.type === 'SyncError')?.lastTransitionTime,
+    );
+    assert.equal(conditionsOf(healed).find((c) => c.type === 'ErrorOccurred')?.status, 'True');
+
+    // Writing the same projection again changes nothing on the object.
+    await backend.status.queue.whenIdle();
+    const before = await f.getDeployment(tenant.name, 'observed');
+    backend.status.enqueueAll();
+    await backend.status.queue.whenIdle();
+    const afterward = await f.getDeployment(tenant.name, 'observed');
+    assert.equal(afterward?.metadata.resourceVersion, before?.metadata.resourceVersion);
+  });
+
+  test(`more than ${RESOURCES_LIMIT} resources are truncated and a condition says so`, async () => {
+    const { application } = await deploymentWithApplication('many-resources');
+    const resources = Array.from({ length: RESOURCES_LIMIT + 20 }, (_, i) => ({
+      group: '',
+      version: 'v1',
+      kind: 'ConfigMap',
+      namespace: tenant.name,
+      name: `cm-${i}`,
+      status: 'Synced',
+    }));
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'Synced', revision: 'r' },
+      resources,
+    });
+    const object = await statusWhen('many-resources', 'truncated resources', (s) =>
+      Array.isArray(s.resources),
+    );
+    assert.equal((statusOf(object).resources as unknown[]).length, RESOURCES_LIMIT);
+    const truncated = conditionsOf(object).find((c) => c.type === RESOURCES_TRUNCATED_CONDITION);
+    assert.equal(truncated?.status, 'True');
+    assert.equal(
+      truncated?.message,
+      `status.resources lists the first ${RESOURCES_LIMIT} of ${RESOURCES_LIMIT + 20} resources`,
+    );
+
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'Synced', revision: 'r' },
+      resources: resources.slice(0, 3),
+    });
+    const fits = await statusWhen(
+      'many-resources',
+      'list fits again',
+      (s) => (s.resources as unknown[]).length === 3,
+    );
+    const resolved = conditionsOf(fits).find((c) => c.type === RESOURCES_TRUNCATED_CONDITION);
+    assert.equal(resolved?.status, 'False');
+    assert.equal(resolved?.reason, `${RESOURCES_TRUNCATED_CONDITION}Resolved`);
+  });
+
+  test('a malformed application_state never breaks the status path', async () => {
+    const { application } = await deploymentWithApplication('malformed-state');
+    await writeApplicationState(f.db, application.id, {
+      sync: 'not an object',
+      health: { status: 'Healthy' },
+      resources: [42, { kind: 'ConfigMap', name: 'ok' }],
+      conditions: [{ message: 'no type' }],
+    });
+    const object = await statusWhen('malformed-state', 'health', (s) => s.health !== undefined);
+    assert.deepEqual(statusOf(object).health, { status: 'Healthy' });
+    assert.deepEqual(statusOf(object).resources, [{ kind: 'ConfigMap', name: 'ok' }]);
+    assert.equal(statusOf(object).sync, undefined);
+  });
+});
