@@ -39,7 +39,7 @@ import {
 } from '@gitops/shared';
 import { sql } from 'kysely';
 import { type Agent, buildAgent } from './app.ts';
-import { loadAgentConfig } from './config.ts';
+import { type AgentConfig, loadAgentConfig } from './config.ts';
 
 const kubeconfigPath = process.env.KUBECONFIG;
 const suffix = randomBytes(4).toString('hex');
@@ -82,6 +82,7 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
   let agent: Agent;
   let registry: Registry;
   let engineInstanceId: string;
+  let agentConfig: AgentConfig;
 
   const appRef = (name: string) => ({ ...APP, name, namespace: argoCdNamespace });
   const projectRef = (clusterUserId: string) => ({
@@ -224,7 +225,7 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
         { fieldManager: 'test' },
       );
     }
-    const config = loadAgentConfig({
+    agentConfig = loadAgentConfig({
       DATABASE_URL: database.url,
       KUBECONFIG: kubeconfigPath,
       GITOPS_ENCRYPTION_KEYS: `test=${randomBytes(32).toString('base64')}`,
@@ -235,7 +236,7 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
       OPERATION_STALE_AFTER: '1s',
     });
     registry = createMetricsRegistry({ defaultMetrics: false });
-    agent = buildAgent(config, { logger: createSilentLogger(), registry });
+    agent = buildAgent(agentConfig, { logger: createSilentLogger(), registry });
     await agent.start();
     assert.equal(agent.ready(), true);
     engineInstanceId = agent.engineInstance()!.id;
@@ -601,5 +602,47 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
     assert.equal(failed.state, 'Failed');
     assert.equal(failed.attempts, 3);
     assert.match(failed.message, /^failed after 3 attempts: .*422/);
+  });
+
+  it('a user-edited or deleted AppProject is put back', async () => {
+    const tenant = await givenTenant(tenantNamespaces[1]!);
+    const expected = (await getObject(kc, projectRef(tenant.id)))?.spec;
+    assert.ok(expected);
+    await patch(projectRef(tenant.id), { spec: { sourceRepos: ['*'] } }, 'kubectl-edit');
+    await eventually('AppProject repaired', async () => {
+      const project = await getObject(kc, projectRef(tenant.id));
+      return JSON.stringify(project?.spec) === JSON.stringify(expected) ? true : undefined;
+    });
+    await deleteIfExists(kc, projectRef(tenant.id));
+    await eventually('AppProject re-created', async () => {
+      const project = await getObject(kc, projectRef(tenant.id));
+      return JSON.stringify(project?.spec) === JSON.stringify(expected) ? true : undefined;
+    });
+  });
+
+  it('after a restart, an Application deleted while the agent was down is re-created by the resync', async () => {
+    const tenant = await givenTenant(tenantNamespaces[1]!);
+    const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/restart' });
+    assert.equal((await finished(operation.id)).state, 'Completed');
+    await agent.close();
+    await deleteIfExists(kc, appRef(application.name));
+    await removeFinalizers(application.name);
+    await eventually('Application gone', async () =>
+      (await getObject(kc, appRef(application.name))) ? undefined : true,
+    );
+    agent = buildAgent(agentConfig, {
+      logger: createSilentLogger(),
+      registry: createMetricsRegistry({ defaultMetrics: false }),
+    });
+    await agent.start();
+    assert.equal(
+      agent.engineInstance()?.id,
+      engineInstanceId,
+      'the engine instance row is found again by name',
+    );
+    await eventually(
+      'Application re-created',
+      async () => (await getObject(kc, appRef(application.name))) ?? undefined,
+    );
   });
 });
