@@ -1,0 +1,149 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { getApplicationByName, insertOperation, upsertEngineInstance } from '@gitops/db';
+import { createMetricsRegistry, createSilentLogger, loadKubeConfig } from '@gitops/shared';
+import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { createOperationRelay } from './operation-relay.ts';
+
+describe('outbox relay', () => {
+  let f: BackendFixture;
+
+  before(async () => {
+    f = await createBackendFixture();
+  });
+  after(async () => {
+    await f?.cleanup();
+  });
+
+  test('two relays running at once create exactly one Operation CR per operation and mark each delivered', async () => {
+    const engine = await upsertEngineInstance(f.db, {
+      name: `relay-${randomUUID()}`,
+      namespaceName: f.argoCdNamespace,
+      namespaceUid: randomUUID(),
+      clusterIdentity: 'test',
+    });
+    const ids = await f.db.transaction().execute(async (trx) => {
+      const created: string[] = [];
+      for (let i = 0; i < 60; i++) {
+        const { operation } = await insertOperation(trx, {
+          engineInstanceId: engine.id,
+          resourceType: 'Application',
+          resourceId: randomUUID(),
+        });
+        created.push(operation.id);
+      }
+      return created;
+    });
+    const registries = [
+      createMetricsRegistry({ defaultMetrics: false }),
+      createMetricsRegistry({ defaultMetrics: false }),
+    ];
+    const kc = loadKubeConfig(process.env.KUBECONFIG);
+    const relays = registries.map((registry) =>
+      createOperationRelay({
+        db: f.db,
+        kc,
+        registry,
+        logger: createSilentLogger(),
+        sweepIntervalMs: 60_000,
+        batchSize: 7,
+      }),
+    );
+    const delivered = await Promise.all(relays.map((r) => r.drain()));
+    assert.equal(delivered[0]! + delivered[1]!, ids.length);
+
+    const rows = await f.db.selectFrom('operation').selectAll().where('id', 'in', ids).execute();
+    assert.ok(rows.every((r) => r.delivered_at !== null && r.delivery_attempts === 0));
+    const crs = await f.listOperationCrs();
+    const names = new Set(crs.map((cr) => cr.metadata.name));
+    for (const id of ids) assert.ok(names.has(`operation-${id}`), `Operation CR of ${id}`);
+    for (const cr of crs) {
+      const id = (cr.spec as { operationID: string }).operationID;
+      assert.equal(cr.metadata.name, `operation-${id}`);
+    }
+    // Exactly once: no relay ever ran into a CR the other one had created.
+    let created = 0;
+    let alreadyExisted = 0;
+    for (const registry of registries) {
+      const metric = await registry.getSingleMetric('gitops_relay_operation_crs_total')?.get();
+      for (const v of metric?.values ?? []) {
+        if (v.labels.result === 'created') created += v.value;
+        if (v.labels.result === 'already_existed') alreadyExisted += v.value;
+      }
+    }
+    assert.equal(created, ids.length);
+    assert.equal(alreadyExisted, 0);
+  });
+
+  test('operations committed while the relay was disabled are delivered once a backend with the relay starts', async () => {
+    const tenant = await f.createNamespace();
+    const withoutRelay = await f.startBackend({ GITOPS_RELAY_ENABLED: 'false' });
+    const cr = await f.createDeployment(tenant.name, 'undelivered', {
+      source: { repoURL: 'https://github.com/org/repo', path: 'env/dev' },
+      type: 'automated',
+    });
+    const application = await eventually('application row', () =>
+      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
+    );
+    const operation = await f.db
+      .selectFrom('operation')
+      .selectAll()
+      .where('resource_id', '=', application.id)
+      .executeTakeFirstOrThrow();
+    await withoutRelay.deployments.queue.whenIdle();
+    // "Killed after the commit, before the CR exists."
+    await f.stopBackend(withoutRelay);
+    assert.equal(operation.delivered_at, null);
+    assert.equal(await f.getOperationCr(operation.id), undefined);
+
+    const withRelay = await f.startBackend();
+    const operationCr = await eventually('Operation CR', () => f.getOperationCr(operation.id));
+    assert.deepEqual(operationCr.spec, { operationID: operation.id });
+    await eventually('delivered', async () => {
+      const row = await f.db
+        .selectFrom('operation')
+        .select('delivered_at')
+        .where('id', '=', operation.id)
+        .executeTakeFirst();
+      return row?.delivered_at ?? undefined;
+    });
+    await f.stopBackend(withRelay);
+  });
+
+  test('a failed creation backs off that operation only', async () => {
+    const missingNamespace = `missing-${randomUUID().slice(0, 8)}`;
+    const engine = await upsertEngineInstance(f.db, {
+      name: `relay-missing-${randomUUID()}`,
+      namespaceName: missingNamespace,
+      namespaceUid: randomUUID(),
+      clusterIdentity: 'test',
+    });
+    const { operation } = await f.db
+      .transaction()
+      .execute(async (trx) =>
+        insertOperation(trx, {
+          engineInstanceId: engine.id,
+          resourceType: 'Application',
+          resourceId: randomUUID(),
+        }),
+      );
+    const relay = createOperationRelay({
+      db: f.db,
+      kc: loadKubeConfig(process.env.KUBECONFIG),
+      registry: createMetricsRegistry({ defaultMetrics: false }),
+      logger: createSilentLogger(),
+      sweepIntervalMs: 60_000,
+    });
+    await relay.drain();
+    const row = await f.db
+      .selectFrom('operation')
+      .selectAll()
+      .where('id', '=', operation.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.delivered_at, null);
+    assert.equal(row.delivery_attempts, 1);
+    assert.ok(row.next_delivery_at.getTime() > Date.now() - 1000, 'retry scheduled in the future');
+    await relay.stop();
+  });
+});
