@@ -21,8 +21,11 @@ export interface AgentContext {
 export type ResourceOutcome =
   /** Argo CD matches the database. `changed`: something had to be written or deleted. */
   | { status: 'done'; changed: boolean; message?: string }
-  /** Waiting for someone else (Argo CD removing its finalizer): operations stay In_Progress. */
-  | { status: 'pending'; reason: string; requeueAfterMs: number };
+  /**
+   * Waiting for someone else (Argo CD removing its finalizer): operations stay In_Progress. `changed`:
+   * this run wrote or deleted something (e.g. started the delete of an orphan).
+   */
+  | { status: 'pending'; reason: string; requeueAfterMs: number; changed?: boolean };
 
 /** The resource key of the work queue: `<resource_type>/<resource_id>` (as in the operation table). */
 export function resourceKey(resourceType: string, resourceId: string): string {

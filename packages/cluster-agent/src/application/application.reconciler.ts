@@ -143,6 +143,7 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
         status: 'pending',
         reason: `waiting for Argo CD to delete Application ${live.map((a) => a.metadata.name).join(', ')}`,
         requeueAfterMs: PENDING_DELETE_RECHECK_MS,
+        changed: deleted,
       };
     }
     tenantsOfPendingDeletes.delete(id);

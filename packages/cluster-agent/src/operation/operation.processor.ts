@@ -198,6 +198,7 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
         return;
       }
       if (outcome.status === 'pending') {
+        if (operations.length === 0 && outcome.changed) driftCorrected.inc({ kind: resource.type });
         logger.debug({ reason: outcome.reason, operations: operations.length }, 'resource pending');
         return { requeueAfter: outcome.requeueAfterMs };
       }

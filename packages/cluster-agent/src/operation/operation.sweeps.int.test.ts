@@ -1,0 +1,105 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import {
+  completeOperation,
+  createTestDatabase,
+  getOperation,
+  insertOperation,
+  type OperationRow,
+  startOperation,
+  type TestDatabase,
+  upsertEngineInstance,
+} from '@gitops/db';
+import { createSilentLogger } from '@gitops/shared';
+import { sql } from 'kysely';
+import { collectFinishedOperations, sweepOperations } from './operation.sweeps.ts';
+
+describe('operation sweeps', { skip: !process.env.GITOPS_TEST_DATABASE_URL && 'no test database' }, () => {
+  let database: TestDatabase;
+  let engineInstanceId: string;
+
+  before(async () => {
+    database = await createTestDatabase();
+    const name = `sweeps-${randomUUID()}`;
+    engineInstanceId = (
+      await upsertEngineInstance(database.db, {
+        name,
+        namespaceName: name,
+        namespaceUid: randomUUID(),
+        clusterIdentity: 't',
+      })
+    ).id;
+  });
+  after(async () => {
+    await database?.destroy();
+  });
+
+  const givenOperation = async (): Promise<OperationRow> =>
+    await database.db.transaction().execute(
+      async (trx) =>
+        (
+          await insertOperation(trx, {
+            engineInstanceId,
+            resourceType: 'Application',
+            resourceId: randomUUID(),
+          })
+        ).operation,
+    );
+  const age = (id: string, column: 'next_attempt_at' | 'last_attempt_at' | 'finished_at', interval: string) =>
+    database.db
+      .updateTable('operation')
+      .set({ [column]: sql<Date>`now() - ${interval}::interval` })
+      .where('id', '=', id)
+      .execute();
+
+  it('queues due Waiting operations and hands stale In_Progress ones not held by this process back', async () => {
+    const waiting = await givenOperation();
+    await age(waiting.id, 'next_attempt_at', '1 minute');
+    const fresh = await givenOperation();
+    const stale = await givenOperation();
+    await startOperation(database.db, stale.id);
+    await age(stale.id, 'last_attempt_at', '1 hour');
+    const held = await givenOperation();
+    await startOperation(database.db, held.id);
+    await age(held.id, 'last_attempt_at', '1 hour');
+
+    const queued: string[] = [];
+    await sweepOperations({
+      db: database.db,
+      engineInstanceId,
+      logger: createSilentLogger(),
+      staleAfterMs: 60_000,
+      holds: (id) => id === held.id,
+      enqueueResource: (_type, id) => queued.push(id),
+    });
+    assert.ok(queued.includes(waiting.resource_id));
+    assert.ok(
+      !queued.includes(fresh.resource_id),
+      'a Waiting row is left to its Operation CR for a few seconds',
+    );
+    assert.ok(queued.includes(stale.resource_id));
+    assert.ok(!queued.includes(held.resource_id));
+    assert.equal((await getOperation(database.db, stale.id))?.state, 'Waiting');
+    assert.equal((await getOperation(database.db, held.id))?.state, 'In_Progress');
+  });
+
+  it('deletes finished operations older than the retention, and only those', async () => {
+    const old = await givenOperation();
+    await startOperation(database.db, old.id);
+    await completeOperation(database.db, old.id);
+    await age(old.id, 'finished_at', '2 days');
+    const recent = await givenOperation();
+    await startOperation(database.db, recent.id);
+    await completeOperation(database.db, recent.id);
+
+    const deleted = await collectFinishedOperations(
+      database.db,
+      24 * 3_600_000,
+      new AbortController().signal,
+    );
+    assert.equal(deleted, 1);
+    assert.equal(await getOperation(database.db, old.id), undefined);
+    assert.equal((await getOperation(database.db, recent.id))?.state, 'Completed');
+  });
+});
