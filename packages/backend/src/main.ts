@@ -8,7 +8,6 @@ import {
   createLogger,
   createMetricsRegistry,
   installSignalHandlers,
-  shutdownProcess,
 } from '@gitops/shared';
 import { buildBackend } from './app.ts';
 import { loadBackendConfig } from './config.ts';
@@ -46,5 +45,15 @@ try {
   await backend.start();
 } catch (err) {
   logger.fatal({ err }, 'the backend could not start');
-  await shutdownProcess('start failed');
+  // Kubernetes restarts the pod; exit non-zero after releasing what was opened (bounded in time).
+  const cleanup = (async () => {
+    server.startDraining();
+    await backend.close().catch(() => undefined);
+    await server.close().catch(() => undefined);
+  })();
+  await Promise.race([
+    cleanup,
+    new Promise((resolve) => setTimeout(resolve, config.shutdownTimeoutMs).unref()),
+  ]);
+  process.exit(1);
 }

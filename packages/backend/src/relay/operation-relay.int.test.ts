@@ -119,15 +119,13 @@ describe('outbox relay', () => {
       namespaceUid: randomUUID(),
       clusterIdentity: 'test',
     });
-    const { operation } = await f.db
-      .transaction()
-      .execute(async (trx) =>
-        insertOperation(trx, {
-          engineInstanceId: engine.id,
-          resourceType: 'Application',
-          resourceId: randomUUID(),
-        }),
-      );
+    const { operation } = await f.db.transaction().execute(async (trx) =>
+      insertOperation(trx, {
+        engineInstanceId: engine.id,
+        resourceType: 'Application',
+        resourceId: randomUUID(),
+      }),
+    );
     const relay = createOperationRelay({
       db: f.db,
       kc: loadKubeConfig(process.env.KUBECONFIG),

@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { createTestDatabase, type TestDatabase } from '@gitops/db';
+import { freePort, startProcess, waitFor } from '@gitops/local-env';
+import { HttpMethod, kubeRequest, loadKubeConfig } from '@gitops/shared';
+import { randomSuffix } from './testing/backend-fixture.ts';
+
+const mainPath = fileURLToPath(new URL('./main.ts', import.meta.url));
+const kc = loadKubeConfig(process.env.KUBECONFIG);
+let database: TestDatabase;
+const argoCdNamespace = `argocd-main-${randomSuffix()}`;
+
+before(async () => {
+  database = await createTestDatabase();
+  await kubeRequest(kc, {
+    method: HttpMethod.POST,
+    path: '/api/v1/namespaces',
+    body: { metadata: { name: argoCdNamespace } },
+  });
+});
+after(async () => {
+  await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${argoCdNamespace}` }).catch(
+    () => {},
+  );
+  await database?.destroy();
+});
+
+const baseEnv = (port: number) => ({
+  ...process.env,
+  DATABASE_URL: database.url,
+  ARGOCD_NAMESPACE: argoCdNamespace,
+  ENGINE_INSTANCE_NAME: `main-${randomSuffix()}`,
+  GITOPS_ENCRYPTION_KEYS: `k1=${randomBytes(32).toString('base64')}`,
+  // Match nothing of other test files: this process only proves the wiring.
+  GITOPS_DEPLOYMENT_LABEL_SELECTOR: `backend-test.gitops/run=main-${randomSuffix()}`,
+  HTTP_PORT: String(port),
+  LOG_LEVEL: 'info',
+});
+
+test('the backend process answers /healthz, /readyz and /metrics, logs no secrets, and exits 0 on SIGTERM', async () => {
+  const port = await freePort();
+  const env = baseEnv(port);
+  const lines: string[] = [];
+  const child = startProcess('backend', process.execPath, [mainPath], { env, onLine: (l) => lines.push(l) });
+  try {
+    await waitFor('/readyz', async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).ok, {
+      process: child,
+      timeoutMs: 60_000,
+    });
+    assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    assert.match(metrics, /controller_runtime_reconcile_total\{[^}]*controller="gitopsdeployment"/);
+    assert.match(metrics, /gitops_relay_operation_crs_total/);
+  } finally {
+    child.child.kill('SIGTERM');
+  }
+  assert.equal(await child.exited, 0);
+  const output = lines.join('\n');
+  assert.ok(lines.some((l) => l.includes('backend ready')));
+  const password = new URL(database.url).password;
+  if (password) assert.ok(!output.includes(password), 'the database password is never logged');
+  assert.ok(!output.includes(env.GITOPS_ENCRYPTION_KEYS.slice(3)), 'the encryption key is never logged');
+});
+
+test('a missing Argo CD namespace is reported clearly and the process exits non-zero', async () => {
+  const port = await freePort();
+  const lines: string[] = [];
+  const child = startProcess('backend', process.execPath, [mainPath], {
+    env: { ...baseEnv(port), ARGOCD_NAMESPACE: `missing-${randomSuffix()}` },
+    onLine: (l) => lines.push(l),
+  });
+  assert.equal(await child.exited, 1);
+  assert.ok(
+    lines.some((l) => l.includes('does not exist')),
+    lines.join('\n'),
+  );
+});
+
+test('invalid configuration lists every bad variable and exits 1', async () => {
+  const lines: string[] = [];
+  const child = startProcess('backend', process.execPath, [mainPath], {
+    env: {
+      ...process.env,
+      DATABASE_URL: 'mysql://x',
+      GITOPS_ENCRYPTION_KEYS: 'short=abc',
+      RESYNC_INTERVAL: '5',
+    },
+    onLine: (l) => lines.push(l),
+  });
+  assert.equal(await child.exited, 1);
+  const output = lines.join('\n');
+  assert.match(output, /DATABASE_URL/);
+  assert.match(output, /GITOPS_ENCRYPTION_KEYS/);
+  assert.match(output, /RESYNC_INTERVAL/);
+  assert.ok(!output.includes('mysql://x'), 'secret values are not echoed');
+});
