@@ -6,7 +6,13 @@
  */
 
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
-import { createDb, type Database, type EngineInstanceRow, upsertEngineInstance } from '@gitops/db';
+import {
+  createDb,
+  type Database,
+  type EngineInstanceRow,
+  getEngineInstanceByName,
+  upsertEngineInstance,
+} from '@gitops/db';
 import {
   createInformer,
   createLogger,
@@ -103,13 +109,20 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
         `the Argo CD namespace ${namespace} (ARGOCD_NAMESPACE) does not exist; create it before starting the cluster-agent`,
       );
     }
-    engine = await upsertEngineInstance(db, {
-      name: config.engineInstanceName,
-      namespaceName: namespace,
-      namespaceUid: ns.metadata.uid,
-      clusterIdentity: await clusterIdentity(),
-    });
-    const engineInstanceId = engine.id;
+    // Idempotent, as the backend does it: no write when the row already says so, and an existing cluster
+    // identity is kept so the two processes never overwrite each other's.
+    const existing = await getEngineInstanceByName(db, config.engineInstanceName);
+    const registered =
+      existing && existing.namespace_name === namespace && existing.namespace_uid === ns.metadata.uid
+        ? existing
+        : await upsertEngineInstance(db, {
+            name: config.engineInstanceName,
+            namespaceName: namespace,
+            namespaceUid: ns.metadata.uid,
+            clusterIdentity: existing?.cluster_identity ?? (await clusterIdentity()),
+          });
+    engine = registered;
+    const engineInstanceId = registered.id;
     logger.info(
       { engineInstance: config.engineInstanceName, engineInstanceId, namespace },
       'engine instance registered',

@@ -9,20 +9,27 @@ import {
   installSignalHandlers,
   onShutdown,
 } from '@gitops/shared';
-import { buildAgent } from './app.ts';
-import { loadAgentConfig } from './config.ts';
+import { type Agent, buildAgent } from './app.ts';
+import { type AgentConfig, loadAgentConfig } from './config.ts';
 
-let config: ReturnType<typeof loadAgentConfig>;
+let config: AgentConfig;
 try {
   config = loadAgentConfig();
 } catch (err) {
+  // ConfigError lists every bad variable and never echoes a secret value.
   process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);
 }
 
 const logger = createLogger({ name: 'cluster-agent', level: config.logLevel });
 const registry = createMetricsRegistry({ defaultLabels: { component: 'cluster-agent' } });
-const agent = buildAgent(config, { logger, registry });
+let agent: Agent;
+try {
+  agent = buildAgent(config, { logger, registry });
+} catch (err) {
+  logger.fatal({ err }, 'cluster-agent cannot be built (kubeconfig?)');
+  process.exit(1);
+}
 const health = createHealthServer({
   port: config.httpPort,
   host: config.httpHost,
