@@ -1,0 +1,49 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { test } from 'node:test';
+import { ConfigError } from '@gitops/shared';
+import { loadBackendConfig, parseEncryptionKeys } from './config.ts';
+
+const key = () => randomBytes(32).toString('base64');
+const required = {
+  DATABASE_URL: 'postgres://u:p@localhost:5432/gitops',
+  GITOPS_ENCRYPTION_KEYS: `k1=${key()}`,
+};
+
+test('defaults follow the contract', () => {
+  const config = loadBackendConfig(required);
+  assert.equal(config.argoCdNamespace, 'gitops-service-argocd');
+  assert.equal(config.engineInstanceName, 'default');
+  assert.equal(config.httpPort, 8080);
+  assert.equal(config.logLevel, 'info');
+  assert.equal(config.resyncIntervalMs, 600_000);
+  assert.equal(config.relayEnabled, true);
+  assert.equal(config.encryptionKeys.activeKeyId, 'k1');
+});
+
+test('GITOPS_RELAY_ENABLED=false disables the relay; RESYNC_INTERVAL is a duration', () => {
+  const config = loadBackendConfig({ ...required, GITOPS_RELAY_ENABLED: 'false', RESYNC_INTERVAL: '30s' });
+  assert.equal(config.relayEnabled, false);
+  assert.equal(config.resyncIntervalMs, 30_000);
+});
+
+test('encryption keys: the first is active; bad keys are reported without their value', () => {
+  const result = parseEncryptionKeys(`new=${key()},old=${key()}`);
+  assert.ok('value' in result);
+  assert.equal(result.value.activeKeyId, 'new');
+  assert.deepEqual(
+    result.value.keys.map((k) => k.id),
+    ['new', 'old'],
+  );
+  const secret = Buffer.from('sixteen byte key').toString('base64');
+  try {
+    loadBackendConfig({ ...required, GITOPS_ENCRYPTION_KEYS: `k=${secret}` });
+    assert.fail('expected a ConfigError');
+  } catch (err) {
+    assert.ok(err instanceof ConfigError);
+    assert.match(err.message, /GITOPS_ENCRYPTION_KEYS/);
+    assert.ok(!err.message.includes(secret));
+  }
+  assert.ok('error' in parseEncryptionKeys(`a=${key()},a=${key()}`));
+  assert.ok('error' in parseEncryptionKeys('novalue'));
+});
