@@ -17,7 +17,6 @@ import {
   kubeRequest,
   type LogLevel,
   loadKubeConfig,
-  type Registry,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { type Backend, buildBackend } from '../app.ts';
