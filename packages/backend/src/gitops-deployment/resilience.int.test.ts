@@ -1,0 +1,140 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { completeOperation, failOperation, getApplicationByName, startOperation } from '@gitops/db';
+import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { conditionsOf } from './gitops-deployment.object.ts';
+
+const spec = { source: { repoURL: 'https://github.com/org/repo', path: 'env/dev' }, type: 'automated' };
+
+describe('GitOpsDeployment reconciler: replicas, restarts and failed operations', () => {
+  let f: BackendFixture;
+  let tenant: { name: string; uid: string };
+
+  before(async () => {
+    f = await createBackendFixture();
+    tenant = await f.createNamespace();
+  });
+  after(async () => {
+    await f?.cleanup();
+  });
+
+  test('two backend replicas write exactly one application, one operation and one Operation CR per GitOpsDeployment', async () => {
+    const replicas = [await f.startBackend(), await f.startBackend()];
+    const names = Array.from({ length: 6 }, (_, i) => `replicated-${i}`);
+    const crs = await Promise.all(names.map((name) => f.createDeployment(tenant.name, name, spec)));
+    const applications = await Promise.all(
+      crs.map((cr) =>
+        eventually(`application of ${cr.metadata.name}`, () =>
+          getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
+        ),
+      ),
+    );
+    for (const replica of replicas) {
+      replica.deployments.enqueueAll();
+      await replica.deployments.queue.whenIdle();
+    }
+    for (const application of applications) {
+      const operations = await f.db
+        .selectFrom('operation')
+        .selectAll()
+        .where('resource_id', '=', application.id)
+        .execute();
+      assert.equal(operations.length, 1, `one operation for ${application.name}`);
+      await eventually(
+        'delivered',
+        async () =>
+          (
+            await f.db
+              .selectFrom('operation')
+              .select('delivered_at')
+              .where('id', '=', operations[0]!.id)
+              .executeTakeFirst()
+          )?.delivered_at ?? undefined,
+      );
+      assert.ok(await f.getOperationCr(operations[0]!.id));
+    }
+    const mappings = await f.db
+      .selectFrom('api_cr_mapping')
+      .selectAll()
+      .where('cr_namespace', '=', tenant.name)
+      .execute();
+    assert.equal(mappings.length, names.length);
+    for (const replica of replicas) await f.stopBackend(replica);
+  });
+
+  test('a GitOpsDeployment deleted while no backend ran is cleaned up when one starts', async () => {
+    const first = await f.startBackend();
+    const cr = await f.createDeployment(tenant.name, 'deleted-while-down', spec);
+    const application = await eventually('application', () =>
+      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
+    );
+    await f.stopBackend(first);
+    await f.deleteDeployment(tenant.name, 'deleted-while-down');
+    await eventually('CR gone', async () => !(await f.getDeployment(tenant.name, 'deleted-while-down')));
+
+    const second = await f.startBackend();
+    await eventually(
+      'orphaned application deleted',
+      async () => !(await getApplicationByName(f.db, application.name)),
+    );
+    const operations = await f.db
+      .selectFrom('operation')
+      .selectAll()
+      .where('resource_id', '=', application.id)
+      .execute();
+    assert.ok(
+      operations.some((o) => o.owner_uid === cr.metadata.uid && o.state === 'Waiting'),
+      'the delete is announced',
+    );
+    await f.stopBackend(second);
+  });
+
+  test('a Failed operation of a live GitOpsDeployment is reported in ErrorOccurred; the next change resolves it', async () => {
+    const backend = await f.startBackend();
+    const cr = await f.createDeployment(tenant.name, 'failing', spec);
+    const application = await eventually('application', () =>
+      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
+    );
+    const operation = await f.db
+      .selectFrom('operation')
+      .selectAll()
+      .where('resource_id', '=', application.id)
+      .executeTakeFirstOrThrow();
+    assert.equal((await startOperation(f.db, operation.id)).status, 'started');
+    await failOperation(
+      f.db,
+      operation.id,
+      'the Application was rejected: spec.source.repoURL is not permitted',
+    );
+    const failed = await eventually('ErrorOccurred', async () => {
+      const object = await f.getDeployment(tenant.name, 'failing');
+      const condition = object && conditionsOf(object).find((c) => c.type === 'ErrorOccurred');
+      return condition?.status === 'True' ? condition : undefined;
+    });
+    assert.match(failed.message ?? '', /spec.source.repoURL is not permitted/);
+
+    await f.applyDeployment(tenant.name, 'failing', {
+      ...spec,
+      source: { ...spec.source, targetRevision: 'v2' },
+    });
+    const next = await eventually(
+      'a new operation',
+      async () =>
+        await f.db
+          .selectFrom('operation')
+          .selectAll()
+          .where('resource_id', '=', application.id)
+          .where('state', '=', 'Waiting')
+          .executeTakeFirst(),
+    );
+    assert.equal((await startOperation(f.db, next.id)).status, 'started');
+    await completeOperation(f.db, next.id);
+    const resolved = await eventually('ErrorOccurredResolved', async () => {
+      const object = await f.getDeployment(tenant.name, 'failing');
+      const condition = object && conditionsOf(object).find((c) => c.type === 'ErrorOccurred');
+      return condition?.status === 'False' ? condition : undefined;
+    });
+    assert.equal(resolved.reason, 'ErrorOccurredResolved');
+    await f.stopBackend(backend);
+  });
+});
