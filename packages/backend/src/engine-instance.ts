@@ -34,10 +34,16 @@ async function namespaceUid(kc: KubeConfig, name: string): Promise<string | unde
   }
 }
 
+/** kube-system's uid identifies a cluster across API server URLs; the URL is the fallback (RBAC). */
+async function clusterIdentityOf(kc: KubeConfig): Promise<string> {
+  const uid = await namespaceUid(kc, 'kube-system').catch(() => undefined);
+  return uid ?? kc.getCurrentCluster()?.server ?? 'unknown';
+}
+
 /**
  * Upserts `engine_instance` (name, namespace, namespace uid). Writes nothing when the row already says
  * so, and keeps the cluster identity another process (the agent) recorded; a new row gets the uid of
- * `kube-system`, the usual stable identity of a cluster.
+ * `kube-system` (as the agent does), the usual stable identity of a cluster.
  * @throws TerminalError when the namespace does not exist.
  */
 export async function registerEngineInstance(
@@ -55,7 +61,7 @@ export async function registerEngineInstance(
   const existing = await getEngineInstanceByName(db, instance.name);
   if (existing && existing.namespace_name === instance.namespace && existing.namespace_uid === uid)
     return existing;
-  const clusterIdentity = existing?.cluster_identity ?? (await namespaceUid(kc, 'kube-system')) ?? 'unknown';
+  const clusterIdentity = existing?.cluster_identity ?? (await clusterIdentityOf(kc));
   return await upsertEngineInstance(db, {
     name: instance.name,
     namespaceName: instance.namespace,
