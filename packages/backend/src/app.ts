@@ -131,6 +131,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     registry,
     logger: logger.child({ controller: 'gitopsdeployment-status' }),
     concurrency: config.maxConcurrentReconciles,
+    events,
   });
   const relay = config.relayEnabled
     ? createOperationRelay({

@@ -7,6 +7,7 @@ import {
   parseApplicationState,
   RESOURCES_TRUNCATED_CONDITION,
   statusPatch,
+  syncTransitionEvent,
 } from './deployment-status.ts';
 
 const now = new Date('2026-02-01T10:00:00Z');
@@ -203,5 +204,35 @@ describe('GitOpsDeployment status from the application_state projection', () => 
     assert.equal(state.sync, undefined);
     assert.deepEqual(state.resources, [{ name: 'x' }]);
     assert.deepEqual(state.conditions, [{ type: 'T', message: '' }]);
+  });
+});
+
+describe('sync Events from operationState transitions', () => {
+  test('a new run, its success and its failure are notable; the same state again is not', () => {
+    const running = { phase: 'Running', startedAt: 't1', operation: { sync: { revision: 'abc' } } };
+    assert.deepEqual(syncTransitionEvent(undefined, running), {
+      type: 'Normal',
+      reason: 'SyncStarted',
+      message: 'Argo CD started a sync at revision abc',
+    });
+    assert.equal(syncTransitionEvent(running, { ...running }), undefined);
+    assert.deepEqual(
+      syncTransitionEvent(running, {
+        phase: 'Succeeded',
+        startedAt: 't1',
+        message: 'done',
+        syncResult: { revision: 'abc' },
+      }),
+      { type: 'Normal', reason: 'SyncSucceeded', message: 'Argo CD synced at revision abc: done' },
+    );
+    assert.equal(
+      syncTransitionEvent(undefined, { phase: 'Failed', startedAt: 't2', message: 'x' })?.reason,
+      'SyncFailed',
+    );
+    assert.equal(
+      syncTransitionEvent({ phase: 'Failed', startedAt: 't2' }, { phase: 'Failed', startedAt: 't2' }),
+      undefined,
+    );
+    assert.equal(syncTransitionEvent({ phase: 'Running' }, undefined), undefined);
   });
 });

@@ -203,3 +203,60 @@ export function statusPatch(
     if (currentStatus[field] !== undefined) current[field] = currentStatus[field];
   return createMergePatch(current, desired);
 }
+
+/** Event reasons of the status path. */
+export const SyncEventReason = {
+  SyncStarted: 'SyncStarted',
+  SyncSucceeded: 'SyncSucceeded',
+  SyncFailed: 'SyncFailed',
+} as const;
+
+export interface SyncEvent {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+function field(object: unknown, ...path: string[]): unknown {
+  let current = object;
+  for (const key of path) current = isJsonObject(current) ? current[key] : undefined;
+  return current;
+}
+
+/**
+ * The Event for an Argo CD sync that started or finished between two `operationState`s (a run is
+ * identified by `startedAt`), or `undefined` when nothing notable happened.
+ */
+export function syncTransitionEvent(previous: unknown, next: unknown): SyncEvent | undefined {
+  const phase = field(next, 'phase');
+  if (typeof phase !== 'string') return undefined;
+  const sameRun = field(previous, 'startedAt') === field(next, 'startedAt');
+  if (sameRun && field(previous, 'phase') === phase) return undefined;
+  const revision = field(next, 'syncResult', 'revision') ?? field(next, 'operation', 'sync', 'revision');
+  const atRevision = typeof revision === 'string' && revision !== '' ? ` at revision ${revision}` : '';
+  const message = field(next, 'message');
+  const detail = typeof message === 'string' && message !== '' ? `: ${bounded(message)}` : '';
+  switch (phase) {
+    case 'Running':
+      return {
+        type: 'Normal',
+        reason: SyncEventReason.SyncStarted,
+        message: `Argo CD started a sync${atRevision}`,
+      };
+    case 'Succeeded':
+      return {
+        type: 'Normal',
+        reason: SyncEventReason.SyncSucceeded,
+        message: `Argo CD synced${atRevision}${detail}`,
+      };
+    case 'Failed':
+    case 'Error':
+      return {
+        type: 'Warning',
+        reason: SyncEventReason.SyncFailed,
+        message: `Argo CD sync failed${atRevision}${detail}`,
+      };
+    default:
+      return undefined;
+  }
+}

@@ -14,6 +14,7 @@ import {
 } from '@gitops/db';
 import {
   createWorkQueue,
+  type EventRecorder,
   type Informer,
   type KubeConfig,
   type KubeObject,
@@ -30,6 +31,7 @@ import {
   gitOpsDeploymentRef,
   isBeingDeleted,
   statusOf,
+  withTypeMeta,
 } from '../gitops-deployment/gitops-deployment.object.ts';
 import { BACKEND_FIELD_MANAGER } from '../gitops-deployment/gitops-deployment.reconciler.ts';
 import { isJsonObject } from '../json.ts';
@@ -38,6 +40,7 @@ import {
   managedEnvironmentIdOf,
   parseApplicationState,
   statusPatch,
+  syncTransitionEvent,
 } from './deployment-status.ts';
 
 export interface StatusControllerOptions {
@@ -47,6 +50,7 @@ export interface StatusControllerOptions {
   registry: Registry;
   logger: Logger;
   concurrency: number;
+  events: EventRecorder;
   now?: () => Date;
 }
 
@@ -104,6 +108,8 @@ export function createStatusController(options: StatusControllerOptions): Status
         { fieldManager: BACKEND_FIELD_MANAGER },
       );
       logger.debug({ application: mapping.application_id }, 'status updated from the Argo CD Application');
+      const event = syncTransitionEvent(statusOf(object).operationState, desired.operationState);
+      if (event) await options.events.event(withTypeMeta(object), event.type, event.reason, event.message);
     },
   });
   const unsubscribe = [

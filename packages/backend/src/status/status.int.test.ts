@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { getApplicationByName, writeApplicationState } from '@gitops/db';
-import type { KubeObject } from '@gitops/shared';
+import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import type { Backend } from '../app.ts';
 import { conditionsOf, statusOf } from '../gitops-deployment/gitops-deployment.object.ts';
 import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
@@ -127,6 +127,14 @@ describe('status path', () => {
     assert.equal(comparison?.reason, 'ComparisonError');
     assert.equal(comparison?.message, 'rpc error: repository not found');
     assert.equal(conditions.find((c) => c.type === 'SyncError')?.status, 'True');
+    const syncEvent = await eventually('a SyncSucceeded event', async () => {
+      const list = (await kubeRequest(f.kc, {
+        method: HttpMethod.GET,
+        path: `/api/v1/namespaces/${tenant.name}/events`,
+      })) as { items: Array<{ reason: string; message: string; involvedObject: { name: string } }> };
+      return list.items.find((e) => e.involvedObject.name === 'observed' && e.reason === 'SyncSucceeded');
+    });
+    assert.equal(syncEvent.message, 'Argo CD synced at revision abc123: successfully synced (all tasks run)');
     const errorOccurred = conditions.find((c) => c.type === 'ErrorOccurred');
     assert.equal(errorOccurred?.status, 'True', 'the status path leaves ErrorOccurred alone');
 
