@@ -31,8 +31,10 @@ const server = createHealthServer({
   logger,
 });
 
+let shuttingDown = false;
 installSignalHandlers(
   async () => {
+    shuttingDown = true;
     server.startDraining();
     await backend.close();
     await server.close();
@@ -44,6 +46,11 @@ await server.listen();
 try {
   await backend.start();
 } catch (err) {
+  // A signal during start stops the informer and the listener: then the signal handler exits, not us.
+  if (!shuttingDown) await exitAfterFailedStart(err);
+}
+
+async function exitAfterFailedStart(err: unknown): Promise<never> {
   logger.fatal({ err }, 'the backend could not start');
   // Kubernetes restarts the pod; exit non-zero after releasing what was opened (bounded in time).
   const cleanup = (async () => {
