@@ -24,14 +24,12 @@ import {
   createInformer,
   createLogger,
   createMetricsRegistry,
-  ErrorCode,
   type Informer,
   type KubeConfig,
   type KubeObject,
   type Logger,
   loadKubeConfig,
   type Registry,
-  TerminalError,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import type { BackendConfig } from './config.ts';
@@ -77,17 +75,10 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const registry = options.registry ?? createMetricsRegistry({ defaultLabels: { component: 'backend' } });
   const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
   const sealer = createSealer(config.encryptionKeys);
-  let selector: LabelSelector | undefined;
-  if (config.gitopsDeploymentLabelSelector) {
-    try {
-      selector = parseLabelSelector(config.gitopsDeploymentLabelSelector);
-    } catch (err) {
-      throw new TerminalError(
-        ErrorCode.configInvalid,
-        `GITOPS_DEPLOYMENT_LABEL_SELECTOR: ${(err as Error).message}`,
-      );
-    }
-  }
+  // Validated by the config loader already.
+  const selector: LabelSelector | undefined = config.gitopsDeploymentLabelSelector
+    ? parseLabelSelector(config.gitopsDeploymentLabelSelector)
+    : undefined;
   const db = createDb(config.databaseUrl, {
     applicationName: 'gitops-backend',
     onIdleConnectionError: (err) => logger.warn({ err }, 'idle database connection failed'),

@@ -47,3 +47,14 @@ test('encryption keys: the first is active; bad keys are reported without their 
   assert.ok('error' in parseEncryptionKeys(`a=${key()},a=${key()}`));
   assert.ok('error' in parseEncryptionKeys('novalue'));
 });
+
+test('GITOPS_DEPLOYMENT_LABEL_SELECTOR is validated at start', () => {
+  assert.equal(
+    loadBackendConfig({ ...required, GITOPS_DEPLOYMENT_LABEL_SELECTOR: 'a=b' }).gitopsDeploymentLabelSelector,
+    'a=b',
+  );
+  assert.throws(
+    () => loadBackendConfig({ ...required, GITOPS_DEPLOYMENT_LABEL_SELECTOR: 'a in (b)' }),
+    ConfigError,
+  );
+});

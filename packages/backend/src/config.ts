@@ -11,10 +11,10 @@ import {
   durationVar,
   type EnvVar,
   loadConfig,
-  optionalStringVar,
   stringVar,
 } from '@gitops/shared';
 import { z } from 'zod';
+import { parseLabelSelector } from './label-selector.ts';
 
 /** DNS-1123 label: namespace names. */
 const dns1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -63,6 +63,32 @@ function encryptionKeysVar(name: string): EnvVar<EncryptionKeys> {
   };
 }
 
+function labelSelectorVar(name: string): EnvVar<string | undefined> {
+  const schema = z
+    .string()
+    .optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined) return undefined;
+      try {
+        parseLabelSelector(raw);
+        return raw;
+      } catch (err) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must be an equality-based label selector (${(err as Error).message})`,
+        });
+        return z.NEVER;
+      }
+    });
+  return {
+    name,
+    schema,
+    secret: false,
+    description:
+      'only GitOpsDeployments matching this equality-based label selector (test isolation, sharding); all when unset',
+  };
+}
+
 export const backendConfigSchema = {
   logLevel: commonConfig.logLevel,
   httpHost: commonConfig.httpHost,
@@ -100,10 +126,7 @@ export const backendConfigSchema = {
     max: '10m',
     description: 'safety-net sweep of undelivered operations (NOTIFY wakes the relay at once)',
   }),
-  gitopsDeploymentLabelSelector: optionalStringVar('GITOPS_DEPLOYMENT_LABEL_SELECTOR', {
-    description:
-      'only GitOpsDeployments matching this equality-based label selector (test isolation, sharding); all when unset',
-  }),
+  gitopsDeploymentLabelSelector: labelSelectorVar('GITOPS_DEPLOYMENT_LABEL_SELECTOR'),
 } as const;
 
 export type BackendConfig = ConfigOf<typeof backendConfigSchema>;

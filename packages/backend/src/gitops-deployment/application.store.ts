@@ -215,6 +215,8 @@ export interface OperationsOutcome {
 /**
  * The Application operations owned by GitOpsDeployment `ownerUid` (optionally for one application).
  * The agent serialises work per resource, so the operation that finished last is the newest outcome.
+ * With `applicationId` the query uses the (resource_type, resource_id) index; without it (deleting
+ * deployments that carry the user finalizer, whose rows are gone) it filters on owner_uid alone.
  */
 export async function applicationOperationsOutcome(
   db: Kysely<Database>,
