@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { getApplicationByName, insertOperation, upsertEngineInstance } from '@gitops/db';
 import { createMetricsRegistry, createSilentLogger, loadKubeConfig } from '@gitops/shared';
+import { sql } from 'kysely';
 import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
 import { createOperationRelay } from './operation-relay.ts';
 
@@ -143,5 +144,23 @@ describe('outbox relay', () => {
     assert.equal(row.delivery_attempts, 1);
     assert.ok(row.next_delivery_at.getTime() > Date.now() - 1000, 'retry scheduled in the future');
     await relay.stop();
+  });
+
+  test('an operation committed while the LISTEN connection is down is delivered after it reconnects', async () => {
+    // A long sweep interval: only NOTIFY or the sweep after reconnecting can deliver it.
+    const backend = await f.startBackend({ GITOPS_RELAY_SWEEP_INTERVAL: '10m' });
+    await sql`select pg_terminate_backend(pid) from pg_stat_activity
+              where application_name = 'gitops-backend-listen' and datname = current_database()`.execute(
+      f.db,
+    );
+    const { operation } = await f.db.transaction().execute(async (trx) =>
+      insertOperation(trx, {
+        engineInstanceId: backend.engineInstance().id,
+        resourceType: 'Application',
+        resourceId: randomUUID(),
+      }),
+    );
+    await eventually('Operation CR', () => f.getOperationCr(operation.id));
+    await f.stopBackend(backend);
   });
 });
