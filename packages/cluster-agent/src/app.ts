@@ -251,21 +251,25 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     for (const informer of informers) informer.start();
     const synced = await Promise.all(informers.map((informer) => informer.waitForSync(stopStart.signal)));
     if (!synced.every(Boolean)) throw new Error('the agent was closed before its informers synced');
+    // Recovery: this agent is the only one serving the engine instance, so an In_Progress row at start was
+    // left by a previous process that died mid-operation. Hand them all back before taking new work.
+    const sweep = (staleAfterMs: number) =>
+      sweepOperations({
+        db,
+        engineInstanceId,
+        logger,
+        staleAfterMs,
+        holds: processor.holds,
+        enqueueResource,
+      });
+    await sweep(0);
     for (const queue of queues) queue.start();
 
     periodics.push(
       runPeriodically(
         'operation-sweep',
         config.operationSweepIntervalMs,
-        () =>
-          sweepOperations({
-            db,
-            engineInstanceId,
-            logger,
-            staleAfterMs: config.operationStaleAfterMs,
-            holds: processor.holds,
-            enqueueResource,
-          }),
+        () => sweep(config.operationStaleAfterMs),
         { logger },
       ),
       runPeriodically(

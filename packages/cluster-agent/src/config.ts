@@ -123,7 +123,8 @@ export const agentConfigSchema = {
     default: '2m',
     min: '1s',
     max: '24h',
-    description: 'an In_Progress row not held by this process for this long is retried (agent crashed)',
+    description:
+      'an In_Progress row not held by this process for this long is retried (all of them at start: agent crashed)',
   }),
 } as const;
 
