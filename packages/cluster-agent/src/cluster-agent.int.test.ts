@@ -620,7 +620,7 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
     });
   });
 
-  it('after a restart, an Application deleted while the agent was down is re-created by the resync', async () => {
+  it('after a restart, an Application deleted while the agent was down is re-created and In_Progress operations are recovered', async () => {
     const tenant = await givenTenant(tenantNamespaces[1]!);
     const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/restart' });
     assert.equal((await finished(operation.id)).state, 'Completed');
@@ -630,10 +630,19 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
     await eventually('Application gone', async () =>
       (await getObject(kc, appRef(application.name))) ? undefined : true,
     );
-    agent = buildAgent(agentConfig, {
-      logger: createSilentLogger(),
-      registry: createMetricsRegistry({ defaultMetrics: false }),
+    // Left In_Progress by the agent that stopped: recovered at start, not after OPERATION_STALE_AFTER.
+    const crashed = await deploy(tenant, {
+      repoURL: 'https://github.com/org/restart',
+      relay: false,
+      crashed: true,
     });
+    agent = buildAgent(
+      { ...agentConfig, operationStaleAfterMs: 24 * 3_600_000 },
+      {
+        logger: createSilentLogger(),
+        registry: createMetricsRegistry({ defaultMetrics: false }),
+      },
+    );
     await agent.start();
     assert.equal(
       agent.engineInstance()?.id,
@@ -644,5 +653,8 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
       'Application re-created',
       async () => (await getObject(kc, appRef(application.name))) ?? undefined,
     );
+    const recovered = await finished(crashed.operation.id);
+    assert.equal(recovered.state, 'Completed', recovered.message);
+    assert.ok(await getObject(kc, appRef(crashed.application.name)));
   });
 });
