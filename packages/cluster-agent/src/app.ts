@@ -167,7 +167,12 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
       const ownerUserIds = [...new Set(ops.map((op) => op.owner_user_id).filter(isUuid))];
       switch (resource.type) {
         case 'Application':
-          return await reconciler.reconcileApplication(resource.id, { ownerUserIds, signal, logger: log });
+          return await reconciler.reconcileApplication(resource.id, {
+            ownerUserIds,
+            recomputeProject: ops.length > 0,
+            signal,
+            logger: log,
+          });
         case 'AppProject':
           return await reconciler.reconcileAppProject(resource.id, { signal, logger: log });
         case 'ManagedEnvironment':

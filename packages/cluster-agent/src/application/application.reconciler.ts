@@ -31,10 +31,19 @@ import { readTenantResources } from './tenant.queries.ts';
 const PENDING_DELETE_RECHECK_MS = 10_000;
 
 export interface ApplicationReconciler {
-  /** Application row `id` exists → apply its Application (and the tenant's AppProject); gone → delete it. */
+  /**
+   * Application row `id` exists → apply its Application (and the tenant's AppProject); gone → delete it.
+   * `recomputeProject`: recompute the AppProject from the rows (an operation announced a change); otherwise it
+   * is only created when missing (drift repair; the resync checks AppProjects under their own keys).
+   */
   reconcileApplication(
     id: string,
-    options: { ownerUserIds: readonly string[]; signal: AbortSignal; logger: Logger },
+    options: {
+      ownerUserIds: readonly string[];
+      recomputeProject: boolean;
+      signal: AbortSignal;
+      logger: Logger;
+    },
   ): Promise<ResourceOutcome>;
   /** The tenant's AppProject: applied from the rows, or deleted when the tenant has nothing left. */
   reconcileAppProject(
@@ -155,7 +164,12 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
 
   async function reconcileApplication(
     id: string,
-    options: { ownerUserIds: readonly string[]; signal: AbortSignal; logger: Logger },
+    options: {
+      ownerUserIds: readonly string[];
+      recomputeProject: boolean;
+      signal: AbortSignal;
+      logger: Logger;
+    },
   ): Promise<ResourceOutcome> {
     const row = isUuid(id) ? await getApplication(db, id) : undefined;
     if (!row || row.engine_instance_id !== engineInstanceId) return await deleteApplicationsOf(id, options);
@@ -173,7 +187,10 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
       owner: mapping ? { name: mapping.cr_name, namespace: mapping.cr_namespace } : undefined,
       namespace,
     });
-    const project = await reconcileAppProject(row.cluster_user_id, options);
+    const project =
+      options.recomputeProject || !ctx.appProjects.get(namespace, appProjectName(row.cluster_user_id))
+        ? await reconcileAppProject(row.cluster_user_id, options)
+        : { status: 'done' as const, changed: false };
     const live = ctx.applications.get(namespace, row.name);
     if (live?.metadata.deletionTimestamp) {
       return {
