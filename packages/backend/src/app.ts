@@ -32,7 +32,7 @@ import {
   type Registry,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import type { BackendConfig } from './config.ts';
+import { type BackendConfig, shardSelector } from './config.ts';
 import { registerEngineInstance } from './engine-instance.ts';
 import {
   createGitOpsDeploymentController,
@@ -75,10 +75,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const registry = options.registry ?? createMetricsRegistry({ defaultLabels: { component: 'backend' } });
   const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
   const sealer = createSealer(config.encryptionKeys);
-  // Validated by the config loader already.
-  const selector: LabelSelector | undefined = config.gitopsDeploymentLabelSelector
-    ? parseLabelSelector(config.gitopsDeploymentLabelSelector)
-    : undefined;
+  const selector: LabelSelector = parseLabelSelector(shardSelector(config.backendShard));
   const db = createDb(config.databaseUrl, {
     applicationName: 'gitops-backend',
     onIdleConnectionError: (err) => logger.warn({ err }, 'idle database connection failed'),
@@ -87,7 +84,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const informer = createInformer<KubeObject>({
     kubeConfig: kc,
     resource: { apiVersion: API_GROUP_VERSION, plural: Plural.GitOpsDeployment },
-    labelSelector: selector?.text,
+    labelSelector: selector.text,
     registry,
     logger,
     resyncPeriodMs: config.resyncIntervalMs,

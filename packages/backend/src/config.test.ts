@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { ConfigError } from '@gitops/shared';
-import { loadBackendConfig, parseEncryptionKeys } from './config.ts';
+import { loadBackendConfig, parseEncryptionKeys, shardSelector } from './config.ts';
 
 const key = () => randomBytes(32).toString('base64');
 const required = {
@@ -48,13 +48,14 @@ test('encryption keys: the first is active; bad keys are reported without their 
   assert.ok('error' in parseEncryptionKeys('novalue'));
 });
 
-test('GITOPS_DEPLOYMENT_LABEL_SELECTOR is validated at start', () => {
+test('GITOPS_BACKEND_SHARD picks the labelled GitOpsDeployments; unset serves the unlabelled ones', () => {
   assert.equal(
-    loadBackendConfig({ ...required, GITOPS_DEPLOYMENT_LABEL_SELECTOR: 'a=b' }).gitopsDeploymentLabelSelector,
-    'a=b',
+    shardSelector(loadBackendConfig(required).backendShard),
+    '!managed-gitops.redhat.com/backend-shard',
   );
-  assert.throws(
-    () => loadBackendConfig({ ...required, GITOPS_DEPLOYMENT_LABEL_SELECTOR: 'a in (b)' }),
-    ConfigError,
+  assert.equal(
+    shardSelector(loadBackendConfig({ ...required, GITOPS_BACKEND_SHARD: 'a1' }).backendShard),
+    'managed-gitops.redhat.com/backend-shard=a1',
   );
+  assert.throws(() => loadBackendConfig({ ...required, GITOPS_BACKEND_SHARD: 'a b' }), ConfigError);
 });

@@ -14,7 +14,6 @@ import {
   stringVar,
 } from '@gitops/shared';
 import { z } from 'zod';
-import { parseLabelSelector } from './label-selector.ts';
 
 /** DNS-1123 label: namespace names. */
 const dns1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -63,30 +62,17 @@ function encryptionKeysVar(name: string): EnvVar<EncryptionKeys> {
   };
 }
 
-function labelSelectorVar(name: string): EnvVar<string | undefined> {
-  const schema = z
-    .string()
-    .optional()
-    .transform((raw, ctx) => {
-      if (raw === undefined) return undefined;
-      try {
-        parseLabelSelector(raw);
-        return raw;
-      } catch (err) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `must be an equality-based label selector (${(err as Error).message})`,
-        });
-        return z.NEVER;
-      }
-    });
-  return {
-    name,
-    schema,
-    secret: false,
-    description:
-      'only GitOpsDeployments matching this equality-based label selector (test isolation, sharding); all when unset',
-  };
+/** Label that assigns a GitOpsDeployment to one backend shard (see {@link shardSelector}). */
+export const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+
+/**
+ * The GitOpsDeployments a backend serves: with `GITOPS_BACKEND_SHARD=x` only those labelled
+ * `managed-gitops.redhat.com/backend-shard: x`; without it only those without that label. So sharded
+ * backends (and tests, which shard per test file) never serve each other's objects, and an unsharded
+ * installation serves everything users create.
+ */
+export function shardSelector(shard: string | undefined): string {
+  return shard ? `${BACKEND_SHARD_LABEL}=${shard}` : `!${BACKEND_SHARD_LABEL}`;
 }
 
 export const backendConfigSchema = {
@@ -126,7 +112,12 @@ export const backendConfigSchema = {
     max: '10m',
     description: 'safety-net sweep of undelivered operations (NOTIFY wakes the relay at once)',
   }),
-  gitopsDeploymentLabelSelector: labelSelectorVar('GITOPS_DEPLOYMENT_LABEL_SELECTOR'),
+  backendShard: stringVar('GITOPS_BACKEND_SHARD', {
+    default: '',
+    maxLength: 63,
+    pattern: /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/,
+    description: `serve only GitOpsDeployments labelled ${BACKEND_SHARD_LABEL}=<value>; unset = those without the label`,
+  }),
 } as const;
 
 export type BackendConfig = ConfigOf<typeof backendConfigSchema>;

@@ -1,6 +1,13 @@
 /** @gitops/backend: buildBackend for tests and the e2e fixture; main.ts is the process. */
 export { type Backend, type BuildBackendOptions, buildBackend } from './app.ts';
-export { type BackendConfig, backendConfigSchema, loadBackendConfig, parseEncryptionKeys } from './config.ts';
+export {
+  BACKEND_SHARD_LABEL,
+  type BackendConfig,
+  backendConfigSchema,
+  loadBackendConfig,
+  parseEncryptionKeys,
+  shardSelector,
+} from './config.ts';
 export {
   desiredApplicationSpec,
   parseGitOpsDeploymentSpec,

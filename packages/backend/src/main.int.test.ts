@@ -34,7 +34,7 @@ const baseEnv = (port: number) => ({
   ENGINE_INSTANCE_NAME: `main-${randomSuffix()}`,
   GITOPS_ENCRYPTION_KEYS: `k1=${randomBytes(32).toString('base64')}`,
   // Match nothing of other test files: this process only proves the wiring.
-  GITOPS_DEPLOYMENT_LABEL_SELECTOR: `backend-test.gitops/run=main-${randomSuffix()}`,
+  GITOPS_BACKEND_SHARD: `main-${randomSuffix()}`,
   HTTP_PORT: String(port),
   LOG_LEVEL: 'info',
 });

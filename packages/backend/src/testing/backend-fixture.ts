@@ -1,8 +1,8 @@
 /**
  * Integration-test fixture: a backend built in-process (buildBackend) against the test run's real
  * PostgreSQL (a cloned database per fixture) and API server. Each fixture has its own Argo CD namespace,
- * engine instance name and a label selector, so test files running at the same time never serve each
- * other's GitOpsDeployments.
+ * engine instance name and backend shard (GITOPS_BACKEND_SHARD + the shard label on its GitOpsDeployments),
+ * so test files, and unsharded backends of other suites, never serve each other's GitOpsDeployments.
  */
 import { randomBytes } from 'node:crypto';
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
@@ -20,9 +20,7 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { type Backend, buildBackend } from '../app.ts';
-import { loadBackendConfig } from '../config.ts';
-
-export const TEST_LABEL = 'backend-test.gitops/run';
+import { BACKEND_SHARD_LABEL, loadBackendConfig } from '../config.ts';
 
 export const randomSuffix = () => randomBytes(4).toString('hex');
 
@@ -117,7 +115,7 @@ export async function createBackendFixture(): Promise<BackendFixture> {
         ARGOCD_NAMESPACE: argoCdNamespace,
         ENGINE_INSTANCE_NAME: engineInstanceName,
         GITOPS_ENCRYPTION_KEYS: encryptionKeys,
-        GITOPS_DEPLOYMENT_LABEL_SELECTOR: `${TEST_LABEL}=${runLabel}`,
+        GITOPS_BACKEND_SHARD: runLabel,
         GITOPS_RELAY_SWEEP_INTERVAL: '1s',
         LOG_LEVEL: 'silent',
         ...env,
@@ -154,7 +152,12 @@ export async function createBackendFixture(): Promise<BackendFixture> {
         body: {
           apiVersion: API_GROUP_VERSION,
           kind: 'GitOpsDeployment',
-          metadata: { name, namespace, labels: { [TEST_LABEL]: runLabel }, finalizers: options.finalizers },
+          metadata: {
+            name,
+            namespace,
+            labels: { [BACKEND_SHARD_LABEL]: runLabel },
+            finalizers: options.finalizers,
+          },
           spec,
         },
       })) as KubeObject;
@@ -169,7 +172,7 @@ export async function createBackendFixture(): Promise<BackendFixture> {
         body: {
           apiVersion: API_GROUP_VERSION,
           kind: 'GitOpsDeployment',
-          metadata: { name, namespace, labels: { [TEST_LABEL]: runLabel } },
+          metadata: { name, namespace, labels: { [BACKEND_SHARD_LABEL]: runLabel } },
           spec,
         },
       })) as KubeObject;
