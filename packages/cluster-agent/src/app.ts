@@ -100,8 +100,13 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     return kc.getCurrentCluster()?.server ?? 'unknown';
   }
 
+  /** start() checks this after every wait, so a close() during start leaves nothing running. */
+  function throwIfClosed() {
+    if (closing) throw new Error('the agent was closed during start');
+  }
+
   async function start(): Promise<void> {
-    if (closing) throw new Error('the agent was closed');
+    throwIfClosed();
     const ns = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
     if (!ns?.metadata.uid) {
       throw new TerminalError(
@@ -121,6 +126,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
             namespaceUid: ns.metadata.uid,
             clusterIdentity: existing?.cluster_identity ?? (await clusterIdentity()),
           });
+    throwIfClosed();
     engine = registered;
     const engineInstanceId = registered.id;
     logger.info(
@@ -256,6 +262,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     for (const informer of informers) informer.start();
     const synced = await Promise.all(informers.map((informer) => informer.waitForSync(stopStart.signal)));
     if (!synced.every(Boolean)) throw new Error('the agent was closed before its informers synced');
+    throwIfClosed();
     // Recovery: this agent is the only one serving the engine instance, so an In_Progress row at start was
     // left by a previous process that died mid-operation. Hand them all back before taking new work.
     const sweep = (staleAfterMs: number) =>
@@ -268,6 +275,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
         enqueueResource,
       });
     await sweep(0);
+    throwIfClosed();
     for (const queue of queues) queue.start();
 
     periodics.push(

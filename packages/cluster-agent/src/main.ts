@@ -39,8 +39,10 @@ const health = createHealthServer({
 });
 
 onShutdown(() => agent.close(), 'agent');
+let stopping = false;
 installSignalHandlers(
   async () => {
+    stopping = true;
     health.startDraining();
     await agent.close();
     await health.close();
@@ -52,8 +54,11 @@ try {
   await health.listen();
   await agent.start();
 } catch (err) {
-  logger.fatal({ err }, 'cluster-agent failed to start');
-  await agent.close().catch(() => undefined);
-  await health.close().catch(() => undefined);
-  process.exit(1);
+  // A signal during start closes the agent, which ends start(): that is a graceful shutdown, not a failure.
+  if (!stopping) {
+    logger.fatal({ err }, 'cluster-agent failed to start');
+    await agent.close().catch(() => undefined);
+    await health.close().catch(() => undefined);
+    process.exit(1);
+  }
 }
