@@ -524,7 +524,7 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
     assert.ok(await getObject(kc, appRef(good.application.name)));
   });
 
-  it('an Operation CR in another namespace, for another engine instance, is ignored', async () => {
+  it('Operation CRs in another namespace, for another engine instance, or without a valid id are ignored', async () => {
     const tenant = await givenTenant(tenantNamespaces[3]!);
     const otherNs = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: otherArgoCdNamespace });
     const other = await upsertEngineInstance(database.db, {
@@ -556,6 +556,16 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
     await relay(foreign, otherArgoCdNamespace);
     // Our CR pointing at the foreign row is ignored too.
     await relay(foreign, argoCdNamespace);
+    // So are CRs whose operationID is not an operation id at all.
+    await serverSideApply(
+      kc,
+      {
+        ...OPERATION,
+        metadata: { name: `malformed-${suffix}`, namespace: argoCdNamespace },
+        spec: { operationID: 'x' },
+      },
+      { fieldManager: 'test-relay' },
+    );
 
     // Barrier: a later operation of our own completes (and several sweeps have run meanwhile).
     const ours = await deploy(tenant, { repoURL: 'https://github.com/org/fine' });
