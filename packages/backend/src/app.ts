@@ -14,6 +14,7 @@ import {
   type EngineInstanceRow,
   type Listener,
   listen,
+  MigrationFailedError,
   migrateToLatest,
   NOTIFICATION_CHANNELS,
   type Notification,
@@ -25,6 +26,7 @@ import {
   createLogger,
   createMetricsRegistry,
   type Informer,
+  isTerminalError,
   type KubeConfig,
   type KubeObject,
   type Logger,
@@ -42,6 +44,9 @@ import { createGitOpsDeploymentReconciler } from './gitops-deployment/gitops-dep
 import { type LabelSelector, parseLabelSelector } from './label-selector.ts';
 import { createOperationRelay, type OperationRelay } from './relay/operation-relay.ts';
 import { createStatusController, type StatusController } from './status/status.controller.ts';
+
+/** How long start() retries transient failures of the database or the API server. */
+const START_RETRY_MS = 120_000;
 
 export interface BuildBackendOptions {
   logger?: Logger;
@@ -149,6 +154,26 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     }
   };
 
+  /**
+   * Start-up steps survive a briefly unavailable database or API server (e.g. 429 while the API server
+   * re-initialises): retried with backoff for up to START_RETRY_MS; a TerminalError (missing namespace)
+   * or a failed migration is not retried.
+   */
+  async function retryTransient<T>(what: string, step: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + START_RETRY_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await step();
+      } catch (err) {
+        if (isTerminalError(err) || err instanceof MigrationFailedError || closing || Date.now() > deadline)
+          throw err;
+        const delay = Math.min(10_000, 250 * 2 ** attempt);
+        logger.warn({ err, attempt, retryInMs: delay }, `${what} failed; retrying`);
+        await new Promise((resolve) => setTimeout(resolve, delay));
+      }
+    }
+  }
+
   return {
     db,
     kubeConfig: kc,
@@ -163,12 +188,14 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     ready: () => started && closing === undefined && informer.hasSynced(),
     async start() {
       if (started || closing) throw new Error('the backend can be started once');
-      const { applied } = await migrateToLatest(db);
+      const { applied } = await retryTransient('database migration', () => migrateToLatest(db));
       if (applied.length > 0) logger.info({ applied }, 'database migrated');
-      engineInstance = await registerEngineInstance(db, kc, {
-        name: config.engineInstanceName,
-        namespace: config.argoCdNamespace,
-      });
+      engineInstance = await retryTransient('engine instance registration', () =>
+        registerEngineInstance(db, kc, {
+          name: config.engineInstanceName,
+          namespace: config.argoCdNamespace,
+        }),
+      );
       logger.info(
         { engineInstance: engineInstance.id, namespace: engineInstance.namespace_name },
         'engine instance registered',
