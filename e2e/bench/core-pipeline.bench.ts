@@ -16,7 +16,7 @@ import { kubeRequest as rawKubeRequest } from '@gitops/local-env';
 import { createInformer, createMetricsRegistry, createSilentLogger, type KubeObject } from '@gitops/shared';
 import { sql } from 'kysely';
 import { playArgoCd } from '../fixture/argo-cd-actor.ts';
-import { create, createGitOpsDeployment, paths, remove } from '../fixture/kube.ts';
+import { create, paths, remove } from '../fixture/kube.ts';
 import { randomSuffix, startSystem } from '../fixture/system.ts';
 
 const DEPLOYMENTS = Number(process.env.BENCH_DEPLOYMENTS ?? 1000);
@@ -101,7 +101,7 @@ try {
     const namespace = namespaces[i % NAMESPACES] as string;
     const name = `app-${i}`;
     const t = performance.now();
-    const gd = await createGitOpsDeployment(system.kc, namespace, name, {
+    const gd = await system.createGitOpsDeployment(namespace, name, {
       source: { repoURL: `https://github.com/bench/repo-${i % 10}`, path: `apps/${i}` },
       type: 'automated',
     });

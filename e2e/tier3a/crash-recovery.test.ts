@@ -4,7 +4,6 @@ import { after, before, describe, it } from 'node:test';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
-  createGitOpsDeployment,
   createTenantNamespace,
   eventually,
   type GitOpsDeployment,
@@ -44,7 +43,7 @@ describe('crash recovery (tier 3a)', () => {
     // The relay is off: the reconcile commits rows + operation, but no Operation CR is ever created. That is
     // exactly the state a SIGKILL between commit and CR creation leaves behind.
     await system.start('backend', { GITOPS_RELAY_ENABLED: 'false' });
-    const gd = await createGitOpsDeployment(system.kc, tenant, 'committed-only', {
+    const gd = await system.createGitOpsDeployment(tenant, 'committed-only', {
       source: { repoURL: 'https://github.com/example/repo', path: 'committed' },
       type: 'automated',
     });
@@ -78,7 +77,7 @@ describe('crash recovery (tier 3a)', () => {
     const created: GitOpsDeployment[] = [];
     for (let i = 0; i < 10; i++) {
       created.push(
-        await createGitOpsDeployment(system.kc, tenant, `burst-${i}`, {
+        await system.createGitOpsDeployment(tenant, `burst-${i}`, {
           source: { repoURL: 'https://github.com/example/repo', path: `burst/${i}` },
           type: 'automated',
         }),
@@ -116,7 +115,7 @@ describe('crash recovery (tier 3a)', () => {
     const gds: GitOpsDeployment[] = [];
     for (let i = 0; i < 4; i++) {
       gds.push(
-        await createGitOpsDeployment(system.kc, tenant, `churn-${i}`, {
+        await system.createGitOpsDeployment(tenant, `churn-${i}`, {
           source: { repoURL: 'https://github.com/example/repo', path: `churn/${i}` },
           type: 'automated',
         }),
@@ -187,7 +186,7 @@ describe('crash recovery (tier 3a)', () => {
     );
 
     // Still working: a new deployment gets its Application, and neither process crashed.
-    const next = await createGitOpsDeployment(system.kc, tenant, 'after-malformed', {
+    const next = await system.createGitOpsDeployment(tenant, 'after-malformed', {
       source: { repoURL: 'https://github.com/example/repo', path: 'after' },
       type: 'automated',
     });

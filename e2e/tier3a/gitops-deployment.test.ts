@@ -7,7 +7,6 @@ import { after, before, describe, it } from 'node:test';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
-  createGitOpsDeployment,
   createTenantNamespace,
   eventually,
   type GitOpsDeployment,
@@ -58,7 +57,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   };
 
   it('creates gitopsdepl-<uid> with the source, in-cluster destination, tenant project and automated policy', async () => {
-    const gd = await createGitOpsDeployment(system.kc, tenant, 'automated-app', {
+    const gd = await system.createGitOpsDeployment(tenant, 'automated-app', {
       source: {
         repoURL: 'https://github.com/example/repo',
         path: 'environments/dev',
@@ -85,7 +84,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('gives a manual deployment no automated policy, and follows sync options added and removed', async () => {
-    const gd = await createGitOpsDeployment(system.kc, tenant, 'manual-app', {
+    const gd = await system.createGitOpsDeployment(tenant, 'manual-app', {
       source: { repoURL: 'https://github.com/example/repo', path: 'manual' },
       type: 'manual',
     });
@@ -112,7 +111,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('sends path, repoURL and targetRevision updates to the Application; an identical re-apply writes nothing', async () => {
-    const gd = await createGitOpsDeployment(system.kc, tenant, 'updated-app', {
+    const gd = await system.createGitOpsDeployment(tenant, 'updated-app', {
       source: { repoURL: 'https://github.com/example/one', path: 'a', targetRevision: 'v1' },
       type: 'automated',
     });
@@ -138,7 +137,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
       spec: { source: { repoURL: 'https://github.com/example/two', path: 'b', targetRevision: 'v2' } },
     });
     // Prove the backend has processed the change: touch another deployment and wait for its Application.
-    const marker = await createGitOpsDeployment(system.kc, tenant, 'marker-app', {
+    const marker = await system.createGitOpsDeployment(tenant, 'marker-app', {
       source: { repoURL: 'https://github.com/example/one', path: 'marker' },
       type: 'automated',
     });
@@ -160,7 +159,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('deletes the Application when the GitOpsDeployment is deleted', async () => {
-    const gd = await createGitOpsDeployment(system.kc, tenant, 'deleted-app', {
+    const gd = await system.createGitOpsDeployment(tenant, 'deleted-app', {
       source: { repoURL: 'https://github.com/example/repo', path: 'deleted' },
       type: 'automated',
     });
@@ -178,8 +177,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('keeps a GitOpsDeployment with the user finalizer until Argo CD has removed the Application', async () => {
-    const gd = await createGitOpsDeployment(
-      system.kc,
+    const gd = await system.createGitOpsDeployment(
       tenant,
       'finalized-app',
       { source: { repoURL: 'https://github.com/example/repo', path: 'finalized' }, type: 'automated' },
@@ -216,7 +214,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   it('recreating the same name three times gives a new Application each time and leaves no old one', async () => {
     const seen: string[] = [];
     for (let round = 1; round <= 3; round++) {
-      const gd = await createGitOpsDeployment(system.kc, tenant, 'recreated-app', {
+      const gd = await system.createGitOpsDeployment(tenant, 'recreated-app', {
         source: { repoURL: 'https://github.com/example/repo', path: `round-${round}` },
         type: 'automated',
       });

@@ -4,7 +4,6 @@ import { after, before, describe, it } from 'node:test';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
-  createGitOpsDeployment,
   createTenantNamespace,
   eventually,
   type GitOpsDeployment,
@@ -36,7 +35,7 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
     gd?.status?.conditions?.find((c) => c.type === type);
 
   it('copies sync, health, resources, reconciledState, operationState and Argo CD conditions, and resolves dropped ones', async () => {
-    const gd = await createGitOpsDeployment(system.kc, tenant, 'observed', {
+    const gd = await system.createGitOpsDeployment(tenant, 'observed', {
       source: { repoURL: 'https://github.com/example/repo', path: 'observed', targetRevision: 'main' },
       type: 'automated',
     });
@@ -134,7 +133,7 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
   });
 
   it('follows every status change Argo CD makes, ending on the last one', async () => {
-    const gd = await createGitOpsDeployment(system.kc, tenant, 'flapping', {
+    const gd = await system.createGitOpsDeployment(tenant, 'flapping', {
       source: { repoURL: 'https://github.com/example/repo', path: 'flapping' },
       type: 'automated',
     });

@@ -4,7 +4,6 @@ import { after, before, describe, it } from 'node:test';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
-  createGitOpsDeployment,
   createTenantNamespace,
   eventually,
   get,
@@ -53,15 +52,15 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
   };
 
   it('gives each tenant its own AppProject with exactly its repositories and its own namespace', async () => {
-    const a1 = await createGitOpsDeployment(system.kc, tenantA, 'one', {
+    const a1 = await system.createGitOpsDeployment(tenantA, 'one', {
       source: { repoURL: 'https://github.com/tenant-a/first', path: 'p' },
       type: 'automated',
     });
-    await createGitOpsDeployment(system.kc, tenantA, 'two', {
+    await system.createGitOpsDeployment(tenantA, 'two', {
       source: { repoURL: 'https://github.com/tenant-a/second', path: 'p' },
       type: 'manual',
     });
-    await createGitOpsDeployment(system.kc, tenantB, 'one', {
+    await system.createGitOpsDeployment(tenantB, 'one', {
       source: { repoURL: 'https://github.com/tenant-b/only', path: 'p' },
       type: 'automated',
     });
@@ -97,7 +96,7 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
 
   it("rejects a deployment that names another tenant's namespace without an environment", async () => {
     await assert.rejects(
-      createGitOpsDeployment(system.kc, tenantA, 'sneaky', {
+      system.createGitOpsDeployment(tenantA, 'sneaky', {
         source: { repoURL: 'https://github.com/tenant-a/first', path: 'p' },
         destination: { namespace: tenantB },
         type: 'automated',
@@ -117,7 +116,7 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
   });
 
   it('puts back an Application a user edited or deleted in the Argo CD namespace', async () => {
-    const gd = await createGitOpsDeployment(system.kc, tenantA, 'guarded', {
+    const gd = await system.createGitOpsDeployment(tenantA, 'guarded', {
       source: { repoURL: 'https://github.com/tenant-a/first', path: 'guarded' },
       type: 'automated',
     });

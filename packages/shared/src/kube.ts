@@ -195,13 +195,24 @@ function apiError(request: KubeRequest, statusCode: number, body: unknown): Kube
  * @throws KubeApiError for a non-2xx answer (statusCode set) or a failed connection (statusCode 0).
  */
 export async function kubeRequest(kc: KubeConfig, request: KubeRequest): Promise<unknown> {
-  const response = await send(kc, request);
-  const body = parseJson(await response.body.text());
-  if (response.httpStatusCode < 200 || response.httpStatusCode > 299) {
+  for (let attempt = 1; ; attempt++) {
+    const response = await send(kc, request);
+    const body = parseJson(await response.body.text());
+    if (response.httpStatusCode >= 200 && response.httpStatusCode <= 299) return body;
+    // 429 means the API server did not process the request (priority and fairness, or a CRD's storage
+    // re-initialising): like client-go, wait as told by Retry-After and send it again, a bounded number of times.
+    if (response.httpStatusCode === 429 && attempt < maxThrottledAttempts && !request.signal?.aborted) {
+      const retryAfterSeconds = Number(response.headers['retry-after'] ?? '1');
+      const delayMs = Math.min(Number.isFinite(retryAfterSeconds) ? retryAfterSeconds * 1000 : 1000, 10_000);
+      await new Promise((resolveDelay) => setTimeout(resolveDelay, Math.max(delayMs, 100)));
+      continue;
+    }
     throw apiError(request, response.httpStatusCode, body);
   }
-  return body;
 }
+
+/** client-go retries a throttled request up to 10 times; we give up a little sooner. */
+const maxThrottledAttempts = 6;
 
 /**
  * A streaming GET (watches): resolves once the API server answered 200, with the body stream.
