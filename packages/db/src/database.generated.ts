@@ -141,6 +141,7 @@ export interface SyncOperation {
   id: Generated<string>;
   outcome: "Succeeded" | "Failed" | "Error" | "Terminated" | null;
   outcome_message: Generated<string>;
+  requested_at: Timestamp | null;
   revision: Generated<string>;
   updated_at: Generated<Timestamp>;
 }
