@@ -44,6 +44,8 @@ import { createGitOpsDeploymentReconciler } from './gitops-deployment/gitops-dep
 import { type LabelSelector, parseLabelSelector } from './label-selector.ts';
 import { createOperationRelay, type OperationRelay } from './relay/operation-relay.ts';
 import { createStatusController, type StatusController } from './status/status.controller.ts';
+import { createSyncRunController, type SyncRunController } from './sync-run/sync-run.controller.ts';
+import { createSyncRunReconciler, syncRunResource } from './sync-run/sync-run.reconciler.ts';
 
 /** How long start() retries transient failures of the database or the API server. */
 const START_RETRY_MS = 120_000;
@@ -69,6 +71,7 @@ export interface Backend {
   readonly informer: Informer<KubeObject>;
   readonly deployments: GitOpsDeploymentController;
   readonly status: StatusController;
+  readonly syncRuns: SyncRunController;
   /** Undefined when GITOPS_RELAY_ENABLED=false. */
   readonly relay: OperationRelay | undefined;
   /** The registered engine instance (after start). */
@@ -117,6 +120,32 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       selector,
     }),
   });
+  // SyncRuns: same shard selector as GitOpsDeployments.
+  const syncRunInformer = createInformer<KubeObject>({
+    kubeConfig: kc,
+    resource: syncRunResource,
+    labelSelector: selector.text,
+    registry,
+    logger,
+    resyncPeriodMs: config.resyncIntervalMs,
+  });
+  const syncRuns = createSyncRunController({
+    db,
+    informer: syncRunInformer,
+    deployments: informer,
+    registry,
+    logger: logger.child({ controller: 'gitopsdeploymentsyncrun' }),
+    concurrency: config.maxConcurrentReconciles,
+    resyncIntervalMs: config.resyncIntervalMs,
+    reconcile: createSyncRunReconciler({
+      db,
+      kc,
+      informer: syncRunInformer,
+      deployments: informer,
+      events,
+      selector,
+    }),
+  });
   const status = createStatusController({
     db,
     kc,
@@ -147,6 +176,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         return;
       case NOTIFICATION_CHANNELS.operationStateChanged:
         await deployments.onOperationStateChanged(payload);
+        await syncRuns.onOperationStateChanged(payload);
         return;
       case NOTIFICATION_CHANNELS.applicationStateChanged:
         await status.onApplicationStateChanged(payload);
@@ -183,6 +213,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     informer,
     deployments,
     status,
+    syncRuns,
     relay,
     engineInstance: currentEngineInstance,
     ready: () => started && closing === undefined && informer.hasSynced(),
@@ -201,6 +232,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         'engine instance registered',
       );
       informer.start();
+      syncRunInformer.start();
       listener = listen(config.databaseUrl, Object.values(NOTIFICATION_CHANNELS), onNotification, {
         applicationName: 'gitops-backend-listen',
         onConnected: ({ reconnected }) => {
@@ -209,6 +241,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
           logger.info('LISTEN connection re-established; resyncing');
           relay?.wake();
           deployments.enqueueAll();
+          syncRuns.enqueueAll();
           status.enqueueAll();
         },
         onError: (err) => logger.warn({ err }, 'LISTEN connection problem'),
@@ -216,7 +249,10 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       await listener.ready;
       if (!(await informer.waitForSync()))
         throw new Error('the GitOpsDeployment informer stopped before it synced');
+      if (!(await syncRunInformer.waitForSync()))
+        throw new Error('the GitOpsDeploymentSyncRun informer stopped before it synced');
       deployments.start();
+      syncRuns.start();
       status.start();
       relay?.start();
       if (!relay)
@@ -230,8 +266,9 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       closing ??= (async () => {
         await relay?.stop();
         await listener?.close();
-        await Promise.all([deployments.stop(), status.stop()]);
+        await Promise.all([deployments.stop(), status.stop(), syncRuns.stop()]);
         await informer.stop();
+        await syncRunInformer.stop();
         await db.destroy();
       })();
       return closing;

@@ -1,0 +1,158 @@
+/**
+ * Wires the GitOpsDeploymentSyncRun reconciler: SyncRun informer events → work queue keys; a
+ * GitOpsDeployment that appears (or changes) → the SyncRuns referencing it (a SyncRun created before its
+ * parent proceeds); SyncOperation operation state changes (NOTIFY) → the owning SyncRun; and a slow
+ * jittered sweep for rows whose SyncRun is gone (a delete event missed while the backend was down).
+ */
+import { type Database, getOperation } from '@gitops/db';
+import {
+  createWorkQueue,
+  type Informer,
+  type KubeObject,
+  type Logger,
+  objectKey,
+  type Reconciler,
+  type Registry,
+  type WorkQueue,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { isJsonObject, jsonEqual } from '../json.ts';
+import { listSyncRunMappings, SYNC_RUN_KIND } from './sync-run.store.ts';
+
+export interface SyncRunControllerOptions {
+  db: Kysely<Database>;
+  informer: Informer<KubeObject>;
+  deployments: Informer<KubeObject>;
+  reconcile: Reconciler;
+  registry: Registry;
+  logger: Logger;
+  concurrency: number;
+  resyncIntervalMs: number;
+}
+
+export interface SyncRunController {
+  readonly queue: WorkQueue;
+  start(): void;
+  /** A SyncOperation operation changed state: re-enqueue its owner. */
+  onOperationStateChanged(operationId: string): Promise<void>;
+  enqueueAll(): void;
+  sweepOrphans(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+/** Our own status writes do not need a reconcile. */
+function needsReconcile(oldObject: KubeObject, newObject: KubeObject): boolean {
+  const a = oldObject.metadata;
+  const b = newObject.metadata;
+  if (a.resourceVersion === b.resourceVersion) return true; // periodic relist
+  return (
+    a.uid !== b.uid ||
+    a.generation !== b.generation ||
+    a.deletionTimestamp !== b.deletionTimestamp ||
+    !jsonEqual(oldObject.spec, newObject.spec)
+  );
+}
+
+function parentNameOf(syncRun: KubeObject): string | undefined {
+  const name = isJsonObject(syncRun.spec) ? syncRun.spec.gitopsDeploymentName : undefined;
+  return typeof name === 'string' ? name : undefined;
+}
+
+export function createSyncRunController(options: SyncRunControllerOptions): SyncRunController {
+  const { db, informer, deployments, logger } = options;
+  const queue = createWorkQueue({
+    name: 'gitopsdeploymentsyncrun',
+    reconcile: options.reconcile,
+    concurrency: options.concurrency,
+    registry: options.registry,
+    logger,
+  });
+
+  /** The SyncRuns of the namespace that reference this GitOpsDeployment. */
+  const enqueueReferencing = (deployment: KubeObject) => {
+    for (const syncRun of informer.list()) {
+      if (
+        syncRun.metadata.namespace === deployment.metadata.namespace &&
+        parentNameOf(syncRun) === deployment.metadata.name
+      ) {
+        queue.add(objectKey(syncRun));
+      }
+    }
+  };
+
+  const unsubscribe = [
+    informer.onAdd((o) => queue.add(objectKey(o))),
+    informer.onUpdate((a, b) => {
+      if (needsReconcile(a, b)) queue.add(objectKey(b));
+    }),
+    informer.onDelete((o) => queue.add(objectKey(o))),
+    deployments.onAdd(enqueueReferencing),
+    deployments.onUpdate((a, b) => {
+      if (a.metadata.generation !== b.metadata.generation || a.metadata.uid !== b.metadata.uid) {
+        enqueueReferencing(b);
+      }
+    }),
+  ];
+  let sweepTimer: NodeJS.Timeout | undefined;
+  let stopped = false;
+
+  async function sweepOrphans(): Promise<number> {
+    if (!informer.hasSynced()) return 0;
+    let afterId: string | undefined;
+    let found = 0;
+    for (;;) {
+      const page = await listSyncRunMappings(db, { afterId, limit: 500 });
+      for (const mapping of page) {
+        const cached = informer.get(mapping.cr_namespace, mapping.cr_name);
+        if (cached?.metadata.uid !== mapping.cr_uid) {
+          found++;
+          queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
+        }
+      }
+      if (page.length < 500) break;
+      afterId = page.at(-1)?.id;
+    }
+    if (found > 0) logger.info({ found }, 'rows of GitOpsDeploymentSyncRuns missing from the cache enqueued');
+    return found;
+  }
+
+  function scheduleSweep() {
+    if (stopped) return;
+    const delay = options.resyncIntervalMs * (1 + 0.25 * Math.random());
+    sweepTimer = setTimeout(() => {
+      sweepOrphans()
+        .catch((err: unknown) => logger.warn({ err }, 'orphan sweep failed'))
+        .finally(scheduleSweep);
+    }, delay);
+    sweepTimer.unref();
+  }
+
+  return {
+    queue,
+    start() {
+      queue.start();
+      sweepOrphans().catch((err: unknown) => logger.warn({ err }, 'orphan sweep failed'));
+      scheduleSweep();
+    },
+    async onOperationStateChanged(operationId) {
+      const operation = await getOperation(db, operationId);
+      if (
+        operation?.owner_kind === SYNC_RUN_KIND &&
+        operation.owner_namespace !== null &&
+        operation.owner_name !== null
+      ) {
+        queue.add(`${operation.owner_namespace}/${operation.owner_name}`);
+      }
+    },
+    enqueueAll() {
+      for (const object of informer.list()) queue.add(objectKey(object));
+    },
+    sweepOrphans,
+    async stop() {
+      stopped = true;
+      clearTimeout(sweepTimer);
+      for (const u of unsubscribe) u();
+      await queue.shutdown();
+    },
+  };
+}

@@ -1,0 +1,272 @@
+/**
+ * GitOpsDeploymentSyncRun reconciler (level-based, key `namespace/name`, object from the informer cache).
+ * A live SyncRun whose manual parent exists gets exactly one sync: sync_operation + api_cr_mapping +
+ * SyncOperation operation in one transaction; later reconciles (updates, resyncs) only report the sync's
+ * outcome. A SyncRun that is gone (delete event, or orphan sweep) terminates its still-running sync
+ * (desired_state Terminated + operation) or, when finished, only loses its rows. No finalizer is used:
+ * the delete event and the orphan sweep (at start and every RESYNC_INTERVAL) find deleted SyncRuns.
+ */
+import {
+  API_GROUP_VERSION,
+  GitOpsDeploymentMessage,
+  GitOpsDeploymentType,
+  Kind,
+  Plural,
+  SyncRunConditionType,
+  SyncRunMessage,
+} from '@gitops/api';
+import { type Database, getApplication } from '@gitops/db';
+import {
+  type EventRecorder,
+  HttpMethod,
+  type Informer,
+  isConflict,
+  isNotFound,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  type Logger,
+  type ObjectRef,
+  patchStatus,
+  type ReconcileContext,
+  type Reconciler,
+  splitObjectKey,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { findCondition, setCondition } from '../conditions.ts';
+import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
+import { parseGitOpsDeploymentSpec } from '../gitops-deployment/desired-application.ts';
+import { conditionsOf, isBeingDeleted } from '../gitops-deployment/gitops-deployment.object.ts';
+import { BACKEND_FIELD_MANAGER } from '../gitops-deployment/gitops-deployment.reconciler.ts';
+import { isJsonObject, jsonEqual } from '../json.ts';
+import type { LabelSelector } from '../label-selector.ts';
+import {
+  parseSyncRunSpec,
+  SyncRunErrorMessage,
+  type SyncRunErrorState,
+  syncRunCondition,
+  syncRunErrorState,
+} from './sync-run.status.ts';
+import {
+  lastSyncOperationOperation,
+  releaseGoneSyncRuns,
+  requestSync,
+  syncOperationOf,
+} from './sync-run.store.ts';
+
+/** Event reasons on SyncRuns (kubectl describe). */
+export const SyncRunEventReason = {
+  SyncRequested: 'SyncRequested',
+  SyncTerminating: 'SyncTerminating',
+  SyncSucceeded: 'SyncSucceeded',
+  ErrorOccurred: 'ErrorOccurred',
+  ErrorOccurredResolved: 'ErrorOccurredResolved',
+} as const;
+
+export const syncRunResource = { apiVersion: API_GROUP_VERSION, plural: Plural.GitOpsDeploymentSyncRun };
+
+function syncRunRef(object: KubeObject): ObjectRef {
+  return {
+    apiVersion: API_GROUP_VERSION,
+    kind: Kind.GitOpsDeploymentSyncRun,
+    name: object.metadata.name,
+    namespace: object.metadata.namespace,
+  };
+}
+
+function withTypeMeta(object: KubeObject): KubeObject {
+  return { ...object, apiVersion: API_GROUP_VERSION, kind: Kind.GitOpsDeploymentSyncRun };
+}
+
+/** How long to wait for the parent GitOpsDeployment's application row (its reconcile is running). */
+const PARENT_ROW_RETRY_MS = 1_000;
+
+export interface SyncRunReconcilerOptions {
+  db: Kysely<Database>;
+  kc: KubeConfig;
+  informer: Informer<KubeObject>;
+  /** The GitOpsDeployment informer (parents are looked up there). */
+  deployments: Informer<KubeObject>;
+  events: EventRecorder;
+  selector?: LabelSelector;
+  now?: () => Date;
+}
+
+export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reconciler {
+  const { db, kc, informer, deployments, events } = options;
+  const now = options.now ?? (() => new Date());
+
+  async function currentObject(namespace: string, name: string, signal: AbortSignal) {
+    const cached = informer.get(namespace, name);
+    if (cached) return cached;
+    try {
+      const live = await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: `/apis/${syncRunResource.apiVersion}/namespaces/${encodeURIComponent(namespace)}/${syncRunResource.plural}/${encodeURIComponent(name)}`,
+        signal,
+      });
+      if (!isJsonObject(live) || !isJsonObject(live.metadata)) return undefined;
+      const object = live as unknown as KubeObject;
+      if (options.selector && !options.selector.matches(object.metadata.labels)) return undefined;
+      return object;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async function namespaceUid(namespace: string, signal: AbortSignal): Promise<string> {
+    const object = await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
+      signal,
+    });
+    const uid = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata.uid : undefined;
+    if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
+    return uid;
+  }
+
+  /** Sets the single ErrorOccurred condition (writes only when it changes); Events on transitions. */
+  async function writeCondition(object: KubeObject, state: SyncRunErrorState, logger: Logger) {
+    const conditions = conditionsOf(object);
+    const existing = findCondition(conditions, SyncRunConditionType.ErrorOccurred);
+    const next = setCondition(
+      conditions.filter((c) => c.type === SyncRunConditionType.ErrorOccurred),
+      syncRunCondition(state),
+      now(),
+    );
+    if (jsonEqual(next, conditions)) return;
+    await patchStatus(
+      kc,
+      syncRunRef(object),
+      { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
+      { fieldManager: BACKEND_FIELD_MANAGER },
+    );
+    const wasError = existing?.status === 'True';
+    if (state.status === 'error' && (!wasError || existing?.message !== state.message)) {
+      logger.info({ message: state.message }, 'ErrorOccurred');
+      await events.event(withTypeMeta(object), 'Warning', SyncRunEventReason.ErrorOccurred, state.message);
+    } else if (state.status === 'ok' && wasError) {
+      await events.event(
+        withTypeMeta(object),
+        'Normal',
+        SyncRunEventReason.ErrorOccurredResolved,
+        'The error was resolved',
+      );
+    }
+  }
+
+  async function reconcileGone(namespace: string, name: string, logger: Logger, exceptUid?: string) {
+    const released = await releaseGoneSyncRuns(db, namespace, name, exceptUid);
+    for (const r of released) {
+      logger.info(
+        { syncOperation: r.syncOperationId, operation: r.operationId, action: r.action },
+        r.action === 'terminating'
+          ? 'sync terminated: the GitOpsDeploymentSyncRun is gone while its sync runs'
+          : r.action === 'deleted'
+            ? 'sync rows deleted: the GitOpsDeploymentSyncRun is gone'
+            : 'waiting for the agent to terminate the sync',
+      );
+    }
+  }
+
+  async function reconcileLive(object: KubeObject, context: ReconcileContext) {
+    const { logger, signal } = context;
+    const { namespace = '', name, uid = '' } = object.metadata;
+    // Earlier incarnations with the same name (delete-recreate) are handled like deleted ones.
+    await reconcileGone(namespace, name, logger, uid);
+
+    const existing = await syncOperationOf(db, uid);
+    if (existing) {
+      // Requested already: updates never create a second sync; only the outcome is reported.
+      const state = syncRunErrorState(existing, await lastSyncOperationOperation(db, uid));
+      await writeCondition(object, state, logger);
+      return;
+    }
+
+    const parsed = parseSyncRunSpec(object.spec);
+    if (!parsed.ok) {
+      await writeCondition(
+        object,
+        { status: 'error', message: SyncRunErrorMessage.invalidSpec(parsed.problem) },
+        logger,
+      );
+      return;
+    }
+    const parentName = parsed.spec.gitopsDeploymentName;
+    const parent = deployments.get(namespace, parentName);
+    const parentSpec = parent && !isBeingDeleted(parent) ? parseGitOpsDeploymentSpec(parent.spec) : undefined;
+    if (!parent || !parentSpec?.ok) {
+      // Re-enqueued when a GitOpsDeployment of this name appears (see the controller).
+      await writeCondition(
+        object,
+        { status: 'error', message: SyncRunMessage.parentNotFound(parentName) },
+        logger,
+      );
+      return;
+    }
+    if (parentSpec.spec.type === GitOpsDeploymentType.Automated) {
+      await writeCondition(
+        object,
+        { status: 'error', message: SyncRunMessage.parentIsAutomated(name) },
+        logger,
+      );
+      return;
+    }
+    const mapping = (await findDeploymentMappings(db, namespace, parentName)).find(
+      (m) => m.cr_uid === parent.metadata.uid,
+    );
+    const application = mapping?.application_id
+      ? await getApplication(db, mapping.application_id)
+      : undefined;
+    if (!application) {
+      logger.debug('the parent GitOpsDeployment has no application row yet');
+      return { requeueAfter: PARENT_ROW_RETRY_MS };
+    }
+    const tenantNamespaceUid = mapping?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
+    const result = await requestSync(db, {
+      syncRun: { namespace, name, uid },
+      namespaceUid: tenantNamespaceUid,
+      application,
+      deploymentName: parentName,
+      revision: parsed.spec.revisionID,
+    });
+    if (result.created) {
+      logger.info(
+        { syncOperation: result.syncOperation.id, operation: result.operation.id },
+        'sync requested',
+      );
+      await events.event(
+        withTypeMeta(object),
+        'Normal',
+        SyncRunEventReason.SyncRequested,
+        `Requested a sync of GitOpsDeployment ${parentName}${parsed.spec.revisionID ? ` to revision ${parsed.spec.revisionID}` : ''} (operation ${result.operation.id})`,
+      );
+    }
+    await writeCondition(object, { status: 'ok' }, logger);
+    return undefined;
+  }
+
+  return async (key, context) => {
+    const { namespace, name } = splitObjectKey(key);
+    if (namespace === undefined) return;
+    const object = await currentObject(namespace, name, context.signal);
+    try {
+      if (!object || isBeingDeleted(object)) await reconcileGone(namespace, name, context.logger);
+      else return await reconcileLive(object, context);
+    } catch (err) {
+      if (object && !isConflict(err) && !context.signal.aborted) {
+        context.logger.error({ err }, 'GitOpsDeploymentSyncRun reconcile failed');
+        await writeCondition(
+          object,
+          { status: 'error', message: GitOpsDeploymentMessage.UnknownError },
+          context.logger,
+        ).catch((statusErr: unknown) =>
+          context.logger.warn({ err: statusErr }, 'could not report the error in ErrorOccurred'),
+        );
+      }
+      throw err;
+    }
+    return undefined;
+  };
+}

@@ -1,0 +1,187 @@
+/**
+ * The database side of a GitOpsDeploymentSyncRun reconcile: one transaction writes the sync_operation row,
+ * its api_cr_mapping and the SyncOperation operation that announces it (or, for a deleted SyncRun whose
+ * sync still runs, desired_state Terminated + an operation). Repositories come from @gitops/db.
+ */
+import {
+  type ApiCrMappingRow,
+  type ApplicationRow,
+  type Database,
+  deleteSyncOperation,
+  findApiCrMappingsByName,
+  getApiCrMappingByUid,
+  getSyncOperation,
+  insertApiCrMapping,
+  insertOperation,
+  insertSyncOperation,
+  type OperationRow,
+  type SyncOperationRow,
+  setSyncOperationDesiredState,
+} from '@gitops/db';
+import { type Kysely, sql, type Transaction } from 'kysely';
+
+export const SYNC_RUN_KIND = 'GitOpsDeploymentSyncRun';
+
+/** The identity of one SyncRun incarnation (a re-created one has a new uid). */
+export interface SyncRunIdentity {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+/** Serialises reconciles of one SyncRun name across backend replicas until `trx` ends. */
+export async function lockSyncRunName(
+  trx: Transaction<Database>,
+  namespace: string,
+  name: string,
+): Promise<void> {
+  const key = `${SYNC_RUN_KIND}/${namespace}/${name}`;
+  await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
+}
+
+export type RequestSyncResult =
+  | { created: true; syncOperation: SyncOperationRow; operation: OperationRow }
+  /** Another reconcile (or replica) requested it first. */
+  | { created: false; syncOperation: SyncOperationRow | undefined };
+
+/**
+ * Requests the one sync of a SyncRun: sync_operation + mapping + operation in one transaction. A SyncRun
+ * that already has a mapping keeps it (updates never create a second sync).
+ */
+export async function requestSync(
+  db: Kysely<Database>,
+  input: {
+    syncRun: SyncRunIdentity;
+    namespaceUid: string;
+    application: ApplicationRow;
+    deploymentName: string;
+    revision: string;
+  },
+): Promise<RequestSyncResult> {
+  const { syncRun, application } = input;
+  return await db.transaction().execute(async (trx) => {
+    await lockSyncRunName(trx, syncRun.namespace, syncRun.name);
+    const existing = await getApiCrMappingByUid(trx, syncRun.uid);
+    if (existing) {
+      return {
+        created: false,
+        syncOperation: existing.sync_operation_id
+          ? await getSyncOperation(trx, existing.sync_operation_id)
+          : undefined,
+      };
+    }
+    const syncOperation = await insertSyncOperation(trx, {
+      clusterUserId: application.cluster_user_id,
+      applicationId: application.id,
+      deploymentName: input.deploymentName,
+      revision: input.revision,
+    });
+    await insertApiCrMapping(
+      trx,
+      { ...syncRun, namespaceUid: input.namespaceUid },
+      { kind: SYNC_RUN_KIND, syncOperationId: syncOperation.id },
+    );
+    const { operation } = await insertOperation(trx, {
+      engineInstanceId: application.engine_instance_id,
+      resourceType: 'SyncOperation',
+      resourceId: syncOperation.id,
+      ownerUserId: application.cluster_user_id,
+      ownerCr: { kind: SYNC_RUN_KIND, ...syncRun },
+    });
+    return { created: true, syncOperation, operation };
+  });
+}
+
+/** The sync_operation row of a SyncRun incarnation (undefined when none was requested). */
+export async function syncOperationOf(
+  db: Kysely<Database>,
+  uid: string,
+): Promise<SyncOperationRow | undefined> {
+  const mapping = await getApiCrMappingByUid(db, uid);
+  if (!mapping?.sync_operation_id) return undefined;
+  return await getSyncOperation(db, mapping.sync_operation_id);
+}
+
+/** The latest SyncOperation operation owned by this SyncRun incarnation. */
+export async function lastSyncOperationOperation(
+  db: Kysely<Database>,
+  uid: string,
+): Promise<OperationRow | undefined> {
+  return await db
+    .selectFrom('operation')
+    .selectAll()
+    .where('owner_uid', '=', uid)
+    .where('resource_type', '=', 'SyncOperation')
+    .orderBy('created_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+export type GoneSyncRunAction = 'terminating' | 'waiting-for-termination' | 'deleted';
+
+/**
+ * SyncRun incarnations that no longer exist (deleted, or replaced by one with the same name and another
+ * uid): a sync that still runs is terminated (desired_state Terminated + operation, once); a finished one
+ * (or one whose Application is gone) only loses its rows — nothing happens in Argo CD.
+ */
+export async function releaseGoneSyncRuns(
+  db: Kysely<Database>,
+  namespace: string,
+  name: string,
+  exceptUid?: string,
+): Promise<{ syncOperationId: string; action: GoneSyncRunAction; operationId?: string }[]> {
+  return await db.transaction().execute(async (trx) => {
+    await lockSyncRunName(trx, namespace, name);
+    const mappings = await findApiCrMappingsByName(trx, { kind: SYNC_RUN_KIND, namespace, name });
+    const results: { syncOperationId: string; action: GoneSyncRunAction; operationId?: string }[] = [];
+    for (const mapping of mappings) {
+      if (mapping.cr_uid === exceptUid || !mapping.sync_operation_id) continue;
+      const row = await getSyncOperation(trx, mapping.sync_operation_id);
+      if (!row) continue;
+      if (row.outcome !== null || row.application_id === null) {
+        await deleteSyncOperation(trx, row.id);
+        results.push({ syncOperationId: row.id, action: 'deleted' });
+        continue;
+      }
+      if (row.desired_state === 'Terminated') {
+        results.push({ syncOperationId: row.id, action: 'waiting-for-termination' });
+        continue;
+      }
+      await setSyncOperationDesiredState(trx, row.id, 'Terminated');
+      const engine = await trx
+        .selectFrom('application')
+        .select('engine_instance_id')
+        .where('id', '=', row.application_id)
+        .executeTakeFirst();
+      if (!engine) {
+        await deleteSyncOperation(trx, row.id);
+        results.push({ syncOperationId: row.id, action: 'deleted' });
+        continue;
+      }
+      const { operation } = await insertOperation(trx, {
+        engineInstanceId: engine.engine_instance_id,
+        resourceType: 'SyncOperation',
+        resourceId: row.id,
+        ownerUserId: row.cluster_user_id,
+        ownerCr: { kind: SYNC_RUN_KIND, namespace, name, uid: mapping.cr_uid },
+      });
+      results.push({ syncOperationId: row.id, action: 'terminating', operationId: operation.id });
+    }
+    return results;
+  });
+}
+
+/** SyncRun mappings, by id (keyset pagination), for the orphan sweep. */
+export async function listSyncRunMappings(
+  db: Kysely<Database>,
+  options: { afterId?: string; limit: number },
+): Promise<ApiCrMappingRow[]> {
+  let query = db
+    .selectFrom('api_cr_mapping')
+    .selectAll()
+    .where('cr_kind', '=', SYNC_RUN_KIND)
+    .orderBy('id')
+    .limit(options.limit);
+  if (options.afterId) query = query.where('id', '>', options.afterId);
+  return await query.execute();
+}
