@@ -8,6 +8,7 @@
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import {
   createDb,
+  createSealer,
   type Database,
   type EngineInstanceRow,
   getEngineInstanceByName,
@@ -37,9 +38,11 @@ import { createOperationProcessor, type ResourceHandler } from './operation/oper
 import { collectFinishedOperations, sweepOperations } from './operation/operation.sweeps.ts';
 import { createOperationCrController } from './operation/operation-cr.controller.ts';
 import { type Periodic, runPeriodically } from './periodic.ts';
+import { createRepositoryCredentialsAgent } from './repository-credential/repository-credentials.feature.ts';
 import { resyncOnce } from './resync/drift.resync.ts';
 import { canonicalJson } from './status/application-state.projection.ts';
 import { createApplicationStatusController } from './status/application-status.controller.ts';
+import { createSyncOperationReconciler } from './sync-run/sync-operation.reconciler.ts';
 
 export interface Agent {
   /** Starts everything; resolves once the informers have synced and the agent is ready. */
@@ -168,6 +171,22 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
       appProjects,
     };
     const reconciler = createApplicationReconciler(context);
+    const repositoryCredentials = createRepositoryCredentialsAgent({
+      kc,
+      db,
+      sealer: createSealer(config.encryptionKeys),
+      registry,
+      logger,
+      namespace,
+      engineInstanceId,
+      resyncIntervalMs: config.resyncIntervalMs,
+      enqueue: (id) => processor.enqueue('RepositoryCredentials', id),
+      reconcileAppProject: reconciler.reconcileAppProject,
+    });
+    informers.push(repositoryCredentials.secrets);
+    const syncOperations = createSyncOperationReconciler(context, {
+      enqueue: (id) => processor.enqueue('SyncOperation', id),
+    });
 
     const handle: ResourceHandler = async (resource, { operations: ops, signal, logger: log }) => {
       const ownerUserIds = [...new Set(ops.map((op) => op.owner_user_id).filter(isUuid))];
@@ -181,8 +200,11 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
           });
         case 'AppProject':
           return await reconciler.reconcileAppProject(resource.id, { signal, logger: log });
-        case 'ManagedEnvironment':
-        case 'RepositoryCredentials': {
+        case 'SyncOperation':
+          return await syncOperations.reconcileSyncOperation(resource.id, { signal, logger: log });
+        case 'RepositoryCredentials':
+          return await repositoryCredentials.handle(resource.id, { ownerUserIds, signal, logger: log });
+        case 'ManagedEnvironment': {
           // They change the tenant's AppProject; their Argo CD Secrets are not written by this version yet.
           let changed = false;
           for (const owner of ownerUserIds) {
@@ -248,6 +270,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     applications.onAdd(applicationKey);
     applications.onUpdate((old, app) => {
       if (ownedState(old) !== ownedState(app)) applicationKey(app);
+      syncOperations.onApplicationChanged(old, app);
     });
     applications.onDelete(applicationKey);
     const projectKey = (project: KubeObject) => {
@@ -278,6 +301,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     throwIfClosed();
     for (const queue of queues) queue.start();
 
+    periodics.push(repositoryCredentials.startResync());
     periodics.push(
       runPeriodically(
         'operation-sweep',

@@ -1,0 +1,221 @@
+/**
+ * SyncOperation resources (one sync_operation row per GitOpsDeploymentSyncRun). Level-based, like the
+ * Application reconciler: every run re-reads the row. The syncs of one application run strictly one after
+ * another in creation order: only the first unfinished row is requested; the others stay pending until it
+ * has an outcome, and finishing one enqueues the next.
+ *
+ * For the row at the head: refresh (annotation), then set the Application's top-level `operation` (merge
+ * patch, own field manager), record `requested_at` (so it happens once, also across restarts), and stay
+ * pending until Argo CD reports the result in `status.operationState`; the outcome goes on the row and the
+ * operation is Completed. desired_state Terminated: not requested yet → Terminated without touching Argo CD;
+ * still waiting in `operation` → removed; running → `status.operationState.phase: Terminating`.
+ * The Application status is read from the agent's Application informer, never written except for that phase.
+ */
+import {
+  type Database,
+  getApplication,
+  getSyncOperation,
+  listSyncOperationsOfApplication,
+  type SyncOperationRow,
+  type SyncOutcome,
+  setSyncOperationOutcome,
+} from '@gitops/db';
+import {
+  collectionPath,
+  HttpMethod,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  type Logger,
+  scrubString,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
+import { AgentLabel, ApplicationResource, isUuid } from '../argocd.ts';
+import {
+  isRequestPending,
+  observedSync,
+  outcomeOfPhase,
+  REFRESH_ANNOTATION,
+  SYNC_FIELD_MANAGER,
+  syncOperationRequest,
+} from './sync-request.ts';
+
+export const SYNC_OPERATION_RESOURCE = 'SyncOperation';
+
+/** Safety-net re-checks; Application events wake a running sync at once. */
+const RUNNING_RECHECK_MS = 10_000;
+const QUEUED_RECHECK_MS = 15_000;
+const MISSING_APPLICATION_RECHECK_MS = 2_000;
+const OUTCOME_MESSAGE_MAX = 1_000;
+
+export interface SyncOperationReconciler {
+  reconcileSyncOperation(
+    id: string,
+    options: { signal: AbortSignal; logger: Logger },
+  ): Promise<ResourceOutcome>;
+  /** An Application changed: its running sync (if any) is re-checked. */
+  onApplicationChanged(oldApp: KubeObject, app: KubeObject): void;
+}
+
+function isUnfinished(row: SyncOperationRow): boolean {
+  // A Terminated row that was never requested finishes without Argo CD: it never blocks the queue.
+  return row.outcome === null && !(row.desired_state === 'Terminated' && row.requested_at === null);
+}
+
+async function patchApplication(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  body: Record<string, unknown>,
+  signal: AbortSignal,
+) {
+  await kubeRequest(kc, {
+    method: HttpMethod.PATCH,
+    path: `${collectionPath({ ...ApplicationResource, namespace })}/${encodeURIComponent(name)}`,
+    query: { fieldManager: SYNC_FIELD_MANAGER },
+    body,
+    contentType: 'application/merge-patch+json',
+    signal,
+  });
+}
+
+async function markRequested(db: Kysely<Database>, id: string): Promise<void> {
+  await db
+    .updateTable('sync_operation')
+    .set({ requested_at: new Date(), updated_at: new Date() })
+    .where('id', '=', id)
+    .where('requested_at', 'is', null)
+    .execute();
+}
+
+export function createSyncOperationReconciler(
+  ctx: AgentContext,
+  options: { enqueue: (syncOperationId: string) => void },
+): SyncOperationReconciler {
+  const { kc, db, namespace } = ctx;
+
+  async function finish(row: SyncOperationRow, outcome: SyncOutcome, message: string, logger: Logger) {
+    const text = scrubString(message).slice(0, OUTCOME_MESSAGE_MAX);
+    await setSyncOperationOutcome(db, row.id, outcome, text);
+    logger.info({ syncOperation: row.id, outcome }, 'sync finished');
+    await enqueueHead(row.application_id);
+    return { status: 'done', changed: true, message: `sync ${outcome}` } as const;
+  }
+
+  /** Enqueues the first unfinished sync of the application (the next to run). */
+  async function enqueueHead(applicationId: string | null) {
+    if (!applicationId) return;
+    const next = (await listSyncOperationsOfApplication(db, applicationId)).find(isUnfinished);
+    if (next) options.enqueue(next.id);
+  }
+
+  async function reconcileSyncOperation(
+    id: string,
+    { signal, logger }: { signal: AbortSignal; logger: Logger },
+  ): Promise<ResourceOutcome> {
+    const row = await getSyncOperation(db, id);
+    if (!row) return { status: 'done', changed: false, message: 'the sync no longer exists' };
+    if (row.outcome !== null) return { status: 'done', changed: false, message: `sync ${row.outcome}` };
+    if (row.desired_state === 'Terminated' && row.requested_at === null) {
+      return await finish(row, 'Terminated', 'terminated before it was requested in Argo CD', logger);
+    }
+    const application = row.application_id ? await getApplication(db, row.application_id) : undefined;
+    if (!application) {
+      return await finish(
+        row,
+        'Error',
+        "the GitOpsDeployment's Argo CD Application no longer exists",
+        logger,
+      );
+    }
+    const head = (await listSyncOperationsOfApplication(db, application.id)).find(isUnfinished);
+    if (head && head.id !== row.id) {
+      return {
+        status: 'pending',
+        reason: 'an earlier sync of the application runs',
+        requeueAfterMs: QUEUED_RECHECK_MS,
+      };
+    }
+    const live = ctx.applications.get(namespace, application.name);
+    if (!live) {
+      return {
+        status: 'pending',
+        reason: 'the Argo CD Application does not exist yet',
+        requeueAfterMs: MISSING_APPLICATION_RECHECK_MS,
+      };
+    }
+
+    if (row.requested_at === null) {
+      // A previous process may have patched Argo CD and died before recording it: never request twice.
+      if (!isRequestPending(live, row.id) && !observedSync(live, { id: row.id, requested_at: null })) {
+        await patchApplication(
+          kc,
+          namespace,
+          application.name,
+          { metadata: { annotations: { [REFRESH_ANNOTATION]: 'normal' } } },
+          signal,
+        );
+        await patchApplication(
+          kc,
+          namespace,
+          application.name,
+          { operation: syncOperationRequest(row, live) },
+          signal,
+        );
+        logger.info({ syncOperation: row.id, application: application.name }, 'sync requested in Argo CD');
+      }
+      await markRequested(db, row.id);
+      return {
+        status: 'pending',
+        reason: 'Argo CD runs the sync',
+        requeueAfterMs: RUNNING_RECHECK_MS,
+        changed: true,
+      };
+    }
+
+    const observed = observedSync(live, row);
+    if (observed?.finished)
+      return await finish(row, outcomeOfPhase(observed.phase), observed.message, logger);
+    if (row.desired_state === 'Terminated') {
+      if (isRequestPending(live, row.id)) {
+        await patchApplication(kc, namespace, application.name, { operation: null }, signal);
+        return await finish(row, 'Terminated', 'terminated before Argo CD started it', logger);
+      }
+      if (observed && observed.phase === 'Running') {
+        await patchApplication(
+          kc,
+          namespace,
+          application.name,
+          { status: { operationState: { phase: 'Terminating' } } },
+          signal,
+        );
+        logger.info({ syncOperation: row.id }, 'sync terminating');
+        return {
+          status: 'pending',
+          reason: 'Argo CD terminates the sync',
+          requeueAfterMs: RUNNING_RECHECK_MS,
+          changed: true,
+        };
+      }
+    }
+    return { status: 'pending', reason: 'Argo CD runs the sync', requeueAfterMs: RUNNING_RECHECK_MS };
+  }
+
+  function onApplicationChanged(oldApp: KubeObject, app: KubeObject) {
+    const oldState = (oldApp.status as { operationState?: unknown } | undefined)?.operationState;
+    const state = (app.status as { operationState?: unknown } | undefined)?.operationState;
+    if (
+      JSON.stringify(oldState) === JSON.stringify(state) &&
+      JSON.stringify(oldApp.operation) === JSON.stringify(app.operation)
+    )
+      return;
+    const applicationId = app.metadata.labels?.[AgentLabel.DatabaseId];
+    if (!isUuid(applicationId)) return;
+    enqueueHead(applicationId).catch((err: unknown) =>
+      ctx.logger.warn({ err }, 'could not enqueue the running sync of an Application'),
+    );
+  }
+
+  return { reconcileSyncOperation, onApplicationChanged };
+}

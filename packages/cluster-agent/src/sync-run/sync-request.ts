@@ -1,0 +1,99 @@
+/**
+ * How a sync_operation row becomes an Argo CD sync request and how its result is recognised (pure).
+ * Argo CD copies the requested `operation` into `status.operationState.operation`, so the request carries
+ * the row id in `operation.info`; a result whose copy lacks it is matched by `startedAt` (Argo CD writes
+ * whole seconds) not before the request.
+ */
+import type { SyncOperationRow, SyncOutcome } from '@gitops/db';
+import type { KubeObject } from '@gitops/shared';
+
+/** `operation.initiatedBy.username` of every sync we request. */
+export const SYNC_INITIATOR = 'gitops-service';
+/** `operation.info[].name` carrying the sync_operation id. */
+export const SYNC_OPERATION_INFO = 'gitops-sync-operation-id';
+/** Our field manager for the `operation` field and the refresh annotation (not the applier's). */
+export const SYNC_FIELD_MANAGER = 'gitops-cluster-agent-sync';
+export const REFRESH_ANNOTATION = 'argocd.argoproj.io/refresh';
+
+const TERMINAL_PHASES = new Set<string>(['Succeeded', 'Failed', 'Error', 'Terminated']);
+
+type Json = Record<string, unknown>;
+const isObject = (value: unknown): value is Json =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** The Application's `spec.source.targetRevision` ("" when absent). */
+export function targetRevisionOf(app: KubeObject): string {
+  const source = isObject(app.spec) && isObject(app.spec.source) ? app.spec.source : {};
+  return typeof source.targetRevision === 'string' ? source.targetRevision : '';
+}
+
+/** The top-level `operation` that asks Argo CD for this sync. */
+export function syncOperationRequest(
+  row: Pick<SyncOperationRow, 'id' | 'revision'>,
+  app: KubeObject,
+): Record<string, unknown> {
+  return {
+    initiatedBy: { username: SYNC_INITIATOR },
+    info: [{ name: SYNC_OPERATION_INFO, value: row.id }],
+    sync: { revision: row.revision || targetRevisionOf(app) },
+  };
+}
+
+function infoId(operation: unknown): string | undefined {
+  if (!isObject(operation) || !Array.isArray(operation.info)) return undefined;
+  for (const item of operation.info) {
+    if (isObject(item) && item.name === SYNC_OPERATION_INFO && typeof item.value === 'string')
+      return item.value;
+  }
+  return undefined;
+}
+
+/** True while the Application's `operation` is our request for this row (Argo CD has not taken it yet). */
+export function isRequestPending(app: KubeObject, syncOperationId: string): boolean {
+  return infoId(app.operation) === syncOperationId;
+}
+
+export interface ObservedSync {
+  phase: string;
+  message: string;
+  finished: boolean;
+}
+
+/** `status.operationState` when it reports this row's sync; undefined when it reports another one (or none). */
+export function observedSync(
+  app: KubeObject,
+  row: Pick<SyncOperationRow, 'id' | 'requested_at'>,
+): ObservedSync | undefined {
+  const status = isObject(app.status) ? app.status : {};
+  const state = status.operationState;
+  if (!isObject(state) || typeof state.phase !== 'string') return undefined;
+  const id = infoId(state.operation);
+  if (id !== undefined) {
+    if (id !== row.id) return undefined;
+  } else {
+    // No id in the copy: a run started at or after our request (whole seconds) is ours.
+    if (!row.requested_at || typeof state.startedAt !== 'string') return undefined;
+    const started = Date.parse(state.startedAt);
+    if (Number.isNaN(started) || started < Math.floor(row.requested_at.getTime() / 1000) * 1000) {
+      return undefined;
+    }
+  }
+  return {
+    phase: state.phase,
+    message: typeof state.message === 'string' ? state.message : '',
+    finished:
+      TERMINAL_PHASES.has(state.phase) && typeof state.finishedAt === 'string' && state.finishedAt !== '',
+  };
+}
+
+/** The sync_operation outcome of a finished Argo CD phase. */
+export function outcomeOfPhase(phase: string): SyncOutcome {
+  switch (phase) {
+    case 'Succeeded':
+    case 'Failed':
+    case 'Terminated':
+      return phase;
+    default:
+      return 'Error';
+  }
+}
