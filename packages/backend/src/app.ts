@@ -31,6 +31,7 @@ import {
   type KubeObject,
   type Logger,
   loadKubeConfig,
+  objectKey,
   type Registry,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
@@ -42,6 +43,15 @@ import {
 } from './gitops-deployment/gitops-deployment.controller.ts';
 import { createGitOpsDeploymentReconciler } from './gitops-deployment/gitops-deployment.reconciler.ts';
 import { type LabelSelector, parseLabelSelector } from './label-selector.ts';
+import { createEnvironmentResolver } from './managed-environment/environment.resolver.ts';
+import {
+  createManagedEnvironmentController,
+  MANAGED_ENVIRONMENT_SECRET_SELECTOR,
+} from './managed-environment/managed-environment.controller.ts';
+import {
+  createManagedEnvironmentReconciler,
+  managedEnvironmentResource,
+} from './managed-environment/managed-environment.reconciler.ts';
 import { createOperationRelay, type OperationRelay } from './relay/operation-relay.ts';
 import { createStatusController, type StatusController } from './status/status.controller.ts';
 import { createSyncRunController, type SyncRunController } from './sync-run/sync-run.controller.ts';
@@ -104,6 +114,44 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     return engineInstance;
   };
 
+  // ManagedEnvironments: same shard selector; their Secrets (by type) re-trigger them.
+  const environmentInformer = createInformer<KubeObject>({
+    kubeConfig: kc,
+    resource: managedEnvironmentResource,
+    labelSelector: selector.text,
+    registry,
+    logger,
+    resyncPeriodMs: config.resyncIntervalMs,
+  });
+  const environmentSecretInformer = createInformer<KubeObject>({
+    kubeConfig: kc,
+    resource: { apiVersion: 'v1', plural: 'secrets' },
+    fieldSelector: MANAGED_ENVIRONMENT_SECRET_SELECTOR,
+    registry,
+    logger,
+    resyncPeriodMs: config.resyncIntervalMs,
+  });
+  const environments = createManagedEnvironmentController({
+    informer: environmentInformer,
+    secrets: environmentSecretInformer,
+    registry,
+    logger: logger.child({ controller: 'gitopsdeploymentmanagedenvironment' }),
+    concurrency: config.maxConcurrentReconciles,
+    reconcile: createManagedEnvironmentReconciler({
+      db,
+      kc,
+      sealer,
+      informer: environmentInformer,
+      engineInstance: currentEngineInstance,
+      events,
+      selector,
+      // GitOpsDeployments of the namespace resolve their environment again.
+      onEnvironmentChanged: (namespace) => {
+        for (const deployment of informer.list(namespace)) deployments.queue.add(objectKey(deployment));
+      },
+    }),
+  });
+
   const deployments = createGitOpsDeploymentController({
     db,
     informer,
@@ -118,6 +166,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       engineInstance: currentEngineInstance,
       events,
       selector,
+      resolveEnvironment: createEnvironmentResolver(db, environmentInformer),
     }),
   });
   // SyncRuns: same shard selector as GitOpsDeployments.
@@ -233,6 +282,8 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       );
       informer.start();
       syncRunInformer.start();
+      environmentInformer.start();
+      environmentSecretInformer.start();
       listener = listen(config.databaseUrl, Object.values(NOTIFICATION_CHANNELS), onNotification, {
         applicationName: 'gitops-backend-listen',
         onConnected: ({ reconnected }) => {
@@ -242,6 +293,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
           relay?.wake();
           deployments.enqueueAll();
           syncRuns.enqueueAll();
+          environments.enqueueAll();
           status.enqueueAll();
         },
         onError: (err) => logger.warn({ err }, 'LISTEN connection problem'),
@@ -251,6 +303,9 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         throw new Error('the GitOpsDeployment informer stopped before it synced');
       if (!(await syncRunInformer.waitForSync()))
         throw new Error('the GitOpsDeploymentSyncRun informer stopped before it synced');
+      if (!(await environmentInformer.waitForSync()) || !(await environmentSecretInformer.waitForSync()))
+        throw new Error('the GitOpsDeploymentManagedEnvironment informers stopped before they synced');
+      environments.start();
       deployments.start();
       syncRuns.start();
       status.start();
@@ -269,6 +324,9 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         await Promise.all([deployments.stop(), status.stop(), syncRuns.stop()]);
         await informer.stop();
         await syncRunInformer.stop();
+        await environments.stop();
+        await environmentInformer.stop();
+        await environmentSecretInformer.stop();
         await db.destroy();
       })();
       return closing;

@@ -129,6 +129,8 @@ export interface DesiredApplication {
   namespaceUid: string;
   engineInstanceId: string;
   spec: JsonObject;
+  /** An External environment (spec.destination.environment); unset: the tenant's Workspace environment. */
+  managedEnvironmentId?: string;
 }
 
 export type ApplyResult =
@@ -153,7 +155,10 @@ export async function applyDesiredApplication(
   const clusterUserId =
     application?.cluster_user_id ??
     (await ensureClusterUser(trx, { uid: desired.namespaceUid, name: deployment.namespace })).id;
-  const environment = await workspaceEnvironment(trx, clusterUserId, deployment.namespace);
+  const environment =
+    desired.managedEnvironmentId !== undefined
+      ? { id: desired.managedEnvironmentId }
+      : await workspaceEnvironment(trx, clusterUserId, deployment.namespace);
   const ownerCr = { kind: GITOPS_DEPLOYMENT_KIND, ...deployment } as const;
 
   if (application) {

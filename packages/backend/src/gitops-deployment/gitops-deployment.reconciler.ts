@@ -33,6 +33,7 @@ import type { Kysely } from 'kysely';
 import { findCondition, setCondition } from '../conditions.ts';
 import { isJsonObject, jsonEqual } from '../json.ts';
 import type { LabelSelector } from '../label-selector.ts';
+import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import {
   applicationOperationsOutcome,
   applyDesiredApplication,
@@ -82,6 +83,8 @@ export interface GitOpsDeploymentReconcilerOptions {
   events: EventRecorder;
   /** Only deployments matching it are served (the informer uses the same selector). */
   selector?: LabelSelector;
+  /** Resolves `spec.destination.environment` (a ManagedEnvironment in the same namespace); unset: never usable. */
+  resolveEnvironment?: EnvironmentResolver;
   now?: () => Date;
 }
 
@@ -286,18 +289,28 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       );
       return;
     }
-    if (parsed.spec.destination?.environment) {
-      // ManagedEnvironments are not implemented yet (issue 4): the reference cannot be resolved.
-      await deleteStale();
-      await writeErrorOccurred(
-        object,
-        { status: 'error', message: GitOpsDeploymentMessage.ManagedEnvironmentUnusable },
-        logger,
-      );
-      return;
+    const environmentName = parsed.spec.destination?.environment;
+    let managedEnvironmentId: string | undefined;
+    if (environmentName) {
+      // Missing or not connected: the application row is kept as it is (the agent renders an empty
+      // destination once the environment row is gone); the user sees the documented error.
+      const resolved = (await options.resolveEnvironment?.(namespace, environmentName)) ?? { ok: false };
+      if (!resolved.ok) {
+        await deleteStale();
+        await writeErrorOccurred(
+          object,
+          { status: 'error', message: GitOpsDeploymentMessage.ManagedEnvironmentUnusable },
+          logger,
+        );
+        return;
+      }
+      managedEnvironmentId = resolved.managedEnvironmentId;
     }
 
-    const spec = desiredApplicationSpec(parsed.spec, namespace);
+    const spec = desiredApplicationSpec(
+      parsed.spec,
+      environmentName ? parsed.spec.destination?.namespace || namespace : namespace,
+    );
     const existingMappings = await findDeploymentMappings(db, namespace, name);
     const ownMapping = existingMappings.find((m) => m.cr_uid === uid);
     const tenantNamespaceUid = ownMapping?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
@@ -313,6 +326,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
         namespaceUid: tenantNamespaceUid,
         engineInstanceId: options.engineInstance().id,
         spec,
+        managedEnvironmentId,
       });
       return { deleted, result };
     });

@@ -1,0 +1,97 @@
+/**
+ * Wires the ManagedEnvironment reconciler: CR informer events and Secret events (Secrets of type
+ * `managed-gitops.redhat.com/managed-environment`, mapped to the CRs of the same namespace that
+ * reference them) → work queue keys `namespace/name`. The reconciler's `requeueAfter` is the periodic
+ * re-check; the informer's relist is the slow safety net.
+ */
+import { SecretType } from '@gitops/api';
+import {
+  createWorkQueue,
+  type Informer,
+  type KubeObject,
+  type Logger,
+  objectKey,
+  type Reconciler,
+  type Registry,
+  type WorkQueue,
+} from '@gitops/shared';
+import { isJsonObject, jsonEqual } from '../json.ts';
+
+export interface ManagedEnvironmentControllerOptions {
+  informer: Informer<KubeObject>;
+  secrets: Informer<KubeObject>;
+  reconcile: Reconciler;
+  registry: Registry;
+  logger: Logger;
+  concurrency: number;
+}
+
+export interface ManagedEnvironmentController {
+  readonly queue: WorkQueue;
+  start(): void;
+  enqueueAll(): void;
+  stop(): Promise<void>;
+}
+
+/** Field selector of the Secrets watched (only ManagedEnvironment credentials). */
+export const MANAGED_ENVIRONMENT_SECRET_SELECTOR = `type=${SecretType.ManagedEnvironment}`;
+
+function credentialsSecretOf(object: KubeObject): string | undefined {
+  const spec = object.spec;
+  return isJsonObject(spec) && typeof spec.credentialsSecret === 'string'
+    ? spec.credentialsSecret
+    : undefined;
+}
+
+export function createManagedEnvironmentController(
+  options: ManagedEnvironmentControllerOptions,
+): ManagedEnvironmentController {
+  const { informer, secrets } = options;
+  const queue = createWorkQueue({
+    name: 'gitopsdeploymentmanagedenvironment',
+    reconcile: options.reconcile,
+    concurrency: options.concurrency,
+    registry: options.registry,
+    logger: options.logger,
+  });
+  /** A Secret changed: every CR of its namespace that references it. */
+  const enqueueReferencing = (secret: KubeObject) => {
+    const namespace = secret.metadata.namespace;
+    if (!namespace) return;
+    for (const environment of informer.list(namespace)) {
+      if (credentialsSecretOf(environment) === secret.metadata.name) queue.add(objectKey(environment));
+    }
+  };
+  const unsubscribe = [
+    informer.onAdd((o) => queue.add(objectKey(o))),
+    informer.onUpdate((a, b) => {
+      const changed =
+        a.metadata.resourceVersion === b.metadata.resourceVersion ||
+        a.metadata.generation !== b.metadata.generation ||
+        a.metadata.uid !== b.metadata.uid ||
+        a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp ||
+        !jsonEqual(a.metadata.labels, b.metadata.labels) ||
+        !jsonEqual(a.spec, b.spec);
+      if (changed) queue.add(objectKey(b));
+    }),
+    informer.onDelete((o) => queue.add(objectKey(o))),
+    secrets.onAdd(enqueueReferencing),
+    secrets.onUpdate((a, b) => {
+      if (a.metadata.resourceVersion !== b.metadata.resourceVersion) enqueueReferencing(b);
+    }),
+    secrets.onDelete(enqueueReferencing),
+  ];
+  return {
+    queue,
+    start() {
+      queue.start();
+    },
+    enqueueAll() {
+      for (const object of informer.list()) queue.add(objectKey(object));
+    },
+    async stop() {
+      for (const u of unsubscribe) u();
+      await queue.shutdown();
+    },
+  };
+}

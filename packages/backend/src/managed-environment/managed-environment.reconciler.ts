@@ -1,0 +1,469 @@
+/**
+ * GitOpsDeploymentManagedEnvironment reconciler (level-based, key `namespace/name`): runs the ordered
+ * checks of api.md, writes the rows (one transaction with the announcing operation) when the connection
+ * works, and reports the single condition ConnectionInitializationSucceeded (observedGeneration;
+ * lastTransitionTime only when status, reason or message change). A deleted CR loses its rows; the
+ * applications that used it are announced so the agent renders an empty destination.
+ * With createNewServiceAccount the backend keeps a finalizer on the CR to remove the ServiceAccount,
+ * ClusterRole and ClusterRoleBinding it created on the target cluster.
+ */
+import {
+  API_GROUP_VERSION,
+  ConditionStatus,
+  Kind,
+  ManagedEnvironmentConditionType,
+  ManagedEnvironmentReason,
+  Plural,
+} from '@gitops/api';
+import type { Database, EngineInstanceRow, Sealer } from '@gitops/db';
+import {
+  type EventRecorder,
+  HttpMethod,
+  type Informer,
+  isConflict,
+  isNotFound,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  type Logger,
+  type ObjectRef,
+  objectPath,
+  patchStatus,
+  type ReconcileContext,
+  type Reconciler,
+  splitObjectKey,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { kubeTime } from '../conditions.ts';
+import { isJsonObject, jsonEqual } from '../json.ts';
+import type { LabelSelector } from '../label-selector.ts';
+import {
+  type CheckOutcome,
+  classifyConnectionError,
+  type ManagedEnvironmentSpec,
+  parseManagedEnvironmentSpec,
+  readTargetCluster,
+  type TargetCluster,
+  targetKubeConfig,
+  verifyCredentials,
+} from './connection.check.ts';
+import {
+  applyEnvironment,
+  deleteMappedEnvironments,
+  findEnvironmentMappings,
+  lockEnvironmentName,
+  storedBearerToken,
+} from './managed-environment.store.ts';
+import { installServiceAccount, removeServiceAccount } from './service-account.ts';
+
+const FIELD_MANAGER = 'gitops-backend';
+
+/** Kept on a CR with createNewServiceAccount until the created ServiceAccount is removed again. */
+export const SERVICE_ACCOUNT_FINALIZER = 'managed-gitops.redhat.com/managed-environment-service-account';
+
+/** How often a ManagedEnvironment's connection is checked again (credentials expire, clusters go away). */
+export const RECHECK_INTERVAL_MS = 3 * 60_000;
+/** Sooner while it fails (the user is probably fixing it; the Secret watch catches most fixes anyway). */
+export const RECHECK_FAILED_INTERVAL_MS = 30_000;
+
+export const managedEnvironmentResource = {
+  apiVersion: API_GROUP_VERSION,
+  plural: Plural.GitOpsDeploymentManagedEnvironment,
+};
+
+export const EnvironmentEventReason = {
+  ConnectionSucceeded: 'ConnectionInitializationSucceeded',
+  ConnectionFailed: 'ConnectionInitializationFailed',
+  EnvironmentUpdated: 'ManagedEnvironmentUpdated',
+  ServiceAccountRemoved: 'ServiceAccountRemoved',
+  ServiceAccountRemovalFailed: 'ServiceAccountRemovalFailed',
+} as const;
+
+export interface ManagedEnvironmentReconcilerOptions {
+  db: Kysely<Database>;
+  kc: KubeConfig;
+  sealer: Sealer;
+  informer: Informer<KubeObject>;
+  engineInstance: () => EngineInstanceRow;
+  events: EventRecorder;
+  selector?: LabelSelector;
+  /** Called after the rows of an environment changed (re-enqueue the GitOpsDeployments of that namespace). */
+  onEnvironmentChanged?: (namespace: string) => void;
+  now?: () => Date;
+}
+
+interface ConditionInput {
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+}
+
+function refOf(object: KubeObject): ObjectRef {
+  return {
+    apiVersion: API_GROUP_VERSION,
+    kind: Kind.GitOpsDeploymentManagedEnvironment,
+    name: object.metadata.name,
+    namespace: object.metadata.namespace,
+  };
+}
+
+function withTypeMeta(object: KubeObject): KubeObject {
+  return { ...object, apiVersion: API_GROUP_VERSION, kind: Kind.GitOpsDeploymentManagedEnvironment };
+}
+
+function finalizersOf(object: KubeObject): string[] {
+  const f = object.metadata.finalizers;
+  return Array.isArray(f) ? f.filter((x): x is string => typeof x === 'string') : [];
+}
+
+function existingConditions(object: KubeObject): Record<string, unknown>[] {
+  const status = isJsonObject(object.status) ? object.status : {};
+  return Array.isArray(status.conditions) ? status.conditions.filter(isJsonObject) : [];
+}
+
+export function createManagedEnvironmentReconciler(options: ManagedEnvironmentReconcilerOptions): Reconciler {
+  const { db, kc, sealer, informer, events } = options;
+  const now = options.now ?? (() => new Date());
+
+  async function currentObject(namespace: string, name: string, signal: AbortSignal) {
+    const cached = informer.get(namespace, name);
+    if (cached) return cached;
+    try {
+      const live = await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: `/apis/${API_GROUP_VERSION}/namespaces/${encodeURIComponent(namespace)}/${managedEnvironmentResource.plural}/${encodeURIComponent(name)}`,
+        signal,
+      });
+      if (!isJsonObject(live) || !isJsonObject(live.metadata)) return undefined;
+      const object = live as unknown as KubeObject;
+      if (options.selector && !options.selector.matches(object.metadata.labels)) return undefined;
+      return object;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async function getSecret(
+    namespace: string,
+    name: string,
+    signal: AbortSignal,
+  ): Promise<KubeObject | undefined> {
+    if (name === '') return undefined;
+    try {
+      const secret = await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}`,
+        signal,
+      });
+      return isJsonObject(secret) ? (secret as unknown as KubeObject) : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async function namespaceUid(namespace: string, signal: AbortSignal): Promise<string> {
+    const object = await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
+      signal,
+    });
+    const uid = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata.uid : undefined;
+    if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
+    return uid;
+  }
+
+  /** Writes the condition when it differs; Events on transitions. Never contains a token. */
+  async function writeCondition(object: KubeObject, input: ConditionInput, logger: Logger) {
+    const conditions = existingConditions(object);
+    const type = ManagedEnvironmentConditionType.ConnectionInitializationSucceeded;
+    const existing = conditions.find((c) => c.type === type);
+    const generation = object.metadata.generation;
+    const same =
+      existing !== undefined &&
+      existing.status === input.status &&
+      (existing.reason ?? '') === input.reason &&
+      (existing.message ?? '') === input.message;
+    if (same && existing.observedGeneration === generation) return;
+    const condition = {
+      type,
+      status: input.status,
+      ...(generation !== undefined ? { observedGeneration: generation } : {}),
+      reason: input.reason,
+      message: input.message,
+      lastTransitionTime:
+        same && typeof existing.lastTransitionTime === 'string'
+          ? existing.lastTransitionTime
+          : kubeTime(now()),
+    };
+    const next = [...conditions.filter((c) => c.type !== type), condition];
+    if (jsonEqual(next, conditions)) return;
+    await patchStatus(
+      kc,
+      refOf(object),
+      { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
+      { fieldManager: FIELD_MANAGER },
+    );
+    if (same) return;
+    if (input.status === ConditionStatus.True) {
+      await events.event(
+        withTypeMeta(object),
+        'Normal',
+        EnvironmentEventReason.ConnectionSucceeded,
+        'Connection to the cluster succeeded',
+      );
+    } else {
+      logger.info({ reason: input.reason, message: input.message }, 'ManagedEnvironment connection failed');
+      await events.event(
+        withTypeMeta(object),
+        'Warning',
+        EnvironmentEventReason.ConnectionFailed,
+        `${input.reason}: ${input.message}`,
+      );
+    }
+  }
+
+  async function patchFinalizers(object: KubeObject, finalizers: string[]) {
+    try {
+      await kubeRequest(kc, {
+        method: HttpMethod.PATCH,
+        path: await objectPath(kc, refOf(object)),
+        query: { fieldManager: FIELD_MANAGER },
+        body: { metadata: { finalizers, resourceVersion: object.metadata.resourceVersion } },
+        contentType: 'application/merge-patch+json',
+      });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  async function deleteRows(namespace: string, name: string, logger: Logger, exceptUid?: string) {
+    const deleted = await db.transaction().execute(async (trx) => {
+      await lockEnvironmentName(trx, namespace, name);
+      const mappings = (await findEnvironmentMappings(trx, namespace, name)).filter(
+        (m) => m.cr_uid !== exceptUid,
+      );
+      return await deleteMappedEnvironments(trx, mappings, options.engineInstance().id);
+    });
+    for (const d of deleted) {
+      logger.info(
+        { environment: d.environmentId, applications: d.affectedApplicationIds.length },
+        'managed environment deleted from the database',
+      );
+    }
+    if (deleted.length > 0) options.onEnvironmentChanged?.(namespace);
+    return deleted;
+  }
+
+  /** The ServiceAccount we created is removed with the user's credentials (or, failing that, its own token). */
+  async function reconcileDeleting(object: KubeObject, context: ReconcileContext) {
+    const { namespace = '', name, uid = '' } = object.metadata;
+    const finalizers = finalizersOf(object);
+    if (finalizers.includes(SERVICE_ACCOUNT_FINALIZER)) {
+      const parsed = parseManagedEnvironmentSpec(object.spec);
+      let removed = false;
+      let problem = 'the credentials are not available';
+      if (parsed.ok) {
+        const target = readTargetCluster(
+          await getSecret(namespace, parsed.value.credentialsSecret, context.signal),
+          parsed.value,
+        );
+        const stored = await storedBearerToken(db, sealer, uid);
+        const attempts: { target: TargetCluster; token: string }[] = [];
+        if (target.ok) attempts.push({ target: target.value, token: target.value.token });
+        if (stored) {
+          attempts.push({
+            target: target.ok
+              ? target.value
+              : { server: stored.apiUrl, caData: undefined, token: stored.token },
+            token: stored.token,
+          });
+        }
+        for (const attempt of attempts) {
+          try {
+            await removeServiceAccount(
+              targetKubeConfig(attempt.target, attempt.token, parsed.value.allowInsecureSkipTLSVerify),
+              uid,
+              context.signal,
+            );
+            removed = true;
+            break;
+          } catch (err) {
+            if (context.signal.aborted) throw err;
+            problem = classifyConnectionError(err, parsed.value.apiURL).message;
+          }
+        }
+      }
+      if (removed) {
+        await events.event(
+          withTypeMeta(object),
+          'Normal',
+          EnvironmentEventReason.ServiceAccountRemoved,
+          'Removed the ServiceAccount, ClusterRole and ClusterRoleBinding created on the cluster',
+        );
+      } else {
+        // Never block the delete forever: say what is left behind.
+        context.logger.warn({ problem }, 'could not remove the created ServiceAccount');
+        await events.event(
+          withTypeMeta(object),
+          'Warning',
+          EnvironmentEventReason.ServiceAccountRemovalFailed,
+          `Could not remove the ServiceAccount argocd-manager-${uid} (and its ClusterRole/Binding) from the cluster: ${problem}`,
+        );
+      }
+    }
+    await deleteRows(namespace, name, context.logger);
+    if (finalizers.includes(SERVICE_ACCOUNT_FINALIZER)) {
+      await patchFinalizers(
+        object,
+        finalizers.filter((f) => f !== SERVICE_ACCOUNT_FINALIZER),
+      );
+    }
+  }
+
+  /** Steps 2 and 3: the token to use (ours when createNewServiceAccount), verified by a real request. */
+  async function connect(
+    object: KubeObject,
+    spec: ManagedEnvironmentSpec,
+    target: TargetCluster,
+    signal: AbortSignal,
+  ): Promise<CheckOutcome<string>> {
+    const insecure = spec.allowInsecureSkipTLSVerify;
+    if (!spec.createNewServiceAccount) {
+      const verified = await verifyCredentials(
+        targetKubeConfig(target, target.token, insecure),
+        spec,
+        signal,
+      );
+      return verified.ok ? { ok: true, value: target.token } : verified;
+    }
+    const uid = object.metadata.uid ?? '';
+    // Reuse the token we already hold while it works: a new token on every check would rewrite Argo CD.
+    const stored = await storedBearerToken(db, sealer, uid);
+    if (stored && stored.apiUrl === spec.apiURL) {
+      const verified = await verifyCredentials(
+        targetKubeConfig(target, stored.token, insecure),
+        spec,
+        signal,
+      );
+      if (verified.ok) return { ok: true, value: stored.token };
+    }
+    if (!finalizersOf(object).includes(SERVICE_ACCOUNT_FINALIZER)) {
+      await patchFinalizers(object, [...finalizersOf(object), SERVICE_ACCOUNT_FINALIZER]);
+    }
+    let token: string;
+    try {
+      token = await installServiceAccount(targetKubeConfig(target, target.token, insecure), uid, signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      const classified = classifyConnectionError(
+        err,
+        spec.apiURL,
+        ManagedEnvironmentReason.UnableToInstallServiceAccount,
+      );
+      return {
+        ok: false,
+        reason:
+          classified.reason === ManagedEnvironmentReason.UnableToValidateClusterCredentials
+            ? ManagedEnvironmentReason.UnableToInstallServiceAccount
+            : classified.reason,
+        message: `unable to install the ServiceAccount on the cluster: ${classified.message}`,
+      };
+    }
+    const verified = await verifyCredentials(targetKubeConfig(target, token, insecure), spec, signal);
+    return verified.ok ? { ok: true, value: token } : verified;
+  }
+
+  async function reconcileLive(object: KubeObject, context: ReconcileContext) {
+    const { logger, signal } = context;
+    const { namespace = '', name, uid = '' } = object.metadata;
+
+    const failed = async (reason: string, message: string) => {
+      // This incarnation's rows are kept (Argo CD keeps the last working credentials, a transient network
+      // failure does not tear deployments down); GitOpsDeployments check the condition. Rows of earlier
+      // incarnations with the same name go.
+      await deleteRows(namespace, name, logger, uid);
+      await writeCondition(object, { status: ConditionStatus.False, reason, message }, logger);
+      options.onEnvironmentChanged?.(namespace);
+      return { requeueAfter: RECHECK_FAILED_INTERVAL_MS };
+    };
+
+    const parsed = parseManagedEnvironmentSpec(object.spec);
+    if (!parsed.ok) return await failed(parsed.reason, parsed.message);
+    const spec = parsed.value;
+    const target = readTargetCluster(await getSecret(namespace, spec.credentialsSecret, signal), spec);
+    if (!target.ok) return await failed(target.reason, target.message);
+    const token = await connect(object, spec, target.value, signal);
+    if (!token.ok) return await failed(token.reason, token.message);
+
+    const tenantUid = await namespaceUid(namespace, signal);
+    const result = await db.transaction().execute(async (trx) => {
+      await lockEnvironmentName(trx, namespace, name);
+      const stale = (await findEnvironmentMappings(trx, namespace, name)).filter((m) => m.cr_uid !== uid);
+      await deleteMappedEnvironments(trx, stale, options.engineInstance().id);
+      return await applyEnvironment(trx, sealer, {
+        environment: { namespace, name, uid },
+        namespaceUid: tenantUid,
+        engineInstanceId: options.engineInstance().id,
+        credentials: {
+          apiUrl: spec.apiURL,
+          bearerToken: token.value,
+          allowInsecureSkipTlsVerify: spec.allowInsecureSkipTLSVerify,
+          namespaces: spec.namespaces,
+          clusterResources: spec.clusterResources,
+        },
+      });
+    });
+    if (result.change !== 'none') {
+      logger.info(
+        { environment: result.environmentId, operation: result.operationId, change: result.change },
+        `managed environment ${result.change}`,
+      );
+      await events.event(
+        withTypeMeta(object),
+        'Normal',
+        EnvironmentEventReason.EnvironmentUpdated,
+        `${result.change === 'created' ? 'Created' : 'Updated'} managed environment ${result.environmentId} in the database (operation ${result.operationId})`,
+      );
+      options.onEnvironmentChanged?.(namespace);
+    }
+    await writeCondition(
+      object,
+      { status: ConditionStatus.True, reason: ManagedEnvironmentReason.Succeeded, message: '' },
+      logger,
+    );
+    return { requeueAfter: RECHECK_INTERVAL_MS };
+  }
+
+  return async (key, context) => {
+    const { namespace, name } = splitObjectKey(key);
+    if (namespace === undefined) return;
+    const object = await currentObject(namespace, name, context.signal);
+    try {
+      if (!object) {
+        await deleteRows(namespace, name, context.logger);
+        return;
+      }
+      if (typeof object.metadata.deletionTimestamp === 'string' && object.metadata.deletionTimestamp !== '') {
+        await reconcileDeleting(object, context);
+        return;
+      }
+      return await reconcileLive(object, context);
+    } catch (err) {
+      if (object && !isConflict(err) && !context.signal.aborted) {
+        context.logger.error({ err }, 'ManagedEnvironment reconcile failed');
+        await writeCondition(
+          object,
+          {
+            status: ConditionStatus.Unknown,
+            reason: ManagedEnvironmentReason.UnknownError,
+            message: 'an internal error occurred while reconciling the ManagedEnvironment; it is retried',
+          },
+          context.logger,
+        ).catch(() => undefined);
+      }
+      throw err;
+    }
+  };
+}

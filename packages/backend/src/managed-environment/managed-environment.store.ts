@@ -1,0 +1,218 @@
+/**
+ * The database side of a ManagedEnvironment reconcile: one transaction writes the tenant, the sealed
+ * cluster_credentials, the External managed_environment, the api_cr_mapping and the operation that
+ * announces the change. A delete removes the rows and announces the environment and every application
+ * that targeted it (their managed_environment_id becomes NULL by FK) in the same transaction.
+ */
+import {
+  type ApiCrMappingRow,
+  type ClusterCredentialsInput,
+  type Database,
+  deleteManagedEnvironment,
+  findApiCrMappingsByName,
+  getApiCrMappingByUid,
+  getClusterUserByNamespaceUid,
+  getManagedEnvironmentWithCredentials,
+  insertApiCrMapping,
+  insertExternalEnvironment,
+  insertOperation,
+  insertOperations,
+  type OperationRequest,
+  type Sealer,
+  updateEnvironmentCredentials,
+  upsertClusterUser,
+} from '@gitops/db';
+import { type Kysely, sql, type Transaction } from 'kysely';
+
+export const MANAGED_ENVIRONMENT_KIND = 'GitOpsDeploymentManagedEnvironment';
+
+export interface EnvironmentIdentity {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+/** Sealing context of a bearer token: binds the ciphertext to its credentials row kind. */
+export const BEARER_TOKEN_CONTEXT = 'cluster_credentials.bearer_token';
+
+export async function lockEnvironmentName(trx: Transaction<Database>, namespace: string, name: string) {
+  const key = `${MANAGED_ENVIRONMENT_KIND}/${namespace}/${name}`;
+  await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
+}
+
+export async function findEnvironmentMappings(
+  db: Kysely<Database>,
+  namespace: string,
+  name: string,
+): Promise<ApiCrMappingRow[]> {
+  return await findApiCrMappingsByName(db, { kind: MANAGED_ENVIRONMENT_KIND, namespace, name });
+}
+
+export interface DesiredCredentials {
+  apiUrl: string;
+  bearerToken: string;
+  allowInsecureSkipTlsVerify: boolean;
+  namespaces: readonly string[];
+  clusterResources: boolean;
+}
+
+/** The stored token of this CR's environment, unsealed (reuse of a created ServiceAccount's token). */
+export async function storedBearerToken(
+  db: Kysely<Database>,
+  sealer: Sealer,
+  crUid: string,
+): Promise<{ apiUrl: string; token: string } | undefined> {
+  const mapping = await getApiCrMappingByUid(db, crUid);
+  if (!mapping?.managed_environment_id) return undefined;
+  const found = await getManagedEnvironmentWithCredentials(db, mapping.managed_environment_id);
+  if (!found?.credentials) return undefined;
+  try {
+    return {
+      apiUrl: found.credentials.api_url,
+      token: sealer.openString(found.credentials.bearer_token_sealed, BEARER_TOKEN_CONTEXT),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+export type ApplyEnvironmentResult = {
+  change: 'none' | 'created' | 'updated';
+  environmentId: string;
+  operationId?: string;
+};
+
+/** Makes the rows of a connected ManagedEnvironment match `desired`; announces a change. */
+export async function applyEnvironment(
+  trx: Transaction<Database>,
+  sealer: Sealer,
+  input: {
+    environment: EnvironmentIdentity;
+    namespaceUid: string;
+    engineInstanceId: string;
+    credentials: DesiredCredentials;
+  },
+): Promise<ApplyEnvironmentResult> {
+  const { environment } = input;
+  const ownerCr = { kind: MANAGED_ENVIRONMENT_KIND, ...environment } as const;
+  const mapping = await getApiCrMappingByUid(trx, environment.uid);
+  const existing =
+    mapping?.managed_environment_id != null
+      ? await getManagedEnvironmentWithCredentials(trx, mapping.managed_environment_id)
+      : undefined;
+  const desired = input.credentials;
+  const sealed = (): ClusterCredentialsInput => ({
+    apiUrl: desired.apiUrl,
+    bearerTokenSealed: sealer.seal(desired.bearerToken, BEARER_TOKEN_CONTEXT),
+    allowInsecureSkipTlsVerify: desired.allowInsecureSkipTlsVerify,
+    namespaces: desired.namespaces,
+    clusterResources: desired.clusterResources,
+  });
+
+  if (existing?.credentials) {
+    const c = existing.credentials;
+    let token: string | undefined;
+    try {
+      token = sealer.openString(c.bearer_token_sealed, BEARER_TOKEN_CONTEXT);
+    } catch {
+      token = undefined;
+    }
+    const same =
+      c.api_url === desired.apiUrl &&
+      token === desired.bearerToken &&
+      !sealer.needsResealing(c.bearer_token_sealed) &&
+      c.allow_insecure_skip_tls_verify === desired.allowInsecureSkipTlsVerify &&
+      c.cluster_resources === desired.clusterResources &&
+      JSON.stringify(c.namespaces) === JSON.stringify(desired.namespaces);
+    if (same) return { change: 'none', environmentId: existing.environment.id };
+    await updateEnvironmentCredentials(trx, existing.environment.id, sealed());
+    await trx
+      .updateTable('managed_environment')
+      .set({ updated_at: sql`now()` })
+      .where('id', '=', existing.environment.id)
+      .execute();
+    const { operation } = await insertOperation(trx, {
+      engineInstanceId: input.engineInstanceId,
+      resourceType: 'ManagedEnvironment',
+      resourceId: existing.environment.id,
+      ownerUserId: existing.environment.cluster_user_id,
+      ownerCr,
+    });
+    return { change: 'updated', environmentId: existing.environment.id, operationId: operation.id };
+  }
+
+  const clusterUser =
+    (await getClusterUserByNamespaceUid(trx, input.namespaceUid)) ??
+    (await upsertClusterUser(trx, { uid: input.namespaceUid, name: environment.namespace }));
+  const created = await insertExternalEnvironment(trx, {
+    clusterUserId: clusterUser.id,
+    name: environment.name,
+    credentials: sealed(),
+  });
+  if (mapping) await trx.deleteFrom('api_cr_mapping').where('id', '=', mapping.id).execute();
+  await insertApiCrMapping(
+    trx,
+    { ...environment, namespaceUid: input.namespaceUid },
+    { kind: MANAGED_ENVIRONMENT_KIND, managedEnvironmentId: created.environment.id },
+  );
+  const { operation } = await insertOperation(trx, {
+    engineInstanceId: input.engineInstanceId,
+    resourceType: 'ManagedEnvironment',
+    resourceId: created.environment.id,
+    ownerUserId: clusterUser.id,
+    ownerCr,
+  });
+  return { change: 'created', environmentId: created.environment.id, operationId: operation.id };
+}
+
+export interface DeletedEnvironment {
+  environmentId: string;
+  affectedApplicationIds: string[];
+}
+
+/**
+ * Deletes the environments of these mappings (credentials too; applications' managed_environment_id
+ * becomes NULL) and announces the environment and each affected application, in `trx`.
+ */
+export async function deleteMappedEnvironments(
+  trx: Transaction<Database>,
+  mappings: readonly ApiCrMappingRow[],
+  engineInstanceId: string,
+): Promise<DeletedEnvironment[]> {
+  const deleted: DeletedEnvironment[] = [];
+  for (const mapping of mappings) {
+    if (!mapping.managed_environment_id) continue;
+    const found = await getManagedEnvironmentWithCredentials(trx, mapping.managed_environment_id);
+    if (!found) continue;
+    const applications = await trx
+      .selectFrom('application')
+      .select(['id', 'engine_instance_id', 'cluster_user_id'])
+      .where('managed_environment_id', '=', found.environment.id)
+      .execute();
+    const { affectedApplicationIds } = await deleteManagedEnvironment(trx, found.environment.id);
+    const owner = {
+      kind: MANAGED_ENVIRONMENT_KIND,
+      namespace: mapping.cr_namespace,
+      name: mapping.cr_name,
+      uid: mapping.cr_uid,
+    } as const;
+    const requests: OperationRequest[] = [
+      {
+        engineInstanceId,
+        resourceType: 'ManagedEnvironment',
+        resourceId: found.environment.id,
+        ownerUserId: found.environment.cluster_user_id,
+        ownerCr: owner,
+      },
+      ...applications.map((a) => ({
+        engineInstanceId: a.engine_instance_id,
+        resourceType: 'Application' as const,
+        resourceId: a.id,
+        ownerUserId: a.cluster_user_id,
+      })),
+    ];
+    await insertOperations(trx, requests);
+    deleted.push({ environmentId: found.environment.id, affectedApplicationIds });
+  }
+  return deleted;
+}

@@ -1,0 +1,105 @@
+/**
+ * `createNewServiceAccount: true`: with the user's credentials, create on the target cluster a
+ * ServiceAccount `argocd-manager-<cr uid>` in kube-system, a ClusterRole/ClusterRoleBinding giving it
+ * full access (what Argo CD's `argocd cluster add` installs), and a token from the TokenRequest API.
+ * Removed again when the ManagedEnvironment is deleted (the backend keeps a finalizer for that).
+ */
+import { HttpMethod, isConflict, isNotFound, type KubeConfig, kubeRequest } from '@gitops/shared';
+import { isJsonObject } from '../json.ts';
+
+export const SERVICE_ACCOUNT_NAMESPACE = 'kube-system';
+
+/** Token lifetime requested from the TokenRequest API (the API server may cap it; we re-request on failure). */
+const TOKEN_EXPIRATION_SECONDS = 365 * 24 * 3600;
+
+export function serviceAccountName(crUid: string): string {
+  return `argocd-manager-${crUid}`;
+}
+
+const labels = { 'app.kubernetes.io/managed-by': 'gitops-service' };
+
+async function createIgnoringExisting(kc: KubeConfig, path: string, body: unknown, signal: AbortSignal) {
+  try {
+    await kubeRequest(kc, { method: HttpMethod.POST, path, body, signal });
+  } catch (err) {
+    if (!isConflict(err)) throw err;
+  }
+}
+
+/** Creates (idempotently) the ServiceAccount, ClusterRole and ClusterRoleBinding; returns a fresh token. */
+export async function installServiceAccount(
+  kc: KubeConfig,
+  crUid: string,
+  signal: AbortSignal,
+): Promise<string> {
+  const name = serviceAccountName(crUid);
+  await createIgnoringExisting(
+    kc,
+    `/api/v1/namespaces/${SERVICE_ACCOUNT_NAMESPACE}/serviceaccounts`,
+    {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name, namespace: SERVICE_ACCOUNT_NAMESPACE, labels },
+    },
+    signal,
+  );
+  await createIgnoringExisting(
+    kc,
+    '/apis/rbac.authorization.k8s.io/v1/clusterroles',
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name, labels },
+      rules: [
+        { apiGroups: ['*'], resources: ['*'], verbs: ['*'] },
+        { nonResourceURLs: ['*'], verbs: ['*'] },
+      ],
+    },
+    signal,
+  );
+  await createIgnoringExisting(
+    kc,
+    '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name, labels },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+      subjects: [{ kind: 'ServiceAccount', name, namespace: SERVICE_ACCOUNT_NAMESPACE }],
+    },
+    signal,
+  );
+  const answer = await kubeRequest(kc, {
+    method: HttpMethod.POST,
+    path: `/api/v1/namespaces/${SERVICE_ACCOUNT_NAMESPACE}/serviceaccounts/${name}/token`,
+    body: {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: TOKEN_EXPIRATION_SECONDS },
+    },
+    signal,
+  });
+  const token = isJsonObject(answer) && isJsonObject(answer.status) ? answer.status.token : undefined;
+  if (typeof token !== 'string' || token === '') throw new Error('the TokenRequest API returned no token');
+  return token;
+}
+
+/** Deletes the ServiceAccount, ClusterRole and ClusterRoleBinding (missing ones are fine). */
+export async function removeServiceAccount(
+  kc: KubeConfig,
+  crUid: string,
+  signal: AbortSignal,
+): Promise<void> {
+  const name = serviceAccountName(crUid);
+  for (const path of [
+    `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`,
+    `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`,
+    `/api/v1/namespaces/${SERVICE_ACCOUNT_NAMESPACE}/serviceaccounts/${name}`,
+  ]) {
+    try {
+      await kubeRequest(kc, { method: HttpMethod.DELETE, path, signal });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+}
