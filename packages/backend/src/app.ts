@@ -54,6 +54,10 @@ import {
 } from './managed-environment/managed-environment.reconciler.ts';
 import { createOperationRelay, type OperationRelay } from './relay/operation-relay.ts';
 import { createStatusController, type StatusController } from './status/status.controller.ts';
+import {
+  createRepositoryCredentialsFeature,
+  type RepositoryCredentialsFeature,
+} from './repository-credential/repository-credentials.feature.ts';
 import { createSyncRunController, type SyncRunController } from './sync-run/sync-run.controller.ts';
 import { createSyncRunReconciler, syncRunResource } from './sync-run/sync-run.reconciler.ts';
 
@@ -81,6 +85,7 @@ export interface Backend {
   readonly informer: Informer<KubeObject>;
   readonly deployments: GitOpsDeploymentController;
   readonly status: StatusController;
+  readonly repositoryCredentials: RepositoryCredentialsFeature;
   readonly syncRuns: SyncRunController;
   /** Undefined when GITOPS_RELAY_ENABLED=false. */
   readonly relay: OperationRelay | undefined;
@@ -204,6 +209,18 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     concurrency: config.maxConcurrentReconciles,
     events,
   });
+  const repositoryCredentials = createRepositoryCredentialsFeature({
+    db,
+    kc,
+    registry,
+    logger,
+    events,
+    sealer,
+    selector,
+    engineInstance: currentEngineInstance,
+    concurrency: config.maxConcurrentReconciles,
+    resyncIntervalMs: config.resyncIntervalMs,
+  });
   const relay = config.relayEnabled
     ? createOperationRelay({
         db,
@@ -225,6 +242,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         return;
       case NOTIFICATION_CHANNELS.operationStateChanged:
         await deployments.onOperationStateChanged(payload);
+        await repositoryCredentials.controller.onOperationStateChanged(payload);
         await syncRuns.onOperationStateChanged(payload);
         return;
       case NOTIFICATION_CHANNELS.applicationStateChanged:
@@ -262,6 +280,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     informer,
     deployments,
     status,
+    repositoryCredentials,
     syncRuns,
     relay,
     engineInstance: currentEngineInstance,
@@ -281,6 +300,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         'engine instance registered',
       );
       informer.start();
+      repositoryCredentials.startInformers();
       syncRunInformer.start();
       environmentInformer.start();
       environmentSecretInformer.start();
@@ -292,6 +312,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
           logger.info('LISTEN connection re-established; resyncing');
           relay?.wake();
           deployments.enqueueAll();
+          repositoryCredentials.controller.enqueueAll();
           syncRuns.enqueueAll();
           environments.enqueueAll();
           status.enqueueAll();
@@ -306,7 +327,10 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       if (!(await environmentInformer.waitForSync()) || !(await environmentSecretInformer.waitForSync()))
         throw new Error('the GitOpsDeploymentManagedEnvironment informers stopped before they synced');
       environments.start();
+      if (!(await repositoryCredentials.waitForSync()))
+        throw new Error('the RepositoryCredential informers stopped before they synced');
       deployments.start();
+      repositoryCredentials.start();
       syncRuns.start();
       status.start();
       relay?.start();
@@ -322,6 +346,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         await relay?.stop();
         await listener?.close();
         await Promise.all([deployments.stop(), status.stop(), syncRuns.stop()]);
+        await repositoryCredentials.stop();
         await informer.stop();
         await syncRunInformer.stop();
         await environments.stop();

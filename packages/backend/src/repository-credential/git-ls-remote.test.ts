@@ -1,0 +1,62 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type GitServer, startGitServer } from '../../../../e2e/fixture/git-server.ts';
+import { classifyGitError, lsRemote } from './git-ls-remote.ts';
+
+describe('git ls-remote validation against a local Git HTTPS server', () => {
+  let git: GitServer;
+  let previousCa: string | undefined;
+
+  before(async () => {
+    git = await startGitServer();
+    await git.createRepository('public');
+    await git.createRepository('private', { username: 'jane', password: 's3cr3t-pw' });
+    previousCa = process.env.GIT_SSL_CAINFO;
+    process.env.GIT_SSL_CAINFO = git.caFile;
+  });
+  after(async () => {
+    if (previousCa === undefined) delete process.env.GIT_SSL_CAINFO;
+    else process.env.GIT_SSL_CAINFO = previousCa;
+    await git?.stop();
+  });
+
+  it('accepts a private repository with the right username and password', async () => {
+    assert.deepEqual(await lsRemote(git.url('private'), { username: 'jane', password: 's3cr3t-pw' }), {
+      result: 'valid',
+    });
+  });
+
+  it('reports rejected credentials for an existing private repository', async () => {
+    assert.deepEqual(await lsRemote(git.url('private'), { username: 'jane', password: 'wrong' }), {
+      result: 'invalidCredentials',
+    });
+  });
+
+  it('reports an unknown repository as an invalid URL, with or without credentials', async () => {
+    const withCredentials = await lsRemote(git.url('missing'), { username: 'jane', password: 'x' });
+    assert.equal(withCredentials.result, 'invalidUrl');
+    assert.equal((await lsRemote(git.url('missing'), {})).result, 'invalidUrl');
+  });
+
+  it('reports an unreachable server as an invalid URL', async () => {
+    const outcome = await lsRemote('https://127.0.0.1:1/nothing.git', { username: 'a', password: 'b' });
+    assert.equal(outcome.result, 'invalidUrl');
+  });
+
+  it('accepts a public repository with any credentials', async () => {
+    assert.deepEqual(await lsRemote(git.url('public'), { username: 'x', password: 'y' }), {
+      result: 'valid',
+    });
+  });
+
+  it('classifies git error output', () => {
+    assert.equal(classifyGitError("fatal: Authentication failed for 'https://h/r.git/'"), 'auth');
+    assert.equal(
+      classifyGitError("fatal: could not read Username for 'https://h': terminal prompts disabled"),
+      'auth',
+    );
+    assert.equal(classifyGitError("remote: Not found\nfatal: repository 'https://h/r.git/' not found"), 'notFound');
+    assert.equal(classifyGitError('git@h: Permission denied (publickey).'), 'auth');
+    assert.equal(classifyGitError("fatal: unable to access 'https://h/': Could not resolve host: h"), 'other');
+  });
+});

@@ -1,0 +1,412 @@
+/**
+ * GitOpsDeploymentRepositoryCredential reconciler (level-based; key `namespace/name`, object from the
+ * informer cache, confirmed with a live GET when absent).
+ *
+ * Live CR: resolve `spec.secret` in the CR's own namespace (never another one), check its type and keys,
+ * validate repository + credentials with `git ls-remote` (memoised per object: re-run when the URL or a
+ * credential changes, every `revalidateIntervalMs`, and after failures with a per-object backoff), then in one
+ * transaction write the row (sealed credentials), mapping and operation. A Secret that is missing or unusable
+ * removes the row (announced), so Secret deletions reach Argo CD. Conditions: always the three, in order.
+ * Deleted CR: its rows are deleted and announced.
+ */
+import { createHash } from 'node:crypto';
+import type { Condition } from '@gitops/api';
+import { API_GROUP_VERSION, Kind, SecretKey, SecretType } from '@gitops/api';
+import type { Database, EngineInstanceRow, OperationRow, Sealer } from '@gitops/db';
+import {
+  type EventRecorder,
+  HttpMethod,
+  type Informer,
+  isConflict,
+  isNotFound,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  type Logger,
+  type ObjectRef,
+  patchStatus,
+  type ReconcileResult,
+  type Reconciler,
+  splitObjectKey,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { isJsonObject, jsonEqual } from '../json.ts';
+import type { LabelSelector } from '../label-selector.ts';
+import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
+import {
+  conditionsOfStatus,
+  nextConditions,
+  type RepositoryCredentialOutcome,
+} from './repository-credential.conditions.ts';
+import {
+  applyRepositoryCredentials,
+  deleteMappedRepositoryCredentials,
+  findRepositoryCredentialMappings,
+  lockRepositoryCredentialName,
+} from './repository-credential.store.ts';
+
+const FIELD_MANAGER = 'gitops-backend';
+
+export const repositoryCredentialResource = {
+  apiVersion: API_GROUP_VERSION,
+  plural: 'gitopsdeploymentrepositorycredentials',
+} as const;
+
+/** Event reasons on GitOpsDeploymentRepositoryCredentials. */
+export const RepositoryCredentialEventReason = {
+  RepositoryCredentialCreated: 'RepositoryCredentialCreated',
+  RepositoryCredentialUpdated: 'RepositoryCredentialUpdated',
+  RepositoryCredentialDeleted: 'RepositoryCredentialDeleted',
+  ErrorOccurred: 'ErrorOccurred',
+  ErrorOccurredResolved: 'ErrorOccurredResolved',
+} as const;
+
+/** Re-validation of a valid repository credential (the Git server may change its mind). */
+export const DEFAULT_REVALIDATE_INTERVAL_MS = 10 * 60_000;
+/** First retry after a failed validation; doubles per consecutive failure, capped at the revalidate interval. */
+export const DEFAULT_FAILURE_BACKOFF_MS = 15_000;
+
+export interface RepositoryCredentialReconcilerOptions {
+  db: Kysely<Database>;
+  kc: KubeConfig;
+  informer: Informer<KubeObject>;
+  engineInstance: () => EngineInstanceRow;
+  events: EventRecorder;
+  sealer: Sealer;
+  selector?: LabelSelector;
+  revalidateIntervalMs?: number;
+  failureBackoffMs?: number;
+  /** Replaceable for unit tests. */
+  validate?: (url: string, credentials: GitCredentials, signal: AbortSignal) => Promise<LsRemoteOutcome>;
+  now?: () => Date;
+}
+
+interface ValidationMemo {
+  fingerprint: string;
+  outcome: LsRemoteOutcome;
+  checkedAt: number;
+  failures: number;
+}
+
+export function repositoryCredentialRef(namespace: string, name: string): ObjectRef {
+  return { apiVersion: API_GROUP_VERSION, kind: Kind.GitOpsDeploymentRepositoryCredential, name, namespace };
+}
+
+function withTypeMeta(object: KubeObject): KubeObject {
+  return { ...object, apiVersion: API_GROUP_VERSION, kind: Kind.GitOpsDeploymentRepositoryCredential };
+}
+
+/** spec.repository, or its alias spec.url. */
+export function parseRepositoryCredentialSpec(spec: unknown): { repository: string; secret: string } {
+  const s = isJsonObject(spec) ? spec : {};
+  const repository =
+    typeof s.repository === 'string' && s.repository !== ''
+      ? s.repository
+      : typeof s.url === 'string'
+        ? s.url
+        : '';
+  return { repository, secret: typeof s.secret === 'string' ? s.secret : '' };
+}
+
+type SecretRead =
+  | { ok: true; credentials: GitCredentials }
+  | { ok: false; outcome: RepositoryCredentialOutcome };
+
+function decode(value: unknown): string | undefined {
+  return typeof value === 'string' ? Buffer.from(value, 'base64').toString('utf8') : undefined;
+}
+
+/** A user Secret's credentials (pure; exported for tests). */
+export function credentialsOfSecret(secretName: string, secret: unknown): SecretRead {
+  const object = isJsonObject(secret) ? secret : {};
+  const type = typeof object.type === 'string' ? object.type : 'Opaque';
+  if (type !== SecretType.RepositoryCredential) {
+    return { ok: false, outcome: { kind: 'secretInvalidType', secret: secretName, type } };
+  }
+  const data = isJsonObject(object.data) ? object.data : {};
+  const username = decode(data[SecretKey.Username]);
+  const password = decode(data[SecretKey.Password]);
+  const sshPrivateKey = decode(data[SecretKey.SshPrivateKey]);
+  if (sshPrivateKey !== undefined && sshPrivateKey.trim() !== '') {
+    return { ok: true, credentials: { sshPrivateKey } };
+  }
+  if (username !== undefined || password !== undefined) {
+    if (!username || !password) {
+      return {
+        ok: false,
+        outcome: {
+          kind: 'secretInvalidContent',
+          secret: secretName,
+          problem: 'both username and password must be set',
+        },
+      };
+    }
+    return { ok: true, credentials: { username, password } };
+  }
+  return {
+    ok: false,
+    outcome: {
+      kind: 'secretInvalidContent',
+      secret: secretName,
+      problem: 'it must contain username and password, or sshPrivateKey',
+    },
+  };
+}
+
+function fingerprintOf(uid: string, url: string, credentials: GitCredentials): string {
+  // In memory only; a hash, so the memo never holds a credential.
+  return createHash('sha256')
+    .update(JSON.stringify([uid, url, credentials.username, credentials.password, credentials.sshPrivateKey]))
+    .digest('hex');
+}
+
+export function createRepositoryCredentialReconciler(
+  options: RepositoryCredentialReconcilerOptions,
+): Reconciler {
+  const { db, kc, informer, events, sealer } = options;
+  const now = options.now ?? (() => new Date());
+  const revalidateMs = options.revalidateIntervalMs ?? DEFAULT_REVALIDATE_INTERVAL_MS;
+  const failureBackoffMs = options.failureBackoffMs ?? DEFAULT_FAILURE_BACKOFF_MS;
+  const validate =
+    options.validate ??
+    ((url: string, credentials: GitCredentials, signal: AbortSignal) =>
+      lsRemote(url, credentials, { signal }));
+  const memos = new Map<string, ValidationMemo>();
+
+  async function currentObject(namespace: string, name: string, signal: AbortSignal) {
+    const cached = informer.get(namespace, name);
+    if (cached) return cached;
+    try {
+      const live = await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: `/apis/${API_GROUP_VERSION}/namespaces/${encodeURIComponent(namespace)}/${repositoryCredentialResource.plural}/${encodeURIComponent(name)}`,
+        signal,
+      });
+      if (!isJsonObject(live) || !isJsonObject(live.metadata)) return undefined;
+      const object = live as unknown as KubeObject;
+      if (options.selector && !options.selector.matches(object.metadata.labels)) return undefined;
+      return object;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async function readSecret(namespace: string, name: string, signal: AbortSignal): Promise<unknown> {
+    try {
+      return await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}`,
+        signal,
+      });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async function namespaceUid(namespace: string, signal: AbortSignal): Promise<string> {
+    const object = await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
+      signal,
+    });
+    const uid = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata.uid : undefined;
+    if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
+    return uid;
+  }
+
+  /** Validation through the memo: returns the outcome and when to look again. */
+  async function validated(
+    key: string,
+    fingerprint: string,
+    url: string,
+    credentials: GitCredentials,
+    signal: AbortSignal,
+    logger: Logger,
+  ): Promise<{ outcome: LsRemoteOutcome; requeueAfter: number }> {
+    const memo = memos.get(key);
+    const at = Date.now();
+    if (memo && memo.fingerprint === fingerprint) {
+      const wait =
+        memo.outcome.result === 'valid'
+          ? revalidateMs
+          : Math.min(revalidateMs, failureBackoffMs * 2 ** Math.max(0, memo.failures - 1));
+      const due = memo.checkedAt + wait;
+      if (at < due) return { outcome: memo.outcome, requeueAfter: due - at };
+    }
+    const outcome = await validate(url, credentials, signal);
+    const failures =
+      outcome.result === 'valid' ? 0 : memo?.fingerprint === fingerprint ? memo.failures + 1 : 1;
+    memos.set(key, { fingerprint, outcome, checkedAt: Date.now(), failures });
+    logger.info({ result: outcome.result }, 'repository validated with git ls-remote');
+    const wait =
+      outcome.result === 'valid'
+        ? revalidateMs
+        : Math.min(revalidateMs, failureBackoffMs * 2 ** Math.max(0, failures - 1));
+    return { outcome, requeueAfter: wait };
+  }
+
+  async function writeConditions(object: KubeObject, outcome: RepositoryCredentialOutcome, logger: Logger) {
+    const existing = conditionsOfStatus(object.status);
+    const generation =
+      typeof object.metadata.generation === 'number' ? object.metadata.generation : undefined;
+    const next: Condition[] = nextConditions(existing, outcome, now(), generation);
+    if (jsonEqual(next, existing)) return;
+    const { namespace = '', name } = object.metadata;
+    await patchStatus(
+      kc,
+      repositoryCredentialRef(namespace, name),
+      { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
+      { fieldManager: FIELD_MANAGER },
+    );
+    const oldError = existing.find((c) => c.type === 'ErrorOccurred');
+    const newError = next[0]!;
+    if (
+      newError.status === 'True' &&
+      (oldError?.status !== 'True' || oldError.message !== newError.message)
+    ) {
+      logger.info({ reason: newError.reason }, 'RepositoryCredential ErrorOccurred');
+      await events.event(
+        withTypeMeta(object),
+        'Warning',
+        RepositoryCredentialEventReason.ErrorOccurred,
+        newError.message,
+      );
+    } else if (newError.status === 'False' && oldError?.status === 'True') {
+      await events.event(
+        withTypeMeta(object),
+        'Normal',
+        RepositoryCredentialEventReason.ErrorOccurredResolved,
+        'The repository credential is valid',
+      );
+    }
+  }
+
+  async function announceDeletes(object: KubeObject | undefined, operations: readonly OperationRow[]) {
+    if (!object) return;
+    for (const operation of operations) {
+      await events.event(
+        withTypeMeta(object),
+        'Normal',
+        RepositoryCredentialEventReason.RepositoryCredentialDeleted,
+        `Deleted repository credentials ${operation.resource_id} from the database (operation ${operation.id})`,
+      );
+    }
+  }
+
+  /** Deletes every row of this name, or only those of other incarnations with `exceptUid`. */
+  async function deleteRows(namespace: string, name: string, exceptUid?: string): Promise<OperationRow[]> {
+    return await db.transaction().execute(async (trx) => {
+      await lockRepositoryCredentialName(trx, namespace, name);
+      return await deleteMappedRepositoryCredentials(
+        trx,
+        await findRepositoryCredentialMappings(trx, namespace, name, { exceptUid }),
+      );
+    });
+  }
+
+  async function reconcileLive(
+    key: string,
+    object: KubeObject,
+    signal: AbortSignal,
+    logger: Logger,
+  ): Promise<ReconcileResult | undefined> {
+    const { namespace = '', name, uid = '' } = object.metadata;
+    const spec = parseRepositoryCredentialSpec(object.spec);
+    await announceDeletes(object, await deleteRows(namespace, name, uid));
+
+    const unusable = async (outcome: RepositoryCredentialOutcome) => {
+      memos.delete(key);
+      await announceDeletes(object, await deleteRows(namespace, name));
+      await writeConditions(object, outcome, logger);
+    };
+    if (spec.secret === '') return void (await unusable({ kind: 'secretNotSpecified' }));
+    // References resolve in the CR's own namespace only.
+    const secret = await readSecret(namespace, spec.secret, signal);
+    if (secret === undefined) return void (await unusable({ kind: 'secretNotFound', secret: spec.secret }));
+    const read = credentialsOfSecret(spec.secret, secret);
+    if (!read.ok) return void (await unusable(read.outcome));
+
+    const fingerprint = fingerprintOf(uid, spec.repository, read.credentials);
+    const { outcome: check, requeueAfter } = await validated(
+      key,
+      fingerprint,
+      spec.repository,
+      read.credentials,
+      signal,
+      logger,
+    );
+
+    const mappings = await findRepositoryCredentialMappings(db, namespace, name);
+    const tenantNamespaceUid =
+      mappings.find((m) => m.cr_uid === uid)?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
+    const result = await db.transaction().execute(async (trx) => {
+      await lockRepositoryCredentialName(trx, namespace, name);
+      return await applyRepositoryCredentials(trx, sealer, {
+        cr: { namespace, name, uid },
+        namespaceUid: tenantNamespaceUid,
+        engineInstanceId: options.engineInstance().id,
+        repositoryUrl: spec.repository,
+        secretName: spec.secret,
+        credentials: read.credentials,
+      });
+    });
+    if (result.change !== 'none') {
+      logger.info(
+        { repositoryCredentials: result.row.id, operation: result.operation.id, change: result.change },
+        `repository credentials ${result.change}`,
+      );
+      const created = result.change === 'created';
+      await events.event(
+        withTypeMeta(object),
+        'Normal',
+        created
+          ? RepositoryCredentialEventReason.RepositoryCredentialCreated
+          : RepositoryCredentialEventReason.RepositoryCredentialUpdated,
+        `${created ? 'Created' : 'Updated'} repository credentials ${result.row.id} in the database (operation ${result.operation.id})`,
+      );
+    }
+
+    const outcome: RepositoryCredentialOutcome =
+      check.result === 'valid'
+        ? { kind: 'valid', repository: spec.repository }
+        : check.result === 'invalidCredentials'
+          ? { kind: 'invalidCredentials', repository: spec.repository, secret: spec.secret }
+          : { kind: 'invalidRepositoryUrl', repository: spec.repository, detail: check.detail };
+    await writeConditions(object, outcome, logger);
+    return { requeueAfter };
+  }
+
+  return async (key, context) => {
+    const { namespace, name } = splitObjectKey(key);
+    if (namespace === undefined) return;
+    const object = await currentObject(namespace, name, context.signal);
+    try {
+      if (!object || typeof object.metadata.deletionTimestamp === 'string') {
+        memos.delete(key);
+        const deleted = await deleteRows(namespace, name);
+        for (const operation of deleted) {
+          context.logger.info(
+            { repositoryCredentials: operation.resource_id, operation: operation.id },
+            'repository credentials deleted: the RepositoryCredential is gone',
+          );
+        }
+        return;
+      }
+      return await reconcileLive(key, object, context.signal, context.logger);
+    } catch (err) {
+      if (object && !isConflict(err) && !context.signal.aborted) {
+        context.logger.error({ err }, 'RepositoryCredential reconcile failed');
+        await writeConditions(
+          object,
+          { kind: 'error', message: 'an unknown error occurred' },
+          context.logger,
+        ).catch((statusErr: unknown) =>
+          context.logger.warn({ err: statusErr }, 'could not report the error in the conditions'),
+        );
+      }
+      throw err;
+    }
+  };
+}

@@ -1,0 +1,232 @@
+/**
+ * The database side of a GitOpsDeploymentRepositoryCredential reconcile: one transaction writes the tenant,
+ * the repository_credentials row (credentials sealed), its api_cr_mapping and the `RepositoryCredentials`
+ * operation that announces it (owner = the CR). Deletes are announced the same way.
+ */
+import {
+  type ApiCrMappingRow,
+  type Database,
+  deleteRepositoryCredentials,
+  findApiCrMappingsByName,
+  getClusterUserByNamespaceUid,
+  getRepositoryCredentials,
+  insertApiCrMapping,
+  insertOperation,
+  insertRepositoryCredentials,
+  type OperationRow,
+  type RepositoryCredentialsRow,
+  type Sealer,
+  updateRepositoryCredentials,
+  upsertClusterUser,
+} from '@gitops/db';
+import { type Kysely, sql, type Transaction } from 'kysely';
+import type { GitCredentials } from './git-ls-remote.ts';
+
+export const REPOSITORY_CREDENTIAL_KIND = 'GitOpsDeploymentRepositoryCredential';
+
+/** Additional authenticated data of each sealed column (a value cannot be moved to another column). */
+export const SealContext = {
+  username: 'repository_credentials.username',
+  password: 'repository_credentials.password',
+  sshPrivateKey: 'repository_credentials.ssh_private_key',
+} as const;
+
+export interface RepositoryCredentialIdentity {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+/** Serialises reconciles of one CR name across backend replicas until `trx` ends. */
+export async function lockRepositoryCredentialName(
+  trx: Transaction<Database>,
+  namespace: string,
+  name: string,
+): Promise<void> {
+  const key = `${REPOSITORY_CREDENTIAL_KIND}/${namespace}/${name}`;
+  await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
+}
+
+export async function findRepositoryCredentialMappings(
+  db: Kysely<Database>,
+  namespace: string,
+  name: string,
+  options: { exceptUid?: string } = {},
+): Promise<ApiCrMappingRow[]> {
+  const mappings = await findApiCrMappingsByName(db, { kind: REPOSITORY_CREDENTIAL_KIND, namespace, name });
+  return mappings.filter((m) => m.cr_uid !== options.exceptUid);
+}
+
+/** Deletes the rows of these mappings, each delete announced by an operation. Returns the operations. */
+export async function deleteMappedRepositoryCredentials(
+  trx: Transaction<Database>,
+  mappings: readonly ApiCrMappingRow[],
+): Promise<OperationRow[]> {
+  const operations: OperationRow[] = [];
+  for (const mapping of mappings) {
+    if (mapping.repository_credentials_id === null) continue;
+    const row = await getRepositoryCredentials(trx, mapping.repository_credentials_id);
+    if (!row) continue;
+    await deleteRepositoryCredentials(trx, row.id);
+    const { operation } = await insertOperation(trx, {
+      engineInstanceId: row.engine_instance_id,
+      resourceType: 'RepositoryCredentials',
+      resourceId: row.id,
+      ownerUserId: row.cluster_user_id,
+      ownerCr: {
+        kind: REPOSITORY_CREDENTIAL_KIND,
+        namespace: mapping.cr_namespace,
+        name: mapping.cr_name,
+        uid: mapping.cr_uid,
+      },
+    });
+    operations.push(operation);
+  }
+  return operations;
+}
+
+export interface DesiredRepositoryCredentials {
+  cr: RepositoryCredentialIdentity;
+  namespaceUid: string;
+  engineInstanceId: string;
+  repositoryUrl: string;
+  secretName: string;
+  credentials: GitCredentials;
+}
+
+export type RepositoryCredentialsApplyResult =
+  | { change: 'none'; row: RepositoryCredentialsRow }
+  | { change: 'created' | 'updated'; row: RepositoryCredentialsRow; operation: OperationRow };
+
+/** Lower-case scheme and host, no trailing `/` or `.git` (as the agent normalises AppProject sourceRepos). */
+export function normalizeRepositoryUrl(url: string): string {
+  let text = url.trim().replace(/\/+$/, '');
+  if (text.toLowerCase().endsWith('.git')) text = text.slice(0, -4);
+  try {
+    const parsed = new URL(text);
+    if (parsed.protocol === 'https:' || parsed.protocol === 'ssh:') {
+      return `${parsed.protocol}//${parsed.username ? `${parsed.username}@` : ''}${parsed.host.toLowerCase()}${parsed.pathname}`.replace(
+        /\/+$/,
+        '',
+      );
+    }
+  } catch {
+    // scp-style user@host:path
+  }
+  return text;
+}
+
+function openOrUndefined(sealer: Sealer, value: Buffer | null, context: string): string | undefined {
+  if (value === null) return undefined;
+  try {
+    return sealer.openString(value, context);
+  } catch {
+    return undefined; // unreadable (e.g. a retired key): treated as different, so it is resealed
+  }
+}
+
+function sameCredentials(sealer: Sealer, row: RepositoryCredentialsRow, c: GitCredentials): boolean {
+  return (
+    openOrUndefined(sealer, row.username_sealed, SealContext.username) === c.username &&
+    openOrUndefined(sealer, row.password_sealed, SealContext.password) === c.password &&
+    openOrUndefined(sealer, row.ssh_private_key_sealed, SealContext.sshPrivateKey) === c.sshPrivateKey &&
+    !(row.username_sealed && sealer.needsResealing(row.username_sealed)) &&
+    !(row.password_sealed && sealer.needsResealing(row.password_sealed)) &&
+    !(row.ssh_private_key_sealed && sealer.needsResealing(row.ssh_private_key_sealed))
+  );
+}
+
+/**
+ * Makes the row of a live CR match `desired`; writes (and announces) only when the URL, Secret name or a
+ * credential changed (credentials are compared after opening them).
+ */
+export async function applyRepositoryCredentials(
+  trx: Transaction<Database>,
+  sealer: Sealer,
+  desired: DesiredRepositoryCredentials,
+): Promise<RepositoryCredentialsApplyResult> {
+  const { cr, credentials } = desired;
+  const mapping = (await findRepositoryCredentialMappings(trx, cr.namespace, cr.name)).find(
+    (m) => m.cr_uid === cr.uid,
+  );
+  const existing =
+    mapping?.repository_credentials_id != null
+      ? await getRepositoryCredentials(trx, mapping.repository_credentials_id)
+      : undefined;
+  const columns = {
+    repositoryUrl: desired.repositoryUrl,
+    normalizedRepositoryUrl: normalizeRepositoryUrl(desired.repositoryUrl),
+    secretName: desired.secretName,
+    usernameSealed:
+      credentials.username !== undefined ? sealer.seal(credentials.username, SealContext.username) : null,
+    passwordSealed:
+      credentials.password !== undefined ? sealer.seal(credentials.password, SealContext.password) : null,
+    sshPrivateKeySealed:
+      credentials.sshPrivateKey !== undefined
+        ? sealer.seal(credentials.sshPrivateKey, SealContext.sshPrivateKey)
+        : null,
+  };
+  const ownerCr = { kind: REPOSITORY_CREDENTIAL_KIND, ...cr } as const;
+
+  if (existing) {
+    if (
+      existing.repository_url === desired.repositoryUrl &&
+      existing.secret_name === desired.secretName &&
+      sameCredentials(sealer, existing, credentials)
+    ) {
+      return { change: 'none', row: existing };
+    }
+    const updated = await updateRepositoryCredentials(trx, existing.id, columns);
+    if (!updated) throw new Error(`repository_credentials ${existing.id} vanished inside its transaction`);
+    const { operation } = await insertOperation(trx, {
+      engineInstanceId: updated.engine_instance_id,
+      resourceType: 'RepositoryCredentials',
+      resourceId: updated.id,
+      ownerUserId: updated.cluster_user_id,
+      ownerCr,
+    });
+    return { change: 'updated', row: updated, operation };
+  }
+
+  let tenant = await getClusterUserByNamespaceUid(trx, desired.namespaceUid);
+  if (!tenant || tenant.namespace_name !== cr.namespace) {
+    tenant = await upsertClusterUser(trx, { uid: desired.namespaceUid, name: cr.namespace });
+  }
+  const created = await insertRepositoryCredentials(trx, {
+    clusterUserId: tenant.id,
+    engineInstanceId: desired.engineInstanceId,
+    ...columns,
+  });
+  if (mapping) {
+    // A mapping whose row is gone cannot exist (CASCADE), but be safe: replace it.
+    await trx.deleteFrom('api_cr_mapping').where('id', '=', mapping.id).execute();
+  }
+  await insertApiCrMapping(
+    trx,
+    { ...cr, namespaceUid: desired.namespaceUid },
+    { kind: REPOSITORY_CREDENTIAL_KIND, repositoryCredentialsId: created.id },
+  );
+  const { operation } = await insertOperation(trx, {
+    engineInstanceId: created.engine_instance_id,
+    resourceType: 'RepositoryCredentials',
+    resourceId: created.id,
+    ownerUserId: tenant.id,
+    ownerCr,
+  });
+  return { change: 'created', row: created, operation };
+}
+
+/** One page of RepositoryCredential mappings in id order (the orphan sweep). */
+export async function listRepositoryCredentialMappings(
+  db: Kysely<Database>,
+  page: { afterId?: string; limit: number },
+): Promise<ApiCrMappingRow[]> {
+  let query = db
+    .selectFrom('api_cr_mapping')
+    .selectAll()
+    .where('cr_kind', '=', REPOSITORY_CREDENTIAL_KIND)
+    .orderBy('id')
+    .limit(page.limit);
+  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
+  return await query.execute();
+}

@@ -1,0 +1,161 @@
+/**
+ * Makes Argo CD's repository Secrets match the repository_credentials rows of this engine instance
+ * (level-based; serves operations, drift repair and orphan cleanup alike):
+ * row exists → server-side apply `repo-cred-<id>` (credentials opened from their sealed columns);
+ * row gone (or on another engine instance) → delete every Secret labelled with its id.
+ * The tenant's AppProject (sourceRepos include the credential's URL) is updated by the caller.
+ */
+import { type Database, getRepositoryCredentials, type Sealer } from '@gitops/db';
+import {
+  collectionPath,
+  deleteIfExists,
+  ErrorCode,
+  HttpMethod,
+  type Informer,
+  isKubeObject,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  type Logger,
+  serverSideApply,
+  TerminalError,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import type { ResourceOutcome } from '../agent-context.ts';
+import { AgentLabel, FIELD_MANAGER, isUuid } from '../argocd.ts';
+import {
+  REPOSITORY_SECRET_SELECTOR,
+  renderRepositorySecret,
+  repositorySecretDrifted,
+} from './repository-secret.render.ts';
+
+/** Same contexts the backend seals with (additional authenticated data per column). */
+const SealContext = {
+  username: 'repository_credentials.username',
+  password: 'repository_credentials.password',
+  sshPrivateKey: 'repository_credentials.ssh_private_key',
+} as const;
+
+export interface RepositorySecretReconcilerOptions {
+  kc: KubeConfig;
+  db: Kysely<Database>;
+  sealer: Sealer;
+  namespace: string;
+  engineInstanceId: string;
+  /** Our repository Secrets in the Argo CD namespace ({@link REPOSITORY_SECRET_SELECTOR}). */
+  secrets: Informer<KubeObject>;
+}
+
+export interface RepositorySecretReconciler {
+  /** Returns the outcome and the tenant of the row (when it exists), for the AppProject update. */
+  reconcile(
+    id: string,
+    options: { signal: AbortSignal; logger: Logger },
+  ): Promise<{ outcome: ResourceOutcome; clusterUserId?: string }>;
+  /** Ids of live Secrets whose row is missing, and of every row (the periodic pass). */
+  resync(enqueue: (id: string) => void, signal: AbortSignal): Promise<number>;
+}
+
+export function createRepositorySecretReconciler(
+  options: RepositorySecretReconcilerOptions,
+): RepositorySecretReconciler {
+  const { kc, db, sealer, namespace, engineInstanceId, secrets } = options;
+
+  function open(value: Buffer | null, context: string): string | undefined {
+    if (value === null) return undefined;
+    try {
+      return sealer.openString(value, context);
+    } catch {
+      // Never retried: a value sealed with a key this agent does not have needs a configuration change.
+      throw new TerminalError(
+        ErrorCode.invalidObject,
+        'a repository credential could not be decrypted (is the key in GITOPS_ENCRYPTION_KEYS?)',
+      );
+    }
+  }
+
+  async function liveSecretsOf(id: string, signal: AbortSignal): Promise<KubeObject[]> {
+    const list = (await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: collectionPath({ apiVersion: 'v1', plural: 'secrets', namespace }),
+      query: { labelSelector: `${REPOSITORY_SECRET_SELECTOR},${AgentLabel.DatabaseId}=${id}` },
+      signal,
+    })) as { items?: unknown };
+    return Array.isArray(list.items) ? list.items.filter(isKubeObject) : [];
+  }
+
+  return {
+    async reconcile(id, { signal, logger }) {
+      const row = isUuid(id) ? await getRepositoryCredentials(db, id) : undefined;
+      if (!row || row.engine_instance_id !== engineInstanceId) {
+        let deleted = false;
+        for (const secret of await liveSecretsOf(id, signal)) {
+          deleted =
+            (await deleteIfExists(
+              kc,
+              { apiVersion: 'v1', kind: 'Secret', name: secret.metadata.name, namespace },
+              { uid: secret.metadata.uid, signal },
+            )) || deleted;
+          logger.info({ secret: secret.metadata.name }, 'repository Secret deleted (its row is gone)');
+        }
+        return { outcome: { status: 'done', changed: deleted } };
+      }
+      const desired = renderRepositorySecret({
+        id: row.id,
+        clusterUserId: row.cluster_user_id,
+        repositoryUrl: row.repository_url,
+        username: open(row.username_sealed, SealContext.username),
+        password: open(row.password_sealed, SealContext.password),
+        sshPrivateKey: open(row.ssh_private_key_sealed, SealContext.sshPrivateKey),
+        namespace,
+      });
+      const live = secrets.get(namespace, desired.metadata.name);
+      if (!repositorySecretDrifted(live, desired)) {
+        return { outcome: { status: 'done', changed: false }, clusterUserId: row.cluster_user_id };
+      }
+      await serverSideApply(kc, desired, { fieldManager: FIELD_MANAGER, force: true, signal });
+      const extra = Object.keys((live as { data?: Record<string, unknown> } | undefined)?.data ?? {}).filter(
+        (key) => !(key in desired.data),
+      );
+      if (extra.length > 0) {
+        // Keys another manager added (or we owned before, e.g. password → sshPrivateKey): remove them.
+        await kubeRequest(kc, {
+          method: HttpMethod.PATCH,
+          path: `${collectionPath({ apiVersion: 'v1', plural: 'secrets', namespace })}/${encodeURIComponent(desired.metadata.name)}`,
+          query: { fieldManager: FIELD_MANAGER },
+          body: { data: Object.fromEntries(extra.map((key) => [key, null])) },
+          contentType: 'application/merge-patch+json',
+          signal,
+        });
+      }
+      logger.info(
+        { secret: desired.metadata.name, created: live === undefined },
+        'repository Secret applied',
+      );
+      return { outcome: { status: 'done', changed: true }, clusterUserId: row.cluster_user_id };
+    },
+
+    async resync(enqueue, signal) {
+      let queued = 0;
+      const rows = await db
+        .selectFrom('repository_credentials')
+        .select('id')
+        .where('engine_instance_id', '=', engineInstanceId)
+        .execute();
+      const ids = new Set(rows.map((r) => r.id));
+      for (const id of ids) {
+        if (signal.aborted) return queued;
+        enqueue(id);
+        queued++;
+      }
+      for (const secret of secrets.list(namespace)) {
+        const id = secret.metadata.labels?.[AgentLabel.DatabaseId];
+        if (isUuid(id) && !ids.has(id)) {
+          enqueue(id);
+          queued++;
+        }
+      }
+      return queued;
+    },
+  };
+}
