@@ -30,10 +30,11 @@ import {
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import type { AgentContext, ResourceOutcome } from './agent-context.ts';
+import type { AgentContext } from './agent-context.ts';
 import { createApplicationReconciler } from './application/application.reconciler.ts';
 import { AgentLabel, ApplicationResource, AppProjectResource, isUuid } from './argocd.ts';
 import type { AgentConfig } from './config.ts';
+import { createClusterSecretReconciler } from './managed-environment/cluster-secret.reconciler.ts';
 import { createOperationProcessor, type ResourceHandler } from './operation/operation.processor.ts';
 import { collectFinishedOperations, sweepOperations } from './operation/operation.sweeps.ts';
 import { createOperationCrController } from './operation/operation-cr.controller.ts';
@@ -184,6 +185,13 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
       reconcileAppProject: reconciler.reconcileAppProject,
     });
     informers.push(repositoryCredentials.secrets);
+    const clusterSecrets = createClusterSecretReconciler({
+      kc,
+      db,
+      sealer: createSealer(config.encryptionKeys),
+      namespace,
+      reconcileAppProject: reconciler.reconcileAppProject,
+    });
     const syncOperations = createSyncOperationReconciler(context, {
       enqueue: (id) => processor.enqueue('SyncOperation', id),
     });
@@ -204,22 +212,12 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
           return await syncOperations.reconcileSyncOperation(resource.id, { signal, logger: log });
         case 'RepositoryCredentials':
           return await repositoryCredentials.handle(resource.id, { ownerUserIds, signal, logger: log });
-        case 'ManagedEnvironment': {
-          // They change the tenant's AppProject; their Argo CD Secrets are not written by this version yet.
-          let changed = false;
-          for (const owner of ownerUserIds) {
-            const outcome: ResourceOutcome = await reconciler.reconcileAppProject(owner, {
-              signal,
-              logger: log,
-            });
-            changed = changed || (outcome.status === 'done' && outcome.changed);
-          }
-          return {
-            status: 'done',
-            changed,
-            message: `AppProject updated; ${resource.type} Argo CD Secrets are not managed by this cluster-agent version`,
-          };
-        }
+        case 'ManagedEnvironment':
+          return await clusterSecrets.reconcileManagedEnvironment(resource.id, {
+            ownerUserIds,
+            signal,
+            logger: log,
+          });
         default:
           throw new TerminalError(
             ErrorCode.invalidObject,
@@ -326,6 +324,14 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
             { db, logger, namespace, engineInstanceId, applications, appProjects, enqueueResource },
             signal,
           ),
+        { logger, jitter: 0.25 },
+      ),
+      runPeriodically(
+        'cluster-secret-resync',
+        config.resyncIntervalMs,
+        async (signal) => {
+          for (const id of await clusterSecrets.driftIds(signal)) enqueueResource('ManagedEnvironment', id);
+        },
         { logger, jitter: 0.25 },
       ),
     );

@@ -1,0 +1,153 @@
+/**
+ * Makes Argo CD match the database for one managed environment (level-based): an External environment row
+ * with credentials → its cluster Secret, server-side applied (only when its data or labels differ); no
+ * row → the Secret is deleted. The tenant's AppProject is recomputed either way (its destinations list
+ * the tenant's External environments). The token is unsealed here and only ever written to the Secret.
+ */
+import { ArgoCDSecretType, Label } from '@gitops/api';
+import { type Database, getManagedEnvironmentWithCredentials, type Sealer } from '@gitops/db';
+import {
+  deleteIfExists,
+  HttpMethod,
+  isKubeObject,
+  isNotFound,
+  type KubeObject,
+  kubeRequest,
+  type Logger,
+  serverSideApply,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import type { ResourceOutcome } from '../agent-context.ts';
+import { FIELD_MANAGER, isUuid, managedEnvironmentClusterName } from '../argocd.ts';
+import { renderClusterSecret } from './cluster-secret.render.ts';
+
+/** Sealing context of cluster_credentials.bearer_token_sealed (as the backend seals it). */
+export const BEARER_TOKEN_CONTEXT = 'cluster_credentials.bearer_token';
+
+/** Label selector of the cluster Secrets we own. */
+export const CLUSTER_SECRET_SELECTOR = `${Label.ArgoCDSecretType}=${ArgoCDSecretType.Cluster},${Label.DatabaseId}`;
+
+export interface ClusterSecretReconcilerOptions {
+  kc: import('@gitops/shared').KubeConfig;
+  db: Kysely<Database>;
+  sealer: Sealer;
+  namespace: string;
+  /** Recomputes a tenant's AppProject. */
+  reconcileAppProject(
+    clusterUserId: string,
+    options: { signal: AbortSignal; logger: Logger },
+  ): Promise<ResourceOutcome>;
+}
+
+function sameData(live: KubeObject | undefined, desired: KubeObject): boolean {
+  if (!live) return false;
+  const liveData = (live as { data?: Record<string, string> }).data ?? {};
+  const desiredData = (desired as { data?: Record<string, string> }).data ?? {};
+  const keys = new Set([...Object.keys(liveData), ...Object.keys(desiredData)]);
+  for (const key of keys) if (liveData[key] !== desiredData[key]) return false;
+  const liveLabels = live.metadata.labels ?? {};
+  for (const [key, value] of Object.entries(desired.metadata.labels ?? {})) {
+    if (liveLabels[key] !== value) return false;
+  }
+  return true;
+}
+
+export function createClusterSecretReconciler(options: ClusterSecretReconcilerOptions) {
+  const { kc, db, sealer, namespace } = options;
+  const secretPath = (name: string) =>
+    `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}`;
+
+  async function liveSecret(name: string, signal: AbortSignal): Promise<KubeObject | undefined> {
+    try {
+      const object = await kubeRequest(kc, { method: HttpMethod.GET, path: secretPath(name), signal });
+      return isKubeObject(object) ? object : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** Live cluster Secrets we own (names and the database ids they carry). */
+  async function listOwnedSecrets(signal: AbortSignal): Promise<KubeObject[]> {
+    const list = (await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets`,
+      query: { labelSelector: CLUSTER_SECRET_SELECTOR },
+      signal,
+    })) as { items?: unknown };
+    return Array.isArray(list.items) ? list.items.filter(isKubeObject) : [];
+  }
+
+  async function reconcileManagedEnvironment(
+    id: string,
+    context: { ownerUserIds: readonly string[]; signal: AbortSignal; logger: Logger },
+  ): Promise<ResourceOutcome> {
+    const { signal, logger } = context;
+    const name = managedEnvironmentClusterName(id);
+    const found = isUuid(id) ? await getManagedEnvironmentWithCredentials(db, id) : undefined;
+    const tenants = new Set(context.ownerUserIds);
+    let changed = false;
+    if (found?.environment.kind !== 'External' || !found.credentials) {
+      changed = await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Secret', name, namespace }, { signal });
+      if (changed)
+        logger.info({ clusterSecret: name }, 'Argo CD cluster Secret deleted (its environment is gone)');
+    } else {
+      tenants.add(found.environment.cluster_user_id);
+      const c = found.credentials;
+      let bearerToken: string;
+      try {
+        bearerToken = sealer.openString(c.bearer_token_sealed, BEARER_TOKEN_CONTEXT);
+      } catch (err) {
+        // A key that is not configured here: say which, never the value.
+        throw new Error(
+          `the credentials of managed environment ${id} cannot be unsealed (key ${safeKeyId(sealer, c.bearer_token_sealed)}): ${(err as Error).message}`,
+        );
+      }
+      const desired = renderClusterSecret({
+        environmentId: id,
+        clusterUserId: found.environment.cluster_user_id,
+        apiUrl: c.api_url,
+        bearerToken,
+        insecure: c.allow_insecure_skip_tls_verify,
+        namespaces: c.namespaces,
+        clusterResources: c.cluster_resources,
+        namespace,
+      });
+      if (!sameData(await liveSecret(name, signal), desired)) {
+        await serverSideApply(kc, desired, { fieldManager: FIELD_MANAGER, force: true, signal });
+        logger.info({ clusterSecret: name }, 'Argo CD cluster Secret applied');
+        changed = true;
+      }
+    }
+    for (const tenant of tenants) {
+      const outcome = await options.reconcileAppProject(tenant, { signal, logger });
+      changed = changed || (outcome.status === 'done' && outcome.changed);
+    }
+    return { status: 'done', changed };
+  }
+
+  /** The resource ids to check in a drift pass: every External environment row and every live cluster Secret. */
+  async function driftIds(signal: AbortSignal): Promise<string[]> {
+    const rows = await db
+      .selectFrom('managed_environment')
+      .select('id')
+      .where('kind', '=', 'External')
+      .execute();
+    const ids = new Set(rows.map((r) => r.id));
+    for (const secret of await listOwnedSecrets(signal)) {
+      const id = secret.metadata.labels?.[Label.DatabaseId];
+      if (isUuid(id)) ids.add(id);
+    }
+    return [...ids];
+  }
+
+  return { reconcileManagedEnvironment, driftIds };
+}
+
+function safeKeyId(sealer: Sealer, sealed: Uint8Array): string {
+  try {
+    return sealer.keyIdOf(sealed);
+  } catch {
+    return 'unknown';
+  }
+}

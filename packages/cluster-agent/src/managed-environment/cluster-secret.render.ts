@@ -1,0 +1,63 @@
+/**
+ * The Argo CD cluster Secret of an External managed environment (api.md "Argo CD objects the agent owns"):
+ * `managed-env-<id>`, label `argocd.argoproj.io/secret-type: cluster` + database-id; data `name`, `server`
+ * (`<apiURL>?managedEnvironment=<id>`, so several environments on one API server stay distinct in Argo CD),
+ * `config` (bearer token + TLS), `namespaces` / `clusterResources` when set, `project` (tenant AppProject).
+ */
+import { ArgoCDSecretType, Label } from '@gitops/api';
+import type { KubeObject } from '@gitops/shared';
+import { AgentLabel, appProjectName, managedEnvironmentClusterName } from '../argocd.ts';
+
+export interface ClusterSecretInput {
+  environmentId: string;
+  clusterUserId: string;
+  apiUrl: string;
+  /** Plaintext (unsealed just before rendering; never logged). */
+  bearerToken: string;
+  insecure: boolean;
+  namespaces: readonly string[];
+  clusterResources: boolean;
+  /** The Argo CD namespace. */
+  namespace: string;
+}
+
+/** The cluster `server` of an environment. */
+export function clusterServer(apiUrl: string, environmentId: string): string {
+  return `${apiUrl}?managedEnvironment=${environmentId}`;
+}
+
+const b64 = (value: string) => Buffer.from(value, 'utf8').toString('base64');
+
+/** The string data of the cluster Secret (before base64). */
+export function clusterSecretStringData(input: ClusterSecretInput): Record<string, string> {
+  const data: Record<string, string> = {
+    name: managedEnvironmentClusterName(input.environmentId),
+    server: clusterServer(input.apiUrl, input.environmentId),
+    config: JSON.stringify({ bearerToken: input.bearerToken, tlsClientConfig: { insecure: input.insecure } }),
+    project: appProjectName(input.clusterUserId),
+  };
+  if (input.namespaces.length > 0) {
+    data.namespaces = input.namespaces.join(',');
+    data.clusterResources = String(input.clusterResources);
+  }
+  return data;
+}
+
+export function renderClusterSecret(input: ClusterSecretInput): KubeObject {
+  const stringData = clusterSecretStringData(input);
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: managedEnvironmentClusterName(input.environmentId),
+      namespace: input.namespace,
+      labels: {
+        [Label.ArgoCDSecretType]: ArgoCDSecretType.Cluster,
+        [Label.DatabaseId]: input.environmentId,
+        [AgentLabel.ClusterUserId]: input.clusterUserId,
+      },
+    },
+    type: 'Opaque',
+    data: Object.fromEntries(Object.entries(stringData).map(([k, v]) => [k, b64(v)])),
+  } as KubeObject;
+}
