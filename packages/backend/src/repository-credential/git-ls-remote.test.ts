@@ -55,8 +55,14 @@ describe('git ls-remote validation against a local Git HTTPS server', () => {
       classifyGitError("fatal: could not read Username for 'https://h': terminal prompts disabled"),
       'auth',
     );
-    assert.equal(classifyGitError("remote: Not found\nfatal: repository 'https://h/r.git/' not found"), 'notFound');
+    assert.equal(
+      classifyGitError("remote: Not found\nfatal: repository 'https://h/r.git/' not found"),
+      'notFound',
+    );
     assert.equal(classifyGitError('git@h: Permission denied (publickey).'), 'auth');
-    assert.equal(classifyGitError("fatal: unable to access 'https://h/': Could not resolve host: h"), 'other');
+    assert.equal(
+      classifyGitError("fatal: unable to access 'https://h/': Could not resolve host: h"),
+      'other',
+    );
   });
 });

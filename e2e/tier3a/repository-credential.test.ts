@@ -1,0 +1,254 @@
+/**
+ * Tier 3a: GitOpsDeploymentRepositoryCredential → validated against a real Git HTTPS server (git
+ * http-backend behind basic auth) → project-scoped Argo CD repository Secret, with backend and cluster-agent
+ * running as separate processes.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { KubeObject } from '@gitops/shared';
+import { type GitServer, startGitServer } from '../fixture/git-server.ts';
+import {
+  create,
+  createTenantNamespace,
+  eventually,
+  GROUP_VERSION,
+  get,
+  list,
+  mergePatch,
+  paths,
+  remove,
+} from '../fixture/kube.ts';
+import { type System, startSystem } from '../fixture/system.ts';
+
+const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+const SECRET_TYPE = 'managed-gitops.redhat.com/repository-credential';
+const PASSWORD = 'first-Pa55word-9d1c';
+const ROTATED_PASSWORD = 'rotated-Pa55word-4e7a';
+const WRONG_PASSWORD = 'wrong-Pa55word-77f0';
+
+interface Condition {
+  type: string;
+  status: string;
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+}
+interface RepositoryCredential extends KubeObject {
+  status?: { conditions?: Condition[] };
+}
+interface Secret extends KubeObject {
+  type?: string;
+  data?: Record<string, string>;
+}
+
+const repoCredPath = (ns: string, name?: string) =>
+  `/apis/${GROUP_VERSION}/namespaces/${ns}/gitopsdeploymentrepositorycredentials${name ? `/${name}` : ''}`;
+const secretPath = (ns: string, name?: string) => `/api/v1/namespaces/${ns}/secrets${name ? `/${name}` : ''}`;
+const decode = (data: Record<string, string> | undefined) =>
+  Object.fromEntries(
+    Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
+  );
+
+/** [type, status, reason] of each condition, in order. */
+const summary = (rc: RepositoryCredential | undefined) =>
+  (rc?.status?.conditions ?? []).map((c) => [c.type, c.status, c.reason]);
+
+const VALID = [
+  ['ErrorOccurred', 'False', 'RepositoryCredentialUpToDate'],
+  ['ValidRepositoryURL', 'True', 'ValidRepositoryUrl'],
+  ['ValidRepositoryCredential', 'True', 'RepositoryCredentialUpToDate'],
+];
+const failed = (reason: string) => [
+  ['ErrorOccurred', 'True', reason],
+  ['ValidRepositoryURL', 'False', reason],
+  ['ValidRepositoryCredential', 'False', reason],
+];
+
+describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
+  let system: System;
+  let git: GitServer;
+  let tenantA: string;
+  let tenantB: string;
+
+  before(async () => {
+    git = await startGitServer();
+    await git.createRepository('private', { username: 'jane', password: PASSWORD });
+    await git.createRepository('rotating', { username: 'jane', password: PASSWORD });
+    system = await startSystem({ start: [] });
+    await system.start('backend', { GIT_SSL_CAINFO: git.caFile });
+    await system.start('cluster-agent');
+    tenantA = await createTenantNamespace(system.kc);
+    tenantB = await createTenantNamespace(system.kc);
+  });
+  after(async () => {
+    await system?.stop();
+    await git?.stop();
+    for (const ns of [tenantA, tenantB]) if (ns) await remove(system.kc, paths.namespace(ns));
+  });
+
+  const createSecret = (ns: string, name: string, stringData: Record<string, string>, type = SECRET_TYPE) =>
+    create(system.kc, secretPath(ns), { metadata: { name }, type, stringData });
+  const createRepoCred = (ns: string, name: string, spec: Record<string, string>) =>
+    create<RepositoryCredential>(system.kc, repoCredPath(ns), {
+      apiVersion: GROUP_VERSION,
+      kind: 'GitOpsDeploymentRepositoryCredential',
+      metadata: { name, labels: { [BACKEND_SHARD_LABEL]: system.shard } },
+      spec,
+    });
+  const conditionsBecome = (ns: string, name: string, expected: string[][]) =>
+    eventually(`${ns}/${name} conditions ${JSON.stringify(expected)}`, async () => {
+      const rc = await get<RepositoryCredential>(system.kc, repoCredPath(ns, name));
+      return JSON.stringify(summary(rc)) === JSON.stringify(expected) ? rc : undefined;
+    });
+  const rowOf = (ns: string, name: string) =>
+    eventually(`repository_credentials row of ${ns}/${name}`, () =>
+      system.db
+        .selectFrom('api_cr_mapping')
+        .innerJoin(
+          'repository_credentials',
+          'repository_credentials.id',
+          'api_cr_mapping.repository_credentials_id',
+        )
+        .select(['repository_credentials.id', 'repository_credentials.cluster_user_id'])
+        .where('cr_namespace', '=', ns)
+        .where('cr_name', '=', name)
+        .executeTakeFirst(),
+    );
+  const repoSecret = (id: string) =>
+    get<Secret>(system.kc, secretPath(system.argoCdNamespace, `repo-cred-${id}`));
+
+  it('valid credentials: the valid triple, and a project-scoped Argo CD repository Secret with them', async () => {
+    await createSecret(tenantA, 'private-creds', { username: 'jane', password: PASSWORD });
+    await createRepoCred(tenantA, 'private', { repository: git.url('private'), secret: 'private-creds' });
+    const rc = await conditionsBecome(tenantA, 'private', VALID);
+    const conditions = rc.status!.conditions!;
+    assert.equal(conditions[0]!.message, 'RepositoryCredentials are Valid');
+    assert.equal(conditions[1]!.message, `Repository ${git.url('private')} exists`);
+
+    const row = await rowOf(tenantA, 'private');
+    const secret = await eventually('repository Secret', () => repoSecret(row.id));
+    assert.equal(secret.metadata.labels?.['argocd.argoproj.io/secret-type'], 'repository');
+    assert.equal(secret.metadata.labels?.['managed-gitops.redhat.com/database-id'], row.id);
+    assert.deepEqual(decode(secret.data), {
+      url: git.url('private'),
+      username: 'jane',
+      password: PASSWORD,
+      project: `app-project-${row.cluster_user_id}`,
+    });
+    const project = await eventually('AppProject with the repository', async () => {
+      const p = await get<KubeObject & { spec?: { sourceRepos?: string[] } }>(
+        system.kc,
+        paths.appProject(system.argoCdNamespace, `app-project-${row.cluster_user_id}`),
+      );
+      return p?.spec?.sourceRepos?.includes(git.url('private').replace(/\.git$/, '')) ? p : undefined;
+    });
+    assert.ok(project);
+  });
+
+  it('a wrong password is InvalidCredentials with ValidRepositoryURL True; fixing the Secret makes it valid', async () => {
+    await createSecret(tenantA, 'wrong-creds', { username: 'jane', password: WRONG_PASSWORD });
+    await createRepoCred(tenantA, 'wrong', { repository: git.url('private'), secret: 'wrong-creds' });
+    const rc = await conditionsBecome(tenantA, 'wrong', [
+      ['ErrorOccurred', 'True', 'InvalidCredentials'],
+      ['ValidRepositoryURL', 'True', 'ValidRepositoryUrl'],
+      ['ValidRepositoryCredential', 'False', 'InvalidCredentials'],
+    ]);
+    assert.equal(rc.status!.conditions![1]!.message, `Repository ${git.url('private')} exists`);
+    await mergePatch(system.kc, secretPath(tenantA, 'wrong-creds'), { stringData: { password: PASSWORD } });
+    await conditionsBecome(tenantA, 'wrong', VALID);
+  });
+
+  it('an unknown repository is InvalidRepositoryUrl (spec.url alias accepted)', async () => {
+    await createSecret(tenantA, 'unknown-creds', { username: 'jane', password: PASSWORD });
+    await createRepoCred(tenantA, 'unknown', { url: git.url('does-not-exist'), secret: 'unknown-creds' });
+    await conditionsBecome(tenantA, 'unknown', failed('InvalidRepositoryUrl'));
+  });
+
+  it('a missing Secret is SecretNotFound until the Secret is created', async () => {
+    await createRepoCred(tenantA, 'later', { repository: git.url('private'), secret: 'later-creds' });
+    await conditionsBecome(tenantA, 'later', failed('SecretNotFound'));
+    await createSecret(tenantA, 'later-creds', { username: 'jane', password: PASSWORD });
+    await conditionsBecome(tenantA, 'later', VALID);
+  });
+
+  it('a Secret of another type is SecretInvalidType; an empty secret name is SecretNotSpecified', async () => {
+    await createSecret(tenantA, 'opaque-creds', { username: 'jane', password: PASSWORD }, 'Opaque');
+    await createRepoCred(tenantA, 'opaque', { repository: git.url('private'), secret: 'opaque-creds' });
+    await conditionsBecome(tenantA, 'opaque', failed('SecretInvalidType'));
+    await createRepoCred(tenantA, 'unnamed', { repository: git.url('private'), secret: '' });
+    await conditionsBecome(tenantA, 'unnamed', failed('SecretNotSpecified'));
+  });
+
+  it("tenant A cannot use tenant B's Secret: references resolve in the own namespace only", async () => {
+    await createSecret(tenantB, 'b-only-creds', { username: 'jane', password: PASSWORD });
+    await createRepoCred(tenantA, 'borrow', { repository: git.url('private'), secret: 'b-only-creds' });
+    await conditionsBecome(tenantA, 'borrow', failed('SecretNotFound'));
+    const rows = await system.db
+      .selectFrom('api_cr_mapping')
+      .select('repository_credentials_id')
+      .where('cr_namespace', '=', tenantA)
+      .where('cr_name', '=', 'borrow')
+      .execute();
+    assert.deepEqual(rows, []);
+  });
+
+  it('a password rotation reaches the Argo CD Secret; deleting the CR removes it', async () => {
+    await createSecret(tenantA, 'rotating-creds', { username: 'jane', password: PASSWORD });
+    await createRepoCred(tenantA, 'rotating', { repository: git.url('rotating'), secret: 'rotating-creds' });
+    await conditionsBecome(tenantA, 'rotating', VALID);
+    const row = await rowOf(tenantA, 'rotating');
+    await eventually('repository Secret', () => repoSecret(row.id));
+
+    git.setPassword('rotating', 'jane', ROTATED_PASSWORD);
+    await mergePatch(system.kc, secretPath(tenantA, 'rotating-creds'), {
+      stringData: { password: ROTATED_PASSWORD },
+    });
+    await eventually('rotated password in the Argo CD Secret', async () => {
+      const secret = await repoSecret(row.id);
+      return decode(secret?.data).password === ROTATED_PASSWORD ? secret : undefined;
+    });
+    await conditionsBecome(tenantA, 'rotating', VALID);
+
+    await remove(system.kc, repoCredPath(tenantA, 'rotating'));
+    await eventually('repository Secret deleted', async () =>
+      (await repoSecret(row.id)) ? undefined : true,
+    );
+  });
+
+  it('deleting the user Secret removes the Argo CD Secret and reports SecretNotFound', async () => {
+    await createSecret(tenantA, 'doomed-creds', { username: 'jane', password: PASSWORD });
+    await createRepoCred(tenantA, 'doomed', { repository: git.url('private'), secret: 'doomed-creds' });
+    await conditionsBecome(tenantA, 'doomed', VALID);
+    const row = await rowOf(tenantA, 'doomed');
+    await eventually('repository Secret', () => repoSecret(row.id));
+    await remove(system.kc, secretPath(tenantA, 'doomed-creds'));
+    await conditionsBecome(tenantA, 'doomed', failed('SecretNotFound'));
+    await eventually('repository Secret deleted', async () =>
+      (await repoSecret(row.id)) ? undefined : true,
+    );
+  });
+
+  it('no password appears in any log line, Event, condition or operation message', async () => {
+    const secrets = [PASSWORD, ROTATED_PASSWORD, WRONG_PASSWORD];
+    for (const line of system.logs) {
+      for (const s of secrets)
+        assert.ok(!line.includes(s), `a log line contains a password: ${line.slice(0, 80)}`);
+    }
+    for (const ns of [tenantA, tenantB]) {
+      const events = await list<KubeObject & { message?: string }>(
+        system.kc,
+        `/api/v1/namespaces/${ns}/events`,
+      );
+      if (ns === tenantA) assert.ok(events.length > 0, 'the RepositoryCredentials recorded Events');
+      for (const e of events) for (const s of secrets) assert.ok(!(e.message ?? '').includes(s));
+      const crs = await list<RepositoryCredential>(system.kc, repoCredPath(ns));
+      for (const cr of crs) {
+        const text = JSON.stringify(cr.status ?? {});
+        for (const s of secrets) assert.ok(!text.includes(s));
+      }
+    }
+    const operations = await system.db.selectFrom('operation').select('message').execute();
+    assert.ok(operations.length > 0);
+    for (const op of operations) for (const s of secrets) assert.ok(!op.message.includes(s));
+  });
+});
