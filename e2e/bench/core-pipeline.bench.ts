@@ -196,7 +196,8 @@ try {
   await apps.stop();
 
   // Idle: nothing changes for IDLE_SECONDS; count what the two processes still do.
-  await new Promise((r) => setTimeout(r, 5_000));
+  // Let the work caused by the status burst drain first (the burst alone is ~100 status patches).
+  await new Promise((r) => setTimeout(r, 20_000));
   const dbStats = async () => {
     const row = await sql<{ commits: string; rollbacks: string }>`
       select xact_commit as commits, xact_rollback as rollbacks from pg_stat_database where datname = current_database()`.execute(
