@@ -80,6 +80,8 @@ function withTypeMeta(object: KubeObject): KubeObject {
 
 /** How long to wait for the parent GitOpsDeployment's application row (its reconcile is running). */
 const PARENT_ROW_RETRY_MS = 1_000;
+/** How soon to retry when an earlier SyncRun of the same deployment has not been requested yet. */
+const EARLIER_SYNC_RUN_RETRY_MS = 250;
 
 export interface SyncRunReconcilerOptions {
   db: Kysely<Database>;
@@ -95,6 +97,45 @@ export interface SyncRunReconcilerOptions {
 export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reconciler {
   const { db, kc, informer, deployments, events } = options;
   const now = options.now ?? (() => new Date());
+  /**
+   * Creation order of SyncRuns: creationTimestamp (whole seconds), ties broken by the order the watch
+   * delivered them (etcd's order). Rows are created in this order, so the agent runs them in it.
+   */
+  const seen = new Map<string, number>();
+  let nextSeen = 0;
+  informer.onAdd((o) => {
+    if (o.metadata.uid && !seen.has(o.metadata.uid)) seen.set(o.metadata.uid, nextSeen++);
+  });
+  informer.onDelete((o) => {
+    if (o.metadata.uid) seen.delete(o.metadata.uid);
+  });
+  const creationOrder = (o: KubeObject): [string, number] => [
+    typeof o.metadata.creationTimestamp === 'string' ? o.metadata.creationTimestamp : '',
+    seen.get(o.metadata.uid ?? '') ?? Number.MAX_SAFE_INTEGER,
+  ];
+  const isBefore = (a: KubeObject, b: KubeObject) => {
+    const [ta, sa] = creationOrder(a);
+    const [tb, sb] = creationOrder(b);
+    return ta < tb || (ta === tb && sa < sb);
+  };
+
+  /** True when an earlier SyncRun of the same deployment has no sync row yet (it must be requested first). */
+  async function earlierSyncRunPending(object: KubeObject, parentName: string): Promise<boolean> {
+    for (const other of informer.list()) {
+      if (
+        other.metadata.namespace !== object.metadata.namespace ||
+        other.metadata.uid === object.metadata.uid ||
+        isBeingDeleted(other) ||
+        !isJsonObject(other.spec) ||
+        other.spec.gitopsDeploymentName !== parentName ||
+        !isBefore(other, object)
+      ) {
+        continue;
+      }
+      if (!(await syncOperationOf(db, other.metadata.uid ?? ''))) return true;
+    }
+    return false;
+  }
 
   async function currentObject(namespace: string, name: string, signal: AbortSignal) {
     const cached = informer.get(namespace, name);
@@ -222,6 +263,10 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     if (!application) {
       logger.debug('the parent GitOpsDeployment has no application row yet');
       return { requeueAfter: PARENT_ROW_RETRY_MS };
+    }
+    if (await earlierSyncRunPending(object, parentName)) {
+      logger.debug('an earlier SyncRun of the deployment is requested first');
+      return { requeueAfter: EARLIER_SYNC_RUN_RETRY_MS };
     }
     const tenantNamespaceUid = mapping?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
     const result = await requestSync(db, {

@@ -1,0 +1,261 @@
+/**
+ * Tier 3a: GitOpsDeploymentSyncRun → one Argo CD sync, with backend and cluster-agent running as separate
+ * processes and the test playing Argo CD: it sees the Application's `operation`, takes it (removes it and
+ * reports `status.operationState` Running, copying the operation as Argo CD does), then finishes it.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
+import {
+  type ArgoApplication,
+  createTenantNamespace,
+  eventually,
+  type GitOpsDeployment,
+  get,
+  mergePatch,
+  paths,
+  remove,
+} from '../fixture/kube.ts';
+import { type System, startSystem } from '../fixture/system.ts';
+
+const syncRunPath = (ns: string, name: string) =>
+  `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
+
+interface SyncRunObject {
+  metadata: { name: string; uid: string };
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+}
+
+/** RFC 3339 in whole seconds, as Argo CD writes metav1.Time. */
+const kubeTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+
+/** A settle period before asserting that something did NOT happen (never a timing assertion). */
+const settle = () => new Promise((r) => setTimeout(r, 3_000));
+
+describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
+  let system: System;
+  let argoCd: ArgoCdActor;
+  let tenant: string;
+
+  before(async () => {
+    system = await startSystem();
+    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
+    tenant = await createTenantNamespace(system.kc);
+  });
+  after(async () => {
+    await argoCd?.stop();
+    await system?.stop();
+    if (tenant) await remove(system.kc, paths.namespace(tenant));
+  });
+
+  const manualDeployment = (name: string, type: 'manual' | 'automated' = 'manual') =>
+    system.createGitOpsDeployment(tenant, name, {
+      source: {
+        repoURL: 'https://github.com/example/repo',
+        path: 'environments/dev',
+        targetRevision: 'main',
+      },
+      type,
+    });
+  const appPath = (gd: GitOpsDeployment) =>
+    paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`);
+  const application = (gd: GitOpsDeployment) => get<ArgoApplication>(system.kc, appPath(gd));
+
+  /** Waits for a sync request on the Application and takes it, as Argo CD does: operation → operationState. */
+  async function takeOperation(gd: GitOpsDeployment) {
+    const app = await eventually(`a sync request on ${gd.metadata.name}`, async () => {
+      const a = await application(gd);
+      return a?.operation ? a : undefined;
+    });
+    const operation = app.operation as Record<string, unknown>;
+    await mergePatch(system.kc, appPath(gd), {
+      operation: null,
+      status: {
+        operationState: {
+          operation,
+          phase: 'Running',
+          message: 'one or more tasks are running',
+          startedAt: kubeTime(),
+          finishedAt: null,
+        },
+      },
+    });
+    return operation;
+  }
+  async function finishOperation(gd: GitOpsDeployment, phase: string, message = 'successfully synced') {
+    await mergePatch(system.kc, appPath(gd), {
+      status: { operationState: { phase, message, finishedAt: kubeTime() } },
+    });
+  }
+  const revisionOf = (operation: Record<string, unknown>) =>
+    (operation.sync as { revision?: string } | undefined)?.revision;
+
+  const errorCondition = (
+    ns: string,
+    name: string,
+    expect: (c: { status: string; reason?: string; message?: string }) => boolean,
+  ) =>
+    eventually(`ErrorOccurred on SyncRun ${name}`, async () => {
+      const run = await get<SyncRunObject>(system.kc, syncRunPath(ns, name));
+      const conditions = run?.status?.conditions ?? [];
+      const c = conditions.find((x) => x.type === 'ErrorOccurred');
+      return c && expect(c) ? { run: run as SyncRunObject, conditions } : undefined;
+    });
+  const syncRowsOf = (uid: string) =>
+    system.db
+      .selectFrom('api_cr_mapping')
+      .innerJoin('sync_operation', 'sync_operation.id', 'api_cr_mapping.sync_operation_id')
+      .selectAll('sync_operation')
+      .where('api_cr_mapping.cr_uid', '=', uid)
+      .execute();
+
+  it('a SyncRun on a manual deployment requests one sync (refresh first, revision, gitops-service) and succeeds', async () => {
+    const gd = await manualDeployment('manual-one');
+    await eventually('Application', () => application(gd));
+    const run = await system.createSyncRun(tenant, 'sync-one', {
+      gitopsDeploymentName: 'manual-one',
+      revisionID: 'v1.2.3',
+    });
+
+    const requested = await eventually('sync request', async () => {
+      const a = await application(gd);
+      return a?.operation ? a : undefined;
+    });
+    assert.equal(requested.metadata.annotations?.['argocd.argoproj.io/refresh'], 'normal');
+    assert.deepEqual(requested.operation?.initiatedBy, { username: 'gitops-service' });
+    assert.equal(revisionOf(requested.operation as Record<string, unknown>), 'v1.2.3');
+
+    await takeOperation(gd);
+    await finishOperation(gd, 'Succeeded');
+    const { conditions } = await errorCondition(tenant, 'sync-one', (c) => c.status === 'False');
+    assert.equal(conditions.length, 1);
+    assert.equal(conditions[0]?.reason, '');
+    assert.equal(conditions[0]?.message, '');
+    const rows = await syncRowsOf(run.metadata.uid as string);
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0]?.outcome, 'Succeeded');
+
+    // Updating the SyncRun (a label) never triggers a second sync.
+    await mergePatch(system.kc, syncRunPath(tenant, 'sync-one'), {
+      metadata: { labels: { touched: 'yes' } },
+    });
+    await settle();
+    assert.equal((await application(gd))?.operation, undefined);
+    assert.equal((await syncRowsOf(run.metadata.uid as string)).length, 1);
+    const syncOperations = await system.db
+      .selectFrom('operation')
+      .select('id')
+      .where('owner_uid', '=', run.metadata.uid as string)
+      .execute();
+    assert.equal(syncOperations.length, 1);
+  });
+
+  it('changing revisionID is rejected at admission', async () => {
+    await system.createSyncRun(tenant, 'immutable', { gitopsDeploymentName: 'manual-one', revisionID: 'a' });
+    await assert.rejects(
+      mergePatch(system.kc, syncRunPath(tenant, 'immutable'), { spec: { revisionID: 'b' } }),
+    );
+  });
+
+  it('a failed sync is reported in the SyncRun condition', async () => {
+    const gd = await manualDeployment('manual-fail');
+    await eventually('Application', () => application(gd));
+    await system.createSyncRun(tenant, 'sync-fail', { gitopsDeploymentName: 'manual-fail' });
+    const operation = await takeOperation(gd);
+    assert.equal(revisionOf(operation), 'main', 'without revisionID the targetRevision is synced');
+    await finishOperation(gd, 'Failed', 'one or more objects failed to apply');
+    const { conditions } = await errorCondition(tenant, 'sync-fail', (c) => c.status === 'True');
+    assert.equal(conditions[0]?.reason, 'ErrorOccurred');
+    assert.match(conditions[0]?.message ?? '', /Failed.*one or more objects failed to apply/);
+  });
+
+  it('three SyncRuns run one after another in creation order', async () => {
+    const gd = await manualDeployment('manual-three');
+    await eventually('Application', () => application(gd));
+    for (const n of [1, 2, 3]) {
+      await system.createSyncRun(tenant, `sync-three-${n}`, {
+        gitopsDeploymentName: 'manual-three',
+        revisionID: `r${n}`,
+      });
+    }
+    for (const n of [1, 2, 3]) {
+      const requested = await eventually(`sync request r${n}`, async () => {
+        const a = await application(gd);
+        return a?.operation ? a : undefined;
+      });
+      assert.equal(revisionOf(requested.operation as Record<string, unknown>), `r${n}`);
+      // The next one is not requested while this one is still waiting or running.
+      await settle();
+      assert.equal(revisionOf((await application(gd))?.operation as Record<string, unknown>), `r${n}`);
+      await takeOperation(gd);
+      await settle();
+      assert.equal((await application(gd))?.operation, undefined, 'no request while a sync runs');
+      await finishOperation(gd, 'Succeeded');
+      await errorCondition(tenant, `sync-three-${n}`, (c) => c.status === 'False');
+    }
+  });
+
+  it('deleting a SyncRun whose sync runs terminates it; deleting a finished one changes nothing', async () => {
+    const gd = await manualDeployment('manual-delete');
+    await eventually('Application', () => application(gd));
+    const running = await system.createSyncRun(tenant, 'sync-running', {
+      gitopsDeploymentName: 'manual-delete',
+    });
+    await takeOperation(gd);
+    await eventually('the agent sees the running sync', async () => {
+      const rows = await syncRowsOf(running.metadata.uid as string);
+      return rows[0]?.requested_at ? rows : undefined;
+    });
+    await remove(system.kc, syncRunPath(tenant, 'sync-running'));
+    await eventually('operationState Terminating', async () => {
+      const a = await application(gd);
+      const state = a?.status?.operationState as { phase?: string } | undefined;
+      return state?.phase === 'Terminating' ? a : undefined;
+    });
+    await finishOperation(gd, 'Terminated', 'terminated');
+    await eventually('the terminated sync rows are collected', async () =>
+      (await syncRowsOf(running.metadata.uid as string)).length === 0 ? true : undefined,
+    );
+
+    const finished = await system.createSyncRun(tenant, 'sync-finished', {
+      gitopsDeploymentName: 'manual-delete',
+    });
+    await takeOperation(gd);
+    await finishOperation(gd, 'Succeeded');
+    await errorCondition(tenant, 'sync-finished', (c) => c.status === 'False');
+    const before = await application(gd);
+    await remove(system.kc, syncRunPath(tenant, 'sync-finished'));
+    await eventually('the finished sync rows are collected', async () =>
+      (await syncRowsOf(finished.metadata.uid as string)).length === 0 ? true : undefined,
+    );
+    const afterDelete = await application(gd);
+    assert.equal(afterDelete?.operation, undefined);
+    assert.deepEqual(afterDelete?.status?.operationState, before?.status?.operationState);
+  });
+
+  it('a SyncRun for an automated deployment is rejected with the documented error', async () => {
+    await manualDeployment('automated-one', 'automated');
+    await system.createSyncRun(tenant, 'sync-automated', { gitopsDeploymentName: 'automated-one' });
+    const { conditions } = await errorCondition(tenant, 'sync-automated', (c) => c.status === 'True');
+    assert.equal(conditions[0]?.reason, 'ErrorOccurred');
+    assert.equal(
+      conditions[0]?.message,
+      "invalid GitOpsDeploymentSyncRun 'sync-automated'. Syncing a GitOpsDeployment with Automated sync policy is not allowed",
+    );
+  });
+
+  it('a SyncRun whose deployment is missing reports it, and proceeds once the deployment exists', async () => {
+    await system.createSyncRun(tenant, 'sync-early', { gitopsDeploymentName: 'late-depl', revisionID: 'v9' });
+    const { conditions } = await errorCondition(tenant, 'sync-early', (c) => c.status === 'True');
+    assert.equal(
+      conditions[0]?.message,
+      "Unable to retrieve GitOpsDeployment 'late-depl' referenced by the GitOpsDeploymentSyncRun",
+    );
+    const gd = await manualDeployment('late-depl');
+    const operation = await takeOperation(gd);
+    assert.equal(revisionOf(operation), 'v9');
+    await finishOperation(gd, 'Succeeded');
+    const resolved = await errorCondition(tenant, 'sync-early', (c) => c.status === 'False');
+    assert.equal(resolved.conditions.length, 1);
+  });
+});
