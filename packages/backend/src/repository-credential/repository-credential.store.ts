@@ -98,22 +98,16 @@ export type RepositoryCredentialsApplyResult =
   | { change: 'none'; row: RepositoryCredentialsRow }
   | { change: 'created' | 'updated'; row: RepositoryCredentialsRow; operation: OperationRow };
 
-/** Lower-case scheme and host, no trailing `/` or `.git` (as the agent normalises AppProject sourceRepos). */
+/**
+ * The AppProject's rule (cluster-agent app-project.render.ts `normaliseRepoUrl`): trimmed, lower-case,
+ * without trailing `/` or `.git`, so the stored URL and the AppProject's sourceRepos agree.
+ */
 export function normalizeRepositoryUrl(url: string): string {
-  let text = url.trim().replace(/\/+$/, '');
-  if (text.toLowerCase().endsWith('.git')) text = text.slice(0, -4);
-  try {
-    const parsed = new URL(text);
-    if (parsed.protocol === 'https:' || parsed.protocol === 'ssh:') {
-      return `${parsed.protocol}//${parsed.username ? `${parsed.username}@` : ''}${parsed.host.toLowerCase()}${parsed.pathname}`.replace(
-        /\/+$/,
-        '',
-      );
-    }
-  } catch {
-    // scp-style user@host:path
-  }
-  return text;
+  let normalised = url.trim().toLowerCase();
+  while (normalised.endsWith('/')) normalised = normalised.slice(0, -1);
+  if (normalised.endsWith('.git')) normalised = normalised.slice(0, -4);
+  while (normalised.endsWith('/')) normalised = normalised.slice(0, -1);
+  return normalised;
 }
 
 function openOrUndefined(sealer: Sealer, value: Buffer | null, context: string): string | undefined {

@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { nextConditions } from './repository-credential.conditions.ts';
+import { credentialsOfSecret, parseRepositoryCredentialSpec } from './repository-credential.reconciler.ts';
+import { normalizeRepositoryUrl } from './repository-credential.store.ts';
+
+const t0 = new Date('2026-01-01T00:00:00.000Z');
+const t1 = new Date('2026-01-01T00:05:00.000Z');
+const b64 = (s: string) => Buffer.from(s).toString('base64');
+const secret = (type: string, data: Record<string, string>) => ({
+  type,
+  data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, b64(v)])),
+});
+const TYPE = 'managed-gitops.redhat.com/repository-credential';
+
+describe('RepositoryCredential conditions', () => {
+  it('writes the valid triple in order', () => {
+    const conditions = nextConditions([], { kind: 'valid', repository: 'https://h/r' }, t0, 3);
+    assert.deepEqual(
+      conditions.map((c) => [c.type, c.status, c.reason, c.message]),
+      [
+        ['ErrorOccurred', 'False', 'RepositoryCredentialUpToDate', 'RepositoryCredentials are Valid'],
+        ['ValidRepositoryURL', 'True', 'ValidRepositoryUrl', 'Repository https://h/r exists'],
+        [
+          'ValidRepositoryCredential',
+          'True',
+          'RepositoryCredentialUpToDate',
+          'RepositoryCredentials are Valid',
+        ],
+      ],
+    );
+    assert.ok(
+      conditions.every((c) => c.observedGeneration === 3 && c.lastTransitionTime === '2026-01-01T00:00:00Z'),
+    );
+  });
+
+  it('keeps lastTransitionTime when nothing changed, and moves it only for the conditions that changed', () => {
+    const first = nextConditions([], { kind: 'valid', repository: 'https://h/r' }, t0, 1);
+    assert.deepEqual(nextConditions(first, { kind: 'valid', repository: 'https://h/r' }, t1, 1), first);
+    const rejected = nextConditions(
+      first,
+      { kind: 'invalidCredentials', repository: 'https://h/r', secret: 's' },
+      t1,
+      1,
+    );
+    assert.deepEqual(
+      rejected.map((c) => [c.type, c.status, c.reason, c.lastTransitionTime]),
+      [
+        ['ErrorOccurred', 'True', 'InvalidCredentials', '2026-01-01T00:05:00Z'],
+        ['ValidRepositoryURL', 'True', 'ValidRepositoryUrl', '2026-01-01T00:00:00Z'],
+        ['ValidRepositoryCredential', 'False', 'InvalidCredentials', '2026-01-01T00:05:00Z'],
+      ],
+    );
+  });
+
+  it('every failure reason is carried by all three conditions', () => {
+    for (const [outcome, reason] of [
+      [{ kind: 'secretNotSpecified' }, 'SecretNotSpecified'],
+      [{ kind: 'secretNotFound', secret: 's' }, 'SecretNotFound'],
+      [{ kind: 'secretInvalidType', secret: 's', type: 'Opaque' }, 'SecretInvalidType'],
+      [{ kind: 'invalidRepositoryUrl', repository: 'https://h/r', detail: 'x' }, 'InvalidRepositoryUrl'],
+    ] as const) {
+      const conditions = nextConditions([], outcome, t0, undefined);
+      assert.deepEqual(
+        conditions.map((c) => [c.status, c.reason]),
+        [
+          ['True', reason],
+          ['False', reason],
+          ['False', reason],
+        ],
+      );
+    }
+  });
+});
+
+describe('RepositoryCredential spec and Secret parsing', () => {
+  it('accepts spec.url as an alias of spec.repository', () => {
+    assert.deepEqual(parseRepositoryCredentialSpec({ url: 'https://h/r', secret: 's' }), {
+      repository: 'https://h/r',
+      secret: 's',
+    });
+    assert.deepEqual(parseRepositoryCredentialSpec({ repository: 'https://h/a', secret: '' }), {
+      repository: 'https://h/a',
+      secret: '',
+    });
+  });
+
+  it('reads username/password or sshPrivateKey from a Secret of the right type', () => {
+    assert.deepEqual(credentialsOfSecret('s', secret(TYPE, { username: 'u', password: 'p' })), {
+      ok: true,
+      credentials: { username: 'u', password: 'p' },
+    });
+    assert.deepEqual(credentialsOfSecret('s', secret(TYPE, { sshPrivateKey: 'KEY' })), {
+      ok: true,
+      credentials: { sshPrivateKey: 'KEY' },
+    });
+  });
+
+  it('rejects another Secret type and incomplete credentials without echoing values', () => {
+    const wrongType = credentialsOfSecret('s', secret('Opaque', { username: 'u', password: 'p' }));
+    assert.equal(wrongType.ok, false);
+    assert.equal(!wrongType.ok && wrongType.outcome.kind, 'secretInvalidType');
+    const onlyUser = credentialsOfSecret('s', secret(TYPE, { username: 'u-secret-value' }));
+    assert.equal(onlyUser.ok, false);
+    assert.ok(!JSON.stringify(onlyUser).includes('u-secret-value'));
+    const empty = credentialsOfSecret('s', secret(TYPE, {}));
+    assert.equal(!empty.ok && empty.outcome.kind, 'secretInvalidContent');
+  });
+
+  it('normalises repository URLs like the AppProject does', () => {
+    assert.equal(normalizeRepositoryUrl('https://GitHub.com/Org/Repo.git/'), 'https://github.com/org/repo');
+    assert.equal(normalizeRepositoryUrl('git@github.com:org/repo.git'), 'git@github.com:org/repo');
+  });
+});

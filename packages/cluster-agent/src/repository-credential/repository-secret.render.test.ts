@@ -1,0 +1,64 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { renderRepositorySecret, repositorySecretDrifted } from './repository-secret.render.ts';
+
+const ID = '11111111-2222-3333-4444-555555555555';
+const USER = 'aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee';
+const decode = (data: Record<string, string>) =>
+  Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
+
+describe('repository Secret render', () => {
+  it('is repo-cred-<id>, labelled as an Argo CD repository, and scoped to the tenant AppProject', () => {
+    const secret = renderRepositorySecret({
+      id: ID,
+      clusterUserId: USER,
+      repositoryUrl: 'https://h/r.git',
+      username: 'u',
+      password: 'p',
+      namespace: 'argocd',
+    });
+    assert.equal(secret.metadata.name, `repo-cred-${ID}`);
+    assert.equal(secret.metadata.namespace, 'argocd');
+    assert.equal(secret.metadata.labels?.['argocd.argoproj.io/secret-type'], 'repository');
+    assert.equal(secret.metadata.labels?.['managed-gitops.redhat.com/database-id'], ID);
+    assert.deepEqual(decode(secret.data), {
+      url: 'https://h/r.git',
+      project: `app-project-${USER}`,
+      username: 'u',
+      password: 'p',
+    });
+  });
+
+  it('carries sshPrivateKey instead of username/password', () => {
+    const secret = renderRepositorySecret({
+      id: ID,
+      clusterUserId: USER,
+      repositoryUrl: 'git@h:r.git',
+      sshPrivateKey: 'KEY',
+      namespace: 'argocd',
+    });
+    assert.deepEqual(Object.keys(secret.data).sort(), ['project', 'sshPrivateKey', 'url']);
+  });
+
+  it('detects drift in data and labels, including keys someone added', () => {
+    const desired = renderRepositorySecret({
+      id: ID,
+      clusterUserId: USER,
+      repositoryUrl: 'https://h/r',
+      username: 'u',
+      password: 'p',
+      namespace: 'argocd',
+    });
+    assert.equal(repositorySecretDrifted(undefined, desired), true);
+    assert.equal(repositorySecretDrifted(structuredClone(desired), desired), false);
+    const edited = structuredClone(desired);
+    edited.data.password = Buffer.from('other').toString('base64');
+    assert.equal(repositorySecretDrifted(edited, desired), true);
+    const extra = structuredClone(desired);
+    extra.data.proxy = 'eA==';
+    assert.equal(repositorySecretDrifted(extra, desired), true);
+    const relabelled = structuredClone(desired);
+    relabelled.metadata.labels = {};
+    assert.equal(repositorySecretDrifted(relabelled, desired), true);
+  });
+});
