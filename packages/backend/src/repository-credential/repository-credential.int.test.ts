@@ -1,0 +1,144 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { API_GROUP_VERSION } from '@gitops/api';
+import { completeOperation, startOperation } from '@gitops/db';
+import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { type GitServer, startGitServer } from '../../../../e2e/fixture/git-server.ts';
+import type { Backend } from '../app.ts';
+import { BACKEND_SHARD_LABEL } from '../config.ts';
+import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { SealContext } from './repository-credential.store.ts';
+
+const PASSWORD = 'int-Pa55word-1';
+const ROTATED = 'int-Pa55word-2';
+
+describe('RepositoryCredential reconciler', () => {
+  let f: BackendFixture;
+  let backend: Backend;
+  let git: GitServer;
+  let tenant: { name: string; uid: string };
+  let previousCa: string | undefined;
+
+  before(async () => {
+    git = await startGitServer();
+    await git.createRepository('team', { username: 'jane', password: PASSWORD });
+    previousCa = process.env.GIT_SSL_CAINFO;
+    process.env.GIT_SSL_CAINFO = git.caFile; // the in-process backend's git ls-remote trusts the test server
+    f = await createBackendFixture();
+    backend = await f.startBackend();
+    tenant = await f.createNamespace();
+  });
+  after(async () => {
+    await f?.cleanup();
+    await git?.stop();
+    if (previousCa === undefined) delete process.env.GIT_SSL_CAINFO;
+    else process.env.GIT_SSL_CAINFO = previousCa;
+  });
+
+  const crPath = (name = '') =>
+    `/apis/${API_GROUP_VERSION}/namespaces/${tenant.name}/gitopsdeploymentrepositorycredentials${name ? `/${name}` : ''}`;
+  const secretPath = (name = '') => `/api/v1/namespaces/${tenant.name}/secrets${name ? `/${name}` : ''}`;
+  const operationsOf = (resourceId: string) =>
+    f.db
+      .selectFrom('operation')
+      .selectAll()
+      .where('resource_id', '=', resourceId)
+      .orderBy('created_at')
+      .execute();
+  const rowOfCr = (uid: string) =>
+    eventually('repository_credentials row', () =>
+      f.db
+        .selectFrom('api_cr_mapping')
+        .innerJoin(
+          'repository_credentials',
+          'repository_credentials.id',
+          'api_cr_mapping.repository_credentials_id',
+        )
+        .selectAll('repository_credentials')
+        .where('cr_uid', '=', uid)
+        .executeTakeFirst(),
+    );
+
+  test('one transaction writes the sealed row, its mapping and a RepositoryCredentials operation owned by the CR; a rotation writes one more', async () => {
+    await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: secretPath(),
+      body: {
+        metadata: { name: 'team-creds' },
+        type: 'managed-gitops.redhat.com/repository-credential',
+        stringData: { username: 'jane', password: PASSWORD },
+      },
+    });
+    const cr = (await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: crPath(),
+      body: {
+        apiVersion: API_GROUP_VERSION,
+        kind: 'GitOpsDeploymentRepositoryCredential',
+        metadata: { name: 'team', labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
+        spec: { repository: git.url('team'), secret: 'team-creds' },
+      },
+    })) as KubeObject;
+    const row = await rowOfCr(cr.metadata.uid!);
+    assert.equal(row.repository_url, git.url('team'));
+    assert.equal(row.normalized_repository_url, git.url('team').replace(/\.git$/, ''));
+    assert.equal(row.secret_name, 'team-creds');
+    assert.ok(row.password_sealed && !row.password_sealed.toString('latin1').includes(PASSWORD));
+    assert.equal(backend.sealer.openString(row.password_sealed, SealContext.password), PASSWORD);
+    assert.equal(backend.sealer.openString(row.username_sealed!, SealContext.username), 'jane');
+    assert.equal(row.ssh_private_key_sealed, null);
+
+    const operations = await operationsOf(row.id);
+    assert.equal(operations.length, 1);
+    assert.equal(operations[0]!.resource_type, 'RepositoryCredentials');
+    assert.equal(operations[0]!.owner_kind, 'GitOpsDeploymentRepositoryCredential');
+    assert.equal(operations[0]!.owner_uid, cr.metadata.uid);
+    assert.equal(operations[0]!.owner_user_id, row.cluster_user_id);
+
+    // The valid triple, then a rotation: exactly one more operation, the row holds the new password.
+    await eventually('valid conditions', async () => {
+      const live = (await kubeRequest(f.kc, { method: HttpMethod.GET, path: crPath('team') })) as {
+        status?: { conditions?: { type: string; status: string }[] };
+      };
+      return live.status?.conditions?.[2]?.status === 'True';
+    });
+    // What the agent does with the operation (a Waiting one would be reused by the next change).
+    assert.equal((await startOperation(f.db, operations[0]!.id)).status, 'started');
+    assert.ok(await completeOperation(f.db, operations[0]!.id, ''));
+    git.setPassword('team', 'jane', ROTATED);
+    await kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: secretPath('team-creds'),
+      body: { stringData: { password: ROTATED } },
+      contentType: 'application/merge-patch+json',
+    });
+    await eventually('rotated row', async () => {
+      const current = await rowOfCr(cr.metadata.uid!);
+      return backend.sealer.openString(current.password_sealed!, SealContext.password) === ROTATED;
+    });
+    const rotated = await operationsOf(row.id);
+    assert.equal(rotated.length, 2);
+    assert.equal((await startOperation(f.db, rotated[1]!.id)).status, 'started');
+    assert.ok(await completeOperation(f.db, rotated[1]!.id, ''));
+
+    // Deleting the CR deletes the row (and its mapping) and announces it.
+    await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: crPath('team') });
+    await eventually('row deleted', async () => {
+      const gone = await f.db
+        .selectFrom('repository_credentials')
+        .select('id')
+        .where('id', '=', row.id)
+        .executeTakeFirst();
+      return gone === undefined;
+    });
+    const afterDelete = await operationsOf(row.id);
+    assert.equal(afterDelete.length, 3);
+    assert.equal(afterDelete[2]!.owner_uid, cr.metadata.uid);
+    const mapping = await f.db
+      .selectFrom('api_cr_mapping')
+      .select('id')
+      .where('cr_uid', '=', cr.metadata.uid!)
+      .executeTakeFirst();
+    assert.equal(mapping, undefined);
+  });
+});
