@@ -114,6 +114,13 @@ export function readTargetCluster(
       'unable to parse the kubeconfig data in the Secret: it is not a valid kubeconfig',
     );
   }
+  // The parser is lenient (any text loads as an empty config): a kubeconfig without clusters is not one.
+  if (kc.getClusters().length === 0) {
+    return fail(
+      ManagedEnvironmentReason.UnableToParseKubeconfigData,
+      'unable to parse the kubeconfig data in the Secret: it is not a valid kubeconfig (no clusters)',
+    );
+  }
   const wanted = spec.apiURL.replace(/\/+$/, '').toLowerCase();
   const cluster = kc.getClusters().find((c) => c.server.replace(/\/+$/, '').toLowerCase() === wanted);
   const context = cluster ? kc.getContexts().find((c) => c.cluster === cluster.name) : undefined;
