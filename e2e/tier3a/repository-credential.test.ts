@@ -228,6 +228,42 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
     );
   });
 
+  it('the agent repairs a hand-edited or deleted repository Secret and deletes orphans carrying our label', async () => {
+    await createSecret(tenantA, 'drift-creds', { username: 'jane', password: PASSWORD });
+    await createRepoCred(tenantA, 'drift', { repository: git.url('private'), secret: 'drift-creds' });
+    await conditionsBecome(tenantA, 'drift', VALID);
+    const row = await rowOf(tenantA, 'drift');
+    await eventually('repository Secret', () => repoSecret(row.id));
+
+    await mergePatch(system.kc, secretPath(system.argoCdNamespace, `repo-cred-${row.id}`), {
+      data: {
+        password: Buffer.from('tampered').toString('base64'),
+        extra: Buffer.from('x').toString('base64'),
+      },
+    });
+    await eventually('edited repository Secret repaired', async () => {
+      const data = decode((await repoSecret(row.id))?.data);
+      return data.password === PASSWORD && data.extra === undefined ? true : undefined;
+    });
+    await remove(system.kc, secretPath(system.argoCdNamespace, `repo-cred-${row.id}`));
+    await eventually('deleted repository Secret re-created', async () =>
+      decode((await repoSecret(row.id))?.data).password === PASSWORD ? true : undefined,
+    );
+
+    const orphanId = '00000000-0000-4000-8000-0000000000aa';
+    await create(system.kc, secretPath(system.argoCdNamespace), {
+      metadata: {
+        name: `repo-cred-${orphanId}`,
+        labels: {
+          'argocd.argoproj.io/secret-type': 'repository',
+          'managed-gitops.redhat.com/database-id': orphanId,
+        },
+      },
+      stringData: { url: 'https://example.com/orphan' },
+    });
+    await eventually('orphan deleted', async () => ((await repoSecret(orphanId)) ? undefined : true));
+  });
+
   it('no password appears in any log line, Event, condition or operation message', async () => {
     const secrets = [PASSWORD, ROTATED_PASSWORD, WRONG_PASSWORD];
     for (const line of system.logs) {

@@ -80,6 +80,8 @@ export function createRepositoryCredentialsAgent(
     const id = secret.metadata.labels?.[AgentLabel.DatabaseId];
     if (isUuid(id)) options.enqueue(id);
   };
+  // Added (e.g. an orphan someone created, or at start), edited or deleted: re-check against the row.
+  secrets.onAdd(enqueueOf);
   secrets.onUpdate((old, secret) => {
     if (ownedSecretState(old) !== ownedSecretState(secret)) enqueueOf(secret);
   });
