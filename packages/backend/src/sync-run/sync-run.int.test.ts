@@ -1,0 +1,244 @@
+/**
+ * Integration: the backend's GitOpsDeploymentSyncRun reconcile against the real API server and PostgreSQL
+ * (no agent: the test plays the agent by writing the outcome and finishing operations).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { API_GROUP_VERSION, Plural } from '@gitops/api';
+import { completeOperation, setSyncOperationOutcome } from '@gitops/db';
+import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
+import type { Backend } from '../app.ts';
+import { BACKEND_SHARD_LABEL } from '../config.ts';
+import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+
+const MANUAL = {
+  source: { repoURL: 'https://github.com/example/repo', path: 'dev', targetRevision: 'main' },
+  type: 'manual',
+};
+
+describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
+  let fixture: BackendFixture;
+  let backend: Backend;
+  let ns: string;
+
+  const runsPath = (name?: string) =>
+    `/apis/${API_GROUP_VERSION}/namespaces/${ns}/${Plural.GitOpsDeploymentSyncRun}${name ? `/${name}` : ''}`;
+  const createSyncRun = async (name: string, spec: Record<string, unknown>) =>
+    (await kubeRequest(fixture.kc, {
+      method: HttpMethod.POST,
+      path: runsPath(),
+      body: {
+        apiVersion: API_GROUP_VERSION,
+        kind: 'GitOpsDeploymentSyncRun',
+        metadata: { name, labels: { [BACKEND_SHARD_LABEL]: fixture.runLabel } },
+        spec,
+      },
+    })) as KubeObject;
+  const getSyncRun = async (name: string) => {
+    try {
+      return (await kubeRequest(fixture.kc, { method: HttpMethod.GET, path: runsPath(name) })) as KubeObject;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  };
+  const deleteSyncRun = (name: string) =>
+    kubeRequest(fixture.kc, { method: HttpMethod.DELETE, path: runsPath(name) });
+  const conditionOf = async (name: string) => {
+    const run = await getSyncRun(name);
+    const conditions = (run?.status as { conditions?: Record<string, string>[] } | undefined)?.conditions;
+    return conditions;
+  };
+  const rowsOf = (uid: string) =>
+    fixture.db
+      .selectFrom('api_cr_mapping')
+      .innerJoin('sync_operation', 'sync_operation.id', 'api_cr_mapping.sync_operation_id')
+      .selectAll('sync_operation')
+      .where('api_cr_mapping.cr_uid', '=', uid)
+      .execute();
+  const operationsOf = (uid: string) =>
+    fixture.db
+      .selectFrom('operation')
+      .selectAll()
+      .where('owner_uid', '=', uid)
+      .orderBy('created_at')
+      .execute();
+
+  before(async () => {
+    fixture = await createBackendFixture();
+    backend = await fixture.startBackend({ GITOPS_RELAY_ENABLED: 'false' });
+    ns = (await fixture.createNamespace('syncrun')).name;
+  });
+  after(async () => {
+    await fixture?.cleanup();
+  });
+
+  test('a SyncRun on a manual deployment writes one sync_operation, mapping and SyncOperation operation; the condition is False', async () => {
+    const gd = await fixture.createDeployment(ns, 'manual', MANUAL);
+    const run = await createSyncRun('run-one', { gitopsDeploymentName: 'manual', revisionID: 'v1' });
+    const uid = run.metadata.uid as string;
+    const [row] = await eventually('sync row', async () => {
+      const rows = await rowsOf(uid);
+      return rows.length > 0 ? rows : undefined;
+    });
+    assert.equal(row?.revision, 'v1');
+    assert.equal(row?.desired_state, 'Running');
+    const application = await fixture.db
+      .selectFrom('api_cr_mapping')
+      .select('application_id')
+      .where('cr_uid', '=', gd.metadata.uid as string)
+      .executeTakeFirstOrThrow();
+    assert.equal(row?.application_id, application.application_id);
+    const operations = await operationsOf(uid);
+    assert.equal(operations.length, 1);
+    assert.equal(operations[0]?.resource_type, 'SyncOperation');
+    assert.equal(operations[0]?.resource_id, row?.id);
+    assert.equal(operations[0]?.owner_kind, 'GitOpsDeploymentSyncRun');
+    assert.equal(operations[0]?.owner_name, 'run-one');
+    const conditions = await eventually('condition', () => conditionOf('run-one'));
+    assert.equal(conditions.length, 1);
+    assert.deepEqual(
+      {
+        type: conditions[0]?.type,
+        status: conditions[0]?.status,
+        reason: conditions[0]?.reason,
+        message: conditions[0]?.message,
+      },
+      { type: 'ErrorOccurred', status: 'False', reason: '', message: '' },
+    );
+
+    // Updating the SyncRun never creates a second sync.
+    await kubeRequest(fixture.kc, {
+      method: HttpMethod.PATCH,
+      path: runsPath('run-one'),
+      body: { metadata: { labels: { touched: 'yes' } } },
+      contentType: 'application/merge-patch+json',
+    });
+    await backend.syncRuns.queue.add(`${ns}/run-one`);
+    await new Promise((r) => setTimeout(r, 1_000));
+    assert.equal((await rowsOf(uid)).length, 1);
+    assert.equal((await operationsOf(uid)).length, 1);
+  });
+
+  test('a failed sync outcome is reported in the message', async () => {
+    await fixture.createDeployment(ns, 'manual-failing', MANUAL);
+    const run = await createSyncRun('run-failing', { gitopsDeploymentName: 'manual-failing' });
+    const uid = run.metadata.uid as string;
+    const [row] = await eventually('sync row', async () => {
+      const rows = await rowsOf(uid);
+      return rows.length > 0 ? rows : undefined;
+    });
+    const [operation] = await operationsOf(uid);
+    await setSyncOperationOutcome(fixture.db, row!.id, 'Failed', 'the manifests are invalid');
+    await fixture.db
+      .updateTable('operation')
+      .set({ state: 'In_Progress' })
+      .where('id', '=', operation!.id)
+      .execute();
+    await completeOperation(fixture.db, operation!.id, 'sync Failed');
+    const conditions = await eventually('failure reported', async () => {
+      const c = await conditionOf('run-failing');
+      return c?.[0]?.status === 'True' ? c : undefined;
+    });
+    assert.equal(conditions[0]?.reason, 'ErrorOccurred');
+    assert.equal(conditions[0]?.message, 'the sync ended with phase Failed: the manifests are invalid');
+  });
+
+  test('deleting a SyncRun whose sync still runs asks for termination; its rows go once the agent finished', async () => {
+    await fixture.createDeployment(ns, 'manual-term', MANUAL);
+    const run = await createSyncRun('run-term', { gitopsDeploymentName: 'manual-term' });
+    const uid = run.metadata.uid as string;
+    const [row] = await eventually('sync row', async () => {
+      const rows = await rowsOf(uid);
+      return rows.length > 0 ? rows : undefined;
+    });
+    // The agent holds the first operation In_Progress while Argo CD runs the sync.
+    const [first] = await operationsOf(uid);
+    await fixture.db
+      .updateTable('operation')
+      .set({ state: 'In_Progress' })
+      .where('id', '=', first!.id)
+      .execute();
+    await fixture.db
+      .updateTable('sync_operation')
+      .set({ requested_at: new Date() })
+      .where('id', '=', row!.id)
+      .execute();
+    await deleteSyncRun('run-term');
+    const operations = await eventually('terminate operation', async () => {
+      const ops = await operationsOf(uid);
+      return ops.length === 2 ? ops : undefined;
+    });
+    assert.equal(operations[1]?.resource_id, row?.id);
+    const terminated = await fixture.db
+      .selectFrom('sync_operation')
+      .selectAll()
+      .where('id', '=', row!.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(terminated.desired_state, 'Terminated');
+    // The agent terminates it in Argo CD and records the outcome.
+    await setSyncOperationOutcome(fixture.db, row!.id, 'Terminated', 'terminated');
+    await fixture.db
+      .updateTable('operation')
+      .set({ state: 'In_Progress' })
+      .where('id', '=', operations[1]!.id)
+      .execute();
+    await completeOperation(fixture.db, operations[1]!.id);
+    await eventually('rows collected', async () => (await rowsOf(uid)).length === 0);
+    const gone = await fixture.db
+      .selectFrom('sync_operation')
+      .select('id')
+      .where('id', '=', row!.id)
+      .execute();
+    assert.equal(gone.length, 0);
+  });
+
+  test('deleting a finished SyncRun only deletes its rows (no operation for Argo CD)', async () => {
+    await fixture.createDeployment(ns, 'manual-done', MANUAL);
+    const run = await createSyncRun('run-done', { gitopsDeploymentName: 'manual-done' });
+    const uid = run.metadata.uid as string;
+    const [row] = await eventually('sync row', async () => {
+      const rows = await rowsOf(uid);
+      return rows.length > 0 ? rows : undefined;
+    });
+    await setSyncOperationOutcome(fixture.db, row!.id, 'Succeeded', 'ok');
+    await deleteSyncRun('run-done');
+    await eventually('rows deleted', async () => {
+      const left = await fixture.db
+        .selectFrom('sync_operation')
+        .select('id')
+        .where('id', '=', row!.id)
+        .execute();
+      return left.length === 0;
+    });
+    assert.equal((await operationsOf(uid)).length, 1);
+  });
+
+  test('a missing parent is reported and the SyncRun proceeds once it exists; an automated parent is refused', async () => {
+    const run = await createSyncRun('run-early', { gitopsDeploymentName: 'later' });
+    await eventually('parent missing', async () => {
+      const c = await conditionOf('run-early');
+      return (
+        c?.[0]?.message ===
+          "Unable to retrieve GitOpsDeployment 'later' referenced by the GitOpsDeploymentSyncRun" &&
+        c[0]?.status === 'True' &&
+        c[0]?.reason === 'ErrorOccurred'
+      );
+    });
+    assert.equal((await rowsOf(run.metadata.uid as string)).length, 0);
+    await fixture.createDeployment(ns, 'later', MANUAL);
+    await eventually('sync row', async () => (await rowsOf(run.metadata.uid as string)).length === 1);
+    await eventually('resolved', async () => (await conditionOf('run-early'))?.[0]?.status === 'False');
+
+    await fixture.createDeployment(ns, 'auto', { ...MANUAL, type: 'automated' });
+    const auto = await createSyncRun('run-auto', { gitopsDeploymentName: 'auto' });
+    await eventually('automated refused', async () => {
+      const c = await conditionOf('run-auto');
+      return (
+        c?.[0]?.message ===
+        "invalid GitOpsDeploymentSyncRun 'run-auto'. Syncing a GitOpsDeployment with Automated sync policy is not allowed"
+      );
+    });
+    assert.equal((await rowsOf(auto.metadata.uid as string)).length, 0);
+  });
+});
