@@ -44,6 +44,7 @@ import {
   findRepositoryCredentialMappings,
   lockRepositoryCredentialName,
 } from './repository-credential.store.ts';
+import { createValidationMemo } from './validation-memo.ts';
 
 const FIELD_MANAGER = 'gitops-backend';
 
@@ -79,13 +80,6 @@ export interface RepositoryCredentialReconcilerOptions {
   /** Replaceable for unit tests. */
   validate?: (url: string, credentials: GitCredentials, signal: AbortSignal) => Promise<LsRemoteOutcome>;
   now?: () => Date;
-}
-
-interface ValidationMemo {
-  fingerprint: string;
-  outcome: LsRemoteOutcome;
-  checkedAt: number;
-  failures: number;
 }
 
 export function repositoryCredentialRef(namespace: string, name: string): ObjectRef {
@@ -171,7 +165,7 @@ export function createRepositoryCredentialReconciler(
     options.validate ??
     ((url: string, credentials: GitCredentials, signal: AbortSignal) =>
       lsRemote(url, credentials, { signal }));
-  const memos = new Map<string, ValidationMemo>();
+  const memo = createValidationMemo({ revalidateMs, failureBackoffMs });
 
   async function currentObject(namespace: string, name: string, signal: AbortSignal) {
     const cached = informer.get(namespace, name);
@@ -225,26 +219,9 @@ export function createRepositoryCredentialReconciler(
     signal: AbortSignal,
     logger: Logger,
   ): Promise<{ outcome: LsRemoteOutcome; requeueAfter: number }> {
-    const memo = memos.get(key);
-    const at = Date.now();
-    if (memo && memo.fingerprint === fingerprint) {
-      const wait =
-        memo.outcome.result === 'valid'
-          ? revalidateMs
-          : Math.min(revalidateMs, failureBackoffMs * 2 ** Math.max(0, memo.failures - 1));
-      const due = memo.checkedAt + wait;
-      if (at < due) return { outcome: memo.outcome, requeueAfter: due - at };
-    }
-    const outcome = await validate(url, credentials, signal);
-    const failures =
-      outcome.result === 'valid' ? 0 : memo?.fingerprint === fingerprint ? memo.failures + 1 : 1;
-    memos.set(key, { fingerprint, outcome, checkedAt: Date.now(), failures });
-    logger.info({ result: outcome.result }, 'repository validated with git ls-remote');
-    const wait =
-      outcome.result === 'valid'
-        ? revalidateMs
-        : Math.min(revalidateMs, failureBackoffMs * 2 ** Math.max(0, failures - 1));
-    return { outcome, requeueAfter: wait };
+    const result = await memo.check(key, fingerprint, () => validate(url, credentials, signal));
+    if (result.ran) logger.info({ result: result.outcome.result }, 'repository validated with git ls-remote');
+    return result;
   }
 
   async function writeConditions(object: KubeObject, outcome: RepositoryCredentialOutcome, logger: Logger) {
@@ -317,7 +294,7 @@ export function createRepositoryCredentialReconciler(
     await announceDeletes(object, await deleteRows(namespace, name, uid));
 
     const unusable = async (outcome: RepositoryCredentialOutcome) => {
-      memos.delete(key);
+      memo.forget(key);
       await announceDeletes(object, await deleteRows(namespace, name));
       await writeConditions(object, outcome, logger);
     };
@@ -384,7 +361,7 @@ export function createRepositoryCredentialReconciler(
     const object = await currentObject(namespace, name, context.signal);
     try {
       if (!object || typeof object.metadata.deletionTimestamp === 'string') {
-        memos.delete(key);
+        memo.forget(key);
         const deleted = await deleteRows(namespace, name);
         for (const operation of deleted) {
           context.logger.info(
