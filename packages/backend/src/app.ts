@@ -142,6 +142,10 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     registry,
     logger: logger.child({ controller: 'gitopsdeploymentmanagedenvironment' }),
     concurrency: config.maxConcurrentReconciles,
+    // A connection condition changed (seen in the cache): the namespace's GitOpsDeployments resolve again.
+    onConditionChanged: (namespace) => {
+      for (const deployment of informer.list(namespace)) deployments.queue.add(objectKey(deployment));
+    },
     reconcile: createManagedEnvironmentReconciler({
       db,
       kc,

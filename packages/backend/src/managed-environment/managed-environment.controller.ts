@@ -24,6 +24,8 @@ export interface ManagedEnvironmentControllerOptions {
   registry: Registry;
   logger: Logger;
   concurrency: number;
+  /** The cached status conditions of a ManagedEnvironment changed (or it went away). */
+  onConditionChanged?: (namespace: string) => void;
 }
 
 export interface ManagedEnvironmentController {
@@ -73,8 +75,15 @@ export function createManagedEnvironmentController(
         !jsonEqual(a.metadata.labels, b.metadata.labels) ||
         !jsonEqual(a.spec, b.spec);
       if (changed) queue.add(objectKey(b));
+      const conditions = (o: KubeObject) => (isJsonObject(o.status) ? o.status.conditions : undefined);
+      if (b.metadata.namespace && !jsonEqual(conditions(a), conditions(b))) {
+        options.onConditionChanged?.(b.metadata.namespace);
+      }
     }),
-    informer.onDelete((o) => queue.add(objectKey(o))),
+    informer.onDelete((o) => {
+      queue.add(objectKey(o));
+      if (o.metadata.namespace) options.onConditionChanged?.(o.metadata.namespace);
+    }),
     secrets.onAdd(enqueueReferencing),
     secrets.onUpdate((a, b) => {
       if (a.metadata.resourceVersion !== b.metadata.resourceVersion) enqueueReferencing(b);
