@@ -1,0 +1,230 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import { API_GROUP_VERSION } from '@gitops/api';
+import { getApiCrMappingByUid, getApplicationByName } from '@gitops/db';
+import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import type { Backend } from '../app.ts';
+import {
+  type BackendFixture,
+  createBackendFixture,
+  eventually,
+  randomSuffix,
+} from '../testing/backend-fixture.ts';
+import { BEARER_TOKEN_CONTEXT } from './managed-environment.store.ts';
+
+const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+const envPath = (ns: string, name = '') =>
+  `/apis/${API_GROUP_VERSION}/namespaces/${ns}/gitopsdeploymentmanagedenvironments${name ? `/${name}` : ''}`;
+
+interface Condition {
+  type: string;
+  status: string;
+  reason: string;
+  message: string;
+  observedGeneration?: number;
+  lastTransitionTime: string;
+}
+
+describe('ManagedEnvironment reconciler', () => {
+  let f: BackendFixture;
+  let backend: Backend;
+  let tenant: { name: string; uid: string };
+  let kubeconfigText: (token: string) => string;
+  let token: string;
+  const cleanupPaths: string[] = [];
+
+  const request = (method: HttpMethod, path: string, body?: unknown, contentType?: string) =>
+    kubeRequest(f.kc, { method, path, body, contentType });
+
+  before(async () => {
+    f = await createBackendFixture();
+    backend = await f.startBackend();
+    tenant = await f.createNamespace('menv');
+    const cluster = f.kc.getCurrentCluster()!;
+    const caData =
+      cluster.caData ?? (cluster.caFile ? readFileSync(cluster.caFile).toString('base64') : undefined);
+    kubeconfigText = (t) =>
+      JSON.stringify({
+        clusters: [{ name: 'c', cluster: { server: cluster.server, 'certificate-authority-data': caData } }],
+        users: [{ name: 'u', user: { token: t } }],
+        contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+      });
+    const sa = `menv-${randomSuffix()}`;
+    await request(HttpMethod.POST, `/api/v1/namespaces/${tenant.name}/serviceaccounts`, {
+      metadata: { name: sa },
+    });
+    await request(HttpMethod.POST, '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      metadata: { name: sa },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
+      subjects: [{ kind: 'ServiceAccount', name: sa, namespace: tenant.name }],
+    });
+    await request(HttpMethod.POST, '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      metadata: { name: sa },
+      rules: [{ apiGroups: [''], resources: ['namespaces'], verbs: ['list', 'get'] }],
+    });
+    await request(HttpMethod.POST, '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      metadata: { name: `${sa}-ns` },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: sa },
+      subjects: [{ kind: 'ServiceAccount', name: sa, namespace: tenant.name }],
+    });
+    cleanupPaths.push(
+      `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${sa}`,
+      `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${sa}-ns`,
+      `/apis/rbac.authorization.k8s.io/v1/clusterroles/${sa}`,
+    );
+    const answer = (await request(
+      HttpMethod.POST,
+      `/api/v1/namespaces/${tenant.name}/serviceaccounts/${sa}/token`,
+      {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { expirationSeconds: 3600 },
+      },
+    )) as { status: { token: string } };
+    token = answer.status.token;
+  });
+  after(async () => {
+    for (const path of cleanupPaths) await request(HttpMethod.DELETE, path).catch(() => {});
+    await f?.cleanup();
+  });
+
+  async function createSecret(name: string, kubeconfig: string) {
+    await request(HttpMethod.POST, `/api/v1/namespaces/${tenant.name}/secrets`, {
+      metadata: { name },
+      type: 'managed-gitops.redhat.com/managed-environment',
+      data: { kubeconfig: Buffer.from(kubeconfig).toString('base64') },
+    });
+  }
+  async function createEnvironment(name: string, secret: string): Promise<KubeObject> {
+    const cluster = f.kc.getCurrentCluster()!;
+    return (await request(HttpMethod.POST, envPath(tenant.name), {
+      apiVersion: API_GROUP_VERSION,
+      kind: 'GitOpsDeploymentManagedEnvironment',
+      metadata: { name, labels: { [SHARD_LABEL]: f.runLabel } },
+      spec: { apiURL: cluster.server, credentialsSecret: secret, allowInsecureSkipTLSVerify: false },
+    })) as KubeObject;
+  }
+  const conditionOf = (name: string, predicate: (c: Condition) => boolean) =>
+    eventually(`condition of ${name}`, async () => {
+      const env = (await request(HttpMethod.GET, envPath(tenant.name, name))) as {
+        status?: { conditions?: Condition[] };
+      };
+      const c = env.status?.conditions?.find((x) => x.type === 'ConnectionInitializationSucceeded');
+      return c && predicate(c) ? c : undefined;
+    });
+
+  test('a connected environment writes sealed credentials, the External environment, its mapping and one operation', async () => {
+    await createSecret('ok', kubeconfigText(token));
+    const env = await createEnvironment('ok', 'ok');
+    await conditionOf('ok', (c) => c.status === 'True');
+    const mapping = await eventually('mapping', () => getApiCrMappingByUid(f.db, env.metadata.uid!));
+    const environment = await f.db
+      .selectFrom('managed_environment')
+      .selectAll()
+      .where('id', '=', mapping.managed_environment_id!)
+      .executeTakeFirstOrThrow();
+    assert.equal(environment.kind, 'External');
+    const credentials = await f.db
+      .selectFrom('cluster_credentials')
+      .selectAll()
+      .where('id', '=', environment.cluster_credentials_id!)
+      .executeTakeFirstOrThrow();
+    assert.equal(backend.sealer.openString(credentials.bearer_token_sealed, BEARER_TOKEN_CONTEXT), token);
+    const operations = await f.db
+      .selectFrom('operation')
+      .selectAll()
+      .where('resource_id', '=', environment.id)
+      .execute();
+    assert.equal(operations.length, 1);
+    assert.equal(operations[0]!.resource_type, 'ManagedEnvironment');
+    assert.equal(operations[0]!.owner_uid, env.metadata.uid);
+
+    // A re-check with the same outcome writes nothing: no new operation, same lastTransitionTime.
+    const before = await conditionOf('ok', () => true);
+    // Touching the Secret re-runs the checks.
+    await request(
+      HttpMethod.PATCH,
+      `/api/v1/namespaces/${tenant.name}/secrets/ok`,
+      { metadata: { annotations: { touched: 'yes' } } },
+      'application/merge-patch+json',
+    );
+    await new Promise((r) => setTimeout(r, 1500));
+    const after = await conditionOf('ok', () => true);
+    assert.equal(after.lastTransitionTime, before.lastTransitionTime);
+    const again = await f.db
+      .selectFrom('operation')
+      .select('id')
+      .where('resource_id', '=', environment.id)
+      .execute();
+    assert.equal(again.length, 1);
+  });
+
+  test('a failing check sets False with observedGeneration; fixing the Secret makes it True', async () => {
+    await createSecret('later', kubeconfigText('wrong-token'));
+    const env = await createEnvironment('later', 'later');
+    const failed = await conditionOf('later', (c) => c.status === 'False');
+    assert.equal(failed.reason, 'UnableToValidateClusterCredentials');
+    assert.equal(failed.observedGeneration, env.metadata.generation);
+    await request(
+      HttpMethod.PATCH,
+      `/api/v1/namespaces/${tenant.name}/secrets/later`,
+      { data: { kubeconfig: Buffer.from(kubeconfigText(token)).toString('base64') } },
+      'application/merge-patch+json',
+    );
+    await conditionOf('later', (c) => c.status === 'True' && c.reason === 'Succeeded');
+  });
+
+  test('deleting an environment deletes its rows and announces it and every application that used it, in one transaction', async () => {
+    await createSecret('used', kubeconfigText(token));
+    const env = await createEnvironment('used', 'used');
+    await conditionOf('used', (c) => c.status === 'True');
+    const mapping = await eventually('mapping', () => getApiCrMappingByUid(f.db, env.metadata.uid!));
+    const envId = mapping.managed_environment_id!;
+    const gd = await f.createDeployment(tenant.name, 'on-used', {
+      source: { repoURL: 'https://github.com/example/repo', path: 'p' },
+      destination: { environment: 'used' },
+      type: 'manual',
+    });
+    const app = await eventually('application on the environment', async () => {
+      const a = await getApplicationByName(f.db, `gitopsdepl-${gd.metadata.uid}`);
+      return a?.managed_environment_id === envId ? a : undefined;
+    });
+    assert.deepEqual((app.spec as { destination: unknown }).destination, { namespace: tenant.name });
+    await request(HttpMethod.DELETE, envPath(tenant.name, 'used'));
+    await eventually('environment rows gone', async () => {
+      const rows = await f.db
+        .selectFrom('managed_environment')
+        .select('id')
+        .where('id', '=', envId)
+        .execute();
+      return rows.length === 0 ? true : undefined;
+    });
+    const updated = await getApplicationByName(f.db, `gitopsdepl-${gd.metadata.uid}`);
+    assert.equal(updated?.managed_environment_id, null);
+    // Without an agent the earlier Waiting operations are reused (one per resource): both are due.
+    const envOps = await f.db.selectFrom('operation').selectAll().where('resource_id', '=', envId).execute();
+    assert.ok(envOps.some((o) => o.resource_type === 'ManagedEnvironment' && o.state === 'Waiting'));
+    const appOps = await f.db
+      .selectFrom('operation')
+      .selectAll()
+      .where('resource_id', '=', app.id)
+      .where('resource_type', '=', 'Application')
+      .execute();
+    assert.ok(appOps.some((o) => o.state === 'Waiting'));
+    // The GitOpsDeployment reports the unusable environment.
+    await eventually('ErrorOccurred', async () => {
+      const current = await f.getDeployment(tenant.name, 'on-used');
+      const conditions = (current?.status as { conditions?: Condition[] } | undefined)?.conditions ?? [];
+      return conditions.some(
+        (c) =>
+          c.type === 'ErrorOccurred' &&
+          c.status === 'True' &&
+          c.message ===
+            'Unable to reconcile the ManagedEnvironment. Verify that the ManagedEnvironment and Secret are correctly defined, and have valid credentials',
+      )
+        ? true
+        : undefined;
+    });
+  });
+});
