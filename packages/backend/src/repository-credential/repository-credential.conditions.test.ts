@@ -53,6 +53,34 @@ describe('RepositoryCredential conditions', () => {
     );
   });
 
+  it('a Failed operation sets ErrorOccurred and keeps the validation in the other two', () => {
+    const conditions = nextConditions(
+      [],
+      { kind: 'valid', repository: 'https://h/r' },
+      t0,
+      1,
+      'could not decrypt',
+    );
+    assert.deepEqual(
+      conditions.map((c) => [c.type, c.status, c.reason, c.message]),
+      [
+        [
+          'ErrorOccurred',
+          'True',
+          'ErrorOccurred',
+          'the Argo CD repository Secret could not be updated: could not decrypt',
+        ],
+        ['ValidRepositoryURL', 'True', 'ValidRepositoryUrl', 'Repository https://h/r exists'],
+        [
+          'ValidRepositoryCredential',
+          'True',
+          'RepositoryCredentialUpToDate',
+          'RepositoryCredentials are Valid',
+        ],
+      ],
+    );
+  });
+
   it('every failure reason is carried by all three conditions', () => {
     for (const [outcome, reason] of [
       [{ kind: 'secretNotSpecified' }, 'SecretNotSpecified'],

@@ -34,6 +34,8 @@ export const RepositoryCredentialErrorMessage = {
   secretInvalidContent: (secret: string, problem: string) => `Secret '${secret}' is invalid: ${problem}`,
   invalidRepositoryUrl: (repository: string, detail: string) =>
     `Repository ${repository} does not exist or cannot be reached: ${detail}`,
+  operationFailed: (message: string) =>
+    `the Argo CD repository Secret could not be updated: ${message || 'the operation failed'}`,
   invalidCredentials: (repository: string, secret: string) =>
     `The credentials in Secret '${secret}' were rejected by repository ${repository}`,
 } as const;
@@ -121,8 +123,18 @@ export function nextConditions(
   outcome: RepositoryCredentialOutcome,
   now: Date,
   observedGeneration: number | undefined,
+  /** The agent could not write the repository Secret: ErrorOccurred says so, the other two keep the validation. */
+  operationFailure?: string,
 ): Condition[] {
   const desired = desiredConditions(outcome);
+  if (operationFailure !== undefined) {
+    desired[0] = {
+      type: Type.ErrorOccurred,
+      status: ConditionStatus.True,
+      reason: Reason.ErrorOccurred,
+      message: RepositoryCredentialErrorMessage.operationFailed(operationFailure),
+    };
+  }
   return repositoryCredentialConditionOrder.map((type) => {
     const want = desired.find((d) => d.type === type)!;
     const old = existing.find((c) => c.type === type);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { API_GROUP_VERSION } from '@gitops/api';
-import { completeOperation, startOperation } from '@gitops/db';
+import { completeOperation, failOperation, startOperation } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { type GitServer, startGitServer } from '../../../../e2e/fixture/git-server.ts';
 import type { Backend } from '../app.ts';
@@ -140,5 +140,56 @@ describe('RepositoryCredential reconciler', () => {
       .where('cr_uid', '=', cr.metadata.uid!)
       .executeTakeFirst();
     assert.equal(mapping, undefined);
+  });
+
+  test('a Failed RepositoryCredentials operation is reported in ErrorOccurred; the validation conditions stay', async () => {
+    await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: secretPath(),
+      body: {
+        metadata: { name: 'failing-creds' },
+        type: 'managed-gitops.redhat.com/repository-credential',
+        stringData: { username: 'jane', password: ROTATED },
+      },
+    });
+    const cr = (await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: crPath(),
+      body: {
+        apiVersion: API_GROUP_VERSION,
+        kind: 'GitOpsDeploymentRepositoryCredential',
+        metadata: { name: 'failing', labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
+        spec: { repository: git.url('team'), secret: 'failing-creds' },
+      },
+    })) as KubeObject;
+    const row = await rowOfCr(cr.metadata.uid!);
+    const [operation] = await operationsOf(row.id);
+    assert.equal((await startOperation(f.db, operation!.id)).status, 'started');
+    assert.ok(await failOperation(f.db, operation!.id, 'the repository Secret could not be applied'));
+    const conditions = await eventually('ErrorOccurred from the failed operation', async () => {
+      const live = (await kubeRequest(f.kc, { method: HttpMethod.GET, path: crPath('failing') })) as {
+        status?: { conditions?: { type: string; status: string; reason: string; message: string }[] };
+      };
+      const list = live.status?.conditions ?? [];
+      return list[0]?.reason === 'ErrorOccurred' ? list : undefined;
+    });
+    assert.deepEqual(
+      conditions.map((c) => [c.type, c.status, c.reason, c.message]),
+      [
+        [
+          'ErrorOccurred',
+          'True',
+          'ErrorOccurred',
+          'the Argo CD repository Secret could not be updated: the repository Secret could not be applied',
+        ],
+        ['ValidRepositoryURL', 'True', 'ValidRepositoryUrl', `Repository ${git.url('team')} exists`],
+        [
+          'ValidRepositoryCredential',
+          'True',
+          'RepositoryCredentialUpToDate',
+          'RepositoryCredentials are Valid',
+        ],
+      ],
+    );
   });
 });

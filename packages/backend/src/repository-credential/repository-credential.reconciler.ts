@@ -42,6 +42,7 @@ import {
   applyRepositoryCredentials,
   deleteMappedRepositoryCredentials,
   findRepositoryCredentialMappings,
+  lastFinishedOperation,
   lockRepositoryCredentialName,
 } from './repository-credential.store.ts';
 import { createValidationMemo } from './validation-memo.ts';
@@ -224,11 +225,16 @@ export function createRepositoryCredentialReconciler(
     return result;
   }
 
-  async function writeConditions(object: KubeObject, outcome: RepositoryCredentialOutcome, logger: Logger) {
+  async function writeConditions(
+    object: KubeObject,
+    outcome: RepositoryCredentialOutcome,
+    logger: Logger,
+    operationFailure?: string,
+  ) {
     const existing = conditionsOfStatus(object.status);
     const generation =
       typeof object.metadata.generation === 'number' ? object.metadata.generation : undefined;
-    const next: Condition[] = nextConditions(existing, outcome, now(), generation);
+    const next: Condition[] = nextConditions(existing, outcome, now(), generation, operationFailure);
     if (jsonEqual(next, existing)) return;
     const { namespace = '', name } = object.metadata;
     await patchStatus(
@@ -351,7 +357,9 @@ export function createRepositoryCredentialReconciler(
         : check.result === 'invalidCredentials'
           ? { kind: 'invalidCredentials', repository: spec.repository, secret: spec.secret }
           : { kind: 'invalidRepositoryUrl', repository: spec.repository, detail: check.detail };
-    await writeConditions(object, outcome, logger);
+    // A Failed operation (e.g. the agent cannot decrypt) is reported until a later one completes.
+    const last = await lastFinishedOperation(db, uid, result.row.id);
+    await writeConditions(object, outcome, logger, last?.state === 'Failed' ? last.message : undefined);
     return { requeueAfter };
   }
 

@@ -224,3 +224,27 @@ export async function listRepositoryCredentialMappings(
   if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
   return await query.execute();
 }
+
+/**
+ * The newest finished `RepositoryCredentials` operation of this row owned by CR `ownerUid`, unless one is
+ * still Waiting/In_Progress (then the outcome is not known yet).
+ */
+export async function lastFinishedOperation(
+  db: Kysely<Database>,
+  ownerUid: string,
+  rowId: string,
+): Promise<OperationRow | undefined> {
+  const operations = await db
+    .selectFrom('operation')
+    .selectAll()
+    .where('resource_type', '=', 'RepositoryCredentials')
+    .where('resource_id', '=', rowId)
+    .where('owner_uid', '=', ownerUid)
+    .execute();
+  if (operations.some((o) => o.state === 'Waiting' || o.state === 'In_Progress')) return undefined;
+  let last: OperationRow | undefined;
+  for (const o of operations) {
+    if (o.finished_at !== null && (!last || o.finished_at >= last.finished_at!)) last = o;
+  }
+  return last;
+}
