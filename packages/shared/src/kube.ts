@@ -126,6 +126,28 @@ export interface KubeRequest {
 const http = new IsomorphicFetchHttpLibrary();
 const defaultRequestTimeoutMs = 30_000;
 
+type Dispatcher = ReturnType<RequestContext['getDispatcher']>;
+const dispatchers = new WeakMap<KubeConfig, NonNullable<Dispatcher>>();
+
+/**
+ * client-node builds a new connection pool for every request (`applySecurityAuthentication` creates a fresh
+ * undici Agent), so every request paid a TLS handshake on both sides: under load that was the largest CPU cost
+ * of the backend, the agent and the API server. Keep the first pool of each KubeConfig (its TLS settings do
+ * not change) and reuse its keep-alive connections; the auth headers are still applied per request.
+ */
+function reuseConnections(kc: KubeConfig, context: RequestContext): void {
+  const fresh = context.getDispatcher();
+  if (!fresh) return;
+  const pooled = dispatchers.get(kc);
+  if (!pooled) {
+    dispatchers.set(kc, fresh);
+    return;
+  }
+  context.setDispatcher(pooled);
+  // The fresh pool never opened a connection; closing it only releases the object.
+  void (fresh as { close?: () => Promise<void> }).close?.().catch(() => {});
+}
+
 async function send(kc: KubeConfig, request: KubeRequest) {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new TerminalError(ErrorCode.kubeconfigInvalid, 'kubeconfig has no current cluster');
@@ -146,6 +168,7 @@ async function send(kc: KubeConfig, request: KubeRequest) {
   );
   if (signals.length > 0) context.setSignal(AbortSignal.any(signals));
   await kc.applySecurityAuthentication(context);
+  reuseConnections(kc, context);
   try {
     return await http.send(context).toPromise();
   } catch (err) {
