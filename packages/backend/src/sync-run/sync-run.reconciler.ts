@@ -57,8 +57,6 @@ import {
 /** Event reasons on SyncRuns (kubectl describe). */
 export const SyncRunEventReason = {
   SyncRequested: 'SyncRequested',
-  SyncTerminating: 'SyncTerminating',
-  SyncSucceeded: 'SyncSucceeded',
   ErrorOccurred: 'ErrorOccurred',
   ErrorOccurredResolved: 'ErrorOccurredResolved',
 } as const;
