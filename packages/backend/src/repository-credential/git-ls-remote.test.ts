@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type GitServer, startGitServer } from '../../../../e2e/fixture/git-server.ts';
 import { classifyGitError, lsRemote } from './git-ls-remote.ts';
@@ -47,6 +50,24 @@ describe('git ls-remote validation against a local Git HTTPS server', () => {
     assert.deepEqual(await lsRemote(git.url('public'), { username: 'x', password: 'y' }), {
       result: 'valid',
     });
+  });
+
+  it('uses an SSH key from a temporary file that is gone afterwards (no sshd here: the server is unreachable)', async () => {
+    const previousTmp = process.env.TMPDIR;
+    const privateTmp = await mkdtemp(join(tmpdir(), 'ls-remote-test-'));
+    process.env.TMPDIR = privateTmp; // os.tmpdir() reads it on each call: only this call's files land here
+    try {
+      const outcome = await lsRemote('ssh://git@127.0.0.1:1/repo.git', {
+        sshPrivateKey:
+          '-----BEGIN OPENSSH PRIVATE KEY-----\nnot-a-real-key\n-----END OPENSSH PRIVATE KEY-----',
+      });
+      assert.equal(outcome.result, 'invalidUrl');
+      assert.deepEqual(await readdir(privateTmp), []);
+    } finally {
+      if (previousTmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = previousTmp;
+      await rm(privateTmp, { recursive: true, force: true });
+    }
   });
 
   it('classifies git error output', () => {
