@@ -477,6 +477,66 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     );
   });
 
+  it('an untrusted CA is reported with a hint at allowInsecureSkipTLSVerify, which then connects', async () => {
+    const token = await serviceAccountToken(true);
+    await createSecret(tenant, 'no-ca', { kubeconfig: kubeconfig(server, token) });
+    await createEnvironment(tenant, 'no-ca', { apiURL: server, credentialsSecret: 'no-ca' });
+    const failed = await conditionOf(tenant, 'no-ca', (c) => c.status === 'False');
+    assert.equal(failed.reason, 'UnableToValidateClusterCredentials');
+    assert.match(failed.message, /\.spec\.allowInsecureSkipTLSVerify/);
+    await mergePatch(system.kc, envPath(tenant, 'no-ca'), { spec: { allowInsecureSkipTLSVerify: true } });
+    const ok = await conditionOf(tenant, 'no-ca', (c) => c.status === 'True');
+    assert.equal(ok.observedGeneration, 2);
+  });
+
+  it('a GitOpsDeployment created before its environment connects deploys to it once connected', async () => {
+    const gd = await system.createGitOpsDeployment(tenant, 'early', {
+      source: { repoURL: 'https://github.com/example/repo', path: 'p' },
+      destination: { environment: 'late' },
+      type: 'manual',
+    });
+    await eventually('ErrorOccurred while the environment is missing', async () => {
+      const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(tenant, 'early'));
+      const c = current?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
+      return c?.status === 'True' && c.message === UNUSABLE ? true : undefined;
+    });
+    await createSecret(tenant, 'late', {
+      kubeconfig: kubeconfig(server, await serviceAccountToken(true), caData),
+    });
+    const env = await createEnvironment(tenant, 'late', { apiURL: server, credentialsSecret: 'late' });
+    const id = await environmentId(env.metadata.uid!);
+    const app = await eventually('Application on the environment', async () => {
+      const a = await get<ArgoApplication>(
+        system.kc,
+        paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
+      );
+      return a?.spec.destination.name === `managed-env-${id}` ? a : undefined;
+    });
+    assert.equal(app.spec.destination.namespace, tenant);
+    await eventually('ErrorOccurred resolved', async () => {
+      const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(tenant, 'early'));
+      const c = current?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
+      return c?.status === 'False' ? true : undefined;
+    });
+  });
+
+  it('a hand-edited or deleted cluster Secret is repaired from the database', async () => {
+    const token = await serviceAccountToken(true);
+    await createSecret(tenant, 'drift', { kubeconfig: kubeconfig(server, token, caData) });
+    const env = await createEnvironment(tenant, 'drift', { apiURL: server, credentialsSecret: 'drift' });
+    const id = await environmentId(env.metadata.uid!);
+    await eventually('cluster Secret', () => clusterSecret(id));
+    await mergePatch(system.kc, secretPath(system.argoCdNamespace, `managed-env-${id}`), {
+      data: { server: Buffer.from('https://evil.example.com').toString('base64') },
+    });
+    await eventually('server repaired', async () => {
+      const s = await clusterSecret(id);
+      return s && decoded(s).server === `${server}?managedEnvironment=${id}` ? true : undefined;
+    });
+    await remove(system.kc, secretPath(system.argoCdNamespace, `managed-env-${id}`));
+    await eventually('cluster Secret re-created', () => clusterSecret(id));
+  });
+
   it('no token appears in any log line or operation message', async () => {
     const tokens = (await system.db.selectFrom('cluster_credentials').select('id').execute()).length;
     assert.ok(tokens > 0);
@@ -492,8 +552,14 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const messages = (await system.db.selectFrom('operation').select('message').execute()).map(
       (o) => o.message,
     );
+    const events = await list<KubeObject & { message?: string }>(
+      system.kc,
+      `/api/v1/namespaces/${tenant}/events`,
+    );
+    assert.ok(events.length > 0);
     for (const token of bearerTokens) {
       assert.ok(!system.logs.some((line) => line.includes(token)), 'a token appears in a log line');
+      assert.ok(!events.some((e) => e.message?.includes(token)), 'a token appears in an Event');
       assert.ok(!messages.some((m) => m?.includes(token)), 'a token appears in an operation message');
     }
   });

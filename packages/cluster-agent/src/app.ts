@@ -34,7 +34,10 @@ import type { AgentContext } from './agent-context.ts';
 import { createApplicationReconciler } from './application/application.reconciler.ts';
 import { AgentLabel, ApplicationResource, AppProjectResource, isUuid } from './argocd.ts';
 import type { AgentConfig } from './config.ts';
-import { createClusterSecretReconciler } from './managed-environment/cluster-secret.reconciler.ts';
+import {
+  createClusterSecretReconciler,
+  watchClusterSecrets,
+} from './managed-environment/cluster-secret.reconciler.ts';
 import { createOperationProcessor, type ResourceHandler } from './operation/operation.processor.ts';
 import { collectFinishedOperations, sweepOperations } from './operation/operation.sweeps.ts';
 import { createOperationCrController } from './operation/operation-cr.controller.ts';
@@ -192,6 +195,16 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
       namespace,
       reconcileAppProject: reconciler.reconcileAppProject,
     });
+    informers.push(
+      watchClusterSecrets({
+        kc,
+        namespace,
+        registry,
+        logger,
+        resyncPeriodMs: config.resyncIntervalMs,
+        enqueue: (id) => processor.enqueue('ManagedEnvironment', id),
+      }),
+    );
     const syncOperations = createSyncOperationReconciler(context, {
       enqueue: (id) => processor.enqueue('SyncOperation', id),
     });

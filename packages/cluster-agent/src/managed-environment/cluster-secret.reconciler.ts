@@ -7,13 +7,17 @@
 import { ArgoCDSecretType, Label } from '@gitops/api';
 import { type Database, getManagedEnvironmentWithCredentials, type Sealer } from '@gitops/db';
 import {
+  createInformer,
   deleteIfExists,
   HttpMethod,
+  type Informer,
   isKubeObject,
   isNotFound,
+  type KubeConfig,
   type KubeObject,
   kubeRequest,
   type Logger,
+  type Registry,
   serverSideApply,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
@@ -27,8 +31,41 @@ export const BEARER_TOKEN_CONTEXT = 'cluster_credentials.bearer_token';
 /** Label selector of the cluster Secrets we own. */
 export const CLUSTER_SECRET_SELECTOR = `${Label.ArgoCDSecretType}=${ArgoCDSecretType.Cluster},${Label.DatabaseId}`;
 
+/**
+ * Watches the cluster Secrets we own in the Argo CD namespace: a change to one (someone edited or deleted
+ * it) re-checks it against its row at once — drift repair without waiting for the periodic pass.
+ */
+export function watchClusterSecrets(options: {
+  kc: KubeConfig;
+  namespace: string;
+  registry: Registry;
+  logger: Logger;
+  resyncPeriodMs: number;
+  enqueue: (managedEnvironmentId: string) => void;
+}): Informer<KubeObject> {
+  const informer = createInformer<KubeObject>({
+    kubeConfig: options.kc,
+    namespace: options.namespace,
+    resource: { apiVersion: 'v1', plural: 'secrets' },
+    labelSelector: CLUSTER_SECRET_SELECTOR,
+    registry: options.registry,
+    logger: options.logger,
+    resyncPeriodMs: options.resyncPeriodMs,
+    metricsLabel: 'secrets.cluster',
+  });
+  const enqueue = (secret: KubeObject) => {
+    const id = secret.metadata.labels?.[Label.DatabaseId];
+    if (isUuid(id)) options.enqueue(id);
+  };
+  informer.onUpdate((a, b) => {
+    if (a.metadata.resourceVersion !== b.metadata.resourceVersion) enqueue(b);
+  });
+  informer.onDelete(enqueue);
+  return informer;
+}
+
 export interface ClusterSecretReconcilerOptions {
-  kc: import('@gitops/shared').KubeConfig;
+  kc: KubeConfig;
   db: Kysely<Database>;
   sealer: Sealer;
   namespace: string;
