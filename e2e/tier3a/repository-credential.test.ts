@@ -215,6 +215,35 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
     );
   });
 
+  it('delete and re-create with the same name is a new object: the old repository Secret goes, a new one comes', async () => {
+    await createSecret(tenantA, 'again-creds', { username: 'jane', password: PASSWORD });
+    const first = await createRepoCred(tenantA, 'again', {
+      repository: git.url('private'),
+      secret: 'again-creds',
+    });
+    await conditionsBecome(tenantA, 'again', VALID);
+    const oldRow = await rowOf(tenantA, 'again');
+    await eventually('first repository Secret', () => repoSecret(oldRow.id));
+    await remove(system.kc, repoCredPath(tenantA, 'again'));
+    await eventually('first CR gone', async () =>
+      (await get(system.kc, repoCredPath(tenantA, 'again'))) ? undefined : true,
+    );
+    const second = await createRepoCred(tenantA, 'again', {
+      repository: git.url('private'),
+      secret: 'again-creds',
+    });
+    assert.notEqual(second.metadata.uid, first.metadata.uid);
+    await conditionsBecome(tenantA, 'again', VALID);
+    const newRow = await eventually('row of the new incarnation', async () => {
+      const row = await rowOf(tenantA, 'again');
+      return row.id !== oldRow.id ? row : undefined;
+    });
+    await eventually('new repository Secret', () => repoSecret(newRow.id));
+    await eventually('old repository Secret deleted', async () =>
+      (await repoSecret(oldRow.id)) ? undefined : true,
+    );
+  });
+
   it('deleting the user Secret removes the Argo CD Secret and reports SecretNotFound', async () => {
     await createSecret(tenantA, 'doomed-creds', { username: 'jane', password: PASSWORD });
     await createRepoCred(tenantA, 'doomed', { repository: git.url('private'), secret: 'doomed-creds' });
