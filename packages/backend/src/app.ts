@@ -139,6 +139,8 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const environments = createManagedEnvironmentController({
     informer: environmentInformer,
     secrets: environmentSecretInformer,
+    db,
+    resyncIntervalMs: config.resyncIntervalMs,
     registry,
     logger: logger.child({ controller: 'gitopsdeploymentmanagedenvironment' }),
     concurrency: config.maxConcurrentReconciles,

@@ -5,6 +5,7 @@
  * re-check; the informer's relist is the slow safety net.
  */
 import { SecretType } from '@gitops/api';
+import type { Database } from '@gitops/db';
 import {
   createWorkQueue,
   type Informer,
@@ -15,9 +16,14 @@ import {
   type Registry,
   type WorkQueue,
 } from '@gitops/shared';
+import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
+import { MANAGED_ENVIRONMENT_KIND } from './managed-environment.store.ts';
 
 export interface ManagedEnvironmentControllerOptions {
+  /** With it, a slow sweep enqueues rows whose CR is gone (a delete missed while the backend was down). */
+  db?: Kysely<Database>;
+  resyncIntervalMs?: number;
   informer: Informer<KubeObject>;
   secrets: Informer<KubeObject>;
   reconcile: Reconciler;
@@ -32,6 +38,8 @@ export interface ManagedEnvironmentController {
   readonly queue: WorkQueue;
   start(): void;
   enqueueAll(): void;
+  /** Enqueues the names of mappings whose ManagedEnvironment incarnation is not in the cache. */
+  sweepOrphans(): Promise<number>;
   stop(): Promise<void>;
 }
 
@@ -90,15 +98,63 @@ export function createManagedEnvironmentController(
     }),
     secrets.onDelete(enqueueReferencing),
   ];
+  let sweepTimer: NodeJS.Timeout | undefined;
+  let stopped = false;
+
+  async function sweepOrphans(): Promise<number> {
+    if (!options.db || !informer.hasSynced()) return 0;
+    let found = 0;
+    let afterId: string | undefined;
+    for (;;) {
+      let query = options.db
+        .selectFrom('api_cr_mapping')
+        .select(['id', 'cr_uid', 'cr_name', 'cr_namespace'])
+        .where('cr_kind', '=', MANAGED_ENVIRONMENT_KIND)
+        .orderBy('id')
+        .limit(500);
+      if (afterId !== undefined) query = query.where('id', '>', afterId);
+      const page = await query.execute();
+      for (const mapping of page) {
+        if (informer.get(mapping.cr_namespace, mapping.cr_name)?.metadata.uid !== mapping.cr_uid) {
+          found++;
+          queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
+        }
+      }
+      if (page.length < 500) break;
+      afterId = page.at(-1)?.id;
+    }
+    if (found > 0)
+      options.logger.info({ found }, 'rows of ManagedEnvironments missing from the cache enqueued');
+    return found;
+  }
+
+  function scheduleSweep() {
+    if (stopped || !options.db) return;
+    const delay = (options.resyncIntervalMs ?? 600_000) * (1 + 0.25 * Math.random());
+    sweepTimer = setTimeout(() => {
+      sweepOrphans()
+        .catch((err: unknown) => options.logger.warn({ err }, 'ManagedEnvironment orphan sweep failed'))
+        .finally(scheduleSweep);
+    }, delay);
+    sweepTimer.unref();
+  }
+
   return {
     queue,
+    sweepOrphans,
     start() {
       queue.start();
+      sweepOrphans().catch((err: unknown) =>
+        options.logger.warn({ err }, 'ManagedEnvironment orphan sweep failed'),
+      );
+      scheduleSweep();
     },
     enqueueAll() {
       for (const object of informer.list()) queue.add(objectKey(object));
     },
     async stop() {
+      stopped = true;
+      clearTimeout(sweepTimer);
       for (const u of unsubscribe) u();
       await queue.shutdown();
     },

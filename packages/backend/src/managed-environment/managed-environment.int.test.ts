@@ -175,6 +175,24 @@ describe('ManagedEnvironment reconciler', () => {
     await conditionOf('later', (c) => c.status === 'True' && c.reason === 'Succeeded');
   });
 
+  test('an environment deleted while the backend was down loses its rows at the next start (orphan sweep)', async () => {
+    await createSecret('missed', kubeconfigText(token));
+    const env = await createEnvironment('missed', 'missed');
+    await conditionOf('missed', (c) => c.status === 'True');
+    const mapping = await eventually('mapping', () => getApiCrMappingByUid(f.db, env.metadata.uid!));
+    await f.stopBackend(backend);
+    await request(HttpMethod.DELETE, envPath(tenant.name, 'missed'));
+    backend = await f.startBackend();
+    await eventually('rows of the missed delete gone', async () => {
+      const rows = await f.db
+        .selectFrom('managed_environment')
+        .select('id')
+        .where('id', '=', mapping.managed_environment_id!)
+        .execute();
+      return rows.length === 0 ? true : undefined;
+    });
+  });
+
   test('deleting an environment deletes its rows and announces it and every application that used it, in one transaction', async () => {
     await createSecret('used', kubeconfigText(token));
     const env = await createEnvironment('used', 'used');

@@ -136,7 +136,8 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       });
       if (!isJsonObject(live) || !isJsonObject(live.metadata)) return undefined;
       const object = live as unknown as KubeObject;
-      if (options.selector && !options.selector.matches(object.metadata.labels)) return undefined;
+      // Another shard's object: not ours to reconcile, and certainly not to delete rows for.
+      if (options.selector && !options.selector.matches(object.metadata.labels)) return null;
       return object;
     } catch (err) {
       if (isNotFound(err)) return undefined;
@@ -440,6 +441,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
     const object = await currentObject(namespace, name, context.signal);
+    if (object === null) return;
     try {
       if (!object) {
         await deleteRows(namespace, name, context.logger);
