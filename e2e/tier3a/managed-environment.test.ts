@@ -370,6 +370,22 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
       return p?.spec.destinations.some((d) => d.name === `managed-env-${id}`) ? p : undefined;
     });
     assert.ok(project);
+    // Argo CD reports what it reconciled: the user sees the ManagedEnvironment's name, not managed-env-<id>.
+    await argoCd.reportStatus(app.metadata.name, {
+      sync: {
+        status: 'Synced',
+        revision: 'abc',
+        comparedTo: {
+          source: { repoURL: 'https://github.com/example/repo', path: 'p', targetRevision: '' },
+          destination: { name: `managed-env-${id}`, namespace: 'remote-ns' },
+        },
+      },
+      health: { status: 'Healthy' },
+    });
+    await eventually('reconciledState names the environment', async () => {
+      const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(tenant, 'to-target'));
+      return current?.status?.reconciledState?.destination?.name === 'target' ? true : undefined;
+    });
 
     await remove(system.kc, envPath(tenant, 'target'));
     await eventually('Application with an empty destination name', async () => {
