@@ -385,8 +385,8 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       // failure does not tear deployments down); GitOpsDeployments check the condition. Rows of earlier
       // incarnations with the same name go.
       await deleteRows(namespace, name, logger, uid);
+      // GitOpsDeployments learn about the condition from the controller's cache events.
       await writeCondition(object, { status: ConditionStatus.False, reason, message }, logger);
-      options.onEnvironmentChanged?.(namespace);
       return { requeueAfter: RECHECK_FAILED_INTERVAL_MS };
     };
 
