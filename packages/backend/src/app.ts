@@ -330,11 +330,11 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         throw new Error('the GitOpsDeployment informer stopped before it synced');
       if (!(await syncRunInformer.waitForSync()))
         throw new Error('the GitOpsDeploymentSyncRun informer stopped before it synced');
+      if (!(await repositoryCredentials.waitForSync()))
+        throw new Error('the RepositoryCredential informers stopped before they synced');
       if (!(await environmentInformer.waitForSync()) || !(await environmentSecretInformer.waitForSync()))
         throw new Error('the GitOpsDeploymentManagedEnvironment informers stopped before they synced');
       environments.start();
-      if (!(await repositoryCredentials.waitForSync()))
-        throw new Error('the RepositoryCredential informers stopped before they synced');
       deployments.start();
       repositoryCredentials.start();
       syncRuns.start();
