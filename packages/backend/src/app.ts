@@ -53,11 +53,11 @@ import {
   managedEnvironmentResource,
 } from './managed-environment/managed-environment.reconciler.ts';
 import { createOperationRelay, type OperationRelay } from './relay/operation-relay.ts';
-import { createStatusController, type StatusController } from './status/status.controller.ts';
 import {
   createRepositoryCredentialsFeature,
   type RepositoryCredentialsFeature,
 } from './repository-credential/repository-credentials.feature.ts';
+import { createStatusController, type StatusController } from './status/status.controller.ts';
 import { createSyncRunController, type SyncRunController } from './sync-run/sync-run.controller.ts';
 import { createSyncRunReconciler, syncRunResource } from './sync-run/sync-run.reconciler.ts';
 
