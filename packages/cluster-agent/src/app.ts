@@ -25,7 +25,9 @@ import {
   type KubeObject,
   type Logger,
   loadKubeConfig,
+  type Periodic,
   type Registry,
+  runPeriodically,
   TerminalError,
   type WorkQueue,
 } from '@gitops/shared';
@@ -41,7 +43,6 @@ import {
 import { createOperationProcessor, type ResourceHandler } from './operation/operation.processor.ts';
 import { collectFinishedOperations, sweepOperations } from './operation/operation.sweeps.ts';
 import { createOperationCrController } from './operation/operation-cr.controller.ts';
-import { type Periodic, runPeriodically } from './periodic.ts';
 import { createRepositoryCredentialsAgent } from './repository-credential/repository-credentials.feature.ts';
 import { resyncOnce } from './resync/drift.resync.ts';
 import { canonicalJson } from './status/application-state.projection.ts';

@@ -12,5 +12,6 @@ export * from './kube.ts';
 export * from './lifecycle.ts';
 export * from './logger.ts';
 export * from './metrics.ts';
+export * from './periodic.ts';
 export * from './rate-limiter.ts';
 export * from './work-queue.ts';

@@ -11,8 +11,10 @@ import {
   type KubeObject,
   type Logger,
   objectKey,
+  type Periodic,
   type Reconciler,
   type Registry,
+  runPeriodically,
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
@@ -75,8 +77,7 @@ export function createGitOpsDeploymentController(
     }),
     informer.onDelete((o) => queue.add(objectKey(o))),
   ];
-  let sweepTimer: NodeJS.Timeout | undefined;
-  let stopped = false;
+  let sweeper: Periodic | undefined;
 
   async function sweepOrphans(): Promise<number> {
     if (!informer.hasSynced()) return 0;
@@ -98,23 +99,17 @@ export function createGitOpsDeploymentController(
     return found;
   }
 
-  function scheduleSweep() {
-    if (stopped) return;
-    const delay = options.resyncIntervalMs * (1 + 0.25 * Math.random());
-    sweepTimer = setTimeout(() => {
-      sweepOrphans()
-        .catch((err: unknown) => logger.warn({ err }, 'orphan sweep failed'))
-        .finally(scheduleSweep);
-    }, delay);
-    sweepTimer.unref();
-  }
-
   return {
     queue,
     start() {
       queue.start();
-      sweepOrphans().catch((err: unknown) => logger.warn({ err }, 'orphan sweep failed'));
-      scheduleSweep();
+      // Rows whose CR vanished while no backend watched (missed delete events): now and every resync period.
+      sweeper = runPeriodically(
+        'GitOpsDeployment orphan sweep',
+        options.resyncIntervalMs,
+        () => sweepOrphans(),
+        { logger: logger, jitter: 0.25 },
+      );
     },
     async onOperationStateChanged(operationId) {
       const operation = await getOperation(db, operationId);
@@ -131,8 +126,7 @@ export function createGitOpsDeploymentController(
     },
     sweepOrphans,
     async stop() {
-      stopped = true;
-      clearTimeout(sweepTimer);
+      await sweeper?.stop();
       for (const u of unsubscribe) u();
       await queue.shutdown();
     },

@@ -12,8 +12,10 @@ import {
   type KubeObject,
   type Logger,
   objectKey,
+  type Periodic,
   type Reconciler,
   type Registry,
+  runPeriodically,
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
@@ -98,8 +100,7 @@ export function createManagedEnvironmentController(
     }),
     secrets.onDelete(enqueueReferencing),
   ];
-  let sweepTimer: NodeJS.Timeout | undefined;
-  let stopped = false;
+  let sweeper: Periodic | undefined;
 
   async function sweepOrphans(): Promise<number> {
     if (!options.db || !informer.hasSynced()) return 0;
@@ -128,33 +129,25 @@ export function createManagedEnvironmentController(
     return found;
   }
 
-  function scheduleSweep() {
-    if (stopped || !options.db) return;
-    const delay = (options.resyncIntervalMs ?? 600_000) * (1 + 0.25 * Math.random());
-    sweepTimer = setTimeout(() => {
-      sweepOrphans()
-        .catch((err: unknown) => options.logger.warn({ err }, 'ManagedEnvironment orphan sweep failed'))
-        .finally(scheduleSweep);
-    }, delay);
-    sweepTimer.unref();
-  }
-
   return {
     queue,
     sweepOrphans,
     start() {
       queue.start();
-      sweepOrphans().catch((err: unknown) =>
-        options.logger.warn({ err }, 'ManagedEnvironment orphan sweep failed'),
-      );
-      scheduleSweep();
+      // Rows whose CR vanished while no backend watched (missed delete events): now and every resync period.
+      if (options.db)
+        sweeper = runPeriodically(
+          'ManagedEnvironment orphan sweep',
+          options.resyncIntervalMs ?? 600_000,
+          () => sweepOrphans(),
+          { logger: options.logger, jitter: 0.25 },
+        );
     },
     enqueueAll() {
       for (const object of informer.list()) queue.add(objectKey(object));
     },
     async stop() {
-      stopped = true;
-      clearTimeout(sweepTimer);
+      await sweeper?.stop();
       for (const u of unsubscribe) u();
       await queue.shutdown();
     },

@@ -12,8 +12,10 @@ import {
   type KubeObject,
   type Logger,
   objectKey,
+  type Periodic,
   type Reconciler,
   type Registry,
+  runPeriodically,
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
@@ -92,8 +94,7 @@ export function createRepositoryCredentialController(
     }),
     secrets.onDelete(enqueueUsersOf),
   ];
-  let sweepTimer: NodeJS.Timeout | undefined;
-  let stopped = false;
+  let sweeper: Periodic | undefined;
 
   async function sweepOrphans(): Promise<number> {
     if (!informer.hasSynced()) return 0;
@@ -114,25 +115,17 @@ export function createRepositoryCredentialController(
     return found;
   }
 
-  function scheduleSweep() {
-    if (stopped) return;
-    sweepTimer = setTimeout(
-      () => {
-        sweepOrphans()
-          .catch((err: unknown) => logger.warn({ err }, 'orphan sweep failed'))
-          .finally(scheduleSweep);
-      },
-      options.resyncIntervalMs * (1 + 0.25 * Math.random()),
-    );
-    sweepTimer.unref();
-  }
-
   return {
     queue,
     start() {
       queue.start();
-      sweepOrphans().catch((err: unknown) => logger.warn({ err }, 'orphan sweep failed'));
-      scheduleSweep();
+      // Rows whose CR vanished while no backend watched (missed delete events): now and every resync period.
+      sweeper = runPeriodically(
+        'RepositoryCredential orphan sweep',
+        options.resyncIntervalMs,
+        () => sweepOrphans(),
+        { logger: logger, jitter: 0.25 },
+      );
     },
     async onOperationStateChanged(operationId) {
       const operation = await getOperation(db, operationId);
@@ -149,8 +142,7 @@ export function createRepositoryCredentialController(
     },
     sweepOrphans,
     async stop() {
-      stopped = true;
-      clearTimeout(sweepTimer);
+      await sweeper?.stop();
       for (const u of unsubscribe) u();
       await queue.shutdown();
     },

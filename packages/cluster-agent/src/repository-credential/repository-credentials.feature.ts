@@ -10,12 +10,13 @@ import {
   type KubeConfig,
   type KubeObject,
   type Logger,
+  type Periodic,
   type Registry,
+  runPeriodically,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import type { ResourceOutcome } from '../agent-context.ts';
 import { AgentLabel, isUuid } from '../argocd.ts';
-import { type Periodic, runPeriodically } from '../periodic.ts';
 import { createRepositorySecretReconciler } from './repository-secret.reconciler.ts';
 import { REPOSITORY_SECRET_SELECTOR } from './repository-secret.render.ts';
 

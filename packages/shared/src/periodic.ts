@@ -1,4 +1,4 @@
-import type { Logger } from '@gitops/shared';
+import type { Logger } from './logger.ts';
 
 export interface Periodic {
   stop(): Promise<void>;
