@@ -50,6 +50,9 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
     password,
     persistent,
     createPostgresUser: process.getuid?.() === 0,
+    // Without this, initdb takes the encoding from the caller's locale: with no LANG set (as in CI) that is
+    // SQL_ASCII, where char_length() counts bytes and text is not checked to be UTF-8.
+    initdbFlags: ['--encoding=UTF8', '--locale=C.UTF-8'],
     // Tests and local development only: fsync off makes database cloning and commits cheap.
     postgresFlags: [
       '-c',
