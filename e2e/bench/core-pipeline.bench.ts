@@ -52,8 +52,10 @@ async function apiRequestCounts(): Promise<Map<string, number>> {
   for (const line of String(res.body).split('\n')) {
     if (!line.startsWith('apiserver_request_total{')) continue;
     const verb = /verb="([A-Z]+)"/.exec(line)?.[1] ?? '?';
+    const resource = /resource="([^"]*)"/.exec(line)?.[1] ?? '';
+    const key = `${verb} ${resource}`.trim();
     const value = Number(line.slice(line.lastIndexOf(' ') + 1));
-    counts.set(verb, (counts.get(verb) ?? 0) + value);
+    counts.set(key, (counts.get(key) ?? 0) + value);
   }
   return counts;
 }
@@ -215,10 +217,12 @@ try {
     const delta = value - (apiBefore.get(verb) ?? 0);
     if (delta > 0) perVerb[verb] = Math.round((delta / IDLE_SECONDS) * 100) / 100;
   }
-  const writes = ['POST', 'PUT', 'PATCH', 'DELETE'].reduce((sum, v) => sum + (perVerb[v] ?? 0), 0);
+  const writes = Object.entries(perVerb)
+    .filter(([key]) => /^(POST|PUT|PATCH|DELETE)\b/.test(key))
+    .reduce((sum, [, value]) => sum + value, 0);
   emit('idle', {
     seconds: IDLE_SECONDS,
-    api_requests_per_s_by_verb: perVerb,
+    api_requests_per_s_by_verb_and_resource: perVerb,
     api_writes_per_s: writes,
     note: "apiserver_request_total deltas for the whole API server (includes this script's 2 metric scrapes and kube-controller-manager)",
     db_transactions_per_s: Math.round(((dbAfter - dbBefore - 2) / IDLE_SECONDS) * 100) / 100,
