@@ -103,3 +103,19 @@ export async function deleteApiCrMappingByUid(db: Kysely<Database>, crUid: strin
   const result = await db.deleteFrom('api_cr_mapping').where('cr_uid', '=', crUid).executeTakeFirst();
   return result.numDeletedRows > 0n;
 }
+
+/** One page of the mappings of one kind, in id order (keyset pagination for sweeps). */
+export async function listApiCrMappingsOfKind(
+  db: Kysely<Database>,
+  kind: CrKind,
+  page: { afterId?: string; limit: number },
+): Promise<ApiCrMappingRow[]> {
+  let query = db
+    .selectFrom('api_cr_mapping')
+    .selectAll()
+    .where('cr_kind', '=', kind)
+    .orderBy('id')
+    .limit(page.limit);
+  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
+  return await query.execute();
+}

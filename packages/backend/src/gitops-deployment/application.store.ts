@@ -253,18 +253,3 @@ export async function applicationOperationsOutcome(
     lastFinished,
   };
 }
-
-/** One page of GitOpsDeployment mappings in id order (the orphan sweep). */
-export async function listDeploymentMappings(
-  db: Kysely<Database>,
-  page: { afterId?: string; limit: number },
-): Promise<ApiCrMappingRow[]> {
-  let query = db
-    .selectFrom('api_cr_mapping')
-    .selectAll()
-    .where('cr_kind', '=', GITOPS_DEPLOYMENT_KIND)
-    .orderBy('id')
-    .limit(page.limit);
-  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
-  return await query.execute();
-}

@@ -19,7 +19,8 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { jsonEqual } from '../json.ts';
-import { GITOPS_DEPLOYMENT_KIND, listDeploymentMappings } from './application.store.ts';
+import { enqueueMappingsMissingFromCache } from '../orphan-sweep.ts';
+import { GITOPS_DEPLOYMENT_KIND } from './application.store.ts';
 
 export interface GitOpsDeploymentControllerOptions {
   db: Kysely<Database>;
@@ -80,23 +81,13 @@ export function createGitOpsDeploymentController(
   let sweeper: Periodic | undefined;
 
   async function sweepOrphans(): Promise<number> {
-    if (!informer.hasSynced()) return 0;
-    let afterId: string | undefined;
-    let found = 0;
-    for (;;) {
-      const page = await listDeploymentMappings(db, { afterId, limit: 500 });
-      for (const mapping of page) {
-        const cached = informer.get(mapping.cr_namespace, mapping.cr_name);
-        if (cached?.metadata.uid !== mapping.cr_uid) {
-          found++;
-          queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
-        }
-      }
-      if (page.length < 500) break;
-      afterId = page.at(-1)?.id;
-    }
-    if (found > 0) logger.info({ found }, 'rows of GitOpsDeployments missing from the cache enqueued');
-    return found;
+    return await enqueueMappingsMissingFromCache(
+      db,
+      GITOPS_DEPLOYMENT_KIND,
+      informer,
+      (key) => queue.add(key),
+      logger,
+    );
   }
 
   return {

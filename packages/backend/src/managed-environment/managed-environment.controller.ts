@@ -20,6 +20,7 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
+import { enqueueMappingsMissingFromCache } from '../orphan-sweep.ts';
 import { MANAGED_ENVIRONMENT_KIND } from './managed-environment.store.ts';
 
 export interface ManagedEnvironmentControllerOptions {
@@ -103,30 +104,14 @@ export function createManagedEnvironmentController(
   let sweeper: Periodic | undefined;
 
   async function sweepOrphans(): Promise<number> {
-    if (!options.db || !informer.hasSynced()) return 0;
-    let found = 0;
-    let afterId: string | undefined;
-    for (;;) {
-      let query = options.db
-        .selectFrom('api_cr_mapping')
-        .select(['id', 'cr_uid', 'cr_name', 'cr_namespace'])
-        .where('cr_kind', '=', MANAGED_ENVIRONMENT_KIND)
-        .orderBy('id')
-        .limit(500);
-      if (afterId !== undefined) query = query.where('id', '>', afterId);
-      const page = await query.execute();
-      for (const mapping of page) {
-        if (informer.get(mapping.cr_namespace, mapping.cr_name)?.metadata.uid !== mapping.cr_uid) {
-          found++;
-          queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
-        }
-      }
-      if (page.length < 500) break;
-      afterId = page.at(-1)?.id;
-    }
-    if (found > 0)
-      options.logger.info({ found }, 'rows of ManagedEnvironments missing from the cache enqueued');
-    return found;
+    if (!options.db) return 0;
+    return await enqueueMappingsMissingFromCache(
+      options.db,
+      MANAGED_ENVIRONMENT_KIND,
+      informer,
+      (key) => queue.add(key),
+      options.logger,
+    );
   }
 
   return {

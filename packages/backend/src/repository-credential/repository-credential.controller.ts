@@ -20,11 +20,9 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { jsonEqual } from '../json.ts';
+import { enqueueMappingsMissingFromCache } from '../orphan-sweep.ts';
 import { parseRepositoryCredentialSpec } from './repository-credential.reconciler.ts';
-import {
-  listRepositoryCredentialMappings,
-  REPOSITORY_CREDENTIAL_KIND,
-} from './repository-credential.store.ts';
+import { REPOSITORY_CREDENTIAL_KIND } from './repository-credential.store.ts';
 
 /** The Secrets the controller watches (field selector of the Secret informer). */
 export const REPOSITORY_CREDENTIAL_SECRET_FIELD_SELECTOR = `type=${SecretType.RepositoryCredential}`;
@@ -97,22 +95,13 @@ export function createRepositoryCredentialController(
   let sweeper: Periodic | undefined;
 
   async function sweepOrphans(): Promise<number> {
-    if (!informer.hasSynced()) return 0;
-    let afterId: string | undefined;
-    let found = 0;
-    for (;;) {
-      const page = await listRepositoryCredentialMappings(db, { afterId, limit: 500 });
-      for (const mapping of page) {
-        if (informer.get(mapping.cr_namespace, mapping.cr_name)?.metadata.uid !== mapping.cr_uid) {
-          found++;
-          queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
-        }
-      }
-      if (page.length < 500) break;
-      afterId = page.at(-1)?.id;
-    }
-    if (found > 0) logger.info({ found }, 'rows of RepositoryCredentials missing from the cache enqueued');
-    return found;
+    return await enqueueMappingsMissingFromCache(
+      db,
+      REPOSITORY_CREDENTIAL_KIND,
+      informer,
+      (key) => queue.add(key),
+      logger,
+    );
   }
 
   return {

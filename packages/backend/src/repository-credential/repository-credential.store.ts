@@ -210,21 +210,6 @@ export async function applyRepositoryCredentials(
   return { change: 'created', row: created, operation };
 }
 
-/** One page of RepositoryCredential mappings in id order (the orphan sweep). */
-export async function listRepositoryCredentialMappings(
-  db: Kysely<Database>,
-  page: { afterId?: string; limit: number },
-): Promise<ApiCrMappingRow[]> {
-  let query = db
-    .selectFrom('api_cr_mapping')
-    .selectAll()
-    .where('cr_kind', '=', REPOSITORY_CREDENTIAL_KIND)
-    .orderBy('id')
-    .limit(page.limit);
-  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
-  return await query.execute();
-}
-
 /**
  * The newest finished `RepositoryCredentials` operation of this row owned by CR `ownerUid`, unless one is
  * still Waiting/In_Progress (then the outcome is not known yet).

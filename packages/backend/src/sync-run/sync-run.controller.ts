@@ -19,7 +19,8 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
-import { listSyncRunMappings, SYNC_RUN_KIND } from './sync-run.store.ts';
+import { enqueueMappingsMissingFromCache } from '../orphan-sweep.ts';
+import { SYNC_RUN_KIND } from './sync-run.store.ts';
 
 export interface SyncRunControllerOptions {
   db: Kysely<Database>;
@@ -98,23 +99,13 @@ export function createSyncRunController(options: SyncRunControllerOptions): Sync
   let sweeper: Periodic | undefined;
 
   async function sweepOrphans(): Promise<number> {
-    if (!informer.hasSynced()) return 0;
-    let afterId: string | undefined;
-    let found = 0;
-    for (;;) {
-      const page = await listSyncRunMappings(db, { afterId, limit: 500 });
-      for (const mapping of page) {
-        const cached = informer.get(mapping.cr_namespace, mapping.cr_name);
-        if (cached?.metadata.uid !== mapping.cr_uid) {
-          found++;
-          queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
-        }
-      }
-      if (page.length < 500) break;
-      afterId = page.at(-1)?.id;
-    }
-    if (found > 0) logger.info({ found }, 'rows of GitOpsDeploymentSyncRuns missing from the cache enqueued');
-    return found;
+    return await enqueueMappingsMissingFromCache(
+      db,
+      SYNC_RUN_KIND,
+      informer,
+      (key) => queue.add(key),
+      logger,
+    );
   }
 
   return {

@@ -4,7 +4,6 @@
  * sync still runs, desired_state Terminated + an operation). Repositories come from @gitops/db.
  */
 import {
-  type ApiCrMappingRow,
   type ApplicationRow,
   type Database,
   deleteSyncOperation,
@@ -169,19 +168,4 @@ export async function releaseGoneSyncRuns(
     }
     return results;
   });
-}
-
-/** SyncRun mappings, by id (keyset pagination), for the orphan sweep. */
-export async function listSyncRunMappings(
-  db: Kysely<Database>,
-  options: { afterId?: string; limit: number },
-): Promise<ApiCrMappingRow[]> {
-  let query = db
-    .selectFrom('api_cr_mapping')
-    .selectAll()
-    .where('cr_kind', '=', SYNC_RUN_KIND)
-    .orderBy('id')
-    .limit(options.limit);
-  if (options.afterId) query = query.where('id', '>', options.afterId);
-  return await query.execute();
 }
