@@ -35,3 +35,16 @@ export async function enqueueMappingsMissingFromCache(
     logger.info({ found, kind }, 'rows whose custom resource is missing from the cache enqueued');
   return found;
 }
+
+/** `namespace/name` of the owner of an operation when it is a CR of `kind` (to re-enqueue it). */
+export function ownerKeyOf(
+  operation:
+    | { owner_kind: string | null; owner_namespace: string | null; owner_name: string | null }
+    | undefined,
+  kind: string,
+): string | undefined {
+  if (operation?.owner_kind !== kind || operation.owner_namespace === null || operation.owner_name === null) {
+    return undefined;
+  }
+  return `${operation.owner_namespace}/${operation.owner_name}`;
+}

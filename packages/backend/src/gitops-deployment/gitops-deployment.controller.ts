@@ -19,7 +19,7 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { jsonEqual } from '../json.ts';
-import { enqueueMappingsMissingFromCache } from '../orphan-sweep.ts';
+import { enqueueMappingsMissingFromCache, ownerKeyOf } from '../orphan-sweep.ts';
 import { GITOPS_DEPLOYMENT_KIND } from './application.store.ts';
 
 export interface GitOpsDeploymentControllerOptions {
@@ -103,14 +103,8 @@ export function createGitOpsDeploymentController(
       );
     },
     async onOperationStateChanged(operationId) {
-      const operation = await getOperation(db, operationId);
-      if (
-        operation?.owner_kind === GITOPS_DEPLOYMENT_KIND &&
-        operation.owner_namespace !== null &&
-        operation.owner_name !== null
-      ) {
-        queue.add(`${operation.owner_namespace}/${operation.owner_name}`);
-      }
+      const key = ownerKeyOf(await getOperation(db, operationId), GITOPS_DEPLOYMENT_KIND);
+      if (key) queue.add(key);
     },
     enqueueAll() {
       for (const object of informer.list()) queue.add(objectKey(object));

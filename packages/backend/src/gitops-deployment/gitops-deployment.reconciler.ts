@@ -31,7 +31,8 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { findCondition, setCondition } from '../conditions.ts';
-import { isJsonObject, jsonEqual } from '../json.ts';
+import { jsonEqual } from '../json.ts';
+import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import {
@@ -95,36 +96,20 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   const { db, kc, informer, events } = options;
   const now = options.now ?? (() => new Date());
 
-  /** The object from the cache; when absent, confirmed with a live read (a replica's cache may lag). */
   async function currentObject(namespace: string, name: string, signal: AbortSignal) {
-    const cached = informer.get(namespace, name);
-    if (cached) return cached;
-    try {
-      const live = await kubeRequest(kc, {
-        method: HttpMethod.GET,
-        path: `/apis/${gitOpsDeploymentResource.apiVersion}/namespaces/${encodeURIComponent(namespace)}/${gitOpsDeploymentResource.plural}/${encodeURIComponent(name)}`,
-        signal,
-      });
-      if (!isJsonObject(live) || !isJsonObject(live.metadata)) return undefined;
-      const object = live as unknown as KubeObject;
-      if (options.selector && !options.selector.matches(object.metadata.labels)) return undefined;
-      return object;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
+    // Another shard's object counts as absent here, as before.
+    return (
+      (await readCurrentObject(
+        kc,
+        informer,
+        gitOpsDeploymentResource,
+        { namespace, name },
+        { selector: options.selector, signal },
+      )) ?? undefined
+    );
   }
 
-  async function namespaceUid(namespace: string, signal: AbortSignal): Promise<string> {
-    const object = await kubeRequest(kc, {
-      method: HttpMethod.GET,
-      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
-      signal,
-    });
-    const uid = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata.uid : undefined;
-    if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
-    return uid;
-  }
+  const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
 
   async function recordDeletes(object: KubeObject | undefined, deleted: readonly DeletedApplication[]) {
     if (!object) return;

@@ -36,6 +36,7 @@ import {
 import type { Kysely } from 'kysely';
 import { kubeTime } from '../conditions.ts';
 import { isJsonObject, jsonEqual } from '../json.ts';
+import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import {
   type CheckOutcome,
@@ -126,23 +127,13 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
   const now = options.now ?? (() => new Date());
 
   async function currentObject(namespace: string, name: string, signal: AbortSignal) {
-    const cached = informer.get(namespace, name);
-    if (cached) return cached;
-    try {
-      const live = await kubeRequest(kc, {
-        method: HttpMethod.GET,
-        path: `/apis/${API_GROUP_VERSION}/namespaces/${encodeURIComponent(namespace)}/${managedEnvironmentResource.plural}/${encodeURIComponent(name)}`,
-        signal,
-      });
-      if (!isJsonObject(live) || !isJsonObject(live.metadata)) return undefined;
-      const object = live as unknown as KubeObject;
-      // Another shard's object: not ours to reconcile, and certainly not to delete rows for.
-      if (options.selector && !options.selector.matches(object.metadata.labels)) return null;
-      return object;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
+    return await readCurrentObject(
+      kc,
+      informer,
+      managedEnvironmentResource,
+      { namespace, name },
+      { selector: options.selector, signal },
+    );
   }
 
   async function getSecret(
@@ -164,16 +155,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     }
   }
 
-  async function namespaceUid(namespace: string, signal: AbortSignal): Promise<string> {
-    const object = await kubeRequest(kc, {
-      method: HttpMethod.GET,
-      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
-      signal,
-    });
-    const uid = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata.uid : undefined;
-    if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
-    return uid;
-  }
+  const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
 
   /** Writes the condition when it differs; Events on transitions. Never contains a token. */
   async function writeCondition(object: KubeObject, input: ConditionInput, logger: Logger) {

@@ -20,7 +20,7 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { jsonEqual } from '../json.ts';
-import { enqueueMappingsMissingFromCache } from '../orphan-sweep.ts';
+import { enqueueMappingsMissingFromCache, ownerKeyOf } from '../orphan-sweep.ts';
 import { parseRepositoryCredentialSpec } from './repository-credential.reconciler.ts';
 import { REPOSITORY_CREDENTIAL_KIND } from './repository-credential.store.ts';
 
@@ -117,14 +117,8 @@ export function createRepositoryCredentialController(
       );
     },
     async onOperationStateChanged(operationId) {
-      const operation = await getOperation(db, operationId);
-      if (
-        operation?.owner_kind === REPOSITORY_CREDENTIAL_KIND &&
-        operation.owner_namespace !== null &&
-        operation.owner_name !== null
-      ) {
-        queue.add(`${operation.owner_namespace}/${operation.owner_name}`);
-      }
+      const key = ownerKeyOf(await getOperation(db, operationId), REPOSITORY_CREDENTIAL_KIND);
+      if (key) queue.add(key);
     },
     enqueueAll() {
       for (const object of informer.list()) queue.add(objectKey(object));

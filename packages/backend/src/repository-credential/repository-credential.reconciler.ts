@@ -31,6 +31,7 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
+import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
 import {
@@ -169,22 +170,16 @@ export function createRepositoryCredentialReconciler(
   const memo = createValidationMemo({ revalidateMs, failureBackoffMs });
 
   async function currentObject(namespace: string, name: string, signal: AbortSignal) {
-    const cached = informer.get(namespace, name);
-    if (cached) return cached;
-    try {
-      const live = await kubeRequest(kc, {
-        method: HttpMethod.GET,
-        path: `/apis/${API_GROUP_VERSION}/namespaces/${encodeURIComponent(namespace)}/${repositoryCredentialResource.plural}/${encodeURIComponent(name)}`,
-        signal,
-      });
-      if (!isJsonObject(live) || !isJsonObject(live.metadata)) return undefined;
-      const object = live as unknown as KubeObject;
-      if (options.selector && !options.selector.matches(object.metadata.labels)) return undefined;
-      return object;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
+    // Another shard's object counts as absent here, as before.
+    return (
+      (await readCurrentObject(
+        kc,
+        informer,
+        repositoryCredentialResource,
+        { namespace, name },
+        { selector: options.selector, signal },
+      )) ?? undefined
+    );
   }
 
   async function readSecret(namespace: string, name: string, signal: AbortSignal): Promise<unknown> {
@@ -200,16 +195,7 @@ export function createRepositoryCredentialReconciler(
     }
   }
 
-  async function namespaceUid(namespace: string, signal: AbortSignal): Promise<string> {
-    const object = await kubeRequest(kc, {
-      method: HttpMethod.GET,
-      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
-      signal,
-    });
-    const uid = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata.uid : undefined;
-    if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
-    return uid;
-  }
+  const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
 
   /** Validation through the memo: returns the outcome and when to look again. */
   async function validated(

@@ -19,7 +19,7 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
-import { enqueueMappingsMissingFromCache } from '../orphan-sweep.ts';
+import { enqueueMappingsMissingFromCache, ownerKeyOf } from '../orphan-sweep.ts';
 import { SYNC_RUN_KIND } from './sync-run.store.ts';
 
 export interface SyncRunControllerOptions {
@@ -121,14 +121,8 @@ export function createSyncRunController(options: SyncRunControllerOptions): Sync
       );
     },
     async onOperationStateChanged(operationId) {
-      const operation = await getOperation(db, operationId);
-      if (
-        operation?.owner_kind === SYNC_RUN_KIND &&
-        operation.owner_namespace !== null &&
-        operation.owner_name !== null
-      ) {
-        queue.add(`${operation.owner_namespace}/${operation.owner_name}`);
-      }
+      const key = ownerKeyOf(await getOperation(db, operationId), SYNC_RUN_KIND);
+      if (key) queue.add(key);
     },
     enqueueAll() {
       for (const object of informer.list()) queue.add(objectKey(object));

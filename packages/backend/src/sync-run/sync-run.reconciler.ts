@@ -18,13 +18,10 @@ import {
 import { type Database, getApplication } from '@gitops/db';
 import {
   type EventRecorder,
-  HttpMethod,
   type Informer,
   isConflict,
-  isNotFound,
   type KubeConfig,
   type KubeObject,
-  kubeRequest,
   type Logger,
   type ObjectRef,
   patchStatus,
@@ -39,6 +36,7 @@ import { parseGitOpsDeploymentSpec } from '../gitops-deployment/desired-applicat
 import { conditionsOf, isBeingDeleted } from '../gitops-deployment/gitops-deployment.object.ts';
 import { BACKEND_FIELD_MANAGER } from '../gitops-deployment/gitops-deployment.reconciler.ts';
 import { isJsonObject, jsonEqual } from '../json.ts';
+import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import {
   parseSyncRunSpec,
@@ -136,34 +134,19 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
   }
 
   async function currentObject(namespace: string, name: string, signal: AbortSignal) {
-    const cached = informer.get(namespace, name);
-    if (cached) return cached;
-    try {
-      const live = await kubeRequest(kc, {
-        method: HttpMethod.GET,
-        path: `/apis/${syncRunResource.apiVersion}/namespaces/${encodeURIComponent(namespace)}/${syncRunResource.plural}/${encodeURIComponent(name)}`,
-        signal,
-      });
-      if (!isJsonObject(live) || !isJsonObject(live.metadata)) return undefined;
-      const object = live as unknown as KubeObject;
-      if (options.selector && !options.selector.matches(object.metadata.labels)) return undefined;
-      return object;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
+    // Another shard's object counts as absent here, as before.
+    return (
+      (await readCurrentObject(
+        kc,
+        informer,
+        syncRunResource,
+        { namespace, name },
+        { selector: options.selector, signal },
+      )) ?? undefined
+    );
   }
 
-  async function namespaceUid(namespace: string, signal: AbortSignal): Promise<string> {
-    const object = await kubeRequest(kc, {
-      method: HttpMethod.GET,
-      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
-      signal,
-    });
-    const uid = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata.uid : undefined;
-    if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
-    return uid;
-  }
+  const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
 
   /** Sets the single ErrorOccurred condition (writes only when it changes); Events on transitions. */
   async function writeCondition(object: KubeObject, state: SyncRunErrorState, logger: Logger) {

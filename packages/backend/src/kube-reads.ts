@@ -1,0 +1,58 @@
+/** Reads of the API server every backend reconciler needs; one copy instead of one per feature. */
+
+import {
+  HttpMethod,
+  type Informer,
+  isNotFound,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+} from '@gitops/shared';
+import { isJsonObject } from './json.ts';
+import type { LabelSelector } from './label-selector.ts';
+
+/** The uid of a namespace (a tenant's identity). @throws when the namespace has none or cannot be read. */
+export async function readNamespaceUid(
+  kc: KubeConfig,
+  namespace: string,
+  signal: AbortSignal,
+): Promise<string> {
+  const object = await kubeRequest(kc, {
+    method: HttpMethod.GET,
+    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
+    signal,
+  });
+  const uid = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata.uid : undefined;
+  if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
+  return uid;
+}
+
+/**
+ * A custom resource from the cache; when absent there, confirmed with a live read (a replica's cache may
+ * lag, and rows must never be deleted for an object that still exists). `undefined` = it does not exist;
+ * `null` = it exists but belongs to another backend shard (not ours to reconcile).
+ */
+export async function readCurrentObject(
+  kc: KubeConfig,
+  informer: Pick<Informer<KubeObject>, 'get'>,
+  resource: { apiVersion: string; plural: string },
+  ref: { namespace: string; name: string },
+  options: { selector?: LabelSelector; signal: AbortSignal },
+): Promise<KubeObject | undefined | null> {
+  const cached = informer.get(ref.namespace, ref.name);
+  if (cached) return cached;
+  try {
+    const live = await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: `/apis/${resource.apiVersion}/namespaces/${encodeURIComponent(ref.namespace)}/${resource.plural}/${encodeURIComponent(ref.name)}`,
+      signal: options.signal,
+    });
+    if (!isJsonObject(live) || !isJsonObject(live.metadata)) return undefined;
+    const object = live as unknown as KubeObject;
+    if (options.selector && !options.selector.matches(object.metadata.labels)) return null;
+    return object;
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
