@@ -1,6 +1,8 @@
 /**
  * `pnpm dev`: the whole system on this machine, as separate processes.
- * Embedded PostgreSQL (.dev/postgres) + a local control plane (.dev/cluster) + backend + cluster-agent.
+ * Embedded PostgreSQL (.dev/postgres) + a local control plane (.dev/cluster) + a real Argo CD when it is
+ * built (redis, argocd-repo-server, argocd-application-controller in .dev/argocd; `bash tools/argocd/build.sh`
+ * builds it once) + backend + cluster-agent.
  * Writes .dev/kubeconfig, prints `READY kubeconfig=<path>` when all is up, prefixes every process's
  * logs, and stops everything on Ctrl-C / SIGTERM. State survives restarts; `rm -rf .dev` resets it.
  */
@@ -8,12 +10,15 @@ import { randomBytes } from 'node:crypto';
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
+  type ArgoCd,
+  builtArgoCdBinary,
   type ControlPlane,
   freePort,
   kubeRequest,
   type ManagedProcess,
   type PostgresServer,
   repoRoot,
+  startArgoCd,
   startControlPlane,
   startPostgres,
   startProcess,
@@ -28,6 +33,7 @@ const say = (line: string) => process.stdout.write(`[dev] ${line}\n`);
 
 let postgres: PostgresServer | undefined;
 let controlPlane: ControlPlane | undefined;
+let argoCd: ArgoCd | undefined;
 const services: ManagedProcess[] = [];
 let stopping = false;
 
@@ -36,6 +42,7 @@ async function shutdown(code: number): Promise<never> {
     stopping = true;
     say('stopping');
     for (const s of [...services].reverse()) await s.stop();
+    await argoCd?.stop().catch(() => {});
     await controlPlane?.stop().catch(() => {});
     await postgres?.stop().catch(() => {});
   }
@@ -85,6 +92,31 @@ try {
   });
   if (ns.status >= 300 && ns.status !== 409)
     throw new Error(`creating namespace ${argoCdNamespace}: ${ns.status}`);
+  const argoCdBinary = await builtArgoCdBinary();
+  let argoCdLine: string;
+  if (argoCdBinary) {
+    const argoStarted = Date.now();
+    argoCd = await startArgoCd({
+      kubeconfigPath: kubeconfig,
+      namespace: argoCdNamespace,
+      workDir: join(devDir, 'argocd'),
+      binary: argoCdBinary,
+      onLine: (line) => {
+        if (process.env.ARGOCD_LOGS !== 'false') process.stdout.write(`[argocd]${line}\n`);
+      },
+    });
+    for (const p of argoCd.processes) {
+      void p.exited.then((code) => {
+        if (!stopping) {
+          say(`${p.name} exited with code ${code}; stopping everything`);
+          void shutdown(1);
+        }
+      });
+    }
+    argoCdLine = `argo cd ${argoCd.version}: running (redis, repo-server, application-controller; namespace ${argoCdNamespace}; started in ${((Date.now() - argoStarted) / 1000).toFixed(1)}s)`;
+  } else {
+    argoCdLine = `argo cd: NOT BUILT, running WITHOUT a real Argo CD: Applications are created in namespace ${argoCdNamespace} but nothing syncs them. Build it once with \`bash tools/argocd/build.sh\` (about 15-25 min) and restart.`;
+  }
 
   const common = {
     ...process.env,
@@ -118,9 +150,7 @@ try {
       timeoutMs: 180_000,
     });
   }
-  say(
-    `argo cd: not built yet, running without a real Argo CD (namespace ${argoCdNamespace} is served by the cluster-agent)`,
-  );
+  say(argoCdLine);
   say(
     `up in ${((Date.now() - started) / 1000).toFixed(1)}s; backend :${ports.backend}, cluster-agent :${ports['cluster-agent']}`,
   );

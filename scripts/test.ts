@@ -4,6 +4,8 @@
  *
  *   node scripts/test.ts                 all tests
  *   node scripts/test.ts --unit          unit tests only (no PostgreSQL, no API server)
+ *   node scripts/test.ts --e2e           tier 3b (`pnpm test:e2e`): e2e/tier3b with a real Argo CD per test file
+ *                                        (builds Argo CD once: tools/argocd/build.sh)
  *   node scripts/test.ts <path>...       only these files (infrastructure started when any is *.int.test.ts or e2e)
  */
 import { spawn } from 'node:child_process';
@@ -12,6 +14,7 @@ import { relative, resolve } from 'node:path';
 import { prepareTemplateDatabase } from '@gitops/db';
 import {
   type ControlPlane,
+  ensureArgoCdBinary,
   type PostgresServer,
   repoRoot,
   startControlPlane,
@@ -20,12 +23,16 @@ import {
 
 const args = process.argv.slice(2);
 const unitOnly = args.includes('--unit');
+const e2e = args.includes('--e2e');
 const explicit = args.filter((a) => !a.startsWith('--')).map((a) => resolve(process.cwd(), a));
 
 async function collect(): Promise<string[]> {
   if (explicit.length > 0) return explicit;
   const files: string[] = [];
-  for await (const f of glob(['packages/*/src/**/*.test.ts', 'e2e/tier3a/**/*.test.ts'], { cwd: repoRoot })) {
+  const patterns = e2e
+    ? ['e2e/tier3b/**/*.test.ts']
+    : ['packages/*/src/**/*.test.ts', 'e2e/tier3a/**/*.test.ts'];
+  for await (const f of glob(patterns, { cwd: repoRoot })) {
     files.push(resolve(repoRoot, f));
   }
   return files.filter((f) => !f.includes('node_modules')).sort();
@@ -66,6 +73,11 @@ try {
       startPostgres({ forceEmbedded: !process.env.DATABASE_URL }),
       startControlPlane({ log: (l) => (l.startsWith('[') ? undefined : say(l)) }),
     ]);
+    if (files.some((f) => f.includes('/e2e/tier3b/'))) {
+      say('argo cd: building once if not cached (tools/argocd/build.sh; about 15-25 min cold on 2 cores)');
+      env.ARGOCD_BINARY = await ensureArgoCdBinary(say);
+      say(`argo cd: ${env.ARGOCD_BINARY}`);
+    }
     const template = `gitops_template_${process.pid}`;
     await prepareTemplateDatabase(postgres.url, template);
     Object.assign(env, {
@@ -83,8 +95,8 @@ try {
       [
         '--test',
         '--test-reporter=spec',
-        `--test-concurrency=${process.env.GITOPS_TEST_CONCURRENCY ?? '3'}`,
-        '--test-timeout=300000',
+        `--test-concurrency=${process.env.GITOPS_TEST_CONCURRENCY ?? (e2e ? '2' : '3')}`,
+        `--test-timeout=${e2e ? 900_000 : 300_000}`,
         ...files,
       ],
       { stdio: 'inherit', env, cwd: repoRoot },

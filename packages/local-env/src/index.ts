@@ -1,4 +1,15 @@
 export {
+  type ArgoCd,
+  type ArgoCdOptions,
+  argoCdBuildVersion,
+  builtArgoCdBinary,
+  endpointFromKubeconfig,
+  ensureArgoCdBinary,
+  prepareArgoCdNamespace,
+  removeArgoCdWorkDir,
+  startArgoCd,
+} from './argocd.ts';
+export {
   ARGOCD_MODULE,
   ARGOCD_VERSION,
   argoCdCrdFiles,

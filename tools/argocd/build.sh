@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds Argo CD's multi-call `argocd` binary (argocd-repo-server, argocd-application-controller, ...
+# are the same file, selected by ARGOCD_BINARY_NAME) from the Go module proxy into
+#   ${GITOPS_CACHE_DIR:-~/.cache/gitops-service}/argocd/<argo cd version>/argocd
+# and prints that folder. Skipped when the binary is already there.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+version=$(awk '$1=="github.com/argoproj/argo-cd/v3" {print $2; exit}' "$here/go.mod")
+cache=${GITOPS_CACHE_DIR:-$HOME/.cache/gitops-service}
+out="$cache/argocd/$version"
+if [[ -x "$out/argocd" ]]; then
+  echo "$out"
+  exit 0
+fi
+mkdir -p "$out"
+tmp=$(mktemp -d "$cache/argocd/.build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+start=$(date +%s)
+pkg=github.com/argoproj/argo-cd/v3/common
+(
+  cd "$here"
+  CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -trimpath -o "$tmp/argocd" \
+    -ldflags "-s -w -X $pkg.version=${version#v} -X $pkg.gitTag=$version -X $pkg.gitCommit=module-proxy -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z" \
+    github.com/argoproj/argo-cd/v3/cmd
+) >&2
+mv "$tmp/argocd" "$out/argocd"
+echo "built argocd $version in $(( $(date +%s) - start ))s: $(du -sh "$out/argocd" | cut -f1)" >&2
+echo "$out"
