@@ -1,0 +1,218 @@
+/**
+ * Tier 3b, scenario 6: GitOpsDeploymentManagedEnvironments built from ServiceAccount tokens, deployed to by a
+ * real Argo CD. The local API server plays the external cluster; the TokenRequest API gives real tokens and
+ * RBAC limits each ServiceAccount to one namespace.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { KubeObject } from '@gitops/shared';
+import { manifest } from '../fixture/git-repo.ts';
+import {
+  create,
+  createTenantNamespace,
+  eventually,
+  GROUP_VERSION,
+  get,
+  list,
+  paths,
+  remove,
+} from '../fixture/kube.ts';
+import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { randomSuffix } from '../fixture/system.ts';
+
+const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+const SECRET_TYPE = 'managed-gitops.redhat.com/managed-environment';
+
+interface Environment extends KubeObject {
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+}
+
+describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
+  let f: RealSystem;
+  let server: string;
+  let caData: string;
+  const extraNamespaces: string[] = [];
+
+  before(async () => {
+    f = await startRealSystem();
+    const cluster = f.system.kc.getCurrentCluster();
+    if (!cluster?.caData) throw new Error('the test kubeconfig must carry certificate-authority-data');
+    server = cluster.server;
+    caData = cluster.caData;
+  });
+  after(async () => {
+    await f?.stop();
+    for (const ns of extraNamespaces) await remove(f.system.kc, paths.namespace(ns));
+  });
+
+  /** A namespace of the "external cluster" and a ServiceAccount token that may administer only it. */
+  async function namespaceAdminToken(prefix: string): Promise<{ namespace: string; token: string }> {
+    const namespace = await createTenantNamespace(f.system.kc, prefix);
+    extraNamespaces.push(namespace);
+    const name = `deployer-${randomSuffix()}`;
+    await create(f.system.kc, `/api/v1/namespaces/${namespace}/serviceaccounts`, { metadata: { name } });
+    await create(f.system.kc, `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings`, {
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
+      subjects: [{ kind: 'ServiceAccount', name, namespace }],
+    });
+    const answer = await create<{ status: { token: string } }>(
+      f.system.kc,
+      `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
+      { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 7200 } },
+    );
+    return { namespace, token: answer.status.token };
+  }
+
+  /** The tenant's Secret + GitOpsDeploymentManagedEnvironment for that token, limited to `namespace`. */
+  async function environment(tenant: string, name: string, token: string, namespace: string) {
+    const kubeconfig = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'c', cluster: { server, 'certificate-authority-data': caData } }],
+      users: [{ name: 'u', user: { token } }],
+      contexts: [{ name: 'ctx', context: { cluster: 'c', user: 'u' } }],
+      'current-context': 'ctx',
+    });
+    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
+      metadata: { name: `${name}-creds` },
+      type: SECRET_TYPE,
+      stringData: { kubeconfig },
+    });
+    await create(
+      f.system.kc,
+      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments`,
+      {
+        apiVersion: GROUP_VERSION,
+        kind: 'GitOpsDeploymentManagedEnvironment',
+        metadata: { name, labels: { [SHARD_LABEL]: f.system.shard } },
+        spec: {
+          apiURL: server,
+          credentialsSecret: `${name}-creds`,
+          allowInsecureSkipTLSVerify: false,
+          namespaces: [namespace],
+        },
+      },
+    );
+    await eventually(`${tenant}/${name} connection check`, async () => {
+      const env = await get<Environment>(
+        f.system.kc,
+        `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments/${name}`,
+      );
+      const c = env?.status?.conditions?.find((x) => x.type === 'ConnectionInitializationSucceeded');
+      if (c?.status === 'False') throw new Error(`${name}: ${c.message}`);
+      return c?.status === 'True' ? true : undefined;
+    });
+  }
+
+  it('deploys through a namespace-limited environment; another namespace through it fails with Argo CD’s error', async () => {
+    // Given a tenant with an environment whose ServiceAccount may administer only one namespace
+    const tenant = await f.given.tenant('menv');
+    const target = await namespaceAdminToken('menv-target');
+    await environment(tenant, 'staging', target.token, target.namespace);
+    const repo = await f.given.repository('menv-app', {
+      'dev/config.yaml': manifest.configMap('menv-config', { where: 'staging' }),
+    });
+
+    // When the tenant deploys there through the environment
+    const gd = await f.when.deployed(
+      tenant,
+      'to-staging',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { destination: { environment: 'staging', namespace: target.namespace } },
+    );
+    // Then Argo CD deploys into that namespace with the ServiceAccount's credentials
+    await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
+    const cm = await f.expect.object(target.namespace, 'ConfigMap', 'menv-config');
+    assert.equal(cm.data?.where, 'staging');
+
+    // When the tenant deploys into another namespace through the same environment
+    const elsewhere = await createTenantNamespace(f.system.kc, 'menv-elsewhere');
+    extraNamespaces.push(elsewhere);
+    const denied = await f.when.deployed(
+      tenant,
+      'to-elsewhere',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { destination: { environment: 'staging', namespace: elsewhere } },
+    );
+    // Then Argo CD's error reaches the GitOpsDeployment, and nothing is deployed there
+    const status = await f.expect
+      .deployment(denied)
+      .is('an Argo CD error condition', (s) =>
+        (s.conditions ?? []).some(
+          (c) =>
+            c.status === 'True' &&
+            /not managed|forbidden|cannot/i.test(c.message ?? '') &&
+            c.type !== 'ErrorOccurred',
+        ),
+      );
+    const argoCondition = status.conditions?.find((c) =>
+      /not managed|forbidden|cannot/i.test(c.message ?? ''),
+    );
+    assert.ok(argoCondition, JSON.stringify(status.conditions));
+    assert.match(argoCondition.message ?? '', new RegExp(elsewhere));
+    assert.notEqual(status.sync?.status, 'Synced');
+    assert.equal(await f.expect.readObject(elsewhere, 'ConfigMap', 'menv-config'), undefined);
+  });
+
+  it('two tenants’ environments on the same API server stay separate', async () => {
+    // Given two tenants, each with an environment for a namespace of its own, with the same name
+    const tenantA = await f.given.tenant('menv-a');
+    const tenantB = await f.given.tenant('menv-b');
+    const targetA = await namespaceAdminToken('menv-a-target');
+    const targetB = await namespaceAdminToken('menv-b-target');
+    await environment(tenantA, 'prod', targetA.token, targetA.namespace);
+    await environment(tenantB, 'prod', targetB.token, targetB.namespace);
+    const repo = await f.given.repository('menv-shared', {
+      'dev/config.yaml': manifest.configMap('shared-config', { from: 'repo' }),
+      'intrusion/config.yaml': manifest.configMap('intruder', { from: 'tenant A' }),
+    });
+
+    // When each deploys through its own "prod"
+    const a = await f.when.deployed(
+      tenantA,
+      'app',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { destination: { environment: 'prod', namespace: targetA.namespace } },
+    );
+    const b = await f.when.deployed(
+      tenantB,
+      'app',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { destination: { environment: 'prod', namespace: targetB.namespace } },
+    );
+    // Then each lands in its own namespace
+    await f.expect.deployment(a).is('A Synced/Healthy', syncedAndHealthy);
+    await f.expect.deployment(b).is('B Synced/Healthy', syncedAndHealthy);
+    await f.expect.object(targetA.namespace, 'ConfigMap', 'shared-config');
+    await f.expect.object(targetB.namespace, 'ConfigMap', 'shared-config');
+
+    // When tenant A aims its "prod" at tenant B's namespace
+    const intrusion = await f.when.deployed(
+      tenantA,
+      'intrusion',
+      { repoURL: repo.fileUrl, path: 'intrusion' },
+      { destination: { environment: 'prod', namespace: targetB.namespace } },
+    );
+    // Then A's credentials do not reach B's namespace: Argo CD reports it, and B's objects are untouched
+    const status = await f.expect
+      .deployment(intrusion)
+      .is('an error condition', (s) =>
+        (s.conditions ?? []).some((c) => c.status === 'True' && c.type !== 'ErrorOccurred'),
+      );
+    assert.notEqual(status.sync?.status, 'Synced');
+    assert.match(JSON.stringify(status.conditions), new RegExp(targetB.namespace));
+    assert.equal(await f.expect.readObject(targetB.namespace, 'ConfigMap', 'intruder'), undefined);
+    const argoCdClusters = await list<KubeObject & { data?: Record<string, string> }>(
+      f.system.kc,
+      `/api/v1/namespaces/${f.system.argoCdNamespace}/secrets`,
+      'argocd.argoproj.io/secret-type=cluster',
+    );
+    // and Argo CD holds one cluster per environment, each limited to its own namespace
+    const namespacesOf = argoCdClusters
+      .map((s) => Buffer.from(s.data?.namespaces ?? '', 'base64').toString())
+      .filter((n) => n === targetA.namespace || n === targetB.namespace)
+      .sort();
+    assert.deepEqual(namespacesOf, [targetA.namespace, targetB.namespace].sort());
+  });
+});

@@ -1,0 +1,53 @@
+/**
+ * Tier 3b, scenario 8: ten tenants deploying at the same time with a real Argo CD all converge.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { manifest } from '../fixture/git-repo.ts';
+import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+
+const TENANTS = 10;
+
+describe('tier 3b: many tenants with a real Argo CD', () => {
+  let f: RealSystem;
+
+  before(async () => {
+    f = await startRealSystem();
+  });
+  after(async () => {
+    await f?.stop();
+  });
+
+  it(`${TENANTS} tenants deploying concurrently all converge, each in its own namespace`, async () => {
+    // Given ten tenants, each with its own repository
+    const tenants = await Promise.all(
+      Array.from({ length: TENANTS }, async (_, i) => {
+        const namespace = await f.given.tenant(`many-${i}`);
+        const repo = await f.given.repository(`many-${i}`, {
+          'app/config.yaml': manifest.configMap('app-config', { tenant: namespace }),
+          'app/service.yaml': manifest.service('app-svc', 8000 + i),
+        });
+        return { namespace, repo };
+      }),
+    );
+    // When all of them create their GitOpsDeployment at once
+    const deployments = await Promise.all(
+      tenants.map((t) => f.when.deployed(t.namespace, 'app', { repoURL: t.repo.fileUrl, path: 'app' })),
+    );
+    // Then every one becomes Synced/Healthy at its own head, with its own objects in its own namespace
+    await Promise.all(
+      deployments.map(async (gd, i) => {
+        const tenant = tenants[i];
+        assert.ok(tenant);
+        const head = await tenant.repo.head();
+        const status = await f.expect
+          .deployment(gd)
+          .is('Synced/Healthy at head', (s) => syncedAndHealthy(s) && s.sync?.revision === head);
+        assert.equal(status.resources?.length, 2);
+        for (const r of status.resources ?? []) assert.equal(r.namespace, tenant.namespace);
+        const cm = await f.expect.object(tenant.namespace, 'ConfigMap', 'app-config');
+        assert.equal(cm.data?.tenant, tenant.namespace);
+      }),
+    );
+  });
+});

@@ -1,0 +1,79 @@
+/**
+ * Tier 3b, scenario 7: a private repository behind HTTP basic auth (the local HTTPS Git server), read by a
+ * real Argo CD with the tenant's GitOpsDeploymentRepositoryCredential and by nobody else.
+ */
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { after, before, describe, it } from 'node:test';
+import { createGitRepo, manifest } from '../fixture/git-repo.ts';
+import { type GitServer, startGitServer } from '../fixture/git-server.ts';
+import { create, GROUP_VERSION } from '../fixture/kube.ts';
+import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+
+const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+const SECRET_TYPE = 'managed-gitops.redhat.com/repository-credential';
+const PASSWORD = 'tier3b-Pa55word-c0ffee';
+
+describe('tier 3b: a private repository with a RepositoryCredential and a real Argo CD', () => {
+  let git: GitServer;
+  let f: RealSystem;
+
+  before(async () => {
+    git = await startGitServer();
+    const ca = await readFile(git.caFile, 'utf8');
+    f = await startRealSystem({ trustedCertificates: { '127.0.0.1': ca }, caFile: git.caFile });
+  });
+  after(async () => {
+    await f?.stop();
+    await git?.stop();
+  });
+
+  it('deploys with the tenant’s credential; another tenant on the same URL without one cannot read it', async () => {
+    // Given a private repository (basic auth) holding a ConfigMap
+    await createGitRepo(git.reposDir, 'private', {
+      'dev/config.yaml': manifest.configMap('private-config', { secret: 'only-for-owners' }),
+    });
+    git.setPassword('private', 'jane', PASSWORD);
+    const url = git.url('private');
+    // and a tenant with a RepositoryCredential for it
+    const owner = await f.given.tenant('owner');
+    await create(f.system.kc, `/api/v1/namespaces/${owner}/secrets`, {
+      metadata: { name: 'git-creds' },
+      type: SECRET_TYPE,
+      stringData: { username: 'jane', password: PASSWORD },
+    });
+    await create(
+      f.system.kc,
+      `/apis/${GROUP_VERSION}/namespaces/${owner}/gitopsdeploymentrepositorycredentials`,
+      {
+        apiVersion: GROUP_VERSION,
+        kind: 'GitOpsDeploymentRepositoryCredential',
+        metadata: { name: 'private', labels: { [SHARD_LABEL]: f.system.shard } },
+        spec: { repository: url, secret: 'git-creds' },
+      },
+    );
+
+    // When the tenant deploys from it
+    const gd = await f.when.deployed(owner, 'private-app', { repoURL: url, path: 'dev' });
+    // Then Argo CD reads it with the credential and deploys it
+    await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
+    const cm = await f.expect.object(owner, 'ConfigMap', 'private-config');
+    assert.equal(cm.data?.secret, 'only-for-owners');
+
+    // When another tenant deploys the same URL without a credential of its own
+    const intruder = await f.given.tenant('intruder');
+    const stolen = await f.when.deployed(intruder, 'stolen', { repoURL: url, path: 'dev' });
+    // Then Argo CD cannot read it: a ComparisonError about authentication, and nothing is deployed
+    const status = await f.expect
+      .deployment(stolen)
+      .is('a ComparisonError', (s) =>
+        (s.conditions ?? []).some((c) => c.type === 'ComparisonError' && c.status === 'True'),
+      );
+    const condition = status.conditions?.find((c) => c.type === 'ComparisonError');
+    assert.match(condition?.message ?? '', /auth|credential|401|username/i);
+    assert.notEqual(status.sync?.status, 'Synced');
+    assert.equal(await f.expect.readObject(intruder, 'ConfigMap', 'private-config'), undefined);
+    // and the password appears in no log line of any process
+    assert.equal(f.logs.filter((l) => l.includes(PASSWORD)).length, 0);
+  });
+});

@@ -1,0 +1,180 @@
+/**
+ * Tier 3b, scenario 5: manual GitOpsDeployments and GitOpsDeploymentSyncRuns with a real Argo CD.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { KubeObject } from '@gitops/shared';
+import { manifest } from '../fixture/git-repo.ts';
+import { type ArgoApplication, eventually, get, paths, remove } from '../fixture/kube.ts';
+import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
+
+const syncRunPath = (ns: string, name: string) =>
+  `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
+
+interface SyncRun extends KubeObject {
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+}
+interface OperationState {
+  phase?: string;
+  message?: string;
+  syncResult?: { revision?: string };
+}
+type Application = ArgoApplication & {
+  status?: { history?: { revision?: string; id?: number }[]; operationState?: OperationState };
+};
+
+/** A PreSync hook that never completes: a Job, and no job controller or kubelet ever runs it. */
+const neverEndingHook = [
+  'apiVersion: batch/v1',
+  'kind: Job',
+  'metadata:',
+  '  name: wait-forever',
+  '  annotations:',
+  '    argocd.argoproj.io/hook: PreSync',
+  'spec:',
+  '  template:',
+  '    spec:',
+  '      restartPolicy: Never',
+  '      containers:',
+  '        - name: wait',
+  '          image: registry.invalid/wait:1',
+  '',
+].join('\n');
+
+describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', () => {
+  let f: RealSystem;
+  let tenant: string;
+
+  before(async () => {
+    f = await startRealSystem();
+    tenant = await f.given.tenant('syncrun');
+  });
+  after(async () => {
+    await f?.stop();
+  });
+
+  const application = (uid: string) =>
+    get<Application>(f.system.kc, paths.application(f.system.argoCdNamespace, `gitopsdepl-${uid}`));
+  const syncRunSucceeded = (name: string) =>
+    eventually(
+      `SyncRun ${name} to succeed`,
+      async () => {
+        const run = await get<SyncRun>(f.system.kc, syncRunPath(tenant, name));
+        const c = run?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
+        if (c?.status === 'True') throw new Error(`SyncRun ${name} failed: ${c.message}`);
+        return c?.status === 'False' ? run : undefined;
+      },
+      CONVERGE_MS,
+    );
+
+  it('a manual GitOpsDeployment is OutOfSync/Missing; a SyncRun to a given commit deploys that commit', async () => {
+    // Given a repository with two commits
+    const repo = await f.given.repository('manual', {
+      'dev/config.yaml': manifest.configMap('manual-config', { release: 'first' }),
+    });
+    const first = await repo.head();
+    const second = await repo.commit({
+      'dev/config.yaml': manifest.configMap('manual-config', { release: 'second' }),
+    });
+    // When a manual GitOpsDeployment is created
+    const gd = await f.when.deployed(
+      tenant,
+      'manual',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { type: 'manual' },
+    );
+    // Then nothing is deployed: Argo CD reports OutOfSync and Missing
+    await f.expect
+      .deployment(gd)
+      .is('OutOfSync/Missing', (s) => s.sync?.status === 'OutOfSync' && s.health?.status === 'Missing');
+    assert.equal(await f.expect.readObject(tenant, 'ConfigMap', 'manual-config'), undefined);
+
+    // When a SyncRun asks for the first commit
+    await f.system.createSyncRun(tenant, 'to-first', { gitopsDeploymentName: 'manual', revisionID: first });
+    // Then that commit is deployed (not the head of main)
+    await syncRunSucceeded('to-first');
+    const cm = await f.expect.object(tenant, 'ConfigMap', 'manual-config');
+    assert.equal(cm.data?.release, 'first');
+    const app = await application(gd.metadata.uid ?? '');
+    assert.equal(app?.status?.operationState?.phase, 'Succeeded');
+    assert.equal(app?.status?.operationState?.syncResult?.revision, first);
+    // and the GitOpsDeployment still compares against main, whose head differs: OutOfSync
+    await f.expect
+      .deployment(gd)
+      .is(
+        'OutOfSync against the head of main',
+        (s) => s.sync?.status === 'OutOfSync' && s.sync?.revision === second,
+      );
+  });
+
+  it('three SyncRuns appear in Argo CD’s history in order', async () => {
+    // Given a manual deployment of a repository with three commits
+    const repo = await f.given.repository('history', {
+      'dev/config.yaml': manifest.configMap('history-config', { n: '1' }),
+    });
+    const shas = [await repo.head()];
+    shas.push(await repo.commit({ 'dev/config.yaml': manifest.configMap('history-config', { n: '2' }) }));
+    shas.push(await repo.commit({ 'dev/config.yaml': manifest.configMap('history-config', { n: '3' }) }));
+    const gd = await f.when.deployed(
+      tenant,
+      'history',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { type: 'manual' },
+    );
+    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    // When three SyncRuns are created at once, one per commit
+    for (const [i, sha] of shas.entries()) {
+      await f.system.createSyncRun(tenant, `history-${i + 1}`, {
+        gitopsDeploymentName: 'history',
+        revisionID: sha,
+      });
+    }
+    // Then each succeeds, and Argo CD's history lists the three commits in creation order
+    for (const i of [1, 2, 3]) await syncRunSucceeded(`history-${i}`);
+    const app = await application(gd.metadata.uid ?? '');
+    const revisions = (app?.status?.history ?? []).map((h) => h.revision);
+    assert.deepEqual(revisions.slice(-3), shas);
+    // and the last one is what is deployed
+    const cm = await f.expect.object(tenant, 'ConfigMap', 'history-config');
+    assert.equal(cm.data?.n, '3');
+  });
+
+  it('deleting a SyncRun while its sync waits on a hook terminates the operation: Failed, Operation terminated', async () => {
+    // Given a manual deployment whose sync waits on a PreSync hook that never completes
+    const repo = await f.given.repository('hook', {
+      'dev/hook.yaml': neverEndingHook,
+      'dev/config.yaml': manifest.configMap('hook-config', { a: 'b' }),
+    });
+    const gd = await f.when.deployed(
+      tenant,
+      'hook',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { type: 'manual' },
+    );
+    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    await f.system.createSyncRun(tenant, 'hook-run', { gitopsDeploymentName: 'hook' });
+    const uid = gd.metadata.uid ?? '';
+    await eventually(
+      'the sync to be Running, waiting on the hook',
+      async () => {
+        const app = await application(uid);
+        return app?.status?.operationState?.phase === 'Running' ? app : undefined;
+      },
+      CONVERGE_MS,
+    );
+    // When the SyncRun is deleted
+    await remove(f.system.kc, syncRunPath(tenant, 'hook-run'));
+    // Then Argo CD terminates the operation: it ends Failed with "Operation terminated"
+    const app = await eventually(
+      'the operation to end Failed',
+      async () => {
+        const a = await application(uid);
+        return a?.status?.operationState?.phase === 'Failed' ? a : undefined;
+      },
+      CONVERGE_MS,
+    );
+    assert.match(app.status?.operationState?.message ?? '', /Operation terminated/);
+    // and the ConfigMap after the hook was never applied
+    assert.equal(await f.expect.readObject(tenant, 'ConfigMap', 'hook-config'), undefined);
+  });
+});
