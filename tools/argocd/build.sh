@@ -5,7 +5,11 @@
 # and prints that folder. Skipped when the binary is already there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-version=$(awk '$1=="github.com/argoproj/argo-cd/v3" {print $2; exit}' "$here/go.mod")
+version=$(grep -Eo 'github\.com/argoproj/argo-cd/v3 v[0-9][^ ]*' "$here/go.mod" | head -1 | cut -d' ' -f2)
+if [[ -z "$version" ]]; then
+  echo "tools/argocd/go.mod does not require github.com/argoproj/argo-cd/v3" >&2
+  exit 1
+fi
 cache=${GITOPS_CACHE_DIR:-$HOME/.cache/gitops-service}
 out="$cache/argocd/$version"
 if [[ -x "$out/argocd" ]]; then

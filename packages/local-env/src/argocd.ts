@@ -17,7 +17,7 @@ import { type ManagedProcess, startProcess, waitFor } from './process.ts';
 /** The Argo CD release tools/argocd builds (its go.mod is the one source of truth). */
 export async function argoCdBuildVersion(): Promise<string> {
   const goMod = await readFile(join(repoRoot, 'tools', 'argocd', 'go.mod'), 'utf8');
-  const version = /^\s*require\s+github\.com\/argoproj\/argo-cd\/v3\s+(v\S+)/m.exec(goMod)?.[1];
+  const version = /github\.com\/argoproj\/argo-cd\/v3\s+(v[0-9]\S*)/.exec(goMod)?.[1];
   if (!version) throw new Error('tools/argocd/go.mod does not require github.com/argoproj/argo-cd/v3');
   return version;
 }

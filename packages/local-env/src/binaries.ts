@@ -6,9 +6,12 @@ import { repoRoot } from './paths.ts';
 
 const execFileAsync = promisify(execFile);
 
-/** Argo CD release whose CRDs (and, later, binaries) we use. */
+/**
+ * Argo CD release whose CRDs and binary we use: the same as tools/argocd/go.mod (a unit test keeps them equal).
+ * v3.5.3 is the newest v3.5.x whose release commit of the gitops-engine module the module proxy serves.
+ */
 export const ARGOCD_MODULE = 'github.com/argoproj/argo-cd/v3';
-export const ARGOCD_VERSION = 'v3.5.7';
+export const ARGOCD_VERSION = 'v3.5.3';
 
 const CONTROL_PLANE_BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager'] as const;
 
