@@ -2,7 +2,9 @@
 # Builds Argo CD's multi-call `argocd` binary (argocd-repo-server, argocd-application-controller, ...
 # are the same file, selected by ARGOCD_BINARY_NAME) from the Go module proxy into
 #   ${GITOPS_CACHE_DIR:-~/.cache/gitops-service}/argocd/<argo cd version>/argocd
-# and prints that folder. Skipped when the binary is already there.
+# next to the two helper scripts Argo CD's image puts on PATH (hack/git-verify-wrapper.sh, which the
+# repo-server runs for every manifest generation, and hack/gpg-wrapper.sh), and prints that folder.
+# Skipped when they are already there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 version=$(grep -Eo 'github\.com/argoproj/argo-cd/v3 v[0-9][^ ]*' "$here/go.mod" | head -1 | cut -d' ' -f2)
@@ -12,7 +14,22 @@ if [[ -z "$version" ]]; then
 fi
 cache=${GITOPS_CACHE_DIR:-$HOME/.cache/gitops-service}
 out="$cache/argocd/$version"
+scripts=(git-verify-wrapper.sh gpg-wrapper.sh)
+have_all() {
+  [[ -x "$out/argocd" ]] || return 1
+  for s in "${scripts[@]}"; do [[ -x "$out/$s" ]] || return 1; done
+}
+install_scripts() {
+  local dir
+  dir=$(cd "$here" && GOTOOLCHAIN=local GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
+  for s in "${scripts[@]}"; do install -m 0755 "$dir/hack/$s" "$out/$s"; done
+}
+if have_all; then
+  echo "$out"
+  exit 0
+fi
 if [[ -x "$out/argocd" ]]; then
+  install_scripts
   echo "$out"
   exit 0
 fi
@@ -28,5 +45,6 @@ pkg=github.com/argoproj/argo-cd/v3/common
     github.com/argoproj/argo-cd/v3/cmd
 ) >&2
 mv "$tmp/argocd" "$out/argocd"
+install_scripts
 echo "built argocd $version in $(( $(date +%s) - start ))s: $(du -sh "$out/argocd" | cut -f1)" >&2
 echo "$out"

@@ -41,8 +41,11 @@ export async function builtArgoCdBinary(): Promise<string | undefined> {
     if (!(await isExecutable(override))) throw new Error(`ARGOCD_BINARY=${override} is not an executable`);
     return override;
   }
-  const path = join(cacheDir(), 'argocd', await argoCdBuildVersion(), 'argocd');
-  return (await isExecutable(path)) ? path : undefined;
+  const dir = join(cacheDir(), 'argocd', await argoCdBuildVersion());
+  for (const file of ['argocd', 'git-verify-wrapper.sh', 'gpg-wrapper.sh']) {
+    if (!(await isExecutable(join(dir, file)))) return undefined;
+  }
+  return join(dir, 'argocd');
 }
 
 /** Builds `argocd` once (tools/argocd/build.sh; about 15 min cold on 2 cores) and returns its path. */
@@ -158,7 +161,7 @@ export interface ArgoCdOptions {
   kubeconfigPath: string;
   /** Namespace Argo CD watches for Applications, AppProjects, cluster and repository Secrets. */
   namespace: string;
-  /** Working folder (repo-server checkouts, sockets, TLS data); a fresh temporary one by default. */
+  /** Working folder (repo-server checkouts, sockets, TLS data, and each process's `<name>.log`). */
   workDir: string;
   /**
    * How often Argo CD re-reads Git and refreshes every Application (ARGOCD_RECONCILIATION_TIMEOUT);
@@ -208,7 +211,12 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
     for (const p of [...processes].reverse()) await p.stop(5_000);
     processes.length = 0;
   };
-  const line = (name: string) => (text: string) => options.onLine?.(`[${name}] ${text}`);
+  const recent: string[] = [];
+  const line = (name: string) => (text: string) => {
+    recent.push(`[${name}] ${text}`);
+    if (recent.length > 40) recent.shift();
+    options.onLine?.(`[${name}] ${text}`);
+  };
   const reconcile = `${options.reconciliationSeconds ?? 10}s`;
   try {
     const redisPort = await freePort();
@@ -227,7 +235,7 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
         '--dir',
         workDir,
       ],
-      { onLine: line('redis') },
+      { onLine: line('redis'), logFile: join(workDir, 'redis.log') },
     );
     processes.push(redis);
     await waitFor(
@@ -252,6 +260,9 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
       HOME: workDir,
       TMPDIR: tmpDir,
       KUBECONFIG: options.kubeconfigPath,
+      // Argo CD's own switch for running outside a Pod: its in-cluster cluster (https://kubernetes.default.svc,
+      // our `in-cluster` destination) then uses KUBECONFIG instead of a mounted ServiceAccount.
+      ARGOCD_FAKE_IN_CLUSTER: 'true',
       ARGOCD_RECONCILIATION_TIMEOUT: reconcile,
       ARGOCD_RECONCILIATION_JITTER: '0s',
       ARGOCD_TLS_DATA_PATH: tlsDir,
@@ -279,12 +290,18 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
         '--metrics-port',
         String(repoMetrics),
         '--disable-tls',
+        // No mTLS either: its default path would otherwise be read and clash with --disable-tls.
+        '--client-ca-path=',
         '--redis',
         `127.0.0.1:${redisPort}`,
         '--logformat',
         'text',
       ],
-      { env: { ...common, ARGOCD_BINARY_NAME: 'argocd-repo-server' }, onLine: line('repo-server') },
+      {
+        env: { ...common, ARGOCD_BINARY_NAME: 'argocd-repo-server' },
+        onLine: line('repo-server'),
+        logFile: join(workDir, 'repo-server.log'),
+      },
     );
     processes.push(repoServer);
     await waitFor('argocd-repo-server', () => httpOk(`http://127.0.0.1:${repoMetrics}/metrics`), {
@@ -320,6 +337,7 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
       {
         env: { ...common, ARGOCD_BINARY_NAME: 'argocd-application-controller' },
         onLine: line('application-controller'),
+        logFile: join(workDir, 'application-controller.log'),
       },
     );
     processes.push(controller);
@@ -333,7 +351,7 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
     );
   } catch (error) {
     await stop();
-    throw error;
+    throw new Error(`starting Argo CD failed: ${String(error)}\n${recent.join('\n')}`);
   }
   return {
     namespace: options.namespace,
