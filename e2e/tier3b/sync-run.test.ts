@@ -110,11 +110,11 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
   it('three SyncRuns appear in Argo CD’s history in order', async () => {
     // Given a manual deployment of a repository with three commits
     const repo = await f.given.repository('history', {
-      'dev/config.yaml': manifest.configMap('history-config', { n: '1' }),
+      'dev/config.yaml': manifest.configMap('history-config', { step: '1' }),
     });
     const shas = [await repo.head()];
-    shas.push(await repo.commit({ 'dev/config.yaml': manifest.configMap('history-config', { n: '2' }) }));
-    shas.push(await repo.commit({ 'dev/config.yaml': manifest.configMap('history-config', { n: '3' }) }));
+    shas.push(await repo.commit({ 'dev/config.yaml': manifest.configMap('history-config', { step: '2' }) }));
+    shas.push(await repo.commit({ 'dev/config.yaml': manifest.configMap('history-config', { step: '3' }) }));
     const gd = await f.when.deployed(
       tenant,
       'history',
@@ -131,12 +131,23 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     }
     // Then each succeeds, and Argo CD's history lists the three commits in creation order
     for (const i of [1, 2, 3]) await syncRunSucceeded(`history-${i}`);
-    const app = await application(gd.metadata.uid ?? '');
-    const revisions = (app?.status?.history ?? []).map((h) => h.revision);
+    // (Argo CD writes its history in a patch of its own next to the operation's result.)
+    const app = await eventually(
+      'three entries in Argo CD’s history',
+      async () => {
+        const a = await application(gd.metadata.uid ?? '');
+        return (a?.status?.history?.length ?? 0) >= 3 ? a : undefined;
+      },
+      CONVERGE_MS,
+    ).catch(async (error: unknown) => {
+      const a = await application(gd.metadata.uid ?? '');
+      throw new Error(`${String(error)}; history: ${JSON.stringify(a?.status?.history)}`);
+    });
+    const revisions = (app.status?.history ?? []).map((h) => h.revision);
     assert.deepEqual(revisions.slice(-3), shas);
     // and the last one is what is deployed
     const cm = await f.expect.object(tenant, 'ConfigMap', 'history-config');
-    assert.equal(cm.data?.n, '3');
+    assert.equal(cm.data?.step, '3');
   });
 
   it('deleting a SyncRun while its sync waits on a hook terminates the operation: Failed, Operation terminated', async () => {

@@ -29,6 +29,19 @@ describe('sync request', () => {
     assert.equal(isRequestPending(app({ operation: { info: info(OTHER) } }), ID), false);
     assert.equal(isRequestPending(app(), ID), false);
   });
+
+  test('a request Argo CD has started is not pending, though Argo CD keeps `operation` while it runs', () => {
+    const running = app({
+      operation: { info: info(ID) },
+      status: { operationState: { operation: { info: info(ID) }, phase: 'Running' } },
+    });
+    assert.equal(isRequestPending(running, ID), false);
+    const previousRun = app({
+      operation: { info: info(ID) },
+      status: { operationState: { operation: { info: info(OTHER) }, phase: 'Succeeded' } },
+    });
+    assert.equal(isRequestPending(previousRun, ID), true);
+  });
 });
 
 describe('observed sync', () => {

@@ -48,9 +48,15 @@ function infoId(operation: unknown): string | undefined {
   return undefined;
 }
 
-/** True while the Application's `operation` is our request for this row (Argo CD has not taken it yet). */
+/**
+ * True while the Application's `operation` is our request for this row and Argo CD has not started it.
+ * Argo CD keeps `operation` for as long as the operation runs (it clears it when the operation completes),
+ * so a request whose id `status.operationState` already reports is running, not pending.
+ */
 export function isRequestPending(app: KubeObject, syncOperationId: string): boolean {
-  return infoId(app.operation) === syncOperationId;
+  if (infoId(app.operation) !== syncOperationId) return false;
+  const state = isObject(app.status) ? app.status.operationState : undefined;
+  return !(isObject(state) && infoId(state.operation) === syncOperationId);
 }
 
 export interface ObservedSync {
