@@ -59,6 +59,7 @@ export interface ClusterCredentials {
   allow_insecure_skip_tls_verify: Generated<boolean>;
   api_url: string;
   bearer_token_sealed: Buffer;
+  ca_data: string | null;
   cluster_resources: Generated<boolean>;
   cluster_user_id: string;
   created_at: Generated<Timestamp>;

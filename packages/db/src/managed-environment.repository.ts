@@ -13,6 +13,8 @@ export interface ClusterCredentialsInput {
   allowInsecureSkipTlsVerify: boolean;
   namespaces: readonly string[];
   clusterResources: boolean;
+  /** Base64 of the PEM CA bundle the API server's certificate is verified against (NULL: none given). */
+  caData?: string | null;
 }
 
 function credentialsColumns(input: ClusterCredentialsInput) {
@@ -22,6 +24,7 @@ function credentialsColumns(input: ClusterCredentialsInput) {
     allow_insecure_skip_tls_verify: input.allowInsecureSkipTlsVerify,
     namespaces: [...input.namespaces],
     cluster_resources: input.clusterResources,
+    ca_data: input.caData ?? null,
   };
 }
 

@@ -395,6 +395,8 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
           allowInsecureSkipTlsVerify: spec.allowInsecureSkipTLSVerify,
           namespaces: spec.namespaces,
           clusterResources: spec.clusterResources,
+          // Argo CD must trust what the connection check trusted (nothing to pass when it is skipped).
+          caData: spec.allowInsecureSkipTLSVerify ? undefined : target.value.caData || undefined,
         },
       });
     });

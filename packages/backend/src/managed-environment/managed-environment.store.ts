@@ -54,6 +54,8 @@ export interface DesiredCredentials {
   allowInsecureSkipTlsVerify: boolean;
   namespaces: readonly string[];
   clusterResources: boolean;
+  /** Base64 PEM CA bundle from the kubeconfig (undefined: none, or TLS verification skipped). */
+  caData?: string | undefined;
 }
 
 /** The stored token of this CR's environment, unsealed (reuse of a created ServiceAccount's token). */
@@ -107,6 +109,7 @@ export async function applyEnvironment(
     allowInsecureSkipTlsVerify: desired.allowInsecureSkipTlsVerify,
     namespaces: desired.namespaces,
     clusterResources: desired.clusterResources,
+    caData: desired.caData ?? null,
   });
 
   if (existing?.credentials) {
@@ -123,6 +126,7 @@ export async function applyEnvironment(
       !sealer.needsResealing(c.bearer_token_sealed) &&
       c.allow_insecure_skip_tls_verify === desired.allowInsecureSkipTlsVerify &&
       c.cluster_resources === desired.clusterResources &&
+      c.ca_data === (desired.caData ?? null) &&
       JSON.stringify(c.namespaces) === JSON.stringify(desired.namespaces);
     if (same) return { change: 'none', environmentId: existing.environment.id };
     await updateEnvironmentCredentials(trx, existing.environment.id, sealed());

@@ -148,6 +148,7 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
         insecure: c.allow_insecure_skip_tls_verify,
         namespaces: c.namespaces,
         clusterResources: c.cluster_resources,
+        caData: c.ca_data,
         namespace,
       });
       if (!sameData(await liveSecret(name, signal), desired)) {

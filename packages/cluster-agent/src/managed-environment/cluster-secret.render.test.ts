@@ -30,6 +30,20 @@ describe('Argo CD cluster Secret', () => {
     assert.equal(data.clusterResources, 'true');
   });
 
+  it('passes the CA bundle the backend verified as tlsClientConfig.caData, and none when TLS is not verified', () => {
+    const caData = Buffer.from('-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n').toString(
+      'base64',
+    );
+    const verified = JSON.parse(clusterSecretStringData({ ...input, insecure: false, caData }).config!);
+    assert.deepEqual(verified.tlsClientConfig, { insecure: false, caData });
+    const skipped = JSON.parse(clusterSecretStringData({ ...input, insecure: true, caData }).config!);
+    assert.deepEqual(skipped.tlsClientConfig, { insecure: true });
+    const systemTrust = JSON.parse(
+      clusterSecretStringData({ ...input, insecure: false, caData: null }).config!,
+    );
+    assert.deepEqual(systemTrust.tlsClientConfig, { insecure: false });
+  });
+
   it('carries the cluster and database-id labels and base64 data', () => {
     const secret = renderClusterSecret(input) as { data: Record<string, string> } & ReturnType<
       typeof renderClusterSecret

@@ -17,6 +17,8 @@ export interface ClusterSecretInput {
   insecure: boolean;
   namespaces: readonly string[];
   clusterResources: boolean;
+  /** Base64 PEM CA bundle of the API server (Argo CD's tlsClientConfig.caData); null: system trust store. */
+  caData?: string | null | undefined;
   /** The Argo CD namespace. */
   namespace: string;
 }
@@ -33,7 +35,13 @@ export function clusterSecretStringData(input: ClusterSecretInput): Record<strin
   const data: Record<string, string> = {
     name: managedEnvironmentClusterName(input.environmentId),
     server: clusterServer(input.apiUrl, input.environmentId),
-    config: JSON.stringify({ bearerToken: input.bearerToken, tlsClientConfig: { insecure: input.insecure } }),
+    config: JSON.stringify({
+      bearerToken: input.bearerToken,
+      tlsClientConfig: {
+        insecure: input.insecure,
+        ...(input.caData && !input.insecure ? { caData: input.caData } : {}),
+      },
+    }),
     project: appProjectName(input.clusterUserId),
   };
   if (input.namespaces.length > 0) {
