@@ -138,7 +138,7 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
     assert.equal(await f.expect.readObject(tenant, 'ConfigMap', 'edit-b'), undefined);
   });
 
-  it('reports Argo CD’s ComparisonError for a repository that does not exist', async () => {
+  it('reports Argo CD’s ComparisonError for a repository that does not exist', async (t) => {
     // When a GitOpsDeployment points at a repository URL that does not exist
     const missing = `file://${f.gitRoot}/does-not-exist.git`;
     const gd = await f.when.deployed(tenant, 'missing-repo', { repoURL: missing, path: 'dev' });
@@ -148,6 +148,7 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
       .is('a ComparisonError condition', (s) => hasCondition(s, 'ComparisonError'));
     const condition = status.conditions?.find((c) => c.type === 'ComparisonError');
     assert.equal(condition?.reason, 'ComparisonError');
+    t.diagnostic(`Argo CD said: ${condition?.message}`);
     assert.match(condition?.message ?? '', /does-not-exist|repository not found|failed to/i);
     // and nothing is reported Synced
     assert.notEqual(status.sync?.status, 'Synced');

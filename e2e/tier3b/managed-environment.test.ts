@@ -105,7 +105,7 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
     });
   }
 
-  it('deploys through a namespace-limited environment; another namespace through it fails with Argo CD’s error', async () => {
+  it('deploys through a namespace-limited environment; another namespace through it fails with Argo CD’s error', async (t) => {
     // Given a tenant with an environment whose ServiceAccount may administer only one namespace
     const tenant = await f.given.tenant('menv');
     const target = await namespaceAdminToken('menv-target');
@@ -150,6 +150,7 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
       /not managed|forbidden|cannot/i.test(c.message ?? ''),
     );
     assert.ok(argoCondition, JSON.stringify(status.conditions));
+    t.diagnostic(`Argo CD said (${argoCondition.type}): ${argoCondition.message}`);
     assert.match(argoCondition.message ?? '', new RegExp(elsewhere));
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(await f.expect.readObject(elsewhere, 'ConfigMap', 'menv-config'), undefined);

@@ -28,7 +28,7 @@ describe('tier 3b: a private repository with a RepositoryCredential and a real A
     await git?.stop();
   });
 
-  it('deploys with the tenant’s credential; another tenant on the same URL without one cannot read it', async () => {
+  it('deploys with the tenant’s credential; another tenant on the same URL without one cannot read it', async (t) => {
     // Given a private repository (basic auth) holding a ConfigMap
     await createGitRepo(git.reposDir, 'private', {
       'dev/config.yaml': manifest.configMap('private-config', { secret: 'only-for-owners' }),
@@ -70,6 +70,7 @@ describe('tier 3b: a private repository with a RepositoryCredential and a real A
         (s.conditions ?? []).some((c) => c.type === 'ComparisonError' && c.status === 'True'),
       );
     const condition = status.conditions?.find((c) => c.type === 'ComparisonError');
+    t.diagnostic(`Argo CD said: ${condition?.message}`);
     assert.match(condition?.message ?? '', /auth|credential|401|username/i);
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(await f.expect.readObject(intruder, 'ConfigMap', 'private-config'), undefined);

@@ -117,8 +117,17 @@ export async function prepareArgoCdNamespace(endpoint: KubeEndpoint, namespace: 
     throw new Error(`creating namespace ${namespace}: ${created.status} ${JSON.stringify(created.body)}`);
   }
   const configMaps = `/api/v1/namespaces/${namespace}/configmaps`;
+  // argocd-cm: `resource.respectRBAC: normal` makes the controller skip resource kinds the cluster's
+  // credentials may not list, instead of failing the whole cluster. Tenants' ManagedEnvironments usually
+  // carry a token limited to a namespace (e.g. bound to the `admin` ClusterRole there), which cannot list
+  // every CRD of the cluster.
+  await apply(endpoint, configMaps, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'argocd-cm', labels: { ...PART_OF, 'app.kubernetes.io/name': 'argocd-cm' } },
+    data: { 'resource.respectRBAC': 'normal' },
+  });
   for (const name of [
-    'argocd-cm',
     'argocd-cmd-params-cm',
     'argocd-rbac-cm',
     'argocd-gpg-keys-cm',
