@@ -12,6 +12,7 @@ import {
   type Database,
   type EngineInstanceRow,
   getEngineInstanceByName,
+  pendingMigrations,
   upsertEngineInstance,
 } from '@gitops/db';
 import {
@@ -108,6 +109,28 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     return kc.getCurrentCluster()?.server ?? 'unknown';
   }
 
+  /**
+   * The backend migrates the database; the agent waits (up to 10 minutes) until every migration it knows is
+   * applied, so the two may start in any order, as pods do.
+   */
+  async function waitForSchema(): Promise<void> {
+    const deadline = Date.now() + 10 * 60_000;
+    let said = false;
+    for (;;) {
+      const pending = await pendingMigrations(db);
+      if (pending.length === 0) return;
+      if (Date.now() > deadline) {
+        throw new Error(`the database still lacks migrations ${pending.join(', ')}: is the backend running?`);
+      }
+      if (!said) {
+        logger.info({ pending }, 'waiting for the backend to migrate the database');
+        said = true;
+      }
+      await new Promise((r) => setTimeout(r, 500));
+      throwIfClosed();
+    }
+  }
+
   /** start() checks this after every wait, so a close() during start leaves nothing running. */
   function throwIfClosed() {
     if (closing) throw new Error('the agent was closed during start');
@@ -122,6 +145,8 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
         `the Argo CD namespace ${namespace} (ARGOCD_NAMESPACE) does not exist; create it before starting the cluster-agent`,
       );
     }
+    await waitForSchema();
+    throwIfClosed();
     // Idempotent, as the backend does it: no write when the row already says so, and an existing cluster
     // identity is kept so the two processes never overwrite each other's.
     const existing = await getEngineInstanceByName(db, config.engineInstanceName);

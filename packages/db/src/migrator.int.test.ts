@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { createDb } from './connection.ts';
-import { MIGRATIONS_DIR, MigrationFailedError, migrateToLatest } from './migrator.ts';
+import { MIGRATIONS_DIR, MigrationFailedError, migrateToLatest, pendingMigrations } from './migrator.ts';
 import { createTestDatabase, databaseUrl, dropDatabase, type TestDatabase } from './test-database.ts';
 
 const serverUrl = () => {
@@ -92,6 +92,23 @@ describe('migrateToLatest', () => {
       await holder.end();
       await first.destroy();
       await second.destroy();
+      await dropDatabase(serverUrl(), name);
+    }
+  });
+
+  test('pendingMigrations lists every migration of a fresh database, and none once migrated', async () => {
+    const name = await createEmptyDatabase();
+    const db = createDb(databaseUrl(serverUrl(), name), { max: 1 });
+    try {
+      const released = (await readdir(MIGRATIONS_DIR))
+        .filter((f) => f.endsWith('.sql'))
+        .sort()
+        .map((f) => f.replace(/\.sql$/, ''));
+      assert.deepEqual(await pendingMigrations(db), released);
+      await migrateToLatest(db);
+      assert.deepEqual(await pendingMigrations(db), []);
+    } finally {
+      await db.destroy();
       await dropDatabase(serverUrl(), name);
     }
   });

@@ -71,3 +71,16 @@ export async function migrateToLatest(
   }
   return { applied: results.filter((r) => r.status === 'Success').map((r) => r.migrationName) };
 }
+
+/**
+ * Names of the migrations this build ships that the database has not applied yet (all of them when the
+ * database was never migrated). Processes that do not migrate (the cluster-agent) wait until this is empty.
+ */
+export async function pendingMigrations(
+  db: Kysely<Database>,
+  options: { migrationsDir?: string } = {},
+): Promise<string[]> {
+  const migrator = new Migrator({ db, provider: new SqlFileMigrationProvider(options.migrationsDir) });
+  const migrations = await migrator.getMigrations();
+  return migrations.filter((m) => m.executedAt === undefined).map((m) => m.name);
+}
