@@ -194,7 +194,11 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const data = decoded(secret);
     assert.equal(data.name, `managed-env-${id}`);
     assert.equal(data.server, `${server}?managedEnvironment=${id}`);
-    assert.deepEqual(JSON.parse(data.config!), { bearerToken: token, tlsClientConfig: { insecure: false } });
+    // Argo CD trusts the CA the connection check verified against (the kubeconfig's certificate-authority-data).
+    assert.deepEqual(JSON.parse(data.config!), {
+      bearerToken: token,
+      tlsClientConfig: { insecure: false, caData },
+    });
     const tenantRow = await system.db
       .selectFrom('cluster_user')
       .select('id')

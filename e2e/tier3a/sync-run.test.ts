@@ -1,7 +1,8 @@
 /**
  * Tier 3a: GitOpsDeploymentSyncRun → one Argo CD sync, with backend and cluster-agent running as separate
- * processes and the test playing Argo CD: it sees the Application's `operation`, takes it (removes it and
- * reports `status.operationState` Running, copying the operation as Argo CD does), then finishes it.
+ * processes and the test playing Argo CD the way the real one behaves (checked in tier 3b): it sees the
+ * Application's `operation` and starts it (reports `status.operationState` Running with a copy of the
+ * operation, and keeps `operation` while it runs), then finishes it (final phase, and `operation` cleared).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -61,7 +62,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`);
   const application = (gd: GitOpsDeployment) => get<ArgoApplication>(system.kc, appPath(gd));
 
-  /** Waits for a sync request on the Application and takes it, as Argo CD does: operation → operationState. */
+  /** Waits for a sync request on the Application and starts it, as Argo CD does: operation → operationState. */
   async function takeOperation(gd: GitOpsDeployment) {
     const app = await eventually(`a sync request on ${gd.metadata.name}`, async () => {
       const a = await application(gd);
@@ -69,7 +70,6 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     });
     const operation = app.operation as Record<string, unknown>;
     await mergePatch(system.kc, appPath(gd), {
-      operation: null,
       status: {
         operationState: {
           operation,
@@ -84,6 +84,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
   }
   async function finishOperation(gd: GitOpsDeployment, phase: string, message = 'successfully synced') {
     await mergePatch(system.kc, appPath(gd), {
+      operation: null,
       status: { operationState: { phase, message, finishedAt: kubeTime() } },
     });
   }
@@ -189,7 +190,11 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
       assert.equal(revisionOf((await application(gd))?.operation as Record<string, unknown>), `r${n}`);
       await takeOperation(gd);
       await settle();
-      assert.equal((await application(gd))?.operation, undefined, 'no request while a sync runs');
+      assert.equal(
+        revisionOf((await application(gd))?.operation as Record<string, unknown>),
+        `r${n}`,
+        'no other request while a sync runs',
+      );
       await finishOperation(gd, 'Succeeded');
       await errorCondition(tenant, `sync-three-${n}`, (c) => c.status === 'False');
     }
