@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { manifest } from '../fixture/git-repo.ts';
+import { eventually, paths, recordDeletions } from '../fixture/kube.ts';
 import { hasCondition, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
 const USER_FINALIZER = 'resources-finalizer.managed-gitops.redhat.com';
@@ -125,17 +126,28 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
       );
     assert.equal(status.resources?.[0]?.name, 'edit-b');
 
-    // When the GitOpsDeployment is deleted, the deployed object is pruned before the GitOpsDeployment goes
-    await f.when.deleted(gd);
-    await f.expect.noObject(tenant, 'ConfigMap', 'edit-b');
-    const deleting = await f.expect.deployment(gd).read();
-    if (deleting) {
-      // Still there only while Argo CD prunes: then it is marked for deletion and keeps our finalizer.
-      assert.ok(deleting.metadata.deletionTimestamp, 'a GitOpsDeployment still present must be deleting');
+    // When the GitOpsDeployment is deleted
+    const configMapDeletions = await recordDeletions(f.system.kc, `/api/v1/namespaces/${tenant}/configmaps`);
+    const deploymentDeletions = await recordDeletions(f.system.kc, paths.gitopsDeployments(tenant));
+    try {
+      await f.when.deleted(gd);
+      // Then the deployed object is pruned, and the GitOpsDeployment goes only after it
+      await f.expect.noObject(tenant, 'ConfigMap', 'edit-b');
+      await f.expect.deployment(gd).gone();
+      const prunedAt = await eventually('the ConfigMap deletion event', async () =>
+        configMapDeletions.deletedAt.get('edit-b'),
+      );
+      const goneAt = await eventually('the GitOpsDeployment deletion event', async () =>
+        deploymentDeletions.deletedAt.get(gd.metadata.name),
+      );
+      assert.ok(
+        prunedAt < goneAt,
+        `ConfigMap deleted at revision ${prunedAt}, GitOpsDeployment at ${goneAt}`,
+      );
+    } finally {
+      configMapDeletions.stop();
+      deploymentDeletions.stop();
     }
-    await f.expect.deployment(gd).gone();
-    // and nothing it deployed is left
-    assert.equal(await f.expect.readObject(tenant, 'ConfigMap', 'edit-b'), undefined);
   });
 
   it('reports Argo CD’s ComparisonError for a repository that does not exist', async (t) => {
