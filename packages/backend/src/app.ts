@@ -178,6 +178,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       events,
       selector,
       resolveEnvironment: createEnvironmentResolver(db, environmentInformer),
+      deleteRetryMs: config.deleteRetryMs,
     }),
   });
   // SyncRuns: same shard selector as GitOpsDeployments.

@@ -112,6 +112,13 @@ export const backendConfigSchema = {
     max: '10m',
     description: 'safety-net sweep of undelivered operations (NOTIFY wakes the relay at once)',
   }),
+  deleteRetryMs: durationVar('GITOPS_DELETE_RETRY_INTERVAL', {
+    default: '1m',
+    min: '1s',
+    max: '24h',
+    description:
+      'how long after a failed Argo CD Application delete the delete is announced again (the user finalizer waits)',
+  }),
   backendShard: stringVar('GITOPS_BACKEND_SHARD', {
     default: '',
     maxLength: 63,

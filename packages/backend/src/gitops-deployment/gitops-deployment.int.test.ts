@@ -27,7 +27,8 @@ describe('GitOpsDeployment reconciler', () => {
 
   before(async () => {
     f = await createBackendFixture();
-    backend = await f.startBackend();
+    // A failed delete is announced again after this long (default 1 minute).
+    backend = await f.startBackend({ GITOPS_DELETE_RETRY_INTERVAL: '2s' });
     tenant = await f.createNamespace();
   });
   after(async () => {
@@ -265,7 +266,7 @@ describe('GitOpsDeployment reconciler', () => {
     assert.equal(resolved.message, '');
   });
 
-  test('the user finalizer is removed only after the delete operation is Completed; a Failed one keeps it', async () => {
+  test('the user finalizer is removed only after the delete operation is Completed; a Failed one keeps it until a retry succeeds', async () => {
     const cr = await f.createDeployment(tenant.name, 'finalized', automatedSpec, {
       finalizers: [Finalizer.GitOpsDeploymentResources],
     });
@@ -315,12 +316,21 @@ describe('GitOpsDeployment reconciler', () => {
       async () => !(await f.getDeployment(tenant.name, 'finalized-ok')),
     );
 
-    // Clean up the first one by hand (its delete failed for good).
-    await kubeRequest(f.kc, {
-      method: HttpMethod.PATCH,
-      path: `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${tenant.name}/gitopsdeployments/finalized`,
-      body: { metadata: { finalizers: null } },
-      contentType: 'application/merge-patch+json',
-    });
+    // The failed delete is announced again (GITOPS_DELETE_RETRY_INTERVAL after the failure); this time the
+    // agent completes it, so the finalizer goes and the first object with it.
+    const retry = await eventually('the delete announced again', async () =>
+      (await operationsOf(application.id)).find((o) => o.state === 'Waiting' && o.id !== deleteOperation.id),
+    );
+    assert.equal(retry.owner_uid, cr.metadata.uid);
+    await finishAsAgent(retry.id, 'Completed');
+    await eventually(
+      'the first GitOpsDeployment is gone after the retried delete',
+      async () => !(await f.getDeployment(tenant.name, 'finalized')),
+    );
+    // One failure, one retry: no more operations were announced.
+    assert.deepEqual(
+      (await operationsOf(application.id)).map((o) => o.state),
+      ['Completed', 'Failed', 'Completed'],
+    );
   });
 });

@@ -12,7 +12,13 @@ import {
   GitOpsDeploymentMessage,
   GitOpsDeploymentReason,
 } from '@gitops/api';
-import type { Database, EngineInstanceRow, OperationRow } from '@gitops/db';
+import {
+  type Database,
+  type EngineInstanceRow,
+  getApplication,
+  insertOperation,
+  type OperationRow,
+} from '@gitops/db';
 import {
   type EventRecorder,
   HttpMethod,
@@ -26,6 +32,7 @@ import {
   objectPath,
   patchStatus,
   type ReconcileContext,
+  type ReconcileResult,
   type Reconciler,
   splitObjectKey,
 } from '@gitops/shared';
@@ -41,6 +48,7 @@ import {
   type DeletedApplication,
   deleteMappedApplications,
   findDeploymentMappings,
+  GITOPS_DEPLOYMENT_KIND,
   lockDeploymentName,
 } from './application.store.ts';
 import { desiredApplicationSpec, parseGitOpsDeploymentSpec } from './desired-application.ts';
@@ -86,6 +94,11 @@ export interface GitOpsDeploymentReconcilerOptions {
   selector?: LabelSelector;
   /** Resolves `spec.destination.environment` (a ManagedEnvironment in the same namespace); unset: never usable. */
   resolveEnvironment?: EnvironmentResolver;
+  /**
+   * How long after a failed Application delete (the agent exhausted its attempts) the delete is announced
+   * again while the user finalizer waits for it (GITOPS_DELETE_RETRY_INTERVAL). Default 1 minute.
+   */
+  deleteRetryMs?: number;
   now?: () => Date;
 }
 
@@ -95,6 +108,7 @@ type ErrorState = { status: 'error'; message: string } | { status: 'ok' };
 export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconcilerOptions): Reconciler {
   const { db, kc, informer, events } = options;
   const now = options.now ?? (() => new Date());
+  const DELETE_RETRY_MS = options.deleteRetryMs ?? 60_000;
 
   async function currentObject(namespace: string, name: string, signal: AbortSignal) {
     // Another shard's object counts as absent here, as before.
@@ -197,7 +211,43 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     }
   }
 
-  async function reconcileDeleting(object: KubeObject, logger: Logger) {
+  /**
+   * The agent gave up deleting the Argo CD Application (its operation Failed) while the user finalizer waits
+   * for it: announce the delete again once `deleteRetryMs` have passed since the failure, so a transient
+   * cause (Argo CD down, a stuck prune that an admin fixed) does not leave the GitOpsDeployment stuck.
+   * Returns the delay after which to look again, or 0 when a new operation was announced.
+   */
+  async function retryFailedDelete(failed: OperationRow, logger: Logger): Promise<number> {
+    const waited = now().getTime() - (failed.finished_at ?? failed.updated_at).getTime();
+    if (waited < DELETE_RETRY_MS) return DELETE_RETRY_MS - waited;
+    const reannounced = await db.transaction().execute(async (trx) => {
+      if (failed.owner_namespace && failed.owner_name) {
+        await lockDeploymentName(trx, failed.owner_namespace, failed.owner_name);
+      }
+      // The application row is gone (deleted with the first announcement): the agent deletes what has none.
+      if (await getApplication(trx, failed.resource_id)) return undefined;
+      return await insertOperation(trx, {
+        engineInstanceId: failed.engine_instance_id,
+        resourceType: 'Application',
+        resourceId: failed.resource_id,
+        ownerUserId: failed.owner_user_id,
+        ownerCr: {
+          kind: GITOPS_DEPLOYMENT_KIND,
+          namespace: failed.owner_namespace ?? '',
+          name: failed.owner_name ?? '',
+          uid: failed.owner_uid ?? '',
+        },
+      });
+    });
+    if (!reannounced) return 0;
+    logger.info(
+      { application: failed.resource_id, operation: reannounced.operation.id, failedOperation: failed.id },
+      'application delete announced again: the previous attempt failed',
+    );
+    return 0;
+  }
+
+  async function reconcileDeleting(object: KubeObject, logger: Logger): Promise<ReconcileResult | undefined> {
     const { namespace = '', name, uid = '' } = object.metadata;
     const deleted = await db.transaction().execute(async (trx) => {
       await lockDeploymentName(trx, namespace, name);
@@ -220,9 +270,11 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       outcome.lastFinished,
       DeploymentErrorMessage.applicationDeleteFailed,
     );
-    if (errorState.status === 'error') {
+    if (errorState.status === 'error' && outcome.lastFinished) {
       await writeErrorOccurred(object, errorState, logger);
-      return;
+      const retryAfter = await retryFailedDelete(outcome.lastFinished, logger);
+      // A new operation re-enqueues this key when it finishes; otherwise look again when the wait is over.
+      return retryAfter > 0 ? { requeueAfter: retryAfter } : undefined;
     }
     const remaining = finalizers.filter((f) => f !== Finalizer.GitOpsDeploymentResources);
     try {
@@ -343,7 +395,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     const object = await currentObject(namespace, name, context.signal);
     try {
       if (!object) await reconcileGone(namespace, name, context.logger);
-      else if (isBeingDeleted(object)) await reconcileDeleting(object, context.logger);
+      else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);
       else await reconcileLive(object, context);
     } catch (err) {
       // A stale resourceVersion is routine (the cache lags our own writes): retry quietly.
