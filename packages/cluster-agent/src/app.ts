@@ -350,7 +350,12 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
         'operation-retention',
         Math.min(Math.max(config.operationRetentionMs / 2, 1_000), 10 * 60_000),
         async (signal) => {
-          const deleted = await collectFinishedOperations(db, config.operationRetentionMs, signal);
+          const deleted = await collectFinishedOperations(
+            db,
+            engineInstanceId,
+            config.operationRetentionMs,
+            signal,
+          );
           if (deleted > 0) logger.info({ deleted }, 'finished operations past retention deleted');
         },
         { logger },

@@ -361,8 +361,11 @@ describe('operation lifecycle', () => {
     await startOperation(db, failed.id);
     await failOperation(db, failed.id, 'boom');
     const { operation: waiting } = await announce(applicationChange());
-    assert.deepEqual(await deleteFinishedOperations(db, { olderThanMs: 3_600_000, limit: 100 }), []);
-    const deleted = await deleteFinishedOperations(db, { olderThanMs: 0, limit: 1000 });
+    assert.deepEqual(
+      await deleteFinishedOperations(db, instance.id, { olderThanMs: 3_600_000, limit: 100 }),
+      [],
+    );
+    const deleted = await deleteFinishedOperations(db, instance.id, { olderThanMs: 0, limit: 1000 });
     assert.ok(deleted.includes(done.id) && deleted.includes(failed.id));
     assert.ok(!deleted.includes(waiting.id));
     assert.equal(await getOperation(db, done.id), undefined);

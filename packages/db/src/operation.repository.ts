@@ -359,6 +359,7 @@ export async function listStaleInProgressOperations(
  */
 export async function deleteFinishedOperations(
   db: Kysely<Database>,
+  engineInstanceId: string,
   options: { olderThanMs: number; limit: number },
 ): Promise<string[]> {
   const rows = await db
@@ -367,6 +368,8 @@ export async function deleteFinishedOperations(
       eb
         .selectFrom('operation')
         .select('id')
+        // Each agent collects its own engine instance's rows: another instance's agent may still need them.
+        .where('engine_instance_id', '=', engineInstanceId)
         .where('finished_at', '<', sql<Date>`now() - make_interval(secs => ${options.olderThanMs / 1000})`)
         .orderBy('finished_at')
         .limit(options.limit),

@@ -84,7 +84,7 @@ describe('operation sweeps', { skip: !process.env.GITOPS_TEST_DATABASE_URL && 'n
     assert.equal((await getOperation(database.db, held.id))?.state, 'In_Progress');
   });
 
-  it('deletes finished operations older than the retention, and only those', async () => {
+  it('deletes finished operations of its engine instance older than the retention, and only those', async () => {
     const old = await givenOperation();
     await startOperation(database.db, old.id);
     await completeOperation(database.db, old.id);
@@ -93,13 +93,36 @@ describe('operation sweeps', { skip: !process.env.GITOPS_TEST_DATABASE_URL && 'n
     await startOperation(database.db, recent.id);
     await completeOperation(database.db, recent.id);
 
+    // An old finished operation of another engine instance (another agent's) is not ours to collect.
+    const otherInstance = await upsertEngineInstance(database.db, {
+      name: `other-${randomUUID()}`,
+      namespaceName: 'other-argocd',
+      namespaceUid: randomUUID(),
+      clusterIdentity: 'other-cluster',
+    });
+    const theirs = await database.db.transaction().execute(
+      async (trx) =>
+        (
+          await insertOperation(trx, {
+            engineInstanceId: otherInstance.id,
+            resourceType: 'Application',
+            resourceId: randomUUID(),
+          })
+        ).operation,
+    );
+    await startOperation(database.db, theirs.id);
+    await completeOperation(database.db, theirs.id);
+    await age(theirs.id, 'finished_at', '2 days');
+
     const deleted = await collectFinishedOperations(
       database.db,
+      engineInstanceId,
       24 * 3_600_000,
       new AbortController().signal,
     );
     assert.equal(deleted, 1);
     assert.equal(await getOperation(database.db, old.id), undefined);
     assert.equal((await getOperation(database.db, recent.id))?.state, 'Completed');
+    assert.equal((await getOperation(database.db, theirs.id))?.state, 'Completed');
   });
 });

@@ -52,15 +52,19 @@ export async function sweepOperations(options: SweepOptions): Promise<void> {
   }
 }
 
-/** Deletes finished operation rows older than the retention, in batches. Returns how many. */
+/** Deletes this engine instance's finished operation rows older than the retention, in batches. Returns how many. */
 export async function collectFinishedOperations(
   db: Kysely<Database>,
+  engineInstanceId: string,
   retentionMs: number,
   signal: AbortSignal,
 ): Promise<number> {
   let total = 0;
   for (;;) {
-    const deleted = await deleteFinishedOperations(db, { olderThanMs: retentionMs, limit: RETENTION_BATCH });
+    const deleted = await deleteFinishedOperations(db, engineInstanceId, {
+      olderThanMs: retentionMs,
+      limit: RETENTION_BATCH,
+    });
     total += deleted.length;
     if (deleted.length < RETENTION_BATCH || signal.aborted) return total;
   }
