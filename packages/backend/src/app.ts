@@ -156,6 +156,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       engineInstance: currentEngineInstance,
       events,
       selector,
+      operationRetryMs: config.operationRetryMs,
       // GitOpsDeployments of the namespace resolve their environment again.
       onEnvironmentChanged: (namespace) => {
         for (const deployment of informer.list(namespace)) deployments.queue.add(objectKey(deployment));
@@ -178,7 +179,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       events,
       selector,
       resolveEnvironment: createEnvironmentResolver(db, environmentInformer),
-      deleteRetryMs: config.deleteRetryMs,
+      operationRetryMs: config.operationRetryMs,
     }),
   });
   // SyncRuns: same shard selector as GitOpsDeployments.
@@ -250,6 +251,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       case NOTIFICATION_CHANNELS.operationStateChanged:
         await deployments.onOperationStateChanged(payload);
         await repositoryCredentials.controller.onOperationStateChanged(payload);
+        await environments.onOperationStateChanged(payload);
         await syncRuns.onOperationStateChanged(payload);
         return;
       case NOTIFICATION_CHANNELS.applicationStateChanged:

@@ -112,12 +112,12 @@ export const backendConfigSchema = {
     max: '10m',
     description: 'safety-net sweep of undelivered operations (NOTIFY wakes the relay at once)',
   }),
-  deleteRetryMs: durationVar('GITOPS_DELETE_RETRY_INTERVAL', {
+  operationRetryMs: durationVar('GITOPS_OPERATION_RETRY_INTERVAL', {
     default: '1m',
     min: '1s',
     max: '24h',
     description:
-      'how long after a failed Argo CD Application delete the delete is announced again (the user finalizer waits)',
+      'after the agent gave up on an operation, how long after the failure it is announced again (an Application delete the user finalizer waits for, a ManagedEnvironment)',
   }),
   backendShard: stringVar('GITOPS_BACKEND_SHARD', {
     default: '',

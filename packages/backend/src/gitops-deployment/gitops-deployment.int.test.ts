@@ -28,7 +28,7 @@ describe('GitOpsDeployment reconciler', () => {
   before(async () => {
     f = await createBackendFixture();
     // A failed delete is announced again after this long (default 1 minute).
-    backend = await f.startBackend({ GITOPS_DELETE_RETRY_INTERVAL: '2s' });
+    backend = await f.startBackend({ GITOPS_OPERATION_RETRY_INTERVAL: '2s' });
     tenant = await f.createNamespace();
   });
   after(async () => {
@@ -316,7 +316,7 @@ describe('GitOpsDeployment reconciler', () => {
       async () => !(await f.getDeployment(tenant.name, 'finalized-ok')),
     );
 
-    // The failed delete is announced again (GITOPS_DELETE_RETRY_INTERVAL after the failure); this time the
+    // The failed delete is announced again (GITOPS_OPERATION_RETRY_INTERVAL after the failure); this time the
     // agent completes it, so the finalizer goes and the first object with it.
     const retry = await eventually('the delete announced again', async () =>
       (await operationsOf(application.id)).find((o) => o.state === 'Waiting' && o.id !== deleteOperation.id),

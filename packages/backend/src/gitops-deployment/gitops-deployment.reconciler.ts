@@ -96,9 +96,9 @@ export interface GitOpsDeploymentReconcilerOptions {
   resolveEnvironment?: EnvironmentResolver;
   /**
    * How long after a failed Application delete (the agent exhausted its attempts) the delete is announced
-   * again while the user finalizer waits for it (GITOPS_DELETE_RETRY_INTERVAL). Default 1 minute.
+   * again while the user finalizer waits for it (GITOPS_OPERATION_RETRY_INTERVAL). Default 1 minute.
    */
-  deleteRetryMs?: number;
+  operationRetryMs?: number;
   now?: () => Date;
 }
 
@@ -108,7 +108,7 @@ type ErrorState = { status: 'error'; message: string } | { status: 'ok' };
 export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconcilerOptions): Reconciler {
   const { db, kc, informer, events } = options;
   const now = options.now ?? (() => new Date());
-  const DELETE_RETRY_MS = options.deleteRetryMs ?? 60_000;
+  const DELETE_RETRY_MS = options.operationRetryMs ?? 60_000;
 
   async function currentObject(namespace: string, name: string, signal: AbortSignal) {
     // Another shard's object counts as absent here, as before.
@@ -213,7 +213,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
 
   /**
    * The agent gave up deleting the Argo CD Application (its operation Failed) while the user finalizer waits
-   * for it: announce the delete again once `deleteRetryMs` have passed since the failure, so a transient
+   * for it: announce the delete again once `operationRetryMs` have passed since the failure, so a transient
    * cause (Argo CD down, a stuck prune that an admin fixed) does not leave the GitOpsDeployment stuck.
    * Returns the delay after which to look again, or 0 when a new operation was announced.
    */

@@ -5,7 +5,7 @@
  * re-check; the informer's relist is the slow safety net.
  */
 import { SecretType } from '@gitops/api';
-import type { Database } from '@gitops/db';
+import { type Database, getOperation } from '@gitops/db';
 import {
   createWorkQueue,
   type Informer,
@@ -20,7 +20,7 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
-import { enqueueMappingsMissingFromCache } from '../orphan-sweep.ts';
+import { enqueueMappingsMissingFromCache, ownerKeyOf } from '../orphan-sweep.ts';
 import { MANAGED_ENVIRONMENT_KIND } from './managed-environment.store.ts';
 
 export interface ManagedEnvironmentControllerOptions {
@@ -43,6 +43,8 @@ export interface ManagedEnvironmentController {
   enqueueAll(): void;
   /** Enqueues the names of mappings whose ManagedEnvironment incarnation is not in the cache. */
   sweepOrphans(): Promise<number>;
+  /** An operation finished or changed state: its ManagedEnvironment (if it owns it) is reconciled. */
+  onOperationStateChanged(operationId: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -130,6 +132,11 @@ export function createManagedEnvironmentController(
     },
     enqueueAll() {
       for (const object of informer.list()) queue.add(objectKey(object));
+    },
+    async onOperationStateChanged(operationId) {
+      if (!options.db) return;
+      const key = ownerKeyOf(await getOperation(options.db, operationId), MANAGED_ENVIRONMENT_KIND);
+      if (key) queue.add(key);
     },
     async stop() {
       await sweeper?.stop();

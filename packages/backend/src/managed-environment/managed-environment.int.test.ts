@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { API_GROUP_VERSION } from '@gitops/api';
-import { getApiCrMappingByUid, getApplicationByName } from '@gitops/db';
+import { failOperation, getApiCrMappingByUid, getApplicationByName, startOperation } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import type { Backend } from '../app.ts';
 import {
@@ -39,7 +39,8 @@ describe('ManagedEnvironment reconciler', () => {
 
   before(async () => {
     f = await createBackendFixture();
-    backend = await f.startBackend();
+    // A failed agent operation is announced again this long after the failure (default 1 minute).
+    backend = await f.startBackend({ GITOPS_OPERATION_RETRY_INTERVAL: '2s' });
     tenant = await f.createNamespace('menv');
     const cluster = f.kc.getCurrentCluster()!;
     const caData =
@@ -158,6 +159,44 @@ describe('ManagedEnvironment reconciler', () => {
       .where('resource_id', '=', environment.id)
       .execute();
     assert.equal(again.length, 1);
+  });
+
+  test('an operation the agent failed: a Warning Event on the CR with the reason, and the environment is announced again', async () => {
+    await createSecret('agent-fails', kubeconfigText(token));
+    const env = await createEnvironment('agent-fails', 'agent-fails');
+    await conditionOf('agent-fails', (c) => c.status === 'True');
+    const mapping = await eventually('mapping', () => getApiCrMappingByUid(f.db, env.metadata.uid!));
+    const operationsOfEnvironment = () =>
+      f.db
+        .selectFrom('operation')
+        .selectAll()
+        .where('resource_id', '=', mapping.managed_environment_id!)
+        .orderBy('created_at')
+        .execute();
+    const [first] = await operationsOfEnvironment();
+    assert.ok(first);
+    // The agent takes the operation and gives up on it.
+    assert.equal((await startOperation(f.db, first.id)).status, 'started');
+    assert.ok(await failOperation(f.db, first.id, 'no key to unseal the credentials (key k9)'));
+
+    // The user sees why in a Warning Event on the ManagedEnvironment; the connection condition stays True.
+    const event = await eventually('the AgentOperationFailed Event', async () => {
+      const list = (await request(
+        HttpMethod.GET,
+        `/api/v1/namespaces/${tenant.name}/events?fieldSelector=involvedObject.uid=${env.metadata.uid}`,
+      )) as { items: { type: string; reason: string; message: string }[] };
+      return list.items.find((e) => e.reason === 'AgentOperationFailed');
+    });
+    assert.equal(event.type, 'Warning');
+    assert.match(event.message, /no key to unseal the credentials \(key k9\)/);
+    assert.equal((await conditionOf('agent-fails', () => true)).status, 'True');
+
+    // And the environment is announced to the agent again.
+    const retry = await eventually('a new operation for the environment', async () =>
+      (await operationsOfEnvironment()).find((o) => o.id !== first.id && o.state === 'Waiting'),
+    );
+    assert.equal(retry.owner_uid, env.metadata.uid);
+    assert.equal(retry.resource_type, 'ManagedEnvironment');
   });
 
   test('a failing check sets False with observedGeneration; fixing the Secret makes it True', async () => {

@@ -51,8 +51,10 @@ import {
 import {
   applyEnvironment,
   deleteMappedEnvironments,
+  environmentOperationsOutcome,
   findEnvironmentMappings,
   lockEnvironmentName,
+  reannounceEnvironment,
   storedBearerToken,
 } from './managed-environment.store.ts';
 import { installServiceAccount, removeServiceAccount } from './service-account.ts';
@@ -78,6 +80,7 @@ export const EnvironmentEventReason = {
   EnvironmentUpdated: 'ManagedEnvironmentUpdated',
   ServiceAccountRemoved: 'ServiceAccountRemoved',
   ServiceAccountRemovalFailed: 'ServiceAccountRemovalFailed',
+  AgentOperationFailed: 'AgentOperationFailed',
 } as const;
 
 export interface ManagedEnvironmentReconcilerOptions {
@@ -87,6 +90,8 @@ export interface ManagedEnvironmentReconcilerOptions {
   informer: Informer<KubeObject>;
   engineInstance: () => EngineInstanceRow;
   events: EventRecorder;
+  /** After the agent's operation Failed, it is announced again this long after (GITOPS_OPERATION_RETRY_INTERVAL). */
+  operationRetryMs?: number;
   selector?: LabelSelector;
   /** Called after the rows of an environment changed (re-enqueue the GitOpsDeployments of that namespace). */
   onEnvironmentChanged?: (namespace: string) => void;
@@ -125,6 +130,9 @@ function existingConditions(object: KubeObject): Record<string, unknown>[] {
 export function createManagedEnvironmentReconciler(options: ManagedEnvironmentReconcilerOptions): Reconciler {
   const { db, kc, sealer, informer, events } = options;
   const now = options.now ?? (() => new Date());
+  /** Failed agent operations already reported as an Event (one Event per failure). */
+  const reportedFailures = new Set<string>();
+  const AGENT_RETRY_AFTER_MS = options.operationRetryMs ?? 60_000;
 
   async function currentObject(namespace: string, name: string, signal: AbortSignal) {
     return await readCurrentObject(
@@ -418,7 +426,48 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       { status: ConditionStatus.True, reason: ManagedEnvironmentReason.Succeeded, message: '' },
       logger,
     );
-    return { requeueAfter: RECHECK_INTERVAL_MS };
+    const retryAfter = await reportAgentFailure(object, uid, result.environmentId, logger);
+    return { requeueAfter: Math.min(RECHECK_INTERVAL_MS, retryAfter ?? RECHECK_INTERVAL_MS) };
+  }
+
+  /**
+   * The connection works, but the agent may have failed to give it to Argo CD (e.g. it cannot unseal the
+   * token with its keys). The condition is about the connection (api.md: a single condition), so the failure
+   * is a Warning Event on the CR, once per failed operation; and the environment is announced again
+   * `operationRetryMs` after the failure, so it reaches Argo CD once the cause is fixed.
+   * Returns how long to wait before looking again when a retry is due later.
+   */
+  async function reportAgentFailure(
+    object: KubeObject,
+    uid: string,
+    environmentId: string,
+    logger: Logger,
+  ): Promise<number | undefined> {
+    const outcome = await environmentOperationsOutcome(db, uid, environmentId);
+    const failed = outcome.lastFinished;
+    if (outcome.pending || failed?.state !== 'Failed') return undefined;
+    if (!reportedFailures.has(failed.id)) {
+      reportedFailures.add(failed.id);
+      if (reportedFailures.size > 10_000) reportedFailures.clear();
+      logger.warn(
+        { operation: failed.id, environment: environmentId },
+        'the agent failed to apply the environment',
+      );
+      await events.event(
+        withTypeMeta(object),
+        'Warning',
+        EnvironmentEventReason.AgentOperationFailed,
+        `The cluster-agent could not give this environment to Argo CD: ${failed.message || 'the operation failed'}. It is retried.`,
+      );
+    }
+    const waited = now().getTime() - (failed.finished_at ?? failed.updated_at).getTime();
+    if (waited < AGENT_RETRY_AFTER_MS) return AGENT_RETRY_AFTER_MS - waited;
+    const operationId = await reannounceEnvironment(db, failed);
+    logger.info(
+      { operation: operationId, failedOperation: failed.id },
+      'environment announced to the agent again',
+    );
+    return undefined;
   }
 
   return async (key, context) => {
