@@ -26,6 +26,7 @@ import {
 } from '@gitops/db';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { type JsonObject, jsonEqual } from '../json.ts';
+import { type OperationsOutcome, operationsOutcome } from '../operation-outcome.ts';
 
 export const GITOPS_DEPLOYMENT_KIND = 'GitOpsDeployment';
 
@@ -209,47 +210,11 @@ export async function applyDesiredApplication(
   return { change: 'created', application: created, operation };
 }
 
-/** Where the Application operations of one GitOpsDeployment incarnation stand. */
-export interface OperationsOutcome {
-  /** Some operation is still Waiting or In_Progress. */
-  pending: boolean;
-  /** The operation that finished last (the newest word on the Argo CD Application), if any. */
-  lastFinished: OperationRow | undefined;
-}
-
-/**
- * The Application operations owned by GitOpsDeployment `ownerUid` (optionally for one application).
- * The agent serialises work per resource, so the operation that finished last is the newest outcome.
- * With `applicationId` the query uses the (resource_type, resource_id) index; without it (deleting
- * deployments that carry the user finalizer, whose rows are gone) it filters on owner_uid alone.
- */
-export async function applicationOperationsOutcome(
+/** The Application operations owned by GitOpsDeployment `ownerUid` (optionally for one application). */
+export function applicationOperationsOutcome(
   db: Kysely<Database>,
   ownerUid: string,
   applicationId?: string,
 ): Promise<OperationsOutcome> {
-  let query = db
-    .selectFrom('operation')
-    .selectAll()
-    .where('owner_kind', '=', GITOPS_DEPLOYMENT_KIND)
-    .where('owner_uid', '=', ownerUid)
-    .where('resource_type', '=', 'Application');
-  if (applicationId !== undefined) query = query.where('resource_id', '=', applicationId);
-  const operations = await query.execute();
-  let lastFinished: OperationRow | undefined;
-  for (const operation of operations) {
-    if (operation.finished_at === null) continue;
-    if (
-      !lastFinished ||
-      operation.finished_at > lastFinished.finished_at! ||
-      (operation.finished_at.getTime() === lastFinished.finished_at!.getTime() &&
-        operation.updated_at > lastFinished.updated_at)
-    ) {
-      lastFinished = operation;
-    }
-  }
-  return {
-    pending: operations.some((o) => o.state === 'Waiting' || o.state === 'In_Progress'),
-    lastFinished,
-  };
+  return operationsOutcome(db, { kind: GITOPS_DEPLOYMENT_KIND, uid: ownerUid }, 'Application', applicationId);
 }

@@ -12,13 +12,7 @@ import {
   GitOpsDeploymentMessage,
   GitOpsDeploymentReason,
 } from '@gitops/api';
-import {
-  type Database,
-  type EngineInstanceRow,
-  getApplication,
-  insertOperation,
-  type OperationRow,
-} from '@gitops/db';
+import { type Database, type EngineInstanceRow, getApplication, type OperationRow } from '@gitops/db';
 import {
   type EventRecorder,
   HttpMethod,
@@ -42,13 +36,13 @@ import { jsonEqual } from '../json.ts';
 import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
+import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
 import {
   applicationOperationsOutcome,
   applyDesiredApplication,
   type DeletedApplication,
   deleteMappedApplications,
   findDeploymentMappings,
-  GITOPS_DEPLOYMENT_KIND,
   lockDeploymentName,
 } from './application.store.ts';
 import { desiredApplicationSpec, parseGitOpsDeploymentSpec } from './desired-application.ts';
@@ -218,32 +212,22 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
    * Returns the delay after which to look again, or 0 when a new operation was announced.
    */
   async function retryFailedDelete(failed: OperationRow, logger: Logger): Promise<number> {
-    const waited = now().getTime() - (failed.finished_at ?? failed.updated_at).getTime();
-    if (waited < DELETE_RETRY_MS) return DELETE_RETRY_MS - waited;
+    const dueIn = retryDueIn(failed, DELETE_RETRY_MS, now());
+    if (dueIn > 0) return dueIn;
     const reannounced = await db.transaction().execute(async (trx) => {
       if (failed.owner_namespace && failed.owner_name) {
         await lockDeploymentName(trx, failed.owner_namespace, failed.owner_name);
       }
       // The application row is gone (deleted with the first announcement): the agent deletes what has none.
       if (await getApplication(trx, failed.resource_id)) return undefined;
-      return await insertOperation(trx, {
-        engineInstanceId: failed.engine_instance_id,
-        resourceType: 'Application',
-        resourceId: failed.resource_id,
-        ownerUserId: failed.owner_user_id,
-        ownerCr: {
-          kind: GITOPS_DEPLOYMENT_KIND,
-          namespace: failed.owner_namespace ?? '',
-          name: failed.owner_name ?? '',
-          uid: failed.owner_uid ?? '',
-        },
-      });
+      return await reannounceFailedOperation(trx, failed);
     });
-    if (!reannounced) return 0;
-    logger.info(
-      { application: failed.resource_id, operation: reannounced.operation.id, failedOperation: failed.id },
-      'application delete announced again: the previous attempt failed',
-    );
+    if (reannounced) {
+      logger.info(
+        { application: failed.resource_id, operation: reannounced.operation.id, failedOperation: failed.id },
+        'application delete announced again: the previous attempt failed',
+      );
+    }
     return 0;
   }
 

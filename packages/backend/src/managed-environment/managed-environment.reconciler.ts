@@ -38,6 +38,7 @@ import { kubeTime } from '../conditions.ts';
 import { isJsonObject, jsonEqual } from '../json.ts';
 import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
+import { operationsOutcome, reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
 import {
   type CheckOutcome,
   classifyConnectionError,
@@ -51,10 +52,9 @@ import {
 import {
   applyEnvironment,
   deleteMappedEnvironments,
-  environmentOperationsOutcome,
   findEnvironmentMappings,
   lockEnvironmentName,
-  reannounceEnvironment,
+  MANAGED_ENVIRONMENT_KIND,
   storedBearerToken,
 } from './managed-environment.store.ts';
 import { installServiceAccount, removeServiceAccount } from './service-account.ts';
@@ -443,7 +443,12 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     environmentId: string,
     logger: Logger,
   ): Promise<number | undefined> {
-    const outcome = await environmentOperationsOutcome(db, uid, environmentId);
+    const outcome = await operationsOutcome(
+      db,
+      { kind: MANAGED_ENVIRONMENT_KIND, uid },
+      'ManagedEnvironment',
+      environmentId,
+    );
     const failed = outcome.lastFinished;
     if (outcome.pending || failed?.state !== 'Failed') return undefined;
     if (!reportedFailures.has(failed.id)) {
@@ -460,11 +465,14 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
         `The cluster-agent could not give this environment to Argo CD: ${failed.message || 'the operation failed'}. It is retried.`,
       );
     }
-    const waited = now().getTime() - (failed.finished_at ?? failed.updated_at).getTime();
-    if (waited < AGENT_RETRY_AFTER_MS) return AGENT_RETRY_AFTER_MS - waited;
-    const operationId = await reannounceEnvironment(db, failed);
+    const dueIn = retryDueIn(failed, AGENT_RETRY_AFTER_MS, now());
+    if (dueIn > 0) return dueIn;
+    const { operation } = await db.transaction().execute(async (trx) => {
+      await lockEnvironmentName(trx, object.metadata.namespace ?? '', object.metadata.name);
+      return await reannounceFailedOperation(trx, failed);
+    });
     logger.info(
-      { operation: operationId, failedOperation: failed.id },
+      { operation: operation.id, failedOperation: failed.id },
       'environment announced to the agent again',
     );
     return undefined;

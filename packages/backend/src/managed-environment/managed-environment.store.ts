@@ -18,7 +18,6 @@ import {
   insertOperation,
   insertOperations,
   type OperationRequest,
-  type OperationRow,
   type Sealer,
   updateEnvironmentCredentials,
   upsertClusterUser,
@@ -220,58 +219,4 @@ export async function deleteMappedEnvironments(
     deleted.push({ environmentId: found.environment.id, affectedApplicationIds });
   }
   return deleted;
-}
-
-/**
- * The agent's latest finished operation on this environment announced for this CR, and whether one is still
- * pending (Waiting or In_Progress).
- */
-export async function environmentOperationsOutcome(
-  db: Kysely<Database>,
-  crUid: string,
-  environmentId: string,
-): Promise<{ pending: boolean; lastFinished: OperationRow | undefined }> {
-  const operations = await db
-    .selectFrom('operation')
-    .selectAll()
-    .where('owner_kind', '=', MANAGED_ENVIRONMENT_KIND)
-    .where('owner_uid', '=', crUid)
-    .where('resource_type', '=', 'ManagedEnvironment')
-    .where('resource_id', '=', environmentId)
-    .execute();
-  let lastFinished: OperationRow | undefined;
-  for (const operation of operations) {
-    if (operation.finished_at === null) continue;
-    if (!lastFinished?.finished_at || operation.finished_at > lastFinished.finished_at)
-      lastFinished = operation;
-  }
-  return {
-    pending: operations.some((o) => o.state === 'Waiting' || o.state === 'In_Progress'),
-    lastFinished,
-  };
-}
-
-/** Announces the environment to the agent again (after its last attempt Failed). */
-export async function reannounceEnvironment(
-  db: Kysely<Database>,
-  failed: OperationRow,
-): Promise<string | undefined> {
-  return await db.transaction().execute(async (trx) => {
-    if (failed.owner_namespace && failed.owner_name) {
-      await lockEnvironmentName(trx, failed.owner_namespace, failed.owner_name);
-    }
-    const { operation } = await insertOperation(trx, {
-      engineInstanceId: failed.engine_instance_id,
-      resourceType: 'ManagedEnvironment',
-      resourceId: failed.resource_id,
-      ownerUserId: failed.owner_user_id,
-      ownerCr: {
-        kind: MANAGED_ENVIRONMENT_KIND,
-        namespace: failed.owner_namespace ?? '',
-        name: failed.owner_name ?? '',
-        uid: failed.owner_uid ?? '',
-      },
-    });
-    return operation.id;
-  });
 }

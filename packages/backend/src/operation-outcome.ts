@@ -1,0 +1,83 @@
+/**
+ * What the agent made of the operations a custom resource announced, and announcing one again after the
+ * agent gave up on it. Shared by the reconcilers that report or retry the agent's work (GitOpsDeployment,
+ * ManagedEnvironment).
+ */
+import {
+  type CrKind,
+  type Database,
+  insertOperation,
+  type OperationResourceType,
+  type OperationRow,
+} from '@gitops/db';
+import type { Kysely, Transaction } from 'kysely';
+
+export interface OperationsOutcome {
+  /** Some operation is still Waiting or In_Progress. */
+  pending: boolean;
+  /** The operation that finished last (the newest word from the agent), if any. */
+  lastFinished: OperationRow | undefined;
+}
+
+/**
+ * The operations on `resourceType` owned by the CR `ownerKind`/`ownerUid` (optionally for one resource).
+ * The agent serialises work per resource, so the operation that finished last is the newest outcome.
+ * With `resourceId` the query uses the (resource_type, resource_id) index; without it (a deleting CR whose
+ * rows are gone) it filters on the owner alone.
+ */
+export async function operationsOutcome(
+  db: Kysely<Database>,
+  owner: { kind: CrKind; uid: string },
+  resourceType: OperationResourceType,
+  resourceId?: string,
+): Promise<OperationsOutcome> {
+  let query = db
+    .selectFrom('operation')
+    .selectAll()
+    .where('owner_kind', '=', owner.kind)
+    .where('owner_uid', '=', owner.uid)
+    .where('resource_type', '=', resourceType);
+  if (resourceId !== undefined) query = query.where('resource_id', '=', resourceId);
+  const operations = await query.execute();
+  let lastFinished: OperationRow | undefined;
+  for (const operation of operations) {
+    if (operation.finished_at === null) continue;
+    if (
+      !lastFinished ||
+      operation.finished_at > lastFinished.finished_at! ||
+      (operation.finished_at.getTime() === lastFinished.finished_at!.getTime() &&
+        operation.updated_at > lastFinished.updated_at)
+    ) {
+      lastFinished = operation;
+    }
+  }
+  return {
+    pending: operations.some((o) => o.state === 'Waiting' || o.state === 'In_Progress'),
+    lastFinished,
+  };
+}
+
+/** Milliseconds until an operation that Failed may be announced again (0: now). */
+export function retryDueIn(failed: OperationRow, retryAfterMs: number, now: Date): number {
+  const waited = now.getTime() - (failed.finished_at ?? failed.updated_at).getTime();
+  return Math.max(0, retryAfterMs - waited);
+}
+
+/** Announces the resource of a Failed operation again, to the same engine instance, owned by the same CR. */
+export async function reannounceFailedOperation(trx: Transaction<Database>, failed: OperationRow) {
+  return await insertOperation(trx, {
+    engineInstanceId: failed.engine_instance_id,
+    resourceType: failed.resource_type,
+    resourceId: failed.resource_id,
+    ownerUserId: failed.owner_user_id,
+    ownerCr:
+      failed.owner_kind && failed.owner_namespace && failed.owner_name && failed.owner_uid
+        ? {
+            kind: failed.owner_kind,
+            namespace: failed.owner_namespace,
+            name: failed.owner_name,
+            uid: failed.owner_uid,
+          }
+        : null,
+  });
+}
