@@ -4,11 +4,11 @@
  * component chosen through ARGOCD_BINARY_NAME) against a local API server, with their namespace prepared
  * the way Argo CD's install manifests prepare it.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { access, constants, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { parse } from 'yaml';
+import { isExecutable, runBuildScript } from './binaries.ts';
 import { type KubeEndpoint, kubeRequest } from './kube-request.ts';
 import { cacheDir, repoRoot } from './paths.ts';
 import { freePort } from './ports.ts';
@@ -20,15 +20,6 @@ export async function argoCdBuildVersion(): Promise<string> {
   const version = /github\.com\/argoproj\/argo-cd\/v3\s+(v[0-9]\S*)/.exec(goMod)?.[1];
   if (!version) throw new Error('tools/argocd/go.mod does not require github.com/argoproj/argo-cd/v3');
   return version;
-}
-
-async function isExecutable(path: string): Promise<boolean> {
-  try {
-    await access(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**
@@ -52,23 +43,7 @@ export async function builtArgoCdBinary(): Promise<string | undefined> {
 export async function ensureArgoCdBinary(log: (line: string) => void = () => {}): Promise<string> {
   const built = await builtArgoCdBinary();
   if (built) return built;
-  const script = join(repoRoot, 'tools', 'argocd', 'build.sh');
-  const dir = await new Promise<string>((resolveDir, reject) => {
-    const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      for (const line of chunk.toString().split('\n')) if (line) log(line);
-    });
-    child.on('error', reject);
-    child.on('exit', (code) => {
-      const folder = out.trim().split('\n').pop() ?? '';
-      if (code === 0 && folder) resolveDir(folder);
-      else reject(new Error(`tools/argocd/build.sh failed with exit code ${code}`));
-    });
-  });
+  const dir = await runBuildScript('argocd', log);
   return join(dir, 'argocd');
 }
 

@@ -15,7 +15,7 @@ export const ARGOCD_VERSION = 'v3.5.3';
 
 const CONTROL_PLANE_BINARIES = ['etcd', 'kube-apiserver', 'kube-controller-manager'] as const;
 
-async function isExecutable(path: string): Promise<boolean> {
+export async function isExecutable(path: string): Promise<boolean> {
   try {
     await access(path, constants.X_OK);
     return true;
@@ -39,7 +39,15 @@ export async function ensureControlPlaneBinaries(log: (line: string) => void = (
     }
     return assets;
   }
-  const script = join(repoRoot, 'tools', 'k8s', 'build.sh');
+  return runBuildScript('k8s', log);
+}
+
+/**
+ * Runs tools/<tool>/build.sh (a one-time build into the cache; at once when cached), passing its progress
+ * (stderr) to `log`, and returns the folder it prints last on stdout.
+ */
+export function runBuildScript(tool: string, log: (line: string) => void): Promise<string> {
+  const script = join(repoRoot, 'tools', tool, 'build.sh');
   return new Promise((resolveDir, reject) => {
     const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
@@ -53,7 +61,7 @@ export async function ensureControlPlaneBinaries(log: (line: string) => void = (
     child.on('exit', (code) => {
       const dir = out.trim().split('\n').pop() ?? '';
       if (code === 0 && dir) resolveDir(dir);
-      else reject(new Error(`tools/k8s/build.sh failed with exit code ${code}`));
+      else reject(new Error(`tools/${tool}/build.sh failed with exit code ${code}`));
     });
   });
 }
