@@ -1,18 +1,20 @@
 /**
  * `pnpm dev`: the whole system on this machine, as separate processes.
- * Embedded PostgreSQL (.dev/postgres) + a local control plane (.dev/cluster) + a real Argo CD when it is
- * built (redis, argocd-repo-server, argocd-application-controller in .dev/argocd; `bash tools/argocd/build.sh`
- * builds it once) + backend + cluster-agent.
+ * Embedded PostgreSQL (.dev/postgres) + a local control plane (.dev/cluster) + a real Argo CD (redis,
+ * argocd-repo-server, argocd-application-controller in .dev/argocd; built once on the first run, like the
+ * control plane) + backend + cluster-agent. Without Debian's redis-server, or with GITOPS_DEV_ARGOCD=false,
+ * it runs without Argo CD and says so.
  * Writes .dev/kubeconfig, prints `READY kubeconfig=<path>` when all is up, prefixes every process's
  * logs, and stops everything on Ctrl-C / SIGTERM. State survives restarts; `rm -rf .dev` resets it.
  */
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   type ArgoCd,
-  builtArgoCdBinary,
   type ControlPlane,
+  ensureArgoCdBinary,
   freePort,
   kubeRequest,
   type ManagedProcess,
@@ -51,6 +53,16 @@ async function shutdown(code: number): Promise<never> {
 process.on('SIGINT', () => void shutdown(0));
 process.on('SIGTERM', () => void shutdown(0));
 
+/** Whether Debian's redis-server (Argo CD's cache) is installed. */
+function hasRedis(): boolean {
+  try {
+    execFileSync('redis-server', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** A stable local encryption key (never printed); production reads keys from a Kubernetes Secret. */
 async function devEncryptionKeys(): Promise<string> {
   const file = join(devDir, 'encryption-keys');
@@ -84,6 +96,14 @@ try {
     startPostgres({ dataDir: join(devDir, 'postgres') }),
     startControlPlane({ workDir: join(devDir, 'cluster'), log: say }),
   ]);
+  const argoCdOff =
+    process.env.GITOPS_DEV_ARGOCD === 'false'
+      ? 'GITOPS_DEV_ARGOCD=false'
+      : hasRedis()
+        ? undefined
+        : 'redis-server is not installed (apt-get install redis-server)';
+  if (!argoCdOff) say('argo cd: building it once if needed (tools/argocd/build.sh: about 8 min on 2 cores)');
+  const argoCdBinary = argoCdOff ? undefined : await ensureArgoCdBinary(say);
   const databaseUrl = await ensureDatabase(postgres.url, 'gitops');
   const kubeconfig = join(devDir, 'kubeconfig');
   await copyFile(controlPlane.kubeconfigPath, kubeconfig);
@@ -92,7 +112,6 @@ try {
   });
   if (ns.status >= 300 && ns.status !== 409)
     throw new Error(`creating namespace ${argoCdNamespace}: ${ns.status}`);
-  const argoCdBinary = await builtArgoCdBinary();
   let argoCdLine: string;
   if (argoCdBinary) {
     const argoStarted = Date.now();
@@ -115,7 +134,7 @@ try {
     }
     argoCdLine = `argo cd ${argoCd.version}: running (redis, repo-server, application-controller; namespace ${argoCdNamespace}; started in ${((Date.now() - argoStarted) / 1000).toFixed(1)}s)`;
   } else {
-    argoCdLine = `argo cd: NOT BUILT, running WITHOUT a real Argo CD: Applications are created in namespace ${argoCdNamespace} but nothing syncs them. Build it once with \`bash tools/argocd/build.sh\` (about 15-25 min) and restart.`;
+    argoCdLine = `argo cd: NOT RUNNING (${argoCdOff}): running WITHOUT a real Argo CD; Applications are created in namespace ${argoCdNamespace} but nothing syncs them.`;
   }
 
   const common = {
