@@ -5,7 +5,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { KubeObject } from '@gitops/shared';
 import { manifest } from '../fixture/git-repo.ts';
-import { type ArgoApplication, eventually, get, paths, remove } from '../fixture/kube.ts';
+import {
+  type ArgoApplication,
+  eventually,
+  type GitOpsDeployment,
+  get,
+  paths,
+  remove,
+} from '../fixture/kube.ts';
 import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
 
 const syncRunPath = (ns: string, name: string) =>
@@ -55,9 +62,14 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
 
   const application = (uid: string) =>
     get<Application>(f.system.kc, paths.application(f.system.argoCdNamespace, `gitopsdepl-${uid}`));
-  const syncRunSucceeded = (name: string) =>
+  /**
+   * The SyncRun reports no error. (Its single ErrorOccurred condition is False from the moment the sync is
+   * requested, so it says "no error so far", not "done": the outcome is in the GitOpsDeployment's
+   * status.operationState, copied from Argo CD — see syncedTo.)
+   */
+  const syncRunWithoutError = (name: string) =>
     eventually(
-      `SyncRun ${name} to succeed`,
+      `SyncRun ${name} without error`,
       async () => {
         const run = await get<SyncRun>(f.system.kc, syncRunPath(tenant, name));
         const c = run?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
@@ -66,6 +78,13 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
       },
       CONVERGE_MS,
     );
+
+  /** Waits until the GitOpsDeployment shows Argo CD's operation Succeeded at `revision`. */
+  const syncedTo = (gd: GitOpsDeployment, revision: string) =>
+    f.expect.deployment(gd).is(`a Succeeded sync to ${revision}`, (s) => {
+      const state = s.operationState as OperationState | undefined;
+      return state?.phase === 'Succeeded' && state.syncResult?.revision === revision;
+    });
 
   it('a manual GitOpsDeployment is OutOfSync/Missing; a SyncRun to a given commit deploys that commit', async () => {
     // Given a repository with two commits
@@ -92,7 +111,8 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     // When a SyncRun asks for the first commit
     await f.system.createSyncRun(tenant, 'to-first', { gitopsDeploymentName: 'manual', revisionID: first });
     // Then that commit is deployed (not the head of main)
-    await syncRunSucceeded('to-first');
+    await syncRunWithoutError('to-first');
+    await syncedTo(gd, first);
     const cm = await f.expect.object(tenant, 'ConfigMap', 'manual-config');
     assert.equal(cm.data?.release, 'first');
     const app = await application(gd.metadata.uid ?? '');
@@ -129,8 +149,8 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
         revisionID: sha,
       });
     }
-    // Then each succeeds, and Argo CD's history lists the three commits in creation order
-    for (const i of [1, 2, 3]) await syncRunSucceeded(`history-${i}`);
+    // Then none reports an error, and Argo CD's history lists the three commits in creation order
+    for (const i of [1, 2, 3]) await syncRunWithoutError(`history-${i}`);
     // (Argo CD writes its history in a patch of its own next to the operation's result.)
     const app = await eventually(
       'three entries in Argo CD’s history',
@@ -146,6 +166,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     const revisions = (app.status?.history ?? []).map((h) => h.revision);
     assert.deepEqual(revisions.slice(-3), shas);
     // and the last one is what is deployed
+    await syncedTo(gd, shas[2] ?? '');
     const cm = await f.expect.object(tenant, 'ConfigMap', 'history-config');
     assert.equal(cm.data?.step, '3');
   });
