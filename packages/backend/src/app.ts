@@ -32,7 +32,9 @@ import {
   type Logger,
   loadKubeConfig,
   objectKey,
+  type Periodic,
   type Registry,
+  runPeriodically,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { type BackendConfig, shardSelector } from './config.ts';
@@ -60,6 +62,7 @@ import {
 import { createStatusController, type StatusController } from './status/status.controller.ts';
 import { createSyncRunController, type SyncRunController } from './sync-run/sync-run.controller.ts';
 import { createSyncRunReconciler, syncRunResource } from './sync-run/sync-run.reconciler.ts';
+import { sweepDeletedTenants } from './tenant-sweep.ts';
 
 /** How long start() retries transient failures of the database or the API server. */
 const START_RETRY_MS = 120_000;
@@ -240,6 +243,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     : undefined;
 
   let listener: Listener | undefined;
+  let tenantSweeper: Periodic | undefined;
   let started = false;
   let closing: Promise<void> | undefined;
 
@@ -343,6 +347,13 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       syncRuns.start();
       status.start();
       relay?.start();
+      // Tenants whose namespace is gone and who have nothing left: now and every resync period.
+      tenantSweeper = runPeriodically(
+        'tenant sweep',
+        config.resyncIntervalMs,
+        (signal) => sweepDeletedTenants(db, kc, signal, logger),
+        { logger, jitter: 0.25 },
+      );
       if (!relay)
         logger.warn(
           'the outbox relay is disabled (GITOPS_RELAY_ENABLED=false): no Operation CRs are created',
@@ -352,6 +363,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     },
     close() {
       closing ??= (async () => {
+        await tenantSweeper?.stop();
         await relay?.stop();
         await listener?.close();
         await Promise.all([deployments.stop(), status.stop(), syncRuns.stop()]);
