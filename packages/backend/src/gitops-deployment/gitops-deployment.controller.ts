@@ -4,22 +4,20 @@
  * (a delete event missed while the backend was down). The informer's own periodic relist re-delivers
  * every object, which re-reconciles everything (the level-triggered safety net).
  */
-import { type Database, getOperation } from '@gitops/db';
+import type { Database } from '@gitops/db';
 import {
   createWorkQueue,
   type Informer,
   type KubeObject,
   type Logger,
   objectKey,
-  type Periodic,
   type Reconciler,
   type Registry,
-  runPeriodically,
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
+import { type CrControllerLifecycle, crControllerLifecycle } from '../cr-controller.ts';
 import { jsonEqual } from '../json.ts';
-import { enqueueMappingsMissingFromCache, ownerKeyOf } from '../orphan-sweep.ts';
 import { GITOPS_DEPLOYMENT_KIND } from './application.store.ts';
 
 export interface GitOpsDeploymentControllerOptions {
@@ -32,17 +30,8 @@ export interface GitOpsDeploymentControllerOptions {
   resyncIntervalMs: number;
 }
 
-export interface GitOpsDeploymentController {
+export interface GitOpsDeploymentController extends CrControllerLifecycle {
   readonly queue: WorkQueue;
-  /** Starts the queue and the orphan sweep; call once the informer has synced. */
-  start(): void;
-  /** A GitOpsDeployment operation changed state: re-enqueue its owner. */
-  onOperationStateChanged(operationId: string): Promise<void>;
-  /** Enqueues every cached deployment (after a LISTEN reconnect: notifications may be lost). */
-  enqueueAll(): void;
-  /** Enqueues the names of mappings whose GitOpsDeployment incarnation is not in the cache. */
-  sweepOrphans(): Promise<number>;
-  stop(): Promise<void>;
 }
 
 /** Only changes that matter to the database or the finalizer (not our own status writes). */
@@ -78,42 +67,16 @@ export function createGitOpsDeploymentController(
     }),
     informer.onDelete((o) => queue.add(objectKey(o))),
   ];
-  let sweeper: Periodic | undefined;
-
-  async function sweepOrphans(): Promise<number> {
-    return await enqueueMappingsMissingFromCache(
-      db,
-      GITOPS_DEPLOYMENT_KIND,
-      informer,
-      (key) => queue.add(key),
-      logger,
-    );
-  }
-
   return {
     queue,
-    start() {
-      queue.start();
-      // Rows whose CR vanished while no backend watched (missed delete events): now and every resync period.
-      sweeper = runPeriodically(
-        'GitOpsDeployment orphan sweep',
-        options.resyncIntervalMs,
-        () => sweepOrphans(),
-        { logger: logger, jitter: 0.25 },
-      );
-    },
-    async onOperationStateChanged(operationId) {
-      const key = ownerKeyOf(await getOperation(db, operationId), GITOPS_DEPLOYMENT_KIND);
-      if (key) queue.add(key);
-    },
-    enqueueAll() {
-      for (const object of informer.list()) queue.add(objectKey(object));
-    },
-    sweepOrphans,
-    async stop() {
-      await sweeper?.stop();
-      for (const u of unsubscribe) u();
-      await queue.shutdown();
-    },
+    ...crControllerLifecycle({
+      kind: GITOPS_DEPLOYMENT_KIND,
+      db: db,
+      informer,
+      queue,
+      unsubscribe,
+      resyncIntervalMs: options.resyncIntervalMs,
+      logger: logger,
+    }),
   };
 }

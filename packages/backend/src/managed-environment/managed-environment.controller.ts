@@ -5,22 +5,20 @@
  * re-check; the informer's relist is the slow safety net.
  */
 import { SecretType } from '@gitops/api';
-import { type Database, getOperation } from '@gitops/db';
+import type { Database } from '@gitops/db';
 import {
   createWorkQueue,
   type Informer,
   type KubeObject,
   type Logger,
   objectKey,
-  type Periodic,
   type Reconciler,
   type Registry,
-  runPeriodically,
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
+import { type CrControllerLifecycle, crControllerLifecycle } from '../cr-controller.ts';
 import { isJsonObject, jsonEqual } from '../json.ts';
-import { enqueueMappingsMissingFromCache, ownerKeyOf } from '../orphan-sweep.ts';
 import { MANAGED_ENVIRONMENT_KIND } from './managed-environment.store.ts';
 
 export interface ManagedEnvironmentControllerOptions {
@@ -37,15 +35,8 @@ export interface ManagedEnvironmentControllerOptions {
   onConditionChanged?: (namespace: string) => void;
 }
 
-export interface ManagedEnvironmentController {
+export interface ManagedEnvironmentController extends CrControllerLifecycle {
   readonly queue: WorkQueue;
-  start(): void;
-  enqueueAll(): void;
-  /** Enqueues the names of mappings whose ManagedEnvironment incarnation is not in the cache. */
-  sweepOrphans(): Promise<number>;
-  /** An operation finished or changed state: its ManagedEnvironment (if it owns it) is reconciled. */
-  onOperationStateChanged(operationId: string): Promise<void>;
-  stop(): Promise<void>;
 }
 
 /** Field selector of the Secrets watched (only ManagedEnvironment credentials). */
@@ -103,45 +94,16 @@ export function createManagedEnvironmentController(
     }),
     secrets.onDelete(enqueueReferencing),
   ];
-  let sweeper: Periodic | undefined;
-
-  async function sweepOrphans(): Promise<number> {
-    if (!options.db) return 0;
-    return await enqueueMappingsMissingFromCache(
-      options.db,
-      MANAGED_ENVIRONMENT_KIND,
-      informer,
-      (key) => queue.add(key),
-      options.logger,
-    );
-  }
-
   return {
     queue,
-    sweepOrphans,
-    start() {
-      queue.start();
-      // Rows whose CR vanished while no backend watched (missed delete events): now and every resync period.
-      if (options.db)
-        sweeper = runPeriodically(
-          'ManagedEnvironment orphan sweep',
-          options.resyncIntervalMs ?? 600_000,
-          () => sweepOrphans(),
-          { logger: options.logger, jitter: 0.25 },
-        );
-    },
-    enqueueAll() {
-      for (const object of informer.list()) queue.add(objectKey(object));
-    },
-    async onOperationStateChanged(operationId) {
-      if (!options.db) return;
-      const key = ownerKeyOf(await getOperation(options.db, operationId), MANAGED_ENVIRONMENT_KIND);
-      if (key) queue.add(key);
-    },
-    async stop() {
-      await sweeper?.stop();
-      for (const u of unsubscribe) u();
-      await queue.shutdown();
-    },
+    ...crControllerLifecycle({
+      kind: MANAGED_ENVIRONMENT_KIND,
+      db: options.db,
+      informer,
+      queue,
+      unsubscribe,
+      resyncIntervalMs: options.resyncIntervalMs ?? 600_000,
+      logger: options.logger,
+    }),
   };
 }

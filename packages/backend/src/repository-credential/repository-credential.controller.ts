@@ -5,22 +5,20 @@
  * rows whose CR is gone. The reconciler's `requeueAfter` re-validates periodically.
  */
 import { SecretType } from '@gitops/api';
-import { type Database, getOperation } from '@gitops/db';
+import type { Database } from '@gitops/db';
 import {
   createWorkQueue,
   type Informer,
   type KubeObject,
   type Logger,
   objectKey,
-  type Periodic,
   type Reconciler,
   type Registry,
-  runPeriodically,
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
+import { type CrControllerLifecycle, crControllerLifecycle } from '../cr-controller.ts';
 import { jsonEqual } from '../json.ts';
-import { enqueueMappingsMissingFromCache, ownerKeyOf } from '../orphan-sweep.ts';
 import { parseRepositoryCredentialSpec } from './repository-credential.reconciler.ts';
 import { REPOSITORY_CREDENTIAL_KIND } from './repository-credential.store.ts';
 
@@ -38,13 +36,8 @@ export interface RepositoryCredentialControllerOptions {
   resyncIntervalMs: number;
 }
 
-export interface RepositoryCredentialController {
+export interface RepositoryCredentialController extends CrControllerLifecycle {
   readonly queue: WorkQueue;
-  start(): void;
-  onOperationStateChanged(operationId: string): Promise<void>;
-  enqueueAll(): void;
-  sweepOrphans(): Promise<number>;
-  stop(): Promise<void>;
 }
 
 function needsReconcile(a: KubeObject, b: KubeObject): boolean {
@@ -92,42 +85,16 @@ export function createRepositoryCredentialController(
     }),
     secrets.onDelete(enqueueUsersOf),
   ];
-  let sweeper: Periodic | undefined;
-
-  async function sweepOrphans(): Promise<number> {
-    return await enqueueMappingsMissingFromCache(
-      db,
-      REPOSITORY_CREDENTIAL_KIND,
-      informer,
-      (key) => queue.add(key),
-      logger,
-    );
-  }
-
   return {
     queue,
-    start() {
-      queue.start();
-      // Rows whose CR vanished while no backend watched (missed delete events): now and every resync period.
-      sweeper = runPeriodically(
-        'RepositoryCredential orphan sweep',
-        options.resyncIntervalMs,
-        () => sweepOrphans(),
-        { logger: logger, jitter: 0.25 },
-      );
-    },
-    async onOperationStateChanged(operationId) {
-      const key = ownerKeyOf(await getOperation(db, operationId), REPOSITORY_CREDENTIAL_KIND);
-      if (key) queue.add(key);
-    },
-    enqueueAll() {
-      for (const object of informer.list()) queue.add(objectKey(object));
-    },
-    sweepOrphans,
-    async stop() {
-      await sweeper?.stop();
-      for (const u of unsubscribe) u();
-      await queue.shutdown();
-    },
+    ...crControllerLifecycle({
+      kind: REPOSITORY_CREDENTIAL_KIND,
+      db: db,
+      informer,
+      queue,
+      unsubscribe,
+      resyncIntervalMs: options.resyncIntervalMs,
+      logger: logger,
+    }),
   };
 }

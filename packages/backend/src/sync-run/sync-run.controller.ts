@@ -4,22 +4,20 @@
  * parent proceeds); SyncOperation operation state changes (NOTIFY) → the owning SyncRun; and a slow
  * jittered sweep for rows whose SyncRun is gone (a delete event missed while the backend was down).
  */
-import { type Database, getOperation } from '@gitops/db';
+import type { Database } from '@gitops/db';
 import {
   createWorkQueue,
   type Informer,
   type KubeObject,
   type Logger,
   objectKey,
-  type Periodic,
   type Reconciler,
   type Registry,
-  runPeriodically,
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
+import { type CrControllerLifecycle, crControllerLifecycle } from '../cr-controller.ts';
 import { isJsonObject, jsonEqual } from '../json.ts';
-import { enqueueMappingsMissingFromCache, ownerKeyOf } from '../orphan-sweep.ts';
 import { SYNC_RUN_KIND } from './sync-run.store.ts';
 
 export interface SyncRunControllerOptions {
@@ -33,14 +31,8 @@ export interface SyncRunControllerOptions {
   resyncIntervalMs: number;
 }
 
-export interface SyncRunController {
+export interface SyncRunController extends CrControllerLifecycle {
   readonly queue: WorkQueue;
-  start(): void;
-  /** A SyncOperation operation changed state: re-enqueue its owner. */
-  onOperationStateChanged(operationId: string): Promise<void>;
-  enqueueAll(): void;
-  sweepOrphans(): Promise<number>;
-  stop(): Promise<void>;
 }
 
 /** Our own status writes do not need a reconcile. */
@@ -96,42 +88,16 @@ export function createSyncRunController(options: SyncRunControllerOptions): Sync
       }
     }),
   ];
-  let sweeper: Periodic | undefined;
-
-  async function sweepOrphans(): Promise<number> {
-    return await enqueueMappingsMissingFromCache(
-      db,
-      SYNC_RUN_KIND,
-      informer,
-      (key) => queue.add(key),
-      logger,
-    );
-  }
-
   return {
     queue,
-    start() {
-      queue.start();
-      // Rows whose CR vanished while no backend watched (missed delete events): now and every resync period.
-      sweeper = runPeriodically(
-        'GitOpsDeploymentSyncRun orphan sweep',
-        options.resyncIntervalMs,
-        () => sweepOrphans(),
-        { logger: logger, jitter: 0.25 },
-      );
-    },
-    async onOperationStateChanged(operationId) {
-      const key = ownerKeyOf(await getOperation(db, operationId), SYNC_RUN_KIND);
-      if (key) queue.add(key);
-    },
-    enqueueAll() {
-      for (const object of informer.list()) queue.add(objectKey(object));
-    },
-    sweepOrphans,
-    async stop() {
-      await sweeper?.stop();
-      for (const u of unsubscribe) u();
-      await queue.shutdown();
-    },
+    ...crControllerLifecycle({
+      kind: SYNC_RUN_KIND,
+      db: db,
+      informer,
+      queue,
+      unsubscribe,
+      resyncIntervalMs: options.resyncIntervalMs,
+      logger: logger,
+    }),
   };
 }
