@@ -6,6 +6,7 @@
 export * from './clock.ts';
 export * from './config.ts';
 export * from './errors.ts';
+export * from './feature.ts';
 export * from './http-server.ts';
 export * from './informer.ts';
 export * from './kube.ts';
