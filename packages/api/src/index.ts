@@ -7,6 +7,10 @@ export { type CustomResourceDefinitionManifest, crdDirectory, loadCrds } from '.
 export type { ObjectMeta, OwnerReference } from './object-meta.ts';
 export type * from './types.generated.ts';
 
+import { describeKind } from './kind.ts';
+
+export { describeKind, type KindDescriptor } from './kind.ts';
+
 export const API_GROUP = 'managed-gitops.redhat.com';
 export const API_VERSION = 'v1alpha1';
 /** The `apiVersion` of every object of this API. */
@@ -31,6 +35,40 @@ export const Plural = {
   Operation: 'operations',
 } as const satisfies Record<Kind, string>;
 export type Plural = (typeof Plural)[keyof typeof Plural];
+
+/** The descriptor of each kind of this API (see kind.ts). */
+export const Kinds = {
+  GitOpsDeployment: describeKind({
+    group: API_GROUP,
+    version: API_VERSION,
+    kind: Kind.GitOpsDeployment,
+    plural: Plural.GitOpsDeployment,
+  }),
+  GitOpsDeploymentSyncRun: describeKind({
+    group: API_GROUP,
+    version: API_VERSION,
+    kind: Kind.GitOpsDeploymentSyncRun,
+    plural: Plural.GitOpsDeploymentSyncRun,
+  }),
+  GitOpsDeploymentManagedEnvironment: describeKind({
+    group: API_GROUP,
+    version: API_VERSION,
+    kind: Kind.GitOpsDeploymentManagedEnvironment,
+    plural: Plural.GitOpsDeploymentManagedEnvironment,
+  }),
+  GitOpsDeploymentRepositoryCredential: describeKind({
+    group: API_GROUP,
+    version: API_VERSION,
+    kind: Kind.GitOpsDeploymentRepositoryCredential,
+    plural: Plural.GitOpsDeploymentRepositoryCredential,
+  }),
+  Operation: describeKind({
+    group: API_GROUP,
+    version: API_VERSION,
+    kind: Kind.Operation,
+    plural: Plural.Operation,
+  }),
+} as const satisfies Record<Kind, unknown>;
 
 /** `spec.type` of a GitOpsDeployment. */
 export const GitOpsDeploymentType = {

@@ -1,12 +1,12 @@
 /**
  * `buildBackend(config)`: the whole backend without ports or process signals (tests build it in-process;
- * main.ts adds the health server and signal handling).
+ * main.ts adds the health server and signal handling). It is a list of features (see backend-feature.ts)
+ * and the routing of database notifications to them.
  *
  * start(): migrate the database (advisory lock: safe with several replicas), register the engine
- * instance, start the GitOpsDeployment informer (all namespaces) and LISTEN, then, once the cache has
- * synced, the reconciler, the status path and the outbox relay. ready() is true from then on.
+ * instance, start every feature's informers and LISTEN, then, once every cache has synced, the features
+ * (controllers, status path, outbox relay, sweeps). ready() is true from then on.
  */
-import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import {
   createDb,
   createSealer,
@@ -21,8 +21,9 @@ import {
   type Sealer,
 } from '@gitops/db';
 import {
+  backoffDelay,
   createEventRecorder,
-  createInformer,
+  createFeatureSet,
   createLogger,
   createMetricsRegistry,
   type Informer,
@@ -31,38 +32,26 @@ import {
   type KubeObject,
   type Logger,
   loadKubeConfig,
-  objectKey,
-  type Periodic,
   type Registry,
-  runPeriodically,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
+import { type BackendFeature, createBackendContext, type NotificationChannel } from './backend-feature.ts';
 import { type BackendConfig, shardSelector } from './config.ts';
 import { registerEngineInstance } from './engine-instance.ts';
 import {
-  createGitOpsDeploymentController,
-  type GitOpsDeploymentController,
-} from './gitops-deployment/gitops-deployment.controller.ts';
-import { createGitOpsDeploymentReconciler } from './gitops-deployment/gitops-deployment.reconciler.ts';
-import { type LabelSelector, parseLabelSelector } from './label-selector.ts';
-import { createEnvironmentResolver } from './managed-environment/environment.resolver.ts';
-import {
-  createManagedEnvironmentController,
-  MANAGED_ENVIRONMENT_SECRET_SELECTOR,
-} from './managed-environment/managed-environment.controller.ts';
-import {
-  createManagedEnvironmentReconciler,
-  managedEnvironmentResource,
-} from './managed-environment/managed-environment.reconciler.ts';
-import { createOperationRelay, type OperationRelay } from './relay/operation-relay.ts';
+  createGitOpsDeploymentFeature,
+  type GitOpsDeploymentFeature,
+} from './gitops-deployment/gitops-deployment.feature.ts';
+import { parseLabelSelector } from './label-selector.ts';
+import { createManagedEnvironmentFeature } from './managed-environment/managed-environment.feature.ts';
+import { createOperationRelayFeature, type OperationRelay } from './relay/operation-relay.ts';
 import {
   createRepositoryCredentialsFeature,
   type RepositoryCredentialsFeature,
 } from './repository-credential/repository-credentials.feature.ts';
-import { createStatusController, type StatusController } from './status/status.controller.ts';
-import { createSyncRunController, type SyncRunController } from './sync-run/sync-run.controller.ts';
-import { createSyncRunReconciler, syncRunResource } from './sync-run/sync-run.reconciler.ts';
-import { sweepDeletedTenants } from './tenant-sweep.ts';
+import { createStatusFeature, type StatusFeature } from './status/status.feature.ts';
+import { createSyncRunFeature, type SyncRunFeature } from './sync-run/sync-run.feature.ts';
+import { createTenantSweepFeature } from './tenant-sweep.ts';
 
 /** How long start() retries transient failures of the database or the API server. */
 const START_RETRY_MS = 120_000;
@@ -78,18 +67,19 @@ export interface Backend {
   start(): Promise<void>;
   /** Stops everything (draining running reconciles) and closes the database pool. Idempotent. */
   close(): Promise<void>;
-  /** True once started and the informer cache has synced; false again while closing. */
+  /** True once started and every informer cache has synced; false again while closing. */
   ready(): boolean;
   readonly db: Kysely<Database>;
   readonly kubeConfig: KubeConfig;
   readonly registry: Registry;
   readonly logger: Logger;
   readonly sealer: Sealer;
+  /** The GitOpsDeployment cache. */
   readonly informer: Informer<KubeObject>;
-  readonly deployments: GitOpsDeploymentController;
-  readonly status: StatusController;
+  readonly deployments: GitOpsDeploymentFeature;
+  readonly status: StatusFeature;
   readonly repositoryCredentials: RepositoryCredentialsFeature;
-  readonly syncRuns: SyncRunController;
+  readonly syncRuns: SyncRunFeature;
   /** Undefined when GITOPS_RELAY_ENABLED=false. */
   readonly relay: OperationRelay | undefined;
   /** The registered engine instance (after start). */
@@ -101,168 +91,52 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const registry = options.registry ?? createMetricsRegistry({ defaultLabels: { component: 'backend' } });
   const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
   const sealer = createSealer(config.encryptionKeys);
-  const selector: LabelSelector = parseLabelSelector(shardSelector(config.backendShard));
   const db = createDb(config.databaseUrl, {
     applicationName: 'gitops-backend',
     onIdleConnectionError: (err) => logger.warn({ err }, 'idle database connection failed'),
   });
-
-  const informer = createInformer<KubeObject>({
-    kubeConfig: kc,
-    resource: { apiVersion: API_GROUP_VERSION, plural: Plural.GitOpsDeployment },
-    labelSelector: selector.text,
-    registry,
-    logger,
-    resyncPeriodMs: config.resyncIntervalMs,
-  });
-  const events = createEventRecorder(kc, { component: 'gitops-backend', logger });
   let engineInstance: EngineInstanceRow | undefined;
-  const currentEngineInstance = () => {
-    if (!engineInstance) throw new Error('the backend has not started');
-    return engineInstance;
-  };
-
-  // ManagedEnvironments: same shard selector; their Secrets (by type) re-trigger them.
-  const environmentInformer = createInformer<KubeObject>({
-    kubeConfig: kc,
-    resource: managedEnvironmentResource,
-    labelSelector: selector.text,
-    registry,
-    logger,
-    resyncPeriodMs: config.resyncIntervalMs,
-  });
-  const environmentSecretInformer = createInformer<KubeObject>({
-    kubeConfig: kc,
-    resource: { apiVersion: 'v1', plural: 'secrets' },
-    fieldSelector: MANAGED_ENVIRONMENT_SECRET_SELECTOR,
-    registry,
-    logger,
-    resyncPeriodMs: config.resyncIntervalMs,
-  });
-  const environments = createManagedEnvironmentController({
-    informer: environmentInformer,
-    secrets: environmentSecretInformer,
-    db,
-    resyncIntervalMs: config.resyncIntervalMs,
-    registry,
-    logger: logger.child({ controller: 'gitopsdeploymentmanagedenvironment' }),
-    concurrency: config.maxConcurrentReconciles,
-    // A connection condition changed (seen in the cache): the namespace's GitOpsDeployments resolve again.
-    onConditionChanged: (namespace) => {
-      for (const deployment of informer.list(namespace)) deployments.queue.add(objectKey(deployment));
-    },
-    reconcile: createManagedEnvironmentReconciler({
-      db,
-      kc,
-      sealer,
-      informer: environmentInformer,
-      engineInstance: currentEngineInstance,
-      events,
-      selector,
-      operationRetryMs: config.operationRetryMs,
-      // GitOpsDeployments of the namespace resolve their environment again.
-      onEnvironmentChanged: (namespace) => {
-        for (const deployment of informer.list(namespace)) deployments.queue.add(objectKey(deployment));
-      },
-    }),
-  });
-
-  const deployments = createGitOpsDeploymentController({
-    db,
-    informer,
-    registry,
-    logger: logger.child({ controller: 'gitopsdeployment' }),
-    concurrency: config.maxConcurrentReconciles,
-    resyncIntervalMs: config.resyncIntervalMs,
-    reconcile: createGitOpsDeploymentReconciler({
-      db,
-      kc,
-      informer,
-      engineInstance: currentEngineInstance,
-      events,
-      selector,
-      resolveEnvironment: createEnvironmentResolver(db, environmentInformer),
-      operationRetryMs: config.operationRetryMs,
-    }),
-  });
-  // SyncRuns: same shard selector as GitOpsDeployments.
-  const syncRunInformer = createInformer<KubeObject>({
-    kubeConfig: kc,
-    resource: syncRunResource,
-    labelSelector: selector.text,
-    registry,
-    logger,
-    resyncPeriodMs: config.resyncIntervalMs,
-  });
-  const syncRuns = createSyncRunController({
-    db,
-    informer: syncRunInformer,
-    deployments: informer,
-    registry,
-    logger: logger.child({ controller: 'gitopsdeploymentsyncrun' }),
-    concurrency: config.maxConcurrentReconciles,
-    resyncIntervalMs: config.resyncIntervalMs,
-    reconcile: createSyncRunReconciler({
-      db,
-      kc,
-      informer: syncRunInformer,
-      deployments: informer,
-      events,
-      selector,
-    }),
-  });
-  const status = createStatusController({
-    db,
-    kc,
-    informer,
-    registry,
-    logger: logger.child({ controller: 'gitopsdeployment-status' }),
-    concurrency: config.maxConcurrentReconciles,
-    events,
-  });
-  const repositoryCredentials = createRepositoryCredentialsFeature({
+  const ctx = createBackendContext({
+    config,
     db,
     kc,
     registry,
     logger,
-    events,
     sealer,
-    selector,
-    engineInstance: currentEngineInstance,
-    concurrency: config.maxConcurrentReconciles,
-    resyncIntervalMs: config.resyncIntervalMs,
+    events: createEventRecorder(kc, { component: 'gitops-backend', logger }),
+    selector: parseLabelSelector(shardSelector(config.backendShard)),
+    engineInstance: () => {
+      if (!engineInstance) throw new Error('the backend has not started');
+      return engineInstance;
+    },
   });
-  const relay = config.relayEnabled
-    ? createOperationRelay({
-        db,
-        kc,
-        registry,
-        logger: logger.child({ component: 'relay' }),
-        sweepIntervalMs: config.relaySweepIntervalMs,
-      })
-    : undefined;
+
+  // The features, in start order (stopped in reverse).
+  const environments = createManagedEnvironmentFeature(ctx);
+  const deployments = createGitOpsDeploymentFeature(ctx, { environments });
+  const repositoryCredentials = createRepositoryCredentialsFeature(ctx);
+  const syncRuns = createSyncRunFeature(ctx, { deployments });
+  const status = createStatusFeature(ctx, { deployments });
+  const relay = config.relayEnabled ? createOperationRelayFeature(ctx) : undefined;
+  const tenantSweep = createTenantSweepFeature(ctx);
+  const features: BackendFeature[] = [environments, deployments, repositoryCredentials, syncRuns, status];
+  if (relay) features.push(relay);
+  features.push(tenantSweep);
+  const featureSet = createFeatureSet(features, { logger });
+
+  /** Each notification goes to every feature that handles its channel, one after the other. */
+  const channelOf = new Map<string, NotificationChannel>(
+    Object.entries(NOTIFICATION_CHANNELS).map(([key, channel]) => [channel, key as NotificationChannel]),
+  );
+  const onNotification = async ({ channel, payload }: Notification) => {
+    const key = channelOf.get(channel);
+    if (!key) return;
+    for (const feature of features) await feature.notifications?.[key]?.(payload);
+  };
 
   let listener: Listener | undefined;
-  let tenantSweeper: Periodic | undefined;
   let started = false;
   let closing: Promise<void> | undefined;
-
-  const onNotification = async ({ channel, payload }: Notification) => {
-    switch (channel) {
-      case NOTIFICATION_CHANNELS.operationCreated:
-        relay?.wake();
-        return;
-      case NOTIFICATION_CHANNELS.operationStateChanged:
-        await deployments.onOperationStateChanged(payload);
-        await repositoryCredentials.controller.onOperationStateChanged(payload);
-        await environments.onOperationStateChanged(payload);
-        await syncRuns.onOperationStateChanged(payload);
-        return;
-      case NOTIFICATION_CHANNELS.applicationStateChanged:
-        await status.onApplicationStateChanged(payload);
-        return;
-    }
-  };
 
   /**
    * Start-up steps survive a briefly unavailable database or API server (e.g. 429 while the API server
@@ -277,7 +151,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       } catch (err) {
         if (isTerminalError(err) || err instanceof MigrationFailedError || closing || Date.now() > deadline)
           throw err;
-        const delay = Math.min(10_000, 250 * 2 ** attempt);
+        const delay = backoffDelay(attempt, 500, 10_000);
         logger.warn({ err, attempt, retryInMs: delay }, `${what} failed; retrying`);
         await new Promise((resolve) => setTimeout(resolve, delay));
       }
@@ -290,14 +164,14 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     registry,
     logger,
     sealer,
-    informer,
+    informer: deployments.informer,
     deployments,
     status,
     repositoryCredentials,
     syncRuns,
     relay,
-    engineInstance: currentEngineInstance,
-    ready: () => started && closing === undefined && informer.hasSynced(),
+    engineInstance: ctx.engineInstance,
+    ready: () => started && closing === undefined && deployments.informer.hasSynced(),
     async start() {
       if (started || closing) throw new Error('the backend can be started once');
       const { applied } = await retryTransient('database migration', () => migrateToLatest(db));
@@ -312,48 +186,20 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         { engineInstance: engineInstance.id, namespace: engineInstance.namespace_name },
         'engine instance registered',
       );
-      informer.start();
-      repositoryCredentials.startInformers();
-      syncRunInformer.start();
-      environmentInformer.start();
-      environmentSecretInformer.start();
+      featureSet.startInformers();
       listener = listen(config.databaseUrl, Object.values(NOTIFICATION_CHANNELS), onNotification, {
         applicationName: 'gitops-backend-listen',
         onConnected: ({ reconnected }) => {
           if (!reconnected) return;
-          // Notifications sent while we were disconnected are lost: sweep everything.
+          // Notifications sent while we were disconnected are lost: every feature looks at everything.
           logger.info('LISTEN connection re-established; resyncing');
-          relay?.wake();
-          deployments.enqueueAll();
-          repositoryCredentials.controller.enqueueAll();
-          syncRuns.enqueueAll();
-          environments.enqueueAll();
-          status.enqueueAll();
+          featureSet.resync();
         },
         onError: (err) => logger.warn({ err }, 'LISTEN connection problem'),
       });
       await listener.ready;
-      if (!(await informer.waitForSync()))
-        throw new Error('the GitOpsDeployment informer stopped before it synced');
-      if (!(await syncRunInformer.waitForSync()))
-        throw new Error('the GitOpsDeploymentSyncRun informer stopped before it synced');
-      if (!(await repositoryCredentials.waitForSync()))
-        throw new Error('the RepositoryCredential informers stopped before they synced');
-      if (!(await environmentInformer.waitForSync()) || !(await environmentSecretInformer.waitForSync()))
-        throw new Error('the GitOpsDeploymentManagedEnvironment informers stopped before they synced');
-      environments.start();
-      deployments.start();
-      repositoryCredentials.start();
-      syncRuns.start();
-      status.start();
-      relay?.start();
-      // Tenants whose namespace is gone and who have nothing left: now and every resync period.
-      tenantSweeper = runPeriodically(
-        'tenant sweep',
-        config.resyncIntervalMs,
-        (signal) => sweepDeletedTenants(db, kc, signal, logger),
-        { logger, jitter: 0.25 },
-      );
+      if (!(await featureSet.waitForSync())) throw new Error('an informer stopped before it synced');
+      featureSet.start();
       if (!relay)
         logger.warn(
           'the outbox relay is disabled (GITOPS_RELAY_ENABLED=false): no Operation CRs are created',
@@ -363,16 +209,8 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     },
     close() {
       closing ??= (async () => {
-        await tenantSweeper?.stop();
-        await relay?.stop();
         await listener?.close();
-        await Promise.all([deployments.stop(), status.stop(), syncRuns.stop()]);
-        await repositoryCredentials.stop();
-        await informer.stop();
-        await syncRunInformer.stop();
-        await environments.stop();
-        await environmentInformer.stop();
-        await environmentSecretInformer.stop();
+        await featureSet.stop();
         await db.destroy();
       })();
       return closing;

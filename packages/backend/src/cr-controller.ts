@@ -1,75 +1,104 @@
 /**
- * The part every backend controller of a custom resource shares: its work queue's lifecycle, the orphan
- * sweep (rows whose CR vanished while no backend watched), re-enqueueing the CR that owns an operation whose
- * state changed, and enqueueing every cached CR. The controllers add their own informer subscriptions.
+ * The controller of one custom-resource kind, as a backend feature: its work queue fed by its informer
+ * (add, delete, and the updates the kind's descriptor says need a reconcile), the orphan sweep (rows whose
+ * CR vanished while no backend watched), re-enqueueing the CR that owns an operation whose state changed
+ * (NOTIFY), and enqueueing every cached CR on resync. A feature adds only its own extra watches.
  */
-import { type CrKind, type Database, getOperation } from '@gitops/db';
+import { type Database, getOperation } from '@gitops/db';
 import {
+  createWorkQueue,
   type Informer,
   type KubeObject,
   type Logger,
   objectKey,
   type Periodic,
+  type Reconciler,
+  type Registry,
   runPeriodically,
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
+import type { BackendFeature } from './backend-feature.ts';
+import type { CrKindDescriptor } from './kinds.ts';
 import { enqueueMappingsMissingFromCache, ownerKeyOf } from './orphan-sweep.ts';
 
-export interface CrControllerLifecycle {
-  start(): void;
+export interface CrController extends BackendFeature {
+  readonly queue: WorkQueue;
+  /** The cache of the kind's objects (this shard). */
+  readonly informer: Informer<KubeObject>;
   /** Enqueues every CR in the cache. */
   enqueueAll(): void;
   /** Enqueues the names of mappings whose CR incarnation is not in the cache. Returns how many. */
   sweepOrphans(): Promise<number>;
   /** An operation changed state: the CR of this kind that owns it (if any) is reconciled. */
   onOperationStateChanged(operationId: string): Promise<void>;
-  /** Stops the sweep, drops the subscriptions and drains the queue. */
-  stop(): Promise<void>;
 }
 
-export function crControllerLifecycle(options: {
-  kind: CrKind;
-  /** Without it there are no rows to sweep or operations to follow (unit tests of the event wiring). */
-  db: Kysely<Database> | undefined;
+export interface CrControllerOptions {
+  kind: CrKindDescriptor;
+  db: Kysely<Database>;
   informer: Informer<KubeObject>;
-  queue: WorkQueue;
-  /** Informer (and other) subscriptions, undone by stop(). */
-  unsubscribe: (() => void)[];
-  resyncIntervalMs: number;
+  /** Other caches the feature reads or watches (started and awaited with the kind's own). */
+  alsoReads?: readonly Informer<KubeObject>[];
+  reconcile: Reconciler;
+  /** More event sources → keys of this kind; returns the unsubscribe functions. */
+  watch?: (enqueue: (key: string) => void) => (() => void)[];
+  registry: Registry;
   logger: Logger;
-}): CrControllerLifecycle {
-  const { kind, db, informer, queue, logger } = options;
+  concurrency: number;
+  resyncIntervalMs: number;
+}
+
+export function createCrController(options: CrControllerOptions): CrController {
+  const { kind, db, informer, logger } = options;
+  const queue = createWorkQueue({
+    name: kind.kind.toLowerCase(),
+    reconcile: options.reconcile,
+    concurrency: options.concurrency,
+    registry: options.registry,
+    logger,
+  });
+  const enqueue = (key: string) => queue.add(key);
+  const unsubscribe = [
+    informer.onAdd((o) => enqueue(objectKey(o))),
+    informer.onUpdate((a, b) => {
+      if (kind.needsReconcile(a, b)) enqueue(objectKey(b));
+    }),
+    informer.onDelete((o) => enqueue(objectKey(o))),
+    ...(options.watch?.(enqueue) ?? []),
+  ];
   let sweeper: Periodic | undefined;
 
-  async function sweepOrphans(): Promise<number> {
-    if (!db) return 0;
-    return await enqueueMappingsMissingFromCache(db, kind, informer, (key) => queue.add(key), logger);
+  const sweepOrphans = () => enqueueMappingsMissingFromCache(db, kind.kind, informer, enqueue, logger);
+  const enqueueAll = () => {
+    for (const object of informer.list()) enqueue(objectKey(object));
+  };
+  async function onOperationStateChanged(operationId: string) {
+    const key = ownerKeyOf(await getOperation(db, operationId), kind.kind);
+    if (key) enqueue(key);
   }
 
   return {
+    name: queue.name,
+    queue,
+    informer,
+    informers: [informer, ...(options.alsoReads ?? [])],
+    notifications: { operationStateChanged: onOperationStateChanged },
     start() {
       queue.start();
       // Rows whose CR vanished while no backend watched (missed delete events): now and every resync period.
-      if (db) {
-        sweeper = runPeriodically(`${kind} orphan sweep`, options.resyncIntervalMs, () => sweepOrphans(), {
-          logger,
-          jitter: 0.25,
-        });
-      }
+      sweeper = runPeriodically(`${kind.kind} orphan sweep`, options.resyncIntervalMs, () => sweepOrphans(), {
+        logger,
+        jitter: 0.25,
+      });
     },
-    enqueueAll() {
-      for (const object of informer.list()) queue.add(objectKey(object));
-    },
+    resync: enqueueAll,
+    enqueueAll,
     sweepOrphans,
-    async onOperationStateChanged(operationId) {
-      if (!db) return;
-      const key = ownerKeyOf(await getOperation(db, operationId), kind);
-      if (key) queue.add(key);
-    },
+    onOperationStateChanged,
     async stop() {
       await sweeper?.stop();
-      for (const u of options.unsubscribe) u();
+      for (const u of unsubscribe) u();
       await queue.shutdown();
     },
   };

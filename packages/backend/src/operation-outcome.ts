@@ -7,6 +7,7 @@ import {
   type CrKind,
   type Database,
   insertOperation,
+  listOperationsOfOwner,
   type OperationResourceType,
   type OperationRow,
 } from '@gitops/db';
@@ -31,14 +32,7 @@ export async function operationsOutcome(
   resourceType: OperationResourceType,
   resourceId?: string,
 ): Promise<OperationsOutcome> {
-  let query = db
-    .selectFrom('operation')
-    .selectAll()
-    .where('owner_kind', '=', owner.kind)
-    .where('owner_uid', '=', owner.uid)
-    .where('resource_type', '=', resourceType);
-  if (resourceId !== undefined) query = query.where('resource_id', '=', resourceId);
-  const operations = await query.execute();
+  const operations = await listOperationsOfOwner(db, owner, resourceType, resourceId);
   let lastFinished: OperationRow | undefined;
   for (const operation of operations) {
     if (operation.finished_at === null) continue;

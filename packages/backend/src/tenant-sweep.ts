@@ -5,33 +5,18 @@
  * another uid, i.e. another tenant) and nothing of it is left in the database. Paged; safe to run from
  * several backends at once (each delete re-checks emptiness in the same statement).
  */
-import type { ClusterUserRow, Database } from '@gitops/db';
-import { isNotFound, type KubeConfig, type Logger } from '@gitops/shared';
-import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
+import {
+  type ClusterUserRow,
+  type Database,
+  deleteEmptyClusterUser,
+  listEmptyClusterUsers,
+} from '@gitops/db';
+import { isNotFound, type KubeConfig, type Logger, type Periodic, runPeriodically } from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import type { BackendContext, BackendFeature } from './backend-feature.ts';
 import { readNamespaceUid } from './kube-reads.ts';
 
 const PAGE_SIZE = 200;
-
-/** No application, sync, repository credential or External environment refers to the tenant. */
-function nothingLeft(eb: ExpressionBuilder<Database, 'cluster_user'>) {
-  const owned = (table: 'application' | 'sync_operation' | 'repository_credentials') =>
-    eb.exists(
-      eb
-        .selectFrom(table)
-        .select(sql<number>`1`.as('one'))
-        .whereRef(`${table}.cluster_user_id`, '=', 'cluster_user.id'),
-    );
-  const external = eb.exists(
-    eb
-      .selectFrom('managed_environment')
-      .select(sql<number>`1`.as('one'))
-      .whereRef('managed_environment.cluster_user_id', '=', 'cluster_user.id')
-      .where('managed_environment.kind', '=', 'External'),
-  );
-  return eb.not(
-    eb.or([owned('application'), owned('sync_operation'), owned('repository_credentials'), external]),
-  );
-}
 
 /** Whether the namespace of this tenant still exists with the tenant's uid. */
 async function namespaceStillThere(kc: KubeConfig, tenant: ClusterUserRow, signal: AbortSignal) {
@@ -53,19 +38,11 @@ export async function sweepDeletedTenants(
   let deleted = 0;
   let afterId: string | undefined;
   for (;;) {
-    let query = db.selectFrom('cluster_user').selectAll().where(nothingLeft).orderBy('id').limit(PAGE_SIZE);
-    if (afterId !== undefined) query = query.where('id', '>', afterId);
-    const page = await query.execute();
+    const page = await listEmptyClusterUsers(db, { afterId, limit: PAGE_SIZE });
     for (const tenant of page) {
       if (signal.aborted) return deleted;
       if (await namespaceStillThere(kc, tenant, signal)) continue;
-      const gone = await db
-        .deleteFrom('cluster_user')
-        .where('id', '=', tenant.id)
-        .where('namespace_uid', '=', tenant.namespace_uid)
-        .where(nothingLeft)
-        .executeTakeFirst();
-      if (gone.numDeletedRows > 0n) {
+      if (await deleteEmptyClusterUser(db, { id: tenant.id, namespaceUid: tenant.namespace_uid })) {
         deleted++;
         logger.info(
           { tenant: tenant.id, namespace: tenant.namespace_name },
@@ -76,4 +53,24 @@ export async function sweepDeletedTenants(
     if (page.length < PAGE_SIZE) return deleted;
     afterId = page.at(-1)?.id;
   }
+}
+
+/** The tenant sweep as a backend feature: now and every resync period (jittered). */
+export function createTenantSweepFeature(ctx: BackendContext): BackendFeature {
+  let sweeper: Periodic | undefined;
+  return {
+    name: 'tenant-sweep',
+    informers: [],
+    start() {
+      sweeper = runPeriodically(
+        'tenant sweep',
+        ctx.config.resyncIntervalMs,
+        (signal) => sweepDeletedTenants(ctx.db, ctx.kc, signal, ctx.logger),
+        { logger: ctx.logger, jitter: 0.25 },
+      );
+    },
+    async stop() {
+      await sweeper?.stop();
+    },
+  };
 }

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import type { ApiCrMappingRow, Database } from './database.ts';
 import type { CrKind } from './schema-values.ts';
 
@@ -118,4 +118,33 @@ export async function listApiCrMappingsOfKind(
     .limit(page.limit);
   if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
   return await query.execute();
+}
+
+/**
+ * Serialises reconciles of one CR name (namespace/kind/name) across backend replicas until `trx` ends: a
+ * transaction-scoped advisory lock, so two replicas never both insert rows for the same name.
+ */
+export async function lockCrName(
+  trx: Transaction<Database>,
+  cr: { kind: CrKind; namespace: string; name: string },
+): Promise<void> {
+  const key = `${cr.kind}/${cr.namespace}/${cr.name}`;
+  await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
+}
+
+export async function deleteApiCrMapping(db: Kysely<Database>, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('api_cr_mapping').where('id', '=', id).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
+/** The mapping of the ManagedEnvironment CR an environment row belongs to (none for Workspace ones). */
+export async function getApiCrMappingOfManagedEnvironment(
+  db: Kysely<Database>,
+  managedEnvironmentId: string,
+): Promise<ApiCrMappingRow | undefined> {
+  return await db
+    .selectFrom('api_cr_mapping')
+    .selectAll()
+    .where('managed_environment_id', '=', managedEnvironmentId)
+    .executeTakeFirst();
 }

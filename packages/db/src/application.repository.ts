@@ -82,3 +82,15 @@ export async function listApplicationsOfEngineInstance(
   if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
   return await query.execute();
 }
+
+/** The applications deployed through one managed environment. */
+export async function listApplicationsOfManagedEnvironment(
+  db: Kysely<Database>,
+  managedEnvironmentId: string,
+): Promise<ApplicationRow[]> {
+  return await db
+    .selectFrom('application')
+    .selectAll()
+    .where('managed_environment_id', '=', managedEnvironmentId)
+    .execute();
+}

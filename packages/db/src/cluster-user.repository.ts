@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
 import type { ClusterUserRow, Database } from './database.ts';
 
 /** A tenant = one user namespace, identified by the namespace uid. */
@@ -41,5 +41,53 @@ export async function getClusterUserByNamespaceUid(
  */
 export async function deleteClusterUser(db: Kysely<Database>, id: string): Promise<boolean> {
   const result = await db.deleteFrom('cluster_user').where('id', '=', id).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
+/** No application, sync, repository credential or External environment refers to the tenant. */
+function nothingLeft(eb: ExpressionBuilder<Database, 'cluster_user'>) {
+  const owned = (table: 'application' | 'sync_operation' | 'repository_credentials') =>
+    eb.exists(
+      eb
+        .selectFrom(table)
+        .select(sql<number>`1`.as('one'))
+        .whereRef(`${table}.cluster_user_id`, '=', 'cluster_user.id'),
+    );
+  const external = eb.exists(
+    eb
+      .selectFrom('managed_environment')
+      .select(sql<number>`1`.as('one'))
+      .whereRef('managed_environment.cluster_user_id', '=', 'cluster_user.id')
+      .where('managed_environment.kind', '=', 'External'),
+  );
+  return eb.not(
+    eb.or([owned('application'), owned('sync_operation'), owned('repository_credentials'), external]),
+  );
+}
+
+/** One page, in id order, of the tenants that own nothing any more (candidates for the tenant sweep). */
+export async function listEmptyClusterUsers(
+  db: Kysely<Database>,
+  page: { afterId?: string; limit: number },
+): Promise<ClusterUserRow[]> {
+  let query = db.selectFrom('cluster_user').selectAll().where(nothingLeft).orderBy('id').limit(page.limit);
+  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
+  return await query.execute();
+}
+
+/**
+ * Deletes a tenant if it is still this namespace incarnation and still owns nothing (re-checked in the same
+ * statement, so several backends may sweep at once). Returns whether it was deleted.
+ */
+export async function deleteEmptyClusterUser(
+  db: Kysely<Database>,
+  tenant: { id: string; namespaceUid: string },
+): Promise<boolean> {
+  const result = await db
+    .deleteFrom('cluster_user')
+    .where('id', '=', tenant.id)
+    .where('namespace_uid', '=', tenant.namespaceUid)
+    .where(nothingLeft)
+    .executeTakeFirst();
   return result.numDeletedRows > 0n;
 }

@@ -9,6 +9,7 @@ export * from './managed-environment.repository.ts';
 export * from './migrator.ts';
 export * from './notify.ts';
 export * from './operation.repository.ts';
+export * from './operation-owner.repository.ts';
 export * from './repository-credentials.repository.ts';
 export * from './schema-values.ts';
 export * from './sealing.ts';

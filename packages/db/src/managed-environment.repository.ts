@@ -141,3 +141,21 @@ export async function deleteManagedEnvironment(
   }
   return { deleted: deleted !== undefined, affectedApplicationIds: applications.map((a) => a.id) };
 }
+
+/** The tenant's Workspace environment, if it was created (read before ensureWorkspaceEnvironment writes). */
+export async function getWorkspaceEnvironment(
+  db: Kysely<Database>,
+  clusterUserId: string,
+): Promise<ManagedEnvironmentRow | undefined> {
+  return await db
+    .selectFrom('managed_environment')
+    .selectAll()
+    .where('cluster_user_id', '=', clusterUserId)
+    .where('kind', '=', 'Workspace')
+    .executeTakeFirst();
+}
+
+/** Marks an environment as changed (`updated_at = now()`), e.g. after its credentials were replaced. */
+export async function touchManagedEnvironment(db: Kysely<Database>, id: string): Promise<void> {
+  await db.updateTable('managed_environment').set({ updated_at: sql`now()` }).where('id', '=', id).execute();
+}

@@ -315,6 +315,27 @@ export async function objectPath(kc: KubeConfig, ref: ObjectRef, subresource?: s
   return `${base}/${encodeURIComponent(ref.name)}${subresource ? `/${subresource}` : ''}`;
 }
 
+/** What the two helpers below need of a kind descriptor (`@gitops/api`'s `KindDescriptor`). */
+export interface TypeMeta {
+  readonly apiVersion: string;
+  readonly kind: string;
+}
+
+/** The `ObjectRef` of an object of a known kind (list and watch items may lack apiVersion/kind). */
+export function refOfKind(type: TypeMeta, object: KubeObject): ObjectRef {
+  return {
+    apiVersion: type.apiVersion,
+    kind: type.kind,
+    name: object.metadata.name,
+    namespace: object.metadata.namespace,
+  };
+}
+
+/** The object with apiVersion/kind of its known kind set (Events and owner references need them). */
+export function withTypeMeta(type: TypeMeta, object: KubeObject): KubeObject {
+  return { ...object, apiVersion: type.apiVersion, kind: type.kind };
+}
+
 /** The `ObjectRef` of an object that carries apiVersion and kind. */
 export function refOf(object: KubeObject): ObjectRef {
   if (typeof object.apiVersion !== 'string' || typeof object.kind !== 'string') {

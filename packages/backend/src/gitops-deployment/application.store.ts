@@ -16,6 +16,7 @@ import {
   getApplication,
   getApplicationByName,
   getClusterUserByNamespaceUid,
+  getWorkspaceEnvironment,
   insertApiCrMapping,
   insertApplication,
   insertOperation,
@@ -24,30 +25,16 @@ import {
   updateApplication,
   upsertClusterUser,
 } from '@gitops/db';
-import { type Kysely, sql, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { type JsonObject, jsonEqual } from '../json.ts';
+import { GitOpsDeploymentCr } from '../kinds.ts';
 import { type OperationsOutcome, operationsOutcome } from '../operation-outcome.ts';
-
-export const GITOPS_DEPLOYMENT_KIND = 'GitOpsDeployment';
 
 /** The identity of one GitOpsDeployment incarnation (a re-created one has a new uid). */
 export interface DeploymentIdentity {
   namespace: string;
   name: string;
   uid: string;
-}
-
-/**
- * Serialises reconciles of one GitOpsDeployment name across backend replicas until `trx` ends
- * (transaction-scoped advisory lock; two replicas may otherwise both insert the same application).
- */
-export async function lockDeploymentName(
-  trx: Transaction<Database>,
-  namespace: string,
-  name: string,
-): Promise<void> {
-  const key = `${GITOPS_DEPLOYMENT_KIND}/${namespace}/${name}`;
-  await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
 }
 
 export interface DeletedApplication {
@@ -77,7 +64,7 @@ export async function deleteMappedApplications(
       resourceType: 'Application',
       resourceId: application.id,
       ownerUserId: application.cluster_user_id,
-      ownerCr: { kind: GITOPS_DEPLOYMENT_KIND, ...owner },
+      ownerCr: { kind: GitOpsDeploymentCr.kind, ...owner },
     });
     deleted.push({
       applicationId: application.id,
@@ -96,7 +83,7 @@ export async function findDeploymentMappings(
   name: string,
   options: { exceptUid?: string } = {},
 ): Promise<ApiCrMappingRow[]> {
-  const mappings = await findApiCrMappingsByName(db, { kind: GITOPS_DEPLOYMENT_KIND, namespace, name });
+  const mappings = await findApiCrMappingsByName(db, { kind: GitOpsDeploymentCr.kind, namespace, name });
   return mappings.filter((m) => m.cr_uid !== options.exceptUid);
 }
 
@@ -115,12 +102,7 @@ async function workspaceEnvironment(
   clusterUserId: string,
   namespaceName: string,
 ): Promise<ManagedEnvironmentRow> {
-  const existing = await trx
-    .selectFrom('managed_environment')
-    .selectAll()
-    .where('cluster_user_id', '=', clusterUserId)
-    .where('kind', '=', 'Workspace')
-    .executeTakeFirst();
+  const existing = await getWorkspaceEnvironment(trx, clusterUserId);
   return existing ?? (await ensureWorkspaceEnvironment(trx, { id: clusterUserId, namespaceName }));
 }
 
@@ -160,14 +142,14 @@ export async function applyDesiredApplication(
     desired.managedEnvironmentId !== undefined
       ? { id: desired.managedEnvironmentId }
       : await workspaceEnvironment(trx, clusterUserId, deployment.namespace);
-  const ownerCr = { kind: GITOPS_DEPLOYMENT_KIND, ...deployment } as const;
+  const ownerCr = { kind: GitOpsDeploymentCr.kind, ...deployment } as const;
 
   if (application) {
     if (!mapping) {
       await insertApiCrMapping(
         trx,
         { ...deployment, namespaceUid: desired.namespaceUid },
-        { kind: GITOPS_DEPLOYMENT_KIND, applicationId: application.id },
+        { kind: GitOpsDeploymentCr.kind, applicationId: application.id },
       );
     }
     if (jsonEqual(application.spec, desired.spec) && application.managed_environment_id === environment.id) {
@@ -198,7 +180,7 @@ export async function applyDesiredApplication(
   await insertApiCrMapping(
     trx,
     { ...deployment, namespaceUid: desired.namespaceUid },
-    { kind: GITOPS_DEPLOYMENT_KIND, applicationId: created.id },
+    { kind: GitOpsDeploymentCr.kind, applicationId: created.id },
   );
   const { operation } = await insertOperation(trx, {
     engineInstanceId: created.engine_instance_id,
@@ -216,5 +198,10 @@ export function applicationOperationsOutcome(
   ownerUid: string,
   applicationId?: string,
 ): Promise<OperationsOutcome> {
-  return operationsOutcome(db, { kind: GITOPS_DEPLOYMENT_KIND, uid: ownerUid }, 'Application', applicationId);
+  return operationsOutcome(
+    db,
+    { kind: GitOpsDeploymentCr.kind, uid: ownerUid },
+    'Application',
+    applicationId,
+  );
 }

@@ -2,25 +2,9 @@
  * Reading GitOpsDeployment objects from the informer cache (typed `KubeObject`, contents `unknown`):
  * the few fields the backend relies on, parsed leniently so a malformed object never throws.
  */
-import { API_GROUP_VERSION, type GitOpsDeploymentCondition, Kind, Plural } from '@gitops/api';
-import type { KubeObject, ObjectRef } from '@gitops/shared';
+import type { GitOpsDeploymentCondition } from '@gitops/api';
+import type { KubeObject } from '@gitops/shared';
 import { isJsonObject } from '../json.ts';
-
-export const gitOpsDeploymentResource = { apiVersion: API_GROUP_VERSION, plural: Plural.GitOpsDeployment };
-
-export function gitOpsDeploymentRef(object: KubeObject): ObjectRef {
-  return {
-    apiVersion: API_GROUP_VERSION,
-    kind: Kind.GitOpsDeployment,
-    name: object.metadata.name,
-    namespace: object.metadata.namespace,
-  };
-}
-
-/** The object with apiVersion/kind set (list items may lack them; Events need them). */
-export function withTypeMeta(object: KubeObject): KubeObject {
-  return { ...object, apiVersion: API_GROUP_VERSION, kind: Kind.GitOpsDeployment };
-}
 
 /** `status` as a plain object ({} when absent or malformed). */
 export function statusOf(object: KubeObject): Record<string, unknown> {

@@ -33,6 +33,7 @@ import {
 import type { Kysely } from 'kysely';
 import { findCondition, setCondition } from '../conditions.ts';
 import { jsonEqual } from '../json.ts';
+import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
 import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
@@ -43,20 +44,9 @@ import {
   type DeletedApplication,
   deleteMappedApplications,
   findDeploymentMappings,
-  lockDeploymentName,
 } from './application.store.ts';
 import { desiredApplicationSpec, parseGitOpsDeploymentSpec } from './desired-application.ts';
-import {
-  conditionsOf,
-  finalizersOf,
-  gitOpsDeploymentRef,
-  gitOpsDeploymentResource,
-  isBeingDeleted,
-  withTypeMeta,
-} from './gitops-deployment.object.ts';
-
-/** Field manager of the backend's writes. */
-export const BACKEND_FIELD_MANAGER = 'gitops-backend';
+import { conditionsOf, finalizersOf, isBeingDeleted } from './gitops-deployment.object.ts';
 
 /** Event reasons on GitOpsDeployments (kubectl describe). */
 export const DeploymentEventReason = {
@@ -110,7 +100,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       (await readCurrentObject(
         kc,
         informer,
-        gitOpsDeploymentResource,
+        GitOpsDeploymentCr.resource,
         { namespace, name },
         { selector: options.selector, signal },
       )) ?? undefined
@@ -123,7 +113,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     if (!object) return;
     for (const d of deleted) {
       await events.event(
-        withTypeMeta(object),
+        GitOpsDeploymentCr.withTypeMeta(object),
         'Normal',
         DeploymentEventReason.ApplicationDeleted,
         `Deleted application ${d.applicationName} from the database (operation ${d.operationId})`,
@@ -164,17 +154,22 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     if (jsonEqual(next, conditions)) return;
     await patchStatus(
       kc,
-      gitOpsDeploymentRef(object),
+      GitOpsDeploymentCr.ref(object),
       { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
       { fieldManager: BACKEND_FIELD_MANAGER },
     );
     const wasError = existing?.status === ConditionStatus.True;
     if (state.status === 'error' && (!wasError || existing?.message !== state.message)) {
       logger.info({ message: state.message }, 'ErrorOccurred');
-      await events.event(withTypeMeta(object), 'Warning', DeploymentEventReason.ErrorOccurred, state.message);
+      await events.event(
+        GitOpsDeploymentCr.withTypeMeta(object),
+        'Warning',
+        DeploymentEventReason.ErrorOccurred,
+        state.message,
+      );
     } else if (state.status === 'ok' && wasError) {
       await events.event(
-        withTypeMeta(object),
+        GitOpsDeploymentCr.withTypeMeta(object),
         'Normal',
         DeploymentEventReason.ErrorOccurredResolved,
         'The error was resolved',
@@ -194,7 +189,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   /** The CR is gone: every application of this name goes, each announced. */
   async function reconcileGone(namespace: string, name: string, logger: Logger) {
     const deleted = await db.transaction().execute(async (trx) => {
-      await lockDeploymentName(trx, namespace, name);
+      await GitOpsDeploymentCr.lock(trx, namespace, name);
       return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
     });
     for (const d of deleted) {
@@ -216,7 +211,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     if (dueIn > 0) return dueIn;
     const reannounced = await db.transaction().execute(async (trx) => {
       if (failed.owner_namespace && failed.owner_name) {
-        await lockDeploymentName(trx, failed.owner_namespace, failed.owner_name);
+        await GitOpsDeploymentCr.lock(trx, failed.owner_namespace, failed.owner_name);
       }
       // The application row is gone (deleted with the first announcement): the agent deletes what has none.
       if (await getApplication(trx, failed.resource_id)) return undefined;
@@ -234,7 +229,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   async function reconcileDeleting(object: KubeObject, logger: Logger): Promise<ReconcileResult | undefined> {
     const { namespace = '', name, uid = '' } = object.metadata;
     const deleted = await db.transaction().execute(async (trx) => {
-      await lockDeploymentName(trx, namespace, name);
+      await GitOpsDeploymentCr.lock(trx, namespace, name);
       return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
     });
     for (const d of deleted) {
@@ -264,7 +259,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     try {
       await kubeRequest(kc, {
         method: HttpMethod.PATCH,
-        path: await objectPath(kc, gitOpsDeploymentRef(object)),
+        path: await objectPath(kc, GitOpsDeploymentCr.ref(object)),
         query: { fieldManager: BACKEND_FIELD_MANAGER },
         body: { metadata: { finalizers: remaining, resourceVersion: object.metadata.resourceVersion } },
         contentType: 'application/merge-patch+json',
@@ -275,7 +270,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     }
     logger.info('user finalizer removed: the Argo CD Application is deleted');
     await events.event(
-      withTypeMeta(object),
+      GitOpsDeploymentCr.withTypeMeta(object),
       'Normal',
       DeploymentEventReason.FinalizerRemoved,
       `Removed finalizer ${Finalizer.GitOpsDeploymentResources}: the Argo CD Application and its resources are deleted`,
@@ -290,7 +285,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     /** Rows of earlier incarnations with the same name (delete-recreate) go in any case. */
     const deleteStale = async () => {
       const deleted = await db.transaction().execute(async (trx) => {
-        await lockDeploymentName(trx, namespace, name);
+        await GitOpsDeploymentCr.lock(trx, namespace, name);
         return await deleteMappedApplications(
           trx,
           await findDeploymentMappings(trx, namespace, name, { exceptUid: uid }),
@@ -337,7 +332,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     const tenantNamespaceUid = ownMapping?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
 
     const { deleted, result } = await db.transaction().execute(async (trx) => {
-      await lockDeploymentName(trx, namespace, name);
+      await GitOpsDeploymentCr.lock(trx, namespace, name);
       const deleted = await deleteMappedApplications(
         trx,
         await findDeploymentMappings(trx, namespace, name, { exceptUid: uid }),
@@ -359,7 +354,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       );
       const created = result.change === 'created';
       await events.event(
-        withTypeMeta(object),
+        GitOpsDeploymentCr.withTypeMeta(object),
         'Normal',
         created ? DeploymentEventReason.ApplicationCreated : DeploymentEventReason.ApplicationUpdated,
         `${created ? 'Created' : 'Updated'} application ${result.application.name} in the database (operation ${result.operation.id})`,

@@ -7,14 +7,7 @@
  * With createNewServiceAccount the backend keeps a finalizer on the CR to remove the ServiceAccount,
  * ClusterRole and ClusterRoleBinding it created on the target cluster.
  */
-import {
-  API_GROUP_VERSION,
-  ConditionStatus,
-  Kind,
-  ManagedEnvironmentConditionType,
-  ManagedEnvironmentReason,
-  Plural,
-} from '@gitops/api';
+import { ConditionStatus, ManagedEnvironmentConditionType, ManagedEnvironmentReason } from '@gitops/api';
 import type { Database, EngineInstanceRow, Sealer } from '@gitops/db';
 import {
   type EventRecorder,
@@ -26,7 +19,6 @@ import {
   type KubeObject,
   kubeRequest,
   type Logger,
-  type ObjectRef,
   objectPath,
   patchStatus,
   type ReconcileContext,
@@ -36,6 +28,7 @@ import {
 import type { Kysely } from 'kysely';
 import { kubeTime } from '../conditions.ts';
 import { isJsonObject, jsonEqual } from '../json.ts';
+import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr } from '../kinds.ts';
 import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome, reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
@@ -53,13 +46,9 @@ import {
   applyEnvironment,
   deleteMappedEnvironments,
   findEnvironmentMappings,
-  lockEnvironmentName,
-  MANAGED_ENVIRONMENT_KIND,
   storedBearerToken,
 } from './managed-environment.store.ts';
 import { installServiceAccount, removeServiceAccount } from './service-account.ts';
-
-const FIELD_MANAGER = 'gitops-backend';
 
 /** Kept on a CR with createNewServiceAccount until the created ServiceAccount is removed again. */
 export const SERVICE_ACCOUNT_FINALIZER = 'managed-gitops.redhat.com/managed-environment-service-account';
@@ -68,11 +57,6 @@ export const SERVICE_ACCOUNT_FINALIZER = 'managed-gitops.redhat.com/managed-envi
 export const RECHECK_INTERVAL_MS = 3 * 60_000;
 /** Sooner while it fails (the user is probably fixing it; the Secret watch catches most fixes anyway). */
 export const RECHECK_FAILED_INTERVAL_MS = 30_000;
-
-export const managedEnvironmentResource = {
-  apiVersion: API_GROUP_VERSION,
-  plural: Plural.GitOpsDeploymentManagedEnvironment,
-};
 
 export const EnvironmentEventReason = {
   ConnectionSucceeded: 'ConnectionInitializationSucceeded',
@@ -104,19 +88,6 @@ interface ConditionInput {
   message: string;
 }
 
-function refOf(object: KubeObject): ObjectRef {
-  return {
-    apiVersion: API_GROUP_VERSION,
-    kind: Kind.GitOpsDeploymentManagedEnvironment,
-    name: object.metadata.name,
-    namespace: object.metadata.namespace,
-  };
-}
-
-function withTypeMeta(object: KubeObject): KubeObject {
-  return { ...object, apiVersion: API_GROUP_VERSION, kind: Kind.GitOpsDeploymentManagedEnvironment };
-}
-
 function finalizersOf(object: KubeObject): string[] {
   const f = object.metadata.finalizers;
   return Array.isArray(f) ? f.filter((x): x is string => typeof x === 'string') : [];
@@ -138,7 +109,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     return await readCurrentObject(
       kc,
       informer,
-      managedEnvironmentResource,
+      ManagedEnvironmentCr.resource,
       { namespace, name },
       { selector: options.selector, signal },
     );
@@ -192,14 +163,14 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     if (jsonEqual(next, conditions)) return;
     await patchStatus(
       kc,
-      refOf(object),
+      ManagedEnvironmentCr.ref(object),
       { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
-      { fieldManager: FIELD_MANAGER },
+      { fieldManager: BACKEND_FIELD_MANAGER },
     );
     if (same) return;
     if (input.status === ConditionStatus.True) {
       await events.event(
-        withTypeMeta(object),
+        ManagedEnvironmentCr.withTypeMeta(object),
         'Normal',
         EnvironmentEventReason.ConnectionSucceeded,
         'Connection to the cluster succeeded',
@@ -207,7 +178,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     } else {
       logger.info({ reason: input.reason, message: input.message }, 'ManagedEnvironment connection failed');
       await events.event(
-        withTypeMeta(object),
+        ManagedEnvironmentCr.withTypeMeta(object),
         'Warning',
         EnvironmentEventReason.ConnectionFailed,
         `${input.reason}: ${input.message}`,
@@ -219,8 +190,8 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     try {
       await kubeRequest(kc, {
         method: HttpMethod.PATCH,
-        path: await objectPath(kc, refOf(object)),
-        query: { fieldManager: FIELD_MANAGER },
+        path: await objectPath(kc, ManagedEnvironmentCr.ref(object)),
+        query: { fieldManager: BACKEND_FIELD_MANAGER },
         body: { metadata: { finalizers, resourceVersion: object.metadata.resourceVersion } },
         contentType: 'application/merge-patch+json',
       });
@@ -231,7 +202,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
 
   async function deleteRows(namespace: string, name: string, logger: Logger, exceptUid?: string) {
     const deleted = await db.transaction().execute(async (trx) => {
-      await lockEnvironmentName(trx, namespace, name);
+      await ManagedEnvironmentCr.lock(trx, namespace, name);
       const mappings = (await findEnvironmentMappings(trx, namespace, name)).filter(
         (m) => m.cr_uid !== exceptUid,
       );
@@ -288,7 +259,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       }
       if (removed) {
         await events.event(
-          withTypeMeta(object),
+          ManagedEnvironmentCr.withTypeMeta(object),
           'Normal',
           EnvironmentEventReason.ServiceAccountRemoved,
           'Removed the ServiceAccount, ClusterRole and ClusterRoleBinding created on the cluster',
@@ -297,7 +268,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
         // Never block the delete forever: say what is left behind.
         context.logger.warn({ problem }, 'could not remove the created ServiceAccount');
         await events.event(
-          withTypeMeta(object),
+          ManagedEnvironmentCr.withTypeMeta(object),
           'Warning',
           EnvironmentEventReason.ServiceAccountRemovalFailed,
           `Could not remove the ServiceAccount argocd-manager-${uid} (and its ClusterRole/Binding) from the cluster: ${problem}`,
@@ -390,7 +361,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
 
     const tenantUid = await namespaceUid(namespace, signal);
     const result = await db.transaction().execute(async (trx) => {
-      await lockEnvironmentName(trx, namespace, name);
+      await ManagedEnvironmentCr.lock(trx, namespace, name);
       const stale = (await findEnvironmentMappings(trx, namespace, name)).filter((m) => m.cr_uid !== uid);
       await deleteMappedEnvironments(trx, stale, options.engineInstance().id);
       return await applyEnvironment(trx, sealer, {
@@ -414,7 +385,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
         `managed environment ${result.change}`,
       );
       await events.event(
-        withTypeMeta(object),
+        ManagedEnvironmentCr.withTypeMeta(object),
         'Normal',
         EnvironmentEventReason.EnvironmentUpdated,
         `${result.change === 'created' ? 'Created' : 'Updated'} managed environment ${result.environmentId} in the database (operation ${result.operationId})`,
@@ -445,7 +416,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
   ): Promise<number | undefined> {
     const outcome = await operationsOutcome(
       db,
-      { kind: MANAGED_ENVIRONMENT_KIND, uid },
+      { kind: ManagedEnvironmentCr.kind, uid },
       'ManagedEnvironment',
       environmentId,
     );
@@ -459,7 +430,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
         'the agent failed to apply the environment',
       );
       await events.event(
-        withTypeMeta(object),
+        ManagedEnvironmentCr.withTypeMeta(object),
         'Warning',
         EnvironmentEventReason.AgentOperationFailed,
         `The cluster-agent could not give this environment to Argo CD: ${failed.message || 'the operation failed'}. It is retried.`,
@@ -468,7 +439,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     const dueIn = retryDueIn(failed, AGENT_RETRY_AFTER_MS, now());
     if (dueIn > 0) return dueIn;
     const { operation } = await db.transaction().execute(async (trx) => {
-      await lockEnvironmentName(trx, object.metadata.namespace ?? '', object.metadata.name);
+      await ManagedEnvironmentCr.lock(trx, object.metadata.namespace ?? '', object.metadata.name);
       return await reannounceFailedOperation(trx, failed);
     });
     logger.info(

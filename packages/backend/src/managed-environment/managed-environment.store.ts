@@ -8,6 +8,7 @@ import {
   type ApiCrMappingRow,
   type ClusterCredentialsInput,
   type Database,
+  deleteApiCrMapping,
   deleteManagedEnvironment,
   findApiCrMappingsByName,
   getApiCrMappingByUid,
@@ -17,14 +18,15 @@ import {
   insertExternalEnvironment,
   insertOperation,
   insertOperations,
+  listApplicationsOfManagedEnvironment,
   type OperationRequest,
   type Sealer,
+  touchManagedEnvironment,
   updateEnvironmentCredentials,
   upsertClusterUser,
 } from '@gitops/db';
-import { type Kysely, sql, type Transaction } from 'kysely';
-
-export const MANAGED_ENVIRONMENT_KIND = 'GitOpsDeploymentManagedEnvironment';
+import type { Kysely, Transaction } from 'kysely';
+import { ManagedEnvironmentCr } from '../kinds.ts';
 
 export interface EnvironmentIdentity {
   namespace: string;
@@ -35,17 +37,12 @@ export interface EnvironmentIdentity {
 /** Sealing context of a bearer token: binds the ciphertext to its credentials row kind. */
 export const BEARER_TOKEN_CONTEXT = 'cluster_credentials.bearer_token';
 
-export async function lockEnvironmentName(trx: Transaction<Database>, namespace: string, name: string) {
-  const key = `${MANAGED_ENVIRONMENT_KIND}/${namespace}/${name}`;
-  await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
-}
-
 export async function findEnvironmentMappings(
   db: Kysely<Database>,
   namespace: string,
   name: string,
 ): Promise<ApiCrMappingRow[]> {
-  return await findApiCrMappingsByName(db, { kind: MANAGED_ENVIRONMENT_KIND, namespace, name });
+  return await findApiCrMappingsByName(db, { kind: ManagedEnvironmentCr.kind, namespace, name });
 }
 
 export interface DesiredCredentials {
@@ -96,7 +93,7 @@ export async function applyEnvironment(
   },
 ): Promise<ApplyEnvironmentResult> {
   const { environment } = input;
-  const ownerCr = { kind: MANAGED_ENVIRONMENT_KIND, ...environment } as const;
+  const ownerCr = { kind: ManagedEnvironmentCr.kind, ...environment } as const;
   const mapping = await getApiCrMappingByUid(trx, environment.uid);
   const existing =
     mapping?.managed_environment_id != null
@@ -130,11 +127,7 @@ export async function applyEnvironment(
       JSON.stringify(c.namespaces) === JSON.stringify(desired.namespaces);
     if (same) return { change: 'none', environmentId: existing.environment.id };
     await updateEnvironmentCredentials(trx, existing.environment.id, sealed());
-    await trx
-      .updateTable('managed_environment')
-      .set({ updated_at: sql`now()` })
-      .where('id', '=', existing.environment.id)
-      .execute();
+    await touchManagedEnvironment(trx, existing.environment.id);
     const { operation } = await insertOperation(trx, {
       engineInstanceId: input.engineInstanceId,
       resourceType: 'ManagedEnvironment',
@@ -153,11 +146,11 @@ export async function applyEnvironment(
     name: environment.name,
     credentials: sealed(),
   });
-  if (mapping) await trx.deleteFrom('api_cr_mapping').where('id', '=', mapping.id).execute();
+  if (mapping) await deleteApiCrMapping(trx, mapping.id);
   await insertApiCrMapping(
     trx,
     { ...environment, namespaceUid: input.namespaceUid },
-    { kind: MANAGED_ENVIRONMENT_KIND, managedEnvironmentId: created.environment.id },
+    { kind: ManagedEnvironmentCr.kind, managedEnvironmentId: created.environment.id },
   );
   const { operation } = await insertOperation(trx, {
     engineInstanceId: input.engineInstanceId,
@@ -188,14 +181,10 @@ export async function deleteMappedEnvironments(
     if (!mapping.managed_environment_id) continue;
     const found = await getManagedEnvironmentWithCredentials(trx, mapping.managed_environment_id);
     if (!found) continue;
-    const applications = await trx
-      .selectFrom('application')
-      .select(['id', 'engine_instance_id', 'cluster_user_id'])
-      .where('managed_environment_id', '=', found.environment.id)
-      .execute();
+    const applications = await listApplicationsOfManagedEnvironment(trx, found.environment.id);
     const { affectedApplicationIds } = await deleteManagedEnvironment(trx, found.environment.id);
     const owner = {
-      kind: MANAGED_ENVIRONMENT_KIND,
+      kind: ManagedEnvironmentCr.kind,
       namespace: mapping.cr_namespace,
       name: mapping.cr_name,
       uid: mapping.cr_uid,

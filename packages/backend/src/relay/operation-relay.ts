@@ -27,6 +27,7 @@ import {
   type Registry,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
+import type { BackendContext, BackendFeature } from '../backend-feature.ts';
 
 /** Name of the Operation CR of an operation row. */
 export function operationCrName(operationId: string): string {
@@ -187,5 +188,25 @@ export function createOperationRelay(options: OperationRelayOptions): OperationR
       clearTimeout(timer);
       await running;
     },
+  };
+}
+
+export type OperationRelayFeature = OperationRelay & BackendFeature;
+
+/** The relay as a backend feature: woken by every new operation (NOTIFY) and on resync. */
+export function createOperationRelayFeature(ctx: BackendContext): OperationRelayFeature {
+  const relay = createOperationRelay({
+    db: ctx.db,
+    kc: ctx.kc,
+    registry: ctx.registry,
+    logger: ctx.logger.child({ component: 'relay' }),
+    sweepIntervalMs: ctx.config.relaySweepIntervalMs,
+  });
+  return {
+    ...relay,
+    name: 'operation-relay',
+    informers: [],
+    notifications: { operationCreated: () => relay.wake() },
+    resync: () => relay.wake(),
   };
 }

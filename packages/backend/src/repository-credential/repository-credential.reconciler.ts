@@ -11,7 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Condition } from '@gitops/api';
-import { API_GROUP_VERSION, Kind, SecretKey, SecretType } from '@gitops/api';
+import { SecretKey, SecretType } from '@gitops/api';
 import type { Database, EngineInstanceRow, OperationRow, Sealer } from '@gitops/db';
 import {
   type EventRecorder,
@@ -23,7 +23,6 @@ import {
   type KubeObject,
   kubeRequest,
   type Logger,
-  type ObjectRef,
   patchStatus,
   type ReconcileResult,
   type Reconciler,
@@ -31,8 +30,10 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
+import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr } from '../kinds.ts';
 import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
+import { operationsOutcome } from '../operation-outcome.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
 import {
   conditionsOfStatus,
@@ -43,17 +44,8 @@ import {
   applyRepositoryCredentials,
   deleteMappedRepositoryCredentials,
   findRepositoryCredentialMappings,
-  lastFinishedOperation,
-  lockRepositoryCredentialName,
 } from './repository-credential.store.ts';
 import { createValidationMemo } from './validation-memo.ts';
-
-const FIELD_MANAGER = 'gitops-backend';
-
-export const repositoryCredentialResource = {
-  apiVersion: API_GROUP_VERSION,
-  plural: 'gitopsdeploymentrepositorycredentials',
-} as const;
 
 /** Event reasons on GitOpsDeploymentRepositoryCredentials. */
 export const RepositoryCredentialEventReason = {
@@ -82,14 +74,6 @@ export interface RepositoryCredentialReconcilerOptions {
   /** Replaceable for unit tests. */
   validate?: (url: string, credentials: GitCredentials, signal: AbortSignal) => Promise<LsRemoteOutcome>;
   now?: () => Date;
-}
-
-export function repositoryCredentialRef(namespace: string, name: string): ObjectRef {
-  return { apiVersion: API_GROUP_VERSION, kind: Kind.GitOpsDeploymentRepositoryCredential, name, namespace };
-}
-
-function withTypeMeta(object: KubeObject): KubeObject {
-  return { ...object, apiVersion: API_GROUP_VERSION, kind: Kind.GitOpsDeploymentRepositoryCredential };
 }
 
 /** spec.repository, or its alias spec.url. */
@@ -175,7 +159,7 @@ export function createRepositoryCredentialReconciler(
       (await readCurrentObject(
         kc,
         informer,
-        repositoryCredentialResource,
+        RepositoryCredentialCr.resource,
         { namespace, name },
         { selector: options.selector, signal },
       )) ?? undefined
@@ -222,12 +206,11 @@ export function createRepositoryCredentialReconciler(
       typeof object.metadata.generation === 'number' ? object.metadata.generation : undefined;
     const next: Condition[] = nextConditions(existing, outcome, now(), generation, operationFailure);
     if (jsonEqual(next, existing)) return;
-    const { namespace = '', name } = object.metadata;
     await patchStatus(
       kc,
-      repositoryCredentialRef(namespace, name),
+      RepositoryCredentialCr.ref(object),
       { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
-      { fieldManager: FIELD_MANAGER },
+      { fieldManager: BACKEND_FIELD_MANAGER },
     );
     const oldError = existing.find((c) => c.type === 'ErrorOccurred');
     const newError = next[0]!;
@@ -237,14 +220,14 @@ export function createRepositoryCredentialReconciler(
     ) {
       logger.info({ reason: newError.reason }, 'RepositoryCredential ErrorOccurred');
       await events.event(
-        withTypeMeta(object),
+        RepositoryCredentialCr.withTypeMeta(object),
         'Warning',
         RepositoryCredentialEventReason.ErrorOccurred,
         newError.message,
       );
     } else if (newError.status === 'False' && oldError?.status === 'True') {
       await events.event(
-        withTypeMeta(object),
+        RepositoryCredentialCr.withTypeMeta(object),
         'Normal',
         RepositoryCredentialEventReason.ErrorOccurredResolved,
         'The repository credential is valid',
@@ -256,7 +239,7 @@ export function createRepositoryCredentialReconciler(
     if (!object) return;
     for (const operation of operations) {
       await events.event(
-        withTypeMeta(object),
+        RepositoryCredentialCr.withTypeMeta(object),
         'Normal',
         RepositoryCredentialEventReason.RepositoryCredentialDeleted,
         `Deleted repository credentials ${operation.resource_id} from the database (operation ${operation.id})`,
@@ -267,7 +250,7 @@ export function createRepositoryCredentialReconciler(
   /** Deletes every row of this name, or only those of other incarnations with `exceptUid`. */
   async function deleteRows(namespace: string, name: string, exceptUid?: string): Promise<OperationRow[]> {
     return await db.transaction().execute(async (trx) => {
-      await lockRepositoryCredentialName(trx, namespace, name);
+      await RepositoryCredentialCr.lock(trx, namespace, name);
       return await deleteMappedRepositoryCredentials(
         trx,
         await findRepositoryCredentialMappings(trx, namespace, name, { exceptUid }),
@@ -311,7 +294,7 @@ export function createRepositoryCredentialReconciler(
     const tenantNamespaceUid =
       mappings.find((m) => m.cr_uid === uid)?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
     const result = await db.transaction().execute(async (trx) => {
-      await lockRepositoryCredentialName(trx, namespace, name);
+      await RepositoryCredentialCr.lock(trx, namespace, name);
       return await applyRepositoryCredentials(trx, sealer, {
         cr: { namespace, name, uid },
         namespaceUid: tenantNamespaceUid,
@@ -328,7 +311,7 @@ export function createRepositoryCredentialReconciler(
       );
       const created = result.change === 'created';
       await events.event(
-        withTypeMeta(object),
+        RepositoryCredentialCr.withTypeMeta(object),
         'Normal',
         created
           ? RepositoryCredentialEventReason.RepositoryCredentialCreated
@@ -344,8 +327,14 @@ export function createRepositoryCredentialReconciler(
           ? { kind: 'invalidCredentials', repository: spec.repository, secret: spec.secret }
           : { kind: 'invalidRepositoryUrl', repository: spec.repository, detail: check.detail };
     // A Failed operation (e.g. the agent cannot decrypt) is reported until a later one completes.
-    const last = await lastFinishedOperation(db, uid, result.row.id);
-    await writeConditions(object, outcome, logger, last?.state === 'Failed' ? last.message : undefined);
+    const { pending, lastFinished } = await operationsOutcome(
+      db,
+      { kind: RepositoryCredentialCr.kind, uid },
+      'RepositoryCredentials',
+      result.row.id,
+    );
+    const failure = !pending && lastFinished?.state === 'Failed' ? lastFinished.message : undefined;
+    await writeConditions(object, outcome, logger, failure);
     return { requeueAfter };
   }
 

@@ -6,6 +6,7 @@
 import {
   type ApiCrMappingRow,
   type Database,
+  deleteApiCrMapping,
   deleteRepositoryCredentials,
   findApiCrMappingsByName,
   getClusterUserByNamespaceUid,
@@ -19,10 +20,9 @@ import {
   updateRepositoryCredentials,
   upsertClusterUser,
 } from '@gitops/db';
-import { type Kysely, sql, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
+import { RepositoryCredentialCr } from '../kinds.ts';
 import type { GitCredentials } from './git-ls-remote.ts';
-
-export const REPOSITORY_CREDENTIAL_KIND = 'GitOpsDeploymentRepositoryCredential';
 
 /** Additional authenticated data of each sealed column (a value cannot be moved to another column). */
 export const SealContext = {
@@ -37,23 +37,13 @@ export interface RepositoryCredentialIdentity {
   uid: string;
 }
 
-/** Serialises reconciles of one CR name across backend replicas until `trx` ends. */
-export async function lockRepositoryCredentialName(
-  trx: Transaction<Database>,
-  namespace: string,
-  name: string,
-): Promise<void> {
-  const key = `${REPOSITORY_CREDENTIAL_KIND}/${namespace}/${name}`;
-  await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
-}
-
 export async function findRepositoryCredentialMappings(
   db: Kysely<Database>,
   namespace: string,
   name: string,
   options: { exceptUid?: string } = {},
 ): Promise<ApiCrMappingRow[]> {
-  const mappings = await findApiCrMappingsByName(db, { kind: REPOSITORY_CREDENTIAL_KIND, namespace, name });
+  const mappings = await findApiCrMappingsByName(db, { kind: RepositoryCredentialCr.kind, namespace, name });
   return mappings.filter((m) => m.cr_uid !== options.exceptUid);
 }
 
@@ -74,7 +64,7 @@ export async function deleteMappedRepositoryCredentials(
       resourceId: row.id,
       ownerUserId: row.cluster_user_id,
       ownerCr: {
-        kind: REPOSITORY_CREDENTIAL_KIND,
+        kind: RepositoryCredentialCr.kind,
         namespace: mapping.cr_namespace,
         name: mapping.cr_name,
         uid: mapping.cr_uid,
@@ -160,7 +150,7 @@ export async function applyRepositoryCredentials(
         ? sealer.seal(credentials.sshPrivateKey, SealContext.sshPrivateKey)
         : null,
   };
-  const ownerCr = { kind: REPOSITORY_CREDENTIAL_KIND, ...cr } as const;
+  const ownerCr = { kind: RepositoryCredentialCr.kind, ...cr } as const;
 
   if (existing) {
     if (
@@ -193,12 +183,12 @@ export async function applyRepositoryCredentials(
   });
   if (mapping) {
     // A mapping whose row is gone cannot exist (CASCADE), but be safe: replace it.
-    await trx.deleteFrom('api_cr_mapping').where('id', '=', mapping.id).execute();
+    await deleteApiCrMapping(trx, mapping.id);
   }
   await insertApiCrMapping(
     trx,
     { ...cr, namespaceUid: desired.namespaceUid },
-    { kind: REPOSITORY_CREDENTIAL_KIND, repositoryCredentialsId: created.id },
+    { kind: RepositoryCredentialCr.kind, repositoryCredentialsId: created.id },
   );
   const { operation } = await insertOperation(trx, {
     engineInstanceId: created.engine_instance_id,
@@ -208,28 +198,4 @@ export async function applyRepositoryCredentials(
     ownerCr,
   });
   return { change: 'created', row: created, operation };
-}
-
-/**
- * The newest finished `RepositoryCredentials` operation of this row owned by CR `ownerUid`, unless one is
- * still Waiting/In_Progress (then the outcome is not known yet).
- */
-export async function lastFinishedOperation(
-  db: Kysely<Database>,
-  ownerUid: string,
-  rowId: string,
-): Promise<OperationRow | undefined> {
-  const operations = await db
-    .selectFrom('operation')
-    .selectAll()
-    .where('resource_type', '=', 'RepositoryCredentials')
-    .where('resource_id', '=', rowId)
-    .where('owner_uid', '=', ownerUid)
-    .execute();
-  if (operations.some((o) => o.state === 'Waiting' || o.state === 'In_Progress')) return undefined;
-  let last: OperationRow | undefined;
-  for (const o of operations) {
-    if (o.finished_at !== null && (!last || o.finished_at >= last.finished_at!)) last = o;
-  }
-  return last;
 }

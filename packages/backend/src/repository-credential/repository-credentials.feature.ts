@@ -1,105 +1,61 @@
 /**
- * The RepositoryCredential feature as one unit for buildBackend: its two informers (the CRs of this shard,
- * and repository-credential Secrets in every namespace), the reconciler and the controller.
+ * The GitOpsDeploymentRepositoryCredential feature: its CRs (this shard) and the repository-credential
+ * Secrets (by type, every namespace) → work queue keys of the CRs that reference the Secret in the same
+ * namespace (references never cross namespaces); operation state changes → the owner's key; a slow sweep
+ * finds rows whose CR is gone. The reconciler's `requeueAfter` re-validates periodically.
  */
-import type { Database, EngineInstanceRow, Sealer } from '@gitops/db';
-import {
-  createInformer,
-  type EventRecorder,
-  type KubeConfig,
-  type KubeObject,
-  type Logger,
-  type Registry,
-} from '@gitops/shared';
-import type { Kysely } from 'kysely';
-import type { LabelSelector } from '../label-selector.ts';
-import {
-  createRepositoryCredentialController,
-  REPOSITORY_CREDENTIAL_SECRET_FIELD_SELECTOR,
-  type RepositoryCredentialController,
-} from './repository-credential.controller.ts';
+import { SecretType } from '@gitops/api';
+import { type KubeObject, objectKey } from '@gitops/shared';
+import type { BackendContext } from '../backend-feature.ts';
+import { type CrController, createCrController } from '../cr-controller.ts';
+import { RepositoryCredentialCr } from '../kinds.ts';
 import {
   createRepositoryCredentialReconciler,
-  repositoryCredentialResource,
+  parseRepositoryCredentialSpec,
 } from './repository-credential.reconciler.ts';
 
-export interface RepositoryCredentialsFeatureOptions {
-  db: Kysely<Database>;
-  kc: KubeConfig;
-  registry: Registry;
-  logger: Logger;
-  events: EventRecorder;
-  sealer: Sealer;
-  selector: LabelSelector;
-  engineInstance: () => EngineInstanceRow;
-  concurrency: number;
-  resyncIntervalMs: number;
-}
+/** The Secrets the feature watches (field selector of the Secret informer). */
+export const REPOSITORY_CREDENTIAL_SECRET_FIELD_SELECTOR = `type=${SecretType.RepositoryCredential}`;
 
-export interface RepositoryCredentialsFeature {
-  readonly controller: RepositoryCredentialController;
-  /** Starts the informers (before waitForSync). */
-  startInformers(): void;
-  waitForSync(): Promise<boolean>;
-  /** Starts the queue and the orphan sweep (after the informers synced). */
-  start(): void;
-  stop(): Promise<void>;
-}
+export type RepositoryCredentialsFeature = CrController;
 
-export function createRepositoryCredentialsFeature(
-  options: RepositoryCredentialsFeatureOptions,
-): RepositoryCredentialsFeature {
-  const logger = options.logger.child({ controller: 'gitopsdeploymentrepositorycredential' });
-  const informer = createInformer<KubeObject>({
-    kubeConfig: options.kc,
-    resource: repositoryCredentialResource,
-    labelSelector: options.selector.text,
-    registry: options.registry,
-    logger,
-    resyncPeriodMs: options.resyncIntervalMs,
-  });
-  const secrets = createInformer<KubeObject>({
-    kubeConfig: options.kc,
-    resource: { apiVersion: 'v1', plural: 'secrets' },
-    fieldSelector: REPOSITORY_CREDENTIAL_SECRET_FIELD_SELECTOR,
-    registry: options.registry,
-    logger,
-    resyncPeriodMs: options.resyncIntervalMs,
-  });
-  const controller = createRepositoryCredentialController({
-    db: options.db,
+export function createRepositoryCredentialsFeature(ctx: BackendContext): RepositoryCredentialsFeature {
+  const informer = ctx.informer(RepositoryCredentialCr.resource, { sharded: true });
+  const secrets = ctx.informer(
+    { apiVersion: 'v1', plural: 'secrets' },
+    { fieldSelector: REPOSITORY_CREDENTIAL_SECRET_FIELD_SELECTOR },
+  );
+  return createCrController({
+    kind: RepositoryCredentialCr,
+    db: ctx.db,
     informer,
-    secrets,
-    registry: options.registry,
-    logger,
-    concurrency: options.concurrency,
-    resyncIntervalMs: options.resyncIntervalMs,
+    alsoReads: [secrets],
+    registry: ctx.registry,
+    logger: ctx.logger.child({ controller: 'gitopsdeploymentrepositorycredential' }),
+    concurrency: ctx.config.maxConcurrentReconciles,
+    resyncIntervalMs: ctx.config.resyncIntervalMs,
     reconcile: createRepositoryCredentialReconciler({
-      db: options.db,
-      kc: options.kc,
+      db: ctx.db,
+      kc: ctx.kc,
       informer,
-      engineInstance: options.engineInstance,
-      events: options.events,
-      sealer: options.sealer,
-      selector: options.selector,
+      engineInstance: ctx.engineInstance,
+      events: ctx.events,
+      sealer: ctx.sealer,
+      selector: ctx.selector,
     }),
+    watch: (enqueue) => {
+      const enqueueUsersOf = (secret: KubeObject) => {
+        for (const cr of informer.list(secret.metadata.namespace)) {
+          if (parseRepositoryCredentialSpec(cr.spec).secret === secret.metadata.name) enqueue(objectKey(cr));
+        }
+      };
+      return [
+        secrets.onAdd(enqueueUsersOf),
+        secrets.onUpdate((a, b) => {
+          if (a.metadata.resourceVersion !== b.metadata.resourceVersion) enqueueUsersOf(b);
+        }),
+        secrets.onDelete(enqueueUsersOf),
+      ];
+    },
   });
-  return {
-    controller,
-    startInformers() {
-      informer.start();
-      secrets.start();
-    },
-    async waitForSync() {
-      const synced = await Promise.all([informer.waitForSync(), secrets.waitForSync()]);
-      return synced.every(Boolean);
-    },
-    start() {
-      controller.start();
-    },
-    async stop() {
-      await controller.stop();
-      await Promise.all([informer.stop(), secrets.stop()]);
-    },
-  };
 }

@@ -7,15 +7,12 @@
  * the delete event and the orphan sweep (at start and every RESYNC_INTERVAL) find deleted SyncRuns.
  */
 import {
-  API_GROUP_VERSION,
   GitOpsDeploymentMessage,
   GitOpsDeploymentType,
-  Kind,
-  Plural,
   SyncRunConditionType,
   SyncRunMessage,
 } from '@gitops/api';
-import { type Database, getApplication } from '@gitops/db';
+import { type Database, getApplication, getLatestOperationOfOwner } from '@gitops/db';
 import {
   type EventRecorder,
   type Informer,
@@ -23,7 +20,6 @@ import {
   type KubeConfig,
   type KubeObject,
   type Logger,
-  type ObjectRef,
   patchStatus,
   type ReconcileContext,
   type Reconciler,
@@ -34,8 +30,8 @@ import { findCondition, setCondition } from '../conditions.ts';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
 import { parseGitOpsDeploymentSpec } from '../gitops-deployment/desired-application.ts';
 import { conditionsOf, isBeingDeleted } from '../gitops-deployment/gitops-deployment.object.ts';
-import { BACKEND_FIELD_MANAGER } from '../gitops-deployment/gitops-deployment.reconciler.ts';
 import { isJsonObject, jsonEqual } from '../json.ts';
+import { BACKEND_FIELD_MANAGER, SyncRunCr } from '../kinds.ts';
 import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import {
@@ -45,12 +41,7 @@ import {
   syncRunCondition,
   syncRunErrorState,
 } from './sync-run.status.ts';
-import {
-  lastSyncOperationOperation,
-  releaseGoneSyncRuns,
-  requestSync,
-  syncOperationOf,
-} from './sync-run.store.ts';
+import { releaseGoneSyncRuns, requestSync, syncOperationOf } from './sync-run.store.ts';
 
 /** Event reasons on SyncRuns (kubectl describe). */
 export const SyncRunEventReason = {
@@ -58,21 +49,6 @@ export const SyncRunEventReason = {
   ErrorOccurred: 'ErrorOccurred',
   ErrorOccurredResolved: 'ErrorOccurredResolved',
 } as const;
-
-export const syncRunResource = { apiVersion: API_GROUP_VERSION, plural: Plural.GitOpsDeploymentSyncRun };
-
-function syncRunRef(object: KubeObject): ObjectRef {
-  return {
-    apiVersion: API_GROUP_VERSION,
-    kind: Kind.GitOpsDeploymentSyncRun,
-    name: object.metadata.name,
-    namespace: object.metadata.namespace,
-  };
-}
-
-function withTypeMeta(object: KubeObject): KubeObject {
-  return { ...object, apiVersion: API_GROUP_VERSION, kind: Kind.GitOpsDeploymentSyncRun };
-}
 
 /** How long to wait for the parent GitOpsDeployment's application row (its reconcile is running). */
 const PARENT_ROW_RETRY_MS = 1_000;
@@ -139,7 +115,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
       (await readCurrentObject(
         kc,
         informer,
-        syncRunResource,
+        SyncRunCr.resource,
         { namespace, name },
         { selector: options.selector, signal },
       )) ?? undefined
@@ -160,17 +136,22 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     if (jsonEqual(next, conditions)) return;
     await patchStatus(
       kc,
-      syncRunRef(object),
+      SyncRunCr.ref(object),
       { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
       { fieldManager: BACKEND_FIELD_MANAGER },
     );
     const wasError = existing?.status === 'True';
     if (state.status === 'error' && (!wasError || existing?.message !== state.message)) {
       logger.info({ message: state.message }, 'ErrorOccurred');
-      await events.event(withTypeMeta(object), 'Warning', SyncRunEventReason.ErrorOccurred, state.message);
+      await events.event(
+        SyncRunCr.withTypeMeta(object),
+        'Warning',
+        SyncRunEventReason.ErrorOccurred,
+        state.message,
+      );
     } else if (state.status === 'ok' && wasError) {
       await events.event(
-        withTypeMeta(object),
+        SyncRunCr.withTypeMeta(object),
         'Normal',
         SyncRunEventReason.ErrorOccurredResolved,
         'The error was resolved',
@@ -201,7 +182,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     const existing = await syncOperationOf(db, uid);
     if (existing) {
       // Requested already: updates never create a second sync; only the outcome is reported.
-      const state = syncRunErrorState(existing, await lastSyncOperationOperation(db, uid));
+      const state = syncRunErrorState(existing, await getLatestOperationOfOwner(db, uid, 'SyncOperation'));
       await writeCondition(object, state, logger);
       return;
     }
@@ -263,7 +244,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
         'sync requested',
       );
       await events.event(
-        withTypeMeta(object),
+        SyncRunCr.withTypeMeta(object),
         'Normal',
         SyncRunEventReason.SyncRequested,
         `Requested a sync of GitOpsDeployment ${parentName}${parsed.spec.revisionID ? ` to revision ${parsed.spec.revisionID}` : ''} (operation ${result.operation.id})`,

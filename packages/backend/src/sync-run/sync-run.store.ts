@@ -9,6 +9,7 @@ import {
   deleteSyncOperation,
   findApiCrMappingsByName,
   getApiCrMappingByUid,
+  getApplication,
   getSyncOperation,
   insertApiCrMapping,
   insertOperation,
@@ -17,25 +18,14 @@ import {
   type SyncOperationRow,
   setSyncOperationDesiredState,
 } from '@gitops/db';
-import { type Kysely, sql, type Transaction } from 'kysely';
-
-export const SYNC_RUN_KIND = 'GitOpsDeploymentSyncRun';
+import type { Kysely } from 'kysely';
+import { SyncRunCr } from '../kinds.ts';
 
 /** The identity of one SyncRun incarnation (a re-created one has a new uid). */
 export interface SyncRunIdentity {
   namespace: string;
   name: string;
   uid: string;
-}
-
-/** Serialises reconciles of one SyncRun name across backend replicas until `trx` ends. */
-export async function lockSyncRunName(
-  trx: Transaction<Database>,
-  namespace: string,
-  name: string,
-): Promise<void> {
-  const key = `${SYNC_RUN_KIND}/${namespace}/${name}`;
-  await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
 }
 
 export type RequestSyncResult =
@@ -59,7 +49,7 @@ export async function requestSync(
 ): Promise<RequestSyncResult> {
   const { syncRun, application } = input;
   return await db.transaction().execute(async (trx) => {
-    await lockSyncRunName(trx, syncRun.namespace, syncRun.name);
+    await SyncRunCr.lock(trx, syncRun.namespace, syncRun.name);
     const existing = await getApiCrMappingByUid(trx, syncRun.uid);
     if (existing) {
       return {
@@ -78,14 +68,14 @@ export async function requestSync(
     await insertApiCrMapping(
       trx,
       { ...syncRun, namespaceUid: input.namespaceUid },
-      { kind: SYNC_RUN_KIND, syncOperationId: syncOperation.id },
+      { kind: SyncRunCr.kind, syncOperationId: syncOperation.id },
     );
     const { operation } = await insertOperation(trx, {
       engineInstanceId: application.engine_instance_id,
       resourceType: 'SyncOperation',
       resourceId: syncOperation.id,
       ownerUserId: application.cluster_user_id,
-      ownerCr: { kind: SYNC_RUN_KIND, ...syncRun },
+      ownerCr: { kind: SyncRunCr.kind, ...syncRun },
     });
     return { created: true, syncOperation, operation };
   });
@@ -99,21 +89,6 @@ export async function syncOperationOf(
   const mapping = await getApiCrMappingByUid(db, uid);
   if (!mapping?.sync_operation_id) return undefined;
   return await getSyncOperation(db, mapping.sync_operation_id);
-}
-
-/** The latest SyncOperation operation owned by this SyncRun incarnation. */
-export async function lastSyncOperationOperation(
-  db: Kysely<Database>,
-  uid: string,
-): Promise<OperationRow | undefined> {
-  return await db
-    .selectFrom('operation')
-    .selectAll()
-    .where('owner_uid', '=', uid)
-    .where('resource_type', '=', 'SyncOperation')
-    .orderBy('created_at', 'desc')
-    .limit(1)
-    .executeTakeFirst();
 }
 
 export type GoneSyncRunAction = 'terminating' | 'waiting-for-termination' | 'deleted';
@@ -130,8 +105,8 @@ export async function releaseGoneSyncRuns(
   exceptUid?: string,
 ): Promise<{ syncOperationId: string; action: GoneSyncRunAction; operationId?: string }[]> {
   return await db.transaction().execute(async (trx) => {
-    await lockSyncRunName(trx, namespace, name);
-    const mappings = await findApiCrMappingsByName(trx, { kind: SYNC_RUN_KIND, namespace, name });
+    await SyncRunCr.lock(trx, namespace, name);
+    const mappings = await findApiCrMappingsByName(trx, { kind: SyncRunCr.kind, namespace, name });
     const results: { syncOperationId: string; action: GoneSyncRunAction; operationId?: string }[] = [];
     for (const mapping of mappings) {
       if (mapping.cr_uid === exceptUid || !mapping.sync_operation_id) continue;
@@ -147,22 +122,18 @@ export async function releaseGoneSyncRuns(
         continue;
       }
       await setSyncOperationDesiredState(trx, row.id, 'Terminated');
-      const engine = await trx
-        .selectFrom('application')
-        .select('engine_instance_id')
-        .where('id', '=', row.application_id)
-        .executeTakeFirst();
-      if (!engine) {
+      const application = await getApplication(trx, row.application_id);
+      if (!application) {
         await deleteSyncOperation(trx, row.id);
         results.push({ syncOperationId: row.id, action: 'deleted' });
         continue;
       }
       const { operation } = await insertOperation(trx, {
-        engineInstanceId: engine.engine_instance_id,
+        engineInstanceId: application.engine_instance_id,
         resourceType: 'SyncOperation',
         resourceId: row.id,
         ownerUserId: row.cluster_user_id,
-        ownerCr: { kind: SYNC_RUN_KIND, namespace, name, uid: mapping.cr_uid },
+        ownerCr: { kind: SyncRunCr.kind, namespace, name, uid: mapping.cr_uid },
       });
       results.push({ syncOperationId: row.id, action: 'terminating', operationId: operation.id });
     }

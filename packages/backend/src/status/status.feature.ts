@@ -10,31 +10,16 @@ import {
   type Database,
   getApiCrMappingByUid,
   getApiCrMappingOfApplication,
+  getApiCrMappingOfManagedEnvironment,
   getApplicationState,
 } from '@gitops/db';
-import {
-  createWorkQueue,
-  type EventRecorder,
-  type Informer,
-  type KubeConfig,
-  type KubeObject,
-  type Logger,
-  objectKey,
-  patchStatus,
-  type Registry,
-  splitObjectKey,
-  type WorkQueue,
-} from '@gitops/shared';
+import { createWorkQueue, objectKey, patchStatus, splitObjectKey, type WorkQueue } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import {
-  conditionsOf,
-  gitOpsDeploymentRef,
-  isBeingDeleted,
-  statusOf,
-  withTypeMeta,
-} from '../gitops-deployment/gitops-deployment.object.ts';
-import { BACKEND_FIELD_MANAGER } from '../gitops-deployment/gitops-deployment.reconciler.ts';
+import type { BackendContext, BackendFeature } from '../backend-feature.ts';
+import type { GitOpsDeploymentFeature } from '../gitops-deployment/gitops-deployment.feature.ts';
+import { conditionsOf, isBeingDeleted, statusOf } from '../gitops-deployment/gitops-deployment.object.ts';
 import { isJsonObject } from '../json.ts';
+import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
 import {
   desiredStatus,
   managedEnvironmentIdOf,
@@ -43,46 +28,33 @@ import {
   syncTransitionEvent,
 } from './deployment-status.ts';
 
-export interface StatusControllerOptions {
-  db: Kysely<Database>;
-  kc: KubeConfig;
-  informer: Informer<KubeObject>;
-  registry: Registry;
-  logger: Logger;
-  concurrency: number;
-  events: EventRecorder;
-  now?: () => Date;
-}
-
-export interface StatusController {
+export interface StatusFeature extends BackendFeature {
   readonly queue: WorkQueue;
-  start(): void;
   onApplicationStateChanged(applicationId: string): Promise<void>;
   enqueueAll(): void;
-  stop(): Promise<void>;
 }
 
 /** "" for in-cluster and unknown names; the ManagedEnvironment CR's name for `managed-env-<id>`. */
 async function userFacingDestinationName(db: Kysely<Database>, name: string | undefined): Promise<string> {
   const environmentId = name ? managedEnvironmentIdOf(name) : undefined;
   if (!environmentId) return '';
-  const mapping = await db
-    .selectFrom('api_cr_mapping')
-    .select('cr_name')
-    .where('managed_environment_id', '=', environmentId)
-    .executeTakeFirst();
-  return mapping?.cr_name ?? '';
+  return (await getApiCrMappingOfManagedEnvironment(db, environmentId))?.cr_name ?? '';
 }
 
-export function createStatusController(options: StatusControllerOptions): StatusController {
-  const { db, kc, informer } = options;
+export function createStatusFeature(
+  ctx: BackendContext,
+  deps: { deployments: GitOpsDeploymentFeature },
+  options: { now?: () => Date } = {},
+): StatusFeature {
+  const { db, kc } = ctx;
+  const informer = deps.deployments.informer;
   const now = options.now ?? (() => new Date());
 
   const queue = createWorkQueue({
     name: 'gitopsdeployment-status',
-    concurrency: options.concurrency,
-    registry: options.registry,
-    logger: options.logger,
+    concurrency: ctx.config.maxConcurrentReconciles,
+    registry: ctx.registry,
+    logger: ctx.logger.child({ controller: 'gitopsdeployment-status' }),
     async reconcile(key, { logger }) {
       const { namespace, name } = splitObjectKey(key);
       const object = namespace === undefined ? undefined : informer.get(namespace, name);
@@ -103,13 +75,19 @@ export function createStatusController(options: StatusControllerOptions): Status
       if (patch === undefined) return;
       await patchStatus(
         kc,
-        gitOpsDeploymentRef(object),
+        GitOpsDeploymentCr.ref(object),
         { metadata: { resourceVersion: object.metadata.resourceVersion }, status: patch },
         { fieldManager: BACKEND_FIELD_MANAGER },
       );
       logger.debug({ application: mapping.application_id }, 'status updated from the Argo CD Application');
       const event = syncTransitionEvent(statusOf(object).operationState, desired.operationState);
-      if (event) await options.events.event(withTypeMeta(object), event.type, event.reason, event.message);
+      if (event)
+        await ctx.events.event(
+          GitOpsDeploymentCr.withTypeMeta(object),
+          event.type,
+          event.reason,
+          event.message,
+        );
     },
   });
   const unsubscribe = [
@@ -117,16 +95,23 @@ export function createStatusController(options: StatusControllerOptions): Status
     informer.onUpdate((_a, b) => queue.add(objectKey(b))),
   ];
 
+  async function onApplicationStateChanged(applicationId: string) {
+    const mapping = await getApiCrMappingOfApplication(db, applicationId);
+    if (mapping?.cr_kind === Kind.GitOpsDeployment) queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
+  }
+  const enqueueAll = () => {
+    for (const object of informer.list()) queue.add(objectKey(object));
+  };
+
   return {
+    name: queue.name,
     queue,
+    informers: [informer],
+    notifications: { applicationStateChanged: onApplicationStateChanged },
     start: () => queue.start(),
-    async onApplicationStateChanged(applicationId) {
-      const mapping = await getApiCrMappingOfApplication(db, applicationId);
-      if (mapping?.cr_kind === Kind.GitOpsDeployment) queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
-    },
-    enqueueAll() {
-      for (const object of informer.list()) queue.add(objectKey(object));
-    },
+    resync: enqueueAll,
+    onApplicationStateChanged,
+    enqueueAll,
     async stop() {
       for (const u of unsubscribe) u();
       await queue.shutdown();

@@ -1,0 +1,66 @@
+/**
+ * What every backend feature receives and what it adds to the shared feature shape (`Feature` of
+ * @gitops/shared): the handlers it runs when a database notification arrives. `app.ts` builds one
+ * context, a list of features, and routes each notification to the features that handle its channel.
+ */
+import type { Database, EngineInstanceRow, NOTIFICATION_CHANNELS, Sealer } from '@gitops/db';
+import {
+  createInformer,
+  type EventRecorder,
+  type Feature,
+  type Informer,
+  type KubeConfig,
+  type KubeObject,
+  type Logger,
+  type Registry,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import type { BackendConfig } from './config.ts';
+import type { LabelSelector } from './label-selector.ts';
+
+export type NotificationChannel = keyof typeof NOTIFICATION_CHANNELS;
+
+export interface BackendFeature extends Feature {
+  /** The handler table: what the feature does with the payload of each channel it listens to. */
+  readonly notifications?: Partial<Record<NotificationChannel, (payload: string) => Promise<void> | void>>;
+}
+
+export interface BackendContext {
+  readonly config: BackendConfig;
+  readonly db: Kysely<Database>;
+  readonly kc: KubeConfig;
+  readonly registry: Registry;
+  readonly logger: Logger;
+  readonly events: EventRecorder;
+  readonly sealer: Sealer;
+  /** This backend's shard (GITOPS_BACKEND_SHARD) as a label selector. */
+  readonly selector: LabelSelector;
+  /** The registered engine instance (throws before start). */
+  readonly engineInstance: () => EngineInstanceRow;
+  /**
+   * An informer with the backend's common settings (kubeconfig, metrics, resync period); custom resources
+   * are limited to this shard (`sharded`), Secrets are selected by type instead (`fieldSelector`).
+   */
+  informer(
+    resource: { apiVersion: string; plural: string },
+    select: { sharded: true } | { fieldSelector: string },
+  ): Informer<KubeObject>;
+}
+
+export function createBackendContext(fields: Omit<BackendContext, 'informer'>): BackendContext {
+  return {
+    ...fields,
+    informer(resource, select) {
+      return createInformer<KubeObject>({
+        kubeConfig: fields.kc,
+        resource,
+        ...('sharded' in select
+          ? { labelSelector: fields.selector.text }
+          : { fieldSelector: select.fieldSelector }),
+        registry: fields.registry,
+        logger: fields.logger,
+        resyncPeriodMs: fields.config.resyncIntervalMs,
+      });
+    },
+  };
+}

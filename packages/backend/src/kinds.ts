@@ -1,0 +1,65 @@
+/**
+ * The custom-resource kinds the backend reconciles, each described once: its API descriptor (group,
+ * version, kind, plural), its key in the database (`api_cr_mapping.cr_kind`, `operation.owner_kind`), how
+ * to lock one name across replicas, how to address and type an object of it, and which informer updates
+ * need a reconcile. Controllers, reconcilers and stores take the descriptor; none re-derives these.
+ */
+import { type KindDescriptor, Kinds } from '@gitops/api';
+import { type CrKind, type Database, lockCrName } from '@gitops/db';
+import { type KubeObject, type ObjectRef, refOfKind, withTypeMeta } from '@gitops/shared';
+import type { Transaction } from 'kysely';
+import { jsonEqual } from './json.ts';
+
+/** The field manager of every server-side apply and status patch the backend makes. */
+export const BACKEND_FIELD_MANAGER = 'gitops-backend';
+
+export interface CrKindDescriptor<K extends CrKind = CrKind> extends KindDescriptor<K> {
+  /** Serialises reconciles of one CR name across backend replicas until `trx` ends. */
+  lock(trx: Transaction<Database>, namespace: string, name: string): Promise<void>;
+  /** The reference of an object of this kind (cached objects may lack apiVersion/kind). */
+  ref(object: KubeObject): ObjectRef;
+  /** The object with apiVersion/kind set (Events need them). */
+  withTypeMeta(object: KubeObject): KubeObject;
+  /** Whether an informer update needs a reconcile (a periodic relist does; our own status writes do not). */
+  needsReconcile(oldObject: KubeObject, newObject: KubeObject): boolean;
+}
+
+/** Besides spec, uid, generation and deletion, which metadata the reconcile reads. */
+interface ReconcileInputs {
+  labels?: boolean;
+  finalizers?: boolean;
+}
+
+function describeCrKind<K extends CrKind>(
+  type: KindDescriptor<K>,
+  inputs: ReconcileInputs = {},
+): CrKindDescriptor<K> {
+  return {
+    ...type,
+    lock: (trx, namespace, name) => lockCrName(trx, { kind: type.kind, namespace, name }),
+    ref: (object) => refOfKind(type, object),
+    withTypeMeta: (object) => withTypeMeta(type, object),
+    needsReconcile(oldObject, newObject) {
+      const a = oldObject.metadata;
+      const b = newObject.metadata;
+      if (a.resourceVersion === b.resourceVersion) return true; // periodic relist: the resync
+      return (
+        a.uid !== b.uid ||
+        a.generation !== b.generation ||
+        a.deletionTimestamp !== b.deletionTimestamp ||
+        (inputs.finalizers === true && !jsonEqual(a.finalizers, b.finalizers)) ||
+        (inputs.labels === true && !jsonEqual(a.labels, b.labels)) ||
+        !jsonEqual(oldObject.spec, newObject.spec)
+      );
+    },
+  };
+}
+
+/** GitOpsDeployment: labels (the shard) and finalizers (the user's deletion finalizer) matter too. */
+export const GitOpsDeploymentCr = describeCrKind(Kinds.GitOpsDeployment, { labels: true, finalizers: true });
+export const SyncRunCr = describeCrKind(Kinds.GitOpsDeploymentSyncRun);
+/** ManagedEnvironment: labels (the shard) matter too. */
+export const ManagedEnvironmentCr = describeCrKind(Kinds.GitOpsDeploymentManagedEnvironment, {
+  labels: true,
+});
+export const RepositoryCredentialCr = describeCrKind(Kinds.GitOpsDeploymentRepositoryCredential);

@@ -1,0 +1,96 @@
+/**
+ * The GitOpsDeploymentManagedEnvironment feature: its CRs (this shard) and the credential Secrets (by type,
+ * mapped to the CRs of the same namespace that reference them) → the reconciler's work queue. The
+ * reconciler's `requeueAfter` is the periodic connection re-check. Other features subscribe to
+ * `onEnvironmentChanged` (a namespace's environments changed rows or connection condition).
+ */
+import { SecretType } from '@gitops/api';
+import { type KubeObject, objectKey } from '@gitops/shared';
+import type { BackendContext } from '../backend-feature.ts';
+import { type CrController, createCrController } from '../cr-controller.ts';
+import { isJsonObject, jsonEqual } from '../json.ts';
+import { ManagedEnvironmentCr } from '../kinds.ts';
+import { createManagedEnvironmentReconciler } from './managed-environment.reconciler.ts';
+
+/** Field selector of the Secrets watched (only ManagedEnvironment credentials). */
+export const MANAGED_ENVIRONMENT_SECRET_SELECTOR = `type=${SecretType.ManagedEnvironment}`;
+
+export interface ManagedEnvironmentFeature extends CrController {
+  /** Calls `listener(namespace)` when an environment of that namespace changed its rows or its condition. */
+  onEnvironmentChanged(listener: (namespace: string) => void): void;
+}
+
+function credentialsSecretOf(object: KubeObject): string | undefined {
+  const spec = object.spec;
+  return isJsonObject(spec) && typeof spec.credentialsSecret === 'string'
+    ? spec.credentialsSecret
+    : undefined;
+}
+
+const conditionsOf = (object: KubeObject) =>
+  isJsonObject(object.status) ? object.status.conditions : undefined;
+
+export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnvironmentFeature {
+  const informer = ctx.informer(ManagedEnvironmentCr.resource, { sharded: true });
+  const secrets = ctx.informer(
+    { apiVersion: 'v1', plural: 'secrets' },
+    { fieldSelector: MANAGED_ENVIRONMENT_SECRET_SELECTOR },
+  );
+  const listeners: ((namespace: string) => void)[] = [];
+  const environmentChanged = (namespace: string) => {
+    for (const listener of listeners) listener(namespace);
+  };
+  const controller = createCrController({
+    kind: ManagedEnvironmentCr,
+    db: ctx.db,
+    informer,
+    alsoReads: [secrets],
+    registry: ctx.registry,
+    logger: ctx.logger.child({ controller: 'gitopsdeploymentmanagedenvironment' }),
+    concurrency: ctx.config.maxConcurrentReconciles,
+    resyncIntervalMs: ctx.config.resyncIntervalMs,
+    reconcile: createManagedEnvironmentReconciler({
+      db: ctx.db,
+      kc: ctx.kc,
+      sealer: ctx.sealer,
+      informer,
+      engineInstance: ctx.engineInstance,
+      events: ctx.events,
+      selector: ctx.selector,
+      operationRetryMs: ctx.config.operationRetryMs,
+      onEnvironmentChanged: environmentChanged,
+    }),
+    watch: (enqueue) => {
+      /** A Secret changed: every CR of its namespace that references it. */
+      const enqueueReferencing = (secret: KubeObject) => {
+        const namespace = secret.metadata.namespace;
+        if (!namespace) return;
+        for (const environment of informer.list(namespace)) {
+          if (credentialsSecretOf(environment) === secret.metadata.name) enqueue(objectKey(environment));
+        }
+      };
+      return [
+        // A connection condition changed (seen in the cache): users of the namespace's environments look again.
+        informer.onUpdate((a, b) => {
+          if (b.metadata.namespace && !jsonEqual(conditionsOf(a), conditionsOf(b))) {
+            environmentChanged(b.metadata.namespace);
+          }
+        }),
+        informer.onDelete((o) => {
+          if (o.metadata.namespace) environmentChanged(o.metadata.namespace);
+        }),
+        secrets.onAdd(enqueueReferencing),
+        secrets.onUpdate((a, b) => {
+          if (a.metadata.resourceVersion !== b.metadata.resourceVersion) enqueueReferencing(b);
+        }),
+        secrets.onDelete(enqueueReferencing),
+      ];
+    },
+  });
+  return {
+    ...controller,
+    onEnvironmentChanged(listener) {
+      listeners.push(listener);
+    },
+  };
+}

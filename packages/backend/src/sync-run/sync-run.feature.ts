@@ -1,0 +1,62 @@
+/**
+ * The GitOpsDeploymentSyncRun feature: its CRs (this shard) → the reconciler's work queue; a
+ * GitOpsDeployment that appears (or changes generation) → the SyncRuns referencing it (a SyncRun created
+ * before its parent proceeds); SyncOperation state changes (NOTIFY) → the owning SyncRun; and a slow sweep
+ * for rows whose SyncRun is gone.
+ */
+import { type KubeObject, objectKey } from '@gitops/shared';
+import type { BackendContext } from '../backend-feature.ts';
+import { type CrController, createCrController } from '../cr-controller.ts';
+import type { GitOpsDeploymentFeature } from '../gitops-deployment/gitops-deployment.feature.ts';
+import { isJsonObject } from '../json.ts';
+import { SyncRunCr } from '../kinds.ts';
+import { createSyncRunReconciler } from './sync-run.reconciler.ts';
+
+export type SyncRunFeature = CrController;
+
+function parentNameOf(syncRun: KubeObject): string | undefined {
+  const name = isJsonObject(syncRun.spec) ? syncRun.spec.gitopsDeploymentName : undefined;
+  return typeof name === 'string' ? name : undefined;
+}
+
+export function createSyncRunFeature(
+  ctx: BackendContext,
+  deps: { deployments: GitOpsDeploymentFeature },
+): SyncRunFeature {
+  const informer = ctx.informer(SyncRunCr.resource, { sharded: true });
+  const deployments = deps.deployments.informer;
+  return createCrController({
+    kind: SyncRunCr,
+    db: ctx.db,
+    informer,
+    alsoReads: [deployments],
+    registry: ctx.registry,
+    logger: ctx.logger.child({ controller: 'gitopsdeploymentsyncrun' }),
+    concurrency: ctx.config.maxConcurrentReconciles,
+    resyncIntervalMs: ctx.config.resyncIntervalMs,
+    reconcile: createSyncRunReconciler({
+      db: ctx.db,
+      kc: ctx.kc,
+      informer,
+      deployments,
+      events: ctx.events,
+      selector: ctx.selector,
+    }),
+    watch: (enqueue) => {
+      /** The SyncRuns of the namespace that reference this GitOpsDeployment. */
+      const enqueueReferencing = (deployment: KubeObject) => {
+        for (const syncRun of informer.list(deployment.metadata.namespace)) {
+          if (parentNameOf(syncRun) === deployment.metadata.name) enqueue(objectKey(syncRun));
+        }
+      };
+      return [
+        deployments.onAdd(enqueueReferencing),
+        deployments.onUpdate((a, b) => {
+          if (a.metadata.generation !== b.metadata.generation || a.metadata.uid !== b.metadata.uid) {
+            enqueueReferencing(b);
+          }
+        }),
+      ];
+    },
+  });
+}
