@@ -1,6 +1,6 @@
 /**
  * The CRDs' admission rules, checked against the real API server of the test harness (KUBECONFIG, with
- * the CRDs from packages/api/crds installed). Every rule of api.md is exercised with objects that break
+ * the CRDs from packages/api/crds installed). Every rule of docs/api.md is exercised with objects that break
  * it (rejected with the contract's message) and objects that satisfy it (accepted).
  */
 import assert from 'node:assert/strict';

@@ -1,7 +1,7 @@
 /**
  * @gitops/api: the user-facing API of the GitOps Service (group managed-gitops.redhat.com/v1alpha1).
  * The CRD YAML in ../crds is the source of truth; the types are generated from it; the names, condition
- * types, reasons and messages below are the contract from the design (api.md) and the original service.
+ * types, reasons and messages below are the contract (docs/api.md), kept from the original service.
  */
 export { type CustomResourceDefinitionManifest, crdDirectory, loadCrds } from './crds.ts';
 export type { ObjectMeta, OwnerReference } from './object-meta.ts';

@@ -1,5 +1,5 @@
 /**
- * Names and constants of the Argo CD objects the agent owns (api.md "Argo CD objects the agent owns",
+ * Names and constants of the Argo CD objects the agent owns (docs/api.md "Argo CD objects the agent owns",
  * docs/contracts/core-pipeline.md "What the agent derives").
  */
 import { Finalizer, Label } from '@gitops/api';

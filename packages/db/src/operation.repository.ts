@@ -3,7 +3,7 @@ import type { Database, OperationRow } from './database.ts';
 import type { CrKind, OperationResourceType } from './schema-values.ts';
 
 /**
- * The `operation` table: the transactional outbox (data-model.md, "Lifecycle").
+ * The `operation` table: the transactional outbox (docs/data-model.md, "The operation lifecycle").
  *
  *   backend   insertOperation (in the reconcile transaction) -> Waiting
  *   relay     claimUndeliveredOperations + markOperationsDelivered / recordDeliveryFailure

@@ -58,7 +58,7 @@ export const DeploymentEventReason = {
   ErrorOccurredResolved: 'ErrorOccurredResolved',
 } as const;
 
-/** ErrorOccurred messages of this reconciler beyond the ones fixed by api.md. */
+/** ErrorOccurred messages of this reconciler beyond the ones fixed by docs/api.md. */
 export const DeploymentErrorMessage = {
   invalidSpec: (problem: string) => `the GitOpsDeployment is invalid: ${problem}`,
   applicationOperationFailed: (message: string) =>

@@ -1,5 +1,5 @@
 /**
- * The ordered checks of a GitOpsDeploymentManagedEnvironment (api.md): Secret type and key, kubeconfig
+ * The ordered checks of a GitOpsDeploymentManagedEnvironment (docs/api.md): Secret type and key, kubeconfig
  * parsing, the cluster entry matching apiURL and its context, the bearer token (optionally of a
  * ServiceAccount we create), and a real request. Every failure is a `{ok: false, reason, message}`
  * outcome, never a throw, and no message ever contains the token.
@@ -77,7 +77,7 @@ export interface TargetCluster {
   token: string;
 }
 
-/** Steps 1 of api.md: the Secret, its kubeconfig, the cluster entry for apiURL and its context's token. */
+/** Step 1 (docs/api.md): the Secret, its kubeconfig, the cluster entry for apiURL and its context's token. */
 export function readTargetCluster(
   secret: KubeObject | undefined,
   spec: ManagedEnvironmentSpec,

@@ -1,6 +1,6 @@
 /**
  * GitOpsDeploymentManagedEnvironment reconciler (level-based, key `namespace/name`): runs the ordered
- * checks of api.md, writes the rows (one transaction with the announcing operation) when the connection
+ * checks of docs/api.md, writes the rows (one transaction with the announcing operation) when the connection
  * works, and reports the single condition ConnectionInitializationSucceeded (observedGeneration;
  * lastTransitionTime only when status, reason or message change). A deleted CR loses its rows; the
  * applications that used it are announced so the agent renders an empty destination.
@@ -403,7 +403,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
 
   /**
    * The connection works, but the agent may have failed to give it to Argo CD (e.g. it cannot unseal the
-   * token with its keys). The condition is about the connection (api.md: a single condition), so the failure
+   * token with its keys). The condition is about the connection (one, docs/api.md), so the failure
    * is a Warning Event on the CR, once per failed operation; and the environment is announced again
    * `operationRetryMs` after the failure, so it reaches Argo CD once the cause is fixed.
    * Returns how long to wait before looking again when a retry is due later.

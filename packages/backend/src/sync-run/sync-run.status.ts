@@ -28,7 +28,7 @@ export function parseSyncRunSpec(spec: unknown): SyncRunSpecParseResult {
   return { ok: true, spec: { gitopsDeploymentName: name, revisionID: revision } };
 }
 
-/** ErrorOccurred messages of the SyncRun reconciler beyond the ones fixed by api.md. */
+/** ErrorOccurred messages of the SyncRun reconciler beyond the ones fixed by docs/api.md. */
 export const SyncRunErrorMessage = {
   invalidSpec: (problem: string) => `the GitOpsDeploymentSyncRun is invalid: ${problem}`,
   syncFailed: (outcome: string, message: string) =>

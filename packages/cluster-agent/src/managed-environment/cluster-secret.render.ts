@@ -1,5 +1,5 @@
 /**
- * The Argo CD cluster Secret of an External managed environment (api.md "Argo CD objects the agent owns"):
+ * The Argo CD cluster Secret of an External environment (docs/api.md "Argo CD objects the agent owns"):
  * `managed-env-<id>`, label `argocd.argoproj.io/secret-type: cluster` + database-id; data `name`, `server`
  * (`<apiURL>?managedEnvironment=<id>`, so several environments on one API server stay distinct in Argo CD),
  * `config` (bearer token + TLS), `namespaces` / `clusterResources` when set, `project` (tenant AppProject).

@@ -1,5 +1,5 @@
 /**
- * Operation processing (data-model.md, "Lifecycle" step 3). One work queue keyed by resource
+ * Operation processing (docs/data-model.md, lifecycle step 3). One work queue keyed by resource
  * (`<resource_type>/<resource_id>`), so work for one resource is serialised and different resources run
  * concurrently up to the configured limit. A reconcile of a key:
  *   1. starts the resource's due Waiting operations of this engine instance (Waiting → In_Progress);

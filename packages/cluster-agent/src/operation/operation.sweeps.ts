@@ -1,5 +1,5 @@
 /**
- * Safety nets of operation processing (data-model.md): due Waiting rows whose Operation CR event was missed,
+ * Safety nets of processing (docs/data-model.md): due Waiting rows whose Operation CR event was missed,
  * In_Progress rows left behind by a crashed agent, and the retention of finished rows.
  */
 import {

@@ -1,5 +1,5 @@
 /**
- * The periodic drift resync (data-model.md, "Self-healing"): every Argo CD object we own is compared with the
+ * The periodic drift resync (docs/data-model.md): every Argo CD object we own is compared with the
  * database. It only queues resource keys, in pages; the resource queue does the comparing (owned fields
  * only) and the fixing — missing → create, different → fix, no row → delete — and counts what it corrected.
  */

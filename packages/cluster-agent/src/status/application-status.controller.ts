@@ -1,5 +1,5 @@
 /**
- * Status path (data-model.md): Argo CD Application event → projection → written to application_state only
+ * Status path (docs/data-model.md): Application event → projection → written to application_state only
  * when it changed (the table's trigger NOTIFYs the backend). An Application with our label whose row does not
  * exist is handed to the resource queue, which deletes it (orphan cleanup).
  */
