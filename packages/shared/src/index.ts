@@ -4,6 +4,7 @@
  * Kubernetes helpers). One way to do each of these things; look here before adding a helper.
  */
 export * from './clock.ts';
+export * from './conditions.ts';
 export * from './config.ts';
 export * from './errors.ts';
 export * from './feature.ts';

@@ -15,6 +15,7 @@ import {
 import { type Database, type EngineInstanceRow, getApplication, type OperationRow } from '@gitops/db';
 import {
   type EventRecorder,
+  findCondition,
   HttpMethod,
   type Informer,
   isConflict,
@@ -28,10 +29,10 @@ import {
   type ReconcileContext,
   type ReconcileResult,
   type Reconciler,
+  setCondition,
   splitObjectKey,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { findCondition, setCondition } from '../conditions.ts';
 import { jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
 import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';

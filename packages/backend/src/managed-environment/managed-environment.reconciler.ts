@@ -10,7 +10,9 @@
 import { ConditionStatus, ManagedEnvironmentConditionType, ManagedEnvironmentReason } from '@gitops/api';
 import type { Database, EngineInstanceRow, Sealer } from '@gitops/db';
 import {
+  conditionsOfStatus,
   type EventRecorder,
+  findCondition,
   HttpMethod,
   type Informer,
   isConflict,
@@ -23,10 +25,10 @@ import {
   patchStatus,
   type ReconcileContext,
   type Reconciler,
+  setKubeCondition,
   splitObjectKey,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { kubeTime } from '../conditions.ts';
 import { isJsonObject, jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr } from '../kinds.ts';
 import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
@@ -93,11 +95,6 @@ function finalizersOf(object: KubeObject): string[] {
   return Array.isArray(f) ? f.filter((x): x is string => typeof x === 'string') : [];
 }
 
-function existingConditions(object: KubeObject): Record<string, unknown>[] {
-  const status = isJsonObject(object.status) ? object.status : {};
-  return Array.isArray(status.conditions) ? status.conditions.filter(isJsonObject) : [];
-}
-
 export function createManagedEnvironmentReconciler(options: ManagedEnvironmentReconcilerOptions): Reconciler {
   const { db, kc, sealer, informer, events } = options;
   const now = options.now ?? (() => new Date());
@@ -138,28 +135,19 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
 
   /** Writes the condition when it differs; Events on transitions. Never contains a token. */
   async function writeCondition(object: KubeObject, input: ConditionInput, logger: Logger) {
-    const conditions = existingConditions(object);
+    const conditions = conditionsOfStatus(object.status);
     const type = ManagedEnvironmentConditionType.ConnectionInitializationSucceeded;
-    const existing = conditions.find((c) => c.type === type);
-    const generation = object.metadata.generation;
+    const existing = findCondition(conditions, type);
     const same =
       existing !== undefined &&
       existing.status === input.status &&
       (existing.reason ?? '') === input.reason &&
       (existing.message ?? '') === input.message;
-    if (same && existing.observedGeneration === generation) return;
-    const condition = {
-      type,
-      status: input.status,
-      ...(generation !== undefined ? { observedGeneration: generation } : {}),
-      reason: input.reason,
-      message: input.message,
-      lastTransitionTime:
-        same && typeof existing.lastTransitionTime === 'string'
-          ? existing.lastTransitionTime
-          : kubeTime(now()),
-    };
-    const next = [...conditions.filter((c) => c.type !== type), condition];
+    const next = setKubeCondition(
+      conditions,
+      { type, ...input, observedGeneration: object.metadata.generation },
+      now(),
+    );
     if (jsonEqual(next, conditions)) return;
     await patchStatus(
       kc,

@@ -12,7 +12,7 @@ import {
   repositoryCredentialConditionOrder,
   RepositoryCredentialConditionType as Type,
 } from '@gitops/api';
-import { kubeTime } from '../conditions.ts';
+import { findCondition, nextCondition } from '@gitops/shared';
 
 /** What a reconcile found out. Messages never contain a credential. */
 export type RepositoryCredentialOutcome =
@@ -137,34 +137,6 @@ export function nextConditions(
   }
   return repositoryCredentialConditionOrder.map((type) => {
     const want = desired.find((d) => d.type === type)!;
-    const old = existing.find((c) => c.type === type);
-    const unchanged =
-      old !== undefined &&
-      old.status === want.status &&
-      old.reason === want.reason &&
-      (old.message ?? '') === want.message;
-    const condition: Condition = {
-      type,
-      status: want.status,
-      reason: want.reason,
-      message: want.message,
-      lastTransitionTime: unchanged && old.lastTransitionTime ? old.lastTransitionTime : kubeTime(now),
-    };
-    if (observedGeneration !== undefined) condition.observedGeneration = observedGeneration;
-    return condition;
+    return nextCondition(findCondition(existing, type), { ...want, observedGeneration }, now) as Condition;
   });
-}
-
-/** Well-formed conditions of an object's `status.conditions`. */
-export function conditionsOfStatus(status: unknown): Condition[] {
-  if (typeof status !== 'object' || status === null) return [];
-  const raw = (status as { conditions?: unknown }).conditions;
-  if (!Array.isArray(raw)) return [];
-  return raw.filter(
-    (c): c is Condition =>
-      typeof c === 'object' &&
-      c !== null &&
-      typeof (c as Condition).type === 'string' &&
-      ['True', 'False', 'Unknown'].includes((c as Condition).status),
-  );
 }

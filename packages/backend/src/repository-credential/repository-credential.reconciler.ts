@@ -14,6 +14,7 @@ import type { Condition } from '@gitops/api';
 import { SecretKey, SecretType } from '@gitops/api';
 import type { Database, EngineInstanceRow, OperationRow, Sealer } from '@gitops/db';
 import {
+  conditionsOfStatus,
   type EventRecorder,
   HttpMethod,
   type Informer,
@@ -35,11 +36,7 @@ import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
-import {
-  conditionsOfStatus,
-  nextConditions,
-  type RepositoryCredentialOutcome,
-} from './repository-credential.conditions.ts';
+import { nextConditions, type RepositoryCredentialOutcome } from './repository-credential.conditions.ts';
 import {
   applyRepositoryCredentials,
   deleteMappedRepositoryCredentials,
@@ -201,7 +198,7 @@ export function createRepositoryCredentialReconciler(
     logger: Logger,
     operationFailure?: string,
   ) {
-    const existing = conditionsOfStatus(object.status);
+    const existing = conditionsOfStatus(object.status) as Condition[];
     const generation =
       typeof object.metadata.generation === 'number' ? object.metadata.generation : undefined;
     const next: Condition[] = nextConditions(existing, outcome, now(), generation, operationFailure);

@@ -13,8 +13,8 @@ import {
   GitOpsDeploymentConditionType,
   resolvedReason,
 } from '@gitops/api';
+import { setCondition } from '@gitops/shared';
 import { z } from 'zod';
-import { setCondition } from '../conditions.ts';
 import { createMergePatch, isJsonObject, type JsonObject, type JsonValue, normalizeJson } from '../json.ts';
 
 /** At most this many `status.resources` entries (~200 bytes each: ~100 KiB, far below the 1.5 MiB limit). */

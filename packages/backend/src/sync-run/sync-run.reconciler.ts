@@ -15,6 +15,7 @@ import {
 import { type Database, getApplication, getLatestOperationOfOwner } from '@gitops/db';
 import {
   type EventRecorder,
+  findCondition,
   type Informer,
   isConflict,
   type KubeConfig,
@@ -23,10 +24,10 @@ import {
   patchStatus,
   type ReconcileContext,
   type Reconciler,
+  setCondition,
   splitObjectKey,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { findCondition, setCondition } from '../conditions.ts';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
 import { parseGitOpsDeploymentSpec } from '../gitops-deployment/desired-application.ts';
 import { conditionsOf, isBeingDeleted } from '../gitops-deployment/gitops-deployment.object.ts';

@@ -5,7 +5,7 @@
  */
 import { ConditionStatus, SyncRunConditionType, SyncRunReason } from '@gitops/api';
 import type { OperationRow, SyncOperationRow } from '@gitops/db';
-import type { ConditionInput } from '../conditions.ts';
+import type { ConditionInput } from '@gitops/shared';
 import { isJsonObject } from '../json.ts';
 
 export interface SyncRunSpec {
