@@ -32,6 +32,14 @@ export const Plural = {
 } as const satisfies Record<Kind, string>;
 export type Plural = (typeof Plural)[keyof typeof Plural];
 
+/**
+ * Name of the Operation CR announcing operation row `operationId` (the backend creates it, the
+ * cluster-agent reads and deletes it): `operation-<id>`.
+ */
+export function operationCrName(operationId: string): string {
+  return `operation-${operationId}`;
+}
+
 /** `spec.type` of a GitOpsDeployment. */
 export const GitOpsDeploymentType = {
   Automated: 'automated',

@@ -8,7 +8,7 @@
  * after the LISTEN connection is re-established. A failed creation backs off per operation
  * (`next_delivery_at`), so one bad namespace cannot hold up the others.
  */
-import { API_GROUP_VERSION, Kind, Plural } from '@gitops/api';
+import { API_GROUP_VERSION, Kind, operationCrName, Plural } from '@gitops/api';
 import {
   type ClaimedOperation,
   claimUndeliveredOperations,
@@ -28,10 +28,8 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 
-/** Name of the Operation CR of an operation row. */
-export function operationCrName(operationId: string): string {
-  return `operation-${operationId}`;
-}
+/** Name of the Operation CR of an operation row (defined once, in @gitops/api, for both processes). */
+export { operationCrName };
 
 /** The Operation CR announcing `operationId` in `namespace`. */
 export function operationCr(operationId: string, namespace: string) {

@@ -10,7 +10,7 @@
  * A key without operations (drift resync, informer events) runs the same reconcile; what it had to change is
  * counted in `drift_corrected_total{kind}`.
  */
-import { API_GROUP_VERSION, Kind } from '@gitops/api';
+import { API_GROUP_VERSION, Kind, operationCrName } from '@gitops/api';
 import {
   completeOperation,
   type Database,
@@ -69,7 +69,12 @@ export interface OperationProcessor {
 
 /** The Operation CR of an operation row: `operation-<id>` in the engine instance namespace. */
 export function operationCrRef(operationId: string, namespace: string) {
-  return { apiVersion: API_GROUP_VERSION, kind: Kind.Operation, name: `operation-${operationId}`, namespace };
+  return {
+    apiVersion: API_GROUP_VERSION,
+    kind: Kind.Operation,
+    name: operationCrName(operationId),
+    namespace,
+  };
 }
 
 /**
