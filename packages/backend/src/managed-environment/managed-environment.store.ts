@@ -18,6 +18,7 @@ import {
   insertOperation,
   insertOperations,
   type OperationRequest,
+  SealContext,
   type Sealer,
   updateEnvironmentCredentials,
   upsertClusterUser,
@@ -33,7 +34,7 @@ export interface EnvironmentIdentity {
 }
 
 /** Sealing context of a bearer token: binds the ciphertext to its credentials row kind. */
-export const BEARER_TOKEN_CONTEXT = 'cluster_credentials.bearer_token';
+export const BEARER_TOKEN_CONTEXT = SealContext.bearerToken;
 
 export async function lockEnvironmentName(trx: Transaction<Database>, namespace: string, name: string) {
   const key = `${MANAGED_ENVIRONMENT_KIND}/${namespace}/${name}`;

@@ -5,7 +5,7 @@
  * the tenant's External environments). The token is unsealed here and only ever written to the Secret.
  */
 import { ArgoCDSecretType, Label } from '@gitops/api';
-import { type Database, getManagedEnvironmentWithCredentials, type Sealer } from '@gitops/db';
+import { type Database, getManagedEnvironmentWithCredentials, SealContext, type Sealer } from '@gitops/db';
 import {
   createInformer,
   deleteIfExists,
@@ -24,9 +24,6 @@ import type { Kysely } from 'kysely';
 import type { ResourceOutcome } from '../agent-context.ts';
 import { FIELD_MANAGER, isUuid, managedEnvironmentClusterName } from '../argocd.ts';
 import { renderClusterSecret } from './cluster-secret.render.ts';
-
-/** Sealing context of cluster_credentials.bearer_token_sealed (as the backend seals it). */
-export const BEARER_TOKEN_CONTEXT = 'cluster_credentials.bearer_token';
 
 /** Label selector of the cluster Secrets we own. */
 export const CLUSTER_SECRET_SELECTOR = `${Label.ArgoCDSecretType}=${ArgoCDSecretType.Cluster},${Label.DatabaseId}`;
@@ -133,7 +130,7 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
       const c = found.credentials;
       let bearerToken: string;
       try {
-        bearerToken = sealer.openString(c.bearer_token_sealed, BEARER_TOKEN_CONTEXT);
+        bearerToken = sealer.openString(c.bearer_token_sealed, SealContext.bearerToken);
       } catch (err) {
         // A key that is not configured here: say which, never the value.
         throw new Error(

@@ -5,7 +5,7 @@
  * row gone (or on another engine instance) → delete every Secret labelled with its id.
  * The tenant's AppProject (sourceRepos include the credential's URL) is updated by the caller.
  */
-import { type Database, getRepositoryCredentials, type Sealer } from '@gitops/db';
+import { type Database, getRepositoryCredentials, SealContext, type Sealer } from '@gitops/db';
 import {
   collectionPath,
   deleteIfExists,
@@ -28,13 +28,6 @@ import {
   renderRepositorySecret,
   repositorySecretDrifted,
 } from './repository-secret.render.ts';
-
-/** Same contexts the backend seals with (additional authenticated data per column). */
-const SealContext = {
-  username: 'repository_credentials.username',
-  password: 'repository_credentials.password',
-  sshPrivateKey: 'repository_credentials.ssh_private_key',
-} as const;
 
 export interface RepositorySecretReconcilerOptions {
   kc: KubeConfig;
