@@ -11,11 +11,11 @@ import {
   createSealer,
   type Database,
   type EngineInstanceRow,
-  getEngineInstanceByName,
+  ensureEngineInstance,
   pendingMigrations,
-  upsertEngineInstance,
 } from '@gitops/db';
 import {
+  clusterIdentity,
   createInformer,
   createLogger,
   createMetricsRegistry,
@@ -98,17 +98,6 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
   const queues: WorkQueue[] = [];
   const periodics: Periodic[] = [];
 
-  async function clusterIdentity(): Promise<string> {
-    // kube-system's uid identifies a cluster across API server URLs; the URL is the fallback (RBAC).
-    try {
-      const kubeSystem = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: 'kube-system' });
-      if (kubeSystem?.metadata.uid) return kubeSystem.metadata.uid;
-    } catch (err) {
-      logger.debug({ err }, 'kube-system is not readable; using the API server URL as cluster identity');
-    }
-    return kc.getCurrentCluster()?.server ?? 'unknown';
-  }
-
   /**
    * The backend migrates the database; the agent waits (up to 10 minutes) until every migration it knows is
    * applied, so the two may start in any order, as pods do.
@@ -149,16 +138,11 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     throwIfClosed();
     // Idempotent, as the backend does it: no write when the row already says so, and an existing cluster
     // identity is kept so the two processes never overwrite each other's.
-    const existing = await getEngineInstanceByName(db, config.engineInstanceName);
-    const registered =
-      existing && existing.namespace_name === namespace && existing.namespace_uid === ns.metadata.uid
-        ? existing
-        : await upsertEngineInstance(db, {
-            name: config.engineInstanceName,
-            namespaceName: namespace,
-            namespaceUid: ns.metadata.uid,
-            clusterIdentity: existing?.cluster_identity ?? (await clusterIdentity()),
-          });
+    const registered = await ensureEngineInstance(
+      db,
+      { name: config.engineInstanceName, namespaceName: namespace, namespaceUid: ns.metadata.uid },
+      () => clusterIdentity(kc, { logger }),
+    );
     throwIfClosed();
     engine = registered;
     const engineInstanceId = registered.id;
