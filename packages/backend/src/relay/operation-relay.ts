@@ -17,6 +17,7 @@ import {
   recordDeliveryFailure,
 } from '@gitops/db';
 import {
+  backoffDelay,
   collectionPath,
   getOrCreateCounter,
   HttpMethod,
@@ -43,8 +44,7 @@ export function operationCr(operationId: string, namespace: string) {
 
 /** Delivery retry delay after `attempts` failures: 1 s doubling to 5 min, ±20 % jitter. */
 export function deliveryBackoffMs(attempts: number, random = Math.random): number {
-  const base = Math.min(300_000, 1_000 * 2 ** Math.max(0, attempts));
-  return Math.round(base * (0.8 + 0.4 * random()));
+  return backoffDelay(attempts + 1, 1_000, 300_000, random);
 }
 
 export interface OperationRelayOptions {
