@@ -9,7 +9,7 @@ import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import {
   createDb,
   createSealer,
-  type Database,
+  type Db,
   type EngineInstanceRow,
   ensureEngineInstance,
   pendingMigrations,
@@ -32,7 +32,6 @@ import {
   TerminalError,
   type WorkQueue,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import type { AgentContext } from './agent-context.ts';
 import { createApplicationReconciler } from './application/application.reconciler.ts';
 import { AgentLabel, ApplicationResource, AppProjectResource, isUuid } from './argocd.ts';
@@ -84,7 +83,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     options.registry ?? createMetricsRegistry({ defaultLabels: { component: 'cluster-agent' } });
   const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
   const namespace = config.argoCdNamespace;
-  const db: Kysely<Database> = createDb(config.databaseUrl, {
+  const db: Db = createDb(config.databaseUrl, {
     max: Math.min(32, config.concurrency * 2 + 4),
     applicationName: 'gitops-cluster-agent',
     onIdleConnectionError: (err) => logger.warn({ err }, 'idle database connection failed'),

@@ -5,7 +5,13 @@
  * the tenant's External environments). The token is unsealed here and only ever written to the Secret.
  */
 import { ArgoCDSecretType, Label } from '@gitops/api';
-import { type Database, getManagedEnvironmentWithCredentials, SealContext, type Sealer } from '@gitops/db';
+import {
+  type Db,
+  getManagedEnvironmentWithCredentials,
+  listExternalEnvironmentIds,
+  SealContext,
+  type Sealer,
+} from '@gitops/db';
 import {
   createInformer,
   deleteIfExists,
@@ -20,7 +26,6 @@ import {
   type Registry,
   serverSideApply,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import type { ResourceOutcome } from '../agent-context.ts';
 import { FIELD_MANAGER, isUuid, managedEnvironmentClusterName } from '../argocd.ts';
 import { renderClusterSecret } from './cluster-secret.render.ts';
@@ -63,7 +68,7 @@ export function watchClusterSecrets(options: {
 
 export interface ClusterSecretReconcilerOptions {
   kc: KubeConfig;
-  db: Kysely<Database>;
+  db: Db;
   sealer: Sealer;
   namespace: string;
   /** Recomputes a tenant's AppProject. */
@@ -163,12 +168,7 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
 
   /** The resource ids to check in a drift pass: every External environment row and every live cluster Secret. */
   async function driftIds(signal: AbortSignal): Promise<string[]> {
-    const rows = await db
-      .selectFrom('managed_environment')
-      .select('id')
-      .where('kind', '=', 'External')
-      .execute();
-    const ids = new Set(rows.map((r) => r.id));
+    const ids = new Set(await listExternalEnvironmentIds(db));
     for (const secret of await listOwnedSecrets(signal)) {
       const id = secret.metadata.labels?.[Label.DatabaseId];
       if (isUuid(id)) ids.add(id);

@@ -3,7 +3,7 @@
  * Secrets (fast drift repair: an edited or deleted Secret re-queues its row), the operation handler (Secret,
  * then the tenant's AppProject whose sourceRepos include the URL) and the periodic drift/orphan pass.
  */
-import type { Database, Sealer } from '@gitops/db';
+import type { Db, Sealer } from '@gitops/db';
 import {
   createInformer,
   type Informer,
@@ -14,7 +14,6 @@ import {
   type Registry,
   runPeriodically,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import type { ResourceOutcome } from '../agent-context.ts';
 import { AgentLabel, isUuid } from '../argocd.ts';
 import { createRepositorySecretReconciler } from './repository-secret.reconciler.ts';
@@ -22,7 +21,7 @@ import { REPOSITORY_SECRET_SELECTOR } from './repository-secret.render.ts';
 
 export interface RepositoryCredentialsAgentOptions {
   kc: KubeConfig;
-  db: Kysely<Database>;
+  db: Db;
   sealer: Sealer;
   registry: Registry;
   logger: Logger;
