@@ -78,8 +78,12 @@ export interface TargetCluster {
   token: string;
 }
 
+/** The top-level fields of a kubeconfig document; a mapping with none of them is not one. */
+const KUBECONFIG_FIELDS = ['apiVersion', 'kind', 'clusters', 'contexts', 'users', 'current-context'];
+
 /**
- * Why a Secret's kubeconfig text is not a kubeconfig document at all (undefined when it is a YAML mapping).
+ * Why a Secret's kubeconfig text is not a kubeconfig document at all (undefined when it is a YAML mapping
+ * with at least one kubeconfig field).
  * The Kubernetes client accepts any text as an empty configuration, which would hide a broken Secret behind
  * "no cluster entry for the API URL". The YAML parser's own message quotes the document (and so possibly
  * the token), so only its error code and position are kept.
@@ -95,7 +99,10 @@ export function kubeconfigDocumentProblem(text: string): string | undefined {
     }
     return 'the YAML parser failed';
   }
-  if (isJsonObject(document)) return undefined;
+  if (isJsonObject(document)) {
+    if (KUBECONFIG_FIELDS.some((field) => field in document)) return undefined;
+    return `the document has none of the fields ${KUBECONFIG_FIELDS.join(', ')}`;
+  }
   const what = document === null ? 'empty' : Array.isArray(document) ? 'a list' : `a ${typeof document}`;
   return `the document is ${what}, not a mapping`;
 }
