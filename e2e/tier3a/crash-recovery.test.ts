@@ -1,6 +1,6 @@
 /** Tier 3a: crashes (SIGKILL) of either process lose nothing; malformed rows fail one operation, not the agent. */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
@@ -20,12 +20,12 @@ describe('crash recovery (tier 3a)', () => {
   let argoCd: ArgoCdActor;
   let tenant: string;
 
-  before(async () => {
+  beforeAll(async () => {
     system = await startSystem({ start: [] });
     argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
     tenant = await createTenantNamespace(system.kc);
   });
-  after(async () => {
+  afterAll(async () => {
     await argoCd?.stop();
     await system?.stop();
     if (tenant) await remove(system.kc, paths.namespace(tenant));

@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { after, before, describe, it } from 'node:test';
 import type { KubeConfig, KubeObject } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
@@ -79,7 +79,7 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
   let caData: string;
   const clusterScoped: string[] = [];
 
-  before(async () => {
+  beforeAll(async () => {
     system = await startSystem();
     argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
     tenant = await createTenantNamespace(system.kc, 'menv');
@@ -87,7 +87,7 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     saNamespace = await createTenantNamespace(system.kc, 'menv-sa');
     ({ server, caData } = clusterOf(system.kc));
   });
-  after(async () => {
+  afterAll(async () => {
     await argoCd?.stop();
     await system?.stop();
     for (const path of clusterScoped) await remove(system.kc, path);

@@ -4,8 +4,8 @@
  * running as separate processes.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import type { KubeObject } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type GitServer, startGitServer } from '../fixture/git-server.ts';
 import {
   create,
@@ -70,7 +70,7 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
   let tenantA: string;
   let tenantB: string;
 
-  before(async () => {
+  beforeAll(async () => {
     git = await startGitServer();
     await git.createRepository('private', { username: 'jane', password: PASSWORD });
     await git.createRepository('rotating', { username: 'jane', password: PASSWORD });
@@ -80,7 +80,7 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
     tenantA = await createTenantNamespace(system.kc);
     tenantB = await createTenantNamespace(system.kc);
   });
-  after(async () => {
+  afterAll(async () => {
     await system?.stop();
     await git?.stop();
     for (const ns of [tenantA, tenantB]) if (ns) await remove(system.kc, paths.namespace(ns));

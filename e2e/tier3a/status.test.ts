@@ -1,6 +1,6 @@
 /** Tier 3a: what Argo CD writes on an Application shows up on the GitOpsDeployment, event-driven. */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
@@ -18,12 +18,12 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
   let argoCd: ArgoCdActor;
   let tenant: string;
 
-  before(async () => {
+  beforeAll(async () => {
     system = await startSystem();
     argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
     tenant = await createTenantNamespace(system.kc);
   });
-  after(async () => {
+  afterAll(async () => {
     await argoCd?.stop();
     await system?.stop();
     if (tenant) await remove(system.kc, paths.namespace(tenant));

@@ -5,7 +5,7 @@
  * operation, and keeps `operation` while it runs), then finishes it (final phase, and `operation` cleared).
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
@@ -38,12 +38,12 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
   let argoCd: ArgoCdActor;
   let tenant: string;
 
-  before(async () => {
+  beforeAll(async () => {
     system = await startSystem();
     argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
     tenant = await createTenantNamespace(system.kc);
   });
-  after(async () => {
+  afterAll(async () => {
     await argoCd?.stop();
     await system?.stop();
     if (tenant) await remove(system.kc, paths.namespace(tenant));

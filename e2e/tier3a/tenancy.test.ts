@@ -1,6 +1,6 @@
 /** Tier 3a: one AppProject per tenant, exactly the tenant's repos and destinations; drift is put back. */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
@@ -28,13 +28,13 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
   let tenantA: string;
   let tenantB: string;
 
-  before(async () => {
+  beforeAll(async () => {
     system = await startSystem();
     argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
     tenantA = await createTenantNamespace(system.kc, 'tenant-a');
     tenantB = await createTenantNamespace(system.kc, 'tenant-b');
   });
-  after(async () => {
+  afterAll(async () => {
     await argoCd?.stop();
     await system?.stop();
     for (const ns of [tenantA, tenantB]) if (ns) await remove(system.kc, paths.namespace(ns));

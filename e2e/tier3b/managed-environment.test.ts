@@ -4,8 +4,8 @@
  * RBAC limits each ServiceAccount to one namespace.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import type { KubeObject } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { manifest } from '../fixture/git-repo.ts';
 import {
   create,
@@ -33,14 +33,14 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
   let caData: string;
   const extraNamespaces: string[] = [];
 
-  before(async () => {
+  beforeAll(async () => {
     f = await startRealSystem();
     const cluster = f.system.kc.getCurrentCluster();
     if (!cluster?.caData) throw new Error('the test kubeconfig must carry certificate-authority-data');
     server = cluster.server;
     caData = cluster.caData;
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.stop();
     for (const ns of extraNamespaces) await remove(f.system.kc, paths.namespace(ns));
   });
@@ -105,7 +105,9 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
     });
   }
 
-  it('deploys through a namespace-limited environment; another namespace through it fails with Argo CD’s error', async (t) => {
+  it('deploys through a namespace-limited environment; another namespace through it fails with Argo CD’s error', async ({
+    annotate,
+  }) => {
     // Given a tenant with an environment whose ServiceAccount may administer only one namespace
     const tenant = await f.given.tenant('menv');
     const target = await namespaceAdminToken('menv-target');
@@ -150,7 +152,7 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
       /not managed|forbidden|cannot/i.test(c.message ?? ''),
     );
     assert.ok(argoCondition, JSON.stringify(status.conditions));
-    t.diagnostic(`Argo CD said (${argoCondition.type}): ${argoCondition.message}`);
+    await annotate(`Argo CD said (${argoCondition.type}): ${argoCondition.message}`);
     assert.match(argoCondition.message ?? '', new RegExp(elsewhere));
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(await f.expect.readObject(elsewhere, 'ConfigMap', 'menv-config'), undefined);

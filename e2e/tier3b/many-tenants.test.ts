@@ -2,7 +2,7 @@
  * Tier 3b, scenario 8: ten tenants deploying at the same time with a real Argo CD all converge.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { manifest } from '../fixture/git-repo.ts';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
@@ -11,10 +11,10 @@ const TENANTS = 10;
 describe('tier 3b: many tenants with a real Argo CD', () => {
   let f: RealSystem;
 
-  before(async () => {
+  beforeAll(async () => {
     f = await startRealSystem();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.stop();
   });
 

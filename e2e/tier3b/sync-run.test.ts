@@ -2,8 +2,8 @@
  * Tier 3b, scenario 5: manual GitOpsDeployments and GitOpsDeploymentSyncRuns with a real Argo CD.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import type { KubeObject } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { manifest } from '../fixture/git-repo.ts';
 import {
   type ArgoApplication,
@@ -52,11 +52,11 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
   let f: RealSystem;
   let tenant: string;
 
-  before(async () => {
+  beforeAll(async () => {
     f = await startRealSystem();
     tenant = await f.given.tenant('syncrun');
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.stop();
   });
 

@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
 import {
   type ClusterUserRow,
   createTestDatabase,
@@ -38,6 +37,7 @@ import {
   serverSideApply,
 } from '@gitops/shared';
 import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type Agent, buildAgent } from './app.ts';
 import { type AgentConfig, loadAgentConfig } from './config.ts';
 
@@ -76,7 +76,7 @@ const automatedSyncPolicy = {
   retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
 };
 
-describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, () => {
+describe('cluster-agent', () => {
   let kc: KubeConfig;
   let database: TestDatabase;
   let agent: Agent;
@@ -215,7 +215,7 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
     return value?.value ?? 0;
   };
 
-  before(async () => {
+  beforeAll(async () => {
     kc = loadKubeConfig(kubeconfigPath);
     database = await createTestDatabase();
     for (const name of [argoCdNamespace, otherArgoCdNamespace, ...tenantNamespaces]) {
@@ -242,7 +242,7 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
     engineInstanceId = agent.engineInstance()!.id;
   });
 
-  after(async () => {
+  afterAll(async () => {
     await agent?.close();
     if (kc) {
       const list = (await kubeRequest(kc, {

@@ -2,10 +2,10 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { createTestDatabase, type TestDatabase } from '@gitops/db';
 import { deleteIfExists, type KubeConfig, loadKubeConfig, serverSideApply } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 
 const kubeconfigPath = process.env.KUBECONFIG;
 const suffix = randomBytes(4).toString('hex');
@@ -49,7 +49,7 @@ async function eventually<T>(
   }
 }
 
-describe('cluster-agent process', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, () => {
+describe('cluster-agent process', () => {
   let kc: KubeConfig;
   let database: TestDatabase;
   const env = () => ({
@@ -63,12 +63,12 @@ describe('cluster-agent process', { skip: !kubeconfigPath && 'KUBECONFIG is not 
     LOG_LEVEL: 'info',
   });
 
-  before(async () => {
+  beforeAll(async () => {
     kc = loadKubeConfig(kubeconfigPath);
     database = await createTestDatabase();
   });
 
-  after(async () => {
+  afterAll(async () => {
     if (kc) await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
     await database?.destroy();
   });

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Kysely, sql } from 'kysely';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import { deleteClusterUser } from './cluster-user.repository.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
 import {
@@ -29,12 +29,12 @@ let testDb: TestDatabase;
 let db: Kysely<Database>;
 let instance: EngineInstanceRow;
 
-before(async () => {
+beforeAll(async () => {
   testDb = await createTestDatabase({ max: 10 });
   db = testDb.db;
   instance = await givenEngineInstance(db);
 });
-after(async () => {
+afterAll(async () => {
   await testDb?.destroy();
 });
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, describe, it } from 'node:test';
 import { ApiException, ApisApi, AppsV1Api, CoreV1Api, KubeConfig, Watch } from '@kubernetes/client-node';
+import { afterAll, describe, it } from 'vitest';
 
 /** Polls until `check` returns a value (not undefined); generous timeout, no timing assertions. */
 async function eventually<T>(
@@ -27,7 +27,7 @@ describe('the local control plane is a real Kubernetes API server', () => {
   const apps = kc.makeApiClient(AppsV1Api);
   const ns = `cp-test-${randomBytes(4).toString('hex')}`;
 
-  after(async () => {
+  afterAll(async () => {
     await core.deleteNamespace({ name: ns }).catch(() => {});
   });
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { ErrorCode, KubeApiError } from './errors.ts';
 import {
   createEventRecorder,
@@ -35,12 +35,10 @@ async function eventually<T>(
   }
 }
 
-describe('Kubernetes helpers against the API server', {
-  skip: !kubeconfigPath && 'KUBECONFIG is not set',
-}, () => {
+describe('Kubernetes helpers against the API server', () => {
   let kc: KubeConfig;
 
-  before(async () => {
+  beforeAll(async () => {
     kc = loadKubeConfig(kubeconfigPath);
     await serverSideApply(
       kc,
@@ -49,7 +47,7 @@ describe('Kubernetes helpers against the API server', {
     );
   });
 
-  after(async () => {
+  afterAll(async () => {
     if (!kc) return;
     await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
     await deleteIfExists(kc, {

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
 import { API_GROUP_VERSION } from '@gitops/api';
 import { failOperation, getApiCrMappingByUid, getApplicationByName, startOperation } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import {
   type BackendFixture,
@@ -37,7 +37,7 @@ describe('ManagedEnvironment reconciler', () => {
   const request = (method: HttpMethod, path: string, body?: unknown, contentType?: string) =>
     kubeRequest(f.kc, { method, path, body, contentType });
 
-  before(async () => {
+  beforeAll(async () => {
     f = await createBackendFixture();
     // A failed agent operation is announced again this long after the failure (default 1 minute).
     backend = await f.startBackend({ GITOPS_OPERATION_RETRY_INTERVAL: '2s' });
@@ -85,7 +85,7 @@ describe('ManagedEnvironment reconciler', () => {
     )) as { status: { token: string } };
     token = answer.status.token;
   });
-  after(async () => {
+  afterAll(async () => {
     for (const path of cleanupPaths) await request(HttpMethod.DELETE, path).catch(() => {});
     await f?.cleanup();
   });

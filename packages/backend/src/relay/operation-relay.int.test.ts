@@ -1,19 +1,19 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
 import { getApplicationByName, insertOperation, upsertEngineInstance } from '@gitops/db';
 import { createMetricsRegistry, createSilentLogger, loadKubeConfig } from '@gitops/shared';
 import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
 import { createOperationRelay } from './operation-relay.ts';
 
 describe('outbox relay', () => {
   let f: BackendFixture;
 
-  before(async () => {
+  beforeAll(async () => {
     f = await createBackendFixture();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
   });
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type GitServer, startGitServer } from '../../../../e2e/fixture/git-server.ts';
 import { classifyGitError, lsRemote } from './git-ls-remote.ts';
 
@@ -10,14 +10,14 @@ describe('git ls-remote validation against a local Git HTTPS server', () => {
   let git: GitServer;
   let previousCa: string | undefined;
 
-  before(async () => {
+  beforeAll(async () => {
     git = await startGitServer();
     await git.createRepository('public');
     await git.createRepository('private', { username: 'jane', password: 's3cr3t-pw' });
     previousCa = process.env.GIT_SSL_CAINFO;
     process.env.GIT_SSL_CAINFO = git.caFile;
   });
-  after(async () => {
+  afterAll(async () => {
     if (previousCa === undefined) delete process.env.GIT_SSL_CAINFO;
     else process.env.GIT_SSL_CAINFO = previousCa;
     await git?.stop();

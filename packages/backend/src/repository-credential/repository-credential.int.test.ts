@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { API_GROUP_VERSION } from '@gitops/api';
 import { completeOperation, failOperation, startOperation } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import { type GitServer, startGitServer } from '../../../../e2e/fixture/git-server.ts';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
@@ -19,7 +19,7 @@ describe('RepositoryCredential reconciler', () => {
   let tenant: { name: string; uid: string };
   let previousCa: string | undefined;
 
-  before(async () => {
+  beforeAll(async () => {
     git = await startGitServer();
     await git.createRepository('team', { username: 'jane', password: PASSWORD });
     previousCa = process.env.GIT_SSL_CAINFO;
@@ -28,7 +28,7 @@ describe('RepositoryCredential reconciler', () => {
     backend = await f.startBackend();
     tenant = await f.createNamespace();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
     await git?.stop();
     if (previousCa === undefined) delete process.env.GIT_SSL_CAINFO;

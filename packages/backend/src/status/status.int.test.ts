@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { getApplicationByName, writeApplicationState } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { conditionsOf, statusOf } from '../gitops-deployment/gitops-deployment.object.ts';
 import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
@@ -26,12 +26,12 @@ describe('status path', () => {
   let backend: Backend;
   let tenant: { name: string; uid: string };
 
-  before(async () => {
+  beforeAll(async () => {
     f = await createBackendFixture();
     backend = await f.startBackend();
     tenant = await f.createNamespace();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
   });
 

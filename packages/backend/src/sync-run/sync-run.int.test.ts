@@ -3,10 +3,10 @@
  * (no agent: the test plays the agent by writing the outcome and finishing operations).
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import { completeOperation, setSyncOperationOutcome } from '@gitops/db';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
 import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
@@ -64,12 +64,12 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       .orderBy('created_at')
       .execute();
 
-  before(async () => {
+  beforeAll(async () => {
     fixture = await createBackendFixture();
     backend = await fixture.startBackend({ GITOPS_RELAY_ENABLED: 'false' });
     ns = (await fixture.createNamespace('syncrun')).name;
   });
-  after(async () => {
+  afterAll(async () => {
     await fixture?.cleanup();
   });
 

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
 import {
   completeOperation,
   createTestDatabase,
@@ -13,13 +12,14 @@ import {
 } from '@gitops/db';
 import { createSilentLogger } from '@gitops/shared';
 import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { collectFinishedOperations, sweepOperations } from './operation.sweeps.ts';
 
-describe('operation sweeps', { skip: !process.env.GITOPS_TEST_DATABASE_URL && 'no test database' }, () => {
+describe('operation sweeps', () => {
   let database: TestDatabase;
   let engineInstanceId: string;
 
-  before(async () => {
+  beforeAll(async () => {
     database = await createTestDatabase();
     const name = `sweeps-${randomUUID()}`;
     engineInstanceId = (
@@ -31,7 +31,7 @@ describe('operation sweeps', { skip: !process.env.GITOPS_TEST_DATABASE_URL && 'n
       })
     ).id;
   });
-  after(async () => {
+  afterAll(async () => {
     await database?.destroy();
   });
 

@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
 import {
   type ApplicationRow,
   type ClusterUserRow,
@@ -35,6 +34,7 @@ import {
   loadKubeConfig,
   serverSideApply,
 } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type Agent, buildAgent } from '../app.ts';
 import { loadAgentConfig } from '../config.ts';
 
@@ -195,7 +195,7 @@ describe('cluster-agent SyncOperation', () => {
       return row?.outcome ? row : undefined;
     });
 
-  before(async () => {
+  beforeAll(async () => {
     kc = loadKubeConfig(kubeconfigPath);
     database = await createTestDatabase();
     for (const name of [argoCdNamespace, tenantNamespace]) {
@@ -222,7 +222,7 @@ describe('cluster-agent SyncOperation', () => {
     tenant = await upsertClusterUser(database.db, { uid: ns!.metadata.uid!, name: tenantNamespace });
   });
 
-  after(async () => {
+  afterAll(async () => {
     await agent?.close();
     const list = (await kubeRequest(kc, {
       method: HttpMethod.GET,

@@ -1,0 +1,1 @@
+export { eventually } from './eventually.ts';
