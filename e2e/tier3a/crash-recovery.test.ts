@@ -1,11 +1,11 @@
 /** Tier 3a: crashes (SIGKILL) of either process lose nothing; malformed rows fail one operation, not the agent. */
 import assert from 'node:assert/strict';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
   createTenantNamespace,
-  eventually,
   type GitOpsDeployment,
   get,
   list,

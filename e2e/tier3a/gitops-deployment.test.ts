@@ -3,12 +3,12 @@
  * as separate processes and the test playing Argo CD.
  */
 import assert from 'node:assert/strict';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
   createTenantNamespace,
-  eventually,
   type GitOpsDeployment,
   get,
   list,

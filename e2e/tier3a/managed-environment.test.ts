@@ -6,13 +6,13 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import type { KubeConfig, KubeObject } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
   create,
   createTenantNamespace,
-  eventually,
   type GitOpsDeployment,
   GROUP_VERSION,
   get,

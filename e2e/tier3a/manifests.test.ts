@@ -7,9 +7,10 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { repoRoot } from '@gitops/local-env';
 import { HttpMethod, type KubeObject, kubeRequest, loadKubeConfig, serverSideApply } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { create, eventually, get, remove } from '../fixture/kube.ts';
+import { create, get, remove } from '../fixture/kube.ts';
 
 /** The resources of a kustomization, depth first (only the plain `resources:` list that ours use). */
 async function kustomize(dir: string): Promise<KubeObject[]> {

@@ -5,12 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import type { KubeObject } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type GitServer, startGitServer } from '../fixture/git-server.ts';
 import {
   create,
   createTenantNamespace,
-  eventually,
   GROUP_VERSION,
   get,
   list,

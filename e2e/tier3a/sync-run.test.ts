@@ -5,12 +5,12 @@
  * operation, and keeps `operation` while it runs), then finishes it (final phase, and `operation` cleared).
  */
 import assert from 'node:assert/strict';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
   createTenantNamespace,
-  eventually,
   type GitOpsDeployment,
   get,
   mergePatch,

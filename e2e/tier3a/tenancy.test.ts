@@ -1,11 +1,11 @@
 /** Tier 3a: one AppProject per tenant, exactly the tenant's repos and destinations; drift is put back. */
 import assert from 'node:assert/strict';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
   createTenantNamespace,
-  eventually,
   get,
   mergePatch,
   paths,

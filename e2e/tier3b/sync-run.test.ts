@@ -3,16 +3,10 @@
  */
 import assert from 'node:assert/strict';
 import type { KubeObject } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { manifest } from '../fixture/git-repo.ts';
-import {
-  type ArgoApplication,
-  eventually,
-  type GitOpsDeployment,
-  get,
-  paths,
-  remove,
-} from '../fixture/kube.ts';
+import { type ArgoApplication, type GitOpsDeployment, get, paths, remove } from '../fixture/kube.ts';
 import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
 
 const syncRunPath = (ns: string, name: string) =>

@@ -36,6 +36,7 @@ import {
   type Registry,
   serverSideApply,
 } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type Agent, buildAgent } from './app.ts';
@@ -50,25 +51,6 @@ const APP = { apiVersion: 'argoproj.io/v1alpha1', kind: 'Application' } as const
 const PROJECT = { apiVersion: 'argoproj.io/v1alpha1', kind: 'AppProject' } as const;
 const OPERATION = { apiVersion: 'managed-gitops.redhat.com/v1alpha1', kind: 'Operation' } as const;
 const MERGE = 'application/merge-patch+json';
-
-async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`, { cause: lastError });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 const automatedSyncPolicy = {
   automated: { prune: true, selfHeal: true, allowEmpty: true },

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createInformer, type Informer, type InformerOptions } from './informer.ts';
 import { deleteIfExists, type KubeConfig, type KubeObject, loadKubeConfig, serverSideApply } from './kube.ts';
@@ -9,23 +10,6 @@ import { createMetricsRegistry, type Registry } from './metrics.ts';
 const kubeconfigPath = process.env.KUBECONFIG;
 const localEnvEntry = new URL('../../local-env/src/index.ts', import.meta.url);
 const testLabel = 'shared-informer-test';
-
-/** Polls `check` until it returns a value; generous timeout, no timing assertions. */
-async function eventually<T>(
-  what: string,
-  check: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 60_000,
-) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await Promise.resolve()
-      .then(check)
-      .catch(() => undefined);
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 async function counter(registry: Registry, name: string, resource = 'configmaps'): Promise<number> {
   const metric = registry.getSingleMetric(name);

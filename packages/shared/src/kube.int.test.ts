@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { ErrorCode, KubeApiError } from './errors.ts';
 import {
@@ -19,21 +20,6 @@ const kubeconfigPath = process.env.KUBECONFIG;
 const suffix = randomBytes(4).toString('hex');
 const namespace = `shared-kube-${suffix}`;
 const group = `t${suffix}.shared-test.gitops.example`;
-
-/** Polls `check` until it returns a value; generous timeout, no timing assertions. */
-async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 describe('Kubernetes helpers against the API server', () => {
   let kc: KubeConfig;

@@ -9,9 +9,10 @@ import {
   startOperation,
 } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
-import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 import { conditionsOf } from './gitops-deployment.object.ts';
 
 const repoURL = 'https://github.com/redhat-appstudio/managed-gitops';

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { completeOperation, failOperation, getApplicationByName, startOperation } from '@gitops/db';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
-import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 import { conditionsOf } from './gitops-deployment.object.ts';
 
 const spec = { source: { repoURL: 'https://github.com/org/repo', path: 'env/dev' }, type: 'automated' };

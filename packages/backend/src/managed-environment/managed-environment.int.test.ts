@@ -3,14 +3,10 @@ import { readFileSync } from 'node:fs';
 import { API_GROUP_VERSION } from '@gitops/api';
 import { failOperation, getApiCrMappingByUid, getApplicationByName, startOperation } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
-import {
-  type BackendFixture,
-  createBackendFixture,
-  eventually,
-  randomSuffix,
-} from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture, randomSuffix } from '../testing/backend-fixture.ts';
 import { BEARER_TOKEN_CONTEXT } from './managed-environment.store.ts';
 
 const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';

@@ -2,9 +2,10 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { getApplicationByName, insertOperation, upsertEngineInstance } from '@gitops/db';
 import { createMetricsRegistry, createSilentLogger, loadKubeConfig } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, test } from 'vitest';
-import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 import { createOperationRelay } from './operation-relay.ts';
 
 describe('outbox relay', () => {

@@ -2,11 +2,12 @@ import assert from 'node:assert/strict';
 import { API_GROUP_VERSION } from '@gitops/api';
 import { completeOperation, failOperation, startOperation } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { type GitServer, startGitServer } from '../../../../e2e/fixture/git-server.ts';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
-import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 import { SealContext } from './repository-credential.store.ts';
 
 const PASSWORD = 'int-Pa55word-1';

@@ -6,10 +6,11 @@ import assert from 'node:assert/strict';
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import { completeOperation, setSyncOperationOutcome } from '@gitops/db';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
-import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 
 const MANUAL = {
   source: { repoURL: 'https://github.com/example/repo', path: 'dev', targetRevision: 'main' },

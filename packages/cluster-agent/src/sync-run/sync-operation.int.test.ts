@@ -34,6 +34,7 @@ import {
   loadKubeConfig,
   serverSideApply,
 } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type Agent, buildAgent } from '../app.ts';
 import { loadAgentConfig } from '../config.ts';
@@ -43,25 +44,6 @@ const suffix = randomBytes(4).toString('hex');
 const argoCdNamespace = `sync-argocd-${suffix}`;
 const tenantNamespace = `sync-tenant-${suffix}`;
 const kubeTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-
-async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`, { cause: lastError });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 describe('cluster-agent SyncOperation', () => {
   let kc: KubeConfig;

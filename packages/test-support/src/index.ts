@@ -1,1 +1,0 @@
-export { eventually } from './eventually.ts';
