@@ -4,10 +4,10 @@
  * running as separate processes.
  */
 import assert from 'node:assert/strict';
+import { type GitServer, startGitServer } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type GitServer, startGitServer } from '../fixture/git-server.ts';
 import {
   create,
   createTenantNamespace,

@@ -4,9 +4,9 @@
  * Argo CD's own ComparisonError for a repository that does not exist.
  */
 import assert from 'node:assert/strict';
+import { manifest } from '@gitops/local-env';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { manifest } from '../fixture/git-repo.ts';
 import { paths, recordDeletions } from '../fixture/kube.ts';
 import { hasCondition, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 

@@ -4,10 +4,10 @@
  * RBAC limits each ServiceAccount to one namespace.
  */
 import assert from 'node:assert/strict';
+import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { manifest } from '../fixture/git-repo.ts';
 import { create, createTenantNamespace, GROUP_VERSION, get, list, paths, remove } from '../fixture/kube.ts';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';

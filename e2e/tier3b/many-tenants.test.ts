@@ -2,8 +2,8 @@
  * Tier 3b, scenario 8: ten tenants deploying at the same time with a real Argo CD all converge.
  */
 import assert from 'node:assert/strict';
+import { manifest } from '@gitops/local-env';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { manifest } from '../fixture/git-repo.ts';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
 const TENANTS = 10;

@@ -4,9 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
+import { createGitRepo, type GitServer, manifest, startGitServer } from '@gitops/local-env';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { createGitRepo, manifest } from '../fixture/git-repo.ts';
-import { type GitServer, startGitServer } from '../fixture/git-server.ts';
 import { create, GROUP_VERSION } from '../fixture/kube.ts';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 

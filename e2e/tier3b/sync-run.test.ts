@@ -2,10 +2,10 @@
  * Tier 3b, scenario 5: manual GitOpsDeployments and GitOpsDeploymentSyncRuns with a real Argo CD.
  */
 import assert from 'node:assert/strict';
+import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { manifest } from '../fixture/git-repo.ts';
 import { type ArgoApplication, type GitOpsDeployment, get, paths, remove } from '../fixture/kube.ts';
 import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { createTestDatabase, type TestDatabase } from '@gitops/db';
+import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import { freePort, startProcess, waitFor } from '@gitops/local-env';
 import { HttpMethod, kubeRequest, loadKubeConfig } from '@gitops/shared';
 import { afterAll, beforeAll, test } from 'vitest';

@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
   type ClusterUserRow,
-  createTestDatabase,
   deleteApplication,
   ensureWorkspaceEnvironment,
   getApplicationState,
@@ -18,10 +17,10 @@ import {
   listen,
   NOTIFICATION_CHANNELS,
   type OperationRow,
-  type TestDatabase,
   upsertClusterUser,
   upsertEngineInstance,
 } from '@gitops/db';
+import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import {
   collectionPath,
   createMetricsRegistry,

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { createTestDatabase, type TestDatabase } from '@gitops/db';
+import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import { deleteIfExists, type KubeConfig, loadKubeConfig, serverSideApply } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';

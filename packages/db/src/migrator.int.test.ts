@@ -9,7 +9,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { createDb } from './connection.ts';
 import { MIGRATIONS_DIR, MigrationFailedError, migrateToLatest, pendingMigrations } from './migrator.ts';
-import { createTestDatabase, databaseUrl, dropDatabase, type TestDatabase } from './test-database.ts';
+import { createTestDatabase, databaseUrl, dropDatabase, type TestDatabase } from './testing/test-database.ts';
 
 const serverUrl = () => {
   const url = process.env.GITOPS_TEST_DATABASE_URL;

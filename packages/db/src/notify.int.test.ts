@@ -7,8 +7,8 @@ import { afterAll, afterEach, beforeAll, describe, test } from 'vitest';
 import { writeApplicationState } from './application-state.repository.ts';
 import { type Listener, listen, NOTIFICATION_CHANNELS, type Notification, notify } from './notify.ts';
 import { insertOperation, startOperation } from './operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './test-database.ts';
-import { givenApplication, givenClusterUser, givenEngineInstance } from './test-fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
 let testDb: TestDatabase;
 beforeAll(async () => {

@@ -22,8 +22,8 @@ import {
   retryOperation,
   startOperation,
 } from './operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './test-database.ts';
-import { givenClusterUser, givenEngineInstance } from './test-fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
 let testDb: TestDatabase;
 let db: Kysely<Database>;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, test } from 'vitest';
 import { diffDatabaseTypes } from './schema-codegen.ts';
-import { createTestDatabase, type TestDatabase } from './test-database.ts';
+import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
 
 let testDb: TestDatabase;
 beforeAll(async () => {

@@ -37,8 +37,8 @@ import {
   setSyncOperationDesiredState,
   setSyncOperationOutcome,
 } from './sync-operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './test-database.ts';
-import { givenApplication, givenClusterUser, givenEngineInstance } from './test-fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
 let testDb: TestDatabase;
 let db: Kysely<Database>;

@@ -5,7 +5,7 @@
  * (`gitopsTestEnv`, copied into `process.env` by worker-setup.ts). Nothing is started when every selected
  * file is a unit test.
  */
-import { prepareTemplateDatabase } from '@gitops/db';
+import { prepareTemplateDatabase } from '@gitops/db/testing';
 import {
   type ControlPlane,
   ensureArgoCdBinary,

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type GitServer, startGitServer } from '@gitops/local-env';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type GitServer, startGitServer } from '../../../../e2e/fixture/git-server.ts';
 import { classifyGitError, lsRemote } from './git-ls-remote.ts';
 
 describe('git ls-remote validation against a local Git HTTPS server', () => {

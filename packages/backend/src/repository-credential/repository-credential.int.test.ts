@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { API_GROUP_VERSION } from '@gitops/api';
 import { completeOperation, failOperation, startOperation } from '@gitops/db';
+import { type GitServer, startGitServer } from '@gitops/local-env';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
-import { type GitServer, startGitServer } from '../../../../e2e/fixture/git-server.ts';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
 import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';

@@ -6,7 +6,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
-import { createTestDatabase, type Database, type TestDatabase } from '@gitops/db';
+import type { Database } from '@gitops/db';
+import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import {
   createLogger,
   createMetricsRegistry,

@@ -2,14 +2,13 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import {
   completeOperation,
-  createTestDatabase,
   getOperation,
   insertOperation,
   type OperationRow,
   startOperation,
-  type TestDatabase,
   upsertEngineInstance,
 } from '@gitops/db';
+import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import { createSilentLogger } from '@gitops/shared';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, it } from 'vitest';

@@ -8,7 +8,6 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import {
   type ApplicationRow,
   type ClusterUserRow,
-  createTestDatabase,
   ensureWorkspaceEnvironment,
   getOperation,
   getSyncOperation,
@@ -18,9 +17,9 @@ import {
   insertSyncOperation,
   type OperationRow,
   setSyncOperationDesiredState,
-  type TestDatabase,
   upsertClusterUser,
 } from '@gitops/db';
+import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import {
   collectionPath,
   createMetricsRegistry,

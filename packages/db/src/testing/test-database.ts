@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
-import { connectionConfig, createDb } from './connection.ts';
-import type { Database } from './database.ts';
-import { migrateToLatest } from './migrator.ts';
+import { connectionConfig, createDb } from '../connection.ts';
+import type { Database } from '../database.ts';
+import { migrateToLatest } from '../migrator.ts';
 
 /**
  * Test databases: the test runner migrates one template database per run (prepareTemplateDatabase), and
