@@ -3,8 +3,10 @@
  * cluster Secret, and GitOpsDeployments targeting it. The local API server plays the external cluster:
  * ServiceAccounts + the TokenRequest API give real tokens.
  */
+
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { managedEnvironment } from '@gitops/api/testing';
 import type { KubeConfig, KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
@@ -134,12 +136,13 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     name: string,
     spec: Record<string, unknown>,
   ): Promise<KubeObject> {
-    return await create<KubeObject>(system.kc, envPath(ns), {
-      apiVersion: GROUP_VERSION,
-      kind: 'GitOpsDeploymentManagedEnvironment',
-      metadata: { name, labels: { [SHARD_LABEL]: system.shard } },
-      spec: { allowInsecureSkipTLSVerify: false, ...spec },
-    });
+    return await create<KubeObject>(
+      system.kc,
+      envPath(ns),
+      managedEnvironment(name, spec as Parameters<typeof managedEnvironment>[1], {
+        labels: { [SHARD_LABEL]: system.shard },
+      }),
+    );
   }
 
   /** Waits for the condition to match `predicate` and returns it. */

@@ -3,7 +3,9 @@
  * http-backend behind basic auth) → project-scoped Argo CD repository Secret, with backend and cluster-agent
  * running as separate processes.
  */
+
 import assert from 'node:assert/strict';
+import { repositoryCredential } from '@gitops/api/testing';
 import { type GitServer, startGitServer } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
@@ -89,12 +91,13 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
   const createSecret = (ns: string, name: string, stringData: Record<string, string>, type = SECRET_TYPE) =>
     create(system.kc, secretPath(ns), { metadata: { name }, type, stringData });
   const createRepoCred = (ns: string, name: string, spec: Record<string, string>) =>
-    create<RepositoryCredential>(system.kc, repoCredPath(ns), {
-      apiVersion: GROUP_VERSION,
-      kind: 'GitOpsDeploymentRepositoryCredential',
-      metadata: { name, labels: { [BACKEND_SHARD_LABEL]: system.shard } },
-      spec,
-    });
+    create<RepositoryCredential>(
+      system.kc,
+      repoCredPath(ns),
+      repositoryCredential(name, spec as unknown as Parameters<typeof repositoryCredential>[1], {
+        labels: { [BACKEND_SHARD_LABEL]: system.shard },
+      }),
+    );
   const conditionsBecome = (ns: string, name: string, expected: string[][]) =>
     eventually(`${ns}/${name} conditions ${JSON.stringify(expected)}`, async () => {
       const rc = await get<RepositoryCredential>(system.kc, repoCredPath(ns, name));

@@ -3,7 +3,9 @@
  * real Argo CD. The local API server plays the external cluster; the TokenRequest API gives real tokens and
  * RBAC limits each ServiceAccount to one namespace.
  */
+
 import assert from 'node:assert/strict';
+import { managedEnvironment } from '@gitops/api/testing';
 import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
@@ -74,17 +76,11 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
     await create(
       f.system.kc,
       `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments`,
-      {
-        apiVersion: GROUP_VERSION,
-        kind: 'GitOpsDeploymentManagedEnvironment',
-        metadata: { name, labels: { [SHARD_LABEL]: f.system.shard } },
-        spec: {
-          apiURL: server,
-          credentialsSecret: `${name}-creds`,
-          allowInsecureSkipTLSVerify: false,
-          namespaces: [namespace],
-        },
-      },
+      managedEnvironment(
+        name,
+        { apiURL: server, credentialsSecret: `${name}-creds`, namespaces: [namespace] },
+        { labels: { [SHARD_LABEL]: f.system.shard } },
+      ),
     );
     await eventually(`${tenant}/${name} connection check`, async () => {
       const env = await get<Environment>(

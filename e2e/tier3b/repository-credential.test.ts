@@ -2,8 +2,10 @@
  * Tier 3b, scenario 7: a private repository behind HTTP basic auth (the local HTTPS Git server), read by a
  * real Argo CD with the tenant's GitOpsDeploymentRepositoryCredential and by nobody else.
  */
+
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
+import { repositoryCredential } from '@gitops/api/testing';
 import { createGitRepo, type GitServer, manifest, startGitServer } from '@gitops/local-env';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { create, GROUP_VERSION } from '../fixture/kube.ts';
@@ -46,12 +48,11 @@ describe('tier 3b: a private repository with a RepositoryCredential and a real A
     await create(
       f.system.kc,
       `/apis/${GROUP_VERSION}/namespaces/${owner}/gitopsdeploymentrepositorycredentials`,
-      {
-        apiVersion: GROUP_VERSION,
-        kind: 'GitOpsDeploymentRepositoryCredential',
-        metadata: { name: 'private', labels: { [SHARD_LABEL]: f.system.shard } },
-        spec: { repository: url, secret: 'git-creds' },
-      },
+      repositoryCredential(
+        'private',
+        { repository: url, secret: 'git-creds' },
+        { labels: { [SHARD_LABEL]: f.system.shard } },
+      ),
     );
 
     // When the tenant deploys from it

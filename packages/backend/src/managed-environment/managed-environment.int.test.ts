@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { API_GROUP_VERSION } from '@gitops/api';
+import { managedEnvironment } from '@gitops/api/testing';
 import { failOperation, getApiCrMappingByUid, getApplicationByName, startOperation } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
@@ -95,12 +96,15 @@ describe('ManagedEnvironment reconciler', () => {
   }
   async function createEnvironment(name: string, secret: string): Promise<KubeObject> {
     const cluster = f.kc.getCurrentCluster()!;
-    return (await request(HttpMethod.POST, envPath(tenant.name), {
-      apiVersion: API_GROUP_VERSION,
-      kind: 'GitOpsDeploymentManagedEnvironment',
-      metadata: { name, labels: { [SHARD_LABEL]: f.runLabel } },
-      spec: { apiURL: cluster.server, credentialsSecret: secret, allowInsecureSkipTLSVerify: false },
-    })) as KubeObject;
+    return (await request(
+      HttpMethod.POST,
+      envPath(tenant.name),
+      managedEnvironment(
+        name,
+        { apiURL: cluster.server, credentialsSecret: secret, allowInsecureSkipTLSVerify: false },
+        { labels: { [SHARD_LABEL]: f.runLabel } },
+      ),
+    )) as KubeObject;
   }
   const conditionOf = (name: string, predicate: (c: Condition) => boolean) =>
     eventually(`condition of ${name}`, async () => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { API_GROUP_VERSION } from '@gitops/api';
+import { repositoryCredential } from '@gitops/api/testing';
 import { completeOperation, failOperation, startOperation } from '@gitops/db';
 import { type GitServer, startGitServer } from '@gitops/local-env';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
@@ -73,12 +74,11 @@ describe('RepositoryCredential reconciler', () => {
     const cr = (await kubeRequest(f.kc, {
       method: HttpMethod.POST,
       path: crPath(),
-      body: {
-        apiVersion: API_GROUP_VERSION,
-        kind: 'GitOpsDeploymentRepositoryCredential',
-        metadata: { name: 'team', labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
-        spec: { repository: git.url('team'), secret: 'team-creds' },
-      },
+      body: repositoryCredential(
+        'team',
+        { repository: git.url('team'), secret: 'team-creds' },
+        { labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
+      ),
     })) as KubeObject;
     const row = await rowOfCr(cr.metadata.uid!);
     assert.equal(row.repository_url, git.url('team'));
@@ -156,12 +156,11 @@ describe('RepositoryCredential reconciler', () => {
     const cr = (await kubeRequest(f.kc, {
       method: HttpMethod.POST,
       path: crPath(),
-      body: {
-        apiVersion: API_GROUP_VERSION,
-        kind: 'GitOpsDeploymentRepositoryCredential',
-        metadata: { name: 'failing', labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
-        spec: { repository: git.url('team'), secret: 'failing-creds' },
-      },
+      body: repositoryCredential(
+        'failing',
+        { repository: git.url('team'), secret: 'failing-creds' },
+        { labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
+      ),
     })) as KubeObject;
     const row = await rowOfCr(cr.metadata.uid!);
     const [operation] = await operationsOf(row.id);

@@ -2,8 +2,11 @@
  * Integration: the backend's GitOpsDeploymentSyncRun reconcile against the real API server and PostgreSQL
  * (no agent: the test plays the agent by writing the outcome and finishing operations).
  */
+
 import assert from 'node:assert/strict';
+import type { GitOpsDeploymentSyncRunSpec } from '@gitops/api';
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
+import { syncRun } from '@gitops/api/testing';
 import { completeOperation, setSyncOperationOutcome } from '@gitops/db';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
@@ -28,12 +31,9 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     (await kubeRequest(fixture.kc, {
       method: HttpMethod.POST,
       path: runsPath(),
-      body: {
-        apiVersion: API_GROUP_VERSION,
-        kind: 'GitOpsDeploymentSyncRun',
-        metadata: { name, labels: { [BACKEND_SHARD_LABEL]: fixture.runLabel } },
-        spec,
-      },
+      body: syncRun(name, spec as unknown as GitOpsDeploymentSyncRunSpec, {
+        labels: { [BACKEND_SHARD_LABEL]: fixture.runLabel },
+      }),
     })) as KubeObject;
   const getSyncRun = async (name: string) => {
     try {

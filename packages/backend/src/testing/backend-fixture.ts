@@ -5,7 +5,8 @@
  * so test files, and unsharded backends of other suites, never serve each other's GitOpsDeployments.
  */
 import { randomBytes } from 'node:crypto';
-import { API_GROUP_VERSION, Plural } from '@gitops/api';
+import { API_GROUP_VERSION, type GitOpsDeploymentSpec, Plural } from '@gitops/api';
+import { gitOpsDeployment } from '@gitops/api/testing';
 import type { Database } from '@gitops/db';
 import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import {
@@ -128,17 +129,11 @@ export async function createBackendFixture(): Promise<BackendFixture> {
       return (await kubeRequest(kc, {
         method: HttpMethod.POST,
         path: deploymentsPath(namespace),
-        body: {
-          apiVersion: API_GROUP_VERSION,
-          kind: 'GitOpsDeployment',
-          metadata: {
-            name,
-            namespace,
-            labels: { [BACKEND_SHARD_LABEL]: runLabel },
-            finalizers: options.finalizers,
-          },
-          spec,
-        },
+        body: gitOpsDeployment(name, spec as unknown as GitOpsDeploymentSpec, {
+          namespace,
+          labels: { [BACKEND_SHARD_LABEL]: runLabel },
+          finalizers: options.finalizers,
+        }),
       })) as KubeObject;
     },
     getDeployment: (namespace, name) => get(`${deploymentsPath(namespace)}/${encodeURIComponent(name)}`),
@@ -148,12 +143,10 @@ export async function createBackendFixture(): Promise<BackendFixture> {
         path: `${deploymentsPath(namespace)}/${encodeURIComponent(name)}`,
         query: { fieldManager: 'backend-test-user', force: true },
         contentType: 'application/apply-patch+yaml',
-        body: {
-          apiVersion: API_GROUP_VERSION,
-          kind: 'GitOpsDeployment',
-          metadata: { name, namespace, labels: { [BACKEND_SHARD_LABEL]: runLabel } },
-          spec,
-        },
+        body: gitOpsDeployment(name, spec as unknown as GitOpsDeploymentSpec, {
+          namespace,
+          labels: { [BACKEND_SHARD_LABEL]: runLabel },
+        }),
       })) as KubeObject;
     },
     async deleteDeployment(namespace, name) {
