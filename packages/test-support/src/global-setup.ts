@@ -14,6 +14,7 @@ import {
   startPostgres,
 } from '@gitops/local-env';
 import type { TestProject } from 'vitest/node';
+import { isUnitTestFile, needsArgoCd } from './test-files.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -23,10 +24,6 @@ declare module 'vitest' {
 }
 
 const say = (line: string) => process.stderr.write(`[test] ${line}\n`);
-
-/** A unit test: `*.test.ts` under packages/, not `*.int.test.ts`. Everything else needs the infrastructure. */
-export const isUnitTestFile = (file: string) =>
-  file.endsWith('.test.ts') && !file.endsWith('.int.test.ts') && !file.includes('/e2e/');
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const started = Date.now();
@@ -57,7 +54,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
       startControlPlane({ log: (l) => (l.startsWith('[') ? undefined : say(l)) }),
     ]);
     const env: Record<string, string> = {};
-    if (files.some((f) => f.includes('/e2e/tier3b/'))) {
+    if (files.some(needsArgoCd)) {
       say('argo cd: building once if not cached (tools/argocd/build.sh; about 15-25 min cold on 2 cores)');
       env.ARGOCD_BINARY = await ensureArgoCdBinary(say);
       say(`argo cd: ${env.ARGOCD_BINARY}`);
