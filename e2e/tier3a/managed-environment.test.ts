@@ -370,13 +370,18 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     });
     assert.equal(app.spec.destination.namespace, 'remote-ns');
     const project = await eventually('AppProject lists the environment', async () => {
-      const p = await get<KubeObject & { spec: { destinations: { name: string }[] } }>(
+      const p = await get<KubeObject & { spec: { destinations: { name: string; namespace: string }[] } }>(
         system.kc,
         paths.appProject(system.argoCdNamespace, app.spec.project),
       );
       return p?.spec.destinations.some((d) => d.name === `managed-env-${id}`) ? p : undefined;
     });
-    assert.ok(project);
+    // The environment is a destination of the tenant's project for any namespace, under the Application's project name.
+    assert.deepEqual(
+      project.spec.destinations.find((d) => d.name === `managed-env-${id}`),
+      { name: `managed-env-${id}`, namespace: '*' },
+    );
+    assert.equal(project.metadata.name, app.spec.project);
     // Argo CD reports what it reconciled: the user sees the ManagedEnvironment's name, not managed-env-<id>.
     await argoCd.reportStatus(app.metadata.name, {
       sync: {

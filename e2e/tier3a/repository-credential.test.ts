@@ -145,7 +145,10 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
       );
       return p?.spec?.sourceRepos?.includes(git.url('private').replace(/\.git$/, '')) ? p : undefined;
     });
-    assert.ok(project);
+    // The tenant's own project, listing the repository once, normalised (no .git), as Argo CD compares URLs.
+    assert.equal(project.metadata.labels?.['managed-gitops.redhat.com/database-id'], row.cluster_user_id);
+    const normalised = git.url('private').replace(/\.git$/, '');
+    assert.equal(project.spec?.sourceRepos?.filter((r) => r === normalised).length, 1);
   });
 
   it('a wrong password is InvalidCredentials with ValidRepositoryURL True; fixing the Secret makes it valid', async () => {
