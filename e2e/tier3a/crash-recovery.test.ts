@@ -2,10 +2,9 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
+import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
-  createTenantNamespace,
   type GitOpsDeployment,
   get,
   list,
@@ -13,22 +12,22 @@ import {
   paths,
   remove,
 } from '../fixture/kube.ts';
-import { type System, startSystem } from '../fixture/system.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import type { System } from '../fixture/system.ts';
 
 describe('crash recovery (tier 3a)', () => {
+  let f: PlayedSystem;
   let system: System;
   let argoCd: ArgoCdActor;
   let tenant: string;
 
   beforeAll(async () => {
-    system = await startSystem({ start: [] });
-    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
-    tenant = await createTenantNamespace(system.kc);
+    f = await startPlayedArgoCdSystem({ start: [] });
+    ({ system, argoCd } = f);
+    tenant = await f.given.tenant();
   });
   afterAll(async () => {
-    await argoCd?.stop();
-    await system?.stop();
-    if (tenant) await remove(system.kc, paths.namespace(tenant));
+    await f?.stop();
   });
 
   const applicationFor = (gd: GitOpsDeployment) =>

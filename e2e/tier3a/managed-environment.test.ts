@@ -10,11 +10,10 @@ import { managedEnvironment } from '@gitops/api/testing';
 import type { KubeConfig, KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
+import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
   create,
-  createTenantNamespace,
   type GitOpsDeployment,
   GROUP_VERSION,
   get,
@@ -23,7 +22,8 @@ import {
   paths,
   remove,
 } from '../fixture/kube.ts';
-import { randomSuffix, type System, startSystem } from '../fixture/system.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import { randomSuffix, type System } from '../fixture/system.ts';
 
 const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const SECRET_TYPE = 'managed-gitops.redhat.com/managed-environment';
@@ -72,6 +72,7 @@ function kubeconfig(
 }
 
 describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
+  let f: PlayedSystem;
   let system: System;
   let argoCd: ArgoCdActor;
   let tenant: string;
@@ -82,18 +83,16 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
   const clusterScoped: string[] = [];
 
   beforeAll(async () => {
-    system = await startSystem();
-    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
-    tenant = await createTenantNamespace(system.kc, 'menv');
-    otherTenant = await createTenantNamespace(system.kc, 'menv-other');
-    saNamespace = await createTenantNamespace(system.kc, 'menv-sa');
+    f = await startPlayedArgoCdSystem();
+    ({ system, argoCd } = f);
+    tenant = await f.given.tenant('menv');
+    otherTenant = await f.given.tenant('menv-other');
+    saNamespace = await f.given.tenant('menv-sa');
     ({ server, caData } = clusterOf(system.kc));
   });
   afterAll(async () => {
-    await argoCd?.stop();
-    await system?.stop();
+    await f?.stop();
     for (const path of clusterScoped) await remove(system.kc, path);
-    for (const ns of [tenant, otherTenant, saNamespace]) if (ns) await remove(system.kc, paths.namespace(ns));
   });
 
   /** A ServiceAccount token from the TokenRequest API; `canList` binds a ClusterRole that may read namespaces. */

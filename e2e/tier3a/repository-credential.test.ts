@@ -10,17 +10,9 @@ import { type GitServer, startGitServer } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import {
-  create,
-  createTenantNamespace,
-  GROUP_VERSION,
-  get,
-  list,
-  mergePatch,
-  paths,
-  remove,
-} from '../fixture/kube.ts';
-import { type System, startSystem } from '../fixture/system.ts';
+import { create, GROUP_VERSION, get, list, mergePatch, paths, remove } from '../fixture/kube.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import type { System } from '../fixture/system.ts';
 
 const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const SECRET_TYPE = 'managed-gitops.redhat.com/repository-credential';
@@ -67,6 +59,7 @@ const failed = (reason: string) => [
 ];
 
 describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
+  let f: PlayedSystem;
   let system: System;
   let git: GitServer;
   let tenantA: string;
@@ -76,16 +69,16 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
     git = await startGitServer();
     await git.createRepository('private', { username: 'jane', password: PASSWORD });
     await git.createRepository('rotating', { username: 'jane', password: PASSWORD });
-    system = await startSystem({ start: [] });
+    f = await startPlayedArgoCdSystem({ start: [] });
+    system = f.system;
     await system.start('backend', { GIT_SSL_CAINFO: git.caFile });
     await system.start('cluster-agent');
-    tenantA = await createTenantNamespace(system.kc);
-    tenantB = await createTenantNamespace(system.kc);
+    tenantA = await f.given.tenant();
+    tenantB = await f.given.tenant();
   });
   afterAll(async () => {
-    await system?.stop();
+    await f?.stop();
     await git?.stop();
-    for (const ns of [tenantA, tenantB]) if (ns) await remove(system.kc, paths.namespace(ns));
   });
 
   const createSecret = (ns: string, name: string, stringData: Record<string, string>, type = SECRET_TYPE) =>

@@ -7,17 +7,17 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
+import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
-  createTenantNamespace,
   type GitOpsDeployment,
   get,
   mergePatch,
   paths,
   remove,
 } from '../fixture/kube.ts';
-import { type System, startSystem } from '../fixture/system.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import type { System } from '../fixture/system.ts';
 
 const syncRunPath = (ns: string, name: string) =>
   `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
@@ -34,19 +34,18 @@ const kubeTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 const settle = () => new Promise((r) => setTimeout(r, 3_000));
 
 describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
+  let f: PlayedSystem;
   let system: System;
   let argoCd: ArgoCdActor;
   let tenant: string;
 
   beforeAll(async () => {
-    system = await startSystem();
-    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
-    tenant = await createTenantNamespace(system.kc);
+    f = await startPlayedArgoCdSystem();
+    ({ system, argoCd } = f);
+    tenant = await f.given.tenant();
   });
   afterAll(async () => {
-    await argoCd?.stop();
-    await system?.stop();
-    if (tenant) await remove(system.kc, paths.namespace(tenant));
+    await f?.stop();
   });
 
   const manualDeployment = (name: string, type: 'manual' | 'automated' = 'manual') =>
