@@ -7,10 +7,10 @@ import type { Database } from '../database.ts';
 import { migrateToLatest } from '../migrator.ts';
 
 /**
- * Test databases: the test run's global setup (packages/test-support) migrates one template database per run
- * (prepareTemplateDatabase), and
- * every test file clones it (createTestDatabase): `CREATE DATABASE ... TEMPLATE` copies files, which is
- * much faster than migrating each time, and gives each file an isolated database.
+ * Test databases: the test run's global setup (packages/test-support) migrates one template database per
+ * run (prepareTemplateDatabase), and every test file clones it (createTestDatabase): `CREATE DATABASE ...
+ * TEMPLATE` copies files, which is much faster than migrating each time, and gives each file an isolated
+ * database.
  */
 
 const DATABASE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
