@@ -355,11 +355,12 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const env = await createEnvironment(tenant, 'target', { apiURL: server, credentialsSecret: 'target' });
     await conditionOf(tenant, 'target', (c) => c.status === 'True');
     const id = await environmentId(env.metadata.uid!);
-    const gd = await system.createGitOpsDeployment(tenant, 'to-target', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'p' },
-      destination: { environment: 'target', namespace: 'remote-ns' },
-      type: 'manual',
-    });
+    const gd = await f.when.deployed(
+      tenant,
+      'to-target',
+      { repoURL: 'https://github.com/example/repo', path: 'p' },
+      { type: 'manual', destination: { environment: 'target', namespace: 'remote-ns' } },
+    );
     const app = await eventually('Application with the environment', async () => {
       const a = await get<ArgoApplication>(
         system.kc,
@@ -430,11 +431,12 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const condition = await conditionOf(otherTenant, 'borrowed', (c) => c.reason === 'SecretNotFound');
     assert.equal(condition.status, 'False');
     // And a GitOpsDeployment of the other tenant naming our environment gets the error.
-    await system.createGitOpsDeployment(otherTenant, 'borrower', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'p' },
-      destination: { environment: 'mine' },
-      type: 'manual',
-    });
+    await f.when.deployed(
+      otherTenant,
+      'borrower',
+      { repoURL: 'https://github.com/example/repo', path: 'p' },
+      { type: 'manual', destination: { environment: 'mine' } },
+    );
     await eventually('borrowing GitOpsDeployment reports the error', async () => {
       const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(otherTenant, 'borrower'));
       const c = current?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
@@ -517,11 +519,12 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
   });
 
   it('a GitOpsDeployment created before its environment connects deploys to it once connected', async () => {
-    const gd = await system.createGitOpsDeployment(tenant, 'early', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'p' },
-      destination: { environment: 'late' },
-      type: 'manual',
-    });
+    const gd = await f.when.deployed(
+      tenant,
+      'early',
+      { repoURL: 'https://github.com/example/repo', path: 'p' },
+      { type: 'manual', destination: { environment: 'late' } },
+    );
     await eventually('ErrorOccurred while the environment is missing', async () => {
       const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(tenant, 'early'));
       const c = current?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');

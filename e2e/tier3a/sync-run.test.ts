@@ -49,14 +49,12 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
   });
 
   const manualDeployment = (name: string, type: 'manual' | 'automated' = 'manual') =>
-    system.createGitOpsDeployment(tenant, name, {
-      source: {
-        repoURL: 'https://github.com/example/repo',
-        path: 'environments/dev',
-        targetRevision: 'main',
-      },
-      type,
-    });
+    f.when.deployed(
+      tenant,
+      name,
+      { repoURL: 'https://github.com/example/repo', path: 'environments/dev', targetRevision: 'main' },
+      { type },
+    );
   const appPath = (gd: GitOpsDeployment) =>
     paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`);
   const application = (gd: GitOpsDeployment) => get<ArgoApplication>(system.kc, appPath(gd));
@@ -131,7 +129,11 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     assert.equal(conditions.length, 1);
     assert.equal(conditions[0]?.reason, '');
     assert.equal(conditions[0]?.message, '');
-    const rows = await syncRowsOf(run.metadata.uid as string);
+    // The condition is False from the request on, so it does not mean done: wait for the recorded outcome.
+    const rows = await eventually('the sync outcome', async () => {
+      const found = await syncRowsOf(run.metadata.uid as string);
+      return found.some((row) => row.outcome) ? found : undefined;
+    });
     assert.equal(rows.length, 1);
     assert.equal(rows[0]?.outcome, 'Succeeded');
 
