@@ -4,20 +4,20 @@
  * configured as a production install for this service must be (docs/api.md, "Argo CD settings").
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import type { ResourceStatus } from '@gitops/api';
-import { manifest } from '../fixture/git-repo.ts';
+import { manifest } from '@gitops/local-env';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: per-resource health with a real Argo CD', () => {
   let f: RealSystem;
   let tenant: string;
 
-  before(async () => {
+  beforeAll(async () => {
     f = await startRealSystem();
     tenant = await f.given.tenant();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.stop();
   });
 

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { after, before, describe, it } from 'node:test';
 import {
   createLogger,
   createMetricsRegistry,
@@ -10,6 +9,7 @@ import {
   kubeRequest,
   loadKubeConfig,
 } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { ARGOCD_CMD_PARAMS_CONFIGMAP, checkResourceHealthPersisted } from './argocd-settings.ts';
 
 const kc = loadKubeConfig(process.env.KUBECONFIG);
@@ -32,14 +32,14 @@ async function gaugeValue(registry: ReturnType<typeof createMetricsRegistry>): P
 }
 
 describe('the agent checks at start that Argo CD persists resource health', () => {
-  before(async () => {
+  beforeAll(async () => {
     await kubeRequest(kc, {
       method: HttpMethod.POST,
       path: '/api/v1/namespaces',
       body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } },
     });
   });
-  after(async () => {
+  afterAll(async () => {
     await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
   });
 
