@@ -129,6 +129,7 @@ export const httpErrorCodeReason = (status: number) => `Http Error Code ${status
 export const RhoasMessage = {
   created: 'Created',
   missingArgument: (field: string) => `Missing argument ${field} in CR, ${field} should not be null`,
+  invalidArgument: (field: string, why: string) => `Invalid argument ${field} in CR: ${why}`,
   missingTokenSecret: (name: string) => `Missing Offline Token Secret ${name}`,
   tokenSecretWithoutValue: (name: string) => `Secret ${name} has no key "value" with an offline token`,
   exchangeFailed: (body: string) => `Exchange token failed with error ${body}`,
