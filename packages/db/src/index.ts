@@ -4,6 +4,7 @@ export * from './application-state.repository.ts';
 export * from './cluster-user.repository.ts';
 export * from './connection.ts';
 export * from './database.ts';
+export * from './encryption-keys.ts';
 export * from './engine-instance.repository.ts';
 export * from './managed-environment.repository.ts';
 export * from './migrator.ts';

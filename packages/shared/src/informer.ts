@@ -19,6 +19,7 @@
  * The watch stream is read here rather than through client-node's `Watch`, whose fixed 30 s
  * inactivity timeout would cut every quiet watch before the API server's first bookmark (~1 min).
  */
+import { backoffDelay } from './backoff.ts';
 import { type Clock, sleep, systemClock, type TimerHandle } from './clock.ts';
 import { ErrorCode, errorCode, KubeApiError, RetryableError } from './errors.ts';
 import {
@@ -105,16 +106,8 @@ export function stripManagedFields<T extends KubeObject>(object: T): T {
   return { ...object, metadata };
 }
 
-/** Exponential backoff with ±20 % jitter: attempt 1 → initial, doubling, capped. */
-export function backoffDelay(
-  attempt: number,
-  initialMs: number,
-  maxMs: number,
-  random = Math.random,
-): number {
-  const base = Math.min(maxMs, initialMs * 2 ** Math.max(0, attempt - 1));
-  return Math.round(base * (0.8 + 0.4 * random()));
-}
+/** Re-exported from backoff.ts (where it lives) for the callers that import it from here. */
+export { backoffDelay };
 
 function resourceVersionOf(object: unknown): string | undefined {
   const metadata =
