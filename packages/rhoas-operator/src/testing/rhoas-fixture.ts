@@ -99,9 +99,13 @@ export function condition(cr: RhoasCr | undefined, type: string): RhoasCondition
   return cr?.status?.conditions?.find((c) => c.type === type);
 }
 
-export async function createRhoasFixture(
-  options: { env?: Record<string, string> } = {},
-): Promise<RhoasFixture> {
+export interface RhoasFixtureOptions {
+  env?: Record<string, string>;
+  /** The operator's credentials, made once the namespace exists (default: the test run's admin). */
+  operatorKubeConfig?: (namespace: string) => Promise<KubeConfig>;
+}
+
+export async function createRhoasFixture(options: RhoasFixtureOptions = {}): Promise<RhoasFixture> {
   const kc = loadKubeConfig(process.env.KUBECONFIG);
   const namespace = `rhoas-${randomSuffix()}`;
   await kubeRequest(kc, {
@@ -109,6 +113,7 @@ export async function createRhoasFixture(
     path: '/api/v1/namespaces',
     body: { metadata: { name: namespace } },
   });
+  const operatorKc = options.operatorKubeConfig ? await options.operatorKubeConfig(namespace) : kc;
   const seed = await loadCloudServicesSeed();
   const api = await startCloudServicesApi({ seed });
   const destination = createMemoryDestination();
@@ -127,7 +132,7 @@ export async function createRhoasFixture(
   };
   const build = (env: Record<string, string> = {}) =>
     buildRhoasOperator(loadRhoasOperatorConfig({ ...baseEnv, ...env }), {
-      kubeConfig: kc,
+      kubeConfig: operatorKc,
       logger: createLogger({ name: 'rhoas-operator', level: 'debug', destination }),
       registry: createMetricsRegistry(),
     });

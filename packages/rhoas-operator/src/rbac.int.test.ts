@@ -1,0 +1,113 @@
+/**
+ * The operator's ClusterRole from manifests/components/rhoas-operator/rbac.yaml is enough: the operator runs
+ * here with a service-account token bound to exactly that role (a copy with a unique name, so it never
+ * touches the one tier 3a applies) and completes the console's flow, Secrets and Events included.
+ */
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { repoRoot } from '@gitops/local-env';
+import { HttpMethod, KubeConfig, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
+import { parseAllDocuments } from 'yaml';
+import {
+  createRhoasFixture,
+  eventually,
+  OFFLINE_TOKEN,
+  type RhoasFixture,
+  randomSuffix,
+  TOKEN_SECRET,
+} from './testing/rhoas-fixture.ts';
+
+const admin = loadKubeConfig(process.env.KUBECONFIG);
+const roleName = `gitops-rhoas-operator-test-${randomSuffix()}`;
+
+async function operatorRole(): Promise<KubeObject> {
+  const file = join(repoRoot, 'manifests', 'components', 'rhoas-operator', 'rbac.yaml');
+  const docs = parseAllDocuments(await readFile(file, 'utf8')).map((d) => d.toJS() as KubeObject);
+  const role = docs.find((d) => d.kind === 'ClusterRole' && d.metadata.name === 'gitops-rhoas-operator');
+  if (!role) throw new Error('no ClusterRole gitops-rhoas-operator in rbac.yaml');
+  return { ...role, metadata: { name: roleName } };
+}
+
+/** A kubeconfig with a token of service account `rhoas-operator` in `namespace`, bound to the role. */
+async function serviceAccountKubeConfig(namespace: string): Promise<KubeConfig> {
+  await kubeRequest(admin, {
+    method: HttpMethod.POST,
+    path: '/apis/rbac.authorization.k8s.io/v1/clusterroles',
+    body: await operatorRole(),
+  });
+  await kubeRequest(admin, {
+    method: HttpMethod.POST,
+    path: `/api/v1/namespaces/${namespace}/serviceaccounts`,
+    body: { metadata: { name: 'rhoas-operator' } },
+  });
+  await kubeRequest(admin, {
+    method: HttpMethod.POST,
+    path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+    body: {
+      metadata: { name: roleName },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
+      subjects: [{ kind: 'ServiceAccount', name: 'rhoas-operator', namespace }],
+    },
+  });
+  const request = (await kubeRequest(admin, {
+    method: HttpMethod.POST,
+    path: `/api/v1/namespaces/${namespace}/serviceaccounts/rhoas-operator/token`,
+    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+  })) as { status: { token: string } };
+  const cluster = admin.getCurrentCluster();
+  if (!cluster) throw new Error('the test kubeconfig has no cluster');
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ ...cluster, name: 'test' }],
+    users: [{ name: 'rhoas-operator', token: request.status.token }],
+    contexts: [{ name: 'sa', cluster: 'test', user: 'rhoas-operator' }],
+    currentContext: 'sa',
+  });
+  return kc;
+}
+
+describe('the operator with only the RBAC of its manifests', { timeout: 300_000 }, () => {
+  let f: RhoasFixture;
+  before(async () => {
+    f = await createRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig });
+    await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
+  });
+  after(async () => {
+    await f?.cleanup();
+    for (const plural of ['clusterrolebindings', 'clusterroles'])
+      await kubeRequest(admin, {
+        method: HttpMethod.DELETE,
+        path: `/apis/rbac.authorization.k8s.io/v1/${plural}/${roleName}`,
+      }).catch(() => undefined);
+  });
+
+  it('creates the service-account Secret, labels a KafkaConnection, writes its binding Secret and Events', async () => {
+    await f.create('CloudServiceAccountRequest', 'sa', {
+      serviceAccountName: 'rbac-sa',
+      serviceAccountSecretName: 'rbac-sa-secret',
+      accessTokenSecretName: TOKEN_SECRET,
+    });
+    await f.waitFinished('CloudServiceAccountRequest', 'sa', 'True');
+    assert.ok((await f.getSecret('rbac-sa-secret'))?.data?.['client-id']);
+    // A re-trigger updates the Secret it owns (patch).
+    await f.forceRefresh('CloudServiceAccountRequest', 'sa');
+    await f.waitFinished('CloudServiceAccountRequest', 'sa', 'True');
+
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    await f.create('KafkaConnection', 'orders', {
+      kafkaId: kafka.id,
+      accessTokenSecretName: TOKEN_SECRET,
+      credentials: { serviceAccountSecretName: 'rbac-sa-secret' },
+    });
+    const cr = await f.waitFinished('KafkaConnection', 'orders', 'True');
+    assert.equal(cr.metadata.labels?.['app.kubernetes.io/managed-by'], 'rhoas');
+    assert.ok((await f.getSecret('orders-binding'))?.data?.['client-secret']);
+    await eventually('a Finished Event', async () =>
+      (await f.events('orders')).some((e) => e.reason === 'Finished'),
+    );
+    assert.ok(!f.logText().includes('"statusCode":403'), 'no request was forbidden');
+  });
+});
