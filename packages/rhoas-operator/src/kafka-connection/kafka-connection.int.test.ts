@@ -160,6 +160,28 @@ describe('KafkaConnection', { timeout: 300_000 }, () => {
     );
   });
 
+  it('leaves wrong types to admission (a clear 422), and keeps unknown spec fields such as forceRefresh', async () => {
+    for (const [name, bad, field] of [
+      ['t-id', { kafkaId: 42 }, 'spec.kafkaId'],
+      ['t-credentials', { kafkaId: 'x', credentials: 'sa' }, 'spec.credentials'],
+      ['t-spec', 'not an object', 'spec'],
+    ] as const) {
+      const err = await f.create(KIND, name, bad as never).catch((e: unknown) => e);
+      assert.equal((err as { statusCode?: number }).statusCode, 422, name);
+      assert.match(String((err as Error).message), new RegExp(field.replace('.', '\\.')), name);
+    }
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    await f.create(KIND, 'extra', {
+      ...spec(kafka.id),
+      forceRefresh: '2026-01-01T00:00:00Z',
+      somethingElse: { a: 1 },
+    });
+    const cr = await f.waitFinished(KIND, 'extra', 'True');
+    assert.equal(cr.spec?.forceRefresh, '2026-01-01T00:00:00Z');
+    assert.deepEqual(cr.spec?.somethingElse, { a: 1 });
+  });
+
   it('writes the binding without credentials, and warns, when the service-account Secret is missing', async () => {
     const kafka = f.seed.kafkas[0];
     assert.ok(kafka);
