@@ -59,8 +59,8 @@ export function createRhoasKindFeature(
     logger,
     resyncPeriodMs: ctx.config.resyncSeconds * 1000,
   });
-  /** Consecutive transient failures per `<key>@<uid>/<generation>`. */
-  const attempts = new Map<string, number>();
+  /** Consecutive transient failures of the current incarnation and generation of each key. */
+  const attempts = new Map<string, { of: string; count: number }>();
 
   async function addLabels(object: RhoasObject, signal: AbortSignal) {
     const labels = object.metadata.labels ?? {};
@@ -91,13 +91,13 @@ export function createRhoasKindFeature(
       const { namespace, name: objectName } = splitObjectKey(key);
       const cached = informer.get(namespace, objectName);
       if (!cached) {
-        for (const k of attempts.keys()) if (k.startsWith(`${key}@`)) attempts.delete(k);
+        attempts.delete(key);
         return;
       }
       if (!shouldProcess(cached)) return;
       const object = withTypeMeta(kind, cached) as RhoasObject;
       const generation = object.metadata.generation ?? 1;
-      const attemptKey = `${key}@${object.metadata.uid}/${generation}`;
+      const incarnation = `${cached.metadata.uid}/${generation}`;
       if (processor.addsLabels) await addLabels(object, signal);
 
       const progress = createProgress(processor.conditions);
@@ -145,14 +145,15 @@ export function createRhoasKindFeature(
           failure.message,
         );
         if (failure.transient) {
-          const attempt = (attempts.get(attemptKey) ?? 0) + 1;
-          attempts.set(attemptKey, attempt);
+          const previousAttempts = attempts.get(key);
+          const attempt = previousAttempts?.of === incarnation ? previousAttempts.count + 1 : 1;
+          attempts.set(key, { of: incarnation, count: attempt });
           return { requeueAfter: backoffDelay(attempt, ctx.config.retryInitialMs, ctx.config.retryMaxMs) };
         }
       } else {
         log.info({ generation }, `${kind.kind} processed`);
       }
-      attempts.delete(attemptKey);
+      attempts.delete(key);
       return undefined;
     },
   });
