@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
 import { repoRoot } from '@gitops/local-env';
 import { HttpMethod, type KubeObject, kubeRequest, loadKubeConfig, serverSideApply } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { create, get, remove } from '../fixture/kube.ts';
 
@@ -43,7 +43,7 @@ describe('the RHOAS operator component', () => {
   const operator = `system:serviceaccount:${namespace}:gitops-rhoas-operator`;
   let objects: KubeObject[] = [];
 
-  before(async () => {
+  beforeAll(async () => {
     objects = (await kustomize(join(repoRoot, 'manifests', 'components', 'rhoas-operator'))).map((o) => {
       const copy = structuredClone(o) as KubeObject & { subjects?: { namespace?: string }[] };
       if (copy.metadata.namespace === 'gitops-service') copy.metadata.namespace = namespace;
@@ -52,7 +52,7 @@ describe('the RHOAS operator component', () => {
     });
     await create(kc, '/api/v1/namespaces', { metadata: { name: namespace } });
   });
-  after(async () => {
+  afterAll(async () => {
     for (const o of objects) {
       const plural = o.kind ? clusterPlural[o.kind] : undefined;
       if (plural) await remove(kc, `/apis/rbac.authorization.k8s.io/v1/${plural}/${o.metadata.name}`);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import type { OperationRow } from '@gitops/db';
 import { createSilentLogger, TerminalError } from '@gitops/shared';
+import { describe, it } from 'vitest';
 import { type AgentFeature, resourceHandlerOf } from './agent-feature.ts';
 
 const TENANT = '5b0f8a52-3c1f-4d7e-9a55-0f1e2d3c4b5a';

@@ -34,6 +34,7 @@ import {
 import { type AgentFeature, type FeatureContext, resourceHandlerOf } from './agent-feature.ts';
 import { createApplicationFeature } from './application/application.feature.ts';
 import { AgentLabel, ApplicationResource, AppProjectResource } from './argocd.ts';
+import { checkResourceHealthPersisted } from './argocd-settings.ts';
 import type { AgentConfig } from './config.ts';
 import { createManagedEnvironmentFeature } from './managed-environment/managed-environment.feature.ts';
 import { createOperationFeature } from './operation/operation.feature.ts';
@@ -113,6 +114,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
         `the Argo CD namespace ${namespace} (ARGOCD_NAMESPACE) does not exist; create it before starting the cluster-agent`,
       );
     }
+    await checkResourceHealthPersisted(kc, namespace, { logger, registry });
     await waitForSchema();
     throwIfClosed();
     // Idempotent, as the backend does it: no write when the row already says so, and an existing cluster

@@ -15,4 +15,3 @@ export * from './repository-credentials.repository.ts';
 export * from './schema-values.ts';
 export * from './sealing.ts';
 export * from './sync-operation.repository.ts';
-export * from './test-database.ts';

@@ -3,10 +3,10 @@
  * operator's own client drive the same routes over real HTTP and must agree on paths, shapes and errors.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { type CloudServicesApi, startCloudServicesApi } from '@gitops/local-env';
 import { Configuration, DefaultApi, SecurityApi } from '@rhoas/kafka-management-sdk';
 import { RegistriesApi, Configuration as RegistryConfiguration } from '@rhoas/registry-management-sdk';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
   type CloudServicesClient,
   CloudServicesError,
@@ -32,12 +32,12 @@ describe('the local cloud services API, through the official SDKs and the operat
   let client: CloudServicesClient;
   let token: string;
 
-  before(async () => {
+  beforeAll(async () => {
     api = await startCloudServicesApi();
     client = createCloudServicesClient({ apiUrl: api.url, ssoUrl: api.ssoUrl, timeoutMs: 2_000 });
     token = await client.exchangeToken(OFFLINE);
   });
-  after(async () => {
+  afterAll(async () => {
     await api.close();
   });
 

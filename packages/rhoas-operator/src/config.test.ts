@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import { ConfigError } from '@gitops/shared';
+import { describe, it } from 'vitest';
 import { loadRhoasOperatorConfig, oauthTokenUrl } from './config.ts';
 
 describe('the RHOAS operator configuration', () => {

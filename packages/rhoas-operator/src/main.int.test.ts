@@ -4,7 +4,6 @@
  * CloudServicesRequest → KafkaConnection → binding Secret); deleting the CRs removes the Secrets they own.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { RHOAS_API_GROUP_VERSION, RhoasPlural } from '@gitops/api';
 import {
@@ -15,6 +14,7 @@ import {
   waitFor,
 } from '@gitops/local-env';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { eventually, OFFLINE_TOKEN, randomSuffix } from './testing/rhoas-fixture.ts';
 
 const mainPath = fileURLToPath(new URL('./main.ts', import.meta.url));
@@ -48,8 +48,8 @@ const finished = (path: string) =>
 const post = (path: string, body: Record<string, unknown>) =>
   kubeRequest(kc, { method: HttpMethod.POST, path, body: { apiVersion: RHOAS_API_GROUP_VERSION, ...body } });
 
-describe('the rhoas-operator process', { timeout: 300_000 }, () => {
-  before(async () => {
+describe('the rhoas-operator process', () => {
+  beforeAll(async () => {
     api = await startCloudServicesApi();
     await kubeRequest(kc, {
       method: HttpMethod.POST,
@@ -57,7 +57,7 @@ describe('the rhoas-operator process', { timeout: 300_000 }, () => {
       body: { metadata: { name: namespace } },
     });
   });
-  after(async () => {
+  afterAll(async () => {
     await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${namespace}` }).catch(
       () => {},
     );

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it } from 'vitest';
 import { createProgress, StepFailure, shouldProcess } from './progress.ts';
 
 const finished = (status: 'True' | 'False' | 'Unknown', lastTransitionGeneration: number | null) => ({

@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
 import { repoRoot } from '@gitops/local-env';
 import { HttpMethod, KubeConfig, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import {
   createRhoasFixture,
@@ -68,13 +68,13 @@ async function serviceAccountKubeConfig(namespace: string): Promise<KubeConfig> 
   return kc;
 }
 
-describe('the operator with only the RBAC of its manifests', { timeout: 300_000 }, () => {
+describe('the operator with only the RBAC of its manifests', () => {
   let f: RhoasFixture;
-  before(async () => {
+  beforeAll(async () => {
     f = await createRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig });
     await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
     for (const plural of ['clusterrolebindings', 'clusterroles'])
       await kubeRequest(admin, {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import { KubeApiError, type KubeObject } from '@gitops/shared';
+import { describe, it } from 'vitest';
 import {
   classifyConnectionError,
   type ManagedEnvironmentSpec,

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it } from 'vitest';
 import { nextConditions } from './repository-credential.conditions.ts';
 import { credentialsOfSecret, parseRepositoryCredentialSpec } from './repository-credential.reconciler.ts';
 import { normalizeRepositoryUrl } from './repository-credential.store.ts';

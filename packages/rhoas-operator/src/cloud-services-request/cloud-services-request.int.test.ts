@@ -5,7 +5,7 @@
  * previous lists, a transient 503 then success, malformed JSON and a hanging API.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
   condition,
   createRhoasFixture,
@@ -18,13 +18,13 @@ import {
 const KIND = 'CloudServicesRequest';
 const iso = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
-describe('CloudServicesRequest', { timeout: 300_000 }, () => {
+describe('CloudServicesRequest', () => {
   let f: RhoasFixture;
-  before(async () => {
+  beforeAll(async () => {
     f = await createRhoasFixture();
     await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
   });
 

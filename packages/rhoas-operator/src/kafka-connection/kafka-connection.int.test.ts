@@ -4,7 +4,7 @@
  * validation of every required field, and a missing service-account Secret.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
   condition,
   createRhoasFixture,
@@ -21,14 +21,14 @@ const decode = (data: Record<string, string> | undefined) =>
     Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
   );
 
-describe('KafkaConnection', { timeout: 300_000 }, () => {
+describe('KafkaConnection', () => {
   let f: RhoasFixture;
-  before(async () => {
+  beforeAll(async () => {
     f = await createRhoasFixture();
     await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
     await f.createSecret(SA_SECRET, { 'client-id': 'srvc-acct-1', 'client-secret': 'very-secret-value' });
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
   });
 

@@ -4,7 +4,7 @@
  * Secret), its own condition list (on a failure too, unlike the original), and a 404 registry.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
   createRhoasFixture,
   OFFLINE_TOKEN,
@@ -15,16 +15,16 @@ import {
 const KIND = 'ServiceRegistryConnection';
 const SA_SECRET = 'rh-cloud-services-service-account';
 
-describe('ServiceRegistryConnection', { timeout: 300_000 }, () => {
+describe('ServiceRegistryConnection', () => {
   let f: RhoasFixture;
-  before(async () => {
+  beforeAll(async () => {
     f = await createRhoasFixture({
       env: { MAS_AUTH_URL: 'https://identity.example.test/auth/', MAS_AUTH_REALM: 'local' },
     });
     await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
     await f.createSecret(SA_SECRET, { 'client-id': 'srvc-acct-2', 'client-secret': 'registry-secret-value' });
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
   });
 

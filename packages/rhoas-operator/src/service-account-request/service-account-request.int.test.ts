@@ -5,7 +5,7 @@
  * service account is created, API errors on ServiceAccountCreated, validation.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
   condition,
   createRhoasFixture,
@@ -20,13 +20,13 @@ const decode = (data: Record<string, string> | undefined) =>
     Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
   );
 
-describe('CloudServiceAccountRequest', { timeout: 300_000 }, () => {
+describe('CloudServiceAccountRequest', () => {
   let f: RhoasFixture;
-  before(async () => {
+  beforeAll(async () => {
     f = await createRhoasFixture();
     await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
   });
 

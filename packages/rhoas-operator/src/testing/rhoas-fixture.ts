@@ -23,6 +23,7 @@ import {
   kubeRequest,
   loadKubeConfig,
 } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { buildRhoasOperator, type RhoasOperator } from '../app.ts';
 import { loadRhoasOperatorConfig } from '../config.ts';
 
@@ -31,27 +32,7 @@ export const randomSuffix = () => randomBytes(4).toString('hex');
 export const OFFLINE_TOKEN = 'local-offline-token';
 export const TOKEN_SECRET = 'rh-cloud-services-accesstoken';
 
-/** Polls `check` until it returns a value other than undefined/false (never asserts timings). */
-export async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined | false> | T | undefined | false,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false) return value;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+export { eventually };
 
 export interface RhoasCr extends KubeObject {
   spec?: Record<string, unknown>;
