@@ -68,6 +68,21 @@ describe('CloudServicesRequest', () => {
         ['UserKafkasUpToDate', 'True', '', '', 1],
       ],
     );
+    // The operator's exchange: a form POST of a refresh grant for client cloud-services.
+    const exchange = f.api.requests().find((r) => r.route === 'token');
+    assert.equal(exchange?.contentType, 'application/x-www-form-urlencoded');
+    assert.deepEqual(Object.fromEntries(new URLSearchParams(exchange?.body)), {
+      grant_type: 'refresh_token',
+      client_id: 'cloud-services',
+      refresh_token: OFFLINE_TOKEN,
+    });
+    // Every management call carried the access token the SSO issued.
+    assert.ok(
+      f.api
+        .requests()
+        .filter((r) => r.route !== 'token')
+        .every((r) => r.authorized),
+    );
     const events = await f.events('golden');
     assert.ok(events.some((e) => e.type === 'Normal' && e.reason === 'Finished'));
   });
