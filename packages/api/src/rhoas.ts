@@ -122,6 +122,8 @@ export const RhoasReason = {
   SecretConflict: 'SecretConflict',
   /** The servicebinding.io binding Secret could not be written. */
   BindingSecretFailed: 'BindingSecretFailed',
+  /** The API server refused or failed a read the processing needs (retried with backoff). */
+  KubernetesError: 'KubernetesError',
 } as const;
 /** The SSO exchange failed with HTTP status n: reason `Http Error Code <n>` (the original's wording). */
 export const httpErrorCodeReason = (status: number) => `Http Error Code ${status}`;

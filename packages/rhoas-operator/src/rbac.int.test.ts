@@ -21,21 +21,26 @@ import {
 
 const admin = loadKubeConfig(process.env.KUBECONFIG);
 const roleName = `gitops-rhoas-operator-test-${randomSuffix()}`;
+/** The same role without its Secrets rule (for the "forbidden" case). */
+const noSecretsRoleName = `gitops-rhoas-operator-nosecrets-${randomSuffix()}`;
 
-async function operatorRole(): Promise<KubeObject> {
+async function operatorRole(name = roleName, withSecrets = true): Promise<KubeObject> {
   const file = join(repoRoot, 'manifests', 'components', 'rhoas-operator', 'rbac.yaml');
   const docs = parseAllDocuments(await readFile(file, 'utf8')).map((d) => d.toJS() as KubeObject);
   const role = docs.find((d) => d.kind === 'ClusterRole' && d.metadata.name === 'gitops-rhoas-operator');
   if (!role) throw new Error('no ClusterRole gitops-rhoas-operator in rbac.yaml');
-  return { ...role, metadata: { name: roleName } };
+  const rules = (role.rules as { resources: string[] }[]).filter(
+    (r) => withSecrets || !r.resources.includes('secrets'),
+  );
+  return { ...role, metadata: { name }, rules };
 }
 
 /** A kubeconfig with a token of service account `rhoas-operator` in `namespace`, bound to the role. */
-async function serviceAccountKubeConfig(namespace: string): Promise<KubeConfig> {
+const serviceAccountKubeConfig = (name: string, withSecrets: boolean) => async (namespace: string) => {
   await kubeRequest(admin, {
     method: HttpMethod.POST,
     path: '/apis/rbac.authorization.k8s.io/v1/clusterroles',
-    body: await operatorRole(),
+    body: await operatorRole(name, withSecrets),
   });
   await kubeRequest(admin, {
     method: HttpMethod.POST,
@@ -46,8 +51,8 @@ async function serviceAccountKubeConfig(namespace: string): Promise<KubeConfig> 
     method: HttpMethod.POST,
     path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
     body: {
-      metadata: { name: roleName },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
       subjects: [{ kind: 'ServiceAccount', name: 'rhoas-operator', namespace }],
     },
   });
@@ -66,21 +71,25 @@ async function serviceAccountKubeConfig(namespace: string): Promise<KubeConfig> 
     currentContext: 'sa',
   });
   return kc;
+};
+
+async function removeRole(name: string) {
+  for (const plural of ['clusterrolebindings', 'clusterroles'])
+    await kubeRequest(admin, {
+      method: HttpMethod.DELETE,
+      path: `/apis/rbac.authorization.k8s.io/v1/${plural}/${name}`,
+    }).catch(() => undefined);
 }
 
 describe('the operator with only the RBAC of its manifests', () => {
   let f: RhoasFixture;
   beforeAll(async () => {
-    f = await createRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig });
+    f = await createRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig(roleName, true) });
     await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
   });
   afterAll(async () => {
     await f?.cleanup();
-    for (const plural of ['clusterrolebindings', 'clusterroles'])
-      await kubeRequest(admin, {
-        method: HttpMethod.DELETE,
-        path: `/apis/rbac.authorization.k8s.io/v1/${plural}/${roleName}`,
-      }).catch(() => undefined);
+    await removeRole(roleName);
   });
 
   it('creates the service-account Secret, labels a KafkaConnection, writes its binding Secret and Events', async () => {
@@ -109,5 +118,27 @@ describe('the operator with only the RBAC of its manifests', () => {
       (await f.events('orders')).some((e) => e.reason === 'Finished'),
     );
     assert.ok(!f.logText().includes('"statusCode":403'), 'no request was forbidden');
+  });
+});
+
+describe('the operator when the API server refuses a read it needs', () => {
+  let f: RhoasFixture;
+  beforeAll(async () => {
+    f = await createRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig(noSecretsRoleName, false) });
+    await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
+  });
+  afterAll(async () => {
+    await f?.cleanup();
+    await removeRole(noSecretsRoleName);
+  });
+
+  it('shows the refusal on Finished (KubernetesError) instead of staying silent, and keeps running', async () => {
+    await f.create('CloudServicesRequest', 'forbidden', { accessTokenSecretName: TOKEN_SECRET });
+    const cr = await f.waitFinished('CloudServicesRequest', 'forbidden', 'False');
+    const finished = cr.status?.conditions?.find((c) => c.type === 'Finished');
+    assert.equal(finished?.reason, 'KubernetesError');
+    assert.match(finished?.message ?? '', /forbidden/i);
+    assert.equal(cr.status?.conditions?.find((c) => c.type === 'AcccesTokenSecretValid')?.status, 'Unknown');
+    assert.ok(f.operator.ready());
   });
 });

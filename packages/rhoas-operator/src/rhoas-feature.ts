@@ -14,7 +14,7 @@
  */
 
 import { isDeepStrictEqual } from 'node:util';
-import { type RhoasCondition, RhoasConditionType, RhoasLabel } from '@gitops/api';
+import { type RhoasCondition, RhoasConditionType, RhoasLabel, RhoasReason } from '@gitops/api';
 import {
   backoffDelay,
   createInformer,
@@ -104,13 +104,24 @@ export function createRhoasKindFeature(
       const { conditions: previous, ...current } = object.status ?? {};
       const status: Record<string, unknown> = structuredClone(current);
       let failure: StepFailure | undefined;
+      /** A Kubernetes error (e.g. a forbidden Secret read): shown on Finished, then retried by the queue. */
+      let unexpected: unknown;
       try {
         await processor.process(ctx, { object, progress, status, signal });
         progress.finish();
       } catch (err) {
-        if (!(err instanceof StepFailure)) throw err; // Kubernetes errors: the queue retries with backoff
-        failure = err;
-        progress.record(err);
+        if (signal.aborted) throw err;
+        if (err instanceof StepFailure) failure = err;
+        else {
+          unexpected = err;
+          const message = err instanceof Error ? err.message : String(err);
+          failure = new StepFailure(
+            RhoasConditionType.Finished,
+            RhoasReason.KubernetesError,
+            message.slice(0, 1024),
+          );
+        }
+        progress.record(failure);
       }
       // A failed processing keeps the status fields of the last success (e.g. the lists of a
       // CloudServicesRequest): only the conditions change.
@@ -139,6 +150,7 @@ export function createRhoasKindFeature(
             );
         }
       }
+      if (unexpected) throw unexpected;
       if (failure) {
         log.info(
           { condition: failure.condition, reason: failure.reason, transient: failure.transient },
