@@ -106,9 +106,6 @@ export function stripManagedFields<T extends KubeObject>(object: T): T {
   return { ...object, metadata };
 }
 
-/** Re-exported from backoff.ts (where it lives) for the callers that import it from here. */
-export { backoffDelay };
-
 function resourceVersionOf(object: unknown): string | undefined {
   const metadata =
     typeof object === 'object' && object !== null ? (object as { metadata?: unknown }).metadata : undefined;

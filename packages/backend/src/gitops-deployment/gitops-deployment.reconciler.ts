@@ -25,7 +25,6 @@ import {
   kubeRequest,
   type Logger,
   objectPath,
-  patchStatus,
   type ReconcileContext,
   type ReconcileResult,
   type Reconciler,
@@ -33,9 +32,9 @@ import {
   splitObjectKey,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { jsonEqual } from '../json.ts';
+import { type ErrorState, writeErrorConditions } from '../error-occurred.ts';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
-import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
+import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
@@ -87,26 +86,13 @@ export interface GitOpsDeploymentReconcilerOptions {
   now?: () => Date;
 }
 
-type ErrorState = { status: 'error'; message: string } | { status: 'ok' };
-
 /** Creates the reconcile function of the GitOpsDeployment work queue. */
 export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconcilerOptions): Reconciler {
   const { db, kc, informer, events } = options;
   const now = options.now ?? (() => new Date());
   const DELETE_RETRY_MS = options.operationRetryMs ?? 60_000;
 
-  async function currentObject(namespace: string, name: string, signal: AbortSignal) {
-    // Another shard's object counts as absent here, as before.
-    return (
-      (await readCurrentObject(
-        kc,
-        informer,
-        GitOpsDeploymentCr.resource,
-        { namespace, name },
-        { selector: options.selector, signal },
-      )) ?? undefined
-    );
-  }
+  const currentObject = currentObjectReader(kc, informer, GitOpsDeploymentCr, options.selector);
 
   const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
 
@@ -152,30 +138,22 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
         now(),
       );
     }
-    if (jsonEqual(next, conditions)) return;
-    await patchStatus(
-      kc,
-      GitOpsDeploymentCr.ref(object),
-      { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
-      { fieldManager: BACKEND_FIELD_MANAGER },
+    await writeErrorConditions(
+      { kc, events },
+      GitOpsDeploymentCr,
+      object,
+      {
+        conditions,
+        next,
+        existing,
+        state,
+        reasons: {
+          error: DeploymentEventReason.ErrorOccurred,
+          resolved: DeploymentEventReason.ErrorOccurredResolved,
+        },
+      },
+      logger,
     );
-    const wasError = existing?.status === ConditionStatus.True;
-    if (state.status === 'error' && (!wasError || existing?.message !== state.message)) {
-      logger.info({ message: state.message }, 'ErrorOccurred');
-      await events.event(
-        GitOpsDeploymentCr.withTypeMeta(object),
-        'Warning',
-        DeploymentEventReason.ErrorOccurred,
-        state.message,
-      );
-    } else if (state.status === 'ok' && wasError) {
-      await events.event(
-        GitOpsDeploymentCr.withTypeMeta(object),
-        'Normal',
-        DeploymentEventReason.ErrorOccurredResolved,
-        'The error was resolved',
-      );
-    }
   }
 
   function failedOperationState(
@@ -372,7 +350,8 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    const object = await currentObject(namespace, name, context.signal);
+    // Another shard's object (null) counts as absent here.
+    const object = (await currentObject(namespace, name, context.signal)) ?? undefined;
     try {
       if (!object) await reconcileGone(namespace, name, context.logger);
       else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);

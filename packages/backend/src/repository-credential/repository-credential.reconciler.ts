@@ -32,7 +32,7 @@ import {
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr } from '../kinds.ts';
-import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
+import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
@@ -184,18 +184,7 @@ export function createRepositoryCredentialReconciler(
       lsRemote(url, credentials, { signal }));
   const memo = createValidationMemo({ revalidateMs, failureBackoffMs });
 
-  async function currentObject(namespace: string, name: string, signal: AbortSignal) {
-    // Another shard's object counts as absent here, as before.
-    return (
-      (await readCurrentObject(
-        kc,
-        informer,
-        RepositoryCredentialCr.resource,
-        { namespace, name },
-        { selector: options.selector, signal },
-      )) ?? undefined
-    );
-  }
+  const currentObject = currentObjectReader(kc, informer, RepositoryCredentialCr, options.selector);
 
   async function readSecret(namespace: string, name: string, signal: AbortSignal): Promise<unknown> {
     try {
@@ -372,7 +361,8 @@ export function createRepositoryCredentialReconciler(
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    const object = await currentObject(namespace, name, context.signal);
+    // Another shard's object (null) counts as absent here.
+    const object = (await currentObject(namespace, name, context.signal)) ?? undefined;
     try {
       if (!object || typeof object.metadata.deletionTimestamp === 'string') {
         memo.forget(key);

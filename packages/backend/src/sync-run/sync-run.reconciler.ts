@@ -21,19 +21,19 @@ import {
   type KubeConfig,
   type KubeObject,
   type Logger,
-  patchStatus,
   type ReconcileContext,
   type Reconciler,
   setCondition,
   splitObjectKey,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
+import { writeErrorConditions } from '../error-occurred.ts';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
 import { parseGitOpsDeploymentSpec } from '../gitops-deployment/desired-application.ts';
 import { conditionsOf, isBeingDeleted } from '../gitops-deployment/gitops-deployment.object.ts';
-import { isJsonObject, jsonEqual } from '../json.ts';
-import { BACKEND_FIELD_MANAGER, SyncRunCr } from '../kinds.ts';
-import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
+import { isJsonObject } from '../json.ts';
+import { SyncRunCr } from '../kinds.ts';
+import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import {
   parseSyncRunSpec,
@@ -110,18 +110,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     return false;
   }
 
-  async function currentObject(namespace: string, name: string, signal: AbortSignal) {
-    // Another shard's object counts as absent here, as before.
-    return (
-      (await readCurrentObject(
-        kc,
-        informer,
-        SyncRunCr.resource,
-        { namespace, name },
-        { selector: options.selector, signal },
-      )) ?? undefined
-    );
-  }
+  const currentObject = currentObjectReader(kc, informer, SyncRunCr, options.selector);
 
   const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
 
@@ -134,30 +123,22 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
       syncRunCondition(state),
       now(),
     );
-    if (jsonEqual(next, conditions)) return;
-    await patchStatus(
-      kc,
-      SyncRunCr.ref(object),
-      { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
-      { fieldManager: BACKEND_FIELD_MANAGER },
+    await writeErrorConditions(
+      { kc, events },
+      SyncRunCr,
+      object,
+      {
+        conditions,
+        next,
+        existing,
+        state,
+        reasons: {
+          error: SyncRunEventReason.ErrorOccurred,
+          resolved: SyncRunEventReason.ErrorOccurredResolved,
+        },
+      },
+      logger,
     );
-    const wasError = existing?.status === 'True';
-    if (state.status === 'error' && (!wasError || existing?.message !== state.message)) {
-      logger.info({ message: state.message }, 'ErrorOccurred');
-      await events.event(
-        SyncRunCr.withTypeMeta(object),
-        'Warning',
-        SyncRunEventReason.ErrorOccurred,
-        state.message,
-      );
-    } else if (state.status === 'ok' && wasError) {
-      await events.event(
-        SyncRunCr.withTypeMeta(object),
-        'Normal',
-        SyncRunEventReason.ErrorOccurredResolved,
-        'The error was resolved',
-      );
-    }
   }
 
   async function reconcileGone(namespace: string, name: string, logger: Logger, exceptUid?: string) {
@@ -258,7 +239,8 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    const object = await currentObject(namespace, name, context.signal);
+    // Another shard's object (null) counts as absent here.
+    const object = (await currentObject(namespace, name, context.signal)) ?? undefined;
     try {
       if (!object || isBeingDeleted(object)) await reconcileGone(namespace, name, context.logger);
       else return await reconcileLive(object, context);
