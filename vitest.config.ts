@@ -8,7 +8,16 @@
  */
 import { defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 
-const packages = ['api', 'shared', 'db', 'local-env', 'test-support', 'backend', 'cluster-agent'];
+const packages = [
+  'api',
+  'shared',
+  'db',
+  'local-env',
+  'test-support',
+  'backend',
+  'cluster-agent',
+  'rhoas-operator',
+];
 
 // Integration tests wait on real processes on small shared machines: generous limits, never a timing assertion.
 const project = (name: string, include: string, timeoutMs: number): TestProjectInlineConfiguration => ({

@@ -27,7 +27,16 @@ for (let i = 0; i < args.length; i++) {
   else if (!arg.startsWith('--')) files.push(resolve(process.cwd(), arg));
 }
 
-const packages = ['api', 'shared', 'db', 'local-env', 'test-support', 'backend', 'cluster-agent'];
+const packages = [
+  'api',
+  'shared',
+  'db',
+  'local-env',
+  'test-support',
+  'backend',
+  'cluster-agent',
+  'rhoas-operator',
+];
 const vitestArgs = ['run'];
 if (files.length > 0) {
   // Explicit files: whatever project they belong to.

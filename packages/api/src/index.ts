@@ -5,6 +5,7 @@
  */
 export { type CustomResourceDefinitionManifest, crdDirectory, loadCrds } from './crds.ts';
 export type { ObjectMeta, OwnerReference } from './object-meta.ts';
+export * from './rhoas.ts';
 export type * from './types.generated.ts';
 
 import { describeKind } from './kind.ts';

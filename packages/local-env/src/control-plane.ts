@@ -81,13 +81,23 @@ function kubeconfig(server: string, caPem: string, user: string, token: string):
   });
 }
 
-/** Reads every CRD document from our packages/api/crds and Argo CD's Application/AppProject CRDs. */
+/**
+ * Reads every CRD document from our packages/api/crds, the RHOAS operator's packages/api/crds/rhoas (a
+ * separate set), and Argo CD's Application/AppProject CRDs.
+ */
 export async function crdDocuments(): Promise<Record<string, unknown>[]> {
-  const ours = join(repoRoot, 'packages', 'api', 'crds');
-  const files = (await readdir(ours).catch(() => [] as string[]))
-    .filter((f) => f.endsWith('.yaml'))
-    .sort()
-    .map((f) => join(ours, f));
+  const files: string[] = [];
+  for (const ours of [
+    join(repoRoot, 'packages', 'api', 'crds'),
+    join(repoRoot, 'packages', 'api', 'crds', 'rhoas'),
+  ]) {
+    files.push(
+      ...(await readdir(ours).catch(() => [] as string[]))
+        .filter((f) => f.endsWith('.yaml'))
+        .sort()
+        .map((f) => join(ours, f)),
+    );
+  }
   files.push(...(await argoCdCrdFiles()));
   const docs: Record<string, unknown>[] = [];
   for (const file of files) {
