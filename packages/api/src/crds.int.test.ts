@@ -295,6 +295,29 @@ describe('GitOpsDeployment admission', () => {
     );
   });
 
+  test('rejects control characters in repoURL, path and targetRevision, and over-long values', async () => {
+    for (const [field, value] of [
+      ['repoURL', `${source.repoURL}\u0000`],
+      ['path', 'dev\nprod'],
+      ['targetRevision', 'main\u001b[31m'],
+    ] as const) {
+      await expectRejected(
+        Kind.GitOpsDeployment,
+        { source: { ...source, [field]: value }, type: 'automated' },
+        `spec.source.${field} must not contain control characters`,
+      );
+    }
+    await expectRejected(
+      Kind.GitOpsDeployment,
+      { source: { ...source, targetRevision: 'x'.repeat(256) }, type: 'automated' },
+      'spec.source.targetRevision: Too long: may not be more than 255',
+    );
+    await expectAccepted(Kind.GitOpsDeployment, {
+      source: { ...source, path: 'apps/überall/ünïcode', targetRevision: 'release/2026.11' },
+      type: 'automated',
+    });
+  });
+
   test('reports every broken rule of one object at once', async () => {
     const res = await call(
       endpoint,
