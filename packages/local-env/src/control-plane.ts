@@ -81,13 +81,25 @@ function kubeconfig(server: string, caPem: string, user: string, token: string):
   });
 }
 
-/** Reads every CRD document from our packages/api/crds and Argo CD's Application/AppProject CRDs. */
+/**
+ * Reads every CRD document from our packages/api/crds (the managed-gitops kinds, the App Studio kinds in
+ * crds/appstudio and, as a cluster without the App Studio application service needs them, Application and
+ * Component from crds/appstudio-dependencies) and Argo CD's Application/AppProject CRDs.
+ */
 export async function crdDocuments(): Promise<Record<string, unknown>[]> {
-  const ours = join(repoRoot, 'packages', 'api', 'crds');
-  const files = (await readdir(ours).catch(() => [] as string[]))
-    .filter((f) => f.endsWith('.yaml'))
-    .sort()
-    .map((f) => join(ours, f));
+  const files: string[] = [];
+  for (const ours of [
+    join(repoRoot, 'packages', 'api', 'crds'),
+    join(repoRoot, 'packages', 'api', 'crds', 'appstudio'),
+    join(repoRoot, 'packages', 'api', 'crds', 'appstudio-dependencies'),
+  ]) {
+    files.push(
+      ...(await readdir(ours).catch(() => [] as string[]))
+        .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
+        .sort()
+        .map((f) => join(ours, f)),
+    );
+  }
   files.push(...(await argoCdCrdFiles()));
   const docs: Record<string, unknown>[] = [];
   for (const file of files) {

@@ -7,6 +7,7 @@ export * from './clock.ts';
 export * from './conditions.ts';
 export * from './config.ts';
 export * from './errors.ts';
+export * from './eventually.ts';
 export * from './feature.ts';
 export * from './http-server.ts';
 export * from './informer.ts';
