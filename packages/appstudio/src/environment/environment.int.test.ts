@@ -271,10 +271,12 @@ describe('Environment controller', () => {
   });
 
   it('a ManagedEnvironment of that name controlled by something else is left alone', async () => {
+    // Another controller's object (a real owner, or the garbage collector would remove it).
+    const owner = await f.create(Kind.ConfigMap, ns, 'someone', {});
     await f.create(Kind.GitOpsDeploymentManagedEnvironment, ns, 'managed-environment-taken', {
       metadata: {
         ownerReferences: [
-          { apiVersion: 'v1', kind: 'ConfigMap', name: 'someone', uid: '456', controller: true },
+          { apiVersion: 'v1', kind: 'ConfigMap', name: 'someone', uid: owner.metadata.uid, controller: true },
         ],
       },
       spec: {

@@ -107,21 +107,24 @@ export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeature
     );
   }
 
-  /** The deployments this binding owns (controller ownerReference with its uid, its application/environment labels). */
+  /** The deployments this binding controls (a controller ownerReference with its uid). */
   function ownedDeployments(binding: KubeObject): KubeObject[] {
-    return deps.deployments.list(binding.metadata.namespace).filter((d) => {
-      const labels = d.metadata.labels ?? {};
-      return (
-        labels[AppStudioLabel.Application] === applicationOf(binding) &&
-        labels[AppStudioLabel.Environment] === environmentOf(binding) &&
-        ownerReferences(d).some((r) => r.uid === binding.metadata.uid && r.kind === Binding.kind)
+    return deps.deployments
+      .list(binding.metadata.namespace)
+      .filter((d) =>
+        ownerReferences(d).some(
+          (r) => r.controller && r.uid === binding.metadata.uid && r.kind === Binding.kind,
+        ),
       );
-    });
   }
 
+  /**
+   * Deletes the deployments this binding controls that are not among `keep` (names). Selected by owner, not
+   * by labels (a fix: the original selected by labels, so a deployment whose labels were edited was deleted).
+   */
   async function deleteStale(binding: KubeObject, keep: ReadonlySet<string>, logger: Logger): Promise<void> {
     for (const d of ownedDeployments(binding)) {
-      if (keep.has(d.metadata.labels?.[AppStudioLabel.Component] ?? '')) continue;
+      if (keep.has(d.metadata.name)) continue;
       if (
         await deleteIfExists(
           kc,
@@ -256,18 +259,21 @@ export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeature
       }
     }
     const sorted = [...components].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    await deleteStale(binding, new Set(sorted.map((c) => c.name)), logger);
-    const entries: DeploymentStatusEntry[] = [];
-    const failures: string[] = [];
-    for (const component of sorted) {
-      const desired = desiredDeployment({
+    const desiredDeployments = sorted.map((component) => ({
+      component,
+      desired: desiredDeployment({
         binding,
         application,
         environment,
         component,
         destination,
         shardLabels: ctx.shardLabels,
-      });
+      }),
+    }));
+    await deleteStale(binding, new Set(desiredDeployments.map((d) => d.desired.metadata.name)), logger);
+    const entries: DeploymentStatusEntry[] = [];
+    const failures: string[] = [];
+    for (const { component, desired } of desiredDeployments) {
       const deploymentName = desired.metadata.name;
       let live = deps.deployments.get(namespace, deploymentName);
       if (live && owningBinding(live) !== undefined && owningBinding(live) !== name) {

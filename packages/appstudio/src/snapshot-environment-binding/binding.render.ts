@@ -121,7 +121,9 @@ export function desiredDeployment(options: {
     },
     spec: {
       source: { repoURL: component.url, path: component.path, targetRevision: component.branch },
-      destination: options.destination,
+      // An empty destination (the binding's own namespace) is left out: applied as `{}` the API server
+      // reads it as null.
+      ...(Object.keys(options.destination).length > 0 ? { destination: options.destination } : {}),
       type: 'automated',
     },
   };

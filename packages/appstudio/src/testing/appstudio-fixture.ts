@@ -5,7 +5,7 @@
  * (writing a binding's `status.components`) and the core (writing a GitOpsDeployment's `status`).
  */
 import { randomBytes } from 'node:crypto';
-import { AppStudioKinds, CoreKinds, type KindDescriptor, Kinds } from '@gitops/api';
+import { AppStudioKinds, CoreKinds, describeKind, type KindDescriptor, Kinds } from '@gitops/api';
 import {
   collectionPath,
   createEventRecorder,
@@ -182,4 +182,9 @@ export function createAppStudioFixture(): AppStudioFixture {
 }
 
 /** Every kind a test touches. */
-export const Kind = { ...AppStudioKinds, ...Kinds, Secret: CoreKinds.Secret } as const;
+export const Kind = {
+  ...AppStudioKinds,
+  ...Kinds,
+  Secret: CoreKinds.Secret,
+  ConfigMap: describeKind({ group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps' }),
+} as const;
