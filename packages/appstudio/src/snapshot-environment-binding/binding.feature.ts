@@ -16,7 +16,6 @@
 import {
   APPSTUDIO_FIELD_MANAGER,
   AppStudioKinds,
-  AppStudioLabel,
   BindingMessage,
   BindingReason,
   Kinds,
