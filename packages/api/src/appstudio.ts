@@ -148,6 +148,27 @@ export const PromotionRunResult = {
   Failure: 'Failure',
 } as const;
 
+/** User-facing messages of a PromotionRun (keep these texts). */
+export const PromotionRunMessage = {
+  AllSyncedHealthy: 'All GitOpsDeployments are Synced/Healthy',
+  InvalidTarget: 'Target Environment has invalid value.',
+  WaitingForDeployments:
+    'Waiting for the environment binding to create all of the expected GitOpsDeployments.',
+  waitingFor: (deployments: readonly string[]): string =>
+    `Waiting for following GitOpsDeployments to be Synced/Healthy: ${deployments.join(', ')}`,
+  timedOut: (limit: string): string => `Promotion Failed. Could not be completed in ${limit}.`,
+  snapshotNotFound: (snapshot: string, binding: string): string =>
+    `Snapshot: ${snapshot} referred in Binding: ${binding} does not exist.`,
+  bindingChanged: (oldBinding: string, newBinding: string): string =>
+    `The binding changed after the PromotionRun first start. The .spec fields of the PromotionRun are immutable, and should not be changed after being created. old-binding: ${oldBinding}, new-binding: ${newBinding}`,
+  /** Beyond the original (design §4): which run this one waits for. */
+  waitingForRun: (run: string, application: string): string =>
+    `Waiting for PromotionRun '${run}' of application '${application}' to complete`,
+  /** Beyond the original (design §4): it only logged this. */
+  noComponents: (application: string): string =>
+    `no Component of application '${application}' exists, so no binding can be generated`,
+} as const;
+
 /** `status.environmentStatus[].status` ("In Progress" with a space, as in the original). */
 export const PromotionEnvironmentStatus = {
   Success: 'Success',

@@ -11,6 +11,7 @@ import {
   createEnvironmentFeature,
   environmentSecretFieldSelector,
 } from './environment/environment.feature.ts';
+import { createPromotionRunFeature } from './promotion-run/promotion-run.feature.ts';
 import { createBindingFeature } from './snapshot-environment-binding/binding.feature.ts';
 
 export type { AppStudioContext, AppStudioOptions } from './context.ts';
@@ -21,6 +22,7 @@ export interface AppStudioFeatures {
   readonly features: readonly Feature[];
   readonly environments: ReturnType<typeof createEnvironmentFeature>;
   readonly bindings: ReturnType<typeof createBindingFeature>;
+  readonly promotionRuns: ReturnType<typeof createPromotionRunFeature>;
 }
 
 export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFeatures {
@@ -36,8 +38,11 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
   );
   const environmentFeature = createEnvironmentFeature(ctx, { environments, managedEnvironments, secrets });
   const bindingFeature = createBindingFeature(ctx, { bindings, environments, deployments, applications });
+  const promotionRuns = ctx.informer(AppStudioKinds.PromotionRun.resource);
+  const promotionRunFeature = createPromotionRunFeature(ctx, { promotionRuns, bindings, environments });
   return {
-    features: [environmentFeature, bindingFeature],
+    features: [environmentFeature, bindingFeature, promotionRunFeature],
+    promotionRuns: promotionRunFeature,
     environments: environmentFeature,
     bindings: bindingFeature,
   };
