@@ -90,11 +90,12 @@ export function createPromotionRunFeature(
 ): AppStudioController {
   const { kc, events } = ctx;
 
-  async function writeStatus(run: KubeObject, patch: Json): Promise<void> {
+  /** Writes the changed status fields; returns the object as stored (the input when nothing changed). */
+  async function writeStatus(run: KubeObject, patch: Json): Promise<KubeObject> {
     const status = statusOf(run);
     if (Object.entries(patch).every(([k, v]) => JSON.stringify(status[k] ?? null) === JSON.stringify(v)))
-      return;
-    await patchStatus(
+      return run;
+    return await patchStatus(
       kc,
       { ...PromotionRun, namespace: run.metadata.namespace, name: run.metadata.name },
       { metadata: { resourceVersion: run.metadata.resourceVersion }, status: patch },
@@ -213,8 +214,9 @@ export function createPromotionRunFeature(
     { logger }: { logger: Logger },
   ): Promise<ReconcileResult | undefined> {
     const { namespace = '', name } = splitObjectKey(key);
-    const run = deps.promotionRuns.get(namespace, name);
-    if (!run || run.metadata.deletionTimestamp || isComplete(run)) return undefined;
+    const cached = deps.promotionRuns.get(namespace, name);
+    if (!cached || cached.metadata.deletionTimestamp || isComplete(cached)) return undefined;
+    let run: KubeObject = cached;
     const now = ctx.now();
     const spec = specOf(run);
     const status = statusOf(run);
@@ -284,6 +286,12 @@ export function createPromotionRunFeature(
         `promoting snapshot ${text(spec.snapshot)} to ${current}`,
       );
     }
+    // The step and its start are recorded first, so every wait below is bounded by the timeout.
+    run = await writeStatus(run, {
+      state: PromotionRunState.Active,
+      promotionStartTime: stepStart,
+      environmentStatus: steps,
+    });
     const remainingMs = ctx.promotionTimeoutMs - (now.getTime() - Date.parse(stepStart));
 
     // Every wait ends at the timeout.

@@ -208,6 +208,23 @@ describe('PromotionRun controller', () => {
     ]);
   });
 
+  it('an application without Components is reported instead of only logged (fix)', async () => {
+    await f.create(Kind.PromotionRun, ns, 'no-components', {
+      spec: {
+        snapshot: 'my-snapshot',
+        application: 'lonely-app',
+        manualPromotion: { targetEnvironment: 'prod' },
+      },
+    });
+    await eventually('the condition', async () =>
+      withoutTimes(statusOf(await run('no-components')).conditions).some(
+        (c) =>
+          c.status === 'True' &&
+          c.message === "no Component of application 'lonely-app' exists, so no binding can be generated",
+      ),
+    );
+  });
+
   it('a missing Snapshot is reported', async () => {
     await environment('snap-env');
     await f.create(Kind.Application, ns, 'snap-app', { spec: { displayName: 'snap' } });
