@@ -288,6 +288,41 @@ describe('PromotionRun admission', () => {
   });
 });
 
+describe('malformed App Studio objects', () => {
+  it('are refused with the field that is wrong: a boolean given as text, a count given as text, a missing spec', async () => {
+    await rejected(
+      () =>
+        create(AppStudioKinds.Environment, fresh('types'), {
+          ...envSpec({ kubernetesCredentials: credentials({ allowInsecureSkipTLSVerify: 'yes' }) }),
+        }),
+      'allowInsecureSkipTLSVerify',
+    );
+    await rejected(
+      () =>
+        create(AppStudioKinds.SnapshotEnvironmentBinding, fresh('types'), {
+          application: 'app',
+          environment: 'env',
+          snapshot: 's',
+          components: [{ name: 'a', configuration: { replicas: 'two' } }],
+        }),
+      'replicas',
+    );
+    await rejected(
+      () =>
+        kubeRequest(kc, {
+          method: HttpMethod.POST,
+          path: path(AppStudioKinds.SnapshotEnvironmentBinding),
+          body: {
+            apiVersion: APPSTUDIO_GROUP_VERSION,
+            kind: 'SnapshotEnvironmentBinding',
+            metadata: { name: fresh('nospec'), namespace },
+          },
+        }),
+      'spec',
+    );
+  });
+});
+
 describe('the App Studio kinds as kubectl sees them', () => {
   it('are served with the original short names and a status subresource', async () => {
     const list = (await kubeRequest(kc, {
