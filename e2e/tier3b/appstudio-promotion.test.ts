@@ -167,4 +167,66 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
     const cm = await f.expect.object(tenant, 'ConfigMap', 'web-prod');
     assert.equal(cm.data?.environment, 'prod');
   });
+
+  it('automated promotion across a three-environment chain ends with three Success steps in order', async () => {
+    await createObject(AppStudioKinds.Environment, 'dev', {
+      displayName: 'Dev',
+      deploymentStrategy: 'AppStudioAutomated',
+    });
+    await createObject(AppStudioKinds.Environment, 'chain-staging', {
+      displayName: 'Staging',
+      deploymentStrategy: 'AppStudioAutomated',
+      parentEnvironment: 'dev',
+    });
+    await createObject(AppStudioKinds.Environment, 'chain-prod', {
+      displayName: 'Prod',
+      deploymentStrategy: 'AppStudioAutomated',
+      parentEnvironment: 'chain-staging',
+    });
+    const files: Record<string, string> = {};
+    for (const env of ['chain-staging', 'chain-prod'])
+      files[`components/web/overlays/${env}/config.yaml`] = manifest.configMap(`web-${env}`, {
+        environment: env,
+      });
+    await repo.commit(files);
+    await createObject(AppStudioKinds.PromotionRun, 'shop-1-automated', {
+      snapshot: 'shop-1',
+      application: 'shop',
+      automatedPromotion: { initialEnvironment: 'dev' },
+    });
+    const status = (await completed('shop-1-automated')).status as Record<string, unknown>;
+    assert.equal(status.completionResult, 'Success');
+    const display = 'All GitOpsDeployments are Synced/Healthy';
+    assert.deepEqual(status.environmentStatus, [
+      { step: 1, environmentName: 'dev', status: 'Success', displayStatus: display },
+      { step: 2, environmentName: 'chain-staging', status: 'Success', displayStatus: display },
+      { step: 3, environmentName: 'chain-prod', status: 'Success', displayStatus: display },
+    ]);
+    await f.expect.object(tenant, 'ConfigMap', 'web-chain-prod');
+  });
+
+  it('a promotion whose target never becomes Healthy ends Failure at GITOPS_PROMOTION_TIMEOUT with the message', async () => {
+    await f.system.kill('backend');
+    await f.system.start('backend', { GITOPS_PROMOTION_TIMEOUT: '30s' });
+    // No overlay for this environment in the repository: Argo CD can never sync it.
+    await createObject(AppStudioKinds.Environment, 'broken', {
+      displayName: 'Broken',
+      deploymentStrategy: 'Manual',
+    });
+    await createObject(AppStudioKinds.PromotionRun, 'shop-1-to-broken', {
+      snapshot: 'shop-1',
+      application: 'shop',
+      manualPromotion: { targetEnvironment: 'broken' },
+    });
+    const status = (await completed('shop-1-to-broken')).status as Record<string, unknown>;
+    const message = 'Promotion Failed. Could not be completed in 30s.';
+    assert.equal(status.completionResult, 'Failure');
+    assert.deepEqual(status.environmentStatus, [
+      { step: 1, environmentName: 'broken', status: 'Failed', displayStatus: message },
+    ]);
+    const conditions = (status.conditions as { type: string; status: string; message: string }[]).map(
+      ({ type, status, message }) => ({ type, status, message }),
+    );
+    assert.deepEqual(conditions, [{ type: 'ErrorOccurred', status: 'True', message }]);
+  });
 });
