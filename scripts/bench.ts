@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { glob } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { prepareTemplateDatabase } from '@gitops/db';
+import { prepareTemplateDatabase } from '@gitops/db/testing';
 import { repoRoot, startControlPlane, startPostgres } from '@gitops/local-env';
 
 const say = (line: string) => process.stderr.write(`[bench] ${line}\n`);

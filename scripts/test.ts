@@ -1,113 +1,66 @@
 /**
- * `pnpm test`: runs every unit and integration test (`packages/* /src/**\/*.test.ts`, tier 3a e2e) against
- * one real PostgreSQL and one real control plane started here for the whole run.
+ * `pnpm test`: runs the tests with vitest (vitest.config.ts: one project per package, tier 3a, tier 3b).
+ * The global setup (packages/test-support/src/global-setup.ts) starts one real PostgreSQL and one real
+ * control plane for the whole run when any selected file needs them, and workers get their addresses.
  *
- *   node scripts/test.ts                 all tests
- *   node scripts/test.ts --unit          unit tests only (no PostgreSQL, no API server)
- *   node scripts/test.ts --e2e           tier 3b (`pnpm test:e2e`): e2e/tier3b with a real Argo CD per test file
- *                                        (builds Argo CD once: tools/argocd/build.sh)
- *   node scripts/test.ts <path>...       only these files (infrastructure started when any is *.int.test.ts or e2e)
+ *   node scripts/test.ts                   unit + integration tests of every package and tier 3a
+ *   node scripts/test.ts --unit            unit tests only (no PostgreSQL, no API server)
+ *   node scripts/test.ts --e2e             tier 3b (`pnpm test:e2e`): e2e/tier3b with a real Argo CD per test
+ *                                          file (builds Argo CD once: tools/argocd/build.sh), 2 files at once
+ *   node scripts/test.ts --project <name>  one project (a package's `pnpm test`: `api`, `backend`, `tier3a`...)
+ *   node scripts/test.ts <path>...         only these files (any project; infrastructure started when any is
+ *                                          *.int.test.ts or e2e)
+ *
+ * `GITOPS_TEST_CONCURRENCY` sets how many files run at once (default 3, 2 for tier 3b).
  */
 import { spawn } from 'node:child_process';
-import { glob } from 'node:fs/promises';
-import { relative, resolve } from 'node:path';
-import { prepareTemplateDatabase } from '@gitops/db';
-import {
-  type ControlPlane,
-  ensureArgoCdBinary,
-  type PostgresServer,
-  repoRoot,
-  startControlPlane,
-  startPostgres,
-} from '@gitops/local-env';
+import { resolve } from 'node:path';
+import { repoRoot } from '@gitops/local-env';
 
 const args = process.argv.slice(2);
-const unitOnly = args.includes('--unit');
-const e2e = args.includes('--e2e');
-const explicit = args.filter((a) => !a.startsWith('--')).map((a) => resolve(process.cwd(), a));
-
-async function collect(): Promise<string[]> {
-  if (explicit.length > 0) return explicit;
-  const files: string[] = [];
-  const patterns = e2e
-    ? ['e2e/tier3b/**/*.test.ts']
-    : ['packages/*/src/**/*.test.ts', 'e2e/tier3a/**/*.test.ts'];
-  for await (const f of glob(patterns, { cwd: repoRoot })) {
-    files.push(resolve(repoRoot, f));
-  }
-  return files.filter((f) => !f.includes('node_modules')).sort();
+const flag = (name: string) => args.includes(name);
+const projects: string[] = [];
+const files: string[] = [];
+for (let i = 0; i < args.length; i++) {
+  const arg = args[i]!;
+  if (arg === '--project') projects.push(args[++i] ?? '');
+  else if (!arg.startsWith('--')) files.push(resolve(process.cwd(), arg));
 }
 
-const isUnit = (f: string) => f.endsWith('.test.ts') && !f.endsWith('.int.test.ts') && !f.includes('/e2e/');
+const packages = [
+  'api',
+  'shared',
+  'db',
+  'local-env',
+  'test-support',
+  'appstudio',
+  'backend',
+  'cluster-agent',
+];
+const vitestArgs = ['run'];
+if (files.length > 0) {
+  // Explicit files: whatever project they belong to.
+  vitestArgs.push(...files);
+} else if (flag('--e2e')) {
+  vitestArgs.push('--project', 'tier3b');
+} else if (projects.length > 0) {
+  for (const p of projects) vitestArgs.push('--project', p);
+} else {
+  for (const p of [...packages, ...(flag('--unit') ? [] : ['tier3a'])]) vitestArgs.push('--project', p);
+}
+if (flag('--unit')) vitestArgs.push('--exclude', '**/*.int.test.ts');
+
+const env = { ...process.env };
+if (flag('--e2e')) env.GITOPS_TEST_CONCURRENCY ??= '2';
+
 const started = Date.now();
-const say = (line: string) => process.stderr.write(`[test] ${line}\n`);
-
-let files = await collect();
-if (unitOnly) files = files.filter(isUnit);
-if (files.length === 0) {
-  say('no test files found');
-  process.exit(1);
-}
-const needsInfra = files.some((f) => !isUnit(f));
-
-let postgres: PostgresServer | undefined;
-let controlPlane: ControlPlane | undefined;
-let stopping = false;
-async function teardown(): Promise<void> {
-  if (stopping) return;
-  stopping = true;
-  await controlPlane?.stop().catch((e: unknown) => say(`control plane stop failed: ${String(e)}`));
-  await postgres?.stop().catch((e: unknown) => say(`postgres stop failed: ${String(e)}`));
-}
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    void teardown().then(() => process.exit(130));
-  });
-}
-
-const env: NodeJS.ProcessEnv = { ...process.env };
-try {
-  if (needsInfra) {
-    say('starting PostgreSQL and the control plane (the first run builds the control plane: 10-20 min)');
-    [postgres, controlPlane] = await Promise.all([
-      startPostgres({ forceEmbedded: !process.env.DATABASE_URL }),
-      startControlPlane({ log: (l) => (l.startsWith('[') ? undefined : say(l)) }),
-    ]);
-    if (files.some((f) => f.includes('/e2e/tier3b/'))) {
-      say('argo cd: building once if not cached (tools/argocd/build.sh; about 15-25 min cold on 2 cores)');
-      env.ARGOCD_BINARY = await ensureArgoCdBinary(say);
-      say(`argo cd: ${env.ARGOCD_BINARY}`);
-    }
-    const template = `gitops_template_${process.pid}`;
-    await prepareTemplateDatabase(postgres.url, template);
-    Object.assign(env, {
-      KUBECONFIG: controlPlane.kubeconfigPath,
-      GITOPS_TEST_USER_KUBECONFIG: controlPlane.userKubeconfigPath,
-      GITOPS_TEST_DATABASE_URL: postgres.url,
-      GITOPS_TEST_TEMPLATE_DATABASE: template,
-    });
-    say(`infrastructure ready in ${((Date.now() - started) / 1000).toFixed(1)}s`);
-  }
-  say(`running ${files.length} test files: ${files.map((f) => relative(repoRoot, f)).join(' ')}`);
-  const code = await new Promise<number>((resolveCode) => {
-    const child = spawn(
-      process.execPath,
-      [
-        '--test',
-        '--test-reporter=spec',
-        `--test-concurrency=${process.env.GITOPS_TEST_CONCURRENCY ?? (e2e ? '2' : '3')}`,
-        `--test-timeout=${e2e ? 900_000 : 300_000}`,
-        ...files,
-      ],
-      { stdio: 'inherit', env, cwd: repoRoot },
-    );
-    child.on('exit', (c, s) => resolveCode(c ?? (s ? 1 : 0)));
-  });
-  say(`test wall time ${((Date.now() - started) / 1000).toFixed(1)}s`);
-  await teardown();
-  process.exit(code);
-} catch (error) {
-  say(`failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
-  await teardown();
-  process.exit(1);
-}
+const child = spawn(process.execPath, [resolve(repoRoot, 'node_modules/vitest/vitest.mjs'), ...vitestArgs], {
+  stdio: 'inherit',
+  env,
+  cwd: repoRoot,
+});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal));
+child.on('exit', (code, signal) => {
+  process.stderr.write(`[test] test wall time ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
+  process.exit(code ?? (signal ? 1 : 0));
+});

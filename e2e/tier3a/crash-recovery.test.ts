@@ -1,11 +1,10 @@
 /** Tier 3a: crashes (SIGKILL) of either process lose nothing; malformed rows fail one operation, not the agent. */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
-  createTenantNamespace,
-  eventually,
   type GitOpsDeployment,
   get,
   list,
@@ -13,22 +12,22 @@ import {
   paths,
   remove,
 } from '../fixture/kube.ts';
-import { type System, startSystem } from '../fixture/system.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import type { System } from '../fixture/system.ts';
 
 describe('crash recovery (tier 3a)', () => {
+  let f: PlayedSystem;
   let system: System;
   let argoCd: ArgoCdActor;
   let tenant: string;
 
-  before(async () => {
-    system = await startSystem({ start: [] });
-    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
-    tenant = await createTenantNamespace(system.kc);
+  beforeAll(async () => {
+    f = await startPlayedArgoCdSystem({ start: [] });
+    ({ system, argoCd } = f);
+    tenant = await f.given.tenant();
   });
-  after(async () => {
-    await argoCd?.stop();
-    await system?.stop();
-    if (tenant) await remove(system.kc, paths.namespace(tenant));
+  afterAll(async () => {
+    await f?.stop();
   });
 
   const applicationFor = (gd: GitOpsDeployment) =>

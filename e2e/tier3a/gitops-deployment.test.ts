@@ -3,20 +3,19 @@
  * as separate processes and the test playing Argo CD.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
-  createTenantNamespace,
-  eventually,
   type GitOpsDeployment,
   get,
   list,
   mergePatch,
   paths,
-  remove,
 } from '../fixture/kube.ts';
-import { type System, startSystem } from '../fixture/system.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import type { System } from '../fixture/system.ts';
 
 const AUTOMATED_SYNC_POLICY = {
   automated: { prune: true, selfHeal: true, allowEmpty: true },
@@ -25,28 +24,21 @@ const AUTOMATED_SYNC_POLICY = {
 };
 
 describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
+  let f: PlayedSystem;
   let system: System;
   let argoCd: ArgoCdActor;
   let tenant: string;
 
-  before(async () => {
-    system = await startSystem();
-    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
-    tenant = await createTenantNamespace(system.kc);
+  beforeAll(async () => {
+    f = await startPlayedArgoCdSystem();
+    ({ system, argoCd } = f);
+    tenant = await f.given.tenant();
   });
-  after(async () => {
-    await argoCd?.stop();
-    await system?.stop();
-    if (tenant) await remove(system.kc, paths.namespace(tenant));
+  afterAll(async () => {
+    await f?.stop();
   });
 
-  const applicationOf = (gd: GitOpsDeployment) =>
-    eventually(`Application for ${gd.metadata.name}`, () =>
-      get<ArgoApplication>(
-        system.kc,
-        paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-      ),
-    );
+  const applicationOf = (gd: GitOpsDeployment) => f.expect.application(gd);
   const tenantId = async () => {
     const row = await system.db
       .selectFrom('cluster_user')
@@ -57,14 +49,16 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   };
 
   it('creates gitopsdepl-<uid> with the source, in-cluster destination, tenant project and automated policy', async () => {
-    const gd = await system.createGitOpsDeployment(tenant, 'automated-app', {
-      source: {
+    const gd = await f.when.deployed(
+      tenant,
+      'automated-app',
+      {
         repoURL: 'https://github.com/example/repo',
         path: 'environments/dev',
         targetRevision: 'main',
       },
-      type: 'automated',
-    });
+      { type: 'automated' },
+    );
     const app = await applicationOf(gd);
     assert.deepEqual(app.spec.source, {
       repoURL: 'https://github.com/example/repo',
@@ -84,17 +78,17 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('gives a manual deployment no automated policy, and follows sync options added and removed', async () => {
-    const gd = await system.createGitOpsDeployment(tenant, 'manual-app', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'manual' },
-      type: 'manual',
-    });
+    const gd = await f.when.deployed(
+      tenant,
+      'manual-app',
+      { repoURL: 'https://github.com/example/repo', path: 'manual' },
+      { type: 'manual' },
+    );
     const app = await applicationOf(gd);
     assert.equal(app.spec.syncPolicy?.automated, undefined);
     assert.deepEqual(app.spec.syncPolicy?.syncOptions ?? [], []);
 
-    await mergePatch(system.kc, paths.gitopsDeployment(tenant, 'manual-app'), {
-      spec: { syncPolicy: { syncOptions: ['CreateNamespace=true'] } },
-    });
+    await f.when.edited(gd, { syncPolicy: { syncOptions: ['CreateNamespace=true'] } });
     await eventually('CreateNamespace=true on the Application', async () => {
       const current = await applicationOf(gd);
       return current.spec.syncPolicy?.syncOptions?.includes('CreateNamespace=true') ? true : undefined;
@@ -103,7 +97,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
     assert.deepEqual(withOption.spec.syncPolicy?.syncOptions, ['CreateNamespace=true']);
     assert.equal(withOption.spec.syncPolicy?.automated, undefined);
 
-    await mergePatch(system.kc, paths.gitopsDeployment(tenant, 'manual-app'), { spec: { syncPolicy: null } });
+    await f.when.edited(gd, { syncPolicy: null });
     await eventually('sync options removed from the Application', async () => {
       const current = await applicationOf(gd);
       return (current.spec.syncPolicy?.syncOptions ?? []).length === 0 ? true : undefined;
@@ -111,13 +105,15 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('sends path, repoURL and targetRevision updates to the Application; an identical re-apply writes nothing', async () => {
-    const gd = await system.createGitOpsDeployment(tenant, 'updated-app', {
-      source: { repoURL: 'https://github.com/example/one', path: 'a', targetRevision: 'v1' },
-      type: 'automated',
-    });
+    const gd = await f.when.deployed(
+      tenant,
+      'updated-app',
+      { repoURL: 'https://github.com/example/one', path: 'a', targetRevision: 'v1' },
+      { type: 'automated' },
+    );
     await applicationOf(gd);
-    await mergePatch(system.kc, paths.gitopsDeployment(tenant, 'updated-app'), {
-      spec: { source: { repoURL: 'https://github.com/example/two', path: 'b', targetRevision: 'v2' } },
+    await f.when.edited(gd, {
+      source: { repoURL: 'https://github.com/example/two', path: 'b', targetRevision: 'v2' },
     });
     const updated = await eventually('the new source on the Application', async () => {
       const app = await applicationOf(gd);
@@ -137,10 +133,12 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
       spec: { source: { repoURL: 'https://github.com/example/two', path: 'b', targetRevision: 'v2' } },
     });
     // Prove the backend has processed the change: touch another deployment and wait for its Application.
-    const marker = await system.createGitOpsDeployment(tenant, 'marker-app', {
-      source: { repoURL: 'https://github.com/example/one', path: 'marker' },
-      type: 'automated',
-    });
+    const marker = await f.when.deployed(
+      tenant,
+      'marker-app',
+      { repoURL: 'https://github.com/example/one', path: 'marker' },
+      { type: 'automated' },
+    );
     await applicationOf(marker);
     const operationsAfter = await system.db.selectFrom('operation').select(['id', 'resource_id']).execute();
     const newOperations = operationsAfter.filter((o) => !operationsBefore.some((b) => b.id === o.id));
@@ -159,12 +157,14 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('deletes the Application when the GitOpsDeployment is deleted', async () => {
-    const gd = await system.createGitOpsDeployment(tenant, 'deleted-app', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'deleted' },
-      type: 'automated',
-    });
+    const gd = await f.when.deployed(
+      tenant,
+      'deleted-app',
+      { repoURL: 'https://github.com/example/repo', path: 'deleted' },
+      { type: 'automated' },
+    );
     const app = await applicationOf(gd);
-    await remove(system.kc, paths.gitopsDeployment(tenant, 'deleted-app'));
+    await f.when.deleted(gd);
     await eventually('the Application to be gone', async () =>
       (await get(system.kc, paths.application(system.argoCdNamespace, app.metadata.name))) ? undefined : true,
     );
@@ -177,15 +177,15 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('keeps a GitOpsDeployment with the user finalizer until Argo CD has removed the Application', async () => {
-    const gd = await system.createGitOpsDeployment(
+    const gd = await f.when.deployed(
       tenant,
       'finalized-app',
-      { source: { repoURL: 'https://github.com/example/repo', path: 'finalized' }, type: 'automated' },
-      { finalizers: ['resources-finalizer.managed-gitops.redhat.com'] },
+      { repoURL: 'https://github.com/example/repo', path: 'finalized' },
+      { type: 'automated', finalizers: ['resources-finalizer.managed-gitops.redhat.com'] },
     );
     const app = await applicationOf(gd);
     argoCd.pauseDeletions();
-    await remove(system.kc, paths.gitopsDeployment(tenant, 'finalized-app'));
+    await f.when.deleted(gd);
     // Argo CD is still pruning: the Application is marked for deletion but exists.
     await eventually('the Application to be marked for deletion', async () => {
       const current = await get<ArgoApplication>(
@@ -202,9 +202,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
     assert.deepEqual(stillThere?.metadata.finalizers, ['resources-finalizer.managed-gitops.redhat.com']);
 
     await argoCd.resumeDeletions();
-    await eventually('the GitOpsDeployment to be gone', async () =>
-      (await get(system.kc, paths.gitopsDeployment(tenant, 'finalized-app'))) ? undefined : true,
-    );
+    await f.expect.deployment(gd).gone();
     assert.equal(
       await get(system.kc, paths.application(system.argoCdNamespace, app.metadata.name)),
       undefined,
@@ -221,10 +219,8 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
       const app = await applicationOf(gd);
       assert.equal(app.spec.source.path, `round-${round}`);
       seen.push(app.metadata.name);
-      await remove(system.kc, paths.gitopsDeployment(tenant, 'recreated-app'));
-      await eventually('the GitOpsDeployment to be gone', async () =>
-        (await get(system.kc, paths.gitopsDeployment(tenant, 'recreated-app'))) ? undefined : true,
-      );
+      await f.when.deleted(gd);
+      await f.expect.deployment(gd).gone();
     }
     assert.equal(new Set(seen).size, 3);
     for (const name of seen) {

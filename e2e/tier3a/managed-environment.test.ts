@@ -3,16 +3,17 @@
  * cluster Secret, and GitOpsDeployments targeting it. The local API server plays the external cluster:
  * ServiceAccounts + the TokenRequest API give real tokens.
  */
+
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { after, before, describe, it } from 'node:test';
+import { managedEnvironment } from '@gitops/api/testing';
 import type { KubeConfig, KubeObject } from '@gitops/shared';
-import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
   create,
-  createTenantNamespace,
-  eventually,
   type GitOpsDeployment,
   GROUP_VERSION,
   get,
@@ -21,7 +22,8 @@ import {
   paths,
   remove,
 } from '../fixture/kube.ts';
-import { randomSuffix, type System, startSystem } from '../fixture/system.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import { randomSuffix, type System } from '../fixture/system.ts';
 
 const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const SECRET_TYPE = 'managed-gitops.redhat.com/managed-environment';
@@ -70,6 +72,7 @@ function kubeconfig(
 }
 
 describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
+  let f: PlayedSystem;
   let system: System;
   let argoCd: ArgoCdActor;
   let tenant: string;
@@ -79,19 +82,17 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
   let caData: string;
   const clusterScoped: string[] = [];
 
-  before(async () => {
-    system = await startSystem();
-    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
-    tenant = await createTenantNamespace(system.kc, 'menv');
-    otherTenant = await createTenantNamespace(system.kc, 'menv-other');
-    saNamespace = await createTenantNamespace(system.kc, 'menv-sa');
+  beforeAll(async () => {
+    f = await startPlayedArgoCdSystem();
+    ({ system, argoCd } = f);
+    tenant = await f.given.tenant('menv');
+    otherTenant = await f.given.tenant('menv-other');
+    saNamespace = await f.given.tenant('menv-sa');
     ({ server, caData } = clusterOf(system.kc));
   });
-  after(async () => {
-    await argoCd?.stop();
-    await system?.stop();
+  afterAll(async () => {
+    await f?.stop();
     for (const path of clusterScoped) await remove(system.kc, path);
-    for (const ns of [tenant, otherTenant, saNamespace]) if (ns) await remove(system.kc, paths.namespace(ns));
   });
 
   /** A ServiceAccount token from the TokenRequest API; `canList` binds a ClusterRole that may read namespaces. */
@@ -134,12 +135,13 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     name: string,
     spec: Record<string, unknown>,
   ): Promise<KubeObject> {
-    return await create<KubeObject>(system.kc, envPath(ns), {
-      apiVersion: GROUP_VERSION,
-      kind: 'GitOpsDeploymentManagedEnvironment',
-      metadata: { name, labels: { [SHARD_LABEL]: system.shard } },
-      spec: { allowInsecureSkipTLSVerify: false, ...spec },
-    });
+    return await create<KubeObject>(
+      system.kc,
+      envPath(ns),
+      managedEnvironment(name, spec as Parameters<typeof managedEnvironment>[1], {
+        labels: { [SHARD_LABEL]: system.shard },
+      }),
+    );
   }
 
   /** Waits for the condition to match `predicate` and returns it. */
@@ -353,11 +355,12 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const env = await createEnvironment(tenant, 'target', { apiURL: server, credentialsSecret: 'target' });
     await conditionOf(tenant, 'target', (c) => c.status === 'True');
     const id = await environmentId(env.metadata.uid!);
-    const gd = await system.createGitOpsDeployment(tenant, 'to-target', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'p' },
-      destination: { environment: 'target', namespace: 'remote-ns' },
-      type: 'manual',
-    });
+    const gd = await f.when.deployed(
+      tenant,
+      'to-target',
+      { repoURL: 'https://github.com/example/repo', path: 'p' },
+      { type: 'manual', destination: { environment: 'target', namespace: 'remote-ns' } },
+    );
     const app = await eventually('Application with the environment', async () => {
       const a = await get<ArgoApplication>(
         system.kc,
@@ -367,13 +370,18 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     });
     assert.equal(app.spec.destination.namespace, 'remote-ns');
     const project = await eventually('AppProject lists the environment', async () => {
-      const p = await get<KubeObject & { spec: { destinations: { name: string }[] } }>(
+      const p = await get<KubeObject & { spec: { destinations: { name: string; namespace: string }[] } }>(
         system.kc,
         paths.appProject(system.argoCdNamespace, app.spec.project),
       );
       return p?.spec.destinations.some((d) => d.name === `managed-env-${id}`) ? p : undefined;
     });
-    assert.ok(project);
+    // The environment is a destination of the tenant's project for any namespace, under the Application's project name.
+    assert.deepEqual(
+      project.spec.destinations.find((d) => d.name === `managed-env-${id}`),
+      { name: `managed-env-${id}`, namespace: '*' },
+    );
+    assert.equal(project.metadata.name, app.spec.project);
     // Argo CD reports what it reconciled: the user sees the ManagedEnvironment's name, not managed-env-<id>.
     await argoCd.reportStatus(app.metadata.name, {
       sync: {
@@ -423,11 +431,12 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const condition = await conditionOf(otherTenant, 'borrowed', (c) => c.reason === 'SecretNotFound');
     assert.equal(condition.status, 'False');
     // And a GitOpsDeployment of the other tenant naming our environment gets the error.
-    await system.createGitOpsDeployment(otherTenant, 'borrower', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'p' },
-      destination: { environment: 'mine' },
-      type: 'manual',
-    });
+    await f.when.deployed(
+      otherTenant,
+      'borrower',
+      { repoURL: 'https://github.com/example/repo', path: 'p' },
+      { type: 'manual', destination: { environment: 'mine' } },
+    );
     await eventually('borrowing GitOpsDeployment reports the error', async () => {
       const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(otherTenant, 'borrower'));
       const c = current?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
@@ -510,11 +519,12 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
   });
 
   it('a GitOpsDeployment created before its environment connects deploys to it once connected', async () => {
-    const gd = await system.createGitOpsDeployment(tenant, 'early', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'p' },
-      destination: { environment: 'late' },
-      type: 'manual',
-    });
+    const gd = await f.when.deployed(
+      tenant,
+      'early',
+      { repoURL: 'https://github.com/example/repo', path: 'p' },
+      { type: 'manual', destination: { environment: 'late' } },
+    );
     await eventually('ErrorOccurred while the environment is missing', async () => {
       const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(tenant, 'early'));
       const c = current?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');

@@ -5,11 +5,12 @@
 import assert from 'node:assert/strict';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
 import { repoRoot } from '@gitops/local-env';
 import { HttpMethod, type KubeObject, kubeRequest, loadKubeConfig, serverSideApply } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { create, eventually, get, remove } from '../fixture/kube.ts';
+import { create, get, remove } from '../fixture/kube.ts';
 
 /** The resources of a kustomization, depth first (only the plain `resources:` list that ours use). */
 async function kustomize(dir: string): Promise<KubeObject[]> {
@@ -34,7 +35,7 @@ describe('the production manifests', () => {
   let objects: KubeObject[] = [];
   let createdArgoNamespace = false;
 
-  before(async () => {
+  beforeAll(async () => {
     objects = (await kustomize(join(repoRoot, 'manifests', 'base'))).filter(
       (o) => o.kind !== 'ServiceMonitor',
     );
@@ -43,7 +44,7 @@ describe('the production manifests', () => {
       createdArgoNamespace = true;
     }
   });
-  after(async () => {
+  afterAll(async () => {
     for (const o of objects.filter((x) => !x.metadata.namespace && x.kind !== 'CustomResourceDefinition')) {
       const plural =
         o.kind === 'Namespace'

@@ -3,22 +3,16 @@
  * http-backend behind basic auth) → project-scoped Argo CD repository Secret, with backend and cluster-agent
  * running as separate processes.
  */
+
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { repositoryCredential } from '@gitops/api/testing';
+import { type GitServer, startGitServer } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
-import { type GitServer, startGitServer } from '../fixture/git-server.ts';
-import {
-  create,
-  createTenantNamespace,
-  eventually,
-  GROUP_VERSION,
-  get,
-  list,
-  mergePatch,
-  paths,
-  remove,
-} from '../fixture/kube.ts';
-import { type System, startSystem } from '../fixture/system.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { create, GROUP_VERSION, get, list, mergePatch, paths, remove } from '../fixture/kube.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import type { System } from '../fixture/system.ts';
 
 const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const SECRET_TYPE = 'managed-gitops.redhat.com/repository-credential';
@@ -65,36 +59,38 @@ const failed = (reason: string) => [
 ];
 
 describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
+  let f: PlayedSystem;
   let system: System;
   let git: GitServer;
   let tenantA: string;
   let tenantB: string;
 
-  before(async () => {
+  beforeAll(async () => {
     git = await startGitServer();
     await git.createRepository('private', { username: 'jane', password: PASSWORD });
     await git.createRepository('rotating', { username: 'jane', password: PASSWORD });
-    system = await startSystem({ start: [] });
+    f = await startPlayedArgoCdSystem({ start: [] });
+    system = f.system;
     await system.start('backend', { GIT_SSL_CAINFO: git.caFile });
     await system.start('cluster-agent');
-    tenantA = await createTenantNamespace(system.kc);
-    tenantB = await createTenantNamespace(system.kc);
+    tenantA = await f.given.tenant();
+    tenantB = await f.given.tenant();
   });
-  after(async () => {
-    await system?.stop();
+  afterAll(async () => {
+    await f?.stop();
     await git?.stop();
-    for (const ns of [tenantA, tenantB]) if (ns) await remove(system.kc, paths.namespace(ns));
   });
 
   const createSecret = (ns: string, name: string, stringData: Record<string, string>, type = SECRET_TYPE) =>
     create(system.kc, secretPath(ns), { metadata: { name }, type, stringData });
   const createRepoCred = (ns: string, name: string, spec: Record<string, string>) =>
-    create<RepositoryCredential>(system.kc, repoCredPath(ns), {
-      apiVersion: GROUP_VERSION,
-      kind: 'GitOpsDeploymentRepositoryCredential',
-      metadata: { name, labels: { [BACKEND_SHARD_LABEL]: system.shard } },
-      spec,
-    });
+    create<RepositoryCredential>(
+      system.kc,
+      repoCredPath(ns),
+      repositoryCredential(name, spec as unknown as Parameters<typeof repositoryCredential>[1], {
+        labels: { [BACKEND_SHARD_LABEL]: system.shard },
+      }),
+    );
   const conditionsBecome = (ns: string, name: string, expected: string[][]) =>
     eventually(`${ns}/${name} conditions ${JSON.stringify(expected)}`, async () => {
       const rc = await get<RepositoryCredential>(system.kc, repoCredPath(ns, name));
@@ -142,7 +138,10 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
       );
       return p?.spec?.sourceRepos?.includes(git.url('private').replace(/\.git$/, '')) ? p : undefined;
     });
-    assert.ok(project);
+    // The tenant's own project, listing the repository once, normalised (no .git), as Argo CD compares URLs.
+    assert.equal(project.metadata.labels?.['managed-gitops.redhat.com/database-id'], row.cluster_user_id);
+    const normalised = git.url('private').replace(/\.git$/, '');
+    assert.equal(project.spec?.sourceRepos?.filter((r) => r === normalised).length, 1);
   });
 
   it('a wrong password is InvalidCredentials with ValidRepositoryURL True; fixing the Secret makes it valid', async () => {

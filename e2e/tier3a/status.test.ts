@@ -1,32 +1,25 @@
 /** Tier 3a: what Argo CD writes on an Application shows up on the GitOpsDeployment, event-driven. */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
-import {
-  type ArgoApplication,
-  createTenantNamespace,
-  eventually,
-  type GitOpsDeployment,
-  get,
-  paths,
-  remove,
-} from '../fixture/kube.ts';
-import { type System, startSystem } from '../fixture/system.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
+import { type ArgoApplication, type GitOpsDeployment, get, paths } from '../fixture/kube.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import type { System } from '../fixture/system.ts';
 
 describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
+  let f: PlayedSystem;
   let system: System;
   let argoCd: ArgoCdActor;
   let tenant: string;
 
-  before(async () => {
-    system = await startSystem();
-    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
-    tenant = await createTenantNamespace(system.kc);
+  beforeAll(async () => {
+    f = await startPlayedArgoCdSystem();
+    ({ system, argoCd } = f);
+    tenant = await f.given.tenant();
   });
-  after(async () => {
-    await argoCd?.stop();
-    await system?.stop();
-    if (tenant) await remove(system.kc, paths.namespace(tenant));
+  afterAll(async () => {
+    await f?.stop();
   });
 
   const readDeployment = (name: string) =>
@@ -35,10 +28,12 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
     gd?.status?.conditions?.find((c) => c.type === type);
 
   it('copies sync, health, resources, reconciledState, operationState and Argo CD conditions, and resolves dropped ones', async () => {
-    const gd = await system.createGitOpsDeployment(tenant, 'observed', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'observed', targetRevision: 'main' },
-      type: 'automated',
-    });
+    const gd = await f.when.deployed(
+      tenant,
+      'observed',
+      { repoURL: 'https://github.com/example/repo', path: 'observed', targetRevision: 'main' },
+      { type: 'automated' },
+    );
     const appName = `gitopsdepl-${gd.metadata.uid}`;
     await eventually('the Application', () =>
       get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, appName)),
@@ -133,10 +128,12 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
   });
 
   it('follows every status change Argo CD makes, ending on the last one', async () => {
-    const gd = await system.createGitOpsDeployment(tenant, 'flapping', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'flapping' },
-      type: 'automated',
-    });
+    const gd = await f.when.deployed(
+      tenant,
+      'flapping',
+      { repoURL: 'https://github.com/example/repo', path: 'flapping' },
+      { type: 'automated' },
+    );
     const appName = `gitopsdepl-${gd.metadata.uid}`;
     await eventually('the Application', () =>
       get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, appName)),

@@ -5,19 +5,19 @@
  * operation, and keeps `operation` while it runs), then finishes it (final phase, and `operation` cleared).
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
-  createTenantNamespace,
-  eventually,
   type GitOpsDeployment,
   get,
   mergePatch,
   paths,
   remove,
 } from '../fixture/kube.ts';
-import { type System, startSystem } from '../fixture/system.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import type { System } from '../fixture/system.ts';
 
 const syncRunPath = (ns: string, name: string) =>
   `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
@@ -34,30 +34,27 @@ const kubeTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 const settle = () => new Promise((r) => setTimeout(r, 3_000));
 
 describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
+  let f: PlayedSystem;
   let system: System;
   let argoCd: ArgoCdActor;
   let tenant: string;
 
-  before(async () => {
-    system = await startSystem();
-    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
-    tenant = await createTenantNamespace(system.kc);
+  beforeAll(async () => {
+    f = await startPlayedArgoCdSystem();
+    ({ system, argoCd } = f);
+    tenant = await f.given.tenant();
   });
-  after(async () => {
-    await argoCd?.stop();
-    await system?.stop();
-    if (tenant) await remove(system.kc, paths.namespace(tenant));
+  afterAll(async () => {
+    await f?.stop();
   });
 
   const manualDeployment = (name: string, type: 'manual' | 'automated' = 'manual') =>
-    system.createGitOpsDeployment(tenant, name, {
-      source: {
-        repoURL: 'https://github.com/example/repo',
-        path: 'environments/dev',
-        targetRevision: 'main',
-      },
-      type,
-    });
+    f.when.deployed(
+      tenant,
+      name,
+      { repoURL: 'https://github.com/example/repo', path: 'environments/dev', targetRevision: 'main' },
+      { type },
+    );
   const appPath = (gd: GitOpsDeployment) =>
     paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`);
   const application = (gd: GitOpsDeployment) => get<ArgoApplication>(system.kc, appPath(gd));
@@ -132,7 +129,11 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     assert.equal(conditions.length, 1);
     assert.equal(conditions[0]?.reason, '');
     assert.equal(conditions[0]?.message, '');
-    const rows = await syncRowsOf(run.metadata.uid as string);
+    // The condition is False from the request on, so it does not mean done: wait for the recorded outcome.
+    const rows = await eventually('the sync outcome', async () => {
+      const found = await syncRowsOf(run.metadata.uid as string);
+      return found.some((row) => row.outcome) ? found : undefined;
+    });
     assert.equal(rows.length, 1);
     assert.equal(rows[0]?.outcome, 'Succeeded');
 

@@ -1,17 +1,11 @@
 /** Tier 3a: one AppProject per tenant, exactly the tenant's repos and destinations; drift is put back. */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { type ArgoCdActor, playArgoCd } from '../fixture/argo-cd-actor.ts';
-import {
-  type ArgoApplication,
-  createTenantNamespace,
-  eventually,
-  get,
-  mergePatch,
-  paths,
-  remove,
-} from '../fixture/kube.ts';
-import { type System, startSystem } from '../fixture/system.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
+import { type ArgoApplication, get, mergePatch, paths, remove } from '../fixture/kube.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import type { System } from '../fixture/system.ts';
 
 interface AppProject {
   metadata: { name: string };
@@ -23,21 +17,20 @@ interface AppProject {
 }
 
 describe('tenant isolation and drift repair (tier 3a)', () => {
+  let f: PlayedSystem;
   let system: System;
   let argoCd: ArgoCdActor;
   let tenantA: string;
   let tenantB: string;
 
-  before(async () => {
-    system = await startSystem();
-    argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
-    tenantA = await createTenantNamespace(system.kc, 'tenant-a');
-    tenantB = await createTenantNamespace(system.kc, 'tenant-b');
+  beforeAll(async () => {
+    f = await startPlayedArgoCdSystem();
+    ({ system, argoCd } = f);
+    tenantA = await f.given.tenant('tenant-a');
+    tenantB = await f.given.tenant('tenant-b');
   });
-  after(async () => {
-    await argoCd?.stop();
-    await system?.stop();
-    for (const ns of [tenantA, tenantB]) if (ns) await remove(system.kc, paths.namespace(ns));
+  afterAll(async () => {
+    await f?.stop();
   });
 
   const projectOf = async (namespace: string) => {
@@ -52,18 +45,24 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
   };
 
   it('gives each tenant its own AppProject with exactly its repositories and its own namespace', async () => {
-    const a1 = await system.createGitOpsDeployment(tenantA, 'one', {
-      source: { repoURL: 'https://github.com/tenant-a/first', path: 'p' },
-      type: 'automated',
-    });
-    await system.createGitOpsDeployment(tenantA, 'two', {
-      source: { repoURL: 'https://github.com/tenant-a/second', path: 'p' },
-      type: 'manual',
-    });
-    await system.createGitOpsDeployment(tenantB, 'one', {
-      source: { repoURL: 'https://github.com/tenant-b/only', path: 'p' },
-      type: 'automated',
-    });
+    const a1 = await f.when.deployed(
+      tenantA,
+      'one',
+      { repoURL: 'https://github.com/tenant-a/first', path: 'p' },
+      { type: 'automated' },
+    );
+    await f.when.deployed(
+      tenantA,
+      'two',
+      { repoURL: 'https://github.com/tenant-a/second', path: 'p' },
+      { type: 'manual' },
+    );
+    await f.when.deployed(
+      tenantB,
+      'one',
+      { repoURL: 'https://github.com/tenant-b/only', path: 'p' },
+      { type: 'automated' },
+    );
     const projectA = await projectOf(tenantA);
     const projectB = await projectOf(tenantB);
     assert.notEqual(projectA, projectB);
@@ -116,10 +115,12 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
   });
 
   it('puts back an Application a user edited or deleted in the Argo CD namespace', async () => {
-    const gd = await system.createGitOpsDeployment(tenantA, 'guarded', {
-      source: { repoURL: 'https://github.com/tenant-a/first', path: 'guarded' },
-      type: 'automated',
-    });
+    const gd = await f.when.deployed(
+      tenantA,
+      'guarded',
+      { repoURL: 'https://github.com/tenant-a/first', path: 'guarded' },
+      { type: 'automated' },
+    );
     const name = `gitopsdepl-${gd.metadata.uid}`;
     await eventually('the Application', () =>
       get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, name)),

@@ -5,11 +5,12 @@
  * the rest. Success means every deployment Synced and Healthy at the promoted commit (design §4).
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { AppStudioKinds, type KindDescriptor } from '@gitops/api';
+import { type GitRepo, manifest } from '@gitops/local-env';
 import { collectionPath, type KubeObject } from '@gitops/shared';
-import { type GitRepo, manifest } from '../fixture/git-repo.ts';
-import { create, eventually, get, list, mergePatch, remove } from '../fixture/kube.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { create, get, list, mergePatch, remove } from '../fixture/kube.ts';
 import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
 
 const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
@@ -76,7 +77,7 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
     }
   }
 
-  before(async () => {
+  beforeAll(async () => {
     f = await startRealSystem();
     tenant = await f.given.tenant('appstudio');
     const files: Record<string, string> = {};
@@ -94,7 +95,7 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
     componentService = playComponentService();
   });
 
-  after(async () => {
+  afterAll(async () => {
     stopped = true;
     await componentService;
     // Bindings own the deployments: deleting them lets Argo CD prune before the system stops.

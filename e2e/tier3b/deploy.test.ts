@@ -4,9 +4,10 @@
  * Argo CD's own ComparisonError for a repository that does not exist.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { manifest } from '../fixture/git-repo.ts';
-import { eventually, paths, recordDeletions } from '../fixture/kube.ts';
+import { manifest } from '@gitops/local-env';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { paths, recordDeletions } from '../fixture/kube.ts';
 import { hasCondition, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
 const USER_FINALIZER = 'resources-finalizer.managed-gitops.redhat.com';
@@ -15,11 +16,11 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
   let f: RealSystem;
   let tenant: string;
 
-  before(async () => {
+  beforeAll(async () => {
     f = await startRealSystem();
     tenant = await f.given.tenant();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.stop();
   });
 
@@ -150,7 +151,7 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
     }
   });
 
-  it('reports Argo CD’s ComparisonError for a repository that does not exist', async (t) => {
+  it('reports Argo CD’s ComparisonError for a repository that does not exist', async ({ annotate }) => {
     // When a GitOpsDeployment points at a repository URL that does not exist
     const missing = `file://${f.gitRoot}/does-not-exist.git`;
     const gd = await f.when.deployed(tenant, 'missing-repo', { repoURL: missing, path: 'dev' });
@@ -160,7 +161,7 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
       .is('a ComparisonError condition', (s) => hasCondition(s, 'ComparisonError'));
     const condition = status.conditions?.find((c) => c.type === 'ComparisonError');
     assert.equal(condition?.reason, 'ComparisonError');
-    t.diagnostic(`Argo CD said: ${condition?.message}`);
+    await annotate(`Argo CD said: ${condition?.message}`);
     assert.match(condition?.message ?? '', /repository not found/);
     // and nothing is reported Synced
     assert.notEqual(status.sync?.status, 'Synced');

@@ -3,20 +3,14 @@
  * real Argo CD. The local API server plays the external cluster; the TokenRequest API gives real tokens and
  * RBAC limits each ServiceAccount to one namespace.
  */
+
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { managedEnvironment } from '@gitops/api/testing';
+import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
-import { manifest } from '../fixture/git-repo.ts';
-import {
-  create,
-  createTenantNamespace,
-  eventually,
-  GROUP_VERSION,
-  get,
-  list,
-  paths,
-  remove,
-} from '../fixture/kube.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { create, createTenantNamespace, GROUP_VERSION, get, list, paths, remove } from '../fixture/kube.ts';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
@@ -33,14 +27,14 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
   let caData: string;
   const extraNamespaces: string[] = [];
 
-  before(async () => {
+  beforeAll(async () => {
     f = await startRealSystem();
     const cluster = f.system.kc.getCurrentCluster();
     if (!cluster?.caData) throw new Error('the test kubeconfig must carry certificate-authority-data');
     server = cluster.server;
     caData = cluster.caData;
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.stop();
     for (const ns of extraNamespaces) await remove(f.system.kc, paths.namespace(ns));
   });
@@ -82,17 +76,11 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
     await create(
       f.system.kc,
       `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments`,
-      {
-        apiVersion: GROUP_VERSION,
-        kind: 'GitOpsDeploymentManagedEnvironment',
-        metadata: { name, labels: { [SHARD_LABEL]: f.system.shard } },
-        spec: {
-          apiURL: server,
-          credentialsSecret: `${name}-creds`,
-          allowInsecureSkipTLSVerify: false,
-          namespaces: [namespace],
-        },
-      },
+      managedEnvironment(
+        name,
+        { apiURL: server, credentialsSecret: `${name}-creds`, namespaces: [namespace] },
+        { labels: { [SHARD_LABEL]: f.system.shard } },
+      ),
     );
     await eventually(`${tenant}/${name} connection check`, async () => {
       const env = await get<Environment>(
@@ -105,7 +93,9 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
     });
   }
 
-  it('deploys through a namespace-limited environment; another namespace through it fails with Argo CD’s error', async (t) => {
+  it('deploys through a namespace-limited environment; another namespace through it fails with Argo CD’s error', async ({
+    annotate,
+  }) => {
     // Given a tenant with an environment whose ServiceAccount may administer only one namespace
     const tenant = await f.given.tenant('menv');
     const target = await namespaceAdminToken('menv-target');
@@ -150,7 +140,7 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
       /not managed|forbidden|cannot/i.test(c.message ?? ''),
     );
     assert.ok(argoCondition, JSON.stringify(status.conditions));
-    t.diagnostic(`Argo CD said (${argoCondition.type}): ${argoCondition.message}`);
+    await annotate(`Argo CD said (${argoCondition.type}): ${argoCondition.message}`);
     assert.match(argoCondition.message ?? '', new RegExp(elsewhere));
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(await f.expect.readObject(elsewhere, 'ConfigMap', 'menv-config'), undefined);

@@ -2,8 +2,8 @@
  * Tier 3b, scenario 8: ten tenants deploying at the same time with a real Argo CD all converge.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { manifest } from '../fixture/git-repo.ts';
+import { manifest } from '@gitops/local-env';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
 const TENANTS = 10;
@@ -11,10 +11,10 @@ const TENANTS = 10;
 describe('tier 3b: many tenants with a real Argo CD', () => {
   let f: RealSystem;
 
-  before(async () => {
+  beforeAll(async () => {
     f = await startRealSystem();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.stop();
   });
 

@@ -2,11 +2,12 @@
  * Tier 3b, scenario 7: a private repository behind HTTP basic auth (the local HTTPS Git server), read by a
  * real Argo CD with the tenant's GitOpsDeploymentRepositoryCredential and by nobody else.
  */
+
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { after, before, describe, it } from 'node:test';
-import { createGitRepo, manifest } from '../fixture/git-repo.ts';
-import { type GitServer, startGitServer } from '../fixture/git-server.ts';
+import { repositoryCredential } from '@gitops/api/testing';
+import { createGitRepo, type GitServer, manifest, startGitServer } from '@gitops/local-env';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { create, GROUP_VERSION } from '../fixture/kube.ts';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
@@ -18,17 +19,19 @@ describe('tier 3b: a private repository with a RepositoryCredential and a real A
   let git: GitServer;
   let f: RealSystem;
 
-  before(async () => {
+  beforeAll(async () => {
     git = await startGitServer();
     const ca = await readFile(git.caFile, 'utf8');
     f = await startRealSystem({ trustedCertificates: { '127.0.0.1': ca }, caFile: git.caFile });
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.stop();
     await git?.stop();
   });
 
-  it('deploys with the tenant’s credential; another tenant on the same URL without one cannot read it', async (t) => {
+  it('deploys with the tenant’s credential; another tenant on the same URL without one cannot read it', async ({
+    annotate,
+  }) => {
     // Given a private repository (basic auth) holding a ConfigMap
     await createGitRepo(git.reposDir, 'private', {
       'dev/config.yaml': manifest.configMap('private-config', { secret: 'only-for-owners' }),
@@ -45,12 +48,11 @@ describe('tier 3b: a private repository with a RepositoryCredential and a real A
     await create(
       f.system.kc,
       `/apis/${GROUP_VERSION}/namespaces/${owner}/gitopsdeploymentrepositorycredentials`,
-      {
-        apiVersion: GROUP_VERSION,
-        kind: 'GitOpsDeploymentRepositoryCredential',
-        metadata: { name: 'private', labels: { [SHARD_LABEL]: f.system.shard } },
-        spec: { repository: url, secret: 'git-creds' },
-      },
+      repositoryCredential(
+        'private',
+        { repository: url, secret: 'git-creds' },
+        { labels: { [SHARD_LABEL]: f.system.shard } },
+      ),
     );
 
     // When the tenant deploys from it
@@ -70,7 +72,7 @@ describe('tier 3b: a private repository with a RepositoryCredential and a real A
         (s.conditions ?? []).some((c) => c.type === 'ComparisonError' && c.status === 'True'),
       );
     const condition = status.conditions?.find((c) => c.type === 'ComparisonError');
-    t.diagnostic(`Argo CD said: ${condition?.message}`);
+    await annotate(`Argo CD said: ${condition?.message}`);
     assert.match(condition?.message ?? '', /authentication required/);
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(await f.expect.readObject(intruder, 'ConfigMap', 'private-config'), undefined);

@@ -2,17 +2,11 @@
  * Tier 3b, scenario 5: manual GitOpsDeployments and GitOpsDeploymentSyncRuns with a real Argo CD.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
-import { manifest } from '../fixture/git-repo.ts';
-import {
-  type ArgoApplication,
-  eventually,
-  type GitOpsDeployment,
-  get,
-  paths,
-  remove,
-} from '../fixture/kube.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { type ArgoApplication, type GitOpsDeployment, get, paths, remove } from '../fixture/kube.ts';
 import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
 
 const syncRunPath = (ns: string, name: string) =>
@@ -52,11 +46,11 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
   let f: RealSystem;
   let tenant: string;
 
-  before(async () => {
+  beforeAll(async () => {
     f = await startRealSystem();
     tenant = await f.given.tenant('syncrun');
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.stop();
   });
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { request } from 'node:https';
-import { after, before, describe, test } from 'node:test';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import { parse } from 'yaml';
 import { API_GROUP, API_GROUP_VERSION, API_VERSION, Kind, loadCrds, Plural } from './index.ts';
 
@@ -169,7 +169,7 @@ function jsonPatch(kind: Kind, name: string, ops: unknown[]): Promise<Response> 
 
 const nameOf = (obj: Obj) => (obj.metadata as { name: string }).name;
 
-before(async () => {
+beforeAll(async () => {
   for (const crd of await loadCrds()) {
     const res = await call(
       endpoint,
@@ -186,7 +186,7 @@ before(async () => {
   assert.equal(res.status, 201, `creating namespace ${namespace}: ${res.body.message}`);
 });
 
-after(async () => {
+afterAll(async () => {
   await call(endpoint, 'DELETE', `/api/v1/namespaces/${namespace}`);
 });
 

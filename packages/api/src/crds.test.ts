@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, test } from 'vitest';
 import { API_GROUP, API_VERSION, Kind, loadCrds, Plural } from './index.ts';
 
 describe('the CRD files', () => {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { test } from 'vitest';
 
 const generator = fileURLToPath(new URL('../scripts/generate-types.ts', import.meta.url));
 

@@ -42,39 +42,25 @@ export const Plural = {
 } as const satisfies Record<Kind, string>;
 export type Plural = (typeof Plural)[keyof typeof Plural];
 
+const describeOwnKind = <K extends Kind>(kind: K) =>
+  describeKind({ group: API_GROUP, version: API_VERSION, kind, plural: Plural[kind] });
+
 /** The descriptor of each kind of this API (see kind.ts). */
 export const Kinds = {
-  GitOpsDeployment: describeKind({
-    group: API_GROUP,
-    version: API_VERSION,
-    kind: Kind.GitOpsDeployment,
-    plural: Plural.GitOpsDeployment,
-  }),
-  GitOpsDeploymentSyncRun: describeKind({
-    group: API_GROUP,
-    version: API_VERSION,
-    kind: Kind.GitOpsDeploymentSyncRun,
-    plural: Plural.GitOpsDeploymentSyncRun,
-  }),
-  GitOpsDeploymentManagedEnvironment: describeKind({
-    group: API_GROUP,
-    version: API_VERSION,
-    kind: Kind.GitOpsDeploymentManagedEnvironment,
-    plural: Plural.GitOpsDeploymentManagedEnvironment,
-  }),
-  GitOpsDeploymentRepositoryCredential: describeKind({
-    group: API_GROUP,
-    version: API_VERSION,
-    kind: Kind.GitOpsDeploymentRepositoryCredential,
-    plural: Plural.GitOpsDeploymentRepositoryCredential,
-  }),
-  Operation: describeKind({
-    group: API_GROUP,
-    version: API_VERSION,
-    kind: Kind.Operation,
-    plural: Plural.Operation,
-  }),
+  GitOpsDeployment: describeOwnKind(Kind.GitOpsDeployment),
+  GitOpsDeploymentSyncRun: describeOwnKind(Kind.GitOpsDeploymentSyncRun),
+  GitOpsDeploymentManagedEnvironment: describeOwnKind(Kind.GitOpsDeploymentManagedEnvironment),
+  GitOpsDeploymentRepositoryCredential: describeOwnKind(Kind.GitOpsDeploymentRepositoryCredential),
+  Operation: describeOwnKind(Kind.Operation),
 } as const satisfies Record<Kind, unknown>;
+
+/**
+ * Name of the Operation CR announcing operation row `operationId` (the backend creates it, the
+ * cluster-agent reads and deletes it): `operation-<id>`.
+ */
+export function operationCrName(operationId: string): string {
+  return `operation-${operationId}`;
+}
 
 /** `spec.type` of a GitOpsDeployment. */
 export const GitOpsDeploymentType = {

@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
 import { APPSTUDIO_GROUP_VERSION, AppStudioKinds, type KindDescriptor } from '@gitops/api';
 import {
   collectionPath,
@@ -15,6 +14,7 @@ import {
   kubeRequest,
   loadKubeConfig,
 } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 
 const kc = loadKubeConfig(process.env.KUBECONFIG);
 const namespace = `appstudio-admission-${randomBytes(4).toString('hex')}`;
@@ -67,7 +67,7 @@ const envSpec = (unstable?: Spec): Spec => ({
   ...(unstable ? { unstableConfigurationFields: unstable } : {}),
 });
 
-before(async () => {
+beforeAll(async () => {
   await kubeRequest(kc, {
     method: HttpMethod.POST,
     path: '/api/v1/namespaces',
@@ -75,7 +75,7 @@ before(async () => {
   });
 });
 
-after(async () => {
+afterAll(async () => {
   await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${namespace}` }).catch(
     () => {},
   );

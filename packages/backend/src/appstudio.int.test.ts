@@ -3,12 +3,13 @@
  * GitOpsDeployment carries the backend's shard label and goes down the core pipeline like one a user wrote.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { AppStudioKinds, Kinds } from '@gitops/api';
 import { getApiCrMappingByUid } from '@gitops/db';
 import { collectionPath, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { BACKEND_SHARD_LABEL } from './config.ts';
-import { type BackendFixture, createBackendFixture, eventually } from './testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture } from './testing/backend-fixture.ts';
 
 describe('App Studio in the backend', () => {
   let f: BackendFixture;
@@ -30,12 +31,12 @@ describe('App Studio in the backend', () => {
       },
     });
 
-  before(async () => {
+  beforeAll(async () => {
     f = await createBackendFixture();
     await f.startBackend();
     ns = (await f.createNamespace('appstudio-be')).name;
   });
-  after(() => f.cleanup());
+  afterAll(() => f.cleanup());
 
   it('a binding with component status becomes a GitOpsDeployment that the backend serves', async () => {
     await create(AppStudioKinds.Application, 'app', { spec: { displayName: 'app' } });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { test } from 'node:test';
 import { ConfigError } from '@gitops/shared';
+import { test } from 'vitest';
 import { loadBackendConfig, parseEncryptionKeys, shardSelector } from './config.ts';
 
 const key = () => randomBytes(32).toString('base64');

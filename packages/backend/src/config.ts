@@ -2,65 +2,22 @@
  * The backend's configuration: environment variables of docs/contracts/core-pipeline.md, loaded with the
  * shared config helpers (defaults, bounds, every bad variable reported at once).
  */
-import type { SealingKey } from '@gitops/db';
+import { type EncryptionKeys, encryptionKeysVar, parseEncryptionKeys } from '@gitops/db';
 import {
   boolVar,
   type ConfigOf,
   commonConfig,
   databaseUrlVar,
   durationVar,
-  type EnvVar,
   loadConfig,
   stringVar,
 } from '@gitops/shared';
-import { z } from 'zod';
 
 /** DNS-1123 label: namespace names. */
 const dns1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
-/** `id=<base64 32 bytes>[,id2=...]`; the first key is the active one. */
-export interface EncryptionKeys {
-  keys: SealingKey[];
-  activeKeyId: string;
-}
-
-/** Parses `GITOPS_ENCRYPTION_KEYS`; returns an error reason that never contains key material. */
-export function parseEncryptionKeys(raw: string): { value: EncryptionKeys } | { error: string } {
-  const keys: SealingKey[] = [];
-  for (const [index, entry] of raw.split(',').entries()) {
-    const trimmed = entry.trim();
-    const equals = trimmed.indexOf('=');
-    if (equals <= 0) return { error: `entry ${index + 1} must look like id=<base64 of 32 bytes>` };
-    const id = trimmed.slice(0, equals);
-    const key = Buffer.from(trimmed.slice(equals + 1), 'base64');
-    if (key.length !== 32) return { error: `key ${JSON.stringify(id)} must be 32 bytes, base64 encoded` };
-    if (keys.some((k) => k.id === id)) return { error: `key id ${JSON.stringify(id)} is given twice` };
-    keys.push({ id, key });
-  }
-  const first = keys[0];
-  if (!first) return { error: 'is required' };
-  return { value: { keys, activeKeyId: first.id } };
-}
-
-function encryptionKeysVar(name: string): EnvVar<EncryptionKeys> {
-  const schema = z
-    .string()
-    .optional()
-    .transform((raw, ctx) => {
-      const result = raw === undefined ? { error: 'is required' } : parseEncryptionKeys(raw);
-      if ('error' in result) {
-        ctx.addIssue({ code: 'custom', message: result.error });
-        return z.NEVER;
-      }
-      return result.value;
-    });
-  return {
-    name,
-    schema,
-    secret: true,
-    description: 'sealing keys id=<base64 32 bytes>[,id2=...]; the first is active',
-  };
-}
+/** `GITOPS_ENCRYPTION_KEYS`: parsed by the one definition both processes share (@gitops/db). */
+export { type EncryptionKeys, parseEncryptionKeys };
 
 /** Label that assigns a GitOpsDeployment to one backend shard (see {@link shardSelector}). */
 export const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';

@@ -3,13 +3,9 @@
  * as the cluster-agent does too (docs/contracts/core-pipeline.md). The namespace must exist: it is
  * never created here.
  */
+import { type Database, type EngineInstanceRow, ensureEngineInstance } from '@gitops/db';
 import {
-  type Database,
-  type EngineInstanceRow,
-  getEngineInstanceByName,
-  upsertEngineInstance,
-} from '@gitops/db';
-import {
+  clusterIdentity,
   ErrorCode,
   HttpMethod,
   isNotFound,
@@ -34,12 +30,6 @@ async function namespaceUid(kc: KubeConfig, name: string): Promise<string | unde
   }
 }
 
-/** kube-system's uid identifies a cluster across API server URLs; the URL is the fallback (RBAC). */
-async function clusterIdentityOf(kc: KubeConfig): Promise<string> {
-  const uid = await namespaceUid(kc, 'kube-system').catch(() => undefined);
-  return uid ?? kc.getCurrentCluster()?.server ?? 'unknown';
-}
-
 /**
  * Upserts `engine_instance` (name, namespace, namespace uid). Writes nothing when the row already says
  * so, and keeps the cluster identity another process (the agent) recorded; a new row gets the uid of
@@ -58,14 +48,9 @@ export async function registerEngineInstance(
       `the Argo CD namespace "${instance.namespace}" (ARGOCD_NAMESPACE) does not exist: create it (and install Argo CD there) before starting the backend`,
     );
   }
-  const existing = await getEngineInstanceByName(db, instance.name);
-  if (existing && existing.namespace_name === instance.namespace && existing.namespace_uid === uid)
-    return existing;
-  const clusterIdentity = existing?.cluster_identity ?? (await clusterIdentityOf(kc));
-  return await upsertEngineInstance(db, {
-    name: instance.name,
-    namespaceName: instance.namespace,
-    namespaceUid: uid,
-    clusterIdentity,
-  });
+  return await ensureEngineInstance(
+    db,
+    { name: instance.name, namespaceName: instance.namespace, namespaceUid: uid },
+    () => clusterIdentity(kc),
+  );
 }

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, test } from 'vitest';
 import { createMergePatch, jsonEqual, normalizeJson } from './json.ts';
 
 describe('semantic JSON equality', () => {

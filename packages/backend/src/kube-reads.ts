@@ -56,3 +56,17 @@ export async function readCurrentObject(
     throw err;
   }
 }
+
+/**
+ * `readCurrentObject` bound to one kind's cache and this backend's shard: what every CR reconciler calls
+ * with the key it was given.
+ */
+export function currentObjectReader(
+  kc: KubeConfig,
+  informer: Pick<Informer<KubeObject>, 'get'>,
+  kind: { resource: { apiVersion: string; plural: string } },
+  selector: LabelSelector | undefined,
+): (namespace: string, name: string, signal: AbortSignal) => Promise<KubeObject | undefined | null> {
+  return (namespace, name, signal) =>
+    readCurrentObject(kc, informer, kind.resource, { namespace, name }, { selector, signal });
+}

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test } from 'vitest';
 import { parseLabelSelector } from './label-selector.ts';
 
 test('equality-based selectors match like the API server', () => {

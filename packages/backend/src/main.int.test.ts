@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { createTestDatabase, type TestDatabase } from '@gitops/db';
+import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import { freePort, startProcess, waitFor } from '@gitops/local-env';
 import { HttpMethod, kubeRequest, loadKubeConfig } from '@gitops/shared';
+import { afterAll, beforeAll, test } from 'vitest';
 import { randomSuffix } from './testing/backend-fixture.ts';
 
 const mainPath = fileURLToPath(new URL('./main.ts', import.meta.url));
@@ -12,7 +12,7 @@ const kc = loadKubeConfig(process.env.KUBECONFIG);
 let database: TestDatabase;
 const argoCdNamespace = `argocd-main-${randomSuffix()}`;
 
-before(async () => {
+beforeAll(async () => {
   database = await createTestDatabase();
   await kubeRequest(kc, {
     method: HttpMethod.POST,
@@ -20,7 +20,7 @@ before(async () => {
     body: { metadata: { name: argoCdNamespace } },
   });
 });
-after(async () => {
+afterAll(async () => {
   await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${argoCdNamespace}` }).catch(
     () => {},
   );

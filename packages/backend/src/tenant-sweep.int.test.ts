@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
 import {
   ensureWorkspaceEnvironment,
   insertApplication,
@@ -8,15 +7,16 @@ import {
   upsertEngineInstance,
 } from '@gitops/db';
 import { createSilentLogger } from '@gitops/shared';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import { sweepDeletedTenants } from './tenant-sweep.ts';
 import { type BackendFixture, createBackendFixture } from './testing/backend-fixture.ts';
 
 describe('tenant sweep', () => {
   let f: BackendFixture;
-  before(async () => {
+  beforeAll(async () => {
     f = await createBackendFixture();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
   });
 

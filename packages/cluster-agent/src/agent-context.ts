@@ -1,11 +1,10 @@
-import type { Database } from '@gitops/db';
+import type { Db } from '@gitops/db';
 import type { Informer, KubeConfig, KubeObject, Logger, Registry } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 
 /** What the agent's controllers share once it has started. */
 export interface AgentContext {
   kc: KubeConfig;
-  db: Kysely<Database>;
+  db: Db;
   logger: Logger;
   registry: Registry;
   /** The Argo CD namespace this agent serves. */

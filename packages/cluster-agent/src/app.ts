@@ -1,54 +1,46 @@
 /**
  * buildAgent(config): the whole cluster-agent without process wiring, so tests run it in-process.
- * start(): checks the Argo CD namespace, registers the engine_instance row, starts the informers (Operation
- * CRs, our Applications and AppProjects in the Argo CD namespace), and once they have synced the queues and
- * the periodic safety nets (Waiting/stale sweep, retention, drift resync). ready() is true from then on.
+ * start(): checks the Argo CD namespace, waits for the schema, registers the engine_instance row, builds
+ * the features (a list: each is `<folder>/<name>.feature.ts`, its informers, the operation resource types
+ * it handles, what it starts and stops), starts every informer and once they have synced runs the
+ * crash recovery sweep, then starts the features (queues, then periodic safety nets). ready() is true
+ * from then on.
  */
 
-import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import {
   createDb,
   createSealer,
-  type Database,
+  type Db,
   type EngineInstanceRow,
-  getEngineInstanceByName,
+  ensureEngineInstance,
   pendingMigrations,
-  upsertEngineInstance,
 } from '@gitops/db';
 import {
+  clusterIdentity,
+  createFeatureSet,
   createInformer,
   createLogger,
   createMetricsRegistry,
   ErrorCode,
+  type FeatureSet,
   getObject,
-  type Informer,
   type KubeConfig,
   type KubeObject,
   type Logger,
   loadKubeConfig,
-  type Periodic,
   type Registry,
-  runPeriodically,
   TerminalError,
-  type WorkQueue,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
-import type { AgentContext } from './agent-context.ts';
-import { createApplicationReconciler } from './application/application.reconciler.ts';
-import { AgentLabel, ApplicationResource, AppProjectResource, isUuid } from './argocd.ts';
+import { type AgentFeature, type FeatureContext, resourceHandlerOf } from './agent-feature.ts';
+import { createApplicationFeature } from './application/application.feature.ts';
+import { AgentLabel, ApplicationResource, AppProjectResource } from './argocd.ts';
+import { checkResourceHealthPersisted } from './argocd-settings.ts';
 import type { AgentConfig } from './config.ts';
-import {
-  createClusterSecretReconciler,
-  watchClusterSecrets,
-} from './managed-environment/cluster-secret.reconciler.ts';
-import { createOperationProcessor, type ResourceHandler } from './operation/operation.processor.ts';
-import { collectFinishedOperations, sweepOperations } from './operation/operation.sweeps.ts';
-import { createOperationCrController } from './operation/operation-cr.controller.ts';
-import { createRepositoryCredentialsAgent } from './repository-credential/repository-credentials.feature.ts';
-import { resyncOnce } from './resync/drift.resync.ts';
-import { canonicalJson } from './status/application-state.projection.ts';
-import { createApplicationStatusController } from './status/application-status.controller.ts';
-import { createSyncOperationReconciler } from './sync-run/sync-operation.reconciler.ts';
+import { createManagedEnvironmentFeature } from './managed-environment/managed-environment.feature.ts';
+import { createOperationFeature } from './operation/operation.feature.ts';
+import { createRepositoryCredentialFeature } from './repository-credential/repository-credential.feature.ts';
+import { createStatusFeature } from './status/status.feature.ts';
+import { createSyncRunFeature } from './sync-run/sync-run.feature.ts';
 
 export interface Agent {
   /** Starts everything; resolves once the informers have synced and the agent is ready. */
@@ -68,23 +60,13 @@ export interface BuildAgentOptions {
   kubeConfig?: KubeConfig;
 }
 
-/** The fields we own on an Argo CD object (plus deletion), to tell our changes apart from status updates. */
-function ownedState(object: KubeObject): string {
-  return canonicalJson({
-    labels: object.metadata.labels ?? {},
-    finalizers: object.metadata.finalizers ?? [],
-    deletionTimestamp: object.metadata.deletionTimestamp ?? null,
-    spec: object.spec ?? null,
-  });
-}
-
 export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {}): Agent {
   const logger = options.logger ?? createLogger({ name: 'cluster-agent', level: config.logLevel });
   const registry =
     options.registry ?? createMetricsRegistry({ defaultLabels: { component: 'cluster-agent' } });
   const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
   const namespace = config.argoCdNamespace;
-  const db: Kysely<Database> = createDb(config.databaseUrl, {
+  const db: Db = createDb(config.databaseUrl, {
     max: Math.min(32, config.concurrency * 2 + 4),
     applicationName: 'gitops-cluster-agent',
     onIdleConnectionError: (err) => logger.warn({ err }, 'idle database connection failed'),
@@ -94,20 +76,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
   let isReady = false;
   let closing: Promise<void> | undefined;
   const stopStart = new AbortController();
-  const informers: Informer<KubeObject>[] = [];
-  const queues: WorkQueue[] = [];
-  const periodics: Periodic[] = [];
-
-  async function clusterIdentity(): Promise<string> {
-    // kube-system's uid identifies a cluster across API server URLs; the URL is the fallback (RBAC).
-    try {
-      const kubeSystem = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: 'kube-system' });
-      if (kubeSystem?.metadata.uid) return kubeSystem.metadata.uid;
-    } catch (err) {
-      logger.debug({ err }, 'kube-system is not readable; using the API server URL as cluster identity');
-    }
-    return kc.getCurrentCluster()?.server ?? 'unknown';
-  }
+  let featureSet: FeatureSet | undefined;
 
   /**
    * The backend migrates the database; the agent waits (up to 10 minutes) until every migration it knows is
@@ -145,20 +114,16 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
         `the Argo CD namespace ${namespace} (ARGOCD_NAMESPACE) does not exist; create it before starting the cluster-agent`,
       );
     }
+    await checkResourceHealthPersisted(kc, namespace, { logger, registry });
     await waitForSchema();
     throwIfClosed();
     // Idempotent, as the backend does it: no write when the row already says so, and an existing cluster
     // identity is kept so the two processes never overwrite each other's.
-    const existing = await getEngineInstanceByName(db, config.engineInstanceName);
-    const registered =
-      existing && existing.namespace_name === namespace && existing.namespace_uid === ns.metadata.uid
-        ? existing
-        : await upsertEngineInstance(db, {
-            name: config.engineInstanceName,
-            namespaceName: namespace,
-            namespaceUid: ns.metadata.uid,
-            clusterIdentity: existing?.cluster_identity ?? (await clusterIdentity()),
-          });
+    const registered = await ensureEngineInstance(
+      db,
+      { name: config.engineInstanceName, namespaceName: namespace, namespaceUid: ns.metadata.uid },
+      () => clusterIdentity(kc, { logger }),
+    );
     throwIfClosed();
     engine = registered;
     const engineInstanceId = registered.id;
@@ -174,211 +139,49 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
       logger,
       resyncPeriodMs: config.resyncIntervalMs,
     };
-    const operations = createInformer<KubeObject>({
-      ...informerOptions,
-      resource: { apiVersion: API_GROUP_VERSION, plural: Plural.Operation },
-    });
-    const applications = createInformer<KubeObject>({
-      ...informerOptions,
-      resource: ApplicationResource,
-      labelSelector: AgentLabel.DatabaseId,
-    });
-    const appProjects = createInformer<KubeObject>({
-      ...informerOptions,
-      resource: AppProjectResource,
-      labelSelector: AgentLabel.DatabaseId,
-    });
-    informers.push(operations, applications, appProjects);
-
-    const context: AgentContext = {
+    const context: FeatureContext = {
       kc,
       db,
       logger,
       registry,
       namespace,
       engineInstanceId,
-      applications,
-      appProjects,
-    };
-    const reconciler = createApplicationReconciler(context);
-    const repositoryCredentials = createRepositoryCredentialsAgent({
-      kc,
-      db,
+      config,
       sealer: createSealer(config.encryptionKeys),
-      registry,
-      logger,
-      namespace,
-      engineInstanceId,
-      resyncIntervalMs: config.resyncIntervalMs,
-      enqueue: (id) => processor.enqueue('RepositoryCredentials', id),
-      reconcileAppProject: reconciler.reconcileAppProject,
-    });
-    informers.push(repositoryCredentials.secrets);
-    const clusterSecrets = createClusterSecretReconciler({
-      kc,
-      db,
-      sealer: createSealer(config.encryptionKeys),
-      namespace,
-      reconcileAppProject: reconciler.reconcileAppProject,
-    });
-    informers.push(
-      watchClusterSecrets({
-        kc,
-        namespace,
-        registry,
-        logger,
-        resyncPeriodMs: config.resyncIntervalMs,
-        enqueue: (id) => processor.enqueue('ManagedEnvironment', id),
+      applications: createInformer<KubeObject>({
+        ...informerOptions,
+        resource: ApplicationResource,
+        labelSelector: AgentLabel.DatabaseId,
       }),
-    );
-    const syncOperations = createSyncOperationReconciler(context, {
-      enqueue: (id) => processor.enqueue('SyncOperation', id),
-    });
-
-    const handle: ResourceHandler = async (resource, { operations: ops, signal, logger: log }) => {
-      const ownerUserIds = [...new Set(ops.map((op) => op.owner_user_id).filter(isUuid))];
-      switch (resource.type) {
-        case 'Application':
-          return await reconciler.reconcileApplication(resource.id, {
-            ownerUserIds,
-            recomputeProject: ops.length > 0,
-            signal,
-            logger: log,
-          });
-        case 'AppProject':
-          return await reconciler.reconcileAppProject(resource.id, { signal, logger: log });
-        case 'SyncOperation':
-          return await syncOperations.reconcileSyncOperation(resource.id, { signal, logger: log });
-        case 'RepositoryCredentials':
-          return await repositoryCredentials.handle(resource.id, { ownerUserIds, signal, logger: log });
-        case 'ManagedEnvironment':
-          return await clusterSecrets.reconcileManagedEnvironment(resource.id, {
-            ownerUserIds,
-            signal,
-            logger: log,
-          });
-        default:
-          throw new TerminalError(
-            ErrorCode.invalidObject,
-            `${resource.type} operations are not supported by this cluster-agent version`,
-          );
-      }
+      appProjects: createInformer<KubeObject>({
+        ...informerOptions,
+        resource: AppProjectResource,
+        labelSelector: AgentLabel.DatabaseId,
+      }),
+      // Informer events reach it only once the informers start, after `operations` exists.
+      enqueue: (type, id) => operations.enqueue(type, id),
     };
+    const application = createApplicationFeature(context);
+    const resourceFeatures: AgentFeature[] = [
+      application,
+      createSyncRunFeature(context),
+      createRepositoryCredentialFeature(context, application),
+      createManagedEnvironmentFeature(context, application),
+    ];
+    const operations = createOperationFeature(context, { handle: resourceHandlerOf(resourceFeatures) });
+    // Started in this order: the queues (status, operations) before the periodic passes that feed them;
+    // stopped in reverse.
+    const set = createFeatureSet([createStatusFeature(context), operations, ...resourceFeatures], { logger });
+    featureSet = set;
 
-    const processor = createOperationProcessor({
-      db,
-      kc,
-      logger,
-      registry,
-      namespace,
-      engineInstanceId,
-      concurrency: config.concurrency,
-      maxAttempts: config.operationMaxAttempts,
-      retryMaxDelayMs: config.operationRetryMaxMs,
-      handle,
-    });
-    const enqueueResource = (type: string, id: string) => processor.enqueue(type, id);
-    const operationCrs = createOperationCrController({
-      db,
-      kc,
-      logger,
-      registry,
-      namespace,
-      engineInstanceId,
-      concurrency: config.concurrency,
-      operations,
-      enqueueResource,
-    });
-    const statuses = createApplicationStatusController({
-      db,
-      logger,
-      registry,
-      concurrency: config.concurrency,
-      applications,
-      onOrphan: (id) => enqueueResource('Application', id),
-    });
-    queues.push(operationCrs, processor.queue, statuses);
-
-    // Fast repair: a change to the fields we own, or a deletion, re-checks the object against its row.
-    const applicationKey = (app: KubeObject) => {
-      const id = app.metadata.labels?.[AgentLabel.DatabaseId];
-      if (isUuid(id)) enqueueResource('Application', id);
-    };
-    applications.onAdd(applicationKey);
-    applications.onUpdate((old, app) => {
-      if (ownedState(old) !== ownedState(app)) applicationKey(app);
-      syncOperations.onApplicationChanged(old, app);
-    });
-    applications.onDelete(applicationKey);
-    const projectKey = (project: KubeObject) => {
-      const tenant = project.metadata.labels?.[AgentLabel.DatabaseId];
-      if (isUuid(tenant)) enqueueResource('AppProject', tenant);
-    };
-    appProjects.onUpdate((old, project) => {
-      if (ownedState(old) !== ownedState(project)) projectKey(project);
-    });
-    appProjects.onDelete(projectKey);
-
-    for (const informer of informers) informer.start();
-    const synced = await Promise.all(informers.map((informer) => informer.waitForSync(stopStart.signal)));
-    if (!synced.every(Boolean)) throw new Error('the agent was closed before its informers synced');
+    set.startInformers();
+    if (!(await set.waitForSync(stopStart.signal))) {
+      throw new Error('the agent was closed before its informers synced');
+    }
     throwIfClosed();
-    // Recovery: this agent is the only one serving the engine instance, so an In_Progress row at start was
-    // left by a previous process that died mid-operation. Hand them all back before taking new work.
-    const sweep = (staleAfterMs: number) =>
-      sweepOperations({
-        db,
-        engineInstanceId,
-        logger,
-        staleAfterMs,
-        holds: processor.holds,
-        enqueueResource,
-      });
-    await sweep(0);
+    await operations.recover();
     throwIfClosed();
-    for (const queue of queues) queue.start();
-
-    periodics.push(repositoryCredentials.startResync());
-    periodics.push(
-      runPeriodically(
-        'operation-sweep',
-        config.operationSweepIntervalMs,
-        () => sweep(config.operationStaleAfterMs),
-        { logger },
-      ),
-      runPeriodically(
-        'operation-retention',
-        Math.min(Math.max(config.operationRetentionMs / 2, 1_000), 10 * 60_000),
-        async (signal) => {
-          const deleted = await collectFinishedOperations(
-            db,
-            engineInstanceId,
-            config.operationRetentionMs,
-            signal,
-          );
-          if (deleted > 0) logger.info({ deleted }, 'finished operations past retention deleted');
-        },
-        { logger },
-      ),
-      runPeriodically(
-        'drift-resync',
-        config.resyncIntervalMs,
-        (signal) =>
-          resyncOnce(
-            { db, logger, namespace, engineInstanceId, applications, appProjects, enqueueResource },
-            signal,
-          ),
-        { logger, jitter: 0.25 },
-      ),
-      runPeriodically(
-        'cluster-secret-resync',
-        config.resyncIntervalMs,
-        async (signal) => {
-          for (const id of await clusterSecrets.driftIds(signal)) enqueueResource('ManagedEnvironment', id);
-        },
-        { logger, jitter: 0.25 },
-      ),
-    );
+    set.start();
     isReady = true;
     logger.info('cluster-agent ready');
   }
@@ -387,9 +190,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     closing ??= (async () => {
       isReady = false;
       stopStart.abort();
-      await Promise.all(periodics.map((p) => p.stop()));
-      await Promise.all(queues.map((q) => q.shutdown()));
-      await Promise.all(informers.map((i) => i.stop()));
+      await featureSet?.stop();
       await db.destroy();
     })();
     return closing;

@@ -4,11 +4,9 @@
  * writes them (one transaction with the operation), and the Operation CR is created the way the relay does.
  */
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { randomUUID } from 'node:crypto';
 import {
   type ClusterUserRow,
-  createTestDatabase,
   deleteApplication,
   ensureWorkspaceEnvironment,
   getApplicationState,
@@ -19,56 +17,31 @@ import {
   listen,
   NOTIFICATION_CHANNELS,
   type OperationRow,
-  type TestDatabase,
-  upsertClusterUser,
   upsertEngineInstance,
 } from '@gitops/db';
+import type { TestDatabase } from '@gitops/db/testing';
 import {
   collectionPath,
   createMetricsRegistry,
-  createSilentLogger,
   deleteIfExists,
   getObject,
   HttpMethod,
   type KubeConfig,
-  type KubeObject,
   kubeRequest,
-  loadKubeConfig,
   type Registry,
   serverSideApply,
 } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
-import { type Agent, buildAgent } from './app.ts';
-import { type AgentConfig, loadAgentConfig } from './config.ts';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import type { Agent } from './app.ts';
+import type { AgentConfig } from './config.ts';
+import { type AgentFixture, createAgentFixture } from './testing/agent-fixture.ts';
 
-const kubeconfigPath = process.env.KUBECONFIG;
-const suffix = randomBytes(4).toString('hex');
-const argoCdNamespace = `agent-argocd-${suffix}`;
-const otherArgoCdNamespace = `agent-other-${suffix}`;
-const tenantNamespaces = ['t1', 't2', 't3', 't4'].map((t) => `agent-${t}-${suffix}`);
 const APP = { apiVersion: 'argoproj.io/v1alpha1', kind: 'Application' } as const;
 const PROJECT = { apiVersion: 'argoproj.io/v1alpha1', kind: 'AppProject' } as const;
 const OPERATION = { apiVersion: 'managed-gitops.redhat.com/v1alpha1', kind: 'Operation' } as const;
 const MERGE = 'application/merge-patch+json';
-
-async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`, { cause: lastError });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 const automatedSyncPolicy = {
   automated: { prune: true, selfHeal: true, allowEmpty: true },
@@ -76,9 +49,14 @@ const automatedSyncPolicy = {
   retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
 };
 
-describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, () => {
+describe('cluster-agent', () => {
+  let f: AgentFixture;
   let kc: KubeConfig;
   let database: TestDatabase;
+  let suffix: string;
+  let argoCdNamespace: string;
+  let otherArgoCdNamespace: string;
+  let tenantNamespaces: string[];
   let agent: Agent;
   let registry: Registry;
   let engineInstanceId: string;
@@ -106,25 +84,8 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
   /** Plays Argo CD: after pruning, it removes its finalizer. */
   const removeFinalizers = (name: string) => patch(appRef(name), { metadata: { finalizers: null } });
 
-  async function givenTenant(namespace: string): Promise<ClusterUserRow> {
-    const ns = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
-    const user = await upsertClusterUser(database.db, { uid: ns!.metadata.uid!, name: namespace });
-    await ensureWorkspaceEnvironment(database.db, { id: user.id, namespaceName: namespace });
-    return user;
-  }
-
-  /** Creates the Operation CR the relay would create. */
-  async function relay(operation: OperationRow, namespace = argoCdNamespace) {
-    await serverSideApply(
-      kc,
-      {
-        ...OPERATION,
-        metadata: { name: `operation-${operation.id}`, namespace },
-        spec: { operationID: operation.id },
-      },
-      { fieldManager: 'test-relay' },
-    );
-  }
+  const givenTenant = (namespace: string) => f.givenTenant(namespace);
+  const relay = (operation: OperationRow, namespace?: string) => f.relay(operation, namespace);
 
   /** What the backend's reconcile writes for a new GitOpsDeployment, in one transaction. */
   async function deploy(
@@ -215,50 +176,26 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
     return value?.value ?? 0;
   };
 
-  before(async () => {
-    kc = loadKubeConfig(kubeconfigPath);
-    database = await createTestDatabase();
-    for (const name of [argoCdNamespace, otherArgoCdNamespace, ...tenantNamespaces]) {
-      await serverSideApply(
-        kc,
-        { apiVersion: 'v1', kind: 'Namespace', metadata: { name } },
-        { fieldManager: 'test' },
-      );
-    }
-    agentConfig = loadAgentConfig({
-      DATABASE_URL: database.url,
-      KUBECONFIG: kubeconfigPath,
-      GITOPS_ENCRYPTION_KEYS: `test=${randomBytes(32).toString('base64')}`,
-      ARGOCD_NAMESPACE: argoCdNamespace,
-      ENGINE_INSTANCE_NAME: `agent-test-${suffix}`,
+  beforeAll(async () => {
+    f = await createAgentFixture({ prefix: 'agent' });
+    ({ kc, database, suffix, argoCdNamespace } = f);
+    otherArgoCdNamespace = `agent-other-${suffix}`;
+    tenantNamespaces = ['t1', 't2', 't3', 't4'].map((t) => `agent-${t}-${suffix}`);
+    for (const name of [otherArgoCdNamespace, ...tenantNamespaces]) await f.createNamespace(name);
+    agentConfig = f.config({
       OPERATION_SWEEP_INTERVAL: '500ms',
       OPERATION_MAX_ATTEMPTS: '3',
       OPERATION_STALE_AFTER: '1s',
     });
     registry = createMetricsRegistry({ defaultMetrics: false });
-    agent = buildAgent(agentConfig, { logger: createSilentLogger(), registry });
-    await agent.start();
+    agent = await f.startAgent(agentConfig, registry);
     assert.equal(agent.ready(), true);
     engineInstanceId = agent.engineInstance()!.id;
   });
 
-  after(async () => {
+  afterAll(async () => {
     await agent?.close();
-    if (kc) {
-      const list = (await kubeRequest(kc, {
-        method: HttpMethod.GET,
-        path: collectionPath({
-          apiVersion: APP.apiVersion,
-          plural: 'applications',
-          namespace: argoCdNamespace,
-        }),
-      }).catch(() => ({ items: [] }))) as { items: KubeObject[] };
-      for (const app of list.items) await removeFinalizers(app.metadata.name).catch(() => undefined);
-      for (const name of [argoCdNamespace, otherArgoCdNamespace, ...tenantNamespaces]) {
-        await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name }).catch(() => undefined);
-      }
-    }
-    await database?.destroy();
+    await f?.cleanup();
   });
 
   it('an operation for a new application creates the exact Application, completes, and its CR is deleted', async () => {
@@ -646,14 +583,7 @@ describe('cluster-agent', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, 
       relay: false,
       crashed: true,
     });
-    agent = buildAgent(
-      { ...agentConfig, operationStaleAfterMs: 24 * 3_600_000 },
-      {
-        logger: createSilentLogger(),
-        registry: createMetricsRegistry({ defaultMetrics: false }),
-      },
-    );
-    await agent.start();
+    agent = await f.startAgent({ ...agentConfig, operationStaleAfterMs: 24 * 3_600_000 });
     assert.equal(
       agent.engineInstance()?.id,
       engineInstanceId,

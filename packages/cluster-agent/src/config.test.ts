@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { describe, it } from 'node:test';
 import { ConfigError } from '@gitops/shared';
+import { describe, it } from 'vitest';
 import { loadAgentConfig } from './config.ts';
 
 const key = randomBytes(32).toString('base64');

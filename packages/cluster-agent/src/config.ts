@@ -2,61 +2,25 @@
  * The cluster-agent's configuration: every knob is an environment variable with a default and bounds,
  * validated once at start (docs/contracts/core-pipeline.md, "Configuration").
  */
-import { decodeSealingKey, type SealingKey } from '@gitops/db';
+import { type EncryptionKeys, encryptionKeysVar } from '@gitops/db';
 import {
   type ConfigOf,
   commonConfig,
   databaseUrlVar,
   durationVar,
-  type EnvVar,
   intVar,
   loadConfig,
   stringVar,
 } from '@gitops/shared';
-import { z } from 'zod';
 
 /** A Kubernetes namespace name (RFC 1123 label). */
 const namespacePattern = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
-/** The configured sealing keys; the first is the active one. */
-export interface EncryptionKeys {
-  keys: SealingKey[];
-  activeKeyId: string;
-}
-
 /**
- * `GITOPS_ENCRYPTION_KEYS`: `id=<base64 32 bytes>[,id2=...]`, first is active. Secret: its value is never
- * echoed. The agent needs the keys once it writes cluster and repository Secrets; it validates them now so
- * a bad deployment fails at start rather than at the first such operation.
+ * `GITOPS_ENCRYPTION_KEYS` (the backend's parser, from @gitops/db). The agent needs the keys once it writes
+ * cluster and repository Secrets; it validates them at start so a bad deployment fails at once.
  */
-export function encryptionKeysVar(name = 'GITOPS_ENCRYPTION_KEYS'): EnvVar<EncryptionKeys> {
-  const schema = z
-    .string()
-    .optional()
-    .transform((raw, ctx) => {
-      if (raw === undefined) {
-        ctx.addIssue({ code: 'custom', message: 'is required' });
-        return z.NEVER;
-      }
-      const keys: SealingKey[] = [];
-      for (const entry of raw.split(',')) {
-        const eq = entry.indexOf('=');
-        const id = entry.slice(0, eq).trim();
-        if (eq <= 0 || id === '' || keys.some((k) => k.id === id)) {
-          ctx.addIssue({ code: 'custom', message: 'must be id=<base64 32 bytes>[,id2=...] with unique ids' });
-          return z.NEVER;
-        }
-        try {
-          keys.push({ id, key: decodeSealingKey(entry.slice(eq + 1)) });
-        } catch {
-          ctx.addIssue({ code: 'custom', message: `key ${id} must be 32 bytes, base64 encoded` });
-          return z.NEVER;
-        }
-      }
-      return { keys, activeKeyId: keys[0]!.id };
-    });
-  return { name, schema, secret: true, description: 'sealing keys, id=<base64 32 bytes>, first is active' };
-}
+export { type EncryptionKeys, encryptionKeysVar };
 
 export const agentConfigSchema = {
   logLevel: commonConfig.logLevel,

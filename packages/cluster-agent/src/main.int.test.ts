@@ -1,17 +1,12 @@
 /** The cluster-agent process (src/main.ts) as `pnpm dev` and the Deployment run it. */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { createTestDatabase, type TestDatabase } from '@gitops/db';
-import { deleteIfExists, type KubeConfig, loadKubeConfig, serverSideApply } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { type AgentFixture, createAgentFixture } from './testing/agent-fixture.ts';
 
-const kubeconfigPath = process.env.KUBECONFIG;
-const suffix = randomBytes(4).toString('hex');
-const namespace = `agent-main-${suffix}`;
 const mainPath = fileURLToPath(new URL('./main.ts', import.meta.url));
-const encryptionKey = randomBytes(32).toString('base64');
 
 interface Running {
   child: ChildProcess;
@@ -35,42 +30,17 @@ function run(env: Record<string, string>): Running {
   return { child, output: () => text, exited };
 }
 
-async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+describe('cluster-agent process', () => {
+  let f: AgentFixture;
+  const env = () => f.env({ HTTP_PORT: '0', HTTP_HOST: '127.0.0.1', LOG_LEVEL: 'info' });
 
-describe('cluster-agent process', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, () => {
-  let kc: KubeConfig;
-  let database: TestDatabase;
-  const env = () => ({
-    DATABASE_URL: database.url,
-    KUBECONFIG: kubeconfigPath!,
-    ARGOCD_NAMESPACE: namespace,
-    ENGINE_INSTANCE_NAME: `agent-main-${suffix}`,
-    GITOPS_ENCRYPTION_KEYS: `k1=${encryptionKey}`,
-    HTTP_PORT: '0',
-    HTTP_HOST: '127.0.0.1',
-    LOG_LEVEL: 'info',
+  beforeAll(async () => {
+    // The Argo CD namespace is created by the second test: the first one checks the agent refuses to start without it.
+    f = await createAgentFixture({ prefix: 'agent-main', createArgoCdNamespace: false });
   });
 
-  before(async () => {
-    kc = loadKubeConfig(kubeconfigPath);
-    database = await createTestDatabase();
-  });
-
-  after(async () => {
-    if (kc) await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
-    await database?.destroy();
+  afterAll(async () => {
+    await f?.cleanup();
   });
 
   it('refuses to start when the Argo CD namespace does not exist, saying so', async () => {
@@ -78,16 +48,12 @@ describe('cluster-agent process', { skip: !kubeconfigPath && 'KUBECONFIG is not 
     assert.equal(await agent.exited, 1);
     assert.match(
       agent.output(),
-      new RegExp(`Argo CD namespace ${namespace} \\(ARGOCD_NAMESPACE\\) does not exist`),
+      new RegExp(`Argo CD namespace ${f.argoCdNamespace} \\(ARGOCD_NAMESPACE\\) does not exist`),
     );
   });
 
   it('serves /healthz, /readyz and /metrics once synced, exits 0 on SIGTERM, and logs no secret', async () => {
-    await serverSideApply(
-      kc,
-      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } },
-      { fieldManager: 'test' },
-    );
+    await f.createNamespace(f.argoCdNamespace);
     const agent = run(env());
     try {
       const address = await eventually('health server address', async () => {
@@ -105,8 +71,8 @@ describe('cluster-agent process', { skip: !kubeconfigPath && 'KUBECONFIG is not 
     }
     assert.equal(await agent.exited, 0);
     const output = agent.output();
-    assert.doesNotMatch(output, new RegExp(encryptionKey.replace(/[+/=]/g, '\\$&')));
-    const password = new URL(database.url).password;
+    assert.doesNotMatch(output, new RegExp(f.encryptionKey.replace(/[+/=]/g, '\\$&')));
+    const password = new URL(f.database.url).password;
     if (password) assert.ok(!output.includes(`:${password}@`), 'the database password was logged');
   });
 });

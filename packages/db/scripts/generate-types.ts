@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { diffDatabaseTypes, writeDatabaseTypes } from '../src/schema-codegen.ts';
-import { databaseUrl, dropDatabase, prepareTemplateDatabase } from '../src/test-database.ts';
+import { databaseUrl, dropDatabase, prepareTemplateDatabase } from '../src/testing/test-database.ts';
 
 const OUT_FILE = fileURLToPath(new URL('../src/database.generated.ts', import.meta.url));
 

@@ -94,3 +94,34 @@ export async function listApplicationsOfManagedEnvironment(
     .where('managed_environment_id', '=', managedEnvironmentId)
     .execute();
 }
+
+/** The stored specs of a tenant's applications on an engine instance (what its AppProject allows). */
+export async function listApplicationSpecsOfTenant(
+  db: Kysely<Database>,
+  clusterUserId: string,
+  engineInstanceId: string,
+): Promise<JsonValue[]> {
+  const rows = await db
+    .selectFrom('application')
+    .select('spec')
+    .where('cluster_user_id', '=', clusterUserId)
+    .where('engine_instance_id', '=', engineInstanceId)
+    .execute();
+  return rows.map((row) => row.spec);
+}
+
+/** Which of `ids` exist as application rows of the engine instance. */
+export async function existingApplicationIds(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db
+    .selectFrom('application')
+    .select('id')
+    .where('engine_instance_id', '=', engineInstanceId)
+    .where('id', 'in', ids)
+    .execute();
+  return new Set(rows.map((row) => row.id));
+}

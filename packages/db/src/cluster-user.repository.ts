@@ -91,3 +91,22 @@ export async function deleteEmptyClusterUser(
     .executeTakeFirst();
   return result.numDeletedRows > 0n;
 }
+
+/** Tenants with at least one application or repository credential on the engine instance (no duplicates). */
+export async function listClusterUserIdsOfEngineInstance(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom('application')
+    .select('cluster_user_id')
+    .where('engine_instance_id', '=', engineInstanceId)
+    .union(
+      db
+        .selectFrom('repository_credentials')
+        .select('cluster_user_id')
+        .where('engine_instance_id', '=', engineInstanceId),
+    )
+    .execute();
+  return rows.map((row) => row.cluster_user_id);
+}

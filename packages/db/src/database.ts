@@ -1,4 +1,4 @@
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
 import type * as Tables from './database.generated.ts';
 
 /**
@@ -9,6 +9,12 @@ import type * as Tables from './database.generated.ts';
 export type Database = Tables.DB;
 
 export type { Json, JsonValue } from './database.generated.ts';
+
+/**
+ * A database handle as `createDb` returns it, what every repository function takes first. Callers outside
+ * this package hold one through this name, without depending on kysely themselves.
+ */
+export type Db = Kysely<Database>;
 
 export type ClusterUserRow = Selectable<Tables.ClusterUser>;
 export type EngineInstanceRow = Selectable<Tables.EngineInstance>;

@@ -49,3 +49,28 @@ export async function getEngineInstanceByName(
 ): Promise<EngineInstanceRow | undefined> {
   return await db.selectFrom('engine_instance').selectAll().where('name', '=', name).executeTakeFirst();
 }
+
+/**
+ * Registers the engine instance at process start; the backend and the cluster-agent both call this
+ * (docs/contracts/core-pipeline.md). Idempotent: no write when the row already names this namespace and
+ * uid, and an existing `cluster_identity` is kept, so the two processes never overwrite each other's;
+ * `clusterIdentity` is only called when there is none yet.
+ */
+export async function ensureEngineInstance(
+  db: Kysely<Database>,
+  instance: Omit<EngineInstanceInput, 'clusterIdentity'>,
+  clusterIdentity: () => Promise<string>,
+): Promise<EngineInstanceRow> {
+  const existing = await getEngineInstanceByName(db, instance.name);
+  if (
+    existing &&
+    existing.namespace_name === instance.namespaceName &&
+    existing.namespace_uid === instance.namespaceUid
+  ) {
+    return existing;
+  }
+  return await upsertEngineInstance(db, {
+    ...instance,
+    clusterIdentity: existing?.cluster_identity ?? (await clusterIdentity()),
+  });
+}

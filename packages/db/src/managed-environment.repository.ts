@@ -159,3 +159,14 @@ export async function getWorkspaceEnvironment(
 export async function touchManagedEnvironment(db: Kysely<Database>, id: string): Promise<void> {
   await db.updateTable('managed_environment').set({ updated_at: sql`now()` }).where('id', '=', id).execute();
 }
+
+/** Ids of the External environments (of one tenant when `clusterUserId` is given), in id order. */
+export async function listExternalEnvironmentIds(
+  db: Kysely<Database>,
+  filter: { clusterUserId?: string } = {},
+): Promise<string[]> {
+  let query = db.selectFrom('managed_environment').select('id').where('kind', '=', 'External');
+  if (filter.clusterUserId !== undefined) query = query.where('cluster_user_id', '=', filter.clusterUserId);
+  const rows = await query.orderBy('id').execute();
+  return rows.map((row) => row.id);
+}

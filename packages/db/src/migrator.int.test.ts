@@ -3,13 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import { createDb } from './connection.ts';
 import { MIGRATIONS_DIR, MigrationFailedError, migrateToLatest, pendingMigrations } from './migrator.ts';
-import { createTestDatabase, databaseUrl, dropDatabase, type TestDatabase } from './test-database.ts';
+import { createTestDatabase, databaseUrl, dropDatabase, type TestDatabase } from './testing/test-database.ts';
 
 const serverUrl = () => {
   const url = process.env.GITOPS_TEST_DATABASE_URL;
@@ -49,11 +49,11 @@ async function waitForAdvisoryLockWaiters(client: pg.Client, database: string, c
 describe('migrateToLatest', () => {
   let testDb: TestDatabase;
   let scratchDir: string;
-  before(async () => {
+  beforeAll(async () => {
     testDb = await createTestDatabase();
     scratchDir = await mkdtemp(join(tmpdir(), 'gitops-migrations-'));
   });
-  after(async () => {
+  afterAll(async () => {
     await testDb?.destroy();
     await rm(scratchDir, { recursive: true, force: true });
   });

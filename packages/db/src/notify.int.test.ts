@@ -1,20 +1,20 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { type AddressInfo, createServer } from 'node:net';
-import { after, afterEach, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
+import { afterAll, afterEach, beforeAll, describe, test } from 'vitest';
 import { writeApplicationState } from './application-state.repository.ts';
 import { type Listener, listen, NOTIFICATION_CHANNELS, type Notification, notify } from './notify.ts';
 import { insertOperation, startOperation } from './operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './test-database.ts';
-import { givenApplication, givenClusterUser, givenEngineInstance } from './test-fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
 let testDb: TestDatabase;
-before(async () => {
+beforeAll(async () => {
   testDb = await createTestDatabase();
 });
-after(async () => {
+afterAll(async () => {
   await testDb?.destroy();
 });
 

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { backoffCeiling } from '@gitops/shared';
 import { sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { connectionConfig } from './connection.ts';
@@ -184,7 +185,7 @@ export function listen(
         failures++;
       }
       if (stop.signal.aborted) break;
-      const ceiling = Math.min(maxBackoff, minBackoff * 2 ** Math.min(failures, 20));
+      const ceiling = backoffCeiling(failures + 1, minBackoff, maxBackoff);
       await sleep(Math.random() * ceiling, undefined, { signal: stop.signal }).catch(() => {});
     }
   })();

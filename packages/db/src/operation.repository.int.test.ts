@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Kysely, sql } from 'kysely';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import { deleteClusterUser } from './cluster-user.repository.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
 import {
@@ -22,19 +22,19 @@ import {
   retryOperation,
   startOperation,
 } from './operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './test-database.ts';
-import { givenClusterUser, givenEngineInstance } from './test-fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
 let testDb: TestDatabase;
 let db: Kysely<Database>;
 let instance: EngineInstanceRow;
 
-before(async () => {
+beforeAll(async () => {
   testDb = await createTestDatabase({ max: 10 });
   db = testDb.db;
   instance = await givenEngineInstance(db);
 });
-after(async () => {
+afterAll(async () => {
   await testDb?.destroy();
 });
 

@@ -314,6 +314,26 @@ export async function retryOperation(
 }
 
 /**
+ * Agent: the Waiting and In_Progress operations of one resource on an engine instance, oldest first (the
+ * processor starts the Waiting ones and finishes them all after one reconcile of the resource).
+ */
+export async function listUnfinishedOperationsOfResource(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+  resource: { type: OperationResourceType; id: string },
+): Promise<OperationRow[]> {
+  return await db
+    .selectFrom('operation')
+    .selectAll()
+    .where('engine_instance_id', '=', engineInstanceId)
+    .where('resource_type', '=', resource.type)
+    .where('resource_id', '=', resource.id)
+    .where('state', 'in', ['Waiting', 'In_Progress'])
+    .orderBy('created_at')
+    .execute();
+}
+
+/**
  * Agent safety net: Waiting operations of an instance that have been due for at least `dueForMs`
  * (their Operation CR event was missed or has not arrived), oldest first.
  */

@@ -64,17 +64,33 @@ export async function getRepositoryCredentials(
   return await db.selectFrom('repository_credentials').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** A tenant's repository credentials, in id order. */
+/** A tenant's repository credentials (on one engine instance when `engineInstanceId` is given), in id order. */
 export async function listRepositoryCredentialsOfUser(
   db: Kysely<Database>,
   clusterUserId: string,
+  filter: { engineInstanceId?: string } = {},
 ): Promise<RepositoryCredentialsRow[]> {
-  return await db
+  let query = db
     .selectFrom('repository_credentials')
     .selectAll()
-    .where('cluster_user_id', '=', clusterUserId)
-    .orderBy('id')
+    .where('cluster_user_id', '=', clusterUserId);
+  if (filter.engineInstanceId !== undefined) {
+    query = query.where('engine_instance_id', '=', filter.engineInstanceId);
+  }
+  return await query.orderBy('id').execute();
+}
+
+/** Ids of every repository credential on the engine instance. */
+export async function listRepositoryCredentialIdsOfEngineInstance(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom('repository_credentials')
+    .select('id')
+    .where('engine_instance_id', '=', engineInstanceId)
     .execute();
+  return rows.map((row) => row.id);
 }
 
 export async function deleteRepositoryCredentials(db: Kysely<Database>, id: string): Promise<boolean> {

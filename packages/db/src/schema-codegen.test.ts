@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test } from 'vitest';
 import { enumValuesOfCheck } from './schema-codegen.ts';
 
 test('an IN (...) CHECK constraint yields its values, in order', () => {

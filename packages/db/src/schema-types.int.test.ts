@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, test } from 'vitest';
 import { diffDatabaseTypes } from './schema-codegen.ts';
-import { createTestDatabase, type TestDatabase } from './test-database.ts';
+import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
 
 let testDb: TestDatabase;
-before(async () => {
+beforeAll(async () => {
   testDb = await createTestDatabase({ max: 1 });
 });
-after(async () => {
+afterAll(async () => {
   await testDb?.destroy();
 });
 

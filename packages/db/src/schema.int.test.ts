@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
 import { type Kysely, sql } from 'kysely';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import {
   findApiCrMappingsByName,
   getApiCrMappingByUid,
@@ -37,16 +37,16 @@ import {
   setSyncOperationDesiredState,
   setSyncOperationOutcome,
 } from './sync-operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './test-database.ts';
-import { givenApplication, givenClusterUser, givenEngineInstance } from './test-fixtures.ts';
+import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
 let testDb: TestDatabase;
 let db: Kysely<Database>;
-before(async () => {
+beforeAll(async () => {
   testDb = await createTestDatabase();
   db = testDb.db;
 });
-after(async () => {
+afterAll(async () => {
   await testDb?.destroy();
 });
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { describe, test } from 'node:test';
+import { describe, test } from 'vitest';
 import { createSealer, decodeSealingKey, SEALED_FORMAT_VERSION, SealingError } from './sealing.ts';
 
 const oldKey = { id: 'key-2025', key: randomBytes(32) };

@@ -18,6 +18,22 @@ import { createCipheriv, createDecipheriv, createSecretKey, type KeyObject, rand
  * Errors never contain plaintext or key material, only the failure and the key id.
  */
 
+/**
+ * The `context` (additional authenticated data) of every sealed column, so a value cannot be moved to
+ * another column. The backend seals and the cluster-agent opens with these: both import them from here.
+ */
+export const SealContext = {
+  /** `cluster_credentials.bearer_token_sealed` */
+  bearerToken: 'cluster_credentials.bearer_token',
+  /** `repository_credentials.username_sealed` */
+  username: 'repository_credentials.username',
+  /** `repository_credentials.password_sealed` */
+  password: 'repository_credentials.password',
+  /** `repository_credentials.ssh_private_key_sealed` */
+  sshPrivateKey: 'repository_credentials.ssh_private_key',
+} as const;
+export type SealContext = (typeof SealContext)[keyof typeof SealContext];
+
 export const SEALED_FORMAT_VERSION = 1;
 const NONCE_LENGTH = 12;
 const TAG_LENGTH = 16;

@@ -92,6 +92,19 @@ export async function listSyncOperationsOfApplication(
     .execute();
 }
 
+/**
+ * Records that the agent requested the sync from Argo CD (once: a row already requested keeps its time),
+ * so a sync is requested once, also across agent restarts.
+ */
+export async function markSyncOperationRequested(db: Kysely<Database>, id: string): Promise<void> {
+  await db
+    .updateTable('sync_operation')
+    .set({ requested_at: new Date(), updated_at: new Date() })
+    .where('id', '=', id)
+    .where('requested_at', 'is', null)
+    .execute();
+}
+
 export async function deleteSyncOperation(db: Kysely<Database>, id: string): Promise<boolean> {
   const result = await db.deleteFrom('sync_operation').where('id', '=', id).executeTakeFirst();
   return result.numDeletedRows > 0n;

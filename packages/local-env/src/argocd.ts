@@ -102,8 +102,19 @@ export async function prepareArgoCdNamespace(endpoint: KubeEndpoint, namespace: 
     metadata: { name: 'argocd-cm', labels: { ...PART_OF, 'app.kubernetes.io/name': 'argocd-cm' } },
     data: { 'resource.respectRBAC': 'normal' },
   });
+  // argocd-cmd-params-cm: the controller persists each resource's health in the Application (Argo CD 3.x
+  // keeps it only in its cache by default), as a production install for this service must be configured;
+  // the controller gets it as the environment variable Argo CD's manifests map it to (below).
+  await apply(endpoint, configMaps, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: 'argocd-cmd-params-cm',
+      labels: { ...PART_OF, 'app.kubernetes.io/name': 'argocd-cmd-params-cm' },
+    },
+    data: { 'controller.resource.health.persist': 'true' },
+  });
   for (const name of [
-    'argocd-cmd-params-cm',
     'argocd-rbac-cm',
     'argocd-gpg-keys-cm',
     'argocd-ssh-known-hosts-cm',
@@ -319,7 +330,11 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
         'text',
       ],
       {
-        env: { ...common, ARGOCD_BINARY_NAME: 'argocd-application-controller' },
+        env: {
+          ...common,
+          ARGOCD_BINARY_NAME: 'argocd-application-controller',
+          ARGOCD_APPLICATION_CONTROLLER_PERSIST_RESOURCE_HEALTH: 'true',
+        },
         onLine: line('application-controller'),
         logFile: join(workDir, 'application-controller.log'),
       },

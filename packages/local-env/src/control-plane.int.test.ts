@@ -1,22 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, describe, it } from 'node:test';
+import { eventually } from '@gitops/shared/testing';
 import { ApiException, ApisApi, AppsV1Api, CoreV1Api, KubeConfig, Watch } from '@kubernetes/client-node';
-
-/** Polls until `check` returns a value (not undefined); generous timeout, no timing assertions. */
-async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 120_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
+import { afterAll, describe, it } from 'vitest';
 
 const isNotFound = (e: unknown) => e instanceof ApiException && e.code === 404;
 
@@ -27,7 +13,7 @@ describe('the local control plane is a real Kubernetes API server', () => {
   const apps = kc.makeApiClient(AppsV1Api);
   const ns = `cp-test-${randomBytes(4).toString('hex')}`;
 
-  after(async () => {
+  afterAll(async () => {
     await core.deleteNamespace({ name: ns }).catch(() => {});
   });
 
@@ -86,15 +72,19 @@ describe('the local control plane is a real Kubernetes API server', () => {
       },
     });
     await core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
-    await eventually('the child Secret to be garbage-collected', async () => {
-      try {
-        await core.readNamespacedSecret({ namespace: ns, name: 'child' });
-        return undefined;
-      } catch (e) {
-        if (isNotFound(e)) return true;
-        throw e;
-      }
-    });
+    await eventually(
+      'the child Secret to be garbage-collected',
+      async () => {
+        try {
+          await core.readNamespacedSecret({ namespace: ns, name: 'child' });
+          return undefined;
+        } catch (e) {
+          if (isNotFound(e)) return true;
+          throw e;
+        }
+      },
+      120_000,
+    );
   });
 
   it('finishes deleting a namespace that still holds objects', async () => {
@@ -115,15 +105,19 @@ describe('the local control plane is a real Kubernetes API server', () => {
       },
     });
     await core.deleteNamespace({ name: doomed });
-    await eventually('the namespace to disappear', async () => {
-      try {
-        await core.readNamespace({ name: doomed });
-        return undefined;
-      } catch (e) {
-        if (isNotFound(e)) return true;
-        throw e;
-      }
-    });
+    await eventually(
+      'the namespace to disappear',
+      async () => {
+        try {
+          await core.readNamespace({ name: doomed });
+          return undefined;
+        } catch (e) {
+          if (isNotFound(e)) return true;
+          throw e;
+        }
+      },
+      120_000,
+    );
   });
 
   it('enforces RBAC for the non-admin test user', async () => {

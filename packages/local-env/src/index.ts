@@ -24,6 +24,8 @@ export {
   startControlPlane,
   TEST_USER,
 } from './control-plane.ts';
+export { createGitRepo, type Files, GIT_ENV, type GitRepo, manifest } from './git-repo.ts';
+export { type GitServer, startGitServer } from './git-server.ts';
 export { type KubeEndpoint, type KubeResponse, kubeRequest } from './kube-request.ts';
 export { cacheDir, repoRoot } from './paths.ts';
 export { freePort, hostAddress } from './ports.ts';

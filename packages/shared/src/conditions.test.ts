@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test } from 'vitest';
 import { conditionsOfStatus, nextCondition, setCondition, setKubeCondition } from './conditions.ts';
 
 const t0 = new Date('2026-01-01T00:00:00.123Z');

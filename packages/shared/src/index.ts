@@ -3,11 +3,11 @@
  * the probe/metrics server, graceful shutdown, and the controller runtime (work queue, informer,
  * Kubernetes helpers). One way to do each of these things; look here before adding a helper.
  */
+export * from './backoff.ts';
 export * from './clock.ts';
 export * from './conditions.ts';
 export * from './config.ts';
 export * from './errors.ts';
-export * from './eventually.ts';
 export * from './feature.ts';
 export * from './http-server.ts';
 export * from './informer.ts';

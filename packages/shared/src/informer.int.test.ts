@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { after, before, describe, it } from 'node:test';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createInformer, type Informer, type InformerOptions } from './informer.ts';
 import { deleteIfExists, type KubeConfig, type KubeObject, loadKubeConfig, serverSideApply } from './kube.ts';
 import { createSilentLogger } from './logger.ts';
@@ -10,23 +10,6 @@ import { createMetricsRegistry, type Registry } from './metrics.ts';
 const kubeconfigPath = process.env.KUBECONFIG;
 const localEnvEntry = new URL('../../local-env/src/index.ts', import.meta.url);
 const testLabel = 'shared-informer-test';
-
-/** Polls `check` until it returns a value; generous timeout, no timing assertions. */
-async function eventually<T>(
-  what: string,
-  check: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 60_000,
-) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await Promise.resolve()
-      .then(check)
-      .catch(() => undefined);
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 async function counter(registry: Registry, name: string, resource = 'configmaps'): Promise<number> {
   const metric = registry.getSingleMetric(name);
@@ -83,19 +66,19 @@ async function createNamespace(kc: KubeConfig, name: string) {
   );
 }
 
-describe('informer against the API server', { skip: !kubeconfigPath && 'KUBECONFIG is not set' }, () => {
+describe('informer against the API server', () => {
   let kc: KubeConfig;
   const namespace = `shared-informer-${randomBytes(4).toString('hex')}`;
   const informers: Informer<KubeObject>[] = [];
   const apply = (object: KubeObject) =>
     serverSideApply(kc, object, { fieldManager: 'shared-test', force: true });
 
-  before(async () => {
+  beforeAll(async () => {
     kc = loadKubeConfig(kubeconfigPath);
     await createNamespace(kc, namespace);
   });
 
-  after(async () => {
+  afterAll(async () => {
     await Promise.all(informers.map((informer) => informer.stop()));
     if (kc) await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
   });
@@ -194,11 +177,7 @@ describe('informer against the API server', { skip: !kubeconfigPath && 'KUBECONF
 });
 
 describe('informer across an API server restart', () => {
-  it('keeps delivering after the API server is stopped and started again', async (t) => {
-    if (!existsSync(localEnvEntry)) {
-      t.skip('packages/local-env/src/index.ts does not exist');
-      return;
-    }
+  it('keeps delivering after the API server is stopped and started again', async () => {
     const { startControlPlane } = (await import(
       localEnvEntry.href
     )) as typeof import('../../local-env/src/index.ts');

@@ -19,6 +19,7 @@
  * The watch stream is read here rather than through client-node's `Watch`, whose fixed 30 s
  * inactivity timeout would cut every quiet watch before the API server's first bookmark (~1 min).
  */
+import { backoffDelay } from './backoff.ts';
 import { type Clock, sleep, systemClock, type TimerHandle } from './clock.ts';
 import { ErrorCode, errorCode, KubeApiError, RetryableError } from './errors.ts';
 import {
@@ -103,17 +104,6 @@ export function stripManagedFields<T extends KubeObject>(object: T): T {
   if (!('managedFields' in object.metadata)) return object;
   const { managedFields: _managedFields, ...metadata } = object.metadata;
   return { ...object, metadata };
-}
-
-/** Exponential backoff with ±20 % jitter: attempt 1 → initial, doubling, capped. */
-export function backoffDelay(
-  attempt: number,
-  initialMs: number,
-  maxMs: number,
-  random = Math.random,
-): number {
-  const base = Math.min(maxMs, initialMs * 2 ** Math.max(0, attempt - 1));
-  return Math.round(base * (0.8 + 0.4 * random()));
 }
 
 function resourceVersionOf(object: unknown): string | undefined {

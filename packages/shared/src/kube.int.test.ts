@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { ErrorCode, KubeApiError } from './errors.ts';
 import {
   createEventRecorder,
@@ -20,27 +21,10 @@ const suffix = randomBytes(4).toString('hex');
 const namespace = `shared-kube-${suffix}`;
 const group = `t${suffix}.shared-test.gitops.example`;
 
-/** Polls `check` until it returns a value; generous timeout, no timing assertions. */
-async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-describe('Kubernetes helpers against the API server', {
-  skip: !kubeconfigPath && 'KUBECONFIG is not set',
-}, () => {
+describe('Kubernetes helpers against the API server', () => {
   let kc: KubeConfig;
 
-  before(async () => {
+  beforeAll(async () => {
     kc = loadKubeConfig(kubeconfigPath);
     await serverSideApply(
       kc,
@@ -49,7 +33,7 @@ describe('Kubernetes helpers against the API server', {
     );
   });
 
-  after(async () => {
+  afterAll(async () => {
     if (!kc) return;
     await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
     await deleteIfExists(kc, {

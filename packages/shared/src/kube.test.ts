@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { after, before, describe, it } from 'node:test';
 import { HttpMethod, KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { KubeApiError } from './errors.ts';
 import { kubeRequest } from './kube.ts';
 
@@ -23,7 +23,7 @@ describe('kubeRequest on a throttled API server', () => {
   });
   const kc = new KubeConfig();
 
-  before(async () => {
+  beforeAll(async () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const { port } = server.address() as AddressInfo;
     kc.loadFromOptions({
@@ -33,7 +33,7 @@ describe('kubeRequest on a throttled API server', () => {
       currentContext: 'x',
     });
   });
-  after(() => new Promise<void>((r) => server.close(() => r())));
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
   it('sends the request again after a 429 and returns the answer', async () => {
     answers = [429, 429];

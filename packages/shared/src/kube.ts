@@ -371,6 +371,23 @@ export async function getObject(kc: KubeConfig, ref: ObjectRef, options: { signa
   }
 }
 
+/**
+ * What identifies the cluster behind `kc` across API server URLs: kube-system's uid, or the API server URL
+ * when kube-system is not readable (RBAC). Recorded as `engine_instance.cluster_identity`.
+ */
+export async function clusterIdentity(kc: KubeConfig, options: { logger?: Logger } = {}): Promise<string> {
+  try {
+    const kubeSystem = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: 'kube-system' });
+    if (kubeSystem?.metadata.uid) return kubeSystem.metadata.uid;
+  } catch (err) {
+    options.logger?.debug(
+      { err },
+      'kube-system is not readable; using the API server URL as cluster identity',
+    );
+  }
+  return kc.getCurrentCluster()?.server ?? 'unknown';
+}
+
 export interface ServerSideApplyOptions {
   /** Our own field manager (never another tool's), e.g. `gitops-cluster-agent`. */
   fieldManager: string;

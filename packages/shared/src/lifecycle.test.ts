@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
-import { describe, it } from 'node:test';
+import { describe, it } from 'vitest';
 import { createManualClock } from './clock.ts';
 import { createLifecycle } from './lifecycle.ts';
 import { createSilentLogger } from './logger.ts';

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it } from 'vitest';
 import { createLogger, createMemoryDestination, REDACTED, redactSecrets, scrubString } from './logger.ts';
 
 // Every value below must never appear in a log line.

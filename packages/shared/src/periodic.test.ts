@@ -1,11 +1,8 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it } from 'vitest';
 import { createSilentLogger } from './logger.ts';
 import { runPeriodically } from './periodic.ts';
-
-const until = async (check: () => boolean) => {
-  while (!check()) await new Promise((r) => setTimeout(r, 1));
-};
+import { eventually } from './testing/eventually.ts';
 
 describe('runPeriodically', () => {
   it('runs at once, keeps running after a failed run, and never runs after stop', async () => {
@@ -19,7 +16,7 @@ describe('runPeriodically', () => {
       },
       { logger: createSilentLogger() },
     );
-    await until(() => runs >= 4);
+    await eventually('four runs', () => runs >= 4);
     await periodic.stop();
     const stoppedAt = runs;
     await new Promise((r) => setTimeout(r, 20));
@@ -42,7 +39,7 @@ describe('runPeriodically', () => {
       },
       { logger: createSilentLogger() },
     );
-    await until(() => runs >= 3);
+    await eventually('three runs', () => runs >= 3);
     await periodic.stop();
     assert.equal(maxActive, 1);
   });

@@ -3,6 +3,7 @@
  * the n-th consecutive failure of a key waits `base * 2^n`, capped at `max`; `forget(key)` (called
  * on success) resets the key. controller-runtime's defaults are 5 ms and 1000 s.
  */
+import { backoffCeiling } from './backoff.ts';
 
 export interface RateLimiter {
   /** Records a failure of `key` and returns how long to wait before retrying it. */
@@ -33,8 +34,7 @@ export function createItemExponentialFailureRateLimiter(
     when(key) {
       const exponent = failures.get(key) ?? 0;
       failures.set(key, exponent + 1);
-      const delay = base * 2 ** exponent;
-      return Number.isFinite(delay) && delay < max ? delay : max;
+      return backoffCeiling(exponent + 1, base, max);
     },
     forget(key) {
       failures.delete(key);

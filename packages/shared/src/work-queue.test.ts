@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it } from 'vitest';
 import { createManualClock } from './clock.ts';
 import { ErrorCode, RetryableError, TerminalError } from './errors.ts';
 import { createSilentLogger } from './logger.ts';

@@ -4,9 +4,10 @@
  * outcome. The features run alone; the test is the user.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { LEGACY_ENVIRONMENT_OWNER_API_VERSION, SecretType } from '@gitops/api';
-import { eventually, type KubeObject } from '@gitops/shared';
+import type { KubeObject } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
 
 interface Condition {
@@ -47,12 +48,12 @@ describe('Environment controller', () => {
   const secret = (name: string, type: string = SecretType.ManagedEnvironment) =>
     f.create(Kind.Secret, ns, name, { type, stringData: { kubeconfig: 'not-a-real-kubeconfig' } });
 
-  before(async () => {
+  beforeAll(async () => {
     ns = await f.createNamespace('appstudio-env');
     await secret('cluster-secret');
     await f.start();
   });
-  after(() => f.cleanup());
+  afterAll(() => f.cleanup());
 
   it('an Environment with cluster credentials gets managed-environment-<env> with the same fields, owned by it, and no conditions', async () => {
     const env = await environment('staging', {

@@ -6,8 +6,9 @@
  * binding's status.components) and the core (it reports each GitOpsDeployment as Synced/Healthy or not).
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import { eventually, type KubeObject } from '@gitops/shared';
+import type { KubeObject } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
 
 const APP = 'new-demo-app';
@@ -126,7 +127,7 @@ describe('PromotionRun controller', () => {
     }
   }
 
-  before(async () => {
+  beforeAll(async () => {
     ns = await f.createNamespace('appstudio-pr');
     await f.create(Kind.Application, ns, APP, { spec: { displayName: APP } });
     await f.create(Kind.Snapshot, ns, 'my-snapshot', {
@@ -141,7 +142,7 @@ describe('PromotionRun controller', () => {
     await f.start({ promotionTimeoutMs: TIMEOUT_MS });
     actor = playServices();
   });
-  after(async () => {
+  afterAll(async () => {
     actorStopped = true;
     await actor;
     await f.cleanup();

@@ -5,9 +5,10 @@
  * (it writes a GitOpsDeployment's `status`); the features run alone.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
-import { eventually, type KubeObject } from '@gitops/shared';
+import type { KubeObject } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
 
 interface Condition {
@@ -69,14 +70,14 @@ describe('SnapshotEnvironmentBinding controller', () => {
       return c[0]?.message === message ? c : undefined;
     });
 
-  before(async () => {
+  beforeAll(async () => {
     ns = await f.createNamespace('appstudio-seb');
     await f.create(Kind.Application, ns, APP, { spec: { displayName: APP } });
     await environment('staging');
     // Long enough that a binding created just before its Application survives, short enough to test.
     await f.start({ applicationGracePeriodMs: 20_000 });
   });
-  after(() => f.cleanup());
+  afterAll(() => f.cleanup());
 
   it('each component gets a GitOpsDeployment named <binding>-<app>-<env>-<component>, owned by the binding, with source, automated type and identity labels', async () => {
     const seb = await binding('appa-staging-binding', { components: [component('component-a')] });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { describe, it } from 'node:test';
+import { describe, it } from 'vitest';
 import { componentDeploymentConditions, duplicateComponent, gitOpsDeploymentName } from './binding.render.ts';
 
 describe('GitOpsDeployment name of a binding component', () => {

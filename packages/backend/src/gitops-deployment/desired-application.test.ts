@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, test } from 'vitest';
 import { desiredApplicationSpec, parseGitOpsDeploymentSpec } from './desired-application.ts';
 
 const source = { repoURL: 'https://github.com/org/repo', path: 'env/dev' };

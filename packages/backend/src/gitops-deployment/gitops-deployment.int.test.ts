@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { Finalizer, GitOpsDeploymentMessage } from '@gitops/api';
 import {
   completeOperation,
@@ -10,8 +9,10 @@ import {
   startOperation,
 } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
-import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 import { conditionsOf } from './gitops-deployment.object.ts';
 
 const repoURL = 'https://github.com/redhat-appstudio/managed-gitops';
@@ -25,13 +26,13 @@ describe('GitOpsDeployment reconciler', () => {
   let backend: Backend;
   let tenant: { name: string; uid: string };
 
-  before(async () => {
+  beforeAll(async () => {
     f = await createBackendFixture();
     // A failed delete is announced again after this long (default 1 minute).
     backend = await f.startBackend({ GITOPS_OPERATION_RETRY_INTERVAL: '2s' });
     tenant = await f.createNamespace();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
   });
 

@@ -35,7 +35,7 @@ import {
 import type { Kysely } from 'kysely';
 import { jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
-import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
+import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
@@ -95,18 +95,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   const now = options.now ?? (() => new Date());
   const DELETE_RETRY_MS = options.operationRetryMs ?? 60_000;
 
-  async function currentObject(namespace: string, name: string, signal: AbortSignal) {
-    // Another shard's object counts as absent here, as before.
-    return (
-      (await readCurrentObject(
-        kc,
-        informer,
-        GitOpsDeploymentCr.resource,
-        { namespace, name },
-        { selector: options.selector, signal },
-      )) ?? undefined
-    );
-  }
+  const currentObject = currentObjectReader(kc, informer, GitOpsDeploymentCr, options.selector);
 
   const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
 
@@ -372,7 +361,8 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    const object = await currentObject(namespace, name, context.signal);
+    // Another shard's object (null) counts as absent here.
+    const object = (await currentObject(namespace, name, context.signal)) ?? undefined;
     try {
       if (!object) await reconcileGone(namespace, name, context.logger);
       else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);

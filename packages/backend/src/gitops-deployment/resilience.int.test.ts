@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { completeOperation, failOperation, getApplicationByName, startOperation } from '@gitops/db';
-import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, test } from 'vitest';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 import { conditionsOf } from './gitops-deployment.object.ts';
 
 const spec = { source: { repoURL: 'https://github.com/org/repo', path: 'env/dev' }, type: 'automated' };
@@ -10,11 +11,11 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
   let f: BackendFixture;
   let tenant: { name: string; uid: string };
 
-  before(async () => {
+  beforeAll(async () => {
     f = await createBackendFixture();
     tenant = await f.createNamespace();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
   });
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import { KubeApiError, type KubeObject } from '@gitops/shared';
+import { describe, it } from 'vitest';
 import {
   classifyConnectionError,
   type ManagedEnvironmentSpec,
@@ -37,6 +37,40 @@ const kubeconfig = (server: string, user: Record<string, unknown> = { token: 'se
   });
 
 describe('ManagedEnvironment connection checks', () => {
+  it('tells a kubeconfig without clusters (UnableToLocateContext) from text that is no kubeconfig (UnableToParseKubeconfigData)', () => {
+    const empty = readTargetCluster(
+      secret('apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n'),
+      spec,
+    );
+    assert.deepEqual(empty, {
+      ok: false,
+      reason: 'UnableToLocateContext',
+      message:
+        "the kubeconfig did not have a cluster entry that matched the API URL 'https://API.example.com:6443'",
+    });
+    const cases: [string, string][] = [
+      [
+        'badbadbad',
+        'unable to parse the kubeconfig data in the Secret: it is not a valid kubeconfig (the document is a string, not a mapping)',
+      ],
+      [
+        '- a\n- b\n',
+        'unable to parse the kubeconfig data in the Secret: it is not a valid kubeconfig (the document is a list, not a mapping)',
+      ],
+      [
+        'users: [{name: u, user: {token: secret-token}}]\nclusters: [',
+        'unable to parse the kubeconfig data in the Secret: it is not a valid kubeconfig (YAML error BAD_INDENT at line 2, column 12)',
+      ],
+    ];
+    for (const [text, message] of cases) {
+      assert.deepEqual(readTargetCluster(secret(text), spec), {
+        ok: false,
+        reason: 'UnableToParseKubeconfigData',
+        message,
+      });
+    }
+  });
+
   it('accepts an https apiURL and rejects anything else or one with a query', () => {
     assert.equal(parseManagedEnvironmentSpec({ ...spec }).ok, true);
     for (const apiURL of ['http://x:6443', 'https://x:6443?a=b', 'not a url']) {

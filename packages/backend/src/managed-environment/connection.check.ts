@@ -13,6 +13,7 @@ import {
   type KubeObject,
   kubeRequest,
 } from '@gitops/shared';
+import { parse as parseYaml, YAMLError } from 'yaml';
 import { isJsonObject } from '../json.ts';
 
 export type CheckOutcome<T> =
@@ -77,6 +78,35 @@ export interface TargetCluster {
   token: string;
 }
 
+/** The top-level fields of a kubeconfig document; a mapping with none of them is not one. */
+const KUBECONFIG_FIELDS = ['apiVersion', 'kind', 'clusters', 'contexts', 'users', 'current-context'];
+
+/**
+ * Why a Secret's kubeconfig text is not a kubeconfig document at all (undefined when it is a YAML mapping
+ * with at least one kubeconfig field).
+ * The Kubernetes client accepts any text as an empty configuration, which would hide a broken Secret behind
+ * "no cluster entry for the API URL". The YAML parser's own message quotes the document (and so possibly
+ * the token), so only its error code and position are kept.
+ */
+export function kubeconfigDocumentProblem(text: string): string | undefined {
+  let document: unknown;
+  try {
+    document = parseYaml(text);
+  } catch (err) {
+    if (err instanceof YAMLError) {
+      const at = err.linePos?.[0];
+      return `YAML error ${err.code}${at ? ` at line ${at.line}, column ${at.col}` : ''}`;
+    }
+    return 'the YAML parser failed';
+  }
+  if (isJsonObject(document)) {
+    if (KUBECONFIG_FIELDS.some((field) => field in document)) return undefined;
+    return `the document has none of the fields ${KUBECONFIG_FIELDS.join(', ')}`;
+  }
+  const what = document === null ? 'empty' : Array.isArray(document) ? 'a list' : `a ${typeof document}`;
+  return `the document is ${what}, not a mapping`;
+}
+
 /** Step 1 (docs/api.md): the Secret, its kubeconfig, the cluster entry for apiURL and its context's token. */
 export function readTargetCluster(
   secret: KubeObject | undefined,
@@ -103,24 +133,26 @@ export function readTargetCluster(
       ManagedEnvironmentMessage.MissingKubeConfigField,
     );
   }
+  const text = Buffer.from(encoded, 'base64').toString('utf8');
+  const problem = kubeconfigDocumentProblem(text);
+  if (problem) {
+    return fail(
+      ManagedEnvironmentReason.UnableToParseKubeconfigData,
+      `unable to parse the kubeconfig data in the Secret: it is not a valid kubeconfig (${problem})`,
+    );
+  }
   const kc = new KubeConfig();
   try {
-    kc.loadFromString(Buffer.from(encoded, 'base64').toString('utf8'));
+    kc.loadFromString(text);
   } catch (err) {
-    // The parser's message may quote the document (and so the token): keep only a generic description.
+    // The client's message may quote the document (and so the token): keep only a generic description.
     void err;
     return fail(
       ManagedEnvironmentReason.UnableToParseKubeconfigData,
       'unable to parse the kubeconfig data in the Secret: it is not a valid kubeconfig',
     );
   }
-  // The parser is lenient (any text loads as an empty config): a kubeconfig without clusters is not one.
-  if (kc.getClusters().length === 0) {
-    return fail(
-      ManagedEnvironmentReason.UnableToParseKubeconfigData,
-      'unable to parse the kubeconfig data in the Secret: it is not a valid kubeconfig (no clusters)',
-    );
-  }
+  // A well-formed kubeconfig without clusters (e.g. an empty `Config`) has no entry for the API URL.
   const wanted = spec.apiURL.replace(/\/+$/, '').toLowerCase();
   const cluster = kc.getClusters().find((c) => c.server.replace(/\/+$/, '').toLowerCase() === wanted);
   const context = cluster ? kc.getContexts().find((c) => c.cluster === cluster.name) : undefined;

@@ -1,16 +1,13 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
 import { API_GROUP_VERSION } from '@gitops/api';
+import { managedEnvironment } from '@gitops/api/testing';
 import { failOperation, getApiCrMappingByUid, getApplicationByName, startOperation } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
-import {
-  type BackendFixture,
-  createBackendFixture,
-  eventually,
-  randomSuffix,
-} from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture, randomSuffix } from '../testing/backend-fixture.ts';
 import { BEARER_TOKEN_CONTEXT } from './managed-environment.store.ts';
 
 const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
@@ -37,7 +34,7 @@ describe('ManagedEnvironment reconciler', () => {
   const request = (method: HttpMethod, path: string, body?: unknown, contentType?: string) =>
     kubeRequest(f.kc, { method, path, body, contentType });
 
-  before(async () => {
+  beforeAll(async () => {
     f = await createBackendFixture();
     // A failed agent operation is announced again this long after the failure (default 1 minute).
     backend = await f.startBackend({ GITOPS_OPERATION_RETRY_INTERVAL: '2s' });
@@ -85,7 +82,7 @@ describe('ManagedEnvironment reconciler', () => {
     )) as { status: { token: string } };
     token = answer.status.token;
   });
-  after(async () => {
+  afterAll(async () => {
     for (const path of cleanupPaths) await request(HttpMethod.DELETE, path).catch(() => {});
     await f?.cleanup();
   });
@@ -99,12 +96,15 @@ describe('ManagedEnvironment reconciler', () => {
   }
   async function createEnvironment(name: string, secret: string): Promise<KubeObject> {
     const cluster = f.kc.getCurrentCluster()!;
-    return (await request(HttpMethod.POST, envPath(tenant.name), {
-      apiVersion: API_GROUP_VERSION,
-      kind: 'GitOpsDeploymentManagedEnvironment',
-      metadata: { name, labels: { [SHARD_LABEL]: f.runLabel } },
-      spec: { apiURL: cluster.server, credentialsSecret: secret, allowInsecureSkipTLSVerify: false },
-    })) as KubeObject;
+    return (await request(
+      HttpMethod.POST,
+      envPath(tenant.name),
+      managedEnvironment(
+        name,
+        { apiURL: cluster.server, credentialsSecret: secret, allowInsecureSkipTLSVerify: false },
+        { labels: { [SHARD_LABEL]: f.runLabel } },
+      ),
+    )) as KubeObject;
   }
   const conditionOf = (name: string, predicate: (c: Condition) => boolean) =>
     eventually(`condition of ${name}`, async () => {

@@ -31,7 +31,7 @@ import {
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr } from '../kinds.ts';
-import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
+import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome, reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
 import {
@@ -102,15 +102,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
   const reportedFailures = new Set<string>();
   const AGENT_RETRY_AFTER_MS = options.operationRetryMs ?? 60_000;
 
-  async function currentObject(namespace: string, name: string, signal: AbortSignal) {
-    return await readCurrentObject(
-      kc,
-      informer,
-      ManagedEnvironmentCr.resource,
-      { namespace, name },
-      { selector: options.selector, signal },
-    );
-  }
+  const currentObject = currentObjectReader(kc, informer, ManagedEnvironmentCr, options.selector);
 
   async function getSecret(
     namespace: string,

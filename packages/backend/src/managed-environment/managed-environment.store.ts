@@ -20,6 +20,7 @@ import {
   insertOperations,
   listApplicationsOfManagedEnvironment,
   type OperationRequest,
+  SealContext,
   type Sealer,
   touchManagedEnvironment,
   updateEnvironmentCredentials,
@@ -35,7 +36,7 @@ export interface EnvironmentIdentity {
 }
 
 /** Sealing context of a bearer token: binds the ciphertext to its credentials row kind. */
-export const BEARER_TOKEN_CONTEXT = 'cluster_credentials.bearer_token';
+export const BEARER_TOKEN_CONTEXT = SealContext.bearerToken;
 
 export async function findEnvironmentMappings(
   db: Kysely<Database>,

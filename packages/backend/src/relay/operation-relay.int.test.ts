@@ -1,19 +1,20 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
 import { getApplicationByName, insertOperation, upsertEngineInstance } from '@gitops/db';
 import { createMetricsRegistry, createSilentLogger, loadKubeConfig } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
-import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { afterAll, beforeAll, describe, test } from 'vitest';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 import { createOperationRelay } from './operation-relay.ts';
 
 describe('outbox relay', () => {
   let f: BackendFixture;
 
-  before(async () => {
+  beforeAll(async () => {
     f = await createBackendFixture();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
   });
 

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test } from 'vitest';
 import { deliveryBackoffMs, operationCr } from './operation-relay.ts';
 
 test('the Operation CR is operation-<id> with spec.operationID', () => {

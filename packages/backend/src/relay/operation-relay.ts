@@ -8,7 +8,7 @@
  * after the LISTEN connection is re-established. A failed creation backs off per operation
  * (`next_delivery_at`), so one bad namespace cannot hold up the others.
  */
-import { API_GROUP_VERSION, Kind, Plural } from '@gitops/api';
+import { API_GROUP_VERSION, Kind, operationCrName, Plural } from '@gitops/api';
 import {
   type ClaimedOperation,
   claimUndeliveredOperations,
@@ -17,6 +17,7 @@ import {
   recordDeliveryFailure,
 } from '@gitops/db';
 import {
+  backoffDelay,
   collectionPath,
   getOrCreateCounter,
   HttpMethod,
@@ -29,10 +30,8 @@ import {
 import type { Kysely } from 'kysely';
 import type { BackendContext, BackendFeature } from '../backend-feature.ts';
 
-/** Name of the Operation CR of an operation row. */
-export function operationCrName(operationId: string): string {
-  return `operation-${operationId}`;
-}
+/** Name of the Operation CR of an operation row (defined once, in @gitops/api, for both processes). */
+export { operationCrName };
 
 /** The Operation CR announcing `operationId` in `namespace`. */
 export function operationCr(operationId: string, namespace: string) {
@@ -46,8 +45,7 @@ export function operationCr(operationId: string, namespace: string) {
 
 /** Delivery retry delay after `attempts` failures: 1 s doubling to 5 min, ±20 % jitter. */
 export function deliveryBackoffMs(attempts: number, random = Math.random): number {
-  const base = Math.min(300_000, 1_000 * 2 ** Math.max(0, attempts));
-  return Math.round(base * (0.8 + 0.4 * random()));
+  return backoffDelay(attempts + 1, 1_000, 300_000, random);
 }
 
 export interface OperationRelayOptions {

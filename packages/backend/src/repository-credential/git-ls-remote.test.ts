@@ -2,22 +2,22 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
-import { type GitServer, startGitServer } from '../../../../e2e/fixture/git-server.ts';
+import { type GitServer, startGitServer } from '@gitops/local-env';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { classifyGitError, lsRemote } from './git-ls-remote.ts';
 
 describe('git ls-remote validation against a local Git HTTPS server', () => {
   let git: GitServer;
   let previousCa: string | undefined;
 
-  before(async () => {
+  beforeAll(async () => {
     git = await startGitServer();
     await git.createRepository('public');
     await git.createRepository('private', { username: 'jane', password: 's3cr3t-pw' });
     previousCa = process.env.GIT_SSL_CAINFO;
     process.env.GIT_SSL_CAINFO = git.caFile;
   });
-  after(async () => {
+  afterAll(async () => {
     if (previousCa === undefined) delete process.env.GIT_SSL_CAINFO;
     else process.env.GIT_SSL_CAINFO = previousCa;
     await git?.stop();

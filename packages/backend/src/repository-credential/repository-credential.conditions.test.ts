@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it } from 'vitest';
 import { nextConditions } from './repository-credential.conditions.ts';
 import { credentialsOfSecret, parseRepositoryCredentialSpec } from './repository-credential.reconciler.ts';
 import { normalizeRepositoryUrl } from './repository-credential.store.ts';
@@ -133,6 +133,36 @@ describe('RepositoryCredential spec and Secret parsing', () => {
     assert.ok(!JSON.stringify(onlyUser).includes('u-secret-value'));
     const empty = credentialsOfSecret('s', secret(TYPE, {}));
     assert.equal(!empty.ok && empty.outcome.kind, 'secretInvalidContent');
+  });
+
+  it('reports binary or control-character credentials by key, never by value', () => {
+    const raw = (data: Record<string, Buffer>) => ({
+      type: TYPE,
+      data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, v.toString('base64')])),
+    });
+    const cases: [Record<string, Buffer>, string][] = [
+      [
+        { username: Buffer.from('u'), password: Buffer.from([0x70, 0x00, 0xff, 0xfe, 0x41]) },
+        'password is not UTF-8 text (binary data)',
+      ],
+      [
+        { username: Buffer.from('planted\u0000user'), password: Buffer.from('p') },
+        'username contains control characters',
+      ],
+      [
+        { sshPrivateKey: Buffer.from('-----KEY-----\nplanted\u0007\n') },
+        'sshPrivateKey contains control characters',
+      ],
+    ];
+    for (const [data, problem] of cases) {
+      const read = credentialsOfSecret('s', raw(data));
+      assert.deepEqual(read, { ok: false, outcome: { kind: 'secretInvalidContent', secret: 's', problem } });
+    }
+    const key = '-----BEGIN KEY-----\r\n\tline\n-----END KEY-----\n';
+    assert.deepEqual(credentialsOfSecret('s', secret(TYPE, { sshPrivateKey: key })), {
+      ok: true,
+      credentials: { sshPrivateKey: key },
+    });
   });
 
   it('normalises repository URLs like the AppProject does', () => {

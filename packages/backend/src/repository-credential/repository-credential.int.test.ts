@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { API_GROUP_VERSION } from '@gitops/api';
+import { repositoryCredential } from '@gitops/api/testing';
 import { completeOperation, failOperation, startOperation } from '@gitops/db';
+import { type GitServer, startGitServer } from '@gitops/local-env';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
-import { type GitServer, startGitServer } from '../../../../e2e/fixture/git-server.ts';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
-import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 import { SealContext } from './repository-credential.store.ts';
 
 const PASSWORD = 'int-Pa55word-1';
@@ -19,7 +21,7 @@ describe('RepositoryCredential reconciler', () => {
   let tenant: { name: string; uid: string };
   let previousCa: string | undefined;
 
-  before(async () => {
+  beforeAll(async () => {
     git = await startGitServer();
     await git.createRepository('team', { username: 'jane', password: PASSWORD });
     previousCa = process.env.GIT_SSL_CAINFO;
@@ -28,7 +30,7 @@ describe('RepositoryCredential reconciler', () => {
     backend = await f.startBackend();
     tenant = await f.createNamespace();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
     await git?.stop();
     if (previousCa === undefined) delete process.env.GIT_SSL_CAINFO;
@@ -72,12 +74,11 @@ describe('RepositoryCredential reconciler', () => {
     const cr = (await kubeRequest(f.kc, {
       method: HttpMethod.POST,
       path: crPath(),
-      body: {
-        apiVersion: API_GROUP_VERSION,
-        kind: 'GitOpsDeploymentRepositoryCredential',
-        metadata: { name: 'team', labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
-        spec: { repository: git.url('team'), secret: 'team-creds' },
-      },
+      body: repositoryCredential(
+        'team',
+        { repository: git.url('team'), secret: 'team-creds' },
+        { labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
+      ),
     })) as KubeObject;
     const row = await rowOfCr(cr.metadata.uid!);
     assert.equal(row.repository_url, git.url('team'));
@@ -155,12 +156,11 @@ describe('RepositoryCredential reconciler', () => {
     const cr = (await kubeRequest(f.kc, {
       method: HttpMethod.POST,
       path: crPath(),
-      body: {
-        apiVersion: API_GROUP_VERSION,
-        kind: 'GitOpsDeploymentRepositoryCredential',
-        metadata: { name: 'failing', labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
-        spec: { repository: git.url('team'), secret: 'failing-creds' },
-      },
+      body: repositoryCredential(
+        'failing',
+        { repository: git.url('team'), secret: 'failing-creds' },
+        { labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
+      ),
     })) as KubeObject;
     const row = await rowOfCr(cr.metadata.uid!);
     const [operation] = await operationsOf(row.id);

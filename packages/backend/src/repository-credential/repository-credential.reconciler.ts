@@ -32,7 +32,7 @@ import {
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr } from '../kinds.ts';
-import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
+import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
@@ -89,8 +89,35 @@ type SecretRead =
   | { ok: true; credentials: GitCredentials }
   | { ok: false; outcome: RepositoryCredentialOutcome };
 
-function decode(value: unknown): string | undefined {
-  return typeof value === 'string' ? Buffer.from(value, 'base64').toString('utf8') : undefined;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A Secret value as text; `null` when its bytes are not UTF-8 (binary data is never a Git credential). */
+function decode(value: unknown): string | undefined | null {
+  if (typeof value !== 'string') return undefined;
+  try {
+    return utf8.decode(Buffer.from(value, 'base64'));
+  } catch {
+    return null;
+  }
+}
+
+/** Control characters (an sshPrivateKey may have line breaks and tabs): Git, its environment and askpass refuse them. */
+function hasControlCharacters(value: string, allowLineBreaks: boolean): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (allowLineBreaks && (code === 0x09 || code === 0x0a || code === 0x0d)) continue;
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
+}
+
+/** Why a credential value cannot be used, naming the key and never the value. */
+function unusableValue(key: string, value: string | undefined | null, multiline = false): string | undefined {
+  if (value === null) return `${key} is not UTF-8 text (binary data)`;
+  if (value !== undefined && hasControlCharacters(value, multiline)) {
+    return `${key} contains control characters`;
+  }
+  return undefined;
 }
 
 /** A user Secret's credentials (pure; exported for tests). */
@@ -104,10 +131,17 @@ export function credentialsOfSecret(secretName: string, secret: unknown): Secret
   const username = decode(data[SecretKey.Username]);
   const password = decode(data[SecretKey.Password]);
   const sshPrivateKey = decode(data[SecretKey.SshPrivateKey]);
-  if (sshPrivateKey !== undefined && sshPrivateKey.trim() !== '') {
+  const problem =
+    unusableValue(SecretKey.SshPrivateKey, sshPrivateKey, true) ??
+    unusableValue(SecretKey.Username, username) ??
+    unusableValue(SecretKey.Password, password);
+  if (problem) {
+    return { ok: false, outcome: { kind: 'secretInvalidContent', secret: secretName, problem } };
+  }
+  if (typeof sshPrivateKey === 'string' && sshPrivateKey.trim() !== '') {
     return { ok: true, credentials: { sshPrivateKey } };
   }
-  if (username !== undefined || password !== undefined) {
+  if (typeof username === 'string' || typeof password === 'string') {
     if (!username || !password) {
       return {
         ok: false,
@@ -150,18 +184,7 @@ export function createRepositoryCredentialReconciler(
       lsRemote(url, credentials, { signal }));
   const memo = createValidationMemo({ revalidateMs, failureBackoffMs });
 
-  async function currentObject(namespace: string, name: string, signal: AbortSignal) {
-    // Another shard's object counts as absent here, as before.
-    return (
-      (await readCurrentObject(
-        kc,
-        informer,
-        RepositoryCredentialCr.resource,
-        { namespace, name },
-        { selector: options.selector, signal },
-      )) ?? undefined
-    );
-  }
+  const currentObject = currentObjectReader(kc, informer, RepositoryCredentialCr, options.selector);
 
   async function readSecret(namespace: string, name: string, signal: AbortSignal): Promise<unknown> {
     try {
@@ -338,7 +361,8 @@ export function createRepositoryCredentialReconciler(
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    const object = await currentObject(namespace, name, context.signal);
+    // Another shard's object (null) counts as absent here.
+    const object = (await currentObject(namespace, name, context.signal)) ?? undefined;
     try {
       if (!object || typeof object.metadata.deletionTimestamp === 'string') {
         memo.forget(key);

@@ -16,6 +16,7 @@ import {
   insertRepositoryCredentials,
   type OperationRow,
   type RepositoryCredentialsRow,
+  SealContext,
   type Sealer,
   updateRepositoryCredentials,
   upsertClusterUser,
@@ -24,12 +25,8 @@ import type { Kysely, Transaction } from 'kysely';
 import { RepositoryCredentialCr } from '../kinds.ts';
 import type { GitCredentials } from './git-ls-remote.ts';
 
-/** Additional authenticated data of each sealed column (a value cannot be moved to another column). */
-export const SealContext = {
-  username: 'repository_credentials.username',
-  password: 'repository_credentials.password',
-  sshPrivateKey: 'repository_credentials.ssh_private_key',
-} as const;
+/** Additional authenticated data of each sealed column (one definition for both processes, in @gitops/db). */
+export { SealContext };
 
 export interface RepositoryCredentialIdentity {
   namespace: string;

@@ -4,6 +4,7 @@
  * `revalidateMs`, a failed one after `failureBackoffMs` doubling per consecutive failure (capped at
  * `revalidateMs`). A changed input (edited CR or Secret) is validated at once.
  */
+import { backoffCeiling } from '@gitops/shared';
 import type { LsRemoteOutcome } from './git-ls-remote.ts';
 
 export interface ValidationMemoOptions {
@@ -35,7 +36,7 @@ export function createValidationMemo(options: ValidationMemoOptions): Validation
   const waitAfter = (outcome: LsRemoteOutcome, failures: number) =>
     outcome.result === 'valid'
       ? options.revalidateMs
-      : Math.min(options.revalidateMs, options.failureBackoffMs * 2 ** Math.max(0, failures - 1));
+      : backoffCeiling(failures, options.failureBackoffMs, options.revalidateMs);
 
   return {
     async check(key, fingerprint, validate) {

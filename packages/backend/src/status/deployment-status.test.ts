@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
 import type { GitOpsDeploymentCondition } from '@gitops/api';
+import { describe, test } from 'vitest';
 import {
   desiredStatus,
   managedEnvironmentIdOf,

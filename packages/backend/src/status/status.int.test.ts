@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { getApplicationByName, writeApplicationState } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { conditionsOf, statusOf } from '../gitops-deployment/gitops-deployment.object.ts';
-import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 import { RESOURCES_LIMIT, RESOURCES_TRUNCATED_CONDITION } from './deployment-status.ts';
 
 const spec = {
@@ -26,12 +27,12 @@ describe('status path', () => {
   let backend: Backend;
   let tenant: { name: string; uid: string };
 
-  before(async () => {
+  beforeAll(async () => {
     f = await createBackendFixture();
     backend = await f.startBackend();
     tenant = await f.createNamespace();
   });
-  after(async () => {
+  afterAll(async () => {
     await f?.cleanup();
   });
 

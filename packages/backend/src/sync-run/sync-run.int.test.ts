@@ -2,14 +2,18 @@
  * Integration: the backend's GitOpsDeploymentSyncRun reconcile against the real API server and PostgreSQL
  * (no agent: the test plays the agent by writing the outcome and finishing operations).
  */
+
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import type { GitOpsDeploymentSyncRunSpec } from '@gitops/api';
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
+import { syncRun } from '@gitops/api/testing';
 import { completeOperation, setSyncOperationOutcome } from '@gitops/db';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
-import { type BackendFixture, createBackendFixture, eventually } from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 
 const MANUAL = {
   source: { repoURL: 'https://github.com/example/repo', path: 'dev', targetRevision: 'main' },
@@ -27,12 +31,9 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     (await kubeRequest(fixture.kc, {
       method: HttpMethod.POST,
       path: runsPath(),
-      body: {
-        apiVersion: API_GROUP_VERSION,
-        kind: 'GitOpsDeploymentSyncRun',
-        metadata: { name, labels: { [BACKEND_SHARD_LABEL]: fixture.runLabel } },
-        spec,
-      },
+      body: syncRun(name, spec as unknown as GitOpsDeploymentSyncRunSpec, {
+        labels: { [BACKEND_SHARD_LABEL]: fixture.runLabel },
+      }),
     })) as KubeObject;
   const getSyncRun = async (name: string) => {
     try {
@@ -64,12 +65,12 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       .orderBy('created_at')
       .execute();
 
-  before(async () => {
+  beforeAll(async () => {
     fixture = await createBackendFixture();
     backend = await fixture.startBackend({ GITOPS_RELAY_ENABLED: 'false' });
     ns = (await fixture.createNamespace('syncrun')).name;
   });
-  after(async () => {
+  afterAll(async () => {
     await fixture?.cleanup();
   });
 

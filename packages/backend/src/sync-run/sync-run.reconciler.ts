@@ -33,7 +33,7 @@ import { parseGitOpsDeploymentSpec } from '../gitops-deployment/desired-applicat
 import { conditionsOf, isBeingDeleted } from '../gitops-deployment/gitops-deployment.object.ts';
 import { isJsonObject, jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, SyncRunCr } from '../kinds.ts';
-import { readCurrentObject, readNamespaceUid } from '../kube-reads.ts';
+import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import {
   parseSyncRunSpec,
@@ -110,18 +110,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     return false;
   }
 
-  async function currentObject(namespace: string, name: string, signal: AbortSignal) {
-    // Another shard's object counts as absent here, as before.
-    return (
-      (await readCurrentObject(
-        kc,
-        informer,
-        SyncRunCr.resource,
-        { namespace, name },
-        { selector: options.selector, signal },
-      )) ?? undefined
-    );
-  }
+  const currentObject = currentObjectReader(kc, informer, SyncRunCr, options.selector);
 
   const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
 
@@ -258,7 +247,8 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    const object = await currentObject(namespace, name, context.signal);
+    // Another shard's object (null) counts as absent here.
+    const object = (await currentObject(namespace, name, context.signal)) ?? undefined;
     try {
       if (!object || isBeingDeleted(object)) await reconcileGone(namespace, name, context.logger);
       else return await reconcileLive(object, context);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, test } from 'vitest';
 import { parseSyncRunSpec, syncRunCondition, syncRunErrorState } from './sync-run.status.ts';
 
 describe('SyncRun spec', () => {

@@ -5,8 +5,10 @@
  * so test files, and unsharded backends of other suites, never serve each other's GitOpsDeployments.
  */
 import { randomBytes } from 'node:crypto';
-import { API_GROUP_VERSION, Plural } from '@gitops/api';
-import { createTestDatabase, type Database, type TestDatabase } from '@gitops/db';
+import { API_GROUP_VERSION, type GitOpsDeploymentSpec, Plural } from '@gitops/api';
+import { gitOpsDeployment } from '@gitops/api/testing';
+import type { Database } from '@gitops/db';
+import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import {
   createLogger,
   createMetricsRegistry,
@@ -23,8 +25,6 @@ import { type Backend, buildBackend } from '../app.ts';
 import { BACKEND_SHARD_LABEL, loadBackendConfig } from '../config.ts';
 
 export const randomSuffix = () => randomBytes(4).toString('hex');
-
-export { eventually } from '@gitops/shared';
 
 export interface BackendFixture {
   readonly kc: KubeConfig;
@@ -129,17 +129,11 @@ export async function createBackendFixture(): Promise<BackendFixture> {
       return (await kubeRequest(kc, {
         method: HttpMethod.POST,
         path: deploymentsPath(namespace),
-        body: {
-          apiVersion: API_GROUP_VERSION,
-          kind: 'GitOpsDeployment',
-          metadata: {
-            name,
-            namespace,
-            labels: { [BACKEND_SHARD_LABEL]: runLabel },
-            finalizers: options.finalizers,
-          },
-          spec,
-        },
+        body: gitOpsDeployment(name, spec as unknown as GitOpsDeploymentSpec, {
+          namespace,
+          labels: { [BACKEND_SHARD_LABEL]: runLabel },
+          finalizers: options.finalizers,
+        }),
       })) as KubeObject;
     },
     getDeployment: (namespace, name) => get(`${deploymentsPath(namespace)}/${encodeURIComponent(name)}`),
@@ -149,12 +143,10 @@ export async function createBackendFixture(): Promise<BackendFixture> {
         path: `${deploymentsPath(namespace)}/${encodeURIComponent(name)}`,
         query: { fieldManager: 'backend-test-user', force: true },
         contentType: 'application/apply-patch+yaml',
-        body: {
-          apiVersion: API_GROUP_VERSION,
-          kind: 'GitOpsDeployment',
-          metadata: { name, namespace, labels: { [BACKEND_SHARD_LABEL]: runLabel } },
-          spec,
-        },
+        body: gitOpsDeployment(name, spec as unknown as GitOpsDeploymentSpec, {
+          namespace,
+          labels: { [BACKEND_SHARD_LABEL]: runLabel },
+        }),
       })) as KubeObject;
     },
     async deleteDeployment(namespace, name) {

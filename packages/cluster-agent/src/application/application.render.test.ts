@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
 import { TerminalError } from '@gitops/shared';
+import { describe, it } from 'vitest';
 import { destinationName, renderApplication } from './application.render.ts';
 
 const automatedSpec = {

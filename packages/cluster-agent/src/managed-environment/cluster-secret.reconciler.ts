@@ -5,7 +5,13 @@
  * the tenant's External environments). The token is unsealed here and only ever written to the Secret.
  */
 import { ArgoCDSecretType, Label } from '@gitops/api';
-import { type Database, getManagedEnvironmentWithCredentials, type Sealer } from '@gitops/db';
+import {
+  type Db,
+  getManagedEnvironmentWithCredentials,
+  listExternalEnvironmentIds,
+  SealContext,
+  type Sealer,
+} from '@gitops/db';
 import {
   createInformer,
   deleteIfExists,
@@ -20,13 +26,9 @@ import {
   type Registry,
   serverSideApply,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import type { ResourceOutcome } from '../agent-context.ts';
 import { FIELD_MANAGER, isUuid, managedEnvironmentClusterName } from '../argocd.ts';
 import { renderClusterSecret } from './cluster-secret.render.ts';
-
-/** Sealing context of cluster_credentials.bearer_token_sealed (as the backend seals it). */
-export const BEARER_TOKEN_CONTEXT = 'cluster_credentials.bearer_token';
 
 /** Label selector of the cluster Secrets we own. */
 export const CLUSTER_SECRET_SELECTOR = `${Label.ArgoCDSecretType}=${ArgoCDSecretType.Cluster},${Label.DatabaseId}`;
@@ -66,7 +68,7 @@ export function watchClusterSecrets(options: {
 
 export interface ClusterSecretReconcilerOptions {
   kc: KubeConfig;
-  db: Kysely<Database>;
+  db: Db;
   sealer: Sealer;
   namespace: string;
   /** Recomputes a tenant's AppProject. */
@@ -133,7 +135,7 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
       const c = found.credentials;
       let bearerToken: string;
       try {
-        bearerToken = sealer.openString(c.bearer_token_sealed, BEARER_TOKEN_CONTEXT);
+        bearerToken = sealer.openString(c.bearer_token_sealed, SealContext.bearerToken);
       } catch (err) {
         // A key that is not configured here: say which, never the value.
         throw new Error(
@@ -166,12 +168,7 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
 
   /** The resource ids to check in a drift pass: every External environment row and every live cluster Secret. */
   async function driftIds(signal: AbortSignal): Promise<string[]> {
-    const rows = await db
-      .selectFrom('managed_environment')
-      .select('id')
-      .where('kind', '=', 'External')
-      .execute();
-    const ids = new Set(rows.map((r) => r.id));
+    const ids = new Set(await listExternalEnvironmentIds(db));
     for (const secret of await listOwnedSecrets(signal)) {
       const id = secret.metadata.labels?.[Label.DatabaseId];
       if (isUuid(id)) ids.add(id);

@@ -3,7 +3,7 @@
  * namespaces are never seen (the informer is namespaced); ones whose row does not exist or belongs to another
  * engine instance are ignored; ones whose row is finished are deleted.
  */
-import { type Database, getOperation } from '@gitops/db';
+import { type Db, getOperation } from '@gitops/db';
 import {
   createWorkQueue,
   deleteIfExists,
@@ -16,12 +16,11 @@ import {
   splitObjectKey,
   type WorkQueue,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import { isUuid } from '../argocd.ts';
 import { operationCrRef } from './operation.processor.ts';
 
 export interface OperationCrControllerOptions {
-  db: Kysely<Database>;
+  db: Db;
   kc: KubeConfig;
   logger: Logger;
   registry: Registry;

@@ -10,11 +10,13 @@
  * A key without operations (drift resync, informer events) runs the same reconcile; what it had to change is
  * counted in `drift_corrected_total{kind}`.
  */
-import { API_GROUP_VERSION, Kind } from '@gitops/api';
+import { API_GROUP_VERSION, Kind, operationCrName } from '@gitops/api';
 import {
   completeOperation,
-  type Database,
+  type Db,
   failOperation,
+  listUnfinishedOperationsOfResource,
+  type OperationResourceType,
   type OperationRow,
   retryOperation,
   startOperation,
@@ -33,7 +35,6 @@ import {
   scrubString,
   type WorkQueue,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import { parseResourceKey, type ResourceOutcome, resourceKey } from '../agent-context.ts';
 
 /** First retry delay of a failed operation; doubles per attempt up to OPERATION_RETRY_MAX_DELAY. */
@@ -45,7 +46,7 @@ export type ResourceHandler = (
 ) => Promise<ResourceOutcome>;
 
 export interface OperationProcessorOptions {
-  db: Kysely<Database>;
+  db: Db;
   kc: KubeConfig;
   logger: Logger;
   registry: Registry;
@@ -69,7 +70,12 @@ export interface OperationProcessor {
 
 /** The Operation CR of an operation row: `operation-<id>` in the engine instance namespace. */
 export function operationCrRef(operationId: string, namespace: string) {
-  return { apiVersion: API_GROUP_VERSION, kind: Kind.Operation, name: `operation-${operationId}`, namespace };
+  return {
+    apiVersion: API_GROUP_VERSION,
+    kind: Kind.Operation,
+    name: operationCrName(operationId),
+    namespace,
+  };
 }
 
 /**
@@ -164,15 +170,10 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
         logger.warn('malformed resource key ignored');
         return;
       }
-      const rows = await db
-        .selectFrom('operation')
-        .selectAll()
-        .where('engine_instance_id', '=', engineInstanceId)
-        .where('resource_type', '=', resource.type as OperationRow['resource_type'])
-        .where('resource_id', '=', resource.id)
-        .where('state', 'in', ['Waiting', 'In_Progress'])
-        .orderBy('created_at')
-        .execute();
+      const rows = await listUnfinishedOperationsOfResource(db, engineInstanceId, {
+        type: resource.type as OperationResourceType,
+        id: resource.id,
+      });
       const operations: OperationRow[] = [];
       for (const row of rows) {
         if (row.state === 'In_Progress') {

@@ -1,25 +1,24 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
 import {
   completeOperation,
-  createTestDatabase,
   getOperation,
   insertOperation,
   type OperationRow,
   startOperation,
-  type TestDatabase,
   upsertEngineInstance,
 } from '@gitops/db';
+import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import { createSilentLogger } from '@gitops/shared';
 import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { collectFinishedOperations, sweepOperations } from './operation.sweeps.ts';
 
-describe('operation sweeps', { skip: !process.env.GITOPS_TEST_DATABASE_URL && 'no test database' }, () => {
+describe('operation sweeps', () => {
   let database: TestDatabase;
   let engineInstanceId: string;
 
-  before(async () => {
+  beforeAll(async () => {
     database = await createTestDatabase();
     const name = `sweeps-${randomUUID()}`;
     engineInstanceId = (
@@ -31,7 +30,7 @@ describe('operation sweeps', { skip: !process.env.GITOPS_TEST_DATABASE_URL && 'n
       })
     ).id;
   });
-  after(async () => {
+  afterAll(async () => {
     await database?.destroy();
   });
 

@@ -3,14 +3,13 @@
  * In_Progress rows left behind by a crashed agent, and the retention of finished rows.
  */
 import {
-  type Database,
+  type Db,
   deleteFinishedOperations,
   listDueWaitingOperations,
   listStaleInProgressOperations,
   retryOperation,
 } from '@gitops/db';
 import type { Logger } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 
 /** A Waiting row is swept once it has been due this long (the CR event normally comes first). */
 const WAITING_GRACE_MS = 2_000;
@@ -18,7 +17,7 @@ const SWEEP_BATCH = 500;
 const RETENTION_BATCH = 1_000;
 
 export interface SweepOptions {
-  db: Kysely<Database>;
+  db: Db;
   engineInstanceId: string;
   logger: Logger;
   staleAfterMs: number;
@@ -54,7 +53,7 @@ export async function sweepOperations(options: SweepOptions): Promise<void> {
 
 /** Deletes this engine instance's finished operation rows older than the retention, in batches. Returns how many. */
 export async function collectFinishedOperations(
-  db: Kysely<Database>,
+  db: Db,
   engineInstanceId: string,
   retentionMs: number,
   signal: AbortSignal,

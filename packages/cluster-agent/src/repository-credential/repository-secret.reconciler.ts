@@ -5,7 +5,13 @@
  * row gone (or on another engine instance) → delete every Secret labelled with its id.
  * The tenant's AppProject (sourceRepos include the credential's URL) is updated by the caller.
  */
-import { type Database, getRepositoryCredentials, type Sealer } from '@gitops/db';
+import {
+  type Db,
+  getRepositoryCredentials,
+  listRepositoryCredentialIdsOfEngineInstance,
+  SealContext,
+  type Sealer,
+} from '@gitops/db';
 import {
   collectionPath,
   deleteIfExists,
@@ -20,7 +26,6 @@ import {
   serverSideApply,
   TerminalError,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import type { ResourceOutcome } from '../agent-context.ts';
 import { AgentLabel, FIELD_MANAGER, isUuid } from '../argocd.ts';
 import {
@@ -29,16 +34,9 @@ import {
   repositorySecretDrifted,
 } from './repository-secret.render.ts';
 
-/** Same contexts the backend seals with (additional authenticated data per column). */
-const SealContext = {
-  username: 'repository_credentials.username',
-  password: 'repository_credentials.password',
-  sshPrivateKey: 'repository_credentials.ssh_private_key',
-} as const;
-
 export interface RepositorySecretReconcilerOptions {
   kc: KubeConfig;
-  db: Kysely<Database>;
+  db: Db;
   sealer: Sealer;
   namespace: string;
   engineInstanceId: string;
@@ -137,12 +135,7 @@ export function createRepositorySecretReconciler(
 
     async resync(enqueue, signal) {
       let queued = 0;
-      const rows = await db
-        .selectFrom('repository_credentials')
-        .select('id')
-        .where('engine_instance_id', '=', engineInstanceId)
-        .execute();
-      const ids = new Set(rows.map((r) => r.id));
+      const ids = new Set(await listRepositoryCredentialIdsOfEngineInstance(db, engineInstanceId));
       for (const id of ids) {
         if (signal.aborted) return queued;
         enqueue(id);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it } from 'vitest';
 import { renderRepositorySecret, repositorySecretDrifted } from './repository-secret.render.ts';
 
 const ID = '11111111-2222-3333-4444-555555555555';

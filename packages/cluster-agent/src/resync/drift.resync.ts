@@ -3,16 +3,19 @@
  * database. It only queues resource keys, in pages; the resource queue does the comparing (owned fields
  * only) and the fixing — missing → create, different → fix, no row → delete — and counts what it corrected.
  */
-import { type Database, listApplicationsOfEngineInstance } from '@gitops/db';
+import {
+  type Db,
+  existingApplicationIds,
+  listApplicationsOfEngineInstance,
+  listClusterUserIdsOfEngineInstance,
+} from '@gitops/db';
 import type { Informer, KubeObject, Logger } from '@gitops/shared';
-import type { Kysely } from 'kysely';
-import { existingApplicationIds, listTenantsOfEngineInstance } from '../application/tenant.queries.ts';
 import { AgentLabel, isUuid } from '../argocd.ts';
 
 const PAGE_SIZE = 200;
 
 export interface DriftResyncOptions {
-  db: Kysely<Database>;
+  db: Db;
   logger: Logger;
   namespace: string;
   engineInstanceId: string;
@@ -53,7 +56,7 @@ export async function resyncOnce(options: DriftResyncOptions, signal: AbortSigna
     }
   }
   // AppProjects: of every tenant with rows here, and every live one (deleted when its tenant has nothing left).
-  const tenants = new Set(await listTenantsOfEngineInstance(db, engineInstanceId));
+  const tenants = new Set(await listClusterUserIdsOfEngineInstance(db, engineInstanceId));
   for (const project of options.appProjects.list(options.namespace)) {
     const tenant = project.metadata.labels?.[AgentLabel.DatabaseId];
     if (isUuid(tenant)) tenants.add(tenant);

@@ -3,7 +3,7 @@
  * when it changed (the table's trigger NOTIFYs the backend). An Application with our label whose row does not
  * exist is handed to the resource queue, which deletes it (orphan cleanup).
  */
-import { type Database, writeApplicationState } from '@gitops/db';
+import { type Db, writeApplicationState } from '@gitops/db';
 import {
   createWorkQueue,
   getOrCreateCounter,
@@ -15,12 +15,11 @@ import {
   splitObjectKey,
   type WorkQueue,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import { AgentLabel, isUuid } from '../argocd.ts';
 import { canonicalJson, projectApplicationState } from './application-state.projection.ts';
 
 export interface ApplicationStatusControllerOptions {
-  db: Kysely<Database>;
+  db: Db;
   logger: Logger;
   registry: Registry;
   concurrency: number;

@@ -4,12 +4,10 @@
  * the test plays Argo CD (takes `operation`, reports `status.operationState`).
  */
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { randomUUID } from 'node:crypto';
 import {
   type ApplicationRow,
   type ClusterUserRow,
-  createTestDatabase,
   ensureWorkspaceEnvironment,
   getOperation,
   getSyncOperation,
@@ -17,98 +15,34 @@ import {
   insertApplication,
   insertOperation,
   insertSyncOperation,
-  type OperationRow,
   setSyncOperationDesiredState,
-  type TestDatabase,
-  upsertClusterUser,
 } from '@gitops/db';
-import {
-  collectionPath,
-  createMetricsRegistry,
-  createSilentLogger,
-  deleteIfExists,
-  getObject,
-  HttpMethod,
-  type KubeConfig,
-  type KubeObject,
-  kubeRequest,
-  loadKubeConfig,
-  serverSideApply,
-} from '@gitops/shared';
-import { type Agent, buildAgent } from '../app.ts';
-import { loadAgentConfig } from '../config.ts';
+import type { KubeObject } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import type { Agent } from '../app.ts';
+import { type AgentFixture, createAgentFixture } from '../testing/agent-fixture.ts';
 
-const kubeconfigPath = process.env.KUBECONFIG;
-const suffix = randomBytes(4).toString('hex');
-const argoCdNamespace = `sync-argocd-${suffix}`;
-const tenantNamespace = `sync-tenant-${suffix}`;
 const kubeTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 
-async function eventually<T>(
-  what: string,
-  check: () => Promise<T | undefined>,
-  timeoutMs = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (err) {
-      lastError = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`, { cause: lastError });
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 describe('cluster-agent SyncOperation', () => {
-  let kc: KubeConfig;
-  let database: TestDatabase;
+  let f: AgentFixture;
   let agent: Agent;
   let engineInstanceId: string;
   let tenant: ClusterUserRow;
+  let tenantNamespace: string;
 
-  const appPath = (name: string) =>
-    `${collectionPath({ apiVersion: 'argoproj.io/v1alpha1', plural: 'applications', namespace: argoCdNamespace })}/${name}`;
-  const getApp = (name: string) =>
-    getObject(kc, {
-      apiVersion: 'argoproj.io/v1alpha1',
-      kind: 'Application',
-      name,
-      namespace: argoCdNamespace,
-    });
-  const patchApp = (name: string, body: unknown) =>
-    kubeRequest(kc, {
-      method: HttpMethod.PATCH,
-      path: appPath(name),
-      query: { fieldManager: 'argocd-test' },
-      body,
-      contentType: 'application/merge-patch+json',
-    });
-
-  async function relay(operation: OperationRow) {
-    await serverSideApply(
-      kc,
-      {
-        apiVersion: 'managed-gitops.redhat.com/v1alpha1',
-        kind: 'Operation',
-        metadata: { name: `operation-${operation.id}`, namespace: argoCdNamespace },
-        spec: { operationID: operation.id },
-      },
-      { fieldManager: 'test-relay' },
-    );
-  }
+  const getApp = (name: string) => f.getApplication(name);
+  const patchApp = (name: string, body: unknown) => f.patchApplication(name, body);
 
   /** A manual deployment's application, applied by the agent. */
   async function manualApplication(): Promise<ApplicationRow> {
     const crUid = randomUUID();
-    const env = await ensureWorkspaceEnvironment(database.db, {
+    const env = await ensureWorkspaceEnvironment(f.db, {
       id: tenant.id,
       namespaceName: tenantNamespace,
     });
-    const { application, operation } = await database.db.transaction().execute(async (trx) => {
+    const { application, operation } = await f.db.transaction().execute(async (trx) => {
       const application = await insertApplication(trx, {
         name: `gitopsdepl-${crUid}`,
         clusterUserId: tenant.id,
@@ -134,7 +68,7 @@ describe('cluster-agent SyncOperation', () => {
       });
       return { application, operation };
     });
-    await relay(operation);
+    await f.relay(operation);
     await eventually('Application applied', () => getApp(application.name));
     return application;
   }
@@ -142,7 +76,7 @@ describe('cluster-agent SyncOperation', () => {
   /** What the backend writes for a SyncRun. */
   async function syncRun(application: ApplicationRow, revision = '') {
     const uid = randomUUID();
-    const { syncOperation, operation } = await database.db.transaction().execute(async (trx) => {
+    const { syncOperation, operation } = await f.db.transaction().execute(async (trx) => {
       const syncOperation = await insertSyncOperation(trx, {
         clusterUserId: tenant.id,
         applicationId: application.id,
@@ -164,7 +98,7 @@ describe('cluster-agent SyncOperation', () => {
       });
       return { syncOperation, operation };
     });
-    await relay(operation);
+    await f.relay(operation);
     return { syncOperation, operation, owner: { uid, name: `run-${uid.slice(0, 8)}` } };
   }
 
@@ -191,53 +125,21 @@ describe('cluster-agent SyncOperation', () => {
     patchApp(name, { status: { operationState: { phase, message, finishedAt: kubeTime() } } });
   const outcome = (id: string) =>
     eventually('sync outcome', async () => {
-      const row = await getSyncOperation(database.db, id);
+      const row = await getSyncOperation(f.db, id);
       return row?.outcome ? row : undefined;
     });
 
-  before(async () => {
-    kc = loadKubeConfig(kubeconfigPath);
-    database = await createTestDatabase();
-    for (const name of [argoCdNamespace, tenantNamespace]) {
-      await serverSideApply(
-        kc,
-        { apiVersion: 'v1', kind: 'Namespace', metadata: { name } },
-        { fieldManager: 'test' },
-      );
-    }
-    agent = buildAgent(
-      loadAgentConfig({
-        DATABASE_URL: database.url,
-        KUBECONFIG: kubeconfigPath,
-        GITOPS_ENCRYPTION_KEYS: `test=${randomBytes(32).toString('base64')}`,
-        ARGOCD_NAMESPACE: argoCdNamespace,
-        ENGINE_INSTANCE_NAME: `sync-test-${suffix}`,
-        OPERATION_SWEEP_INTERVAL: '500ms',
-      }),
-      { logger: createSilentLogger(), registry: createMetricsRegistry({ defaultMetrics: false }) },
-    );
-    await agent.start();
+  beforeAll(async () => {
+    f = await createAgentFixture({ prefix: 'sync' });
+    tenantNamespace = `sync-tenant-${f.suffix}`;
+    await f.createNamespace(tenantNamespace);
+    agent = await f.startAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
     engineInstanceId = agent.engineInstance()!.id;
-    const ns = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: tenantNamespace });
-    tenant = await upsertClusterUser(database.db, { uid: ns!.metadata.uid!, name: tenantNamespace });
+    tenant = await f.givenTenant(tenantNamespace, { workspaceEnvironment: false });
   });
 
-  after(async () => {
-    await agent?.close();
-    const list = (await kubeRequest(kc, {
-      method: HttpMethod.GET,
-      path: collectionPath({
-        apiVersion: 'argoproj.io/v1alpha1',
-        plural: 'applications',
-        namespace: argoCdNamespace,
-      }),
-    }).catch(() => ({ items: [] }))) as { items: KubeObject[] };
-    for (const app of list.items)
-      await patchApp(app.metadata.name, { metadata: { finalizers: null } }).catch(() => undefined);
-    for (const name of [argoCdNamespace, tenantNamespace]) {
-      await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name }).catch(() => undefined);
-    }
-    await database?.destroy();
+  afterAll(async () => {
+    await f?.cleanup();
   });
 
   it('refreshes, requests the sync once as gitops-service, and completes the operation with the Argo CD result', async () => {
@@ -247,13 +149,13 @@ describe('cluster-agent SyncOperation', () => {
     assert.equal(app.metadata.annotations?.['argocd.argoproj.io/refresh'], 'normal');
     assert.deepEqual(app.operation.initiatedBy, { username: 'gitops-service' });
     assert.equal(app.operation.sync.revision, 'v2');
-    assert.equal((await getOperation(database.db, operation.id))?.state, 'In_Progress');
+    assert.equal((await getOperation(f.db, operation.id))?.state, 'In_Progress');
     await finish(application.name, 'Succeeded', 'successfully synced');
     const row = await outcome(syncOperation.id);
     assert.equal(row.outcome, 'Succeeded');
     assert.equal(row.outcome_message, 'successfully synced');
     await eventually('operation completed', async () =>
-      (await getOperation(database.db, operation.id))?.state === 'Completed' ? true : undefined,
+      (await getOperation(f.db, operation.id))?.state === 'Completed' ? true : undefined,
     );
     assert.equal((await getApp(application.name))?.operation, undefined, 'requested exactly once');
   });
@@ -265,7 +167,7 @@ describe('cluster-agent SyncOperation', () => {
     assert.equal((await take(application.name)).operation.sync.revision, 'r1');
     await new Promise((r) => setTimeout(r, 1_500));
     assert.equal((await getApp(application.name))?.operation, undefined, 'r2 waits while r1 runs');
-    assert.equal((await getSyncOperation(database.db, second.syncOperation.id))?.requested_at, null);
+    assert.equal((await getSyncOperation(f.db, second.syncOperation.id))?.requested_at, null);
     await finish(application.name, 'Failed', 'boom');
     assert.equal((await outcome(first.syncOperation.id)).outcome, 'Failed');
     assert.equal((await take(application.name)).operation.sync.revision, 'r2');
@@ -279,10 +181,10 @@ describe('cluster-agent SyncOperation', () => {
     const queued = await syncRun(application, 'r2');
     await take(application.name);
     await eventually('requested', async () =>
-      (await getSyncOperation(database.db, running.syncOperation.id))?.requested_at ? true : undefined,
+      (await getSyncOperation(f.db, running.syncOperation.id))?.requested_at ? true : undefined,
     );
     for (const s of [queued, running]) {
-      const operation = await database.db.transaction().execute(async (trx) => {
+      const operation = await f.db.transaction().execute(async (trx) => {
         await setSyncOperationDesiredState(trx, s.syncOperation.id, 'Terminated');
         return (
           await insertOperation(trx, {
@@ -293,7 +195,7 @@ describe('cluster-agent SyncOperation', () => {
           })
         ).operation;
       });
-      await relay(operation);
+      await f.relay(operation);
     }
     assert.equal((await outcome(queued.syncOperation.id)).outcome, 'Terminated');
     await eventually('Terminating', async () => {

@@ -12,10 +12,10 @@
  * The Application status is read from the agent's Application informer, never written except for that phase.
  */
 import {
-  type Database,
   getApplication,
   getSyncOperation,
   listSyncOperationsOfApplication,
+  markSyncOperationRequested,
   type SyncOperationRow,
   type SyncOutcome,
   setSyncOperationOutcome,
@@ -29,7 +29,6 @@ import {
   type Logger,
   scrubString,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
 import { AgentLabel, ApplicationResource, isUuid } from '../argocd.ts';
 import {
@@ -78,15 +77,6 @@ async function patchApplication(
     contentType: 'application/merge-patch+json',
     signal,
   });
-}
-
-async function markRequested(db: Kysely<Database>, id: string): Promise<void> {
-  await db
-    .updateTable('sync_operation')
-    .set({ requested_at: new Date(), updated_at: new Date() })
-    .where('id', '=', id)
-    .where('requested_at', 'is', null)
-    .execute();
 }
 
 export function createSyncOperationReconciler(
@@ -165,7 +155,7 @@ export function createSyncOperationReconciler(
         );
         logger.info({ syncOperation: row.id, application: application.name }, 'sync requested in Argo CD');
       }
-      await markRequested(db, row.id);
+      await markSyncOperationRequested(db, row.id);
       return {
         status: 'pending',
         reason: 'Argo CD runs the sync',

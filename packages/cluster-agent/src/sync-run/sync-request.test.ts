@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
 import type { KubeObject } from '@gitops/shared';
+import { describe, test } from 'vitest';
 import { isRequestPending, observedSync, outcomeOfPhase, syncOperationRequest } from './sync-request.ts';
 
 const ID = '00000000-0000-4000-8000-000000000001';

@@ -2,14 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
-import { connectionConfig, createDb } from './connection.ts';
-import type { Database } from './database.ts';
-import { migrateToLatest } from './migrator.ts';
+import { connectionConfig, createDb } from '../connection.ts';
+import type { Database } from '../database.ts';
+import { migrateToLatest } from '../migrator.ts';
 
 /**
- * Test databases: the test runner migrates one template database per run (prepareTemplateDatabase), and
- * every test file clones it (createTestDatabase): `CREATE DATABASE ... TEMPLATE` copies files, which is
- * much faster than migrating each time, and gives each file an isolated database.
+ * Test databases: the test run's global setup (packages/test-support) migrates one template database per
+ * run (prepareTemplateDatabase), and every test file clones it (createTestDatabase): `CREATE DATABASE ...
+ * TEMPLATE` copies files, which is much faster than migrating each time, and gives each file an isolated
+ * database.
  */
 
 const DATABASE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -88,7 +89,7 @@ const OBJECT_IN_USE = '55006';
 
 /**
  * Clones the migrated template into a fresh database for one test file. Reads `GITOPS_TEST_DATABASE_URL`
- * (superuser URL) and `GITOPS_TEST_TEMPLATE_DATABASE` (template name), both set by the test runner.
+ * (superuser URL) and `GITOPS_TEST_TEMPLATE_DATABASE` (template name), both set by the test run's global setup.
  */
 export async function createTestDatabase(options: { max?: number } = {}): Promise<TestDatabase> {
   const serverUrl = requireEnv('GITOPS_TEST_DATABASE_URL');

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { insertApplication } from './application.repository.ts';
-import { upsertClusterUser } from './cluster-user.repository.ts';
-import type { ApplicationRow, ClusterUserRow, Database, EngineInstanceRow } from './database.ts';
-import { upsertEngineInstance } from './engine-instance.repository.ts';
+import { insertApplication } from '../application.repository.ts';
+import { upsertClusterUser } from '../cluster-user.repository.ts';
+import type { ApplicationRow, ClusterUserRow, Database, EngineInstanceRow } from '../database.ts';
+import { upsertEngineInstance } from '../engine-instance.repository.ts';
 
-/** Rows the db package's integration tests build on. Not exported from the package. */
+/** Rows the db package's integration tests build on. Exported from `@gitops/db/testing`, not from the package's production index. */
 
 export async function givenEngineInstance(
   db: Kysely<Database>,

@@ -1,0 +1,68 @@
+/**
+ * The cluster-agent's feature: the shared `Feature` shape (@gitops/shared feature.ts: informers, start,
+ * stop) plus the operation resource types it handles. `buildAgent` is a list of these; the operation
+ * processor dispatches each resource key to the one feature that handles its type.
+ */
+import type { OperationResourceType, OperationRow, Sealer } from '@gitops/db';
+import { ErrorCode, type Feature, type Logger, TerminalError } from '@gitops/shared';
+import type { AgentContext, ResourceOutcome } from './agent-context.ts';
+import { isUuid } from './argocd.ts';
+import type { AgentConfig } from './config.ts';
+import type { ResourceHandler } from './operation/operation.processor.ts';
+
+/** What a feature gets for one reconcile of one of its resources. */
+export interface ResourceContext {
+  /** The operations started for this reconcile, oldest first (none: drift repair or an informer event). */
+  readonly operations: readonly OperationRow[];
+  /** The tenants that own those operations (de-duplicated). */
+  readonly ownerUserIds: readonly string[];
+  readonly signal: AbortSignal;
+  readonly logger: Logger;
+}
+
+/** Makes Argo CD match the database for resource `id` (level-based). */
+export type ResourceTypeHandler = (id: string, context: ResourceContext) => Promise<ResourceOutcome>;
+
+/** The handler of each operation resource type a feature serves. */
+export type ResourceHandlers = Partial<Record<OperationResourceType, ResourceTypeHandler>>;
+
+export interface AgentFeature extends Feature {
+  /** The operation resource types this feature reconciles (each type is handled by one feature). */
+  readonly handles: ResourceHandlers;
+}
+
+/** What every agent feature is built from (after the engine instance is registered). */
+export interface FeatureContext extends AgentContext {
+  readonly config: AgentConfig;
+  readonly sealer: Sealer;
+  /** Queues `<resourceType>/<resourceId>` on the operation processor (operations and drift repair alike). */
+  enqueue(resourceType: OperationResourceType, resourceId: string): void;
+}
+
+/**
+ * The processor's handler, assembled from the features' handler tables. A type no feature handles fails
+ * its operations at once (TerminalError), as a newer backend's operation for an older agent must.
+ * @throws Error when two features claim the same type.
+ */
+export function resourceHandlerOf(features: readonly AgentFeature[]): ResourceHandler {
+  const table = new Map<string, { feature: string; handler: ResourceTypeHandler }>();
+  for (const feature of features) {
+    for (const [type, handler] of Object.entries(feature.handles)) {
+      if (!handler) continue;
+      const other = table.get(type);
+      if (other) throw new Error(`${type} is handled by both ${other.feature} and ${feature.name}`);
+      table.set(type, { feature: feature.name, handler });
+    }
+  }
+  return async (resource, { operations, signal, logger }) => {
+    const entry = table.get(resource.type);
+    if (!entry) {
+      throw new TerminalError(
+        ErrorCode.invalidObject,
+        `${resource.type} operations are not supported by this cluster-agent version`,
+      );
+    }
+    const ownerUserIds = [...new Set(operations.map((op) => op.owner_user_id).filter(isUuid))];
+    return await entry.handler(resource.id, { operations, ownerUserIds, signal, logger });
+  };
+}

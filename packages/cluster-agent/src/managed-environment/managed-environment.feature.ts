@@ -1,0 +1,54 @@
+/**
+ * Managed environments as one feature: `ManagedEnvironment` resources → Argo CD cluster Secrets (and the
+ * tenant's AppProject), the watch of our cluster Secrets (fast drift repair) and the periodic pass over the
+ * External environment rows and the live cluster Secrets.
+ */
+import { type Periodic, runPeriodically } from '@gitops/shared';
+import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
+import type { ApplicationFeature } from '../application/application.feature.ts';
+import { createClusterSecretReconciler, watchClusterSecrets } from './cluster-secret.reconciler.ts';
+
+export function createManagedEnvironmentFeature(
+  ctx: FeatureContext,
+  deps: { reconcileAppProject: ApplicationFeature['reconcileAppProject'] },
+): AgentFeature {
+  const { config, logger } = ctx;
+  const reconciler = createClusterSecretReconciler({
+    kc: ctx.kc,
+    db: ctx.db,
+    sealer: ctx.sealer,
+    namespace: ctx.namespace,
+    reconcileAppProject: deps.reconcileAppProject,
+  });
+  const clusterSecrets = watchClusterSecrets({
+    kc: ctx.kc,
+    namespace: ctx.namespace,
+    registry: ctx.registry,
+    logger,
+    resyncPeriodMs: config.resyncIntervalMs,
+    enqueue: (id) => ctx.enqueue('ManagedEnvironment', id),
+  });
+
+  let resync: Periodic | undefined;
+  return {
+    name: 'managed-environment',
+    informers: [clusterSecrets],
+    handles: {
+      ManagedEnvironment: (id, { ownerUserIds, signal, logger }) =>
+        reconciler.reconcileManagedEnvironment(id, { ownerUserIds, signal, logger }),
+    },
+    start() {
+      resync = runPeriodically(
+        'cluster-secret-resync',
+        config.resyncIntervalMs,
+        async (signal) => {
+          for (const id of await reconciler.driftIds(signal)) ctx.enqueue('ManagedEnvironment', id);
+        },
+        { logger, jitter: 0.25 },
+      );
+    },
+    async stop() {
+      await resync?.stop();
+    },
+  };
+}

@@ -1,0 +1,108 @@
+/**
+ * Operations as one feature: the Operation CR informer and its controller (CR → resource queue; CRs of
+ * finished operations deleted), the resource queue (operation.processor.ts) that calls the other features'
+ * handlers, the startup recovery, the periodic Waiting/stale sweep and the retention of finished rows.
+ */
+import { API_GROUP_VERSION, Plural } from '@gitops/api';
+import {
+  createInformer,
+  type KubeObject,
+  type Periodic,
+  runPeriodically,
+  type WorkQueue,
+} from '@gitops/shared';
+import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
+import { createOperationProcessor, type ResourceHandler } from './operation.processor.ts';
+import { collectFinishedOperations, sweepOperations } from './operation.sweeps.ts';
+import { createOperationCrController } from './operation-cr.controller.ts';
+
+export interface OperationFeature extends AgentFeature {
+  /** Queues a resource key (`<type>/<id>`) on the resource queue. */
+  enqueue(resourceType: string, resourceId: string): void;
+  /**
+   * Crash recovery, once the informers synced and before start(): this agent is the only one serving the
+   * engine instance, so an In_Progress row at start was left by a previous process that died mid-operation.
+   * Hands them all back (and queues due Waiting rows) before any new work is taken.
+   */
+  recover(): Promise<void>;
+}
+
+export function createOperationFeature(
+  ctx: Omit<FeatureContext, 'enqueue'>,
+  options: { handle: ResourceHandler },
+): OperationFeature {
+  const { config, db, kc, logger, registry, namespace, engineInstanceId } = ctx;
+  const operations = createInformer<KubeObject>({
+    kubeConfig: kc,
+    namespace,
+    registry,
+    logger,
+    resyncPeriodMs: config.resyncIntervalMs,
+    resource: { apiVersion: API_GROUP_VERSION, plural: Plural.Operation },
+  });
+  const processor = createOperationProcessor({
+    db,
+    kc,
+    logger,
+    registry,
+    namespace,
+    engineInstanceId,
+    concurrency: config.concurrency,
+    maxAttempts: config.operationMaxAttempts,
+    retryMaxDelayMs: config.operationRetryMaxMs,
+    handle: options.handle,
+  });
+  const enqueueResource = (type: string, id: string) => processor.enqueue(type, id);
+  const crController = createOperationCrController({
+    db,
+    kc,
+    logger,
+    registry,
+    namespace,
+    engineInstanceId,
+    concurrency: config.concurrency,
+    operations,
+    enqueueResource,
+  });
+  const queues: WorkQueue[] = [crController, processor.queue];
+  const periodics: Periodic[] = [];
+  const sweep = (staleAfterMs: number) =>
+    sweepOperations({ db, engineInstanceId, logger, staleAfterMs, holds: processor.holds, enqueueResource });
+
+  return {
+    name: 'operation',
+    informers: [operations],
+    handles: {},
+    enqueue: enqueueResource,
+    recover: () => sweep(0),
+    start() {
+      for (const queue of queues) queue.start();
+      periodics.push(
+        runPeriodically(
+          'operation-sweep',
+          config.operationSweepIntervalMs,
+          () => sweep(config.operationStaleAfterMs),
+          { logger },
+        ),
+        runPeriodically(
+          'operation-retention',
+          Math.min(Math.max(config.operationRetentionMs / 2, 1_000), 10 * 60_000),
+          async (signal) => {
+            const deleted = await collectFinishedOperations(
+              db,
+              engineInstanceId,
+              config.operationRetentionMs,
+              signal,
+            );
+            if (deleted > 0) logger.info({ deleted }, 'finished operations past retention deleted');
+          },
+          { logger },
+        ),
+      );
+    },
+    async stop() {
+      await Promise.all(periodics.map((periodic) => periodic.stop()));
+      await Promise.all(queues.map((queue) => queue.shutdown()));
+    },
+  };
+}

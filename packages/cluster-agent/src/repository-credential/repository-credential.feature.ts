@@ -1,0 +1,89 @@
+/**
+ * RepositoryCredentials as one feature: the informer on our repository Secrets (fast drift repair: an
+ * edited or deleted Secret re-queues its row), the `RepositoryCredentials` handler (Secret, then the
+ * tenant's AppProject whose sourceRepos include the URL) and the periodic drift/orphan pass.
+ */
+import { createInformer, type KubeObject, type Periodic, runPeriodically } from '@gitops/shared';
+import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
+import type { ApplicationFeature } from '../application/application.feature.ts';
+import { AgentLabel, isUuid } from '../argocd.ts';
+import { createRepositorySecretReconciler } from './repository-secret.reconciler.ts';
+import { REPOSITORY_SECRET_SELECTOR } from './repository-secret.render.ts';
+
+/** Only changes to what we own (labels, data, deletion), not resourceVersion-only relists. */
+function ownedSecretState(secret: KubeObject): string {
+  return JSON.stringify([
+    secret.metadata.labels ?? {},
+    (secret as { data?: unknown }).data ?? {},
+    secret.metadata.deletionTimestamp ?? null,
+  ]);
+}
+
+export function createRepositoryCredentialFeature(
+  ctx: FeatureContext,
+  deps: { reconcileAppProject: ApplicationFeature['reconcileAppProject'] },
+): AgentFeature {
+  const { config, logger } = ctx;
+  const enqueue = (id: string) => ctx.enqueue('RepositoryCredentials', id);
+  const secrets = createInformer<KubeObject>({
+    kubeConfig: ctx.kc,
+    namespace: ctx.namespace,
+    resource: { apiVersion: 'v1', plural: 'secrets' },
+    labelSelector: REPOSITORY_SECRET_SELECTOR,
+    registry: ctx.registry,
+    logger,
+    resyncPeriodMs: config.resyncIntervalMs,
+  });
+  const reconciler = createRepositorySecretReconciler({
+    kc: ctx.kc,
+    db: ctx.db,
+    sealer: ctx.sealer,
+    namespace: ctx.namespace,
+    engineInstanceId: ctx.engineInstanceId,
+    secrets,
+  });
+  const enqueueOf = (secret: KubeObject) => {
+    const id = secret.metadata.labels?.[AgentLabel.DatabaseId];
+    if (isUuid(id)) enqueue(id);
+  };
+  // Added (e.g. an orphan someone created, or at start), edited or deleted: re-check against the row.
+  secrets.onAdd(enqueueOf);
+  secrets.onUpdate((old, secret) => {
+    if (ownedSecretState(old) !== ownedSecretState(secret)) enqueueOf(secret);
+  });
+  secrets.onDelete(enqueueOf);
+
+  let resync: Periodic | undefined;
+  return {
+    name: 'repository-credential',
+    informers: [secrets],
+    handles: {
+      async RepositoryCredentials(id, { ownerUserIds, signal, logger }) {
+        const { outcome, clusterUserId } = await reconciler.reconcile(id, { signal, logger });
+        let changed = outcome.status === 'done' && outcome.changed;
+        // The AppProject lists the credential's URL: recompute it for the row's tenant and the operations' owners.
+        const tenants = new Set(ownerUserIds);
+        if (clusterUserId) tenants.add(clusterUserId);
+        for (const tenant of tenants) {
+          const project = await deps.reconcileAppProject(tenant, { signal, logger });
+          changed = changed || (project.status === 'done' && project.changed);
+        }
+        return { status: 'done', changed };
+      },
+    },
+    start() {
+      resync = runPeriodically(
+        'repository-secret-resync',
+        config.resyncIntervalMs,
+        async (signal) => {
+          const queued = await reconciler.resync(enqueue, signal);
+          logger.debug({ queued }, 'repository Secret resync queued');
+        },
+        { logger, jitter: 0.25 },
+      );
+    },
+    async stop() {
+      await resync?.stop();
+    },
+  };
+}

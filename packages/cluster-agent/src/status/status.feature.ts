@@ -1,0 +1,24 @@
+/**
+ * The status path as one feature: Argo CD Application events → application_state (only when the
+ * projection changed); an Application whose row is gone is handed to the resource queue (orphan cleanup).
+ */
+import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
+import { createApplicationStatusController } from './application-status.controller.ts';
+
+export function createStatusFeature(ctx: FeatureContext): AgentFeature {
+  const queue = createApplicationStatusController({
+    db: ctx.db,
+    logger: ctx.logger,
+    registry: ctx.registry,
+    concurrency: ctx.config.concurrency,
+    applications: ctx.applications,
+    onOrphan: (id) => ctx.enqueue('Application', id),
+  });
+  return {
+    name: 'application-status',
+    informers: [ctx.applications],
+    handles: {},
+    start: () => queue.start(),
+    stop: () => queue.shutdown(),
+  };
+}

@@ -1,0 +1,172 @@
+/**
+ * Integration-test fixture for the cluster-agent (beside the backend's, packages/backend/src/testing):
+ * a cloned test database, an Argo CD namespace and tenant namespaces of its own on the test run's API
+ * server, agents built in-process (buildAgent) against them, and the parts the tests play: the relay
+ * (creates the Operation CR) and Argo CD (patches Applications). cleanup() closes the agents, removes the
+ * Applications' finalizers (no Argo CD controller runs to remove them), deletes the namespaces and drops
+ * the database.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  type ClusterUserRow,
+  type Database,
+  ensureWorkspaceEnvironment,
+  upsertClusterUser,
+} from '@gitops/db';
+import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
+import {
+  collectionPath,
+  createMetricsRegistry,
+  createSilentLogger,
+  deleteIfExists,
+  getObject,
+  HttpMethod,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  loadKubeConfig,
+  type Registry,
+  serverSideApply,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { type Agent, buildAgent } from '../app.ts';
+import { type AgentConfig, loadAgentConfig } from '../config.ts';
+
+const ARGO_GROUP_VERSION = 'argoproj.io/v1alpha1';
+
+export interface AgentFixture {
+  readonly kc: KubeConfig;
+  readonly database: TestDatabase;
+  readonly db: Kysely<Database>;
+  /** Random suffix of this fixture's names. */
+  readonly suffix: string;
+  /** `<prefix>-argocd-<suffix>`; created by createAgentFixture unless `createArgoCdNamespace: false`. */
+  readonly argoCdNamespace: string;
+  /** `<prefix>-<suffix>`. */
+  readonly engineInstanceName: string;
+  /** The base64 AES key (id `test`) of GITOPS_ENCRYPTION_KEYS. */
+  readonly encryptionKey: string;
+  /** The environment an agent process of this fixture runs with (`extra` added/overridden). */
+  env(extra?: Record<string, string>): Record<string, string>;
+  /** loadAgentConfig(env(extra)). */
+  config(extra?: Record<string, string>): AgentConfig;
+  /** Builds and starts an agent in-process (closed at cleanup). */
+  startAgent(config?: AgentConfig, registry?: Registry): Promise<Agent>;
+  /** Creates (server-side apply) a namespace, deleted at cleanup. */
+  createNamespace(name: string): Promise<KubeObject>;
+  /** The cluster_user row of a tenant namespace, as the backend writes it (and its workspace environment). */
+  givenTenant(namespace: string, options?: { workspaceEnvironment?: boolean }): Promise<ClusterUserRow>;
+  /** Creates the Operation CR the backend's relay would create. */
+  relay(operation: { id: string }, namespace?: string): Promise<void>;
+  getApplication(name: string): Promise<KubeObject | undefined>;
+  /** Merge-patches an Application as Argo CD would (field manager `argocd-test` unless given). */
+  patchApplication(name: string, body: unknown, fieldManager?: string): Promise<unknown>;
+  cleanup(): Promise<void>;
+}
+
+export async function createAgentFixture(options: {
+  prefix: string;
+  createArgoCdNamespace?: boolean;
+}): Promise<AgentFixture> {
+  const kubeconfigPath = process.env.KUBECONFIG;
+  const kc = loadKubeConfig(kubeconfigPath);
+  const database = await createTestDatabase();
+  const suffix = randomBytes(4).toString('hex');
+  const argoCdNamespace = `${options.prefix}-argocd-${suffix}`;
+  const engineInstanceName = `${options.prefix}-${suffix}`;
+  const encryptionKey = randomBytes(32).toString('base64');
+  const namespaces: string[] = [];
+  const agents = new Set<Agent>();
+  const applicationsPath = collectionPath({
+    apiVersion: ARGO_GROUP_VERSION,
+    plural: 'applications',
+    namespace: argoCdNamespace,
+  });
+
+  const fixture: AgentFixture = {
+    kc,
+    database,
+    db: database.db,
+    suffix,
+    argoCdNamespace,
+    engineInstanceName,
+    encryptionKey,
+    env: (extra = {}) => ({
+      DATABASE_URL: database.url,
+      KUBECONFIG: kubeconfigPath ?? '',
+      ARGOCD_NAMESPACE: argoCdNamespace,
+      ENGINE_INSTANCE_NAME: engineInstanceName,
+      GITOPS_ENCRYPTION_KEYS: `test=${encryptionKey}`,
+      ...extra,
+    }),
+    config: (extra) => loadAgentConfig(fixture.env(extra)),
+    async startAgent(config = fixture.config(), registry = createMetricsRegistry({ defaultMetrics: false })) {
+      const agent = buildAgent(config, { logger: createSilentLogger(), registry });
+      agents.add(agent);
+      await agent.start();
+      return agent;
+    },
+    async createNamespace(name) {
+      if (!namespaces.includes(name)) namespaces.push(name);
+      return await serverSideApply(
+        kc,
+        { apiVersion: 'v1', kind: 'Namespace', metadata: { name } },
+        { fieldManager: 'test' },
+      );
+    },
+    async givenTenant(namespace, { workspaceEnvironment = true } = {}) {
+      const ns = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
+      if (!ns?.metadata.uid) throw new Error(`namespace ${namespace} does not exist`);
+      const user = await upsertClusterUser(database.db, { uid: ns.metadata.uid, name: namespace });
+      if (workspaceEnvironment) {
+        await ensureWorkspaceEnvironment(database.db, { id: user.id, namespaceName: namespace });
+      }
+      return user;
+    },
+    async relay(operation, namespace = argoCdNamespace) {
+      await serverSideApply(
+        kc,
+        {
+          apiVersion: 'managed-gitops.redhat.com/v1alpha1',
+          kind: 'Operation',
+          metadata: { name: `operation-${operation.id}`, namespace },
+          spec: { operationID: operation.id },
+        },
+        { fieldManager: 'test-relay' },
+      );
+    },
+    getApplication: (name) =>
+      getObject(kc, {
+        apiVersion: ARGO_GROUP_VERSION,
+        kind: 'Application',
+        name,
+        namespace: argoCdNamespace,
+      }),
+    patchApplication: (name, body, fieldManager = 'argocd-test') =>
+      kubeRequest(kc, {
+        method: HttpMethod.PATCH,
+        path: `${applicationsPath}/${encodeURIComponent(name)}`,
+        query: { fieldManager },
+        body,
+        contentType: 'application/merge-patch+json',
+      }),
+    async cleanup() {
+      for (const agent of agents) await agent.close().catch(() => undefined);
+      agents.clear();
+      const list = (await kubeRequest(kc, { method: HttpMethod.GET, path: applicationsPath }).catch(() => ({
+        items: [],
+      }))) as { items: KubeObject[] };
+      for (const app of list.items) {
+        await fixture
+          .patchApplication(app.metadata.name, { metadata: { finalizers: null } }, 'test')
+          .catch(() => undefined);
+      }
+      for (const name of namespaces) {
+        await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name }).catch(() => undefined);
+      }
+      await database.destroy();
+    },
+  };
+  if (options.createArgoCdNamespace ?? true) await fixture.createNamespace(argoCdNamespace);
+  return fixture;
+}

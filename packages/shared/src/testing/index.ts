@@ -1,0 +1,6 @@
+/**
+ * `@gitops/shared/testing`: test support every package can import (shared is at the bottom of the
+ * workspace's dependency graph, so no package's tests create a dependency cycle by importing it). Not
+ * part of the production exports of `@gitops/shared`.
+ */
+export { eventually } from './eventually.ts';
