@@ -2,14 +2,19 @@
  * What every App Studio feature receives. The backend builds it from its own context (app.ts); tests build
  * it directly and run the features alone against the API server. Nothing here touches the database.
  */
+import { AppStudioKinds } from '@gitops/api';
 import {
   createInformer,
+  ErrorCode,
   type EventRecorder,
+  errorCode,
   type Informer,
   type KubeConfig,
   type KubeObject,
   type Logger,
   type Registry,
+  resolveResource,
+  TerminalError,
 } from '@gitops/shared';
 
 export interface AppStudioOptions {
@@ -62,4 +67,29 @@ export function createAppStudioContext(options: AppStudioOptions): AppStudioCont
       });
     },
   };
+}
+
+/**
+ * Start-up check: the API server must serve the App Studio kinds the features watch (their CRDs, and
+ * Application from the App Studio service or manifests/components/appstudio-dependencies). Without it the
+ * informers would never sync and the process would never become ready; a clear error is better.
+ * @throws TerminalError naming the missing kind and the way out (GITOPS_APPSTUDIO=false).
+ */
+export async function requireAppStudioApi(kc: KubeConfig): Promise<void> {
+  for (const kind of [
+    AppStudioKinds.Environment,
+    AppStudioKinds.SnapshotEnvironmentBinding,
+    AppStudioKinds.PromotionRun,
+    AppStudioKinds.Application,
+  ]) {
+    try {
+      await resolveResource(kc, kind.apiVersion, kind.kind);
+    } catch (err) {
+      if (errorCode(err) !== ErrorCode.kubeUnknownKind) throw err;
+      throw new TerminalError(
+        ErrorCode.kubeUnknownKind,
+        `GITOPS_APPSTUDIO is on but the API server does not serve ${kind.kind} (${kind.apiVersion}): install the App Studio CRDs (manifests/crds; Application and Component: manifests/components/appstudio-dependencies) or set GITOPS_APPSTUDIO=false`,
+      );
+    }
+  }
 }

@@ -14,7 +14,7 @@ import {
 import { createPromotionRunFeature } from './promotion-run/promotion-run.feature.ts';
 import { createBindingFeature } from './snapshot-environment-binding/binding.feature.ts';
 
-export type { AppStudioContext, AppStudioOptions } from './context.ts';
+export { type AppStudioContext, type AppStudioOptions, requireAppStudioApi } from './context.ts';
 export { environmentOwnerOf } from './environment/environment.feature.ts';
 export { gitOpsDeploymentName } from './snapshot-environment-binding/binding.render.ts';
 

@@ -8,7 +8,7 @@
  * (controllers, status path, outbox relay, sweeps). ready() is true from then on.
  */
 
-import { createAppStudioFeatures } from '@gitops/appstudio';
+import { createAppStudioFeatures, requireAppStudioApi } from '@gitops/appstudio';
 import {
   createDb,
   createSealer,
@@ -203,6 +203,8 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         { engineInstance: engineInstance.id, namespace: engineInstance.namespace_name },
         'engine instance registered',
       );
+      if (config.appStudioEnabled)
+        await retryTransient('App Studio API check', () => requireAppStudioApi(kc));
       featureSet.startInformers();
       listener = listen(config.databaseUrl, Object.values(NOTIFICATION_CHANNELS), onNotification, {
         applicationName: 'gitops-backend-listen',

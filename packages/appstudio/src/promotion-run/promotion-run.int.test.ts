@@ -269,6 +269,34 @@ describe('PromotionRun controller', () => {
     assert.equal(statusOf(await completed('at-commit')).completionResult, 'Success');
   });
 
+  it('a binding replaced after the run started is reported with the original message', async () => {
+    await environment('swap-env');
+    await f.create(Kind.Application, ns, 'swap-app', { spec: { displayName: 'swap' } });
+    await binding('swap-one', 'swap-app', 'swap-env');
+    verdicts.set('swap-one-swap-app-swap-env-component-a', { sync: 'OutOfSync', health: 'Progressing' });
+    await f.create(Kind.PromotionRun, ns, 'swap', {
+      spec: {
+        snapshot: 'my-snapshot',
+        application: 'swap-app',
+        manualPromotion: { targetEnvironment: 'swap-env' },
+      },
+    });
+    await eventually('the run Active on swap-one', async () => {
+      const s = statusOf(await run('swap'));
+      return s.state === 'Active' && JSON.stringify(s.activeBindings) === '["swap-one"]';
+    });
+    await f.remove(Kind.SnapshotEnvironmentBinding, ns, 'swap-one');
+    await binding('swap-two', 'swap-app', 'swap-env');
+    await eventually('the condition', async () =>
+      withoutTimes(statusOf(await run('swap')).conditions).some(
+        (c) =>
+          c.status === 'True' &&
+          c.message ===
+            'The binding changed after the PromotionRun first start. The .spec fields of the PromotionRun are immutable, and should not be changed after being created. old-binding: swap-one, new-binding: swap-two',
+      ),
+    );
+  });
+
   it('a target that never becomes Healthy ends Failure at GITOPS_PROMOTION_TIMEOUT with the message', async () => {
     await environment('sick-env');
     await f.create(Kind.Application, ns, 'sick-app', { spec: { displayName: 's' } });
