@@ -12,9 +12,9 @@
 
 import { readFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
+import { countDatabaseTransactions, countUnfinishedOperations } from '@gitops/db';
 import { kubeRequest as rawKubeRequest } from '@gitops/local-env';
 import { createInformer, createMetricsRegistry, createSilentLogger, type KubeObject } from '@gitops/shared';
-import { sql } from 'kysely';
 import { playArgoCd } from '../fixture/argo-cd-actor.ts';
 import { create, paths, remove } from '../fixture/kube.ts';
 import { randomSuffix, startSystem } from '../fixture/system.ts';
@@ -200,13 +200,7 @@ try {
   // Idle: nothing changes for IDLE_SECONDS; count what the two processes still do.
   // Let the work caused by the status burst drain first (the burst alone is ~100 status patches).
   await new Promise((r) => setTimeout(r, 20_000));
-  const dbStats = async () => {
-    const row = await sql<{ commits: string; rollbacks: string }>`
-      select xact_commit as commits, xact_rollback as rollbacks from pg_stat_database where datname = current_database()`.execute(
-      system.db,
-    );
-    return Number(row.rows[0]?.commits ?? 0) + Number(row.rows[0]?.rollbacks ?? 0);
-  };
+  const dbStats = () => countDatabaseTransactions(system.db);
   const apiBefore = await apiRequestCounts();
   const dbBefore = await dbStats();
   await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
@@ -241,12 +235,7 @@ try {
     await Promise.all([system.start('backend'), system.start('cluster-agent')]);
     const readyAt = performance.now();
     for (;;) {
-      const open = await system.db
-        .selectFrom('operation')
-        .select(sql<number>`count(*)`.as('n'))
-        .where('state', 'in', ['Waiting', 'In_Progress'])
-        .executeTakeFirstOrThrow();
-      if (Number(open.n) === 0) break;
+      if ((await countUnfinishedOperations(system.db)) === 0) break;
       await new Promise((r) => setTimeout(r, 100));
     }
     emit('restart_to_converged', {

@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './database.ts';
 
@@ -62,4 +62,12 @@ export function createDb(url: string, options: CreateDbOptions = {}): Kysely<Dat
   });
   pool.on('error', (error) => options.onIdleConnectionError?.(error));
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/** Transactions this database has committed plus rolled back since its statistics were reset (for benchmarks). */
+export async function countDatabaseTransactions(db: Kysely<Database>): Promise<number> {
+  const result = await sql<{ commits: string; rollbacks: string }>`
+    select xact_commit as commits, xact_rollback as rollbacks
+    from pg_stat_database where datname = current_database()`.execute(db);
+  return Number(result.rows[0]?.commits ?? 0) + Number(result.rows[0]?.rollbacks ?? 0);
 }

@@ -398,3 +398,13 @@ export async function deleteFinishedOperations(
     .execute();
   return rows.map((row) => row.id);
 }
+
+/** How many operations are not finished (Waiting or In_Progress), of every engine instance. */
+export async function countUnfinishedOperations(db: Kysely<Database>): Promise<number> {
+  const row = await db
+    .selectFrom('operation')
+    .select(sql<string>`count(*)`.as('n'))
+    .where('state', 'in', ['Waiting', 'In_Progress'])
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}

@@ -25,7 +25,6 @@ import {
   kubeRequest,
   type Logger,
   objectPath,
-  patchStatus,
   type ReconcileContext,
   type ReconcileResult,
   type Reconciler,
@@ -33,7 +32,7 @@ import {
   splitObjectKey,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { jsonEqual } from '../json.ts';
+import { type ErrorState, writeErrorConditions } from '../error-occurred.ts';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
 import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
@@ -87,8 +86,6 @@ export interface GitOpsDeploymentReconcilerOptions {
   now?: () => Date;
 }
 
-type ErrorState = { status: 'error'; message: string } | { status: 'ok' };
-
 /** Creates the reconcile function of the GitOpsDeployment work queue. */
 export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconcilerOptions): Reconciler {
   const { db, kc, informer, events } = options;
@@ -141,30 +138,22 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
         now(),
       );
     }
-    if (jsonEqual(next, conditions)) return;
-    await patchStatus(
-      kc,
-      GitOpsDeploymentCr.ref(object),
-      { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
-      { fieldManager: BACKEND_FIELD_MANAGER },
+    await writeErrorConditions(
+      { kc, events },
+      GitOpsDeploymentCr,
+      object,
+      {
+        conditions,
+        next,
+        existing,
+        state,
+        reasons: {
+          error: DeploymentEventReason.ErrorOccurred,
+          resolved: DeploymentEventReason.ErrorOccurredResolved,
+        },
+      },
+      logger,
     );
-    const wasError = existing?.status === ConditionStatus.True;
-    if (state.status === 'error' && (!wasError || existing?.message !== state.message)) {
-      logger.info({ message: state.message }, 'ErrorOccurred');
-      await events.event(
-        GitOpsDeploymentCr.withTypeMeta(object),
-        'Warning',
-        DeploymentEventReason.ErrorOccurred,
-        state.message,
-      );
-    } else if (state.status === 'ok' && wasError) {
-      await events.event(
-        GitOpsDeploymentCr.withTypeMeta(object),
-        'Normal',
-        DeploymentEventReason.ErrorOccurredResolved,
-        'The error was resolved',
-      );
-    }
   }
 
   function failedOperationState(

@@ -21,18 +21,18 @@ import {
   type KubeConfig,
   type KubeObject,
   type Logger,
-  patchStatus,
   type ReconcileContext,
   type Reconciler,
   setCondition,
   splitObjectKey,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
+import { writeErrorConditions } from '../error-occurred.ts';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
 import { parseGitOpsDeploymentSpec } from '../gitops-deployment/desired-application.ts';
 import { conditionsOf, isBeingDeleted } from '../gitops-deployment/gitops-deployment.object.ts';
-import { isJsonObject, jsonEqual } from '../json.ts';
-import { BACKEND_FIELD_MANAGER, SyncRunCr } from '../kinds.ts';
+import { isJsonObject } from '../json.ts';
+import { SyncRunCr } from '../kinds.ts';
 import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import {
@@ -123,30 +123,22 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
       syncRunCondition(state),
       now(),
     );
-    if (jsonEqual(next, conditions)) return;
-    await patchStatus(
-      kc,
-      SyncRunCr.ref(object),
-      { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: next } },
-      { fieldManager: BACKEND_FIELD_MANAGER },
+    await writeErrorConditions(
+      { kc, events },
+      SyncRunCr,
+      object,
+      {
+        conditions,
+        next,
+        existing,
+        state,
+        reasons: {
+          error: SyncRunEventReason.ErrorOccurred,
+          resolved: SyncRunEventReason.ErrorOccurredResolved,
+        },
+      },
+      logger,
     );
-    const wasError = existing?.status === 'True';
-    if (state.status === 'error' && (!wasError || existing?.message !== state.message)) {
-      logger.info({ message: state.message }, 'ErrorOccurred');
-      await events.event(
-        SyncRunCr.withTypeMeta(object),
-        'Warning',
-        SyncRunEventReason.ErrorOccurred,
-        state.message,
-      );
-    } else if (state.status === 'ok' && wasError) {
-      await events.event(
-        SyncRunCr.withTypeMeta(object),
-        'Normal',
-        SyncRunEventReason.ErrorOccurredResolved,
-        'The error was resolved',
-      );
-    }
   }
 
   async function reconcileGone(namespace: string, name: string, logger: Logger, exceptUid?: string) {
