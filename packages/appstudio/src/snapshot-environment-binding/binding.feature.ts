@@ -23,6 +23,7 @@ import {
 } from '@gitops/api';
 import {
   deleteIfExists,
+  getObject,
   type Informer,
   KubeApiError,
   type KubeCondition,
@@ -82,6 +83,13 @@ function createdBefore(a: KubeObject, b: KubeObject): boolean {
   const ta = text(a.metadata.creationTimestamp);
   const tb = text(b.metadata.creationTimestamp);
   return ta === tb ? a.metadata.name < b.metadata.name : ta < tb;
+}
+
+/** Whether `binding` (this incarnation) is the controller of `deployment`. */
+function controlledBy(deployment: KubeObject, binding: KubeObject): boolean {
+  return ownerReferences(deployment).some(
+    (r) => r.controller && r.kind === Binding.kind && r.uid === binding.metadata.uid,
+  );
 }
 
 /** The binding that controls a GitOpsDeployment, if any. */
@@ -274,9 +282,14 @@ export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeature
     const failures: string[] = [];
     for (const { component, desired } of desiredDeployments) {
       const deploymentName = desired.metadata.name;
-      let live = deps.deployments.get(namespace, deploymentName);
-      if (live && owningBinding(live) !== undefined && owningBinding(live) !== name) {
-        failures.push(`GitOpsDeployment ${deploymentName} belongs to another binding`);
+      // Not cached: it does not exist, or it is outside this shard (someone else's), so look.
+      let live =
+        deps.deployments.get(namespace, deploymentName) ??
+        (await getObject(kc, { ...GitOpsDeployment, namespace, name: deploymentName }));
+      if (live && !controlledBy(live, binding)) {
+        failures.push(
+          `GitOpsDeployment ${deploymentName} already exists and is not controlled by this binding`,
+        );
         continue;
       }
       if (!live || !deploymentUpToDate(live, desired, ctx.shardLabels)) {

@@ -260,6 +260,23 @@ describe('SnapshotEnvironmentBinding controller', () => {
     assert.ok(await deployment('unrelated'), 'the unrelated deployment is never touched');
   });
 
+  it('a GitOpsDeployment of the generated name that the binding does not control is left alone and reported (fix: the original took it over)', async () => {
+    await environment('taken-env');
+    const name = 'taken-new-demo-app-taken-env-component-a';
+    await f.create(Kind.GitOpsDeployment, ns, name, {
+      spec: { source: { repoURL: REPO, path: 'mine' }, type: 'manual' },
+    });
+    await binding('taken', { environment: 'taken-env', components: [component('component-a')] });
+    const c = await firstCondition(
+      'taken',
+      `GitOpsDeployment ${name} already exists and is not controlled by this binding`,
+    );
+    assert.equal(c[1]?.reason, 'ErrorGeneratingGitOpsDeployment');
+    const gd = await deployment(name);
+    assert.equal(specOf(gd).type, 'manual');
+    assert.equal(gd?.metadata.ownerReferences, undefined);
+  });
+
   it('a binding whose full name rule is too long gets <binding>-<component>, or the hashed form', async () => {
     await environment('long');
     const longBinding = 'b'.repeat(240);
