@@ -7,12 +7,18 @@ import {
   createWorkQueue,
   type Feature,
   type Informer,
+  KubeApiError,
   type KubeObject,
   objectKey,
   type Reconciler,
   type WorkQueue,
 } from '@gitops/shared';
 import type { AppStudioContext } from './context.ts';
+
+/** The API server refuses to create objects in a namespace that is being deleted (403, "... being terminated"). */
+export function isNamespaceTerminating(err: unknown): boolean {
+  return err instanceof KubeApiError && err.statusCode === 403 && err.message.includes('being terminated');
+}
 
 export interface AppStudioController extends Feature {
   readonly queue: WorkQueue;
@@ -34,9 +40,22 @@ export function createController(
   },
 ): AppStudioController {
   const { informer } = options;
+  // In a namespace being deleted nothing can be created and everything goes anyway: stop quietly there
+  // (the original checked the namespace's deletionTimestamp first).
+  const reconcile: Reconciler = async (key, context) => {
+    try {
+      return await options.reconcile(key, context);
+    } catch (err) {
+      if (isNamespaceTerminating(err)) {
+        context.logger.debug({ key }, 'namespace is being deleted; nothing to do');
+        return undefined;
+      }
+      throw err;
+    }
+  };
   const queue = createWorkQueue({
     name: options.name,
-    reconcile: options.reconcile,
+    reconcile,
     concurrency: ctx.concurrency,
     registry: ctx.registry,
     logger: ctx.logger,
