@@ -171,6 +171,11 @@ describe('PromotionRun controller', () => {
       specOf(await f.get(Kind.SnapshotEnvironmentBinding, ns, 'appa-prod-binding')).snapshot,
       'my-snapshot',
     );
+    assert.equal(
+      await f.get(Kind.SnapshotEnvironmentBinding, ns, 'new-demo-app-prod-generated-binding'),
+      undefined,
+      'no binding is generated when one for (application, target) exists, whatever its name',
+    );
   });
 
   it('without a binding for (application, target) one is generated from the Components, even when bindings for other environments or applications exist', async () => {
