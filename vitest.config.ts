@@ -17,6 +17,7 @@ const packages = [
   'appstudio',
   'backend',
   'cluster-agent',
+  'rhoas-operator',
 ];
 
 // Integration tests wait on real processes on small shared machines: generous limits, never a timing assertion.

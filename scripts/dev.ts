@@ -2,7 +2,8 @@
  * `pnpm dev`: the whole system on this machine, as separate processes.
  * Embedded PostgreSQL (.dev/postgres) + a local control plane (.dev/cluster) + a real Argo CD (redis,
  * argocd-repo-server, argocd-application-controller in .dev/argocd; built once on the first run, like the
- * control plane) + backend + cluster-agent. Without Debian's redis-server, or with GITOPS_DEV_ARGOCD=false,
+ * control plane) + backend + cluster-agent + the local cloud services API and the RHOAS operator
+ * (packages/rhoas-operator/README.md). Without Debian's redis-server, or with GITOPS_DEV_ARGOCD=false,
  * it runs without Argo CD and says so.
  * Writes .dev/kubeconfig, prints `READY kubeconfig=<path>` when all is up, prefixes every process's
  * logs, and stops everything on Ctrl-C / SIGTERM. State survives restarts; `rm -rf .dev` resets it.
@@ -13,7 +14,9 @@ import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   type ArgoCd,
+  type CloudServicesApi,
   type ControlPlane,
+  defaultSeedFile,
   ensureArgoCdBinary,
   freePort,
   kubeRequest,
@@ -21,6 +24,7 @@ import {
   type PostgresServer,
   repoRoot,
   startArgoCd,
+  startCloudServicesApi,
   startControlPlane,
   startPostgres,
   startProcess,
@@ -36,6 +40,7 @@ const say = (line: string) => process.stdout.write(`[dev] ${line}\n`);
 let postgres: PostgresServer | undefined;
 let controlPlane: ControlPlane | undefined;
 let argoCd: ArgoCd | undefined;
+let cloudServices: CloudServicesApi | undefined;
 const services: ManagedProcess[] = [];
 let stopping = false;
 
@@ -44,6 +49,7 @@ async function shutdown(code: number): Promise<never> {
     stopping = true;
     say('stopping');
     for (const s of [...services].reverse()) await s.stop();
+    await cloudServices?.close().catch(() => {});
     await argoCd?.stop().catch(() => {});
     await controlPlane?.stop().catch(() => {});
     await postgres?.stop().catch(() => {});
@@ -145,14 +151,31 @@ try {
     GITOPS_ENCRYPTION_KEYS: await devEncryptionKeys(),
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
   };
-  const ports = { backend: await freePort(), 'cluster-agent': await freePort() };
-  for (const name of ['backend', 'cluster-agent'] as const) {
+  // The local cloud services API the RHOAS operator talks to (RHOAS_DEV_API_PORT pins its port,
+  // RHOAS_DEV_SEED names another seed file).
+  const seedFile = process.env.RHOAS_DEV_SEED ?? defaultSeedFile;
+  cloudServices = await startCloudServicesApi({
+    seed: seedFile,
+    port: process.env.RHOAS_DEV_API_PORT ? Number(process.env.RHOAS_DEV_API_PORT) : 0,
+  });
+  const rhoasEnv = {
+    CLOUD_SERVICES_API: cloudServices.url,
+    CLOUD_SERVICES_SSO: cloudServices.ssoUrl,
+    MAS_AUTH_URL: `${cloudServices.url}/auth`,
+  };
+  const names = ['backend', 'cluster-agent', 'rhoas-operator'] as const;
+  const ports = {
+    backend: await freePort(),
+    'cluster-agent': await freePort(),
+    'rhoas-operator': await freePort(),
+  };
+  for (const name of names) {
     const service = startProcess(
       name,
       process.execPath,
       [join(repoRoot, 'packages', name, 'src', 'main.ts')],
       {
-        env: { ...common, HTTP_PORT: String(ports[name]) },
+        env: { ...common, ...(name === 'rhoas-operator' ? rhoasEnv : {}), HTTP_PORT: String(ports[name]) },
         onLine: (line) => process.stdout.write(`[${name}] ${line}\n`),
       },
     );
@@ -164,14 +187,17 @@ try {
       }
     });
   }
-  for (const name of ['backend', 'cluster-agent'] as const) {
+  for (const name of names) {
     await waitFor(`${name} /readyz`, async () => (await fetch(`http://127.0.0.1:${ports[name]}/readyz`)).ok, {
       timeoutMs: 180_000,
     });
   }
   say(argoCdLine);
   say(
-    `up in ${((Date.now() - started) / 1000).toFixed(1)}s; backend :${ports.backend}, cluster-agent :${ports['cluster-agent']}`,
+    `cloud services API: ${cloudServices.url} (SSO realm ${cloudServices.ssoUrl}; seed ${seedFile}; request log: GET ${cloudServices.url}/_local/requests)`,
+  );
+  say(
+    `up in ${((Date.now() - started) / 1000).toFixed(1)}s; backend :${ports.backend}, cluster-agent :${ports['cluster-agent']}, rhoas-operator :${ports['rhoas-operator']}`,
   );
   process.stdout.write(`READY kubeconfig=${kubeconfig}\n`);
 } catch (error) {

@@ -36,6 +36,7 @@ const packages = [
   'appstudio',
   'backend',
   'cluster-agent',
+  'rhoas-operator',
 ];
 const vitestArgs = ['run'];
 if (files.length > 0) {

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { watchEvents } from '../fixture/kube.ts';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
 const TENANTS = 10;
@@ -30,6 +31,19 @@ describe('tier 3b: many tenants with a real Argo CD', () => {
         return { namespace, repo };
       }),
     );
+    // (every condition any of their GitOpsDeployments ever shows is recorded, from every watch event)
+    const ours = new Set(tenants.map((t) => t.namespace));
+    const conditionsSeen: string[] = [];
+    const watch = await watchEvents(
+      f.system.kc,
+      '/apis/managed-gitops.redhat.com/v1alpha1/gitopsdeployments',
+      (_type, gd) => {
+        if (!ours.has(gd.metadata.namespace ?? '')) return;
+        const status = gd.status as { conditions?: { type?: string; reason?: string }[] } | undefined;
+        for (const c of status?.conditions ?? [])
+          conditionsSeen.push(`${gd.metadata.namespace}: ${c.type}/${c.reason}`);
+      },
+    );
     // When all of them create their GitOpsDeployment at once
     const deployments = await Promise.all(
       tenants.map((t) => f.when.deployed(t.namespace, 'app', { repoURL: t.repo.fileUrl, path: 'app' })),
@@ -49,5 +63,10 @@ describe('tier 3b: many tenants with a real Argo CD', () => {
         assert.equal(cm.data?.tenant, tenant.namespace);
       }),
     );
+    watch.stop();
+    // and no deployment ever showed a condition: in particular not Argo CD's InvalidSpecError about the
+    // tenant's AppProject, which Argo CD raises when it sees a new tenant's first Application before the
+    // project (a verdict on nothing the user did)
+    assert.deepEqual(conditionsSeen, []);
   });
 });

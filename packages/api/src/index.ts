@@ -11,6 +11,7 @@ export {
   loadCrds,
 } from './crds.ts';
 export type { ObjectMeta, OwnerReference } from './object-meta.ts';
+export * from './rhoas.ts';
 export type * from './types.generated.ts';
 
 import { describeKind } from './kind.ts';

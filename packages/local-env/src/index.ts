@@ -17,6 +17,21 @@ export {
   ensureControlPlaneBinaries,
 } from './binaries.ts';
 export {
+  type CloudServicesApi,
+  type CloudServicesRoute,
+  type CloudServicesSeed,
+  defaultSeedFile,
+  type Fault,
+  loadCloudServicesSeed,
+  type RecordedRequest,
+  type SeedKafka,
+  type SeedRegistry,
+  type ServiceAccountRecord,
+  SSO_REALM_PATH,
+  startCloudServicesApi,
+  TOKEN_PATH,
+} from './cloud-services.ts';
+export {
   type ControlPlane,
   type ControlPlaneOptions,
   crdDocuments,

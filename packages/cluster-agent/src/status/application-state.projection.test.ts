@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { canonicalJson, projectApplicationState } from './application-state.projection.ts';
+import {
+  canonicalJson,
+  PROJECT_CACHE_GRACE_MS,
+  projectApplicationState,
+  projectCacheLag,
+} from './application-state.projection.ts';
 
 const application = {
   metadata: { name: 'gitopsdepl-1', namespace: 'argocd' },
@@ -107,5 +112,48 @@ describe('projectApplicationState', () => {
 
   it('canonicalJson does not depend on key order', () => {
     assert.equal(canonicalJson({ a: 1, b: [{ c: 2, d: 3 }] }), canonicalJson({ b: [{ d: 3, c: 2 }], a: 1 }));
+  });
+});
+
+describe("Argo CD's cache lag on a new tenant's AppProject", () => {
+  const app = { spec: { project: 'app-project-t1' }, status: {} };
+  const missing = {
+    type: 'InvalidSpecError',
+    message: 'Application referencing project app-project-t1 which does not exist',
+  };
+  const created = '2026-01-01T00:00:00Z';
+  const at = (seconds: number) => Date.parse(created) + seconds * 1000;
+
+  it('is not reported while the project we created is new, and is reported once the grace is over', () => {
+    assert.equal(
+      projectCacheLag(missing, app, { createdAt: created }, at(5)),
+      PROJECT_CACHE_GRACE_MS - 5_000,
+    );
+    assert.equal(projectCacheLag(missing, app, { createdAt: created }, at(PROJECT_CACHE_GRACE_MS / 1000)), 0);
+  });
+
+  it('is reported when the project does not exist for us either, names another project, or is another error', () => {
+    assert.equal(projectCacheLag(missing, app, undefined, at(1)), 0);
+    assert.equal(
+      projectCacheLag(
+        { ...missing, message: missing.message.replace('t1', 't2') },
+        app,
+        { createdAt: created },
+        at(1),
+      ),
+      0,
+    );
+    assert.equal(
+      projectCacheLag({ ...missing, type: 'ComparisonError' }, app, { createdAt: created }, at(1)),
+      0,
+    );
+  });
+
+  it('the projection leaves out exactly the conditions it is told to', () => {
+    const projection = projectApplicationState(
+      { ...app, status: { conditions: [missing, { type: 'SyncError', message: 'boom' }] } },
+      { ignoreCondition: (c) => projectCacheLag(c, app, { createdAt: created }, at(1)) > 0 },
+    );
+    assert.deepEqual(projection.conditions, [{ type: 'SyncError', message: 'boom' }]);
   });
 });

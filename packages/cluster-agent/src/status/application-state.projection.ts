@@ -56,7 +56,13 @@ const operationStateFields = [
  * `sync`, `health`, `resources` (health only where Argo CD has one), `reconciledState` (from
  * `status.sync.comparedTo`), `operationState` (absent when Argo CD has none) and `conditions` (type, message).
  */
-export function projectApplicationState(application: unknown): JsonObject {
+export function projectApplicationState(
+  application: unknown,
+  options: {
+    /** Conditions Argo CD reports that are not (yet) a verdict on the user's input (see projectCacheLag). */
+    ignoreCondition?: (condition: { type: string; message: string }) => boolean;
+  } = {},
+): JsonObject {
   const status = record(record(application).status);
   const sync = record(status.sync);
   const comparedTo = record(sync.comparedTo);
@@ -89,10 +95,12 @@ export function projectApplicationState(application: unknown): JsonObject {
       },
       destination: { name: text(comparedDestination.name), namespace: text(comparedDestination.namespace) },
     },
-    conditions: (Array.isArray(status.conditions) ? status.conditions : []).map((item) => {
-      const c = record(item);
-      return { type: text(c.type), message: text(c.message) };
-    }),
+    conditions: (Array.isArray(status.conditions) ? status.conditions : [])
+      .map((item) => {
+        const c = record(item);
+        return { type: text(c.type), message: text(c.message) };
+      })
+      .filter((c) => !options.ignoreCondition?.(c)),
   };
 
   if (status.operationState !== undefined && status.operationState !== null) {
@@ -117,4 +125,29 @@ export function canonicalJson(value: unknown): string {
     return `{${entries.join(',')}}`;
   }
   return JSON.stringify(value) ?? 'null';
+}
+
+/** How long after its AppProject was created an Application's "project does not exist" is Argo CD's cache lag. */
+export const PROJECT_CACHE_GRACE_MS = 60_000;
+
+const MISSING_PROJECT = /^Application referencing project (\S+) which does not exist/;
+
+/**
+ * Whether `condition` is Argo CD judging an Application before its own cache has the AppProject the agent
+ * created just before it (a new tenant's first Application, under load): `InvalidSpecError` naming the
+ * Application's project, while that project exists and is younger than PROJECT_CACHE_GRACE_MS. Returns
+ * the milliseconds the grace still lasts (0: not cache lag, report it).
+ */
+export function projectCacheLag(
+  condition: { type: string; message: string },
+  application: unknown,
+  project: { createdAt: string | undefined } | undefined,
+  now: number,
+): number {
+  if (condition.type !== 'InvalidSpecError' || !project?.createdAt) return 0;
+  const named = MISSING_PROJECT.exec(condition.message)?.[1];
+  if (named === undefined || named !== text(record(record(application).spec).project)) return 0;
+  const created = Date.parse(project.createdAt);
+  if (Number.isNaN(created)) return 0;
+  return Math.max(0, created + PROJECT_CACHE_GRACE_MS - now);
 }

@@ -16,7 +16,7 @@ import {
   type WorkQueue,
 } from '@gitops/shared';
 import { AgentLabel, isUuid } from '../argocd.ts';
-import { canonicalJson, projectApplicationState } from './application-state.projection.ts';
+import { canonicalJson, projectApplicationState, projectCacheLag } from './application-state.projection.ts';
 
 export interface ApplicationStatusControllerOptions {
   db: Db;
@@ -24,6 +24,8 @@ export interface ApplicationStatusControllerOptions {
   registry: Registry;
   concurrency: number;
   applications: Informer<KubeObject>;
+  /** Our AppProjects (to tell Argo CD's cache lag from a missing project). */
+  appProjects: Pick<Informer<KubeObject>, 'get'>;
   /** An Application whose application row does not exist. */
   onOrphan(applicationId: string): void;
 }
@@ -52,9 +54,30 @@ export function createApplicationStatusController(options: ApplicationStatusCont
         logger.warn('Application with a malformed database-id label ignored');
         return;
       }
-      const projection = projectApplicationState(application);
+      // Argo CD may judge a new tenant's first Application before its cache has the AppProject we created
+      // first: that InvalidSpecError is not the user's, so it is not reported while the project is new,
+      // and the Application is looked at again when the grace ends (a project still missing then is real).
+      let graceMs = 0;
+      const projectName = (application.spec as { project?: unknown } | undefined)?.project;
+      const project =
+        typeof projectName === 'string' && namespace !== undefined
+          ? options.appProjects.get(namespace, projectName)
+          : undefined;
+      const projection = projectApplicationState(application, {
+        ignoreCondition: (condition) => {
+          const lag = projectCacheLag(
+            condition,
+            application,
+            project && { createdAt: String(project.metadata.creationTimestamp ?? '') || undefined },
+            Date.now(),
+          );
+          graceMs = Math.max(graceMs, lag);
+          return lag > 0;
+        },
+      });
+      const requeue = graceMs > 0 ? { requeueAfter: graceMs + 1_000 } : undefined;
       const canonical = canonicalJson(projection);
-      if (stored.get(id) === canonical) return;
+      if (stored.get(id) === canonical) return requeue;
       const result = await writeApplicationState(db, id, projection);
       if (result === 'application-missing') {
         stored.delete(id);
@@ -66,6 +89,7 @@ export function createApplicationStatusController(options: ApplicationStatusCont
         writes.inc();
         logger.debug({ applicationId: id }, 'application_state written');
       }
+      return requeue;
     },
   });
 

@@ -12,11 +12,12 @@ export function createStatusFeature(ctx: FeatureContext): AgentFeature {
     registry: ctx.registry,
     concurrency: ctx.config.concurrency,
     applications: ctx.applications,
+    appProjects: ctx.appProjects,
     onOrphan: (id) => ctx.enqueue('Application', id),
   });
   return {
     name: 'application-status',
-    informers: [ctx.applications],
+    informers: [ctx.applications, ctx.appProjects],
     handles: {},
     start: () => queue.start(),
     stop: () => queue.shutdown(),

@@ -1,0 +1,111 @@
+/**
+ * `buildRhoasOperator(config)`: the whole RHOAS operator without ports or process signals (tests build it
+ * in-process; main.ts adds the health server and signal handling). A list of four features, one per kind,
+ * run by `createFeatureSet`; they share the cloud services client and the Events recorder.
+ */
+import {
+  createEventRecorder,
+  createFeatureSet,
+  createLogger,
+  createMetricsRegistry,
+  type KubeConfig,
+  type Logger,
+  loadKubeConfig,
+  type Registry,
+} from '@gitops/shared';
+import { type CloudServicesClient, createCloudServicesClient } from './cloud-services-client.ts';
+import { cloudServicesRequestProcessor } from './cloud-services-request/cloud-services-request.processor.ts';
+import type { RhoasOperatorConfig } from './config.ts';
+import { kafkaConnectionProcessor } from './kafka-connection/kafka-connection.processor.ts';
+import type { RhoasContext } from './processing.ts';
+import { registryConnectionProcessor } from './registry-connection/registry-connection.processor.ts';
+import { createRhoasKindFeature, type RhoasKindFeature } from './rhoas-feature.ts';
+import { serviceAccountRequestProcessor } from './service-account-request/service-account-request.processor.ts';
+
+export interface BuildRhoasOperatorOptions {
+  logger?: Logger;
+  registry?: Registry;
+  /** Default: loaded from `config.kubeconfigPath` (in-cluster when unset). */
+  kubeConfig?: KubeConfig;
+  client?: CloudServicesClient;
+  now?: () => Date;
+}
+
+export interface RhoasOperator {
+  start(): Promise<void>;
+  /** Stops every feature (draining running reconciles). Idempotent. */
+  close(): Promise<void>;
+  /** True once started and every informer has synced; false again while closing. */
+  ready(): boolean;
+  readonly features: {
+    readonly cloudServicesRequests: RhoasKindFeature;
+    readonly serviceAccountRequests: RhoasKindFeature;
+    readonly kafkaConnections: RhoasKindFeature;
+    readonly registryConnections: RhoasKindFeature;
+  };
+  readonly logger: Logger;
+  readonly registry: Registry;
+}
+
+export function buildRhoasOperator(
+  config: RhoasOperatorConfig,
+  options: BuildRhoasOperatorOptions = {},
+): RhoasOperator {
+  const logger = options.logger ?? createLogger({ name: 'rhoas-operator', level: config.logLevel });
+  const registry =
+    options.registry ?? createMetricsRegistry({ defaultLabels: { component: 'rhoas-operator' } });
+  const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
+  const ctx: RhoasContext = {
+    config,
+    kc,
+    client:
+      options.client ??
+      createCloudServicesClient({
+        apiUrl: config.apiUrl,
+        ssoUrl: config.ssoUrl,
+        timeoutMs: config.requestTimeoutMs,
+      }),
+    events: createEventRecorder(kc, { component: 'rhoas-operator', logger }),
+    logger,
+    now: options.now ?? (() => new Date()),
+  };
+  // The features, in the order the console's flow uses the kinds.
+  const features = {
+    serviceAccountRequests: createRhoasKindFeature(ctx, serviceAccountRequestProcessor, { registry }),
+    cloudServicesRequests: createRhoasKindFeature(ctx, cloudServicesRequestProcessor, { registry }),
+    kafkaConnections: createRhoasKindFeature(ctx, kafkaConnectionProcessor, { registry }),
+    registryConnections: createRhoasKindFeature(ctx, registryConnectionProcessor, { registry }),
+  };
+  const featureSet = createFeatureSet(Object.values(features), { logger });
+  let started = false;
+  let closing: Promise<void> | undefined;
+  const closed = new AbortController();
+
+  return {
+    features,
+    logger,
+    registry,
+    ready: () => started && closing === undefined,
+    async start() {
+      if (started || closing) throw new Error('the RHOAS operator can be started once');
+      featureSet.startInformers();
+      if (!(await featureSet.waitForSync(closed.signal))) {
+        if (closing) return;
+        throw new Error('an informer stopped before it synced');
+      }
+      featureSet.start();
+      started = true;
+      logger.info(
+        { api: config.apiUrl, sso: config.ssoUrl, namespace: config.watchNamespace ?? '(all)' },
+        'rhoas operator ready',
+      );
+    },
+    close() {
+      closing ??= (async () => {
+        closed.abort();
+        await featureSet.stop();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,5 @@
+/** @gitops/rhoas-operator: the RHOAS operator (packages/rhoas-operator/README.md). */
+export { type BuildRhoasOperatorOptions, buildRhoasOperator, type RhoasOperator } from './app.ts';
+export * from './cloud-services-client.ts';
+export * from './config.ts';
+export { RhoasEventReason } from './rhoas-feature.ts';

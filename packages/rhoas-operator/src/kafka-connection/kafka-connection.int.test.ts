@@ -1,0 +1,201 @@
+/**
+ * KafkaConnection against the real API server and the local cloud services API: the golden path with the
+ * exact status and metadata map, the labels step, the servicebinding.io binding Secret, a 404 kafka,
+ * validation of every required field, and a missing service-account Secret.
+ */
+import assert from 'node:assert/strict';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import {
+  condition,
+  createRhoasFixture,
+  eventually,
+  OFFLINE_TOKEN,
+  type RhoasFixture,
+  TOKEN_SECRET,
+} from '../testing/rhoas-fixture.ts';
+
+const KIND = 'KafkaConnection';
+const SA_SECRET = 'rh-cloud-services-service-account';
+const decode = (data: Record<string, string> | undefined) =>
+  Object.fromEntries(
+    Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
+  );
+
+describe('KafkaConnection', () => {
+  let f: RhoasFixture;
+  beforeAll(async () => {
+    f = await createRhoasFixture();
+    await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
+    await f.createSecret(SA_SECRET, { 'client-id': 'srvc-acct-1', 'client-secret': 'very-secret-value' });
+  });
+  afterAll(async () => {
+    await f?.cleanup();
+  });
+
+  const spec = (kafkaId: string) => ({
+    kafkaId,
+    accessTokenSecretName: TOKEN_SECRET,
+    credentials: { serviceAccountSecretName: SA_SECRET },
+  });
+
+  it('publishes the connection details, the labels and a binding Secret', async () => {
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    await f.create(KIND, 'orders', spec(kafka.id));
+    const cr = await f.waitFinished(KIND, 'orders', 'True');
+    assert.equal(cr.status?.message, 'Created');
+    assert.match(String(cr.status?.updated), /^\d{4}-\d\d-\d\dT/);
+    assert.equal(cr.status?.bootstrapServerHost, kafka.bootstrap_server_host);
+    assert.equal(cr.status?.serviceAccountSecretName, SA_SECRET);
+    assert.deepEqual(cr.status?.metadata, {
+      saslMechanism: 'PLAIN',
+      securityProtocol: 'SASL_SSL',
+      cloudUI: `https://console.redhat.com/beta/application-services/streams/kafkas/${kafka.id}`,
+      provider: 'rhoas',
+      type: 'kafka',
+    });
+    assert.deepEqual(
+      cr.status?.conditions?.map((c) => [c.type, c.status]),
+      [
+        ['AcccesTokenSecretValid', 'True'],
+        ['FoundKafkaById', 'True'],
+        ['Finished', 'True'],
+      ],
+    );
+    assert.equal(cr.metadata.labels?.['app.kubernetes.io/component'], 'external-service');
+    assert.equal(cr.metadata.labels?.['app.kubernetes.io/managed-by'], 'rhoas');
+
+    assert.deepEqual(cr.status?.binding, { name: 'orders-binding' });
+    const binding = await f.getSecret('orders-binding');
+    assert.equal(binding?.type, 'servicebinding.io/kafka');
+    assert.deepEqual(decode(binding?.data), {
+      type: 'kafka',
+      provider: 'rhoas',
+      'bootstrap-servers': kafka.bootstrap_server_host,
+      'sasl.mechanism': 'PLAIN',
+      'security.protocol': 'SASL_SSL',
+      'oauth-token-url': `${f.api.url}/auth/realms/rhoas/protocol/openid-connect/token`,
+      'client-id': 'srvc-acct-1',
+      'client-secret': 'very-secret-value',
+    });
+    const owners = (
+      (binding?.metadata ?? {}) as { ownerReferences?: { kind: string; uid: string; controller: boolean }[] }
+    ).ownerReferences;
+    assert.deepEqual(
+      owners?.map((o) => [o.kind, o.uid, o.controller]),
+      [['KafkaConnection', cr.metadata.uid, true]],
+    );
+    // Neither the client secret nor any token shows in status, Events or logs.
+    const visible = JSON.stringify([cr, await f.events('orders')]) + f.logText();
+    assert.ok(!visible.includes('very-secret-value'));
+    assert.ok(!visible.includes(OFFLINE_TOKEN));
+  });
+
+  it('keeps labels a user set (component present), as the original', async () => {
+    const kafka = f.seed.kafkas[1];
+    assert.ok(kafka);
+    await f.create(KIND, 'labelled', spec(kafka.id), { 'app.kubernetes.io/component': 'mine' });
+    const cr = await f.waitFinished(KIND, 'labelled', 'True');
+    assert.deepEqual(cr.metadata.labels, { 'app.kubernetes.io/component': 'mine' });
+  });
+
+  it('reports an unknown kafka id on FoundKafkaById with the 404 message, and writes no binding', async () => {
+    await f.create(KIND, 'ghost', spec('no-such-kafka'));
+    const cr = await f.waitFinished(KIND, 'ghost', 'False');
+    assert.deepEqual(
+      cr.status?.conditions?.map((c) => [c.type, c.status, c.reason, c.message]),
+      [
+        ['AcccesTokenSecretValid', 'True', '', ''],
+        ['FoundKafkaById', 'False', 'ApiException', "Error 404: The requested resource doesn't exist"],
+        ['Finished', 'False', 'ApiException', "Error 404: The requested resource doesn't exist"],
+      ],
+    );
+    assert.equal(cr.status?.binding, undefined);
+    assert.equal(await f.getSecret('ghost-binding'), undefined);
+    // 404 is not retried: the request log shows one lookup.
+    await f.operator.features.kafkaConnections.queue.whenIdle();
+    assert.equal(
+      f.api.requests().filter((r) => r.route === 'getKafka' && r.path.endsWith('/no-such-kafka')).length,
+      1,
+    );
+  });
+
+  it('validates every required field in order with the original message', async () => {
+    const cases: [string, Record<string, unknown> | undefined, string][] = [
+      ['v-spec', undefined, 'spec'],
+      [
+        'v-token',
+        { kafkaId: 'x', credentials: { serviceAccountSecretName: SA_SECRET } },
+        'spec.accessTokenSecretName',
+      ],
+      ['v-credentials', { kafkaId: 'x', accessTokenSecretName: TOKEN_SECRET }, 'spec.credentials'],
+      [
+        'v-sa',
+        { kafkaId: 'x', accessTokenSecretName: TOKEN_SECRET, credentials: {} },
+        'spec.credentials.serviceAccountSecretName',
+      ],
+      [
+        'v-id',
+        { accessTokenSecretName: TOKEN_SECRET, credentials: { serviceAccountSecretName: SA_SECRET } },
+        'spec.kafkaId',
+      ],
+    ];
+    for (const [name, s] of cases) await f.create(KIND, name, s);
+    for (const [name, , field] of cases) {
+      const cr = await f.waitFinished(KIND, name, 'False');
+      assert.equal(
+        condition(cr, 'Finished')?.message,
+        `Missing argument ${field} in CR, ${field} should not be null`,
+      );
+      assert.equal(condition(cr, 'Finished')?.reason, 'InvalidUserInput');
+      assert.equal(condition(cr, 'AcccesTokenSecretValid')?.status, 'Unknown');
+      assert.equal(condition(cr, 'FoundKafkaById')?.status, 'Unknown');
+    }
+    // A huge id is refused before any call.
+    await f.create(KIND, 'v-huge', spec('k'.repeat(50_000)));
+    const cr = await f.waitFinished(KIND, 'v-huge', 'False');
+    assert.equal(
+      condition(cr, 'Finished')?.message,
+      'Invalid argument spec.kafkaId in CR: must be at most 256 characters',
+    );
+  });
+
+  it('leaves wrong types to admission (a clear 422), and keeps unknown spec fields such as forceRefresh', async () => {
+    for (const [name, bad, field] of [
+      ['t-id', { kafkaId: 42 }, 'spec.kafkaId'],
+      ['t-credentials', { kafkaId: 'x', credentials: 'sa' }, 'spec.credentials'],
+      ['t-spec', 'not an object', 'spec'],
+    ] as const) {
+      const err = await f.create(KIND, name, bad as never).catch((e: unknown) => e);
+      assert.equal((err as { statusCode?: number }).statusCode, 422, name);
+      assert.match(String((err as Error).message), new RegExp(field.replace('.', '\\.')), name);
+    }
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    await f.create(KIND, 'extra', {
+      ...spec(kafka.id),
+      forceRefresh: '2026-01-01T00:00:00Z',
+      somethingElse: { a: 1 },
+    });
+    const cr = await f.waitFinished(KIND, 'extra', 'True');
+    assert.equal(cr.spec?.forceRefresh, '2026-01-01T00:00:00Z');
+    assert.deepEqual(cr.spec?.somethingElse, { a: 1 });
+  });
+
+  it('writes the binding without credentials, and warns, when the service-account Secret is missing', async () => {
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    await f.create(KIND, 'no-sa', {
+      ...spec(kafka.id),
+      credentials: { serviceAccountSecretName: 'missing-sa' },
+    });
+    await f.waitFinished(KIND, 'no-sa', 'True');
+    const binding = await f.getSecret('no-sa-binding');
+    assert.equal(decode(binding?.data)['client-id'], undefined);
+    await eventually('the Warning Event', async () =>
+      (await f.events('no-sa')).some(
+        (e) => e.type === 'Warning' && e.reason === 'ServiceAccountSecretMissing',
+      ),
+    );
+  });
+});

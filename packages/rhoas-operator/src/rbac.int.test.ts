@@ -1,0 +1,144 @@
+/**
+ * The operator's ClusterRole from manifests/components/rhoas-operator/rbac.yaml is enough: the operator runs
+ * here with a service-account token bound to exactly that role (a copy with a unique name, so it never
+ * touches the one tier 3a applies) and completes the console's flow, Secrets and Events included.
+ */
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { repoRoot } from '@gitops/local-env';
+import { HttpMethod, KubeConfig, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
+import {
+  createRhoasFixture,
+  eventually,
+  OFFLINE_TOKEN,
+  type RhoasFixture,
+  randomSuffix,
+  TOKEN_SECRET,
+} from './testing/rhoas-fixture.ts';
+
+const admin = loadKubeConfig(process.env.KUBECONFIG);
+const roleName = `gitops-rhoas-operator-test-${randomSuffix()}`;
+/** The same role without its Secrets rule (for the "forbidden" case). */
+const noSecretsRoleName = `gitops-rhoas-operator-nosecrets-${randomSuffix()}`;
+
+async function operatorRole(name = roleName, withSecrets = true): Promise<KubeObject> {
+  const file = join(repoRoot, 'manifests', 'components', 'rhoas-operator', 'rbac.yaml');
+  const docs = parseAllDocuments(await readFile(file, 'utf8')).map((d) => d.toJS() as KubeObject);
+  const role = docs.find((d) => d.kind === 'ClusterRole' && d.metadata.name === 'gitops-rhoas-operator');
+  if (!role) throw new Error('no ClusterRole gitops-rhoas-operator in rbac.yaml');
+  const rules = (role.rules as { resources: string[] }[]).filter(
+    (r) => withSecrets || !r.resources.includes('secrets'),
+  );
+  return { ...role, metadata: { name }, rules };
+}
+
+/** A kubeconfig with a token of service account `rhoas-operator` in `namespace`, bound to the role. */
+const serviceAccountKubeConfig = (name: string, withSecrets: boolean) => async (namespace: string) => {
+  await kubeRequest(admin, {
+    method: HttpMethod.POST,
+    path: '/apis/rbac.authorization.k8s.io/v1/clusterroles',
+    body: await operatorRole(name, withSecrets),
+  });
+  await kubeRequest(admin, {
+    method: HttpMethod.POST,
+    path: `/api/v1/namespaces/${namespace}/serviceaccounts`,
+    body: { metadata: { name: 'rhoas-operator' } },
+  });
+  await kubeRequest(admin, {
+    method: HttpMethod.POST,
+    path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+    body: {
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+      subjects: [{ kind: 'ServiceAccount', name: 'rhoas-operator', namespace }],
+    },
+  });
+  const request = (await kubeRequest(admin, {
+    method: HttpMethod.POST,
+    path: `/api/v1/namespaces/${namespace}/serviceaccounts/rhoas-operator/token`,
+    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+  })) as { status: { token: string } };
+  const cluster = admin.getCurrentCluster();
+  if (!cluster) throw new Error('the test kubeconfig has no cluster');
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ ...cluster, name: 'test' }],
+    users: [{ name: 'rhoas-operator', token: request.status.token }],
+    contexts: [{ name: 'sa', cluster: 'test', user: 'rhoas-operator' }],
+    currentContext: 'sa',
+  });
+  return kc;
+};
+
+async function removeRole(name: string) {
+  for (const plural of ['clusterrolebindings', 'clusterroles'])
+    await kubeRequest(admin, {
+      method: HttpMethod.DELETE,
+      path: `/apis/rbac.authorization.k8s.io/v1/${plural}/${name}`,
+    }).catch(() => undefined);
+}
+
+describe('the operator with only the RBAC of its manifests', () => {
+  let f: RhoasFixture;
+  beforeAll(async () => {
+    f = await createRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig(roleName, true) });
+    await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
+  });
+  afterAll(async () => {
+    await f?.cleanup();
+    await removeRole(roleName);
+  });
+
+  it('creates the service-account Secret, labels a KafkaConnection, writes its binding Secret and Events', async () => {
+    await f.create('CloudServiceAccountRequest', 'sa', {
+      serviceAccountName: 'rbac-sa',
+      serviceAccountSecretName: 'rbac-sa-secret',
+      accessTokenSecretName: TOKEN_SECRET,
+    });
+    await f.waitFinished('CloudServiceAccountRequest', 'sa', 'True');
+    assert.ok((await f.getSecret('rbac-sa-secret'))?.data?.['client-id']);
+    // A re-trigger updates the Secret it owns (patch).
+    await f.forceRefresh('CloudServiceAccountRequest', 'sa');
+    await f.waitFinished('CloudServiceAccountRequest', 'sa', 'True');
+
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    await f.create('KafkaConnection', 'orders', {
+      kafkaId: kafka.id,
+      accessTokenSecretName: TOKEN_SECRET,
+      credentials: { serviceAccountSecretName: 'rbac-sa-secret' },
+    });
+    const cr = await f.waitFinished('KafkaConnection', 'orders', 'True');
+    assert.equal(cr.metadata.labels?.['app.kubernetes.io/managed-by'], 'rhoas');
+    assert.ok((await f.getSecret('orders-binding'))?.data?.['client-secret']);
+    await eventually('a Finished Event', async () =>
+      (await f.events('orders')).some((e) => e.reason === 'Finished'),
+    );
+    assert.ok(!f.logText().includes('"statusCode":403'), 'no request was forbidden');
+  });
+});
+
+describe('the operator when the API server refuses a read it needs', () => {
+  let f: RhoasFixture;
+  beforeAll(async () => {
+    f = await createRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig(noSecretsRoleName, false) });
+    await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
+  });
+  afterAll(async () => {
+    await f?.cleanup();
+    await removeRole(noSecretsRoleName);
+  });
+
+  it('shows the refusal on Finished (KubernetesError) instead of staying silent, and keeps running', async () => {
+    await f.create('CloudServicesRequest', 'forbidden', { accessTokenSecretName: TOKEN_SECRET });
+    const cr = await f.waitFinished('CloudServicesRequest', 'forbidden', 'False');
+    const finished = cr.status?.conditions?.find((c) => c.type === 'Finished');
+    assert.equal(finished?.reason, 'KubernetesError');
+    assert.match(finished?.message ?? '', /forbidden/i);
+    assert.equal(cr.status?.conditions?.find((c) => c.type === 'AcccesTokenSecretValid')?.status, 'Unknown');
+    assert.ok(f.operator.ready());
+  });
+});

@@ -1,0 +1,197 @@
+/**
+ * The controller of one RHOAS kind, as a feature (see @gitops/shared feature.ts): an informer of the kind
+ * feeds a work queue with creates, deletes and generation changes (the operator's own status and label
+ * writes do not bump the generation, so they never re-trigger it, as the original's generation-aware
+ * processing). A reconcile:
+ *
+ * 1. the gate: nothing to do when Finished is True for the current generation;
+ * 2. the labels step (KafkaConnection, ServiceRegistryConnection): adds `app.kubernetes.io/component=
+ *    external-service` and `managed-by=rhoas` when `component` is absent;
+ * 3. the kind's processing (validation, token, calls, Secrets), recording conditions step by step;
+ * 4. one status merge patch when the status changed, and an Event when Finished changed;
+ * 5. a transient failure (network, no answer, 5xx, 429) is retried with capped exponential backoff
+ *    (RHOAS_RETRY_INITIAL doubling to RHOAS_RETRY_MAX); other failures wait for a spec change.
+ */
+
+import { isDeepStrictEqual } from 'node:util';
+import { type RhoasCondition, RhoasConditionType, RhoasLabel, RhoasReason } from '@gitops/api';
+import {
+  backoffDelay,
+  createInformer,
+  createWorkQueue,
+  type Feature,
+  HttpMethod,
+  type Informer,
+  kubeRequest,
+  objectKey,
+  objectPath,
+  patchStatus,
+  type Registry,
+  refOfKind,
+  splitObjectKey,
+  type WorkQueue,
+  withTypeMeta,
+} from '@gitops/shared';
+import type { KindProcessor, RhoasContext, RhoasObject } from './processing.ts';
+import { createProgress, StepFailure, shouldProcess } from './progress.ts';
+
+/** Event reasons (CamelCase, as Kubernetes wants them; the condition's reason is in the message). */
+export const RhoasEventReason = { Finished: 'Finished', Failed: 'ProcessingFailed' } as const;
+
+export interface RhoasKindFeature extends Feature {
+  readonly queue: WorkQueue;
+  readonly informer: Informer<RhoasObject>;
+}
+
+export function createRhoasKindFeature(
+  ctx: RhoasContext,
+  processor: KindProcessor,
+  options: { registry: Registry },
+): RhoasKindFeature {
+  const { kind } = processor;
+  const name = kind.kind.toLowerCase();
+  const logger = ctx.logger.child({ controller: name });
+  const informer = createInformer<RhoasObject>({
+    kubeConfig: ctx.kc,
+    resource: kind.resource,
+    namespace: ctx.config.watchNamespace,
+    registry: options.registry,
+    logger,
+    resyncPeriodMs: ctx.config.resyncSeconds * 1000,
+  });
+  /** Consecutive transient failures of the current incarnation and generation of each key. */
+  const attempts = new Map<string, { of: string; count: number }>();
+
+  async function addLabels(object: RhoasObject, signal: AbortSignal) {
+    const labels = object.metadata.labels ?? {};
+    if (RhoasLabel.component in labels) return;
+    await kubeRequest(ctx.kc, {
+      method: HttpMethod.PATCH,
+      path: await objectPath(ctx.kc, refOfKind(kind, object)),
+      query: { fieldManager: ctx.config.fieldManager },
+      body: {
+        metadata: {
+          labels: {
+            [RhoasLabel.component]: RhoasLabel.componentValue,
+            [RhoasLabel.managedBy]: RhoasLabel.managedByValue,
+          },
+        },
+      },
+      contentType: 'application/merge-patch+json',
+      signal,
+    });
+  }
+
+  const queue = createWorkQueue({
+    name,
+    concurrency: ctx.config.maxConcurrentReconciles,
+    registry: options.registry,
+    logger,
+    async reconcile(key, { signal, logger: log }) {
+      const { namespace, name: objectName } = splitObjectKey(key);
+      const cached = informer.get(namespace, objectName);
+      if (!cached) {
+        attempts.delete(key);
+        return;
+      }
+      if (!shouldProcess(cached)) return;
+      const object = withTypeMeta(kind, cached) as RhoasObject;
+      const generation = object.metadata.generation ?? 1;
+      const incarnation = `${cached.metadata.uid}/${generation}`;
+      if (processor.addsLabels) await addLabels(object, signal);
+
+      const progress = createProgress(processor.conditions);
+      const { conditions: previous, ...current } = object.status ?? {};
+      const status: Record<string, unknown> = structuredClone(current);
+      let failure: StepFailure | undefined;
+      /** A Kubernetes error (e.g. a forbidden Secret read): shown on Finished, then retried by the queue. */
+      let unexpected: unknown;
+      try {
+        await processor.process(ctx, { object, progress, status, signal });
+        progress.finish();
+      } catch (err) {
+        if (signal.aborted) throw err;
+        if (err instanceof StepFailure) failure = err;
+        else {
+          unexpected = err;
+          const message = err instanceof Error ? err.message : String(err);
+          failure = new StepFailure(
+            RhoasConditionType.Finished,
+            RhoasReason.KubernetesError,
+            message.slice(0, 1024),
+          );
+        }
+        progress.record(failure);
+      }
+      // A failed processing keeps the status fields of the last success (e.g. the lists of a
+      // CloudServicesRequest): only the conditions change.
+      const next = {
+        ...(failure ? current : status),
+        conditions: progress.conditions(previous, generation, ctx.now()),
+      };
+      if (!isDeepStrictEqual(next, object.status ?? {})) {
+        await patchStatus(
+          ctx.kc,
+          refOfKind(kind, object),
+          { status: next },
+          { fieldManager: ctx.config.fieldManager, signal },
+        );
+        const before = previous?.find((c) => c.type === RhoasConditionType.Finished);
+        const after = next.conditions.find((c: RhoasCondition) => c.type === RhoasConditionType.Finished);
+        if (after && (before?.status !== after.status || before?.message !== after.message)) {
+          if (after.status === 'True')
+            await ctx.events.event(object, 'Normal', RhoasEventReason.Finished, `${kind.kind} processed`);
+          else
+            await ctx.events.event(
+              object,
+              'Warning',
+              RhoasEventReason.Failed,
+              `${after.reason}: ${after.message}`,
+            );
+        }
+      }
+      if (unexpected) throw unexpected;
+      if (failure) {
+        log.info(
+          { condition: failure.condition, reason: failure.reason, transient: failure.transient },
+          failure.message,
+        );
+        if (failure.transient) {
+          const previousAttempts = attempts.get(key);
+          const attempt = previousAttempts?.of === incarnation ? previousAttempts.count + 1 : 1;
+          attempts.set(key, { of: incarnation, count: attempt });
+          return { requeueAfter: backoffDelay(attempt, ctx.config.retryInitialMs, ctx.config.retryMaxMs) };
+        }
+      } else {
+        log.info({ generation }, `${kind.kind} processed`);
+      }
+      attempts.delete(key);
+      return undefined;
+    },
+  });
+
+  const unsubscribe = [
+    informer.onAdd((o) => queue.add(objectKey(o))),
+    informer.onUpdate((a, b) => {
+      if (a.metadata.generation !== b.metadata.generation) queue.add(objectKey(b));
+    }),
+    informer.onDelete((o) => queue.add(objectKey(o))),
+  ];
+
+  return {
+    name,
+    queue,
+    informer,
+    informers: [informer],
+    start() {
+      queue.start();
+    },
+    resync() {
+      for (const o of informer.list()) queue.add(objectKey(o));
+    },
+    async stop() {
+      for (const u of unsubscribe) u();
+      await queue.shutdown();
+    },
+  };
+}
