@@ -14,6 +14,7 @@ const packages = [
   'db',
   'local-env',
   'test-support',
+  'appstudio',
   'backend',
   'cluster-agent',
   'rhoas-operator',

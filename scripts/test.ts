@@ -33,6 +33,7 @@ const packages = [
   'db',
   'local-env',
   'test-support',
+  'appstudio',
   'backend',
   'cluster-agent',
   'rhoas-operator',

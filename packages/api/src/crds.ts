@@ -6,6 +6,16 @@ import { parseAllDocuments } from 'yaml';
 /** Absolute path of `packages/api/crds`, the CRD YAML that is the source of truth of the API. */
 export const crdDirectory: string = fileURLToPath(new URL('../crds', import.meta.url));
 
+/** The App Studio environment kinds (appstudio.redhat.com): `packages/api/crds/appstudio`. */
+export const appStudioCrdDirectory: string = join(crdDirectory, 'appstudio');
+
+/**
+ * Application and Component (appstudio.redhat.com, owned by another App Studio service), for clusters
+ * that lack them: `packages/api/crds/appstudio-dependencies` (kustomize component
+ * manifests/components/appstudio-dependencies).
+ */
+export const appStudioDependencyCrdDirectory: string = join(crdDirectory, 'appstudio-dependencies');
+
 /** The parts of a CustomResourceDefinition manifest that code in this workspace reads. */
 export interface CustomResourceDefinitionManifest {
   apiVersion: 'apiextensions.k8s.io/v1';
@@ -28,14 +38,17 @@ export interface CustomResourceDefinitionManifest {
 }
 
 /**
- * Reads and parses every CRD in {@link crdDirectory} (files in name order, every YAML document that is a
- * CustomResourceDefinition). Throws on YAML syntax errors, so a broken file never installs half the API.
+ * Reads and parses every CRD in `directory` (default {@link crdDirectory}, the managed-gitops kinds; its
+ * subfolders are not read): files in name order, every YAML document that is a CustomResourceDefinition.
+ * Throws on YAML syntax errors, so a broken file never installs half the API.
  */
-export async function loadCrds(): Promise<CustomResourceDefinitionManifest[]> {
-  const files = (await readdir(crdDirectory)).filter((f) => f.endsWith('.yaml')).sort();
+export async function loadCrds(
+  directory: string = crdDirectory,
+): Promise<CustomResourceDefinitionManifest[]> {
+  const files = (await readdir(directory)).filter((f) => f.endsWith('.yaml')).sort();
   const crds: CustomResourceDefinitionManifest[] = [];
   for (const file of files) {
-    for (const doc of parseAllDocuments(await readFile(join(crdDirectory, file), 'utf8'))) {
+    for (const doc of parseAllDocuments(await readFile(join(directory, file), 'utf8'))) {
       if (doc.errors.length > 0) throw new Error(`${file}: ${doc.errors.map((e) => e.message).join('; ')}`);
       const value: unknown = doc.toJS();
       if (isCrd(value)) crds.push(value);

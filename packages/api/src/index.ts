@@ -3,7 +3,13 @@
  * The CRD YAML in ../crds is the source of truth; the types are generated from it; the names, condition
  * types, reasons and messages below are the contract (docs/api.md), kept from the original service.
  */
-export { type CustomResourceDefinitionManifest, crdDirectory, loadCrds } from './crds.ts';
+export {
+  appStudioCrdDirectory,
+  appStudioDependencyCrdDirectory,
+  type CustomResourceDefinitionManifest,
+  crdDirectory,
+  loadCrds,
+} from './crds.ts';
 export type { ObjectMeta, OwnerReference } from './object-meta.ts';
 export * from './rhoas.ts';
 export type * from './types.generated.ts';
@@ -273,3 +279,8 @@ export const Finalizer = {
   /** Argo CD's cascading-delete finalizer, set on an Application before deleting it. */
   ArgoCDResources: 'resources-finalizer.argocd.argoproj.io',
 } as const;
+
+// ---------------------------------------------------------------------------------------------------
+// The App Studio environment API (appstudio.redhat.com)
+
+export * from './appstudio.ts';

@@ -7,6 +7,8 @@
  * instance, start every feature's informers and LISTEN, then, once every cache has synced, the features
  * (controllers, status path, outbox relay, sweeps). ready() is true from then on.
  */
+
+import { createAppStudioFeatures, requireAppStudioApi } from '@gitops/appstudio';
 import {
   createDb,
   createSealer,
@@ -36,7 +38,7 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { type BackendFeature, createBackendContext, type NotificationChannel } from './backend-feature.ts';
-import { type BackendConfig, shardSelector } from './config.ts';
+import { BACKEND_SHARD_LABEL, type BackendConfig, shardSelector } from './config.ts';
 import { registerEngineInstance } from './engine-instance.ts';
 import {
   createGitOpsDeploymentFeature,
@@ -122,6 +124,21 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const features: BackendFeature[] = [environments, deployments, repositoryCredentials, syncRuns, status];
   if (relay) features.push(relay);
   features.push(tenantSweep);
+  // The App Studio environment API (packages/appstudio): Kubernetes objects only, on the same shard.
+  if (config.appStudioEnabled) {
+    const appStudio = createAppStudioFeatures({
+      kc,
+      registry,
+      logger: logger.child({ component: 'appstudio' }),
+      events: createEventRecorder(kc, { component: 'gitops-appstudio', logger }),
+      labelSelector: ctx.selector.text,
+      shardLabels: config.backendShard ? { [BACKEND_SHARD_LABEL]: config.backendShard } : {},
+      resyncIntervalMs: config.resyncIntervalMs,
+      concurrency: config.maxConcurrentReconciles,
+      promotionTimeoutMs: config.promotionTimeoutMs,
+    });
+    features.push(...appStudio.features);
+  }
   const featureSet = createFeatureSet(features, { logger });
 
   /** Each notification goes to every feature that handles its channel, one after the other. */
@@ -186,6 +203,8 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         { engineInstance: engineInstance.id, namespace: engineInstance.namespace_name },
         'engine instance registered',
       );
+      if (config.appStudioEnabled)
+        await retryTransient('App Studio API check', () => requireAppStudioApi(kc));
       featureSet.startInformers();
       listener = listen(config.databaseUrl, Object.values(NOTIFICATION_CHANNELS), onNotification, {
         applicationName: 'gitops-backend-listen',

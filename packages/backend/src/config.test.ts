@@ -59,3 +59,15 @@ test('GITOPS_BACKEND_SHARD picks the labelled GitOpsDeployments; unset serves th
   );
   assert.throws(() => loadBackendConfig({ ...required, GITOPS_BACKEND_SHARD: 'a b' }), ConfigError);
 });
+
+test('GITOPS_APPSTUDIO runs the App Studio controllers by default; GITOPS_PROMOTION_TIMEOUT is bounded', () => {
+  assert.equal(loadBackendConfig(required).appStudioEnabled, true);
+  assert.equal(loadBackendConfig({ ...required, GITOPS_APPSTUDIO: 'false' }).appStudioEnabled, false);
+  assert.equal(loadBackendConfig(required).promotionTimeoutMs, 600_000);
+  assert.equal(
+    loadBackendConfig({ ...required, GITOPS_PROMOTION_TIMEOUT: '30s' }).promotionTimeoutMs,
+    30_000,
+  );
+  assert.throws(() => loadBackendConfig({ ...required, GITOPS_PROMOTION_TIMEOUT: '1s' }), ConfigError);
+  assert.throws(() => loadBackendConfig({ ...required, GITOPS_APPSTUDIO: 'maybe' }), ConfigError);
+});

@@ -82,6 +82,18 @@ export const backendConfigSchema = {
     pattern: /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/,
     description: `serve only GitOpsDeployments labelled ${BACKEND_SHARD_LABEL}=<value>; unset = those without the label`,
   }),
+  appStudioEnabled: boolVar('GITOPS_APPSTUDIO', {
+    default: true,
+    description:
+      'run the App Studio environment API controllers (Environment, SnapshotEnvironmentBinding, PromotionRun; packages/appstudio)',
+  }),
+  promotionTimeoutMs: durationVar('GITOPS_PROMOTION_TIMEOUT', {
+    default: '10m',
+    min: '10s',
+    max: '24h',
+    description:
+      'how long a PromotionRun waits (for a binding, for its deployments) before it ends in Failure',
+  }),
 } as const;
 
 export type BackendConfig = ConfigOf<typeof backendConfigSchema>;

@@ -82,18 +82,22 @@ function kubeconfig(server: string, caPem: string, user: string, token: string):
 }
 
 /**
- * Reads every CRD document from our packages/api/crds, the RHOAS operator's packages/api/crds/rhoas (a
- * separate set), and Argo CD's Application/AppProject CRDs.
+ * Reads every CRD document from our packages/api/crds (the managed-gitops kinds), the App Studio kinds in
+ * crds/appstudio and, as a cluster without the App Studio application service needs them, Application and
+ * Component from crds/appstudio-dependencies; the RHOAS operator's packages/api/crds/rhoas (a separate set);
+ * and Argo CD's Application/AppProject CRDs.
  */
 export async function crdDocuments(): Promise<Record<string, unknown>[]> {
   const files: string[] = [];
   for (const ours of [
     join(repoRoot, 'packages', 'api', 'crds'),
+    join(repoRoot, 'packages', 'api', 'crds', 'appstudio'),
+    join(repoRoot, 'packages', 'api', 'crds', 'appstudio-dependencies'),
     join(repoRoot, 'packages', 'api', 'crds', 'rhoas'),
   ]) {
     files.push(
       ...(await readdir(ours).catch(() => [] as string[]))
-        .filter((f) => f.endsWith('.yaml'))
+        .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
         .sort()
         .map((f) => join(ours, f)),
     );

@@ -1,0 +1,201 @@
+/**
+ * The App Studio environment API (group appstudio.redhat.com/v1alpha1): kinds, names, condition types,
+ * reasons, messages, labels and annotations. The CRD YAML in ../crds/appstudio is the source of truth of
+ * the schema; the texts below are the contract (docs/api.md, packages/appstudio/README.md), kept from the
+ * original service so users' tools keep working.
+ */
+import { describeKind } from './kind.ts';
+
+export const APPSTUDIO_GROUP = 'appstudio.redhat.com';
+export const APPSTUDIO_VERSION = 'v1alpha1';
+/** The `apiVersion` of every object of this API. */
+export const APPSTUDIO_GROUP_VERSION = `${APPSTUDIO_GROUP}/${APPSTUDIO_VERSION}` as const;
+
+const appStudioKind = <K extends string>(kind: K, plural: string) =>
+  describeKind({ group: APPSTUDIO_GROUP, version: APPSTUDIO_VERSION, kind, plural });
+
+/** The descriptor of each App Studio kind (Application and Component are another service's; we read them). */
+export const AppStudioKinds = {
+  Environment: appStudioKind('Environment', 'environments'),
+  Snapshot: appStudioKind('Snapshot', 'snapshots'),
+  SnapshotEnvironmentBinding: appStudioKind('SnapshotEnvironmentBinding', 'snapshotenvironmentbindings'),
+  PromotionRun: appStudioKind('PromotionRun', 'promotionruns'),
+  Application: appStudioKind('Application', 'applications'),
+  Component: appStudioKind('Component', 'components'),
+  /** The next issue's kind; the Environment controller only reads a claim's existence and phase. */
+  DeploymentTargetClaim: appStudioKind('DeploymentTargetClaim', 'deploymenttargetclaims'),
+} as const;
+
+/** Core kinds the App Studio controllers read or write. */
+export const CoreKinds = {
+  Secret: describeKind({ group: '', version: 'v1', kind: 'Secret', plural: 'secrets' }),
+} as const;
+
+/** `spec.deploymentStrategy` of an Environment. */
+export const DeploymentStrategy = {
+  Manual: 'Manual',
+  AppStudioAutomated: 'AppStudioAutomated',
+} as const;
+
+/** `spec.unstableConfigurationFields.clusterType` of an Environment. */
+export const ClusterType = {
+  Kubernetes: 'Kubernetes',
+  OpenShift: 'OpenShift',
+} as const;
+
+/** `status.phase` of a DeploymentTargetClaim. */
+export const DeploymentTargetClaimPhase = {
+  Pending: 'Pending',
+  Bound: 'Bound',
+  Lost: 'Lost',
+} as const;
+
+// ---------------------------------------------------------------------------------------------------
+// Generated names
+
+/** The ManagedEnvironment generated for an Environment. */
+export const managedEnvironmentName = (environment: string): string => `managed-environment-${environment}`;
+/** The Secret copy generated for an Environment whose target's Secret is not of the managed-environment type. */
+export const managedEnvironmentSecretName = (environment: string): string =>
+  `managed-environment-secret-${environment}`;
+
+// ---------------------------------------------------------------------------------------------------
+// Conditions: Environment (status.conditions) and SnapshotEnvironmentBinding (status.bindingConditions)
+// use the same pair, always written together and in this order: ErrorOccurred, then Reconciled.
+
+export const AppStudioConditionType = {
+  ErrorOccurred: 'ErrorOccurred',
+  Reconciled: 'Reconciled',
+} as const;
+
+/** The reason of ErrorOccurred while it is True. */
+export const ErrorOccurredReason = 'ErrorOccurred';
+
+/** Reasons of an Environment's Reconciled condition (False); resolved ones are `<reason>Resolved`. */
+export const EnvironmentReason = {
+  InvalidEnvironment: 'InvalidEnvironment',
+  DeploymentTargetClaimNotFound: 'DeploymentTargetClaimNotFound',
+  DeploymentTargetNotFound: 'DeploymentTargetNotFound',
+  SecretNotFound: 'SecretNotFound',
+} as const;
+
+/** User-facing messages of an Environment's conditions (keep these texts). */
+export const EnvironmentMessage = {
+  BothTargets:
+    'Environment is invalid since it cannot have both DeploymentTargetClaim and credentials configuration set',
+  ClaimNotFound: 'DeploymentTargetClaim not found while generating the desired Environment resource',
+  secretNotFound: (secret: string): string =>
+    `the secret ${secret} referenced by the Environment resource was not found`,
+} as const;
+
+/** Reasons of a binding's Reconciled condition. */
+export const BindingReason = {
+  GitOpsRepoNotReady: 'GitOpsRepoNotReady',
+  Reconciled: 'Reconciled',
+  WaitingForComponentStatus: 'WaitingForComponentStatus',
+  DuplicateComponents: 'DuplicateComponents',
+  ErrorGeneratingGitOpsDeployment: 'ErrorGeneratingGitOpsDeployment',
+  /** Beyond the original: the Environment the binding names does not exist (design §3). */
+  EnvironmentNotFound: 'EnvironmentNotFound',
+  /** Beyond the original: another binding already deploys this application to this environment (design §1). */
+  DuplicateBinding: 'DuplicateBinding',
+} as const;
+
+/** User-facing messages of a binding's conditions (keep these texts). */
+export const BindingMessage = {
+  gitOpsRepoNotReady: (binding: string): string =>
+    `Cannot Reconcile Binding '${binding}', since GitOps Repo Conditions status is false.`,
+  // "SnapshotEventBinding" is the original's text.
+  waitingForComponentStatus: (binding: string): string =>
+    `SnapshotEventBinding Component status is required to generate GitOps deployment, waiting for the Application Service controller to finish reconciling binding '${binding}'`,
+  duplicateComponent: (component: string): string =>
+    `duplicate component keys found in status field in ${component}`,
+  ClaimNotFound: 'DeploymentTargetClaim referenced by Environment does not exist.',
+  DeploymentTargetNotFound: 'unable to locate DeploymentTarget the references DeploymentTargetClaim',
+  MissingTargetNamespace: 'Environment is missing a TargetNamespace field',
+  UnknownError: 'an unknown error occurred',
+  environmentNotFound: (environment: string): string =>
+    `Environment '${environment}' referenced by the binding does not exist`,
+  duplicateBinding: (application: string, environment: string, existing: string): string =>
+    `invalid SnapshotEnvironmentBinding: duplicate combination of Application (${application}) and Environment (${environment}). Duplicated by: ${existing}`,
+} as const;
+
+/** The single condition of `status.componentDeploymentConditions`. */
+export const ComponentDeploymentConditionType = {
+  AllComponentsDeployed: 'AllComponentsDeployed',
+} as const;
+
+export const ComponentDeploymentReason = {
+  CommitsSynced: 'CommitsSynced',
+  CommitsUnsynced: 'CommitsUnsynced',
+  ErrorOccurred: 'ErrorOccurred',
+} as const;
+
+export const componentsDeployedMessage = (synced: number, total: number): string =>
+  `${synced} of ${total} components deployed`;
+
+// ---------------------------------------------------------------------------------------------------
+// PromotionRun
+
+export const PromotionRunState = {
+  Active: 'Active',
+  Waiting: 'Waiting',
+  Complete: 'Complete',
+} as const;
+
+export const PromotionRunResult = {
+  Success: 'Success',
+  Failure: 'Failure',
+} as const;
+
+/** User-facing messages of a PromotionRun (keep these texts). */
+export const PromotionRunMessage = {
+  AllSyncedHealthy: 'All GitOpsDeployments are Synced/Healthy',
+  InvalidTarget: 'Target Environment has invalid value.',
+  WaitingForDeployments:
+    'Waiting for the environment binding to create all of the expected GitOpsDeployments.',
+  waitingFor: (deployments: readonly string[]): string =>
+    `Waiting for following GitOpsDeployments to be Synced/Healthy: ${deployments.join(', ')}`,
+  timedOut: (limit: string): string => `Promotion Failed. Could not be completed in ${limit}.`,
+  snapshotNotFound: (snapshot: string, binding: string): string =>
+    `Snapshot: ${snapshot} referred in Binding: ${binding} does not exist.`,
+  bindingChanged: (oldBinding: string, newBinding: string): string =>
+    `The binding changed after the PromotionRun first start. The .spec fields of the PromotionRun are immutable, and should not be changed after being created. old-binding: ${oldBinding}, new-binding: ${newBinding}`,
+  /** Beyond the original (design §4): which run this one waits for. */
+  waitingForRun: (run: string, application: string): string =>
+    `Waiting for PromotionRun '${run}' of application '${application}' to complete`,
+  /** Beyond the original (design §4): it only logged this. */
+  noComponents: (application: string): string =>
+    `no Component of application '${application}' exists, so no binding can be generated`,
+} as const;
+
+/** `status.environmentStatus[].status` ("In Progress" with a space, as in the original). */
+export const PromotionEnvironmentStatus = {
+  Success: 'Success',
+  InProgress: 'In Progress',
+  Failed: 'Failed',
+} as const;
+
+// ---------------------------------------------------------------------------------------------------
+// Labels, annotations, Secret types
+
+export const AppStudioLabel = {
+  /** Identity labels of a generated GitOpsDeployment (values: the binding's application, component, environment). */
+  Application: 'appstudio.openshift.io/application',
+  Component: 'appstudio.openshift.io/component',
+  Environment: 'appstudio.openshift.io/environment',
+  /** On a copied managed-environment Secret: the Environment it belongs to. */
+  EnvironmentSecret: 'appstudio.openshift.io/environment-secret',
+  /** Labels of a binding generated by a PromotionRun. */
+  BindingApplication: 'appstudio.application',
+  BindingEnvironment: 'appstudio.environment',
+} as const;
+
+/** Binding labels whose key contains this text are copied onto its GitOpsDeployments (as the original did). */
+export const COPIED_LABEL_MARKER = 'appstudio.openshift.io';
+
+/** The original's ownerReference apiVersion for a ManagedEnvironment's Environment (a wrong group; still recognised). */
+export const LEGACY_ENVIRONMENT_OWNER_API_VERSION = 'managed-gitops.redhat.com/v1alpha1';
+
+/** The field manager of every write of the App Studio controllers. */
+export const APPSTUDIO_FIELD_MANAGER = 'gitops-appstudio';

@@ -1,0 +1,95 @@
+/**
+ * What every App Studio feature receives. The backend builds it from its own context (app.ts); tests build
+ * it directly and run the features alone against the API server. Nothing here touches the database.
+ */
+import { AppStudioKinds } from '@gitops/api';
+import {
+  createInformer,
+  ErrorCode,
+  type EventRecorder,
+  errorCode,
+  type Informer,
+  type KubeConfig,
+  type KubeObject,
+  type Logger,
+  type Registry,
+  resolveResource,
+  TerminalError,
+} from '@gitops/shared';
+
+export interface AppStudioOptions {
+  readonly kc: KubeConfig;
+  readonly registry: Registry;
+  readonly logger: Logger;
+  readonly events: EventRecorder;
+  /**
+   * Which App Studio objects (and generated objects) this process serves: the backend's shard selector
+   * (`managed-gitops.redhat.com/backend-shard=<shard>`, or `!managed-gitops.redhat.com/backend-shard`).
+   */
+  readonly labelSelector: string;
+  /** Labels stamped on every object we generate, so the backend of the same shard serves it. */
+  readonly shardLabels: Readonly<Record<string, string>>;
+  readonly resyncIntervalMs: number;
+  readonly concurrency: number;
+  /** A binding whose Application does not exist is deleted this long after its creation (default 3 min). */
+  readonly applicationGracePeriodMs?: number;
+  /** Every wait of a PromotionRun ends in Failure after this long (GITOPS_PROMOTION_TIMEOUT, default 10 min). */
+  readonly promotionTimeoutMs?: number;
+  readonly now?: () => Date;
+}
+
+export interface AppStudioContext extends Required<AppStudioOptions> {
+  /** An informer of this shard's objects of `resource` (all namespaces). */
+  informer(
+    resource: { apiVersion: string; plural: string },
+    select?: { unsharded?: boolean; fieldSelector?: string },
+  ): Informer<KubeObject>;
+}
+
+export const DEFAULT_APPLICATION_GRACE_PERIOD_MS = 3 * 60_000;
+export const DEFAULT_PROMOTION_TIMEOUT_MS = 10 * 60_000;
+
+export function createAppStudioContext(options: AppStudioOptions): AppStudioContext {
+  return {
+    applicationGracePeriodMs: DEFAULT_APPLICATION_GRACE_PERIOD_MS,
+    promotionTimeoutMs: DEFAULT_PROMOTION_TIMEOUT_MS,
+    now: () => new Date(),
+    ...options,
+    informer(resource, select = {}) {
+      return createInformer<KubeObject>({
+        kubeConfig: options.kc,
+        resource,
+        labelSelector: select.unsharded || select.fieldSelector ? undefined : options.labelSelector,
+        fieldSelector: select.fieldSelector,
+        registry: options.registry,
+        logger: options.logger,
+        resyncPeriodMs: options.resyncIntervalMs,
+      });
+    },
+  };
+}
+
+/**
+ * Start-up check: the API server must serve the App Studio kinds the features watch (their CRDs, and
+ * Application from the App Studio service or manifests/components/appstudio-dependencies). Without it the
+ * informers would never sync and the process would never become ready; a clear error is better.
+ * @throws TerminalError naming the missing kind and the way out (GITOPS_APPSTUDIO=false).
+ */
+export async function requireAppStudioApi(kc: KubeConfig): Promise<void> {
+  for (const kind of [
+    AppStudioKinds.Environment,
+    AppStudioKinds.SnapshotEnvironmentBinding,
+    AppStudioKinds.PromotionRun,
+    AppStudioKinds.Application,
+  ]) {
+    try {
+      await resolveResource(kc, kind.apiVersion, kind.kind);
+    } catch (err) {
+      if (errorCode(err) !== ErrorCode.kubeUnknownKind) throw err;
+      throw new TerminalError(
+        ErrorCode.kubeUnknownKind,
+        `GITOPS_APPSTUDIO is on but the API server does not serve ${kind.kind} (${kind.apiVersion}): install the App Studio CRDs (manifests/crds; Application and Component: manifests/components/appstudio-dependencies) or set GITOPS_APPSTUDIO=false`,
+      );
+    }
+  }
+}

@@ -1,0 +1,379 @@
+/**
+ * Environment → `managed-environment-<env>` GitOpsDeploymentManagedEnvironment (README: "Environment").
+ *
+ * A reconcile, for one Environment:
+ * - gone: its ManagedEnvironment is deleted (also when only the legacy ownerReference form names it);
+ * - claim and credentials both set: InvalidEnvironment;
+ * - a claim: missing → DeploymentTargetClaimNotFound; not Bound → wait (no condition); Bound → the bound
+ *   DeploymentTarget's cluster (missing → DeploymentTargetNotFound);
+ * - credentials: that cluster; neither: nothing to deploy to, so a ManagedEnvironment we generated earlier
+ *   is deleted (a fix: the original left it behind);
+ * - the referenced Secret must exist (SecretNotFound; the ManagedEnvironment is left as it is);
+ * - then the ManagedEnvironment is applied (controller ownerReference to the Environment) and existing
+ *   conditions are resolved. A healthy Environment that never failed has no conditions at all.
+ */
+import {
+  APPSTUDIO_FIELD_MANAGER,
+  AppStudioKinds,
+  CoreKinds,
+  EnvironmentMessage,
+  EnvironmentReason,
+  Kinds,
+  LEGACY_ENVIRONMENT_OWNER_API_VERSION,
+  managedEnvironmentName,
+  SecretType,
+} from '@gitops/api';
+import {
+  deleteIfExists,
+  getObject,
+  type Informer,
+  type KubeObject,
+  type Logger,
+  objectKey,
+  patchStatus,
+  type ReconcileResult,
+  serverSideApply,
+  splitObjectKey,
+  withTypeMeta,
+} from '@gitops/shared';
+import { parseConditions, resolved, sameConditions, withError } from '../condition-pair.ts';
+import type { AppStudioContext } from '../context.ts';
+import { type AppStudioController, createController } from '../controller.ts';
+import { boundTarget, getClaim, isBound } from '../deployment-target.ts';
+import {
+  controllerReference,
+  type Json,
+  ownerReferences,
+  record,
+  specOf,
+  statusOf,
+  strings,
+  text,
+} from '../objects.ts';
+
+const Environment = AppStudioKinds.Environment;
+const ManagedEnvironment = Kinds.GitOpsDeploymentManagedEnvironment;
+
+/** While a claim or a Secret is missing, look again this often (their kinds are not all watched). */
+const RECHECK_MS = 30_000;
+
+export const EnvironmentEventReason = {
+  ManagedEnvironmentCreated: 'ManagedEnvironmentCreated',
+  ManagedEnvironmentUpdated: 'ManagedEnvironmentUpdated',
+  ManagedEnvironmentDeleted: 'ManagedEnvironmentDeleted',
+  ManagedEnvironmentNotOwned: 'ManagedEnvironmentNotOwned',
+  ErrorOccurred: 'ErrorOccurred',
+  ErrorOccurredResolved: 'ErrorOccurredResolved',
+} as const;
+
+/** The Environment a ManagedEnvironment belongs to: a controller ownerReference, or the original's legacy form. */
+export function environmentOwnerOf(managedEnvironment: KubeObject): string | undefined {
+  for (const ref of ownerReferences(managedEnvironment)) {
+    if (ref.kind !== Environment.kind) continue;
+    if (ref.apiVersion === Environment.apiVersion || ref.apiVersion === LEGACY_ENVIRONMENT_OWNER_API_VERSION)
+      return ref.name;
+  }
+  return undefined;
+}
+
+export interface ManagedEnvironmentSpec {
+  apiURL: string;
+  credentialsSecret: string;
+  allowInsecureSkipTLSVerify: boolean;
+  namespaces?: string[];
+  clusterResources: boolean;
+}
+
+type Desired =
+  | { kind: 'error'; reason: string; message: string; requeueAfter?: number }
+  | { kind: 'wait'; requeueAfter: number }
+  | { kind: 'none' }
+  | { kind: 'cluster'; spec: ManagedEnvironmentSpec };
+
+export interface EnvironmentFeatureDeps {
+  environments: Informer<KubeObject>;
+  managedEnvironments: Informer<KubeObject>;
+  /** Secrets of type managed-gitops.redhat.com/managed-environment (all namespaces). */
+  secrets: Informer<KubeObject>;
+}
+
+export function createEnvironmentFeature(
+  ctx: AppStudioContext,
+  deps: EnvironmentFeatureDeps,
+): AppStudioController {
+  const { kc, events } = ctx;
+
+  async function desiredOf(env: KubeObject): Promise<Desired> {
+    const spec = specOf(env);
+    const namespace = env.metadata.namespace ?? '';
+    const claimName = text(record(record(record(spec.configuration).target).deploymentTargetClaim).claimName);
+    const unstable = spec.unstableConfigurationFields;
+    if (claimName && unstable !== undefined)
+      return {
+        kind: 'error',
+        reason: EnvironmentReason.InvalidEnvironment,
+        message: EnvironmentMessage.BothTargets,
+      };
+    if (claimName) {
+      const claim = await getClaim(kc, namespace, claimName);
+      if (!claim)
+        return {
+          kind: 'error',
+          reason: EnvironmentReason.DeploymentTargetClaimNotFound,
+          message: EnvironmentMessage.ClaimNotFound,
+          requeueAfter: RECHECK_MS,
+        };
+      if (!isBound(claim)) return { kind: 'wait', requeueAfter: RECHECK_MS };
+      const target = await boundTarget(kc, claim);
+      if (!target)
+        return {
+          kind: 'error',
+          reason: EnvironmentReason.DeploymentTargetNotFound,
+          message: 'DeploymentTarget not found for DeploymentTargetClaim',
+          requeueAfter: RECHECK_MS,
+        };
+      return {
+        kind: 'cluster',
+        spec: {
+          apiURL: target.apiURL,
+          credentialsSecret: target.clusterCredentialsSecret,
+          allowInsecureSkipTLSVerify: target.allowInsecureSkipTLSVerify,
+          ...(target.defaultNamespace ? { namespaces: [target.defaultNamespace] } : {}),
+          clusterResources: false,
+        },
+      };
+    }
+    if (unstable !== undefined) {
+      const credentials = record(record(unstable).kubernetesCredentials);
+      const namespaces = strings(credentials.namespaces);
+      return {
+        kind: 'cluster',
+        spec: {
+          apiURL: text(credentials.apiURL),
+          credentialsSecret: text(credentials.clusterCredentialsSecret),
+          allowInsecureSkipTLSVerify: credentials.allowInsecureSkipTLSVerify === true,
+          ...(namespaces.length > 0 ? { namespaces } : {}),
+          clusterResources: credentials.clusterResources === true,
+        },
+      };
+    }
+    return { kind: 'none' };
+  }
+
+  /** Deletes `managed-environment-<name>` if it belongs to the Environment `name` (never someone else's). */
+  async function deleteGenerated(
+    namespace: string,
+    name: string,
+    env: KubeObject | undefined,
+    logger: Logger,
+  ) {
+    const generatedName = managedEnvironmentName(name);
+    const existing = deps.managedEnvironments.get(namespace, generatedName);
+    if (!existing || environmentOwnerOf(existing) !== name) return;
+    if (
+      await deleteIfExists(
+        kc,
+        { ...ManagedEnvironment, namespace, name: generatedName },
+        { uid: existing.metadata.uid },
+      )
+    ) {
+      logger.info({ managedEnvironment: generatedName }, 'ManagedEnvironment deleted');
+      if (env)
+        await events.event(
+          withTypeMeta(Environment, env),
+          'Normal',
+          EnvironmentEventReason.ManagedEnvironmentDeleted,
+          `ManagedEnvironment ${generatedName} deleted: the Environment no longer targets a cluster`,
+        );
+    }
+  }
+
+  async function writeConditions(env: KubeObject, next: ReturnType<typeof parseConditions>): Promise<void> {
+    const current = parseConditions(statusOf(env).conditions);
+    if (sameConditions(current, next)) return;
+    await patchStatus(
+      kc,
+      { ...Environment, namespace: env.metadata.namespace, name: env.metadata.name },
+      { metadata: { resourceVersion: env.metadata.resourceVersion }, status: { conditions: next } },
+      { fieldManager: APPSTUDIO_FIELD_MANAGER },
+    );
+  }
+
+  async function reconcile(
+    key: string,
+    { logger }: { logger: Logger },
+  ): Promise<ReconcileResult | undefined> {
+    const { namespace = '', name } = splitObjectKey(key);
+    const env = deps.environments.get(namespace, name);
+    if (!env || env.metadata.deletionTimestamp) {
+      await deleteGenerated(namespace, name, undefined, logger);
+      return undefined;
+    }
+    const now = ctx.now();
+    const conditions = parseConditions(statusOf(env).conditions);
+    const fail = async (reason: string, message: string, requeueAfter?: number) => {
+      const next = withError(conditions, reason, message, now);
+      if (!sameConditions(conditions, next)) {
+        await writeConditions(env, next);
+        await events.event(
+          withTypeMeta(Environment, env),
+          'Warning',
+          EnvironmentEventReason.ErrorOccurred,
+          message,
+        );
+      }
+      return requeueAfter === undefined ? undefined : { requeueAfter };
+    };
+
+    const desired = await desiredOf(env);
+    if (desired.kind === 'error') return fail(desired.reason, desired.message, desired.requeueAfter);
+    if (desired.kind === 'wait') return { requeueAfter: desired.requeueAfter };
+    if (desired.kind === 'none') {
+      await deleteGenerated(namespace, name, env, logger);
+    } else {
+      const secretName = desired.spec.credentialsSecret;
+      // Secrets of the managed-environment type are cached; any other type is read (the core controller
+      // reports a wrong type on the ManagedEnvironment, as in the original).
+      const secret = secretName
+        ? (deps.secrets.get(namespace, secretName) ??
+          (await getObject(kc, { ...CoreKinds.Secret, namespace, name: secretName })))
+        : undefined;
+      if (!secret)
+        return fail(
+          EnvironmentReason.SecretNotFound,
+          EnvironmentMessage.secretNotFound(secretName),
+          RECHECK_MS,
+        );
+      const applied = await applyManagedEnvironment(env, desired.spec, logger);
+      if (applied === 'foreign') return undefined;
+    }
+    const next = resolved(conditions, now);
+    if (!sameConditions(conditions, next)) {
+      await writeConditions(env, next);
+      await events.event(
+        withTypeMeta(Environment, env),
+        'Normal',
+        EnvironmentEventReason.ErrorOccurredResolved,
+        'the Environment is reconciled',
+      );
+    }
+    return undefined;
+  }
+
+  /** Server-side applies the ManagedEnvironment; 'foreign' when an object of that name belongs to someone else. */
+  async function applyManagedEnvironment(env: KubeObject, spec: ManagedEnvironmentSpec, logger: Logger) {
+    const namespace = env.metadata.namespace ?? '';
+    const name = managedEnvironmentName(env.metadata.name);
+    const existing = deps.managedEnvironments.get(namespace, name);
+    if (existing) {
+      const controller = ownerReferences(existing).find((r) => r.controller);
+      const ours = environmentOwnerOf(existing) === env.metadata.name;
+      if (controller && !ours) {
+        logger.warn(
+          { managedEnvironment: name },
+          'a ManagedEnvironment of that name is controlled by another object; left alone',
+        );
+        return 'foreign' as const;
+      }
+      if (
+        JSON.stringify(normalisedSpec(specOf(existing))) ===
+          JSON.stringify(normalisedSpec(spec as unknown as Json)) &&
+        hasOurOwnerReference(existing, env)
+      )
+        return 'unchanged' as const;
+    }
+    const object: KubeObject = {
+      apiVersion: ManagedEnvironment.apiVersion,
+      kind: ManagedEnvironment.kind,
+      metadata: {
+        name,
+        namespace,
+        labels: { ...ctx.shardLabels },
+        ownerReferences: [controllerReference(Environment, env)],
+      },
+      spec: { ...spec },
+    };
+    const live = await serverSideApply(kc, object, { fieldManager: APPSTUDIO_FIELD_MANAGER, force: true });
+    if (existing && live.metadata.resourceVersion === existing.metadata.resourceVersion)
+      return 'unchanged' as const;
+    await events.event(
+      withTypeMeta(Environment, env),
+      'Normal',
+      existing
+        ? EnvironmentEventReason.ManagedEnvironmentUpdated
+        : EnvironmentEventReason.ManagedEnvironmentCreated,
+      `ManagedEnvironment ${name} ${existing ? 'updated' : 'created'}`,
+    );
+    return existing ? ('updated' as const) : ('created' as const);
+  }
+
+  const environmentsUsingSecret = (secret: KubeObject) =>
+    deps.environments
+      .list(secret.metadata.namespace)
+      .filter(
+        (env) =>
+          text(
+            record(record(specOf(env).unstableConfigurationFields).kubernetesCredentials)
+              .clusterCredentialsSecret,
+          ) === secret.metadata.name,
+      );
+
+  return createController(ctx, {
+    name: 'appstudio-environment',
+    informer: deps.environments,
+    alsoReads: [deps.managedEnvironments, deps.secrets],
+    reconcile,
+    // Our own status writes change only status; everything else (spec, deletion, a relist) is looked at.
+    needsReconcile: (a, b) =>
+      a.metadata.resourceVersion === b.metadata.resourceVersion ||
+      a.metadata.generation !== b.metadata.generation ||
+      a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp,
+    watch: (enqueue) => {
+      const byOwner = (me: KubeObject) => {
+        const owner = environmentOwnerOf(me);
+        if (owner) enqueue(`${me.metadata.namespace}/${owner}`);
+      };
+      const bySecret = (secret: KubeObject) => {
+        for (const env of environmentsUsingSecret(secret)) enqueue(objectKey(env));
+      };
+      return [
+        deps.managedEnvironments.onAdd(byOwner),
+        deps.managedEnvironments.onUpdate((a, b) => {
+          if (
+            a.metadata.generation !== b.metadata.generation ||
+            a.metadata.resourceVersion === b.metadata.resourceVersion
+          )
+            byOwner(b);
+        }),
+        deps.managedEnvironments.onDelete(byOwner),
+        deps.secrets.onAdd(bySecret),
+        deps.secrets.onUpdate((_a, b) => bySecret(b)),
+        deps.secrets.onDelete(bySecret),
+      ];
+    },
+  });
+}
+
+function hasOurOwnerReference(existing: KubeObject, env: KubeObject): boolean {
+  return ownerReferences(existing).some(
+    (r) =>
+      r.apiVersion === Environment.apiVersion &&
+      r.kind === Environment.kind &&
+      r.uid === env.metadata.uid &&
+      r.controller,
+  );
+}
+
+/** The ManagedEnvironment spec fields we set, with absent and empty treated alike. */
+function normalisedSpec(spec: Json): Json {
+  return {
+    apiURL: text(spec.apiURL),
+    credentialsSecret: text(spec.credentialsSecret),
+    allowInsecureSkipTLSVerify: spec.allowInsecureSkipTLSVerify === true,
+    namespaces: strings(spec.namespaces),
+    clusterResources: spec.clusterResources === true,
+  };
+}
+
+/** Secrets the Environment controller watches: those of the managed-environment type. */
+export const environmentSecretFieldSelector = `type=${SecretType.ManagedEnvironment}`;

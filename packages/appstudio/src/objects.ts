@@ -1,0 +1,69 @@
+/**
+ * Reading App Studio objects defensively: anything may arrive from the API server (a field of the wrong
+ * type, a missing one), and bad input must never crash the process. Each accessor returns a safe default.
+ */
+import type { KubeObject } from '@gitops/shared';
+
+export type Json = Record<string, unknown>;
+
+export function record(value: unknown): Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Json) : {};
+}
+
+export function text(value: unknown): string {
+  return typeof value === 'string' ? value : '';
+}
+
+export function list(value: unknown): unknown[] {
+  return Array.isArray(value) ? value : [];
+}
+
+export function strings(value: unknown): string[] {
+  return list(value).filter((v): v is string => typeof v === 'string');
+}
+
+export const specOf = (object: KubeObject): Json => record(object.spec);
+export const statusOf = (object: KubeObject): Json => record(object.status);
+
+/** A controller ownerReference to `owner` (apiVersion/kind of its kind). */
+export function controllerReference(kind: { apiVersion: string; kind: string }, owner: KubeObject): Json {
+  return {
+    apiVersion: kind.apiVersion,
+    kind: kind.kind,
+    name: owner.metadata.name,
+    uid: owner.metadata.uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+}
+
+export function ownerReferences(object: KubeObject): OwnerReference[] {
+  return list(object.metadata.ownerReferences).flatMap((item) => {
+    const r = record(item);
+    return typeof r.kind === 'string' && typeof r.name === 'string'
+      ? [
+          {
+            apiVersion: text(r.apiVersion),
+            kind: r.kind,
+            name: r.name,
+            uid: text(r.uid),
+            controller: r.controller === true,
+          },
+        ]
+      : [];
+  });
+}
+
+/** Milliseconds since the object was created (0 when unknown). */
+export function ageMs(object: KubeObject, now: Date): number {
+  const created = Date.parse(text(object.metadata.creationTimestamp));
+  return Number.isFinite(created) ? Math.max(0, now.getTime() - created) : 0;
+}

@@ -1,0 +1,190 @@
+/**
+ * Integration-test fixture: the App Studio features run alone (no database, no backend) against the test
+ * run's real API server, on a shard of their own (label `managed-gitops.redhat.com/backend-shard`), so test
+ * files running at the same time never serve each other's objects. The test plays the component service
+ * (writing a binding's `status.components`) and the core (writing a GitOpsDeployment's `status`).
+ */
+import { randomBytes } from 'node:crypto';
+import { AppStudioKinds, CoreKinds, describeKind, type KindDescriptor, Kinds } from '@gitops/api';
+import {
+  collectionPath,
+  createEventRecorder,
+  createFeatureSet,
+  createLogger,
+  createMetricsRegistry,
+  type FeatureSet,
+  HttpMethod,
+  isNotFound,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  type LogLevel,
+  loadKubeConfig,
+} from '@gitops/shared';
+import { type AppStudioFeatures, type AppStudioOptions, createAppStudioFeatures } from '../index.ts';
+
+export const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+export const randomSuffix = () => randomBytes(4).toString('hex');
+
+export interface AppStudioFixture {
+  readonly kc: KubeConfig;
+  readonly shard: string;
+  /** Labels every object the test creates for the features carries (the shard). */
+  readonly labels: Record<string, string>;
+  start(options?: Partial<AppStudioOptions>): Promise<AppStudioFeatures>;
+  stop(): Promise<void>;
+  createNamespace(prefix?: string): Promise<string>;
+  create(
+    kind: KindDescriptor,
+    namespace: string,
+    name: string,
+    body: Record<string, unknown>,
+  ): Promise<KubeObject>;
+  get(kind: KindDescriptor, namespace: string, name: string): Promise<KubeObject | undefined>;
+  list(kind: KindDescriptor, namespace: string): Promise<KubeObject[]>;
+  /** JSON merge patch of the object (or of its `status` when `subresource` is `status`). */
+  patch(
+    kind: KindDescriptor,
+    namespace: string,
+    name: string,
+    patch: unknown,
+    subresource?: 'status',
+  ): Promise<KubeObject>;
+  remove(kind: KindDescriptor, namespace: string, name: string): Promise<void>;
+  events(
+    namespace: string,
+    involvedName: string,
+  ): Promise<{ reason: string; message: string; type: string }[]>;
+  cleanup(): Promise<void>;
+}
+
+const objectPath = (kind: KindDescriptor, namespace: string, name?: string) =>
+  `${collectionPath({ ...kind.resource, namespace })}${name ? `/${encodeURIComponent(name)}` : ''}`;
+
+export function createAppStudioFixture(): AppStudioFixture {
+  const kc = loadKubeConfig(process.env.KUBECONFIG);
+  const shard = `appstudio-${randomSuffix()}`;
+  const labels = { [SHARD_LABEL]: shard };
+  const namespaces: string[] = [];
+  let featureSet: FeatureSet | undefined;
+
+  const fixture: AppStudioFixture = {
+    kc,
+    shard,
+    labels,
+    async start(options = {}) {
+      const logger = createLogger({
+        name: 'appstudio-test',
+        level: (process.env.APPSTUDIO_TEST_LOG_LEVEL ?? 'silent') as LogLevel,
+      });
+      const features = createAppStudioFeatures({
+        kc,
+        registry: createMetricsRegistry({ defaultMetrics: false }),
+        logger,
+        events: createEventRecorder(kc, { component: 'gitops-appstudio-test', logger }),
+        labelSelector: `${SHARD_LABEL}=${shard}`,
+        shardLabels: labels,
+        resyncIntervalMs: 10 * 60_000,
+        concurrency: 2,
+        ...options,
+      });
+      featureSet = createFeatureSet(features.features, { logger });
+      featureSet.startInformers();
+      if (!(await featureSet.waitForSync())) throw new Error('an informer stopped before it synced');
+      featureSet.start();
+      return features;
+    },
+    async stop() {
+      await featureSet?.stop();
+      featureSet = undefined;
+    },
+    async createNamespace(prefix = 'appstudio') {
+      const name = `${prefix}-${randomSuffix()}`;
+      await kubeRequest(kc, {
+        method: HttpMethod.POST,
+        path: '/api/v1/namespaces',
+        body: { metadata: { name } },
+      });
+      namespaces.push(name);
+      return name;
+    },
+    async create(kind, namespace, name, body) {
+      const { metadata = {}, ...rest } = body as { metadata?: Record<string, unknown> };
+      return (await kubeRequest(kc, {
+        method: HttpMethod.POST,
+        path: objectPath(kind, namespace),
+        body: {
+          apiVersion: kind.apiVersion,
+          kind: kind.kind,
+          ...rest,
+          metadata: {
+            ...metadata,
+            name,
+            namespace,
+            labels: { ...labels, ...((metadata.labels as object) ?? {}) },
+          },
+        },
+      })) as KubeObject;
+    },
+    async get(kind, namespace, name) {
+      try {
+        return (await kubeRequest(kc, {
+          method: HttpMethod.GET,
+          path: objectPath(kind, namespace, name),
+        })) as KubeObject;
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }
+    },
+    async list(kind, namespace) {
+      const answer = (await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: objectPath(kind, namespace),
+      })) as {
+        items: KubeObject[];
+      };
+      return answer.items;
+    },
+    async patch(kind, namespace, name, patch, subresource) {
+      return (await kubeRequest(kc, {
+        method: HttpMethod.PATCH,
+        path: `${objectPath(kind, namespace, name)}${subresource ? `/${subresource}` : ''}`,
+        body: patch,
+        contentType: 'application/merge-patch+json',
+      })) as KubeObject;
+    },
+    async remove(kind, namespace, name) {
+      try {
+        await kubeRequest(kc, { method: HttpMethod.DELETE, path: objectPath(kind, namespace, name) });
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
+    },
+    async events(namespace, involvedName) {
+      const answer = (await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: `/api/v1/namespaces/${namespace}/events`,
+        query: { fieldSelector: `involvedObject.name=${involvedName}` },
+      })) as { items: { reason: string; message: string; type: string }[] };
+      return answer.items;
+    },
+    async cleanup() {
+      await fixture.stop();
+      for (const name of namespaces) {
+        await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${name}` }).catch(
+          () => {},
+        );
+      }
+    },
+  };
+  return fixture;
+}
+
+/** Every kind a test touches. */
+export const Kind = {
+  ...AppStudioKinds,
+  ...Kinds,
+  Secret: CoreKinds.Secret,
+  ConfigMap: describeKind({ group: '', version: 'v1', kind: 'ConfigMap', plural: 'configmaps' }),
+} as const;
