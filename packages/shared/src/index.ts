@@ -17,4 +17,5 @@ export * from './logger.ts';
 export * from './metrics.ts';
 export * from './periodic.ts';
 export * from './rate-limiter.ts';
+export * from './service.ts';
 export * from './work-queue.ts';
