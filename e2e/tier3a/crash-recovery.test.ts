@@ -2,7 +2,6 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
   type GitOpsDeployment,
@@ -18,12 +17,11 @@ import type { System } from '../fixture/system.ts';
 describe('crash recovery (tier 3a)', () => {
   let f: PlayedSystem;
   let system: System;
-  let argoCd: ArgoCdActor;
   let tenant: string;
 
   beforeAll(async () => {
     f = await startPlayedArgoCdSystem({ start: [] });
-    ({ system, argoCd } = f);
+    ({ system } = f);
     tenant = await f.given.tenant();
   });
   afterAll(async () => {

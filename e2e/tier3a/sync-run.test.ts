@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
   type GitOpsDeployment,
@@ -36,12 +35,11 @@ const settle = () => new Promise((r) => setTimeout(r, 3_000));
 describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
   let f: PlayedSystem;
   let system: System;
-  let argoCd: ArgoCdActor;
   let tenant: string;
 
   beforeAll(async () => {
     f = await startPlayedArgoCdSystem();
-    ({ system, argoCd } = f);
+    ({ system } = f);
     tenant = await f.given.tenant();
   });
   afterAll(async () => {

@@ -2,7 +2,6 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
 import { type ArgoApplication, get, mergePatch, paths, remove } from '../fixture/kube.ts';
 import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 import type { System } from '../fixture/system.ts';
@@ -19,13 +18,12 @@ interface AppProject {
 describe('tenant isolation and drift repair (tier 3a)', () => {
   let f: PlayedSystem;
   let system: System;
-  let argoCd: ArgoCdActor;
   let tenantA: string;
   let tenantB: string;
 
   beforeAll(async () => {
     f = await startPlayedArgoCdSystem();
-    ({ system, argoCd } = f);
+    ({ system } = f);
     tenantA = await f.given.tenant('tenant-a');
     tenantB = await f.given.tenant('tenant-b');
   });
