@@ -318,6 +318,19 @@ describe('GitOpsDeployment admission', () => {
     });
   });
 
+  test('rejects a SyncRun revision with control characters or over 255 characters', async () => {
+    await expectRejected(
+      Kind.GitOpsDeploymentSyncRun,
+      { gitopsDeploymentName: 'app', revisionID: 'main\u0000' },
+      'spec.revisionID must not contain control characters',
+    );
+    await expectRejected(
+      Kind.GitOpsDeploymentSyncRun,
+      { gitopsDeploymentName: 'app', revisionId: 'x'.repeat(256) },
+      'spec.revisionId: Too long: may not be more than 255',
+    );
+  });
+
   test('reports every broken rule of one object at once', async () => {
     const res = await call(
       endpoint,
