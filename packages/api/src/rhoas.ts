@@ -7,11 +7,8 @@
  * The types are written by hand (not generated): the generator covers the GitOps API in ../crds only, and
  * these kinds check their required fields in the operator (so the types say every field may be missing).
  */
-import { readdir, readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseAllDocuments } from 'yaml';
-import type { CustomResourceDefinitionManifest } from './crds.ts';
+import { type CustomResourceDefinitionManifest, loadCrds } from './crds.ts';
 import { describeKind } from './kind.ts';
 import type { ObjectMeta } from './object-meta.ts';
 
@@ -22,20 +19,9 @@ export const RHOAS_API_GROUP_VERSION = `${RHOAS_API_GROUP}/${RHOAS_API_VERSION}`
 /** Absolute path of `packages/api/crds/rhoas` (a separate set: installing it never needs the GitOps CRDs). */
 export const rhoasCrdDirectory: string = fileURLToPath(new URL('../crds/rhoas', import.meta.url));
 
-/** Reads and parses the RHOAS CRDs (files in name order). Throws on YAML syntax errors. */
-export async function loadRhoasCrds(): Promise<CustomResourceDefinitionManifest[]> {
-  const files = (await readdir(rhoasCrdDirectory))
-    .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
-    .sort();
-  const crds: CustomResourceDefinitionManifest[] = [];
-  for (const file of files) {
-    for (const doc of parseAllDocuments(await readFile(join(rhoasCrdDirectory, file), 'utf8'))) {
-      if (doc.errors.length > 0) throw new Error(`${file}: ${doc.errors.map((e) => e.message).join('; ')}`);
-      const value = doc.toJS() as { kind?: unknown } | null;
-      if (value?.kind === 'CustomResourceDefinition') crds.push(value as CustomResourceDefinitionManifest);
-    }
-  }
-  return crds;
+/** Reads and parses the RHOAS CRDs (files in name order; `loadCrds` of that folder). */
+export function loadRhoasCrds(): Promise<CustomResourceDefinitionManifest[]> {
+  return loadCrds(rhoasCrdDirectory);
 }
 
 export const RhoasKind = {
