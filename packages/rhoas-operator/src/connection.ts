@@ -5,13 +5,22 @@
  * `client-secret` copied from the referenced service-account Secret, and the protocol entries) so any
  * servicebinding.io implementation can project it into a workload.
  */
-import { type KindDescriptor, RhoasConditionType, RhoasReason, ServiceAccountSecretKey } from '@gitops/api';
 import {
+  type KindDescriptor,
+  RhoasConditionType,
+  RhoasMessage,
+  RhoasReason,
+  ServiceAccountSecretKey,
+} from '@gitops/api';
+import {
+  accessToken,
   applyOwnedSecret,
+  type KindProcessor,
   kubeWriteFailure,
   type RhoasContext,
   type RhoasObject,
   readSecret,
+  validate,
 } from './processing.ts';
 import type { Progress } from './progress.ts';
 
@@ -70,4 +79,67 @@ export async function writeBindingSecret(
     progress.fail(failure.condition, failure.reason, failure.message, failure.transient);
   }
   return name;
+}
+
+/** What one connection kind adds to the shared flow: which id it reads, what it fetches and what it reports. */
+export interface ConnectionKind<T> {
+  kind: KindDescriptor;
+  conditions: readonly string[];
+  /** The spec field holding the instance id (`kafkaId`, `serviceRegistryId`). */
+  idField: string;
+  /** The condition that turns True once the instance was found. */
+  found: string;
+  fetch(ctx: RhoasContext, token: string, id: string, signal: AbortSignal): Promise<T>;
+  /** The status fields, `status.metadata` and the binding Secret's entries for the found instance. */
+  describe(
+    ctx: RhoasContext,
+    id: string,
+    instance: T,
+  ): { status: Record<string, unknown>; metadata: Record<string, string>; binding: Record<string, string> };
+}
+
+/**
+ * The flow both connection kinds share: validate the spec, exchange the token, find the instance, write the
+ * binding Secret, then report what was found (`status.message`, `updated`, `serviceAccountSecretName`,
+ * `metadata`, `binding` and the kind's own fields).
+ */
+export function connectionProcessor<T>(connection: ConnectionKind<T>): KindProcessor {
+  return {
+    kind: connection.kind,
+    conditions: connection.conditions,
+    addsLabels: true,
+    async process(ctx, { object, progress, status, signal }) {
+      validate(progress, object, [
+        ['spec', 'object'],
+        ['spec.accessTokenSecretName', 'secretName'],
+        ['spec.credentials', 'object'],
+        ['spec.credentials.serviceAccountSecretName', 'secretName'],
+        [`spec.${connection.idField}`, 'id'],
+      ]);
+      const spec = object.spec as {
+        accessTokenSecretName: string;
+        credentials: { serviceAccountSecretName: string };
+      } & Record<string, unknown>;
+      const id = spec[connection.idField] as string;
+      const namespace = object.metadata.namespace ?? '';
+      const token = await accessToken(ctx, progress, namespace, spec.accessTokenSecretName, signal);
+      const instance = await progress.step(connection.found, () => connection.fetch(ctx, token, id, signal));
+      const described = connection.describe(ctx, id, instance);
+      const binding = await writeBindingSecret(
+        ctx,
+        progress,
+        object,
+        connection.kind,
+        described.binding,
+        spec.credentials.serviceAccountSecretName,
+        signal,
+      );
+      status.message = RhoasMessage.created;
+      status.updated = ctx.now().toISOString();
+      Object.assign(status, described.status);
+      status.serviceAccountSecretName = spec.credentials.serviceAccountSecretName;
+      status.metadata = described.metadata;
+      status.binding = { name: binding };
+    },
+  };
 }
