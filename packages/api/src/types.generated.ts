@@ -356,11 +356,35 @@ export interface GitOpsDeploymentSyncRunSpec {
    * RevisionId is an alias of revisionID (the spelling of the public documentation). Set at most one of the two. Immutable.
    */
   revisionId?: string;
+  /**
+   * Terminate, when true, stops the sync (one not requested yet is never requested; one running in Argo CD is terminated by Argo CD). The SyncRun stays, with phase Terminated. Cannot be set back to false. Deleting a SyncRun whose sync runs terminates it too.
+   */
+  terminate?: boolean;
 }
 /**
  * GitOpsDeploymentSyncRunStatus reports the outcome of the sync.
  */
 export interface GitOpsDeploymentSyncRunStatus {
+  /**
+   * Phase of the sync: Pending (not started in Argo CD yet), Running, then Succeeded, Failed (Argo CD's Failed or Error, or the sync could not be requested) or Terminated.
+   */
+  phase?: 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Terminated';
+  /**
+   * Revision is the commit Argo CD synced (its syncResult.revision), once known.
+   */
+  revision?: string;
+  /**
+   * StartedAt is when Argo CD started the sync.
+   */
+  startedAt?: string;
+  /**
+   * FinishedAt is when the sync ended.
+   */
+  finishedAt?: string;
+  /**
+   * Message is Argo CD's message about the sync (credentials in URLs removed), or why it ended without Argo CD.
+   */
+  message?: string;
   /**
    * Conditions holds the single condition ErrorOccurred.
    */

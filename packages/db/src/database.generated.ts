@@ -135,15 +135,20 @@ export interface RepositoryCredentials {
 
 export interface SyncOperation {
   application_id: string | null;
+  argocd_message: Generated<string>;
+  argocd_phase: string | null;
   cluster_user_id: string;
   created_at: Generated<Timestamp>;
   deployment_name: string;
   desired_state: Generated<"Running" | "Terminated">;
+  finished_at: Timestamp | null;
   id: Generated<string>;
   outcome: "Succeeded" | "Failed" | "Error" | "Terminated" | null;
   outcome_message: Generated<string>;
   requested_at: Timestamp | null;
   revision: Generated<string>;
+  started_at: Timestamp | null;
+  synced_revision: Generated<string>;
   updated_at: Generated<Timestamp>;
 }
 

@@ -12,7 +12,8 @@ import type { Database } from './database.ts';
  */
 
 /**
- * Channels sent by the schema's triggers (db/migrations/0001_initial.sql); payloads are row ids.
+ * Channels sent by the schema's triggers (db/migrations/0001_initial.sql, 0006_sync_operation_progress.sql);
+ * payloads are row ids.
  * Writers do not need to call `notify` for these: the triggers fire when the row really changes.
  */
 export const NOTIFICATION_CHANNELS = {
@@ -22,6 +23,11 @@ export const NOTIFICATION_CHANNELS = {
   operationStateChanged: 'gitops_operation_state_changed',
   /** An application_state row was inserted or its state changed. Payload: application id. */
   applicationStateChanged: 'gitops_application_state_changed',
+  /**
+   * What a sync_operation row reports changed (requested, Argo CD's phase, revision, times, message,
+   * outcome): the backend rewrites the owning SyncRun's status. Payload: sync_operation id.
+   */
+  syncOperationChanged: 'gitops_sync_operation_changed',
 } as const;
 
 /** PostgreSQL rejects NOTIFY payloads of 8000 bytes or more. */

@@ -63,16 +63,79 @@ export async function setSyncOperationDesiredState(
     .executeTakeFirst();
 }
 
-/** Records how the sync ended (agent). */
+/** What Argo CD reports about a sync (`status.operationState`), as the row keeps it. */
+export interface SyncProgress {
+  /** Argo CD's phase (Running, Terminating, Succeeded, Failed, Error); null: not reported (yet). */
+  argocdPhase: string | null;
+  /** syncResult.revision ("" until known). */
+  syncedRevision: string;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  /** Argo CD's message, secrets already scrubbed. */
+  argocdMessage: string;
+}
+
+/** The row's progress columns. */
+export function syncProgressOf(row: SyncOperationRow): SyncProgress {
+  return {
+    argocdPhase: row.argocd_phase,
+    syncedRevision: row.synced_revision,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    argocdMessage: row.argocd_message,
+  };
+}
+
+/** True when two reports say the same (dates compared by time). */
+export function sameSyncProgress(a: SyncProgress, b: SyncProgress): boolean {
+  const time = (d: Date | null) => (d === null ? null : d.getTime());
+  return (
+    a.argocdPhase === b.argocdPhase &&
+    a.syncedRevision === b.syncedRevision &&
+    time(a.startedAt) === time(b.startedAt) &&
+    time(a.finishedAt) === time(b.finishedAt) &&
+    a.argocdMessage === b.argocdMessage
+  );
+}
+
+const progressColumns = (progress: SyncProgress) => ({
+  argocd_phase: progress.argocdPhase,
+  synced_revision: progress.syncedRevision,
+  started_at: progress.startedAt,
+  finished_at: progress.finishedAt,
+  argocd_message: progress.argocdMessage,
+});
+
+/**
+ * Records what Argo CD reports about a sync that still runs (agent). Callers write only a changed report:
+ * the table's trigger NOTIFYs gitops_sync_operation_changed and the backend rewrites the SyncRun's status.
+ * A finished row is never changed.
+ */
+export async function recordSyncProgress(
+  db: Kysely<Database>,
+  id: string,
+  progress: SyncProgress,
+): Promise<SyncOperationRow | undefined> {
+  return await db
+    .updateTable('sync_operation')
+    .set(progressColumns(progress))
+    .where('id', '=', id)
+    .where('outcome', 'is', null)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** Records how the sync ended (agent), with Argo CD's last report of it when there is one. */
 export async function setSyncOperationOutcome(
   db: Kysely<Database>,
   id: string,
   outcome: SyncOutcome,
   message: string,
+  progress?: SyncProgress,
 ): Promise<SyncOperationRow | undefined> {
   return await db
     .updateTable('sync_operation')
-    .set({ outcome, outcome_message: message })
+    .set({ outcome, outcome_message: message, ...(progress ? progressColumns(progress) : {}) })
     .where('id', '=', id)
     .returningAll()
     .executeTakeFirst();

@@ -6,8 +6,10 @@
  *
  * For the row at the head: refresh (annotation), then set the Application's top-level `operation` (merge
  * patch, own field manager), record `requested_at` (so it happens once, also across restarts), and stay
- * pending until Argo CD reports the result in `status.operationState`; the outcome goes on the row and the
- * operation is Completed. desired_state Terminated: not requested yet → Terminated without touching Argo CD;
+ * pending until Argo CD reports the result in `status.operationState`. While it runs, what Argo CD reports
+ * about this sync (phase, synced revision, start, message) is copied onto the row whenever it changes (the
+ * row's trigger wakes the backend, which writes the SyncRun's status); the outcome goes on the row with the
+ * final report and the operation is Completed. desired_state Terminated: not requested yet → Terminated without touching Argo CD;
  * still waiting in `operation` → removed; running → `status.operationState.phase: Terminating`.
  * The Application status is read from the agent's Application informer, never written except for that phase.
  */
@@ -16,9 +18,13 @@ import {
   getSyncOperation,
   listSyncOperationsOfApplication,
   markSyncOperationRequested,
+  recordSyncProgress,
   type SyncOperationRow,
   type SyncOutcome,
+  type SyncProgress,
+  sameSyncProgress,
   setSyncOperationOutcome,
+  syncProgressOf,
 } from '@gitops/db';
 import {
   collectionPath,
@@ -33,6 +39,7 @@ import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
 import { AgentLabel, ApplicationResource, isUuid } from '../argocd.ts';
 import {
   isRequestPending,
+  type ObservedSync,
   observedSync,
   outcomeOfPhase,
   REFRESH_ANNOTATION,
@@ -85,9 +92,33 @@ export function createSyncOperationReconciler(
 ): SyncOperationReconciler {
   const { kc, db, namespace } = ctx;
 
-  async function finish(row: SyncOperationRow, outcome: SyncOutcome, message: string, logger: Logger) {
+  /** Argo CD's report as the row keeps it (messages can quote repository URLs with credentials: scrubbed). */
+  function progressOf(observed: ObservedSync): SyncProgress {
+    return {
+      argocdPhase: observed.phase,
+      syncedRevision: observed.revision,
+      startedAt: observed.startedAt,
+      finishedAt: observed.finishedAt,
+      argocdMessage: scrubString(observed.message).slice(0, OUTCOME_MESSAGE_MAX),
+    };
+  }
+
+  /**
+   * Ends the sync. `observed`: Argo CD's final report; without one (ended without Argo CD) the row keeps
+   * what Argo CD last reported and finishes now.
+   */
+  async function finish(
+    row: SyncOperationRow,
+    outcome: SyncOutcome,
+    message: string,
+    logger: Logger,
+    observed?: ObservedSync,
+  ) {
     const text = scrubString(message).slice(0, OUTCOME_MESSAGE_MAX);
-    await setSyncOperationOutcome(db, row.id, outcome, text);
+    const progress = observed
+      ? progressOf(observed)
+      : { ...syncProgressOf(row), finishedAt: new Date() };
+    await setSyncOperationOutcome(db, row.id, outcome, text, progress);
     logger.info({ syncOperation: row.id, outcome }, 'sync finished');
     await enqueueHead(row.application_id);
     return { status: 'done', changed: true, message: `sync ${outcome}` } as const;
@@ -165,8 +196,14 @@ export function createSyncOperationReconciler(
     }
 
     const observed = observedSync(live, row);
-    if (observed?.finished)
-      return await finish(row, outcomeOfPhase(observed.phase), observed.message, logger);
+    if (observed?.finished) {
+      const outcome = outcomeOfPhase(observed.phase, row.desired_state === 'Terminated');
+      return await finish(row, outcome, observed.message, logger, observed);
+    }
+    if (observed) {
+      const progress = progressOf(observed);
+      if (!sameSyncProgress(progress, syncProgressOf(row))) await recordSyncProgress(db, row.id, progress);
+    }
     if (row.desired_state === 'Terminated') {
       if (isRequestPending(live, row.id)) {
         await patchApplication(kc, namespace, application.name, { operation: null }, signal);

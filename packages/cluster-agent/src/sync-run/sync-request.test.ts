@@ -53,17 +53,33 @@ describe('observed sync', () => {
       id: ID,
       requested_at: requestedAt,
     });
-    assert.deepEqual(running, { phase: 'Running', message: '', finished: false });
+    assert.deepEqual(running, {
+      phase: 'Running',
+      message: '',
+      revision: '',
+      startedAt: null,
+      finishedAt: null,
+      finished: false,
+    });
     const done = observedSync(
       state({
         operation: { info: info(ID) },
         phase: 'Succeeded',
         message: 'ok',
+        syncResult: { revision: 'abc123' },
+        startedAt: '2026-01-01T10:00:01Z',
         finishedAt: '2026-01-01T10:00:05Z',
       }),
       { id: ID, requested_at: requestedAt },
     );
-    assert.deepEqual(done, { phase: 'Succeeded', message: 'ok', finished: true });
+    assert.deepEqual(done, {
+      phase: 'Succeeded',
+      message: 'ok',
+      revision: 'abc123',
+      startedAt: new Date('2026-01-01T10:00:01Z'),
+      finishedAt: new Date('2026-01-01T10:00:05Z'),
+      finished: true,
+    });
   });
   test("another sync's result is never ours, even when it started later", () => {
     const other = state({
@@ -94,5 +110,10 @@ describe('observed sync', () => {
     assert.equal(outcomeOfPhase('Failed'), 'Failed');
     assert.equal(outcomeOfPhase('Terminated'), 'Terminated');
     assert.equal(outcomeOfPhase('Error'), 'Error');
+  });
+  test('a sync we asked Argo CD to terminate is Terminated unless it succeeded first', () => {
+    assert.equal(outcomeOfPhase('Failed', true), 'Terminated');
+    assert.equal(outcomeOfPhase('Error', true), 'Terminated');
+    assert.equal(outcomeOfPhase('Succeeded', true), 'Succeeded');
   });
 });

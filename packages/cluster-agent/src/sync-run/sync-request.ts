@@ -63,6 +63,16 @@ export interface ObservedSync {
   phase: string;
   message: string;
   finished: boolean;
+  /** `syncResult.revision`: the commit Argo CD synced ("" until it knows). */
+  revision: string;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+}
+
+function timeOf(value: unknown): Date | null {
+  if (typeof value !== 'string' || value === '') return null;
+  const time = Date.parse(value);
+  return Number.isNaN(time) ? null : new Date(time);
 }
 
 /** `status.operationState` when it reports this row's sync; undefined when it reports another one (or none). */
@@ -84,16 +94,25 @@ export function observedSync(
       return undefined;
     }
   }
+  const syncResult = isObject(state.syncResult) ? state.syncResult : {};
   return {
     phase: state.phase,
     message: typeof state.message === 'string' ? state.message : '',
+    revision: typeof syncResult.revision === 'string' ? syncResult.revision : '',
+    startedAt: timeOf(state.startedAt),
+    finishedAt: timeOf(state.finishedAt),
     finished:
       TERMINAL_PHASES.has(state.phase) && typeof state.finishedAt === 'string' && state.finishedAt !== '',
   };
 }
 
-/** The sync_operation outcome of a finished Argo CD phase. */
-export function outcomeOfPhase(phase: string): SyncOutcome {
+/**
+ * The sync_operation outcome of a finished Argo CD phase. Argo CD has no phase of its own for a terminated
+ * sync (it ends `Failed`, "Operation terminated"), so a sync that did not succeed after we asked Argo CD to
+ * terminate it (`terminating`) is `Terminated`.
+ */
+export function outcomeOfPhase(phase: string, terminating = false): SyncOutcome {
+  if (terminating && phase !== 'Succeeded') return 'Terminated';
   switch (phase) {
     case 'Succeeded':
     case 'Failed':
