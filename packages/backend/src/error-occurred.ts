@@ -23,15 +23,21 @@ export async function writeErrorConditions(
     existing: KubeCondition | undefined;
     state: ErrorState;
     reasons: { error: string; resolved: string };
+    /** Other status fields that changed, written in the same patch (null removes one). */
+    alsoStatus?: Record<string, unknown>;
   },
   logger: Logger,
 ): Promise<void> {
   const { existing, state } = change;
-  if (jsonEqual(change.next, change.conditions)) return;
+  const alsoStatus = change.alsoStatus ?? {};
+  if (jsonEqual(change.next, change.conditions) && Object.keys(alsoStatus).length === 0) return;
   await patchStatus(
     deps.kc,
     kind.ref(object),
-    { metadata: { resourceVersion: object.metadata.resourceVersion }, status: { conditions: change.next } },
+    {
+      metadata: { resourceVersion: object.metadata.resourceVersion },
+      status: { ...alsoStatus, conditions: change.next },
+    },
     { fieldManager: BACKEND_FIELD_MANAGER },
   );
   const wasError = existing?.status === 'True';

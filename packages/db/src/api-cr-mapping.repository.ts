@@ -99,6 +99,18 @@ export async function getApiCrMappingOfApplication(
     .executeTakeFirst();
 }
 
+/** The mapping of a sync_operation row: which SyncRun it belongs to. */
+export async function getApiCrMappingOfSyncOperation(
+  db: Kysely<Database>,
+  syncOperationId: string,
+): Promise<ApiCrMappingRow | undefined> {
+  return await db
+    .selectFrom('api_cr_mapping')
+    .selectAll()
+    .where('sync_operation_id', '=', syncOperationId)
+    .executeTakeFirst();
+}
+
 export async function deleteApiCrMappingByUid(db: Kysely<Database>, crUid: string): Promise<boolean> {
   const result = await db.deleteFrom('api_cr_mapping').where('cr_uid', '=', crUid).executeTakeFirst();
   return result.numDeletedRows > 0n;

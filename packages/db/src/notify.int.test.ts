@@ -7,6 +7,13 @@ import { afterAll, afterEach, beforeAll, describe, test } from 'vitest';
 import { writeApplicationState } from './application-state.repository.ts';
 import { type Listener, listen, NOTIFICATION_CHANNELS, type Notification, notify } from './notify.ts';
 import { insertOperation, startOperation } from './operation.repository.ts';
+import {
+  insertSyncOperation,
+  markSyncOperationRequested,
+  recordSyncProgress,
+  setSyncOperationDesiredState,
+  setSyncOperationOutcome,
+} from './sync-operation.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
 import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
@@ -230,6 +237,56 @@ describe('notifications sent by the schema triggers', () => {
     assert.deepEqual(
       inbox.received.map((n) => n.payload),
       [changed.id],
+    );
+  });
+
+  test('a sync_operation notifies when what its SyncRun shows changes: requested, Argo CD report, outcome', async () => {
+    const { inbox, listener } = startListening([NOTIFICATION_CHANNELS.syncOperationChanged]);
+    await listener.ready;
+    const clusterUser = await givenClusterUser(testDb.db);
+    const engineInstance = await givenEngineInstance(testDb.db);
+    const application = await givenApplication(testDb.db, { clusterUser, engineInstance });
+    const row = await insertSyncOperation(testDb.db, {
+      clusterUserId: clusterUser.id,
+      applicationId: application.id,
+      deploymentName: 'd',
+      revision: '',
+    });
+    const count = () => inbox.received.filter((n) => n.payload === row.id).length;
+
+    await markSyncOperationRequested(testDb.db, row.id);
+    await inbox.next((n) => n.payload === row.id);
+    const running = {
+      argocdPhase: 'Running',
+      syncedRevision: 'abc',
+      startedAt: new Date('2026-01-01T10:00:00Z'),
+      finishedAt: null,
+      argocdMessage: 'waiting for completion of hook batch/Job/x',
+    };
+    await recordSyncProgress(testDb.db, row.id, running);
+    await inbox.next((n) => n.payload === row.id && count() === 2);
+    // The same report again and a change of desired_state alone (the agent's business) send nothing:
+    await recordSyncProgress(testDb.db, row.id, running);
+    await setSyncOperationDesiredState(testDb.db, row.id, 'Terminated');
+    await setSyncOperationOutcome(testDb.db, row.id, 'Terminated', 'Operation terminated', {
+      ...running,
+      argocdPhase: 'Failed',
+      finishedAt: new Date('2026-01-01T10:00:09Z'),
+    });
+    // Notifications arrive in commit order: once a later row's arrives, the count is final.
+    const later = await insertSyncOperation(testDb.db, {
+      clusterUserId: clusterUser.id,
+      applicationId: application.id,
+      deploymentName: 'd',
+      revision: '',
+    });
+    await markSyncOperationRequested(testDb.db, later.id);
+    await inbox.next((n) => n.payload === later.id);
+    assert.equal(count(), 3);
+    // A finished row keeps its report.
+    assert.equal(
+      await recordSyncProgress(testDb.db, row.id, { ...running, argocdMessage: 'late' }),
+      undefined,
     );
   });
 });

@@ -1,9 +1,11 @@
 /**
  * The GitOpsDeploymentSyncRun feature: its CRs (this shard) → the reconciler's work queue; a
  * GitOpsDeployment that appears (or changes generation) → the SyncRuns referencing it (a SyncRun created
- * before its parent proceeds); SyncOperation state changes (NOTIFY) → the owning SyncRun; and a slow sweep
- * for rows whose SyncRun is gone.
+ * before its parent proceeds); SyncOperation state changes and changes of what a sync_operation row reports
+ * (NOTIFY gitops_sync_operation_changed: Argo CD's phase, revision, times, message, outcome) → the owning
+ * SyncRun, whose status then says it within milliseconds; and a slow sweep for rows whose SyncRun is gone.
  */
+import { getApiCrMappingOfSyncOperation } from '@gitops/db';
 import { type KubeObject, objectKey } from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
@@ -25,7 +27,7 @@ export function createSyncRunFeature(
 ): SyncRunFeature {
   const informer = ctx.informer(SyncRunCr.resource, { sharded: true });
   const deployments = deps.deployments.informer;
-  return createCrController({
+  const controller = createCrController({
     kind: SyncRunCr,
     db: ctx.db,
     informer,
@@ -59,4 +61,14 @@ export function createSyncRunFeature(
       ];
     },
   });
+  /** The SyncRun of a sync_operation row whose report changed (also a deleted one: its rows are released). */
+  async function onSyncOperationChanged(syncOperationId: string) {
+    const mapping = await getApiCrMappingOfSyncOperation(ctx.db, syncOperationId);
+    if (mapping?.cr_kind === SyncRunCr.kind)
+      controller.queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
+  }
+  return {
+    ...controller,
+    notifications: { ...controller.notifications, syncOperationChanged: onSyncOperationChanged },
+  };
 }

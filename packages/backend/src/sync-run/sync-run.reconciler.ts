@@ -2,7 +2,9 @@
  * GitOpsDeploymentSyncRun reconciler (level-based, key `namespace/name`, object from the informer cache).
  * A live SyncRun whose manual parent exists gets exactly one sync: sync_operation + api_cr_mapping +
  * SyncOperation operation in one transaction; later reconciles (updates, resyncs) only report the sync's
- * outcome. A SyncRun that is gone (delete event, or orphan sweep) terminates its still-running sync
+ * outcome, and `spec.terminate` terminates the sync. Its status says where the sync is (`phase`, `revision`,
+ * `startedAt`, `finishedAt`, `message`, from the row the agent keeps; its changes wake the SyncRun by
+ * NOTIFY). A SyncRun that is gone (delete event, or orphan sweep) terminates its still-running sync
  * (desired_state Terminated + operation) or, when finished, only loses its rows. No finalizer is used:
  * the delete event and the orphan sweep (at start and every RESYNC_INTERVAL) find deleted SyncRuns.
  */
@@ -36,17 +38,28 @@ import { SyncRunCr } from '../kinds.ts';
 import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import {
+  FINISHED_SYNC_RUN_PHASES,
   parseSyncRunSpec,
   SyncRunErrorMessage,
   type SyncRunErrorState,
+  SyncRunPhase,
+  SyncRunSyncMessage,
+  type SyncRunSyncStatus,
   syncRunCondition,
   syncRunErrorState,
+  syncRunSyncStatus,
+  syncStatusChanges,
 } from './sync-run.status.ts';
-import { releaseGoneSyncRuns, requestSync, syncOperationOf } from './sync-run.store.ts';
+import { releaseGoneSyncRuns, requestSync, syncOperationOf, terminateSync } from './sync-run.store.ts';
 
 /** Event reasons on SyncRuns (kubectl describe). */
 export const SyncRunEventReason = {
   SyncRequested: 'SyncRequested',
+  /** The phase became Running, Succeeded, Failed or Terminated. */
+  SyncRunning: 'SyncRunning',
+  SyncSucceeded: 'SyncSucceeded',
+  SyncFailed: 'SyncFailed',
+  SyncTerminated: 'SyncTerminated',
   ErrorOccurred: 'ErrorOccurred',
   ErrorOccurredResolved: 'ErrorOccurredResolved',
 } as const;
@@ -101,6 +114,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
         isBeingDeleted(other) ||
         !isJsonObject(other.spec) ||
         other.spec.gitopsDeploymentName !== parentName ||
+        other.spec.terminate === true ||
         !isBefore(other, object)
       ) {
         continue;
@@ -114,10 +128,27 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
 
   const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
 
-  /** Sets the single ErrorOccurred condition (writes only when it changes); Events on transitions. */
-  async function writeCondition(object: KubeObject, state: SyncRunErrorState, logger: Logger) {
+  /** The Event of a new phase (none for Pending). */
+  const phaseEvents: Partial<Record<SyncRunPhase, { type: 'Normal' | 'Warning'; reason: string }>> = {
+    Running: { type: 'Normal', reason: SyncRunEventReason.SyncRunning },
+    Succeeded: { type: 'Normal', reason: SyncRunEventReason.SyncSucceeded },
+    Failed: { type: 'Warning', reason: SyncRunEventReason.SyncFailed },
+    Terminated: { type: 'Warning', reason: SyncRunEventReason.SyncTerminated },
+  };
+
+  /**
+   * Sets the single ErrorOccurred condition and, when given, the sync's status fields (one patch, written
+   * only when something changes); Events on transitions.
+   */
+  async function writeCondition(
+    object: KubeObject,
+    state: SyncRunErrorState,
+    logger: Logger,
+    sync?: SyncRunSyncStatus,
+  ) {
     const conditions = conditionsOf(object);
     const existing = findCondition(conditions, SyncRunConditionType.ErrorOccurred);
+    const changes = sync ? syncStatusChanges(object.status, sync) : {};
     const next = setCondition(
       conditions.filter((c) => c.type === SyncRunConditionType.ErrorOccurred),
       syncRunCondition(state),
@@ -136,9 +167,20 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
           error: SyncRunEventReason.ErrorOccurred,
           resolved: SyncRunEventReason.ErrorOccurredResolved,
         },
+        alsoStatus: changes,
       },
       logger,
     );
+    const event = changes.phase ? phaseEvents[changes.phase] : undefined;
+    if (sync && event) {
+      if (FINISHED_SYNC_RUN_PHASES.has(sync.phase)) logger.info({ phase: sync.phase }, 'sync ended');
+      await events.event(
+        SyncRunCr.withTypeMeta(object),
+        event.type,
+        event.reason,
+        `The sync is ${sync.phase}${sync.revision ? ` at revision ${sync.revision}` : ''}${sync.message ? `: ${sync.message}` : ''}`,
+      );
+    }
   }
 
   async function reconcileGone(namespace: string, name: string, logger: Logger, exceptUid?: string) {
@@ -161,20 +203,48 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     // Earlier incarnations with the same name (delete-recreate) are handled like deleted ones.
     await reconcileGone(namespace, name, logger, uid);
 
+    const parsed = parseSyncRunSpec(object.spec);
+    const terminate = parsed.ok && parsed.spec.terminate;
     const existing = await syncOperationOf(db, uid);
     if (existing) {
       // Requested already: updates never create a second sync; only the outcome is reported.
-      const state = syncRunErrorState(existing, await getLatestOperationOfOwner(db, uid, 'SyncOperation'));
-      await writeCondition(object, state, logger);
+      if (terminate) {
+        const operation = await terminateSync(db, { namespace, name, uid });
+        if (operation)
+          logger.info({ syncOperation: existing.id, operation: operation.id }, 'sync terminating');
+      }
+      const lastOperation = await getLatestOperationOfOwner(db, uid, 'SyncOperation');
+      await writeCondition(
+        object,
+        syncRunErrorState(existing, lastOperation),
+        logger,
+        syncRunSyncStatus(existing, lastOperation),
+      );
       return;
     }
 
-    const parsed = parseSyncRunSpec(object.spec);
     if (!parsed.ok) {
       await writeCondition(
         object,
         { status: 'error', message: SyncRunErrorMessage.invalidSpec(parsed.problem) },
         logger,
+        syncRunSyncStatus(undefined, undefined),
+      );
+      return;
+    }
+    if (terminate) {
+      // Terminated before anything was requested: nothing happens in Argo CD, ever.
+      await writeCondition(
+        object,
+        {
+          status: 'error',
+          message: SyncRunErrorMessage.syncFailed(
+            SyncRunPhase.Terminated,
+            SyncRunSyncMessage.terminatedBeforeRequest,
+          ),
+        },
+        logger,
+        syncRunSyncStatus(undefined, undefined, true),
       );
       return;
     }
@@ -187,6 +257,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
         object,
         { status: 'error', message: SyncRunMessage.parentNotFound(parentName) },
         logger,
+        syncRunSyncStatus(undefined, undefined),
       );
       return;
     }
@@ -195,6 +266,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
         object,
         { status: 'error', message: SyncRunMessage.parentIsAutomated(name) },
         logger,
+        syncRunSyncStatus(undefined, undefined),
       );
       return;
     }
@@ -232,7 +304,12 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
         `Requested a sync of GitOpsDeployment ${parentName}${parsed.spec.revisionID ? ` to revision ${parsed.spec.revisionID}` : ''} (operation ${result.operation.id})`,
       );
     }
-    await writeCondition(object, { status: 'ok' }, logger);
+    await writeCondition(
+      object,
+      { status: 'ok' },
+      logger,
+      syncRunSyncStatus(result.syncOperation, undefined),
+    );
     return undefined;
   }
 

@@ -1,7 +1,8 @@
 /**
- * GitOpsDeploymentSyncRun spec parsing and its single ErrorOccurred condition (pure).
- * Success (requested, running or Succeeded) is `ErrorOccurred/False/""/""`; every problem is
- * `ErrorOccurred/True/ErrorOccurred/<message>`.
+ * GitOpsDeploymentSyncRun spec parsing, its single ErrorOccurred condition and the sync's own status fields
+ * (pure). Success (requested, running or Succeeded) is `ErrorOccurred/False/""/""`; every problem is
+ * `ErrorOccurred/True/ErrorOccurred/<message>`. `phase`, `revision`, `startedAt`, `finishedAt` and `message`
+ * say where the sync is and how it ended, from the sync_operation row (what Argo CD reported about it).
  */
 import { ConditionStatus, SyncRunConditionType, SyncRunReason } from '@gitops/api';
 import type { OperationRow, SyncOperationRow } from '@gitops/db';
@@ -12,6 +13,8 @@ export interface SyncRunSpec {
   gitopsDeploymentName: string;
   /** "" = the deployment's targetRevision. */
   revisionID: string;
+  /** The user asked to stop the sync (it stays stopped). */
+  terminate: boolean;
 }
 
 export type SyncRunSpecParseResult = { ok: true; spec: SyncRunSpec } | { ok: false; problem: string };
@@ -25,7 +28,9 @@ export function parseSyncRunSpec(spec: unknown): SyncRunSpecParseResult {
   }
   const revision = spec.revisionID ?? spec.revisionId ?? '';
   if (typeof revision !== 'string') return { ok: false, problem: 'spec.revisionID: must be a string' };
-  return { ok: true, spec: { gitopsDeploymentName: name, revisionID: revision } };
+  const terminate = spec.terminate ?? false;
+  if (typeof terminate !== 'boolean') return { ok: false, problem: 'spec.terminate: must be a boolean' };
+  return { ok: true, spec: { gitopsDeploymentName: name, revisionID: revision, terminate } };
 }
 
 /** ErrorOccurred messages of the SyncRun reconciler beyond the ones fixed by docs/api.md. */
@@ -35,6 +40,11 @@ export const SyncRunErrorMessage = {
     `the sync ended with phase ${outcome}${message ? `: ${message}` : ''}`,
   requestFailed: (message: string) =>
     `the sync could not be requested in Argo CD: ${message || 'the operation failed'}`,
+} as const;
+
+/** Why a sync ended without Argo CD (status.message). */
+export const SyncRunSyncMessage = {
+  terminatedBeforeRequest: 'terminated before the sync was requested',
 } as const;
 
 export type SyncRunErrorState = { status: 'error'; message: string } | { status: 'ok' };
@@ -63,4 +73,97 @@ export function syncRunCondition(state: SyncRunErrorState): ConditionInput {
         message: state.message,
       }
     : { type: SyncRunConditionType.ErrorOccurred, status: ConditionStatus.False, reason: '', message: '' };
+}
+
+export const SyncRunPhase = {
+  Pending: 'Pending',
+  Running: 'Running',
+  Succeeded: 'Succeeded',
+  Failed: 'Failed',
+  Terminated: 'Terminated',
+} as const;
+export type SyncRunPhase = (typeof SyncRunPhase)[keyof typeof SyncRunPhase];
+
+/** The phases after which nothing changes any more. */
+export const FINISHED_SYNC_RUN_PHASES: ReadonlySet<SyncRunPhase> = new Set([
+  SyncRunPhase.Succeeded,
+  SyncRunPhase.Failed,
+  SyncRunPhase.Terminated,
+]);
+
+/**
+ * The SyncRun's status fields besides conditions. `null` = absent (a merge patch removes it), so the fields
+ * of a status always say the same as the row.
+ */
+export interface SyncRunSyncStatus {
+  phase: SyncRunPhase;
+  revision: string | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+  message: string | null;
+}
+
+const SYNC_STATUS_FIELDS = ['phase', 'revision', 'startedAt', 'finishedAt', 'message'] as const;
+
+/** Kubernetes date-time: whole seconds, like Argo CD's and metadata timestamps. */
+function kubeTime(date: Date | null): string | null {
+  return date === null ? null : `${date.toISOString().slice(0, 19)}Z`;
+}
+
+/**
+ * Where the sync is. No row: nothing was requested (the parent is missing or automated: Pending, as the
+ * SyncRun proceeds once that is fixed) unless the user terminated it first. With a row: Argo CD's outcome
+ * (Failed and Error are both Failed), Running once Argo CD reports the sync running (or terminating),
+ * Failed when the agent gave up requesting it, else Pending.
+ */
+export function syncRunSyncStatus(
+  row:
+    | Pick<
+        SyncOperationRow,
+        | 'outcome'
+        | 'outcome_message'
+        | 'argocd_phase'
+        | 'synced_revision'
+        | 'started_at'
+        | 'finished_at'
+        | 'argocd_message'
+      >
+    | undefined,
+  lastOperation: Pick<OperationRow, 'state' | 'message'> | undefined,
+  terminated = false,
+): SyncRunSyncStatus {
+  const none = { revision: null, startedAt: null, finishedAt: null };
+  if (!row) {
+    return terminated
+      ? { phase: SyncRunPhase.Terminated, ...none, message: SyncRunSyncMessage.terminatedBeforeRequest }
+      : { phase: SyncRunPhase.Pending, ...none, message: null };
+  }
+  let phase: SyncRunPhase;
+  let message = row.outcome !== null ? row.outcome_message : row.argocd_message;
+  if (row.outcome === 'Succeeded') phase = SyncRunPhase.Succeeded;
+  else if (row.outcome === 'Terminated') phase = SyncRunPhase.Terminated;
+  else if (row.outcome !== null) phase = SyncRunPhase.Failed;
+  else if (lastOperation?.state === 'Failed') {
+    phase = SyncRunPhase.Failed;
+    message = SyncRunErrorMessage.requestFailed(lastOperation.message);
+  } else if (row.argocd_phase === 'Running' || row.argocd_phase === 'Terminating')
+    phase = SyncRunPhase.Running;
+  else phase = SyncRunPhase.Pending;
+  return {
+    phase,
+    revision: row.synced_revision || null,
+    startedAt: kubeTime(row.started_at),
+    finishedAt: kubeTime(row.finished_at),
+    message: message || null,
+  };
+}
+
+/** The fields of `next` that differ from `status` (absent and null are the same); {} when none. */
+export function syncStatusChanges(status: unknown, next: SyncRunSyncStatus): Partial<SyncRunSyncStatus> {
+  const current = isJsonObject(status) ? status : {};
+  const changes: Record<string, unknown> = {};
+  for (const field of SYNC_STATUS_FIELDS) {
+    if ((current[field] ?? null) !== next[field]) changes[field] = next[field];
+  }
+  return changes as Partial<SyncRunSyncStatus>;
 }

@@ -18,7 +18,7 @@ import {
   type SyncOperationRow,
   setSyncOperationDesiredState,
 } from '@gitops/db';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { SyncRunCr } from '../kinds.ts';
 
 /** The identity of one SyncRun incarnation (a re-created one has a new uid). */
@@ -91,6 +91,47 @@ export async function syncOperationOf(
   return await getSyncOperation(db, mapping.sync_operation_id);
 }
 
+/**
+ * desired_state Terminated + an operation announcing it, for an unfinished sync (in the caller's
+ * transaction). Undefined when the application row is gone (nothing to terminate in Argo CD).
+ */
+async function requestTermination(
+  trx: Transaction<Database>,
+  row: SyncOperationRow,
+  syncRun: SyncRunIdentity,
+): Promise<OperationRow | undefined> {
+  await setSyncOperationDesiredState(trx, row.id, 'Terminated');
+  const application = row.application_id ? await getApplication(trx, row.application_id) : undefined;
+  if (!application) return undefined;
+  const { operation } = await insertOperation(trx, {
+    engineInstanceId: application.engine_instance_id,
+    resourceType: 'SyncOperation',
+    resourceId: row.id,
+    ownerUserId: row.cluster_user_id,
+    ownerCr: { kind: SyncRunCr.kind, ...syncRun },
+  });
+  return operation;
+}
+
+/**
+ * The user set `spec.terminate` on a live SyncRun: its unfinished sync is terminated (once). Returns the
+ * operation announcing it, or undefined when there was nothing to do (finished, already terminating).
+ */
+export async function terminateSync(
+  db: Kysely<Database>,
+  syncRun: SyncRunIdentity,
+): Promise<OperationRow | undefined> {
+  return await db.transaction().execute(async (trx) => {
+    await SyncRunCr.lock(trx, syncRun.namespace, syncRun.name);
+    const mapping = await getApiCrMappingByUid(trx, syncRun.uid);
+    const row = mapping?.sync_operation_id
+      ? await getSyncOperation(trx, mapping.sync_operation_id)
+      : undefined;
+    if (!row || row.outcome !== null || row.desired_state === 'Terminated') return undefined;
+    return await requestTermination(trx, row, syncRun);
+  });
+}
+
 export type GoneSyncRunAction = 'terminating' | 'waiting-for-termination' | 'deleted';
 
 /**
@@ -121,20 +162,16 @@ export async function releaseGoneSyncRuns(
         results.push({ syncOperationId: row.id, action: 'waiting-for-termination' });
         continue;
       }
-      await setSyncOperationDesiredState(trx, row.id, 'Terminated');
-      const application = await getApplication(trx, row.application_id);
-      if (!application) {
+      const operation = await requestTermination(trx, row, {
+        namespace,
+        name,
+        uid: mapping.cr_uid,
+      });
+      if (!operation) {
         await deleteSyncOperation(trx, row.id);
         results.push({ syncOperationId: row.id, action: 'deleted' });
         continue;
       }
-      const { operation } = await insertOperation(trx, {
-        engineInstanceId: application.engine_instance_id,
-        resourceType: 'SyncOperation',
-        resourceId: row.id,
-        ownerUserId: row.cluster_user_id,
-        ownerCr: { kind: SyncRunCr.kind, namespace, name, uid: mapping.cr_uid },
-      });
       results.push({ syncOperationId: row.id, action: 'terminating', operationId: operation.id });
     }
     return results;

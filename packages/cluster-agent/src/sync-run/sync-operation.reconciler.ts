@@ -115,9 +115,7 @@ export function createSyncOperationReconciler(
     observed?: ObservedSync,
   ) {
     const text = scrubString(message).slice(0, OUTCOME_MESSAGE_MAX);
-    const progress = observed
-      ? progressOf(observed)
-      : { ...syncProgressOf(row), finishedAt: new Date() };
+    const progress = observed ? progressOf(observed) : { ...syncProgressOf(row), finishedAt: new Date() };
     await setSyncOperationOutcome(db, row.id, outcome, text, progress);
     logger.info({ syncOperation: row.id, outcome }, 'sync finished');
     await enqueueHead(row.application_id);
