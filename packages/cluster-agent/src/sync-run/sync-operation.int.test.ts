@@ -121,8 +121,8 @@ describe('cluster-agent SyncOperation', () => {
     });
     return app as KubeObject & { operation: { sync: { revision: string }; initiatedBy: unknown } };
   }
-  const finish = (name: string, phase: string, message = '') =>
-    patchApp(name, { status: { operationState: { phase, message, finishedAt: kubeTime() } } });
+  const finish = (name: string, phase: string, message = '', extra: Record<string, unknown> = {}) =>
+    patchApp(name, { status: { operationState: { phase, message, finishedAt: kubeTime(), ...extra } } });
   const outcome = (id: string) =>
     eventually('sync outcome', async () => {
       const row = await getSyncOperation(f.db, id);
@@ -150,10 +150,33 @@ describe('cluster-agent SyncOperation', () => {
     assert.deepEqual(app.operation.initiatedBy, { username: 'gitops-service' });
     assert.equal(app.operation.sync.revision, 'v2');
     assert.equal((await getOperation(f.db, operation.id))?.state, 'In_Progress');
+    // While it runs, the row carries what Argo CD reports about this sync (credentials in URLs scrubbed)
+    await patchApp(application.name, {
+      status: {
+        operationState: {
+          message: 'fetching https://git:hunter2-secret@git.example/repo.git',
+          syncResult: { revision: 'abc123' },
+        },
+      },
+    });
+    const running = await eventually('the running sync reported on the row', async () => {
+      const r = await getSyncOperation(f.db, syncOperation.id);
+      return r?.synced_revision === 'abc123' ? r : undefined;
+    });
+    assert.equal(running.argocd_phase, 'Running');
+    assert.ok(running.started_at);
+    assert.equal(running.finished_at, null);
+    assert.doesNotMatch(running.argocd_message, /hunter2-secret/);
+    assert.match(running.argocd_message, /git\.example\/repo\.git/);
+    assert.equal(running.outcome, null);
+
     await finish(application.name, 'Succeeded', 'successfully synced');
     const row = await outcome(syncOperation.id);
     assert.equal(row.outcome, 'Succeeded');
     assert.equal(row.outcome_message, 'successfully synced');
+    assert.equal(row.argocd_phase, 'Succeeded');
+    assert.equal(row.synced_revision, 'abc123');
+    assert.ok(row.started_at && row.finished_at && row.started_at <= row.finished_at);
     await eventually('operation completed', async () =>
       (await getOperation(f.db, operation.id))?.state === 'Completed' ? true : undefined,
     );
@@ -175,7 +198,7 @@ describe('cluster-agent SyncOperation', () => {
     assert.equal((await outcome(second.syncOperation.id)).outcome, 'Succeeded');
   });
 
-  it('terminates a running sync (phase Terminating); a queued one ends without touching Argo CD', async () => {
+  it('terminates a running sync (phase Terminating; Argo CD then ends it Failed: Terminated); a queued one ends without touching Argo CD', async () => {
     const application = await manualApplication();
     const running = await syncRun(application, 'r1');
     const queued = await syncRun(application, 'r2');
@@ -204,8 +227,16 @@ describe('cluster-agent SyncOperation', () => {
         ? app
         : undefined;
     });
-    await finish(application.name, 'Terminated', 'terminated');
-    assert.equal((await outcome(running.syncOperation.id)).outcome, 'Terminated');
+    // Argo CD has no phase of its own for a terminated sync: it ends Failed, "Operation terminated"
+    await finish(application.name, 'Failed', 'Operation terminated');
+    const terminated = await outcome(running.syncOperation.id);
+    assert.equal(terminated.outcome, 'Terminated');
+    assert.equal(terminated.outcome_message, 'Operation terminated');
+    assert.equal(terminated.argocd_phase, 'Failed');
+    assert.ok(terminated.finished_at);
+    const neverRequested = await getSyncOperation(f.db, queued.syncOperation.id);
+    assert.equal(neverRequested?.started_at, null);
+    assert.ok(neverRequested?.finished_at, 'ended by the agent, without Argo CD');
     assert.equal((await getApp(application.name))?.operation, undefined, 'r2 was never requested');
   });
 });
