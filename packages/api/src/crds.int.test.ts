@@ -581,6 +581,55 @@ describe('GitOpsDeploymentSyncRun admission', () => {
     assert.equal(withStatus.status, 200, String(withStatus.body.message));
     assert.deepEqual(withStatus.body.status, { conditions: [condition] });
   });
+  test('terminate can be set later but never undone', async () => {
+    const name = nameOf(await expectAccepted(Kind.GitOpsDeploymentSyncRun, { gitopsDeploymentName: 'a' }));
+    const set = await mergePatch(Kind.GitOpsDeploymentSyncRun, name, { spec: { terminate: true } });
+    assert.equal(set.status, 200, String(set.body.message));
+    assertInvalid(
+      await mergePatch(Kind.GitOpsDeploymentSyncRun, name, { spec: { terminate: false } }),
+      'terminate cannot be undone',
+      'setting terminate back to false',
+    );
+    assertInvalid(
+      await jsonPatch(Kind.GitOpsDeploymentSyncRun, name, [{ op: 'remove', path: '/spec/terminate' }]),
+      'terminate cannot be undone',
+      'removing terminate',
+    );
+  });
+
+  test('kubectl get shows the phase of the sync; the status keeps revision, times and message', async () => {
+    const name = nameOf(await expectAccepted(Kind.GitOpsDeploymentSyncRun, { gitopsDeploymentName: 'a' }));
+    const status = {
+      phase: 'Succeeded',
+      revision: 'abc123',
+      startedAt: '2026-01-01T10:00:00Z',
+      finishedAt: '2026-01-01T10:00:05Z',
+      message: 'successfully synced (all tasks run)',
+    };
+    const written = await mergePatch(Kind.GitOpsDeploymentSyncRun, name, { status }, '/status');
+    assert.equal(written.status, 200, String(written.body.message));
+    assert.deepEqual(written.body.status, status);
+    const badPhase = await mergePatch(
+      Kind.GitOpsDeploymentSyncRun,
+      name,
+      { status: { phase: 'Done' } },
+      '/status',
+    );
+    assertInvalid(badPhase, 'Unsupported value', 'an unknown phase');
+    const table = await call(
+      endpoint,
+      'GET',
+      objectPath(Kind.GitOpsDeploymentSyncRun, name),
+      undefined,
+      'application/json',
+      'application/json;as=Table;v=v1;g=meta.k8s.io',
+    );
+    assert.equal(table.status, 200, String(table.body.message));
+    const columns = (table.body.columnDefinitions as { name: string }[]).map((c) => c.name);
+    const cells = (table.body.rows as { cells: unknown[] }[])[0]?.cells ?? [];
+    assert.equal(cells[columns.indexOf('Phase')], 'Succeeded');
+    assert.equal(cells[columns.indexOf('Synced')], 'abc123');
+  });
 });
 
 // ---------------------------------------------------------------------------------------------------

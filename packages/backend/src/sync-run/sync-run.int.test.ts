@@ -7,7 +7,12 @@ import assert from 'node:assert/strict';
 import type { GitOpsDeploymentSyncRunSpec } from '@gitops/api';
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import { syncRun } from '@gitops/api/testing';
-import { completeOperation, setSyncOperationOutcome } from '@gitops/db';
+import {
+  completeOperation,
+  markSyncOperationRequested,
+  recordSyncProgress,
+  setSyncOperationOutcome,
+} from '@gitops/db';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
@@ -57,6 +62,39 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       .selectAll('sync_operation')
       .where('api_cr_mapping.cr_uid', '=', uid)
       .execute();
+  interface SyncRunStatus {
+    phase?: string;
+    revision?: string;
+    startedAt?: string;
+    finishedAt?: string;
+    message?: string;
+    conditions?: Record<string, string>[];
+  }
+  const statusOf = async (name: string) => (await getSyncRun(name))?.status as SyncRunStatus | undefined;
+  /** Waits until the SyncRun's status satisfies `check`; says what it was on timeout. */
+  const statusWhen = async (name: string, what: string, check: (s: SyncRunStatus) => boolean) => {
+    let last: SyncRunStatus | undefined;
+    return await eventually(`SyncRun ${name}: ${what}`, async () => {
+      last = await statusOf(name);
+      return last && check(last) ? last : undefined;
+    }).catch((err: unknown) => {
+      throw new Error(`${String(err)}; status: ${JSON.stringify(last)}`);
+    });
+  };
+  const eventReasonsOf = async (uid: string) => {
+    const list = (await kubeRequest(fixture.kc, {
+      method: HttpMethod.GET,
+      path: `/api/v1/namespaces/${ns}/events?fieldSelector=involvedObject.uid=${uid}`,
+    })) as { items: { reason?: string; message?: string }[] };
+    return list.items;
+  };
+  const syncRow = async (uid: string) =>
+    (
+      await eventually('sync row', async () => {
+        const rows = await rowsOf(uid);
+        return rows.length > 0 ? rows : undefined;
+      })
+    )[0]!;
   const operationsOf = (uid: string) =>
     fixture.db
       .selectFrom('operation')
@@ -107,6 +145,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       },
       { type: 'ErrorOccurred', status: 'False', reason: '', message: '' },
     );
+    assert.equal((await statusOf('run-one'))?.phase, 'Pending');
 
     // Updating the SyncRun never creates a second sync.
     await kubeRequest(fixture.kc, {
@@ -143,6 +182,111 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     });
     assert.equal(conditions[0]?.reason, 'ErrorOccurred');
     assert.equal(conditions[0]?.message, 'the sync ended with phase Failed: the manifests are invalid');
+    const status = await statusWhen('run-failing', 'Failed', (s) => s.phase === 'Failed');
+    assert.equal(status.message, 'the manifests are invalid');
+  });
+
+  test('the status follows the sync: Pending, Running (start, message), Succeeded (revision, finish); only the row changes wake it', async () => {
+    await fixture.createDeployment(ns, 'manual-progress', MANUAL);
+    const run = await createSyncRun('run-progress', { gitopsDeploymentName: 'manual-progress' });
+    const uid = run.metadata.uid as string;
+    const row = await syncRow(uid);
+    await statusWhen('run-progress', 'Pending', (s) => s.phase === 'Pending');
+    // The agent requested it, then reports what Argo CD says. No operation changes state meanwhile: the
+    // row's own notification is what wakes the SyncRun.
+    await markSyncOperationRequested(fixture.db, row.id);
+    const startedAt = new Date('2026-01-01T10:00:00Z');
+    await recordSyncProgress(fixture.db, row.id, {
+      argocdPhase: 'Running',
+      syncedRevision: '',
+      startedAt,
+      finishedAt: null,
+      argocdMessage: 'waiting for completion of hook batch/Job/migrate',
+    });
+    const running = await statusWhen('run-progress', 'Running', (s) => s.phase === 'Running');
+    assert.equal(running.startedAt, '2026-01-01T10:00:00Z');
+    assert.equal(running.message, 'waiting for completion of hook batch/Job/migrate');
+    assert.equal(running.finishedAt, undefined);
+    assert.equal(running.revision, undefined);
+
+    await setSyncOperationOutcome(fixture.db, row.id, 'Succeeded', 'successfully synced (all tasks run)', {
+      argocdPhase: 'Succeeded',
+      syncedRevision: '0123456789abcdef0123456789abcdef01234567',
+      startedAt,
+      finishedAt: new Date('2026-01-01T10:00:07Z'),
+      argocdMessage: 'successfully synced (all tasks run)',
+    });
+    const done = await statusWhen('run-progress', 'Succeeded', (s) => s.phase === 'Succeeded');
+    assert.deepEqual(
+      {
+        revision: done.revision,
+        startedAt: done.startedAt,
+        finishedAt: done.finishedAt,
+        message: done.message,
+      },
+      {
+        revision: '0123456789abcdef0123456789abcdef01234567',
+        startedAt: '2026-01-01T10:00:00Z',
+        finishedAt: '2026-01-01T10:00:07Z',
+        message: 'successfully synced (all tasks run)',
+      },
+    );
+    // ErrorOccurred stays as it was: False, "", "".
+    const condition = done.conditions?.find((c) => c.type === 'ErrorOccurred');
+    assert.deepEqual([condition?.status, condition?.reason, condition?.message], ['False', '', '']);
+    const reasons = await eventually('SyncSucceeded Event', async () => {
+      const r = (await eventReasonsOf(uid)).map((e) => e.reason);
+      return r.includes('SyncSucceeded') ? r : undefined;
+    });
+    assert.ok(reasons.includes('SyncRunning'));
+  });
+
+  test('spec.terminate terminates a running sync (the SyncRun stays, Terminated); one set before anything was requested never syncs', async () => {
+    await fixture.createDeployment(ns, 'manual-stop', MANUAL);
+    const run = await createSyncRun('run-stop', { gitopsDeploymentName: 'manual-stop' });
+    const uid = run.metadata.uid as string;
+    const row = await syncRow(uid);
+    const [first] = await operationsOf(uid);
+    await fixture.db
+      .updateTable('operation')
+      .set({ state: 'In_Progress' })
+      .where('id', '=', first!.id)
+      .execute();
+    await markSyncOperationRequested(fixture.db, row.id);
+    await kubeRequest(fixture.kc, {
+      method: HttpMethod.PATCH,
+      path: runsPath('run-stop'),
+      body: { spec: { terminate: true } },
+      contentType: 'application/merge-patch+json',
+    });
+    const operations = await eventually('terminate operation', async () => {
+      const ops = await operationsOf(uid);
+      return ops.length === 2 ? ops : undefined;
+    });
+    assert.equal(operations[1]?.resource_id, row.id);
+    const asked = await rowsOf(uid);
+    assert.equal(asked[0]?.desired_state, 'Terminated');
+    // The agent terminates it in Argo CD (which ends it Failed, "Operation terminated") and records it.
+    await setSyncOperationOutcome(fixture.db, row.id, 'Terminated', 'Operation terminated', {
+      argocdPhase: 'Failed',
+      syncedRevision: '',
+      startedAt: new Date('2026-01-01T11:00:00Z'),
+      finishedAt: new Date('2026-01-01T11:00:30Z'),
+      argocdMessage: 'Operation terminated',
+    });
+    const status = await statusWhen('run-stop', 'Terminated', (s) => s.phase === 'Terminated');
+    assert.equal(status.message, 'Operation terminated');
+    assert.equal(status.finishedAt, '2026-01-01T11:00:30Z');
+    assert.equal((await rowsOf(uid)).length, 1, 'the SyncRun and its row stay');
+
+    // Terminated before its parent even exists: no row, ever, and the SyncRun says so.
+    const early = await createSyncRun('run-stop-early', { gitopsDeploymentName: 'not-yet', terminate: true });
+    const earlyStatus = await statusWhen('run-stop-early', 'Terminated', (s) => s.phase === 'Terminated');
+    assert.equal(earlyStatus.message, 'terminated before the sync was requested');
+    await fixture.createDeployment(ns, 'not-yet', MANUAL);
+    await backend.syncRuns.queue.add(`${ns}/run-stop-early`);
+    await new Promise((r) => setTimeout(r, 1_000));
+    assert.equal((await rowsOf(early.metadata.uid as string)).length, 0);
   });
 
   test('deleting a SyncRun whose sync still runs asks for termination; its rows go once the agent finished', async () => {
@@ -227,6 +371,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       );
     });
     assert.equal((await rowsOf(run.metadata.uid as string)).length, 0);
+    assert.equal((await statusOf('run-early'))?.phase, 'Pending');
     await fixture.createDeployment(ns, 'later', MANUAL);
     await eventually('sync row', async () => (await rowsOf(run.metadata.uid as string)).length === 1);
     await eventually('resolved', async () => (await conditionOf('run-early'))?.[0]?.status === 'False');

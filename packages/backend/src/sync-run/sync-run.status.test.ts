@@ -1,26 +1,33 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'vitest';
-import { parseSyncRunSpec, syncRunCondition, syncRunErrorState } from './sync-run.status.ts';
+import {
+  parseSyncRunSpec,
+  syncRunCondition,
+  syncRunErrorState,
+  syncRunSyncStatus,
+  syncStatusChanges,
+} from './sync-run.status.ts';
 
 describe('SyncRun spec', () => {
   test('accepts revisionID and its doc alias revisionId; no revision means ""', () => {
     assert.deepEqual(parseSyncRunSpec({ gitopsDeploymentName: 'd', revisionID: 'v1' }), {
       ok: true,
-      spec: { gitopsDeploymentName: 'd', revisionID: 'v1' },
+      spec: { gitopsDeploymentName: 'd', revisionID: 'v1', terminate: false },
     });
     assert.deepEqual(parseSyncRunSpec({ gitopsDeploymentName: 'd', revisionId: 'v2' }), {
       ok: true,
-      spec: { gitopsDeploymentName: 'd', revisionID: 'v2' },
+      spec: { gitopsDeploymentName: 'd', revisionID: 'v2', terminate: false },
     });
     assert.deepEqual(parseSyncRunSpec({ gitopsDeploymentName: 'd' }), {
       ok: true,
-      spec: { gitopsDeploymentName: 'd', revisionID: '' },
+      spec: { gitopsDeploymentName: 'd', revisionID: '', terminate: false },
     });
   });
   test('a malformed spec is a problem, never a throw', () => {
     assert.equal(parseSyncRunSpec(undefined).ok, false);
     assert.equal(parseSyncRunSpec({ gitopsDeploymentName: '' }).ok, false);
     assert.equal(parseSyncRunSpec({ gitopsDeploymentName: 'd', revisionID: 3 }).ok, false);
+    assert.equal(parseSyncRunSpec({ gitopsDeploymentName: 'd', terminate: 'yes' }).ok, false);
   });
 });
 
@@ -52,6 +59,69 @@ describe('SyncRun condition', () => {
     assert.deepEqual(state, {
       status: 'error',
       message: 'the sync could not be requested in Argo CD: failed after 10 attempts',
+    });
+  });
+});
+
+describe('SyncRun sync status', () => {
+  const row = (fields: Partial<Parameters<typeof syncRunSyncStatus>[0] & object> = {}) => ({
+    outcome: null,
+    outcome_message: '',
+    argocd_phase: null,
+    synced_revision: '',
+    started_at: null,
+    finished_at: null,
+    argocd_message: '',
+    ...fields,
+  });
+  test('no sync requested is Pending, or Terminated when the user terminated it first', () => {
+    assert.equal(syncRunSyncStatus(undefined, undefined).phase, 'Pending');
+    assert.deepEqual(syncRunSyncStatus(undefined, undefined, true), {
+      phase: 'Terminated',
+      revision: null,
+      startedAt: null,
+      finishedAt: null,
+      message: 'terminated before the sync was requested',
+    });
+  });
+  test("Argo CD's phases: Running and Terminating are Running; Failed and Error are Failed", () => {
+    assert.equal(syncRunSyncStatus(row(), undefined).phase, 'Pending');
+    assert.equal(syncRunSyncStatus(row({ argocd_phase: 'Running' }), undefined).phase, 'Running');
+    assert.equal(syncRunSyncStatus(row({ argocd_phase: 'Terminating' }), undefined).phase, 'Running');
+    assert.equal(syncRunSyncStatus(row({ outcome: 'Error' }), undefined).phase, 'Failed');
+    assert.equal(syncRunSyncStatus(row({ outcome: 'Failed' }), undefined).phase, 'Failed');
+    assert.equal(syncRunSyncStatus(row({ outcome: 'Terminated' }), undefined).phase, 'Terminated');
+    const failedRequest = syncRunSyncStatus(row(), { state: 'Failed', message: 'forbidden' });
+    assert.equal(failedRequest.phase, 'Failed');
+    assert.equal(failedRequest.message, 'the sync could not be requested in Argo CD: forbidden');
+  });
+  test('times in whole seconds; the running message, then the final one', () => {
+    const status = syncRunSyncStatus(
+      row({
+        outcome: 'Succeeded',
+        outcome_message: 'done',
+        argocd_message: 'waiting',
+        synced_revision: 'abc',
+        started_at: new Date('2026-01-01T10:00:00.000Z'),
+        finished_at: new Date('2026-01-01T10:00:05.400Z'),
+      }),
+      undefined,
+    );
+    assert.deepEqual(status, {
+      phase: 'Succeeded',
+      revision: 'abc',
+      startedAt: '2026-01-01T10:00:00Z',
+      finishedAt: '2026-01-01T10:00:05Z',
+      message: 'done',
+    });
+    assert.equal(syncRunSyncStatus(row({ argocd_message: 'waiting' }), undefined).message, 'waiting');
+  });
+  test('only changed fields are written; an absent field equals null', () => {
+    const next = syncRunSyncStatus(row({ argocd_phase: 'Running' }), undefined);
+    assert.deepEqual(syncStatusChanges({ phase: 'Running' }, next), {});
+    assert.deepEqual(syncStatusChanges({ phase: 'Pending', message: 'old' }, next), {
+      phase: 'Running',
+      message: null,
     });
   });
 });
