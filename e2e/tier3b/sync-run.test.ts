@@ -1,24 +1,42 @@
 /**
- * Tier 3b, scenario 5: manual GitOpsDeployments and GitOpsDeploymentSyncRuns with a real Argo CD.
+ * Tier 3b, scenario 5: manual GitOpsDeployments and GitOpsDeploymentSyncRuns with a real Argo CD, and what
+ * a SyncRun says about its sync (phase, revision, start and finish, Argo CD's message).
  */
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type ArgoApplication, type GitOpsDeployment, get, paths, remove } from '../fixture/kube.ts';
+import {
+  type ArgoApplication,
+  type GitOpsDeployment,
+  get,
+  mergePatch,
+  paths,
+  remove,
+} from '../fixture/kube.ts';
 import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
 
 const syncRunPath = (ns: string, name: string) =>
   `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
 
+interface SyncRunStatus {
+  phase?: string;
+  revision?: string;
+  startedAt?: string;
+  finishedAt?: string;
+  message?: string;
+  conditions?: { type: string; status: string; reason?: string; message?: string }[];
+}
 interface SyncRun extends KubeObject {
-  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+  status?: SyncRunStatus;
 }
 interface OperationState {
   phase?: string;
   message?: string;
   syncResult?: { revision?: string };
+  startedAt?: string;
+  finishedAt?: string;
 }
 type Application = ArgoApplication & {
   status?: { history?: { revision?: string; id?: number }[]; operationState?: OperationState };
@@ -73,6 +91,24 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
       CONVERGE_MS,
     );
 
+  /** Waits until the SyncRun's status.phase is `phase`; a SyncRun that reaches another finished phase fails. */
+  const syncRunPhase = async (name: string, phase: string) => {
+    let last: SyncRunStatus | undefined;
+    return await eventually(
+      `SyncRun ${name} ${phase}`,
+      async () => {
+        last = (await get<SyncRun>(f.system.kc, syncRunPath(tenant, name)))?.status;
+        if (last?.phase && last.phase !== phase && ['Succeeded', 'Failed', 'Terminated'].includes(last.phase))
+          throw new Error(`SyncRun ${name} ended ${last.phase}: ${last.message}`);
+        return last?.phase === phase ? last : undefined;
+      },
+      CONVERGE_MS,
+    ).catch((error: unknown) => {
+      throw new Error(`${String(error)}; status: ${JSON.stringify(last)}`);
+    });
+  };
+  const errorOccurred = (status: SyncRunStatus) => status.conditions?.find((c) => c.type === 'ErrorOccurred');
+
   /** Waits until the GitOpsDeployment shows Argo CD's operation Succeeded at `revision`. */
   const syncedTo = (gd: GitOpsDeployment, revision: string) =>
     f.expect.deployment(gd).is(`a Succeeded sync to ${revision}`, (s) => {
@@ -106,12 +142,21 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     await f.system.createSyncRun(tenant, 'to-first', { gitopsDeploymentName: 'manual', revisionID: first });
     // Then that commit is deployed (not the head of main)
     await syncRunWithoutError('to-first');
+    // and the SyncRun itself says the sync finished: Succeeded at that commit, with Argo CD's times and message
+    const status = await syncRunPhase('to-first', 'Succeeded');
+    assert.equal(status.revision, first);
+    assert.ok(status.startedAt && status.finishedAt, JSON.stringify(status));
+    assert.ok(Date.parse(status.startedAt) <= Date.parse(status.finishedAt), JSON.stringify(status));
+    assert.match(status.message ?? '', /successfully synced/);
+    assert.equal(errorOccurred(status)?.status, 'False');
     await syncedTo(gd, first);
     const cm = await f.expect.object(tenant, 'ConfigMap', 'manual-config');
     assert.equal(cm.data?.release, 'first');
     const app = await application(gd.metadata.uid ?? '');
     assert.equal(app?.status?.operationState?.phase, 'Succeeded');
     assert.equal(app?.status?.operationState?.syncResult?.revision, first);
+    assert.equal(status.startedAt, app?.status?.operationState?.startedAt);
+    assert.equal(status.finishedAt, app?.status?.operationState?.finishedAt);
     // and the GitOpsDeployment still compares against main, whose head differs: OutOfSync
     await f.expect
       .deployment(gd)
@@ -202,5 +247,76 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     assert.match(app.status?.operationState?.message ?? '', /Operation terminated/);
     // and the ConfigMap after the hook was never applied
     assert.equal(await f.expect.readObject(tenant, 'ConfigMap', 'hook-config'), undefined);
+  });
+
+  it('a sync whose manifest the API server refuses ends Failed, with Argo CD’s message on the SyncRun', async () => {
+    // Given a manual deployment of a ConfigMap whose name the API server refuses (no capitals or "_")
+    const repo = await f.given.repository('refused', {
+      'dev/config.yaml': manifest.configMap('Refused_Name', { a: 'b' }),
+    });
+    const gd = await f.when.deployed(
+      tenant,
+      'refused',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { type: 'manual' },
+    );
+    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    // When a SyncRun syncs it
+    await f.system.createSyncRun(tenant, 'refused-run', { gitopsDeploymentName: 'refused' });
+    // Then the SyncRun ends Failed with Argo CD's own message, and says so in ErrorOccurred
+    const status = await syncRunPhase('refused-run', 'Failed');
+    const app = await application(gd.metadata.uid ?? '');
+    const argo = app?.status?.operationState;
+    assert.equal(argo?.phase, 'Failed');
+    assert.ok(status.message, JSON.stringify(status));
+    assert.equal(status.message, argo?.message);
+    assert.match(status.message ?? '', /Refused_Name/);
+    assert.equal(status.revision, await repo.head());
+    assert.ok(
+      status.startedAt && status.finishedAt && Date.parse(status.startedAt) <= Date.parse(status.finishedAt),
+    );
+    const condition = await eventually(
+      'ErrorOccurred True',
+      async () => {
+        const run = await get<SyncRun>(f.system.kc, syncRunPath(tenant, 'refused-run'));
+        const c = run?.status ? errorOccurred(run.status) : undefined;
+        return c?.status === 'True' ? c : undefined;
+      },
+      CONVERGE_MS,
+    );
+    assert.equal(condition.message, `the sync ended with phase Failed: ${status.message}`);
+  });
+
+  it('spec.terminate stops a sync that hangs on a hook: the SyncRun goes Running, then Terminated, and stays', async () => {
+    // Given a manual deployment whose sync waits on a PreSync hook that never completes
+    const repo = await f.given.repository('stop', {
+      'dev/hook.yaml': neverEndingHook,
+      'dev/config.yaml': manifest.configMap('stop-config', { a: 'b' }),
+    });
+    const gd = await f.when.deployed(
+      tenant,
+      'stop',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { type: 'manual' },
+    );
+    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    await f.system.createSyncRun(tenant, 'stop-run', { gitopsDeploymentName: 'stop' });
+    // Then the SyncRun says its sync runs, since when, and what Argo CD waits for
+    const running = await syncRunPhase('stop-run', 'Running');
+    assert.ok(running.startedAt, JSON.stringify(running));
+    assert.equal(running.finishedAt, undefined);
+    // When the user terminates it
+    await mergePatch(f.system.kc, syncRunPath(tenant, 'stop-run'), { spec: { terminate: true } });
+    // Then Argo CD terminates the operation and the SyncRun, still there, says Terminated
+    const status = await syncRunPhase('stop-run', 'Terminated');
+    assert.match(status.message ?? '', /Operation terminated/);
+    assert.equal(status.startedAt, running.startedAt);
+    assert.ok(status.finishedAt && Date.parse(running.startedAt) <= Date.parse(status.finishedAt));
+    const app = await application(gd.metadata.uid ?? '');
+    assert.equal(app?.status?.operationState?.phase, 'Failed');
+    assert.match(app?.status?.operationState?.message ?? '', /Operation terminated/);
+    assert.equal(await f.expect.readObject(tenant, 'ConfigMap', 'stop-config'), undefined);
+    const run = await get<SyncRun>(f.system.kc, syncRunPath(tenant, 'stop-run'));
+    assert.equal(run?.status?.phase, 'Terminated');
   });
 });
