@@ -238,7 +238,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       const r = (await eventReasonsOf(uid)).map((e) => e.reason);
       return r.includes('SyncSucceeded') ? r : undefined;
     });
-    assert.ok(reasons.includes('SyncRunning'));
+    assert.ok(reasons.includes('SyncStarted'));
   });
 
   test('spec.terminate terminates a running sync (the SyncRun stays, Terminated); one set before anything was requested never syncs', async () => {

@@ -56,7 +56,7 @@ import { releaseGoneSyncRuns, requestSync, syncOperationOf, terminateSync } from
 export const SyncRunEventReason = {
   SyncRequested: 'SyncRequested',
   /** The phase became Running, Succeeded, Failed or Terminated. */
-  SyncRunning: 'SyncRunning',
+  SyncStarted: 'SyncStarted',
   SyncSucceeded: 'SyncSucceeded',
   SyncFailed: 'SyncFailed',
   SyncTerminated: 'SyncTerminated',
@@ -130,7 +130,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
 
   /** The Event of a new phase (none for Pending). */
   const phaseEvents: Partial<Record<SyncRunPhase, { type: 'Normal' | 'Warning'; reason: string }>> = {
-    Running: { type: 'Normal', reason: SyncRunEventReason.SyncRunning },
+    Running: { type: 'Normal', reason: SyncRunEventReason.SyncStarted },
     Succeeded: { type: 'Normal', reason: SyncRunEventReason.SyncSucceeded },
     Failed: { type: 'Warning', reason: SyncRunEventReason.SyncFailed },
     Terminated: { type: 'Warning', reason: SyncRunEventReason.SyncTerminated },
