@@ -55,7 +55,7 @@ import { releaseGoneSyncRuns, requestSync, syncOperationOf, terminateSync } from
 /** Event reasons on SyncRuns (kubectl describe). */
 export const SyncRunEventReason = {
   SyncRequested: 'SyncRequested',
-  /** The phase became Running, Succeeded, Failed or Terminated. */
+  /** status.phase became Running, Succeeded, Failed or Terminated (in this order below). */
   SyncStarted: 'SyncStarted',
   SyncSucceeded: 'SyncSucceeded',
   SyncFailed: 'SyncFailed',

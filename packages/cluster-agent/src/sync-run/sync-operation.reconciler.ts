@@ -9,8 +9,9 @@
  * pending until Argo CD reports the result in `status.operationState`. While it runs, what Argo CD reports
  * about this sync (phase, synced revision, start, message) is copied onto the row whenever it changes (the
  * row's trigger wakes the backend, which writes the SyncRun's status); the outcome goes on the row with the
- * final report and the operation is Completed. desired_state Terminated: not requested yet → Terminated without touching Argo CD;
- * still waiting in `operation` → removed; running → `status.operationState.phase: Terminating`.
+ * final report and the operation is Completed. desired_state Terminated: not requested yet → Terminated
+ * without touching Argo CD; still waiting in `operation` → removed; running →
+ * `status.operationState.phase: Terminating`, and what Argo CD then ends (Failed) is Terminated.
  * The Application status is read from the agent's Application informer, never written except for that phase.
  */
 import {
