@@ -26,6 +26,22 @@ run() {
 has() { docker image inspect "$1" >/dev/null 2>&1; }
 
 start=$(date +%s)
+# GITOPS_IMAGES=pause: only the node's sandbox image (what `pnpm dev` needs; no base image, seconds).
+only=${GITOPS_IMAGES:-all}
+build_pause() {
+  local t dir
+  t=$(date +%s)
+  dir=$(mktemp -d)
+  (cd images/pause && CGO_ENABLED=0 GOTOOLCHAIN=local go build -trimpath -ldflags '-s -w' -o "$dir/pause" .)
+  cp images/pause/Dockerfile "$dir/"
+  run docker build -t "gitops-service/pause:$tag" "$dir"
+  rm -rf "$dir"
+  say "gitops-service/pause:$tag built in $(( $(date +%s) - t ))s"
+}
+if [[ $only == pause ]]; then
+  build_pause
+  exit 0
+fi
 base=${GITOPS_NODE_IMAGE:-}
 if [[ -z $base ]]; then
   if has node:24; then
@@ -51,19 +67,11 @@ run docker build --network host --build-arg "NODE_IMAGE=$base" --build-arg "EXTR
   -t "gitops-service:$tag" .
 say "gitops-service:$tag built in $(( $(date +%s) - t ))s"
 
-t=$(date +%s)
-pause_dir=$(mktemp -d)
-(cd images/pause && CGO_ENABLED=0 GOTOOLCHAIN=local go build -trimpath -ldflags '-s -w' -o "$pause_dir/pause" .)
-cp images/pause/Dockerfile "$pause_dir/"
-run docker build -t "gitops-service/pause:$tag" "$pause_dir"
-rm -rf "$pause_dir"
-say "gitops-service/pause:$tag built in $(( $(date +%s) - t ))s"
+build_pause
 
 if [[ ${GITOPS_IMAGES_POSTGRES:-true} == true ]]; then
   t=$(date +%s)
-  if [[ $base == node:24 ]] || ! has "gitops-service/postgres:$tag"; then
-    run docker build --network host --build-arg "BASE_IMAGE=$base" -t "gitops-service/postgres:$tag" images/postgres
-  fi
-  say "gitops-service/postgres:$tag ready in $(( $(date +%s) - t ))s"
+  run docker build --network host --build-arg "BASE_IMAGE=$base" -t "gitops-service/postgres:$tag" images/postgres
+  say "gitops-service/postgres:$tag built in $(( $(date +%s) - t ))s"
 fi
 say "all images in $(( $(date +%s) - start ))s"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One set-up step for the machine, called by the README's command lines and by .ci/run.
 # As root on Debian/Ubuntu it installs, when missing, the Debian packages the project needs:
-#   redis-server (Argo CD's cache), docker.io (engine: builds the images), containerd + runc +
+#   redis-server (Argo CD's cache), docker.io (engine: builds the images) + docker-compose, containerd + runc +
 #   containernetworking-plugins (the local cluster's node), debootstrap (local base image), git
 # and starts dockerd when it is not running. Quiet when nothing is missing; idempotent.
 # Where it cannot act (not root, not Debian) it says what is missing and exits 0: `pnpm dev` and
@@ -10,7 +10,7 @@ set -euo pipefail
 require=false
 [[ "${1:-}" == "--require" ]] && require=true
 
-packages=(redis-server docker.io containerd runc containernetworking-plugins debootstrap git)
+packages=(redis-server docker.io docker-compose containerd runc containernetworking-plugins debootstrap git)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then missing+=("$p"); fi

@@ -2,6 +2,8 @@
 # First start: initdb with the password of POSTGRES_PASSWORD, then create POSTGRES_DB. Always: listen on
 # all addresses with password authentication.
 set -eu
+# `postgres -p 5433 ...` as with the official image: the flags follow.
+if [ "${1:-}" = postgres ]; then shift; fi
 user=${POSTGRES_USER:-postgres}
 if [ ! -s "$PGDATA/PG_VERSION" ]; then
   pwfile=$(mktemp)
