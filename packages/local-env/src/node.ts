@@ -11,6 +11,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { access, constants, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
@@ -84,6 +85,12 @@ export async function nodeSupport(
   } catch {
     return { ok: false, reason: 'the Docker engine is not running (run scripts/setup-machine.sh)' };
   }
+  if (!(await portFree(KUBELET_PORT))) {
+    return {
+      ok: false,
+      reason: `port ${KUBELET_PORT} is taken: another local cluster node runs on this machine (one at a time)`,
+    };
+  }
   for (const image of images) {
     try {
       await run('docker', ['image', 'inspect', image]);
@@ -92,6 +99,14 @@ export async function nodeSupport(
     }
   }
   return { ok: true };
+}
+
+function portFree(port: number): Promise<boolean> {
+  return new Promise((resolveFree) => {
+    const server = createServer();
+    server.once('error', () => resolveFree(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolveFree(true)));
+  });
 }
 
 /** Creates the node network's bridge with the gateway address (before the API server binds to it). */
