@@ -41,7 +41,8 @@ fi
 
 # dockerd: Debian's docker.io has no init system to start it in a container; start it in its own session.
 docker_sock=/var/run/docker.sock
-if command -v dockerd >/dev/null 2>&1 && ! docker version >/dev/null 2>&1; then
+docker_running() { pidof dockerd >/dev/null 2>&1 || docker version >/dev/null 2>&1; }
+if command -v dockerd >/dev/null 2>&1 && ! docker_running; then
   if [[ $(id -u) != 0 ]]; then cannot "dockerd is not running and this is not root: start it with 'sudo dockerd &'"; fi
   log=/var/log/gitops-service-dockerd.log
   setsid dockerd --host="unix://$docker_sock" >"$log" 2>&1 </dev/null &
