@@ -42,6 +42,8 @@ export default defineConfig({
       ...packages.map((name) => project(name, `packages/${name}/src/**/*.test.ts`, 300_000)),
       project('tier3a', 'e2e/tier3a/**/*.test.ts', 300_000),
       project('tier3b', 'e2e/tier3b/**/*.test.ts', 900_000),
+      // Tier 4 (`pnpm test:cluster`): its own control plane with a real node; one file at a time.
+      project('tier4', 'e2e/tier4/**/*.test.ts', 900_000),
     ],
   },
 });

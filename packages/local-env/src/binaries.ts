@@ -43,13 +43,28 @@ export async function ensureControlPlaneBinaries(log: (line: string) => void = (
 }
 
 /**
+ * Folder holding kubelet, kube-scheduler and kubectl (the local cluster's node): `KUBEBUILDER_ASSETS` when it
+ * has them, else `tools/k8s/build.sh --node` builds them once beside the control plane (about 2 min after the
+ * control plane's build, on 2 cores).
+ */
+export async function ensureNodeBinaries(log: (line: string) => void = () => {}): Promise<string> {
+  const assets = process.env.KUBEBUILDER_ASSETS;
+  if (assets && (await isExecutable(join(assets, 'kubelet')))) return assets;
+  return runBuildScript('k8s', log, ['--node']);
+}
+
+/**
  * Runs tools/<tool>/build.sh (a one-time build into the cache; at once when cached), passing its progress
  * (stderr) to `log`, and returns the folder it prints last on stdout.
  */
-export function runBuildScript(tool: string, log: (line: string) => void): Promise<string> {
+export function runBuildScript(
+  tool: string,
+  log: (line: string) => void,
+  args: string[] = [],
+): Promise<string> {
   const script = join(repoRoot, 'tools', tool, 'build.sh');
   return new Promise((resolveDir, reject) => {
-    const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('bash', [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();

