@@ -200,6 +200,24 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
     assert.doesNotMatch(said[0], /-cluster$/);
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(await clusterRole(ownRoleName), undefined);
+
+    // When the tenant deletes the deployment and then the environment
+    await f.when.deleted(gd);
+    // Then Argo CD prunes the ClusterRole (through the cluster-resource project, kept until then)
+    await eventually('ClusterRole pruned', async () => ((await clusterRole(roleName)) ? undefined : true));
+    await remove(
+      f.system.kc,
+      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments/cluster-admin-ish`,
+    );
+    // and the cluster-resource project goes, while the main project stays for the other deployment
+    await eventually('cluster-resource project deleted', async () =>
+      (await get(f.system.kc, paths.appProject(f.system.argoCdNamespace, app?.spec.project ?? ''))) ===
+      undefined
+        ? true
+        : undefined,
+    );
+    const mainProject = (app?.spec.project ?? '').replace(/-cluster$/, '');
+    assert.ok(await get(f.system.kc, paths.appProject(f.system.argoCdNamespace, mainProject)));
   });
 
   it('an environment with clusterResources: false refuses a ClusterRole', async ({ annotate }) => {
