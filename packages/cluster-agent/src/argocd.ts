@@ -36,6 +36,29 @@ export function appProjectName(clusterUserId: string): string {
   return `app-project-${clusterUserId}`;
 }
 
+/**
+ * The tenant's second AppProject, `app-project-<cluster_user id>-cluster`: the only one with a cluster
+ * resource whitelist, and its destinations are only the tenant's External environments that allow
+ * cluster-scoped resources (docs/api.md "Argo CD objects the agent owns"). Argo CD's whitelist is
+ * project-wide and not checked against the destination, so it must never share a project with `in-cluster`.
+ */
+export function clusterAppProjectName(clusterUserId: string): string {
+  return `app-project-${clusterUserId}-cluster`;
+}
+
+/**
+ * True when Argo CD manages cluster-scoped objects through an environment's cluster Secret: no `namespaces`
+ * (the whole cluster), or `namespaces` with `clusterResources: true` (gitops-engine's cluster cache refuses
+ * cluster-level objects in namespaced mode otherwise). What the credentials may do is still up to the API
+ * server.
+ */
+export function allowsClusterResources(credentials: {
+  namespaces: readonly string[];
+  clusterResources: boolean;
+}): boolean {
+  return credentials.namespaces.length === 0 || credentials.clusterResources;
+}
+
 /** The Argo CD cluster (Secret) name of an External managed environment. */
 export function managedEnvironmentClusterName(managedEnvironmentId: string): string {
   return `managed-env-${managedEnvironmentId}`;

@@ -170,3 +170,25 @@ export async function listExternalEnvironmentIds(
   const rows = await query.orderBy('id').execute();
   return rows.map((row) => row.id);
 }
+
+/** An External environment with what its credentials say about scope (NULL credentials: none stored). */
+export interface ExternalEnvironmentScope {
+  id: string;
+  namespaces: string[] | null;
+  cluster_resources: boolean | null;
+}
+
+/** The External environments of one tenant with their credentials' `namespaces` / `cluster_resources`, in id order. */
+export async function listExternalEnvironmentScopes(
+  db: Kysely<Database>,
+  clusterUserId: string,
+): Promise<ExternalEnvironmentScope[]> {
+  return await db
+    .selectFrom('managed_environment as e')
+    .leftJoin('cluster_credentials as c', 'c.id', 'e.cluster_credentials_id')
+    .select(['e.id', 'c.namespaces', 'c.cluster_resources'])
+    .where('e.kind', '=', 'External')
+    .where('e.cluster_user_id', '=', clusterUserId)
+    .orderBy('e.id')
+    .execute();
+}

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { normaliseRepoUrl, renderAppProject } from './app-project.render.ts';
+import { allowsClusterResources } from '../argocd.ts';
+import { normaliseRepoUrl, renderAppProject, renderClusterAppProject } from './app-project.render.ts';
 
 const tenant = {
   clusterUserId: '11111111-1111-4111-8111-111111111111',
@@ -11,7 +12,15 @@ const tenant = {
     'https://github.com/org/another',
   ],
   repositoryCredentialUrls: ['https://github.com/org/private'],
-  externalEnvironmentIds: ['bbbbbbbb-0000-4000-8000-000000000000', 'aaaaaaaa-0000-4000-8000-000000000000'],
+  externalEnvironmentIds: [
+    'bbbbbbbb-0000-4000-8000-000000000000',
+    'aaaaaaaa-0000-4000-8000-000000000000',
+    'cccccccc-0000-4000-8000-000000000000',
+  ],
+  clusterScopedEnvironmentIds: [
+    'cccccccc-0000-4000-8000-000000000000',
+    'aaaaaaaa-0000-4000-8000-000000000000',
+  ],
 };
 
 describe('renderAppProject', () => {
@@ -34,12 +43,13 @@ describe('renderAppProject', () => {
           { name: 'in-cluster', namespace: 'jane' },
           { name: 'managed-env-aaaaaaaa-0000-4000-8000-000000000000', namespace: '*' },
           { name: 'managed-env-bbbbbbbb-0000-4000-8000-000000000000', namespace: '*' },
+          { name: 'managed-env-cccccccc-0000-4000-8000-000000000000', namespace: '*' },
         ],
       },
     });
   });
 
-  it('has no cluster resource whitelist', () => {
+  it('has no cluster resource whitelist, whatever the environments allow (it lists in-cluster)', () => {
     const project = renderAppProject(tenant, 'argocd');
     assert.equal((project!.spec as Record<string, unknown>).clusterResourceWhitelist, undefined);
   });
@@ -47,11 +57,62 @@ describe('renderAppProject', () => {
   it('is undefined (deleted) when the tenant has no application, External environment or credential left', () => {
     assert.equal(
       renderAppProject(
-        { ...tenant, applicationRepoUrls: [], repositoryCredentialUrls: [], externalEnvironmentIds: [] },
+        {
+          ...tenant,
+          applicationRepoUrls: [],
+          repositoryCredentialUrls: [],
+          externalEnvironmentIds: [],
+          clusterScopedEnvironmentIds: [],
+        },
         'argocd',
       ),
       undefined,
     );
+  });
+
+  it('the cluster-resource project lists only the environments that allow cluster resources, never in-cluster', () => {
+    assert.deepEqual(renderClusterAppProject(tenant, 'argocd'), {
+      apiVersion: 'argoproj.io/v1alpha1',
+      kind: 'AppProject',
+      metadata: {
+        name: 'app-project-11111111-1111-4111-8111-111111111111-cluster',
+        namespace: 'argocd',
+        labels: { 'managed-gitops.redhat.com/database-id': '11111111-1111-4111-8111-111111111111' },
+      },
+      spec: {
+        sourceRepos: [
+          'https://github.com/org/another',
+          'https://github.com/org/private',
+          'https://github.com/org/repo',
+        ],
+        destinations: [
+          { name: 'managed-env-aaaaaaaa-0000-4000-8000-000000000000', namespace: '*' },
+          { name: 'managed-env-cccccccc-0000-4000-8000-000000000000', namespace: '*' },
+        ],
+        clusterResourceWhitelist: [{ group: '*', kind: '*' }],
+      },
+    });
+  });
+
+  it('has no cluster-resource project (deleted) when no environment allows cluster resources', () => {
+    assert.equal(
+      renderClusterAppProject({ ...tenant, clusterScopedEnvironmentIds: [] }, 'argocd'),
+      undefined,
+    );
+    // an id that is not one of the tenant's External environments is ignored
+    assert.equal(
+      renderClusterAppProject(
+        { ...tenant, clusterScopedEnvironmentIds: ['dddddddd-0000-4000-8000-000000000000'] },
+        'argocd',
+      ),
+      undefined,
+    );
+  });
+
+  it('an environment allows cluster resources without a namespaces list or with clusterResources', () => {
+    assert.equal(allowsClusterResources({ namespaces: [], clusterResources: false }), true);
+    assert.equal(allowsClusterResources({ namespaces: ['a'], clusterResources: true }), true);
+    assert.equal(allowsClusterResources({ namespaces: ['a'], clusterResources: false }), false);
   });
 
   it('normalises repo URLs like Argo CD compares them', () => {

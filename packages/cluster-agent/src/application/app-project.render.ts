@@ -1,12 +1,20 @@
 /**
- * The tenant's Argo CD AppProject (docs/contracts/core-pipeline.md): which repositories and destinations the
- * tenant's Applications may use. Pure; the rows come from tenant.queries.ts.
+ * The tenant's Argo CD AppProjects (docs/contracts/core-pipeline.md): which repositories and destinations the
+ * tenant's Applications may use, and where cluster-scoped objects are allowed. Pure; the rows come from
+ * tenant.queries.ts.
+ *
+ * Argo CD (v3.5 `AppProject.IsGroupKindNamePermitted`) decides a cluster-scoped object by the project's
+ * `clusterResourceWhitelist`/`Blacklist` alone: the whitelist is project-wide and never compared with the
+ * destination. So the project that lists `in-cluster` (the host, where Argo CD deploys with its own
+ * credentials) never has a whitelist, and a second project per tenant, whose only destinations are the
+ * tenant's environments that allow cluster resources, has one.
  */
 import type { KubeObject } from '@gitops/shared';
 import {
   AgentLabel,
   AppProjectResource,
   appProjectName,
+  clusterAppProjectName,
   IN_CLUSTER,
   managedEnvironmentClusterName,
 } from '../argocd.ts';
@@ -33,10 +41,14 @@ export interface TenantResources {
   repositoryCredentialUrls: readonly string[];
   /** ids of the tenant's External managed environments. */
   externalEnvironmentIds: readonly string[];
+  /** The subset of `externalEnvironmentIds` whose credentials allow cluster-scoped objects (allowsClusterResources). */
+  clusterScopedEnvironmentIds: readonly string[];
 }
 
 /** True when the tenant has nothing left that needs an AppProject. */
-export function tenantIsEmpty(tenant: Omit<TenantResources, 'clusterUserId' | 'namespace'>): boolean {
+export function tenantIsEmpty(
+  tenant: Omit<TenantResources, 'clusterUserId' | 'namespace' | 'clusterScopedEnvironmentIds'>,
+): boolean {
   return (
     tenant.applicationRepoUrls.length === 0 &&
     tenant.repositoryCredentialUrls.length === 0 &&
@@ -50,13 +62,17 @@ const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
  * The AppProject of a tenant, or `undefined` when the tenant has no application, External environment or
  * repository credential left (the project is then deleted). Deterministic: sorted, de-duplicated lists.
  */
-export function renderAppProject(tenant: TenantResources, namespace: string): KubeObject | undefined {
-  if (tenantIsEmpty(tenant)) return undefined;
-  const sourceRepos = [
+function sourceReposOf(tenant: TenantResources): string[] {
+  return [
     ...new Set([...tenant.applicationRepoUrls, ...tenant.repositoryCredentialUrls].map(normaliseRepoUrl)),
   ]
     .filter((url) => url !== '')
     .sort(byString);
+}
+
+export function renderAppProject(tenant: TenantResources, namespace: string): KubeObject | undefined {
+  if (tenantIsEmpty(tenant)) return undefined;
+  const sourceRepos = sourceReposOf(tenant);
   const destinations = [
     { name: IN_CLUSTER, namespace: tenant.namespace },
     ...[...new Set(tenant.externalEnvironmentIds)]
@@ -72,5 +88,36 @@ export function renderAppProject(tenant: TenantResources, namespace: string): Ku
       labels: { [AgentLabel.DatabaseId]: tenant.clusterUserId },
     },
     spec: { sourceRepos, destinations },
+  };
+}
+
+/** Argo CD's "every group and kind" whitelist entry. */
+export const ANY_CLUSTER_RESOURCE = { group: '*', kind: '*' } as const;
+
+/**
+ * The tenant's cluster-resource AppProject `app-project-<id>-cluster`, or `undefined` (deleted) when none of
+ * its External environments allows cluster-scoped objects. Same `sourceRepos` as the main project;
+ * `destinations` only those environments (never `in-cluster`); `clusterResourceWhitelist` every kind, so
+ * what is created there is bounded by the environment's own credentials and `namespaces`.
+ */
+export function renderClusterAppProject(tenant: TenantResources, namespace: string): KubeObject | undefined {
+  const allowed = new Set(tenant.externalEnvironmentIds);
+  const environmentIds = [...new Set(tenant.clusterScopedEnvironmentIds)]
+    .filter((id) => allowed.has(id))
+    .sort(byString);
+  if (environmentIds.length === 0) return undefined;
+  return {
+    apiVersion: AppProjectResource.apiVersion,
+    kind: AppProjectResource.kind,
+    metadata: {
+      name: clusterAppProjectName(tenant.clusterUserId),
+      namespace,
+      labels: { [AgentLabel.DatabaseId]: tenant.clusterUserId },
+    },
+    spec: {
+      sourceRepos: sourceReposOf(tenant),
+      destinations: environmentIds.map((id) => ({ name: managedEnvironmentClusterName(id), namespace: '*' })),
+      clusterResourceWhitelist: [{ ...ANY_CLUSTER_RESOURCE }],
+    },
   };
 }

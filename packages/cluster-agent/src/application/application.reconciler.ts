@@ -2,7 +2,11 @@
  * Makes Argo CD match the database for one application row and for one tenant's AppProject. Level-based:
  * reads the current rows every time, so it serves operations, drift repair and orphan cleanup alike.
  */
-import { getApiCrMappingOfApplication, getApplication, getManagedEnvironment } from '@gitops/db';
+import {
+  getApiCrMappingOfApplication,
+  getApplication,
+  getManagedEnvironmentWithCredentials,
+} from '@gitops/db';
 import {
   collectionPath,
   deleteIfExists,
@@ -18,14 +22,28 @@ import {
   AgentLabel,
   ApplicationResource,
   AppProjectResource,
+  allowsClusterResources,
   appProjectName,
+  clusterAppProjectName,
   FIELD_MANAGER,
   isUuid,
 } from '../argocd.ts';
 import { compareOwnedFields } from '../resync/owned-fields.ts';
-import { renderAppProject } from './app-project.render.ts';
-import { type DestinationEnvironment, renderApplication } from './application.render.ts';
+import { renderAppProject, renderClusterAppProject } from './app-project.render.ts';
+import {
+  applicationProjectName,
+  type DestinationEnvironment,
+  renderApplication,
+} from './application.render.ts';
 import { readTenantResources } from './tenant.queries.ts';
+
+/** Top-level AppProject spec fields we own: absent on the live object when we do not declare them. */
+const PROJECT_OWNED_SPEC_FIELDS = [
+  'sourceRepos',
+  'destinations',
+  'clusterResourceWhitelist',
+  'clusterResourceBlacklist',
+] as const;
 
 /** How often a pending delete is re-checked if the Application's delete event is missed. */
 const PENDING_DELETE_RECHECK_MS = 10_000;
@@ -59,11 +77,20 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
 
   async function environmentOf(managedEnvironmentId: string | null): Promise<DestinationEnvironment> {
     if (managedEnvironmentId === null) return { kind: 'None' };
-    const environment = await getManagedEnvironment(db, managedEnvironmentId);
-    if (!environment) return { kind: 'None' };
-    return environment.kind === 'Workspace'
-      ? { kind: 'Workspace' }
-      : { kind: 'External', id: environment.id };
+    const found = await getManagedEnvironmentWithCredentials(db, managedEnvironmentId);
+    if (!found) return { kind: 'None' };
+    const { environment, credentials } = found;
+    if (environment.kind === 'Workspace') return { kind: 'Workspace' };
+    return {
+      kind: 'External',
+      id: environment.id,
+      allowsClusterResources:
+        credentials !== undefined &&
+        allowsClusterResources({
+          namespaces: credentials.namespaces,
+          clusterResources: credentials.cluster_resources,
+        }),
+    };
   }
 
   /** Live Applications carrying database-id `id`, read from the API server (the cache may lag a delete). */
@@ -77,18 +104,17 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     return Array.isArray(list.items) ? list.items.filter(isKubeObject) : [];
   }
 
-  async function reconcileAppProject(
-    clusterUserId: string,
+  /**
+   * One of the tenant's projects: applied when `desired`, else deleted unless an Application (other than
+   * `goneApplicationIds`) still names it: Argo CD needs it until it has pruned that Application's resources.
+   */
+  async function reconcileProject(
+    name: string,
+    desired: KubeObject | undefined,
     options: { signal: AbortSignal; logger: Logger; goneApplicationIds?: readonly string[] },
-  ): Promise<ResourceOutcome> {
-    const name = appProjectName(clusterUserId);
-    const tenant = isUuid(clusterUserId)
-      ? await readTenantResources(db, clusterUserId, engineInstanceId)
-      : undefined;
-    const desired = tenant ? renderAppProject(tenant, namespace) : undefined;
+  ): Promise<boolean> {
     const live = ctx.appProjects.get(namespace, name);
     if (!desired) {
-      // An Application still being deleted needs its project until Argo CD has pruned its resources.
       const gone = new Set(options.goneApplicationIds ?? []);
       const users = ctx.applications
         .list(namespace)
@@ -102,23 +128,54 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
           { appProject: name, applications: users.length },
           'AppProject kept while in use',
         );
-        return { status: 'done', changed: false };
+        return false;
       }
       const deleted = await deleteIfExists(
         kc,
         { apiVersion: AppProjectResource.apiVersion, kind: AppProjectResource.kind, name, namespace },
         { signal: options.signal },
       );
-      if (deleted)
-        options.logger.info({ appProject: name }, 'AppProject deleted: the tenant has nothing left');
-      return { status: 'done', changed: deleted };
+      if (deleted) options.logger.info({ appProject: name }, 'AppProject deleted: no longer needed');
+      return deleted;
     }
-    if (!compareOwnedFields(live, desired, ['sourceRepos', 'destinations']).drifted) {
-      return { status: 'done', changed: false };
-    }
+    // The cluster resource lists are ours on both projects: one another manager adds to the main project
+    // would open the host cluster (Argo CD does not check the destination of a cluster-scoped object).
+    const comparison = compareOwnedFields(live, desired, PROJECT_OWNED_SPEC_FIELDS);
+    if (!comparison.drifted) return false;
     await serverSideApply(kc, desired, { fieldManager: FIELD_MANAGER, force: true, signal: options.signal });
+    if (comparison.unexpectedSpecFields.length > 0) {
+      await kubeRequest(kc, {
+        method: HttpMethod.PATCH,
+        path: `${collectionPath({ ...AppProjectResource, namespace })}/${encodeURIComponent(name)}`,
+        query: { fieldManager: FIELD_MANAGER },
+        body: { spec: Object.fromEntries(comparison.unexpectedSpecFields.map((field) => [field, null])) },
+        contentType: 'application/merge-patch+json',
+        signal: options.signal,
+      });
+    }
     options.logger.info({ appProject: name }, 'AppProject applied');
-    return { status: 'done', changed: true };
+    return true;
+  }
+
+  async function reconcileAppProject(
+    clusterUserId: string,
+    options: { signal: AbortSignal; logger: Logger; goneApplicationIds?: readonly string[] },
+  ): Promise<ResourceOutcome> {
+    const tenant = isUuid(clusterUserId)
+      ? await readTenantResources(db, clusterUserId, engineInstanceId)
+      : undefined;
+    // Both before any Application moves between them; the main project exists whenever the other does.
+    const main = await reconcileProject(
+      appProjectName(clusterUserId),
+      tenant ? renderAppProject(tenant, namespace) : undefined,
+      options,
+    );
+    const cluster = await reconcileProject(
+      clusterAppProjectName(clusterUserId),
+      tenant ? renderClusterAppProject(tenant, namespace) : undefined,
+      options,
+    );
+    return { status: 'done', changed: main || cluster };
   }
 
   async function deleteApplicationsOf(
@@ -187,8 +244,9 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
       owner: mapping ? { name: mapping.cr_name, namespace: mapping.cr_namespace } : undefined,
       namespace,
     });
+    const projectName = applicationProjectName(row.cluster_user_id, environment);
     const project =
-      options.recomputeProject || !ctx.appProjects.get(namespace, appProjectName(row.cluster_user_id))
+      options.recomputeProject || !ctx.appProjects.get(namespace, projectName)
         ? await reconcileAppProject(row.cluster_user_id, options)
         : { status: 'done' as const, changed: false };
     const live = ctx.applications.get(namespace, row.name);
@@ -215,6 +273,12 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
       });
     }
     options.logger.info({ application: row.name, created: live === undefined }, 'Application applied');
+    const liveProject = (live?.spec as { project?: unknown } | undefined)?.project;
+    if (typeof liveProject === 'string' && liveProject !== projectName) {
+      // It moved between the tenant's projects (its environment's scope changed): the one it left may be
+      // unused now. The informer may not have seen the move yet, so this Application does not count.
+      await reconcileAppProject(row.cluster_user_id, { ...options, goneApplicationIds: [row.id] });
+    }
     return { status: 'done', changed: true };
   }
 

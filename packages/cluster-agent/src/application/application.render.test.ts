@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { TerminalError } from '@gitops/shared';
 import { describe, it } from 'vitest';
-import { destinationName, renderApplication } from './application.render.ts';
+import {
+  applicationProjectName,
+  type DestinationEnvironment,
+  destinationName,
+  renderApplication,
+} from './application.render.ts';
 
 const automatedSpec = {
   source: { repoURL: 'https://github.com/org/repo', path: 'env/dev', targetRevision: 'main' },
@@ -58,8 +63,31 @@ describe('renderApplication', () => {
 
   it('derives destination.name from the managed environment', () => {
     assert.equal(destinationName({ kind: 'Workspace' }), 'in-cluster');
-    assert.equal(destinationName({ kind: 'External', id: 'abc' }), 'managed-env-abc');
+    assert.equal(
+      destinationName({ kind: 'External', id: 'abc', allowsClusterResources: false }),
+      'managed-env-abc',
+    );
     assert.equal(destinationName({ kind: 'None' }), '');
+  });
+
+  it('uses the cluster-resource project only for an External environment that allows cluster resources', () => {
+    const projectOf = (environment: DestinationEnvironment) =>
+      (renderApplication({ ...input, environment }).spec as { project: string }).project;
+    const main = `app-project-${input.clusterUserId}`;
+    const cluster = `app-project-${input.clusterUserId}-cluster`;
+    assert.equal(projectOf({ kind: 'External', id: 'abc', allowsClusterResources: true }), cluster);
+    assert.equal(projectOf({ kind: 'External', id: 'abc', allowsClusterResources: false }), main);
+    // the tenant's own namespace (in-cluster) never gets cluster-scoped objects
+    assert.equal(projectOf({ kind: 'Workspace' }), main);
+    assert.equal(projectOf({ kind: 'None' }), main);
+    assert.equal(
+      applicationProjectName(input.clusterUserId, {
+        kind: 'External',
+        id: 'x',
+        allowsClusterResources: true,
+      }),
+      cluster,
+    );
   });
 
   it('leaves out informational labels that are not valid label values', () => {

@@ -10,6 +10,7 @@ import {
   ApplicationResource,
   ARGOCD_RESOURCES_FINALIZER,
   appProjectName,
+  clusterAppProjectName,
   IN_CLUSTER,
   isLabelValue,
   managedEnvironmentClusterName,
@@ -66,8 +67,20 @@ export function parseApplicationRowSpec(spec: unknown): ApplicationRowSpec {
 /** The Argo CD destination cluster name of a managed environment (NULL environment → ""). */
 export type DestinationEnvironment =
   | { kind: 'Workspace' }
-  | { kind: 'External'; id: string }
+  /** `allowsClusterResources`: its credentials allow cluster-scoped objects (argocd.ts allowsClusterResources). */
+  | { kind: 'External'; id: string; allowsClusterResources: boolean }
   | { kind: 'None' };
+
+/**
+ * The AppProject of an Application: the tenant's cluster-resource project only for an External environment
+ * that allows cluster-scoped objects; every other destination (in particular `in-cluster`) uses the main
+ * project, which has no cluster resource whitelist.
+ */
+export function applicationProjectName(clusterUserId: string, environment: DestinationEnvironment): string {
+  return environment.kind === 'External' && environment.allowsClusterResources
+    ? clusterAppProjectName(clusterUserId)
+    : appProjectName(clusterUserId);
+}
 
 export function destinationName(environment: DestinationEnvironment): string {
   switch (environment.kind) {
@@ -112,7 +125,7 @@ export function renderApplication(input: ApplicationRenderInput): KubeObject {
   const source: Record<string, string> = { repoURL: spec.source.repoURL, path: spec.source.path };
   if (spec.source.targetRevision !== undefined) source.targetRevision = spec.source.targetRevision;
   const applicationSpec: Record<string, unknown> = {
-    project: appProjectName(input.clusterUserId),
+    project: applicationProjectName(input.clusterUserId, input.environment),
     source,
     destination: { name: destinationName(input.environment), namespace: spec.destination.namespace },
   };

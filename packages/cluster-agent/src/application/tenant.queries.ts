@@ -6,9 +6,10 @@ import {
   type Db,
   getClusterUser,
   listApplicationSpecsOfTenant,
-  listExternalEnvironmentIds,
+  listExternalEnvironmentScopes,
   listRepositoryCredentialsOfUser,
 } from '@gitops/db';
+import { allowsClusterResources } from '../argocd.ts';
 import type { TenantResources } from './app-project.render.ts';
 
 /**
@@ -23,10 +24,10 @@ export async function readTenantResources(
 ): Promise<TenantResources | undefined> {
   const tenant = await getClusterUser(db, clusterUserId);
   if (!tenant) return undefined;
-  const [specs, credentials, externalEnvironmentIds] = await Promise.all([
+  const [specs, credentials, environments] = await Promise.all([
     listApplicationSpecsOfTenant(db, clusterUserId, engineInstanceId),
     listRepositoryCredentialsOfUser(db, clusterUserId, { engineInstanceId }),
-    listExternalEnvironmentIds(db, { clusterUserId }),
+    listExternalEnvironmentScopes(db, clusterUserId),
   ]);
   const applicationRepoUrls: string[] = [];
   for (const spec of specs) {
@@ -38,6 +39,17 @@ export async function readTenantResources(
     namespace: tenant.namespace_name,
     applicationRepoUrls,
     repositoryCredentialUrls: credentials.map((c) => c.normalized_repository_url),
-    externalEnvironmentIds,
+    externalEnvironmentIds: environments.map((e) => e.id),
+    // An environment without stored credentials has no cluster Secret: nothing is allowed through it.
+    clusterScopedEnvironmentIds: environments
+      .filter(
+        (e) =>
+          e.namespaces !== null &&
+          allowsClusterResources({
+            namespaces: e.namespaces,
+            clusterResources: e.cluster_resources === true,
+          }),
+      )
+      .map((e) => e.id),
   };
 }

@@ -8,6 +8,7 @@ import { ArgoCDSecretType, Label } from '@gitops/api';
 import {
   type Db,
   getManagedEnvironmentWithCredentials,
+  listApplicationsOfManagedEnvironment,
   listExternalEnvironmentIds,
   SealContext,
   type Sealer,
@@ -71,7 +72,13 @@ export interface ClusterSecretReconcilerOptions {
   db: Db;
   sealer: Sealer;
   namespace: string;
-  /** Recomputes a tenant's AppProject. */
+  engineInstanceId: string;
+  /**
+   * Queues an Application for a re-check: its AppProject depends on whether its environment allows
+   * cluster-scoped objects (docs/api.md "Argo CD objects the agent owns").
+   */
+  enqueueApplication(applicationId: string): void;
+  /** Recomputes a tenant's AppProjects. */
   reconcileAppProject(
     clusterUserId: string,
     options: { signal: AbortSignal; logger: Logger },
@@ -126,6 +133,7 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
     const found = isUuid(id) ? await getManagedEnvironmentWithCredentials(db, id) : undefined;
     const tenants = new Set(context.ownerUserIds);
     let changed = false;
+    let secretApplied = false;
     if (found?.environment.kind !== 'External' || !found.credentials) {
       changed = await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Secret', name, namespace }, { signal });
       if (changed)
@@ -157,11 +165,21 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
         await serverSideApply(kc, desired, { fieldManager: FIELD_MANAGER, force: true, signal });
         logger.info({ clusterSecret: name }, 'Argo CD cluster Secret applied');
         changed = true;
+        secretApplied = true;
       }
     }
     for (const tenant of tenants) {
       const outcome = await options.reconcileAppProject(tenant, { signal, logger });
       changed = changed || (outcome.status === 'done' && outcome.changed);
+    }
+    if (secretApplied) {
+      // Its `namespaces` / `clusterResources` may have changed, and with them the AppProject its
+      // Applications belong in; the projects are up to date now, so the Applications can move.
+      for (const application of await listApplicationsOfManagedEnvironment(db, id)) {
+        if (application.engine_instance_id === options.engineInstanceId) {
+          options.enqueueApplication(application.id);
+        }
+      }
     }
     return { status: 'done', changed };
   }

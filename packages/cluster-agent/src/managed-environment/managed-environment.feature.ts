@@ -18,6 +18,8 @@ export function createManagedEnvironmentFeature(
     db: ctx.db,
     sealer: ctx.sealer,
     namespace: ctx.namespace,
+    engineInstanceId: ctx.engineInstanceId,
+    enqueueApplication: (id) => ctx.enqueue('Application', id),
     reconcileAppProject: deps.reconcileAppProject,
   });
   const clusterSecrets = watchClusterSecrets({

@@ -1,7 +1,8 @@
 /**
  * Makes Argo CD's repository Secrets match the repository_credentials rows of this engine instance
  * (level-based; serves operations, drift repair and orphan cleanup alike):
- * row exists → server-side apply `repo-cred-<id>` (credentials opened from their sealed columns);
+ * row exists → server-side apply `repo-cred-<id>` and `repo-cred-<id>-cluster` (one per tenant AppProject;
+ * credentials opened from their sealed columns);
  * row gone (or on another engine instance) → delete every Secret labelled with its id.
  * The tenant's AppProject (sourceRepos include the credential's URL) is updated by the caller.
  */
@@ -30,7 +31,8 @@ import type { ResourceOutcome } from '../agent-context.ts';
 import { AgentLabel, FIELD_MANAGER, isUuid } from '../argocd.ts';
 import {
   REPOSITORY_SECRET_SELECTOR,
-  renderRepositorySecret,
+  type renderRepositorySecret,
+  renderRepositorySecrets,
   repositorySecretDrifted,
 } from './repository-secret.render.ts';
 
@@ -82,6 +84,33 @@ export function createRepositorySecretReconciler(
     return Array.isArray(list.items) ? list.items.filter(isKubeObject) : [];
   }
 
+  /** Applies one Secret when it drifted, removing data keys we do not declare. Returns whether it wrote. */
+  async function applySecret(
+    desired: ReturnType<typeof renderRepositorySecret>,
+    signal: AbortSignal,
+    logger: Logger,
+  ): Promise<boolean> {
+    const live = secrets.get(namespace, desired.metadata.name);
+    if (!repositorySecretDrifted(live, desired)) return false;
+    await serverSideApply(kc, desired, { fieldManager: FIELD_MANAGER, force: true, signal });
+    const extra = Object.keys((live as { data?: Record<string, unknown> } | undefined)?.data ?? {}).filter(
+      (key) => !(key in desired.data),
+    );
+    if (extra.length > 0) {
+      // Keys another manager added (or we owned before, e.g. password → sshPrivateKey): remove them.
+      await kubeRequest(kc, {
+        method: HttpMethod.PATCH,
+        path: `${collectionPath({ apiVersion: 'v1', plural: 'secrets', namespace })}/${encodeURIComponent(desired.metadata.name)}`,
+        query: { fieldManager: FIELD_MANAGER },
+        body: { data: Object.fromEntries(extra.map((key) => [key, null])) },
+        contentType: 'application/merge-patch+json',
+        signal,
+      });
+    }
+    logger.info({ secret: desired.metadata.name, created: live === undefined }, 'repository Secret applied');
+    return true;
+  }
+
   return {
     async reconcile(id, { signal, logger }) {
       const row = isUuid(id) ? await getRepositoryCredentials(db, id) : undefined;
@@ -98,7 +127,7 @@ export function createRepositorySecretReconciler(
         }
         return { outcome: { status: 'done', changed: deleted } };
       }
-      const desired = renderRepositorySecret({
+      const secretsOfRow = renderRepositorySecrets({
         id: row.id,
         clusterUserId: row.cluster_user_id,
         repositoryUrl: row.repository_url,
@@ -107,30 +136,11 @@ export function createRepositorySecretReconciler(
         sshPrivateKey: open(row.ssh_private_key_sealed, SealContext.sshPrivateKey),
         namespace,
       });
-      const live = secrets.get(namespace, desired.metadata.name);
-      if (!repositorySecretDrifted(live, desired)) {
-        return { outcome: { status: 'done', changed: false }, clusterUserId: row.cluster_user_id };
+      let changed = false;
+      for (const desired of secretsOfRow) {
+        changed = (await applySecret(desired, signal, logger)) || changed;
       }
-      await serverSideApply(kc, desired, { fieldManager: FIELD_MANAGER, force: true, signal });
-      const extra = Object.keys((live as { data?: Record<string, unknown> } | undefined)?.data ?? {}).filter(
-        (key) => !(key in desired.data),
-      );
-      if (extra.length > 0) {
-        // Keys another manager added (or we owned before, e.g. password → sshPrivateKey): remove them.
-        await kubeRequest(kc, {
-          method: HttpMethod.PATCH,
-          path: `${collectionPath({ apiVersion: 'v1', plural: 'secrets', namespace })}/${encodeURIComponent(desired.metadata.name)}`,
-          query: { fieldManager: FIELD_MANAGER },
-          body: { data: Object.fromEntries(extra.map((key) => [key, null])) },
-          contentType: 'application/merge-patch+json',
-          signal,
-        });
-      }
-      logger.info(
-        { secret: desired.metadata.name, created: live === undefined },
-        'repository Secret applied',
-      );
-      return { outcome: { status: 'done', changed: true }, clusterUserId: row.cluster_user_id };
+      return { outcome: { status: 'done', changed }, clusterUserId: row.cluster_user_id };
     },
 
     async resync(enqueue, signal) {

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { renderRepositorySecret, repositorySecretDrifted } from './repository-secret.render.ts';
+import {
+  renderRepositorySecret,
+  renderRepositorySecrets,
+  repositorySecretDrifted,
+} from './repository-secret.render.ts';
 
 const ID = '11111111-2222-3333-4444-555555555555';
 const USER = 'aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee';
@@ -27,6 +31,27 @@ describe('repository Secret render', () => {
       username: 'u',
       password: 'p',
     });
+  });
+
+  it('a row has one Secret per tenant AppProject, the same credentials in both', () => {
+    const [main, cluster] = renderRepositorySecrets({
+      id: ID,
+      clusterUserId: USER,
+      repositoryUrl: 'https://h/r.git',
+      username: 'u',
+      password: 'p',
+      namespace: 'argocd',
+    });
+    assert.equal(main?.metadata.name, `repo-cred-${ID}`);
+    assert.equal(cluster?.metadata.name, `repo-cred-${ID}-cluster`);
+    assert.equal(cluster?.metadata.labels?.['managed-gitops.redhat.com/database-id'], ID);
+    assert.deepEqual(decode(cluster!.data), {
+      url: 'https://h/r.git',
+      project: `app-project-${USER}-cluster`,
+      username: 'u',
+      password: 'p',
+    });
+    assert.equal(decode(main!.data).project, `app-project-${USER}`);
   });
 
   it('carries sshPrivateKey instead of username/password', () => {

@@ -1,14 +1,25 @@
 /**
- * repository_credentials row → the Argo CD repository Secret `repo-cred-<id>` (pure). Project-scoped: the
- * `project` key is the tenant's AppProject, so another tenant's Applications can never use these credentials.
+ * repository_credentials row → the Argo CD repository Secrets `repo-cred-<id>` and `repo-cred-<id>-cluster`
+ * (pure). Project-scoped: the `project` key is one of the tenant's AppProjects, so another tenant's
+ * Applications can never use these credentials. Argo CD (v3.5 `getRepositorySecret`) gives an Application
+ * only a Secret of its own project (or an unscoped one, which we never write), so each of the tenant's two
+ * projects (app-project.render.ts) needs its own copy.
  */
 import { ArgoCDSecretType, Label } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
-import { AgentLabel, appProjectName } from '../argocd.ts';
+import { AgentLabel, appProjectName, clusterAppProjectName } from '../argocd.ts';
 
-/** The Argo CD repository Secret of a repository_credentials row. */
-export function repositorySecretName(repositoryCredentialsId: string): string {
-  return `repo-cred-${repositoryCredentialsId}`;
+/** Which of the tenant's AppProjects a repository Secret is scoped to. */
+export type RepositoryProject = 'main' | 'cluster';
+
+/** The Argo CD repository Secret of a repository_credentials row (for the tenant's `project`). */
+export function repositorySecretName(
+  repositoryCredentialsId: string,
+  project: RepositoryProject = 'main',
+): string {
+  return project === 'main'
+    ? `repo-cred-${repositoryCredentialsId}`
+    : `repo-cred-${repositoryCredentialsId}-cluster`;
 }
 
 /** Label selector of every repository Secret the agent owns. */
@@ -23,6 +34,8 @@ export interface RepositorySecretInput {
   sshPrivateKey?: string;
   /** The Argo CD namespace. */
   namespace: string;
+  /** The tenant's AppProject it is scoped to (default: the main one). */
+  project?: RepositoryProject;
 }
 
 const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
@@ -34,7 +47,11 @@ export function renderRepositorySecret(input: RepositorySecretInput): KubeObject
 } {
   const data: Record<string, string> = {
     url: b64(input.repositoryUrl),
-    project: b64(appProjectName(input.clusterUserId)),
+    project: b64(
+      input.project === 'cluster'
+        ? clusterAppProjectName(input.clusterUserId)
+        : appProjectName(input.clusterUserId),
+    ),
   };
   if (input.sshPrivateKey !== undefined) data.sshPrivateKey = b64(input.sshPrivateKey);
   if (input.username !== undefined) data.username = b64(input.username);
@@ -43,7 +60,7 @@ export function renderRepositorySecret(input: RepositorySecretInput): KubeObject
     apiVersion: 'v1',
     kind: 'Secret',
     metadata: {
-      name: repositorySecretName(input.id),
+      name: repositorySecretName(input.id, input.project),
       namespace: input.namespace,
       labels: {
         [Label.ArgoCDSecretType]: ArgoCDSecretType.Repository,
@@ -54,6 +71,16 @@ export function renderRepositorySecret(input: RepositorySecretInput): KubeObject
     type: 'Opaque',
     data,
   };
+}
+
+/** Both Secrets of a row: one per tenant AppProject. */
+export function renderRepositorySecrets(
+  input: Omit<RepositorySecretInput, 'project'>,
+): ReturnType<typeof renderRepositorySecret>[] {
+  return [
+    renderRepositorySecret({ ...input, project: 'main' }),
+    renderRepositorySecret({ ...input, project: 'cluster' }),
+  ];
 }
 
 /** True when the live Secret differs from the desired one in what we own (labels we set, all data keys). */

@@ -1,0 +1,255 @@
+/**
+ * Tier 3b: cluster-scoped objects (a ClusterRole) with a real Argo CD. Only a GitOpsDeploymentManagedEnvironment
+ * that allows cluster resources (`clusterResources: true`) lets them through, bounded by its token's RBAC; the
+ * tenant's own namespace (Argo CD's `in-cluster`, deployed with Argo CD's own credentials) and an environment
+ * with `clusterResources: false` refuse them (docs/api.md "Argo CD objects the agent owns").
+ */
+
+import assert from 'node:assert/strict';
+import { managedEnvironment } from '@gitops/api/testing';
+import { manifest } from '@gitops/local-env';
+import type { KubeObject } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { create, createTenantNamespace, GROUP_VERSION, get, paths, remove } from '../fixture/kube.ts';
+import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { randomSuffix } from '../fixture/system.ts';
+
+const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+const SECRET_TYPE = 'managed-gitops.redhat.com/managed-environment';
+const RBAC = '/apis/rbac.authorization.k8s.io/v1';
+
+interface Environment extends KubeObject {
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+}
+
+/** A ClusterRole manifest (cluster-scoped: no namespace). */
+function clusterRoleManifest(name: string): string {
+  return [
+    'apiVersion: rbac.authorization.k8s.io/v1',
+    'kind: ClusterRole',
+    'metadata:',
+    `  name: ${name}`,
+    'rules:',
+    '  - apiGroups: [""]',
+    '    resources: ["configmaps"]',
+    '    verbs: ["get"]',
+    '',
+  ].join('\n');
+}
+
+describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
+  let f: RealSystem;
+  let server: string;
+  let caData: string;
+  const extraNamespaces: string[] = [];
+  const clusterObjects: string[] = [];
+
+  beforeAll(async () => {
+    f = await startRealSystem();
+    const cluster = f.system.kc.getCurrentCluster();
+    if (!cluster?.caData) throw new Error('the test kubeconfig must carry certificate-authority-data');
+    server = cluster.server;
+    caData = cluster.caData;
+  });
+  afterAll(async () => {
+    await f?.stop();
+    for (const path of clusterObjects) await remove(f.system.kc, path);
+    for (const ns of extraNamespaces) await remove(f.system.kc, paths.namespace(ns));
+  });
+
+  /**
+   * A namespace of the "external cluster" and a ServiceAccount token that may administer it and manage
+   * ClusterRoles (nothing else cluster-wide).
+   */
+  async function clusterRoleManagerToken(prefix: string): Promise<{ namespace: string; token: string }> {
+    const namespace = await createTenantNamespace(f.system.kc, prefix);
+    extraNamespaces.push(namespace);
+    const name = `deployer-${randomSuffix()}`;
+    await create(f.system.kc, `/api/v1/namespaces/${namespace}/serviceaccounts`, { metadata: { name } });
+    await create(f.system.kc, `${RBAC}/namespaces/${namespace}/rolebindings`, {
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
+      subjects: [{ kind: 'ServiceAccount', name, namespace }],
+    });
+    const managerName = `${namespace}-clusterrole-manager`;
+    await create(f.system.kc, `${RBAC}/clusterroles`, {
+      metadata: { name: managerName },
+      rules: [
+        {
+          apiGroups: ['rbac.authorization.k8s.io'],
+          resources: ['clusterroles'],
+          // `escalate`: the ClusterRole it creates grants what the ServiceAccount does not hold cluster-wide
+          verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'escalate'],
+        },
+      ],
+    });
+    clusterObjects.push(`${RBAC}/clusterroles/${managerName}`);
+    await create(f.system.kc, `${RBAC}/clusterrolebindings`, {
+      metadata: { name: managerName },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: managerName },
+      subjects: [{ kind: 'ServiceAccount', name, namespace }],
+    });
+    clusterObjects.push(`${RBAC}/clusterrolebindings/${managerName}`);
+    const answer = await create<{ status: { token: string } }>(
+      f.system.kc,
+      `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
+      { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 7200 } },
+    );
+    return { namespace, token: answer.status.token };
+  }
+
+  /** The tenant's Secret + GitOpsDeploymentManagedEnvironment for that token, limited to `namespace`. */
+  async function environment(
+    tenant: string,
+    name: string,
+    target: { namespace: string; token: string },
+    clusterResources: boolean,
+  ) {
+    const kubeconfig = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'c', cluster: { server, 'certificate-authority-data': caData } }],
+      users: [{ name: 'u', user: { token: target.token } }],
+      contexts: [{ name: 'ctx', context: { cluster: 'c', user: 'u' } }],
+      'current-context': 'ctx',
+    });
+    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
+      metadata: { name: `${name}-creds` },
+      type: SECRET_TYPE,
+      stringData: { kubeconfig },
+    });
+    await create(
+      f.system.kc,
+      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments`,
+      managedEnvironment(
+        name,
+        {
+          apiURL: server,
+          credentialsSecret: `${name}-creds`,
+          namespaces: [target.namespace],
+          clusterResources,
+        },
+        { labels: { [SHARD_LABEL]: f.system.shard } },
+      ),
+    );
+    await eventually(`${tenant}/${name} connection check`, async () => {
+      const env = await get<Environment>(
+        f.system.kc,
+        `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments/${name}`,
+      );
+      const c = env?.status?.conditions?.find((x) => x.type === 'ConnectionInitializationSucceeded');
+      if (c?.status === 'False') throw new Error(`${name}: ${c.message}`);
+      return c?.status === 'True' ? true : undefined;
+    });
+  }
+
+  const clusterRole = (name: string) => get(f.system.kc, `${RBAC}/clusterroles/${name}`);
+
+  it('deploys a ClusterRole through an environment with clusterResources: true, never to the tenant’s own namespace', async ({
+    annotate,
+  }) => {
+    // Given a tenant with an environment that allows cluster resources, whose token may manage ClusterRoles
+    const tenant = await f.given.tenant('cres');
+    const target = await clusterRoleManagerToken('cres-target');
+    await environment(tenant, 'cluster-admin-ish', target, true);
+    const roleName = `cres-role-${randomSuffix()}`;
+    const repo = await f.given.repository('cres-app', {
+      'dev/role.yaml': clusterRoleManifest(roleName),
+      'dev/config.yaml': manifest.configMap('cres-config', { where: 'target' }),
+    });
+
+    // When the tenant deploys the ClusterRole and a ConfigMap through it
+    const gd = await f.when.deployed(
+      tenant,
+      'with-cluster-role',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { destination: { environment: 'cluster-admin-ish', namespace: target.namespace } },
+    );
+    // Then Argo CD syncs both with the environment's credentials
+    await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
+    assert.ok(await clusterRole(roleName), 'the ClusterRole exists');
+    const cm = await f.expect.object(target.namespace, 'ConfigMap', 'cres-config');
+    assert.equal(cm.data?.where, 'target');
+    // and its Application is in the tenant's cluster-resource project, which never lists in-cluster
+    const app = await get<KubeObject & { spec: { project: string } }>(
+      f.system.kc,
+      paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
+    );
+    assert.match(app?.spec.project ?? '', /^app-project-.+-cluster$/);
+    const project = await get<KubeObject & { spec: { destinations: { name: string }[] } }>(
+      f.system.kc,
+      paths.appProject(f.system.argoCdNamespace, app?.spec.project ?? ''),
+    );
+    assert.ok(project?.spec.destinations.every((d) => d.name !== 'in-cluster'));
+
+    // When the same tenant deploys the same repository to its own namespace (Argo CD's in-cluster)
+    const ownRoleName = `cres-own-${randomSuffix()}`;
+    const own = await f.given.repository('cres-own', {
+      'dev/role.yaml': clusterRoleManifest(ownRoleName),
+      'dev/config.yaml': manifest.configMap('cres-config', { where: 'own' }),
+    });
+    const refused = await f.when.deployed(tenant, 'to-own-namespace', { repoURL: own.fileUrl, path: 'dev' });
+    // Then Argo CD refuses the ClusterRole as not permitted in the tenant's project, and creates none
+    const status = await f.expect
+      .deployment(refused)
+      .is('Argo CD’s "not permitted"', (s) => /is not permitted in project/.test(JSON.stringify(s)));
+    const said = /resource [^"]*ClusterRole is not permitted in project [^"\s]*/.exec(JSON.stringify(status));
+    await annotate(`Argo CD said: ${said?.[0] ?? JSON.stringify(status)}`);
+    assert.ok(said, JSON.stringify(status));
+    assert.doesNotMatch(said[0], /-cluster$/);
+    assert.notEqual(status.sync?.status, 'Synced');
+    assert.equal(await clusterRole(ownRoleName), undefined);
+
+    // When the tenant deletes the deployment and then the environment
+    await f.when.deleted(gd);
+    // Then Argo CD prunes the ClusterRole (through the cluster-resource project, kept until then)
+    await eventually('ClusterRole pruned', async () => ((await clusterRole(roleName)) ? undefined : true));
+    await remove(
+      f.system.kc,
+      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments/cluster-admin-ish`,
+    );
+    // and the cluster-resource project goes, while the main project stays for the other deployment
+    await eventually('cluster-resource project deleted', async () =>
+      (await get(f.system.kc, paths.appProject(f.system.argoCdNamespace, app?.spec.project ?? ''))) ===
+      undefined
+        ? true
+        : undefined,
+    );
+    const mainProject = (app?.spec.project ?? '').replace(/-cluster$/, '');
+    assert.ok(await get(f.system.kc, paths.appProject(f.system.argoCdNamespace, mainProject)));
+  });
+
+  it('an environment with clusterResources: false refuses a ClusterRole', async ({ annotate }) => {
+    // Given a tenant whose environment does not allow cluster resources (the token could create ClusterRoles)
+    const tenant = await f.given.tenant('cres-off');
+    const target = await clusterRoleManagerToken('cres-off-target');
+    await environment(tenant, 'namespaced', target, false);
+    const roleName = `cres-off-role-${randomSuffix()}`;
+    const repo = await f.given.repository('cres-off-app', {
+      'dev/role.yaml': clusterRoleManifest(roleName),
+      'dev/config.yaml': manifest.configMap('cres-off-config', { where: 'target' }),
+    });
+
+    // When the tenant deploys the ClusterRole through it
+    const gd = await f.when.deployed(
+      tenant,
+      'cluster-role-refused',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { destination: { environment: 'namespaced', namespace: target.namespace } },
+    );
+    // Then Argo CD refuses it (its cluster cache manages no cluster-level object in namespaced mode), and
+    // no ClusterRole is created
+    const refusal =
+      /ClusterRole.{0,120}?(is not permitted in project|can not be managed when in namespaced mode)/;
+    const status = await f.expect
+      .deployment(gd)
+      .is('an Argo CD refusal of the ClusterRole', (s) =>
+        (s.conditions ?? []).some((c) => c.status === 'True' && refusal.test(c.message ?? '')),
+      );
+    const said = status.conditions?.find((c) => refusal.test(c.message ?? ''));
+    await annotate(`Argo CD said (${said?.type}): ${said?.message}`);
+    assert.notEqual(status.sync?.status, 'Synced');
+    assert.equal(await clusterRole(roleName), undefined);
+  });
+});

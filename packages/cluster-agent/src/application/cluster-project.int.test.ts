@@ -1,0 +1,256 @@
+/**
+ * The tenant's two AppProjects against a real PostgreSQL and a real API server (no Argo CD controller): an
+ * Application whose External environment allows cluster-scoped objects is in `app-project-<id>-cluster`
+ * (the only project with a cluster resource whitelist, never listing in-cluster); every other one stays in
+ * `app-project-<id>`; a change of the environment's scope moves it, and the unused project goes.
+ * Rows are written the way the backend writes them (one transaction with the operation); the Operation CR is
+ * created the way the relay does.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import {
+  type ClusterCredentialsInput,
+  type ClusterUserRow,
+  createSealer,
+  decodeSealingKey,
+  ensureWorkspaceEnvironment,
+  insertApplication,
+  insertExternalEnvironment,
+  insertOperation,
+  insertRepositoryCredentials,
+  type OperationRequest,
+  SealContext,
+  type Sealer,
+  updateEnvironmentCredentials,
+} from '@gitops/db';
+import { collectionPath, getObject, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { type AgentFixture, createAgentFixture } from '../testing/agent-fixture.ts';
+
+const ARGO = 'argoproj.io/v1alpha1';
+
+interface Scope {
+  namespaces: string[];
+  clusterResources: boolean;
+}
+
+interface Project extends KubeObject {
+  spec: {
+    destinations?: { name: string; namespace: string }[];
+    clusterResourceWhitelist?: { group: string; kind: string }[];
+    sourceRepos?: string[];
+  };
+}
+
+describe('the tenant’s AppProjects and cluster-scoped resources', () => {
+  let f: AgentFixture;
+  let sealer: Sealer;
+  let engineInstanceId: string;
+
+  beforeAll(async () => {
+    f = await createAgentFixture({ prefix: 'cres' });
+    sealer = createSealer({
+      keys: [{ id: 'test', key: decodeSealingKey(f.encryptionKey) }],
+      activeKeyId: 'test',
+    });
+    const agent = await f.startAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
+    engineInstanceId = agent.engineInstance()!.id;
+  });
+  afterAll(async () => {
+    await f?.cleanup();
+  });
+
+  async function givenTenant(prefix: string): Promise<ClusterUserRow> {
+    const namespace = `cres-${prefix}-${f.suffix}`;
+    await f.createNamespace(namespace);
+    return await f.givenTenant(namespace);
+  }
+
+  const project = (name: string) =>
+    getObject(f.kc, {
+      apiVersion: ARGO,
+      kind: 'AppProject',
+      name,
+      namespace: f.argoCdNamespace,
+    }) as Promise<Project | undefined>;
+  const mainProject = (tenant: ClusterUserRow) => `app-project-${tenant.id}`;
+  const clusterProject = (tenant: ClusterUserRow) => `app-project-${tenant.id}-cluster`;
+
+  /** Inserts one operation (as the backend does after writing its rows) and plays the relay. */
+  async function announce(request: Omit<OperationRequest, 'engineInstanceId'>): Promise<void> {
+    const { operation } = await f.db
+      .transaction()
+      .execute((trx) => insertOperation(trx, { engineInstanceId, ...request }));
+    await f.relay(operation);
+  }
+
+  const credentials = (scope: Scope): ClusterCredentialsInput => ({
+    apiUrl: 'https://cluster.example.test:6443',
+    bearerTokenSealed: sealer.seal(`token-${randomUUID()}`, SealContext.bearerToken),
+    allowInsecureSkipTlsVerify: true,
+    namespaces: scope.namespaces,
+    clusterResources: scope.clusterResources,
+  });
+
+  async function givenEnvironment(tenant: ClusterUserRow, scope: Scope): Promise<string> {
+    const created = await f.db.transaction().execute((trx) =>
+      insertExternalEnvironment(trx, {
+        clusterUserId: tenant.id,
+        name: `env-${randomUUID().slice(0, 8)}`,
+        credentials: credentials(scope),
+      }),
+    );
+    await announce({
+      resourceType: 'ManagedEnvironment',
+      resourceId: created.environment.id,
+      ownerUserId: tenant.id,
+    });
+    return created.environment.id;
+  }
+
+  async function deployTo(tenant: ClusterUserRow, managedEnvironmentId: string, repoURL: string) {
+    const application = await insertApplication(f.db, {
+      name: `gitopsdepl-${randomUUID()}`,
+      clusterUserId: tenant.id,
+      engineInstanceId,
+      managedEnvironmentId,
+      spec: { source: { repoURL, path: 'dev', targetRevision: 'main' }, destination: { namespace: 'apps' } },
+    });
+    await announce({ resourceType: 'Application', resourceId: application.id, ownerUserId: tenant.id });
+    return application;
+  }
+
+  const projectOf = async (name: string) =>
+    ((await f.getApplication(name))?.spec as { project?: string } | undefined)?.project;
+
+  it('only an Application whose environment allows cluster resources is in the whitelisted project, which never lists in-cluster', async () => {
+    // Given a tenant with an environment with clusterResources: true and one limited to its namespaces
+    const tenant = await givenTenant('a');
+    const open = await givenEnvironment(tenant, { namespaces: ['apps'], clusterResources: true });
+    const limited = await givenEnvironment(tenant, { namespaces: ['apps'], clusterResources: false });
+    const workspace = await ensureWorkspaceEnvironment(f.db, {
+      id: tenant.id,
+      namespaceName: tenant.namespace_name,
+    });
+
+    // When the tenant deploys to each, and to its own namespace
+    const apps = [
+      await deployTo(tenant, open, 'https://git.example.test/org/cluster-things.git'),
+      await deployTo(tenant, limited, 'https://git.example.test/org/limited'),
+      await deployTo(tenant, workspace.id, 'https://git.example.test/org/own'),
+    ];
+
+    // Then only the Application of the open environment is in the cluster-resource project
+    const projects = await eventually('Applications applied', async () => {
+      const names = await Promise.all(apps.map((app) => projectOf(app.name)));
+      return names.every((n) => n !== undefined) ? names : undefined;
+    });
+    assert.deepEqual(projects, [clusterProject(tenant), mainProject(tenant), mainProject(tenant)]);
+    // and that project allows every cluster-scoped kind, but only through the open environment
+    const cluster = await eventually('cluster project', () => project(clusterProject(tenant)));
+    assert.deepEqual(cluster.spec.clusterResourceWhitelist, [{ group: '*', kind: '*' }]);
+    assert.deepEqual(cluster.spec.destinations, [{ name: `managed-env-${open}`, namespace: '*' }]);
+    assert.ok(cluster.spec.sourceRepos?.includes('https://git.example.test/org/cluster-things'));
+    // while the main project, which lists in-cluster, allows none
+    const main = await eventually('main project', () => project(mainProject(tenant)));
+    assert.equal(main.spec.clusterResourceWhitelist, undefined);
+    assert.ok(main.spec.destinations?.some((d) => d.name === 'in-cluster'));
+
+    // When another manager gives the main project a cluster resource whitelist
+    await kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `${collectionPath({ apiVersion: ARGO, plural: 'appprojects', namespace: f.argoCdNamespace })}/${mainProject(tenant)}`,
+      query: { fieldManager: 'someone-else' },
+      body: { spec: { clusterResourceWhitelist: [{ group: '*', kind: '*' }] } },
+      contentType: 'application/merge-patch+json',
+    });
+    // Then the agent takes it away again
+    await eventually('whitelist removed from the main project', async () => {
+      const live = await project(mainProject(tenant));
+      return live?.spec.clusterResourceWhitelist === undefined ? true : undefined;
+    });
+  });
+
+  it('another tenant’s environment never widens a tenant’s projects', async () => {
+    // Given tenant B with an environment allowing cluster resources, and tenant C with a limited one
+    const b = await givenTenant('b');
+    const c = await givenTenant('c');
+    const bEnvironment = await givenEnvironment(b, { namespaces: [], clusterResources: false });
+    const cEnvironment = await givenEnvironment(c, { namespaces: ['apps'], clusterResources: false });
+    const bApp = await deployTo(b, bEnvironment, 'https://git.example.test/org/b');
+    const cApp = await deployTo(c, cEnvironment, 'https://git.example.test/org/c');
+
+    // Then B (no namespaces list: the whole cluster) has a cluster-resource project listing only its environment
+    await eventually('B in its cluster project', async () =>
+      (await projectOf(bApp.name)) === clusterProject(b) ? true : undefined,
+    );
+    const bCluster = await project(clusterProject(b));
+    assert.deepEqual(bCluster?.spec.destinations, [{ name: `managed-env-${bEnvironment}`, namespace: '*' }]);
+    // and C has none, its Application stays in its main project, which names neither B's environment
+    await eventually('C applied', async () =>
+      (await projectOf(cApp.name)) === mainProject(c) ? true : undefined,
+    );
+    assert.equal(await project(clusterProject(c)), undefined);
+    const cMain = await project(mainProject(c));
+    assert.equal(cMain?.spec.clusterResourceWhitelist, undefined);
+    assert.ok(cMain?.spec.destinations?.every((d) => d.name !== `managed-env-${bEnvironment}`));
+  });
+
+  it('a change of the environment’s scope moves its Applications, and the unused project goes', async () => {
+    // Given an environment allowing cluster resources, an Application there and a repository credential
+    const tenant = await givenTenant('d');
+    const environment = await givenEnvironment(tenant, { namespaces: ['apps'], clusterResources: true });
+    const app = await deployTo(tenant, environment, 'https://git.example.test/org/private');
+    const credential = await insertRepositoryCredentials(f.db, {
+      clusterUserId: tenant.id,
+      engineInstanceId,
+      repositoryUrl: 'https://git.example.test/org/private',
+      normalizedRepositoryUrl: 'https://git.example.test/org/private',
+      secretName: 'private-repo',
+      usernameSealed: sealer.seal('user', SealContext.username),
+      passwordSealed: sealer.seal('pass', SealContext.password),
+      sshPrivateKeySealed: null,
+    });
+    await announce({
+      resourceType: 'RepositoryCredentials',
+      resourceId: credential.id,
+      ownerUserId: tenant.id,
+    });
+    await eventually('in the cluster project', async () =>
+      (await projectOf(app.name)) === clusterProject(tenant) ? true : undefined,
+    );
+    // Then its credentials are there for both projects (Argo CD matches a repository Secret to one project)
+    const projectsOfSecrets = await eventually('both repository Secrets', async () => {
+      const found = await Promise.all(
+        [`repo-cred-${credential.id}`, `repo-cred-${credential.id}-cluster`].map((name) =>
+          getObject(f.kc, { apiVersion: 'v1', kind: 'Secret', name, namespace: f.argoCdNamespace }),
+        ),
+      );
+      if (found.some((s) => s === undefined)) return undefined;
+      return found.map((s) =>
+        Buffer.from((s as unknown as { data: { project: string } }).data.project, 'base64').toString('utf8'),
+      );
+    });
+    assert.deepEqual(projectsOfSecrets, [mainProject(tenant), clusterProject(tenant)]);
+
+    // When the environment no longer allows cluster resources (the backend updates its credentials)
+    await updateEnvironmentCredentials(
+      f.db,
+      environment,
+      credentials({ namespaces: ['apps'], clusterResources: false }),
+    );
+    await announce({ resourceType: 'ManagedEnvironment', resourceId: environment, ownerUserId: tenant.id });
+
+    // Then its Application moves to the main project and the cluster-resource project is deleted
+    await eventually('moved to the main project', async () =>
+      (await projectOf(app.name)) === mainProject(tenant) ? true : undefined,
+    );
+    await eventually('cluster project deleted', async () =>
+      (await project(clusterProject(tenant))) === undefined ? true : undefined,
+    );
+    const main = await project(mainProject(tenant));
+    assert.ok(main?.spec.destinations?.some((d) => d.name === `managed-env-${environment}`));
+    assert.equal(main?.spec.clusterResourceWhitelist, undefined);
+  });
+});
