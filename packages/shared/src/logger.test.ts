@@ -133,6 +133,10 @@ describe('scrubString', () => {
     assert.ok(!destination.text().includes('word-15-binary'), destination.text());
     assert.ok(destination.text().includes(`Received ${REDACTED}`));
     assert.equal(
+      scrubString('GET /api: Headers.append: "Bearer tok\n"en" is an invalid header value.'),
+      `GET /api: Headers.append: ${REDACTED} is an invalid header value.`,
+    );
+    assert.equal(
       scrubString('The argument \'args[0]\' must be a string without null bytes. Received \'a\\x00b\''),
       `The argument 'args[0]' must be a string without null bytes. Received ${REDACTED}`,
     );
