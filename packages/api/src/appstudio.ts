@@ -114,6 +114,9 @@ export const BindingMessage = {
   DeploymentTargetNotFound: 'unable to locate DeploymentTarget the references DeploymentTargetClaim',
   MissingTargetNamespace: 'Environment is missing a TargetNamespace field',
   UnknownError: 'an unknown error occurred',
+  /** Beyond the original (which said UnknownError): which value cannot label the generated deployments. */
+  invalidLabelValue: (what: string, value: string): string =>
+    `${what} ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}...` : value)} cannot be a label value of the generated GitOpsDeployments (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)`,
   environmentNotFound: (environment: string): string =>
     `Environment '${environment}' referenced by the binding does not exist`,
   duplicateBinding: (application: string, environment: string, existing: string): string =>

@@ -137,7 +137,7 @@ describe('scrubString', () => {
       `GET /api: Headers.append: ${REDACTED} is an invalid header value.`,
     );
     assert.equal(
-      scrubString('The argument \'args[0]\' must be a string without null bytes. Received \'a\\x00b\''),
+      scrubString("The argument 'args[0]' must be a string without null bytes. Received 'a\\x00b'"),
       `The argument 'args[0]' must be a string without null bytes. Received ${REDACTED}`,
     );
   });
