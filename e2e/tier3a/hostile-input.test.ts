@@ -22,15 +22,20 @@ import {
   APPSTUDIO_APPLICATION,
   APPSTUDIO_GROUP_VERSION,
   casesOf,
+  ENVIRONMENT_SECRET,
   HOSTILE_KINDS,
   type HostileCase,
   type HostileCondition,
   type HostileKind,
   type HostileObject,
+  kubeconfig,
+  ME_SECRET_TYPE,
+  ME_SERVER,
   RHOAS_OFFLINE_TOKEN,
   RHOAS_TOKEN_SECRET,
   UNKNOWN_ERROR,
   type Verdict,
+  withObjectName,
 } from '../fixture/hostile-input.ts';
 import { list } from '../fixture/kube.ts';
 import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
@@ -115,6 +120,9 @@ describe('hostile input for every kind (tier 3a)', () => {
         spec: { displayName: 'Hostile input' },
       },
     });
+    await createSecret(tenant, ENVIRONMENT_SECRET, ME_SECRET_TYPE, {
+      kubeconfig: Buffer.from(kubeconfig(ME_SERVER, 'not-planted-token')),
+    });
     await createSecret(rhoasNamespace, RHOAS_TOKEN_SECRET, undefined, {
       value: Buffer.from(RHOAS_OFFLINE_TOKEN),
     });
@@ -145,7 +153,12 @@ describe('hostile input for every kind (tier 3a)', () => {
           await kubeRequest(system.kc, {
             method: HttpMethod.POST,
             path: collection(kind, namespace),
-            body: { apiVersion: kind.apiVersion, kind: kind.kind, metadata: { name, labels }, spec: c.spec },
+            body: {
+              apiVersion: kind.apiVersion,
+              kind: kind.kind,
+              metadata: { name, labels },
+              spec: withObjectName(c.spec, name),
+            },
           });
         } catch (err) {
           if (!(err instanceof KubeApiError) || err.statusCode !== 422) throw err;
@@ -205,8 +218,11 @@ describe('hostile input for every kind (tier 3a)', () => {
   it('no process is stuck retrying: reconciles and operations over a quiet window stay within a bound a hot loop breaks', async () => {
     const reconciles = async () => {
       let total = 0;
-      for (const name of SERVICES)
-        total += counterSum(await system.metrics(name), 'controller_runtime_reconcile_total');
+      for (const name of SERVICES) {
+        const count = counterSum(await system.metrics(name), 'controller_runtime_reconcile_total');
+        assert.ok(count > 0, `${name} reports its reconciles`);
+        total += count;
+      }
       return total;
     };
     const operations = async () =>

@@ -86,6 +86,9 @@ export const EnvironmentMessage = {
   ClaimNotFound: 'DeploymentTargetClaim not found while generating the desired Environment resource',
   secretNotFound: (secret: string): string =>
     `the secret ${secret} referenced by the Environment resource was not found`,
+  /** Beyond the original (which retried silently): the API server refused the generated ManagedEnvironment. */
+  managedEnvironmentRejected: (name: string, detail: string): string =>
+    `the ManagedEnvironment ${name} cannot be generated from this Environment: ${detail}`,
 } as const;
 
 /** Reasons of a binding's Reconciled condition. */
