@@ -19,6 +19,7 @@ import {
   type KubeConfig,
   type KubeObject,
   type Logger,
+  scrubString,
   serverSideApply,
 } from '@gitops/shared';
 import { type CloudServicesClient, CloudServicesError } from './cloud-services-client.ts';
@@ -216,7 +217,7 @@ export async function applyOwnedSecret(
 /** A Kubernetes write failed: the message names the object and the status, never the data sent. */
 export function kubeWriteFailure(condition: string, reason: string, what: string, err: unknown): StepFailure {
   const status = (err as { statusCode?: unknown }).statusCode;
-  const detail = err instanceof Error ? err.message : String(err);
+  const detail = scrubString(err instanceof Error ? err.message : String(err));
   const transient =
     typeof status !== 'number' || status === 0 || status >= 500 || status === 429 || status === 409;
   return new StepFailure(
