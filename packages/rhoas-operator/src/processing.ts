@@ -180,13 +180,18 @@ export async function applyOwnedSecret(
     name: string;
     type?: string;
     stringData: Record<string, string>;
+    /** Values already base64-encoded (bytes copied from another Secret), written as they are. */
+    data?: Record<string, string>;
     labels?: Record<string, string>;
   },
   signal: AbortSignal,
 ): Promise<void> {
-  const data = Object.fromEntries(
-    Object.entries(secret.stringData).map(([k, v]) => [k, Buffer.from(v, 'utf8').toString('base64')]),
-  );
+  const data = {
+    ...Object.fromEntries(
+      Object.entries(secret.stringData).map(([k, v]) => [k, Buffer.from(v, 'utf8').toString('base64')]),
+    ),
+    ...secret.data,
+  };
   await serverSideApply(
     ctx.kc,
     {

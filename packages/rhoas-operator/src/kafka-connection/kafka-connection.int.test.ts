@@ -4,6 +4,7 @@
  * validation of every required field, and a missing service-account Secret.
  */
 import assert from 'node:assert/strict';
+import { HttpMethod, kubeRequest } from '@gitops/shared';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
   condition,
@@ -89,6 +90,37 @@ describe('KafkaConnection', () => {
     const visible = JSON.stringify([cr, await f.events('orders')]) + f.logText();
     assert.ok(!visible.includes('very-secret-value'));
     assert.ok(!visible.includes(OFFLINE_TOKEN));
+  });
+
+  it('copies binary service-account credentials byte for byte into the binding Secret, and nowhere else', async () => {
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    const planted = 'planted-binary-client-secret';
+    const bytes = Buffer.concat([
+      Buffer.from([0x00, 0xff, 0xfe]),
+      Buffer.from(planted),
+      Buffer.from([0x00, 0x1b]),
+    ]);
+    await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: `/api/v1/namespaces/${f.namespace}/secrets`,
+      body: {
+        metadata: { name: 'sa-binary' },
+        data: {
+          'client-id': Buffer.from('srvc-acct-1').toString('base64'),
+          'client-secret': bytes.toString('base64'),
+        },
+      },
+    });
+    await f.create(KIND, 'binary-sa', {
+      ...spec(kafka.id),
+      credentials: { serviceAccountSecretName: 'sa-binary' },
+    });
+    const cr = await f.waitFinished(KIND, 'binary-sa', 'True');
+    const binding = await f.getSecret('binary-sa-binding');
+    assert.equal(binding?.data?.['client-secret'], bytes.toString('base64'));
+    const visible = JSON.stringify([cr, await f.events('binary-sa')]) + f.logText();
+    assert.ok(!visible.includes(planted));
   });
 
   it('keeps labels a user set (component present), as the original', async () => {
