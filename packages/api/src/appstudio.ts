@@ -86,6 +86,9 @@ export const EnvironmentMessage = {
   ClaimNotFound: 'DeploymentTargetClaim not found while generating the desired Environment resource',
   secretNotFound: (secret: string): string =>
     `the secret ${secret} referenced by the Environment resource was not found`,
+  /** Beyond the original (which retried silently): the API server refused the generated ManagedEnvironment. */
+  managedEnvironmentRejected: (name: string, detail: string): string =>
+    `the ManagedEnvironment ${name} cannot be generated from this Environment: ${detail}`,
 } as const;
 
 /** Reasons of a binding's Reconciled condition. */
@@ -114,6 +117,9 @@ export const BindingMessage = {
   DeploymentTargetNotFound: 'unable to locate DeploymentTarget the references DeploymentTargetClaim',
   MissingTargetNamespace: 'Environment is missing a TargetNamespace field',
   UnknownError: 'an unknown error occurred',
+  /** Beyond the original (which said UnknownError): which value cannot label the generated deployments. */
+  invalidLabelValue: (what: string, value: string): string =>
+    `${what} ${JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}...` : value)} cannot be a label value of the generated GitOpsDeployments (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)`,
   environmentNotFound: (environment: string): string =>
     `Environment '${environment}' referenced by the binding does not exist`,
   duplicateBinding: (application: string, environment: string, existing: string): string =>

@@ -44,11 +44,13 @@ export async function writeBindingSecret(
 ): Promise<string> {
   const namespace = object.metadata.namespace ?? '';
   const name = bindingSecretName(object.metadata.name);
+  // Copied as the API server holds them (base64): credentials are opaque bytes, never decoded (binary
+  // data would not survive a round trip through a string).
   const credentials: Record<string, string> = {};
   const sa = await readSecret(ctx, namespace, serviceAccountSecretName, signal);
   for (const key of [ServiceAccountSecretKey.clientId, ServiceAccountSecretKey.clientSecret]) {
     const value = sa?.data?.[key];
-    if (typeof value === 'string') credentials[key] = Buffer.from(value, 'base64').toString('utf8');
+    if (typeof value === 'string') credentials[key] = value;
   }
   if (Object.keys(credentials).length < 2)
     await ctx.events.event(
@@ -65,7 +67,8 @@ export async function writeBindingSecret(
       {
         name,
         type: `servicebinding.io/${entries.type ?? 'rhoas'}`,
-        stringData: { ...entries, ...credentials },
+        stringData: entries,
+        data: credentials,
       },
       signal,
     );

@@ -19,6 +19,7 @@ import {
   type KubeConfig,
   type KubeObject,
   type Logger,
+  scrubString,
   serverSideApply,
 } from '@gitops/shared';
 import { type CloudServicesClient, CloudServicesError } from './cloud-services-client.ts';
@@ -179,13 +180,18 @@ export async function applyOwnedSecret(
     name: string;
     type?: string;
     stringData: Record<string, string>;
+    /** Values already base64-encoded (bytes copied from another Secret), written as they are. */
+    data?: Record<string, string>;
     labels?: Record<string, string>;
   },
   signal: AbortSignal,
 ): Promise<void> {
-  const data = Object.fromEntries(
-    Object.entries(secret.stringData).map(([k, v]) => [k, Buffer.from(v, 'utf8').toString('base64')]),
-  );
+  const data = {
+    ...Object.fromEntries(
+      Object.entries(secret.stringData).map(([k, v]) => [k, Buffer.from(v, 'utf8').toString('base64')]),
+    ),
+    ...secret.data,
+  };
   await serverSideApply(
     ctx.kc,
     {
@@ -216,7 +222,7 @@ export async function applyOwnedSecret(
 /** A Kubernetes write failed: the message names the object and the status, never the data sent. */
 export function kubeWriteFailure(condition: string, reason: string, what: string, err: unknown): StepFailure {
   const status = (err as { statusCode?: unknown }).statusCode;
-  const detail = err instanceof Error ? err.message : String(err);
+  const detail = scrubString(err instanceof Error ? err.message : String(err));
   const transient =
     typeof status !== 'number' || status === 0 || status >= 500 || status === 429 || status === 409;
   return new StepFailure(

@@ -28,6 +28,7 @@ import {
   patchStatus,
   type Registry,
   refOfKind,
+  scrubString,
   splitObjectKey,
   type WorkQueue,
   withTypeMeta,
@@ -114,7 +115,8 @@ export function createRhoasKindFeature(
         if (err instanceof StepFailure) failure = err;
         else {
           unexpected = err;
-          const message = err instanceof Error ? err.message : String(err);
+          // Scrubbed: an unexpected error's text may quote what it choked on (a header value, an argument).
+          const message = scrubString(err instanceof Error ? err.message : String(err));
           failure = new StepFailure(
             RhoasConditionType.Finished,
             RhoasReason.KubernetesError,

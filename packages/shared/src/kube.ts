@@ -18,7 +18,7 @@ import {
   RequestContext,
 } from '@kubernetes/client-node';
 import { ErrorCode, isNotFound, KubeApiError, RetryableError, TerminalError } from './errors.ts';
-import type { Logger } from './logger.ts';
+import { type Logger, scrubString } from './logger.ts';
 
 export { HttpMethod, KubeConfig } from '@kubernetes/client-node';
 
@@ -185,10 +185,11 @@ async function send(kc: KubeConfig, request: KubeRequest) {
   }
 }
 
+/** A transport error's text, scrubbed: fetch quotes a header value it refuses (e.g. a token with a line break). */
 function describe(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
+  if (!(err instanceof Error)) return scrubString(String(err));
   const cause = err.cause instanceof Error ? `: ${err.cause.message}` : '';
-  return `${err.message}${cause}`;
+  return scrubString(`${err.message}${cause}`);
 }
 
 function parseJson(text: string): unknown {

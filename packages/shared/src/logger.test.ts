@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { describe, it } from 'vitest';
 import { createLogger, createMemoryDestination, REDACTED, redactSecrets, scrubString } from './logger.ts';
 
@@ -114,5 +115,30 @@ describe('scrubString', () => {
     assert.equal(scrubString("password='a b' host=x"), `password=${REDACTED} host=x`);
     assert.equal(scrubString('Authorization: Bearer abc.def'), `Authorization: Bearer ${REDACTED}`);
     assert.equal(scrubString('https://example.com/path'), 'https://example.com/path');
+  });
+
+  it("removes the value Node's argument checks quote, from the message and the stack", () => {
+    let thrown: unknown;
+    try {
+      execFileSync('true', [], { env: { GIT_PASSWORD: 'pass\u0000word-15-binary' } });
+    } catch (err) {
+      thrown = err;
+    }
+    assert.ok(thrown instanceof Error && thrown.message.includes('word-15-binary'), 'Node quotes the value');
+    const destination = createMemoryDestination();
+    const logger = createLogger({ name: 'test', destination });
+    logger.error({ err: thrown }, 'reconcile failed');
+    logger.error(thrown);
+    logger.warn(`validation failed: ${(thrown as Error).message}`);
+    assert.ok(!destination.text().includes('word-15-binary'), destination.text());
+    assert.ok(destination.text().includes(`Received ${REDACTED}`));
+    assert.equal(
+      scrubString('GET /api: Headers.append: "Bearer tok\n"en" is an invalid header value.'),
+      `GET /api: Headers.append: ${REDACTED} is an invalid header value.`,
+    );
+    assert.equal(
+      scrubString("The argument 'args[0]' must be a string without null bytes. Received 'a\\x00b'"),
+      `The argument 'args[0]' must be a string without null bytes. Received ${REDACTED}`,
+    );
   });
 });

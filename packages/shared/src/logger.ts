@@ -113,7 +113,10 @@ function isSecretKey(key: string): boolean {
 
 /**
  * Removes secrets from a string: URL userinfo passwords, `password=` pairs, bearer tokens,
- * `Authorization: Basic` credentials and PEM private key blocks.
+ * `Authorization: Basic` credentials, PEM private key blocks, and the value Node's argument checks quote
+ * (`The argument 'args[3]' must be a string without null bytes. Received '<the value>'`: the value may be a
+ * credential handed to a child process, and the message ends up in `err.message` and `err.stack`), and the
+ * header value fetch quotes when it refuses one (a token with a line break or NUL).
  */
 export function scrubString(text: string): string {
   if (text.length === 0) return text;
@@ -130,6 +133,11 @@ export function scrubString(text: string): string {
       .replace(/\b(bearer)\s+[a-z0-9._~+/=-]+/gi, `$1 ${REDACTED}`)
       .replace(/\b(authorization:\s*basic)\s+[a-z0-9+/=]+/gi, `$1 ${REDACTED}`)
       .replace(/-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(-----END [A-Z ]*PRIVATE KEY-----|$)/g, REDACTED)
+      // Node's ERR_INVALID_ARG_VALUE / ERR_INVALID_ARG_TYPE / ERR_OUT_OF_RANGE: ". Received <value>" to the end
+      // of the line (util.inspect escapes line breaks inside the quoted value).
+      .replace(/(\. Received) [^\n]*/g, `$1 ${REDACTED}`)
+      // fetch (undici) refusing a header: `Headers.append: "Bearer <token>" is an invalid header value.`
+      .replace(/(Headers\.\w+: )"[\s\S]*?"( is an invalid header (?:value|name))/g, `$1${REDACTED}$2`)
   );
 }
 

@@ -27,6 +27,7 @@ import {
   deleteIfExists,
   getObject,
   type Informer,
+  KubeApiError,
   type KubeObject,
   type Logger,
   objectKey,
@@ -246,6 +247,13 @@ export function createEnvironmentFeature(
         );
       const applied = await applyManagedEnvironment(env, desired.spec, logger);
       if (applied === 'foreign') return undefined;
+      // Admission refused what this Environment asks for (e.g. an apiURL the Environment's own rule lets
+      // through but a ManagedEnvironment's does not): the user's to fix, so a condition and no retry.
+      if (typeof applied === 'object')
+        return fail(
+          EnvironmentReason.InvalidEnvironment,
+          EnvironmentMessage.managedEnvironmentRejected(managedEnvironmentName(name), applied.rejected),
+        );
     }
     const next = resolved(conditions, now);
     if (!sameConditions(conditions, next)) {
@@ -293,7 +301,14 @@ export function createEnvironmentFeature(
       },
       spec: { ...spec },
     };
-    const live = await serverSideApply(kc, object, { fieldManager: APPSTUDIO_FIELD_MANAGER, force: true });
+    let live: KubeObject;
+    try {
+      live = await serverSideApply(kc, object, { fieldManager: APPSTUDIO_FIELD_MANAGER, force: true });
+    } catch (err) {
+      if (err instanceof KubeApiError && err.statusCode === 422)
+        return { rejected: err.message.replace(/^.*?: 422 /, '').slice(0, 1024) };
+      throw err;
+    }
     if (existing && live.metadata.resourceVersion === existing.metadata.resourceVersion)
       return 'unchanged' as const;
     await events.event(

@@ -211,6 +211,24 @@ describe('Environment controller', () => {
     assert.equal(await managedEnvironment('both'), undefined);
   });
 
+  it("an apiURL a ManagedEnvironment refuses is InvalidEnvironment with the API server's reason (fix: the original retried silently)", async () => {
+    await environment('bad-url', {
+      unstableConfigurationFields: {
+        kubernetesCredentials: credentials({ apiURL: 'https://exa mple.com:6443' }),
+      },
+    });
+    const message =
+      'the ManagedEnvironment managed-environment-bad-url cannot be generated from this Environment: GitOpsDeploymentManagedEnvironment.managed-gitops.redhat.com "managed-environment-bad-url" is invalid: spec.apiURL: Invalid value: "https://exa mple.com:6443": cluster api url must start with https://';
+    const c = await eventually('InvalidEnvironment', async () => {
+      const list = conditionsOf(await f.get(Kind.Environment, ns, 'bad-url'));
+      return list.length > 0 ? list : undefined;
+    });
+    assert.deepEqual(c, [
+      { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
+      { type: 'Reconciled', status: 'False', reason: 'InvalidEnvironment', message },
+    ]);
+  });
+
   it('a claim that does not exist is DeploymentTargetClaimNotFound', async () => {
     await environment('claimed', {
       configuration: { target: { deploymentTargetClaim: { claimName: 'test' } } },

@@ -255,12 +255,17 @@ export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeature
     const destination = await destinationOf(env);
     if (typeof destination === 'string')
       return fail(BindingReason.ErrorGeneratingGitOpsDeployment, destination, GENERATION_RETRY_MS);
-    for (const value of [application, environment, ...components.map((c) => c.name)]) {
+    const labelled: [string, string][] = [
+      ['spec.application', application],
+      ['spec.environment', environment],
+      ...components.map((c): [string, string] => ['the component name', c.name]),
+    ];
+    for (const [what, value] of labelled) {
       if (!isLabelValue(value)) {
         logger.warn({ value }, 'a generated GitOpsDeployment label value would be invalid');
         return fail(
           BindingReason.ErrorGeneratingGitOpsDeployment,
-          BindingMessage.UnknownError,
+          BindingMessage.invalidLabelValue(what, value),
           GENERATION_RETRY_MS,
         );
       }

@@ -419,6 +419,18 @@ describe('SnapshotEnvironmentBinding controller', () => {
     assert.equal(c[1]?.reason, 'DuplicateComponents');
   });
 
+  it('a component name that cannot label a GitOpsDeployment is reported by name (fix: the original said "an unknown error occurred")', async () => {
+    await environment('badlabel');
+    const name = `Component_${'x'.repeat(75)}`;
+    await binding('badlabel', { environment: 'badlabel', components: [component(name)] });
+    const c = await firstCondition(
+      'badlabel',
+      `the component name "${name.slice(0, 80)}..." cannot be a label value of the generated GitOpsDeployments (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)`,
+    );
+    assert.equal(c[0]?.reason, 'ErrorOccurred');
+    assert.equal(c[1]?.reason, 'ErrorGeneratingGitOpsDeployment');
+  });
+
   it('a missing Environment is a binding condition, cleared once the Environment exists (fix: the original was silent)', async () => {
     await binding('early', { environment: 'later-env', components: [component('component-a')] });
     const c = await firstCondition(

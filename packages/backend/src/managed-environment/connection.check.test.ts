@@ -114,6 +114,30 @@ describe('ManagedEnvironment connection checks', () => {
     }
   });
 
+  it('reports a bearer token that cannot be sent in a header by user name, never quoting it', () => {
+    for (const token of ['secret-token\nline', 'secret-token\u0000nul', 'secret token', 'secret-tökén']) {
+      const outcome = readTargetCluster(secret(kubeconfig(spec.apiURL, { token })), spec);
+      assert.equal(outcome.ok, false);
+      if (outcome.ok) continue;
+      assert.equal(outcome.reason, 'UnableToCreateClient');
+      assert.equal(
+        outcome.message,
+        "the bearer token of kubeconfig user 'u' contains characters that cannot be sent in an HTTP header (control characters, spaces or non-ASCII)",
+      );
+    }
+  });
+
+  it('never quotes a header value that fetch refused in a connection error', () => {
+    const refused = new TypeError('Headers.append: "Bearer secret-token\nx" is an invalid header value.');
+    const err = new KubeApiError(
+      { statusCode: 0, method: 'GET', path: '/api', message: 'GET /api: fetch failed' },
+      { cause: refused },
+    );
+    const { message } = classifyConnectionError(err, spec.apiURL);
+    assert.doesNotMatch(message, /secret-token/);
+    assert.match(message, /is an invalid header value/);
+  });
+
   it('matches the cluster case-insensitively and ignores current-context', () => {
     const outcome = readTargetCluster(secret(kubeconfig('https://api.example.com:6443')), spec);
     assert.equal(outcome.ok, true);

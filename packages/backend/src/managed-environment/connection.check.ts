@@ -12,6 +12,7 @@ import {
   KubeConfig,
   type KubeObject,
   kubeRequest,
+  scrubString,
 } from '@gitops/shared';
 import { parse as parseYaml, YAMLError } from 'yaml';
 import { isJsonObject } from '../json.ts';
@@ -172,8 +173,18 @@ export function readTargetCluster(
         : `the kubeconfig user '${context.user}' of context '${context.name}' has no bearer token`,
     );
   }
+  if (!HEADER_SAFE_TOKEN.test(user.token)) {
+    // fetch refuses such a header and quotes the whole value in its error: never let it get that far.
+    return fail(
+      ManagedEnvironmentReason.UnableToCreateClient,
+      `the bearer token of kubeconfig user '${context.user}' contains characters that cannot be sent in an HTTP header (control characters, spaces or non-ASCII)`,
+    );
+  }
   return { ok: true, value: { server: cluster.server, caData: cluster.caData, token: user.token } };
 }
+
+/** What a bearer token may consist of (visible ASCII; RFC 6750's b64token is a subset). */
+const HEADER_SAFE_TOKEN = /^[\x21-\x7e]+$/;
 
 /** A KubeConfig that talks to `apiURL` with `token` (nothing else of the user's kubeconfig: no exec, no files). */
 export function targetKubeConfig(target: TargetCluster, token: string, insecure: boolean): KubeConfig {
@@ -203,7 +214,7 @@ const TLS_ERROR =
 
 /** Text of a failed connection (DNS, refused, TLS) without the request body or headers. */
 function errorText(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
+  if (!(err instanceof Error)) return scrubString(String(err));
   const parts = [err.message];
   let cause: unknown = err.cause;
   while (cause instanceof Error && parts.length < 4) {
@@ -213,7 +224,8 @@ function errorText(err: unknown): string {
     if (typeof code === 'string' && !parts.join(' ').includes(code)) parts.push(code);
     cause = cause.cause;
   }
-  return parts.join(': ');
+  // A cause's message may quote a request header (fetch does, for a value it refuses): scrub it.
+  return scrubString(parts.join(': '));
 }
 
 /** Maps an error of a request to the target cluster to the reason and message the user sees. */

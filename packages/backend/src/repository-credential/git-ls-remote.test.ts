@@ -46,6 +46,11 @@ describe('git ls-remote validation against a local Git HTTPS server', () => {
     assert.equal(outcome.result, 'invalidUrl');
   });
 
+  it('never throws (and so never lets Node quote the value) for a credential git cannot be given', async () => {
+    const outcome = await lsRemote(git.url('private'), { username: 'jane', password: 's3cr3t\u0000pw' });
+    assert.deepEqual(outcome, { result: 'invalidUrl', detail: 'the repository could not be reached' });
+  });
+
   it('accepts a public repository with any credentials', async () => {
     assert.deepEqual(await lsRemote(git.url('public'), { username: 'x', password: 'y' }), {
       result: 'valid',

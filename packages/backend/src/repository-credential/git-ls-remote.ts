@@ -21,6 +21,7 @@ import { spawn } from 'node:child_process';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { scrubString } from '@gitops/shared';
 
 export interface GitCredentials {
   username?: string;
@@ -69,11 +70,19 @@ function run(
   signal?: AbortSignal,
 ): Promise<RunResult> {
   return new Promise((resolve) => {
-    const child = spawn('git', args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let child: ReturnType<typeof spawn>;
+    try {
+      child = spawn('git', args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    } catch (err) {
+      // Node's argument checks quote the offending value, which may be a credential in `env`: code only.
+      const code = (err as { code?: unknown }).code;
+      resolve({ code: -1, stderr: `git could not be started (${String(code ?? 'error')})`, timedOut: false });
+      return;
+    }
     let stderr = '';
     let timedOut = false;
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (chunk: string) => {
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
       if (stderr.length < 16_384) stderr += chunk;
     });
     const kill = () => child.kill('SIGKILL');
@@ -88,7 +97,7 @@ function run(
       resolve({ code, stderr, timedOut });
     };
     child.on('error', (err) => {
-      stderr += String(err.message);
+      stderr += scrubString(String(err.message));
       done(-1);
     });
     child.on('close', (code) => done(code));
