@@ -6,22 +6,16 @@
  */
 
 import assert from 'node:assert/strict';
-import { managedEnvironment } from '@gitops/api/testing';
 import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { create, createTenantNamespace, GROUP_VERSION, get, paths, remove } from '../fixture/kube.ts';
+import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
+import { GROUP_VERSION, get, paths, remove } from '../fixture/kube.ts';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
-const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
-const SECRET_TYPE = 'managed-gitops.redhat.com/managed-environment';
 const RBAC = '/apis/rbac.authorization.k8s.io/v1';
-
-interface Environment extends KubeObject {
-  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
-}
 
 /** A ClusterRole manifest (cluster-scoped: no namespace). */
 function clusterRoleManifest(name: string): string {
@@ -40,109 +34,16 @@ function clusterRoleManifest(name: string): string {
 
 describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
   let f: RealSystem;
-  let server: string;
-  let caData: string;
-  const extraNamespaces: string[] = [];
-  const clusterObjects: string[] = [];
+  let external: ExternalCluster;
 
   beforeAll(async () => {
     f = await startRealSystem();
-    const cluster = f.system.kc.getCurrentCluster();
-    if (!cluster?.caData) throw new Error('the test kubeconfig must carry certificate-authority-data');
-    server = cluster.server;
-    caData = cluster.caData;
+    external = externalCluster(f.system.kc, f.system.shard);
   });
   afterAll(async () => {
     await f?.stop();
-    for (const path of clusterObjects) await remove(f.system.kc, path);
-    for (const ns of extraNamespaces) await remove(f.system.kc, paths.namespace(ns));
+    await external?.cleanUp();
   });
-
-  /**
-   * A namespace of the "external cluster" and a ServiceAccount token that may administer it and manage
-   * ClusterRoles (nothing else cluster-wide).
-   */
-  async function clusterRoleManagerToken(prefix: string): Promise<{ namespace: string; token: string }> {
-    const namespace = await createTenantNamespace(f.system.kc, prefix);
-    extraNamespaces.push(namespace);
-    const name = `deployer-${randomSuffix()}`;
-    await create(f.system.kc, `/api/v1/namespaces/${namespace}/serviceaccounts`, { metadata: { name } });
-    await create(f.system.kc, `${RBAC}/namespaces/${namespace}/rolebindings`, {
-      metadata: { name },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
-      subjects: [{ kind: 'ServiceAccount', name, namespace }],
-    });
-    const managerName = `${namespace}-clusterrole-manager`;
-    await create(f.system.kc, `${RBAC}/clusterroles`, {
-      metadata: { name: managerName },
-      rules: [
-        {
-          apiGroups: ['rbac.authorization.k8s.io'],
-          resources: ['clusterroles'],
-          // `escalate`: the ClusterRole it creates grants what the ServiceAccount does not hold cluster-wide
-          verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete', 'escalate'],
-        },
-      ],
-    });
-    clusterObjects.push(`${RBAC}/clusterroles/${managerName}`);
-    await create(f.system.kc, `${RBAC}/clusterrolebindings`, {
-      metadata: { name: managerName },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: managerName },
-      subjects: [{ kind: 'ServiceAccount', name, namespace }],
-    });
-    clusterObjects.push(`${RBAC}/clusterrolebindings/${managerName}`);
-    const answer = await create<{ status: { token: string } }>(
-      f.system.kc,
-      `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
-      { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 7200 } },
-    );
-    return { namespace, token: answer.status.token };
-  }
-
-  /** The tenant's Secret + GitOpsDeploymentManagedEnvironment for that token, limited to `namespace`. */
-  async function environment(
-    tenant: string,
-    name: string,
-    target: { namespace: string; token: string },
-    clusterResources: boolean,
-  ) {
-    const kubeconfig = JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [{ name: 'c', cluster: { server, 'certificate-authority-data': caData } }],
-      users: [{ name: 'u', user: { token: target.token } }],
-      contexts: [{ name: 'ctx', context: { cluster: 'c', user: 'u' } }],
-      'current-context': 'ctx',
-    });
-    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
-      metadata: { name: `${name}-creds` },
-      type: SECRET_TYPE,
-      stringData: { kubeconfig },
-    });
-    await create(
-      f.system.kc,
-      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments`,
-      managedEnvironment(
-        name,
-        {
-          apiURL: server,
-          credentialsSecret: `${name}-creds`,
-          namespaces: [target.namespace],
-          clusterResources,
-        },
-        { labels: { [SHARD_LABEL]: f.system.shard } },
-      ),
-    );
-    await eventually(`${tenant}/${name} connection check`, async () => {
-      const env = await get<Environment>(
-        f.system.kc,
-        `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments/${name}`,
-      );
-      const c = env?.status?.conditions?.find((x) => x.type === 'ConnectionInitializationSucceeded');
-      if (c?.status === 'False') throw new Error(`${name}: ${c.message}`);
-      return c?.status === 'True' ? true : undefined;
-    });
-  }
 
   const clusterRole = (name: string) => get(f.system.kc, `${RBAC}/clusterroles/${name}`);
 
@@ -151,8 +52,8 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
   }) => {
     // Given a tenant with an environment that allows cluster resources, whose token may manage ClusterRoles
     const tenant = await f.given.tenant('cres');
-    const target = await clusterRoleManagerToken('cres-target');
-    await environment(tenant, 'cluster-admin-ish', target, true);
+    const target = await external.target('cres-target', { manageClusterRoles: true });
+    await external.environment(tenant, 'cluster-admin-ish', target, { clusterResources: true });
     const roleName = `cres-role-${randomSuffix()}`;
     const repo = await f.given.repository('cres-app', {
       'dev/role.yaml': clusterRoleManifest(roleName),
@@ -223,8 +124,8 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
   it('an environment with clusterResources: false refuses a ClusterRole', async ({ annotate }) => {
     // Given a tenant whose environment does not allow cluster resources (the token could create ClusterRoles)
     const tenant = await f.given.tenant('cres-off');
-    const target = await clusterRoleManagerToken('cres-off-target');
-    await environment(tenant, 'namespaced', target, false);
+    const target = await external.target('cres-off-target', { manageClusterRoles: true });
+    await external.environment(tenant, 'namespaced', target, { clusterResources: false });
     const roleName = `cres-off-role-${randomSuffix()}`;
     const repo = await f.given.repository('cres-off-app', {
       'dev/role.yaml': clusterRoleManifest(roleName),

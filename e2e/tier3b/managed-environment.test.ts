@@ -5,101 +5,33 @@
  */
 
 import assert from 'node:assert/strict';
-import { managedEnvironment } from '@gitops/api/testing';
 import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { create, createTenantNamespace, GROUP_VERSION, get, list, paths, remove } from '../fixture/kube.ts';
+import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
+import { createTenantNamespace, list } from '../fixture/kube.ts';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
-import { randomSuffix } from '../fixture/system.ts';
-
-const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
-const SECRET_TYPE = 'managed-gitops.redhat.com/managed-environment';
-
-interface Environment extends KubeObject {
-  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
-}
 
 describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
   let f: RealSystem;
-  let server: string;
-  let caData: string;
-  const extraNamespaces: string[] = [];
+  let external: ExternalCluster;
 
   beforeAll(async () => {
     f = await startRealSystem();
-    const cluster = f.system.kc.getCurrentCluster();
-    if (!cluster?.caData) throw new Error('the test kubeconfig must carry certificate-authority-data');
-    server = cluster.server;
-    caData = cluster.caData;
+    external = externalCluster(f.system.kc, f.system.shard);
   });
   afterAll(async () => {
     await f?.stop();
-    for (const ns of extraNamespaces) await remove(f.system.kc, paths.namespace(ns));
+    await external?.cleanUp();
   });
-
-  /** A namespace of the "external cluster" and a ServiceAccount token that may administer only it. */
-  async function namespaceAdminToken(prefix: string): Promise<{ namespace: string; token: string }> {
-    const namespace = await createTenantNamespace(f.system.kc, prefix);
-    extraNamespaces.push(namespace);
-    const name = `deployer-${randomSuffix()}`;
-    await create(f.system.kc, `/api/v1/namespaces/${namespace}/serviceaccounts`, { metadata: { name } });
-    await create(f.system.kc, `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings`, {
-      metadata: { name },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
-      subjects: [{ kind: 'ServiceAccount', name, namespace }],
-    });
-    const answer = await create<{ status: { token: string } }>(
-      f.system.kc,
-      `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
-      { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 7200 } },
-    );
-    return { namespace, token: answer.status.token };
-  }
-
-  /** The tenant's Secret + GitOpsDeploymentManagedEnvironment for that token, limited to `namespace`. */
-  async function environment(tenant: string, name: string, token: string, namespace: string) {
-    const kubeconfig = JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [{ name: 'c', cluster: { server, 'certificate-authority-data': caData } }],
-      users: [{ name: 'u', user: { token } }],
-      contexts: [{ name: 'ctx', context: { cluster: 'c', user: 'u' } }],
-      'current-context': 'ctx',
-    });
-    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
-      metadata: { name: `${name}-creds` },
-      type: SECRET_TYPE,
-      stringData: { kubeconfig },
-    });
-    await create(
-      f.system.kc,
-      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments`,
-      managedEnvironment(
-        name,
-        { apiURL: server, credentialsSecret: `${name}-creds`, namespaces: [namespace] },
-        { labels: { [SHARD_LABEL]: f.system.shard } },
-      ),
-    );
-    await eventually(`${tenant}/${name} connection check`, async () => {
-      const env = await get<Environment>(
-        f.system.kc,
-        `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments/${name}`,
-      );
-      const c = env?.status?.conditions?.find((x) => x.type === 'ConnectionInitializationSucceeded');
-      if (c?.status === 'False') throw new Error(`${name}: ${c.message}`);
-      return c?.status === 'True' ? true : undefined;
-    });
-  }
 
   it('deploys through a namespace-limited environment; another namespace through it fails with Argo CD’s error', async ({
     annotate,
   }) => {
     // Given a tenant with an environment whose ServiceAccount may administer only one namespace
     const tenant = await f.given.tenant('menv');
-    const target = await namespaceAdminToken('menv-target');
-    await environment(tenant, 'staging', target.token, target.namespace);
+    const target = await external.target('menv-target');
+    await external.environment(tenant, 'staging', target);
     const repo = await f.given.repository('menv-app', {
       'dev/config.yaml': manifest.configMap('menv-config', { where: 'staging' }),
     });
@@ -118,7 +50,7 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
 
     // When the tenant deploys into another namespace through the same environment
     const elsewhere = await createTenantNamespace(f.system.kc, 'menv-elsewhere');
-    extraNamespaces.push(elsewhere);
+    external.track(elsewhere);
     const denied = await f.when.deployed(
       tenant,
       'to-elsewhere',
@@ -150,10 +82,10 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
     // Given two tenants, each with an environment for a namespace of its own, with the same name
     const tenantA = await f.given.tenant('menv-a');
     const tenantB = await f.given.tenant('menv-b');
-    const targetA = await namespaceAdminToken('menv-a-target');
-    const targetB = await namespaceAdminToken('menv-b-target');
-    await environment(tenantA, 'prod', targetA.token, targetA.namespace);
-    await environment(tenantB, 'prod', targetB.token, targetB.namespace);
+    const targetA = await external.target('menv-a-target');
+    const targetB = await external.target('menv-b-target');
+    await external.environment(tenantA, 'prod', targetA);
+    await external.environment(tenantB, 'prod', targetB);
     const repo = await f.given.repository('menv-shared', {
       'dev/config.yaml': manifest.configMap('shared-config', { from: 'repo' }),
       'intrusion/config.yaml': manifest.configMap('intruder', { from: 'tenant A' }),
