@@ -18,6 +18,8 @@ export interface PostgresOptions {
   /** Ignore DATABASE_URL and always start an embedded server. */
   forceEmbedded?: boolean;
   log?: (line: string) => void;
+  /** Preload pg_stat_statements (benchmarks count what the database runs); embedded server only. */
+  statementStatistics?: boolean;
 }
 
 /**
@@ -63,6 +65,8 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
       'full_page_writes=off',
       '-c',
       'max_connections=300',
+      // Benchmarks: count calls per statement (what the database does at rest; docs/performance.md).
+      ...(options.statementStatistics ? ['-c', 'shared_preload_libraries=pg_stat_statements'] : []),
     ],
     onLog: (message) => log(String(message).trimEnd()),
     onError: (message) => log(String(message).trimEnd()),
