@@ -22,6 +22,7 @@
 import { readFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import {
+  activeSessions,
   countDatabaseTransactions,
   countUnfinishedOperations,
   enableStatementStatistics,
@@ -96,6 +97,26 @@ function deltas(before: Map<string, number>, after: Map<string, number>): Map<st
     const delta = value - (before.get(key) ?? 0);
     if (delta > 0) out.set(key, delta);
   }
+  return out;
+}
+
+/** The statements run between two pg_stat_statements reads, most frequent first, per `unit`; this script's own left out. */
+function topStatements(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  unit: number,
+  limit: number,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  const moved = [...deltas(before, after)]
+    .filter(([query]) => !/pg_stat_statements|pg_stat_database|count\(\*\)/.test(query))
+    .sort((x, y) => y[1] - x[1]);
+  let rest = 0;
+  for (const [i, [query, calls]] of moved.entries()) {
+    if (i < limit) out[query.slice(0, 160)] = round2(calls / unit);
+    else rest += calls;
+  }
+  if (rest > 0) out['(all others)'] = round2(rest / unit);
   return out;
 }
 
@@ -188,6 +209,7 @@ try {
     }
   };
 
+  const statementsBeforeCreate = statementsCounted ? await statementCalls(system.db) : undefined;
   const apiBeforeCreate = await apiRequestCounts();
   const dbBeforeCreate = await countDatabaseTransactions(system.db);
   const items = Array.from({ length: DEPLOYMENTS }, (_, i) => i);
@@ -216,6 +238,9 @@ try {
   await sleep(3000); // follow-up reconciles (owner re-enqueued by the operation's state change)
   const apiCreate = deltas(apiBeforeCreate, await apiRequestCounts());
   const dbCreate = (await countDatabaseTransactions(system.db)) - dbBeforeCreate;
+  const statementsCreate = statementsBeforeCreate
+    ? topStatements(statementsBeforeCreate, await statementCalls(system.db), DEPLOYMENTS, 25)
+    : {};
   const writesByResource: Record<string, number> = {};
   let systemWrites = 0;
   for (const [key, value] of apiCreate) {
@@ -233,6 +258,8 @@ try {
       [...apiCreate].filter(([key]) => !isWrite(key)).reduce((sum, [, v]) => sum + v, 0) / DEPLOYMENTS,
     ),
     db_transactions_per_deployment: round2(dbCreate / DEPLOYMENTS),
+    db_statements_per_deployment: round2(Object.values(statementsCreate).reduce((sum, v) => sum + v, 0)),
+    db_top_statements_per_deployment: statementsCreate,
   });
 
   // Latency without queueing: a fixed client rate (open loop: each create starts at its time).
@@ -342,9 +369,17 @@ try {
   const statementsBefore = statementsCounted ? await statementCalls(system.db) : undefined;
   const apiBefore = await apiRequestCounts();
   const dbBefore = await dbStats();
-  await sleep(IDLE_SECONDS * 1000);
+  // Once a second: transactions committed meanwhile, and who holds one open right now (finds the bursts).
+  const idleSlices: { transactions: number; open: Record<string, number> }[] = [];
+  let previous = dbBefore;
+  for (let second = 0; second < IDLE_SECONDS; second++) {
+    await sleep(1000);
+    const open = await activeSessions(system.db);
+    const now = await dbStats();
+    idleSlices.push({ transactions: now - previous - 2, open });
+    previous = now;
+  }
   const apiAfter = await apiRequestCounts();
-  const dbAfter = await dbStats();
   const statementsAfter = statementsCounted ? await statementCalls(system.db) : undefined;
   const perVerb: Record<string, number> = {};
   for (const [key, delta] of deltas(apiBefore, apiAfter)) perVerb[key] = round2(delta / IDLE_SECONDS);
@@ -352,21 +387,18 @@ try {
     .filter(([key]) => isWrite(key) && key !== 'PUT leases')
     .reduce((sum, [, value]) => sum + value, 0);
   // What the database ran meanwhile (pg_stat_statements; this script's own counting queries excluded).
-  const statements: Record<string, number> = {};
-  if (statementsBefore && statementsAfter) {
-    const moved = [...deltas(statementsBefore, statementsAfter)]
-      .filter(([query]) => !/pg_stat_statements|pg_stat_database/.test(query))
-      .sort((x, y) => y[1] - x[1])
-      .slice(0, 10);
-    for (const [query, calls] of moved) statements[query.slice(0, 160)] = round2(calls / IDLE_SECONDS);
-  }
+  const statements =
+    statementsBefore && statementsAfter
+      ? topStatements(statementsBefore, statementsAfter, IDLE_SECONDS, 10)
+      : {};
   emit('idle', {
     seconds: IDLE_SECONDS,
     api_requests_per_s_by_verb_and_resource: perVerb,
     api_writes_per_s: round2(writes),
     note: "apiserver_request_total deltas for the whole API server (includes this script's 2 metric scrapes); api_writes_per_s leaves out kube-controller-manager's leader lease (PUT leases)",
-    db_transactions_per_s: round2((dbAfter - dbBefore - 2) / IDLE_SECONDS),
+    db_transactions_per_s: round2(idleSlices.reduce((sum, x) => sum + x.transactions, 0) / IDLE_SECONDS),
     db_statements_per_s: statements,
+    db_busiest_seconds: [...idleSlices].sort((x, y) => y.transactions - x.transactions).slice(0, 3),
   });
   emit('peak_rss', {
     backend_mb: await peakRss(system.pid('backend')),

@@ -18,7 +18,7 @@ import {
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import type { BackendFeature } from './backend-feature.ts';
+import type { BackendFeature, NotificationReads } from './backend-feature.ts';
 import type { CrKindDescriptor } from './kinds.ts';
 import { enqueueMappingsMissingFromCache, ownerKeyOf } from './orphan-sweep.ts';
 
@@ -31,7 +31,7 @@ export interface CrController extends BackendFeature {
   /** Enqueues the names of mappings whose CR incarnation is not in the cache. Returns how many. */
   sweepOrphans(): Promise<number>;
   /** An operation changed state: the CR of this kind that owns it (if any) is reconciled. */
-  onOperationStateChanged(operationId: string): Promise<void>;
+  onOperationStateChanged(operationId: string, reads?: NotificationReads): Promise<void>;
 }
 
 export interface CrControllerOptions {
@@ -73,8 +73,9 @@ export function createCrController(options: CrControllerOptions): CrController {
   const enqueueAll = () => {
     for (const object of informer.list()) enqueue(objectKey(object));
   };
-  async function onOperationStateChanged(operationId: string) {
-    const key = ownerKeyOf(await getOperation(db, operationId), kind.kind);
+  async function onOperationStateChanged(operationId: string, reads?: NotificationReads) {
+    const operation = await (reads ? reads.operation() : getOperation(db, operationId));
+    const key = ownerKeyOf(operation, kind.kind);
     if (key) enqueue(key);
   }
 

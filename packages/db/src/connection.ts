@@ -94,3 +94,14 @@ export async function statementCalls(db: Kysely<Database>): Promise<Map<string, 
     group by query`.execute(db);
   return new Map(result.rows.map((r) => [r.query.replace(/\s+/g, ' ').trim(), Number(r.calls)]));
 }
+
+/** Benchmarks only: the other sessions on this database that are in a transaction now, by backend type and application name. */
+export async function activeSessions(db: Kysely<Database>): Promise<Record<string, number>> {
+  const result = await sql<{ who: string; n: string }>`
+    select backend_type || ':' || coalesce(nullif(application_name, ''), '-') as who, count(*) as n
+    from pg_stat_activity
+    where (datname = current_database() or backend_type like 'autovacuum%') and pid <> pg_backend_pid()
+      and xact_start is not null
+    group by 1`.execute(db);
+  return Object.fromEntries(result.rows.map((r) => [r.who, Number(r.n)]));
+}

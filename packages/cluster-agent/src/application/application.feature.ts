@@ -33,9 +33,11 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
     const id = app.metadata.labels?.[AgentLabel.DatabaseId];
     if (isUuid(id)) ctx.enqueue('Application', id);
   };
-  applications.onAdd(applicationKey);
+  applications.onAdd((app) => {
+    if (!reconciler.isOwnApply(app)) applicationKey(app);
+  });
   applications.onUpdate((old, app) => {
-    if (ownedState(old) !== ownedState(app)) applicationKey(app);
+    if (ownedState(old) !== ownedState(app) && !reconciler.isOwnApply(app)) applicationKey(app);
   });
   applications.onDelete(applicationKey);
   const projectKey = (project: KubeObject) => {

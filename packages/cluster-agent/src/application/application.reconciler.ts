@@ -50,12 +50,19 @@ export interface ApplicationReconciler {
     clusterUserId: string,
     options: { signal: AbortSignal; logger: Logger; goneApplicationIds?: readonly string[] },
   ): Promise<ResourceOutcome>;
+  /**
+   * True (once) for the watch event of an Application exactly as our own apply left it (same
+   * resourceVersion): it was just compared with its row, so it needs no second look.
+   */
+  isOwnApply(application: KubeObject): boolean;
 }
 
 export function createApplicationReconciler(ctx: AgentContext): ApplicationReconciler {
   const { kc, db, namespace, engineInstanceId } = ctx;
   /** Tenants of Applications whose deletion is pending, to update their AppProjects once they are gone. */
   const tenantsOfPendingDeletes = new Map<string, Set<string>>();
+  /** Application name → resourceVersion our last apply returned (until its watch event arrives). */
+  const ownApplies = new Map<string, string>();
 
   async function environmentOf(managedEnvironmentId: string | null): Promise<DestinationEnvironment> {
     if (managedEnvironmentId === null) return { kind: 'None' };
@@ -201,7 +208,14 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     }
     const comparison = compareOwnedFields(live, desired, ['syncPolicy']);
     if (!comparison.drifted) return { status: 'done', changed: project.status === 'done' && project.changed };
-    await serverSideApply(kc, desired, { fieldManager: FIELD_MANAGER, force: true, signal: options.signal });
+    const applied = await serverSideApply(kc, desired, {
+      fieldManager: FIELD_MANAGER,
+      force: true,
+      signal: options.signal,
+    });
+    if (comparison.unexpectedSpecFields.length === 0 && applied.metadata.resourceVersion) {
+      ownApplies.set(row.name, applied.metadata.resourceVersion);
+    }
     if (comparison.unexpectedSpecFields.length > 0) {
       // Fields we own but do not declare, set by another manager: apply cannot remove them.
       const patch = Object.fromEntries(comparison.unexpectedSpecFields.map((field) => [field, null]));
@@ -218,5 +232,13 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     return { status: 'done', changed: true };
   }
 
-  return { reconcileApplication, reconcileAppProject };
+  function isOwnApply(application: KubeObject): boolean {
+    const { name, resourceVersion } = application.metadata;
+    const own = ownApplies.get(name);
+    if (own === undefined) return false;
+    ownApplies.delete(name);
+    return own === resourceVersion;
+  }
+
+  return { reconcileApplication, reconcileAppProject, isOwnApply };
 }
