@@ -120,15 +120,21 @@ function topStatements(
   return out;
 }
 
-async function peakRss(pid: number | undefined): Promise<number | undefined> {
+async function procStatusMb(pid: number | undefined, field: 'VmHWM' | 'VmRSS'): Promise<number | undefined> {
   if (!pid) return undefined;
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1]);
+  const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]);
   return Math.round(kb / 1024);
 }
+const peakRss = (pid: number | undefined) => procStatusMb(pid, 'VmHWM');
+const currentRss = (pid: number | undefined) => procStatusMb(pid, 'VmRSS');
 
 const system = await startSystem();
 const statementsCounted = await enableStatementStatistics(system.db);
+const rssAtReady = {
+  backend_mb: await currentRss(system.pid('backend')),
+  cluster_agent_mb: await currentRss(system.pid('cluster-agent')),
+};
 const argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
 const namespaces = Array.from({ length: NAMESPACES }, () => `bench-${randomSuffix()}`);
 const spec = (i: number) => ({
@@ -403,6 +409,11 @@ try {
   emit('peak_rss', {
     backend_mb: await peakRss(system.pid('backend')),
     cluster_agent_mb: await peakRss(system.pid('cluster-agent')),
+    rss_now: {
+      backend_mb: await currentRss(system.pid('backend')),
+      cluster_agent_mb: await currentRss(system.pid('cluster-agent')),
+    },
+    rss_at_ready_before_any_deployment: rssAtReady,
   });
 
   // BENCH_SKIP_RESTART=true keeps the first processes to the end (e.g. to CPU-profile them).

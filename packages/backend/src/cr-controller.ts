@@ -15,6 +15,7 @@ import {
   type Reconciler,
   type Registry,
   runPeriodically,
+  splitObjectKey,
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
@@ -47,13 +48,32 @@ export interface CrControllerOptions {
   logger: Logger;
   concurrency: number;
   resyncIntervalMs: number;
+  /**
+   * The periodic relist re-delivers every object; with this set, an object whose last reconcile succeeded at
+   * the same resourceVersion is left alone (nothing changed on it since), so a resync costs no database work
+   * per settled object. Explicit resyncs (`resync()`, e.g. after a lost LISTEN connection) still reconcile all.
+   */
+  skipSettledOnRelist?: boolean;
 }
 
 export function createCrController(options: CrControllerOptions): CrController {
   const { kind, db, informer, logger } = options;
+  /** Key → resourceVersion of its last reconcile that succeeded and asked for nothing more. */
+  const settled = new Map<string, string>();
+  const reconcile: Reconciler = options.skipSettledOnRelist
+    ? async (key, context) => {
+        const { namespace, name } = splitObjectKey(key);
+        const version = informer.get(namespace, name)?.metadata.resourceVersion;
+        settled.delete(key);
+        const result = await options.reconcile(key, context);
+        if (version !== undefined && !result?.requeue && result?.requeueAfter === undefined)
+          settled.set(key, version);
+        return result;
+      }
+    : options.reconcile;
   const queue = createWorkQueue({
     name: kind.kind.toLowerCase(),
-    reconcile: options.reconcile,
+    reconcile,
     concurrency: options.concurrency,
     registry: options.registry,
     logger,
@@ -62,9 +82,18 @@ export function createCrController(options: CrControllerOptions): CrController {
   const unsubscribe = [
     informer.onAdd((o) => enqueue(objectKey(o))),
     informer.onUpdate((a, b) => {
-      if (kind.needsReconcile(a, b)) enqueue(objectKey(b));
+      const key = objectKey(b);
+      if (
+        a.metadata.resourceVersion === b.metadata.resourceVersion &&
+        settled.get(key) === b.metadata.resourceVersion
+      )
+        return;
+      if (kind.needsReconcile(a, b)) enqueue(key);
     }),
-    informer.onDelete((o) => enqueue(objectKey(o))),
+    informer.onDelete((o) => {
+      settled.delete(objectKey(o));
+      enqueue(objectKey(o));
+    }),
     ...(options.watch?.(enqueue) ?? []),
   ];
   let sweeper: Periodic | undefined;

@@ -2,7 +2,12 @@
  * Makes Argo CD match the database for one application row and for one tenant's AppProject. Level-based:
  * reads the current rows every time, so it serves operations, drift repair and orphan cleanup alike.
  */
-import { getApiCrMappingOfApplication, getApplication, getManagedEnvironment } from '@gitops/db';
+import {
+  type ApplicationRow,
+  getApiCrMappingOfApplication,
+  getApplication,
+  getManagedEnvironment,
+} from '@gitops/db';
 import {
   collectionPath,
   deleteIfExists,
@@ -23,9 +28,20 @@ import {
   isUuid,
 } from '../argocd.ts';
 import { compareOwnedFields } from '../resync/owned-fields.ts';
+import { canonicalJson } from '../status/application-state.projection.ts';
 import { renderAppProject } from './app-project.render.ts';
 import { type DestinationEnvironment, renderApplication } from './application.render.ts';
 import { readTenantResources } from './tenant.queries.ts';
+
+/** The fields we own on an Argo CD object (plus deletion), to tell our changes apart from status updates. */
+export function ownedState(object: KubeObject): string {
+  return canonicalJson({
+    labels: object.metadata.labels ?? {},
+    finalizers: object.metadata.finalizers ?? [],
+    deletionTimestamp: object.metadata.deletionTimestamp ?? null,
+    spec: object.spec ?? null,
+  });
+}
 
 /** How often a pending delete is re-checked if the Application's delete event is missed. */
 const PENDING_DELETE_RECHECK_MS = 10_000;
@@ -51,6 +67,14 @@ export interface ApplicationReconciler {
     options: { signal: AbortSignal; logger: Logger; goneApplicationIds?: readonly string[] },
   ): Promise<ResourceOutcome>;
   /**
+   * True when nothing changed since this Application row was last found matching Argo CD: the same row
+   * (spec, environment, update time) and the same owned fields on the live Application. The drift resync
+   * queues only rows that are not settled, so an idle resync costs no database round trip per application.
+   */
+  isSettled(row: ApplicationRow): boolean;
+  /** The same for a tenant's AppProject: its owned fields are as they were when it was last found matching. */
+  isProjectSettled(clusterUserId: string): boolean;
+  /**
    * True (once) for the watch event of an Application exactly as our own apply left it (same
    * resourceVersion): it was just compared with its row, so it needs no second look.
    */
@@ -61,6 +85,16 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
   const { kc, db, namespace, engineInstanceId } = ctx;
   /** Tenants of Applications whose deletion is pending, to update their AppProjects once they are gone. */
   const tenantsOfPendingDeletes = new Map<string, Set<string>>();
+  /** Application id → the row and the live owned fields when they were last found matching. */
+  const settledApplications = new Map<string, { row: string; live: string }>();
+  /** Tenant → the live AppProject's owned fields when it was last found matching. */
+  const settledProjects = new Map<string, string>();
+  const rowState = (row: ApplicationRow) =>
+    canonicalJson({
+      spec: row.spec,
+      environment: row.managed_environment_id,
+      updated: row.updated_at.getTime(),
+    });
   /** Application name → resourceVersion our last apply returned (until its watch event arrives). */
   const ownApplies = new Map<string, string>();
 
@@ -95,6 +129,7 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     const desired = tenant ? renderAppProject(tenant, namespace) : undefined;
     const live = ctx.appProjects.get(namespace, name);
     if (!desired) {
+      settledProjects.delete(clusterUserId);
       // An Application still being deleted needs its project until Argo CD has pruned its resources.
       const gone = new Set(options.goneApplicationIds ?? []);
       const users = ctx.applications
@@ -120,10 +155,17 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
         options.logger.info({ appProject: name }, 'AppProject deleted: the tenant has nothing left');
       return { status: 'done', changed: deleted };
     }
-    if (!compareOwnedFields(live, desired, ['sourceRepos', 'destinations']).drifted) {
+    if (live && !compareOwnedFields(live, desired, ['sourceRepos', 'destinations']).drifted) {
+      settledProjects.set(clusterUserId, ownedState(live));
       return { status: 'done', changed: false };
     }
-    await serverSideApply(kc, desired, { fieldManager: FIELD_MANAGER, force: true, signal: options.signal });
+    settledProjects.delete(clusterUserId);
+    const applied = await serverSideApply(kc, desired, {
+      fieldManager: FIELD_MANAGER,
+      force: true,
+      signal: options.signal,
+    });
+    settledProjects.set(clusterUserId, ownedState(applied));
     options.logger.info({ appProject: name }, 'AppProject applied');
     return { status: 'done', changed: true };
   }
@@ -178,6 +220,7 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
       logger: Logger;
     },
   ): Promise<ResourceOutcome> {
+    settledApplications.delete(id);
     const row = isUuid(id) ? await getApplication(db, id) : undefined;
     if (!row || row.engine_instance_id !== engineInstanceId) return await deleteApplicationsOf(id, options);
 
@@ -207,7 +250,10 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
       };
     }
     const comparison = compareOwnedFields(live, desired, ['syncPolicy']);
-    if (!comparison.drifted) return { status: 'done', changed: project.status === 'done' && project.changed };
+    if (live && !comparison.drifted) {
+      settledApplications.set(row.id, { row: rowState(row), live: ownedState(live) });
+      return { status: 'done', changed: project.status === 'done' && project.changed };
+    }
     const applied = await serverSideApply(kc, desired, {
       fieldManager: FIELD_MANAGER,
       force: true,
@@ -215,6 +261,7 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     });
     if (comparison.unexpectedSpecFields.length === 0 && applied.metadata.resourceVersion) {
       ownApplies.set(row.name, applied.metadata.resourceVersion);
+      settledApplications.set(row.id, { row: rowState(row), live: ownedState(applied) });
     }
     if (comparison.unexpectedSpecFields.length > 0) {
       // Fields we own but do not declare, set by another manager: apply cannot remove them.
@@ -240,5 +287,18 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     return own === resourceVersion;
   }
 
-  return { reconcileApplication, reconcileAppProject, isOwnApply };
+  function isSettled(row: ApplicationRow): boolean {
+    const settled = settledApplications.get(row.id);
+    const live = settled && ctx.applications.get(namespace, row.name);
+    return live !== undefined && settled?.row === rowState(row) && settled.live === ownedState(live);
+  }
+
+  function isProjectSettled(clusterUserId: string): boolean {
+    const settled = settledProjects.get(clusterUserId);
+    if (settled === undefined) return false;
+    const live = ctx.appProjects.get(namespace, appProjectName(clusterUserId));
+    return live !== undefined && settled === ownedState(live);
+  }
+
+  return { reconcileApplication, reconcileAppProject, isOwnApply, isSettled, isProjectSettled };
 }
