@@ -23,6 +23,7 @@ import { readFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import {
   activeSessions,
+  countAutovacuumRuns,
   countDatabaseTransactions,
   countUnfinishedOperations,
   enableStatementStatistics,
@@ -374,6 +375,7 @@ try {
   const dbStats = () => countDatabaseTransactions(system.db);
   const statementsBefore = statementsCounted ? await statementCalls(system.db) : undefined;
   const apiBefore = await apiRequestCounts();
+  const autovacuumBefore = await countAutovacuumRuns(system.db);
   const dbBefore = await dbStats();
   // Once a second: transactions committed meanwhile, and who holds one open right now (finds the bursts).
   const idleSlices: { transactions: number; open: Record<string, number> }[] = [];
@@ -404,6 +406,8 @@ try {
     note: "apiserver_request_total deltas for the whole API server (includes this script's 2 metric scrapes); api_writes_per_s leaves out kube-controller-manager's leader lease (PUT leases)",
     db_transactions_per_s: round2(idleSlices.reduce((sum, x) => sum + x.transactions, 0) / IDLE_SECONDS),
     db_statements_per_s: statements,
+    // Autovacuum's transactions count in pg_stat_database but are not ours (pg_stat_statements leaves them out).
+    autovacuum_runs: (await countAutovacuumRuns(system.db)) - autovacuumBefore,
     db_busiest_seconds: [...idleSlices].sort((x, y) => y.transactions - x.transactions).slice(0, 3),
   });
   emit('peak_rss', {

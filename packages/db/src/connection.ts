@@ -105,3 +105,12 @@ export async function activeSessions(db: Kysely<Database>): Promise<Record<strin
     group by 1`.execute(db);
   return Object.fromEntries(result.rows.map((r) => [r.who, Number(r.n)]));
 }
+
+/** Benchmarks only: autovacuum and autoanalyze runs on this database's tables (catalogs included) so far. */
+export async function countAutovacuumRuns(db: Kysely<Database>): Promise<number> {
+  const result = await sql<{ runs: string }>`
+    select coalesce(sum(autovacuum_count + autoanalyze_count), 0) as runs from pg_stat_all_tables`.execute(
+    db,
+  );
+  return Number(result.rows[0]?.runs ?? 0);
+}
