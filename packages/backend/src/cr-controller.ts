@@ -54,6 +54,12 @@ export interface CrControllerOptions {
    * per settled object. Explicit resyncs (`resync()`, e.g. after a lost LISTEN connection) still reconcile all.
    */
   skipSettledOnRelist?: boolean;
+  /**
+   * Queue the owner only when its operation finished (Completed or Failed), not for Waiting ↔ In_Progress:
+   * for kinds whose reconcile reads nothing but the outcome, the other transitions are a reconcile that
+   * finds nothing new (one per operation; at 10,000 deployments a backlog in front of new objects).
+   */
+  ownerOnlyWhenFinished?: boolean;
 }
 
 export function createCrController(options: CrControllerOptions): CrController {
@@ -104,6 +110,7 @@ export function createCrController(options: CrControllerOptions): CrController {
   };
   async function onOperationStateChanged(operationId: string, reads?: NotificationReads) {
     const operation = await (reads ? reads.operation() : getOperation(db, operationId));
+    if (options.ownerOnlyWhenFinished && operation && !operation.finished_at) return;
     const key = ownerKeyOf(operation, kind.kind);
     if (key) enqueue(key);
   }

@@ -30,6 +30,8 @@ export function createGitOpsDeploymentFeature(
     concurrency: ctx.config.maxConcurrentReconciles,
     resyncIntervalMs: ctx.config.resyncIntervalMs,
     skipSettledOnRelist: true,
+    // The reconcile reads only whether the application's operations are pending or how the last one ended.
+    ownerOnlyWhenFinished: true,
     reconcile: createGitOpsDeploymentReconciler({
       db: ctx.db,
       kc: ctx.kc,
