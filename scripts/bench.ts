@@ -14,7 +14,7 @@ if (files.length === 0)
   for await (const f of glob('e2e/bench/*.bench.ts', { cwd: repoRoot })) files.push(resolve(repoRoot, f));
 
 const [postgres, controlPlane] = await Promise.all([
-  startPostgres({ forceEmbedded: !process.env.DATABASE_URL }),
+  startPostgres({ forceEmbedded: !process.env.DATABASE_URL, statementStatistics: true }),
   startControlPlane({ log: (l) => (l.startsWith('[') ? undefined : say(l)) }),
 ]);
 const teardown = async () => {

@@ -28,6 +28,7 @@ import {
   PAUSE_IMAGE,
   type PostgresServer,
   repoRoot,
+  SERVICE_NODE_FLAGS,
   startArgoCd,
   startCloudServicesApi,
   startCluster,
@@ -211,7 +212,7 @@ try {
     const service = startProcess(
       name,
       process.execPath,
-      [join(repoRoot, 'packages', name, 'src', 'main.ts')],
+      [...SERVICE_NODE_FLAGS, join(repoRoot, 'packages', name, 'src', 'main.ts')],
       {
         env: { ...common, ...(name === 'rhoas-operator' ? rhoasEnv : {}), HTTP_PORT: String(ports[name]) },
         onLine: (line) => process.stdout.write(`[${name}] ${line}\n`),

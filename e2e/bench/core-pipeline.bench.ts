@@ -1,35 +1,64 @@
 /**
- * Core pipeline benchmark (issue: 1,000 GitOpsDeployments over 100 namespaces, the test playing Argo CD).
- * Run through `pnpm bench` (scripts/bench.ts starts PostgreSQL and the control plane). Prints JSON lines:
- *   create_to_application   latency p50/p99 from POST GitOpsDeployment to the Application existing, and throughput
+ * Core pipeline benchmark (issue 14; docs/performance.md). Run through `pnpm bench` (scripts/bench.ts starts
+ * PostgreSQL and the control plane); the test plays Argo CD. Prints JSON lines:
+ *   api_server_ceiling      the API server's own create rate for GitOpsDeployments at the same concurrency,
+ *                           objects no controller watches (another backend shard's label): the ceiling
+ *   create_to_application   latency p50/p99 from POST GitOpsDeployment to the Application existing, and
+ *                           throughput (also as a ratio to the ceiling)
+ *   cost_per_deployment     API writes (apiserver_request_total by verb and resource) and DB transactions
+ *                           (pg_stat_database) per deployment of that run, until every operation is terminal
+ *   paced_create            create→Application latency at a fixed client rate (50/s: no queueing)
  *   status_propagation      latency p50/p99 from Argo CD writing Application status to the GitOpsDeployment showing it
- *   idle                    API requests/s (by verb) and DB transactions/s while nothing changes
+ *   idle                    API requests/s (by verb) and DB transactions/s while nothing changes, with the
+ *                           tables read and written meanwhile
  *   peak_rss                VmHWM of the backend and the agent
  *   restart_to_converged    both processes SIGKILLed and restarted with N deployments present
+ * Scale: BENCH_SCALE=10k is 10,000 deployments over 1,000 namespaces; the default is 1,000 over 100;
+ * BENCH_DEPLOYMENTS / BENCH_NAMESPACES override either.
  * Method: the client creates deployments with a bounded number in flight; arrival times come from informers
  * (watch events), so the figures include watch delivery, which is what a user sees.
  */
 
 import { readFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
-import { countDatabaseTransactions, countUnfinishedOperations } from '@gitops/db';
+import {
+  activeSessions,
+  countAutovacuumRuns,
+  countDatabaseTransactions,
+  countUnfinishedOperations,
+  enableStatementStatistics,
+  statementCalls,
+} from '@gitops/db';
 import { kubeRequest as rawKubeRequest } from '@gitops/local-env';
 import { createInformer, createMetricsRegistry, createSilentLogger, type KubeObject } from '@gitops/shared';
 import { playArgoCd } from '../fixture/argo-cd-actor.ts';
-import { create, paths, remove } from '../fixture/kube.ts';
+import { create, createGitOpsDeployment, list, paths, remove } from '../fixture/kube.ts';
 import { randomSuffix, startSystem } from '../fixture/system.ts';
 
-const DEPLOYMENTS = Number(process.env.BENCH_DEPLOYMENTS ?? 1000);
-const NAMESPACES = Number(process.env.BENCH_NAMESPACES ?? 100);
+const SCALES: Record<string, { deployments: number; namespaces: number }> = {
+  '1k': { deployments: 1000, namespaces: 100 },
+  '10k': { deployments: 10_000, namespaces: 1000 },
+};
+const scale = SCALES[process.env.BENCH_SCALE ?? '1k'];
+if (!scale) throw new Error(`BENCH_SCALE must be one of ${Object.keys(SCALES).join(', ')}`);
+const DEPLOYMENTS = Number(process.env.BENCH_DEPLOYMENTS ?? scale.deployments);
+const NAMESPACES = Number(process.env.BENCH_NAMESPACES ?? scale.namespaces);
 const IN_FLIGHT = Number(process.env.BENCH_IN_FLIGHT ?? 32);
 const STATUS_SAMPLES = Number(process.env.BENCH_STATUS_SAMPLES ?? 100);
 const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 30);
+const PACED_RATE = Number(process.env.BENCH_PACED_RATE ?? 50);
+const PACED_DEPLOYMENTS = Number(process.env.BENCH_PACED_DEPLOYMENTS ?? 500);
 const cores = cpus().length;
+/** Label that assigns a GitOpsDeployment to one backend shard; the ceiling uses a shard nobody serves. */
+const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 
 const emit = (figure: string, values: Record<string, unknown>) =>
   process.stdout.write(
     `${JSON.stringify({ figure, cores, deployments: DEPLOYMENTS, namespaces: NAMESPACES, ...values })}\n`,
   );
+const round1 = (n: number) => Math.round(n * 10) / 10;
+const round2 = (n: number) => Math.round(n * 100) / 100;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -60,20 +89,88 @@ async function apiRequestCounts(): Promise<Map<string, number>> {
   return counts;
 }
 
-async function peakRss(pid: number | undefined): Promise<number | undefined> {
-  if (!pid) return undefined;
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1]);
-  return Math.round(kb / 1024);
+const isWrite = (key: string) => /^(POST|PUT|PATCH|DELETE|DELETECOLLECTION|APPLY|CREATE|UPDATE)\b/.test(key);
+
+/** Counter deltas between two scrapes, only the ones that moved. */
+function deltas(before: Map<string, number>, after: Map<string, number>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [key, value] of after) {
+    const delta = value - (before.get(key) ?? 0);
+    if (delta > 0) out.set(key, delta);
+  }
+  return out;
 }
 
+/** The statements run between two pg_stat_statements reads, most frequent first, per `unit`; this script's own left out. */
+function topStatements(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  unit: number,
+  limit: number,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  const moved = [...deltas(before, after)]
+    .filter(([query]) => !/pg_stat_statements|pg_stat_database|count\(\*\)/.test(query))
+    .sort((x, y) => y[1] - x[1]);
+  let rest = 0;
+  for (const [i, [query, calls]] of moved.entries()) {
+    if (i < limit) out[query.slice(0, 160)] = round2(calls / unit);
+    else rest += calls;
+  }
+  if (rest > 0) out['(all others)'] = round2(rest / unit);
+  return out;
+}
+
+async function procStatusMb(pid: number | undefined, field: 'VmHWM' | 'VmRSS'): Promise<number | undefined> {
+  if (!pid) return undefined;
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]);
+  return Math.round(kb / 1024);
+}
+const peakRss = (pid: number | undefined) => procStatusMb(pid, 'VmHWM');
+const currentRss = (pid: number | undefined) => procStatusMb(pid, 'VmRSS');
+
 const system = await startSystem();
+const statementsCounted = await enableStatementStatistics(system.db);
+const rssAtReady = {
+  backend_mb: await currentRss(system.pid('backend')),
+  cluster_agent_mb: await currentRss(system.pid('cluster-agent')),
+};
 const argoCd = await playArgoCd(system.kc, system.argoCdNamespace);
 const namespaces = Array.from({ length: NAMESPACES }, () => `bench-${randomSuffix()}`);
+const spec = (i: number) => ({
+  source: { repoURL: `https://github.com/bench/repo-${i % 10}`, path: `apps/${i}` },
+  type: 'automated' as const,
+});
 try {
   await pool(namespaces, 8, async (name) => {
     await create(system.kc, '/api/v1/namespaces', { metadata: { name } });
   });
+
+  // The ceiling: the same client creating the same kind at the same concurrency into the same namespaces,
+  // labelled for a backend shard no process serves, so no controller receives them (watches are filtered by
+  // the API server). The system is running and idle meanwhile. The objects are deleted again afterwards.
+  const ceilingShard = `ceiling-${randomSuffix()}`;
+  const ceilingItems = Array.from({ length: DEPLOYMENTS }, (_, i) => i);
+  const ceilingStart = performance.now();
+  await pool(ceilingItems, IN_FLIGHT, async (i) => {
+    await createGitOpsDeployment(system.kc, namespaces[i % NAMESPACES] as string, `ceiling-${i}`, spec(i), {
+      labels: { [BACKEND_SHARD_LABEL]: ceilingShard },
+    });
+  });
+  const ceilingRate = DEPLOYMENTS / ((performance.now() - ceilingStart) / 1000);
+  emit('api_server_ceiling', {
+    method: `POST GitOpsDeployment, ${IN_FLIGHT} in flight, shard label no backend serves (nothing watches them)`,
+    create_rate_per_s: round1(ceilingRate),
+  });
+  await pool(namespaces, 8, async (ns) => {
+    await rawKubeRequest(
+      JSON.parse(process.env.BENCH_APISERVER_ENDPOINT ?? '{}'),
+      'DELETE',
+      `${paths.gitopsDeployments(ns)}?labelSelector=${encodeURIComponent(`${BACKEND_SHARD_LABEL}=${ceilingShard}`)}`,
+    );
+  });
+  const ratio = (rate: number) => round2(rate / ceilingRate);
 
   // Arrival of Applications, seen through a watch.
   const appSeen = new Map<string, number>();
@@ -84,44 +181,119 @@ try {
     registry: createMetricsRegistry({ defaultMetrics: false }),
     logger: createSilentLogger(),
   });
-  let allArrived: () => void = () => {};
-  const arrived = new Promise<void>((r) => {
-    allArrived = r;
-  });
+  const waiters: { count: number; resolve: () => void }[] = [];
   apps.onAdd((app) => {
     if (!appSeen.has(app.metadata.name)) appSeen.set(app.metadata.name, performance.now());
-    if (appSeen.size >= DEPLOYMENTS) allArrived();
+    for (const w of waiters) if (appSeen.size >= w.count) w.resolve();
   });
+  const appsSeenAtLeast = (count: number) =>
+    new Promise<void>((resolve) => {
+      if (appSeen.size >= count) resolve();
+      else waiters.push({ count, resolve });
+    });
   apps.start();
   await apps.waitForSync();
 
   const createdAt = new Map<string, number>();
   const uids: { namespace: string; name: string; app: string }[] = [];
+  const createOne = async (i: number, prefix: string) => {
+    const namespace = namespaces[i % NAMESPACES] as string;
+    const name = `${prefix}-${i}`;
+    const t = performance.now();
+    const gd = await system.createGitOpsDeployment(namespace, name, spec(i));
+    const app = `gitopsdepl-${gd.metadata.uid}`;
+    createdAt.set(app, t);
+    return { namespace, name, app };
+  };
+
+  /** Until every operation is terminal and no Operation CR is left: the work of the creates is done. */
+  const settled = async () => {
+    for (;;) {
+      const unfinished = await countUnfinishedOperations(system.db);
+      const crs = unfinished === 0 ? await list(system.kc, paths.operations(system.argoCdNamespace)) : [1];
+      if (unfinished === 0 && crs.length === 0) return;
+      await sleep(200);
+    }
+  };
+
+  const statementsBeforeCreate = statementsCounted ? await statementCalls(system.db) : undefined;
+  const apiBeforeCreate = await apiRequestCounts();
+  const dbBeforeCreate = await countDatabaseTransactions(system.db);
   const items = Array.from({ length: DEPLOYMENTS }, (_, i) => i);
   const start = performance.now();
   await pool(items, IN_FLIGHT, async (i) => {
-    const namespace = namespaces[i % NAMESPACES] as string;
-    const name = `app-${i}`;
-    const t = performance.now();
-    const gd = await system.createGitOpsDeployment(namespace, name, {
-      source: { repoURL: `https://github.com/bench/repo-${i % 10}`, path: `apps/${i}` },
-      type: 'automated',
-    });
-    const app = `gitopsdepl-${gd.metadata.uid}`;
-    createdAt.set(app, t);
-    uids.push({ namespace, name, app });
+    uids.push(await createOne(i, 'app'));
   });
   const createdAll = performance.now();
-  await arrived;
+  await appsSeenAtLeast(DEPLOYMENTS);
   const end = Math.max(...appSeen.values());
   const latencies = [...createdAt].map(([app, t]) => (appSeen.get(app) ?? Number.NaN) - t);
+  const clientRate = DEPLOYMENTS / ((createdAll - start) / 1000);
+  const throughput = DEPLOYMENTS / ((end - start) / 1000);
   emit('create_to_application', {
+    in_flight: IN_FLIGHT,
     p50_ms: Math.round(percentile(latencies, 50)),
     p99_ms: Math.round(percentile(latencies, 99)),
     max_ms: Math.round(Math.max(...latencies)),
-    client_create_rate_per_s: Math.round((DEPLOYMENTS / (createdAll - start)) * 1000 * 10) / 10,
-    throughput_per_s: Math.round((DEPLOYMENTS / (end - start)) * 1000 * 10) / 10,
+    client_create_rate_per_s: round1(clientRate),
+    client_create_rate_to_ceiling: ratio(clientRate),
+    throughput_per_s: round1(throughput),
+    throughput_to_ceiling: ratio(throughput),
   });
+
+  await settled();
+  await sleep(3000); // follow-up reconciles (owner re-enqueued by the operation's state change)
+  const apiCreate = deltas(apiBeforeCreate, await apiRequestCounts());
+  const dbCreate = (await countDatabaseTransactions(system.db)) - dbBeforeCreate;
+  const statementsCreate = statementsBeforeCreate
+    ? topStatements(statementsBeforeCreate, await statementCalls(system.db), DEPLOYMENTS, 25)
+    : {};
+  const writesByResource: Record<string, number> = {};
+  let systemWrites = 0;
+  for (const [key, value] of apiCreate) {
+    if (!isWrite(key)) continue;
+    writesByResource[key] = round2(value / DEPLOYMENTS);
+    // The client's own creates and kube-controller-manager's leader lease are not the system's work.
+    if (key !== 'POST gitopsdeployments' && key !== 'PUT leases') systemWrites += value;
+  }
+  emit('cost_per_deployment', {
+    method:
+      'apiserver_request_total and pg_stat_database (xact_commit + xact_rollback) deltas from the first create until every operation is terminal, no Operation CR is left, and 3 s more; divided by the deployments',
+    api_writes_per_deployment: round2(systemWrites / DEPLOYMENTS),
+    api_writes_by_verb_and_resource: writesByResource,
+    api_reads_per_deployment: round2(
+      [...apiCreate].filter(([key]) => !isWrite(key)).reduce((sum, [, v]) => sum + v, 0) / DEPLOYMENTS,
+    ),
+    db_transactions_per_deployment: round2(dbCreate / DEPLOYMENTS),
+    db_statements_per_deployment: round2(Object.values(statementsCreate).reduce((sum, v) => sum + v, 0)),
+    db_top_statements_per_deployment: statementsCreate,
+  });
+
+  // Latency without queueing: a fixed client rate (open loop: each create starts at its time).
+  if (PACED_DEPLOYMENTS > 0) {
+    const pacedApps: string[] = [];
+    const pacedStart = performance.now();
+    await Promise.all(
+      Array.from({ length: PACED_DEPLOYMENTS }, async (_, k) => {
+        const due = pacedStart + (k * 1000) / PACED_RATE;
+        await sleep(Math.max(0, due - performance.now()));
+        pacedApps.push((await createOne(DEPLOYMENTS + k, 'paced')).app);
+      }),
+    );
+    const pacedCreated = performance.now();
+    await appsSeenAtLeast(DEPLOYMENTS + PACED_DEPLOYMENTS);
+    const paced = pacedApps.map((app) => (appSeen.get(app) ?? Number.NaN) - (createdAt.get(app) ?? 0));
+    emit('paced_create', {
+      target_rate_per_s: PACED_RATE,
+      achieved_client_rate_per_s: round1(PACED_DEPLOYMENTS / ((pacedCreated - pacedStart) / 1000)),
+      created: PACED_DEPLOYMENTS,
+      present_before: DEPLOYMENTS,
+      p50_ms: Math.round(percentile(paced, 50)),
+      p99_ms: Math.round(percentile(paced, 99)),
+      max_ms: Math.round(Math.max(...paced)),
+    });
+    await settled();
+  }
 
   // Status propagation: Argo CD (the test) writes a new revision; wait for it on the GitOpsDeployment.
   const statusSeen = new Map<string, number>();
@@ -199,31 +371,53 @@ try {
 
   // Idle: nothing changes for IDLE_SECONDS; count what the two processes still do.
   // Let the work caused by the status burst drain first (the burst alone is ~100 status patches).
-  await new Promise((r) => setTimeout(r, 20_000));
+  await sleep(20_000);
   const dbStats = () => countDatabaseTransactions(system.db);
+  const statementsBefore = statementsCounted ? await statementCalls(system.db) : undefined;
   const apiBefore = await apiRequestCounts();
+  const autovacuumBefore = await countAutovacuumRuns(system.db);
   const dbBefore = await dbStats();
-  await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
-  const apiAfter = await apiRequestCounts();
-  const dbAfter = await dbStats();
-  const perVerb: Record<string, number> = {};
-  for (const [verb, value] of apiAfter) {
-    const delta = value - (apiBefore.get(verb) ?? 0);
-    if (delta > 0) perVerb[verb] = Math.round((delta / IDLE_SECONDS) * 100) / 100;
+  // Once a second: transactions committed meanwhile, and who holds one open right now (finds the bursts).
+  const idleSlices: { transactions: number; open: Record<string, number> }[] = [];
+  let previous = dbBefore;
+  for (let second = 0; second < IDLE_SECONDS; second++) {
+    await sleep(1000);
+    const open = await activeSessions(system.db);
+    const now = await dbStats();
+    idleSlices.push({ transactions: now - previous - 2, open });
+    previous = now;
   }
+  const apiAfter = await apiRequestCounts();
+  const statementsAfter = statementsCounted ? await statementCalls(system.db) : undefined;
+  const perVerb: Record<string, number> = {};
+  for (const [key, delta] of deltas(apiBefore, apiAfter)) perVerb[key] = round2(delta / IDLE_SECONDS);
   const writes = Object.entries(perVerb)
-    .filter(([key]) => /^(POST|PUT|PATCH|DELETE)\b/.test(key))
+    .filter(([key]) => isWrite(key) && key !== 'PUT leases')
     .reduce((sum, [, value]) => sum + value, 0);
+  // What the database ran meanwhile (pg_stat_statements; this script's own counting queries excluded).
+  const statements =
+    statementsBefore && statementsAfter
+      ? topStatements(statementsBefore, statementsAfter, IDLE_SECONDS, 10)
+      : {};
   emit('idle', {
     seconds: IDLE_SECONDS,
     api_requests_per_s_by_verb_and_resource: perVerb,
-    api_writes_per_s: writes,
-    note: "apiserver_request_total deltas for the whole API server (includes this script's 2 metric scrapes and kube-controller-manager)",
-    db_transactions_per_s: Math.round(((dbAfter - dbBefore - 2) / IDLE_SECONDS) * 100) / 100,
+    api_writes_per_s: round2(writes),
+    note: "apiserver_request_total deltas for the whole API server (includes this script's 2 metric scrapes); api_writes_per_s leaves out kube-controller-manager's leader lease (PUT leases)",
+    db_transactions_per_s: round2(idleSlices.reduce((sum, x) => sum + x.transactions, 0) / IDLE_SECONDS),
+    db_statements_per_s: statements,
+    // Autovacuum's transactions count in pg_stat_database but are not ours (pg_stat_statements leaves them out).
+    autovacuum_runs: (await countAutovacuumRuns(system.db)) - autovacuumBefore,
+    db_busiest_seconds: [...idleSlices].sort((x, y) => y.transactions - x.transactions).slice(0, 3),
   });
   emit('peak_rss', {
     backend_mb: await peakRss(system.pid('backend')),
     cluster_agent_mb: await peakRss(system.pid('cluster-agent')),
+    rss_now: {
+      backend_mb: await currentRss(system.pid('backend')),
+      cluster_agent_mb: await currentRss(system.pid('cluster-agent')),
+    },
+    rss_at_ready_before_any_deployment: rssAtReady,
   });
 
   // BENCH_SKIP_RESTART=true keeps the first processes to the end (e.g. to CPU-profile them).

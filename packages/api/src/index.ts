@@ -258,6 +258,11 @@ export const SecretKey = {
 export const Label = {
   /** On every Argo CD object we own: the id of the database row it was produced from. */
   DatabaseId: 'managed-gitops.redhat.com/database-id',
+  /**
+   * On an Operation CR: its operation id, so the agent deletes the CRs of many finished operations with one
+   * DELETECOLLECTION request (label selector `in (...)`).
+   */
+  OperationId: 'managed-gitops.redhat.com/operation-id',
   /** Argo CD's label that marks a Secret as a cluster or repository Secret (values: {@link ArgoCDSecretType}). */
   ArgoCDSecretType: 'argocd.argoproj.io/secret-type',
 } as const;

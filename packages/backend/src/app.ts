@@ -14,12 +14,14 @@ import {
   createSealer,
   type Database,
   type EngineInstanceRow,
+  getOperation,
   type Listener,
   listen,
   MigrationFailedError,
   migrateToLatest,
   NOTIFICATION_CHANNELS,
   type Notification,
+  type OperationRow,
   type Sealer,
 } from '@gitops/db';
 import {
@@ -37,7 +39,12 @@ import {
   type Registry,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { type BackendFeature, createBackendContext, type NotificationChannel } from './backend-feature.ts';
+import {
+  type BackendFeature,
+  createBackendContext,
+  type NotificationChannel,
+  type NotificationReads,
+} from './backend-feature.ts';
 import { BACKEND_SHARD_LABEL, type BackendConfig, shardSelector } from './config.ts';
 import { registerEngineInstance } from './engine-instance.ts';
 import {
@@ -148,7 +155,9 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const onNotification = async ({ channel, payload }: Notification) => {
     const key = channelOf.get(channel);
     if (!key) return;
-    for (const feature of features) await feature.notifications?.[key]?.(payload);
+    let operation: Promise<OperationRow | undefined> | undefined;
+    const reads: NotificationReads = { operation: () => (operation ??= getOperation(db, payload)) };
+    for (const feature of features) await feature.notifications?.[key]?.(payload, reads);
   };
 
   let listener: Listener | undefined;

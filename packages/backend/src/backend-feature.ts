@@ -3,7 +3,7 @@
  * @gitops/shared): the handlers it runs when a database notification arrives. `app.ts` builds one
  * context, a list of features, and routes each notification to the features that handle its channel.
  */
-import type { Database, EngineInstanceRow, NOTIFICATION_CHANNELS, Sealer } from '@gitops/db';
+import type { Database, EngineInstanceRow, NOTIFICATION_CHANNELS, OperationRow, Sealer } from '@gitops/db';
 import {
   createInformer,
   type EventRecorder,
@@ -20,9 +20,19 @@ import type { LabelSelector } from './label-selector.ts';
 
 export type NotificationChannel = keyof typeof NOTIFICATION_CHANNELS;
 
+/**
+ * Reads of one notification's row shared by every feature that handles it: the first call queries, the
+ * others reuse the answer (several controllers look at one operation; one database round trip, not one each).
+ */
+export interface NotificationReads {
+  operation(): Promise<OperationRow | undefined>;
+}
+
 export interface BackendFeature extends Feature {
   /** The handler table: what the feature does with the payload of each channel it listens to. */
-  readonly notifications?: Partial<Record<NotificationChannel, (payload: string) => Promise<void> | void>>;
+  readonly notifications?: Partial<
+    Record<NotificationChannel, (payload: string, reads: NotificationReads) => Promise<void> | void>
+  >;
 }
 
 export interface BackendContext {

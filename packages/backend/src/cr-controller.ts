@@ -15,10 +15,11 @@ import {
   type Reconciler,
   type Registry,
   runPeriodically,
+  splitObjectKey,
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import type { BackendFeature } from './backend-feature.ts';
+import type { BackendFeature, NotificationReads } from './backend-feature.ts';
 import type { CrKindDescriptor } from './kinds.ts';
 import { enqueueMappingsMissingFromCache, ownerKeyOf } from './orphan-sweep.ts';
 
@@ -31,7 +32,7 @@ export interface CrController extends BackendFeature {
   /** Enqueues the names of mappings whose CR incarnation is not in the cache. Returns how many. */
   sweepOrphans(): Promise<number>;
   /** An operation changed state: the CR of this kind that owns it (if any) is reconciled. */
-  onOperationStateChanged(operationId: string): Promise<void>;
+  onOperationStateChanged(operationId: string, reads?: NotificationReads): Promise<void>;
 }
 
 export interface CrControllerOptions {
@@ -47,13 +48,38 @@ export interface CrControllerOptions {
   logger: Logger;
   concurrency: number;
   resyncIntervalMs: number;
+  /**
+   * The periodic relist re-delivers every object; with this set, an object whose last reconcile succeeded at
+   * the same resourceVersion is left alone (nothing changed on it since), so a resync costs no database work
+   * per settled object. Explicit resyncs (`resync()`, e.g. after a lost LISTEN connection) still reconcile all.
+   */
+  skipSettledOnRelist?: boolean;
+  /**
+   * Queue the owner only when its operation finished (Completed or Failed), not for Waiting ↔ In_Progress:
+   * for kinds whose reconcile reads nothing but the outcome, the other transitions are a reconcile that
+   * finds nothing new (one per operation; at 10,000 deployments a backlog in front of new objects).
+   */
+  ownerOnlyWhenFinished?: boolean;
 }
 
 export function createCrController(options: CrControllerOptions): CrController {
   const { kind, db, informer, logger } = options;
+  /** Key → resourceVersion of its last reconcile that succeeded and asked for nothing more. */
+  const settled = new Map<string, string>();
+  const reconcile: Reconciler = options.skipSettledOnRelist
+    ? async (key, context) => {
+        const { namespace, name } = splitObjectKey(key);
+        const version = informer.get(namespace, name)?.metadata.resourceVersion;
+        settled.delete(key);
+        const result = await options.reconcile(key, context);
+        if (version !== undefined && !result?.requeue && result?.requeueAfter === undefined)
+          settled.set(key, version);
+        return result;
+      }
+    : options.reconcile;
   const queue = createWorkQueue({
     name: kind.kind.toLowerCase(),
-    reconcile: options.reconcile,
+    reconcile,
     concurrency: options.concurrency,
     registry: options.registry,
     logger,
@@ -62,9 +88,18 @@ export function createCrController(options: CrControllerOptions): CrController {
   const unsubscribe = [
     informer.onAdd((o) => enqueue(objectKey(o))),
     informer.onUpdate((a, b) => {
-      if (kind.needsReconcile(a, b)) enqueue(objectKey(b));
+      const key = objectKey(b);
+      if (
+        a.metadata.resourceVersion === b.metadata.resourceVersion &&
+        settled.get(key) === b.metadata.resourceVersion
+      )
+        return;
+      if (kind.needsReconcile(a, b)) enqueue(key);
     }),
-    informer.onDelete((o) => enqueue(objectKey(o))),
+    informer.onDelete((o) => {
+      settled.delete(objectKey(o));
+      enqueue(objectKey(o));
+    }),
     ...(options.watch?.(enqueue) ?? []),
   ];
   let sweeper: Periodic | undefined;
@@ -73,8 +108,10 @@ export function createCrController(options: CrControllerOptions): CrController {
   const enqueueAll = () => {
     for (const object of informer.list()) enqueue(objectKey(object));
   };
-  async function onOperationStateChanged(operationId: string) {
-    const key = ownerKeyOf(await getOperation(db, operationId), kind.kind);
+  async function onOperationStateChanged(operationId: string, reads?: NotificationReads) {
+    const operation = await (reads ? reads.operation() : getOperation(db, operationId));
+    if (options.ownerOnlyWhenFinished && operation && !operation.finished_at) return;
+    const key = ownerKeyOf(operation, kind.kind);
     if (key) enqueue(key);
   }
 

@@ -71,3 +71,46 @@ export async function countDatabaseTransactions(db: Kysely<Database>): Promise<n
     from pg_stat_database where datname = current_database()`.execute(db);
   return Number(result.rows[0]?.commits ?? 0) + Number(result.rows[0]?.rollbacks ?? 0);
 }
+
+/**
+ * Benchmarks only: turns on per-statement counting for this database (pg_stat_statements; the server must
+ * preload it, see `startPostgres({ statementStatistics: true })` in @gitops/local-env). False when unavailable.
+ */
+export async function enableStatementStatistics(db: Kysely<Database>): Promise<boolean> {
+  try {
+    await sql`create extension if not exists pg_stat_statements`.execute(db);
+    await sql`select count(*) from pg_stat_statements`.execute(db);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Benchmarks only: calls per normalised statement of this database so far (pg_stat_statements). */
+export async function statementCalls(db: Kysely<Database>): Promise<Map<string, number>> {
+  const result = await sql<{ query: string; calls: string }>`
+    select query, sum(calls) as calls from pg_stat_statements
+    where dbid = (select oid from pg_database where datname = current_database())
+    group by query`.execute(db);
+  return new Map(result.rows.map((r) => [r.query.replace(/\s+/g, ' ').trim(), Number(r.calls)]));
+}
+
+/** Benchmarks only: the other sessions on this database that are in a transaction now, by backend type and application name. */
+export async function activeSessions(db: Kysely<Database>): Promise<Record<string, number>> {
+  const result = await sql<{ who: string; n: string }>`
+    select backend_type || ':' || coalesce(nullif(application_name, ''), '-') as who, count(*) as n
+    from pg_stat_activity
+    where (datname = current_database() or backend_type like 'autovacuum%') and pid <> pg_backend_pid()
+      and xact_start is not null
+    group by 1`.execute(db);
+  return Object.fromEntries(result.rows.map((r) => [r.who, Number(r.n)]));
+}
+
+/** Benchmarks only: autovacuum and autoanalyze runs on this database's tables (catalogs included) so far. */
+export async function countAutovacuumRuns(db: Kysely<Database>): Promise<number> {
+  const result = await sql<{ runs: string }>`
+    select coalesce(sum(autovacuum_count + autoanalyze_count), 0) as runs from pg_stat_all_tables`.execute(
+    db,
+  );
+  return Number(result.rows[0]?.runs ?? 0);
+}

@@ -58,4 +58,10 @@ export {
 export { cacheDir, repoRoot } from './paths.ts';
 export { freePort, hostAddress } from './ports.ts';
 export { type PostgresOptions, type PostgresServer, startPostgres } from './postgres.ts';
-export { type ManagedProcess, type StartOptions, startProcess, waitFor } from './process.ts';
+export {
+  type ManagedProcess,
+  SERVICE_NODE_FLAGS,
+  type StartOptions,
+  startProcess,
+  waitFor,
+} from './process.ts';

@@ -23,6 +23,8 @@ export interface PostgresOptions {
    */
   podNetwork?: { address: string; subnet: string };
   log?: (line: string) => void;
+  /** Preload pg_stat_statements (benchmarks count what the database runs); embedded server only. */
+  statementStatistics?: boolean;
 }
 
 /**
@@ -69,6 +71,8 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
       '-c',
       'max_connections=300',
       ...(options.podNetwork ? ['-c', `listen_addresses=127.0.0.1,${options.podNetwork.address}`] : []),
+      // Benchmarks: count calls per statement (what the database does at rest; docs/performance.md).
+      ...(options.statementStatistics ? ['-c', 'shared_preload_libraries=pg_stat_statements'] : []),
     ],
     onLog: (message) => log(String(message).trimEnd()),
     onError: (message) => log(String(message).trimEnd()),

@@ -113,6 +113,22 @@ describe('informer against the API server', () => {
     assert.ok(!t.seen.some((entry) => entry.includes('unselected')), 'the label selector is applied');
   });
 
+  it('caches objects as the transform leaves them, for listed and watched objects alike', async () => {
+    const keepKeyA = (object: KubeObject): KubeObject => ({
+      ...object,
+      data: { a: String((object.data as Record<string, string> | undefined)?.a) },
+    });
+    await apply(configMap(namespace, 'trim-listed', { a: '1', big: 'x'.repeat(1000) }));
+    const t = recordingInformer(kc, namespace, { transform: keepKeyA });
+    informers.push(t.informer);
+    t.informer.start();
+    assert.equal(await t.informer.waitForSync(), true);
+    assert.deepEqual(t.informer.get(namespace, 'trim-listed')?.data, { a: '1' });
+    await apply(configMap(namespace, 'trim-watched', { a: '2', big: 'y'.repeat(1000) }));
+    await eventually('add of trim-watched', () => t.has('add trim-watched {"a":"2"}'));
+    assert.deepEqual(t.informer.get(namespace, 'trim-watched')?.data, { a: '2' });
+  });
+
   it('relists when the watch stays silent, and keeps delivering', async () => {
     // No object changes and no bookmark within 1 s (the API server sends bookmarks about once a minute).
     const t = recordingInformer(kc, namespace, { silentWatchTimeoutMs: 1_000 });

@@ -24,4 +24,15 @@ describe('informer helpers', () => {
     });
     assert.equal(live.metadata.managedFields.length, 1);
   });
+
+  it("strips kubectl's last-applied annotation and keeps the other annotations", () => {
+    const live = {
+      metadata: {
+        name: 'cm',
+        annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{"big":"copy"}', team: 'a' },
+      },
+    };
+    assert.deepEqual(stripManagedFields(live), { metadata: { name: 'cm', annotations: { team: 'a' } } });
+    assert.equal(Object.keys(live.metadata.annotations).length, 2);
+  });
 });

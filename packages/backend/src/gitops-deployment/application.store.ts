@@ -121,6 +121,26 @@ export type ApplyResult =
   | { change: 'created' | 'updated'; application: ApplicationRow; operation: OperationRow };
 
 /**
+ * The application row of `mapping` when it already matches `desired` (read without a transaction or lock:
+ * a reconcile that finds nothing to change writes nothing, so it needs neither). `undefined` when something
+ * differs or is missing; then `applyDesiredApplication` decides under the lock.
+ */
+export async function unchangedApplication(
+  db: Kysely<Database>,
+  mapping: ApiCrMappingRow,
+  desired: Pick<DesiredApplication, 'spec' | 'managedEnvironmentId'>,
+): Promise<ApplicationRow | undefined> {
+  if (mapping.application_id === null) return undefined;
+  const application = await getApplication(db, mapping.application_id);
+  if (!application || !jsonEqual(application.spec, desired.spec)) return undefined;
+  const environmentId =
+    desired.managedEnvironmentId ?? (await getWorkspaceEnvironment(db, application.cluster_user_id))?.id;
+  return environmentId !== undefined && application.managed_environment_id === environmentId
+    ? application
+    : undefined;
+}
+
+/**
  * Makes the application row of a live GitOpsDeployment match `desired` (Workspace target). Writes only
  * when the spec changed semantically or the destination environment differs; then announces it.
  */

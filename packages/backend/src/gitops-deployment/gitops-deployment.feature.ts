@@ -2,7 +2,8 @@
  * The GitOpsDeployment feature: its CRs (this shard) → the reconciler's work queue; operation state
  * changes (NOTIFY) → the owner's key; a slow sweep for rows whose CR is gone; and the namespace's
  * deployments again when one of its ManagedEnvironments changed (they resolve their destination anew).
- * The informer's periodic relist re-delivers every object (the level-triggered safety net).
+ * The informer's periodic relist re-delivers every object (the level-triggered safety net); ones settled at
+ * the same resourceVersion are skipped, so an idle resync costs nothing per deployment (docs/performance.md).
  */
 import { objectKey } from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
@@ -28,6 +29,9 @@ export function createGitOpsDeploymentFeature(
     logger: ctx.logger.child({ controller: 'gitopsdeployment' }),
     concurrency: ctx.config.maxConcurrentReconciles,
     resyncIntervalMs: ctx.config.resyncIntervalMs,
+    skipSettledOnRelist: true,
+    // The reconcile reads only whether the application's operations are pending or how the last one ended.
+    ownerOnlyWhenFinished: true,
     reconcile: createGitOpsDeploymentReconciler({
       db: ctx.db,
       kc: ctx.kc,

@@ -44,6 +44,7 @@ import {
   type DeletedApplication,
   deleteMappedApplications,
   findDeploymentMappings,
+  unchangedApplication,
 } from './application.store.ts';
 import { desiredApplicationSpec, parseGitOpsDeploymentSpec } from './desired-application.ts';
 import { conditionsOf, finalizersOf, isBeingDeleted } from './gitops-deployment.object.ts';
@@ -308,6 +309,15 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     );
     const existingMappings = await findDeploymentMappings(db, namespace, name);
     const ownMapping = existingMappings.find((m) => m.cr_uid === uid);
+    // Most reconciles change nothing (an operation finished, a resync): two reads instead of a transaction.
+    const unchanged =
+      ownMapping && existingMappings.length === 1
+        ? await unchangedApplication(db, ownMapping, { spec, managedEnvironmentId })
+        : undefined;
+    if (unchanged) {
+      await reportOperationOutcome(object, uid, unchanged.id, logger);
+      return;
+    }
     const tenantNamespaceUid = ownMapping?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
 
     const { deleted, result } = await db.transaction().execute(async (trx) => {
@@ -340,7 +350,17 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       );
     }
 
-    const outcome = await applicationOperationsOutcome(db, uid, result.application.id);
+    await reportOperationOutcome(object, uid, result.application.id, logger);
+  }
+
+  /** ErrorOccurred from the outcome of the application's operations (a failure shows until the next one). */
+  async function reportOperationOutcome(
+    object: KubeObject,
+    uid: string,
+    applicationId: string,
+    logger: Logger,
+  ) {
+    const outcome = await applicationOperationsOutcome(db, uid, applicationId);
     const errorState = outcome.pending
       ? ({ status: 'ok' } as const)
       : failedOperationState(outcome.lastFinished, DeploymentErrorMessage.applicationOperationFailed);

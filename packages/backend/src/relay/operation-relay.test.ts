@@ -2,11 +2,15 @@ import assert from 'node:assert/strict';
 import { test } from 'vitest';
 import { deliveryBackoffMs, operationCr } from './operation-relay.ts';
 
-test('the Operation CR is operation-<id> with spec.operationID', () => {
+test('the Operation CR is operation-<id> with spec.operationID and the id as a label', () => {
   assert.deepEqual(operationCr('0b6f3c1e-0000-4000-8000-000000000001', 'argocd'), {
     apiVersion: 'managed-gitops.redhat.com/v1alpha1',
     kind: 'Operation',
-    metadata: { name: 'operation-0b6f3c1e-0000-4000-8000-000000000001', namespace: 'argocd' },
+    metadata: {
+      name: 'operation-0b6f3c1e-0000-4000-8000-000000000001',
+      namespace: 'argocd',
+      labels: { 'managed-gitops.redhat.com/operation-id': '0b6f3c1e-0000-4000-8000-000000000001' },
+    },
     spec: { operationID: '0b6f3c1e-0000-4000-8000-000000000001' },
   });
 });

@@ -8,7 +8,7 @@
  * after the LISTEN connection is re-established. A failed creation backs off per operation
  * (`next_delivery_at`), so one bad namespace cannot hold up the others.
  */
-import { API_GROUP_VERSION, Kind, operationCrName, Plural } from '@gitops/api';
+import { API_GROUP_VERSION, Kind, Label, operationCrName, Plural } from '@gitops/api';
 import {
   type ClaimedOperation,
   claimUndeliveredOperations,
@@ -38,7 +38,7 @@ export function operationCr(operationId: string, namespace: string) {
   return {
     apiVersion: API_GROUP_VERSION,
     kind: Kind.Operation,
-    metadata: { name: operationCrName(operationId), namespace },
+    metadata: { name: operationCrName(operationId), namespace, labels: { [Label.OperationId]: operationId } },
     spec: { operationID: operationId },
   };
 }

@@ -92,7 +92,11 @@ export function createStatusFeature(
   });
   const unsubscribe = [
     informer.onAdd((o) => queue.add(objectKey(o))),
-    informer.onUpdate((_a, b) => queue.add(objectKey(b))),
+    // A periodic relist re-delivers unchanged objects: the status path is driven by NOTIFY (and by resync()
+    // after a lost LISTEN connection), so an unchanged object costs no database read here.
+    informer.onUpdate((a, b) => {
+      if (a.metadata.resourceVersion !== b.metadata.resourceVersion) queue.add(objectKey(b));
+    }),
   ];
 
   async function onApplicationStateChanged(applicationId: string) {

@@ -7,22 +7,15 @@ import { type KubeObject, type Periodic, runPeriodically } from '@gitops/shared'
 import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
 import { AgentLabel, isUuid } from '../argocd.ts';
 import { resyncOnce } from '../resync/drift.resync.ts';
-import { canonicalJson } from '../status/application-state.projection.ts';
-import { type ApplicationReconciler, createApplicationReconciler } from './application.reconciler.ts';
+import {
+  type ApplicationReconciler,
+  createApplicationReconciler,
+  ownedState,
+} from './application.reconciler.ts';
 
 export interface ApplicationFeature extends AgentFeature {
   /** The tenant's AppProject, for the features whose rows it lists (repository credentials, environments). */
   readonly reconcileAppProject: ApplicationReconciler['reconcileAppProject'];
-}
-
-/** The fields we own on an Argo CD object (plus deletion), to tell our changes apart from status updates. */
-function ownedState(object: KubeObject): string {
-  return canonicalJson({
-    labels: object.metadata.labels ?? {},
-    finalizers: object.metadata.finalizers ?? [],
-    deletionTimestamp: object.metadata.deletionTimestamp ?? null,
-    spec: object.spec ?? null,
-  });
 }
 
 export function createApplicationFeature(ctx: FeatureContext): ApplicationFeature {
@@ -33,9 +26,11 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
     const id = app.metadata.labels?.[AgentLabel.DatabaseId];
     if (isUuid(id)) ctx.enqueue('Application', id);
   };
-  applications.onAdd(applicationKey);
+  applications.onAdd((app) => {
+    if (!reconciler.isOwnApply(app)) applicationKey(app);
+  });
   applications.onUpdate((old, app) => {
-    if (ownedState(old) !== ownedState(app)) applicationKey(app);
+    if (ownedState(old) !== ownedState(app) && !reconciler.isOwnApply(app)) applicationKey(app);
   });
   applications.onDelete(applicationKey);
   const projectKey = (project: KubeObject) => {
@@ -76,6 +71,8 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
               applications,
               appProjects,
               enqueueResource: ctx.enqueue,
+              isSettled: reconciler.isSettled,
+              isProjectSettled: reconciler.isProjectSettled,
             },
             signal,
           ),

@@ -3,6 +3,7 @@
  * reads the current rows every time, so it serves operations, drift repair and orphan cleanup alike.
  */
 import {
+  type ApplicationRow,
   getApiCrMappingOfApplication,
   getApplication,
   getManagedEnvironmentWithCredentials,
@@ -29,6 +30,7 @@ import {
   isUuid,
 } from '../argocd.ts';
 import { compareOwnedFields } from '../resync/owned-fields.ts';
+import { canonicalJson } from '../status/application-state.projection.ts';
 import { renderAppProject, renderClusterAppProject } from './app-project.render.ts';
 import {
   applicationProjectName,
@@ -44,6 +46,19 @@ const PROJECT_OWNED_SPEC_FIELDS = [
   'clusterResourceWhitelist',
   'clusterResourceBlacklist',
 ] as const;
+
+/** The fields we own on an Argo CD object (plus deletion), to tell our changes apart from status updates. */
+export function ownedState(object: KubeObject): string {
+  return canonicalJson({
+    labels: object.metadata.labels ?? {},
+    finalizers: object.metadata.finalizers ?? [],
+    deletionTimestamp: object.metadata.deletionTimestamp ?? null,
+    spec: object.spec ?? null,
+  });
+}
+
+/** settledProjects' mark of a project found rightly absent. */
+const ABSENT = 'absent';
 
 /** How often a pending delete is re-checked if the Application's delete event is missed. */
 const PENDING_DELETE_RECHECK_MS = 10_000;
@@ -68,12 +83,40 @@ export interface ApplicationReconciler {
     clusterUserId: string,
     options: { signal: AbortSignal; logger: Logger; goneApplicationIds?: readonly string[] },
   ): Promise<ResourceOutcome>;
+  /**
+   * True when nothing changed since this Application row was last found matching Argo CD: the same row
+   * (spec, environment, update time) and the same owned fields on the live Application. The drift resync
+   * queues only rows that are not settled, so an idle resync costs no database round trip per application.
+   */
+  isSettled(row: ApplicationRow): boolean;
+  /** The same for a tenant's AppProject: its owned fields are as they were when it was last found matching. */
+  isProjectSettled(clusterUserId: string): boolean;
+  /**
+   * True (once) for the watch event of an Application exactly as our own apply left it (same
+   * resourceVersion): it was just compared with its row, so it needs no second look.
+   */
+  isOwnApply(application: KubeObject): boolean;
 }
 
 export function createApplicationReconciler(ctx: AgentContext): ApplicationReconciler {
   const { kc, db, namespace, engineInstanceId } = ctx;
   /** Tenants of Applications whose deletion is pending, to update their AppProjects once they are gone. */
   const tenantsOfPendingDeletes = new Map<string, Set<string>>();
+  /** Application id → the row and the live owned fields when they were last found matching. */
+  const settledApplications = new Map<string, { row: string; live: string }>();
+  /**
+   * AppProject name → its live owned fields when it was last found matching, or ABSENT when it was last found
+   * rightly absent (a tenant's cluster-resource project usually is).
+   */
+  const settledProjects = new Map<string, string>();
+  const rowState = (row: ApplicationRow) =>
+    canonicalJson({
+      spec: row.spec,
+      environment: row.managed_environment_id,
+      updated: row.updated_at.getTime(),
+    });
+  /** Application name → resourceVersion our last apply returned (until its watch event arrives). */
+  const ownApplies = new Map<string, string>();
 
   async function environmentOf(managedEnvironmentId: string | null): Promise<DestinationEnvironment> {
     if (managedEnvironmentId === null) return { kind: 'None' };
@@ -115,6 +158,9 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
   ): Promise<boolean> {
     const live = ctx.appProjects.get(namespace, name);
     if (!desired) {
+      if (!live) settledProjects.set(name, ABSENT);
+      else settledProjects.delete(name);
+      // An Application still being deleted needs its project until Argo CD has pruned its resources.
       const gone = new Set(options.goneApplicationIds ?? []);
       const users = ctx.applications
         .list(namespace)
@@ -141,8 +187,16 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     // The cluster resource lists are ours on both projects: one another manager adds to the main project
     // would open the host cluster (Argo CD does not check the destination of a cluster-scoped object).
     const comparison = compareOwnedFields(live, desired, PROJECT_OWNED_SPEC_FIELDS);
-    if (!comparison.drifted) return false;
-    await serverSideApply(kc, desired, { fieldManager: FIELD_MANAGER, force: true, signal: options.signal });
+    if (live && !comparison.drifted) {
+      settledProjects.set(name, ownedState(live));
+      return false;
+    }
+    settledProjects.delete(name);
+    const applied = await serverSideApply(kc, desired, {
+      fieldManager: FIELD_MANAGER,
+      force: true,
+      signal: options.signal,
+    });
     if (comparison.unexpectedSpecFields.length > 0) {
       await kubeRequest(kc, {
         method: HttpMethod.PATCH,
@@ -152,6 +206,9 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
         contentType: 'application/merge-patch+json',
         signal: options.signal,
       });
+    } else {
+      // Settled as applied; after the extra patch the next look settles it.
+      settledProjects.set(name, ownedState(applied));
     }
     options.logger.info({ appProject: name }, 'AppProject applied');
     return true;
@@ -228,6 +285,7 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
       logger: Logger;
     },
   ): Promise<ResourceOutcome> {
+    settledApplications.delete(id);
     const row = isUuid(id) ? await getApplication(db, id) : undefined;
     if (!row || row.engine_instance_id !== engineInstanceId) return await deleteApplicationsOf(id, options);
 
@@ -258,8 +316,19 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
       };
     }
     const comparison = compareOwnedFields(live, desired, ['syncPolicy']);
-    if (!comparison.drifted) return { status: 'done', changed: project.status === 'done' && project.changed };
-    await serverSideApply(kc, desired, { fieldManager: FIELD_MANAGER, force: true, signal: options.signal });
+    if (live && !comparison.drifted) {
+      settledApplications.set(row.id, { row: rowState(row), live: ownedState(live) });
+      return { status: 'done', changed: project.status === 'done' && project.changed };
+    }
+    const applied = await serverSideApply(kc, desired, {
+      fieldManager: FIELD_MANAGER,
+      force: true,
+      signal: options.signal,
+    });
+    if (comparison.unexpectedSpecFields.length === 0 && applied.metadata.resourceVersion) {
+      ownApplies.set(row.name, applied.metadata.resourceVersion);
+      settledApplications.set(row.id, { row: rowState(row), live: ownedState(applied) });
+    }
     if (comparison.unexpectedSpecFields.length > 0) {
       // Fields we own but do not declare, set by another manager: apply cannot remove them.
       const patch = Object.fromEntries(comparison.unexpectedSpecFields.map((field) => [field, null]));
@@ -282,5 +351,28 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     return { status: 'done', changed: true };
   }
 
-  return { reconcileApplication, reconcileAppProject };
+  function isOwnApply(application: KubeObject): boolean {
+    const { name, resourceVersion } = application.metadata;
+    const own = ownApplies.get(name);
+    if (own === undefined) return false;
+    ownApplies.delete(name);
+    return own === resourceVersion;
+  }
+
+  function isSettled(row: ApplicationRow): boolean {
+    const settled = settledApplications.get(row.id);
+    const live = settled && ctx.applications.get(namespace, row.name);
+    return live !== undefined && settled?.row === rowState(row) && settled.live === ownedState(live);
+  }
+
+  function isProjectSettled(clusterUserId: string): boolean {
+    return [appProjectName(clusterUserId), clusterAppProjectName(clusterUserId)].every((name) => {
+      const settled = settledProjects.get(name);
+      if (settled === undefined) return false;
+      const live = ctx.appProjects.get(namespace, name);
+      return settled === ABSENT ? live === undefined : live !== undefined && settled === ownedState(live);
+    });
+  }
+
+  return { reconcileApplication, reconcileAppProject, isOwnApply, isSettled, isProjectSettled };
 }

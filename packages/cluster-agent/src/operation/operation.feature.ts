@@ -51,6 +51,7 @@ export function createOperationFeature(
     maxAttempts: config.operationMaxAttempts,
     retryMaxDelayMs: config.operationRetryMaxMs,
     handle: options.handle,
+    operationCrs: operations,
   });
   const enqueueResource = (type: string, id: string) => processor.enqueue(type, id);
   const crController = createOperationCrController({

@@ -10,7 +10,7 @@
  * A key without operations (drift resync, informer events) runs the same reconcile; what it had to change is
  * counted in `drift_corrected_total{kind}`.
  */
-import { API_GROUP_VERSION, Kind, operationCrName } from '@gitops/api';
+import { API_GROUP_VERSION, Kind, Label, operationCrName, Plural } from '@gitops/api';
 import {
   completeOperation,
   type Db,
@@ -23,19 +23,28 @@ import {
 } from '@gitops/db';
 import {
   backoffDelay,
+  collectionPath,
   createWorkQueue,
   deleteIfExists,
   errorCode,
   GitOpsError,
   getOrCreateCounter,
+  HttpMethod,
+  type Informer,
   isTerminalError,
   type KubeConfig,
+  type KubeObject,
+  kubeRequest,
   type Logger,
   type Registry,
   scrubString,
   type WorkQueue,
 } from '@gitops/shared';
 import { parseResourceKey, type ResourceOutcome, resourceKey } from '../agent-context.ts';
+
+/** Operation CRs deleted by one request at most, and how long a batch collects before it is sent. */
+const CR_DELETE_BATCH = 100;
+const CR_DELETE_WINDOW_MS = 200;
 
 /** First retry delay of a failed operation; doubles per attempt up to OPERATION_RETRY_MAX_DELAY. */
 const RETRY_INITIAL_DELAY_MS = 1_000;
@@ -56,6 +65,8 @@ export interface OperationProcessorOptions {
   maxAttempts: number;
   retryMaxDelayMs: number;
   handle: ResourceHandler;
+  /** The Operation CR cache: a CR carrying its operation-id label is deleted in a batch. */
+  operationCrs?: Pick<Informer<KubeObject>, 'get'>;
 }
 
 export interface OperationProcessor {
@@ -106,13 +117,49 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
     labelNames: ['kind'],
   });
 
-  async function deleteOperationCr(operationId: string): Promise<void> {
+  async function deleteOneOperationCr(operationId: string): Promise<void> {
     try {
       await deleteIfExists(kc, operationCrRef(operationId, namespace));
     } catch (err) {
       // The Operation CR controller deletes it on its next event or relist.
       options.logger.warn({ err, operationId }, 'could not delete the Operation CR of a finished operation');
     }
+  }
+
+  /**
+   * CRs of operations finished meanwhile, deleted together: one DELETECOLLECTION request selecting their
+   * operation-id labels instead of one DELETE each (fewer API writes when many operations finish at once).
+   */
+  let batch: { ids: string[]; done: Promise<void> } | undefined;
+  async function flush(ids: readonly string[]): Promise<void> {
+    try {
+      await kubeRequest(kc, {
+        method: HttpMethod.DELETE,
+        path: collectionPath({ apiVersion: API_GROUP_VERSION, plural: Plural.Operation, namespace }),
+        query: { labelSelector: `${Label.OperationId} in (${ids.join(',')})` },
+      });
+    } catch (err) {
+      options.logger.debug({ err, operations: ids.length }, 'batched Operation CR delete failed; one by one');
+      for (const id of ids) await deleteOneOperationCr(id);
+    }
+  }
+  async function deleteOperationCr(operationId: string): Promise<void> {
+    const cached = options.operationCrs?.get(namespace, operationCrName(operationId));
+    // A CR without the label (an older relay, or not in the cache yet) is deleted by name.
+    if (cached?.metadata.labels?.[Label.OperationId] !== operationId)
+      return deleteOneOperationCr(operationId);
+    if (batch && batch.ids.length < CR_DELETE_BATCH) {
+      batch.ids.push(operationId);
+      return batch.done;
+    }
+    const ids = [operationId];
+    // The batch collects what finishes in the next CR_DELETE_WINDOW_MS; nobody waits for it (see finish).
+    const done = new Promise<void>((resolve) => setTimeout(resolve, CR_DELETE_WINDOW_MS)).then(() => {
+      if (batch?.ids === ids) batch = undefined;
+      return flush(ids);
+    });
+    batch = { ids, done };
+    return done;
   }
 
   async function finish(operation: OperationRow, state: 'Completed' | 'Failed', message: string) {
@@ -122,7 +169,9 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
         : await failOperation(db, operation.id, message);
     held.delete(operation.id);
     if (row) finished.inc({ resource_type: operation.resource_type, state });
-    await deleteOperationCr(operation.id);
+    // Not awaited: the row is final and its NOTIFY sent; the CR goes with the next batch (best effort, never
+    // throws; the Operation CR controller deletes what is left on its next event or relist).
+    void deleteOperationCr(operation.id);
   }
 
   async function recordFailure(

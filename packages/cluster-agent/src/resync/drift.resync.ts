@@ -2,8 +2,11 @@
  * The periodic drift resync (docs/data-model.md): every Argo CD object we own is compared with the
  * database. It only queues resource keys, in pages; the resource queue does the comparing (owned fields
  * only) and the fixing — missing → create, different → fix, no row → delete — and counts what it corrected.
+ * Rows and AppProjects found matching earlier and unchanged on both sides since (`isSettled`) are not
+ * queued, so an idle pass reads the rows in pages and nothing more (docs/performance.md).
  */
 import {
+  type ApplicationRow,
   type Db,
   existingApplicationIds,
   listApplicationsOfEngineInstance,
@@ -22,18 +25,28 @@ export interface DriftResyncOptions {
   applications: Informer<KubeObject>;
   appProjects: Informer<KubeObject>;
   enqueueResource(resourceType: 'Application' | 'AppProject', resourceId: string): void;
+  /** Rows found matching Argo CD and unchanged since (neither the row nor our fields of the live object). */
+  isSettled?: (row: ApplicationRow) => boolean;
+  /** The same for a tenant's AppProject (its live owned fields unchanged since it was found matching). */
+  isProjectSettled?: (clusterUserId: string) => boolean;
 }
 
 /** One full pass. Returns the number of keys queued. */
 export async function resyncOnce(options: DriftResyncOptions, signal: AbortSignal): Promise<number> {
   const { db, engineInstanceId } = options;
   let queued = 0;
+  /** Tenants with an application row that is queued: their AppProject is looked at again too. */
+  const unsettledTenants = new Set<string>();
   // Rows → their Applications (missing or different ones are fixed by the reconcile).
   let afterId: string | undefined;
   for (;;) {
     const page = await listApplicationsOfEngineInstance(db, engineInstanceId, { afterId, limit: PAGE_SIZE });
-    for (const row of page) options.enqueueResource('Application', row.id);
-    queued += page.length;
+    for (const row of page) {
+      if (options.isSettled?.(row)) continue;
+      options.enqueueResource('Application', row.id);
+      unsettledTenants.add(row.cluster_user_id);
+      queued++;
+    }
     if (page.length < PAGE_SIZE || signal.aborted) break;
     afterId = page[page.length - 1]!.id;
   }
@@ -61,8 +74,11 @@ export async function resyncOnce(options: DriftResyncOptions, signal: AbortSigna
     const tenant = project.metadata.labels?.[AgentLabel.DatabaseId];
     if (isUuid(tenant)) tenants.add(tenant);
   }
-  for (const tenant of tenants) options.enqueueResource('AppProject', tenant);
-  queued += tenants.size;
+  for (const tenant of tenants) {
+    if (!unsettledTenants.has(tenant) && options.isProjectSettled?.(tenant)) continue;
+    options.enqueueResource('AppProject', tenant);
+    queued++;
+  }
   options.logger.debug({ queued }, 'drift resync queued');
   return queued;
 }
