@@ -55,6 +55,8 @@ export interface AppStudioFixture {
     namespace: string,
     involvedName: string,
   ): Promise<{ reason: string; message: string; type: string }[]>;
+  /** A cluster-scoped DeploymentTargetClass (a unique name per test; deleted by cleanup). */
+  createClass(name: string, spec: Record<string, unknown>): Promise<KubeObject>;
   cleanup(): Promise<void>;
 }
 
@@ -66,6 +68,9 @@ export function createAppStudioFixture(): AppStudioFixture {
   const shard = `appstudio-${randomSuffix()}`;
   const labels = { [SHARD_LABEL]: shard };
   const namespaces: string[] = [];
+  const classes: string[] = [];
+  const classPath = (name?: string) =>
+    `${collectionPath(AppStudioKinds.DeploymentTargetClass.resource)}${name ? `/${name}` : ''}`;
   let featureSet: FeatureSet | undefined;
 
   const fixture: AppStudioFixture = {
@@ -86,6 +91,7 @@ export function createAppStudioFixture(): AppStudioFixture {
         shardLabels: labels,
         resyncIntervalMs: 10 * 60_000,
         concurrency: 2,
+        devSandbox: true,
         ...options,
       });
       featureSet = createFeatureSet(features.features, { logger });
@@ -169,8 +175,35 @@ export function createAppStudioFixture(): AppStudioFixture {
       })) as { items: { reason: string; message: string; type: string }[] };
       return answer.items;
     },
+    async createClass(name, spec) {
+      classes.push(name);
+      return (await kubeRequest(kc, {
+        method: HttpMethod.POST,
+        path: classPath(),
+        body: {
+          apiVersion: AppStudioKinds.DeploymentTargetClass.apiVersion,
+          kind: AppStudioKinds.DeploymentTargetClass.kind,
+          metadata: { name },
+          spec,
+        },
+      })) as KubeObject;
+    },
     async cleanup() {
       await fixture.stop();
+      for (const name of classes)
+        await kubeRequest(kc, { method: HttpMethod.DELETE, path: classPath(name) }).catch(() => {});
+      // Claims, targets and SpaceRequests keep finalizers that only the stopped features would remove.
+      for (const name of namespaces)
+        for (const kind of [
+          AppStudioKinds.DeploymentTargetClaim,
+          AppStudioKinds.DeploymentTarget,
+          AppStudioKinds.SpaceRequest,
+        ])
+          for (const o of await fixture.list(kind, name).catch(() => []))
+            if ((o.metadata.finalizers ?? []).length > 0)
+              await fixture
+                .patch(kind, name, o.metadata.name, { metadata: { finalizers: null } })
+                .catch(() => {});
       for (const name of namespaces) {
         await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${name}` }).catch(
           () => {},
