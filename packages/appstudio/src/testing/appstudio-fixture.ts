@@ -5,6 +5,7 @@
  * (writing a binding's `status.components`) and the core (writing a GitOpsDeployment's `status`).
  */
 import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import { AppStudioKinds, CoreKinds, describeKind, type KindDescriptor, Kinds } from '@gitops/api';
 import {
   collectionPath,
@@ -81,6 +82,10 @@ export function createAppStudioFixture(): AppStudioFixture {
       const logger = createLogger({
         name: 'appstudio-test',
         level: (process.env.APPSTUDIO_TEST_LOG_LEVEL ?? 'silent') as LogLevel,
+        // APPSTUDIO_TEST_LOG_FILE: the features' log in a file (vitest does not show a worker's fd 1).
+        ...(process.env.APPSTUDIO_TEST_LOG_FILE
+          ? { destination: createWriteStream(process.env.APPSTUDIO_TEST_LOG_FILE, { flags: 'a' }) }
+          : {}),
       });
       const features = createAppStudioFeatures({
         kc,
