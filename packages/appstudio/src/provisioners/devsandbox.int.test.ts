@@ -156,7 +156,10 @@ describe('devsandbox provisioner (the test plays the Dev Sandbox host operator)'
     const copy = await f.get(Kind.Secret, ns, `managed-environment-secret-${env}`);
     assert.equal(copy?.type, SecretType.ManagedEnvironment);
     assert.equal(
-      Buffer.from(String((copy?.data as Record<string, string> | undefined)?.kubeconfig), 'base64').toString(),
+      Buffer.from(
+        String((copy?.data as Record<string, string> | undefined)?.kubeconfig),
+        'base64',
+      ).toString(),
       `kubeconfig-of-${claim}-space`,
     );
     assert.equal(copy?.metadata.labels?.['appstudio.openshift.io/environment-secret'], env);
