@@ -32,7 +32,11 @@ export interface AppStudioFixture {
   readonly shard: string;
   /** Labels every object the test creates for the features carries (the shard). */
   readonly labels: Record<string, string>;
-  start(options?: Partial<AppStudioOptions>): Promise<AppStudioFeatures>;
+  /** Starts the features (`only`: just the features of these names, e.g. `appstudio-environment`). */
+  start(
+    options?: Partial<AppStudioOptions>,
+    select?: { only?: readonly string[] },
+  ): Promise<AppStudioFeatures>;
   stop(): Promise<void>;
   createNamespace(prefix?: string): Promise<string>;
   create(
@@ -78,7 +82,7 @@ export function createAppStudioFixture(): AppStudioFixture {
     kc,
     shard,
     labels,
-    async start(options = {}) {
+    async start(options = {}, select = {}) {
       const logger = createLogger({
         name: 'appstudio-test',
         level: (process.env.APPSTUDIO_TEST_LOG_LEVEL ?? 'silent') as LogLevel,
@@ -99,7 +103,10 @@ export function createAppStudioFixture(): AppStudioFixture {
         devSandbox: true,
         ...options,
       });
-      featureSet = createFeatureSet(features.features, { logger });
+      const chosen = select.only
+        ? features.features.filter((feature) => select.only?.includes(feature.name))
+        : features.features;
+      featureSet = createFeatureSet(chosen, { logger });
       featureSet.startInformers();
       if (!(await featureSet.waitForSync())) throw new Error('an informer stopped before it synced');
       featureSet.start();
