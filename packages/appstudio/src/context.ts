@@ -43,6 +43,11 @@ export interface AppStudioOptions {
   readonly devSandbox?: boolean;
   /** DEV_ONLY_IGNORE_SELFSIGNED_CERT_IN_DEPLOYMENT_TARGET: targets made from SpaceRequests skip TLS checks. */
   readonly devSandboxInsecure?: boolean;
+  /**
+   * The API server URL and CA PEM the managed-gitops.redhat.com/namespace provisioner writes into its
+   * kubeconfigs (GITOPS_NAMESPACE_PROVISIONER_API_URL / _CA_FILE); by default those of `kc`.
+   */
+  readonly namespaceProvisioner?: { apiURL?: string; caPem?: string };
 }
 
 export interface AppStudioContext extends Required<AppStudioOptions> {
@@ -63,6 +68,7 @@ export function createAppStudioContext(options: AppStudioOptions): AppStudioCont
     now: () => new Date(),
     devSandbox: false,
     devSandboxInsecure: false,
+    namespaceProvisioner: {},
     ...options,
     informer(resource, select = {}) {
       return createInformer<KubeObject>({

@@ -16,6 +16,7 @@ import {
 } from './environment/environment.feature.ts';
 import { createPromotionRunFeature } from './promotion-run/promotion-run.feature.ts';
 import { createDevSandboxProvisioner, targetKeysOfSpaceRequest } from './provisioners/devsandbox.feature.ts';
+import { createNamespaceProvisioner } from './provisioners/namespace.provisioner.ts';
 import type { Provisioner } from './provisioners/provisioner.ts';
 import { createBindingFeature } from './snapshot-environment-binding/binding.feature.ts';
 
@@ -52,7 +53,12 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
   // Classes are cluster-scoped and shared by every shard.
   const classes = ctx.informer(AppStudioKinds.DeploymentTargetClass.resource, { unsharded: true });
 
-  const provisioners: Provisioner[] = [];
+  const provisioners: Provisioner[] = [
+    createNamespaceProvisioner(ctx, {
+      apiURL: ctx.namespaceProvisioner.apiURL,
+      caPem: ctx.namespaceProvisioner.caPem,
+    }),
+  ];
   const extraFeatures: Feature[] = [];
   const spaceRequests = ctx.devSandbox ? ctx.informer(AppStudioKinds.SpaceRequest.resource) : undefined;
   if (spaceRequests) {
