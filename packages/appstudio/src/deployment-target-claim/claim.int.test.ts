@@ -168,6 +168,29 @@ describe('DeploymentTargetClaim binder and DeploymentTarget reclaimer', () => {
     );
   });
 
+  it('a claim naming a target without any credentials gets the original’s message; the target is not touched', async () => {
+    const ownClass = `test-nocreds-${suffix}`;
+    await target('empty-dt', {
+      deploymentTargetClassName: ownClass,
+      kubernetesCredentials: {
+        defaultNamespace: '',
+        apiURL: '',
+        clusterCredentialsSecret: '',
+        allowInsecureSkipTLSVerify: false,
+      },
+    });
+    await claim('wants-empty', { targetName: 'empty-dt', deploymentTargetClassName: ownClass });
+    const c = await errorCondition(
+      'claim',
+      () => getClaim('wants-empty'),
+      `DeploymentTarget does not match the specified DeploymentTargetClaim: DeploymentTarget empty-dt does not match DeploymentTargetClaim wants-empty in namespace ${ns}: DeploymentTarget does not have cluster credentials`,
+    );
+    assert.equal(statusOf(c).phase, 'Pending');
+    const dt = await getTarget('empty-dt');
+    assert.equal(specOf(dt).claimRef, undefined);
+    assert.equal(dt?.metadata.deletionTimestamp, undefined);
+  });
+
   it('a bound claim with two targets claiming it reports it and deletes nothing', async () => {
     await claim('doubly', {}, { annotations: { 'dt.appstudio.redhat.com/bind-complete': 'true' } });
     await target('doubly-a', { claimRef: 'doubly' });

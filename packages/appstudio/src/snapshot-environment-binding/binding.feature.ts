@@ -238,7 +238,11 @@ export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeature
 
     // 3. The Environment must exist (its informer brings the binding back when it appears).
     const env = deps.environments.get(namespace, environment);
-    if (!env) return fail(BindingReason.EnvironmentNotFound, BindingMessage.environmentNotFound(environment));
+    // Its deployments go with it: they deployed through the Environment's cluster, which is no longer there.
+    if (!env) {
+      await deleteStale(binding, new Set(), logger);
+      return fail(BindingReason.EnvironmentNotFound, BindingMessage.environmentNotFound(environment));
+    }
 
     // 4. The component service's verdict on the GitOps repository: only the last entry counts.
     const repoConditions = list(status.gitopsRepoConditions).map(record);
