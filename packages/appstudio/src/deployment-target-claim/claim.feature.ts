@@ -196,13 +196,14 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
       if (policy === ReclaimPolicy.Delete) {
         if (!target.metadata.deletionTimestamp) {
           target = await addFinalizer(kc, Target, target, DeploymentTargetFinalizer.Target);
+          // Released (as the original), once: from then on the reclaimer owns the phase (Failed).
+          target = await setPhase(kc, Target, target, DeploymentTargetPhase.Released);
           await deleteIfExists(kc, refOfKind(Target, target), { uid: target.metadata.uid });
           logger.info(
             { target: target.metadata.name },
             'claim deleted under Delete: its DeploymentTarget is deleted',
           );
         }
-        await setPhase(kc, Target, target, DeploymentTargetPhase.Released).catch(() => undefined);
         // Design §6: the claim goes only after its target is really gone (the target's delete event brings us back).
         return { done: false, error: DeploymentTargetMessage.waitingForTarget(target.metadata.name) };
       }

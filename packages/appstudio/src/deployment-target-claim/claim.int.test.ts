@@ -65,7 +65,12 @@ describe('DeploymentTargetClaim binder and DeploymentTarget reclaimer', () => {
   const phase = (what: string, read: () => Promise<KubeObject | undefined>, want: string) =>
     eventually(`${what} ${want}`, async () => {
       const o = await read();
-      return statusOf(o).phase === want ? o : undefined;
+      // A claim is Bound for the test once bind-complete is written too (the binder writes it last).
+      const complete =
+        want !== 'Bound' ||
+        o?.kind !== 'DeploymentTargetClaim' ||
+        o.metadata.annotations?.['dt.appstudio.redhat.com/bind-complete'] === 'true';
+      return statusOf(o).phase === want && complete ? o : undefined;
     });
   const errorCondition = (what: string, read: () => Promise<KubeObject | undefined>, message: string) =>
     eventually(`${what}: ${message}`, async () => {
@@ -90,7 +95,7 @@ describe('DeploymentTargetClaim binder and DeploymentTarget reclaimer', () => {
     await phase('claim', () => getClaim('dynamic'), 'Pending');
     const pending = await eventually('Success', async () => {
       const c = await getClaim('dynamic');
-      return errorOf(c) ? c : undefined;
+      return JSON.stringify(errorOf(c)) === JSON.stringify(SUCCESS) ? c : undefined;
     });
     assert.equal(statusOf(pending).phase, 'Pending');
     assert.equal(annotations(pending)['provisioner.appstudio.redhat.com/dt-provisioner'], retainClass);
