@@ -190,6 +190,15 @@ try {
     GITOPS_ENCRYPTION_KEYS: await devEncryptionKeys(),
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
   };
+  // The namespace provisioner's kubeconfigs name the local API server and its CA (Argo CD and the agent run
+  // here too); the devsandbox provisioner runs, as the dev overlay installs the SpaceRequest CRD.
+  const caFile = join(devDir, 'cluster-ca.crt');
+  await writeFile(caFile, controlPlane.caPem);
+  const backendEnv = {
+    GITOPS_NAMESPACE_PROVISIONER_API_URL: controlPlane.server,
+    GITOPS_NAMESPACE_PROVISIONER_CA_FILE: caFile,
+    GITOPS_APPSTUDIO_DEVSANDBOX: process.env.GITOPS_APPSTUDIO_DEVSANDBOX ?? 'true',
+  };
   // The local cloud services API the RHOAS operator talks to (RHOAS_DEV_API_PORT pins its port,
   // RHOAS_DEV_SEED names another seed file).
   const seedFile = process.env.RHOAS_DEV_SEED ?? defaultSeedFile;
@@ -214,7 +223,12 @@ try {
       process.execPath,
       [...SERVICE_NODE_FLAGS, join(repoRoot, 'packages', name, 'src', 'main.ts')],
       {
-        env: { ...common, ...(name === 'rhoas-operator' ? rhoasEnv : {}), HTTP_PORT: String(ports[name]) },
+        env: {
+          ...common,
+          ...(name === 'rhoas-operator' ? rhoasEnv : {}),
+          ...(name === 'backend' ? backendEnv : {}),
+          HTTP_PORT: String(ports[name]),
+        },
         onLine: (line) => process.stdout.write(`[${name}] ${line}\n`),
       },
     );

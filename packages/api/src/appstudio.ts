@@ -22,13 +22,46 @@ export const AppStudioKinds = {
   PromotionRun: appStudioKind('PromotionRun', 'promotionruns'),
   Application: appStudioKind('Application', 'applications'),
   Component: appStudioKind('Component', 'components'),
-  /** The next issue's kind; the Environment controller only reads a claim's existence and phase. */
+  DeploymentTarget: appStudioKind('DeploymentTarget', 'deploymenttargets'),
   DeploymentTargetClaim: appStudioKind('DeploymentTargetClaim', 'deploymenttargetclaims'),
+  DeploymentTargetClass: describeKind({
+    group: APPSTUDIO_GROUP,
+    version: APPSTUDIO_VERSION,
+    kind: 'DeploymentTargetClass',
+    plural: 'deploymenttargetclasses',
+    namespaced: false,
+  }),
+  /** The Dev Sandbox host operator's kind (crds/devsandbox-dependencies for clusters without it). */
+  SpaceRequest: describeKind({
+    group: 'toolchain.dev.openshift.com',
+    version: 'v1alpha1',
+    kind: 'SpaceRequest',
+    plural: 'spacerequests',
+  }),
 } as const;
 
 /** Core kinds the App Studio controllers read or write. */
 export const CoreKinds = {
   Secret: describeKind({ group: '', version: 'v1', kind: 'Secret', plural: 'secrets' }),
+  Namespace: describeKind({
+    group: '',
+    version: 'v1',
+    kind: 'Namespace',
+    plural: 'namespaces',
+    namespaced: false,
+  }),
+  ServiceAccount: describeKind({
+    group: '',
+    version: 'v1',
+    kind: 'ServiceAccount',
+    plural: 'serviceaccounts',
+  }),
+  RoleBinding: describeKind({
+    group: 'rbac.authorization.k8s.io',
+    version: 'v1',
+    kind: 'RoleBinding',
+    plural: 'rolebindings',
+  }),
 } as const;
 
 /** `spec.deploymentStrategy` of an Environment. */
@@ -48,6 +81,114 @@ export const DeploymentTargetClaimPhase = {
   Pending: 'Pending',
   Bound: 'Bound',
   Lost: 'Lost',
+} as const;
+
+/** `status.phase` of a DeploymentTarget (`Pending` is defined but never set, as in the original). */
+export const DeploymentTargetPhase = {
+  Pending: 'Pending',
+  Available: 'Available',
+  Bound: 'Bound',
+  Released: 'Released',
+  Failed: 'Failed',
+} as const;
+
+/** `spec.reclaimPolicy` of a DeploymentTargetClass. */
+export const ReclaimPolicy = {
+  Delete: 'Delete',
+  Retain: 'Retain',
+} as const;
+
+/** `spec.provisioner` values acted on. */
+export const Provisioner = {
+  /** A SpaceRequest for the Dev Sandbox host operator (the original's only provisioner). */
+  DevSandbox: 'appstudio.redhat.com/devsandbox',
+  /** Beyond the original (design §7): a namespace on the cluster the service runs in. */
+  Namespace: 'managed-gitops.redhat.com/namespace',
+} as const;
+
+/** Annotations of claims and targets (values as the original wrote them). */
+export const DeploymentTargetAnnotation = {
+  /** On a claim, "true" once bound. */
+  BindComplete: 'dt.appstudio.redhat.com/bind-complete',
+  /** On a claim, "true" when the binder chose the target (auto-match or dynamic provisioning). */
+  BoundByController: 'dt.appstudio.redhat.com/bound-by-controller',
+  /** On a claim waiting for dynamic provisioning: the claim's class name (the original's value). */
+  DTProvisioner: 'provisioner.appstudio.redhat.com/dt-provisioner',
+  /** On a provisioned target: the provisioner that created it. */
+  ProvisionedBy: 'provisioner.appstudio.redhat.com/provisioned-by',
+} as const;
+
+/** Label of a provisioned target: the claim's dt-provisioner annotation. */
+export const DT_PROVISIONER_LABEL = DeploymentTargetAnnotation.DTProvisioner;
+
+export const DeploymentTargetFinalizer = {
+  Claim: 'binder.appstudio.redhat.com/finalizer',
+  Target: 'dt.appstudio.redhat.com/finalizer',
+  /** The host operator's finalizer on a SpaceRequest (the reclaimer adds it before deleting one). */
+  SpaceRequest: 'finalizer.toolchain.dev.openshift.com',
+} as const;
+
+/** Labels of a SpaceRequest created for a claim. */
+export const SpaceRequestLabel = {
+  Claim: 'appstudio.openshift.io/dtc',
+  Target: 'appstudio.openshift.io/dt',
+} as const;
+
+export const SPACE_REQUEST_TIER = 'appstudio-env';
+
+/** The single condition type of claims and targets. */
+export const DeploymentTargetConditionType = { ErrorOccurred: 'ErrorOccurred' } as const;
+export const DeploymentTargetConditionReason = {
+  Success: 'Success',
+  ErrorOccurred: 'ErrorOccurred',
+} as const;
+
+/** Messages of claims and targets (the original's texts; the ones marked "beyond" are new). */
+export const DeploymentTargetMessage = {
+  doesNotMatch: (target: string, claim: string, namespace: string, reason: string): string =>
+    `DeploymentTarget ${target} does not match DeploymentTargetClaim ${claim} in namespace ${namespace}: ${reason}`,
+  ClaimRefToAnother:
+    "DeploymentTarget already references another DeploymentTargetClaim via DeploymentTarget's .spec.claimRef field",
+  ClassMismatch: 'deploymentTargetClassName does not match',
+  NotAvailable: 'DeploymentTarget is not in Available phase',
+  NoCredentials: 'DeploymentTarget does not have cluster credentials',
+  bindingConflict: (claim: string, targetName: string, target: string, claimRef: string, reason: string) =>
+    `cannot bind DeploymentTargetClaim ${claim} with target "${targetName}" to DeploymentTarget ${target} with claim ref "${claimRef}": ${reason}`,
+  ConflictClaimRef: 'DeploymentTarget has a claimRef to another DeploymentTargetClaim',
+  ConflictTargetClaimed: 'DeploymentTargetClaim targets a DeploymentTarget that is already claimed',
+  multipleTargets: (claim: string): string =>
+    `multiple DeploymentTargets found for a bounded DeploymentTargetClaim ${claim}`,
+  lost: (claim: string, namespace: string): string =>
+    `DeploymentTarget not found for a bounded DeploymentTargetClaim ${claim} in namespace ${namespace}`,
+  processBound: (err: string): string => `failed to process bound DeploymentTargetClaim: ${err}`,
+  WantsClaimedTarget: 'DeploymentTargetClaim wants to claim a DeploymentTarget that is already claimed',
+  targetDoesNotMatch: (mismatch: string): string =>
+    `DeploymentTarget does not match the specified DeploymentTargetClaim: ${mismatch}`,
+  provisioning: (err: string): string => `unable to handle provisioning of SpaceRequest: ${err}`,
+  classNotFound: (claim: string, className: string): string =>
+    `DeploymentTargetClaim ${claim} does not have a matching DeploymentTargetClass ${className}: the resource could not be found on the cluster`,
+  ClassOfTargetNotFound: 'unable to locate matching DTClass for DT',
+  UnexpectedReclaimPolicy: 'unexpected reclaim policy value on DeploymentTargetClass',
+  spaceRequestNotReady: (spaceRequest: string): string =>
+    `failed to find ConditionReady for SpaceRequest: ${spaceRequest}`,
+  UnexpectedClaimError: 'unexpected internal error occurred in DTC controller',
+  UnexpectedTargetError: 'unexpected internal error occurred in DT controller',
+  /** Beyond the original (design §6): in-use protection. */
+  inUse: (environments: readonly string[]): string =>
+    `DeploymentTargetClaim is in use by Environment ${environments.join(', ')}: it is released once no Environment names it`,
+  /** Beyond the original (design §6): a Delete claim waits for its target. */
+  waitingForTarget: (target: string): string =>
+    `waiting for DeploymentTarget ${target} to be deprovisioned (reclaim policy Delete)`,
+  /** Beyond the original (design §7): the namespace provisioner. */
+  namespaceTaken: (namespace: string): string =>
+    `namespace ${namespace} already exists and was not provisioned for this DeploymentTargetClaim`,
+} as const;
+
+/** Messages of an Environment's DeploymentTargetNotFound reason (the original's three texts). */
+export const EnvironmentTargetMessage = {
+  Missing: 'DeploymentTargetClaim references a DeploymentTarget that does not exist',
+  Unreadable: 'Unable to find the DeploymentTarget for DeploymentTargetClaim',
+  NotFound: 'DeploymentTarget not found for DeploymentTargetClaim',
 } as const;
 
 // ---------------------------------------------------------------------------------------------------
@@ -195,6 +336,11 @@ export const AppStudioLabel = {
   /** Labels of a binding generated by a PromotionRun. */
   BindingApplication: 'appstudio.application',
   BindingEnvironment: 'appstudio.environment',
+  /**
+   * Beyond the original (design §7): on a namespace provisioned by managed-gitops.redhat.com/namespace, the
+   * uid of the claim it was provisioned for. Only namespaces carrying it are ever deleted on reclaim.
+   */
+  ProvisionedForClaim: 'managed-gitops.redhat.com/provisioned-for-claim',
 } as const;
 
 /** Binding labels whose key contains this text are copied onto its GitOpsDeployments (as the original did). */

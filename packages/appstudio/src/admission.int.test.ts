@@ -344,3 +344,115 @@ describe('the App Studio kinds as kubectl sees them', () => {
     }
   });
 });
+
+describe('DeploymentTarget, DeploymentTargetClaim and DeploymentTargetClass admission', () => {
+  const targetSpec = (fields: Spec = {}, credentialFields: Spec = {}): Spec => ({
+    deploymentTargetClassName: 'some-class',
+    kubernetesCredentials: {
+      defaultNamespace: 'target',
+      apiURL: 'https://api.example.com:6443',
+      clusterCredentialsSecret: 'cluster-secret',
+      allowInsecureSkipTLSVerify: false,
+      ...credentialFields,
+    },
+    ...fields,
+  });
+  const classPath = (name?: string) =>
+    `/apis/${APPSTUDIO_GROUP_VERSION}/deploymenttargetclasses${name ? `/${name}` : ''}`;
+  const createClass = (name: string, spec: Spec) =>
+    kubeRequest(kc, {
+      method: HttpMethod.POST,
+      path: classPath(),
+      body: { apiVersion: APPSTUDIO_GROUP_VERSION, kind: 'DeploymentTargetClass', metadata: { name }, spec },
+    });
+  const classes: string[] = [];
+  afterAll(async () => {
+    for (const name of classes)
+      await kubeRequest(kc, { method: HttpMethod.DELETE, path: classPath(name) }).catch(() => {});
+  });
+
+  it('a class needs a provisioner and a reclaim policy of Delete or Retain', async () => {
+    const name = `admission-class-${randomBytes(4).toString('hex')}`;
+    classes.push(name);
+    await createClass(name, { provisioner: 'managed-gitops.redhat.com/namespace', reclaimPolicy: 'Retain' });
+    await rejected(
+      () => createClass(`${name}-x`, { provisioner: 'p', reclaimPolicy: 'Recycle' }),
+      'reclaimPolicy must be Delete or Retain, not "Recycle"',
+    );
+    await rejected(
+      () => createClass(`${name}-y`, { provisioner: '', reclaimPolicy: 'Delete' }),
+      'provisioner must not be empty',
+    );
+    await rejected(() => createClass(`${name}-z`, { provisioner: 'p' }), 'reclaimPolicy');
+  });
+
+  it('a target needs credentials fields, an absolute API URL and object names', async () => {
+    await create(AppStudioKinds.DeploymentTarget, fresh('dt'), targetSpec());
+    await create(
+      AppStudioKinds.DeploymentTarget,
+      fresh('dt'),
+      targetSpec({}, { apiURL: '', clusterCredentialsSecret: '', defaultNamespace: '' }),
+    );
+    await rejected(
+      () =>
+        create(AppStudioKinds.DeploymentTarget, fresh('dt'), targetSpec({}, { apiURL: 'api.example.com' })),
+      'apiURL "api.example.com" is not an absolute URL (scheme://host)',
+    );
+    await rejected(
+      () => create(AppStudioKinds.DeploymentTarget, fresh('dt'), targetSpec({ claimRef: 'Not_A_Name' })),
+      'claimRef "Not_A_Name" is not a valid DeploymentTargetClaim name',
+    );
+    await rejected(
+      () =>
+        create(AppStudioKinds.DeploymentTarget, fresh('dt'), {
+          deploymentTargetClassName: 'c',
+        }),
+      'kubernetesCredentials',
+    );
+  });
+
+  it('a target cannot move from one claim to another; clearing first is fine', async () => {
+    const name = fresh('dt-claimref');
+    await create(AppStudioKinds.DeploymentTarget, name, targetSpec({ claimRef: 'claim-a' }));
+    await rejected(
+      () => patchSpec(AppStudioKinds.DeploymentTarget, name, { claimRef: 'claim-b' }),
+      'claimRef cannot change from "claim-a" to "claim-b": clear it first',
+    );
+    await patchSpec(AppStudioKinds.DeploymentTarget, name, { claimRef: '' });
+    await patchSpec(AppStudioKinds.DeploymentTarget, name, { claimRef: 'claim-b' });
+  });
+
+  it('a claim’s targetName cannot move once set, and names must be object names', async () => {
+    const name = fresh('dtc');
+    await create(AppStudioKinds.DeploymentTargetClaim, name, { deploymentTargetClassName: '' });
+    await patchSpec(AppStudioKinds.DeploymentTargetClaim, name, { targetName: 'target-a' });
+    await rejected(
+      () => patchSpec(AppStudioKinds.DeploymentTargetClaim, name, { targetName: 'target-b' }),
+      'targetName cannot change once set (it is "target-a")',
+    );
+    await rejected(
+      () =>
+        create(AppStudioKinds.DeploymentTargetClaim, fresh('dtc'), {
+          deploymentTargetClassName: 'Bad Class',
+        }),
+      'deploymentTargetClassName "Bad Class" is not a valid object name',
+    );
+    await rejected(
+      () => create(AppStudioKinds.DeploymentTargetClaim, fresh('dtc'), {}),
+      'deploymentTargetClassName',
+    );
+  });
+
+  it('are served with short names dt, dtc, dtcls; the class is cluster-scoped', async () => {
+    const list = (await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: `/apis/${APPSTUDIO_GROUP_VERSION}`,
+    })) as { resources: { name: string; namespaced: boolean; shortNames?: string[] }[] };
+    const resource = (plural: string) => list.resources.find((r) => r.name === plural);
+    assert.deepEqual(resource('deploymenttargets')?.shortNames, ['dt']);
+    assert.deepEqual(resource('deploymenttargetclaims')?.shortNames, ['dtc']);
+    assert.deepEqual(resource('deploymenttargetclasses')?.shortNames, ['dtcls']);
+    assert.equal(resource('deploymenttargetclasses')?.namespaced, false);
+    assert.equal(resource('deploymenttargets')?.namespaced, true);
+  });
+});

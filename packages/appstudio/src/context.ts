@@ -36,6 +36,18 @@ export interface AppStudioOptions {
   /** Every wait of a PromotionRun ends in Failure after this long (GITOPS_PROMOTION_TIMEOUT, default 10 min). */
   readonly promotionTimeoutMs?: number;
   readonly now?: () => Date;
+  /**
+   * Run the appstudio.redhat.com/devsandbox provisioner (GITOPS_APPSTUDIO_DEVSANDBOX): needs the SpaceRequest
+   * CRD (the Dev Sandbox host operator's, or manifests/components/devsandbox-dependencies). Default false.
+   */
+  readonly devSandbox?: boolean;
+  /** DEV_ONLY_IGNORE_SELFSIGNED_CERT_IN_DEPLOYMENT_TARGET: targets made from SpaceRequests skip TLS checks. */
+  readonly devSandboxInsecure?: boolean;
+  /**
+   * The API server URL and CA PEM the managed-gitops.redhat.com/namespace provisioner writes into its
+   * kubeconfigs (GITOPS_NAMESPACE_PROVISIONER_API_URL / _CA_FILE); by default those of `kc`.
+   */
+  readonly namespaceProvisioner?: { apiURL?: string; caPem?: string };
 }
 
 export interface AppStudioContext extends Required<AppStudioOptions> {
@@ -54,6 +66,9 @@ export function createAppStudioContext(options: AppStudioOptions): AppStudioCont
     applicationGracePeriodMs: DEFAULT_APPLICATION_GRACE_PERIOD_MS,
     promotionTimeoutMs: DEFAULT_PROMOTION_TIMEOUT_MS,
     now: () => new Date(),
+    devSandbox: false,
+    devSandboxInsecure: false,
+    namespaceProvisioner: {},
     ...options,
     informer(resource, select = {}) {
       return createInformer<KubeObject>({
@@ -75,12 +90,19 @@ export function createAppStudioContext(options: AppStudioOptions): AppStudioCont
  * informers would never sync and the process would never become ready; a clear error is better.
  * @throws TerminalError naming the missing kind and the way out (GITOPS_APPSTUDIO=false).
  */
-export async function requireAppStudioApi(kc: KubeConfig): Promise<void> {
+export async function requireAppStudioApi(
+  kc: KubeConfig,
+  options: { devSandbox?: boolean } = {},
+): Promise<void> {
   for (const kind of [
     AppStudioKinds.Environment,
     AppStudioKinds.SnapshotEnvironmentBinding,
     AppStudioKinds.PromotionRun,
+    AppStudioKinds.DeploymentTarget,
+    AppStudioKinds.DeploymentTargetClaim,
+    AppStudioKinds.DeploymentTargetClass,
     AppStudioKinds.Application,
+    ...(options.devSandbox ? [AppStudioKinds.SpaceRequest] : []),
   ]) {
     try {
       await resolveResource(kc, kind.apiVersion, kind.kind);
@@ -88,7 +110,9 @@ export async function requireAppStudioApi(kc: KubeConfig): Promise<void> {
       if (errorCode(err) !== ErrorCode.kubeUnknownKind) throw err;
       throw new TerminalError(
         ErrorCode.kubeUnknownKind,
-        `GITOPS_APPSTUDIO is on but the API server does not serve ${kind.kind} (${kind.apiVersion}): install the App Studio CRDs (manifests/crds; Application and Component: manifests/components/appstudio-dependencies) or set GITOPS_APPSTUDIO=false`,
+        kind === AppStudioKinds.SpaceRequest
+          ? `GITOPS_APPSTUDIO_DEVSANDBOX is on but the API server does not serve SpaceRequest (${kind.apiVersion}): install the Dev Sandbox host operator or manifests/components/devsandbox-dependencies, or set GITOPS_APPSTUDIO_DEVSANDBOX=false`
+          : `GITOPS_APPSTUDIO is on but the API server does not serve ${kind.kind} (${kind.apiVersion}): install the App Studio CRDs (manifests/crds; Application and Component: manifests/components/appstudio-dependencies) or set GITOPS_APPSTUDIO=false`,
       );
     }
   }

@@ -1,80 +1,39 @@
 /**
- * The little the environment and binding controllers need of DeploymentTargetClaims (their own controllers
- * are the next issue): whether a claim exists, whether it is Bound, and the DeploymentTarget bound to it
- * (`spec.targetName`, else the one DeploymentTarget whose `spec.claimRef` names the claim). While the API
- * server does not serve these kinds, every claim counts as missing.
+ * DeploymentTargets and DeploymentTargetClaims as plain data: accessors, the original's matching rules with
+ * their exact messages (README: "DeploymentTarget, DeploymentTargetClaim, DeploymentTargetClass"), the bound
+ * target of a claim, and deterministic auto-matching. Pure functions over objects from the informers; the
+ * binder, the reclaimer, the provisioners, the Environment and the binding controllers all use them.
  */
-import { APPSTUDIO_GROUP_VERSION, AppStudioKinds, DeploymentTargetClaimPhase } from '@gitops/api';
 import {
-  collectionPath,
-  ErrorCode,
-  errorCode,
-  getObject,
-  HttpMethod,
-  isNotFound,
-  type KubeConfig,
-  type KubeObject,
-  kubeRequest,
-} from '@gitops/shared';
+  DeploymentTargetAnnotation,
+  DeploymentTargetClaimPhase,
+  DeploymentTargetMessage,
+  DeploymentTargetPhase,
+} from '@gitops/api';
+import type { KubeObject } from '@gitops/shared';
 import { record, specOf, statusOf, text } from './objects.ts';
 
-const DeploymentTargetKind = {
-  apiVersion: APPSTUDIO_GROUP_VERSION,
-  kind: 'DeploymentTarget',
-  plural: 'deploymenttargets',
-};
-
-/** The kind is not served (yet), or the collection is gone: nothing is bound. */
-const notServed = (err: unknown) => errorCode(err) === ErrorCode.kubeUnknownKind || isNotFound(err);
-
-export async function getClaim(
-  kc: KubeConfig,
-  namespace: string,
-  name: string,
-): Promise<KubeObject | undefined> {
-  try {
-    return await getObject(kc, { ...AppStudioKinds.DeploymentTargetClaim, namespace, name });
-  } catch (err) {
-    if (notServed(err)) return undefined;
-    throw err;
-  }
-}
-
-export const isBound = (claim: KubeObject) =>
-  text(statusOf(claim).phase) === DeploymentTargetClaimPhase.Bound;
-
-export interface BoundTarget {
+export interface TargetCredentials {
   apiURL: string;
   clusterCredentialsSecret: string;
   allowInsecureSkipTLSVerify: boolean;
   defaultNamespace: string;
 }
 
-/** The DeploymentTarget bound to `claim`; undefined when there is none (or several: ambiguous). */
-export async function boundTarget(kc: KubeConfig, claim: KubeObject): Promise<BoundTarget | undefined> {
-  const namespace = claim.metadata.namespace ?? '';
-  const targetName = text(specOf(claim).targetName);
-  let target: KubeObject | undefined;
-  try {
-    if (targetName) {
-      target = await getObject(kc, { ...DeploymentTargetKind, namespace, name: targetName });
-    } else {
-      const answer = record(
-        await kubeRequest(kc, {
-          method: HttpMethod.GET,
-          path: collectionPath({ ...DeploymentTargetKind, namespace }),
-        }),
-      );
-      const claiming = (Array.isArray(answer.items) ? (answer.items as KubeObject[]) : []).filter(
-        (t) => text(specOf(t).claimRef) === claim.metadata.name,
-      );
-      target = claiming.length === 1 ? claiming[0] : undefined;
-    }
-  } catch (err) {
-    if (notServed(err)) return undefined;
-    throw err;
-  }
-  if (!target) return undefined;
+export const claimRefOf = (target: KubeObject): string => text(specOf(target).claimRef);
+export const targetNameOf = (claim: KubeObject): string => text(specOf(claim).targetName);
+export const classNameOf = (object: KubeObject): string => text(specOf(object).deploymentTargetClassName);
+export const phaseOf = (object: KubeObject): string => text(statusOf(object).phase);
+export const annotationOf = (object: KubeObject, key: string): string | undefined =>
+  object.metadata.annotations?.[key];
+export const isBound = (claim: KubeObject): boolean => phaseOf(claim) === DeploymentTargetClaimPhase.Bound;
+export const isBindComplete = (claim: KubeObject): boolean =>
+  annotationOf(claim, DeploymentTargetAnnotation.BindComplete) === 'true';
+/** A claim marked for dynamic provisioning (it carries the dt-provisioner annotation). */
+export const wantsProvisioning = (claim: KubeObject): boolean =>
+  annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner) !== undefined;
+
+export function credentialsOf(target: KubeObject): TargetCredentials {
   const credentials = record(specOf(target).kubernetesCredentials);
   return {
     apiURL: text(credentials.apiURL),
@@ -82,4 +41,100 @@ export async function boundTarget(kc: KubeConfig, claim: KubeObject): Promise<Bo
     allowInsecureSkipTLSVerify: credentials.allowInsecureSkipTLSVerify === true,
     defaultNamespace: text(credentials.defaultNamespace),
   };
+}
+
+/** The claim an Environment names ("" = none). */
+export function claimNameOfEnvironment(env: KubeObject): string {
+  return text(record(record(record(specOf(env).configuration).target).deploymentTargetClaim).claimName);
+}
+
+/** The original's binding-conflict check; the full message, or undefined when there is no conflict. */
+export function bindingConflict(claim: KubeObject, target: KubeObject): string | undefined {
+  const claimName = claim.metadata.name;
+  const targetName = targetNameOf(claim);
+  const claimRef = claimRefOf(target);
+  const fail = (reason: string) =>
+    DeploymentTargetMessage.bindingConflict(claimName, targetName, target.metadata.name, claimRef, reason);
+  if ((targetName === target.metadata.name || targetName === '') && claimRef !== '' && claimRef !== claimName)
+    return fail(DeploymentTargetMessage.ConflictClaimRef);
+  if ((claimRef === claimName || claimRef === '') && targetName !== '' && targetName !== target.metadata.name)
+    return fail(DeploymentTargetMessage.ConflictTargetClaimed);
+  return undefined;
+}
+
+/** The original's "does this target match this claim", in its order; the full message, or undefined. */
+export function targetMismatch(target: KubeObject, claim: KubeObject): string | undefined {
+  const fail = (reason: string) =>
+    DeploymentTargetMessage.doesNotMatch(
+      target.metadata.name,
+      claim.metadata.name,
+      claim.metadata.namespace ?? '',
+      reason,
+    );
+  const claimRef = claimRefOf(target);
+  if (claimRef !== '' && claimRef !== claim.metadata.name)
+    return fail(DeploymentTargetMessage.ClaimRefToAnother);
+  if (classNameOf(target) !== classNameOf(claim)) return fail(DeploymentTargetMessage.ClassMismatch);
+  const phase = phaseOf(target);
+  if (phase !== '' && phase !== DeploymentTargetPhase.Available)
+    return fail(DeploymentTargetMessage.NotAvailable);
+  const c = credentialsOf(target);
+  if (!c.apiURL && !c.clusterCredentialsSecret && !c.defaultNamespace && !c.allowInsecureSkipTLSVerify)
+    return fail(DeploymentTargetMessage.NoCredentials);
+  const conflict = bindingConflict(claim, target);
+  return conflict ? fail(conflict) : undefined;
+}
+
+export type BoundTarget =
+  | { kind: 'found'; target: KubeObject }
+  | { kind: 'none' }
+  /** `spec.targetName` names a target that does not exist. */
+  | { kind: 'missing' }
+  /** Several targets claim it, or the named one conflicts: the message says which. */
+  | { kind: 'error'; message: string };
+
+/**
+ * The target bound to `claim` among `targets` (its namespace's): the one `spec.targetName` names (checked
+ * for conflicts), else the single target whose `spec.claimRef` names the claim.
+ */
+export function boundTargetOf(claim: KubeObject, targets: readonly KubeObject[]): BoundTarget {
+  const targetName = targetNameOf(claim);
+  if (targetName) {
+    const target = targets.find((t) => t.metadata.name === targetName);
+    if (!target) return { kind: 'missing' };
+    const conflict = bindingConflict(claim, target);
+    return conflict ? { kind: 'error', message: conflict } : { kind: 'found', target };
+  }
+  const claiming = targets.filter((t) => claimRefOf(t) === claim.metadata.name);
+  if (claiming.length === 0) return { kind: 'none' };
+  if (claiming.length > 1)
+    return { kind: 'error', message: DeploymentTargetMessage.multipleTargets(claim.metadata.name) };
+  return { kind: 'found', target: claiming[0] as KubeObject };
+}
+
+/** Oldest first, then by name: the order auto-matching tries targets in (design §6: deterministic). */
+function byAge(a: KubeObject, b: KubeObject): number {
+  const ta = Date.parse(text(a.metadata.creationTimestamp)) || 0;
+  const tb = Date.parse(text(b.metadata.creationTimestamp)) || 0;
+  return ta - tb || a.metadata.name.localeCompare(b.metadata.name);
+}
+
+/**
+ * The target a claim without `spec.targetName` binds to: a matching target that already names the claim,
+ * else the oldest matching target. A claim waiting for dynamic provisioning takes only targets naming it.
+ * Targets being deleted are never chosen.
+ */
+export function autoMatch(claim: KubeObject, targets: readonly KubeObject[]): KubeObject | undefined {
+  const candidates = targets
+    .filter((t) => !t.metadata.deletionTimestamp && targetMismatch(t, claim) === undefined)
+    .sort(byAge);
+  const naming = candidates.find((t) => claimRefOf(t) === claim.metadata.name);
+  if (naming || wantsProvisioning(claim)) return naming;
+  return candidates[0];
+}
+
+/** The claims linked to a target, either way (`dt.spec.claimRef`, or a claim's `spec.targetName`). */
+export function claimsOfTarget(target: KubeObject, claims: readonly KubeObject[]): KubeObject[] {
+  const claimRef = claimRefOf(target);
+  return claims.filter((c) => c.metadata.name === claimRef || targetNameOf(c) === target.metadata.name);
 }

@@ -5,13 +5,19 @@
  * kind does and where it deviates from the original.
  */
 import { AppStudioKinds, Kinds } from '@gitops/api';
-import type { Feature } from '@gitops/shared';
+import type { Feature, KubeObject } from '@gitops/shared';
 import { type AppStudioOptions, createAppStudioContext } from './context.ts';
+import { createTargetFeature } from './deployment-target/target.feature.ts';
+import { createClaimFeature } from './deployment-target-claim/claim.feature.ts';
 import {
   createEnvironmentFeature,
   environmentSecretFieldSelector,
+  opaqueSecretFieldSelector,
 } from './environment/environment.feature.ts';
 import { createPromotionRunFeature } from './promotion-run/promotion-run.feature.ts';
+import { createDevSandboxProvisioner, targetKeysOfSpaceRequest } from './provisioners/devsandbox.feature.ts';
+import { createNamespaceProvisioner } from './provisioners/namespace.provisioner.ts';
+import type { Provisioner } from './provisioners/provisioner.ts';
 import { createBindingFeature } from './snapshot-environment-binding/binding.feature.ts';
 
 export { type AppStudioContext, type AppStudioOptions, requireAppStudioApi } from './context.ts';
@@ -23,6 +29,8 @@ export interface AppStudioFeatures {
   readonly environments: ReturnType<typeof createEnvironmentFeature>;
   readonly bindings: ReturnType<typeof createBindingFeature>;
   readonly promotionRuns: ReturnType<typeof createPromotionRunFeature>;
+  readonly claims: ReturnType<typeof createClaimFeature>;
+  readonly targets: ReturnType<typeof createTargetFeature>;
 }
 
 export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFeatures {
@@ -36,14 +44,84 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
     { apiVersion: 'v1', plural: 'secrets' },
     { fieldSelector: environmentSecretFieldSelector },
   );
-  const environmentFeature = createEnvironmentFeature(ctx, { environments, managedEnvironments, secrets });
-  const bindingFeature = createBindingFeature(ctx, { bindings, environments, deployments, applications });
+  const opaqueSecrets = ctx.informer(
+    { apiVersion: 'v1', plural: 'secrets' },
+    { fieldSelector: opaqueSecretFieldSelector },
+  );
+  const claims = ctx.informer(AppStudioKinds.DeploymentTargetClaim.resource);
+  const targets = ctx.informer(AppStudioKinds.DeploymentTarget.resource);
+  // Classes are cluster-scoped and shared by every shard.
+  const classes = ctx.informer(AppStudioKinds.DeploymentTargetClass.resource, { unsharded: true });
+
+  const provisioners: Provisioner[] = [
+    createNamespaceProvisioner(ctx, {
+      apiURL: ctx.namespaceProvisioner.apiURL,
+      caPem: ctx.namespaceProvisioner.caPem,
+    }),
+  ];
+  const extraFeatures: Feature[] = [];
+  const spaceRequests = ctx.devSandbox ? ctx.informer(AppStudioKinds.SpaceRequest.resource) : undefined;
+  if (spaceRequests) {
+    const devSandbox = createDevSandboxProvisioner(ctx, {
+      spaceRequests,
+      claims,
+      targets,
+      classes,
+      allowInsecureSkipTLSVerify: ctx.devSandboxInsecure,
+    });
+    provisioners.push(devSandbox);
+    extraFeatures.push(devSandbox);
+  }
+
+  const environmentFeature = createEnvironmentFeature(ctx, {
+    environments,
+    managedEnvironments,
+    secrets,
+    opaqueSecrets,
+    claims,
+    targets,
+  });
+  const bindingFeature = createBindingFeature(ctx, {
+    bindings,
+    environments,
+    deployments,
+    applications,
+    claims,
+    targets,
+  });
   const promotionRuns = ctx.informer(AppStudioKinds.PromotionRun.resource);
   const promotionRunFeature = createPromotionRunFeature(ctx, { promotionRuns, bindings, environments });
+  const claimFeature = createClaimFeature(ctx, { claims, targets, classes, environments, provisioners });
+  const targetFeature = createTargetFeature(ctx, {
+    targets,
+    claims,
+    classes,
+    provisioners,
+    watch: (enqueue) => {
+      if (!spaceRequests) return [];
+      const bySpaceRequest = (sr: KubeObject) => {
+        for (const key of targetKeysOfSpaceRequest(sr, targets)) enqueue(key);
+      };
+      return [
+        spaceRequests.onAdd(bySpaceRequest),
+        spaceRequests.onUpdate((_a, b) => bySpaceRequest(b)),
+        spaceRequests.onDelete(bySpaceRequest),
+      ];
+    },
+  });
   return {
-    features: [environmentFeature, bindingFeature, promotionRunFeature],
+    features: [
+      environmentFeature,
+      bindingFeature,
+      promotionRunFeature,
+      claimFeature,
+      targetFeature,
+      ...extraFeatures,
+    ],
     promotionRuns: promotionRunFeature,
     environments: environmentFeature,
     bindings: bindingFeature,
+    claims: claimFeature,
+    targets: targetFeature,
   };
 }

@@ -8,6 +8,7 @@
  * (controllers, status path, outbox relay, sweeps). ready() is true from then on.
  */
 
+import { readFileSync } from 'node:fs';
 import { createAppStudioFeatures, requireAppStudioApi } from '@gitops/appstudio';
 import {
   createDb,
@@ -143,6 +144,14 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       resyncIntervalMs: config.resyncIntervalMs,
       concurrency: config.maxConcurrentReconciles,
       promotionTimeoutMs: config.promotionTimeoutMs,
+      devSandbox: config.appStudioDevSandbox,
+      devSandboxInsecure: config.devSandboxInsecure,
+      namespaceProvisioner: {
+        apiURL: config.namespaceProvisionerApiUrl || undefined,
+        caPem: config.namespaceProvisionerCaFile
+          ? readFileSync(config.namespaceProvisionerCaFile, 'utf8')
+          : undefined,
+      },
     });
     features.push(...appStudio.features);
   }
@@ -213,7 +222,9 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         'engine instance registered',
       );
       if (config.appStudioEnabled)
-        await retryTransient('App Studio API check', () => requireAppStudioApi(kc));
+        await retryTransient('App Studio API check', () =>
+          requireAppStudioApi(kc, { devSandbox: config.appStudioDevSandbox }),
+        );
       featureSet.startInformers();
       listener = listen(config.databaseUrl, Object.values(NOTIFICATION_CHANNELS), onNotification, {
         applicationName: 'gitops-backend-listen',

@@ -94,6 +94,28 @@ export const backendConfigSchema = {
     description:
       'how long a PromotionRun waits (for a binding, for its deployments) before it ends in Failure',
   }),
+  appStudioDevSandbox: boolVar('GITOPS_APPSTUDIO_DEVSANDBOX', {
+    default: false,
+    description:
+      'run the appstudio.redhat.com/devsandbox provisioner (needs the SpaceRequest CRD: the Dev Sandbox host operator, or manifests/components/devsandbox-dependencies)',
+  }),
+  devSandboxInsecure: boolVar('DEV_ONLY_IGNORE_SELFSIGNED_CERT_IN_DEPLOYMENT_TARGET', {
+    default: false,
+    description: 'DeploymentTargets made from SpaceRequests skip TLS verification (development only)',
+  }),
+  namespaceProvisionerApiUrl: stringVar('GITOPS_NAMESPACE_PROVISIONER_API_URL', {
+    default: '',
+    maxLength: 2048,
+    pattern: /^(https?:\/\/\S+)?$/,
+    description:
+      'API server URL in the kubeconfigs of the managed-gitops.redhat.com/namespace provisioner; empty = the one the backend uses (in a Pod: https://kubernetes.default.svc)',
+  }),
+  namespaceProvisionerCaFile: stringVar('GITOPS_NAMESPACE_PROVISIONER_CA_FILE', {
+    default: '',
+    maxLength: 4096,
+    description:
+      "PEM file of that API server's CA; empty = the one the backend uses (in a Pod: the service account CA)",
+  }),
 } as const;
 
 export type BackendConfig = ConfigOf<typeof backendConfigSchema>;

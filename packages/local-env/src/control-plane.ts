@@ -107,7 +107,7 @@ function kubeconfig(server: string, caPem: string, user: string, token: string):
 /**
  * Reads every CRD document from our packages/api/crds (the managed-gitops kinds), the App Studio kinds in
  * crds/appstudio and, as a cluster without the App Studio application service needs them, Application and
- * Component from crds/appstudio-dependencies; the RHOAS operator's packages/api/crds/rhoas (a separate set);
+ * Component from crds/appstudio-dependencies and SpaceRequest from crds/devsandbox-dependencies; the RHOAS operator's packages/api/crds/rhoas (a separate set);
  * and Argo CD's Application/AppProject CRDs.
  */
 export async function crdDocuments(): Promise<Record<string, unknown>[]> {
@@ -116,6 +116,7 @@ export async function crdDocuments(): Promise<Record<string, unknown>[]> {
     join(repoRoot, 'packages', 'api', 'crds'),
     join(repoRoot, 'packages', 'api', 'crds', 'appstudio'),
     join(repoRoot, 'packages', 'api', 'crds', 'appstudio-dependencies'),
+    join(repoRoot, 'packages', 'api', 'crds', 'devsandbox-dependencies'),
     join(repoRoot, 'packages', 'api', 'crds', 'rhoas'),
   ]) {
     files.push(

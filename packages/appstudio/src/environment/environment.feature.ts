@@ -15,12 +15,15 @@
 import {
   APPSTUDIO_FIELD_MANAGER,
   AppStudioKinds,
+  AppStudioLabel,
   CoreKinds,
   EnvironmentMessage,
   EnvironmentReason,
+  EnvironmentTargetMessage,
   Kinds,
   LEGACY_ENVIRONMENT_OWNER_API_VERSION,
   managedEnvironmentName,
+  managedEnvironmentSecretName,
   SecretType,
 } from '@gitops/api';
 import {
@@ -40,7 +43,13 @@ import {
 import { parseConditions, resolved, sameConditions, withError } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
 import { type AppStudioController, createController } from '../controller.ts';
-import { boundTarget, getClaim, isBound } from '../deployment-target.ts';
+import {
+  boundTargetOf,
+  claimNameOfEnvironment,
+  claimsOfTarget,
+  credentialsOf,
+  isBound,
+} from '../deployment-target.ts';
 import {
   controllerReference,
   type Json,
@@ -87,15 +96,20 @@ export interface ManagedEnvironmentSpec {
 
 type Desired =
   | { kind: 'error'; reason: string; message: string; requeueAfter?: number }
-  | { kind: 'wait'; requeueAfter: number }
+  | { kind: 'wait' }
   | { kind: 'none' }
-  | { kind: 'cluster'; spec: ManagedEnvironmentSpec };
+  /** `viaClaim`: the Secret is the target's, copied when it is not of the managed-environment type. */
+  | { kind: 'cluster'; spec: ManagedEnvironmentSpec; viaClaim?: boolean };
 
 export interface EnvironmentFeatureDeps {
   environments: Informer<KubeObject>;
   managedEnvironments: Informer<KubeObject>;
   /** Secrets of type managed-gitops.redhat.com/managed-environment (all namespaces). */
   secrets: Informer<KubeObject>;
+  /** Opaque Secrets (all namespaces): a target's Secret made by a SpaceRequest is one. */
+  opaqueSecrets: Informer<KubeObject>;
+  claims: Informer<KubeObject>;
+  targets: Informer<KubeObject>;
 }
 
 export function createEnvironmentFeature(
@@ -107,7 +121,7 @@ export function createEnvironmentFeature(
   async function desiredOf(env: KubeObject): Promise<Desired> {
     const spec = specOf(env);
     const namespace = env.metadata.namespace ?? '';
-    const claimName = text(record(record(record(spec.configuration).target).deploymentTargetClaim).claimName);
+    const claimName = claimNameOfEnvironment(env);
     const unstable = spec.unstableConfigurationFields;
     if (claimName && unstable !== undefined)
       return {
@@ -116,7 +130,7 @@ export function createEnvironmentFeature(
         message: EnvironmentMessage.BothTargets,
       };
     if (claimName) {
-      const claim = await getClaim(kc, namespace, claimName);
+      const claim = deps.claims.get(namespace, claimName);
       if (!claim)
         return {
           kind: 'error',
@@ -124,17 +138,23 @@ export function createEnvironmentFeature(
           message: EnvironmentMessage.ClaimNotFound,
           requeueAfter: RECHECK_MS,
         };
-      if (!isBound(claim)) return { kind: 'wait', requeueAfter: RECHECK_MS };
-      const target = await boundTarget(kc, claim);
-      if (!target)
+      if (!isBound(claim)) return { kind: 'wait' };
+      const bound = boundTargetOf(claim, deps.targets.list(namespace));
+      if (bound.kind !== 'found')
         return {
           kind: 'error',
           reason: EnvironmentReason.DeploymentTargetNotFound,
-          message: 'DeploymentTarget not found for DeploymentTargetClaim',
-          requeueAfter: RECHECK_MS,
+          message:
+            bound.kind === 'missing'
+              ? EnvironmentTargetMessage.Missing
+              : bound.kind === 'error'
+                ? EnvironmentTargetMessage.Unreadable
+                : EnvironmentTargetMessage.NotFound,
         };
+      const target = credentialsOf(bound.target);
       return {
         kind: 'cluster',
+        viaClaim: true,
         spec: {
           apiURL: target.apiURL,
           credentialsSecret: target.clusterCredentialsSecret,
@@ -228,23 +248,30 @@ export function createEnvironmentFeature(
 
     const desired = await desiredOf(env);
     if (desired.kind === 'error') return fail(desired.reason, desired.message, desired.requeueAfter);
-    if (desired.kind === 'wait') return { requeueAfter: desired.requeueAfter };
+    if (desired.kind === 'wait') return undefined; // the claim's events bring us back
     if (desired.kind === 'none') {
       await deleteGenerated(namespace, name, env, logger);
     } else {
       const secretName = desired.spec.credentialsSecret;
-      // Secrets of the managed-environment type are cached; any other type is read (the core controller
-      // reports a wrong type on the ManagedEnvironment, as in the original).
+      // Secrets of the managed-environment and Opaque types are cached; any other type is read (the core
+      // controller reports a wrong type on the ManagedEnvironment, as in the original).
       const secret = secretName
         ? (deps.secrets.get(namespace, secretName) ??
+          deps.opaqueSecrets.get(namespace, secretName) ??
           (await getObject(kc, { ...CoreKinds.Secret, namespace, name: secretName })))
         : undefined;
-      if (!secret)
+      if (!secret) {
+        await deleteSecretCopy(env, logger);
         return fail(
           EnvironmentReason.SecretNotFound,
           EnvironmentMessage.secretNotFound(secretName),
           RECHECK_MS,
         );
+      }
+      if (desired.viaClaim && secret.type !== SecretType.ManagedEnvironment) {
+        await applySecretCopy(env, secret);
+        desired.spec.credentialsSecret = managedEnvironmentSecretName(name);
+      }
       const applied = await applyManagedEnvironment(env, desired.spec, logger);
       if (applied === 'foreign') return undefined;
       // Admission refused what this Environment asks for (e.g. an apiURL the Environment's own rule lets
@@ -266,6 +293,47 @@ export function createEnvironmentFeature(
       );
     }
     return undefined;
+  }
+
+  /** `managed-environment-secret-<env>`: the target's Secret data under the managed-environment type. */
+  async function applySecretCopy(env: KubeObject, source: KubeObject): Promise<void> {
+    const namespace = env.metadata.namespace ?? '';
+    const name = managedEnvironmentSecretName(env.metadata.name);
+    const existing = deps.secrets.get(namespace, name);
+    const data = record(source.data);
+    if (
+      existing &&
+      JSON.stringify(record(existing.data)) === JSON.stringify(data) &&
+      existing.metadata.labels?.[AppStudioLabel.EnvironmentSecret] === env.metadata.name
+    )
+      return;
+    await serverSideApply(
+      kc,
+      {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: {
+          name,
+          namespace,
+          labels: { ...ctx.shardLabels, [AppStudioLabel.EnvironmentSecret]: env.metadata.name },
+          ownerReferences: [controllerReference(Environment, env)],
+        },
+        type: SecretType.ManagedEnvironment,
+        data,
+      },
+      { fieldManager: APPSTUDIO_FIELD_MANAGER, force: true },
+    );
+  }
+
+  /** Deletes the Secret copy of the Environment, if we made one. */
+  async function deleteSecretCopy(env: KubeObject, logger: Logger): Promise<void> {
+    const namespace = env.metadata.namespace ?? '';
+    const name = managedEnvironmentSecretName(env.metadata.name);
+    const existing = deps.secrets.get(namespace, name);
+    if (!existing || existing.metadata.labels?.[AppStudioLabel.EnvironmentSecret] !== env.metadata.name)
+      return;
+    if (await deleteIfExists(kc, { ...CoreKinds.Secret, namespace, name }, { uid: existing.metadata.uid }))
+      logger.info({ secret: name }, "Secret copy deleted: the target's Secret is gone");
   }
 
   /** Server-side applies the ManagedEnvironment; 'foreign' when an object of that name belongs to someone else. */
@@ -322,21 +390,34 @@ export function createEnvironmentFeature(
     return existing ? ('updated' as const) : ('created' as const);
   }
 
+  /** The Secret an Environment's ManagedEnvironment is built from (its own, or its bound target's). */
+  const secretNameOf = (env: KubeObject): string => {
+    const claimName = claimNameOfEnvironment(env);
+    if (!claimName)
+      return text(
+        record(record(specOf(env).unstableConfigurationFields).kubernetesCredentials)
+          .clusterCredentialsSecret,
+      );
+    const claim = deps.claims.get(env.metadata.namespace, claimName);
+    if (!claim) return '';
+    const bound = boundTargetOf(claim, deps.targets.list(env.metadata.namespace));
+    return bound.kind === 'found' ? credentialsOf(bound.target).clusterCredentialsSecret : '';
+  };
   const environmentsUsingSecret = (secret: KubeObject) =>
     deps.environments
       .list(secret.metadata.namespace)
       .filter(
         (env) =>
-          text(
-            record(record(specOf(env).unstableConfigurationFields).kubernetesCredentials)
-              .clusterCredentialsSecret,
-          ) === secret.metadata.name,
+          secretNameOf(env) === secret.metadata.name ||
+          secret.metadata.labels?.[AppStudioLabel.EnvironmentSecret] === env.metadata.name,
       );
+  const environmentsUsingClaims = (namespace: string | undefined, claims: readonly string[]) =>
+    deps.environments.list(namespace).filter((env) => claims.includes(claimNameOfEnvironment(env)));
 
   return createController(ctx, {
     name: 'appstudio-environment',
     informer: deps.environments,
-    alsoReads: [deps.managedEnvironments, deps.secrets],
+    alsoReads: [deps.managedEnvironments, deps.secrets, deps.opaqueSecrets, deps.claims, deps.targets],
     reconcile,
     // Our own status writes change only status; everything else (spec, deletion, a relist) is looked at.
     needsReconcile: (a, b) =>
@@ -351,6 +432,16 @@ export function createEnvironmentFeature(
       const bySecret = (secret: KubeObject) => {
         for (const env of environmentsUsingSecret(secret)) enqueue(objectKey(env));
       };
+      const byClaim = (claim: KubeObject) => {
+        for (const env of environmentsUsingClaims(claim.metadata.namespace, [claim.metadata.name]))
+          enqueue(objectKey(env));
+      };
+      const byTarget = (target: KubeObject) => {
+        const claims = claimsOfTarget(target, deps.claims.list(target.metadata.namespace)).map(
+          (c) => c.metadata.name,
+        );
+        for (const env of environmentsUsingClaims(target.metadata.namespace, claims)) enqueue(objectKey(env));
+      };
       return [
         deps.managedEnvironments.onAdd(byOwner),
         deps.managedEnvironments.onUpdate((a, b) => {
@@ -364,6 +455,21 @@ export function createEnvironmentFeature(
         deps.secrets.onAdd(bySecret),
         deps.secrets.onUpdate((_a, b) => bySecret(b)),
         deps.secrets.onDelete(bySecret),
+        deps.opaqueSecrets.onAdd(bySecret),
+        deps.opaqueSecrets.onUpdate((_a, b) => bySecret(b)),
+        deps.opaqueSecrets.onDelete(bySecret),
+        deps.claims.onAdd(byClaim),
+        deps.claims.onUpdate((_a, b) => byClaim(b)),
+        deps.claims.onDelete(byClaim),
+        deps.targets.onAdd(byTarget),
+        deps.targets.onUpdate((a, b) => {
+          if (
+            a.metadata.generation !== b.metadata.generation ||
+            a.metadata.resourceVersion === b.metadata.resourceVersion
+          )
+            byTarget(b);
+        }),
+        deps.targets.onDelete(byTarget),
       ];
     },
   });
@@ -392,3 +498,5 @@ function normalisedSpec(spec: Json): Json {
 
 /** Secrets the Environment controller watches: those of the managed-environment type. */
 export const environmentSecretFieldSelector = `type=${SecretType.ManagedEnvironment}`;
+/** Opaque Secrets: a target's Secret of a SpaceRequest is one (it gets copied, reference §2.2). */
+export const opaqueSecretFieldSelector = 'type=Opaque';

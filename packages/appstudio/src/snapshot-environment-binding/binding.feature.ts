@@ -39,7 +39,12 @@ import {
 import { parseConditions, sameConditions, withError, withSuccess } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
 import { type AppStudioController, createController } from '../controller.ts';
-import { boundTarget, getClaim } from '../deployment-target.ts';
+import {
+  boundTargetOf,
+  claimNameOfEnvironment,
+  claimsOfTarget,
+  credentialsOf,
+} from '../deployment-target.ts';
 import { ageMs, type Json, list, ownerReferences, record, specOf, statusOf, text } from '../objects.ts';
 import {
   componentDeploymentConditions,
@@ -73,6 +78,8 @@ export interface BindingFeatureDeps {
   environments: Informer<KubeObject>;
   deployments: Informer<KubeObject>;
   applications: Informer<KubeObject>;
+  claims: Informer<KubeObject>;
+  targets: Informer<KubeObject>;
 }
 
 const applicationOf = (binding: KubeObject) => text(specOf(binding).application);
@@ -153,12 +160,13 @@ export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeature
   /** Where the deployments go, from the Environment; a string is the user-facing error. */
   async function destinationOf(env: KubeObject): Promise<Destination | string> {
     const spec = specOf(env);
-    const claimName = text(record(record(record(spec.configuration).target).deploymentTargetClaim).claimName);
+    const claimName = claimNameOfEnvironment(env);
     if (claimName) {
-      const claim = await getClaim(kc, env.metadata.namespace ?? '', claimName);
+      const claim = deps.claims.get(env.metadata.namespace, claimName);
       if (!claim) return BindingMessage.ClaimNotFound;
-      const target = await boundTarget(kc, claim);
-      if (!target) return BindingMessage.DeploymentTargetNotFound;
+      const bound = boundTargetOf(claim, deps.targets.list(env.metadata.namespace));
+      if (bound.kind !== 'found') return BindingMessage.DeploymentTargetNotFound;
+      const target = credentialsOf(bound.target);
       return {
         environment: managedEnvironmentName(env.metadata.name),
         ...(target.defaultNamespace ? { namespace: target.defaultNamespace } : {}),
@@ -230,7 +238,11 @@ export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeature
 
     // 3. The Environment must exist (its informer brings the binding back when it appears).
     const env = deps.environments.get(namespace, environment);
-    if (!env) return fail(BindingReason.EnvironmentNotFound, BindingMessage.environmentNotFound(environment));
+    // Its deployments go with it: they deployed through the Environment's cluster, which is no longer there.
+    if (!env) {
+      await deleteStale(binding, new Set(), logger);
+      return fail(BindingReason.EnvironmentNotFound, BindingMessage.environmentNotFound(environment));
+    }
 
     // 4. The component service's verdict on the GitOps repository: only the last entry counts.
     const repoConditions = list(status.gitopsRepoConditions).map(record);
@@ -349,7 +361,7 @@ export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeature
   return createController(ctx, {
     name: 'appstudio-binding',
     informer: deps.bindings,
-    alsoReads: [deps.environments, deps.deployments, deps.applications],
+    alsoReads: [deps.environments, deps.deployments, deps.applications, deps.claims, deps.targets],
     reconcile,
     // Our own status writes change only gitopsDeployments and the conditions we set.
     needsReconcile: (a, b) =>
@@ -369,6 +381,17 @@ export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeature
         for (const b of bindingsWhere(env.metadata.namespace, (b) => environmentOf(b) === env.metadata.name))
           enqueue(objectKey(b));
       };
+      // A binding's deployments follow its Environment's claim and the claim's target (default namespace).
+      const byClaims = (namespace: string | undefined, claims: readonly string[]) => {
+        for (const env of deps.environments.list(namespace))
+          if (claims.includes(claimNameOfEnvironment(env))) byEnvironment(env);
+      };
+      const byClaim = (claim: KubeObject) => byClaims(claim.metadata.namespace, [claim.metadata.name]);
+      const byTarget = (target: KubeObject) =>
+        byClaims(
+          target.metadata.namespace,
+          claimsOfTarget(target, deps.claims.list(target.metadata.namespace)).map((c) => c.metadata.name),
+        );
       const byApplication = (app: KubeObject) => {
         for (const b of bindingsWhere(app.metadata.namespace, (b) => applicationOf(b) === app.metadata.name))
           enqueue(objectKey(b));
@@ -401,6 +424,14 @@ export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeature
         deps.applications.onDelete(byApplication),
         deps.bindings.onAdd(bySibling),
         deps.bindings.onDelete(bySibling),
+        deps.claims.onAdd(byClaim),
+        deps.claims.onUpdate((_a, b) => byClaim(b)),
+        deps.claims.onDelete(byClaim),
+        deps.targets.onAdd(byTarget),
+        deps.targets.onUpdate((a, b) => {
+          if (a.metadata.generation !== b.metadata.generation) byTarget(b);
+        }),
+        deps.targets.onDelete(byTarget),
       ];
     },
   });

@@ -5,6 +5,7 @@
  * (writing a binding's `status.components`) and the core (writing a GitOpsDeployment's `status`).
  */
 import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import { AppStudioKinds, CoreKinds, describeKind, type KindDescriptor, Kinds } from '@gitops/api';
 import {
   collectionPath,
@@ -31,7 +32,11 @@ export interface AppStudioFixture {
   readonly shard: string;
   /** Labels every object the test creates for the features carries (the shard). */
   readonly labels: Record<string, string>;
-  start(options?: Partial<AppStudioOptions>): Promise<AppStudioFeatures>;
+  /** Starts the features (`only`: just the features of these names, e.g. `appstudio-environment`). */
+  start(
+    options?: Partial<AppStudioOptions>,
+    select?: { only?: readonly string[] },
+  ): Promise<AppStudioFeatures>;
   stop(): Promise<void>;
   createNamespace(prefix?: string): Promise<string>;
   create(
@@ -55,6 +60,8 @@ export interface AppStudioFixture {
     namespace: string,
     involvedName: string,
   ): Promise<{ reason: string; message: string; type: string }[]>;
+  /** A cluster-scoped DeploymentTargetClass (a unique name per test; deleted by cleanup). */
+  createClass(name: string, spec: Record<string, unknown>): Promise<KubeObject>;
   cleanup(): Promise<void>;
 }
 
@@ -66,16 +73,23 @@ export function createAppStudioFixture(): AppStudioFixture {
   const shard = `appstudio-${randomSuffix()}`;
   const labels = { [SHARD_LABEL]: shard };
   const namespaces: string[] = [];
+  const classes: string[] = [];
+  const classPath = (name?: string) =>
+    `${collectionPath(AppStudioKinds.DeploymentTargetClass.resource)}${name ? `/${name}` : ''}`;
   let featureSet: FeatureSet | undefined;
 
   const fixture: AppStudioFixture = {
     kc,
     shard,
     labels,
-    async start(options = {}) {
+    async start(options = {}, select = {}) {
       const logger = createLogger({
         name: 'appstudio-test',
         level: (process.env.APPSTUDIO_TEST_LOG_LEVEL ?? 'silent') as LogLevel,
+        // APPSTUDIO_TEST_LOG_FILE: the features' log in a file (vitest does not show a worker's fd 1).
+        ...(process.env.APPSTUDIO_TEST_LOG_FILE
+          ? { destination: createWriteStream(process.env.APPSTUDIO_TEST_LOG_FILE, { flags: 'a' }) }
+          : {}),
       });
       const features = createAppStudioFeatures({
         kc,
@@ -86,9 +100,13 @@ export function createAppStudioFixture(): AppStudioFixture {
         shardLabels: labels,
         resyncIntervalMs: 10 * 60_000,
         concurrency: 2,
+        devSandbox: true,
         ...options,
       });
-      featureSet = createFeatureSet(features.features, { logger });
+      const chosen = select.only
+        ? features.features.filter((feature) => select.only?.includes(feature.name))
+        : features.features;
+      featureSet = createFeatureSet(chosen, { logger });
       featureSet.startInformers();
       if (!(await featureSet.waitForSync())) throw new Error('an informer stopped before it synced');
       featureSet.start();
@@ -169,8 +187,35 @@ export function createAppStudioFixture(): AppStudioFixture {
       })) as { items: { reason: string; message: string; type: string }[] };
       return answer.items;
     },
+    async createClass(name, spec) {
+      classes.push(name);
+      return (await kubeRequest(kc, {
+        method: HttpMethod.POST,
+        path: classPath(),
+        body: {
+          apiVersion: AppStudioKinds.DeploymentTargetClass.apiVersion,
+          kind: AppStudioKinds.DeploymentTargetClass.kind,
+          metadata: { name },
+          spec,
+        },
+      })) as KubeObject;
+    },
     async cleanup() {
       await fixture.stop();
+      for (const name of classes)
+        await kubeRequest(kc, { method: HttpMethod.DELETE, path: classPath(name) }).catch(() => {});
+      // Claims, targets and SpaceRequests keep finalizers that only the stopped features would remove.
+      for (const name of namespaces)
+        for (const kind of [
+          AppStudioKinds.DeploymentTargetClaim,
+          AppStudioKinds.DeploymentTarget,
+          AppStudioKinds.SpaceRequest,
+        ])
+          for (const o of await fixture.list(kind, name).catch(() => []))
+            if ((o.metadata.finalizers ?? []).length > 0)
+              await fixture
+                .patch(kind, name, o.metadata.name, { metadata: { finalizers: null } })
+                .catch(() => {});
       for (const name of namespaces) {
         await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${name}` }).catch(
           () => {},

@@ -1,0 +1,275 @@
+/**
+ * The `appstudio.redhat.com/devsandbox` provisioner (README: "Provisioners"): a Pending claim of such a class
+ * gets a SpaceRequest (tier `appstudio-env`, label `appstudio.openshift.io/dtc=<claim>`) for the Dev Sandbox
+ * host operator; once that SpaceRequest is Ready with one namespaceAccess entry, this feature creates the
+ * DeploymentTarget `<claim>-dt` from its status (Available, claimRef = the claim) and labels the
+ * SpaceRequest `appstudio.openshift.io/dt=<target>`. A SpaceRequest whose claim is gone is deleted when the
+ * class says Delete. Deprovisioning deletes the SpaceRequest (with the host operator's finalizer, so it
+ * lingers while the host operator cleans up) and is done when it is gone; `Failed` once the host operator
+ * reports UnableToTerminate more than 2 minutes after the delete.
+ */
+import {
+  AppStudioKinds,
+  DeploymentTargetAnnotation,
+  DeploymentTargetFinalizer,
+  DeploymentTargetMessage,
+  DeploymentTargetPhase,
+  DT_PROVISIONER_LABEL,
+  Provisioner as ProvisionerName,
+  ReclaimPolicy,
+  SPACE_REQUEST_TIER,
+  SpaceRequestLabel,
+} from '@gitops/api';
+import {
+  collectionPath,
+  createWorkQueue,
+  deleteIfExists,
+  type Feature,
+  getObject,
+  HttpMethod,
+  type Informer,
+  isConflict,
+  type KubeObject,
+  kubeRequest,
+  type Logger,
+  objectKey,
+  type ReconcileResult,
+  refOfKind,
+  splitObjectKey,
+} from '@gitops/shared';
+import type { AppStudioContext } from '../context.ts';
+import { annotationOf, claimRefOf, classNameOf, phaseOf } from '../deployment-target.ts';
+import { list, record, specOf, statusOf, text } from '../objects.ts';
+import { addFinalizer, mergePatch, setPhase } from '../writes.ts';
+import { DEPROVISION_TIMEOUT_MS, type Deprovisioned, type Provisioner } from './provisioner.ts';
+
+const SpaceRequest = AppStudioKinds.SpaceRequest;
+const Target = AppStudioKinds.DeploymentTarget;
+const Claim = AppStudioKinds.DeploymentTargetClaim;
+
+/** On a SpaceRequest we create: the class it was made for (its reclaim policy decides orphan cleanup). */
+const CLASS_ANNOTATION = 'appstudio.openshift.io/dtclass';
+/** The host operator's reasons on the Ready condition. */
+const UNABLE_TO_TERMINATE = 'UnableToTerminate';
+const RECHECK_MS = 30_000;
+
+export const provisionedTargetName = (claim: string): string => `${claim}-dt`;
+
+export interface DevSandboxProvisioner extends Provisioner, Feature {}
+
+export function createDevSandboxProvisioner(
+  ctx: AppStudioContext,
+  deps: {
+    spaceRequests: Informer<KubeObject>;
+    claims: Informer<KubeObject>;
+    targets: Informer<KubeObject>;
+    classes: Informer<KubeObject>;
+    /** DEV_ONLY_IGNORE_SELFSIGNED_CERT_IN_DEPLOYMENT_TARGET: provisioned targets skip TLS verification. */
+    allowInsecureSkipTLSVerify?: boolean;
+  },
+): DevSandboxProvisioner {
+  const { kc } = ctx;
+  const tierOf = (sr: KubeObject) => text(specOf(sr).tierName);
+  const spaceRequestsOf = (namespace: string | undefined, label: string, value: string) =>
+    deps.spaceRequests
+      .list(namespace)
+      .filter((sr) => sr.metadata.labels?.[label] === value && tierOf(sr) === SPACE_REQUEST_TIER);
+
+  async function provision(claim: KubeObject, deploymentTargetClass: KubeObject, logger: Logger) {
+    const namespace = claim.metadata.namespace ?? '';
+    if (spaceRequestsOf(namespace, SpaceRequestLabel.Claim, claim.metadata.name).length > 0) return undefined;
+    await kubeRequest(kc, {
+      method: HttpMethod.POST,
+      path: collectionPath({ ...SpaceRequest.resource, namespace }),
+      body: {
+        apiVersion: SpaceRequest.apiVersion,
+        kind: SpaceRequest.kind,
+        metadata: {
+          generateName: `${claim.metadata.name}-`,
+          namespace,
+          labels: { ...ctx.shardLabels, [SpaceRequestLabel.Claim]: claim.metadata.name },
+          annotations: { [CLASS_ANNOTATION]: deploymentTargetClass.metadata.name },
+        },
+        spec: { tierName: SPACE_REQUEST_TIER, targetClusterRoles: [] },
+      },
+    });
+    logger.info('SpaceRequest created for the claim');
+    return undefined;
+  }
+
+  function readyCondition(sr: KubeObject) {
+    return list(statusOf(sr).conditions)
+      .map(record)
+      .find((c) => c.type === 'Ready');
+  }
+
+  /** The SpaceRequest of a target: labelled with the target, else with its claim. */
+  function spaceRequestOf(target: KubeObject): KubeObject | undefined {
+    const namespace = target.metadata.namespace;
+    return (
+      spaceRequestsOf(namespace, SpaceRequestLabel.Target, target.metadata.name)[0] ??
+      (claimRefOf(target)
+        ? spaceRequestsOf(namespace, SpaceRequestLabel.Claim, claimRefOf(target))[0]
+        : undefined)
+    );
+  }
+
+  async function deprovision(target: KubeObject): Promise<Deprovisioned> {
+    let sr = spaceRequestOf(target);
+    if (!sr) return { kind: 'gone' };
+    sr = await addFinalizer(kc, SpaceRequest, sr, DeploymentTargetFinalizer.SpaceRequest);
+    const ready = readyCondition(sr);
+    if (!ready)
+      return { kind: 'error', message: DeploymentTargetMessage.spaceRequestNotReady(sr.metadata.name) };
+    if (!sr.metadata.deletionTimestamp) {
+      await deleteIfExists(kc, refOfKind(SpaceRequest, sr), { uid: sr.metadata.uid });
+      return { kind: 'waiting', requeueAfter: RECHECK_MS };
+    }
+    if (phaseOf(target) === DeploymentTargetPhase.Failed) return { kind: 'failed', requeueAfter: RECHECK_MS };
+    const since = ctx.now().getTime() - Date.parse(sr.metadata.deletionTimestamp);
+    if (since > DEPROVISION_TIMEOUT_MS && ready.reason === UNABLE_TO_TERMINATE)
+      return { kind: 'failed', requeueAfter: RECHECK_MS };
+    return { kind: 'waiting', requeueAfter: RECHECK_MS };
+  }
+
+  /** A SpaceRequest event: orphan cleanup, then the target from a Ready SpaceRequest. */
+  async function reconcile(
+    key: string,
+    { logger }: { logger: Logger },
+  ): Promise<ReconcileResult | undefined> {
+    const { namespace = '', name } = splitObjectKey(key);
+    const sr = deps.spaceRequests.get(namespace, name);
+    if (!sr || sr.metadata.deletionTimestamp) return undefined;
+    const claimName = sr.metadata.labels?.[SpaceRequestLabel.Claim];
+    if (!claimName) return undefined;
+    const claim = await getObject(kc, { ...Claim, namespace, name: claimName });
+    if (!claim) {
+      const className = annotationOf(sr, CLASS_ANNOTATION);
+      const classes = deps.classes
+        .list()
+        .filter(
+          (c) =>
+            text(specOf(c).provisioner) === ProvisionerName.DevSandbox &&
+            (className === undefined || c.metadata.name === className),
+        );
+      if (
+        classes.length > 0 &&
+        classes.every((c) => text(specOf(c).reclaimPolicy) === ReclaimPolicy.Delete)
+      ) {
+        await deleteIfExists(kc, refOfKind(SpaceRequest, sr), { uid: sr.metadata.uid });
+        logger.info(
+          { claim: claimName },
+          'SpaceRequest of a claim that is gone deleted (reclaim policy Delete)',
+        );
+      } else {
+        logger.warn(
+          { claim: claimName },
+          'SpaceRequest of a claim that is gone kept: no devsandbox class says Delete',
+        );
+      }
+      return undefined;
+    }
+    const access = list(statusOf(sr).namespaceAccess).map(record);
+    if (access.length > 1) {
+      logger.warn('SpaceRequest with more than one namespaceAccess entry: not supported');
+      return undefined;
+    }
+    if (readyCondition(sr)?.status !== 'True' || access.length === 0) return undefined;
+    const labelled = sr.metadata.labels?.[SpaceRequestLabel.Target];
+    let target =
+      (labelled ? deps.targets.get(namespace, labelled) : undefined) ??
+      deps.targets.list(namespace).find((t) => claimRefOf(t) === claimName);
+    if (!target) {
+      const provisionerLabel = annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner);
+      target = (await kubeRequest(kc, {
+        method: HttpMethod.POST,
+        path: collectionPath({ ...Target.resource, namespace }),
+        body: {
+          apiVersion: Target.apiVersion,
+          kind: Target.kind,
+          metadata: {
+            name: provisionedTargetName(claimName),
+            namespace,
+            labels: {
+              ...ctx.shardLabels,
+              ...(provisionerLabel ? { [DT_PROVISIONER_LABEL]: provisionerLabel } : {}),
+            },
+            annotations: { [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.DevSandbox },
+          },
+          spec: {
+            deploymentTargetClassName: classNameOf(claim),
+            kubernetesCredentials: {
+              defaultNamespace: text(access[0]?.name),
+              apiURL: text(statusOf(sr).targetClusterURL),
+              clusterCredentialsSecret: text(access[0]?.secretRef),
+              allowInsecureSkipTLSVerify: deps.allowInsecureSkipTLSVerify === true,
+            },
+            claimRef: claimName,
+          },
+        },
+      })) as KubeObject;
+      await setPhase(kc, Target, target, DeploymentTargetPhase.Available);
+      logger.info({ target: target.metadata.name }, 'DeploymentTarget created from the Ready SpaceRequest');
+    }
+    if (labelled !== target.metadata.name)
+      await mergePatch(kc, SpaceRequest, sr, {
+        metadata: { labels: { [SpaceRequestLabel.Target]: target.metadata.name } },
+      });
+    return undefined;
+  }
+
+  const queue = createWorkQueue({
+    name: 'appstudio-spacerequest',
+    reconcile: async (key, context) => {
+      try {
+        return await reconcile(key, context);
+      } catch (err) {
+        if (isConflict(err)) return { requeue: true };
+        throw err;
+      }
+    },
+    concurrency: ctx.concurrency,
+    registry: ctx.registry,
+    logger: ctx.logger,
+  });
+  const enqueueAll = () => {
+    for (const sr of deps.spaceRequests.list()) queue.add(objectKey(sr));
+  };
+  let unsubscribe: (() => void)[] = [];
+  return {
+    name: ProvisionerName.DevSandbox,
+    informers: [deps.spaceRequests, deps.claims, deps.targets, deps.classes],
+    provision,
+    deprovision,
+    start() {
+      const add = (sr: KubeObject) => queue.add(objectKey(sr));
+      unsubscribe = [
+        deps.spaceRequests.onAdd(add),
+        deps.spaceRequests.onUpdate((_a, b) => add(b)),
+        // A claim deleted: its SpaceRequest may be an orphan now.
+        deps.claims.onDelete((claim) => {
+          for (const sr of deps.spaceRequests.list(claim.metadata.namespace))
+            if (sr.metadata.labels?.[SpaceRequestLabel.Claim] === claim.metadata.name) add(sr);
+        }),
+      ];
+      queue.start();
+      enqueueAll();
+    },
+    resync: enqueueAll,
+    async stop() {
+      for (const u of unsubscribe) u();
+      await queue.shutdown();
+    },
+  };
+}
+
+/** SpaceRequest events → the target they belong to (label dt, else the target claiming the labelled claim). */
+export function targetKeysOfSpaceRequest(sr: KubeObject, targets: Informer<KubeObject>): string[] {
+  const namespace = sr.metadata.namespace;
+  const byLabel = sr.metadata.labels?.[SpaceRequestLabel.Target];
+  const claim = sr.metadata.labels?.[SpaceRequestLabel.Claim];
+  return targets
+    .list(namespace)
+    .filter((t) => t.metadata.name === byLabel || (claim !== undefined && claimRefOf(t) === claim))
+    .map(objectKey);
+}

@@ -1,0 +1,31 @@
+/**
+ * What a dynamic provisioner does (README: "Provisioners"): the binder calls `provision` for a Pending claim
+ * of a class naming it that no existing target matches; the reclaimer calls `deprovision` for a target of
+ * such a class being deleted under reclaim policy Delete, and removes the target's finalizer only once it
+ * answers `gone`.
+ */
+import type { KubeObject, Logger } from '@gitops/shared';
+
+export type Deprovisioned =
+  | { kind: 'gone' }
+  /** Still going; look again after this long (events may come sooner). */
+  | { kind: 'waiting'; requeueAfter: number }
+  /** Did not finish in time: the target becomes Failed and keeps waiting. */
+  | { kind: 'failed'; requeueAfter: number }
+  | { kind: 'error'; message: string };
+
+export interface Provisioner {
+  /** The `spec.provisioner` value of the classes it serves. */
+  readonly name: string;
+  /** Creates (or continues creating) a target for `claim`; returns a user-facing error, or undefined. */
+  provision(
+    claim: KubeObject,
+    deploymentTargetClass: KubeObject,
+    logger: Logger,
+  ): Promise<string | undefined>;
+  /** Undoes what `provision` created for `target`. */
+  deprovision(target: KubeObject, deploymentTargetClass: KubeObject, logger: Logger): Promise<Deprovisioned>;
+}
+
+/** The original's limit: a deprovisioning still going after 2 minutes makes the target Failed. */
+export const DEPROVISION_TIMEOUT_MS = 2 * 60_000;
