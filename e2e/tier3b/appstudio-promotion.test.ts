@@ -90,7 +90,7 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
     await createObject(AppStudioKinds.Component, 'web', { componentName: 'web', application: 'shop' });
     await createObject(AppStudioKinds.Snapshot, 'shop-1', {
       application: 'shop',
-      components: [{ name: 'web', containerImage: 'quay.io/example/web@sha256:1' }],
+      components: [{ name: 'web', containerImage: 'images.example/example/web@sha256:1' }],
     });
     componentService = playComponentService();
   });

@@ -176,7 +176,7 @@ describe('Environment admission', () => {
 
 describe('Snapshot admission', () => {
   const S = AppStudioKinds.Snapshot;
-  const components = [{ name: 'component-a', containerImage: 'quay.io/org/a@sha256:1' }];
+  const components = [{ name: 'component-a', containerImage: 'images.example/org/a@sha256:1' }];
 
   it('accepts an identical update and changes of display fields', async () => {
     const name = fresh('snapshot');
@@ -199,16 +199,16 @@ describe('Snapshot admission', () => {
     await rejected(
       () =>
         patchSpec(S, name, {
-          components: [{ name: 'component-b', containerImage: 'quay.io/org/a@sha256:1' }],
+          components: [{ name: 'component-b', containerImage: 'images.example/org/a@sha256:1' }],
         }),
-      'components cannot be updated to [{Name:component-b ContainerImage:quay.io/org/a@sha256:1 Source:{ComponentSourceUnion:{GitSource:<nil>}}}]',
+      'components cannot be updated to [{Name:component-b ContainerImage:images.example/org/a@sha256:1 Source:{ComponentSourceUnion:{GitSource:<nil>}}}]',
     );
     await rejected(
       () =>
         patchSpec(S, name, {
-          components: [{ name: 'component-a', containerImage: 'quay.io/org/a@sha256:2' }],
+          components: [{ name: 'component-a', containerImage: 'images.example/org/a@sha256:2' }],
         }),
-      'components cannot be updated to [{Name:component-a ContainerImage:quay.io/org/a@sha256:2',
+      'components cannot be updated to [{Name:component-a ContainerImage:images.example/org/a@sha256:2',
     );
     await rejected(
       () =>
@@ -217,7 +217,7 @@ describe('Snapshot admission', () => {
             { ...components[0], source: { git: { url: 'https://git.example/r', revision: 'main' } } },
           ],
         }),
-      'components cannot be updated to [{Name:component-a ContainerImage:quay.io/org/a@sha256:1 Source:{ComponentSourceUnion:{GitSource:{URL:https://git.example/r Revision:main Context: DevfileURL: DockerfileURL:}}}}]',
+      'components cannot be updated to [{Name:component-a ContainerImage:images.example/org/a@sha256:1 Source:{ComponentSourceUnion:{GitSource:{URL:https://git.example/r Revision:main Context: DevfileURL: DockerfileURL:}}}}]',
     );
   });
 });

@@ -133,7 +133,7 @@ describe('PromotionRun controller', () => {
     await f.create(Kind.Snapshot, ns, 'my-snapshot', {
       spec: {
         application: APP,
-        components: [{ name: 'component-a', containerImage: 'quay.io/org/a@sha256:1' }],
+        components: [{ name: 'component-a', containerImage: 'images.example/org/a@sha256:1' }],
       },
     });
     await f.create(Kind.Component, ns, 'comp1', { spec: { componentName: 'component-a', application: APP } });
