@@ -391,7 +391,10 @@ describe('cluster-agent', () => {
         : undefined;
     });
     assert.deepEqual(recreated.metadata.finalizers, ['resources-finalizer.argocd.argoproj.io']);
-    assert.ok((await metricValue('drift_corrected_total', { kind: 'Application' })) >= before + 2);
+    // The counter goes up once the repair's apply has returned, which may be just after the object is visible.
+    await eventually('both repairs counted', async () =>
+      (await metricValue('drift_corrected_total', { kind: 'Application' })) >= before + 2 ? true : undefined,
+    );
   });
 
   it('a deleted row: the Application is deleted, the operation completes once Argo CD removed it, the AppProject goes with the last app', async () => {
