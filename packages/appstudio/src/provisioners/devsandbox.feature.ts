@@ -22,7 +22,6 @@ import {
 } from '@gitops/api';
 import {
   collectionPath,
-  createWorkQueue,
   deleteIfExists,
   type Feature,
   getObject,
@@ -38,6 +37,7 @@ import {
   splitObjectKey,
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
+import { createController } from '../controller.ts';
 import { annotationOf, claimRefOf, classNameOf, phaseOf } from '../deployment-target.ts';
 import { list, record, specOf, statusOf, text } from '../objects.ts';
 import { addFinalizer, mergePatch, setPhase } from '../writes.ts';
@@ -218,8 +218,10 @@ export function createDevSandboxProvisioner(
     return undefined;
   }
 
-  const queue = createWorkQueue({
+  const controller = createController(ctx, {
     name: 'appstudio-spacerequest',
+    informer: deps.spaceRequests,
+    alsoReads: [deps.claims, deps.targets, deps.classes],
     reconcile: async (key, context) => {
       try {
         return await reconcile(key, context);
@@ -228,38 +230,22 @@ export function createDevSandboxProvisioner(
         throw err;
       }
     },
-    concurrency: ctx.concurrency,
-    registry: ctx.registry,
-    logger: ctx.logger,
+    // A claim deleted: its SpaceRequest may be an orphan now.
+    watch: (enqueue) => [
+      deps.claims.onDelete((claim) => {
+        for (const sr of deps.spaceRequests.list(claim.metadata.namespace))
+          if (sr.metadata.labels?.[SpaceRequestLabel.Claim] === claim.metadata.name) enqueue(objectKey(sr));
+      }),
+    ],
   });
-  const enqueueAll = () => {
-    for (const sr of deps.spaceRequests.list()) queue.add(objectKey(sr));
-  };
-  let unsubscribe: (() => void)[] = [];
   return {
     name: ProvisionerName.DevSandbox,
-    informers: [deps.spaceRequests, deps.claims, deps.targets, deps.classes],
+    informers: controller.informers,
     provision,
     deprovision,
-    start() {
-      const add = (sr: KubeObject) => queue.add(objectKey(sr));
-      unsubscribe = [
-        deps.spaceRequests.onAdd(add),
-        deps.spaceRequests.onUpdate((_a, b) => add(b)),
-        // A claim deleted: its SpaceRequest may be an orphan now.
-        deps.claims.onDelete((claim) => {
-          for (const sr of deps.spaceRequests.list(claim.metadata.namespace))
-            if (sr.metadata.labels?.[SpaceRequestLabel.Claim] === claim.metadata.name) add(sr);
-        }),
-      ];
-      queue.start();
-      enqueueAll();
-    },
-    resync: enqueueAll,
-    async stop() {
-      for (const u of unsubscribe) u();
-      await queue.shutdown();
-    },
+    start: controller.start,
+    resync: controller.resync,
+    stop: controller.stop,
   };
 }
 
