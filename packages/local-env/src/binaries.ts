@@ -73,10 +73,17 @@ export function runBuildScript(
       for (const line of chunk.toString().split('\n')) if (line) log(line);
     });
     child.on('error', reject);
-    child.on('exit', (code) => {
+    // 'close', not 'exit': only then has everything the script printed on stdout been read.
+    child.on('close', (code, signal) => {
       const dir = out.trim().split('\n').pop() ?? '';
       if (code === 0 && dir) resolveDir(dir);
-      else reject(new Error(`tools/${tool}/build.sh failed with exit code ${code}`));
+      else if (code === 0) reject(new Error(`tools/${tool}/build.sh printed no folder`));
+      else
+        reject(
+          new Error(
+            `tools/${tool}/build.sh failed with ${signal ? `signal ${signal}` : `exit code ${code}`}`,
+          ),
+        );
     });
   });
 }
