@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
   condition,
   createRhoasFixture,
+  eventually,
   OFFLINE_TOKEN,
   type RhoasFixture,
   randomSuffix,
@@ -83,8 +84,10 @@ describe('CloudServicesRequest', () => {
         .filter((r) => r.route !== 'token')
         .every((r) => r.authorized),
     );
-    const events = await f.events('golden');
-    assert.ok(events.some((e) => e.type === 'Normal' && e.reason === 'Finished'));
+    // The Event is recorded after the status write, so it may land a moment later.
+    await eventually('a Normal Finished Event', async () =>
+      (await f.events('golden')).some((e) => e.type === 'Normal' && e.reason === 'Finished'),
+    );
   });
 
   it('makes no API call while Finished is True for the generation; a forceRefresh bump refreshes the lists', async () => {
@@ -226,10 +229,8 @@ describe('CloudServicesRequest', () => {
       assert.equal(cr.metadata.generation, 1);
       assert.equal(f.api.requests().filter((r) => r.route === 'listRegistries' && r.path).length > 0, true);
       // The failure was visible while it lasted: a Warning Event with the standardized message.
-      const events = await f.events(name);
-      assert.ok(
-        events.some((e) => e.type === 'Warning' && e.message === `ApiException: ${message}`),
-        JSON.stringify(events),
+      await eventually(`a Warning Event "ApiException: ${message}"`, async () =>
+        (await f.events(name)).some((e) => e.type === 'Warning' && e.message === `ApiException: ${message}`),
       );
       assert.equal(((cr.status?.serviceRegistries ?? []) as unknown[]).length, f.seed.registries.length);
     });
