@@ -19,7 +19,7 @@
  * (watch events), so the figures include watch delivery, which is what a user sees.
  */
 
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import {
   activeSessions,
@@ -127,6 +127,47 @@ async function procStatusMb(pid: number | undefined, field: 'VmHWM' | 'VmRSS'): 
   const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]);
   return Math.round(kb / 1024);
 }
+/**
+ * CPU seconds (user + system) used so far by each part of the system, from /proc/<pid>/stat: the two
+ * services by pid, this script (which plays Argo CD and is the client), and PostgreSQL, etcd, the API server
+ * and kube-controller-manager by command name. `machine` is every core's busy time (/proc/stat), so
+ * `machine` minus the parts is what other programs on the machine used meanwhile.
+ */
+async function cpuSeconds(pids: Record<string, number | undefined>): Promise<Map<string, number>> {
+  const ticks = 100; // USER_HZ on Linux
+  const byPid = new Map(Object.entries(pids).map(([label, pid]) => [pid, label]));
+  byPid.set(process.pid, 'bench_client');
+  const out = new Map<string, number>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    const close = stat.lastIndexOf(')');
+    if (close < 0) continue;
+    const comm = stat.slice(stat.indexOf('(') + 1, close);
+    const fields = stat.slice(close + 2).split(' ');
+    const used = (Number(fields[11]) + Number(fields[12])) / ticks;
+    const label =
+      byPid.get(Number(entry)) ??
+      (comm === 'postgres'
+        ? 'postgresql'
+        : comm === 'etcd'
+          ? 'etcd'
+          : comm === 'kube-apiserver'
+            ? 'kube_apiserver'
+            : comm.startsWith('kube-controller')
+              ? 'kube_controller_manager'
+              : undefined);
+    if (label) out.set(label, (out.get(label) ?? 0) + used);
+  }
+  const cpu = (await readFile('/proc/stat', 'utf8')).split('\n')[0]?.trim().split(/\s+/).slice(1).map(Number);
+  if (cpu)
+    out.set(
+      'machine',
+      ((cpu[0] ?? 0) + (cpu[1] ?? 0) + (cpu[2] ?? 0) + (cpu[5] ?? 0) + (cpu[6] ?? 0)) / ticks,
+    );
+  return out;
+}
+
 const peakRss = (pid: number | undefined) => procStatusMb(pid, 'VmHWM');
 const currentRss = (pid: number | undefined) => procStatusMb(pid, 'VmRSS');
 
@@ -219,6 +260,8 @@ try {
   const statementsBeforeCreate = statementsCounted ? await statementCalls(system.db) : undefined;
   const apiBeforeCreate = await apiRequestCounts();
   const dbBeforeCreate = await countDatabaseTransactions(system.db);
+  const servicePids = { backend: system.pid('backend'), cluster_agent: system.pid('cluster-agent') };
+  const cpuBeforeCreate = await cpuSeconds(servicePids);
   const items = Array.from({ length: DEPLOYMENTS }, (_, i) => i);
   const start = performance.now();
   await pool(items, IN_FLIGHT, async (i) => {
@@ -243,6 +286,7 @@ try {
 
   await settled();
   await sleep(3000); // follow-up reconciles (owner re-enqueued by the operation's state change)
+  const cpuCreate = deltas(cpuBeforeCreate, await cpuSeconds(servicePids));
   const apiCreate = deltas(apiBeforeCreate, await apiRequestCounts());
   const dbCreate = (await countDatabaseTransactions(system.db)) - dbBeforeCreate;
   const statementsCreate = statementsBeforeCreate
@@ -267,6 +311,11 @@ try {
     db_transactions_per_deployment: round2(dbCreate / DEPLOYMENTS),
     db_statements_per_deployment: round2(Object.values(statementsCreate).reduce((sum, v) => sum + v, 0)),
     db_top_statements_per_deployment: statementsCreate,
+    cpu_ms_per_deployment: Object.fromEntries(
+      [...cpuCreate]
+        .sort(([, a], [, b]) => b - a)
+        .map(([part, seconds]) => [part, round1((seconds * 1000) / DEPLOYMENTS)]),
+    ),
   });
 
   // Latency without queueing: a fixed client rate (open loop: each create starts at its time).

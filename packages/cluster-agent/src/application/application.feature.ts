@@ -37,6 +37,11 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
     const tenant = project.metadata.labels?.[AgentLabel.DatabaseId];
     if (isUuid(tenant)) ctx.enqueue('AppProject', tenant);
   };
+  // A project that appears unexpectedly (e.g. one created just before it stopped being wanted): look again.
+  appProjects.onAdd((project) => {
+    const tenant = project.metadata.labels?.[AgentLabel.DatabaseId];
+    if (isUuid(tenant) && !reconciler.isProjectSettled(tenant)) projectKey(project);
+  });
   appProjects.onUpdate((old, project) => {
     if (ownedState(old) !== ownedState(project)) projectKey(project);
   });

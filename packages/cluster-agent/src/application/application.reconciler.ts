@@ -158,8 +158,13 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
   ): Promise<boolean> {
     const live = ctx.appProjects.get(namespace, name);
     if (!desired) {
-      if (!live) settledProjects.set(name, ABSENT);
-      else settledProjects.delete(name);
+      // Absent from the cache: nothing to delete. A project created a moment ago (ours, not in the cache yet)
+      // arrives as an add event, which queues the tenant again (application.feature.ts).
+      if (!live) {
+        settledProjects.set(name, ABSENT);
+        return false;
+      }
+      settledProjects.delete(name);
       // An Application still being deleted needs its project until Argo CD has pruned its resources.
       const gone = new Set(options.goneApplicationIds ?? []);
       const users = ctx.applications
