@@ -517,7 +517,7 @@ describe('cluster-agent', () => {
     );
   });
 
-  it('a Waiting operation whose Operation CR was never created is processed by the sweep', async () => {
+  it('a Waiting operation whose Operation CR was never created is processed (the agent hears the commit; the sweep is the net)', async () => {
     const tenant = await givenTenant(tenantNamespaces[3]!);
     const { application, operation } = await deploy(tenant, {
       repoURL: 'https://github.com/org/no-cr',

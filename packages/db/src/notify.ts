@@ -66,6 +66,12 @@ export interface ListenOptions {
    */
   healthCheckIntervalMs?: number;
   applicationName?: string;
+  /**
+   * Runs on the dedicated connection after every (re)connect + LISTEN, before `onConnected`: for session
+   * state that must live exactly as long as the listening session (e.g. holdAgentListeningLock). A failure
+   * counts as a failed connection (reconnect with backoff).
+   */
+  onSession?: (session: pg.ClientBase) => Promise<void>;
 }
 
 export interface Listener {
@@ -141,6 +147,7 @@ export function listen(
     try {
       await connection.connect();
       for (const channel of wanted) await connection.query(`LISTEN ${quoteIdentifier(channel)}`);
+      await options.onSession?.(connection);
       if (stop.signal.aborted) return true;
       if (healthCheckInterval > 0) {
         healthCheck = setInterval(() => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { eventually } from '@gitops/shared/testing';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { deleteClusterUser } from './cluster-user.repository.ts';
@@ -14,6 +15,7 @@ import {
   getOperation,
   insertOperation,
   insertOperations,
+  isAgentListening,
   listDueWaitingOperations,
   listStaleInProgressOperations,
   markOperationsDelivered,
@@ -23,7 +25,11 @@ import {
   startOperation,
 } from './operation.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
-import { givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
+import {
+  givenClusterUser,
+  givenEngineInstance,
+  givenListeningAgentSession,
+} from './testing/test-fixtures.ts';
 
 let testDb: TestDatabase;
 let db: Kysely<Database>;
@@ -246,6 +252,36 @@ describe('claimUndeliveredOperations', () => {
     await Promise.all([relay(), relay(), relay(), relay()]);
     assert.equal(delivered.length, ids.size, 'no operation delivered twice');
     assert.deepEqual(new Set(delivered), ids);
+  });
+
+  test('operations of an engine instance whose agent listens get no CR; they do once its session ends', async () => {
+    await drainRelayQueue();
+    const other = await givenEngineInstance(db);
+    const heard = (await announce(applicationChange())).operation;
+    const unheard = (await announce(applicationChange(randomUUID(), other.id))).operation;
+    // The agent's LISTEN connection: a session of its own, holding the lock for as long as it lives.
+    const agent = await givenListeningAgentSession(testDb.url, instance.id);
+    try {
+      assert.equal(agent.held, true);
+      assert.equal(await isAgentListening(db, instance.id), true);
+      assert.equal(await isAgentListening(db, other.id), false);
+      // A second agent of the same instance does not get it.
+      const second = await givenListeningAgentSession(testDb.url, instance.id);
+      await second.end();
+      assert.equal(second.held, false);
+      const claimed = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100));
+      assert.deepEqual(
+        claimed.map((o) => o.id),
+        [unheard.id],
+        'only the instance nobody listens for needs Operation CRs',
+      );
+    } finally {
+      await agent.end();
+    }
+    // The session ended (an agent crash looks the same to PostgreSQL): the lock is gone with it.
+    await eventually('the lock released', async () => !(await isAgentListening(db, instance.id)));
+    const after = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100));
+    assert.deepEqual(new Set(after.map((o) => o.id)), new Set([heard.id, unheard.id]));
   });
 
   test('delivered, finished and delivery-backoff operations are not claimed', async () => {

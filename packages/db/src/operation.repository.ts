@@ -131,9 +131,60 @@ export interface ClaimedOperation extends OperationRow {
 }
 
 /**
+ * A cluster-agent that LISTENs for new operations (`gitops_operation_created`) holds this session-level
+ * advisory lock on its LISTEN connection, in the two-key form (this class, `hashtext(engine instance id)`).
+ * PostgreSQL releases it when that session ends, so "some agent of this engine instance hears new operations
+ * right now" is a fact of the database itself: no heartbeat to write, nothing stale after a crash.
+ */
+export const AGENT_LISTENING_LOCK_CLASS = 1_734_964_225; // 0x67697401, fits int4
+
+/** Something that runs one statement on a dedicated session (the LISTEN connection's `pg.Client`). */
+export interface SessionQuery {
+  query(text: string, values?: unknown[]): Promise<{ rows: Record<string, unknown>[] }>;
+}
+
+/**
+ * Agent, on its LISTEN connection: announces that it hears this engine instance's new operations. Returns
+ * false when another session already holds the lock (another agent of the same instance listens).
+ */
+export async function holdAgentListeningLock(
+  session: SessionQuery,
+  engineInstanceId: string,
+): Promise<boolean> {
+  const result = await session.query('select pg_try_advisory_lock($1::int, hashtext($2::text)) as held', [
+    AGENT_LISTENING_LOCK_CLASS,
+    engineInstanceId,
+  ]);
+  return result.rows[0]?.held === true;
+}
+
+/** True while a session of this database holds the agent-listening lock of `engine_instance_id` (SQL). */
+const agentListening = (engineInstanceIdColumn: string) =>
+  sql<boolean>`exists (
+    select 1 from pg_locks l
+    where l.locktype = 'advisory' and l.granted and l.objsubid = 2
+      and l.database = (select oid from pg_database where datname = current_database())
+      and l.classid = ${sql.lit(AGENT_LISTENING_LOCK_CLASS)}
+      and l.objid::bigint = (hashtext(${sql.ref(engineInstanceIdColumn)}::text)::bigint & 4294967295)
+  )`;
+
+/** Whether an agent of the engine instance holds the listening lock now. */
+export async function isAgentListening(db: Kysely<Database>, engineInstanceId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom(sql<{ id: string }>`(select ${engineInstanceId}::uuid as id)`.as('e'))
+    .select(agentListening('e.id').as('listening'))
+    .executeTakeFirstOrThrow();
+  return row.listening;
+}
+
+/**
  * Locks up to `limit` operations that still need an Operation CR (undelivered, not finished, delivery
  * due), oldest first. `FOR UPDATE SKIP LOCKED`: concurrent relays (several backend replicas) get disjoint
  * sets. The rows stay locked until `trx` ends: create the CRs, then markOperationsDelivered in `trx`.
+ *
+ * An operation whose engine instance has a listening agent needs no CR: that agent was woken by the
+ * operation's NOTIFY when it committed (and sweeps Waiting rows after any reconnect). Such operations are
+ * left alone; should the agent stop listening while one is still unfinished, the next pass delivers it.
  */
 export async function claimUndeliveredOperations(
   trx: Transaction<Database>,
@@ -147,6 +198,7 @@ export async function claimUndeliveredOperations(
     .where('o.delivered_at', 'is', null)
     .where('o.state', 'in', ['Waiting', 'In_Progress'])
     .where('o.next_delivery_at', '<=', sql<Date>`now()`)
+    .where(sql<boolean>`not ${agentListening('o.engine_instance_id')}`)
     .orderBy('o.created_at')
     .orderBy('o.id')
     .limit(limit)

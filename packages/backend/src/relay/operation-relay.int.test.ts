@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { getApplicationByName, insertOperation, upsertEngineInstance } from '@gitops/db';
+import { getApplicationByName, insertOperation, isAgentListening, upsertEngineInstance } from '@gitops/db';
+import { givenListeningAgentSession } from '@gitops/db/testing';
 import { createMetricsRegistry, createSilentLogger, loadKubeConfig } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
@@ -111,6 +112,47 @@ describe('outbox relay', () => {
       return row?.delivered_at ?? undefined;
     });
     await f.stopBackend(withRelay);
+  });
+
+  test('creates no Operation CR while an agent of the engine instance listens, and delivers once it stops', async () => {
+    const engine = await upsertEngineInstance(f.db, {
+      name: `relay-listening-${randomUUID()}`,
+      namespaceName: f.argoCdNamespace,
+      namespaceUid: randomUUID(),
+      clusterIdentity: 'test',
+    });
+    // Plays the agent's LISTEN connection: a session of its own holding the agent-listening lock.
+    const agent = await givenListeningAgentSession(f.database.url, engine.id);
+    const relay = createOperationRelay({
+      db: f.db,
+      kc: loadKubeConfig(process.env.KUBECONFIG),
+      registry: createMetricsRegistry({ defaultMetrics: false }),
+      logger: createSilentLogger(),
+      sweepIntervalMs: 60_000,
+    });
+    let operationId: string;
+    try {
+      assert.equal(agent.held, true);
+      operationId = await f.db.transaction().execute(
+        async (trx) =>
+          (
+            await insertOperation(trx, {
+              engineInstanceId: engine.id,
+              resourceType: 'Application',
+              resourceId: randomUUID(),
+            })
+          ).operation.id,
+      );
+      assert.equal(await relay.drain(), 0, 'the listening agent heard the commit: no CR');
+      assert.equal(await f.getOperationCr(operationId), undefined);
+    } finally {
+      await agent.end();
+    }
+    // The agent is gone and the operation is still Waiting: the relay delivers it as a CR.
+    await eventually('the lock released', async () => !(await isAgentListening(f.db, engine.id)));
+    assert.equal(await relay.drain(), 1);
+    assert.ok(await f.getOperationCr(operationId));
+    await relay.stop();
   });
 
   test('a failed creation backs off that operation only', async () => {

@@ -1,9 +1,19 @@
 /**
- * Operations as one feature: the Operation CR informer and its controller (CR → resource queue; CRs of
- * finished operations deleted), the resource queue (operation.processor.ts) that calls the other features'
- * handlers, the startup recovery, the periodic Waiting/stale sweep and the retention of finished rows.
+ * Operations as one feature: the database wake-up (LISTEN `gitops_operation_created` → resource queue, with
+ * the agent-listening lock held on that connection so the relay creates no Operation CRs meanwhile), the
+ * Operation CR informer and its controller (CR → resource queue; CRs of finished operations deleted), the
+ * resource queue (operation.processor.ts) that calls the other features' handlers, the startup recovery, the
+ * periodic Waiting/stale sweep and the retention of finished rows.
  */
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
+import {
+  getOperation,
+  holdAgentListeningLock,
+  type Listener,
+  listDueWaitingOperations,
+  listen,
+  NOTIFICATION_CHANNELS,
+} from '@gitops/db';
 import {
   createInformer,
   type KubeObject,
@@ -12,6 +22,7 @@ import {
   type WorkQueue,
 } from '@gitops/shared';
 import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
+import { isUuid } from '../argocd.ts';
 import { createOperationProcessor, type ResourceHandler } from './operation.processor.ts';
 import { collectFinishedOperations, sweepOperations } from './operation.sweeps.ts';
 import { createOperationCrController } from './operation-cr.controller.ts';
@@ -67,6 +78,22 @@ export function createOperationFeature(
   });
   const queues: WorkQueue[] = [crController, processor.queue];
   const periodics: Periodic[] = [];
+  let listener: Listener | undefined;
+  const log = logger.child({ component: 'operation-listener' });
+
+  /** A new operation (NOTIFY payload: its id): queue its resource when it is this instance's and Waiting. */
+  async function onOperationCreated(id: string): Promise<void> {
+    if (!isUuid(id)) return;
+    const row = await getOperation(db, id);
+    if (row?.engine_instance_id !== engineInstanceId || row.state !== 'Waiting') return;
+    enqueueResource(row.resource_type, row.resource_id);
+  }
+
+  /** After a (re)connect: what was announced while nobody listened (the relay may also have sent CRs). */
+  async function queueWaiting(): Promise<void> {
+    const waiting = await listDueWaitingOperations(db, engineInstanceId, { dueForMs: 0, limit: 10_000 });
+    for (const row of waiting) enqueueResource(row.resource_type, row.resource_id);
+  }
   const sweep = (staleAfterMs: number) =>
     sweepOperations({ db, engineInstanceId, logger, staleAfterMs, holds: processor.holds, enqueueResource });
 
@@ -78,6 +105,27 @@ export function createOperationFeature(
     recover: () => sweep(0),
     start() {
       for (const queue of queues) queue.start();
+      listener = listen(
+        config.databaseUrl,
+        [NOTIFICATION_CHANNELS.operationCreated],
+        ({ payload }) => onOperationCreated(payload),
+        {
+          applicationName: 'gitops-cluster-agent-listen',
+          onSession: async (session) => {
+            if (!(await holdAgentListeningLock(session, engineInstanceId)))
+              log.warn(
+                'another agent already listens for this engine instance; Operation CRs still wake this one',
+              );
+          },
+          onConnected: ({ reconnected }) => {
+            if (reconnected) log.info('LISTEN connection re-established; queueing Waiting operations');
+            void queueWaiting().catch((err: unknown) =>
+              log.warn({ err }, 'could not list Waiting operations'),
+            );
+          },
+          onError: (err) => log.warn({ err }, 'LISTEN connection problem'),
+        },
+      );
       periodics.push(
         runPeriodically(
           'operation-sweep',
@@ -102,6 +150,7 @@ export function createOperationFeature(
       );
     },
     async stop() {
+      await listener?.close();
       await Promise.all(periodics.map((periodic) => periodic.stop()));
       await Promise.all(queues.map((queue) => queue.shutdown()));
     },

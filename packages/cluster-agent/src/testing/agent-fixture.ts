@@ -58,6 +58,8 @@ export interface AgentFixture {
   givenTenant(namespace: string, options?: { workspaceEnvironment?: boolean }): Promise<ClusterUserRow>;
   /** Creates the Operation CR the backend's relay would create. */
   relay(operation: { id: string }, namespace?: string): Promise<void>;
+  /** The Operation CRs in the fixture's Argo CD namespace. */
+  listOperationCrs(): Promise<KubeObject[]>;
   getApplication(name: string): Promise<KubeObject | undefined>;
   /** Merge-patches an Application as Argo CD would (field manager `argocd-test` unless given). */
   patchApplication(name: string, body: unknown, fieldManager?: string): Promise<unknown>;
@@ -122,6 +124,17 @@ export async function createAgentFixture(options: {
         await ensureWorkspaceEnvironment(database.db, { id: user.id, namespaceName: namespace });
       }
       return user;
+    },
+    async listOperationCrs() {
+      const list = (await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: collectionPath({
+          apiVersion: 'managed-gitops.redhat.com/v1alpha1',
+          plural: 'operations',
+          namespace: argoCdNamespace,
+        }),
+      })) as { items: KubeObject[] };
+      return list.items;
     },
     async relay(operation, namespace = argoCdNamespace) {
       await serverSideApply(

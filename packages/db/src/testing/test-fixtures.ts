@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
+import pg from 'pg';
 import { insertApplication } from '../application.repository.ts';
 import { upsertClusterUser } from '../cluster-user.repository.ts';
 import type { ApplicationRow, ClusterUserRow, Database, EngineInstanceRow } from '../database.ts';
 import { upsertEngineInstance } from '../engine-instance.repository.ts';
+import { holdAgentListeningLock } from '../operation.repository.ts';
 
 /** Rows the db package's integration tests build on. Exported from `@gitops/db/testing`, not from the package's production index. */
 
@@ -39,4 +41,18 @@ export async function givenApplication(
     managedEnvironmentId: input.managedEnvironmentId ?? null,
     spec: { source: { repoURL: 'https://github.com/org/repo', path: 'env/dev' } },
   });
+}
+
+/**
+ * Plays a cluster-agent's LISTEN connection: a session of its own (not from a pool) holding the
+ * agent-listening lock of `engineInstanceId`. `end()` closes the session, as an agent that stops or crashes.
+ */
+export async function givenListeningAgentSession(
+  url: string,
+  engineInstanceId: string,
+): Promise<{ held: boolean; end(): Promise<void> }> {
+  const session = new pg.Client({ connectionString: url });
+  await session.connect();
+  const held = await holdAgentListeningLock(session, engineInstanceId);
+  return { held, end: () => session.end() };
 }
