@@ -50,6 +50,38 @@ export function createStatusFeature(
   const informer = deps.deployments.informer;
   const now = options.now ?? (() => new Date());
 
+  /**
+   * GitOpsDeployment uid → its application id, and back to the object's key: a GitOpsDeployment's mapping
+   * never changes while the object lives (a delete-recreate is a new uid), so each change of status costs one
+   * read (the projection) instead of three. Entries go with the object (informer delete).
+   */
+  const applicationOfUid = new Map<string, string>();
+  const keyOfApplication = new Map<string, string>();
+  const remember = (uid: string, applicationId: string, key: string) => {
+    applicationOfUid.set(uid, applicationId);
+    keyOfApplication.set(applicationId, key);
+  };
+  const forget = (uid: string | undefined) => {
+    if (!uid) return;
+    const applicationId = applicationOfUid.get(uid);
+    applicationOfUid.delete(uid);
+    if (applicationId) keyOfApplication.delete(applicationId);
+  };
+
+  /** The projection of the object's application: from the remembered id, else through its mapping. */
+  async function stateOf(uid: string, key: string) {
+    const known = applicationOfUid.get(uid);
+    if (known) {
+      const row = await getApplicationState(db, known);
+      if (row) return { applicationId: known, row };
+    }
+    const mapping = await getApiCrMappingByUid(db, uid);
+    if (!mapping?.application_id) return undefined;
+    remember(uid, mapping.application_id, key);
+    const row = await getApplicationState(db, mapping.application_id);
+    return row ? { applicationId: mapping.application_id, row } : undefined;
+  }
+
   const queue = createWorkQueue({
     name: 'gitopsdeployment-status',
     concurrency: ctx.config.maxConcurrentReconciles,
@@ -59,13 +91,12 @@ export function createStatusFeature(
       const { namespace, name } = splitObjectKey(key);
       const object = namespace === undefined ? undefined : informer.get(namespace, name);
       if (!object || isBeingDeleted(object) || !object.metadata.uid) return;
-      const mapping = await getApiCrMappingByUid(db, object.metadata.uid);
-      if (!mapping?.application_id) return;
-      const row = await getApplicationState(db, mapping.application_id);
-      if (!row) return;
+      const found = await stateOf(object.metadata.uid, key);
+      if (!found) return;
+      const { applicationId, row } = found;
       const state = parseApplicationState(row.state);
       if (!isJsonObject(row.state))
-        logger.warn({ application: mapping.application_id }, 'malformed application_state');
+        logger.warn({ application: applicationId }, 'malformed application_state');
       const desired = desiredStatus(state, {
         currentConditions: conditionsOf(object),
         destinationName: await userFacingDestinationName(db, state.reconciledState?.destination?.name),
@@ -79,7 +110,7 @@ export function createStatusFeature(
         { metadata: { resourceVersion: object.metadata.resourceVersion }, status: patch },
         { fieldManager: BACKEND_FIELD_MANAGER },
       );
-      logger.debug({ application: mapping.application_id }, 'status updated from the Argo CD Application');
+      logger.debug({ application: applicationId }, 'status updated from the Argo CD Application');
       const event = syncTransitionEvent(statusOf(object).operationState, desired.operationState);
       if (event)
         await ctx.events.event(
@@ -97,11 +128,22 @@ export function createStatusFeature(
     informer.onUpdate((a, b) => {
       if (a.metadata.resourceVersion !== b.metadata.resourceVersion) queue.add(objectKey(b));
     }),
+    informer.onDelete((o) => forget(o.metadata.uid)),
   ];
 
   async function onApplicationStateChanged(applicationId: string) {
+    const known = keyOfApplication.get(applicationId);
+    if (known) {
+      queue.add(known);
+      return;
+    }
     const mapping = await getApiCrMappingOfApplication(db, applicationId);
-    if (mapping?.cr_kind === Kind.GitOpsDeployment) queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
+    if (mapping?.cr_kind !== Kind.GitOpsDeployment) return;
+    const key = `${mapping.cr_namespace}/${mapping.cr_name}`;
+    // Remembered only for the incarnation in the cache (an older one's mapping may still be on its way out).
+    if (informer.get(mapping.cr_namespace, mapping.cr_name)?.metadata.uid === mapping.cr_uid)
+      remember(mapping.cr_uid, applicationId, key);
+    queue.add(key);
   }
   const enqueueAll = () => {
     for (const object of informer.list()) queue.add(objectKey(object));

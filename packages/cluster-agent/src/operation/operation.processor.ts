@@ -144,10 +144,14 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
     }
   }
   async function deleteOperationCr(operationId: string): Promise<void> {
-    const cached = options.operationCrs?.get(namespace, operationCrName(operationId));
-    // A CR without the label (an older relay, or not in the cache yet) is deleted by name.
-    if (cached?.metadata.labels?.[Label.OperationId] !== operationId)
-      return deleteOneOperationCr(operationId);
+    if (!options.operationCrs) return deleteOneOperationCr(operationId);
+    const cached = options.operationCrs.get(namespace, operationCrName(operationId));
+    // Usually there is none (the agent heard the operation; the relay created no CR). One created a moment
+    // ago and not in the cache yet is deleted by the Operation CR controller when it arrives (its row is
+    // finished by then).
+    if (!cached) return;
+    // A CR without the label (an older relay) is deleted by name.
+    if (cached.metadata.labels?.[Label.OperationId] !== operationId) return deleteOneOperationCr(operationId);
     if (batch && batch.ids.length < CR_DELETE_BATCH) {
       batch.ids.push(operationId);
       return batch.done;
