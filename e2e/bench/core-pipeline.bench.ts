@@ -128,36 +128,58 @@ async function procStatusMb(pid: number | undefined, field: 'VmHWM' | 'VmRSS'): 
   return Math.round(kb / 1024);
 }
 /**
- * CPU seconds (user + system) used so far by each part of the system, from /proc/<pid>/stat: the two
- * services by pid, this script (which plays Argo CD and is the client), and PostgreSQL, etcd, the API server
- * and kube-controller-manager by command name. `machine` is every core's busy time (/proc/stat), so
- * `machine` minus the parts is what other programs on the machine used meanwhile.
+ * CPU seconds (user + system) used so far by each part of this run, from /proc/<pid>/stat: the two services by
+ * pid, this script (the client, and Argo CD's part), and the run's own PostgreSQL (its postmaster, found by
+ * port, and every child), etcd, API server and kube-controller-manager (found by the ports and kubeconfig in
+ * their command lines; other programs on a shared machine may run the same binaries). `machine` is every
+ * core's busy time (/proc/stat): `machine` minus the parts is what everything else used meanwhile.
  */
 async function cpuSeconds(pids: Record<string, number | undefined>): Promise<Map<string, number>> {
   const ticks = 100; // USER_HZ on Linux
-  const byPid = new Map(Object.entries(pids).map(([label, pid]) => [pid, label]));
-  byPid.set(process.pid, 'bench_client');
-  const out = new Map<string, number>();
+  const apiPort = new URL(JSON.parse(process.env.BENCH_APISERVER_ENDPOINT ?? '{}').server ?? 'http://x').port;
+  const pgPort = new URL(process.env.GITOPS_TEST_DATABASE_URL ?? 'postgres://x').port;
+  const kubeconfigDir = (process.env.KUBECONFIG ?? '').replace(/\/[^/]*$/, '');
+  const procs: { pid: number; ppid: number; cmd: string; used: number }[] = [];
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
-    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    const [stat, cmdline] = await Promise.all([
+      readFile(`/proc/${entry}/stat`, 'utf8').catch(() => ''),
+      readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => ''),
+    ]);
     const close = stat.lastIndexOf(')');
     if (close < 0) continue;
-    const comm = stat.slice(stat.indexOf('(') + 1, close);
     const fields = stat.slice(close + 2).split(' ');
-    const used = (Number(fields[11]) + Number(fields[12])) / ticks;
-    const label =
-      byPid.get(Number(entry)) ??
-      (comm === 'postgres'
-        ? 'postgresql'
-        : comm === 'etcd'
-          ? 'etcd'
-          : comm === 'kube-apiserver'
-            ? 'kube_apiserver'
-            : comm.startsWith('kube-controller')
-              ? 'kube_controller_manager'
-              : undefined);
-    if (label) out.set(label, (out.get(label) ?? 0) + used);
+    procs.push({
+      pid: Number(entry),
+      ppid: Number(fields[1]),
+      cmd: cmdline.replaceAll('\0', ' '),
+      used: (Number(fields[11]) + Number(fields[12])) / ticks,
+    });
+  }
+  const apiserver = procs.find(
+    (p) => p.cmd.includes('kube-apiserver') && p.cmd.includes(`--secure-port=${apiPort} `),
+  );
+  const etcdPort = /--etcd-servers=http:\/\/127\.0\.0\.1:(\d+)/.exec(apiserver?.cmd ?? '')?.[1];
+  const postmaster = procs.find((p) => / -D \S+ -p (\d+)/.exec(p.cmd)?.[1] === pgPort);
+  const labelOf = (p: (typeof procs)[number]): string | undefined => {
+    for (const [label, pid] of Object.entries(pids)) if (pid === p.pid) return label;
+    if (p.pid === process.pid) return 'bench_client';
+    if (p.pid === apiserver?.pid) return 'kube_apiserver';
+    if (
+      etcdPort &&
+      p.cmd.includes('/etcd ') &&
+      p.cmd.includes(`--listen-client-urls=http://127.0.0.1:${etcdPort} `)
+    )
+      return 'etcd';
+    if (kubeconfigDir && p.cmd.includes('kube-controller-manager') && p.cmd.includes(`${kubeconfigDir}/`))
+      return 'kube_controller_manager';
+    if (postmaster && (p.pid === postmaster.pid || p.ppid === postmaster.pid)) return 'postgresql';
+    return undefined;
+  };
+  const out = new Map<string, number>();
+  for (const p of procs) {
+    const label = labelOf(p);
+    if (label) out.set(label, (out.get(label) ?? 0) + p.used);
   }
   const cpu = (await readFile('/proc/stat', 'utf8')).split('\n')[0]?.trim().split(/\s+/).slice(1).map(Number);
   if (cpu)
