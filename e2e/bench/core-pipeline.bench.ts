@@ -20,7 +20,6 @@
  */
 
 import { readFile } from 'node:fs/promises';
-import { cpus } from 'node:os';
 import {
   activeSessions,
   countAutovacuumRuns,
@@ -34,6 +33,7 @@ import { createInformer, createMetricsRegistry, createSilentLogger, type KubeObj
 import { playArgoCd } from '../fixture/argo-cd-actor.ts';
 import { create, createGitOpsDeployment, list, paths, remove } from '../fixture/kube.ts';
 import { randomSuffix, startSystem } from '../fixture/system.ts';
+import { figureEmitter, percentile, pool, round1, round2, sleep } from './support.ts';
 
 const SCALES: Record<string, { deployments: number; namespaces: number }> = {
   '1k': { deployments: 1000, namespaces: 100 },
@@ -48,31 +48,10 @@ const STATUS_SAMPLES = Number(process.env.BENCH_STATUS_SAMPLES ?? 100);
 const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 30);
 const PACED_RATE = Number(process.env.BENCH_PACED_RATE ?? 50);
 const PACED_DEPLOYMENTS = Number(process.env.BENCH_PACED_DEPLOYMENTS ?? 500);
-const cores = cpus().length;
 /** Label that assigns a GitOpsDeployment to one backend shard; the ceiling uses a shard nobody serves. */
 const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 
-const emit = (figure: string, values: Record<string, unknown>) =>
-  process.stdout.write(
-    `${JSON.stringify({ figure, cores, deployments: DEPLOYMENTS, namespaces: NAMESPACES, ...values })}\n`,
-  );
-const round1 = (n: number) => Math.round(n * 10) / 10;
-const round2 = (n: number) => Math.round(n * 100) / 100;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
-
-async function pool<T>(items: T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: limit }, async () => {
-      while (next < items.length) await work(items[next++] as T);
-    }),
-  );
-}
+const emit = figureEmitter({ deployments: DEPLOYMENTS, namespaces: NAMESPACES });
 
 async function apiRequestCounts(): Promise<Map<string, number>> {
   const endpoint = JSON.parse(process.env.BENCH_APISERVER_ENDPOINT ?? '{}');
