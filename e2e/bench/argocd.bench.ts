@@ -15,7 +15,7 @@
  */
 import { rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { builtArgoCdBinary, createGitRepo, manifest, startArgoCd } from '@gitops/local-env';
 import {
@@ -35,7 +35,17 @@ import {
   remove,
 } from '../fixture/kube.ts';
 import { randomSuffix, startSystem } from '../fixture/system.ts';
-import { figureEmitter, latencySummary, pool, round1, sleep } from './support.ts';
+import {
+  cores,
+  cpuSeconds,
+  descendants,
+  figureEmitter,
+  latencySummary,
+  pool,
+  round1,
+  round2,
+  sleep,
+} from './support.ts';
 
 const say = (line: string) => process.stderr.write(`[bench argocd] ${line}\n`);
 
@@ -180,8 +190,14 @@ try {
     resource: { apiVersion: 'managed-gitops.redhat.com/v1alpha1', plural: 'gitopsdeployments' },
     labelSelector: `managed-gitops.redhat.com/backend-shard=${system.shard}`,
   });
+  // Conditions any deployment ever showed on the way (e.g. Argo CD's InvalidSpecError): deployments per condition.
+  const conditionsSeen = new Map<string, Set<string>>();
   const onDeployment = (gd: GitOpsDeployment) => {
     const key = `${gd.metadata.namespace}/${gd.metadata.name}`;
+    for (const c of gd.status?.conditions ?? []) {
+      const name = `${c.type}/${c.reason}`;
+      conditionsSeen.set(name, (conditionsSeen.get(name) ?? new Set()).add(key));
+    }
     if (deploymentSyncedHealthy.has(key)) return;
     if (isSyncedHealthy(gd.status) && gd.status?.sync?.revision === head) {
       deploymentSyncedHealthy.set(key, performance.now());
@@ -201,6 +217,25 @@ try {
   deployments.start();
   await apps.waitForSync();
   await deployments.waitForSync();
+
+  // CPU time of every process of the run (the control plane and PostgreSQL are scripts/bench.ts's children),
+  // from here to the last GitOpsDeployment converged: where the time goes.
+  const named = new Map<number, string>([[process.pid, 'benchmark client']]);
+  for (const service of ['backend', 'cluster-agent'] as const) {
+    const pid = system.pid(service);
+    if (pid) named.set(pid, service);
+  }
+  for (const p of argoCd.processes) if (p.child.pid) named.set(p.child.pid, p.name);
+  const cpuNow = async () => {
+    const byPid = new Map<number, { label: string; seconds: number }>();
+    for (const { pid, command } of await descendants(process.ppid)) {
+      const seconds = await cpuSeconds(pid);
+      if (seconds !== undefined) byPid.set(pid, { label: named.get(pid) ?? command, seconds });
+    }
+    return byPid;
+  };
+  const loadBefore = loadavg()[0] ?? 0;
+  const cpuBefore = await cpuNow();
 
   // Create them, IN_FLIGHT at a time.
   const createdAt = new Map<string, number>();
@@ -236,6 +271,20 @@ try {
     }),
   ]);
   clearInterval(progress);
+  const cpuAfter = await cpuNow();
+  const windowSeconds = (performance.now() - start) / 1000;
+  const cpuByProcess: Record<string, number> = {};
+  for (const [pid, { label, seconds }] of cpuAfter) {
+    const before = cpuBefore.get(pid)?.seconds ?? 0;
+    cpuByProcess[label] = (cpuByProcess[label] ?? 0) + seconds - before;
+  }
+  const cpuTotal = Object.values(cpuByProcess).reduce((sum, v) => sum + v, 0);
+  const cpuSorted = Object.fromEntries(
+    Object.entries(cpuByProcess)
+      .filter(([, v]) => v >= 0.05)
+      .sort((x, y) => y[1] - x[1])
+      .map(([k, v]) => [k, round1(v)]),
+  );
 
   const keys = [...createdAt.keys()];
   const since = (seen: number | undefined, key: string) =>
@@ -256,6 +305,12 @@ try {
     client_create_rate_per_s: round1(DEPLOYMENTS / ((createdAll - start) / 1000)),
     create_to_application: latencySummary(toApplication),
     create_to_argocd_application_synced_healthy: latencySummary(toArgoSyncedHealthy),
+    conditions_seen: Object.fromEntries([...conditionsSeen].map(([name, keys]) => [name, keys.size])),
+    cpu_seconds_by_process: cpuSorted,
+    cpu_seconds_total: round1(cpuTotal),
+    cpu_share_of_machine: round2(cpuTotal / (windowSeconds * cores)),
+    window_s: round1(windowSeconds),
+    load_average_1m: { before: round1(loadBefore), after: round1(loadavg()[0] ?? 0) },
   });
   if (timedOut) {
     failed = true;

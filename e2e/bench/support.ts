@@ -1,7 +1,8 @@
 /**
  * What every benchmark in e2e/bench shares: printing a figure as one JSON line on stdout, percentiles,
- * rounding, and a bounded-concurrency pool. Not a benchmark itself (scripts/bench.ts runs `*.bench.ts` only).
+ * rounding, a bounded-concurrency pool, and the CPU time of the processes a run started. Not a benchmark itself (scripts/bench.ts runs `*.bench.ts` only).
  */
+import { readdir, readFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
 
 export const cores = cpus().length;
@@ -39,4 +40,50 @@ export async function pool<T>(items: T[], limit: number, work: (item: T) => Prom
       while (next < items.length) await work(items[next++] as T);
     }),
   );
+}
+
+/**
+ * CPU time a process has used so far (user + system), including that of its children it has waited for
+ * (e.g. the `git` runs of argocd-repo-server), in seconds; undefined once it is gone.
+ */
+export async function cpuSeconds(pid: number): Promise<number | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may hold spaces) start at field 3 (state); utime, stime, cutime
+    // and cstime are fields 14 to 17.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(fields[i]), 0);
+    return ticks / CLOCK_TICKS_PER_SECOND;
+  } catch {
+    return undefined;
+  }
+}
+/** USER_HZ: 100 on every Linux architecture Node runs on. */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** Every process below `root` (children, their children...), with its command name. */
+export async function descendants(root: number): Promise<{ pid: number; command: string }[]> {
+  const parentOf = new Map<number, { parent: number; command: string }>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => undefined);
+    if (!stat) continue;
+    const command = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    parentOf.set(Number(entry), { parent, command });
+  }
+  const out: { pid: number; command: string }[] = [];
+  const below = new Set([root]);
+  // Parents have smaller pids unless the pid counter wrapped; repeat until nothing is added to be safe.
+  for (let added = true; added; ) {
+    added = false;
+    for (const [pid, { parent, command }] of parentOf) {
+      if (below.has(parent) && !below.has(pid)) {
+        below.add(pid);
+        out.push({ pid, command });
+        added = true;
+      }
+    }
+  }
+  return out;
 }
