@@ -37,10 +37,13 @@ import {
 } from '../fixture/kube.ts';
 import { randomSuffix, startSystem } from '../fixture/system.ts';
 import {
+  apiRequestCounts,
   cores,
   cpuSeconds,
+  deltas,
   descendants,
   figureEmitter,
+  isWrite,
   latencySummary,
   pool,
   round1,
@@ -270,6 +273,7 @@ try {
   };
   const loadBefore = loadavg()[0] ?? 0;
   const cpuBefore = await cpuNow();
+  const apiBefore = await apiRequestCounts();
 
   // Create them, IN_FLIGHT at a time.
   const createdAt = new Map<string, number>();
@@ -306,6 +310,17 @@ try {
   ]);
   clearInterval(progress);
   const cpuAfter = await cpuNow();
+  const api = deltas(apiBefore, await apiRequestCounts());
+  const perDeployment = (entries: [string, number][]) =>
+    Object.fromEntries(
+      entries
+        .map(([key, n]) => [key, round2(n / DEPLOYMENTS)] as const)
+        .filter(([, n]) => n >= 0.05)
+        .sort((x, y) => y[1] - x[1]),
+    );
+  const sum = (entries: [string, number][]) => round2(entries.reduce((t, [, n]) => t + n, 0) / DEPLOYMENTS);
+  const apiWrites = [...api].filter(([key]) => isWrite(key) && key !== 'PUT leases');
+  const apiReads = [...api].filter(([key]) => !isWrite(key));
   const windowSeconds = (performance.now() - start) / 1000;
   const cpuByProcess: Record<string, number> = {};
   for (const [pid, { label, seconds }] of cpuAfter) {
@@ -341,6 +356,11 @@ try {
     create_to_application: latencySummary(toApplication),
     create_to_argocd_application_synced_healthy: latencySummary(toArgoSyncedHealthy),
     conditions_seen: Object.fromEntries([...conditionsSeen].map(([name, keys]) => [name, keys.size])),
+    api_note:
+      "apiserver_request_total deltas over the same window, every client's (ours, Argo CD's, this benchmark's own POST gitopsdeployments), kube-controller-manager's lease left out",
+    api_writes_per_deployment: sum(apiWrites),
+    api_writes_per_deployment_by_verb_and_resource: perDeployment(apiWrites),
+    api_reads_per_deployment: sum(apiReads),
     cpu_seconds_by_process: cpuSorted,
     cpu_seconds_total: round1(cpuTotal),
     cpu_share_of_machine: round2(cpuTotal / (windowSeconds * cores)),

@@ -33,7 +33,17 @@ import { createInformer, createMetricsRegistry, createSilentLogger, type KubeObj
 import { playArgoCd } from '../fixture/argo-cd-actor.ts';
 import { create, createGitOpsDeployment, list, paths, remove } from '../fixture/kube.ts';
 import { randomSuffix, startSystem } from '../fixture/system.ts';
-import { figureEmitter, percentile, pool, round1, round2, sleep } from './support.ts';
+import {
+  apiRequestCounts,
+  deltas,
+  figureEmitter,
+  isWrite,
+  percentile,
+  pool,
+  round1,
+  round2,
+  sleep,
+} from './support.ts';
 
 const SCALES: Record<string, { deployments: number; namespaces: number }> = {
   '1k': { deployments: 1000, namespaces: 100 },
@@ -52,33 +62,6 @@ const PACED_DEPLOYMENTS = Number(process.env.BENCH_PACED_DEPLOYMENTS ?? 500);
 const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 
 const emit = figureEmitter({ deployments: DEPLOYMENTS, namespaces: NAMESPACES });
-
-async function apiRequestCounts(): Promise<Map<string, number>> {
-  const endpoint = JSON.parse(process.env.BENCH_APISERVER_ENDPOINT ?? '{}');
-  const res = await rawKubeRequest(endpoint, 'GET', '/metrics');
-  const counts = new Map<string, number>();
-  for (const line of String(res.body).split('\n')) {
-    if (!line.startsWith('apiserver_request_total{')) continue;
-    const verb = /verb="([A-Z]+)"/.exec(line)?.[1] ?? '?';
-    const resource = /resource="([^"]*)"/.exec(line)?.[1] ?? '';
-    const key = `${verb} ${resource}`.trim();
-    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
-    counts.set(key, (counts.get(key) ?? 0) + value);
-  }
-  return counts;
-}
-
-const isWrite = (key: string) => /^(POST|PUT|PATCH|DELETE|DELETECOLLECTION|APPLY|CREATE|UPDATE)\b/.test(key);
-
-/** Counter deltas between two scrapes, only the ones that moved. */
-function deltas(before: Map<string, number>, after: Map<string, number>): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const [key, value] of after) {
-    const delta = value - (before.get(key) ?? 0);
-    if (delta > 0) out.set(key, delta);
-  }
-  return out;
-}
 
 /** The statements run between two pg_stat_statements reads, most frequent first, per `unit`; this script's own left out. */
 function topStatements(

@@ -1,9 +1,10 @@
 /**
  * What every benchmark in e2e/bench shares: printing a figure as one JSON line on stdout, percentiles,
- * rounding, a bounded-concurrency pool, and the CPU time of the processes a run started. Not a benchmark itself (scripts/bench.ts runs `*.bench.ts` only).
+ * rounding, a bounded-concurrency pool, the API server's request counters, and the CPU time of the processes a run started. Not a benchmark itself (scripts/bench.ts runs `*.bench.ts` only).
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
+import { kubeRequest } from '@gitops/local-env';
 
 export const cores = cpus().length;
 
@@ -84,6 +85,36 @@ export async function descendants(root: number): Promise<{ pid: number; command:
         added = true;
       }
     }
+  }
+  return out;
+}
+
+/** apiserver_request_total of the API server scripts/bench.ts started, summed by `<VERB> <resource>`. */
+export async function apiRequestCounts(): Promise<Map<string, number>> {
+  const endpoint = JSON.parse(process.env.BENCH_APISERVER_ENDPOINT ?? '{}');
+  const res = await kubeRequest(endpoint, 'GET', '/metrics');
+  const counts = new Map<string, number>();
+  for (const line of String(res.body).split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    const verb = /verb="([A-Z]+)"/.exec(line)?.[1] ?? '?';
+    const resource = /resource="([^"]*)"/.exec(line)?.[1] ?? '';
+    const key = `${verb} ${resource}`.trim();
+    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+    counts.set(key, (counts.get(key) ?? 0) + value);
+  }
+  return counts;
+}
+
+/** True for a `<VERB> <resource>` key of a request that writes. */
+export const isWrite = (key: string) =>
+  /^(POST|PUT|PATCH|DELETE|DELETECOLLECTION|APPLY|CREATE|UPDATE)\b/.test(key);
+
+/** Counter deltas between two scrapes, only the ones that moved. */
+export function deltas(before: Map<string, number>, after: Map<string, number>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [key, value] of after) {
+    const delta = value - (before.get(key) ?? 0);
+    if (delta > 0) out.set(key, delta);
   }
   return out;
 }
