@@ -344,14 +344,15 @@ try {
   const toArgoSyncedHealthy = defined(
     keys.map((k) => since(appSyncedHealthy.get(applicationOf.get(k) ?? ''), k)),
   );
-  const last = Math.max(...deploymentSyncedHealthy.values());
+  const last = deploymentSyncedHealthy.size > 0 ? Math.max(...deploymentSyncedHealthy.values()) : start;
   emit('argocd_create_to_synced_healthy', {
     method: `real Argo CD ${argoCd.version} (repo-server + application-controller, reconciliation ${RECONCILIATION_SECONDS} s), backend and agent as processes; one local file:// Git repository, one ConfigMap per path; one warm-up deployment converged first; automated GitOpsDeployments created ${IN_FLIGHT} in flight; POST → the GitOpsDeployment's status shows sync Synced at the repository's head and health Healthy, seen by a watch`,
     in_flight: IN_FLIGHT,
     warmup_ms: warmupMs,
     converged: toSyncedHealthy.length,
+    ...(timedOut ? { timed_out_after_s: TIMEOUT_SECONDS } : {}),
     ...latencySummary(toSyncedHealthy),
-    throughput_per_s: round1(toSyncedHealthy.length / ((last - start) / 1000)),
+    throughput_per_s: last > start ? round1(toSyncedHealthy.length / ((last - start) / 1000)) : 0,
     client_create_rate_per_s: round1(DEPLOYMENTS / ((createdAll - start) / 1000)),
     create_to_application: latencySummary(toApplication),
     create_to_argocd_application_synced_healthy: latencySummary(toArgoSyncedHealthy),
