@@ -72,7 +72,7 @@ const RECONCILIATION_SECONDS = Number(process.env.BENCH_ARGOCD_RECONCILIATION_SE
 const TIMEOUT_SECONDS = Number(process.env.BENCH_ARGOCD_TIMEOUT_SECONDS ?? 480);
 const emit = figureEmitter({ deployments: DEPLOYMENTS, namespaces: NAMESPACES });
 
-/** Cleanup steps, run last-registered first, each whatever happened before it. */
+/** Cleanup steps, run last-registered first, each one also when an earlier one failed. */
 const cleanups: { what: string; run: () => Promise<void> }[] = [];
 const tempDirs: string[] = [];
 // Interrupted (Ctrl-C reaches the whole process group): the exit hook of @gitops/local-env kills every
