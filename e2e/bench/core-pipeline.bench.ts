@@ -19,8 +19,7 @@
  * (watch events), so the figures include watch delivery, which is what a user sees.
  */
 
-import { readdir, readFile } from 'node:fs/promises';
-import { cpus } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import {
   activeSessions,
   countAutovacuumRuns,
@@ -34,6 +33,18 @@ import { createInformer, createMetricsRegistry, createSilentLogger, type KubeObj
 import { playArgoCd } from '../fixture/argo-cd-actor.ts';
 import { create, createGitOpsDeployment, list, paths, remove } from '../fixture/kube.ts';
 import { randomSuffix, startSystem } from '../fixture/system.ts';
+import {
+  apiRequestCounts,
+  cpuSecondsByPart,
+  deltas,
+  figureEmitter,
+  isWrite,
+  percentile,
+  pool,
+  round1,
+  round2,
+  sleep,
+} from './support.ts';
 
 const SCALES: Record<string, { deployments: number; namespaces: number }> = {
   '1k': { deployments: 1000, namespaces: 100 },
@@ -48,58 +59,10 @@ const STATUS_SAMPLES = Number(process.env.BENCH_STATUS_SAMPLES ?? 100);
 const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 30);
 const PACED_RATE = Number(process.env.BENCH_PACED_RATE ?? 50);
 const PACED_DEPLOYMENTS = Number(process.env.BENCH_PACED_DEPLOYMENTS ?? 500);
-const cores = cpus().length;
 /** Label that assigns a GitOpsDeployment to one backend shard; the ceiling uses a shard nobody serves. */
 const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 
-const emit = (figure: string, values: Record<string, unknown>) =>
-  process.stdout.write(
-    `${JSON.stringify({ figure, cores, deployments: DEPLOYMENTS, namespaces: NAMESPACES, ...values })}\n`,
-  );
-const round1 = (n: number) => Math.round(n * 10) / 10;
-const round2 = (n: number) => Math.round(n * 100) / 100;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN;
-}
-
-async function pool<T>(items: T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: limit }, async () => {
-      while (next < items.length) await work(items[next++] as T);
-    }),
-  );
-}
-
-async function apiRequestCounts(): Promise<Map<string, number>> {
-  const endpoint = JSON.parse(process.env.BENCH_APISERVER_ENDPOINT ?? '{}');
-  const res = await rawKubeRequest(endpoint, 'GET', '/metrics');
-  const counts = new Map<string, number>();
-  for (const line of String(res.body).split('\n')) {
-    if (!line.startsWith('apiserver_request_total{')) continue;
-    const verb = /verb="([A-Z]+)"/.exec(line)?.[1] ?? '?';
-    const resource = /resource="([^"]*)"/.exec(line)?.[1] ?? '';
-    const key = `${verb} ${resource}`.trim();
-    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
-    counts.set(key, (counts.get(key) ?? 0) + value);
-  }
-  return counts;
-}
-
-const isWrite = (key: string) => /^(POST|PUT|PATCH|DELETE|DELETECOLLECTION|APPLY|CREATE|UPDATE)\b/.test(key);
-
-/** Counter deltas between two scrapes, only the ones that moved. */
-function deltas(before: Map<string, number>, after: Map<string, number>): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const [key, value] of after) {
-    const delta = value - (before.get(key) ?? 0);
-    if (delta > 0) out.set(key, delta);
-  }
-  return out;
-}
+const emit = figureEmitter({ deployments: DEPLOYMENTS, namespaces: NAMESPACES });
 
 /** The statements run between two pg_stat_statements reads, most frequent first, per `unit`; this script's own left out. */
 function topStatements(
@@ -127,69 +90,6 @@ async function procStatusMb(pid: number | undefined, field: 'VmHWM' | 'VmRSS'): 
   const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]);
   return Math.round(kb / 1024);
 }
-/**
- * CPU seconds (user + system) used so far by each part of this run, from /proc/<pid>/stat: the two services by
- * pid, this script (the client, and Argo CD's part), and the run's own PostgreSQL (its postmaster, found by
- * port, and every child), etcd, API server and kube-controller-manager (found by the ports and kubeconfig in
- * their command lines; other programs on a shared machine may run the same binaries). `machine` is every
- * core's busy time (/proc/stat): `machine` minus the parts is what everything else used meanwhile.
- */
-async function cpuSeconds(pids: Record<string, number | undefined>): Promise<Map<string, number>> {
-  const ticks = 100; // USER_HZ on Linux
-  const apiPort = new URL(JSON.parse(process.env.BENCH_APISERVER_ENDPOINT ?? '{}').server ?? 'http://x').port;
-  const pgPort = new URL(process.env.GITOPS_TEST_DATABASE_URL ?? 'postgres://x').port;
-  const kubeconfigDir = (process.env.KUBECONFIG ?? '').replace(/\/[^/]*$/, '');
-  const procs: { pid: number; ppid: number; cmd: string; used: number }[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const [stat, cmdline] = await Promise.all([
-      readFile(`/proc/${entry}/stat`, 'utf8').catch(() => ''),
-      readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => ''),
-    ]);
-    const close = stat.lastIndexOf(')');
-    if (close < 0) continue;
-    const fields = stat.slice(close + 2).split(' ');
-    procs.push({
-      pid: Number(entry),
-      ppid: Number(fields[1]),
-      cmd: cmdline.replaceAll('\0', ' '),
-      used: (Number(fields[11]) + Number(fields[12])) / ticks,
-    });
-  }
-  const apiserver = procs.find(
-    (p) => p.cmd.includes('kube-apiserver') && p.cmd.includes(`--secure-port=${apiPort} `),
-  );
-  const etcdPort = /--etcd-servers=http:\/\/127\.0\.0\.1:(\d+)/.exec(apiserver?.cmd ?? '')?.[1];
-  const postmaster = procs.find((p) => / -D \S+ -p (\d+)/.exec(p.cmd)?.[1] === pgPort);
-  const labelOf = (p: (typeof procs)[number]): string | undefined => {
-    for (const [label, pid] of Object.entries(pids)) if (pid === p.pid) return label;
-    if (p.pid === process.pid) return 'bench_client';
-    if (p.pid === apiserver?.pid) return 'kube_apiserver';
-    if (
-      etcdPort &&
-      p.cmd.includes('/etcd ') &&
-      p.cmd.includes(`--listen-client-urls=http://127.0.0.1:${etcdPort} `)
-    )
-      return 'etcd';
-    if (kubeconfigDir && p.cmd.includes('kube-controller-manager') && p.cmd.includes(`${kubeconfigDir}/`))
-      return 'kube_controller_manager';
-    if (postmaster && (p.pid === postmaster.pid || p.ppid === postmaster.pid)) return 'postgresql';
-    return undefined;
-  };
-  const out = new Map<string, number>();
-  for (const p of procs) {
-    const label = labelOf(p);
-    if (label) out.set(label, (out.get(label) ?? 0) + p.used);
-  }
-  const cpu = (await readFile('/proc/stat', 'utf8')).split('\n')[0]?.trim().split(/\s+/).slice(1).map(Number);
-  if (cpu)
-    out.set(
-      'machine',
-      ((cpu[0] ?? 0) + (cpu[1] ?? 0) + (cpu[2] ?? 0) + (cpu[5] ?? 0) + (cpu[6] ?? 0)) / ticks,
-    );
-  return out;
-}
-
 const peakRss = (pid: number | undefined) => procStatusMb(pid, 'VmHWM');
 const currentRss = (pid: number | undefined) => procStatusMb(pid, 'VmRSS');
 
@@ -283,7 +183,7 @@ try {
   const apiBeforeCreate = await apiRequestCounts();
   const dbBeforeCreate = await countDatabaseTransactions(system.db);
   const servicePids = { backend: system.pid('backend'), cluster_agent: system.pid('cluster-agent') };
-  const cpuBeforeCreate = await cpuSeconds(servicePids);
+  const cpuBeforeCreate = await cpuSecondsByPart(servicePids);
   const items = Array.from({ length: DEPLOYMENTS }, (_, i) => i);
   const start = performance.now();
   await pool(items, IN_FLIGHT, async (i) => {
@@ -308,7 +208,7 @@ try {
 
   await settled();
   await sleep(3000); // follow-up reconciles (owner re-enqueued by the operation's state change)
-  const cpuCreate = deltas(cpuBeforeCreate, await cpuSeconds(servicePids));
+  const cpuCreate = deltas(cpuBeforeCreate, await cpuSecondsByPart(servicePids));
   const apiCreate = deltas(apiBeforeCreate, await apiRequestCounts());
   const dbCreate = (await countDatabaseTransactions(system.db)) - dbBeforeCreate;
   const statementsCreate = statementsBeforeCreate
