@@ -156,6 +156,23 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
     assert.equal(after.metadata.resourceVersion, resourceVersionBefore, 'the Application was not rewritten');
   });
 
+  it('a targetRevision removed from the spec leaves the Application without one (HEAD), as Argo CD writes it', async () => {
+    const gd = await f.when.deployed(
+      tenant,
+      'head-app',
+      { repoURL: 'https://github.com/example/head', path: 'h', targetRevision: 'v1' },
+      { type: 'automated' },
+    );
+    assert.equal((await applicationOf(gd)).spec.source.targetRevision, 'v1');
+    // A JSON merge patch with null removes the field from the GitOpsDeployment.
+    await f.when.edited(gd, { source: { targetRevision: null } });
+    const updated = await eventually('the Application without a targetRevision', async () => {
+      const app = await applicationOf(gd);
+      return 'targetRevision' in app.spec.source ? undefined : app;
+    });
+    assert.deepEqual(updated.spec.source, { repoURL: 'https://github.com/example/head', path: 'h' });
+  });
+
   it('deletes the Application when the GitOpsDeployment is deleted', async () => {
     const gd = await f.when.deployed(
       tenant,

@@ -98,6 +98,12 @@ export interface ApplicationReconciler {
   isOwnApply(application: KubeObject): boolean;
 }
 
+/** `spec.source` of an Application, or {} when it has none. */
+function sourceOf(application: KubeObject): { targetRevision?: unknown } {
+  const source = (application.spec as { source?: unknown } | undefined)?.source;
+  return typeof source === 'object' && source !== null ? (source as { targetRevision?: unknown }) : {};
+}
+
 export function createApplicationReconciler(ctx: AgentContext): ApplicationReconciler {
   const { kc, db, namespace, engineInstanceId } = ctx;
   /** Tenants of Applications whose deletion is pending, to update their AppProjects once they are gone. */
@@ -321,7 +327,10 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
       };
     }
     const comparison = compareOwnedFields(live, desired, ['syncPolicy']);
-    if (live && !comparison.drifted) {
+    // A targetRevision the row no longer has (HEAD): declared fields compare as a subset, so look for it.
+    const staleRevision =
+      live !== undefined && sourceOf(desired).targetRevision === undefined && !!sourceOf(live).targetRevision;
+    if (live && !comparison.drifted && !staleRevision) {
       settledApplications.set(row.id, { row: rowState(row), live: ownedState(live) });
       return { status: 'done', changed: project.status === 'done' && project.changed };
     }
@@ -330,13 +339,17 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
       force: true,
       signal: options.signal,
     });
-    if (comparison.unexpectedSpecFields.length === 0 && applied.metadata.resourceVersion) {
+    // Fields we own but do not declare, set by another manager: apply cannot remove them.
+    const revisionLeft = staleRevision && !!sourceOf(applied).targetRevision;
+    if (comparison.unexpectedSpecFields.length === 0 && !revisionLeft && applied.metadata.resourceVersion) {
       ownApplies.set(row.name, applied.metadata.resourceVersion);
       settledApplications.set(row.id, { row: rowState(row), live: ownedState(applied) });
     }
-    if (comparison.unexpectedSpecFields.length > 0) {
-      // Fields we own but do not declare, set by another manager: apply cannot remove them.
-      const patch = Object.fromEntries(comparison.unexpectedSpecFields.map((field) => [field, null]));
+    if (comparison.unexpectedSpecFields.length > 0 || revisionLeft) {
+      const patch: Record<string, unknown> = Object.fromEntries(
+        comparison.unexpectedSpecFields.map((field) => [field, null]),
+      );
+      if (revisionLeft) patch.source = { targetRevision: null };
       await kubeRequest(kc, {
         method: HttpMethod.PATCH,
         path: `${collectionPath({ ...ApplicationResource, namespace })}/${encodeURIComponent(row.name)}`,

@@ -53,6 +53,17 @@ describe('renderApplication', () => {
     });
   });
 
+  it('an empty targetRevision (HEAD) is left out, as Argo CD leaves it out when it writes the Application', () => {
+    const app = renderApplication({
+      ...input,
+      spec: { ...automatedSpec, source: { ...automatedSpec.source, targetRevision: '' } },
+    });
+    assert.deepEqual((app.spec as { source: unknown }).source, {
+      repoURL: 'https://github.com/org/repo',
+      path: 'env/dev',
+    });
+  });
+
   it('a manual deployment without options has no syncPolicy', () => {
     const app = renderApplication({
       ...input,

@@ -123,7 +123,9 @@ export function renderApplication(input: ApplicationRenderInput): KubeObject {
     labels[AgentLabel.GitOpsDeploymentNamespace] = input.owner.namespace;
   }
   const source: Record<string, string> = { repoURL: spec.source.repoURL, path: spec.source.path };
-  if (spec.source.targetRevision !== undefined) source.targetRevision = spec.source.targetRevision;
+  // "" means HEAD, as no field does; Argo CD drops empty strings whenever it writes the Application, so
+  // sending one would look like drift after every sync (one more apply per deployment).
+  if (spec.source.targetRevision) source.targetRevision = spec.source.targetRevision;
   const applicationSpec: Record<string, unknown> = {
     project: applicationProjectName(input.clusterUserId, input.environment),
     source,
