@@ -21,6 +21,7 @@ import {
   mergePatch,
   paths,
   remove,
+  untilAllowed,
 } from '../fixture/kube.ts';
 import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 import { randomSuffix, type System } from '../fixture/system.ts';
@@ -113,6 +114,11 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
         `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`,
         `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`,
       );
+      // The grant counts before the token is used (the RBAC authorizer reads a cache).
+      await untilAllowed(system.kc, `system:serviceaccount:${saNamespace}:${name}`, {
+        verb: 'list',
+        resource: 'namespaces',
+      });
     }
     const answer = await create<{ status: { token: string } }>(
       system.kc,
@@ -464,6 +470,11 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
       subjects: [{ kind: 'ServiceAccount', name, namespace: saNamespace }],
     });
     clusterScoped.push(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`);
+    await untilAllowed(system.kc, `system:serviceaccount:${saNamespace}:${name}`, {
+      verb: 'create',
+      resource: 'serviceaccounts',
+      namespace: 'kube-system',
+    });
     const userToken = (
       await create<{ status: { token: string } }>(
         system.kc,

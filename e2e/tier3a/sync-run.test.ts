@@ -172,23 +172,52 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
   it('three SyncRuns run one after another in creation order', async () => {
     const gd = await manualDeployment('manual-three');
     await eventually('Application', () => application(gd));
+    const runs: { metadata: { uid?: string } }[] = [];
     for (const n of [1, 2, 3]) {
-      await system.createSyncRun(tenant, `sync-three-${n}`, {
-        gitopsDeploymentName: 'manual-three',
-        revisionID: `r${n}`,
-      });
+      runs.push(
+        await system.createSyncRun(tenant, `sync-three-${n}`, {
+          gitopsDeploymentName: 'manual-three',
+          revisionID: `r${n}`,
+        }),
+      );
     }
+    /**
+     * Waits until the agent, after this point, has looked at the sync of run `n` and held it back behind an
+     * earlier one (its debug line; tier 3a logs at debug): the positive signal before "not requested".
+     */
+    const heldBack = async (n: number) => {
+      const run = runs[n - 1];
+      if (!run) return;
+      const [row] = await eventually(`the sync row of sync-three-${n}`, async () => {
+        const rows = await syncRowsOf(run.metadata.uid as string);
+        return rows.length > 0 ? rows : undefined;
+      });
+      const from = system.logs.length;
+      await eventually(`the agent holding back the sync of sync-three-${n}`, () =>
+        system.logs
+          .slice(from)
+          .some(
+            (line) =>
+              line.startsWith('[cluster-agent]') &&
+              line.includes(`"key":"SyncOperation/${row?.id}"`) &&
+              line.includes('an earlier sync of the application runs'),
+          )
+          ? true
+          : undefined,
+      );
+    };
     for (const n of [1, 2, 3]) {
       const requested = await eventually(`sync request r${n}`, async () => {
         const a = await application(gd);
         return a?.operation ? a : undefined;
       });
       assert.equal(revisionOf(requested.operation as Record<string, unknown>), `r${n}`);
-      // The next one is not requested while this one is still waiting or running.
-      await settle();
+      // The next one is not requested while this one is still waiting or running (checked once the agent
+      // has looked at it since).
+      await heldBack(n + 1);
       assert.equal(revisionOf((await application(gd))?.operation as Record<string, unknown>), `r${n}`);
       await takeOperation(gd);
-      await settle();
+      await heldBack(n + 1);
       assert.equal(
         revisionOf((await application(gd))?.operation as Record<string, unknown>),
         `r${n}`,

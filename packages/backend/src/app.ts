@@ -53,7 +53,10 @@ import {
   type GitOpsDeploymentFeature,
 } from './gitops-deployment/gitops-deployment.feature.ts';
 import { parseLabelSelector } from './label-selector.ts';
-import { createManagedEnvironmentFeature } from './managed-environment/managed-environment.feature.ts';
+import {
+  createManagedEnvironmentFeature,
+  type ManagedEnvironmentFeature,
+} from './managed-environment/managed-environment.feature.ts';
 import { createOperationRelayFeature, type OperationRelay } from './relay/operation-relay.ts';
 import {
   createRepositoryCredentialsFeature,
@@ -87,6 +90,7 @@ export interface Backend {
   /** The GitOpsDeployment cache. */
   readonly informer: Informer<KubeObject>;
   readonly deployments: GitOpsDeploymentFeature;
+  readonly environments: ManagedEnvironmentFeature;
   readonly status: StatusFeature;
   readonly repositoryCredentials: RepositoryCredentialsFeature;
   readonly syncRuns: SyncRunFeature;
@@ -201,6 +205,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     sealer,
     informer: deployments.informer,
     deployments,
+    environments,
     status,
     repositoryCredentials,
     syncRuns,

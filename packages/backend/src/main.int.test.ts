@@ -57,6 +57,7 @@ test('the backend process answers /healthz, /readyz and /metrics, logs no secret
     child.child.kill('SIGTERM');
   }
   assert.equal(await child.exited, 0);
+  await child.closed; // every line it wrote has been read
   const output = lines.join('\n');
   assert.ok(lines.some((l) => l.includes('backend ready')));
   const password = new URL(database.url).password;
@@ -72,6 +73,7 @@ test('a missing Argo CD namespace is reported clearly and the process exits non-
     onLine: (l) => lines.push(l),
   });
   assert.equal(await child.exited, 1);
+  await child.closed; // every line it wrote has been read
   assert.ok(
     lines.some((l) => l.includes('does not exist')),
     lines.join('\n'),
@@ -90,6 +92,7 @@ test('invalid configuration lists every bad variable and exits 1', async () => {
     onLine: (l) => lines.push(l),
   });
   assert.equal(await child.exited, 1);
+  await child.closed; // every line it wrote has been read
   const output = lines.join('\n');
   assert.match(output, /DATABASE_URL/);
   assert.match(output, /GITOPS_ENCRYPTION_KEYS/);

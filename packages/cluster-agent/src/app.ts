@@ -37,7 +37,7 @@ import { AgentLabel, ApplicationResource, AppProjectResource } from './argocd.ts
 import { checkResourceHealthPersisted } from './argocd-settings.ts';
 import type { AgentConfig } from './config.ts';
 import { createManagedEnvironmentFeature } from './managed-environment/managed-environment.feature.ts';
-import { createOperationFeature } from './operation/operation.feature.ts';
+import { createOperationFeature, type OperationFeature } from './operation/operation.feature.ts';
 import { createRepositoryCredentialFeature } from './repository-credential/repository-credential.feature.ts';
 import { createStatusFeature } from './status/status.feature.ts';
 import { createSyncRunFeature } from './sync-run/sync-run.feature.ts';
@@ -51,6 +51,11 @@ export interface Agent {
   ready(): boolean;
   /** The engine_instance row (after start). */
   engineInstance(): EngineInstanceRow | undefined;
+  /**
+   * Resolves when no operation or Operation CR is queued or being processed (delayed rechecks do not
+   * count). For tests: a barrier after which what the agent was given has been handled to the end.
+   */
+  whenIdle(): Promise<void>;
 }
 
 export interface BuildAgentOptions {
@@ -77,6 +82,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
   let closing: Promise<void> | undefined;
   const stopStart = new AbortController();
   let featureSet: FeatureSet | undefined;
+  let operationFeature: OperationFeature | undefined;
 
   /**
    * The backend migrates the database; the agent waits (up to 10 minutes) until every migration it knows is
@@ -169,6 +175,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
       createManagedEnvironmentFeature(context, application),
     ];
     const operations = createOperationFeature(context, { handle: resourceHandlerOf(resourceFeatures) });
+    operationFeature = operations;
     // Started in this order: the queues (status, operations) before the periodic passes that feed them;
     // stopped in reverse.
     const set = createFeatureSet([createStatusFeature(context), operations, ...resourceFeatures], { logger });
@@ -196,5 +203,14 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     return closing;
   }
 
-  return { start, close, ready: () => isReady, engineInstance: () => engine };
+  return {
+    start,
+    close,
+    ready: () => isReady,
+    engineInstance: () => engine,
+    whenIdle: async () => {
+      if (!operationFeature) throw new Error('the agent is not started');
+      await operationFeature.whenIdle();
+    },
+  };
 }

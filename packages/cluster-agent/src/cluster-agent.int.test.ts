@@ -180,7 +180,7 @@ describe('cluster-agent', () => {
     f = await createAgentFixture({ prefix: 'agent' });
     ({ kc, database, suffix, argoCdNamespace } = f);
     otherArgoCdNamespace = `agent-other-${suffix}`;
-    tenantNamespaces = ['t1', 't2', 't3', 't4'].map((t) => `agent-${t}-${suffix}`);
+    tenantNamespaces = ['t1', 't2', 't3', 't4', 't5', 't6'].map((t) => `agent-${t}-${suffix}`);
     for (const name of [otherArgoCdNamespace, ...tenantNamespaces]) await f.createNamespace(name);
     agentConfig = f.config({
       OPERATION_SWEEP_INTERVAL: '500ms',
@@ -239,8 +239,12 @@ describe('cluster-agent', () => {
   });
 
   it('each tenant gets one AppProject listing exactly its repositories and destinations', async () => {
-    const first = await givenTenant(tenantNamespaces[0]!);
-    const second = await givenTenant(tenantNamespaces[1]!);
+    // Tenants of their own: the projects list exactly what this test deployed, whatever ran before.
+    const first = await givenTenant(tenantNamespaces[4]!);
+    const second = await givenTenant(tenantNamespaces[5]!);
+    // One after the other: the project then lists both repositories of the first tenant.
+    const earlier = await deploy(first, { repoURL: 'https://github.com/org/repo' });
+    assert.equal((await finished(earlier.operation.id)).state, 'Completed');
     const a = await deploy(first, { repoURL: 'https://github.com/org/Second.git' });
     const b = await deploy(second, { repoURL: 'https://github.com/org/other', automated: false });
     assert.equal((await finished(a.operation.id)).state, 'Completed');
@@ -265,6 +269,11 @@ describe('cluster-agent', () => {
     const tenant = await givenTenant(tenantNamespaces[1]!);
     const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/status' });
     assert.equal((await finished(operation.id)).state, 'Completed');
+    // The new Application (no Argo CD status yet) gets its first application_state row on its own, maybe
+    // after the operation completed: counted from after that write, only the test's patches notify.
+    await eventually('the first application_state row', () =>
+      getApplicationState(database.db, application.id),
+    );
     let notifications = 0;
     const listener = listen(database.url, [NOTIFICATION_CHANNELS.applicationStateChanged], (n) => {
       if (n.payload === application.id) notifications++;
@@ -510,7 +519,8 @@ describe('cluster-agent', () => {
     // Barrier: a later operation of our own completes (and several sweeps have run meanwhile).
     const ours = await deploy(tenant, { repoURL: 'https://github.com/org/fine' });
     assert.equal((await finished(ours.operation.id)).state, 'Completed');
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // Everything the agent was given (the ignored CRs included) has been handled to the end.
+    await agent.whenIdle();
     assert.equal((await getOperation(database.db, foreign.id))?.state, 'Waiting');
     assert.ok(
       await getObject(kc, { ...OPERATION, name: `operation-${foreign.id}`, namespace: otherArgoCdNamespace }),
@@ -556,6 +566,9 @@ describe('cluster-agent', () => {
 
   it('a user-edited or deleted AppProject is put back', async () => {
     const tenant = await givenTenant(tenantNamespaces[1]!);
+    // An application of its own, so the project exists whichever tests ran before.
+    const { operation } = await deploy(tenant, { repoURL: 'https://github.com/org/project-drift' });
+    assert.equal((await finished(operation.id)).state, 'Completed');
     const expected = (await getObject(kc, projectRef(tenant.id)))?.spec;
     assert.ok(expected);
     await patch(projectRef(tenant.id), { spec: { sourceRepos: ['*'] } }, 'kubectl-edit');

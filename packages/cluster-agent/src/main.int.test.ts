@@ -26,7 +26,8 @@ function run(env: Record<string, string>): Running {
   child.stderr?.on('data', (chunk) => {
     text += String(chunk);
   });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  // 'close', not 'exit': only then has everything the process wrote been read into `text`.
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   return { child, output: () => text, exited };
 }
 

@@ -21,23 +21,27 @@ describe('the local control plane is a real Kubernetes API server', () => {
     await core.createNamespace({ body: { metadata: { name: ns } } });
     const seen: string[] = [];
     const watch = new Watch(kc);
-    const deleted = new Promise<void>((resolveDeleted, reject) => {
-      void watch
-        .watch(
-          `/api/v1/namespaces/${ns}/configmaps`,
-          {},
-          (type: string, obj: { metadata?: { name?: string } }) => {
-            seen.push(`${type} ${obj.metadata?.name}`);
-            if (type === 'DELETED') resolveDeleted();
-          },
-          (err: unknown) => {
-            if (err) reject(err);
-          },
-        )
-        .then((controller) => deleted.finally(() => controller.abort()));
+    let resolveDeleted!: () => void;
+    let rejectWatch!: (err: unknown) => void;
+    const deleted = new Promise<void>((resolve, reject) => {
+      resolveDeleted = resolve;
+      rejectWatch = reject;
     });
-    // Give the watch a moment to be established before the first write.
-    await new Promise((r) => setTimeout(r, 500));
+    // watch() resolves once the API server answered the watch request, so every write below is an event
+    // of this watch (a fixed pause could end before it was established, and the writes before it would
+    // arrive as one synthetic ADDED).
+    const controller = await watch.watch(
+      `/api/v1/namespaces/${ns}/configmaps`,
+      {},
+      (type: string, obj: { metadata?: { name?: string } }) => {
+        seen.push(`${type} ${obj.metadata?.name}`);
+        if (type === 'DELETED') resolveDeleted();
+      },
+      (err: unknown) => {
+        if (err) rejectWatch(err);
+      },
+    );
+    void deleted.finally(() => controller.abort()).catch(() => {});
     await core.createNamespacedConfigMap({
       namespace: ns,
       body: { metadata: { name: 'cm' }, data: { a: '1' } },

@@ -7,6 +7,11 @@ export interface ManagedProcess {
   readonly child: ChildProcess;
   /** Resolves when the process has exited (for any reason). */
   readonly exited: Promise<number | null>;
+  /**
+   * Resolves once the process has exited and its output streams are closed: only then has every line it
+   * wrote reached `onLine` ('exit' may come first). A grandchild that keeps the pipes open delays it.
+   */
+  readonly closed: Promise<void>;
   /** SIGTERM, then SIGKILL after `graceMs`. Resolves once the process is gone. */
   stop(graceMs?: number): Promise<void>;
 }
@@ -68,10 +73,15 @@ export function startProcess(
       resolveExit(-1);
     });
   });
+  const closed = new Promise<void>((resolveClosed) => {
+    child.on('close', () => resolveClosed());
+    child.on('error', () => resolveClosed());
+  });
   const managed: ManagedProcess = {
     name,
     child,
     exited,
+    closed,
     async stop(graceMs = 10_000) {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');

@@ -34,7 +34,9 @@ describe('the local cloud services API, through the official SDKs and the operat
 
   beforeAll(async () => {
     api = await startCloudServicesApi();
-    client = createCloudServicesClient({ apiUrl: api.url, ssoUrl: api.ssoUrl, timeoutMs: 2_000 });
+    // The product's default limit: a local answer can take seconds on a loaded machine (only the hang case
+    // below uses a short one, on purpose).
+    client = createCloudServicesClient({ apiUrl: api.url, ssoUrl: api.ssoUrl, timeoutMs: 30_000 });
     token = await client.exchangeToken(OFFLINE);
   });
   afterAll(async () => {

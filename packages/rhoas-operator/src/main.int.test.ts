@@ -67,6 +67,7 @@ describe('the rhoas-operator process', () => {
   it('serves the console flow, then deleting the CRs removes the Secrets they own', async () => {
     const port = await freePort();
     const lines: string[] = [];
+    let clientSecret = '';
     const child = startProcess('rhoas-operator', process.execPath, [mainPath], {
       env: {
         ...process.env,
@@ -106,7 +107,7 @@ describe('the rhoas-operator process', () => {
       });
       await finished(cr(RhoasPlural.CloudServiceAccountRequest, 'rhoas-operator-x1y2'));
       const sa = await get(secret('rh-managed-services-service-account'));
-      const clientSecret = Buffer.from(sa?.data?.['client-secret'] ?? '', 'base64').toString('utf8');
+      clientSecret = Buffer.from(sa?.data?.['client-secret'] ?? '', 'base64').toString('utf8');
       assert.ok(clientSecret);
       // 3. Which kafkas can the token see?
       await post(cr(RhoasPlural.CloudServicesRequest), {
@@ -153,15 +154,16 @@ describe('the rhoas-operator process', () => {
       );
       // The token Secret is the user's: untouched.
       assert.ok(await get(secret('rh-managed-services-api-accesstoken')));
-
-      const output = lines.join('\n');
-      assert.ok(!output.includes(OFFLINE_TOKEN), 'the offline token is never logged');
-      assert.ok(!output.includes(clientSecret), 'the client secret is never logged');
-      assert.ok(!/local-at-[0-9a-f]{32}/.test(output), 'no access token is logged');
     } finally {
       child.child.kill('SIGTERM');
     }
     assert.equal(await child.exited, 0);
+    // Read once its output is closed, so every line it wrote is there.
+    await child.closed;
+    const output = lines.join('\n');
+    assert.ok(!output.includes(OFFLINE_TOKEN), 'the offline token is never logged');
+    assert.ok(!output.includes(clientSecret), 'the client secret is never logged');
+    assert.ok(!/local-at-[0-9a-f]{32}/.test(output), 'no access token is logged');
   });
 
   it('refuses a bad configuration with a clear message and exits 1', async () => {
@@ -171,6 +173,7 @@ describe('the rhoas-operator process', () => {
       onLine: (l) => lines.push(l),
     });
     assert.equal(await child.exited, 1);
+    await child.closed; // every line it wrote has been read
     const output = lines.join('\n');
     assert.match(output, /CLOUD_SERVICES_API must be a URL/);
     assert.match(output, /RHOAS_REQUEST_TIMEOUT must be between 100ms and 5m/);

@@ -56,6 +56,23 @@ const serviceAccountKubeConfig = (name: string, withSecrets: boolean) => async (
       subjects: [{ kind: 'ServiceAccount', name: 'rhoas-operator', namespace }],
     },
   });
+  // The API server's RBAC authorizer reads roles and bindings from its cache: the operator starts once this
+  // binding counts, or its first requests could be refused for a moment (and logged with a 403).
+  await eventually('the operator role binding in effect', async () => {
+    const review = (await kubeRequest(admin, {
+      method: HttpMethod.POST,
+      path: '/apis/authorization.k8s.io/v1/subjectaccessreviews',
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: {
+          user: `system:serviceaccount:${namespace}:rhoas-operator`,
+          resourceAttributes: { verb: 'watch', resource: 'cloudservicesrequests', group: 'rhoas.redhat.com' },
+        },
+      },
+    })) as { status: { allowed: boolean } };
+    return review.status.allowed ? true : undefined;
+  });
   const request = (await kubeRequest(admin, {
     method: HttpMethod.POST,
     path: `/api/v1/namespaces/${namespace}/serviceaccounts/rhoas-operator/token`,

@@ -19,7 +19,13 @@ describe('runPeriodically', () => {
     await eventually('four runs', () => runs >= 4);
     await periodic.stop();
     const stoppedAt = runs;
-    await new Promise((r) => setTimeout(r, 20));
+    // Timers keep firing meanwhile (another 1 ms task runs ten times), so the stopped one had every chance.
+    let witness = 0;
+    const other = runPeriodically('witness', 1, async () => void witness++, {
+      logger: createSilentLogger(),
+    });
+    await eventually('ten runs of another task', () => witness >= 10);
+    await other.stop();
     assert.equal(runs, stoppedAt);
   });
 

@@ -327,6 +327,14 @@ describe('DeploymentTargetClaim binder and DeploymentTarget reclaimer', () => {
         configuration: { target: { deploymentTargetClaim: { claimName: 'in-use' } } },
       },
     });
+    // The protection reads the controllers' Environment cache: delete once the Environment is in it (its
+    // controller has answered it with a ManagedEnvironment or a condition).
+    await eventually('the Environment seen by the controllers', async () =>
+      (await f.get(Kind.GitOpsDeploymentManagedEnvironment, ns, 'managed-environment-uses-claim')) ||
+      (statusOf(await f.get(Kind.Environment, ns, 'uses-claim')).conditions ?? []).length > 0
+        ? true
+        : undefined,
+    );
     await f.remove(Kind.DeploymentTargetClaim, ns, 'in-use');
     const held = await errorCondition(
       'claim',

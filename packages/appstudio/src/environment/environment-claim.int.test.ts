@@ -175,10 +175,12 @@ describe('Environment with a DeploymentTargetClaim (binder running)', () => {
   it('an Environment created with its claim before the target exists waits without condition, then gets its ManagedEnvironment', async () => {
     await h.secret('later-secret', SecretType.ManagedEnvironment, { kubeconfig: 'x' });
     await h.claim('later-dtc', { targetName: 'later-dt' });
-    await h.environment('later-env', 'later-dtc');
+    const env = await h.environment('later-env', 'later-dtc');
     await eventually('the claim Pending', async () =>
       (await f.get(Kind.DeploymentTargetClaim, ns, 'later-dtc'))?.status ? true : undefined,
     );
+    // Once the controllers have seen the Environment and finished with it.
+    await f.settledAfter(env);
     assert.equal(await h.managedEnvironment('later-env'), undefined);
     assert.deepEqual(conditionsOf(await f.get(Kind.Environment, ns, 'later-env')), []);
     await h.target('later-dt', { clusterCredentialsSecret: 'later-secret' });
@@ -245,13 +247,16 @@ describe('Environment with a DeploymentTargetClaim (Environment controller alone
   it('a claim that is not Bound: no ManagedEnvironment and no condition', async () => {
     await h.claim('pending-dtc', {});
     await h.environment('pending-env', 'pending-dtc');
-    await f.patch(Kind.Environment, ns, 'pending-env', { metadata: { labels: { touched: 'yes' } } });
+    const touched = await f.patch(Kind.Environment, ns, 'pending-env', {
+      metadata: { labels: { touched: 'yes' } },
+    });
     // A later Environment in the same queue is served, so this one has been looked at.
     await h.secret('s', SecretType.ManagedEnvironment, { kubeconfig: 'x' });
     await h.target('witness-dt', { clusterCredentialsSecret: 's' });
     await boundClaim('witness-dtc', { targetName: 'witness-dt' });
     await h.environment('witness-env', 'witness-dtc');
     await eventually('the witness ManagedEnvironment', () => h.managedEnvironment('witness-env'));
+    await f.settledAfter(touched);
     assert.equal(await h.managedEnvironment('pending-env'), undefined);
     assert.deepEqual(conditionsOf(await f.get(Kind.Environment, ns, 'pending-env')), []);
   });

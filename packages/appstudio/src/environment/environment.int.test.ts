@@ -84,11 +84,12 @@ describe('Environment controller', () => {
       f.shard,
       'served by the same shard',
     );
-    assert.deepEqual(conditionsOf(await f.get(Kind.Environment, ns, 'staging')), []);
     const events = await eventually('the Event', async () => {
       const list = await f.events(ns, 'staging');
       return list.some((e) => e.reason === 'ManagedEnvironmentCreated') ? list : undefined;
     });
+    // Checked once the reconcile that created the ManagedEnvironment has gone on to record its Event.
+    assert.deepEqual(conditionsOf(await f.get(Kind.Environment, ns, 'staging')), []);
     assert.ok(events.every((e) => !e.message.includes('not-a-real-kubeconfig')));
   });
 

@@ -35,6 +35,7 @@ import {
   type ReconcileResult,
   refOfKind,
   splitObjectKey,
+  type WorkQueue,
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
 import { createController } from '../controller.ts';
@@ -55,7 +56,10 @@ const RECHECK_MS = 30_000;
 
 export const provisionedTargetName = (claim: string): string => `${claim}-dt`;
 
-export interface DevSandboxProvisioner extends Provisioner, Feature {}
+export interface DevSandboxProvisioner extends Provisioner, Feature {
+  /** The SpaceRequest queue (tests wait for it to be idle). */
+  readonly queue: WorkQueue;
+}
 
 export function createDevSandboxProvisioner(
   ctx: AppStudioContext,
@@ -241,6 +245,7 @@ export function createDevSandboxProvisioner(
   return {
     name: ProvisionerName.DevSandbox,
     informers: controller.informers,
+    queue: controller.queue,
     provision,
     deprovision,
     start: controller.start,

@@ -295,12 +295,14 @@ describe('devsandbox provisioner (the test plays the Dev Sandbox host operator)'
         : undefined,
     );
     // A later event on the claim does not make a second one.
-    await f.patch(Kind.DeploymentTargetClaim, ns, 'new-sandbox-dtc', {
+    const touched = await f.patch(Kind.DeploymentTargetClaim, ns, 'new-sandbox-dtc', {
       metadata: { labels: { touched: 'yes' } },
     });
     await eventually('claim reconciled again', async () =>
       errorOf(await getClaim('new-sandbox-dtc')) ? true : undefined,
     );
+    // Counted once the controllers have seen the touched claim and finished with it.
+    await f.settledAfter(touched);
     assert.equal((await spaceRequestsOf('new-sandbox-dtc')).length, 1);
     assert.deepEqual(await spaceRequestsOf('new-non-sandbox-dtc'), []);
   });
@@ -349,7 +351,11 @@ describe('devsandbox provisioner (the test plays the Dev Sandbox host operator)'
     });
     await hostOperatorProvisions(wrong, 'wrong-space', 'wrong-space-secret');
     // Retain: an orphan SpaceRequest is kept, and no target appears for it.
-    await f.patch(Kind.SpaceRequest, ns, 'wrong-sr', { metadata: { labels: { touched: 'yes' } } });
+    const touched = await f.patch(Kind.SpaceRequest, ns, 'wrong-sr', {
+      metadata: { labels: { touched: 'yes' } },
+    });
+    // Once the controllers have seen the event and finished with it.
+    await f.settledAfter(touched);
     await eventually('the SpaceRequest still there after its event', async () =>
       (await getSpaceRequest('wrong-sr'))?.metadata.labels?.touched === 'yes' ? true : undefined,
     );
@@ -372,7 +378,11 @@ describe('devsandbox provisioner (the test plays the Dev Sandbox host operator)'
 
   it('a SpaceRequest without the claim label is left alone', async () => {
     await f.create(Kind.SpaceRequest, ns, 'unlabelled-sr', { spec: { tierName: 'appstudio-env' } });
-    await f.patch(Kind.SpaceRequest, ns, 'unlabelled-sr', { metadata: { labels: { touched: 'yes' } } });
+    const touched = await f.patch(Kind.SpaceRequest, ns, 'unlabelled-sr', {
+      metadata: { labels: { touched: 'yes' } },
+    });
+    // Once the controllers have seen the event and finished with it.
+    await f.settledAfter(touched);
     const sr = await eventually('the SpaceRequest', () => getSpaceRequest('unlabelled-sr'));
     assert.equal(sr.metadata.deletionTimestamp, undefined);
     assert.deepEqual(sr.metadata.finalizers ?? [], []);

@@ -96,10 +96,20 @@ describe('namespace provisioner', () => {
     const { namespace, target, kubeconfig } = await provisioned('team-dtc', deleteClass);
     const user = new KubeConfig();
     user.loadFromString(kubeconfig);
-    await kubeRequest(user, {
-      method: HttpMethod.POST,
-      path: `/api/v1/namespaces/${namespace}/configmaps`,
-      body: { metadata: { name: 'written-with-the-token' } },
+    // Retried while refused: the admin RoleBinding made a moment ago may not count yet in the API server's
+    // RBAC cache (see docs/testing.md).
+    await eventually('a ConfigMap written with the token', async () => {
+      try {
+        await kubeRequest(user, {
+          method: HttpMethod.POST,
+          path: `/api/v1/namespaces/${namespace}/configmaps`,
+          body: { metadata: { name: 'written-with-the-token' } },
+        });
+        return true;
+      } catch (err) {
+        if (err instanceof KubeApiError && err.statusCode === 403) return undefined;
+        throw err;
+      }
     });
     await assert.rejects(
       kubeRequest(user, {

@@ -13,6 +13,7 @@ import {
   createFeatureSet,
   createLogger,
   createMetricsRegistry,
+  type Feature,
   type FeatureSet,
   HttpMethod,
   isNotFound,
@@ -21,7 +22,9 @@ import {
   kubeRequest,
   type LogLevel,
   loadKubeConfig,
+  type WorkQueue,
 } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { type AppStudioFeatures, type AppStudioOptions, createAppStudioFeatures } from '../index.ts';
 
 export const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
@@ -38,6 +41,12 @@ export interface AppStudioFixture {
     select?: { only?: readonly string[] },
   ): Promise<AppStudioFeatures>;
   stop(): Promise<void>;
+  /**
+   * Resolves once every started controller whose cache holds `object` holds it at this resourceVersion or a
+   * later one, and then no key is queued or being reconciled: a check that something did NOT happen after
+   * a write waits for this first, so the write has been looked at.
+   */
+  settledAfter(object: KubeObject): Promise<void>;
   createNamespace(prefix?: string): Promise<string>;
   create(
     kind: KindDescriptor,
@@ -77,6 +86,9 @@ export function createAppStudioFixture(): AppStudioFixture {
   const classPath = (name?: string) =>
     `${collectionPath(AppStudioKinds.DeploymentTargetClass.resource)}${name ? `/${name}` : ''}`;
   let featureSet: FeatureSet | undefined;
+  /** The started features, and those with a work queue. */
+  let started: readonly Feature[] = [];
+  let queues: WorkQueue[] = [];
 
   const fixture: AppStudioFixture = {
     kc,
@@ -106,6 +118,8 @@ export function createAppStudioFixture(): AppStudioFixture {
       const chosen = select.only
         ? features.features.filter((feature) => select.only?.includes(feature.name))
         : features.features;
+      started = chosen;
+      queues = chosen.flatMap((feature) => ('queue' in feature ? [feature.queue as WorkQueue] : []));
       featureSet = createFeatureSet(chosen, { logger });
       featureSet.startInformers();
       if (!(await featureSet.waitForSync())) throw new Error('an informer stopped before it synced');
@@ -115,6 +129,21 @@ export function createAppStudioFixture(): AppStudioFixture {
     async stop() {
       await featureSet?.stop();
       featureSet = undefined;
+      started = [];
+      queues = [];
+    },
+    async settledAfter(object) {
+      const { namespace, name, uid, resourceVersion = '0' } = object.metadata;
+      const atLeast = (cached: KubeObject) =>
+        BigInt(cached.metadata.resourceVersion ?? '0') >= BigInt(resourceVersion);
+      const caches = [...new Set(started.flatMap((feature) => feature.informers))];
+      await eventually(`${name} at resourceVersion ${resourceVersion} in the controllers' caches`, () => {
+        const holding = caches
+          .map((cache) => cache.get(namespace, name))
+          .filter((cached) => cached?.metadata.uid === uid);
+        return holding.length > 0 && holding.every((cached) => cached && atLeast(cached)) ? true : undefined;
+      });
+      for (const queue of queues) await queue.whenIdle();
     },
     async createNamespace(prefix = 'appstudio') {
       const name = `${prefix}-${randomSuffix()}`;

@@ -163,10 +163,18 @@ describe('GitOpsDeployment reconciler', () => {
     assert.equal(before.length, 1);
 
     // Same spec with another field order and a label change (a new resourceVersion, same spec).
-    await f.applyDeployment(tenant.name, 'reapplied', {
+    const reapplied = await f.applyDeployment(tenant.name, 'reapplied', {
       type: 'automated',
       source: { path: automatedSpec.source.path, repoURL },
     });
+    // The backend's cache holds the re-applied object before the reconciles below (else they would look at
+    // the old one and prove nothing).
+    await eventually('the re-applied object in the backend cache', () =>
+      backend.informer.get(tenant.name, 'reapplied')?.metadata.resourceVersion ===
+      reapplied.metadata.resourceVersion
+        ? true
+        : undefined,
+    );
     await backend.deployments.queue.whenIdle();
     // A full resync delivers every object again.
     backend.deployments.enqueueAll();

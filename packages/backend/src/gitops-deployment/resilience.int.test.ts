@@ -31,6 +31,11 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
       ),
     );
     for (const replica of replicas) {
+      // Each replica reconciles every object to the end (its cache holds them all first), so the counts
+      // below include whatever the slower replica would write.
+      await eventually('every GitOpsDeployment in the replica cache', () =>
+        names.every((name) => replica.informer.get(tenant.name, name)) ? true : undefined,
+      );
       replica.deployments.enqueueAll();
       await replica.deployments.queue.whenIdle();
     }

@@ -71,6 +71,19 @@ describe('ManagedEnvironment reconciler', () => {
       `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${sa}-ns`,
       `/apis/rbac.authorization.k8s.io/v1/clusterroles/${sa}`,
     );
+    // The grants count before the token is used: the RBAC authorizer reads bindings from a cache, and a
+    // refused first check would make a test wait for the 30 s re-check.
+    await eventually('the ServiceAccount may list namespaces', async () => {
+      const review = (await request(HttpMethod.POST, '/apis/authorization.k8s.io/v1/subjectaccessreviews', {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SubjectAccessReview',
+        spec: {
+          user: `system:serviceaccount:${tenant.name}:${sa}`,
+          resourceAttributes: { verb: 'list', resource: 'namespaces', group: '' },
+        },
+      })) as { status: { allowed: boolean } };
+      return review.status.allowed ? true : undefined;
+    });
     const answer = (await request(
       HttpMethod.POST,
       `/api/v1/namespaces/${tenant.name}/serviceaccounts/${sa}/token`,
@@ -150,7 +163,10 @@ describe('ManagedEnvironment reconciler', () => {
       { metadata: { annotations: { touched: 'yes' } } },
       'application/merge-patch+json',
     );
-    await new Promise((r) => setTimeout(r, 1500));
+    // Whatever the watch does with the touch, a re-check runs to the end before the comparison (a fixed
+    // pause could end before it ran and compare nothing).
+    backend.environments.queue.add(`${tenant.name}/ok`);
+    await backend.environments.queue.whenIdle();
     const after = await conditionOf('ok', () => true);
     assert.equal(after.lastTransitionTime, before.lastTransitionTime);
     const again = await f.db

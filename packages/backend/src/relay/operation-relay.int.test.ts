@@ -177,6 +177,9 @@ describe('outbox relay', () => {
       logger: createSilentLogger(),
       sweepIntervalMs: 60_000,
     });
+    // The database's clock, as next_delivery_at is computed with it.
+    const { rows: clock } = await sql<{ now: Date }>`select now() as now`.execute(f.db);
+    const attemptedAfter = clock[0]!.now;
     await relay.drain();
     const row = await f.db
       .selectFrom('operation')
@@ -185,7 +188,12 @@ describe('outbox relay', () => {
       .executeTakeFirstOrThrow();
     assert.equal(row.delivered_at, null);
     assert.equal(row.delivery_attempts, 1);
-    assert.ok(row.next_delivery_at.getTime() > Date.now() - 1000, 'retry scheduled in the future');
+    // At least the first backoff (1 s, jitter down to 0.8 s) after the attempt; compared with the database's
+    // clock before the attempt, not with the time this check happens to run.
+    assert.ok(
+      row.next_delivery_at.getTime() >= attemptedAfter.getTime() + 800,
+      'retry scheduled in the future',
+    );
     await relay.stop();
   });
 

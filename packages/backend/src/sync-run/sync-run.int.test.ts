@@ -134,7 +134,12 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     assert.equal(operations[0]?.resource_id, row?.id);
     assert.equal(operations[0]?.owner_kind, 'GitOpsDeploymentSyncRun');
     assert.equal(operations[0]?.owner_name, 'run-one');
-    const conditions = await eventually('condition', () => conditionOf('run-one'));
+    // The SyncRun may have reached the backend's cache before its parent did: then a first reconcile wrote
+    // "parent not found" (True), and the False condition comes with the reconcile that created the row.
+    const conditions = await eventually('condition False', async () => {
+      const c = await conditionOf('run-one');
+      return c?.[0]?.status === 'False' ? c : undefined;
+    });
     assert.equal(conditions.length, 1);
     assert.deepEqual(
       {
@@ -154,8 +159,12 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       body: { metadata: { labels: { touched: 'yes' } } },
       contentType: 'application/merge-patch+json',
     });
-    await backend.syncRuns.queue.add(`${ns}/run-one`);
-    await new Promise((r) => setTimeout(r, 1_000));
+    // A reconcile that has seen the patch ran to the end before the count (not a fixed pause).
+    await eventually('the patch in the backend cache', () =>
+      backend.syncRuns.informer.get(ns, 'run-one')?.metadata.labels?.touched === 'yes' ? true : undefined,
+    );
+    backend.syncRuns.queue.add(`${ns}/run-one`);
+    await backend.syncRuns.queue.whenIdle();
     assert.equal((await rowsOf(uid)).length, 1);
     assert.equal((await operationsOf(uid)).length, 1);
   });
@@ -284,8 +293,13 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     const earlyStatus = await statusWhen('run-stop-early', 'Terminated', (s) => s.phase === 'Terminated');
     assert.equal(earlyStatus.message, 'terminated before the sync was requested');
     await fixture.createDeployment(ns, 'not-yet', MANUAL);
-    await backend.syncRuns.queue.add(`${ns}/run-stop-early`);
-    await new Promise((r) => setTimeout(r, 1_000));
+    // Once the backend sees the parent, a reconcile of the SyncRun runs to the end before the count (not a
+    // fixed pause, which could end before the reconcile did and pass without checking anything).
+    await eventually('the parent in the backend cache', () =>
+      backend.deployments.informer.get(ns, 'not-yet') ? true : undefined,
+    );
+    backend.syncRuns.queue.add(`${ns}/run-stop-early`);
+    await backend.syncRuns.queue.whenIdle();
     assert.equal((await rowsOf(early.metadata.uid as string)).length, 0);
   });
 

@@ -36,6 +36,11 @@ export interface OperationFeature extends AgentFeature {
    * Hands them all back (and queues due Waiting rows) before any new work is taken.
    */
   recover(): Promise<void>;
+  /**
+   * Resolves when neither the Operation CR queue nor the resource queue has a key queued or running
+   * (delayed keys do not count). For tests: what the agent was given has been processed to the end.
+   */
+  whenIdle(): Promise<void>;
 }
 
 export function createOperationFeature(
@@ -103,6 +108,12 @@ export function createOperationFeature(
     handles: {},
     enqueue: enqueueResource,
     recover: () => sweep(0),
+    async whenIdle() {
+      // An Operation CR's reconcile queues its resource before it ends, so the resource queue is waited for
+      // after the CR queue.
+      await crController.whenIdle();
+      await processor.queue.whenIdle();
+    },
     start() {
       for (const queue of queues) queue.start();
       listener = listen(

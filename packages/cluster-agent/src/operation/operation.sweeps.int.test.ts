@@ -55,13 +55,14 @@ describe('operation sweeps', () => {
   it('queues due Waiting operations and hands stale In_Progress ones not held by this process back', async () => {
     const waiting = await givenOperation();
     await age(waiting.id, 'next_attempt_at', '1 minute');
-    const fresh = await givenOperation();
     const stale = await givenOperation();
     await startOperation(database.db, stale.id);
     await age(stale.id, 'last_attempt_at', '1 hour');
     const held = await givenOperation();
     await startOperation(database.db, held.id);
     await age(held.id, 'last_attempt_at', '1 hour');
+    // Created last, just before the sweep: "fresh" means within the 2 s grace, whatever the machine's speed.
+    const fresh = await givenOperation();
 
     const queued: string[] = [];
     await sweepOperations({

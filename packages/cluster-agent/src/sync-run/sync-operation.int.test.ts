@@ -188,7 +188,11 @@ describe('cluster-agent SyncOperation', () => {
     const first = await syncRun(application, 'r1');
     const second = await syncRun(application, 'r2');
     assert.equal((await take(application.name)).operation.sync.revision, 'r1');
-    await new Promise((r) => setTimeout(r, 1_500));
+    // The agent has taken r2's operation and handled it to the end (a fixed pause could end before it did).
+    await eventually('the agent took the r2 operation', async () =>
+      (await getOperation(f.db, second.operation.id))?.state === 'In_Progress' ? true : undefined,
+    );
+    await agent.whenIdle();
     assert.equal((await getApp(application.name))?.operation, undefined, 'r2 waits while r1 runs');
     assert.equal((await getSyncOperation(f.db, second.syncOperation.id))?.requested_at, null);
     await finish(application.name, 'Failed', 'boom');

@@ -155,6 +155,7 @@ describe('CloudServicesRequest', () => {
       f.api.requests().filter((r) => r.route !== 'token'),
       [],
     );
+    await f.settled();
     const visible = JSON.stringify([cr, await f.events('sso-401')]) + f.logText();
     assert.ok(!visible.includes(garbage.slice(0, 16)));
     assert.ok(!visible.includes(OFFLINE_TOKEN));

@@ -86,7 +86,8 @@ describe('KafkaConnection', () => {
       owners?.map((o) => [o.kind, o.uid, o.controller]),
       [['KafkaConnection', cr.metadata.uid, true]],
     );
-    // Neither the client secret nor any token shows in status, Events or logs.
+    // Neither the client secret nor any token shows in status, Events or logs (all of them written).
+    await f.settled();
     const visible = JSON.stringify([cr, await f.events('orders')]) + f.logText();
     assert.ok(!visible.includes('very-secret-value'));
     assert.ok(!visible.includes(OFFLINE_TOKEN));
@@ -119,6 +120,7 @@ describe('KafkaConnection', () => {
     const cr = await f.waitFinished(KIND, 'binary-sa', 'True');
     const binding = await f.getSecret('binary-sa-binding');
     assert.equal(binding?.data?.['client-secret'], bytes.toString('base64'));
+    await f.settled();
     const visible = JSON.stringify([cr, await f.events('binary-sa')]) + f.logText();
     assert.ok(!visible.includes(planted));
   });

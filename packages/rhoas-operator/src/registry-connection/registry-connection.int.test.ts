@@ -70,6 +70,7 @@ describe('ServiceRegistryConnection', () => {
       'client-id': 'srvc-acct-2',
       'client-secret': 'registry-secret-value',
     });
+    await f.settled();
     assert.ok(!(JSON.stringify(cr) + f.logText()).includes('registry-secret-value'));
   });
 

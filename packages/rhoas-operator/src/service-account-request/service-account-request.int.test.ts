@@ -79,6 +79,7 @@ describe('CloudServiceAccountRequest', () => {
       owners?.map((o) => [o.apiVersion, o.kind, o.name, o.uid, o.controller]),
       [['rhoas.redhat.com/v1alpha1', 'CloudServiceAccountRequest', 'golden', cr.metadata.uid, true]],
     );
+    await f.settled();
     const visible = JSON.stringify([cr, await f.events('golden')]) + f.logText();
     assert.ok(!visible.includes(values['client-secret'] ?? 'never'), 'the client secret is not visible');
   });

@@ -47,6 +47,11 @@ export interface RhoasFixture {
   operator: RhoasOperator;
   /** The operator's log output so far. */
   logText(): string;
+  /**
+   * Resolves when no CR of any kind is queued or being processed. A processing records its Event and log
+   * line after the status write, so a check of Events or logs waits for this after seeing the status.
+   */
+  settled(): Promise<void>;
   /** Stops the operator and starts a new one (a restart), with extra environment. */
   restartOperator(env?: Record<string, string>): Promise<void>;
   createSecret(name: string, data: Record<string, string>, ownerReferences?: unknown[]): Promise<KubeObject>;
@@ -132,6 +137,9 @@ export async function createRhoasFixture(options: RhoasFixtureOptions = {}): Pro
       operator = value;
     },
     logText: () => destination.text(),
+    async settled() {
+      for (const feature of Object.values(operator.features)) await feature.queue.whenIdle();
+    },
     async restartOperator(env) {
       await operator.close();
       operator = build(env);
