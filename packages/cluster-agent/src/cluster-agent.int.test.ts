@@ -180,7 +180,7 @@ describe('cluster-agent', () => {
     f = await createAgentFixture({ prefix: 'agent' });
     ({ kc, database, suffix, argoCdNamespace } = f);
     otherArgoCdNamespace = `agent-other-${suffix}`;
-    tenantNamespaces = ['t1', 't2', 't3', 't4', 't5', 't6'].map((t) => `agent-${t}-${suffix}`);
+    tenantNamespaces = ['t1', 't2', 't3', 't4', 't5', 't6', 't7'].map((t) => `agent-${t}-${suffix}`);
     for (const name of [otherArgoCdNamespace, ...tenantNamespaces]) await f.createNamespace(name);
     agentConfig = f.config({
       OPERATION_SWEEP_INTERVAL: '500ms',
@@ -263,6 +263,17 @@ describe('cluster-agent', () => {
     });
     const manual = await getObject(kc, appRef(b.application.name));
     assert.equal((manual!.spec as { syncPolicy?: unknown }).syncPolicy, undefined);
+  });
+
+  it('many Applications of one tenant announced at once: the AppProject ends listing every repository', async () => {
+    // Their operations run concurrently; each recomputes the tenant's project from the rows it reads, so an
+    // unordered write computed from older rows could land last and leave a repository out.
+    const tenant = await givenTenant(tenantNamespaces[6]!);
+    const repos = Array.from({ length: 16 }, (_, i) => `https://github.com/org/many-${i}`);
+    const deployed = await Promise.all(repos.map((repoURL) => deploy(tenant, { repoURL })));
+    for (const { operation } of deployed) assert.equal((await finished(operation.id)).state, 'Completed');
+    const project = await getObject(kc, projectRef(tenant.id));
+    assert.deepEqual((project?.spec as { sourceRepos?: string[] }).sourceRepos, [...repos].sort());
   });
 
   it('Argo CD status becomes application_state; an unchanged projection writes nothing', async () => {

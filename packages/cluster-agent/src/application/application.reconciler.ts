@@ -225,7 +225,29 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     return true;
   }
 
-  async function reconcileAppProject(
+  /**
+   * Tenant → the tail of its AppProject reconciles. Operations of different resources of one tenant run
+   * concurrently, and each computes the tenant's projects from the rows it reads: without an order, a write
+   * computed from older rows could land after one computed from newer rows and undo it until the next resync.
+   * One after the other, each re-reads the rows, so the last write is always from the latest rows.
+   */
+  const projectQueues = new Map<string, Promise<unknown>>();
+  function reconcileAppProject(
+    clusterUserId: string,
+    options: { signal: AbortSignal; logger: Logger; goneApplicationIds?: readonly string[] },
+  ): Promise<ResourceOutcome> {
+    const previous = projectQueues.get(clusterUserId) ?? Promise.resolve();
+    const run = previous.catch(() => {}).then(() => reconcileAppProjectNow(clusterUserId, options));
+    projectQueues.set(clusterUserId, run);
+    void run
+      .catch(() => {})
+      .finally(() => {
+        if (projectQueues.get(clusterUserId) === run) projectQueues.delete(clusterUserId);
+      });
+    return run;
+  }
+
+  async function reconcileAppProjectNow(
     clusterUserId: string,
     options: { signal: AbortSignal; logger: Logger; goneApplicationIds?: readonly string[] },
   ): Promise<ResourceOutcome> {
