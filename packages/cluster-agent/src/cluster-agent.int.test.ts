@@ -273,7 +273,10 @@ describe('cluster-agent', () => {
     const deployed = await Promise.all(repos.map((repoURL) => deploy(tenant, { repoURL })));
     for (const { operation } of deployed) assert.equal((await finished(operation.id)).state, 'Completed');
     const project = await getObject(kc, projectRef(tenant.id));
-    assert.deepEqual((project?.spec as { sourceRepos?: string[] }).sourceRepos, [...repos].sort());
+    assert.deepEqual(
+      (project?.spec as { sourceRepos?: string[] } | undefined)?.sourceRepos,
+      [...repos].sort(),
+    );
   });
 
   it('Argo CD status becomes application_state; an unchanged projection writes nothing', async () => {

@@ -23,11 +23,14 @@ import {
   ReclaimPolicy,
 } from '@gitops/api';
 import {
+  collectionPath,
   deleteIfExists,
   getObject,
+  HttpMethod,
   type Informer,
   isConflict,
   type KubeObject,
+  kubeRequest,
   type Logger,
   objectKey,
   type ReconcileResult,
@@ -83,12 +86,27 @@ interface Outcome {
 export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps): AppStudioController {
   const { kc, events } = ctx;
 
-  const environmentsUsing = (claim: KubeObject) =>
-    deps.environments
-      .list(claim.metadata.namespace)
+  const namesUsing = (claim: KubeObject, environments: readonly KubeObject[]) =>
+    environments
       .filter((env) => !env.metadata.deletionTimestamp && claimNameOfEnvironment(env) === claim.metadata.name)
       .map((env) => env.metadata.name)
       .sort();
+
+  /**
+   * The Environments naming the claim. The cache answers "in use"; "not in use" is confirmed with a live
+   * list before anything is released (as Kubernetes' PVC protection does with Pods): an Environment created a
+   * moment ago may not be in the cache yet.
+   */
+  async function environmentsUsing(claim: KubeObject, signal: AbortSignal): Promise<string[]> {
+    const cached = namesUsing(claim, deps.environments.list(claim.metadata.namespace));
+    if (cached.length > 0) return cached;
+    const live = (await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: collectionPath({ ...AppStudioKinds.Environment.resource, namespace: claim.metadata.namespace }),
+      signal,
+    })) as { items?: KubeObject[] };
+    return namesUsing(claim, live.items ?? []);
+  }
 
   async function bind(claim: KubeObject, target: KubeObject, byController: boolean, logger: Logger) {
     let c = claim;
@@ -177,8 +195,12 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
     return error === undefined ? {} : { error };
   }
 
-  async function release(claim: KubeObject, logger: Logger): Promise<Outcome & { done: boolean }> {
-    const using = environmentsUsing(claim);
+  async function release(
+    claim: KubeObject,
+    logger: Logger,
+    signal: AbortSignal,
+  ): Promise<Outcome & { done: boolean }> {
+    const using = await environmentsUsing(claim, signal);
     if (using.length > 0) {
       // Still in use: it stays bound (and Lost when its target goes) until the Environments let go.
       if (isBindComplete(claim)) await keepBound(claim);
@@ -270,7 +292,7 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
 
   async function reconcile(
     key: string,
-    { logger }: { logger: Logger },
+    { logger, signal }: { logger: Logger; signal: AbortSignal },
   ): Promise<ReconcileResult | undefined> {
     const { namespace = '', name } = splitObjectKey(key);
     const cached = deps.claims.get(namespace, name);
@@ -278,7 +300,7 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
     try {
       let outcome: Outcome;
       if (cached.metadata.deletionTimestamp) {
-        const released = await release(cached, logger);
+        const released = await release(cached, logger, signal);
         if (released.done) return undefined;
         outcome = released;
       } else {
