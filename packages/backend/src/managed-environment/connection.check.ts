@@ -19,7 +19,8 @@ import { isJsonObject } from '../json.ts';
 
 export type CheckOutcome<T> =
   | { ok: true; value: T }
-  | { ok: false; reason: ManagedEnvironmentReason; message: string };
+  /** `refused`: the cluster answered 401/403 to these credentials. */
+  | { ok: false; reason: ManagedEnvironmentReason; message: string; refused?: boolean };
 
 export interface ManagedEnvironmentSpec {
   apiURL: string;
@@ -285,6 +286,7 @@ export async function verifyCredentials(
       );
     }
     const { reason, message } = classifyConnectionError(err, spec.apiURL);
-    return fail(reason, message);
+    const status = statusOf(err);
+    return { ok: false, reason, message, refused: status === 401 || status === 403 };
   }
 }

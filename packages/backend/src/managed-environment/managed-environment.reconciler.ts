@@ -7,6 +7,7 @@
  * With createNewServiceAccount the backend keeps a finalizer on the CR to remove the ServiceAccount,
  * ClusterRole and ClusterRoleBinding it created on the target cluster.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ConditionStatus, ManagedEnvironmentConditionType, ManagedEnvironmentReason } from '@gitops/api';
 import type { Database, EngineInstanceRow, Sealer } from '@gitops/db';
 import {
@@ -51,6 +52,12 @@ import {
   storedBearerToken,
 } from './managed-environment.store.ts';
 import { installServiceAccount, removeServiceAccount } from './service-account.ts';
+
+/** Re-tries of a just-created ServiceAccount token that the cluster refused (250 ms, 500 ms, ... 1.5 s). */
+const NEW_TOKEN_RETRIES = 6;
+const NEW_TOKEN_RETRY_MS = 250;
+/** A credentials Secret this young gets the same re-tries. */
+const NEW_SECRET_MS = 60_000;
 
 /** Kept on a CR with createNewServiceAccount until the created ServiceAccount is removed again. */
 export const SERVICE_ACCOUNT_FINALIZER = 'managed-gitops.redhat.com/managed-environment-service-account';
@@ -270,14 +277,16 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     spec: ManagedEnvironmentSpec,
     target: TargetCluster,
     signal: AbortSignal,
+    secretIsNew = false,
   ): Promise<CheckOutcome<string>> {
     const insecure = spec.allowInsecureSkipTLSVerify;
     if (!spec.createNewServiceAccount) {
-      const verified = await verifyCredentials(
-        targetKubeConfig(target, target.token, insecure),
-        spec,
-        signal,
-      );
+      const kc = targetKubeConfig(target, target.token, insecure);
+      // A credentials Secret written a moment ago (e.g. by the namespace provisioner, right after its
+      // RoleBinding) gets the same grace as a token of our own.
+      const verified = secretIsNew
+        ? await verifyNewCredentials(kc, spec, signal)
+        : await verifyCredentials(kc, spec, signal);
       return verified.ok ? { ok: true, value: target.token } : verified;
     }
     const uid = object.metadata.uid ?? '';
@@ -313,8 +322,22 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
         message: `unable to install the ServiceAccount on the cluster: ${classified.message}`,
       };
     }
-    const verified = await verifyCredentials(targetKubeConfig(target, token, insecure), spec, signal);
+    const verified = await verifyNewCredentials(targetKubeConfig(target, token, insecure), spec, signal);
     return verified.ok ? { ok: true, value: token } : verified;
+  }
+
+  /**
+   * verifyCredentials for credentials created a moment ago: a token and RoleBinding may be refused until the
+   * API server's authenticator and RBAC caches have them (usually well under a second), so a refusal is
+   * re-tried a few times, quickly, before it becomes a False condition.
+   */
+  async function verifyNewCredentials(kc: KubeConfig, spec: ManagedEnvironmentSpec, signal: AbortSignal) {
+    let verified = await verifyCredentials(kc, spec, signal);
+    for (let attempt = 1; !verified.ok && verified.refused && attempt <= NEW_TOKEN_RETRIES; attempt++) {
+      await sleep(NEW_TOKEN_RETRY_MS * attempt, undefined, { signal });
+      verified = await verifyCredentials(kc, spec, signal);
+    }
+    return verified;
   }
 
   async function reconcileLive(object: KubeObject, context: ReconcileContext) {
@@ -334,9 +357,12 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     const parsed = parseManagedEnvironmentSpec(object.spec);
     if (!parsed.ok) return await failed(parsed.reason, parsed.message);
     const spec = parsed.value;
-    const target = readTargetCluster(await getSecret(namespace, spec.credentialsSecret, signal), spec);
+    const secret = await getSecret(namespace, spec.credentialsSecret, signal);
+    const target = readTargetCluster(secret, spec);
     if (!target.ok) return await failed(target.reason, target.message);
-    const token = await connect(object, spec, target.value, signal);
+    const createdAt = Date.parse(String(secret?.metadata.creationTimestamp ?? ''));
+    const secretIsNew = Number.isFinite(createdAt) && Date.now() - createdAt < NEW_SECRET_MS;
+    const token = await connect(object, spec, target.value, signal, secretIsNew);
     if (!token.ok) return await failed(token.reason, token.message);
 
     const tenantUid = await namespaceUid(namespace, signal);
