@@ -4,7 +4,7 @@
  * CR vanished while no backend watched), re-enqueueing the CR that owns an operation whose state changed
  * (NOTIFY), and enqueueing every cached CR on resync. A feature adds only its own extra watches.
  */
-import { type Database, getOperation } from '@gitops/db';
+import { type Database, getOperation, type OperationRow } from '@gitops/db';
 import {
   createWorkQueue,
   type Informer,
@@ -60,6 +60,11 @@ export interface CrControllerOptions {
    * finds nothing new (one per operation; at 10,000 deployments a backlog in front of new objects).
    */
   ownerOnlyWhenFinished?: boolean;
+  /**
+   * True when the owner (as this cache holds it) needs nothing from this operation's outcome, so no
+   * reconcile is queued for it (e.g. a Completed operation of a live GitOpsDeployment that shows no error).
+   */
+  ownerNeedsNothing?: (operation: OperationRow, owner: KubeObject | undefined) => boolean;
 }
 
 export function createCrController(options: CrControllerOptions): CrController {
@@ -112,7 +117,10 @@ export function createCrController(options: CrControllerOptions): CrController {
     const operation = await (reads ? reads.operation() : getOperation(db, operationId));
     if (options.ownerOnlyWhenFinished && operation && !operation.finished_at) return;
     const key = ownerKeyOf(operation, kind.kind);
-    if (key) enqueue(key);
+    if (!key || !operation) return;
+    const { namespace, name } = splitObjectKey(key);
+    if (options.ownerNeedsNothing?.(operation, informer.get(namespace, name))) return;
+    enqueue(key);
   }
 
   return {

@@ -5,12 +5,14 @@
  * The informer's periodic relist re-delivers every object (the level-triggered safety net); ones settled at
  * the same resourceVersion are skipped, so an idle resync costs nothing per deployment (docs/performance.md).
  */
-import { objectKey } from '@gitops/shared';
+import { ConditionStatus, GitOpsDeploymentConditionType } from '@gitops/api';
+import { findCondition, objectKey } from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
 import { GitOpsDeploymentCr } from '../kinds.ts';
 import { createEnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import type { ManagedEnvironmentFeature } from '../managed-environment/managed-environment.feature.ts';
+import { conditionsOf, isBeingDeleted } from './gitops-deployment.object.ts';
 import { createGitOpsDeploymentReconciler } from './gitops-deployment.reconciler.ts';
 
 export type GitOpsDeploymentFeature = CrController;
@@ -20,6 +22,11 @@ export function createGitOpsDeploymentFeature(
   deps: { environments: ManagedEnvironmentFeature },
 ): GitOpsDeploymentFeature {
   const informer = ctx.informer(GitOpsDeploymentCr.resource, { sharded: true });
+  /** Uids whose ErrorOccurred=True this process wrote (its own write may not be in the cache yet). */
+  const errorReported = new Set<string>();
+  informer.onDelete((object) => {
+    if (object.metadata.uid) errorReported.delete(object.metadata.uid);
+  });
   const controller = createCrController({
     kind: GitOpsDeploymentCr,
     db: ctx.db,
@@ -32,6 +39,16 @@ export function createGitOpsDeploymentFeature(
     skipSettledOnRelist: true,
     // The reconcile reads only whether the application's operations are pending or how the last one ended.
     ownerOnlyWhenFinished: true,
+    // A Completed operation changes nothing for a live deployment that shows no error: no reconcile (it would
+    // read five rows to find that out). Failed ones, deletions and deployments with an error still go.
+    ownerNeedsNothing: (operation, owner) =>
+      operation.state === 'Completed' &&
+      owner !== undefined &&
+      owner.metadata.uid === operation.owner_uid &&
+      !isBeingDeleted(owner) &&
+      findCondition(conditionsOf(owner), GitOpsDeploymentConditionType.ErrorOccurred)?.status !==
+        ConditionStatus.True &&
+      !errorReported.has(operation.owner_uid),
     reconcile: createGitOpsDeploymentReconciler({
       db: ctx.db,
       kc: ctx.kc,
@@ -41,6 +58,7 @@ export function createGitOpsDeploymentFeature(
       selector: ctx.selector,
       resolveEnvironment: createEnvironmentResolver(ctx.db, deps.environments.informer),
       operationRetryMs: ctx.config.operationRetryMs,
+      errorReported,
     }),
   });
   deps.environments.onEnvironmentChanged((namespace) => {

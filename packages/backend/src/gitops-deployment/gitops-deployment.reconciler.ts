@@ -84,6 +84,8 @@ export interface GitOpsDeploymentReconcilerOptions {
    * again while the user finalizer waits for it (GITOPS_OPERATION_RETRY_INTERVAL). Default 1 minute.
    */
   operationRetryMs?: number;
+  /** Kept up to date with the uids whose ErrorOccurred=True this reconciler wrote (the feature reads it). */
+  errorReported?: Set<string>;
   now?: () => Date;
 }
 
@@ -111,6 +113,9 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
 
   /** Sets ErrorOccurred (only writes when it changes); Events on transitions. */
   async function writeErrorOccurred(object: KubeObject, state: ErrorState, logger: Logger) {
+    const uid = object.metadata.uid;
+    // Before the write: a Completed operation must not be skipped while this error may be on its way.
+    if (uid && state.status === 'error') options.errorReported?.add(uid);
     const conditions = conditionsOf(object);
     const existing = findCondition(conditions, GitOpsDeploymentConditionType.ErrorOccurred);
     let next: typeof conditions;
@@ -155,6 +160,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       },
       logger,
     );
+    if (uid && state.status === 'ok') options.errorReported?.delete(uid);
   }
 
   function failedOperationState(
