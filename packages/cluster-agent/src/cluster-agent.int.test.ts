@@ -17,6 +17,7 @@ import {
   listen,
   NOTIFICATION_CHANNELS,
   type OperationRow,
+  updateApplication,
   upsertEngineInstance,
 } from '@gitops/db';
 import type { TestDatabase } from '@gitops/db/testing';
@@ -180,7 +181,7 @@ describe('cluster-agent', () => {
     f = await createAgentFixture({ prefix: 'agent' });
     ({ kc, database, suffix, argoCdNamespace } = f);
     otherArgoCdNamespace = `agent-other-${suffix}`;
-    tenantNamespaces = ['t1', 't2', 't3', 't4', 't5', 't6', 't7'].map((t) => `agent-${t}-${suffix}`);
+    tenantNamespaces = ['t1', 't2', 't3', 't4', 't5', 't6', 't7', 't8'].map((t) => `agent-${t}-${suffix}`);
     for (const name of [otherArgoCdNamespace, ...tenantNamespaces]) await f.createNamespace(name);
     agentConfig = f.config({
       OPERATION_SWEEP_INTERVAL: '500ms',
@@ -277,6 +278,59 @@ describe('cluster-agent', () => {
       (project?.spec as { sourceRepos?: string[] } | undefined)?.sourceRepos,
       [...repos].sort(),
     );
+  });
+
+  it("a tenant's second Application of a known repository leaves the project as it is; a repository change updates it", async () => {
+    const tenant = await givenTenant(tenantNamespaces[7]!);
+    const first = await deploy(tenant, { repoURL: 'https://github.com/org/shared' });
+    const second = await deploy(tenant, { repoURL: 'https://github.com/org/Shared.git' });
+    for (const { operation } of [first, second])
+      assert.equal((await finished(operation.id)).state, 'Completed');
+    const sourceRepos = async () =>
+      ((await getObject(kc, projectRef(tenant.id)))?.spec as { sourceRepos?: string[] } | undefined)
+        ?.sourceRepos;
+    assert.deepEqual(await sourceRepos(), ['https://github.com/org/shared']);
+    // The second Application moves to another repository: the project gains it; both repositories stay
+    // while the first Application still uses the shared one.
+    const moved = await database.db.transaction().execute(async (trx) => {
+      await updateApplication(trx, second.application.id, {
+        managedEnvironmentId: second.application.managed_environment_id,
+        spec: {
+          source: { repoURL: 'https://github.com/org/moved', path: 'env/dev', targetRevision: 'main' },
+          destination: { namespace: tenant.namespace_name },
+        },
+      });
+      return (
+        await insertOperation(trx, {
+          engineInstanceId,
+          resourceType: 'Application',
+          resourceId: second.application.id,
+          ownerUserId: tenant.id,
+        })
+      ).operation;
+    });
+    assert.equal((await finished(moved.id)).state, 'Completed');
+    assert.deepEqual(await sourceRepos(), ['https://github.com/org/moved', 'https://github.com/org/shared']);
+    // And the first one moves too: the shared repository is no longer any Application's, so it leaves.
+    const movedToo = await database.db.transaction().execute(async (trx) => {
+      await updateApplication(trx, first.application.id, {
+        managedEnvironmentId: first.application.managed_environment_id,
+        spec: {
+          source: { repoURL: 'https://github.com/org/moved', path: 'env/other', targetRevision: 'main' },
+          destination: { namespace: tenant.namespace_name },
+        },
+      });
+      return (
+        await insertOperation(trx, {
+          engineInstanceId,
+          resourceType: 'Application',
+          resourceId: first.application.id,
+          ownerUserId: tenant.id,
+        })
+      ).operation;
+    });
+    assert.equal((await finished(movedToo.id)).state, 'Completed');
+    assert.deepEqual(await sourceRepos(), ['https://github.com/org/moved']);
   });
 
   it('Argo CD status becomes application_state; an unchanged projection writes nothing', async () => {

@@ -31,7 +31,7 @@ import {
 } from '../argocd.ts';
 import { compareOwnedFields } from '../resync/owned-fields.ts';
 import { canonicalJson } from '../status/application-state.projection.ts';
-import { renderAppProject, renderClusterAppProject } from './app-project.render.ts';
+import { normaliseRepoUrl, renderAppProject, renderClusterAppProject } from './app-project.render.ts';
 import {
   applicationProjectName,
   type DestinationEnvironment,
@@ -336,11 +336,12 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
       namespace,
     });
     const projectName = applicationProjectName(row.cluster_user_id, environment);
+    const live = ctx.applications.get(namespace, row.name);
     const project =
-      options.recomputeProject || !ctx.appProjects.get(namespace, projectName)
+      (options.recomputeProject && !projectCovers(row.cluster_user_id, projectName, desired, live)) ||
+      !ctx.appProjects.get(namespace, projectName)
         ? await reconcileAppProject(row.cluster_user_id, options)
         : { status: 'done' as const, changed: false };
-    const live = ctx.applications.get(namespace, row.name);
     if (live?.metadata.deletionTimestamp) {
       return {
         status: 'pending',
@@ -397,6 +398,38 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     if (own === undefined) return false;
     ownApplies.delete(name);
     return own === resourceVersion;
+  }
+
+  /**
+   * True when the tenant's projects need no recompute for this Application's operation: they are as we last
+   * computed them, the Application's repository and destination are in the project it uses, and the live
+   * Application (if any) already had that repository (so none may have left the tenant's list). The
+   * recompute reads every application row of the tenant, so a tenant's n-th Application of a known
+   * repository would otherwise cost O(n).
+   */
+  function projectCovers(
+    clusterUserId: string,
+    projectName: string,
+    desired: KubeObject,
+    live: KubeObject | undefined,
+  ): boolean {
+    const desiredSpec = desired.spec as { source?: { repoURL?: unknown }; destination?: { name?: unknown } };
+    const repo =
+      typeof desiredSpec.source?.repoURL === 'string' ? normaliseRepoUrl(desiredSpec.source.repoURL) : '';
+    if (repo === '' || !isProjectSettled(clusterUserId)) return false;
+    if (live) {
+      const liveRepo = (live.spec as { source?: { repoURL?: unknown } } | undefined)?.source?.repoURL;
+      if (typeof liveRepo !== 'string' || normaliseRepoUrl(liveRepo) !== repo) return false;
+    }
+    const projectSpec = ctx.appProjects.get(namespace, projectName)?.spec as
+      | { sourceRepos?: unknown; destinations?: unknown }
+      | undefined;
+    const repos = Array.isArray(projectSpec?.sourceRepos) ? projectSpec.sourceRepos : [];
+    const destinations = Array.isArray(projectSpec?.destinations) ? projectSpec.destinations : [];
+    return (
+      repos.includes(repo) &&
+      destinations.some((d) => (d as { name?: unknown } | null)?.name === desiredSpec.destination?.name)
+    );
   }
 
   function isSettled(row: ApplicationRow): boolean {
