@@ -10,7 +10,7 @@ import { HttpMethod, type KubeObject, kubeRequest, loadKubeConfig, serverSideApp
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { create, get, remove } from '../fixture/kube.ts';
+import { create, get, isAllowed, remove } from '../fixture/kube.ts';
 
 /** The resources of a kustomization, depth first (only the plain `resources:` list that ours use). */
 async function kustomize(dir: string): Promise<KubeObject[]> {
@@ -71,25 +71,14 @@ describe('the production manifests', () => {
     assert.ok(await get(kc, '/apis/apps/v1/namespaces/gitops-service/deployments/gitops-backend'));
   });
 
-  const can = async (
+  const can = (
     user: string,
     verb: string,
     resource: string,
     group: string,
     namespace?: string,
     groups?: string[],
-  ) => {
-    const review = (await kubeRequest(kc, {
-      method: HttpMethod.POST,
-      path: '/apis/authorization.k8s.io/v1/subjectaccessreviews',
-      body: {
-        apiVersion: 'authorization.k8s.io/v1',
-        kind: 'SubjectAccessReview',
-        spec: { user, groups, resourceAttributes: { verb, resource, group, namespace } },
-      },
-    })) as { status: { allowed: boolean } };
-    return review.status.allowed;
-  };
+  ) => isAllowed(kc, user, { verb, resource, group, namespace }, groups);
   /**
    * Waits until `user` may do it: the API server's RBAC authorizer reads roles and bindings from its cache, so
    * a grant applied a moment ago may not count yet. (A check that something is refused comes after a grant

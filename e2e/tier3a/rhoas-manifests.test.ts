@@ -13,7 +13,7 @@ import { HttpMethod, type KubeObject, kubeRequest, loadKubeConfig, serverSideApp
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { create, get, remove } from '../fixture/kube.ts';
+import { create, get, isAllowed, remove } from '../fixture/kube.ts';
 
 /** The resources of a kustomization or component, depth first (the plain `resources:` list ours use). */
 async function kustomize(dir: string): Promise<KubeObject[]> {
@@ -92,18 +92,8 @@ describe('the RHOAS operator component', () => {
     assert.ok(await get(kc, `/api/v1/namespaces/${namespace}/services/gitops-rhoas-operator-metrics`));
   });
 
-  const can = async (user: string, verb: string, resource: string, group: string, ns?: string) => {
-    const review = (await kubeRequest(kc, {
-      method: HttpMethod.POST,
-      path: '/apis/authorization.k8s.io/v1/subjectaccessreviews',
-      body: {
-        apiVersion: 'authorization.k8s.io/v1',
-        kind: 'SubjectAccessReview',
-        spec: { user, resourceAttributes: { verb, resource, group, namespace: ns } },
-      },
-    })) as { status: { allowed: boolean } };
-    return review.status.allowed;
-  };
+  const can = (user: string, verb: string, resource: string, group: string, ns?: string) =>
+    isAllowed(kc, user, { verb, resource, group, namespace: ns });
 
   /**
    * Waits until `user` may do it: the API server's RBAC authorizer reads roles and bindings from its cache, so

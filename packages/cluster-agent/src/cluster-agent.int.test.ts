@@ -292,43 +292,29 @@ describe('cluster-agent', () => {
     assert.deepEqual(await sourceRepos(), ['https://github.com/org/shared']);
     // The second Application moves to another repository: the project gains it; both repositories stay
     // while the first Application still uses the shared one.
-    const moved = await database.db.transaction().execute(async (trx) => {
-      await updateApplication(trx, second.application.id, {
-        managedEnvironmentId: second.application.managed_environment_id,
-        spec: {
-          source: { repoURL: 'https://github.com/org/moved', path: 'env/dev', targetRevision: 'main' },
-          destination: { namespace: tenant.namespace_name },
-        },
-      });
-      return (
-        await insertOperation(trx, {
+    /** What the backend writes when a GitOpsDeployment's source changes: the row and its operation. */
+    const moveTo = (application: typeof first.application, repoURL: string, path: string) =>
+      database.db.transaction().execute(async (trx) => {
+        await updateApplication(trx, application.id, {
+          managedEnvironmentId: application.managed_environment_id,
+          spec: {
+            source: { repoURL, path, targetRevision: 'main' },
+            destination: { namespace: tenant.namespace_name },
+          },
+        });
+        const announced = await insertOperation(trx, {
           engineInstanceId,
           resourceType: 'Application',
-          resourceId: second.application.id,
+          resourceId: application.id,
           ownerUserId: tenant.id,
-        })
-      ).operation;
-    });
+        });
+        return announced.operation;
+      });
+    const moved = await moveTo(second.application, 'https://github.com/org/moved', 'env/dev');
     assert.equal((await finished(moved.id)).state, 'Completed');
     assert.deepEqual(await sourceRepos(), ['https://github.com/org/moved', 'https://github.com/org/shared']);
     // And the first one moves too: the shared repository is no longer any Application's, so it leaves.
-    const movedToo = await database.db.transaction().execute(async (trx) => {
-      await updateApplication(trx, first.application.id, {
-        managedEnvironmentId: first.application.managed_environment_id,
-        spec: {
-          source: { repoURL: 'https://github.com/org/moved', path: 'env/other', targetRevision: 'main' },
-          destination: { namespace: tenant.namespace_name },
-        },
-      });
-      return (
-        await insertOperation(trx, {
-          engineInstanceId,
-          resourceType: 'Application',
-          resourceId: first.application.id,
-          ownerUserId: tenant.id,
-        })
-      ).operation;
-    });
+    const movedToo = await moveTo(first.application, 'https://github.com/org/moved', 'env/other');
     assert.equal((await finished(movedToo.id)).state, 'Completed');
     assert.deepEqual(await sourceRepos(), ['https://github.com/org/moved']);
   });

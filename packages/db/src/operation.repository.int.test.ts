@@ -13,6 +13,7 @@ import {
   deleteFinishedOperations,
   failOperation,
   getOperation,
+  hasUndeliveredOperations,
   insertOperation,
   insertOperations,
   isAgentListening,
@@ -282,6 +283,22 @@ describe('claimUndeliveredOperations', () => {
     await eventually('the lock released', async () => !(await isAgentListening(db, instance.id)));
     const after = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100));
     assert.deepEqual(new Set(after.map((o) => o.id)), new Set([heard.id, unheard.id]));
+  });
+
+  test('hasUndeliveredOperations says whether a claim would find anything', async () => {
+    await drainRelayQueue();
+    assert.equal(await hasUndeliveredOperations(db), false);
+    const agent = await givenListeningAgentSession(testDb.url, instance.id);
+    try {
+      await announce(applicationChange());
+      assert.equal(await hasUndeliveredOperations(db), false, 'the listening agent has it');
+    } finally {
+      await agent.end();
+    }
+    await eventually('the lock released', async () => !(await isAgentListening(db, instance.id)));
+    assert.equal(await hasUndeliveredOperations(db), true);
+    await drainRelayQueue();
+    assert.equal(await hasUndeliveredOperations(db), false);
   });
 
   test('delivered, finished and delivery-backoff operations are not claimed', async () => {

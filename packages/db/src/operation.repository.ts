@@ -190,21 +190,39 @@ export async function claimUndeliveredOperations(
   trx: Transaction<Database>,
   limit: number,
 ): Promise<ClaimedOperation[]> {
-  return await trx
-    .selectFrom('operation as o')
+  return await deliverable(trx)
     .innerJoin('engine_instance as e', 'e.id', 'o.engine_instance_id')
     .selectAll('o')
     .select('e.namespace_name as engine_instance_namespace')
-    .where('o.delivered_at', 'is', null)
-    .where('o.state', 'in', ['Waiting', 'In_Progress'])
-    .where('o.next_delivery_at', '<=', sql<Date>`now()`)
-    .where(sql<boolean>`not ${agentListening('o.engine_instance_id')}`)
     .orderBy('o.created_at')
     .orderBy('o.id')
     .limit(limit)
     .forUpdate('o')
     .skipLocked()
     .execute();
+}
+
+/**
+ * Whether claimUndeliveredOperations would find anything now (one statement, no transaction): a relay pass
+ * first asks this, so a pass with nothing to deliver (the usual case while the agent listens) costs one
+ * round trip instead of three.
+ */
+export async function hasUndeliveredOperations(db: Kysely<Database>): Promise<boolean> {
+  const row = await deliverable(db)
+    .select((eb) => eb.lit(1).as('one'))
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Operations that need an Operation CR now: undelivered, unfinished, delivery due, no agent listening. */
+function deliverable(db: Kysely<Database>) {
+  return db
+    .selectFrom('operation as o')
+    .where('o.delivered_at', 'is', null)
+    .where('o.state', 'in', ['Waiting', 'In_Progress'])
+    .where('o.next_delivery_at', '<=', sql<Date>`now()`)
+    .where(sql<boolean>`not ${agentListening('o.engine_instance_id')}`);
 }
 
 /** Records that the Operation CRs exist. Returns the number of rows changed. */

@@ -18,6 +18,15 @@ describe('outbox relay', () => {
   afterAll(async () => {
     await f?.cleanup();
   });
+  /** A relay of its own (registry, silent logger), its sweep far away: the test drives it. */
+  const newRelay = () =>
+    createOperationRelay({
+      db: f.db,
+      kc: loadKubeConfig(process.env.KUBECONFIG),
+      registry: createMetricsRegistry({ defaultMetrics: false }),
+      logger: createSilentLogger(),
+      sweepIntervalMs: 60_000,
+    });
 
   test('two relays running at once create exactly one Operation CR per operation and mark each delivered', async () => {
     const engine = await upsertEngineInstance(f.db, {
@@ -123,13 +132,7 @@ describe('outbox relay', () => {
     });
     // Plays the agent's LISTEN connection: a session of its own holding the agent-listening lock.
     const agent = await givenListeningAgentSession(f.database.url, engine.id);
-    const relay = createOperationRelay({
-      db: f.db,
-      kc: loadKubeConfig(process.env.KUBECONFIG),
-      registry: createMetricsRegistry({ defaultMetrics: false }),
-      logger: createSilentLogger(),
-      sweepIntervalMs: 60_000,
-    });
+    const relay = newRelay();
     let operationId: string;
     try {
       assert.equal(agent.held, true);
@@ -170,13 +173,7 @@ describe('outbox relay', () => {
         resourceId: randomUUID(),
       }),
     );
-    const relay = createOperationRelay({
-      db: f.db,
-      kc: loadKubeConfig(process.env.KUBECONFIG),
-      registry: createMetricsRegistry({ defaultMetrics: false }),
-      logger: createSilentLogger(),
-      sweepIntervalMs: 60_000,
-    });
+    const relay = newRelay();
     // The database's clock, as next_delivery_at is computed with it.
     const { rows: clock } = await sql<{ now: Date }>`select now() as now`.execute(f.db);
     const attemptedAfter = clock[0]!.now;

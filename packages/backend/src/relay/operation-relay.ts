@@ -13,6 +13,7 @@ import {
   type ClaimedOperation,
   claimUndeliveredOperations,
   type Database,
+  hasUndeliveredOperations,
   markOperationsDelivered,
   recordDeliveryFailure,
 } from '@gitops/db';
@@ -123,6 +124,7 @@ export function createOperationRelay(options: OperationRelayOptions): OperationR
 
   async function pass(): Promise<number> {
     let total = 0;
+    if (!(await hasUndeliveredOperations(db))) return 0;
     for (;;) {
       const [claimed, ok] = await batch();
       total += ok;
