@@ -357,6 +357,20 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
     const abortOnStop = () => controller.abort();
     stopController.signal.addEventListener('abort', abortOnStop, { once: true });
     let delivered = false;
+    /** One line of the answer; blank lines (keep-alives) and unparsable ones are skipped. */
+    const handleLine = (text: string): WatchOutcome | undefined => {
+      const line = text.trim();
+      if (line === '') return undefined;
+      let event: WatchEvent;
+      try {
+        event = JSON.parse(line) as WatchEvent;
+      } catch {
+        logger.warn({ length: line.length }, 'unparsable watch line skipped');
+        return undefined;
+      }
+      delivered = true;
+      return handleEvent(event);
+    };
     const ended = (): WatchOutcome | undefined => {
       if (stopped) return { kind: 'stopped' };
       if (watchAbortReason) return { kind: watchAbortReason };
@@ -379,31 +393,24 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
       });
       lastEventAt = clock.now();
       armSilenceTimer();
-      const reader = stream.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = '';
+      // One JSON event per line. Lines are cut from the Buffers and decoded whole, so a character split
+      // between two chunks stays intact.
+      let pending: Buffer[] = [];
       try {
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          buffer += value;
-          for (let newline = buffer.indexOf('\n'); newline >= 0; newline = buffer.indexOf('\n')) {
-            const line = buffer.slice(0, newline).trim();
-            buffer = buffer.slice(newline + 1);
-            if (line === '') continue;
-            let event: WatchEvent;
-            try {
-              event = JSON.parse(line) as WatchEvent;
-            } catch {
-              logger.warn({ length: line.length }, 'unparsable watch line skipped');
-              continue;
-            }
-            const outcome = handleEvent(event);
-            delivered = true;
+        for await (const chunk of stream as AsyncIterable<Buffer>) {
+          let start = 0;
+          for (let newline = chunk.indexOf(10); newline >= 0; newline = chunk.indexOf(10, start)) {
+            const piece = chunk.subarray(start, newline);
+            const line = pending.length > 0 ? Buffer.concat([...pending, piece]) : piece;
+            pending = [];
+            start = newline + 1;
+            const outcome = handleLine(line.toString('utf8'));
             if (outcome) return outcome;
           }
+          if (start < chunk.length) pending.push(chunk.subarray(start));
         }
       } finally {
-        reader.cancel().catch(() => undefined);
+        stream.destroy();
       }
       return ended() ?? { kind: 'closed' };
     } catch (err) {

@@ -1,9 +1,9 @@
 /**
  * Kubernetes helpers on top of `@kubernetes/client-node` 2.x.
  *
- * Requests go through client-node's own pieces (KubeConfig authentication and TLS dispatcher,
- * `RequestContext`, its undici-based `IsomorphicFetchHttpLibrary`, and `KubernetesObjectApi`'s
- * discovery cache), but bodies stay plain JSON: client-node's typed serializer would turn
+ * Requests use client-node's KubeConfig (authentication, and the undici dispatcher it builds from the TLS and
+ * proxy settings, kept per KubeConfig) and `KubernetesObjectApi`'s discovery cache; they are sent with
+ * undici's `request()` on that one dispatcher. Bodies stay plain JSON: client-node's typed serializer would turn
  * timestamps into `Date`s and drop fields it does not know, while watch events arrive as plain
  * JSON. Everything read from the API server is `unknown` until a consumer parses it.
  */
@@ -11,12 +11,12 @@ import { hostname } from 'node:os';
 import {
   ApiException,
   HttpMethod,
-  IsomorphicFetchHttpLibrary,
   KubeConfig,
   KubernetesObjectApi,
   PatchStrategy,
   RequestContext,
 } from '@kubernetes/client-node';
+import { type Dispatcher, getGlobalDispatcher } from 'undici';
 import { ErrorCode, isNotFound, KubeApiError, RetryableError, TerminalError } from './errors.ts';
 import { type Logger, scrubString } from './logger.ts';
 
@@ -123,65 +123,101 @@ export interface KubeRequest {
   timeoutMs?: number;
 }
 
-const http = new IsomorphicFetchHttpLibrary();
 const defaultRequestTimeoutMs = 30_000;
+/** Authentication headers are recomputed at most this often (a rotated token file is re-read by then). */
+const AUTH_HEADERS_TTL_MS = 10_000;
 
-type Dispatcher = ReturnType<RequestContext['getDispatcher']>;
-const dispatchers = new WeakMap<KubeConfig, NonNullable<Dispatcher>>();
+interface Transport {
+  /** One pooled undici dispatcher (keep-alive, HTTP/2 when the server offers it) for every request. */
+  readonly dispatcher: Dispatcher;
+  readonly origin: string;
+  /** The server URL's own path (a proxy may serve the API under one), without a trailing slash. */
+  readonly pathPrefix: string;
+  headers?: { value: Record<string, string>; until: number };
+}
+const transports = new WeakMap<KubeConfig, Promise<Transport>>();
 
 /**
- * client-node builds a new connection pool for every request (`applySecurityAuthentication` creates a fresh
- * undici Agent), so every request paid a TLS handshake on both sides: under load that was the largest CPU cost
- * of the backend, the agent and the API server. Keep the first pool of each KubeConfig (its TLS settings do
- * not change) and reuse its keep-alive connections; the auth headers are still applied per request.
+ * The transport of a KubeConfig, built on first use. client-node builds the dispatcher (TLS material,
+ * `insecure-skip-tls-verify`, `tls-server-name`, HTTP and SOCKS proxies) in `applySecurityAuthentication`,
+ * but a fresh one for every request, each with its own connections, and sends through WHATWG fetch: under
+ * load that per-request pool, its destruction and fetch's stream machinery were a tenth of each service's
+ * CPU. The first dispatcher is kept and requests go through its `request()` directly.
  */
-function reuseConnections(kc: KubeConfig, context: RequestContext): void {
-  const fresh = context.getDispatcher();
-  if (!fresh) return;
-  const pooled = dispatchers.get(kc);
-  if (!pooled) {
-    dispatchers.set(kc, fresh);
-    return;
+function transportOf(kc: KubeConfig, server: string): Promise<Transport> {
+  let transport = transports.get(kc);
+  if (!transport) {
+    transport = (async () => {
+      const url = new URL(server);
+      const context = new RequestContext(server, HttpMethod.GET);
+      await kc.applySecurityAuthentication(context);
+      const dispatcher = (context.getDispatcher() as Dispatcher | undefined) ?? getGlobalDispatcher();
+      return { dispatcher, origin: url.origin, pathPrefix: url.pathname.replace(/\/+$/, '') };
+    })();
+    transport.catch(() => transports.delete(kc));
+    transports.set(kc, transport);
   }
-  context.setDispatcher(pooled);
-  // The fresh pool never opened a connection; closing it only releases the object.
-  void (fresh as { close?: () => Promise<void> }).close?.().catch(() => {});
+  return transport;
 }
 
-async function send(kc: KubeConfig, request: KubeRequest) {
+/** The KubeConfig's authentication headers (token, exec or OIDC plugin, basic auth, impersonation). */
+async function authHeaders(kc: KubeConfig, transport: Transport): Promise<Record<string, string>> {
+  const now = Date.now();
+  if (transport.headers && transport.headers.until > now) return transport.headers.value;
+  const options: { headers?: Record<string, unknown>; auth?: string } = {};
+  await kc.applyToHTTPSOptions(options);
+  const value: Record<string, string> = {};
+  for (const [name, header] of Object.entries(options.headers ?? {}))
+    value[name.toLowerCase()] = String(header);
+  if (options.auth) value.authorization = `Basic ${Buffer.from(options.auth).toString('base64')}`;
+  transport.headers = { value, until: now + AUTH_HEADERS_TTL_MS };
+  return value;
+}
+
+interface KubeResponse {
+  statusCode: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Dispatcher.ResponseData['body'];
+}
+
+async function send(kc: KubeConfig, request: KubeRequest): Promise<KubeResponse> {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new TerminalError(ErrorCode.kubeconfigInvalid, 'kubeconfig has no current cluster');
-  const url = new URL(cluster.server.replace(/\/+$/, '') + request.path);
-  for (const [name, value] of Object.entries(request.query ?? {})) {
-    if (value !== undefined) url.searchParams.set(name, String(value));
-  }
-  const context = new RequestContext(url.toString(), request.method);
-  context.setHeaderParam('Accept', 'application/json');
-  context.setHeaderParam('User-Agent', 'gitops-service');
-  if (request.body !== undefined) {
-    context.setHeaderParam('Content-Type', request.contentType ?? 'application/json');
-    context.setBody(JSON.stringify(request.body));
-  }
-  const timeoutMs = request.timeoutMs ?? defaultRequestTimeoutMs;
-  const signals = [request.signal, timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : undefined].filter(
-    (signal): signal is AbortSignal => signal !== undefined,
-  );
-  if (signals.length > 0) context.setSignal(AbortSignal.any(signals));
-  await kc.applySecurityAuthentication(context);
-  reuseConnections(kc, context);
+  let transport: Transport;
+  let auth: Record<string, string>;
   try {
-    return await http.send(context).toPromise();
+    transport = await transportOf(kc, cluster.server);
+    auth = await authHeaders(kc, transport);
+  } catch (err) {
+    throw transportError(request, err);
+  }
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries(request.query ?? {})) {
+    if (value !== undefined) query.set(name, String(value));
+  }
+  const search = query.size > 0 ? `?${query}` : '';
+  const headers: Record<string, string> = {
+    accept: 'application/json',
+    'user-agent': 'gitops-service',
+    ...auth,
+  };
+  if (request.body !== undefined) headers['content-type'] = request.contentType ?? 'application/json';
+  const timeoutMs = request.timeoutMs ?? defaultRequestTimeoutMs;
+  try {
+    return await transport.dispatcher.request({
+      origin: transport.origin,
+      path: `${transport.pathPrefix}${request.path}${search}`,
+      method: request.method as Dispatcher.HttpMethod,
+      headers,
+      body: request.body === undefined ? undefined : JSON.stringify(request.body),
+      signal: request.signal,
+      // The answer's headers come at once even for a watch; its body may then be silent for minutes.
+      headersTimeout: defaultRequestTimeoutMs,
+      bodyTimeout: timeoutMs,
+    });
   } catch (err) {
     if (request.signal?.aborted) throw request.signal.reason ?? err;
-    throw new KubeApiError(
-      {
-        statusCode: 0,
-        method: request.method,
-        path: request.path,
-        message: `${request.method} ${request.path}: ${describe(err)}`,
-      },
-      { cause: err },
-    );
+    throw transportError(request, err);
   }
 }
 
@@ -221,17 +257,18 @@ function apiError(request: KubeRequest, statusCode: number, body: unknown): Kube
 export async function kubeRequest(kc: KubeConfig, request: KubeRequest): Promise<unknown> {
   for (let attempt = 1; ; attempt++) {
     const response = await send(kc, request);
-    const body = parseJson(await response.body.text());
-    if (response.httpStatusCode >= 200 && response.httpStatusCode <= 299) return body;
+    const body = parseJson(await readBody(request, response));
+    if (response.statusCode >= 200 && response.statusCode <= 299) return body;
     // 429 means the API server did not process the request (priority and fairness, or a CRD's storage
     // re-initialising): like client-go, wait as told by Retry-After and send it again, a bounded number of times.
-    if (response.httpStatusCode === 429 && attempt < maxThrottledAttempts && !request.signal?.aborted) {
-      const retryAfterSeconds = Number(response.headers['retry-after'] ?? '1');
+    if (response.statusCode === 429 && attempt < maxThrottledAttempts && !request.signal?.aborted) {
+      const retryAfter = response.headers['retry-after'];
+      const retryAfterSeconds = Number((Array.isArray(retryAfter) ? retryAfter[0] : retryAfter) ?? '1');
       const delayMs = Math.min(Number.isFinite(retryAfterSeconds) ? retryAfterSeconds * 1000 : 1000, 10_000);
       await new Promise((resolveDelay) => setTimeout(resolveDelay, Math.max(delayMs, 100)));
       continue;
     }
-    throw apiError(request, response.httpStatusCode, body);
+    throw apiError(request, response.statusCode, body);
   }
 }
 
@@ -239,18 +276,39 @@ export async function kubeRequest(kc: KubeConfig, request: KubeRequest): Promise
 const maxThrottledAttempts = 6;
 
 /**
- * A streaming GET (watches): resolves once the API server answered 200, with the body stream.
- * Abort `request.signal` to close it.
+ * A streaming GET (watches): resolves once the API server answered 200, with the body as a Node stream of
+ * Buffers. Abort `request.signal` (or destroy the stream) to close it.
  */
 export async function kubeStream(kc: KubeConfig, request: Omit<KubeRequest, 'method' | 'body'>) {
   const fullRequest: KubeRequest = { ...request, method: HttpMethod.GET, timeoutMs: request.timeoutMs ?? 0 };
   const response = await send(kc, fullRequest);
-  if (response.httpStatusCode !== 200) {
-    throw apiError(fullRequest, response.httpStatusCode, parseJson(await response.body.text()));
+  if (response.statusCode !== 200) {
+    throw apiError(fullRequest, response.statusCode, parseJson(await readBody(fullRequest, response)));
   }
-  const stream = response.body.stream();
-  if (!stream) throw apiError(fullRequest, 0, 'the API server answered without a body');
-  return stream;
+  return response.body;
+}
+
+/** The whole body as text; a connection lost while reading is a KubeApiError like one lost before. */
+async function readBody(request: KubeRequest, response: KubeResponse): Promise<string> {
+  try {
+    return await response.body.text();
+  } catch (err) {
+    if (request.signal?.aborted) throw request.signal.reason ?? err;
+    throw transportError(request, err);
+  }
+}
+
+/** A request that got no answer (connection refused or lost, timeout, TLS): status code 0. */
+function transportError(request: KubeRequest, err: unknown): KubeApiError {
+  return new KubeApiError(
+    {
+      statusCode: 0,
+      method: request.method,
+      path: request.path,
+      message: `${request.method} ${request.path}: ${describe(err)}`,
+    },
+    { cause: err },
+  );
 }
 
 // ---- discovery ------------------------------------------------------------------------------------
