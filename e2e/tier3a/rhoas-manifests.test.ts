@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { repoRoot } from '@gitops/local-env';
-import { HttpMethod, type KubeObject, kubeRequest, loadKubeConfig, serverSideApply } from '@gitops/shared';
+import { type KubeObject, loadKubeConfig, serverSideApply } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';

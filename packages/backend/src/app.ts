@@ -15,7 +15,6 @@ import {
   createSealer,
   type Database,
   type EngineInstanceRow,
-  getOperation,
   type Listener,
   listen,
   MigrationFailedError,
@@ -23,6 +22,7 @@ import {
   NOTIFICATION_CHANNELS,
   type Notification,
   type OperationRow,
+  operationOfNotification,
   type Sealer,
 } from '@gitops/db';
 import {
@@ -169,7 +169,9 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     const key = channelOf.get(channel);
     if (!key) return;
     let operation: Promise<OperationRow | undefined> | undefined;
-    const reads: NotificationReads = { operation: () => (operation ??= getOperation(db, payload)) };
+    const reads: NotificationReads = {
+      operation: () => (operation ??= operationOfNotification(db, payload)),
+    };
     for (const feature of features) await feature.notifications?.[key]?.(payload, reads);
   };
 

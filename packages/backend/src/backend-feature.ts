@@ -21,8 +21,8 @@ import type { LabelSelector } from './label-selector.ts';
 export type NotificationChannel = keyof typeof NOTIFICATION_CHANNELS;
 
 /**
- * Reads of one notification's row shared by every feature that handles it: the first call queries, the
- * others reuse the answer (several controllers look at one operation; one database round trip, not one each).
+ * The row of one notification shared by every feature that handles it: parsed from the payload (or, for a row
+ * announced by id, read) once, however many controllers look at it.
  */
 export interface NotificationReads {
   operation(): Promise<OperationRow | undefined>;

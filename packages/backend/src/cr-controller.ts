@@ -4,7 +4,7 @@
  * CR vanished while no backend watched), re-enqueueing the CR that owns an operation whose state changed
  * (NOTIFY), and enqueueing every cached CR on resync. A feature adds only its own extra watches.
  */
-import { type Database, getOperation, type OperationRow } from '@gitops/db';
+import { type Database, type OperationRow, operationOfNotification } from '@gitops/db';
 import {
   createWorkQueue,
   type Informer,
@@ -31,8 +31,11 @@ export interface CrController extends BackendFeature {
   enqueueAll(): void;
   /** Enqueues the names of mappings whose CR incarnation is not in the cache. Returns how many. */
   sweepOrphans(): Promise<number>;
-  /** An operation changed state: the CR of this kind that owns it (if any) is reconciled. */
-  onOperationStateChanged(operationId: string, reads?: NotificationReads): Promise<void>;
+  /**
+   * An operation changed state (`payload`: the notification's, see `operationOfNotification`): the CR of this
+   * kind that owns it (if any) is reconciled.
+   */
+  onOperationStateChanged(payload: string, reads?: NotificationReads): Promise<void>;
 }
 
 export interface CrControllerOptions {
@@ -113,8 +116,8 @@ export function createCrController(options: CrControllerOptions): CrController {
   const enqueueAll = () => {
     for (const object of informer.list()) enqueue(objectKey(object));
   };
-  async function onOperationStateChanged(operationId: string, reads?: NotificationReads) {
-    const operation = await (reads ? reads.operation() : getOperation(db, operationId));
+  async function onOperationStateChanged(payload: string, reads?: NotificationReads) {
+    const operation = await (reads ? reads.operation() : operationOfNotification(db, payload));
     if (options.ownerOnlyWhenFinished && operation && !operation.finished_at) return;
     const key = ownerKeyOf(operation, kind.kind);
     if (!key || !operation) return;

@@ -25,15 +25,35 @@ export async function insertApplication(
 ): Promise<ApplicationRow> {
   return await db
     .insertInto('application')
-    .values({
-      name: input.name,
-      cluster_user_id: input.clusterUserId,
-      engine_instance_id: input.engineInstanceId,
-      managed_environment_id: input.managedEnvironmentId,
-      spec: JSON.stringify(input.spec),
-    })
+    .values(applicationValues(input))
     .returningAll()
     .executeTakeFirstOrThrow();
+}
+
+/**
+ * Inserts the row unless an application of this name exists: then undefined, and the caller reads that one
+ * (one statement for a new row instead of a look-up and an insert).
+ */
+export async function insertApplicationIfNameFree(
+  db: Kysely<Database>,
+  input: ApplicationInput,
+): Promise<ApplicationRow | undefined> {
+  return await db
+    .insertInto('application')
+    .values(applicationValues(input))
+    .onConflict((conflict) => conflict.column('name').doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+function applicationValues(input: ApplicationInput) {
+  return {
+    name: input.name,
+    cluster_user_id: input.clusterUserId,
+    engine_instance_id: input.engineInstanceId,
+    managed_environment_id: input.managedEnvironmentId,
+    spec: JSON.stringify(input.spec),
+  };
 }
 
 /** Updates the desired spec and destination environment; undefined if the row is gone. */

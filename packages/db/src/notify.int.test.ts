@@ -6,7 +6,12 @@ import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, test } from 'vitest';
 import { writeApplicationState } from './application-state.repository.ts';
 import { type Listener, listen, NOTIFICATION_CHANNELS, type Notification, notify } from './notify.ts';
-import { insertOperation, startOperation } from './operation.repository.ts';
+import {
+  getOperation,
+  insertOperation,
+  operationOfNotification,
+  startOperation,
+} from './operation.repository.ts';
 import {
   insertSyncOperation,
   markSyncOperationRequested,
@@ -193,7 +198,7 @@ describe('notify and listen', () => {
 });
 
 describe('notifications sent by the schema triggers', () => {
-  test('inserting an operation and changing its state notify with the operation id', async () => {
+  test('inserting an operation and changing its state notify with the row; one too large for a payload with its id', async () => {
     const { inbox, listener } = startListening([
       NOTIFICATION_CHANNELS.operationCreated,
       NOTIFICATION_CHANNELS.operationStateChanged,
@@ -207,13 +212,48 @@ describe('notifications sent by the schema triggers', () => {
         resourceId: randomUUID(),
       }),
     );
-    await inbox.next(
-      (n) => n.channel === NOTIFICATION_CHANNELS.operationCreated && n.payload === operation.id,
+    const created = await inbox.next(
+      (n) => n.channel === NOTIFICATION_CHANNELS.operationCreated && n.payload.includes(operation.id),
     );
+    assert.equal(JSON.parse(created.payload).id, operation.id);
+    // The row as inserted, timestamps as Dates, without reading the table.
+    assert.deepEqual(await operationOfNotification(testDb.db, created.payload), operation);
+
     await startOperation(testDb.db, operation.id);
-    await inbox.next(
-      (n) => n.channel === NOTIFICATION_CHANNELS.operationStateChanged && n.payload === operation.id,
+    const started = await inbox.next(
+      (n) => n.channel === NOTIFICATION_CHANNELS.operationStateChanged && n.payload.includes(operation.id),
     );
+    const startedRow = await operationOfNotification(testDb.db, started.payload);
+    assert.equal(startedRow?.state, 'In_Progress');
+    assert.deepEqual(startedRow, await getOperation(testDb.db, operation.id));
+
+    // 2,000 four-byte characters (the most the column takes; our writers cut messages shorter) do not fit a
+    // NOTIFY payload: the id is sent instead.
+    const message = '\u{1F680}'.repeat(2000);
+    await testDb.db
+      .updateTable('operation')
+      .set({ state: 'Failed', message, finished_at: new Date() })
+      .where('id', '=', operation.id)
+      .execute();
+    const failed = await inbox.next(
+      (n) =>
+        n.channel === NOTIFICATION_CHANNELS.operationStateChanged &&
+        inbox.received.filter((r) => r.channel === n.channel && r.payload.includes(operation.id)).length ===
+          2 &&
+        n !== started,
+    );
+    assert.equal(failed.payload, operation.id);
+    const failedRow = await operationOfNotification(testDb.db, failed.payload);
+    assert.equal(failedRow?.state, 'Failed');
+    assert.equal(failedRow?.message, message);
+  });
+
+  test('a payload that is neither an operation row nor an id announces no operation', async () => {
+    for (const payload of ['', 'not-an-id', '{"id":1}', '{"id":"x"', '[1]', `{"id":"${randomUUID()}"}`]) {
+      assert.equal(await operationOfNotification(testDb.db, payload), undefined, payload);
+    }
+    // An id of no row: nothing either.
+    assert.equal(await operationOfNotification(testDb.db, randomUUID()), undefined);
   });
 
   test('application_state notifies when the projection changes, not when an identical one is written', async () => {

@@ -125,6 +125,79 @@ export async function getOperation(db: Kysely<Database>, id: string): Promise<Op
   return await db.selectFrom('operation').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The timestamp columns of an operation row: a notification carries them as text. */
+const OPERATION_TIMESTAMP_COLUMNS = [
+  'created_at',
+  'delivered_at',
+  'finished_at',
+  'last_attempt_at',
+  'next_attempt_at',
+  'next_delivery_at',
+  'updated_at',
+] as const satisfies readonly (keyof OperationRow)[];
+type TimestampColumn = {
+  [K in keyof OperationRow]-?: Date extends OperationRow[K] ? K : never;
+}[keyof OperationRow];
+// A timestamp column missing from the list above fails `pnpm typecheck` here.
+const everyTimestampColumn: Exclude<
+  TimestampColumn,
+  (typeof OPERATION_TIMESTAMP_COLUMNS)[number]
+> extends never
+  ? true
+  : false = true;
+void everyTimestampColumn;
+
+/** The row a notification payload carries (migration 0007), or undefined when it is not one. */
+function operationRowOfPayload(payload: string): OperationRow | undefined {
+  if (!payload.startsWith('{')) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(payload);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  const row = value as Record<string, unknown>;
+  if (
+    typeof row.id !== 'string' ||
+    !UUID.test(row.id) ||
+    typeof row.engine_instance_id !== 'string' ||
+    typeof row.resource_type !== 'string' ||
+    typeof row.resource_id !== 'string' ||
+    typeof row.state !== 'string'
+  ) {
+    return undefined;
+  }
+  for (const column of OPERATION_TIMESTAMP_COLUMNS) {
+    const text = row[column];
+    if (text === null || text === undefined) {
+      row[column] = null;
+      continue;
+    }
+    const time = typeof text === 'string' ? new Date(text) : undefined;
+    if (!time || Number.isNaN(time.valueOf())) return undefined;
+    row[column] = time;
+  }
+  return row as unknown as OperationRow;
+}
+
+/**
+ * The operation a `gitops_operation_created` or `gitops_operation_state_changed` notification announces. The
+ * payload is the row as it was when the notification was sent (migration 0007), so no read is needed; a row too
+ * large for a payload is announced by its id, and read here (then it is the row as it is now). Anything else
+ * (not a row, not an id) is undefined.
+ */
+export async function operationOfNotification(
+  db: Kysely<Database>,
+  payload: string,
+): Promise<OperationRow | undefined> {
+  const row = operationRowOfPayload(payload);
+  if (row) return row;
+  return UUID.test(payload) ? await getOperation(db, payload) : undefined;
+}
+
 export interface ClaimedOperation extends OperationRow {
   /** Namespace of the engine instance: where the Operation CR goes. */
   engine_instance_namespace: string;

@@ -12,13 +12,12 @@ import {
   deleteApplication,
   ensureWorkspaceEnvironment,
   findApiCrMappingsByName,
-  getApiCrMappingByUid,
   getApplication,
   getApplicationByName,
   getClusterUserByNamespaceUid,
   getWorkspaceEnvironment,
   insertApiCrMapping,
-  insertApplication,
+  insertApplicationIfNameFree,
   insertOperation,
   type ManagedEnvironmentRow,
   type OperationRow,
@@ -147,69 +146,74 @@ export async function unchangedApplication(
 export async function applyDesiredApplication(
   trx: Transaction<Database>,
   desired: DesiredApplication,
+  /** This incarnation's mapping, read in `trx` under the deployment's lock (`findDeploymentMappings`). */
+  mapping: ApiCrMappingRow | undefined,
 ): Promise<ApplyResult> {
   const { deployment } = desired;
-  const mapping = await getApiCrMappingByUid(trx, deployment.uid);
-  let application =
-    mapping?.application_id != null ? await getApplication(trx, mapping.application_id) : undefined;
-  // A row without mapping (e.g. a mapping removed by hand) is adopted rather than duplicated.
-  application ??= await getApplicationByName(trx, applicationName(deployment.uid));
-
-  const clusterUserId =
-    application?.cluster_user_id ??
-    (await ensureClusterUser(trx, { uid: desired.namespaceUid, name: deployment.namespace })).id;
-  const environment =
+  const ownerCr = { kind: GitOpsDeploymentCr.kind, ...deployment } as const;
+  const environmentOf = async (clusterUserId: string) =>
     desired.managedEnvironmentId !== undefined
       ? { id: desired.managedEnvironmentId }
       : await workspaceEnvironment(trx, clusterUserId, deployment.namespace);
-  const ownerCr = { kind: GitOpsDeploymentCr.kind, ...deployment } as const;
+  let application =
+    mapping?.application_id != null ? await getApplication(trx, mapping.application_id) : undefined;
 
-  if (application) {
-    if (!mapping) {
+  if (!application) {
+    const clusterUserId = (
+      await ensureClusterUser(trx, { uid: desired.namespaceUid, name: deployment.namespace })
+    ).id;
+    const name = applicationName(deployment.uid);
+    const created = await insertApplicationIfNameFree(trx, {
+      name,
+      clusterUserId,
+      engineInstanceId: desired.engineInstanceId,
+      managedEnvironmentId: (await environmentOf(clusterUserId)).id,
+      spec: desired.spec,
+    });
+    if (created) {
       await insertApiCrMapping(
         trx,
         { ...deployment, namespaceUid: desired.namespaceUid },
-        { kind: GitOpsDeploymentCr.kind, applicationId: application.id },
+        { kind: GitOpsDeploymentCr.kind, applicationId: created.id },
       );
+      const { operation } = await insertOperation(trx, {
+        engineInstanceId: created.engine_instance_id,
+        resourceType: 'Application',
+        resourceId: created.id,
+        ownerUserId: clusterUserId,
+        ownerCr,
+      });
+      return { change: 'created', application: created, operation };
     }
-    if (jsonEqual(application.spec, desired.spec) && application.managed_environment_id === environment.id) {
-      return { change: 'none', application };
-    }
-    const updated = await updateApplication(trx, application.id, {
-      managedEnvironmentId: environment.id,
-      spec: desired.spec,
-    });
-    if (!updated) throw new Error(`application ${application.id} vanished inside its transaction`);
-    const { operation } = await insertOperation(trx, {
-      engineInstanceId: updated.engine_instance_id,
-      resourceType: 'Application',
-      resourceId: updated.id,
-      ownerUserId: clusterUserId,
-      ownerCr,
-    });
-    return { change: 'updated', application: updated, operation };
+    // A row of this name without a mapping (e.g. a mapping removed by hand) is adopted rather than duplicated.
+    application = await getApplicationByName(trx, name);
+    if (!application) throw new Error(`application ${name} vanished inside its transaction`);
   }
 
-  const created = await insertApplication(trx, {
-    name: applicationName(deployment.uid),
-    clusterUserId,
-    engineInstanceId: desired.engineInstanceId,
+  if (!mapping) {
+    await insertApiCrMapping(
+      trx,
+      { ...deployment, namespaceUid: desired.namespaceUid },
+      { kind: GitOpsDeploymentCr.kind, applicationId: application.id },
+    );
+  }
+  const environment = await environmentOf(application.cluster_user_id);
+  if (jsonEqual(application.spec, desired.spec) && application.managed_environment_id === environment.id) {
+    return { change: 'none', application };
+  }
+  const updated = await updateApplication(trx, application.id, {
     managedEnvironmentId: environment.id,
     spec: desired.spec,
   });
-  await insertApiCrMapping(
-    trx,
-    { ...deployment, namespaceUid: desired.namespaceUid },
-    { kind: GitOpsDeploymentCr.kind, applicationId: created.id },
-  );
+  if (!updated) throw new Error(`application ${application.id} vanished inside its transaction`);
   const { operation } = await insertOperation(trx, {
-    engineInstanceId: created.engine_instance_id,
+    engineInstanceId: updated.engine_instance_id,
     resourceType: 'Application',
-    resourceId: created.id,
-    ownerUserId: clusterUserId,
+    resourceId: updated.id,
+    ownerUserId: application.cluster_user_id,
     ownerCr,
   });
-  return { change: 'created', application: created, operation };
+  return { change: 'updated', application: updated, operation };
 }
 
 /** The Application operations owned by GitOpsDeployment `ownerUid` (optionally for one application). */

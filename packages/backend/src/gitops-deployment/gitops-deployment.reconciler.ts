@@ -328,17 +328,22 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
 
     const { deleted, result } = await db.transaction().execute(async (trx) => {
       await GitOpsDeploymentCr.lock(trx, namespace, name);
+      const mappings = await findDeploymentMappings(trx, namespace, name);
       const deleted = await deleteMappedApplications(
         trx,
-        await findDeploymentMappings(trx, namespace, name, { exceptUid: uid }),
+        mappings.filter((m) => m.cr_uid !== uid),
       );
-      const result = await applyDesiredApplication(trx, {
-        deployment,
-        namespaceUid: tenantNamespaceUid,
-        engineInstanceId: options.engineInstance().id,
-        spec,
-        managedEnvironmentId,
-      });
+      const result = await applyDesiredApplication(
+        trx,
+        {
+          deployment,
+          namespaceUid: tenantNamespaceUid,
+          engineInstanceId: options.engineInstance().id,
+          spec,
+          managedEnvironmentId,
+        },
+        mappings.find((m) => m.cr_uid === uid),
+      );
       return { deleted, result };
     });
     await recordDeletes(object, deleted);
@@ -356,7 +361,9 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       );
     }
 
-    await reportOperationOutcome(object, uid, result.application.id, logger);
+    // A change just queued an operation: one is pending, so there is nothing to read to know it.
+    if (result.change === 'none') await reportOperationOutcome(object, uid, result.application.id, logger);
+    else await writeErrorOccurred(object, { status: 'ok' }, logger);
   }
 
   /** ErrorOccurred from the outcome of the application's operations (a failure shows until the next one). */

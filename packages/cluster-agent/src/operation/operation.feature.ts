@@ -7,12 +7,12 @@
  */
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import {
-  getOperation,
   holdAgentListeningLock,
   type Listener,
   listDueWaitingOperations,
   listen,
   NOTIFICATION_CHANNELS,
+  operationOfNotification,
 } from '@gitops/db';
 import {
   createInformer,
@@ -22,7 +22,6 @@ import {
   type WorkQueue,
 } from '@gitops/shared';
 import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
-import { isUuid } from '../argocd.ts';
 import { createOperationProcessor, type ResourceHandler } from './operation.processor.ts';
 import { collectFinishedOperations, sweepOperations } from './operation.sweeps.ts';
 import { createOperationCrController } from './operation-cr.controller.ts';
@@ -86,10 +85,9 @@ export function createOperationFeature(
   let listener: Listener | undefined;
   const log = logger.child({ component: 'operation-listener' });
 
-  /** A new operation (NOTIFY payload: its id): queue its resource when it is this instance's and Waiting. */
-  async function onOperationCreated(id: string): Promise<void> {
-    if (!isUuid(id)) return;
-    const row = await getOperation(db, id);
+  /** A new operation (NOTIFY payload: its row): queue its resource when it is this instance's and Waiting. */
+  async function onOperationCreated(payload: string): Promise<void> {
+    const row = await operationOfNotification(db, payload);
     if (row?.engine_instance_id !== engineInstanceId || row.state !== 'Waiting') return;
     enqueueResource(row.resource_type, row.resource_id);
   }
