@@ -1,5 +1,11 @@
 import type { Kysely } from 'kysely';
-import type { ApplicationRow, Database, JsonValue } from './database.ts';
+import type {
+  ApplicationRow,
+  ClusterCredentialsRow,
+  Database,
+  JsonValue,
+  ManagedEnvironmentRow,
+} from './database.ts';
 
 /**
  * One row per GitOpsDeployment: the desired Argo CD Application. `spec` is stored as given; readers get
@@ -72,6 +78,84 @@ export async function updateApplication(
 
 export async function getApplication(db: Kysely<Database>, id: string): Promise<ApplicationRow | undefined> {
   return await db.selectFrom('application').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** An application with what rendering its Argo CD Application needs from other tables. */
+export interface ApplicationWithDestination {
+  application: ApplicationRow;
+  /** Its managed environment (none when `managed_environment_id` is null or the row is gone). */
+  environment?: {
+    id: string;
+    kind: ManagedEnvironmentRow['kind'];
+    /** The environment's cluster credentials' scope (External environments). */
+    credentials?: Pick<ClusterCredentialsRow, 'namespaces' | 'cluster_resources'>;
+  };
+  /** The CR its api_cr_mapping names (the GitOpsDeployment that owns it). */
+  owner?: { name: string; namespace: string };
+}
+
+/** The application, its environment and credentials, and its owner's name: one query. */
+export async function getApplicationWithDestination(
+  db: Kysely<Database>,
+  id: string,
+): Promise<ApplicationWithDestination | undefined> {
+  const found = await db
+    .selectFrom('application as a')
+    .leftJoin('managed_environment as e', 'e.id', 'a.managed_environment_id')
+    .leftJoin('cluster_credentials as c', 'c.id', 'e.cluster_credentials_id')
+    .leftJoinLateral(
+      (eb) =>
+        eb
+          .selectFrom('api_cr_mapping as m')
+          .select(['m.cr_name', 'm.cr_namespace'])
+          .whereRef('m.application_id', '=', 'a.id')
+          .limit(1)
+          .as('m'),
+      (join) => join.onTrue(),
+    )
+    .selectAll('a')
+    .select([
+      'e.id as environment_id',
+      'e.kind as environment_kind',
+      'c.id as credentials_id',
+      'c.namespaces as credentials_namespaces',
+      'c.cluster_resources as credentials_cluster_resources',
+      'm.cr_name as owner_name',
+      'm.cr_namespace as owner_namespace',
+    ])
+    .where('a.id', '=', id)
+    .executeTakeFirst();
+  if (!found) return undefined;
+  const {
+    environment_id,
+    environment_kind,
+    credentials_id,
+    credentials_namespaces,
+    credentials_cluster_resources,
+    owner_name,
+    owner_namespace,
+    ...application
+  } = found;
+  return {
+    application,
+    environment:
+      environment_id !== null && environment_kind !== null
+        ? {
+            id: environment_id,
+            kind: environment_kind,
+            credentials:
+              credentials_id !== null &&
+              credentials_namespaces !== null &&
+              credentials_cluster_resources !== null
+                ? { namespaces: credentials_namespaces, cluster_resources: credentials_cluster_resources }
+                : undefined,
+          }
+        : undefined,
+    owner:
+      owner_name !== null && owner_namespace !== null
+        ? { name: owner_name, namespace: owner_namespace }
+        : undefined,
+  };
 }
 
 export async function getApplicationByName(

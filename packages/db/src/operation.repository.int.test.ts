@@ -23,6 +23,7 @@ import {
   type OperationRequest,
   recordDeliveryFailure,
   retryOperation,
+  startDueOperationsOfResource,
   startOperation,
 } from './operation.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
@@ -329,6 +330,64 @@ describe('operation lifecycle', () => {
     assert.equal(started?.state, 'In_Progress');
     assert.equal(started?.attempts, 1);
     assert.ok(started?.last_attempt_at instanceof Date);
+  });
+
+  test('starting the due operations of a resource: started, already in progress, not due, not its own', async () => {
+    const resourceId = randomUUID();
+    const { operation: earlier } = await announce(applicationChange(resourceId));
+    await startOperation(db, earlier.id);
+    const { operation: later } = await announce(applicationChange(resourceId));
+    const { operation: elsewhere } = await announce(applicationChange());
+    const done = (await announce(applicationChange(resourceId, instance.id))).operation;
+    assert.equal(done.id, later.id, 'one Waiting operation per resource');
+
+    const found = await startDueOperationsOfResource(db, instance.id, {
+      type: 'Application',
+      id: resourceId,
+    });
+    assert.deepEqual(
+      found.map(({ outcome, operation }) => [outcome, operation.id, operation.state]),
+      [
+        ['in-progress', earlier.id, 'In_Progress'],
+        ['started', later.id, 'In_Progress'],
+      ],
+    );
+    assert.deepEqual(found[1]?.operation, await getOperation(db, later.id));
+    assert.equal(found[1]?.operation.attempts, 1);
+    assert.equal((await getOperation(db, elsewhere.id))?.state, 'Waiting', 'another resource is left alone');
+
+    // A retry whose time has not come is listed, not started; a finished one is not listed.
+    const retried = (await announce(applicationChange())).operation;
+    await startOperation(db, retried.id);
+    await retryOperation(db, retried.id, { retryAfterMs: 60_000, message: 'later' });
+    const notDue = await startDueOperationsOfResource(db, instance.id, {
+      type: 'Application',
+      id: retried.resource_id,
+    });
+    assert.deepEqual(
+      notDue.map(({ outcome, operation }) => [outcome, operation.state]),
+      [['not-due', 'Waiting']],
+    );
+    await completeOperation(db, earlier.id);
+    await completeOperation(db, later.id);
+    assert.deepEqual(
+      await startDueOperationsOfResource(db, instance.id, { type: 'Application', id: resourceId }),
+      [],
+    );
+  });
+
+  test('of two concurrent starts of a resource, one starts its operation and the other finds it taken', async () => {
+    const { operation } = await announce(applicationChange());
+    const resource = { type: 'Application', id: operation.resource_id } as const;
+    const results = await Promise.all([
+      startDueOperationsOfResource(db, instance.id, resource),
+      startDueOperationsOfResource(db, instance.id, resource),
+    ]);
+    const outcomes = results.map((r) => r.map((o) => o.outcome).join());
+    const other = outcomes.filter((o) => o !== 'started');
+    assert.equal(other.length, 1, `outcomes: ${outcomes.join(' / ')}`);
+    assert.ok(other[0] === 'taken' || other[0] === 'in-progress', `outcomes: ${outcomes.join(' / ')}`);
+    assert.equal((await getOperation(db, operation.id))?.attempts, 1);
   });
 
   test('Waiting -> In_Progress -> Waiting (retry) -> In_Progress -> Completed', async () => {

@@ -456,24 +456,50 @@ export async function retryOperation(
   }
 }
 
+/** What `startDueOperationsOfResource` found for one unfinished operation. */
+export type ResourceOperation =
+  /** It was Waiting and due: this call made it In_Progress (an attempt counted). */
+  | { outcome: 'started'; operation: OperationRow }
+  /** It was In_Progress already (started earlier by this agent, or by another). */
+  | { outcome: 'in-progress'; operation: OperationRow }
+  /** Waiting for a retry whose time has not come. */
+  | { outcome: 'not-due'; operation: OperationRow }
+  /** Another worker started or finished it meanwhile. */
+  | { outcome: 'taken'; operation: OperationRow };
+
 /**
- * Agent: the Waiting and In_Progress operations of one resource on an engine instance, oldest first (the
- * processor starts the Waiting ones and finishes them all after one reconcile of the resource).
+ * Agent: starts the due Waiting operations of one resource on an engine instance (Waiting -> In_Progress,
+ * atomically, as `startOperation`) and lists them with its other unfinished ones, oldest first: one statement
+ * where a list and one start per operation were several. The processor finishes all it holds after one
+ * reconcile of the resource.
  */
-export async function listUnfinishedOperationsOfResource(
+export async function startDueOperationsOfResource(
   db: Kysely<Database>,
   engineInstanceId: string,
   resource: { type: OperationResourceType; id: string },
-): Promise<OperationRow[]> {
-  return await db
-    .selectFrom('operation')
-    .selectAll()
-    .where('engine_instance_id', '=', engineInstanceId)
-    .where('resource_type', '=', resource.type)
-    .where('resource_id', '=', resource.id)
-    .where('state', 'in', ['Waiting', 'In_Progress'])
-    .orderBy('created_at')
-    .execute();
+): Promise<ResourceOperation[]> {
+  const { rows } = await sql<OperationRow & { outcome: ResourceOperation['outcome'] }>`
+    WITH unfinished AS (
+      SELECT * FROM operation
+      WHERE engine_instance_id = ${engineInstanceId} AND resource_type = ${resource.type}
+        AND resource_id = ${resource.id} AND state IN ('Waiting', 'In_Progress')
+    ), started AS (
+      UPDATE operation o SET state = 'In_Progress', attempts = o.attempts + 1, last_attempt_at = now()
+      FROM unfinished u
+      WHERE o.id = u.id AND o.state = 'Waiting' AND o.next_attempt_at <= now()
+      RETURNING o.*
+    )
+    SELECT 'started' AS outcome, s.* FROM started s
+    UNION ALL
+    SELECT CASE
+             WHEN u.state = 'In_Progress' THEN 'in-progress'
+             WHEN u.next_attempt_at > now() THEN 'not-due'
+             ELSE 'taken'
+           END,
+           u.*
+    FROM unfinished u WHERE u.id NOT IN (SELECT id FROM started)
+    ORDER BY created_at, id`.execute(db);
+  return rows.map(({ outcome, ...operation }) => ({ outcome, operation }) as ResourceOperation);
 }
 
 /**

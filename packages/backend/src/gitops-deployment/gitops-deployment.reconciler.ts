@@ -313,7 +313,10 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       parsed.spec,
       environmentName ? parsed.spec.destination?.namespace || namespace : namespace,
     );
-    const existingMappings = await findDeploymentMappings(db, namespace, name);
+    // An object without any status yet is almost always new (nothing has reported on it), so the look for an
+    // unchanged row outside a transaction is skipped: the transaction reads the mappings and decides alone.
+    const existingMappings =
+      object.status === undefined ? [] : await findDeploymentMappings(db, namespace, name);
     const ownMapping = existingMappings.find((m) => m.cr_uid === uid);
     // Most reconciles change nothing (an operation finished, a resync): two reads instead of a transaction.
     const unchanged =

@@ -68,6 +68,9 @@ export function createStatusFeature(
     if (applicationId) keyOfApplication.delete(applicationId);
   };
 
+  /** Key → the resourceVersion our last status write returned, until the informer delivers that version. */
+  const ownWrites = new Map<string, string>();
+
   /** The projection of the object's application: from the remembered id, else through its mapping. */
   async function stateOf(uid: string, key: string) {
     const known = applicationOfUid.get(uid);
@@ -104,12 +107,13 @@ export function createStatusFeature(
       });
       const patch = statusPatch(statusOf(object), desired);
       if (patch === undefined) return;
-      await patchStatus(
+      const written = await patchStatus(
         kc,
         GitOpsDeploymentCr.ref(object),
         { metadata: { resourceVersion: object.metadata.resourceVersion }, status: patch },
         { fieldManager: BACKEND_FIELD_MANAGER },
       );
+      if (written.metadata.resourceVersion) ownWrites.set(key, written.metadata.resourceVersion);
       logger.debug({ application: applicationId }, 'status updated from the Argo CD Application');
       const event = syncTransitionEvent(statusOf(object).operationState, desired.operationState);
       if (event)
@@ -126,9 +130,17 @@ export function createStatusFeature(
     // A periodic relist re-delivers unchanged objects: the status path is driven by NOTIFY (and by resync()
     // after a lost LISTEN connection), so an unchanged object costs no database read here.
     informer.onUpdate((a, b) => {
-      if (a.metadata.resourceVersion !== b.metadata.resourceVersion) queue.add(objectKey(b));
+      if (a.metadata.resourceVersion === b.metadata.resourceVersion) return;
+      const key = objectKey(b);
+      // The echo of our own status write: it is what the projection asked for, so it needs no second look.
+      const own = ownWrites.get(key);
+      ownWrites.delete(key);
+      if (own !== b.metadata.resourceVersion) queue.add(key);
     }),
-    informer.onDelete((o) => forget(o.metadata.uid)),
+    informer.onDelete((o) => {
+      ownWrites.delete(objectKey(o));
+      forget(o.metadata.uid);
+    }),
   ];
 
   async function onApplicationStateChanged(applicationId: string) {

@@ -218,6 +218,32 @@ describe('status path', () => {
     assert.equal(resolved?.reason, `${RESOURCES_TRUNCATED_CONDITION}Resolved`);
   });
 
+  test('a status another writer changes after ours is written back from the projection', async () => {
+    const { cr, application } = await deploymentWithApplication('overwritten');
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'Synced', revision: 'abc123' },
+      health: { status: 'Healthy' },
+    });
+    const ours = await statusWhen('overwritten', 'health from the projection', (s) => s.health !== undefined);
+    assert.deepEqual(statusOf(ours).health, { status: 'Healthy' });
+    // Someone else's write right after ours (the status path ignores only the echo of its own).
+    await kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${tenant.name}/gitopsdeployments/${cr.metadata.name}/status`,
+      body: { status: { health: { status: 'Degraded', message: 'written by someone else' } } },
+      contentType: 'application/merge-patch+json',
+      query: { fieldManager: 'someone-else' },
+    });
+    const restored = await statusWhen(
+      'overwritten',
+      'health written back',
+      (s, o) =>
+        o.metadata.resourceVersion !== ours.metadata.resourceVersion &&
+        (s.health as { status?: string } | undefined)?.status === 'Healthy',
+    );
+    assert.deepEqual(statusOf(restored).health, { status: 'Healthy' });
+  });
+
   test('a malformed application_state never breaks the status path', async () => {
     const { application } = await deploymentWithApplication('malformed-state');
     await writeApplicationState(f.db, application.id, {

@@ -4,9 +4,8 @@
  */
 import {
   type ApplicationRow,
-  getApiCrMappingOfApplication,
-  getApplication,
-  getManagedEnvironmentWithCredentials,
+  type ApplicationWithDestination,
+  getApplicationWithDestination,
 } from '@gitops/db';
 import {
   collectionPath,
@@ -124,12 +123,10 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
   /** Application name → resourceVersion our last apply returned (until its watch event arrives). */
   const ownApplies = new Map<string, string>();
 
-  async function environmentOf(managedEnvironmentId: string | null): Promise<DestinationEnvironment> {
-    if (managedEnvironmentId === null) return { kind: 'None' };
-    const found = await getManagedEnvironmentWithCredentials(db, managedEnvironmentId);
-    if (!found) return { kind: 'None' };
-    const { environment, credentials } = found;
+  function environmentOf(environment: ApplicationWithDestination['environment']): DestinationEnvironment {
+    if (!environment) return { kind: 'None' };
     if (environment.kind === 'Workspace') return { kind: 'Workspace' };
+    const { credentials } = environment;
     return {
       kind: 'External',
       id: environment.id,
@@ -319,20 +316,19 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     },
   ): Promise<ResourceOutcome> {
     settledApplications.delete(id);
-    const row = isUuid(id) ? await getApplication(db, id) : undefined;
-    if (!row || row.engine_instance_id !== engineInstanceId) return await deleteApplicationsOf(id, options);
+    const found = isUuid(id) ? await getApplicationWithDestination(db, id) : undefined;
+    const row = found?.application;
+    if (!found || !row || row.engine_instance_id !== engineInstanceId)
+      return await deleteApplicationsOf(id, options);
 
-    const [environment, mapping] = await Promise.all([
-      environmentOf(row.managed_environment_id),
-      getApiCrMappingOfApplication(db, row.id),
-    ]);
+    const environment = environmentOf(found.environment);
     const desired = renderApplication({
       id: row.id,
       name: row.name,
       clusterUserId: row.cluster_user_id,
       spec: row.spec,
       environment,
-      owner: mapping ? { name: mapping.cr_name, namespace: mapping.cr_namespace } : undefined,
+      owner: found.owner,
       namespace,
     });
     const projectName = applicationProjectName(row.cluster_user_id, environment);

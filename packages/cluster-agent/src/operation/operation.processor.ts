@@ -15,11 +15,10 @@ import {
   completeOperation,
   type Db,
   failOperation,
-  listUnfinishedOperationsOfResource,
   type OperationResourceType,
   type OperationRow,
   retryOperation,
-  startOperation,
+  startDueOperationsOfResource,
 } from '@gitops/db';
 import {
   backoffDelay,
@@ -223,22 +222,19 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
         logger.warn('malformed resource key ignored');
         return;
       }
-      const rows = await listUnfinishedOperationsOfResource(db, engineInstanceId, {
+      const found = await startDueOperationsOfResource(db, engineInstanceId, {
         type: resource.type as OperationResourceType,
         id: resource.id,
       });
       const operations: OperationRow[] = [];
-      for (const row of rows) {
-        if (row.state === 'In_Progress') {
-          if (held.has(row.id)) operations.push(row);
-          continue;
-        }
-        const started = await startOperation(db, row.id);
-        if (started.status === 'started') {
-          held.add(row.id);
-          operations.push(started.operation);
-        } else if (started.status === 'not-due') {
-          queue.addAfter(key, Math.max(10, started.operation.next_attempt_at.getTime() - Date.now()));
+      for (const { outcome, operation } of found) {
+        if (outcome === 'started') {
+          held.add(operation.id);
+          operations.push(operation);
+        } else if (outcome === 'in-progress') {
+          if (held.has(operation.id)) operations.push(operation);
+        } else if (outcome === 'not-due') {
+          queue.addAfter(key, Math.max(10, operation.next_attempt_at.getTime() - Date.now()));
         }
       }
 
