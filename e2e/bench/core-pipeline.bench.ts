@@ -341,8 +341,12 @@ try {
   await apps.stop();
 
   // Idle: nothing changes for IDLE_SECONDS; count what the two processes still do.
-  // Let the work caused by the status burst drain first (the burst alone is ~100 status patches).
-  await sleep(20_000);
+  // Let the work caused by the status burst drain first (the burst alone is ~100 status patches), and let
+  // each LISTEN session run its health check (every 30 s) once: PostgreSQL counts a transaction for every
+  // batch of notifications a listening session reads, but publishes those counts in pg_stat_database only
+  // when that session next runs a statement. Without that, the load's notifications land in the idle window
+  // as bursts of hundreds of "transactions" that no statement explains (docs/performance.md, "Idle").
+  await sleep(40_000);
   const dbStats = () => countDatabaseTransactions(system.db);
   const statementsBefore = statementsCounted ? await statementCalls(system.db) : undefined;
   const apiBefore = await apiRequestCounts();
