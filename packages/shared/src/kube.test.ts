@@ -53,3 +53,48 @@ describe('kubeRequest on a throttled API server', () => {
     assert.equal(requests, 6);
   });
 });
+
+// The same kind of one-function double: it refuses the first token it is shown, and accepts any other.
+describe('kubeRequest with credentials the API server refuses', () => {
+  const seen: string[] = [];
+  const server = createServer((req, res) => {
+    seen.push(req.headers.authorization ?? '');
+    const ok = req.headers.authorization !== seen[0];
+    res.writeHead(ok ? 200 : 401, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(ok ? { kind: 'ConfigMap' } : { message: 'Unauthorized', reason: 'Unauthorized' }));
+  });
+  let issued = 0;
+  const kc = new KubeConfig();
+
+  beforeAll(async () => {
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    // A plugin whose token changes each time it is asked (as an exec plugin after its token expired).
+    kc.addAuthenticator({
+      isAuthProvider: (user) => user.authProvider?.name === 'rotating',
+      applyAuthentication: async (_user, opts) => {
+        issued++;
+        opts.headers = { ...opts.headers, Authorization: `Bearer token-${issued}` };
+      },
+    });
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+      users: [{ name: 'u', authProvider: { name: 'rotating', config: {} } }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+  it('takes the credentials afresh after a 401 instead of reusing them', async () => {
+    const path = '/api/v1/namespaces/a/configmaps/b';
+    await assert.rejects(
+      kubeRequest(kc, { method: HttpMethod.GET, path }),
+      (e: unknown) => e instanceof KubeApiError && e.statusCode === 401,
+    );
+    assert.deepEqual(await kubeRequest(kc, { method: HttpMethod.GET, path }), { kind: 'ConfigMap' });
+    assert.equal(seen.length, 2);
+    assert.match(seen[1] ?? '', /^Bearer token-\d+$/);
+    assert.notEqual(seen[1], seen[0]);
+  });
+});

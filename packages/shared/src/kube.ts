@@ -124,7 +124,8 @@ export interface KubeRequest {
 }
 
 const defaultRequestTimeoutMs = 30_000;
-/** Authentication headers are recomputed at most this often (a rotated token file is re-read by then). */
+/** Authentication headers are recomputed at most this often (a rotated token file is re-read by then), and
+ * after a 401. */
 const AUTH_HEADERS_TTL_MS = 10_000;
 
 interface Transport {
@@ -203,8 +204,9 @@ async function send(kc: KubeConfig, request: KubeRequest): Promise<KubeResponse>
   };
   if (request.body !== undefined) headers['content-type'] = request.contentType ?? 'application/json';
   const timeoutMs = request.timeoutMs ?? defaultRequestTimeoutMs;
+  let response: KubeResponse;
   try {
-    return await transport.dispatcher.request({
+    response = await transport.dispatcher.request({
       origin: transport.origin,
       path: `${transport.pathPrefix}${request.path}${search}`,
       method: request.method as Dispatcher.HttpMethod,
@@ -219,6 +221,10 @@ async function send(kc: KubeConfig, request: KubeRequest): Promise<KubeResponse>
     if (request.signal?.aborted) throw request.signal.reason ?? err;
     throw transportError(request, err);
   }
+  // Refused credentials (e.g. a token that expired since the headers were taken): the next request takes
+  // them afresh.
+  if (response.statusCode === 401) transport.headers = undefined;
+  return response;
 }
 
 /** A transport error's text, scrubbed: fetch quotes a header value it refuses (e.g. a token with a line break). */
