@@ -18,6 +18,7 @@ import {
   serverSideApply,
 } from '@gitops/shared';
 import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
+import type { FeatureContext } from '../agent-feature.ts';
 import {
   AgentLabel,
   ApplicationResource,
@@ -92,7 +93,9 @@ export interface ApplicationReconciler {
   isProjectSettled(clusterUserId: string): boolean;
   /**
    * True (once) for the watch event of an Application exactly as our own apply left it (same
-   * resourceVersion): it was just compared with its row, so it needs no second look.
+   * resourceVersion): it was just compared with its row, so it needs no second look. Also true for an event
+   * that arrives while our apply of that Application is on its way: when the apply answers, a version other
+   * than the one it wrote queues the Application again.
    */
   isOwnApply(application: KubeObject): boolean;
 }
@@ -103,7 +106,9 @@ function sourceOf(application: KubeObject): { targetRevision?: unknown } {
   return typeof source === 'object' && source !== null ? (source as { targetRevision?: unknown }) : {};
 }
 
-export function createApplicationReconciler(ctx: AgentContext): ApplicationReconciler {
+export function createApplicationReconciler(
+  ctx: AgentContext & Pick<FeatureContext, 'enqueue'>,
+): ApplicationReconciler {
   const { kc, db, namespace, engineInstanceId } = ctx;
   /** Tenants of Applications whose deletion is pending, to update their AppProjects once they are gone. */
   const tenantsOfPendingDeletes = new Map<string, Set<string>>();
@@ -122,6 +127,11 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
     });
   /** Application name → resourceVersion our last apply returned (until its watch event arrives). */
   const ownApplies = new Map<string, string>();
+  /**
+   * Application name → the versions the informer delivered while our apply of it was on its way. The watch
+   * event often arrives before the apply's answer: whether it was our own write is known only then.
+   */
+  const applying = new Map<string, string[]>();
 
   function environmentOf(environment: ApplicationWithDestination['environment']): DestinationEnvironment {
     if (!environment) return { kind: 'None' };
@@ -353,15 +363,26 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
       settledApplications.set(row.id, { row: rowState(row), live: ownedState(live) });
       return { status: 'done', changed: project.status === 'done' && project.changed };
     }
-    const applied = await serverSideApply(kc, desired, {
-      fieldManager: FIELD_MANAGER,
-      force: true,
-      signal: options.signal,
-    });
+    const seenMeanwhile: string[] = [];
+    applying.set(row.name, seenMeanwhile);
+    let applied: KubeObject;
+    try {
+      applied = await serverSideApply(kc, desired, {
+        fieldManager: FIELD_MANAGER,
+        force: true,
+        signal: options.signal,
+      });
+    } finally {
+      if (applying.get(row.name) === seenMeanwhile) applying.delete(row.name);
+    }
+    // A version other than ours arrived meanwhile (another writer, just before or after us): look again.
+    if (seenMeanwhile.some((version) => version !== applied.metadata.resourceVersion))
+      ctx.enqueue('Application', row.id);
     // Fields we own but do not declare, set by another manager: apply cannot remove them.
     const revisionLeft = staleRevision && !!sourceOf(applied).targetRevision;
     if (comparison.unexpectedSpecFields.length === 0 && !revisionLeft && applied.metadata.resourceVersion) {
-      ownApplies.set(row.name, applied.metadata.resourceVersion);
+      if (!seenMeanwhile.includes(applied.metadata.resourceVersion))
+        ownApplies.set(row.name, applied.metadata.resourceVersion);
       settledApplications.set(row.id, { row: rowState(row), live: ownedState(applied) });
     }
     if (comparison.unexpectedSpecFields.length > 0 || revisionLeft) {
@@ -390,6 +411,12 @@ export function createApplicationReconciler(ctx: AgentContext): ApplicationRecon
 
   function isOwnApply(application: KubeObject): boolean {
     const { name, resourceVersion } = application.metadata;
+    const inFlight = applying.get(name);
+    if (inFlight) {
+      // Decided when the apply answers (above).
+      inFlight.push(resourceVersion ?? '');
+      return true;
+    }
     const own = ownApplies.get(name);
     if (own === undefined) return false;
     ownApplies.delete(name);
