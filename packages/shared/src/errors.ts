@@ -155,6 +155,41 @@ export function isConflict(err: unknown): boolean {
   return err instanceof KubeApiError && err.statusCode === 409;
 }
 
+/** API server answers that say "look again later": not found, conflict, gone, throttled, unavailable. */
+const TRANSIENT_STATUS = new Set([0, 404, 409, 410, 429]);
+/**
+ * PostgreSQL SQLSTATEs of a lost or refused connection, a shutdown, or a concurrency loss that a retry
+ * resolves: class 08 (connection exception), 57P01–57P03 (admin/crash shutdown, cannot connect now), 53300
+ * (too many connections), 40001 (serialization failure), 40P01 (deadlock), 55P03 (lock not available).
+ */
+const TRANSIENT_SQLSTATE = /^(08...|57P0[123]|53300|40001|40P01|55P03)$/;
+/** Node's socket errors (a connection refused, reset or timed out). */
+const TRANSIENT_SYSCALL = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH']);
+/** node-postgres says these in words only (no code): a connection ended under a query, or never opened. */
+const TRANSIENT_PG_MESSAGE =
+  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/;
+
+/**
+ * True when the error is what a healthy system meets in the ordinary course and a retry resolves: an API
+ * server conflict, a 404 of an object deleted meanwhile, the API server or PostgreSQL restarting or
+ * unreachable. The `cause` chain is searched. Logs keep these below error level until they persist.
+ */
+export function isTransientError(err: unknown): boolean {
+  let current: unknown = err;
+  for (let depth = 0; depth < 10 && current instanceof Error; depth++) {
+    if (current instanceof KubeApiError) {
+      return TRANSIENT_STATUS.has(current.statusCode) || current.statusCode >= 500;
+    }
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && (TRANSIENT_SQLSTATE.test(code) || TRANSIENT_SYSCALL.has(code))) {
+      return true;
+    }
+    if (TRANSIENT_PG_MESSAGE.test(current.message)) return true;
+    current = current.cause;
+  }
+  return false;
+}
+
 /** The stable code of an error, for logs and metrics; `UNKNOWN` for errors outside the hierarchy. */
 export function errorCode(err: unknown): string {
   return err instanceof GitOpsError ? err.code : 'UNKNOWN';

@@ -1,11 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
 import { createManualClock } from './clock.ts';
-import { ErrorCode, RetryableError, TerminalError } from './errors.ts';
-import { createSilentLogger } from './logger.ts';
+import { ErrorCode, KubeApiError, RetryableError, TerminalError } from './errors.ts';
+import { createLogger, createMemoryDestination, createSilentLogger } from './logger.ts';
 import { createMetricsRegistry, type Registry } from './metrics.ts';
 import { createItemExponentialFailureRateLimiter } from './rate-limiter.ts';
-import { createWorkQueue, type ReconcileResult, type WorkQueueOptions } from './work-queue.ts';
+import {
+  createWorkQueue,
+  type ReconcileResult,
+  TRANSIENT_ERRORS_BEFORE_ERROR_LEVEL,
+  type WorkQueueOptions,
+} from './work-queue.ts';
 
 interface Gate {
   promise: Promise<void>;
@@ -222,6 +227,63 @@ describe('work queue', () => {
     t.queue.add('ns/bad');
     await t.queue.whenIdle();
     assert.deepEqual(t.calls, ['ns/bad', 'ns/bad']);
+    await t.queue.shutdown();
+  });
+
+  it('logs routine failures (a conflict, a 404, a lost connection) as warnings until they persist, anything else as an error', async () => {
+    const conflict = new KubeApiError({
+      statusCode: 409,
+      reason: 'Conflict',
+      method: 'PUT',
+      path: '/apis/x',
+      message: 'the object has been modified',
+    });
+    const gone = new KubeApiError({
+      statusCode: 404,
+      method: 'PATCH',
+      path: '/apis/x',
+      message: 'not found',
+    });
+    const terminated = Object.assign(new Error('terminating connection due to administrator command'), {
+      code: '57P01',
+    });
+    const wrapped = new Error('transaction failed', {
+      cause: new Error('Connection terminated unexpectedly'),
+    });
+    const failures: Record<string, unknown> = {
+      conflict,
+      gone,
+      terminated,
+      wrapped,
+      bug: new TypeError("Cannot read properties of undefined (reading 'spec')"),
+      persistent: conflict,
+    };
+    const destination = createMemoryDestination();
+    const t = harness({
+      logger: createLogger({ name: 'test', level: 'debug', destination }),
+      behaviour: (key) => {
+        throw failures[key];
+      },
+    });
+    t.queue.start();
+    for (const key of Object.keys(failures)) t.queue.add(key);
+    await t.queue.whenIdle();
+    // 'persistent' keeps failing: retry it until it has failed as often as the threshold.
+    for (let failed = 1; failed < TRANSIENT_ERRORS_BEFORE_ERROR_LEVEL; failed++) {
+      t.queue.add('persistent');
+      await t.queue.whenIdle();
+    }
+    const levels = (key: string) =>
+      destination.lines
+        .filter((line) => line.key === key && line.msg === 'reconciler error, retrying')
+        .map((line) => (line.level === 40 ? 'warn' : line.level === 50 ? 'error' : String(line.level)));
+    for (const key of ['conflict', 'gone', 'terminated', 'wrapped'])
+      assert.deepEqual(levels(key), ['warn'], key);
+    assert.deepEqual(levels('bug'), ['error']);
+    const persistent = levels('persistent');
+    assert.equal(persistent.length, TRANSIENT_ERRORS_BEFORE_ERROR_LEVEL);
+    assert.deepEqual(persistent.slice(0, -1), Array(TRANSIENT_ERRORS_BEFORE_ERROR_LEVEL - 1).fill('warn'));
+    assert.equal(persistent.at(-1), 'error', 'a key that keeps failing is an error');
     await t.queue.shutdown();
   });
 

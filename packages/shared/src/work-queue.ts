@@ -16,7 +16,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from './clock.ts';
-import { errorCode, isTerminalError } from './errors.ts';
+import { errorCode, isTerminalError, isTransientError } from './errors.ts';
 import type { Logger } from './logger.ts';
 import {
   addGaugeCollector,
@@ -91,6 +91,12 @@ export interface WorkQueue {
 }
 
 /** controller-runtime's reconcile time buckets (seconds). */
+/**
+ * Consecutive failures of a key after which even a transient error is logged at error level: with the
+ * default backoff (5 ms doubling) the 14th failure comes about 40 s after the first.
+ */
+export const TRANSIENT_ERRORS_BEFORE_ERROR_LEVEL = 14;
+
 const reconcileTimeBuckets = [
   0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25,
   1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60,
@@ -342,7 +348,11 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
         keyLogger.info({ err, code: errorCode(err) }, 'reconcile failed during shutdown, not retried');
       } else {
         const retryInMs = addRateLimited(key);
-        keyLogger.error(
+        // A conflict, an object deleted meanwhile or a restarting dependency is routine: warn, and raise to
+        // error only when the key keeps failing (TRANSIENT_ERRORS_BEFORE_ERROR_LEVEL).
+        const persistent = retries + 1 >= TRANSIENT_ERRORS_BEFORE_ERROR_LEVEL;
+        const level = isTransientError(err) && !persistent ? 'warn' : 'error';
+        keyLogger[level](
           { err, code: errorCode(err), retries: retries + 1, retryInMs },
           'reconciler error, retrying',
         );

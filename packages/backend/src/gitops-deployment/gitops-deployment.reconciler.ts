@@ -393,9 +393,9 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);
       else await reconcileLive(object, context);
     } catch (err) {
-      // A stale resourceVersion is routine (the cache lags our own writes): retry quietly.
+      // A stale resourceVersion is routine (the cache lags our own writes): retry quietly. The work queue
+      // logs the failure (at error level only when it is not routine or persists).
       if (object && !isConflict(err) && !context.signal.aborted) {
-        context.logger.error({ err }, 'GitOpsDeployment reconcile failed');
         await writeErrorOccurred(
           object,
           { status: 'error', message: GitOpsDeploymentMessage.UnknownError },

@@ -472,7 +472,6 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       return await reconcileLive(object, context);
     } catch (err) {
       if (object && !isConflict(err) && !context.signal.aborted) {
-        context.logger.error({ err }, 'ManagedEnvironment reconcile failed');
         await writeCondition(
           object,
           {

@@ -378,7 +378,6 @@ export function createRepositoryCredentialReconciler(
       return await reconcileLive(key, object, context.signal, context.logger);
     } catch (err) {
       if (object && !isConflict(err) && !context.signal.aborted) {
-        context.logger.error({ err }, 'RepositoryCredential reconcile failed');
         await writeConditions(
           object,
           { kind: 'error', message: 'an unknown error occurred' },

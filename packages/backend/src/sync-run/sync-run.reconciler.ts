@@ -323,7 +323,6 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
       else return await reconcileLive(object, context);
     } catch (err) {
       if (object && !isConflict(err) && !context.signal.aborted) {
-        context.logger.error({ err }, 'GitOpsDeploymentSyncRun reconcile failed');
         await writeCondition(
           object,
           { status: 'error', message: GitOpsDeploymentMessage.UnknownError },
