@@ -176,6 +176,11 @@ export interface ArgoCd {
   readonly binary: string;
   readonly version: string;
   readonly processes: readonly ManagedProcess[];
+  /**
+   * Kills argocd-application-controller (SIGKILL, as when its Pod dies) and starts it again with the same
+   * flags and ports; resolves once it serves again. redis and the repo-server keep running.
+   */
+  restartApplicationController(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -213,98 +218,13 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
     options.onLine?.(`[${name}] ${text}`);
   };
   const reconcile = `${options.reconciliationSeconds ?? 10}s`;
-  try {
-    const redisPort = await freePort();
-    const redis = startProcess(
-      'redis',
-      'redis-server',
-      [
-        '--bind',
-        '127.0.0.1',
-        '--port',
-        String(redisPort),
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--dir',
-        workDir,
-      ],
-      { onLine: line('redis'), logFile: join(workDir, 'redis.log') },
-    );
-    processes.push(redis);
-    await waitFor(
-      'redis',
-      async () => {
-        const { createConnection } = await import('node:net');
-        return new Promise<boolean>((resolveOk) => {
-          const socket = createConnection(redisPort, '127.0.0.1');
-          socket.once('data', (data) => {
-            socket.destroy();
-            resolveOk(data.toString().startsWith('+PONG'));
-          });
-          socket.once('error', () => resolveOk(false));
-          socket.write('PING\r\n');
-        });
-      },
-      { process: redis, timeoutMs: 30_000 },
-    );
-
-    const common: NodeJS.ProcessEnv = {
-      PATH: [join(binary, '..'), process.env.PATH ?? ''].join(delimiter),
-      HOME: workDir,
-      TMPDIR: tmpDir,
-      KUBECONFIG: options.kubeconfigPath,
-      // Argo CD's own switch for running outside a Pod: its in-cluster cluster (https://kubernetes.default.svc,
-      // our `in-cluster` destination) then uses KUBECONFIG instead of a mounted ServiceAccount.
-      ARGOCD_FAKE_IN_CLUSTER: 'true',
-      ARGOCD_RECONCILIATION_TIMEOUT: reconcile,
-      ARGOCD_RECONCILIATION_JITTER: '0s',
-      ARGOCD_TLS_DATA_PATH: tlsDir,
-      ARGOCD_SSH_DATA_PATH: sshDir,
-      ARGOCD_GPG_ENABLED: 'false',
-      ARGOCD_GNUPGHOME: gpgDir,
-      ARGOCD_GPG_DATA_PATH: join(workDir, 'gpg-source'),
-      ARGOCD_ASK_PASS_SOCK: join(workDir, 'askpass.sock'),
-      ARGOCD_PLUGINSOCKFILEPATH: join(workDir, 'plugins'),
-      ARGOCD_APP_CONF_PATH: join(workDir, 'app-conf'),
-      REDIS_SERVER: `127.0.0.1:${redisPort}`,
-    };
-    const repoPort = await freePort();
-    const repoMetrics = await freePort();
-    const repoServer = startProcess(
-      'argocd-repo-server',
-      binary,
-      [
-        '--address',
-        '127.0.0.1',
-        '--port',
-        String(repoPort),
-        '--metrics-address',
-        '127.0.0.1',
-        '--metrics-port',
-        String(repoMetrics),
-        '--disable-tls',
-        // No mTLS either: its default path would otherwise be read and clash with --disable-tls.
-        '--client-ca-path=',
-        '--redis',
-        `127.0.0.1:${redisPort}`,
-        '--logformat',
-        'text',
-      ],
-      {
-        env: { ...common, ARGOCD_BINARY_NAME: 'argocd-repo-server' },
-        onLine: line('repo-server'),
-        logFile: join(workDir, 'repo-server.log'),
-      },
-    );
-    processes.push(repoServer);
-    await waitFor('argocd-repo-server', () => httpOk(`http://127.0.0.1:${repoMetrics}/metrics`), {
-      process: repoServer,
-      timeoutMs: 60_000,
-    });
-
-    const controllerMetrics = await freePort();
+  /** The application controller's metrics port (its readiness), the same across restarts. */
+  let controllerMetrics = 0;
+  let common: NodeJS.ProcessEnv = {};
+  let repoPort = 0;
+  let redisPort = 0;
+  /** Starts argocd-application-controller (again, after a restart) and waits until it serves. */
+  const startController = async () => {
     const controller = startProcess(
       'argocd-application-controller',
       binary,
@@ -348,6 +268,100 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
         timeoutMs: 60_000,
       },
     );
+  };
+  try {
+    redisPort = await freePort();
+    const redis = startProcess(
+      'redis',
+      'redis-server',
+      [
+        '--bind',
+        '127.0.0.1',
+        '--port',
+        String(redisPort),
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        workDir,
+      ],
+      { onLine: line('redis'), logFile: join(workDir, 'redis.log') },
+    );
+    processes.push(redis);
+    await waitFor(
+      'redis',
+      async () => {
+        const { createConnection } = await import('node:net');
+        return new Promise<boolean>((resolveOk) => {
+          const socket = createConnection(redisPort, '127.0.0.1');
+          socket.once('data', (data) => {
+            socket.destroy();
+            resolveOk(data.toString().startsWith('+PONG'));
+          });
+          socket.once('error', () => resolveOk(false));
+          socket.write('PING\r\n');
+        });
+      },
+      { process: redis, timeoutMs: 30_000 },
+    );
+
+    common = {
+      PATH: [join(binary, '..'), process.env.PATH ?? ''].join(delimiter),
+      HOME: workDir,
+      TMPDIR: tmpDir,
+      KUBECONFIG: options.kubeconfigPath,
+      // Argo CD's own switch for running outside a Pod: its in-cluster cluster (https://kubernetes.default.svc,
+      // our `in-cluster` destination) then uses KUBECONFIG instead of a mounted ServiceAccount.
+      ARGOCD_FAKE_IN_CLUSTER: 'true',
+      ARGOCD_RECONCILIATION_TIMEOUT: reconcile,
+      ARGOCD_RECONCILIATION_JITTER: '0s',
+      ARGOCD_TLS_DATA_PATH: tlsDir,
+      ARGOCD_SSH_DATA_PATH: sshDir,
+      ARGOCD_GPG_ENABLED: 'false',
+      ARGOCD_GNUPGHOME: gpgDir,
+      ARGOCD_GPG_DATA_PATH: join(workDir, 'gpg-source'),
+      ARGOCD_ASK_PASS_SOCK: join(workDir, 'askpass.sock'),
+      ARGOCD_PLUGINSOCKFILEPATH: join(workDir, 'plugins'),
+      ARGOCD_APP_CONF_PATH: join(workDir, 'app-conf'),
+      REDIS_SERVER: `127.0.0.1:${redisPort}`,
+    };
+    repoPort = await freePort();
+    const repoMetrics = await freePort();
+    const repoServer = startProcess(
+      'argocd-repo-server',
+      binary,
+      [
+        '--address',
+        '127.0.0.1',
+        '--port',
+        String(repoPort),
+        '--metrics-address',
+        '127.0.0.1',
+        '--metrics-port',
+        String(repoMetrics),
+        '--disable-tls',
+        // No mTLS either: its default path would otherwise be read and clash with --disable-tls.
+        '--client-ca-path=',
+        '--redis',
+        `127.0.0.1:${redisPort}`,
+        '--logformat',
+        'text',
+      ],
+      {
+        env: { ...common, ARGOCD_BINARY_NAME: 'argocd-repo-server' },
+        onLine: line('repo-server'),
+        logFile: join(workDir, 'repo-server.log'),
+      },
+    );
+    processes.push(repoServer);
+    await waitFor('argocd-repo-server', () => httpOk(`http://127.0.0.1:${repoMetrics}/metrics`), {
+      process: repoServer,
+      timeoutMs: 60_000,
+    });
+
+    controllerMetrics = await freePort();
+    await startController();
   } catch (error) {
     await stop();
     throw new Error(`starting Argo CD failed: ${String(error)}\n${recent.join('\n')}`);
@@ -357,6 +371,15 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
     binary,
     version,
     processes,
+    async restartApplicationController() {
+      const controller = processes.find((p) => p.name === 'argocd-application-controller');
+      if (controller) {
+        processes.splice(processes.indexOf(controller), 1);
+        controller.child.kill('SIGKILL');
+        await controller.exited;
+      }
+      await startController();
+    },
     stop,
   };
 }

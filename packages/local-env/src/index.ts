@@ -65,3 +65,4 @@ export {
   startProcess,
   waitFor,
 } from './process.ts';
+export { startTcpProxy, type TcpProxy, type TcpProxyMode } from './tcp-proxy.ts';

