@@ -203,6 +203,109 @@ describe('the local cloud services API, through the official SDKs and the operat
     assert.ok(await client.exchangeToken(OFFLINE));
   });
 
+  it('refuses every 200 answer that is not the promised object as malformed, naming the field (never a value)', async () => {
+    const kafka = api.seed.kafkas[0];
+    const registry = api.seed.registries[0];
+    assert.ok(kafka && registry);
+    type Call = (c: CloudServicesClient) => Promise<unknown>;
+    const calls = {
+      token: ['token', (c) => c.exchangeToken(OFFLINE)],
+      listKafkas: ['listKafkas', (c) => c.listKafkas(token)],
+      getKafka: ['getKafka', (c) => c.getKafka(token, kafka.id)],
+      createServiceAccount: [
+        'createServiceAccount',
+        (c) => c.createServiceAccount(token, { name: 'malformed', description: '' }),
+      ],
+      listRegistries: ['listRegistries', (c) => c.listRegistries(token)],
+      getRegistry: ['getRegistry', (c) => c.getRegistry(token, registry.id)],
+    } satisfies Record<string, [route: Parameters<CloudServicesApi['inject']>[0], call: Call]>;
+    const cases: [keyof typeof calls, body: unknown, message: string][] = [
+      ['token', 'a string', 'token exchange: the answer is not a JSON object'],
+      ['token', [], 'token exchange: the answer is not a JSON object'],
+      ['token', { access_token: 42 }, 'token exchange: access_token is not a non-empty string (number)'],
+      ['listKafkas', 'a string', 'list kafkas: the answer is not a JSON object'],
+      ['listKafkas', [kafka], 'list kafkas: the answer is not a JSON object'],
+      ['listKafkas', { kind: 'KafkaRequestList' }, 'list kafkas: items is not a list (undefined)'],
+      ['listKafkas', { items: 'x' }, 'list kafkas: items is not a list (string)'],
+      ['listKafkas', { items: [kafka, 42] }, 'list kafkas: items[1] is not a JSON object'],
+      ['listKafkas', { items: [null] }, 'list kafkas: items[0] is not a JSON object'],
+      ['listKafkas', { items: [[kafka]] }, 'list kafkas: items[0] is not a JSON object'],
+      [
+        'listKafkas',
+        { items: [{ name: 'no id' }] },
+        'list kafkas: items[0].id is not a non-empty string (undefined)',
+      ],
+      [
+        'listKafkas',
+        { items: [{ ...kafka, bootstrap_server_host: 9092 }] },
+        'list kafkas: items[0].bootstrap_server_host is not a string (number)',
+      ],
+      ['getKafka', 'a string', 'get kafka: the answer is not a JSON object'],
+      ['getKafka', 7, 'get kafka: the answer is not a JSON object'],
+      ['getKafka', [kafka], 'get kafka: the answer is not a JSON object'],
+      ['getKafka', {}, 'get kafka: id is not a non-empty string (undefined)'],
+      ['getKafka', { ...kafka, id: '' }, 'get kafka: id is not a non-empty string (string)'],
+      ['getKafka', { ...kafka, id: 12 }, 'get kafka: id is not a non-empty string (number)'],
+      [
+        'getKafka',
+        { ...kafka, id: 'another' },
+        `get kafka: the answer is Kafka instance another, not ${kafka.id}`,
+      ],
+      ['getKafka', { ...kafka, status: { ready: true } }, 'get kafka: status is not a string (object)'],
+      ['createServiceAccount', 'a string', 'create service account: the answer is not a JSON object'],
+      [
+        'createServiceAccount',
+        { client_id: 'x', client_secret: 5 },
+        'create service account: client_secret is not a non-empty string (number)',
+      ],
+      ['listRegistries', { items: [1, 2] }, 'list registries: items[0] is not a JSON object'],
+      [
+        'listRegistries',
+        { items: [{ ...registry, registryUrl: ['x'] }] },
+        'list registries: items[0].registryUrl is not a string (array)',
+      ],
+      ['getRegistry', 'a string', 'get registry: the answer is not a JSON object'],
+      [
+        'getRegistry',
+        { ...registry, id: undefined },
+        'get registry: id is not a non-empty string (undefined)',
+      ],
+      ['getRegistry', { ...registry, name: 42 }, 'get registry: name is not a string (number)'],
+      [
+        'getRegistry',
+        { ...registry, id: 'another' },
+        `get registry: the answer is registry another, not ${registry.id}`,
+      ],
+    ];
+    for (const [name, body, message] of cases) {
+      const [route, call] = calls[name];
+      api.inject(route, { status: 200, body }, { times: 1 });
+      const err = await call(client).catch((e: unknown) => e);
+      assert.ok(err instanceof CloudServicesError, `${name} ${JSON.stringify(body)}: ${String(err)}`);
+      assert.equal(err.failure, 'malformed', `${name} ${JSON.stringify(body)}`);
+      assert.equal(err.transient, false);
+      assert.equal(err.message, message, `${name} ${JSON.stringify(body)}`);
+    }
+    api.clearFaults();
+    // Fields the operator does not read are not checked, and an optional field may be absent or null.
+    api.inject(
+      'getKafka',
+      { status: 200, body: { id: kafka.id, bootstrap_server_host: null, extra: [1] } },
+      { times: 1 },
+    );
+    assert.deepEqual(await client.getKafka(token, kafka.id), {
+      id: kafka.id,
+      name: '',
+      owner: '',
+      status: '',
+      cloudProvider: '',
+      region: '',
+      bootstrapServerHost: '',
+      createdAt: '',
+      updatedAt: '',
+    });
+  });
+
   it('maps every HTTP status to the original standardized message', () => {
     assert.deepEqual(
       [400, 401, 403, 404, 500, 503, 504, 418].map((s) => standardizedErrorMessage(s, 'why')),

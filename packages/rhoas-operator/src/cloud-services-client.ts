@@ -99,34 +99,79 @@ export interface CloudServicesClientOptions {
 }
 
 const str = (value: unknown): string => (typeof value === 'string' ? value : '');
-const record = (value: unknown): Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value)
-    ? (value as Record<string, unknown>)
-    : {};
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+const record = (value: unknown): Record<string, unknown> => (isObject(value) ? value : {});
 
-function toKafka(value: unknown): Kafka {
-  const k = record(value);
+/**
+ * The parsers of 2xx answers, at the boundary: an answer is used only when it is the promised object, with
+ * the fields the operator reads of the right types; anything else is a `malformed` CloudServicesError that
+ * names the field and the type it found (never a value: an answer may hold a secret). Fields the operator
+ * does not read are not checked.
+ */
+const jsonType = (value: unknown) =>
+  value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
+
+function objectAnswer(what: string, value: unknown, at = ''): Record<string, unknown> {
+  if (isObject(value)) return value;
+  throw new CloudServicesError(
+    'malformed',
+    `${what}: ${at ? `${at} is` : 'the answer is'} not a JSON object`,
+  );
+}
+
+/** A string the operator cannot do without (an id, a credential): present and not empty. */
+function requiredString(what: string, fields: Record<string, unknown>, key: string, at: string): string {
+  const value = fields[key];
+  if (typeof value === 'string' && value !== '') return value;
+  throw new CloudServicesError(
+    'malformed',
+    `${what}: ${at}${key} is not a non-empty string (${jsonType(value)})`,
+  );
+}
+
+/** A string the contract lets the service leave out (absent or null reads as `''`). */
+function optionalString(what: string, fields: Record<string, unknown>, key: string, at: string): string {
+  const value = fields[key];
+  if (value === undefined || value === null) return '';
+  if (typeof value === 'string') return value;
+  throw new CloudServicesError('malformed', `${what}: ${at}${key} is not a string (${jsonType(value)})`);
+}
+
+function itemsOf(what: string, body: unknown): unknown[] {
+  const list = objectAnswer(what, body).items;
+  if (!Array.isArray(list))
+    throw new CloudServicesError('malformed', `${what}: items is not a list (${jsonType(list)})`);
+  return list;
+}
+
+/** A Kafka instance (`KafkaRequest`): `id` required, the other fields the operator reads optional strings. */
+function parseKafka(what: string, value: unknown, at = ''): Kafka {
+  const k = objectAnswer(what, value, at.replace(/\.$/, ''));
+  const opt = (key: string) => optionalString(what, k, key, at);
   return {
-    id: str(k.id),
-    name: str(k.name),
-    owner: str(k.owner),
-    status: str(k.status),
-    cloudProvider: str(k.cloud_provider),
-    region: str(k.region),
-    bootstrapServerHost: str(k.bootstrap_server_host),
-    createdAt: str(k.created_at),
-    updatedAt: str(k.updated_at),
+    id: requiredString(what, k, 'id', at),
+    name: opt('name'),
+    owner: opt('owner'),
+    status: opt('status'),
+    cloudProvider: opt('cloud_provider'),
+    region: opt('region'),
+    bootstrapServerHost: opt('bootstrap_server_host'),
+    createdAt: opt('created_at'),
+    updatedAt: opt('updated_at'),
   };
 }
 
-function toRegistry(value: unknown): Registry {
-  const r = record(value);
+/** A Service Registry (`Registry`): `id` required, the other fields the operator reads optional strings. */
+function parseRegistry(what: string, value: unknown, at = ''): Registry {
+  const r = objectAnswer(what, value, at.replace(/\.$/, ''));
+  const opt = (key: string) => optionalString(what, r, key, at);
   return {
-    id: str(r.id),
-    name: str(r.name),
-    status: str(r.status),
-    registryUrl: str(r.registryUrl),
-    updatedAt: str(r.updated_at),
+    id: requiredString(what, r, 'id', at),
+    name: opt('name'),
+    status: opt('status'),
+    registryUrl: opt('registryUrl'),
+    updatedAt: opt('updated_at'),
   };
 }
 
@@ -187,13 +232,6 @@ export function createCloudServicesClient(options: CloudServicesClientOptions): 
     accept: 'application/json',
   });
 
-  function items(what: string, body: unknown): unknown[] {
-    const list = record(body).items;
-    if (!Array.isArray(list))
-      throw new CloudServicesError('malformed', `${what}: the answer has no "items" list`);
-    return list;
-  }
-
   return {
     async exchangeToken(offlineToken, signal) {
       const body = new URLSearchParams({
@@ -221,33 +259,39 @@ export function createCloudServicesClient(options: CloudServicesClientOptions): 
         }
         throw err;
       });
-      const accessToken = str(record(answer).access_token);
-      if (!accessToken)
-        throw new CloudServicesError('malformed', 'token exchange: the answer has no access_token');
-      return accessToken;
+      return requiredString('token exchange', objectAnswer('token exchange', answer), 'access_token', '');
     },
     async listKafkas(accessToken, signal) {
       const what = 'list kafkas';
-      return items(
+      const body = await request(
+        what,
+        `${apiUrl}${KAFKAS_PATH}`,
+        { method: 'GET', headers: bearer(accessToken) },
+        signal,
+      );
+      return itemsOf(what, body).map((item, i) => parseKafka(what, item, `items[${i}].`));
+    },
+    async getKafka(accessToken, id, signal) {
+      const what = 'get kafka';
+      const url = `${apiUrl}${KAFKAS_PATH}/${encodeURIComponent(id)}`;
+      const kafka = parseKafka(
+        what,
+        await request(what, url, { method: 'GET', headers: bearer(accessToken) }, signal),
+      );
+      // Another instance's details would connect the workload to the wrong Kafka.
+      if (kafka.id !== id)
+        throw new CloudServicesError(
+          'malformed',
+          `${what}: the answer is Kafka instance ${kafka.id}, not ${id}`,
+        );
+      return kafka;
+    },
+    async createServiceAccount(accessToken, sa, signal) {
+      const what = 'create service account';
+      const answer = objectAnswer(
         what,
         await request(
           what,
-          `${apiUrl}${KAFKAS_PATH}`,
-          { method: 'GET', headers: bearer(accessToken) },
-          signal,
-        ),
-      ).map(toKafka);
-    },
-    async getKafka(accessToken, id, signal) {
-      const url = `${apiUrl}${KAFKAS_PATH}/${encodeURIComponent(id)}`;
-      return toKafka(
-        await request('get kafka', url, { method: 'GET', headers: bearer(accessToken) }, signal),
-      );
-    },
-    async createServiceAccount(accessToken, sa, signal) {
-      const answer = record(
-        await request(
-          'create service account',
           `${apiUrl}${SERVICE_ACCOUNTS_PATH}`,
           {
             method: 'POST',
@@ -257,35 +301,35 @@ export function createCloudServicesClient(options: CloudServicesClientOptions): 
           signal,
         ),
       );
-      const account = {
-        id: str(answer.id),
-        clientId: str(answer.client_id),
-        clientSecret: str(answer.client_secret),
+      return {
+        id: optionalString(what, answer, 'id', ''),
+        clientId: requiredString(what, answer, 'client_id', ''),
+        clientSecret: requiredString(what, answer, 'client_secret', ''),
       };
-      if (!account.clientId || !account.clientSecret)
-        throw new CloudServicesError(
-          'malformed',
-          'create service account: the answer has no client_id/client_secret',
-        );
-      return account;
     },
     async listRegistries(accessToken, signal) {
       const what = 'list registries';
-      return items(
+      const body = await request(
         what,
-        await request(
-          what,
-          `${apiUrl}${REGISTRIES_PATH}`,
-          { method: 'GET', headers: bearer(accessToken) },
-          signal,
-        ),
-      ).map(toRegistry);
+        `${apiUrl}${REGISTRIES_PATH}`,
+        { method: 'GET', headers: bearer(accessToken) },
+        signal,
+      );
+      return itemsOf(what, body).map((item, i) => parseRegistry(what, item, `items[${i}].`));
     },
     async getRegistry(accessToken, id, signal) {
+      const what = 'get registry';
       const url = `${apiUrl}${REGISTRIES_PATH}/${encodeURIComponent(id)}`;
-      return toRegistry(
-        await request('get registry', url, { method: 'GET', headers: bearer(accessToken) }, signal),
+      const registry = parseRegistry(
+        what,
+        await request(what, url, { method: 'GET', headers: bearer(accessToken) }, signal),
       );
+      if (registry.id !== id)
+        throw new CloudServicesError(
+          'malformed',
+          `${what}: the answer is registry ${registry.id}, not ${id}`,
+        );
+      return registry;
     },
   };
 }
