@@ -145,6 +145,7 @@ export interface SyncOperation {
   id: Generated<string>;
   outcome: "Succeeded" | "Failed" | "Error" | "Terminated" | null;
   outcome_message: Generated<string>;
+  requested_application_uid: string | null;
   requested_at: Timestamp | null;
   revision: Generated<string>;
   started_at: Timestamp | null;

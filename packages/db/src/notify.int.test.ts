@@ -294,7 +294,7 @@ describe('notifications sent by the schema triggers', () => {
     });
     const count = () => inbox.received.filter((n) => n.payload === row.id).length;
 
-    await markSyncOperationRequested(testDb.db, row.id);
+    await markSyncOperationRequested(testDb.db, row.id, randomUUID());
     await inbox.next((n) => n.payload === row.id);
     const running = {
       argocdPhase: 'Running',
@@ -320,7 +320,7 @@ describe('notifications sent by the schema triggers', () => {
       deploymentName: 'd',
       revision: '',
     });
-    await markSyncOperationRequested(testDb.db, later.id);
+    await markSyncOperationRequested(testDb.db, later.id, randomUUID());
     await inbox.next((n) => n.payload === later.id);
     assert.equal(count(), 3);
     // A finished row keeps its report.

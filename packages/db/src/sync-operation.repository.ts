@@ -156,15 +156,26 @@ export async function listSyncOperationsOfApplication(
 }
 
 /**
- * Records that the agent requested the sync from Argo CD (once: a row already requested keeps its time),
- * so a sync is requested once, also across agent restarts.
+ * Records that the agent requested the sync from Argo CD on the Application with uid `applicationUid` (once
+ * per Application: a row already requested on it keeps its time), so a sync is requested once, also across
+ * agent restarts. A row requested on an Application that has since been replaced (another uid) is requested
+ * again: the time and the uid become the new request's.
  */
-export async function markSyncOperationRequested(db: Kysely<Database>, id: string): Promise<void> {
+export async function markSyncOperationRequested(
+  db: Kysely<Database>,
+  id: string,
+  applicationUid: string,
+): Promise<void> {
   await db
     .updateTable('sync_operation')
-    .set({ requested_at: new Date(), updated_at: new Date() })
+    .set({ requested_at: new Date(), requested_application_uid: applicationUid, updated_at: new Date() })
     .where('id', '=', id)
-    .where('requested_at', 'is', null)
+    .where((eb) =>
+      eb.or([
+        eb('requested_at', 'is', null),
+        eb('requested_application_uid', 'is distinct from', applicationUid),
+      ]),
+    )
     .execute();
 }
 

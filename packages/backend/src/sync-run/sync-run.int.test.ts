@@ -4,6 +4,7 @@
  */
 
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import type { GitOpsDeploymentSyncRunSpec } from '@gitops/api';
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import { syncRun } from '@gitops/api/testing';
@@ -203,7 +204,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     await statusWhen('run-progress', 'Pending', (s) => s.phase === 'Pending');
     // The agent requested it, then reports what Argo CD says. No operation changes state meanwhile: the
     // row's own notification is what wakes the SyncRun.
-    await markSyncOperationRequested(fixture.db, row.id);
+    await markSyncOperationRequested(fixture.db, row.id, randomUUID());
     const startedAt = new Date('2026-01-01T10:00:00Z');
     await recordSyncProgress(fixture.db, row.id, {
       argocdPhase: 'Running',
@@ -261,7 +262,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       .set({ state: 'In_Progress' })
       .where('id', '=', first!.id)
       .execute();
-    await markSyncOperationRequested(fixture.db, row.id);
+    await markSyncOperationRequested(fixture.db, row.id, randomUUID());
     await kubeRequest(fixture.kc, {
       method: HttpMethod.PATCH,
       path: runsPath('run-stop'),

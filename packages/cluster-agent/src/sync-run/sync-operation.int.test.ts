@@ -17,7 +17,7 @@ import {
   insertSyncOperation,
   setSyncOperationDesiredState,
 } from '@gitops/db';
-import type { KubeObject } from '@gitops/shared';
+import { deleteIfExists, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import type { Agent } from '../app.ts';
@@ -123,6 +123,30 @@ describe('cluster-agent SyncOperation', () => {
   }
   const finish = (name: string, phase: string, message = '', extra: Record<string, unknown> = {}) =>
     patchApp(name, { status: { operationState: { phase, message, finishedAt: kubeTime(), ...extra } } });
+  /** Deletes an Application; Argo CD's resources finalizer keeps it, with a deletionTimestamp, until `gone`. */
+  async function startDeleting(name: string) {
+    await deleteIfExists(f.kc, {
+      apiVersion: 'argoproj.io/v1alpha1',
+      kind: 'Application',
+      name,
+      namespace: f.argoCdNamespace,
+    });
+    const deleting = await eventually('the Application is being deleted', async () => {
+      const app = await getApp(name);
+      return app?.metadata.deletionTimestamp ? app : undefined;
+    });
+    return {
+      deleting,
+      /** Plays Argo CD finishing the deletion (it removes its finalizer once the resources are pruned). */
+      gone: () => patchApp(name, { metadata: { finalizers: null } }),
+    };
+  }
+  /** The Application of `name` once the agent has re-created it (a uid other than `oldUid`). */
+  const recreated = (name: string, oldUid: string | undefined) =>
+    eventually('the agent re-created the Application', async () => {
+      const app = await getApp(name);
+      return app && app.metadata.uid !== oldUid && !app.metadata.deletionTimestamp ? app : undefined;
+    });
   const outcome = (id: string) =>
     eventually('sync outcome', async () => {
       const row = await getSyncOperation(f.db, id);
@@ -242,5 +266,48 @@ describe('cluster-agent SyncOperation', () => {
     assert.equal(neverRequested?.started_at, null);
     assert.ok(neverRequested?.finished_at, 'ended by the agent, without Argo CD');
     assert.equal((await getApp(application.name))?.operation, undefined, 'r2 was never requested');
+  });
+
+  it('never requests a sync on an Application that is being deleted: it asks the one the agent re-creates', async () => {
+    const application = await manualApplication();
+    const { deleting, gone } = await startDeleting(application.name);
+    const { syncOperation } = await syncRun(application, 'v3');
+    await agent.whenIdle();
+    assert.equal(
+      (await getApp(application.name))?.operation,
+      undefined,
+      'no sync on the Application being deleted',
+    );
+    assert.equal((await getSyncOperation(f.db, syncOperation.id))?.requested_at, null);
+    await gone();
+    await recreated(application.name, deleting.metadata.uid);
+    assert.equal((await take(application.name)).operation.sync.revision, 'v3');
+    await finish(application.name, 'Succeeded');
+    assert.equal((await outcome(syncOperation.id)).outcome, 'Succeeded');
+  });
+
+  it('a sync whose Application is deleted while it runs is not reported from it, and is requested again on the re-created one', async () => {
+    const application = await manualApplication();
+    const { syncOperation } = await syncRun(application, 'v4');
+    const first = await take(application.name);
+    await eventually('requested', async () =>
+      (await getSyncOperation(f.db, syncOperation.id))?.requested_at ? true : undefined,
+    );
+    const { gone } = await startDeleting(application.name);
+    // Argo CD carries the sync out on the Application being deleted (and then prunes what it synced).
+    await finish(application.name, 'Succeeded', 'successfully synced');
+    await agent.whenIdle();
+    const meanwhile = await getSyncOperation(f.db, syncOperation.id);
+    assert.equal(meanwhile?.outcome, null, 'the old Application does not report this sync');
+    await gone();
+    const second = await recreated(application.name, first.metadata.uid);
+    const asked = await take(application.name);
+    assert.equal(asked.metadata.uid, second.metadata.uid);
+    assert.equal(asked.operation.sync.revision, 'v4', 'the sync is requested again on the new Application');
+    await finish(application.name, 'Failed', 'boom on the new one');
+    const row = await outcome(syncOperation.id);
+    assert.equal(row.outcome, 'Failed');
+    assert.equal(row.outcome_message, 'boom on the new one');
+    assert.equal(row.requested_application_uid, second.metadata.uid);
   });
 });

@@ -13,6 +13,8 @@
  * without touching Argo CD; still waiting in `operation` → removed; running →
  * `status.operationState.phase: Terminating`, and what Argo CD then ends (Failed) is Terminated.
  * The Application status is read from the agent's Application informer, never written except for that phase.
+ * Only the Application that serves the row (its id label, no deletionTimestamp) is asked and heard; a request
+ * made on an Application since replaced (another uid than `requested_application_uid`) is made again.
  */
 import {
   getApplication,
@@ -166,7 +168,24 @@ export function createSyncOperationReconciler(
       };
     }
 
-    if (row.requested_at === null) {
+    // Only the Application that now serves this row is asked, and only it reports the result: one being
+    // deleted (Argo CD may still run a sync on it, then prune what it synced) or one of another row under
+    // the same name is on its way out, and the agent re-creates the right one once it is gone.
+    if (live.metadata.deletionTimestamp || live.metadata.labels?.[AgentLabel.DatabaseId] !== application.id) {
+      return {
+        status: 'pending',
+        reason: 'the Argo CD Application is being replaced',
+        requeueAfterMs: MISSING_APPLICATION_RECHECK_MS,
+      };
+    }
+    const liveUid = live.metadata.uid ?? '';
+    // A request made on an Application that was replaced since died with it (rows requested before the uid
+    // was recorded count as this Application's).
+    const requestedHere = row.requested_at !== null && (row.requested_application_uid ?? liveUid) === liveUid;
+    if (!requestedHere && row.desired_state === 'Terminated') {
+      return await finish(row, 'Terminated', 'terminated before it was requested in Argo CD', logger);
+    }
+    if (!requestedHere) {
       // A previous process may have patched Argo CD and died before recording it: never request twice.
       if (!isRequestPending(live, row.id) && !observedSync(live, { id: row.id, requested_at: null })) {
         await patchApplication(
@@ -185,7 +204,7 @@ export function createSyncOperationReconciler(
         );
         logger.info({ syncOperation: row.id, application: application.name }, 'sync requested in Argo CD');
       }
-      await markSyncOperationRequested(db, row.id);
+      await markSyncOperationRequested(db, row.id, liveUid);
       return {
         status: 'pending',
         reason: 'Argo CD runs the sync',
