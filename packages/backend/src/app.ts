@@ -107,7 +107,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const sealer = createSealer(config.encryptionKeys);
   const db = createDb(config.databaseUrl, {
     applicationName: 'gitops-backend',
-    onIdleConnectionError: (err) => logger.warn({ err }, 'idle database connection failed'),
+    onConnectionError: (err) => logger.warn({ err }, 'database connection failed'),
   });
   let engineInstance: EngineInstanceRow | undefined;
   const ctx = createBackendContext({

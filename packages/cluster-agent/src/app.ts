@@ -74,7 +74,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
   const db: Db = createDb(config.databaseUrl, {
     max: Math.min(32, config.concurrency * 2 + 4),
     applicationName: 'gitops-cluster-agent',
-    onIdleConnectionError: (err) => logger.warn({ err }, 'idle database connection failed'),
+    onConnectionError: (err) => logger.warn({ err }, 'database connection failed'),
   });
 
   let engine: EngineInstanceRow | undefined;

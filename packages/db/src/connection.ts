@@ -36,10 +36,12 @@ export interface CreateDbOptions {
   /** Shown in pg_stat_activity, e.g. 'gitops-backend'. */
   applicationName?: string;
   /**
-   * Called when an idle pooled connection fails (e.g. the server restarted). pg drops that connection and
-   * the next query opens a new one. Without a listener the error would crash the process.
+   * Called when a pooled connection fails (e.g. the server restarted or terminated the session), whether it
+   * was idle in the pool or checked out for a query or a transaction. A checked-out connection's query
+   * rejects with the error as well; pg drops the connection and the next query opens a new one. Without
+   * these listeners node-postgres raises an `'error'` event nobody handles, which kills the process.
    */
-  onIdleConnectionError?: (error: Error) => void;
+  onConnectionError?: (error: Error) => void;
 }
 
 /** node-postgres connection options shared by the pool and the LISTEN client. */
@@ -60,7 +62,13 @@ export function createDb(url: string, options: CreateDbOptions = {}): Kysely<Dat
     ...connectionConfig(url, options.applicationName),
     max: options.max ?? 10,
   });
-  pool.on('error', (error) => options.onIdleConnectionError?.(error));
+  // pg-pool listens on a connection only while it is idle; a connection checked out for a query or a
+  // transaction that loses its server emits 'error' on the client itself. One listener per connection, for
+  // its whole life, covers both (the pool's own 'error' event repeats idle failures, already reported).
+  pool.on('connect', (client) => {
+    client.on('error', (error) => options.onConnectionError?.(error));
+  });
+  pool.on('error', () => {});
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
