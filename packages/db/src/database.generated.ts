@@ -70,6 +70,7 @@ export interface ClusterCredentials {
 
 export interface ClusterUser {
   created_at: Generated<Timestamp>;
+  engine_instance_id: string | null;
   id: Generated<string>;
   namespace_name: string;
   namespace_uid: string;
@@ -78,6 +79,7 @@ export interface ClusterUser {
 
 export interface EngineInstance {
   cluster_identity: string;
+  cordoned: Generated<boolean>;
   created_at: Generated<Timestamp>;
   id: Generated<string>;
   name: string;

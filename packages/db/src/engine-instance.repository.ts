@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type { Database, EngineInstanceRow } from './database.ts';
 
 export interface EngineInstanceInput {
@@ -73,4 +73,111 @@ export async function ensureEngineInstance(
     ...instance,
     clusterIdentity: existing?.cluster_identity ?? (await clusterIdentity()),
   });
+}
+
+/** Why a tenant could not be placed (reported on the tenant's objects; nothing is placed). */
+export type PlacementRefusal =
+  /** The namespace label names an instance that is not registered. */
+  | { reason: 'UnknownEngineInstance'; instance: string }
+  /** The namespace label names a cordoned instance (it takes no new tenants). */
+  | { reason: 'EngineInstanceCordoned'; instance: string }
+  /** No label, and every registered instance is cordoned (or none is registered). */
+  | { reason: 'NoSchedulableEngineInstance' };
+
+export type Placement = { placed: EngineInstanceRow } | { refused: PlacementRefusal };
+
+/**
+ * The engine instance of a tenant, placing it first when it has none: the instance named by `requested` (the
+ * namespace label) when it is registered and not cordoned; without a label, the uncordoned instance with the
+ * fewest applications (ties by name). A placed tenant keeps its instance whatever `requested` says now:
+ * placement never changes by itself (moving a tenant is a separate, declared step). Locks the tenant's row
+ * until the transaction ends, so concurrent reconciles of one tenant place it once.
+ */
+export async function placeTenant(
+  trx: Transaction<Database>,
+  clusterUserId: string,
+  requested: string | undefined,
+): Promise<Placement> {
+  const tenant = await trx
+    .selectFrom('cluster_user')
+    .select('engine_instance_id')
+    .where('id', '=', clusterUserId)
+    .forUpdate()
+    .executeTakeFirstOrThrow();
+  if (tenant.engine_instance_id !== null) {
+    return {
+      placed: await trx
+        .selectFrom('engine_instance')
+        .selectAll()
+        .where('id', '=', tenant.engine_instance_id)
+        .executeTakeFirstOrThrow(),
+    };
+  }
+  let chosen: EngineInstanceRow | undefined;
+  if (requested !== undefined) {
+    chosen = await getEngineInstanceByName(trx, requested);
+    if (!chosen) return { refused: { reason: 'UnknownEngineInstance', instance: requested } };
+    if (chosen.cordoned) return { refused: { reason: 'EngineInstanceCordoned', instance: requested } };
+  } else {
+    chosen = await trx
+      .selectFrom('engine_instance as ei')
+      .selectAll('ei')
+      .where('ei.cordoned', '=', false)
+      .orderBy((eb) =>
+        eb
+          .selectFrom('application as a')
+          .select((c) => c.fn.countAll<number>().as('n'))
+          .whereRef('a.engine_instance_id', '=', 'ei.id'),
+      )
+      .orderBy('ei.name')
+      .limit(1)
+      .executeTakeFirst();
+    if (!chosen) return { refused: { reason: 'NoSchedulableEngineInstance' } };
+  }
+  await trx
+    .updateTable('cluster_user')
+    .set({ engine_instance_id: chosen.id })
+    .where('id', '=', clusterUserId)
+    .execute();
+  return { placed: chosen };
+}
+
+/** Cordons (true) or uncordons an instance: a cordoned instance takes no new tenants. False when unknown. */
+export async function setEngineInstanceCordoned(
+  db: Kysely<Database>,
+  name: string,
+  cordoned: boolean,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('engine_instance')
+    .set({ cordoned })
+    .where('name', '=', name)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/** Every registered instance with how many tenants and applications it holds (metrics, operators' views). */
+export async function listEngineInstanceLoads(
+  db: Kysely<Database>,
+): Promise<(EngineInstanceRow & { tenants: number; applications: number })[]> {
+  return await db
+    .selectFrom('engine_instance as ei')
+    .selectAll('ei')
+    .select((eb) => [
+      eb
+        .selectFrom('cluster_user as u')
+        .select((c) => c.fn.countAll<number>().as('n'))
+        .whereRef('u.engine_instance_id', '=', 'ei.id')
+        .as('tenants'),
+      eb
+        .selectFrom('application as a')
+        .select((c) => c.fn.countAll<number>().as('n'))
+        .whereRef('a.engine_instance_id', '=', 'ei.id')
+        .as('applications'),
+    ])
+    .orderBy('ei.name')
+    .execute()
+    .then((rows) =>
+      rows.map((r) => ({ ...r, tenants: Number(r.tenants), applications: Number(r.applications) })),
+    );
 }

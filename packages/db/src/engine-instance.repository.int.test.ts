@@ -1,0 +1,102 @@
+import assert from 'node:assert/strict';
+import { afterAll, beforeAll, describe, test } from 'vitest';
+import { getClusterUser } from './cluster-user.repository.ts';
+import {
+  listEngineInstanceLoads,
+  type Placement,
+  placeTenant,
+  setEngineInstanceCordoned,
+} from './engine-instance.repository.ts';
+import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
+
+let testDb: TestDatabase;
+beforeAll(async () => {
+  testDb = await createTestDatabase();
+});
+afterAll(async () => {
+  await testDb?.destroy();
+});
+
+const place = (clusterUserId: string, requested?: string): Promise<Placement> =>
+  testDb.db.transaction().execute((trx) => placeTenant(trx, clusterUserId, requested));
+const placedName = (placement: Placement) => ('placed' in placement ? placement.placed.name : undefined);
+
+// One database for the file: each test cordons what it does not want to be chosen, so earlier tests' instances
+// never take its tenants.
+async function cordonAllBut(...names: string[]) {
+  for (const instance of await listEngineInstanceLoads(testDb.db)) {
+    await setEngineInstanceCordoned(testDb.db, instance.name, !names.includes(instance.name));
+  }
+}
+
+describe('tenant placement', () => {
+  test('without a label a new tenant goes to the uncordoned instance with the fewest applications, and stays there', async () => {
+    const busy = await givenEngineInstance(testDb.db, 'place-a-busy');
+    const quiet = await givenEngineInstance(testDb.db, 'place-a-quiet');
+    // Empty, but cordoned: never chosen.
+    await givenEngineInstance(testDb.db, 'place-a-cordoned');
+    await cordonAllBut(busy.name, quiet.name);
+    const other = await givenClusterUser(testDb.db);
+    for (let i = 0; i < 2; i++)
+      await givenApplication(testDb.db, { clusterUser: other, engineInstance: busy });
+    await givenApplication(testDb.db, { clusterUser: other, engineInstance: quiet });
+
+    const tenant = await givenClusterUser(testDb.db);
+    assert.equal(placedName(await place(tenant.id)), quiet.name);
+    assert.equal((await getClusterUser(testDb.db, tenant.id))?.engine_instance_id, quiet.id);
+
+    // The quiet instance becomes the busiest, is cordoned, and a label names another: the tenant stays.
+    for (let i = 0; i < 3; i++)
+      await givenApplication(testDb.db, { clusterUser: other, engineInstance: quiet });
+    await setEngineInstanceCordoned(testDb.db, quiet.name, true);
+    assert.equal(
+      placedName(await place(tenant.id, busy.name)),
+      quiet.name,
+      'placement never changes by itself',
+    );
+    assert.equal(placedName(await place(tenant.id)), quiet.name);
+  });
+
+  test('a label names the instance; an unknown or cordoned one is refused and nothing is placed', async () => {
+    const named = await givenEngineInstance(testDb.db, 'place-b-named');
+    const loaded = await givenEngineInstance(testDb.db, 'place-b-other');
+    await cordonAllBut(named.name, loaded.name);
+    const other = await givenClusterUser(testDb.db);
+    for (let i = 0; i < 3; i++)
+      await givenApplication(testDb.db, { clusterUser: other, engineInstance: named });
+
+    const tenant = await givenClusterUser(testDb.db);
+    assert.deepEqual(await place(tenant.id, 'place-b-nowhere'), {
+      refused: { reason: 'UnknownEngineInstance', instance: 'place-b-nowhere' },
+    });
+    await setEngineInstanceCordoned(testDb.db, named.name, true);
+    assert.deepEqual(await place(tenant.id, named.name), {
+      refused: { reason: 'EngineInstanceCordoned', instance: named.name },
+    });
+    assert.equal((await getClusterUser(testDb.db, tenant.id))?.engine_instance_id, null, 'nothing placed');
+    await setEngineInstanceCordoned(testDb.db, named.name, false);
+    assert.equal(placedName(await place(tenant.id, named.name)), named.name, 'the label wins over load');
+  });
+
+  test('with every instance cordoned a new tenant is refused', async () => {
+    await givenEngineInstance(testDb.db, 'place-c-only');
+    await cordonAllBut();
+    const tenant = await givenClusterUser(testDb.db);
+    assert.deepEqual(await place(tenant.id), { refused: { reason: 'NoSchedulableEngineInstance' } });
+  });
+
+  test('concurrent first reconciles of one tenant place it once', async () => {
+    const a = await givenEngineInstance(testDb.db, 'place-d-a');
+    const b = await givenEngineInstance(testDb.db, 'place-d-b');
+    await cordonAllBut(a.name, b.name);
+    const tenant = await givenClusterUser(testDb.db);
+    const results = await Promise.all(Array.from({ length: 8 }, () => place(tenant.id)));
+    assert.equal(new Set(results.map(placedName)).size, 1);
+    const loads = await listEngineInstanceLoads(testDb.db);
+    assert.equal(
+      loads.filter((l) => l.name === a.name || l.name === b.name).reduce((n, l) => n + l.tenants, 0),
+      1,
+    );
+  });
+});
