@@ -1,6 +1,7 @@
 /**
  * The test runner's configuration: one vitest project per package (`packages/<name>/src/**\/*.test.ts`,
- * unit and integration tests together), tier 3a (`e2e/tier3a`) and tier 3b (`e2e/tier3b`). One global
+ * unit and integration tests together), tier 3a (`e2e/tier3a`), tier 3b (`e2e/tier3b`), tier 4 (`e2e/tier4`) and
+ * the chaos tier (`e2e/chaos`). One global
  * setup starts PostgreSQL and the control plane once per run when a selected file needs them
  * (packages/test-support/src/global-setup.ts). Each test file runs in its own process (`forks`), several at
  * once (`GITOPS_TEST_CONCURRENCY`, default 3); every file uses its own database and namespaces.
@@ -44,6 +45,8 @@ export default defineConfig({
       project('tier3b', 'e2e/tier3b/**/*.test.ts', 900_000),
       // Tier 4 (`pnpm test:cluster`): its own control plane with a real node; one file at a time.
       project('tier4', 'e2e/tier4/**/*.test.ts', 900_000),
+      // The chaos tier (`pnpm test:chaos`): its own PostgreSQL, control plane and Argo CD, which it restarts.
+      project('chaos', 'e2e/chaos/**/*.test.ts', 1_200_000),
     ],
   },
 });

@@ -9,6 +9,9 @@
  *                                          file (builds Argo CD once: tools/argocd/build.sh), 2 files at once
  *   node scripts/test.ts --cluster         tier 4 (`pnpm test:cluster`): builds the images first (scripts/images.sh),
  *                                          then e2e/tier4 on a real kubelet + containerd node, one file at a time
+ *   node scripts/test.ts --chaos           the chaos tier (`pnpm test:chaos`): e2e/chaos, the whole system with its own
+ *                                          PostgreSQL, control plane and Argo CD under churn and injected faults
+ *                                          (builds Argo CD once), one file at a time
  *   node scripts/test.ts --project <name>  one project (a package's `pnpm test`: `api`, `backend`, `tier3a`...)
  *   node scripts/test.ts <path>...         only these files (any project; infrastructure started when any is
  *                                          *.int.test.ts or e2e)
@@ -48,6 +51,8 @@ if (files.length > 0) {
   vitestArgs.push('--project', 'tier3b');
 } else if (flag('--cluster')) {
   vitestArgs.push('--project', 'tier4');
+} else if (flag('--chaos')) {
+  vitestArgs.push('--project', 'chaos');
 } else if (projects.length > 0) {
   for (const p of projects) vitestArgs.push('--project', p);
 } else {
@@ -57,6 +62,8 @@ if (flag('--unit')) vitestArgs.push('--exclude', '**/*.int.test.ts');
 
 const env = { ...process.env };
 if (flag('--e2e')) env.GITOPS_TEST_CONCURRENCY ??= '2';
+// Each chaos file runs the whole system and restarts its infrastructure: one at a time.
+if (flag('--chaos')) env.GITOPS_TEST_CONCURRENCY = '1';
 if (flag('--cluster')) {
   // One node per machine: one file at a time. The images come from this checkout.
   env.GITOPS_TEST_CONCURRENCY = '1';

@@ -17,8 +17,9 @@ describe('test file tiers', () => {
     assert.equal(needsArgoCd('/repo/packages/backend/src/main.int.test.ts'), false);
   });
 
-  it('leaves tier 4 to start its own cluster', () => {
+  it('leaves tier 4 and the chaos tier to start their own infrastructure', () => {
     assert.equal(hasOwnInfrastructure('/repo/e2e/tier4/cluster.test.ts'), true);
+    assert.equal(hasOwnInfrastructure('/repo/e2e/chaos/chaos.test.ts'), true);
     assert.equal(hasOwnInfrastructure('/repo/e2e/tier3b/deploy.test.ts'), false);
     assert.equal(hasOwnInfrastructure('/repo/packages/local-env/src/control-plane.int.test.ts'), false);
   });

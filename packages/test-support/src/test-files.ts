@@ -7,5 +7,9 @@ export const isUnitTestFile = (file: string): boolean =>
 /** Tier 3b runs a real Argo CD: its binary must be built first. */
 export const needsArgoCd = (file: string): boolean => file.includes('/e2e/tier3b/');
 
-/** Tier 4 starts its own infrastructure (a control plane in cluster mode with a real node): none from the global setup. */
-export const hasOwnInfrastructure = (file: string): boolean => file.includes('/e2e/tier4/');
+/**
+ * Tier 4 (a control plane in cluster mode with a real node) and the chaos tier (a PostgreSQL, a control plane
+ * and an Argo CD that it restarts) start their own infrastructure: none from the global setup.
+ */
+export const hasOwnInfrastructure = (file: string): boolean =>
+  file.includes('/e2e/tier4/') || file.includes('/e2e/chaos/');

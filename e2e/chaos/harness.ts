@@ -1,0 +1,277 @@
+/**
+ * The chaos tier's own infrastructure (it restarts it, so it shares nothing with other test files): an
+ * embedded PostgreSQL with a TCP proxy in front of it (the services connect through the proxy, the test
+ * directly), a control plane, an HTTPS Git server, a real Argo CD, and the backend pair (two replicas of one
+ * shard) and the cluster-agent as processes, kept running by a supervisor the way a kubelet restarts a
+ * container that died. Plus the faults: each one a bounded step the test calls.
+ */
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { prepareTemplateDatabase } from '@gitops/db/testing';
+import {
+  type ArgoCd,
+  type ControlPlane,
+  ensureArgoCdBinary,
+  type GitServer,
+  type PostgresServer,
+  startArgoCd,
+  startControlPlane,
+  startGitServer,
+  startPostgres,
+  startTcpProxy,
+  type TcpProxy,
+} from '@gitops/local-env';
+import { type ServiceName, type System, startSystem } from '../fixture/system.ts';
+
+/** The processes of the service under test: a backend pair and the agent. */
+export const SERVICES = ['backend', 'backend-2', 'cluster-agent'] as const satisfies readonly ServiceName[];
+export type Service = (typeof SERVICES)[number];
+
+/** Argo CD re-reads Git and refreshes every Application this often (ARGOCD_RECONCILIATION_TIMEOUT). */
+const ARGOCD_RECONCILIATION_SECONDS = 10;
+/** A dead service is started again after this pause, as a kubelet restarts a container (no back-off here). */
+const RESTART_DELAY_MS = 1_000;
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+
+/** A small seeded generator (mulberry32), so that a run can be replayed with its printed seed. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+export interface Supervisor {
+  /** Starts of each service after it died (killed by the test or exited by itself). */
+  readonly restarts: Record<Service, number>;
+  /** Resolves once every service runs and answers /readyz. */
+  allReady(timeoutMs: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Keeps every service running: one that is gone is started again after {@link RESTART_DELAY_MS}. */
+function supervise(system: System, env: Record<string, string>, log: (line: string) => void): Supervisor {
+  const restarts = Object.fromEntries(SERVICES.map((s) => [s, 0])) as Record<Service, number>;
+  const starting = new Map<Service, Promise<void>>();
+  const goneSince = new Map<Service, number>();
+  let stopped = false;
+  const timer = setInterval(() => {
+    for (const name of SERVICES) {
+      if (stopped || starting.has(name)) continue;
+      if (system.isRunning(name)) {
+        goneSince.delete(name);
+        continue;
+      }
+      const since = goneSince.get(name) ?? Date.now();
+      goneSince.set(name, since);
+      if (Date.now() - since < RESTART_DELAY_MS) continue;
+      goneSince.delete(name);
+      restarts[name]++;
+      starting.set(
+        name,
+        system
+          .start(name, env)
+          .catch((error: unknown) => log(`${name} did not become ready: ${String(error).split('\n')[0]}`))
+          .finally(() => starting.delete(name)),
+      );
+    }
+  }, 200);
+  return {
+    restarts,
+    async allReady(timeoutMs) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const ready = await Promise.all(SERVICES.map((s) => system.isReady(s)));
+        if (ready.every(Boolean)) return;
+        if (Date.now() > deadline) {
+          throw new Error(
+            `not ready after ${timeoutMs} ms: ${SERVICES.filter((_, i) => !ready[i]).join(', ')}`,
+          );
+        }
+        await sleep(500);
+      }
+    },
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await Promise.all(starting.values());
+    },
+  };
+}
+
+export interface ChaosEnvironment {
+  readonly postgres: PostgresServer;
+  readonly proxy: TcpProxy;
+  readonly controlPlane: ControlPlane;
+  readonly argoCd: ArgoCd;
+  readonly git: GitServer;
+  readonly system: System;
+  readonly gitRoot: string;
+  readonly supervisor: Supervisor;
+  stop(): Promise<void>;
+}
+
+/** The database URL the services use: the same database, through the proxy. */
+function throughProxy(url: string, proxy: TcpProxy): string {
+  const proxied = new URL(url);
+  proxied.hostname = '127.0.0.1';
+  proxied.port = String(proxy.port);
+  return proxied.toString();
+}
+
+export async function startChaosEnvironment(log: (line: string) => void): Promise<ChaosEnvironment> {
+  const cleanups: (() => Promise<void>)[] = [];
+  const cleanUp = async () => {
+    for (const step of cleanups.splice(0).reverse()) {
+      await step().catch((error: unknown) => log(`clean-up step failed: ${String(error)}`));
+    }
+  };
+  try {
+    const argoCdBinary = await ensureArgoCdBinary(log);
+    // synchronous_commit stays on: an immediate restart must not lose what the server confirmed.
+    const postgres = await startPostgres({ forceEmbedded: true, durableCommits: true });
+    cleanups.push(() => postgres.stop());
+    const proxy = await startTcpProxy({
+      target: { host: '127.0.0.1', port: Number(new URL(postgres.url).port) },
+    });
+    cleanups.push(() => proxy.stop());
+    const controlPlane = await startControlPlane({ log: (l) => (l.startsWith('[') ? undefined : log(l)) });
+    cleanups.push(() => controlPlane.stop());
+
+    // What the global setup provides to other tiers, from this file's own PostgreSQL and control plane.
+    const template = 'gitops_template_chaos';
+    await prepareTemplateDatabase(postgres.url, template);
+    Object.assign(process.env, {
+      KUBECONFIG: controlPlane.kubeconfigPath,
+      GITOPS_TEST_USER_KUBECONFIG: controlPlane.userKubeconfigPath,
+      GITOPS_TEST_DATABASE_URL: postgres.url,
+      GITOPS_TEST_TEMPLATE_DATABASE: template,
+    });
+
+    const git = await startGitServer();
+    cleanups.push(() => git.stop());
+    const gitRoot = await mkdtemp(join(tmpdir(), 'chaos-git-'));
+    cleanups.push(() => rm(gitRoot, { recursive: true, force: true }));
+
+    const system = await startSystem({ start: [] });
+    cleanups.push(() => system.stop());
+    const argoWorkDir = await mkdtemp(join(tmpdir(), 'chaos-argocd-'));
+    cleanups.push(() => rm(argoWorkDir, { recursive: true, force: true }));
+    const argoCd = await startArgoCd({
+      kubeconfigPath: controlPlane.kubeconfigPath,
+      namespace: system.argoCdNamespace,
+      workDir: argoWorkDir,
+      binary: argoCdBinary,
+      reconciliationSeconds: ARGOCD_RECONCILIATION_SECONDS,
+      trustedCertificates: { '127.0.0.1': await readFile(git.caFile, 'utf8') },
+      onLine: (line) => {
+        system.logs.push(`[argocd]${line}`);
+        if (process.env.E2E_VERBOSE) process.stderr.write(`[argocd]${line}\n`);
+      },
+    });
+    cleanups.push(() => argoCd.stop());
+
+    const env = {
+      DATABASE_URL: throughProxy(system.database.url, proxy),
+      GIT_SSL_CAINFO: git.caFile,
+      // info, not the debug of the other tiers: a few hundred deployments on two cores.
+      LOG_LEVEL: process.env.E2E_LOG_LEVEL ?? 'info',
+    };
+    for (const name of SERVICES) await system.start(name, env);
+    const supervisor = supervise(system, env, log);
+    cleanups.push(() => supervisor.stop());
+    return {
+      postgres,
+      proxy,
+      controlPlane,
+      argoCd,
+      git,
+      system,
+      gitRoot,
+      supervisor,
+      stop: cleanUp,
+    };
+  } catch (error) {
+    await cleanUp();
+    throw error;
+  }
+}
+
+/** A fault the test injected: when (seconds since the churn started), what, and how long it lasted. */
+export interface FaultRecord {
+  at: number;
+  fault: string;
+  seconds: number;
+}
+
+/** The faults, each one bounded; every call appends what it did to `timeline`. */
+export function faults(env: ChaosEnvironment, startedAt: number, timeline: FaultRecord[]) {
+  const record = async (fault: string, run: () => Promise<void>) => {
+    const at = Date.now();
+    await run();
+    timeline.push({
+      at: Math.round((at - startedAt) / 100) / 10,
+      fault,
+      seconds: Math.round((Date.now() - at) / 100) / 10,
+    });
+  };
+  return {
+    /** SIGKILL of one service; the supervisor starts it again. */
+    kill: (name: Service) => record(`SIGKILL ${name}`, () => env.system.kill(name)),
+    /** PostgreSQL stops at once (every session cut, no checkpoint) and starts again on its data. */
+    restartPostgres: () => record('PostgreSQL immediate restart', () => env.postgres.restartImmediately()),
+    /** Every open connection to PostgreSQL is cut, and new ones hang for `ms`. */
+    partitionPostgres: (ms: number) =>
+      record(`PostgreSQL connections cut, new ones hang ${Math.round(ms / 1000)} s`, async () => {
+        env.proxy.setMode('hang');
+        env.proxy.cut();
+        await sleep(ms);
+        env.proxy.setMode('pass');
+      }),
+    /** kube-apiserver stops (SIGTERM) and starts again with the same flags, port, certificates and etcd. */
+    restartApiServer: () =>
+      record('kube-apiserver restart', async () => {
+        await env.controlPlane.stopApiServer();
+        await env.controlPlane.startApiServer();
+      }),
+    /** argocd-application-controller is killed and started again. */
+    restartArgoCdController: () =>
+      record('argocd-application-controller restart', () => env.argoCd.restartApplicationController()),
+  };
+}
+
+/** Error-level (pino level ≥ 50) lines of the services, parsed. */
+export interface ErrorLine {
+  service: string;
+  msg: string;
+  err: string;
+  line: string;
+}
+
+export function errorLines(logs: readonly string[]): ErrorLine[] {
+  const out: ErrorLine[] = [];
+  for (const line of logs) {
+    const match = /^\[(backend|backend-2|cluster-agent)\] (\{.*\})$/.exec(line);
+    if (!match) continue;
+    let entry: { level?: number; msg?: string; err?: { message?: string; code?: string } };
+    try {
+      entry = JSON.parse(match[2] ?? '');
+    } catch {
+      continue;
+    }
+    if ((entry.level ?? 0) < 50) continue;
+    out.push({
+      service: match[1] ?? '',
+      msg: entry.msg ?? '',
+      err: [entry.err?.code, entry.err?.message].filter(Boolean).join(' '),
+      line,
+    });
+  }
+  return out;
+}
