@@ -171,9 +171,18 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
   });
 
   it('a Secret of another type is SecretInvalidType; an empty secret name is SecretNotSpecified', async () => {
-    await createSecret(tenantA, 'opaque-creds', { username: 'jane', password: PASSWORD }, 'Opaque');
-    await createRepoCred(tenantA, 'opaque', { repository: git.url('private'), secret: 'opaque-creds' });
-    await conditionsBecome(tenantA, 'opaque', failed('SecretInvalidType'));
+    // Opaque (no type) is accepted, as the public API document shows it; a basic-auth Secret is not.
+    await createSecret(
+      tenantA,
+      'basic-auth-creds',
+      { username: 'jane', password: PASSWORD },
+      'kubernetes.io/basic-auth',
+    );
+    await createRepoCred(tenantA, 'basic-auth', {
+      repository: git.url('private'),
+      secret: 'basic-auth-creds',
+    });
+    await conditionsBecome(tenantA, 'basic-auth', failed('SecretInvalidType'));
     await createRepoCred(tenantA, 'unnamed', { repository: git.url('private'), secret: '' });
     await conditionsBecome(tenantA, 'unnamed', failed('SecretNotSpecified'));
   });

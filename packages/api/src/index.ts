@@ -243,6 +243,11 @@ export const RepositoryCredentialMessage = {
 export const SecretType = {
   ManagedEnvironment: 'managed-gitops.redhat.com/managed-environment',
   RepositoryCredential: 'managed-gitops.redhat.com/repository-credential',
+  /**
+   * Kubernetes' default type (a Secret written without `type`): also accepted for a RepositoryCredential,
+   * since the public API document shows its Secret without one.
+   */
+  Opaque: 'Opaque',
 } as const;
 
 /** Keys in those Secrets. */

@@ -49,11 +49,12 @@ export interface BackendContext {
   readonly engineInstance: () => EngineInstanceRow;
   /**
    * An informer with the backend's common settings (kubeconfig, metrics, resync period); custom resources
-   * are limited to this shard (`sharded`), Secrets are selected by type instead (`fieldSelector`).
+   * are limited to this shard (`sharded`), Secrets are selected by type instead (`fieldSelector`), optionally
+   * trimmed before they are cached (`transform`, e.g. to their metadata when only their events matter).
    */
   informer(
     resource: { apiVersion: string; plural: string },
-    select: { sharded: true } | { fieldSelector: string },
+    select: { sharded: true } | { fieldSelector: string; transform?: (object: KubeObject) => KubeObject },
   ): Informer<KubeObject>;
 }
 
@@ -66,7 +67,7 @@ export function createBackendContext(fields: Omit<BackendContext, 'informer'>): 
         resource,
         ...('sharded' in select
           ? { labelSelector: fields.selector.text }
-          : { fieldSelector: select.fieldSelector }),
+          : { fieldSelector: select.fieldSelector, transform: select.transform }),
         registry: fields.registry,
         logger: fields.logger,
         resyncPeriodMs: fields.config.resyncIntervalMs,

@@ -85,7 +85,7 @@ describe('RepositoryCredential conditions', () => {
     for (const [outcome, reason] of [
       [{ kind: 'secretNotSpecified' }, 'SecretNotSpecified'],
       [{ kind: 'secretNotFound', secret: 's' }, 'SecretNotFound'],
-      [{ kind: 'secretInvalidType', secret: 's', type: 'Opaque' }, 'SecretInvalidType'],
+      [{ kind: 'secretInvalidType', secret: 's', type: 'kubernetes.io/tls' }, 'SecretInvalidType'],
       [{ kind: 'invalidRepositoryUrl', repository: 'https://h/r', detail: 'x' }, 'InvalidRepositoryUrl'],
     ] as const) {
       const conditions = nextConditions([], outcome, t0, undefined);
@@ -124,8 +124,27 @@ describe('RepositoryCredential spec and Secret parsing', () => {
     });
   });
 
+  it('accepts an Opaque Secret, or one without a type, with the documented keys (a url key is ignored)', () => {
+    const documented = { url: 'https://h/r', username: 'u', password: 'p' };
+    for (const read of [
+      credentialsOfSecret('s', secret('Opaque', documented)),
+      credentialsOfSecret('s', { data: secret('', documented).data }),
+    ]) {
+      assert.deepEqual(read, { ok: true, credentials: { username: 'u', password: 'p' } });
+    }
+    assert.deepEqual(credentialsOfSecret('s', secret('Opaque', { sshPrivateKey: 'KEY' })), {
+      ok: true,
+      credentials: { sshPrivateKey: 'KEY' },
+    });
+    const unrelated = credentialsOfSecret('s', secret('Opaque', { token: 'x' }));
+    assert.equal(!unrelated.ok && unrelated.outcome.kind, 'secretInvalidContent');
+  });
+
   it('rejects another Secret type and incomplete credentials without echoing values', () => {
-    const wrongType = credentialsOfSecret('s', secret('Opaque', { username: 'u', password: 'p' }));
+    const wrongType = credentialsOfSecret(
+      's',
+      secret('kubernetes.io/basic-auth', { username: 'u', password: 'p' }),
+    );
     assert.equal(wrongType.ok, false);
     assert.equal(!wrongType.ok && wrongType.outcome.kind, 'secretInvalidType');
     const onlyUser = credentialsOfSecret('s', secret(TYPE, { username: 'u-secret-value' }));

@@ -30,7 +30,7 @@ export const RepositoryCredentialErrorMessage = {
   secretNotFound: (secret: string) =>
     `Secret '${secret}' not found in the namespace of the RepositoryCredential`,
   secretInvalidType: (secret: string, type: string) =>
-    `Secret '${secret}' has type '${type}'; the type must be 'managed-gitops.redhat.com/repository-credential'`,
+    `Secret '${secret}' has type '${type}'; the type must be 'managed-gitops.redhat.com/repository-credential' or 'Opaque' (no type)`,
   secretInvalidContent: (secret: string, problem: string) => `Secret '${secret}' is invalid: ${problem}`,
   invalidRepositoryUrl: (repository: string, detail: string) =>
     `Repository ${repository} does not exist or cannot be reached: ${detail}`,

@@ -143,6 +143,99 @@ describe('RepositoryCredential reconciler', () => {
     assert.equal(mapping, undefined);
   });
 
+  const conditionsOf = async (name: string) => {
+    const live = (await kubeRequest(f.kc, { method: HttpMethod.GET, path: crPath(name) })) as {
+      status?: { conditions?: { type: string; status: string; reason: string; message: string }[] };
+    };
+    return (live.status?.conditions ?? []).map((c) => [c.type, c.status, c.reason, c.message]);
+  };
+  /** The three conditions once the first (ErrorOccurred) has `reason`. */
+  const firstReasonBecomes = (name: string, reason: string) =>
+    eventually(`${name}: ErrorOccurred reason ${reason}`, async () => {
+      const conditions = await conditionsOf(name);
+      if (conditions[0]?.[2] !== reason) throw new Error(`conditions: ${JSON.stringify(conditions)}`);
+      return conditions;
+    });
+
+  test("the public API document's YAML works: a Secret without a type (url, username, password) and spec.url; editing that Secret is seen at once", async () => {
+    await git.createRepository('documented', { username: 'jane', password: PASSWORD });
+    // As the document shows them: no `type` (the API server makes it Opaque), a `url` key next to the credentials.
+    await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: secretPath(),
+      body: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'private-repo-creds-secret' },
+        stringData: { url: git.url('documented'), username: 'jane', password: PASSWORD },
+      },
+    });
+    const cr = (await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: crPath(),
+      body: {
+        apiVersion: API_GROUP_VERSION,
+        kind: 'GitOpsDeploymentRepositoryCredential',
+        metadata: { name: 'private-repo-creds', labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
+        spec: { url: git.url('documented'), secret: 'private-repo-creds-secret' },
+      },
+    })) as KubeObject;
+    const valid = [
+      ['ErrorOccurred', 'False', 'RepositoryCredentialUpToDate', 'RepositoryCredentials are Valid'],
+      ['ValidRepositoryURL', 'True', 'ValidRepositoryUrl', `Repository ${git.url('documented')} exists`],
+      [
+        'ValidRepositoryCredential',
+        'True',
+        'RepositoryCredentialUpToDate',
+        'RepositoryCredentials are Valid',
+      ],
+    ];
+    assert.deepEqual(await firstReasonBecomes('private-repo-creds', 'RepositoryCredentialUpToDate'), valid);
+    const row = await rowOfCr(cr.metadata.uid!);
+    assert.equal(backend.sealer.openString(row.password_sealed!, SealContext.password), PASSWORD);
+    assert.equal(backend.sealer.openString(row.username_sealed!, SealContext.username), 'jane');
+
+    // A valid credential is re-validated only every 10 min: only the Secret's watch event can bring this.
+    await kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: secretPath('private-repo-creds-secret'),
+      body: { stringData: { password: 'not-the-password' } },
+      contentType: 'application/merge-patch+json',
+    });
+    const rejected = await firstReasonBecomes('private-repo-creds', 'InvalidCredentials');
+    assert.deepEqual(
+      rejected.map((c) => c.slice(0, 3)),
+      [
+        ['ErrorOccurred', 'True', 'InvalidCredentials'],
+        ['ValidRepositoryURL', 'True', 'ValidRepositoryUrl'],
+        ['ValidRepositoryCredential', 'False', 'InvalidCredentials'],
+      ],
+    );
+
+    // An Opaque Secret without the documented keys is still refused, naming what is missing.
+    await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: secretPath(),
+      body: { metadata: { name: 'unrelated-opaque' }, stringData: { token: 'abc' } },
+    });
+    await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: crPath(),
+      body: repositoryCredential(
+        'unrelated',
+        { repository: git.url('documented'), secret: 'unrelated-opaque' },
+        { labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
+      ),
+    });
+    const message =
+      "Secret 'unrelated-opaque' is invalid: it must contain username and password, or sshPrivateKey";
+    assert.deepEqual(await firstReasonBecomes('unrelated', 'SecretInvalidType'), [
+      ['ErrorOccurred', 'True', 'SecretInvalidType', message],
+      ['ValidRepositoryURL', 'False', 'SecretInvalidType', message],
+      ['ValidRepositoryCredential', 'False', 'SecretInvalidType', message],
+    ]);
+  });
+
   test('a Failed RepositoryCredentials operation is reported in ErrorOccurred; the validation conditions stay', async () => {
     await kubeRequest(f.kc, {
       method: HttpMethod.POST,

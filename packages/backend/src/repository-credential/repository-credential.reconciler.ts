@@ -123,8 +123,9 @@ function unusableValue(key: string, value: string | undefined | null, multiline 
 /** A user Secret's credentials (pure; exported for tests). */
 export function credentialsOfSecret(secretName: string, secret: unknown): SecretRead {
   const object = isJsonObject(secret) ? secret : {};
-  const type = typeof object.type === 'string' ? object.type : 'Opaque';
-  if (type !== SecretType.RepositoryCredential) {
+  // The API server writes `Opaque` for a Secret created without a type (as the public API document shows it).
+  const type = typeof object.type === 'string' && object.type !== '' ? object.type : SecretType.Opaque;
+  if (type !== SecretType.RepositoryCredential && type !== SecretType.Opaque) {
     return { ok: false, outcome: { kind: 'secretInvalidType', secret: secretName, type } };
   }
   const data = isJsonObject(object.data) ? object.data : {};

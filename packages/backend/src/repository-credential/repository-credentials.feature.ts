@@ -1,8 +1,9 @@
 /**
- * The GitOpsDeploymentRepositoryCredential feature: its CRs (this shard) and the repository-credential
- * Secrets (by type, every namespace) → work queue keys of the CRs that reference the Secret in the same
- * namespace (references never cross namespaces); operation state changes → the owner's key; a slow sweep
- * finds rows whose CR is gone. The reconciler's `requeueAfter` re-validates periodically.
+ * The GitOpsDeploymentRepositoryCredential feature: its CRs (this shard) and the Secrets a CR may reference
+ * (by type, every namespace: `managed-gitops.redhat.com/repository-credential`, and `Opaque`, the type of a
+ * Secret written without one, cached as metadata only) → work queue keys of the CRs that reference the Secret
+ * in the same namespace (references never cross namespaces); operation state changes → the owner's key; a
+ * slow sweep finds rows whose CR is gone. The reconciler's `requeueAfter` re-validates periodically.
  */
 import { SecretType } from '@gitops/api';
 import { type KubeObject, objectKey } from '@gitops/shared';
@@ -14,8 +15,22 @@ import {
   parseRepositoryCredentialSpec,
 } from './repository-credential.reconciler.ts';
 
-/** The Secrets the feature watches (field selector of the Secret informer). */
+/** The Secrets the feature watches (field selectors of the two Secret informers). */
 export const REPOSITORY_CREDENTIAL_SECRET_FIELD_SELECTOR = `type=${SecretType.RepositoryCredential}`;
+export const OPAQUE_SECRET_FIELD_SELECTOR = `type=${SecretType.Opaque}`;
+
+/**
+ * Only what the watch needs of an Opaque Secret: most Opaque Secrets of a cluster are no credentials of ours,
+ * and the reconciler reads the one a CR names with a live GET, so the cache keeps no Secret data.
+ */
+export function secretMetadataOnly(secret: KubeObject): KubeObject {
+  const { name, namespace, uid, resourceVersion } = secret.metadata;
+  return {
+    apiVersion: secret.apiVersion,
+    kind: secret.kind,
+    metadata: { name, namespace, uid, resourceVersion },
+  };
+}
 
 export type RepositoryCredentialsFeature = CrController;
 
@@ -25,11 +40,15 @@ export function createRepositoryCredentialsFeature(ctx: BackendContext): Reposit
     { apiVersion: 'v1', plural: 'secrets' },
     { fieldSelector: REPOSITORY_CREDENTIAL_SECRET_FIELD_SELECTOR },
   );
+  const opaqueSecrets = ctx.informer(
+    { apiVersion: 'v1', plural: 'secrets' },
+    { fieldSelector: OPAQUE_SECRET_FIELD_SELECTOR, transform: secretMetadataOnly },
+  );
   return createCrController({
     kind: RepositoryCredentialCr,
     db: ctx.db,
     informer,
-    alsoReads: [secrets],
+    alsoReads: [secrets, opaqueSecrets],
     registry: ctx.registry,
     logger: ctx.logger.child({ controller: 'gitopsdeploymentrepositorycredential' }),
     concurrency: ctx.config.maxConcurrentReconciles,
@@ -49,13 +68,14 @@ export function createRepositoryCredentialsFeature(ctx: BackendContext): Reposit
           if (parseRepositoryCredentialSpec(cr.spec).secret === secret.metadata.name) enqueue(objectKey(cr));
         }
       };
-      return [
-        secrets.onAdd(enqueueUsersOf),
-        secrets.onUpdate((a, b) => {
+      // A Secret whose type changes is a new object (type is immutable), so each informer sees all of its life.
+      return [secrets, opaqueSecrets].flatMap((source) => [
+        source.onAdd(enqueueUsersOf),
+        source.onUpdate((a, b) => {
           if (a.metadata.resourceVersion !== b.metadata.resourceVersion) enqueueUsersOf(b);
         }),
-        secrets.onDelete(enqueueUsersOf),
-      ];
+        source.onDelete(enqueueUsersOf),
+      ]);
     },
   });
 }
