@@ -700,12 +700,24 @@ describe('GitOpsDeploymentManagedEnvironment admission', () => {
     );
   });
 
-  test('rejects a ManagedEnvironment without apiURL, credentialsSecret or allowInsecureSkipTLSVerify', async () => {
-    for (const field of ['apiURL', 'credentialsSecret', 'allowInsecureSkipTLSVerify'] as const) {
+  test('rejects a ManagedEnvironment without apiURL or credentialsSecret', async () => {
+    for (const field of ['apiURL', 'credentialsSecret'] as const) {
       const spec: Spec = { ...managedEnvironment };
       delete spec[field];
       await expectRejected(Kind.GitOpsDeploymentManagedEnvironment, spec, `spec.${field}: Required value`);
     }
+  });
+
+  test('accepts a ManagedEnvironment without allowInsecureSkipTLSVerify (optional in the public API document) and reads it back false', async () => {
+    const { allowInsecureSkipTLSVerify: _omitted, ...spec } = managedEnvironment;
+    const stored = await expectAccepted(Kind.GitOpsDeploymentManagedEnvironment, spec);
+    assert.equal((stored.spec as Spec).allowInsecureSkipTLSVerify, false);
+    const read = await call(
+      endpoint,
+      'GET',
+      objectPath(Kind.GitOpsDeploymentManagedEnvironment, nameOf(stored)),
+    );
+    assert.equal((read.body.spec as Spec).allowInsecureSkipTLSVerify, false);
   });
 
   test('stores a standard metav1.Condition with observedGeneration through /status, and rejects a malformed one', async () => {

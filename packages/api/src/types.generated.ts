@@ -43,9 +43,9 @@ export interface GitOpsDeploymentManagedEnvironmentSpec {
    */
   credentialsSecret: string;
   /**
-   * AllowInsecureSkipTLSVerify lets Argo CD connect even if the cluster's TLS certificate is not trusted.
+   * AllowInsecureSkipTLSVerify lets Argo CD connect even if the cluster's TLS certificate is not trusted. Optional; false when not given.
    */
-  allowInsecureSkipTLSVerify: boolean;
+  allowInsecureSkipTLSVerify?: boolean;
   /**
    * CreateNewServiceAccount, when true, makes the service create its own ServiceAccount (with a ClusterRole/Binding) on the cluster using the Secret's credentials, and deploy with that; when false (default) the Secret's credentials are used as they are.
    */

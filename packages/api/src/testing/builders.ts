@@ -45,7 +45,10 @@ export function syncRun(
   };
 }
 
-/** `allowInsecureSkipTLSVerify` (required by the schema) is false unless the spec says otherwise. */
+/**
+ * `allowInsecureSkipTLSVerify` is false unless the spec says otherwise (spelled out, as the API server's
+ * default would fill it in; the CRD test shows that default on an object written without the field).
+ */
 export function managedEnvironment(
   name: string,
   spec: Omit<GitOpsDeploymentManagedEnvironmentSpec, 'allowInsecureSkipTLSVerify'> &

@@ -80,6 +80,14 @@ describe('ManagedEnvironment connection checks', () => {
     }
   });
 
+  it('reads a spec without allowInsecureSkipTLSVerify (optional, default false) as verifying TLS', () => {
+    const { allowInsecureSkipTLSVerify: _omitted, ...withoutField } = spec;
+    const parsed = parseManagedEnvironmentSpec(withoutField);
+    assert.equal(parsed.ok && parsed.value.allowInsecureSkipTLSVerify, false);
+    const insecure = parseManagedEnvironmentSpec({ ...spec, allowInsecureSkipTLSVerify: true });
+    assert.equal(insecure.ok && insecure.value.allowInsecureSkipTLSVerify, true);
+  });
+
   it('rejects namespaces that are not DNS-1123 labels', () => {
     const parsed = parseManagedEnvironmentSpec({ ...spec, namespaces: ['ok', 'Not_OK'] });
     assert.equal(parsed.ok, false);
