@@ -2,7 +2,8 @@
  * CloudServicesRequest against the real API server and the local cloud services API over real HTTP:
  * golden path with the exact field mapping, the generation gate (checked through the request log), a
  * forceRefresh bump, token failures, every API error code, validation, a partial failure that keeps the
- * previous lists, a transient 503 then success, malformed JSON and a hanging API.
+ * previous lists, a transient 503 then success, malformed JSON, 200 answers that are not the promised
+ * objects, and a hanging API.
  */
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
@@ -301,5 +302,61 @@ describe('CloudServicesRequest', () => {
       ),
       JSON.stringify(events),
     );
+  });
+
+  it('reports 200 answers that are not the promised objects as MalformedResponse on their step, keeping the previous lists', async () => {
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    const cases: [
+      route: 'token' | 'listKafkas' | 'listRegistries',
+      body: unknown,
+      condition: string,
+      message: string,
+    ][] = [
+      ['listKafkas', 'a string', 'UserKafkasUpToDate', 'list kafkas: the answer is not a JSON object'],
+      ['listKafkas', [kafka], 'UserKafkasUpToDate', 'list kafkas: the answer is not a JSON object'],
+      ['listKafkas', { items: 'x' }, 'UserKafkasUpToDate', 'list kafkas: items is not a list (string)'],
+      [
+        'listKafkas',
+        { items: [kafka, 42] },
+        'UserKafkasUpToDate',
+        'list kafkas: items[1] is not a JSON object',
+      ],
+      [
+        'listKafkas',
+        { items: [{ name: 'no id' }] },
+        'UserKafkasUpToDate',
+        'list kafkas: items[0].id is not a non-empty string (undefined)',
+      ],
+      [
+        'listRegistries',
+        { items: ['schemas'] },
+        'ServiceRegistriesUpToDate',
+        'list registries: items[0] is not a JSON object',
+      ],
+      ['token', 'a string', 'AcccesTokenSecretValid', 'token exchange: the answer is not a JSON object'],
+    ];
+    await f.create(KIND, 'shapes', { accessTokenSecretName: TOKEN_SECRET });
+    const good = await f.waitFinished(KIND, 'shapes', 'True');
+    for (const [route, body, step, message] of cases) {
+      f.api.inject(route, { status: 200, body });
+      try {
+        await f.forceRefresh(KIND, 'shapes');
+        const cr = await f.waitFinished(KIND, 'shapes', 'False');
+        const label = `${route} ${JSON.stringify(body)}`;
+        assert.equal(condition(cr, step)?.status, 'False', label);
+        assert.equal(condition(cr, step)?.reason, 'MalformedResponse', label);
+        assert.equal(condition(cr, step)?.message, message, label);
+        assert.equal(condition(cr, 'Finished')?.message, message, label);
+        assert.deepEqual(cr.status?.userKafkas, good.status?.userKafkas, label);
+        assert.deepEqual(cr.status?.serviceRegistries, good.status?.serviceRegistries, label);
+      } finally {
+        f.api.clearFaults();
+      }
+    }
+    // The operator kept serving: the next refresh succeeds.
+    await f.forceRefresh(KIND, 'shapes');
+    const again = await f.waitFinished(KIND, 'shapes', 'True');
+    assert.deepEqual(again.status?.userKafkas, good.status?.userKafkas);
   });
 });

@@ -2,7 +2,8 @@
  * CloudServiceAccountRequest against the real API server and the local cloud services API: the service
  * account and its Secret (base64 keys, owner reference, `message: Created`), one service account per
  * processing, a Secret it owns updated on a re-trigger, a Secret owned by someone else refused before any
- * service account is created, API errors on ServiceAccountCreated, validation.
+ * service account is created, API errors and answers that are not a service account on
+ * ServiceAccountCreated, validation.
  */
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
@@ -138,6 +139,41 @@ describe('CloudServiceAccountRequest', () => {
       assert.equal(await f.getSecret('limit-sa'), undefined);
     } finally {
       f.api.clearFaults();
+    }
+  });
+
+  it('reports a 200 answer that is not a service account as MalformedResponse, and writes no Secret', async () => {
+    const cases: [name: string, body: unknown, message: string][] = [
+      ['m-string', 'a string', 'create service account: the answer is not a JSON object'],
+      [
+        'm-array',
+        [{ client_id: 'x', client_secret: 'y' }],
+        'create service account: the answer is not a JSON object',
+      ],
+      [
+        'm-secret',
+        { client_id: 'x', client_secret: 5 },
+        'create service account: client_secret is not a non-empty string (number)',
+      ],
+    ];
+    for (const [name, body, message] of cases) {
+      f.api.inject('createServiceAccount', { status: 200, body });
+      try {
+        await f.create(KIND, name, spec(`${name}-sa`));
+        const cr = await f.waitFinished(KIND, name, 'False');
+        assert.deepEqual(
+          cr.status?.conditions?.map((c) => [c.type, c.status, c.reason, c.message]),
+          [
+            ['AcccesTokenSecretValid', 'True', '', ''],
+            ['ServiceAccountCreated', 'False', 'MalformedResponse', message],
+            ['ServiceAccountSecretCreated', 'Unknown', '', ''],
+            ['Finished', 'False', 'MalformedResponse', message],
+          ],
+        );
+        assert.equal(await f.getSecret(`${name}-sa`), undefined);
+      } finally {
+        f.api.clearFaults();
+      }
     }
   });
 
