@@ -60,6 +60,13 @@ export interface KindProcessor {
 /** Longest id accepted (ids go into a URL path). */
 const MAX_ID_LENGTH = 256;
 const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** Longest name of a Secret (a DNS-1123 subdomain). */
+export const MAX_SECRET_NAME_LENGTH = 253;
+
+/** Is `value` a valid Secret name (a DNS-1123 subdomain of at most 253 characters)? */
+export function isSecretName(value: string): boolean {
+  return value.length <= MAX_SECRET_NAME_LENGTH && dns1123Subdomain.test(value);
+}
 
 export type FieldKind = 'object' | 'secretName' | 'id' | 'text';
 
@@ -96,7 +103,7 @@ export function validate(
         RhoasReason.InvalidUserInput,
         RhoasMessage.missingArgument(path),
       );
-    if (kind === 'secretName' && (!dns1123Subdomain.test(value as string) || (value as string).length > 253))
+    if (kind === 'secretName' && !isSecretName(value as string))
       progress.fail(
         RhoasConditionType.Finished,
         RhoasReason.InvalidUserInput,
@@ -164,11 +171,38 @@ export async function accessToken(
   }
 }
 
+interface OwnerReference {
+  apiVersion?: string;
+  kind?: string;
+  name?: string;
+  uid?: string;
+  controller?: boolean;
+}
+
+/** The controller ownerReference of `object`, if any. */
+export function controllerOf(object: KubeObject): OwnerReference | undefined {
+  const refs = (object.metadata as { ownerReferences?: OwnerReference[] }).ownerReferences;
+  return (refs ?? []).find((r) => r.controller === true);
+}
+
 /** Does `owner` (by uid) control `object`? */
 export function isControlledBy(object: KubeObject, owner: KubeObject): boolean {
-  const refs = (object.metadata as { ownerReferences?: { uid?: string; controller?: boolean }[] })
-    .ownerReferences;
-  return (refs ?? []).some((r) => r.uid === owner.metadata.uid && r.controller === true);
+  const controller = controllerOf(object);
+  return (
+    controller !== undefined && owner.metadata.uid !== undefined && controller.uid === owner.metadata.uid
+  );
+}
+
+/** The controller ownerReference that makes `owner` own an object (and the garbage collector delete it). */
+export function ownerReferenceTo(kind: KindDescriptor, owner: RhoasObject) {
+  return {
+    apiVersion: kind.apiVersion,
+    kind: kind.kind,
+    name: owner.metadata.name,
+    uid: owner.metadata.uid,
+    controller: true,
+    blockOwnerDeletion: false,
+  };
 }
 
 /** Writes Secret `name` owned by (and garbage-collected with) `owner`, by server-side apply. */
@@ -201,16 +235,7 @@ export async function applyOwnedSecret(
         name: secret.name,
         namespace: owner.metadata.namespace,
         ...(secret.labels ? { labels: secret.labels } : {}),
-        ownerReferences: [
-          {
-            apiVersion: kind.apiVersion,
-            kind: kind.kind,
-            name: owner.metadata.name,
-            uid: owner.metadata.uid,
-            controller: true,
-            blockOwnerDeletion: false,
-          },
-        ],
+        ownerReferences: [ownerReferenceTo(kind, owner)],
       },
       ...(secret.type ? { type: secret.type } : {}),
       data,

@@ -1,7 +1,9 @@
 /**
  * KafkaConnection against the real API server and the local cloud services API: the golden path with the
  * exact status and metadata map, the labels step, the servicebinding.io binding Secret, a 404 kafka,
- * validation of every required field, and a missing service-account Secret.
+ * validation of every required field, a missing service-account Secret, a Secret of the binding's name it
+ * does not own (left alone, SecretConflict), one of an earlier connection or on its way out (waited for),
+ * the longest name, and answers that are not a Kafka instance (MalformedResponse).
  */
 import assert from 'node:assert/strict';
 import { HttpMethod, kubeRequest } from '@gitops/shared';
@@ -17,6 +19,9 @@ import {
 
 const KIND = 'KafkaConnection';
 const SA_SECRET = 'rh-cloud-services-service-account';
+const conditionRows = (cr: {
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+}) => cr.status?.conditions?.map((c) => [c.type, c.status, c.reason, c.message]);
 const decode = (data: Record<string, string> | undefined) =>
   Object.fromEntries(
     Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
@@ -227,6 +232,188 @@ describe('KafkaConnection', () => {
       (await f.events('no-sa')).some(
         (e) => e.type === 'Warning' && e.reason === 'ServiceAccountSecretMissing',
       ),
+    );
+  });
+
+  const dropFinalizers = (name: string) =>
+    kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `/api/v1/namespaces/${f.namespace}/secrets/${name}`,
+      body: { metadata: { finalizers: null } },
+      contentType: 'application/merge-patch+json',
+    }).catch(() => undefined);
+  const controllerUid = (secret: { metadata: Record<string, unknown> } | undefined) =>
+    (secret?.metadata.ownerReferences as { uid: string; controller?: boolean }[] | undefined)?.find(
+      (o) => o.controller,
+    )?.uid;
+
+  it('leaves a Secret of the binding name that it does not own exactly as it was, reports SecretConflict, and the Secret outlives the connection', async () => {
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    const users = await f.createSecret(
+      'mine-binding',
+      { type: 'kafka', 'bootstrap-servers': 'users-own.example.test:443', password: 'the-users-own-secret' },
+      undefined,
+      { type: 'servicebinding.io/kafka' },
+    );
+    await f.create(KIND, 'mine', spec(kafka.id));
+    // A connection with a binding of its own, to see the garbage collector at work below.
+    await f.create(KIND, 'ours', spec(kafka.id));
+    const cr = await f.waitFinished(KIND, 'mine', 'False');
+    const message =
+      'Secret mine-binding exists and is not owned by this KafkaConnection; no binding Secret was written';
+    assert.deepEqual(conditionRows(cr), [
+      ['AcccesTokenSecretValid', 'True', '', ''],
+      ['FoundKafkaById', 'True', '', ''],
+      ['Finished', 'False', 'SecretConflict', message],
+    ]);
+    assert.equal(cr.status?.binding, undefined);
+    // Not written, not adopted, no owner reference: the same object, resourceVersion included.
+    assert.deepEqual(await f.getSecret('mine-binding'), users);
+    await eventually('the ProcessingFailed Event', async () =>
+      (await f.events('mine')).some(
+        (e) =>
+          e.type === 'Warning' &&
+          e.reason === 'ProcessingFailed' &&
+          e.message === `SecretConflict: ${message}`,
+      ),
+    );
+
+    const ours = await f.waitFinished(KIND, 'ours', 'True');
+    assert.equal(controllerUid(await f.getSecret('ours-binding')), ours.metadata.uid);
+    await f.delete(KIND, 'mine');
+    await f.delete(KIND, 'ours');
+    await eventually('the garbage collector deleted the binding Secret the operator owned', async () =>
+      (await f.getSecret('ours-binding')) === undefined ? true : undefined,
+    );
+    assert.deepEqual(await f.getSecret('mine-binding'), users);
+    const visible = JSON.stringify([cr, await f.events('mine')]) + f.logText();
+    assert.ok(!visible.includes('the-users-own-secret'));
+  });
+
+  it('waits while the binding Secret of an earlier connection of the same name awaits garbage collection, then writes its own', async () => {
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    const first = await f.create(KIND, 'again', spec(kafka.id));
+    await f.waitFinished(KIND, 'again', 'True');
+    // Hold the Secret as a slow garbage collector would, then delete and create the connection again.
+    await kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `/api/v1/namespaces/${f.namespace}/secrets/again-binding`,
+      body: { metadata: { finalizers: ['rhoas.example.test/hold'] } },
+      contentType: 'application/merge-patch+json',
+    });
+    try {
+      await f.delete(KIND, 'again');
+      await eventually('the first connection is gone', async () =>
+        (await f.get(KIND, 'again')) === undefined ? true : undefined,
+      );
+      const second = await f.create(KIND, 'again', spec(kafka.id));
+      assert.notEqual(second.metadata.uid, first.metadata.uid);
+      const waiting = await f.waitFinished(KIND, 'again', 'False');
+      assert.deepEqual(conditionRows(waiting)?.at(-1), [
+        'Finished',
+        'False',
+        'SecretConflict',
+        'Secret again-binding exists and is owned by an earlier KafkaConnection of this name; retried until the garbage collector has deleted it',
+      ]);
+      assert.equal(controllerUid(await f.getSecret('again-binding')), first.metadata.uid);
+    } finally {
+      await dropFinalizers('again-binding');
+    }
+    // No spec change: the retry writes the new connection's own Secret once the old one is gone.
+    const done = await eventually('the second connection Finished=True with its own binding', async () => {
+      const cr = await f.get(KIND, 'again');
+      const secret = await f.getSecret('again-binding');
+      return condition(cr, 'Finished')?.status === 'True' && controllerUid(secret) === cr?.metadata.uid
+        ? cr
+        : undefined;
+    });
+    assert.deepEqual(done.status?.binding, { name: 'again-binding' });
+  });
+
+  it('waits while a Secret of the binding name is being deleted, and never writes it', async () => {
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    await f.createSecret('leaving-binding', { note: 'the users own' }, undefined, {
+      finalizers: ['rhoas.example.test/hold'],
+    });
+    try {
+      await f.deleteSecret('leaving-binding');
+      const leaving = await f.getSecret('leaving-binding');
+      assert.ok(leaving?.metadata.deletionTimestamp);
+      await f.create(KIND, 'leaving', spec(kafka.id));
+      const cr = await f.waitFinished(KIND, 'leaving', 'False');
+      assert.deepEqual(conditionRows(cr)?.at(-1), [
+        'Finished',
+        'False',
+        'BindingSecretFailed',
+        'binding Secret leaving-binding could not be written: it is being deleted (retried until it is gone)',
+      ]);
+      assert.deepEqual(await f.getSecret('leaving-binding'), leaving);
+    } finally {
+      await dropFinalizers('leaving-binding');
+    }
+    const done = await f.waitFinished(KIND, 'leaving', 'True');
+    const binding = await f.getSecret('leaving-binding');
+    assert.equal(controllerUid(binding), done.metadata.uid);
+    assert.equal(decode(binding?.data).note, undefined);
+  });
+
+  it('gives the longest valid name (253 characters) a valid binding Secret of its own', async () => {
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    const name = `${'d'.repeat(244)}.${'e'.repeat(8)}`;
+    await f.create(KIND, name, spec(kafka.id));
+    const cr = await f.waitFinished(KIND, name, 'True');
+    const binding = (cr.status?.binding as { name?: string } | undefined)?.name ?? '';
+    assert.match(binding, /^d{234}-[0-9a-f]{10}-binding$/);
+    const secret = await f.getSecret(binding);
+    assert.equal(secret?.type, 'servicebinding.io/kafka');
+    assert.equal(controllerUid(secret), cr.metadata.uid);
+    assert.equal(decode(secret?.data)['bootstrap-servers'], kafka.bootstrap_server_host);
+  });
+
+  it('reports a 200 answer that is not a Kafka instance as MalformedResponse on FoundKafkaById, writes no binding, and keeps serving', async () => {
+    const kafka = f.seed.kafkas[0];
+    assert.ok(kafka);
+    const cases: [name: string, body: unknown, message: string][] = [
+      ['m-string', 'a string', 'get kafka: the answer is not a JSON object'],
+      ['m-array', [kafka], 'get kafka: the answer is not a JSON object'],
+      ['m-number', 42, 'get kafka: the answer is not a JSON object'],
+      ['m-no-id', { ...kafka, id: undefined }, 'get kafka: id is not a non-empty string (undefined)'],
+      [
+        'm-host',
+        { ...kafka, bootstrap_server_host: 9092 },
+        'get kafka: bootstrap_server_host is not a string (number)',
+      ],
+      [
+        'm-other',
+        { ...kafka, id: 'another' },
+        `get kafka: the answer is Kafka instance another, not ${kafka.id}`,
+      ],
+    ];
+    for (const [name, body, message] of cases) {
+      f.api.inject('getKafka', { status: 200, body });
+      try {
+        await f.create(KIND, name, spec(kafka.id));
+        const cr = await f.waitFinished(KIND, name, 'False');
+        assert.deepEqual(conditionRows(cr), [
+          ['AcccesTokenSecretValid', 'True', '', ''],
+          ['FoundKafkaById', 'False', 'MalformedResponse', message],
+          ['Finished', 'False', 'MalformedResponse', message],
+        ]);
+        assert.equal(cr.status?.bootstrapServerHost, undefined);
+        assert.equal(cr.status?.binding, undefined);
+        assert.equal(await f.getSecret(`${name}-binding`), undefined);
+      } finally {
+        f.api.clearFaults();
+      }
+    }
+    await f.create(KIND, 'after-malformed', spec(kafka.id));
+    assert.equal(
+      (await f.waitFinished(KIND, 'after-malformed', 'True')).status?.bootstrapServerHost,
+      kafka.bootstrap_server_host,
     );
   });
 });

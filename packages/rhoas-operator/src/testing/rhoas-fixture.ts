@@ -54,7 +54,12 @@ export interface RhoasFixture {
   settled(): Promise<void>;
   /** Stops the operator and starts a new one (a restart), with extra environment. */
   restartOperator(env?: Record<string, string>): Promise<void>;
-  createSecret(name: string, data: Record<string, string>, ownerReferences?: unknown[]): Promise<KubeObject>;
+  createSecret(
+    name: string,
+    data: Record<string, string>,
+    ownerReferences?: unknown[],
+    extra?: { type?: string; finalizers?: string[] },
+  ): Promise<KubeObject>;
   getSecret(
     name: string,
   ): Promise<(KubeObject & { data?: Record<string, string>; type?: string }) | undefined>;
@@ -145,14 +150,20 @@ export async function createRhoasFixture(options: RhoasFixtureOptions = {}): Pro
       operator = build(env);
       await operator.start();
     },
-    async createSecret(name, data, ownerReferences) {
+    async createSecret(name, data, ownerReferences, extra = {}) {
       return (await kubeRequest(kc, {
         method: HttpMethod.POST,
         path: `/api/v1/namespaces/${namespace}/secrets`,
         body: {
           apiVersion: 'v1',
           kind: 'Secret',
-          metadata: { name, namespace, ...(ownerReferences ? { ownerReferences } : {}) },
+          metadata: {
+            name,
+            namespace,
+            ...(ownerReferences ? { ownerReferences } : {}),
+            ...(extra.finalizers ? { finalizers: extra.finalizers } : {}),
+          },
+          ...(extra.type ? { type: extra.type } : {}),
           stringData: data,
         },
       })) as KubeObject;
