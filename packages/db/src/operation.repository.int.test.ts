@@ -6,6 +6,7 @@ import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { deleteClusterUser } from './cluster-user.repository.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
+import { upsertEngineInstance } from './engine-instance.repository.ts';
 import {
   boundedOperationMessage,
   claimUndeliveredOperations,
@@ -36,6 +37,8 @@ import {
 let testDb: TestDatabase;
 let db: Kysely<Database>;
 let instance: EngineInstanceRow;
+/** The cluster of givenEngineInstance's instances, and so of the relay these tests play. */
+const CLUSTER = 'test-cluster';
 
 beforeAll(async () => {
   testDb = await createTestDatabase({ max: 10 });
@@ -204,8 +207,8 @@ describe('claimUndeliveredOperations', () => {
     const trxA = await db.startTransaction().execute();
     const trxB = await db.startTransaction().execute();
     try {
-      const claimedA = await claimUndeliveredOperations(trxA, 6);
-      const claimedB = await claimUndeliveredOperations(trxB, 6);
+      const claimedA = await claimUndeliveredOperations(trxA, 6, CLUSTER);
+      const claimedB = await claimUndeliveredOperations(trxB, 6, CLUSTER);
       assert.equal(claimedA.length, 6);
       assert.equal(claimedB.length, 4, 'B gets only what A did not lock');
       const idsA = new Set(claimedA.map((o) => o.id));
@@ -228,7 +231,7 @@ describe('claimUndeliveredOperations', () => {
         .execute()
         .catch(() => {});
     }
-    const remaining = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100));
+    const remaining = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100, CLUSTER));
     assert.equal(remaining.length, 4, 'operations of the rolled-back claim are claimable again');
   });
 
@@ -240,7 +243,7 @@ describe('claimUndeliveredOperations', () => {
     const relay = async () => {
       for (;;) {
         const batch = await db.transaction().execute(async (trx) => {
-          const claimed = await claimUndeliveredOperations(trx, 3);
+          const claimed = await claimUndeliveredOperations(trx, 3, CLUSTER);
           await markOperationsDelivered(
             trx,
             claimed.map((o) => o.id),
@@ -271,7 +274,7 @@ describe('claimUndeliveredOperations', () => {
       const second = await givenListeningAgentSession(testDb.url, instance.id);
       await second.end();
       assert.equal(second.held, false);
-      const claimed = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100));
+      const claimed = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100, CLUSTER));
       assert.deepEqual(
         claimed.map((o) => o.id),
         [unheard.id],
@@ -282,24 +285,51 @@ describe('claimUndeliveredOperations', () => {
     }
     // The session ended (an agent crash looks the same to PostgreSQL): the lock is gone with it.
     await eventually('the lock released', async () => !(await isAgentListening(db, instance.id)));
-    const after = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100));
+    const after = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100, CLUSTER));
     assert.deepEqual(new Set(after.map((o) => o.id)), new Set([heard.id, unheard.id]));
+  });
+
+  test('operations of an engine instance on another cluster get no CR (its agent hears them there)', async () => {
+    await drainRelayQueue();
+    const elsewhere = await upsertEngineInstance(db, {
+      name: `elsewhere-${randomUUID()}`,
+      namespaceName: 'argocd',
+      namespaceUid: randomUUID(),
+      clusterIdentity: 'another-cluster',
+    });
+    const here = (await announce(applicationChange())).operation;
+    const there = (await announce(applicationChange(randomUUID(), elsewhere.id))).operation;
+    const claimed = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100, CLUSTER));
+    assert.deepEqual(
+      claimed.map((o) => o.id),
+      [here.id],
+    );
+    const byTheOtherCluster = await db
+      .transaction()
+      .execute((trx) => claimUndeliveredOperations(trx, 100, 'another-cluster'));
+    assert.deepEqual(
+      byTheOtherCluster.map((o) => o.id),
+      [there.id],
+    );
+    await drainRelayQueue();
+    await announce(applicationChange(randomUUID(), elsewhere.id));
+    assert.equal(await hasUndeliveredOperations(db, CLUSTER), false);
   });
 
   test('hasUndeliveredOperations says whether a claim would find anything', async () => {
     await drainRelayQueue();
-    assert.equal(await hasUndeliveredOperations(db), false);
+    assert.equal(await hasUndeliveredOperations(db, CLUSTER), false);
     const agent = await givenListeningAgentSession(testDb.url, instance.id);
     try {
       await announce(applicationChange());
-      assert.equal(await hasUndeliveredOperations(db), false, 'the listening agent has it');
+      assert.equal(await hasUndeliveredOperations(db, CLUSTER), false, 'the listening agent has it');
     } finally {
       await agent.end();
     }
     await eventually('the lock released', async () => !(await isAgentListening(db, instance.id)));
-    assert.equal(await hasUndeliveredOperations(db), true);
+    assert.equal(await hasUndeliveredOperations(db, CLUSTER), true);
     await drainRelayQueue();
-    assert.equal(await hasUndeliveredOperations(db), false);
+    assert.equal(await hasUndeliveredOperations(db, CLUSTER), false);
   });
 
   test('delivered, finished and delivery-backoff operations are not claimed', async () => {
@@ -311,7 +341,7 @@ describe('claimUndeliveredOperations', () => {
     await recordDeliveryFailure(db, backingOff.id, 3_600_000);
     const inProgress = (await announce(applicationChange())).operation;
     await startOperation(db, inProgress.id);
-    const claimed = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100));
+    const claimed = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100, CLUSTER));
     assert.deepEqual(
       claimed.map((o) => o.id),
       [inProgress.id],

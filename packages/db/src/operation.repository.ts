@@ -262,9 +262,10 @@ export async function isAgentListening(db: Kysely<Database>, engineInstanceId: s
 export async function claimUndeliveredOperations(
   trx: Transaction<Database>,
   limit: number,
+  /** Only instances on this cluster (the relay's own, `clusterIdentity`): their namespaces are the ones it can write. */
+  clusterIdentity: string,
 ): Promise<ClaimedOperation[]> {
-  return await deliverable(trx)
-    .innerJoin('engine_instance as e', 'e.id', 'o.engine_instance_id')
+  return await deliverable(trx, clusterIdentity)
     .selectAll('o')
     .select('e.namespace_name as engine_instance_namespace')
     .orderBy('o.created_at')
@@ -280,18 +281,27 @@ export async function claimUndeliveredOperations(
  * first asks this, so a pass with nothing to deliver (the usual case while the agent listens) costs one
  * round trip instead of three.
  */
-export async function hasUndeliveredOperations(db: Kysely<Database>): Promise<boolean> {
-  const row = await deliverable(db)
+export async function hasUndeliveredOperations(
+  db: Kysely<Database>,
+  clusterIdentity: string,
+): Promise<boolean> {
+  const row = await deliverable(db, clusterIdentity)
     .select((eb) => eb.lit(1).as('one'))
     .limit(1)
     .executeTakeFirst();
   return row !== undefined;
 }
 
-/** Operations that need an Operation CR now: undelivered, unfinished, delivery due, no agent listening. */
-function deliverable(db: Kysely<Database>) {
+/**
+ * Operations that need an Operation CR now: undelivered, unfinished, delivery due, no agent listening, and of
+ * an instance on `clusterIdentity`'s cluster (an instance elsewhere hears its operations only through its
+ * agent's LISTEN and sweep: they wait there until an agent is back).
+ */
+function deliverable(db: Kysely<Database>, clusterIdentity: string) {
   return db
     .selectFrom('operation as o')
+    .innerJoin('engine_instance as e', 'e.id', 'o.engine_instance_id')
+    .where('e.cluster_identity', '=', clusterIdentity)
     .where('o.delivered_at', 'is', null)
     .where('o.state', 'in', ['Waiting', 'In_Progress'])
     .where('o.next_delivery_at', '<=', sql<Date>`now()`)

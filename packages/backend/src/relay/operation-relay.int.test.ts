@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { getApplicationByName, insertOperation, isAgentListening, upsertEngineInstance } from '@gitops/db';
 import { givenListeningAgentSession } from '@gitops/db/testing';
-import { createMetricsRegistry, createSilentLogger, loadKubeConfig } from '@gitops/shared';
+import { clusterIdentity, createMetricsRegistry, createSilentLogger, loadKubeConfig } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, test } from 'vitest';
@@ -18,6 +18,8 @@ describe('outbox relay', () => {
   afterAll(async () => {
     await f?.cleanup();
   });
+  /** The identity of the test's cluster: the relay writes Operation CRs only for instances on it. */
+  const thisCluster = () => clusterIdentity(loadKubeConfig(process.env.KUBECONFIG));
   /** A relay of its own (registry, silent logger), its sweep far away: the test drives it. */
   const newRelay = () =>
     createOperationRelay({
@@ -33,7 +35,7 @@ describe('outbox relay', () => {
       name: `relay-${randomUUID()}`,
       namespaceName: f.argoCdNamespace,
       namespaceUid: randomUUID(),
-      clusterIdentity: 'test',
+      clusterIdentity: await thisCluster(),
     });
     const ids = await f.db.transaction().execute(async (trx) => {
       const created: string[] = [];
@@ -128,7 +130,7 @@ describe('outbox relay', () => {
       name: `relay-listening-${randomUUID()}`,
       namespaceName: f.argoCdNamespace,
       namespaceUid: randomUUID(),
-      clusterIdentity: 'test',
+      clusterIdentity: await thisCluster(),
     });
     // Plays the agent's LISTEN connection: a session of its own holding the agent-listening lock.
     const agent = await givenListeningAgentSession(f.database.url, engine.id);
@@ -158,13 +160,47 @@ describe('outbox relay', () => {
     await relay.stop();
   });
 
+  test('creates no Operation CR for an engine instance registered from another cluster', async () => {
+    // Its Argo CD namespace has the same name as one here: only the cluster identity tells them apart.
+    const engine = await upsertEngineInstance(f.db, {
+      name: `relay-elsewhere-${randomUUID()}`,
+      namespaceName: f.argoCdNamespace,
+      namespaceUid: randomUUID(),
+      clusterIdentity: `another-cluster-${randomUUID()}`,
+    });
+    const { operation } = await f.db
+      .transaction()
+      .execute(async (trx) =>
+        insertOperation(trx, {
+          engineInstanceId: engine.id,
+          resourceType: 'Application',
+          resourceId: randomUUID(),
+        }),
+      );
+    const relay = newRelay();
+    assert.equal(await relay.drain(), 0);
+    assert.equal(
+      await f.getOperationCr(operation.id),
+      undefined,
+      'its agent hears it through PostgreSQL alone',
+    );
+    const row = await f.db
+      .selectFrom('operation')
+      .selectAll()
+      .where('id', '=', operation.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.delivered_at, null);
+    assert.equal(row.state, 'Waiting', 'it waits for its agent');
+    await relay.stop();
+  });
+
   test('a failed creation backs off that operation only', async () => {
     const missingNamespace = `missing-${randomUUID().slice(0, 8)}`;
     const engine = await upsertEngineInstance(f.db, {
       name: `relay-missing-${randomUUID()}`,
       namespaceName: missingNamespace,
       namespaceUid: randomUUID(),
-      clusterIdentity: 'test',
+      clusterIdentity: await thisCluster(),
     });
     const { operation } = await f.db.transaction().execute(async (trx) =>
       insertOperation(trx, {

@@ -19,6 +19,7 @@ import {
 } from '@gitops/db';
 import {
   backoffDelay,
+  clusterIdentity,
   collectionPath,
   getOrCreateCounter,
   HttpMethod,
@@ -71,6 +72,16 @@ export interface OperationRelay {
 export function createOperationRelay(options: OperationRelayOptions): OperationRelay {
   const { db, kc, logger } = options;
   const batchSize = options.batchSize ?? 20;
+  // Operation CRs go only to instances on this cluster (the one kc reaches); an instance registered from
+  // another cluster is reached through its agent alone. Asked once, on the first pass that needs it.
+  let identity: Promise<string> | undefined;
+  const ownCluster = () => {
+    identity ??= clusterIdentity(kc).catch((err: unknown) => {
+      identity = undefined;
+      throw err;
+    });
+    return identity;
+  };
   const delivered = getOrCreateCounter(options.registry, {
     name: 'gitops_relay_operation_crs_total',
     help: 'Operation CRs the relay handled, by result (created, already_existed, failed)',
@@ -111,7 +122,7 @@ export function createOperationRelay(options: OperationRelayOptions): OperationR
   /** One transaction: claim a batch, create the CRs, mark them. Returns [claimed, delivered]. */
   async function batch(): Promise<[number, number]> {
     return await db.transaction().execute(async (trx) => {
-      const claimed = await claimUndeliveredOperations(trx, batchSize);
+      const claimed = await claimUndeliveredOperations(trx, batchSize, await ownCluster());
       const results = await Promise.all(claimed.map(async (op) => [op, await createCr(op)] as const));
       const ok = results.filter(([, success]) => success).map(([op]) => op.id);
       for (const [op, success] of results) {
@@ -124,7 +135,7 @@ export function createOperationRelay(options: OperationRelayOptions): OperationR
 
   async function pass(): Promise<number> {
     let total = 0;
-    if (!(await hasUndeliveredOperations(db))) return 0;
+    if (!(await hasUndeliveredOperations(db, await ownCluster()))) return 0;
     for (;;) {
       const [claimed, ok] = await batch();
       total += ok;
