@@ -23,7 +23,12 @@ const syncRunPath = (ns: string, name: string) =>
 
 interface SyncRunObject {
   metadata: { name: string; uid: string };
-  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+  status?: {
+    phase?: string;
+    health?: string;
+    syncStatus?: string;
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+  };
 }
 
 /** RFC 3339 in whole seconds, as Argo CD writes metav1.Time. */
@@ -148,6 +153,64 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
       .where('owner_uid', '=', run.metadata.uid as string)
       .execute();
     assert.equal(syncOperations.length, 1);
+  });
+
+  it("status.health and status.syncStatus are the Application's for this SyncRun's sync: from its start, also after it ended, until a later sync starts", async () => {
+    const gd = await manualDeployment('manual-health');
+    await eventually('Application', () => application(gd));
+    const appName = `gitopsdepl-${gd.metadata.uid}`;
+    const statusOf = (
+      name: string,
+      what: string,
+      check: (s: NonNullable<SyncRunObject['status']>) => boolean,
+    ) =>
+      eventually(`SyncRun ${name}: ${what}`, async () => {
+        const run = await get<SyncRunObject>(system.kc, syncRunPath(tenant, name));
+        return run?.status && check(run.status) ? run.status : undefined;
+      });
+    // What Argo CD shows before anything was synced.
+    await f.argoCd.reportStatus(appName, { sync: { status: 'OutOfSync' }, health: { status: 'Missing' } });
+
+    await system.createSyncRun(tenant, 'health-1', { gitopsDeploymentName: 'manual-health' });
+    await eventually('sync request', async () => ((await application(gd))?.operation ? true : undefined));
+    const requested = await statusOf('health-1', 'Pending', (s) => s.phase === 'Pending');
+    // Not started in Argo CD yet: the Application's state says nothing about this sync.
+    assert.equal(requested.health, undefined);
+    assert.equal(requested.syncStatus, undefined);
+
+    await takeOperation(gd);
+    await f.argoCd.reportStatus(appName, {
+      sync: { status: 'OutOfSync' },
+      health: { status: 'Progressing' },
+    });
+    const running = await statusOf(
+      'health-1',
+      'Running and Progressing',
+      (s) => s.phase === 'Running' && s.health === 'Progressing',
+    );
+    assert.equal(running.syncStatus, 'OutOfSync');
+
+    // Argo CD ends the sync, then compares again and sees the resources become healthy.
+    await finishOperation(gd, 'Succeeded');
+    await statusOf('health-1', 'Succeeded', (s) => s.phase === 'Succeeded');
+    await f.argoCd.reportStatus(appName, { sync: { status: 'Synced' }, health: { status: 'Healthy' } });
+    const synced = await statusOf('health-1', 'Healthy', (s) => s.health === 'Healthy');
+    assert.deepEqual([synced.phase, synced.syncStatus], ['Succeeded', 'Synced']);
+
+    // A later SyncRun's sync: it shows the Application from then on; the first keeps what it showed.
+    await system.createSyncRun(tenant, 'health-2', { gitopsDeploymentName: 'manual-health' });
+    await takeOperation(gd);
+    await f.argoCd.reportStatus(appName, { sync: { status: 'OutOfSync' }, health: { status: 'Degraded' } });
+    const second = await statusOf(
+      'health-2',
+      'Running and Degraded',
+      (s) => s.phase === 'Running' && s.health === 'Degraded',
+    );
+    assert.equal(second.syncStatus, 'OutOfSync');
+    await settle();
+    const first = (await get<SyncRunObject>(system.kc, syncRunPath(tenant, 'health-1')))?.status;
+    assert.deepEqual([first?.phase, first?.health, first?.syncStatus], ['Succeeded', 'Healthy', 'Synced']);
+    await finishOperation(gd, 'Succeeded');
   });
 
   it('changing revisionID is rejected at admission', async () => {

@@ -597,7 +597,7 @@ describe('GitOpsDeploymentSyncRun admission', () => {
     );
   });
 
-  test('kubectl get shows the phase of the sync; the status keeps revision, times and message', async () => {
+  test('kubectl get shows the phase of the sync; the status keeps revision, times, message, health and sync status', async () => {
     const name = nameOf(await expectAccepted(Kind.GitOpsDeploymentSyncRun, { gitopsDeploymentName: 'a' }));
     const status = {
       phase: 'Succeeded',
@@ -605,6 +605,8 @@ describe('GitOpsDeploymentSyncRun admission', () => {
       startedAt: '2026-01-01T10:00:00Z',
       finishedAt: '2026-01-01T10:00:05Z',
       message: 'successfully synced (all tasks run)',
+      health: 'Healthy',
+      syncStatus: 'Synced',
     };
     const written = await mergePatch(Kind.GitOpsDeploymentSyncRun, name, { status }, '/status');
     assert.equal(written.status, 200, String(written.body.message));
@@ -629,6 +631,7 @@ describe('GitOpsDeploymentSyncRun admission', () => {
     const cells = (table.body.rows as { cells: unknown[] }[])[0]?.cells ?? [];
     assert.equal(cells[columns.indexOf('Phase')], 'Succeeded');
     assert.equal(cells[columns.indexOf('Synced')], 'abc123');
+    assert.equal(cells[columns.indexOf('Health')], 'Healthy');
   });
 });
 

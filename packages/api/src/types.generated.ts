@@ -386,6 +386,14 @@ export interface GitOpsDeploymentSyncRunStatus {
    */
   message?: string;
   /**
+   * Health is the Argo CD Application's health status (Healthy, Progressing, Degraded, Suspended, Missing, Unknown) from the moment Argo CD starts this sync until it starts a later sync of the same deployment; absent before. Not an enum: a newer Argo CD may add values.
+   */
+  health?: string;
+  /**
+   * SyncStatus is the Argo CD Application's sync status (Synced, OutOfSync, Unknown), over the same period as health.
+   */
+  syncStatus?: string;
+  /**
    * Conditions holds the single condition ErrorOccurred.
    */
   conditions?: GitOpsDeploymentCondition[];

@@ -3,7 +3,10 @@
  * GitOpsDeployment that appears (or changes generation) → the SyncRuns referencing it (a SyncRun created
  * before its parent proceeds); SyncOperation state changes and changes of what a sync_operation row reports
  * (NOTIFY gitops_sync_operation_changed: Argo CD's phase, revision, times, message, outcome) → the owning
- * SyncRun, whose status then says it within milliseconds; and a slow sweep for rows whose SyncRun is gone.
+ * SyncRun, whose status then says it within milliseconds; changes of an Application's state (NOTIFY
+ * gitops_application_state_changed) → the SyncRuns whose status shows that Application's health and sync
+ * status (remembered in memory by their reconciles: no database read per notification); and a slow sweep for
+ * rows whose SyncRun is gone.
  */
 import { getApiCrMappingOfSyncOperation } from '@gitops/db';
 import { type KubeObject, objectKey } from '@gitops/shared';
@@ -27,6 +30,26 @@ export function createSyncRunFeature(
 ): SyncRunFeature {
   const informer = ctx.informer(SyncRunCr.resource, { sharded: true });
   const deployments = deps.deployments.informer;
+  /** Application id → the SyncRun keys that show its health and sync status, and back. */
+  const followers = new Map<string, Set<string>>();
+  const followed = new Map<string, string>();
+  const follow = (key: string, applicationId: string | undefined) => {
+    const previous = followed.get(key);
+    if (previous === applicationId) return;
+    if (previous !== undefined) {
+      const keys = followers.get(previous);
+      keys?.delete(key);
+      if (keys?.size === 0) followers.delete(previous);
+    }
+    if (applicationId === undefined) {
+      followed.delete(key);
+      return;
+    }
+    followed.set(key, applicationId);
+    const keys = followers.get(applicationId) ?? new Set<string>();
+    keys.add(key);
+    followers.set(applicationId, keys);
+  };
   const controller = createCrController({
     kind: SyncRunCr,
     db: ctx.db,
@@ -43,6 +66,7 @@ export function createSyncRunFeature(
       deployments,
       events: ctx.events,
       selector: ctx.selector,
+      follow,
     }),
     watch: (enqueue) => {
       /** The SyncRuns of the namespace that reference this GitOpsDeployment. */
@@ -67,8 +91,15 @@ export function createSyncRunFeature(
     if (mapping?.cr_kind === SyncRunCr.kind)
       controller.queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
   }
+  function onApplicationStateChanged(applicationId: string) {
+    for (const key of followers.get(applicationId) ?? []) controller.queue.add(key);
+  }
   return {
     ...controller,
-    notifications: { ...controller.notifications, syncOperationChanged: onSyncOperationChanged },
+    notifications: {
+      ...controller.notifications,
+      syncOperationChanged: onSyncOperationChanged,
+      applicationStateChanged: onApplicationStateChanged,
+    },
   };
 }

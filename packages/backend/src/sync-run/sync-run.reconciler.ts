@@ -4,7 +4,8 @@
  * SyncOperation operation in one transaction; later reconciles (updates, resyncs) only report the sync's
  * outcome, and `spec.terminate` terminates the sync. Its status says where the sync is (`phase`, `revision`,
  * `startedAt`, `finishedAt`, `message`, from the row the agent keeps; its changes wake the SyncRun by
- * NOTIFY). A SyncRun that is gone (delete event, or orphan sweep) terminates its still-running sync
+ * NOTIFY) and what the Application shows for it (`health`, `syncStatus`, from the agent's application_state;
+ * the feature wakes the SyncRun on its changes while `follow` says the Application is this sync's). A SyncRun that is gone (delete event, or orphan sweep) terminates its still-running sync
  * (desired_state Terminated + operation) or, when finished, only loses its rows. No finalizer is used:
  * the delete event and the orphan sweep (at start and every RESYNC_INTERVAL) find deleted SyncRuns.
  */
@@ -14,7 +15,14 @@ import {
   SyncRunConditionType,
   SyncRunMessage,
 } from '@gitops/api';
-import { type Database, getApplication, getLatestOperationOfOwner } from '@gitops/db';
+import {
+  type Database,
+  getApplication,
+  getApplicationState,
+  getLatestOperationOfOwner,
+  listSyncOperationsOfApplication,
+  type SyncOperationRow,
+} from '@gitops/db';
 import {
   type EventRecorder,
   findCondition,
@@ -37,6 +45,7 @@ import { isJsonObject } from '../json.ts';
 import { SyncRunCr } from '../kinds.ts';
 import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
+import { parseApplicationState } from '../status/deployment-status.ts';
 import {
   FINISHED_SYNC_RUN_PHASES,
   parseSyncRunSpec,
@@ -45,9 +54,11 @@ import {
   SyncRunPhase,
   SyncRunSyncMessage,
   type SyncRunSyncStatus,
+  syncRunApplicationStatus,
   syncRunCondition,
   syncRunErrorState,
   syncRunSyncStatus,
+  syncStartedInArgoCd,
   syncStatusChanges,
 } from './sync-run.status.ts';
 import { releaseGoneSyncRuns, requestSync, syncOperationOf, terminateSync } from './sync-run.store.ts';
@@ -78,6 +89,11 @@ export interface SyncRunReconcilerOptions {
   events: EventRecorder;
   selector?: LabelSelector;
   now?: () => Date;
+  /**
+   * Called with the application whose state the SyncRun `key` shows (its changes should wake the SyncRun), or
+   * `undefined` once it shows none or no longer follows one.
+   */
+  follow?: (key: string, applicationId: string | undefined) => void;
 }
 
 export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reconciler {
@@ -127,6 +143,23 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
   const currentObject = currentObjectReader(kc, informer, SyncRunCr, options.selector);
 
   const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
+  const follow = options.follow ?? (() => {});
+
+  /** `status.health` / `status.syncStatus` for the SyncRun `key` whose sync is `row`. */
+  async function applicationStatusOf(key: string, row: SyncOperationRow, object: KubeObject) {
+    let rows: SyncOperationRow[] | undefined;
+    let application: ReturnType<typeof parseApplicationState> | undefined;
+    if (row.application_id !== null && syncStartedInArgoCd(row)) {
+      // Before reading: a change committed after this point wakes the SyncRun again.
+      follow(key, row.application_id);
+      rows = await listSyncOperationsOfApplication(db, row.application_id);
+      const state = await getApplicationState(db, row.application_id);
+      application = state ? parseApplicationState(state.state) : undefined;
+    }
+    const shown = syncRunApplicationStatus(row, rows, application, object.status);
+    if (!shown.follow) follow(key, undefined);
+    return { health: shown.health, syncStatus: shown.syncStatus };
+  }
 
   /** The Event of a new phase (none for Pending). */
   const phaseEvents: Partial<Record<SyncRunPhase, { type: 'Normal' | 'Warning'; reason: string }>> = {
@@ -184,6 +217,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
   }
 
   async function reconcileGone(namespace: string, name: string, logger: Logger, exceptUid?: string) {
+    if (exceptUid === undefined) follow(`${namespace}/${name}`, undefined);
     const released = await releaseGoneSyncRuns(db, namespace, name, exceptUid);
     for (const r of released) {
       logger.info(
@@ -214,14 +248,13 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
           logger.info({ syncOperation: existing.id, operation: operation.id }, 'sync terminating');
       }
       const lastOperation = await getLatestOperationOfOwner(db, uid, 'SyncOperation');
-      await writeCondition(
-        object,
-        syncRunErrorState(existing, lastOperation),
-        logger,
-        syncRunSyncStatus(existing, lastOperation),
-      );
+      await writeCondition(object, syncRunErrorState(existing, lastOperation), logger, {
+        ...syncRunSyncStatus(existing, lastOperation),
+        ...(await applicationStatusOf(`${namespace}/${name}`, existing, object)),
+      });
       return;
     }
+    follow(`${namespace}/${name}`, undefined);
 
     if (!parsed.ok) {
       await writeCondition(

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'vitest';
 import {
   parseSyncRunSpec,
+  syncRunApplicationStatus,
   syncRunCondition,
   syncRunErrorState,
   syncRunSyncStatus,
@@ -82,6 +83,8 @@ describe('SyncRun sync status', () => {
       startedAt: null,
       finishedAt: null,
       message: 'terminated before the sync was requested',
+      health: null,
+      syncStatus: null,
     });
   });
   test("Argo CD's phases: Running and Terminating are Running; Failed and Error are Failed", () => {
@@ -113,6 +116,8 @@ describe('SyncRun sync status', () => {
       startedAt: '2026-01-01T10:00:00Z',
       finishedAt: '2026-01-01T10:00:05Z',
       message: 'done',
+      health: null,
+      syncStatus: null,
     });
     assert.equal(syncRunSyncStatus(row({ argocd_message: 'waiting' }), undefined).message, 'waiting');
   });
@@ -122,6 +127,80 @@ describe('SyncRun sync status', () => {
     assert.deepEqual(syncStatusChanges({ phase: 'Pending', message: 'old' }, next), {
       phase: 'Running',
       message: null,
+    });
+  });
+});
+
+describe('SyncRun health and sync status', () => {
+  const started = new Date('2026-01-01T10:00:00.000Z');
+  const row = (id: string, fields: { argocd_phase?: string | null; started_at?: Date | null } = {}) => ({
+    id,
+    application_id: 'app-1',
+    argocd_phase: null,
+    started_at: null,
+    ...fields,
+  });
+  const application = { health: { status: 'Healthy' }, sync: { status: 'Synced' } };
+
+  test('absent until Argo CD starts the sync, whatever the Application shows', () => {
+    const queued = row('b');
+    assert.deepEqual(syncRunApplicationStatus(queued, [row('a'), queued], application, {}), {
+      health: null,
+      syncStatus: null,
+      follow: false,
+    });
+    assert.deepEqual(syncRunApplicationStatus(undefined, undefined, application, {}), {
+      health: null,
+      syncStatus: null,
+      follow: false,
+    });
+  });
+
+  test("the Application's values from the start of the sync on, also after it ended", () => {
+    const running = row('a', { argocd_phase: 'Running', started_at: started });
+    assert.deepEqual(
+      syncRunApplicationStatus(
+        running,
+        [running],
+        { health: { status: 'Progressing' }, sync: { status: 'OutOfSync' } },
+        { health: 'Missing' },
+      ),
+      { health: 'Progressing', syncStatus: 'OutOfSync', follow: true },
+    );
+    const ended = row('a', { argocd_phase: 'Succeeded', started_at: started });
+    assert.deepEqual(syncRunApplicationStatus(ended, [ended, row('b')], application, {}), {
+      health: 'Healthy',
+      syncStatus: 'Synced',
+      follow: true,
+    });
+  });
+
+  test('once a later sync of the Application has started, the values stay as they were', () => {
+    const ended = row('a', { argocd_phase: 'Succeeded', started_at: started });
+    const later = row('b', { argocd_phase: 'Running', started_at: started });
+    assert.deepEqual(
+      syncRunApplicationStatus(
+        ended,
+        [ended, later],
+        { health: { status: 'Degraded' }, sync: { status: 'OutOfSync' } },
+        { health: 'Healthy', syncStatus: 'Synced' },
+      ),
+      { health: 'Healthy', syncStatus: 'Synced', follow: false },
+    );
+  });
+
+  test('without a state of the Application yet, or once it is gone, the values stay', () => {
+    const running = row('a', { argocd_phase: 'Running' });
+    assert.deepEqual(syncRunApplicationStatus(running, [running], undefined, { health: 'Progressing' }), {
+      health: 'Progressing',
+      syncStatus: null,
+      follow: true,
+    });
+    const orphaned = { ...running, application_id: null };
+    assert.deepEqual(syncRunApplicationStatus(orphaned, undefined, undefined, { syncStatus: 'Synced' }), {
+      health: null,
+      syncStatus: 'Synced',
+      follow: false,
     });
   });
 });

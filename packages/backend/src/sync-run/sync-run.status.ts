@@ -2,7 +2,8 @@
  * GitOpsDeploymentSyncRun spec parsing, its single ErrorOccurred condition and the sync's own status fields
  * (pure). Success (requested, running or Succeeded) is `ErrorOccurred/False/""/""`; every problem is
  * `ErrorOccurred/True/ErrorOccurred/<message>`. `phase`, `revision`, `startedAt`, `finishedAt` and `message`
- * say where the sync is and how it ended, from the sync_operation row (what Argo CD reported about it).
+ * say where the sync is and how it ended, from the sync_operation row (what Argo CD reported about it);
+ * `health` and `syncStatus` what the Application shows for this sync (the agent's application_state).
  */
 import { ConditionStatus, SyncRunConditionType, SyncRunReason } from '@gitops/api';
 import type { OperationRow, SyncOperationRow } from '@gitops/db';
@@ -93,7 +94,7 @@ export const FINISHED_SYNC_RUN_PHASES: ReadonlySet<SyncRunPhase> = new Set([
 
 /**
  * The SyncRun's status fields besides conditions. `null` = absent (a merge patch removes it), so the fields
- * of a status always say the same as the row.
+ * of a status always say the same as the row (and, for `health` and `syncStatus`, as the Application).
  */
 export interface SyncRunSyncStatus {
   phase: SyncRunPhase;
@@ -101,9 +102,21 @@ export interface SyncRunSyncStatus {
   startedAt: string | null;
   finishedAt: string | null;
   message: string | null;
+  /** Argo CD's Application `status.health.status` for this sync (see {@link syncRunApplicationStatus}). */
+  health: string | null;
+  /** Argo CD's Application `status.sync.status` for this sync. */
+  syncStatus: string | null;
 }
 
-const SYNC_STATUS_FIELDS = ['phase', 'revision', 'startedAt', 'finishedAt', 'message'] as const;
+const SYNC_STATUS_FIELDS = [
+  'phase',
+  'revision',
+  'startedAt',
+  'finishedAt',
+  'message',
+  'health',
+  'syncStatus',
+] as const;
 
 /** Kubernetes date-time: whole seconds, like Argo CD's and metadata timestamps. */
 function kubeTime(date: Date | null): string | null {
@@ -132,7 +145,7 @@ export function syncRunSyncStatus(
   lastOperation: Pick<OperationRow, 'state' | 'message'> | undefined,
   terminated = false,
 ): SyncRunSyncStatus {
-  const none = { revision: null, startedAt: null, finishedAt: null };
+  const none = { revision: null, startedAt: null, finishedAt: null, health: null, syncStatus: null };
   if (!row) {
     return terminated
       ? { phase: SyncRunPhase.Terminated, ...none, message: SyncRunSyncMessage.terminatedBeforeRequest }
@@ -155,6 +168,51 @@ export function syncRunSyncStatus(
     startedAt: kubeTime(row.started_at),
     finishedAt: kubeTime(row.finished_at),
     message: message || null,
+    health: null,
+    syncStatus: null,
+  };
+}
+
+type SyncRowProgress = Pick<SyncOperationRow, 'id' | 'argocd_phase' | 'started_at'>;
+
+/** Argo CD has reported this sync (running, terminating or ended): the Application now shows its effect. */
+export function syncStartedInArgoCd(row: SyncRowProgress): boolean {
+  return row.argocd_phase !== null || row.started_at !== null;
+}
+
+/**
+ * `status.health` and `status.syncStatus` of a SyncRun: the Application's health and sync status from the
+ * moment Argo CD starts this sync until Argo CD starts a later sync of the same Application (`rowsOfApplication`,
+ * in creation order); from then on, what was shown stays (it described this sync). So a finished sync's
+ * SyncRun still turns `Healthy` when what it deployed becomes healthy after the sync, and `Synced` once Argo CD
+ * compared again. Before Argo CD starts the sync (queued, requested, never requested) both are absent: the
+ * Application's state says nothing about this sync yet.
+ *
+ * `follow`: the Application is this sync's (its state changes must wake the SyncRun); `keep`: the values stay
+ * as the SyncRun's status has them (a later sync started, or the Application is gone).
+ */
+export function syncRunApplicationStatus(
+  row: (SyncRowProgress & Pick<SyncOperationRow, 'application_id'>) | undefined,
+  rowsOfApplication: readonly SyncRowProgress[] | undefined,
+  application: { health?: { status: string }; sync?: { status: string } } | undefined,
+  currentStatus: unknown,
+): { health: string | null; syncStatus: string | null; follow: boolean } {
+  if (!row || !syncStartedInArgoCd(row)) return { health: null, syncStatus: null, follow: false };
+  const index = rowsOfApplication?.findIndex((r) => r.id === row.id) ?? -1;
+  const superseded = index >= 0 && rowsOfApplication!.slice(index + 1).some(syncStartedInArgoCd);
+  if (row.application_id === null || index < 0 || superseded || !application) {
+    const current = isJsonObject(currentStatus) ? currentStatus : {};
+    const text = (value: unknown) => (typeof value === 'string' && value !== '' ? value : null);
+    return {
+      health: text(current.health),
+      syncStatus: text(current.syncStatus),
+      follow: !superseded && row.application_id !== null && index >= 0,
+    };
+  }
+  return {
+    health: application.health?.status || null,
+    syncStatus: application.sync?.status || null,
+    follow: true,
   };
 }
 
