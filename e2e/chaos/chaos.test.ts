@@ -17,7 +17,9 @@
  * CHAOS_TENANTS and CHAOS_CHURN_SECONDS size it.
  */
 import assert from 'node:assert/strict';
-import { cpus } from 'node:os';
+import { writeFile } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type ChurnPlan, planChurn } from './churn.ts';
 import {
@@ -108,7 +110,7 @@ describe('chaos: the whole system under churn and faults', () => {
       once(0.8, inject.restartArgoCdController),
     ]);
     const faultsStopped = Date.now();
-    for (const f of timeline) say(`t=${f.at}s ${f.fault} (${f.seconds} s)`);
+    for (const f of timeline.sort((a, b) => a.at - b.at)) say(`t=${f.at}s ${f.fault} (${f.seconds} s)`);
     say(
       `churn and faults done after ${Math.round((faultsStopped - startedAt) / 1000)} s: ${JSON.stringify(churn.counts)}`,
     );
@@ -116,6 +118,7 @@ describe('chaos: the whole system under churn and faults', () => {
     // Converge: every invariant at once, within the bound.
     let last: Snapshot | undefined;
     let convergedAt: number | undefined;
+    let lastReport = Date.now();
     while (Date.now() - faultsStopped < CONVERGE_SECONDS * 1000) {
       last = await checkInvariants(env, churn).catch((error: unknown) => ({
         problems: [`the check itself failed: ${String(error)}`],
@@ -125,6 +128,12 @@ describe('chaos: the whole system under churn and faults', () => {
       if (last.problems.length === 0) {
         convergedAt = Date.now();
         break;
+      }
+      if (Date.now() - lastReport > 30_000) {
+        lastReport = Date.now();
+        say(
+          `${Math.round((Date.now() - faultsStopped) / 1000)} s after the faults: ${last.problems.length} problems, e.g. ${last.problems.slice(0, 3).join('; ')}`,
+        );
       }
       await sleep(5_000);
     }
@@ -166,6 +175,23 @@ describe('chaos: the whole system under churn and faults', () => {
       error_lines: byMessage(errors),
     };
     process.stdout.write(`${JSON.stringify(figure)}\n`);
+    if (last?.problems.length || errors.length || env.system.crashes.length) {
+      // Every process's output (Argo CD's too) and what the test did to each deployment a problem names.
+      const file = join(tmpdir(), `chaos-${SEED}-${process.pid}.log`);
+      const named = churn.deployments.filter((d) =>
+        last?.problems.some((p) => p.includes(`/${d.name} `) || p.includes(d.uid ?? '-')),
+      );
+      await writeFile(
+        file,
+        [
+          ...named.map((d) => `[test] ${d.namespace}/${d.name} ${d.kind}: ${d.events.join(', ')}`),
+          ...env.system.logs,
+        ].join('\n'),
+      );
+      say(`logs and the history of the deployments with problems: ${file}`);
+      for (const d of named)
+        say(`${d.namespace}/${d.name} (${d.kind}, uid ${d.uid}): ${d.events.join(', ')}`);
+    }
 
     assert.deepEqual(
       last?.problems.slice(0, 60) ?? ['never checked'],

@@ -56,6 +56,8 @@ export interface DeploymentRecord {
   version: 'v1' | 'v2';
   deleted: boolean;
   syncRuns: string[];
+  /** What the test did to it, with the seconds since the churn started (for a failure's report). */
+  events: string[];
 }
 
 export interface ChurnCounts {
@@ -231,6 +233,7 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
       version: 'v1',
       deleted: false,
       syncRuns: [],
+      events: [],
     };
     const roll = rnd();
     // 30 % get a spec change, 20 % are deleted (some of those right after they were created).
@@ -263,11 +266,14 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
     );
     d.syncRuns.push(name);
     counts.syncRuns++;
+    d.events.push(`SyncRun ${name}`);
   }
 
   const at = (startedAt: number, seconds: number) => sleep(startedAt + seconds * 1000 - Date.now());
 
   async function runDeployment(startedAt: number, d: DeploymentRecord) {
+    const event = (what: string) =>
+      d.events.push(`t=${((Date.now() - startedAt) / 1000).toFixed(1)}s ${what}`);
     await at(startedAt, d.createAt);
     if (stopped) return;
     const gd = await createOnce(
@@ -284,6 +290,7 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
     );
     d.uid = gd.metadata.uid;
     counts.created++;
+    event(`created ${d.uid}`);
     if (d.kind === 'manual') await requestSync(d);
     if (d.changeAt !== undefined) {
       await at(startedAt, d.changeAt);
@@ -293,6 +300,7 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
         mergePatch(kc, deploymentPath(d), { spec: { source: { path: `apps/${d.index}/v2` } } }),
       );
       counts.changed++;
+      event('changed to v2');
       if (d.kind === 'manual') await requestSync(d);
     }
     if (d.deleteAt !== undefined) {
@@ -301,6 +309,7 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
       await persist(`delete ${d.namespace}/${d.name}`, () => remove(kc, deploymentPath(d)));
       d.deleted = true;
       counts.deleted++;
+      event('deleted');
       // The user removes the SyncRuns of a deployment they deleted too (one left would wait for its parent).
       for (const name of d.syncRuns)
         await persist(`delete SyncRun ${name}`, () => remove(kc, syncRunPath(d.namespace, name)));
