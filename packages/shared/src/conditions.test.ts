@@ -5,7 +5,7 @@ import { conditionsOfStatus, nextCondition, setCondition, setKubeCondition } fro
 const t0 = new Date('2026-01-01T00:00:00.123Z');
 const t1 = new Date('2026-01-01T00:05:00Z');
 
-test('a new condition gets both times; the same condition again keeps them; a change moves them', () => {
+test('a new condition gets both times; the same condition again keeps them; a new status moves both', () => {
   const first = setCondition(
     [],
     { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message: 'm' },
@@ -25,12 +25,39 @@ test('a new condition gets both times; the same condition again keeps them; a ch
     setCondition(first, { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message: 'm' }, t1),
     first,
   );
-  const changed = setCondition(
+  const resolved = setCondition(
     first,
-    { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message: 'other' },
+    { type: 'ErrorOccurred', status: 'False', reason: 'ErrorOccurredResolved', message: '' },
     t1,
   );
-  assert.equal(changed[0]?.lastTransitionTime, '2026-01-01T00:05:00Z');
+  assert.equal(resolved[0]?.lastProbeTime, '2026-01-01T00:05:00Z');
+  assert.equal(resolved[0]?.lastTransitionTime, '2026-01-01T00:05:00Z');
+});
+
+test('a new message or reason with the same status moves lastProbeTime only', () => {
+  const first = setCondition(
+    [],
+    { type: 'SyncError', status: 'True', reason: 'SyncError', message: 'a' },
+    t0,
+  );
+  for (const input of [
+    { type: 'SyncError', status: 'True', reason: 'SyncError', message: 'b' },
+    { type: 'SyncError', status: 'True', reason: 'Other', message: 'a' },
+  ] as const) {
+    const [changed] = setCondition(first, input, t1);
+    assert.deepEqual(changed, {
+      ...input,
+      lastProbeTime: '2026-01-01T00:05:00Z',
+      lastTransitionTime: '2026-01-01T00:00:00Z',
+    });
+  }
+  // A condition written without a transition time (by someone else) gets one.
+  const [bare] = setCondition(
+    [{ type: 'SyncError', status: 'True' }],
+    { type: 'SyncError', status: 'True', reason: 'SyncError', message: 'c' },
+    t1,
+  );
+  assert.equal(bare?.lastTransitionTime, '2026-01-01T00:05:00Z');
 });
 
 test('other conditions keep their place', () => {

@@ -1,9 +1,12 @@
 /**
  * Condition bookkeeping, one module for every kind. A condition's times change only when its status,
  * reason or message changes, so writing the same condition again changes nothing and causes no status
- * write. Two flavours exist in our APIs:
+ * write (an idle system makes no API writes). Two flavours exist in our APIs:
  * - the original GitOps API's conditions (`lastProbeTime` and `lastTransitionTime`, no generation):
- *   `setCondition`;
+ *   `setCondition`. `lastProbeTime` is when the controller last wrote its verdict (a new status, reason or
+ *   message); `lastTransitionTime` when the status last changed (a new message with the same status moves
+ *   only `lastProbeTime`). Re-writing an unchanged verdict only to refresh `lastProbeTime` would cost a status
+ *   write per object on every resync, so it is not done;
  * - Kubernetes' metav1.Condition (`observedGeneration`, `lastTransitionTime`): `nextCondition` /
  *   `setKubeCondition`.
  */
@@ -72,7 +75,8 @@ function sameCondition(existing: KubeCondition, input: ConditionInput): boolean 
 
 /**
  * GitOps API flavour: returns `conditions` with `input` set: unchanged when an equal condition exists (same
- * array contents), replaced in place when it differs (both times set to `now`), appended when new.
+ * array contents); replaced in place when its status, reason or message differs (`lastProbeTime` = `now`;
+ * `lastTransitionTime` = `now` only when the status differs, else kept); appended when new (both `now`).
  */
 export function setCondition(
   conditions: readonly KubeCondition[] | undefined,
@@ -84,13 +88,14 @@ export function setCondition(
   const existing = index >= 0 ? list[index] : undefined;
   if (existing && sameCondition(existing, input)) return list;
   const time = kubeTime(now);
+  const transition = existing?.status !== input.status || !existing.lastTransitionTime;
   const condition: KubeCondition = {
     type: input.type,
     status: input.status,
     reason: input.reason,
     message: input.message,
     lastProbeTime: time,
-    lastTransitionTime: time,
+    lastTransitionTime: transition ? time : existing.lastTransitionTime,
   };
   if (index >= 0) list[index] = condition;
   else list.push(condition);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { getApplicationByName, writeApplicationState } from '@gitops/db';
-import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { HttpMethod, type KubeObject, kubeRequest, kubeTime } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
@@ -216,6 +216,62 @@ describe('status path', () => {
     const resolved = conditionsOf(fits).find((c) => c.type === RESOURCES_TRUNCATED_CONDITION);
     assert.equal(resolved?.status, 'False');
     assert.equal(resolved?.reason, `${RESOURCES_TRUNCATED_CONDITION}Resolved`);
+  });
+
+  test('lastProbeTime says when a condition was last written; lastTransitionTime moves only with its status', async () => {
+    const { application } = await deploymentWithApplication('probed');
+    const comparisonError = (o: KubeObject) => conditionsOf(o).find((c) => c.type === 'ComparisonError');
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'Unknown' },
+      conditions: [{ type: 'ComparisonError', message: 'rpc error: repository not found' }],
+    });
+    const first = comparisonError(
+      await statusWhen('probed', 'ComparisonError', (_s, o) => comparisonError(o) !== undefined),
+    );
+    assert.equal(first?.lastProbeTime, first?.lastTransitionTime);
+    // Times are whole seconds: let the clock pass the first write's second before the next verdict.
+    await eventually('the next second', () =>
+      kubeTime(new Date()) > String(first?.lastProbeTime) ? true : undefined,
+    );
+
+    // Argo CD's message changes, the condition stays True: a new verdict, not a transition.
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'Unknown' },
+      conditions: [{ type: 'ComparisonError', message: 'rpc error: authentication required' }],
+    });
+    const reworded = comparisonError(
+      await statusWhen('probed', 'the new message', (_s, o) =>
+        (comparisonError(o)?.message ?? '').includes('authentication'),
+      ),
+    );
+    assert.equal(reworded?.status, 'True');
+    assert.equal(reworded?.lastTransitionTime, first?.lastTransitionTime);
+    assert.ok(
+      String(reworded?.lastProbeTime) > String(first?.lastProbeTime),
+      `lastProbeTime ${reworded?.lastProbeTime} moved past ${first?.lastProbeTime}`,
+    );
+
+    // Argo CD drops it: the status changes, so both times move.
+    await writeApplicationState(f.db, application.id, { sync: { status: 'Synced' } });
+    const resolved = comparisonError(
+      await statusWhen(
+        'probed',
+        'ComparisonError resolved',
+        (_s, o) => comparisonError(o)?.status === 'False',
+      ),
+    );
+    assert.equal(resolved?.lastTransitionTime, resolved?.lastProbeTime);
+    assert.ok(String(resolved?.lastTransitionTime) >= String(reworded?.lastProbeTime));
+
+    // The same verdict again is no write at all (no status write at idle, so no newer lastProbeTime either).
+    await backend.status.queue.whenIdle();
+    const before = await f.getDeployment(tenant.name, 'probed');
+    backend.status.enqueueAll();
+    await backend.status.queue.whenIdle();
+    assert.equal(
+      (await f.getDeployment(tenant.name, 'probed'))?.metadata.resourceVersion,
+      before?.metadata.resourceVersion,
+    );
   });
 
   test('a status another writer changes after ours is written back from the projection', async () => {
