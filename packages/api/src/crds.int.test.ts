@@ -9,7 +9,15 @@ import { readFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { parse } from 'yaml';
-import { API_GROUP, API_GROUP_VERSION, API_VERSION, Kind, loadCrds, Plural } from './index.ts';
+import {
+  API_GROUP,
+  API_GROUP_VERSION,
+  API_VERSION,
+  GitOpsDeploymentMessage,
+  Kind,
+  loadCrds,
+  Plural,
+} from './index.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // A minimal API client: @kubernetes/client-node is not a dependency of this package.
@@ -271,6 +279,16 @@ describe('GitOpsDeployment admission', () => {
       { source, type: 'automated', destination: { namespace: 'jane', environment: '' } },
       message,
     );
+  });
+
+  test('rejects a destination namespace that is no namespace name with the original message, naming the field', async () => {
+    for (const namespace of ['Jane', 'jane_1', '-jane', 'jane-', 'a.b']) {
+      await expectRejected(
+        Kind.GitOpsDeployment,
+        { source, type: 'automated', destination: { environment: 'env', namespace } },
+        `${GitOpsDeploymentMessage.InvalidDestinationNamespace}: spec.destination.namespace must be a namespace name`,
+      );
+    }
   });
 
   test('rejects a missing or empty spec.source.path as a required field', async () => {

@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'vitest';
-import { desiredApplicationSpec, parseGitOpsDeploymentSpec } from './desired-application.ts';
+import {
+  desiredApplicationSpec,
+  INVALID_DESTINATION_NAMESPACE,
+  parseGitOpsDeploymentSpec,
+} from './desired-application.ts';
 
 const source = { repoURL: 'https://github.com/org/repo', path: 'env/dev' };
 
@@ -64,6 +68,28 @@ describe('desired Argo CD Application spec of a GitOpsDeployment', () => {
       const parsed = parseGitOpsDeploymentSpec(bad);
       assert.equal(parsed.ok, false, JSON.stringify(bad));
       if (!parsed.ok) assert.match(parsed.problem, /^spec/);
+    }
+  });
+
+  test('a destination namespace that is no namespace name (an object stored before the admission rule) is reported with the original message', () => {
+    assert.match(
+      INVALID_DESTINATION_NAMESPACE,
+      /^the namespace specified in the destination field is invalid: /,
+    );
+    for (const namespace of ['Jane', 'jane_1', '-jane', 'a.b', 'x'.repeat(64)]) {
+      const parsed = parseGitOpsDeploymentSpec({
+        source,
+        type: 'manual',
+        destination: { environment: 'env', namespace },
+      });
+      assert.deepEqual(parsed, {
+        ok: false,
+        problem: `spec.destination.namespace: ${INVALID_DESTINATION_NAMESPACE}`,
+      });
+    }
+    for (const namespace of ['', 'jane', 'team-1', 'x'.repeat(63)]) {
+      const spec = { source, type: 'manual', destination: { environment: 'env', namespace } };
+      assert.equal(parseGitOpsDeploymentSpec(spec).ok, true, namespace);
     }
   });
 });

@@ -3,9 +3,18 @@
  * (docs/contracts/core-pipeline.md): without `project` and `destination.name`, which the agent derives.
  * Pure: parsing at the boundary, no I/O.
  */
-import { GitOpsDeploymentType, SyncOption } from '@gitops/api';
+import { GitOpsDeploymentMessage, GitOpsDeploymentType, SyncOption } from '@gitops/api';
 import { z } from 'zod';
 import type { JsonObject } from '../json.ts';
+import { DNS1123_LABEL } from '../managed-environment/connection.check.ts';
+
+/**
+ * Why a `spec.destination.namespace` is refused: the original service's message, then the rule (the CRD's
+ * admission message is the same text; the reconciler re-checks it for objects stored before that rule).
+ */
+export const INVALID_DESTINATION_NAMESPACE = `${GitOpsDeploymentMessage.InvalidDestinationNamespace}: spec.destination.namespace must be a namespace name (a DNS-1123 label of lower case letters, digits and '-', at most 63 characters)`;
+
+const isNamespaceName = (namespace: string) => namespace.length <= 63 && DNS1123_LABEL.test(namespace);
 
 /** What the backend reads from a GitOpsDeployment's spec (the CRD's admission rules, re-checked). */
 export const gitOpsDeploymentSpecSchema = z.object({
@@ -20,7 +29,10 @@ export const gitOpsDeploymentSpecSchema = z.object({
   destination: z
     .object({
       environment: z.string().optional(),
-      namespace: z.string().optional(),
+      namespace: z
+        .string()
+        .refine((n) => n === '' || isNamespaceName(n), INVALID_DESTINATION_NAMESPACE)
+        .optional(),
     })
     .optional(),
   syncPolicy: z

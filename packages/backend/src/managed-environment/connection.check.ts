@@ -31,7 +31,8 @@ export interface ManagedEnvironmentSpec {
   clusterResources: boolean;
 }
 
-const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** A namespace name (a DNS-1123 label; at most 63 characters, checked separately). */
+export const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 function fail<T>(reason: ManagedEnvironmentReason, message: string): CheckOutcome<T> {
   return { ok: false, reason, message };
