@@ -179,7 +179,12 @@ describe('chaos: the whole system under churn and faults', () => {
       // Every process's output (Argo CD's too) and what the test did to each deployment a problem names.
       const file = join(tmpdir(), `chaos-${SEED}-${process.pid}.log`);
       const named = churn.deployments.filter((d) =>
-        last?.problems.some((p) => p.includes(`/${d.name} `) || p.includes(d.uid ?? '-')),
+        last?.problems.some(
+          (p) =>
+            p.includes(`/${d.name} `) ||
+            p.includes(`/${d.name}:`) ||
+            [d.uid, ...d.previousUids].some((uid) => uid && p.includes(uid)),
+        ),
       );
       await writeFile(
         file,

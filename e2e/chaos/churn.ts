@@ -37,6 +37,15 @@ export const gitopsPath = (plural: string, namespace?: string, name?: string) =>
   `/apis/${GROUP_VERSION}${namespace ? `/namespaces/${namespace}` : ''}/${plural}${name ? `/${name}` : ''}`;
 
 export type DeploymentKind = 'automated' | 'manual' | 'environment' | 'private';
+export type Version = 'v1' | 'v2' | 'v3';
+
+/**
+ * The ConfigMap a deployment's path holds: v1 and v2 are two versions of `chaos-<i>`; v3 (after a re-create)
+ * is another object, `chaos-<i>-new`, so that the old Application's prune and the new one's sync never meet
+ * on one object.
+ */
+export const configMapName = (index: number, version: Version) =>
+  version === 'v3' ? `chaos-${index}-new` : `chaos-${index}`;
 
 /** One GitOpsDeployment of the plan, and what became of it. */
 export interface DeploymentRecord {
@@ -50,10 +59,14 @@ export interface DeploymentRecord {
   /** Seconds into the churn. */
   createAt: number;
   changeAt?: number;
+  /** Deleted and created again under the same name (a new object: new uid, new Application), at v3. */
+  recreateAt?: number;
   deleteAt?: number;
   // What happened:
   uid?: string;
-  version: 'v1' | 'v2';
+  /** The uids of the objects this name had before a re-create. */
+  previousUids: string[];
+  version: Version;
   deleted: boolean;
   syncRuns: string[];
   /** What the test did to it, with the seconds since the churn started (for a failure's report). */
@@ -63,6 +76,7 @@ export interface DeploymentRecord {
 export interface ChurnCounts {
   created: number;
   changed: number;
+  recreated: number;
   deleted: number;
   syncRuns: number;
   managedEnvironments: number;
@@ -112,6 +126,7 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
   const counts: ChurnCounts = {
     created: 0,
     changed: 0,
+    recreated: 0,
     deleted: 0,
     syncRuns: 0,
     managedEnvironments: 0,
@@ -158,8 +173,8 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
   const layout = (indexes: number[]) => {
     const files: Record<string, string> = {};
     for (const i of indexes)
-      for (const version of ['v1', 'v2'])
-        files[`apps/${i}/${version}/configmap.yaml`] = manifest.configMap(`chaos-${i}`, {
+      for (const version of ['v1', 'v2', 'v3'] as const)
+        files[`apps/${i}/${version}/configmap.yaml`] = manifest.configMap(configMapName(i, version), {
           deployment: String(i),
           version,
         });
@@ -231,13 +246,17 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
       repoURL: kind === 'private' ? privateURL : publicRepo.fileUrl,
       createAt,
       version: 'v1',
+      previousUids: [],
       deleted: false,
       syncRuns: [],
       events: [],
     };
     const roll = rnd();
-    // 30 % get a spec change, 20 % are deleted (some of those right after they were created).
+    // 30 % get a spec change, 5 % of all (changed ones) are then deleted and created again under the same
+    // name, 20 % are deleted (some of those right after they were created).
     if (roll < 0.3) record.changeAt = Math.min(window, createAt + between(2, 30));
+    if (roll >= 0.05 && roll < 0.1)
+      record.recreateAt = Math.min(window, (record.changeAt ?? createAt) + between(2, 30));
     if (roll > 0.8 || roll < 0.05)
       record.deleteAt = Math.min(
         window,
@@ -276,6 +295,45 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
       d.events.push(`t=${((Date.now() - startedAt) / 1000).toFixed(1)}s ${what}`);
     await at(startedAt, d.createAt);
     if (stopped) return;
+    await createDeployment(d);
+    event(`created ${d.uid}`);
+    if (d.kind === 'manual') await requestSync(d);
+    if (d.changeAt !== undefined) {
+      await at(startedAt, d.changeAt);
+      if (stopped) return;
+      d.version = 'v2';
+      await persist(`change ${d.namespace}/${d.name}`, () =>
+        mergePatch(kc, deploymentPath(d), { spec: { source: { path: `apps/${d.index}/v2` } } }),
+      );
+      counts.changed++;
+      event('changed to v2');
+      if (d.kind === 'manual') await requestSync(d);
+    }
+    if (d.recreateAt !== undefined) {
+      await at(startedAt, d.recreateAt);
+      if (stopped) return;
+      await persist(`delete ${d.namespace}/${d.name} to re-create it`, () => remove(kc, deploymentPath(d)));
+      d.previousUids.push(d.uid ?? '');
+      d.version = 'v3';
+      await createDeployment(d);
+      counts.recreated++;
+      event(`re-created ${d.uid} at v3`);
+      if (d.kind === 'manual') await requestSync(d);
+    }
+    if (d.deleteAt !== undefined) {
+      await at(startedAt, d.deleteAt);
+      if (stopped) return;
+      await persist(`delete ${d.namespace}/${d.name}`, () => remove(kc, deploymentPath(d)));
+      d.deleted = true;
+      counts.deleted++;
+      event('deleted');
+      // The user removes the SyncRuns of a deployment they deleted too (one left would wait for its parent).
+      for (const name of d.syncRuns)
+        await persist(`delete SyncRun ${name}`, () => remove(kc, syncRunPath(d.namespace, name)));
+    }
+  }
+
+  async function createDeployment(d: DeploymentRecord) {
     const gd = await createOnce(
       `create ${d.namespace}/${d.name}`,
       () =>
@@ -290,30 +348,6 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
     );
     d.uid = gd.metadata.uid;
     counts.created++;
-    event(`created ${d.uid}`);
-    if (d.kind === 'manual') await requestSync(d);
-    if (d.changeAt !== undefined) {
-      await at(startedAt, d.changeAt);
-      if (stopped) return;
-      d.version = 'v2';
-      await persist(`change ${d.namespace}/${d.name}`, () =>
-        mergePatch(kc, deploymentPath(d), { spec: { source: { path: `apps/${d.index}/v2` } } }),
-      );
-      counts.changed++;
-      event('changed to v2');
-      if (d.kind === 'manual') await requestSync(d);
-    }
-    if (d.deleteAt !== undefined) {
-      await at(startedAt, d.deleteAt);
-      if (stopped) return;
-      await persist(`delete ${d.namespace}/${d.name}`, () => remove(kc, deploymentPath(d)));
-      d.deleted = true;
-      counts.deleted++;
-      event('deleted');
-      // The user removes the SyncRuns of a deployment they deleted too (one left would wait for its parent).
-      for (const name of d.syncRuns)
-        await persist(`delete SyncRun ${name}`, () => remove(kc, syncRunPath(d.namespace, name)));
-    }
   }
 
   const environments: ChurnPlan['environments'] = [];

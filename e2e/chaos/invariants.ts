@@ -19,7 +19,7 @@ import { AppStudioKinds } from '@gitops/api';
 import { collectionPath, type KubeObject } from '@gitops/shared';
 import { type ArgoApplication, type GitOpsDeployment, list, paths } from '../fixture/kube.ts';
 import type { ChurnPlan } from './churn.ts';
-import { gitopsPath } from './churn.ts';
+import { configMapName, gitopsPath } from './churn.ts';
 import { type ChaosEnvironment, SERVICES } from './harness.ts';
 
 type Conditions = { type: string; status: string; reason?: string; message?: string }[];
@@ -124,12 +124,28 @@ export async function checkInvariants(env: ChaosEnvironment, plan: ChurnPlan): P
     }
     const id = `GitOpsDeployment ${d.namespace}/${d.name}`;
     const gd = gds.find((g) => g.metadata.uid === d.uid);
-    const cm = configMap(d.destinationNamespace, `chaos-${d.index}`);
+    for (const uid of d.previousUids) {
+      if (gds.some((g) => g.metadata.uid === uid))
+        problem(`${id}: the object ${uid} it replaced still exists`);
+      if (appByName.has(`gitopsdepl-${uid}`))
+        problem(`${id}: the Application of the object ${uid} it replaced remains`);
+    }
+    const current = configMapName(d.index, d.version);
+    const cm = configMap(d.destinationNamespace, current);
+    // What no version of it may have left: every ConfigMap once it is deleted, v1/v2's once re-created.
+    const leftovers = d.deleted
+      ? [configMapName(d.index, 'v1'), configMapName(d.index, 'v3')]
+      : d.version === 'v3'
+        ? [configMapName(d.index, 'v1')]
+        : [];
+    for (const name of leftovers)
+      if (configMap(d.destinationNamespace, name))
+        problem(
+          `${id} (${d.deleted ? 'deleted' : 're-created'}): its former ConfigMap ${d.destinationNamespace}/${name} remains`,
+        );
     if (d.deleted) {
       if (gd) problem(`${id} was deleted but still exists`);
       if (appByName.has(`gitopsdepl-${d.uid}`)) problem(`${id} was deleted but its Application remains`);
-      if (cm)
-        problem(`${id} was deleted but its ConfigMap ${d.destinationNamespace}/chaos-${d.index} remains`);
       continue;
     }
     if (!gd) {
@@ -140,7 +156,7 @@ export async function checkInvariants(env: ChaosEnvironment, plan: ChurnPlan): P
       problem(`${id}: spec path is ${gd.spec.source.path}`);
     if (cm?.data?.version !== d.version)
       problem(
-        `${id}: ConfigMap ${d.destinationNamespace}/chaos-${d.index} has ${cm ? cm.data?.version : 'nothing'}, want ${d.version}`,
+        `${id}: ConfigMap ${d.destinationNamespace}/${current} has ${cm ? cm.data?.version : 'nothing'}, want ${d.version}`,
       );
     const latest = d.syncRuns.at(-1);
     if (latest) {
