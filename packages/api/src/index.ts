@@ -141,6 +141,16 @@ export const GitOpsDeploymentMessage = {
   InvalidDestinationNamespace: 'the namespace specified in the destination field is invalid',
 } as const;
 
+/** Why a tenant's objects have no Argo CD instance (ErrorOccurred / condition messages; nothing is placed). */
+export const PlacementMessage = {
+  unknownInstance: (instance: string): string =>
+    `the namespace label ${Label.EngineInstance} names the Argo CD instance '${instance}', which is not registered: no agent of that name has started`,
+  instanceCordoned: (instance: string): string =>
+    `the namespace label ${Label.EngineInstance} names the Argo CD instance '${instance}', which is cordoned and takes no new tenants`,
+  noSchedulableInstance:
+    'no Argo CD instance takes new tenants: every registered instance is cordoned (or none is registered)',
+} as const;
+
 /** Condition types of a GitOpsDeploymentSyncRun (a single condition). */
 export const SyncRunConditionType = {
   ErrorOccurred: 'ErrorOccurred',
@@ -179,6 +189,8 @@ export const ManagedEnvironmentReason = {
   SecretNotFound: 'SecretNotFound',
   InvalidNamespaceList: 'InvalidNamespaceList',
   UnsupportedAPIURL: 'UnsupportedAPIURL',
+  /** The tenant cannot be placed on an engine instance (namespace label: unknown or cordoned instance). */
+  NoEngineInstance: 'NoEngineInstance',
   /** Internal errors (details in the logs); the original service's reason for the same case. */
   UnknownError: 'UnknownError',
 } as const;
@@ -268,6 +280,11 @@ export const Label = {
    * DELETECOLLECTION request (label selector `in (...)`).
    */
   OperationId: 'managed-gitops.redhat.com/operation-id',
+  /**
+   * On a tenant's namespace: the engine instance (Argo CD) its objects go to, by name. Read when the tenant is
+   * first placed; once placed, a tenant stays where it is.
+   */
+  EngineInstance: 'managed-gitops.redhat.com/engine-instance',
   /** Argo CD's label that marks a Secret as a cluster or repository Secret (values: {@link ArgoCDSecretType}). */
   ArgoCDSecretType: 'argocd.argoproj.io/secret-type',
 } as const;

@@ -1,5 +1,6 @@
 /** Reads of the API server every backend reconciler needs; one copy instead of one per feature. */
 
+import { Label } from '@gitops/api';
 import {
   HttpMethod,
   type Informer,
@@ -11,20 +12,39 @@ import {
 import { isJsonObject } from './json.ts';
 import type { LabelSelector } from './label-selector.ts';
 
+/** What a reconcile needs of a tenant's namespace. */
+export interface TenantNamespace {
+  /** The namespace uid (the tenant's identity). */
+  uid: string;
+  /** The engine instance its label asks for (`managed-gitops.redhat.com/engine-instance`), if any. */
+  engineInstance: string | undefined;
+}
+
+/** A tenant's namespace. @throws when the namespace has no uid or cannot be read. */
+export async function readTenantNamespace(
+  kc: KubeConfig,
+  namespace: string,
+  signal: AbortSignal,
+): Promise<TenantNamespace> {
+  const object = await kubeRequest(kc, {
+    method: HttpMethod.GET,
+    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
+    signal,
+  });
+  const metadata = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata : {};
+  const uid = metadata.uid;
+  if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
+  const label = isJsonObject(metadata.labels) ? metadata.labels[Label.EngineInstance] : undefined;
+  return { uid, engineInstance: typeof label === 'string' && label !== '' ? label : undefined };
+}
+
 /** The uid of a namespace (a tenant's identity). @throws when the namespace has none or cannot be read. */
 export async function readNamespaceUid(
   kc: KubeConfig,
   namespace: string,
   signal: AbortSignal,
 ): Promise<string> {
-  const object = await kubeRequest(kc, {
-    method: HttpMethod.GET,
-    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
-    signal,
-  });
-  const uid = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata.uid : undefined;
-  if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
-  return uid;
+  return (await readTenantNamespace(kc, namespace, signal)).uid;
 }
 
 /**

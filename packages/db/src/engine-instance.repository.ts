@@ -90,29 +90,24 @@ export type Placement = { placed: EngineInstanceRow } | { refused: PlacementRefu
  * The engine instance of a tenant, placing it first when it has none: the instance named by `requested` (the
  * namespace label) when it is registered and not cordoned; without a label, the uncordoned instance with the
  * fewest applications (ties by name). A placed tenant keeps its instance whatever `requested` says now:
- * placement never changes by itself (moving a tenant is a separate, declared step). Locks the tenant's row
- * until the transaction ends, so concurrent reconciles of one tenant place it once.
+ * placement never changes by itself (moving a tenant is a separate, declared step). One statement for a
+ * placed tenant; concurrent first placements of one tenant agree (the first to commit wins).
  */
 export async function placeTenant(
   trx: Transaction<Database>,
   clusterUserId: string,
   requested: string | undefined,
 ): Promise<Placement> {
-  const tenant = await trx
-    .selectFrom('cluster_user')
-    .select('engine_instance_id')
-    .where('id', '=', clusterUserId)
-    .forUpdate()
-    .executeTakeFirstOrThrow();
-  if (tenant.engine_instance_id !== null) {
-    return {
-      placed: await trx
-        .selectFrom('engine_instance')
-        .selectAll()
-        .where('id', '=', tenant.engine_instance_id)
-        .executeTakeFirstOrThrow(),
-    };
-  }
+  const placedOn = () =>
+    trx
+      .selectFrom('engine_instance')
+      .selectAll()
+      .where('id', '=', (eb) =>
+        eb.selectFrom('cluster_user').select('engine_instance_id').where('id', '=', clusterUserId),
+      )
+      .executeTakeFirst();
+  const current = await placedOn();
+  if (current) return { placed: current };
   let chosen: EngineInstanceRow | undefined;
   if (requested !== undefined) {
     chosen = await getEngineInstanceByName(trx, requested);
@@ -134,12 +129,17 @@ export async function placeTenant(
       .executeTakeFirst();
     if (!chosen) return { refused: { reason: 'NoSchedulableEngineInstance' } };
   }
-  await trx
+  // Waits for a concurrent placement of the same tenant, then finds it placed and takes that one.
+  const result = await trx
     .updateTable('cluster_user')
     .set({ engine_instance_id: chosen.id })
     .where('id', '=', clusterUserId)
-    .execute();
-  return { placed: chosen };
+    .where('engine_instance_id', 'is', null)
+    .executeTakeFirst();
+  if (result.numUpdatedRows > 0n) return { placed: chosen };
+  const concurrent = await placedOn();
+  if (!concurrent) throw new Error(`tenant ${clusterUserId} does not exist`);
+  return { placed: concurrent };
 }
 
 /** Cordons (true) or uncordons an instance: a cordoned instance takes no new tenants. False when unknown. */

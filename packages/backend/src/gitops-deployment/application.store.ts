@@ -28,6 +28,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { type JsonObject, jsonEqual } from '../json.ts';
 import { GitOpsDeploymentCr } from '../kinds.ts';
 import { type OperationsOutcome, operationsOutcome } from '../operation-outcome.ts';
+import { tenantEngineInstance } from '../placement.ts';
 
 /** The identity of one GitOpsDeployment incarnation (a re-created one has a new uid). */
 export interface DeploymentIdentity {
@@ -109,7 +110,8 @@ export interface DesiredApplication {
   deployment: DeploymentIdentity;
   /** Namespace uid of the GitOpsDeployment's namespace (the tenant). */
   namespaceUid: string;
-  engineInstanceId: string;
+  /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
+  requestedEngineInstance: string | undefined;
   spec: JsonObject;
   /** An External environment (spec.destination.environment); unset: the tenant's Workspace environment. */
   managedEnvironmentId?: string;
@@ -141,7 +143,9 @@ export async function unchangedApplication(
 
 /**
  * Makes the application row of a live GitOpsDeployment match `desired` (Workspace target). Writes only
- * when the spec changed semantically or the destination environment differs; then announces it.
+ * when the spec changed semantically or the destination environment differs; then announces it. A new
+ * application goes to the tenant's engine instance (placing the tenant first: PlacementRefusedError when it
+ * cannot be, and nothing is written).
  */
 export async function applyDesiredApplication(
   trx: Transaction<Database>,
@@ -163,10 +167,11 @@ export async function applyDesiredApplication(
       await ensureClusterUser(trx, { uid: desired.namespaceUid, name: deployment.namespace })
     ).id;
     const name = applicationName(deployment.uid);
+    const instance = await tenantEngineInstance(trx, clusterUserId, desired.requestedEngineInstance);
     const created = await insertApplicationIfNameFree(trx, {
       name,
       clusterUserId,
-      engineInstanceId: desired.engineInstanceId,
+      engineInstanceId: instance.id,
       managedEnvironmentId: (await environmentOf(clusterUserId)).id,
       spec: desired.spec,
     });

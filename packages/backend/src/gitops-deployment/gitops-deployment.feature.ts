@@ -53,7 +53,6 @@ export function createGitOpsDeploymentFeature(
       db: ctx.db,
       kc: ctx.kc,
       informer,
-      engineInstance: ctx.engineInstance,
       events: ctx.events,
       selector: ctx.selector,
       resolveEnvironment: createEnvironmentResolver(ctx.db, deps.environments.informer),

@@ -12,7 +12,7 @@ import {
   GitOpsDeploymentMessage,
   GitOpsDeploymentReason,
 } from '@gitops/api';
-import { type Database, type EngineInstanceRow, getApplication, type OperationRow } from '@gitops/db';
+import { type Database, getApplication, type OperationRow } from '@gitops/db';
 import {
   type EventRecorder,
   findCondition,
@@ -34,10 +34,11 @@ import {
 import type { Kysely } from 'kysely';
 import { type ErrorState, writeErrorConditions } from '../error-occurred.ts';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
-import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
+import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
+import { PlacementRefusedError } from '../placement.ts';
 import {
   applicationOperationsOutcome,
   applyDesiredApplication,
@@ -59,6 +60,9 @@ export const DeploymentEventReason = {
   ErrorOccurredResolved: 'ErrorOccurredResolved',
 } as const;
 
+/** A deployment whose tenant cannot be placed on an engine instance looks again this often. */
+const PLACEMENT_RECHECK_MS = 30_000;
+
 /** ErrorOccurred messages of this reconciler beyond the ones fixed by docs/api.md. */
 export const DeploymentErrorMessage = {
   invalidSpec: (problem: string) => `the GitOpsDeployment is invalid: ${problem}`,
@@ -72,8 +76,6 @@ export interface GitOpsDeploymentReconcilerOptions {
   db: Kysely<Database>;
   kc: KubeConfig;
   informer: Informer<KubeObject>;
-  /** The engine instance registered at start (new applications are placed on it). */
-  engineInstance: () => EngineInstanceRow;
   events: EventRecorder;
   /** Only deployments matching it are served (the informer uses the same selector). */
   selector?: LabelSelector;
@@ -96,8 +98,6 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   const DELETE_RETRY_MS = options.operationRetryMs ?? 60_000;
 
   const currentObject = currentObjectReader(kc, informer, GitOpsDeploymentCr, options.selector);
-
-  const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
 
   async function recordDeletes(object: KubeObject | undefined, deleted: readonly DeletedApplication[]) {
     if (!object) return;
@@ -263,7 +263,10 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     );
   }
 
-  async function reconcileLive(object: KubeObject, context: ReconcileContext) {
+  async function reconcileLive(
+    object: KubeObject,
+    context: ReconcileContext,
+  ): Promise<ReconcileResult | undefined> {
     const { logger, signal } = context;
     const { namespace = '', name, uid = '' } = object.metadata;
     const deployment = { namespace, name, uid };
@@ -327,28 +330,44 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       await reportOperationOutcome(object, uid, unchanged.id, logger);
       return;
     }
-    const tenantNamespaceUid = ownMapping?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
+    // The namespace's label matters only when the tenant is placed, i.e. for a new application.
+    const tenant = ownMapping
+      ? { uid: ownMapping.cr_namespace_uid, engineInstance: undefined }
+      : await readTenantNamespace(kc, namespace, signal);
 
-    const { deleted, result } = await db.transaction().execute(async (trx) => {
-      await GitOpsDeploymentCr.lock(trx, namespace, name);
-      const mappings = await findDeploymentMappings(trx, namespace, name);
-      const deleted = await deleteMappedApplications(
-        trx,
-        mappings.filter((m) => m.cr_uid !== uid),
-      );
-      const result = await applyDesiredApplication(
-        trx,
-        {
-          deployment,
-          namespaceUid: tenantNamespaceUid,
-          engineInstanceId: options.engineInstance().id,
-          spec,
-          managedEnvironmentId,
-        },
-        mappings.find((m) => m.cr_uid === uid),
-      );
-      return { deleted, result };
-    });
+    const applied = await db
+      .transaction()
+      .execute(async (trx) => {
+        await GitOpsDeploymentCr.lock(trx, namespace, name);
+        const mappings = await findDeploymentMappings(trx, namespace, name);
+        const deleted = await deleteMappedApplications(
+          trx,
+          mappings.filter((m) => m.cr_uid !== uid),
+        );
+        const result = await applyDesiredApplication(
+          trx,
+          {
+            deployment,
+            namespaceUid: tenant.uid,
+            requestedEngineInstance: tenant.engineInstance,
+            spec,
+            managedEnvironmentId,
+          },
+          mappings.find((m) => m.cr_uid === uid),
+        );
+        return { deleted, result };
+      })
+      .catch((err: unknown) => {
+        if (err instanceof PlacementRefusedError) return err;
+        throw err;
+      });
+    if (applied instanceof PlacementRefusedError) {
+      logger.warn({ refusal: applied.refusal }, 'the tenant has no engine instance');
+      await writeErrorOccurred(object, { status: 'error', message: applied.message }, logger);
+      // The instance may be registered or uncordoned, or the label fixed, without any event of ours.
+      return { requeueAfter: PLACEMENT_RECHECK_MS };
+    }
+    const { deleted, result } = applied;
     await recordDeletes(object, deleted);
     if (result.change !== 'none') {
       logger.info(
@@ -391,7 +410,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     try {
       if (!object) await reconcileGone(namespace, name, context.logger);
       else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);
-      else await reconcileLive(object, context);
+      else return await reconcileLive(object, context);
     } catch (err) {
       // A stale resourceVersion is routine (the cache lags our own writes): retry quietly. The work queue
       // logs the failure (at error level only when it is not routine or persists).

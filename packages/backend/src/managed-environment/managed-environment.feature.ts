@@ -54,7 +54,6 @@ export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnv
       kc: ctx.kc,
       sealer: ctx.sealer,
       informer,
-      engineInstance: ctx.engineInstance,
       events: ctx.events,
       selector: ctx.selector,
       operationRetryMs: ctx.config.operationRetryMs,

@@ -9,7 +9,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConditionStatus, ManagedEnvironmentConditionType, ManagedEnvironmentReason } from '@gitops/api';
-import type { Database, EngineInstanceRow, Sealer } from '@gitops/db';
+import type { Database, Sealer } from '@gitops/db';
 import {
   conditionsOfStatus,
   type EventRecorder,
@@ -32,9 +32,10 @@ import {
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr } from '../kinds.ts';
-import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
+import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome, reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
+import { PlacementRefusedError } from '../placement.ts';
 import {
   type CheckOutcome,
   classifyConnectionError,
@@ -81,7 +82,6 @@ export interface ManagedEnvironmentReconcilerOptions {
   kc: KubeConfig;
   sealer: Sealer;
   informer: Informer<KubeObject>;
-  engineInstance: () => EngineInstanceRow;
   events: EventRecorder;
   /** After the agent's operation Failed, it is announced again this long after (GITOPS_OPERATION_RETRY_INTERVAL). */
   operationRetryMs?: number;
@@ -129,8 +129,6 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       throw err;
     }
   }
-
-  const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
 
   /** Writes the condition when it differs; Events on transitions. Never contains a token. */
   async function writeCondition(object: KubeObject, input: ConditionInput, logger: Logger) {
@@ -193,7 +191,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       const mappings = (await findEnvironmentMappings(trx, namespace, name)).filter(
         (m) => m.cr_uid !== exceptUid,
       );
-      return await deleteMappedEnvironments(trx, mappings, options.engineInstance().id);
+      return await deleteMappedEnvironments(trx, mappings);
     });
     for (const d of deleted) {
       logger.info(
@@ -365,26 +363,37 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     const token = await connect(object, spec, target.value, signal, secretIsNew);
     if (!token.ok) return await failed(token.reason, token.message);
 
-    const tenantUid = await namespaceUid(namespace, signal);
-    const result = await db.transaction().execute(async (trx) => {
-      await ManagedEnvironmentCr.lock(trx, namespace, name);
-      const stale = (await findEnvironmentMappings(trx, namespace, name)).filter((m) => m.cr_uid !== uid);
-      await deleteMappedEnvironments(trx, stale, options.engineInstance().id);
-      return await applyEnvironment(trx, sealer, {
-        environment: { namespace, name, uid },
-        namespaceUid: tenantUid,
-        engineInstanceId: options.engineInstance().id,
-        credentials: {
-          apiUrl: spec.apiURL,
-          bearerToken: token.value,
-          allowInsecureSkipTlsVerify: spec.allowInsecureSkipTLSVerify,
-          namespaces: spec.namespaces,
-          clusterResources: spec.clusterResources,
-          // Argo CD must trust what the connection check trusted (nothing to pass when it is skipped).
-          caData: spec.allowInsecureSkipTLSVerify ? undefined : target.value.caData || undefined,
-        },
+    const tenant = await readTenantNamespace(kc, namespace, signal);
+    const applied = await db
+      .transaction()
+      .execute(async (trx) => {
+        await ManagedEnvironmentCr.lock(trx, namespace, name);
+        const stale = (await findEnvironmentMappings(trx, namespace, name)).filter((m) => m.cr_uid !== uid);
+        await deleteMappedEnvironments(trx, stale);
+        return await applyEnvironment(trx, sealer, {
+          environment: { namespace, name, uid },
+          namespaceUid: tenant.uid,
+          requestedEngineInstance: tenant.engineInstance,
+          credentials: {
+            apiUrl: spec.apiURL,
+            bearerToken: token.value,
+            allowInsecureSkipTlsVerify: spec.allowInsecureSkipTLSVerify,
+            namespaces: spec.namespaces,
+            clusterResources: spec.clusterResources,
+            // Argo CD must trust what the connection check trusted (nothing to pass when it is skipped).
+            caData: spec.allowInsecureSkipTLSVerify ? undefined : target.value.caData || undefined,
+          },
+        });
+      })
+      .catch((err: unknown) => {
+        if (err instanceof PlacementRefusedError) return err;
+        throw err;
       });
-    });
+    if (applied instanceof PlacementRefusedError) {
+      logger.warn({ refusal: applied.refusal }, 'the tenant has no engine instance');
+      return await failed(ManagedEnvironmentReason.NoEngineInstance, applied.message);
+    }
+    const result = applied;
     if (result.change !== 'none') {
       logger.info(
         { environment: result.environmentId, operation: result.operationId, change: result.change },

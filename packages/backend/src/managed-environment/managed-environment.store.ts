@@ -12,6 +12,7 @@ import {
   deleteManagedEnvironment,
   findApiCrMappingsByName,
   getApiCrMappingByUid,
+  getClusterUser,
   getClusterUserByNamespaceUid,
   getManagedEnvironmentWithCredentials,
   insertApiCrMapping,
@@ -28,6 +29,7 @@ import {
 } from '@gitops/db';
 import type { Kysely, Transaction } from 'kysely';
 import { ManagedEnvironmentCr } from '../kinds.ts';
+import { tenantEngineInstance } from '../placement.ts';
 
 export interface EnvironmentIdentity {
   namespace: string;
@@ -82,14 +84,19 @@ export type ApplyEnvironmentResult = {
   operationId?: string;
 };
 
-/** Makes the rows of a connected ManagedEnvironment match `desired`; announces a change. */
+/**
+ * Makes the rows of a connected ManagedEnvironment match `desired`; announces a change to the tenant's engine
+ * instance (placing the tenant first when needed: PlacementRefusedError, and nothing is written, when it
+ * cannot be placed).
+ */
 export async function applyEnvironment(
   trx: Transaction<Database>,
   sealer: Sealer,
   input: {
     environment: EnvironmentIdentity;
     namespaceUid: string;
-    engineInstanceId: string;
+    /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
+    requestedEngineInstance: string | undefined;
     credentials: DesiredCredentials;
   },
 ): Promise<ApplyEnvironmentResult> {
@@ -127,10 +134,15 @@ export async function applyEnvironment(
       c.ca_data === (desired.caData ?? null) &&
       JSON.stringify(c.namespaces) === JSON.stringify(desired.namespaces);
     if (same) return { change: 'none', environmentId: existing.environment.id };
+    const instance = await tenantEngineInstance(
+      trx,
+      existing.environment.cluster_user_id,
+      input.requestedEngineInstance,
+    );
     await updateEnvironmentCredentials(trx, existing.environment.id, sealed());
     await touchManagedEnvironment(trx, existing.environment.id);
     const { operation } = await insertOperation(trx, {
-      engineInstanceId: input.engineInstanceId,
+      engineInstanceId: instance.id,
       resourceType: 'ManagedEnvironment',
       resourceId: existing.environment.id,
       ownerUserId: existing.environment.cluster_user_id,
@@ -142,6 +154,7 @@ export async function applyEnvironment(
   const clusterUser =
     (await getClusterUserByNamespaceUid(trx, input.namespaceUid)) ??
     (await upsertClusterUser(trx, { uid: input.namespaceUid, name: environment.namespace }));
+  const instance = await tenantEngineInstance(trx, clusterUser.id, input.requestedEngineInstance);
   const created = await insertExternalEnvironment(trx, {
     clusterUserId: clusterUser.id,
     name: environment.name,
@@ -154,7 +167,7 @@ export async function applyEnvironment(
     { kind: ManagedEnvironmentCr.kind, managedEnvironmentId: created.environment.id },
   );
   const { operation } = await insertOperation(trx, {
-    engineInstanceId: input.engineInstanceId,
+    engineInstanceId: instance.id,
     resourceType: 'ManagedEnvironment',
     resourceId: created.environment.id,
     ownerUserId: clusterUser.id,
@@ -170,12 +183,12 @@ export interface DeletedEnvironment {
 
 /**
  * Deletes the environments of these mappings (credentials too; applications' managed_environment_id
- * becomes NULL) and announces the environment and each affected application, in `trx`.
+ * becomes NULL) and announces the environment (to its tenant's engine instance; a tenant never placed has
+ * nothing on any) and each affected application (to its own), in `trx`.
  */
 export async function deleteMappedEnvironments(
   trx: Transaction<Database>,
   mappings: readonly ApiCrMappingRow[],
-  engineInstanceId: string,
 ): Promise<DeletedEnvironment[]> {
   const deleted: DeletedEnvironment[] = [];
   for (const mapping of mappings) {
@@ -190,14 +203,20 @@ export async function deleteMappedEnvironments(
       name: mapping.cr_name,
       uid: mapping.cr_uid,
     } as const;
+    const engineInstanceId = (await getClusterUser(trx, found.environment.cluster_user_id))
+      ?.engine_instance_id;
     const requests: OperationRequest[] = [
-      {
-        engineInstanceId,
-        resourceType: 'ManagedEnvironment',
-        resourceId: found.environment.id,
-        ownerUserId: found.environment.cluster_user_id,
-        ownerCr: owner,
-      },
+      ...(engineInstanceId
+        ? [
+            {
+              engineInstanceId,
+              resourceType: 'ManagedEnvironment' as const,
+              resourceId: found.environment.id,
+              ownerUserId: found.environment.cluster_user_id,
+              ownerCr: owner,
+            },
+          ]
+        : []),
       ...applications.map((a) => ({
         engineInstanceId: a.engine_instance_id,
         resourceType: 'Application' as const,

@@ -168,15 +168,13 @@ describe('outbox relay', () => {
       namespaceUid: randomUUID(),
       clusterIdentity: `another-cluster-${randomUUID()}`,
     });
-    const { operation } = await f.db
-      .transaction()
-      .execute(async (trx) =>
-        insertOperation(trx, {
-          engineInstanceId: engine.id,
-          resourceType: 'Application',
-          resourceId: randomUUID(),
-        }),
-      );
+    const { operation } = await f.db.transaction().execute(async (trx) =>
+      insertOperation(trx, {
+        engineInstanceId: engine.id,
+        resourceType: 'Application',
+        resourceId: randomUUID(),
+      }),
+    );
     const relay = newRelay();
     assert.equal(await relay.drain(), 0);
     assert.equal(

@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 import type { Condition } from '@gitops/api';
 import { SecretKey, SecretType } from '@gitops/api';
-import type { Database, EngineInstanceRow, OperationRow, Sealer } from '@gitops/db';
+import type { Database, OperationRow, Sealer } from '@gitops/db';
 import {
   conditionsOfStatus,
   type EventRecorder,
@@ -32,9 +32,10 @@ import {
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr } from '../kinds.ts';
-import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
+import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
+import { PlacementRefusedError } from '../placement.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
 import { nextConditions, type RepositoryCredentialOutcome } from './repository-credential.conditions.ts';
 import {
@@ -62,7 +63,6 @@ export interface RepositoryCredentialReconcilerOptions {
   db: Kysely<Database>;
   kc: KubeConfig;
   informer: Informer<KubeObject>;
-  engineInstance: () => EngineInstanceRow;
   events: EventRecorder;
   sealer: Sealer;
   selector?: LabelSelector;
@@ -200,8 +200,6 @@ export function createRepositoryCredentialReconciler(
     }
   }
 
-  const namespaceUid = (namespace: string, signal: AbortSignal) => readNamespaceUid(kc, namespace, signal);
-
   /** Validation through the memo: returns the outcome and when to look again. */
   async function validated(
     key: string,
@@ -312,19 +310,32 @@ export function createRepositoryCredentialReconciler(
     );
 
     const mappings = await findRepositoryCredentialMappings(db, namespace, name);
-    const tenantNamespaceUid =
-      mappings.find((m) => m.cr_uid === uid)?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
-    const result = await db.transaction().execute(async (trx) => {
-      await RepositoryCredentialCr.lock(trx, namespace, name);
-      return await applyRepositoryCredentials(trx, sealer, {
-        cr: { namespace, name, uid },
-        namespaceUid: tenantNamespaceUid,
-        engineInstanceId: options.engineInstance().id,
-        repositoryUrl: spec.repository,
-        secretName: spec.secret,
-        credentials: read.credentials,
+    const ownNamespaceUid = mappings.find((m) => m.cr_uid === uid)?.cr_namespace_uid;
+    // The namespace's label matters only when the tenant is placed, i.e. for a new row.
+    const tenant = ownNamespaceUid
+      ? { uid: ownNamespaceUid, engineInstance: undefined }
+      : await readTenantNamespace(kc, namespace, signal);
+    const result = await db
+      .transaction()
+      .execute(async (trx) => {
+        await RepositoryCredentialCr.lock(trx, namespace, name);
+        return await applyRepositoryCredentials(trx, sealer, {
+          cr: { namespace, name, uid },
+          namespaceUid: tenant.uid,
+          requestedEngineInstance: tenant.engineInstance,
+          repositoryUrl: spec.repository,
+          secretName: spec.secret,
+          credentials: read.credentials,
+        });
+      })
+      .catch((err: unknown) => {
+        if (err instanceof PlacementRefusedError) return err;
+        throw err;
       });
-    });
+    if (result instanceof PlacementRefusedError) {
+      logger.warn({ refusal: result.refusal }, 'the tenant has no engine instance');
+      return void (await writeConditions(object, { kind: 'error', message: result.message }, logger));
+    }
     if (result.change !== 'none') {
       logger.info(
         { repositoryCredentials: result.row.id, operation: result.operation.id, change: result.change },

@@ -23,6 +23,7 @@ import {
 } from '@gitops/db';
 import type { Kysely, Transaction } from 'kysely';
 import { RepositoryCredentialCr } from '../kinds.ts';
+import { tenantEngineInstance } from '../placement.ts';
 import type { GitCredentials } from './git-ls-remote.ts';
 
 /** Additional authenticated data of each sealed column (one definition for both processes, in @gitops/db). */
@@ -75,7 +76,8 @@ export async function deleteMappedRepositoryCredentials(
 export interface DesiredRepositoryCredentials {
   cr: RepositoryCredentialIdentity;
   namespaceUid: string;
-  engineInstanceId: string;
+  /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
+  requestedEngineInstance: string | undefined;
   repositoryUrl: string;
   secretName: string;
   credentials: GitCredentials;
@@ -119,7 +121,8 @@ function sameCredentials(sealer: Sealer, row: RepositoryCredentialsRow, c: GitCr
 
 /**
  * Makes the row of a live CR match `desired`; writes (and announces) only when the URL, Secret name or a
- * credential changed (credentials are compared after opening them).
+ * credential changed (credentials are compared after opening them). A new row goes to the tenant's engine
+ * instance (PlacementRefusedError when the tenant cannot be placed; nothing is written).
  */
 export async function applyRepositoryCredentials(
   trx: Transaction<Database>,
@@ -173,9 +176,10 @@ export async function applyRepositoryCredentials(
   if (!tenant || tenant.namespace_name !== cr.namespace) {
     tenant = await upsertClusterUser(trx, { uid: desired.namespaceUid, name: cr.namespace });
   }
+  const instance = await tenantEngineInstance(trx, tenant.id, desired.requestedEngineInstance);
   const created = await insertRepositoryCredentials(trx, {
     clusterUserId: tenant.id,
-    engineInstanceId: desired.engineInstanceId,
+    engineInstanceId: instance.id,
     ...columns,
   });
   if (mapping) {

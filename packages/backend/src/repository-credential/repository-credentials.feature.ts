@@ -57,7 +57,6 @@ export function createRepositoryCredentialsFeature(ctx: BackendContext): Reposit
       db: ctx.db,
       kc: ctx.kc,
       informer,
-      engineInstance: ctx.engineInstance,
       events: ctx.events,
       sealer: ctx.sealer,
       selector: ctx.selector,

@@ -36,8 +36,8 @@ export interface BackendFixture {
   /** Builds and starts a backend (several may run at once, like replicas). */
   startBackend(env?: Record<string, string>): Promise<Backend>;
   stopBackend(backend: Backend): Promise<void>;
-  /** A user namespace (deleted at cleanup). */
-  createNamespace(prefix?: string): Promise<{ name: string; uid: string }>;
+  /** A user namespace (deleted at cleanup), with these labels. */
+  createNamespace(prefix?: string, labels?: Record<string, string>): Promise<{ name: string; uid: string }>;
   createDeployment(
     namespace: string,
     name: string,
@@ -115,12 +115,12 @@ export async function createBackendFixture(): Promise<BackendFixture> {
       backends.delete(backend);
       await backend.close();
     },
-    async createNamespace(prefix = 'tenant') {
+    async createNamespace(prefix = 'tenant', labels = {}) {
       const name = `${prefix}-${randomSuffix()}`;
       const ns = (await kubeRequest(kc, {
         method: HttpMethod.POST,
         path: '/api/v1/namespaces',
-        body: { metadata: { name } },
+        body: { metadata: { name, labels } },
       })) as KubeObject;
       namespaces.push(name);
       return { name, uid: ns.metadata.uid ?? '' };

@@ -1,0 +1,181 @@
+/**
+ * Placement of tenants on engine instances, through the backend as users drive it: a namespace label names
+ * the instance, otherwise the least loaded one; a tenant stays where it was placed; an unknown or cordoned
+ * instance is refused with a clear condition and nothing is written until it can be placed. Everything of a
+ * tenant (applications, repository credentials) goes to its instance.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { API_GROUP_VERSION, Label, PlacementMessage } from '@gitops/api';
+import { repositoryCredential } from '@gitops/api/testing';
+import {
+  type ApplicationRow,
+  type EngineInstanceRow,
+  getApplicationByName,
+  getClusterUserByNamespaceUid,
+  setEngineInstanceCordoned,
+  upsertEngineInstance,
+} from '@gitops/db';
+import { clusterIdentity, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, test } from 'vitest';
+import type { Backend } from './app.ts';
+import { BACKEND_SHARD_LABEL } from './config.ts';
+import { conditionsOf } from './gitops-deployment/gitops-deployment.object.ts';
+import { type BackendFixture, createBackendFixture } from './testing/backend-fixture.ts';
+
+const spec = {
+  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
+  type: 'automated',
+};
+
+describe('tenant placement on engine instances', () => {
+  let f: BackendFixture;
+  let backend: Backend;
+  let own: EngineInstanceRow;
+  let other: EngineInstanceRow;
+
+  beforeAll(async () => {
+    f = await createBackendFixture();
+    backend = await f.startBackend();
+    own = backend.engineInstance();
+    // A second Argo CD on this cluster, registered by its agent (as the agent does at start).
+    const namespace = await f.createNamespace('argocd-other');
+    other = await upsertEngineInstance(f.db, {
+      name: `other-${randomUUID().slice(0, 8)}`,
+      namespaceName: namespace.name,
+      namespaceUid: namespace.uid,
+      clusterIdentity: await clusterIdentity(f.kc),
+    });
+  });
+  afterAll(async () => {
+    await f?.cleanup();
+  });
+
+  const applicationOf = (object: KubeObject): Promise<ApplicationRow> =>
+    eventually(`application of ${object.metadata.name}`, () =>
+      getApplicationByName(f.db, `gitopsdepl-${object.metadata.uid}`),
+    );
+  const errorOccurred = (namespace: string, name: string) =>
+    eventually(`ErrorOccurred of ${namespace}/${name}`, async () => {
+      const live = await f.getDeployment(namespace, name);
+      const condition = live && conditionsOf(live).find((c) => c.type === 'ErrorOccurred');
+      return condition?.status === 'True' ? condition : undefined;
+    });
+  const placedOn = async (namespaceUid: string) =>
+    (await getClusterUserByNamespaceUid(f.db, namespaceUid))?.engine_instance_id ?? null;
+
+  test('the namespace label names the instance; the next tenant goes to the least loaded one; each stays', async () => {
+    const labelled = await f.createNamespace('labelled', { [Label.EngineInstance]: other.name });
+    const first = await applicationOf(await f.createDeployment(labelled.name, 'a', spec));
+    assert.equal(first.engine_instance_id, other.id, 'the label wins');
+    assert.equal(await placedOn(labelled.uid), other.id);
+
+    // `other` now holds one application, the backend's own instance none: a tenant without a label goes there.
+    const unlabelled = await f.createNamespace('unlabelled');
+    const second = await applicationOf(await f.createDeployment(unlabelled.name, 'a', spec));
+    assert.equal(second.engine_instance_id, own.id, 'the least loaded instance');
+
+    // More deployments of each tenant follow it, whatever the load says now.
+    for (let i = 0; i < 2; i++) {
+      const more = await applicationOf(await f.createDeployment(labelled.name, `more-${i}`, spec));
+      assert.equal(more.engine_instance_id, other.id);
+    }
+    const third = await applicationOf(await f.createDeployment(unlabelled.name, 'b', spec));
+    assert.equal(
+      third.engine_instance_id,
+      own.id,
+      'a placed tenant stays although its instance is busier now',
+    );
+  });
+
+  test('a label naming an unknown instance gives a clear condition and no rows; once registered, the deployment is placed there', async () => {
+    const name = `later-${randomUUID().slice(0, 8)}`;
+    const tenant = await f.createNamespace('unknown', { [Label.EngineInstance]: name });
+    const cr = await f.createDeployment(tenant.name, 'a', spec);
+    const condition = await errorOccurred(tenant.name, 'a');
+    assert.equal(condition.message, PlacementMessage.unknownInstance(name));
+    assert.equal(await getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`), undefined);
+    assert.equal(await placedOn(tenant.uid), null, 'the tenant is not placed anywhere else');
+
+    const namespace = await f.createNamespace('argocd-later');
+    const later = await upsertEngineInstance(f.db, {
+      name,
+      namespaceName: namespace.name,
+      namespaceUid: namespace.uid,
+      clusterIdentity: await clusterIdentity(f.kc),
+    });
+    const application = await eventually(
+      'the deployment placed on the instance once it is registered',
+      () => getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
+      120_000,
+    );
+    assert.equal(application.engine_instance_id, later.id);
+  });
+
+  test('a cordoned instance takes no new tenant: named by a label it is refused, without a label another is chosen; its tenants stay', async () => {
+    // A new instance whose name sorts first: with one application it is always the least loaded (or first
+    // among equals) here, so only the cordon keeps a new tenant away from it.
+    const namespace = await f.createNamespace('argocd-aaa');
+    const first = await upsertEngineInstance(f.db, {
+      name: `aaa-${randomUUID().slice(0, 8)}`,
+      namespaceName: namespace.name,
+      namespaceUid: namespace.uid,
+      clusterIdentity: await clusterIdentity(f.kc),
+    });
+    const placedBefore = await f.createNamespace('before', { [Label.EngineInstance]: first.name });
+    await applicationOf(await f.createDeployment(placedBefore.name, 'a', spec));
+    assert.ok(await setEngineInstanceCordoned(f.db, first.name, true));
+    try {
+      const refused = await f.createNamespace('cordoned', { [Label.EngineInstance]: first.name });
+      await f.createDeployment(refused.name, 'a', spec);
+      assert.equal(
+        (await errorOccurred(refused.name, 'a')).message,
+        PlacementMessage.instanceCordoned(first.name),
+      );
+      const free = await f.createNamespace('free');
+      const application = await applicationOf(await f.createDeployment(free.name, 'a', spec));
+      assert.notEqual(application.engine_instance_id, first.id, 'the least loaded instance is cordoned');
+      const stays = await applicationOf(await f.createDeployment(placedBefore.name, 'b', spec));
+      assert.equal(stays.engine_instance_id, first.id, 'a tenant placed before the cordon stays');
+    } finally {
+      await setEngineInstanceCordoned(f.db, first.name, false);
+    }
+  });
+
+  test("a tenant's repository credentials go to its instance", async () => {
+    const tenant = await f.createNamespace('creds', { [Label.EngineInstance]: other.name });
+    await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: `/api/v1/namespaces/${tenant.name}/secrets`,
+      body: {
+        metadata: { name: 'creds' },
+        type: 'managed-gitops.redhat.com/repository-credential',
+        stringData: { username: 'jane', password: 'not-a-real-one' },
+      },
+    });
+    const cr = (await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: `/apis/${API_GROUP_VERSION}/namespaces/${tenant.name}/gitopsdeploymentrepositorycredentials`,
+      body: repositoryCredential(
+        'creds',
+        { repository: 'https://git.invalid/team/repo.git', secret: 'creds' },
+        { labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
+      ),
+    })) as KubeObject;
+    const row = await eventually('repository_credentials row', () =>
+      f.db
+        .selectFrom('api_cr_mapping')
+        .innerJoin(
+          'repository_credentials',
+          'repository_credentials.id',
+          'api_cr_mapping.repository_credentials_id',
+        )
+        .selectAll('repository_credentials')
+        .where('cr_uid', '=', cr.metadata.uid!)
+        .executeTakeFirst(),
+    );
+    assert.equal(row.engine_instance_id, other.id);
+    assert.equal(await placedOn(tenant.uid), other.id);
+  });
+});

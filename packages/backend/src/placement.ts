@@ -1,0 +1,42 @@
+/**
+ * Placement of tenants on engine instances, as the backend's reconcilers use it: every row a tenant owns on
+ * the Argo CD side (applications, repository credentials, the operations of its ManagedEnvironments) goes to
+ * the tenant's one instance, chosen once by `placeTenant` (@gitops/db) from the namespace label or the load.
+ */
+import { PlacementMessage } from '@gitops/api';
+import { type Database, type EngineInstanceRow, type PlacementRefusal, placeTenant } from '@gitops/db';
+import type { Transaction } from 'kysely';
+
+/** What the user reads when a tenant cannot be placed. */
+export function placementRefusalMessage(refusal: PlacementRefusal): string {
+  switch (refusal.reason) {
+    case 'UnknownEngineInstance':
+      return PlacementMessage.unknownInstance(refusal.instance);
+    case 'EngineInstanceCordoned':
+      return PlacementMessage.instanceCordoned(refusal.instance);
+    case 'NoSchedulableEngineInstance':
+      return PlacementMessage.noSchedulableInstance;
+  }
+}
+
+/** Thrown inside a transaction to roll it back when the tenant cannot be placed; carries the user's message. */
+export class PlacementRefusedError extends Error {
+  readonly refusal: PlacementRefusal;
+
+  constructor(refusal: PlacementRefusal) {
+    super(placementRefusalMessage(refusal));
+    this.name = 'PlacementRefusedError';
+    this.refusal = refusal;
+  }
+}
+
+/** The tenant's instance (placing it now if needed). @throws PlacementRefusedError when it cannot be placed. */
+export async function tenantEngineInstance(
+  trx: Transaction<Database>,
+  clusterUserId: string,
+  requested: string | undefined,
+): Promise<EngineInstanceRow> {
+  const placement = await placeTenant(trx, clusterUserId, requested);
+  if ('refused' in placement) throw new PlacementRefusedError(placement.refused);
+  return placement.placed;
+}
