@@ -47,7 +47,7 @@ import {
   type NotificationReads,
 } from './backend-feature.ts';
 import { BACKEND_SHARD_LABEL, type BackendConfig, shardSelector } from './config.ts';
-import { registerEngineInstance } from './engine-instance.ts';
+import { registerEngineInstance, registerEngineInstanceMetrics } from './engine-instance.ts';
 import {
   createGitOpsDeploymentFeature,
   type GitOpsDeploymentFeature,
@@ -109,6 +109,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     applicationName: 'gitops-backend',
     onConnectionError: (err) => logger.warn({ err }, 'database connection failed'),
   });
+  registerEngineInstanceMetrics(registry, db, logger);
   let engineInstance: EngineInstanceRow | undefined;
   const ctx = createBackendContext({
     config,

@@ -3,14 +3,22 @@
  * as the cluster-agent does too (docs/contracts/core-pipeline.md). The namespace must exist: it is
  * never created here.
  */
-import { type Database, type EngineInstanceRow, ensureEngineInstance } from '@gitops/db';
 import {
+  type Database,
+  type EngineInstanceRow,
+  ensureEngineInstance,
+  listEngineInstanceLoads,
+} from '@gitops/db';
+import {
+  addScrapedGauges,
   clusterIdentity,
   ErrorCode,
   HttpMethod,
   isNotFound,
   type KubeConfig,
   kubeRequest,
+  type Logger,
+  type Registry,
   TerminalError,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
@@ -52,5 +60,54 @@ export async function registerEngineInstance(
     db,
     { name: instance.name, namespaceName: instance.namespace, namespaceUid: uid },
     () => clusterIdentity(kc),
+  );
+}
+
+/**
+ * Per-instance gauges, read from the database when /metrics is scraped (no cost between scrapes):
+ * `gitops_engine_instance_tenants`, `gitops_engine_instance_applications` and `gitops_engine_instance_cordoned`
+ * (1 when cordoned), labelled `engine_instance` with the instance's name. Every backend replica reports the
+ * same values; aggregate with max() rather than sum().
+ */
+export function registerEngineInstanceMetrics(
+  registry: Registry,
+  db: Kysely<Database>,
+  logger: Logger,
+): void {
+  if (registry.getSingleMetric('gitops_engine_instance_tenants')) return; // a second backend on one registry
+  const labelNames = ['engine_instance'] as const;
+  addScrapedGauges(
+    registry,
+    {
+      tenants: {
+        name: 'gitops_engine_instance_tenants',
+        help: 'Tenants (user namespaces) placed on each engine instance',
+        labelNames,
+      },
+      applications: {
+        name: 'gitops_engine_instance_applications',
+        help: 'Argo CD Applications (application rows) on each engine instance',
+        labelNames,
+      },
+      cordoned: {
+        name: 'gitops_engine_instance_cordoned',
+        help: '1 when the engine instance is cordoned (takes no new tenants), else 0',
+        labelNames,
+      },
+    },
+    async (gauges) => {
+      try {
+        const loads = await listEngineInstanceLoads(db);
+        for (const gauge of Object.values(gauges)) gauge.reset();
+        for (const load of loads) {
+          const labels = { engine_instance: load.name };
+          gauges.tenants.set(labels, load.tenants);
+          gauges.applications.set(labels, load.applications);
+          gauges.cordoned.set(labels, load.cordoned ? 1 : 0);
+        }
+      } catch (err) {
+        logger.warn({ err }, 'could not read the engine instances for /metrics');
+      }
+    },
   );
 }

@@ -87,6 +87,19 @@ describe('tenant placement on engine instances', () => {
       own.id,
       'a placed tenant stays although its instance is busier now',
     );
+
+    // Operators see the placement per instance in /metrics.
+    const metrics = await backend.registry.metrics();
+    const sample = (name: string, instance: string) =>
+      metrics
+        .split('\n')
+        .find((line) => line.startsWith(`${name}{`) && line.includes(`engine_instance="${instance}"`))
+        ?.split(' ')
+        .at(-1);
+    assert.equal(sample('gitops_engine_instance_applications', other.name), '3');
+    assert.equal(sample('gitops_engine_instance_tenants', other.name), '1');
+    assert.equal(sample('gitops_engine_instance_tenants', own.name), '1');
+    assert.equal(sample('gitops_engine_instance_cordoned', other.name), '0');
   });
 
   test('a label naming an unknown instance gives a clear condition and no rows; once registered, the deployment is placed there', async () => {

@@ -84,6 +84,38 @@ export function addGaugeCollector<L extends string>(
   return { gauge, remove: () => hooks.delete(run) };
 }
 
+/**
+ * Gauges whose values come from elsewhere (e.g. the database) and are read together when /metrics is
+ * scraped: one `read` per scrape, shared by the gauges (a registry collects them concurrently), so nothing
+ * is read between scrapes. `read` resets and sets them; when it throws, the gauges keep their last values.
+ */
+export function addScrapedGauges<N extends string, L extends string>(
+  registry: Registry,
+  specs: Record<N, MetricSpec<L>>,
+  read: (gauges: Record<N, Gauge<L>>) => Promise<void>,
+): Record<N, Gauge<L>> {
+  let reading: Promise<void> | undefined;
+  const readOnce = () => {
+    reading ??= read(gauges).finally(() => {
+      reading = undefined;
+    });
+    return reading;
+  };
+  const gauges = Object.fromEntries(
+    (Object.entries(specs) as [N, MetricSpec<L>][]).map(([key, spec]) => [
+      key,
+      new Gauge({
+        ...spec,
+        registers: [registry],
+        async collect() {
+          await readOnce();
+        },
+      }),
+    ]),
+  ) as Record<N, Gauge<L>>;
+  return gauges;
+}
+
 function assertKind<M>(metric: unknown, kind: abstract new (...args: never[]) => M, name: string): M {
   if (!(metric instanceof kind)) throw new Error(`metric ${name} is already registered with another type`);
   return metric;
