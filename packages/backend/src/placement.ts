@@ -7,6 +7,9 @@ import { PlacementMessage } from '@gitops/api';
 import { type Database, type EngineInstanceRow, type PlacementRefusal, placeTenant } from '@gitops/db';
 import type { Transaction } from 'kysely';
 
+/** An object whose tenant cannot be placed looks again this often (an instance may register or uncordon). */
+export const PLACEMENT_RECHECK_MS = 30_000;
+
 /** What the user reads when a tenant cannot be placed. */
 export function placementRefusalMessage(refusal: PlacementRefusal): string {
   switch (refusal.reason) {

@@ -38,7 +38,7 @@ import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
-import { PlacementRefusedError } from '../placement.ts';
+import { PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
 import {
   applicationOperationsOutcome,
   applyDesiredApplication,
@@ -59,9 +59,6 @@ export const DeploymentEventReason = {
   ErrorOccurred: 'ErrorOccurred',
   ErrorOccurredResolved: 'ErrorOccurredResolved',
 } as const;
-
-/** A deployment whose tenant cannot be placed on an engine instance looks again this often. */
-const PLACEMENT_RECHECK_MS = 30_000;
 
 /** ErrorOccurred messages of this reconciler beyond the ones fixed by docs/api.md. */
 export const DeploymentErrorMessage = {

@@ -35,7 +35,7 @@ import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
-import { PlacementRefusedError } from '../placement.ts';
+import { PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
 import { nextConditions, type RepositoryCredentialOutcome } from './repository-credential.conditions.ts';
 import {
@@ -334,7 +334,9 @@ export function createRepositoryCredentialReconciler(
       });
     if (result instanceof PlacementRefusedError) {
       logger.warn({ refusal: result.refusal }, 'the tenant has no engine instance');
-      return void (await writeConditions(object, { kind: 'error', message: result.message }, logger));
+      await writeConditions(object, { kind: 'error', message: result.message }, logger);
+      // The instance may be registered or uncordoned, or the label fixed, without any event of ours.
+      return { requeueAfter: PLACEMENT_RECHECK_MS };
     }
     if (result.change !== 'none') {
       logger.info(
