@@ -214,6 +214,10 @@ export interface SyncPolicy {
  * GitOpsDeploymentStatus is the observed state, projected from the Argo CD Application.
  */
 export interface GitOpsDeploymentStatus {
+  /**
+   * EngineInstance is the name of the Argo CD instance (engine instance) the namespace's objects are placed on; every GitOpsDeployment of a namespace shows the same one.
+   */
+  engineInstance?: string;
   sync?: SyncStatus;
   health?: HealthStatus;
   /**

@@ -60,3 +60,18 @@ export async function getApplicationState(
     .where('application_id', '=', applicationId)
     .executeTakeFirst();
 }
+
+/** The state with the name of the engine instance its application is on (one statement, for the status path). */
+export async function getApplicationStateWithEngineInstance(
+  db: Kysely<Database>,
+  applicationId: string,
+): Promise<(ApplicationStateRow & { engine_instance_name: string }) | undefined> {
+  return await db
+    .selectFrom('application_state as s')
+    .innerJoin('application as a', 'a.id', 's.application_id')
+    .innerJoin('engine_instance as e', 'e.id', 'a.engine_instance_id')
+    .selectAll('s')
+    .select('e.name as engine_instance_name')
+    .where('s.application_id', '=', applicationId)
+    .executeTakeFirst();
+}

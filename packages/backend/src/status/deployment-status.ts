@@ -25,6 +25,7 @@ const MAX_MESSAGE_LENGTH = 8192;
 
 /** The status fields the status path writes (everything else in `status` is left alone). */
 export const STATUS_PATH_FIELDS = [
+  'engineInstance',
   'sync',
   'health',
   'resources',
@@ -109,6 +110,8 @@ export interface DesiredStatusContext {
    * for `managed-env-<id>` (resolved by the caller), "" when unknown.
    */
   destinationName: string;
+  /** The name of the engine instance the application is on (the tenant's placement). */
+  engineInstance?: string;
   now: Date;
   resourcesLimit?: number;
 }
@@ -117,6 +120,7 @@ export interface DesiredStatusContext {
 export function desiredStatus(state: ApplicationStateProjection, context: DesiredStatusContext): JsonObject {
   const limit = context.resourcesLimit ?? RESOURCES_LIMIT;
   const status: Record<string, unknown> = {};
+  if (context.engineInstance) status.engineInstance = context.engineInstance;
   if (state.sync) status.sync = { status: state.sync.status, revision: state.sync.revision };
   if (state.health) status.health = { status: state.health.status, message: state.health.message };
   const resources = state.resources;

@@ -11,7 +11,7 @@ import {
   getApiCrMappingByUid,
   getApiCrMappingOfApplication,
   getApiCrMappingOfManagedEnvironment,
-  getApplicationState,
+  getApplicationStateWithEngineInstance,
 } from '@gitops/db';
 import { createWorkQueue, objectKey, patchStatus, splitObjectKey, type WorkQueue } from '@gitops/shared';
 import type { Kysely } from 'kysely';
@@ -75,13 +75,13 @@ export function createStatusFeature(
   async function stateOf(uid: string, key: string) {
     const known = applicationOfUid.get(uid);
     if (known) {
-      const row = await getApplicationState(db, known);
+      const row = await getApplicationStateWithEngineInstance(db, known);
       if (row) return { applicationId: known, row };
     }
     const mapping = await getApiCrMappingByUid(db, uid);
     if (!mapping?.application_id) return undefined;
     remember(uid, mapping.application_id, key);
-    const row = await getApplicationState(db, mapping.application_id);
+    const row = await getApplicationStateWithEngineInstance(db, mapping.application_id);
     return row ? { applicationId: mapping.application_id, row } : undefined;
   }
 
@@ -103,6 +103,7 @@ export function createStatusFeature(
       const desired = desiredStatus(state, {
         currentConditions: conditionsOf(object),
         destinationName: await userFacingDestinationName(db, state.reconciledState?.destination?.name),
+        engineInstance: row.engine_instance_name,
         now: now(),
       });
       const patch = statusPatch(statusOf(object), desired);

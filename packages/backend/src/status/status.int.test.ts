@@ -98,6 +98,11 @@ describe('status path', () => {
     const status = statusOf(object);
     assert.deepEqual(status.sync, { status: 'OutOfSync', revision: 'abc123' });
     assert.deepEqual(status.health, { status: 'Progressing', message: 'waiting for rollout' });
+    assert.equal(
+      status.engineInstance,
+      backend.engineInstance().name,
+      'the tenant sees its Argo CD instance',
+    );
     assert.deepEqual(status.resources, [
       {
         group: 'apps',
