@@ -39,10 +39,10 @@ async function namespaceUid(kc: KubeConfig, name: string): Promise<string | unde
 }
 
 /**
- * Upserts `engine_instance` (name, namespace, namespace uid). Writes nothing when the row already says
- * so, and keeps the cluster identity another process (the agent) recorded; a new row gets the uid of
- * `kube-system` (as the agent does), the usual stable identity of a cluster.
- * @throws TerminalError when the namespace does not exist.
+ * Upserts `engine_instance` (name, namespace, namespace uid, the cluster identity: the uid of `kube-system`,
+ * as the agent records it). Writes nothing when the row already says so.
+ * @throws TerminalError when the namespace does not exist, or the name is registered for another namespace
+ * or cluster.
  */
 export async function registerEngineInstance(
   db: Kysely<Database>,

@@ -123,8 +123,8 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     await checkResourceHealthPersisted(kc, namespace, { logger, registry });
     await waitForSchema();
     throwIfClosed();
-    // Idempotent, as the backend does it: no write when the row already says so, and an existing cluster
-    // identity is kept so the two processes never overwrite each other's.
+    // Idempotent, as the backend does it: no write when the row already says so. The name registered for
+    // another namespace or cluster is refused (a start-up error): two agents never share one instance.
     const registered = await ensureEngineInstance(
       db,
       { name: config.engineInstanceName, namespaceName: namespace, namespaceUid: ns.metadata.uid },

@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { getClusterUser } from './cluster-user.repository.ts';
 import {
+  ensureEngineInstance,
+  getEngineInstanceByName,
   listEngineInstanceLoads,
   type Placement,
   placeTenant,
@@ -98,5 +100,40 @@ describe('tenant placement', () => {
       loads.filter((l) => l.name === a.name || l.name === b.name).reduce((n, l) => n + l.tenants, 0),
       1,
     );
+  });
+});
+
+describe('engine instance registration', () => {
+  test('one name is one Argo CD namespace on one cluster: another namespace or cluster under it is refused at start', async () => {
+    const name = `register-${Date.now()}`;
+    const here = async () => 'cluster-a';
+    const first = await ensureEngineInstance(
+      testDb.db,
+      { name, namespaceName: 'argocd', namespaceUid: 'u1' },
+      here,
+    );
+    assert.equal(first.cluster_identity, 'cluster-a');
+    // The same namespace re-created (a new uid): the row follows it.
+    const recreated = await ensureEngineInstance(
+      testDb.db,
+      { name, namespaceName: 'argocd', namespaceUid: 'u2' },
+      here,
+    );
+    assert.equal(recreated.id, first.id);
+    assert.equal(recreated.namespace_uid, 'u2');
+    await assert.rejects(
+      ensureEngineInstance(
+        testDb.db,
+        { name, namespaceName: 'argocd', namespaceUid: 'u3' },
+        async () => 'cluster-b',
+      ),
+      /registered for Argo CD namespace "argocd" on cluster cluster-a; this process serves namespace "argocd" on cluster cluster-b/,
+    );
+    await assert.rejects(
+      ensureEngineInstance(testDb.db, { name, namespaceName: 'argocd-2', namespaceUid: 'u4' }, here),
+      /give this one a name of its own/,
+    );
+    const row = await getEngineInstanceByName(testDb.db, name);
+    assert.equal(row?.namespace_uid, 'u2', 'a refused registration changes nothing');
   });
 });

@@ -1,3 +1,4 @@
+import { ErrorCode, TerminalError } from '@gitops/shared';
 import type { Kysely, Transaction } from 'kysely';
 import type { Database, EngineInstanceRow } from './database.ts';
 
@@ -53,8 +54,10 @@ export async function getEngineInstanceByName(
 /**
  * Registers the engine instance at process start; the backend and the cluster-agent both call this
  * (docs/contracts/core-pipeline.md). Idempotent: no write when the row already names this namespace and
- * uid, and an existing `cluster_identity` is kept, so the two processes never overwrite each other's;
- * `clusterIdentity` is only called when there is none yet.
+ * uid (a re-created namespace, with a new uid, updates the row). A name is one Argo CD namespace on one
+ * cluster: a process that serves another namespace, or the same namespace on another cluster, under a
+ * registered name is refused (TerminalError), so two agents configured with one ENGINE_INSTANCE_NAME never
+ * take each other's tenants.
  */
 export async function ensureEngineInstance(
   db: Kysely<Database>,
@@ -62,17 +65,18 @@ export async function ensureEngineInstance(
   clusterIdentity: () => Promise<string>,
 ): Promise<EngineInstanceRow> {
   const existing = await getEngineInstanceByName(db, instance.name);
+  const identity = await clusterIdentity();
   if (
     existing &&
-    existing.namespace_name === instance.namespaceName &&
-    existing.namespace_uid === instance.namespaceUid
+    (existing.cluster_identity !== identity || existing.namespace_name !== instance.namespaceName)
   ) {
-    return existing;
+    throw new TerminalError(
+      ErrorCode.invalidObject,
+      `the engine instance "${instance.name}" is registered for Argo CD namespace "${existing.namespace_name}" on cluster ${existing.cluster_identity}; this process serves namespace "${instance.namespaceName}" on cluster ${identity}. One ENGINE_INSTANCE_NAME is one Argo CD: give this one a name of its own`,
+    );
   }
-  return await upsertEngineInstance(db, {
-    ...instance,
-    clusterIdentity: existing?.cluster_identity ?? (await clusterIdentity()),
-  });
+  if (existing && existing.namespace_uid === instance.namespaceUid) return existing;
+  return await upsertEngineInstance(db, { ...instance, clusterIdentity: identity });
 }
 
 /** Why a tenant could not be placed (reported on the tenant's objects; nothing is placed). */
