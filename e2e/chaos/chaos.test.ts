@@ -85,12 +85,15 @@ describe('chaos: the whole system under churn and faults', () => {
     const timeline: FaultRecord[] = [];
     const inject = faults(env, startedAt, timeline);
     const kills = Object.fromEntries(SERVICES.map((s) => [s, 0])) as Record<Service, number>;
+    // Every round of three kills hits each service once, in a drawn order.
+    const victims: Service[] = [];
     const killLoop = async () => {
       for (;;) {
         const wait = between(5_000, 30_000);
         if (Date.now() + wait > endsAt) return;
         await sleep(wait);
-        const victim = SERVICES[Math.floor(random() * SERVICES.length)] as Service;
+        if (victims.length === 0) victims.push(...[...SERVICES].sort(() => random() - 0.5));
+        const victim = victims.shift() as Service;
         if (!env.system.isRunning(victim)) continue;
         await inject.kill(victim);
         kills[victim]++;
