@@ -199,19 +199,22 @@ export async function listApplicationsOfManagedEnvironment(
     .execute();
 }
 
-/** The stored specs of a tenant's applications on an engine instance (what its AppProject allows). */
+/**
+ * The stored specs of a tenant's applications on an engine instance, with the environment each deploys
+ * through (what its AppProjects allow).
+ */
 export async function listApplicationSpecsOfTenant(
   db: Kysely<Database>,
   clusterUserId: string,
   engineInstanceId: string,
-): Promise<JsonValue[]> {
+): Promise<{ spec: JsonValue; managedEnvironmentId: string | null }[]> {
   const rows = await db
     .selectFrom('application')
-    .select('spec')
+    .select(['spec', 'managed_environment_id'])
     .where('cluster_user_id', '=', clusterUserId)
     .where('engine_instance_id', '=', engineInstanceId)
     .execute();
-  return rows.map((row) => row.spec);
+  return rows.map((row) => ({ spec: row.spec, managedEnvironmentId: row.managed_environment_id }));
 }
 
 /** Which of `ids` exist as application rows of the engine instance. */

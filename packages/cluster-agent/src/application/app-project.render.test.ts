@@ -21,6 +21,7 @@ const tenant = {
     'cccccccc-0000-4000-8000-000000000000',
     'aaaaaaaa-0000-4000-8000-000000000000',
   ],
+  namespaceCreatingEnvironmentIds: [] as string[],
 };
 
 describe('renderAppProject', () => {
@@ -63,6 +64,7 @@ describe('renderAppProject', () => {
           repositoryCredentialUrls: [],
           externalEnvironmentIds: [],
           clusterScopedEnvironmentIds: [],
+          namespaceCreatingEnvironmentIds: [],
         },
         'argocd',
       ),
@@ -107,6 +109,37 @@ describe('renderAppProject', () => {
       ),
       undefined,
     );
+  });
+
+  it('the cluster-resource project also lists an environment deployed through with CreateNamespace=true', () => {
+    const project = renderClusterAppProject(
+      {
+        ...tenant,
+        clusterScopedEnvironmentIds: ['cccccccc-0000-4000-8000-000000000000'],
+        namespaceCreatingEnvironmentIds: [
+          'bbbbbbbb-0000-4000-8000-000000000000',
+          'cccccccc-0000-4000-8000-000000000000',
+          // not one of the tenant's External environments: ignored
+          'dddddddd-0000-4000-8000-000000000000',
+        ],
+      },
+      'argocd',
+    );
+    assert.deepEqual((project!.spec as Record<string, unknown>).destinations, [
+      { name: 'managed-env-bbbbbbbb-0000-4000-8000-000000000000', namespace: '*' },
+      { name: 'managed-env-cccccccc-0000-4000-8000-000000000000', namespace: '*' },
+    ]);
+    const onlyNamespaces = renderClusterAppProject(
+      {
+        ...tenant,
+        clusterScopedEnvironmentIds: [],
+        namespaceCreatingEnvironmentIds: ['bbbbbbbb-0000-4000-8000-000000000000'],
+      },
+      'argocd',
+    );
+    assert.deepEqual((onlyNamespaces!.spec as Record<string, unknown>).destinations, [
+      { name: 'managed-env-bbbbbbbb-0000-4000-8000-000000000000', namespace: '*' },
+    ]);
   });
 
   it('an environment allows cluster resources without a namespaces list or with clusterResources', () => {

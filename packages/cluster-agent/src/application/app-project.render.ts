@@ -43,11 +43,19 @@ export interface TenantResources {
   externalEnvironmentIds: readonly string[];
   /** The subset of `externalEnvironmentIds` whose credentials allow cluster-scoped objects (allowsClusterResources). */
   clusterScopedEnvironmentIds: readonly string[];
+  /**
+   * The subset of `externalEnvironmentIds` an Application of the tenant deploys through with
+   * `CreateNamespace=true` (its Application is in the cluster-resource project, see application.render.ts).
+   */
+  namespaceCreatingEnvironmentIds: readonly string[];
 }
 
 /** True when the tenant has nothing left that needs an AppProject. */
 export function tenantIsEmpty(
-  tenant: Omit<TenantResources, 'clusterUserId' | 'namespace' | 'clusterScopedEnvironmentIds'>,
+  tenant: Omit<
+    TenantResources,
+    'clusterUserId' | 'namespace' | 'clusterScopedEnvironmentIds' | 'namespaceCreatingEnvironmentIds'
+  >,
 ): boolean {
   return (
     tenant.applicationRepoUrls.length === 0 &&
@@ -96,13 +104,18 @@ export const ANY_CLUSTER_RESOURCE = { group: '*', kind: '*' } as const;
 
 /**
  * The tenant's cluster-resource AppProject `app-project-<id>-cluster`, or `undefined` (deleted) when none of
- * its External environments allows cluster-scoped objects. Same `sourceRepos` as the main project;
- * `destinations` only those environments (never `in-cluster`); `clusterResourceWhitelist` every kind, so
- * what is created there is bounded by the environment's own credentials and `namespaces`.
+ * its External environments allows cluster-scoped objects and none is deployed through with
+ * `CreateNamespace=true`. Same `sourceRepos` as the main project; `destinations` only those environments
+ * (never `in-cluster`); `clusterResourceWhitelist` every kind, so what is created there is bounded by the
+ * environment's own credentials and `namespaces` (through an environment that does not allow cluster-scoped
+ * objects, Argo CD's namespaced cluster cache refuses every cluster-scoped object of the repository: only the
+ * destination namespace Argo CD creates itself gets through, and only if the token may create it).
  */
 export function renderClusterAppProject(tenant: TenantResources, namespace: string): KubeObject | undefined {
   const allowed = new Set(tenant.externalEnvironmentIds);
-  const environmentIds = [...new Set(tenant.clusterScopedEnvironmentIds)]
+  const environmentIds = [
+    ...new Set([...tenant.clusterScopedEnvironmentIds, ...tenant.namespaceCreatingEnvironmentIds]),
+  ]
     .filter((id) => allowed.has(id))
     .sort(byString);
   if (environmentIds.length === 0) return undefined;

@@ -36,6 +36,7 @@ import {
   applicationProjectName,
   type DestinationEnvironment,
   renderApplication,
+  requestsNamespaceCreation,
 } from './application.render.ts';
 import { readTenantResources } from './tenant.queries.ts';
 
@@ -341,7 +342,11 @@ export function createApplicationReconciler(
       owner: found.owner,
       namespace,
     });
-    const projectName = applicationProjectName(row.cluster_user_id, environment);
+    const projectName = applicationProjectName(
+      row.cluster_user_id,
+      environment,
+      requestsNamespaceCreation(row.spec),
+    );
     const live = ctx.applications.get(namespace, row.name);
     const project =
       (options.recomputeProject && !projectCovers(row.cluster_user_id, projectName, desired, live)) ||

@@ -81,16 +81,26 @@ describe('renderApplication', () => {
     assert.equal(destinationName({ kind: 'None' }), '');
   });
 
-  it('uses the cluster-resource project only for an External environment that allows cluster resources', () => {
-    const projectOf = (environment: DestinationEnvironment) =>
-      (renderApplication({ ...input, environment }).spec as { project: string }).project;
+  it('uses the cluster-resource project only for an External environment that allows cluster resources, or that the Application asks to create its namespace in', () => {
+    const withoutCreateNamespace = {
+      ...automatedSpec,
+      syncPolicy: { ...automatedSpec.syncPolicy, syncOptions: ['PrunePropagationPolicy=background'] },
+    };
+    const projectOf = (environment: DestinationEnvironment, spec: unknown = withoutCreateNamespace) =>
+      (renderApplication({ ...input, spec, environment }).spec as { project: string }).project;
     const main = `app-project-${input.clusterUserId}`;
     const cluster = `app-project-${input.clusterUserId}-cluster`;
     assert.equal(projectOf({ kind: 'External', id: 'abc', allowsClusterResources: true }), cluster);
     assert.equal(projectOf({ kind: 'External', id: 'abc', allowsClusterResources: false }), main);
-    // the tenant's own namespace (in-cluster) never gets cluster-scoped objects
+    // CreateNamespace=true: Argo CD checks the Namespace it creates against the project's whitelist
+    assert.equal(
+      projectOf({ kind: 'External', id: 'abc', allowsClusterResources: false }, automatedSpec),
+      cluster,
+    );
+    // the tenant's own namespace (in-cluster) never gets cluster-scoped objects, whatever the options
     assert.equal(projectOf({ kind: 'Workspace' }), main);
-    assert.equal(projectOf({ kind: 'None' }), main);
+    assert.equal(projectOf({ kind: 'Workspace' }, automatedSpec), main);
+    assert.equal(projectOf({ kind: 'None' }, automatedSpec), main);
     assert.equal(
       applicationProjectName(input.clusterUserId, {
         kind: 'External',

@@ -3,6 +3,7 @@
  * derives when it applies an Application"). Pure: the caller reads the rows, this renders the object.
  * The row's `spec` comes from storage, so it is `unknown` here and parsed once with zod.
  */
+import { SyncOption } from '@gitops/api';
 import { ErrorCode, type KubeObject, TerminalError } from '@gitops/shared';
 import { z } from 'zod';
 import {
@@ -72,12 +73,29 @@ export type DestinationEnvironment =
   | { kind: 'None' };
 
 /**
- * The AppProject of an Application: the tenant's cluster-resource project only for an External environment
- * that allows cluster-scoped objects; every other destination (in particular `in-cluster`) uses the main
- * project, which has no cluster resource whitelist.
+ * True when a row's spec (stored, so `unknown`) asks Argo CD to create the destination namespace
+ * (`CreateNamespace=true` among its sync options; Argo CD looks for the option, whatever else is listed).
  */
-export function applicationProjectName(clusterUserId: string, environment: DestinationEnvironment): string {
-  return environment.kind === 'External' && environment.allowsClusterResources
+export function requestsNamespaceCreation(spec: unknown): boolean {
+  const options = (spec as { syncPolicy?: { syncOptions?: unknown } } | null)?.syncPolicy?.syncOptions;
+  return Array.isArray(options) && options.includes(SyncOption.CreateNamespaceTrue);
+}
+
+/**
+ * The AppProject of an Application: the tenant's cluster-resource project for an External environment that
+ * allows cluster-scoped objects, or for one that does not when the Application asks Argo CD to create its
+ * destination namespace (`createsNamespace`: a Namespace is cluster-scoped, and Argo CD checks it against the
+ * project's whitelist; the environment's namespaced cluster cache still refuses every cluster-scoped object
+ * from the repository, and its token decides whether the namespace may be created). Every other destination
+ * (in particular `in-cluster`, the host, where Argo CD acts with its own credentials) uses the main project,
+ * which has no cluster resource whitelist.
+ */
+export function applicationProjectName(
+  clusterUserId: string,
+  environment: DestinationEnvironment,
+  createsNamespace = false,
+): string {
+  return environment.kind === 'External' && (environment.allowsClusterResources || createsNamespace)
     ? clusterAppProjectName(clusterUserId)
     : appProjectName(clusterUserId);
 }
@@ -127,7 +145,7 @@ export function renderApplication(input: ApplicationRenderInput): KubeObject {
   // sending one would look like drift after every sync (one more apply per deployment).
   if (spec.source.targetRevision) source.targetRevision = spec.source.targetRevision;
   const applicationSpec: Record<string, unknown> = {
-    project: applicationProjectName(input.clusterUserId, input.environment),
+    project: applicationProjectName(input.clusterUserId, input.environment, requestsNamespaceCreation(spec)),
     source,
     destination: { name: destinationName(input.environment), namespace: spec.destination.namespace },
   };

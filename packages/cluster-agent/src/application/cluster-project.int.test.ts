@@ -2,7 +2,9 @@
  * The tenant's two AppProjects against a real PostgreSQL and a real API server (no Argo CD controller): an
  * Application whose External environment allows cluster-scoped objects is in `app-project-<id>-cluster`
  * (the only project with a cluster resource whitelist, never listing in-cluster); every other one stays in
- * `app-project-<id>`; a change of the environment's scope moves it, and the unused project goes.
+ * `app-project-<id>`; so is one that asks Argo CD to create its namespace (`CreateNamespace=true`) through
+ * an External environment; a change of the environment's scope (or of that option) moves it, and the unused
+ * project goes.
  * Rows are written the way the backend writes them (one transaction with the operation); the Operation CR is
  * created the way the relay does.
  */
@@ -21,6 +23,7 @@ import {
   type OperationRequest,
   SealContext,
   type Sealer,
+  updateApplication,
   updateEnvironmentCredentials,
 } from '@gitops/db';
 import { collectionPath, getObject, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
@@ -109,13 +112,24 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
     return created.environment.id;
   }
 
-  async function deployTo(tenant: ClusterUserRow, managedEnvironmentId: string, repoURL: string) {
+  const specOf = (repoURL: string, syncOptions?: string[]) => ({
+    source: { repoURL, path: 'dev', targetRevision: 'main' },
+    destination: { namespace: 'apps' },
+    ...(syncOptions ? { syncPolicy: { syncOptions } } : {}),
+  });
+
+  async function deployTo(
+    tenant: ClusterUserRow,
+    managedEnvironmentId: string,
+    repoURL: string,
+    syncOptions?: string[],
+  ) {
     const application = await insertApplication(f.db, {
       name: `gitopsdepl-${randomUUID()}`,
       clusterUserId: tenant.id,
       engineInstanceId,
       managedEnvironmentId,
-      spec: { source: { repoURL, path: 'dev', targetRevision: 'main' }, destination: { namespace: 'apps' } },
+      spec: specOf(repoURL, syncOptions),
     });
     await announce({ resourceType: 'Application', resourceId: application.id, ownerUserId: tenant.id });
     return application;
@@ -195,6 +209,50 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
     const cMain = await project(mainProject(c));
     assert.equal(cMain?.spec.clusterResourceWhitelist, undefined);
     assert.ok(cMain?.spec.destinations?.every((d) => d.name !== `managed-env-${bEnvironment}`));
+  });
+
+  it('CreateNamespace=true through an environment limited to its namespaces puts that Application alone in the cluster-resource project; dropping the option moves it back', async () => {
+    // Given an environment limited to its namespaces, without cluster resources
+    const tenant = await givenTenant('e');
+    const limited = await givenEnvironment(tenant, { namespaces: ['apps'], clusterResources: false });
+    const workspace = await ensureWorkspaceEnvironment(f.db, {
+      id: tenant.id,
+      namespaceName: tenant.namespace_name,
+    });
+    // When the tenant deploys through it with CreateNamespace=true, through it without, and to its own
+    // namespace with it
+    const creating = await deployTo(tenant, limited, 'https://git.example.test/org/creating', [
+      'CreateNamespace=true',
+    ]);
+    const plain = await deployTo(tenant, limited, 'https://git.example.test/org/plain');
+    const own = await deployTo(tenant, workspace.id, 'https://git.example.test/org/own', [
+      'CreateNamespace=true',
+    ]);
+
+    // Then only the first is in the cluster-resource project (Argo CD checks the Namespace it creates against
+    // the project's whitelist), which lists that environment and never in-cluster
+    const projects = await eventually('Applications applied', async () => {
+      const names = await Promise.all([creating, plain, own].map((app) => projectOf(app.name)));
+      return names.every((n) => n !== undefined) ? names : undefined;
+    });
+    assert.deepEqual(projects, [clusterProject(tenant), mainProject(tenant), mainProject(tenant)]);
+    const cluster = await eventually('cluster project', () => project(clusterProject(tenant)));
+    assert.deepEqual(cluster.spec.destinations, [{ name: `managed-env-${limited}`, namespace: '*' }]);
+    assert.equal((await project(mainProject(tenant)))?.spec.clusterResourceWhitelist, undefined);
+
+    // When the first drops the option (the backend updates its row and announces it)
+    await updateApplication(f.db, creating.id, {
+      managedEnvironmentId: limited,
+      spec: specOf('https://git.example.test/org/creating'),
+    });
+    await announce({ resourceType: 'Application', resourceId: creating.id, ownerUserId: tenant.id });
+    // Then it moves to the main project and the cluster-resource project, unused, goes
+    await eventually('moved to the main project', async () =>
+      (await projectOf(creating.name)) === mainProject(tenant) ? true : undefined,
+    );
+    await eventually('cluster project deleted', async () =>
+      (await project(clusterProject(tenant))) === undefined ? true : undefined,
+    );
   });
 
   it('a change of the environment’s scope moves its Applications, and the unused project goes', async () => {

@@ -11,6 +11,7 @@ import {
 } from '@gitops/db';
 import { allowsClusterResources } from '../argocd.ts';
 import type { TenantResources } from './app-project.render.ts';
+import { requestsNamespaceCreation } from './application.render.ts';
 
 /**
  * What the AppProject of `clusterUserId` is computed from, or `undefined` when the tenant row is gone.
@@ -30,9 +31,12 @@ export async function readTenantResources(
     listExternalEnvironmentScopes(db, clusterUserId),
   ]);
   const applicationRepoUrls: string[] = [];
-  for (const spec of specs) {
+  const namespaceCreatingEnvironmentIds = new Set<string>();
+  for (const { spec, managedEnvironmentId } of specs) {
     const repoURL = (spec as { source?: { repoURL?: unknown } } | null)?.source?.repoURL;
     if (typeof repoURL === 'string' && repoURL !== '') applicationRepoUrls.push(repoURL);
+    if (managedEnvironmentId !== null && requestsNamespaceCreation(spec))
+      namespaceCreatingEnvironmentIds.add(managedEnvironmentId);
   }
   return {
     clusterUserId,
@@ -50,6 +54,10 @@ export async function readTenantResources(
             clusterResources: e.cluster_resources === true,
           }),
       )
+      .map((e) => e.id),
+    // Only External environments count (the Workspace one is never listed: the host's namespace exists).
+    namespaceCreatingEnvironmentIds: environments
+      .filter((e) => e.namespaces !== null && namespaceCreatingEnvironmentIds.has(e.id))
       .map((e) => e.id),
   };
 }

@@ -1,0 +1,157 @@
+/**
+ * Tier 3b: `syncPolicy.syncOptions: [CreateNamespace=true]` with a real Argo CD. Argo CD creates the
+ * destination namespace where the credentials it deploys with may create it: through an External environment
+ * (the namespace one of its `namespaces`, or any for a cluster-wide one), with the environment's token. The
+ * tenant's own namespace always exists, and Argo CD's own credentials never create a namespace for a tenant
+ * (docs/api.md, GitOpsDeployment).
+ */
+
+import assert from 'node:assert/strict';
+import { manifest } from '@gitops/local-env';
+import type { KubeObject } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
+import { get, paths } from '../fixture/kube.ts';
+import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { randomSuffix } from '../fixture/system.ts';
+
+const CREATE_NAMESPACE = { syncOptions: ['CreateNamespace=true'] };
+
+type Application = KubeObject & { spec: { project: string } };
+
+describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
+  let f: RealSystem;
+  let external: ExternalCluster;
+
+  beforeAll(async () => {
+    f = await startRealSystem();
+    external = externalCluster(f.system.kc, f.system.shard);
+  });
+  afterAll(async () => {
+    await f?.stop();
+    await external?.cleanUp();
+  });
+
+  const applicationOf = (gd: KubeObject) =>
+    get<Application>(
+      f.system.kc,
+      paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
+    );
+
+  it("into the tenant's own namespace, which exists: synced, in the tenant's main project", async () => {
+    const tenant = await f.given.tenant('cns-own');
+    const repo = await f.given.repository('cns-own-app', {
+      'dev/config.yaml': manifest.configMap('cns-own-config', { where: 'own' }),
+    });
+    const gd = await f.when.deployed(
+      tenant,
+      'own',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { syncPolicy: CREATE_NAMESPACE },
+    );
+    await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
+    assert.equal((await f.expect.object(tenant, 'ConfigMap', 'cns-own-config')).data?.where, 'own');
+    // The host is deployed to with Argo CD's own credentials: its project never permits a Namespace.
+    assert.doesNotMatch((await applicationOf(gd))?.spec.project ?? '', /-cluster$/);
+  });
+
+  it('through a namespace-limited environment (clusterResources: false): Argo CD creates a listed namespace with its token; cluster-scoped objects of the repository stay refused', async ({
+    annotate,
+  }) => {
+    // Given an environment limited to its namespace and one that does not exist yet, whose token may create
+    // namespaces (and ClusterRoles: only Argo CD's namespaced cluster cache stands in the way of those)
+    const tenant = await f.given.tenant('cns-lim');
+    const target = await external.target('cns-lim-target', {
+      createNamespaces: true,
+      manageClusterRoles: true,
+    });
+    const created = `cns-new-${randomSuffix()}`;
+    external.track(created);
+    await external.environment(tenant, 'limited', target, {
+      namespaces: [target.namespace, created],
+      clusterResources: false,
+    });
+    const repo = await f.given.repository('cns-lim-app', {
+      'dev/config.yaml': manifest.configMap('cns-lim-config', { where: 'created' }),
+    });
+
+    // When the tenant deploys into the namespace that does not exist, with CreateNamespace=true
+    const gd = await f.when.deployed(
+      tenant,
+      'to-new-namespace',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { destination: { environment: 'limited', namespace: created }, syncPolicy: CREATE_NAMESPACE },
+    );
+    // Then Argo CD creates the namespace and deploys into it
+    await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
+    assert.ok(await get(f.system.kc, paths.namespace(created)), `namespace ${created} exists`);
+    assert.equal((await f.expect.object(created, 'ConfigMap', 'cns-lim-config')).data?.where, 'created');
+    assert.match((await applicationOf(gd))?.spec.project ?? '', /-cluster$/);
+
+    // When the same tenant deploys a ClusterRole through that environment, also with CreateNamespace=true
+    const roleName = `cns-role-${randomSuffix()}`;
+    const withRole = await f.given.repository('cns-lim-role', {
+      'dev/role.yaml': [
+        'apiVersion: rbac.authorization.k8s.io/v1',
+        'kind: ClusterRole',
+        'metadata:',
+        `  name: ${roleName}`,
+        'rules: []',
+        '',
+      ].join('\n'),
+    });
+    const refused = await f.when.deployed(
+      tenant,
+      'cluster-role',
+      { repoURL: withRole.fileUrl, path: 'dev' },
+      { destination: { environment: 'limited', namespace: target.namespace }, syncPolicy: CREATE_NAMESPACE },
+    );
+    // Then Argo CD refuses it (the environment manages no cluster-scoped object of the repository)
+    const refusal = /ClusterRole.{0,120}?can not be managed when in namespaced mode/;
+    const status = await f.expect
+      .deployment(refused)
+      .is('Argo CD refuses the ClusterRole', (s) =>
+        (s.conditions ?? []).some((c) => c.status === 'True' && refusal.test(c.message ?? '')),
+      );
+    await annotate(`Argo CD said: ${status.conditions?.find((c) => refusal.test(c.message ?? ''))?.message}`);
+    assert.notEqual(status.sync?.status, 'Synced');
+    assert.equal(
+      await get(f.system.kc, `/apis/rbac.authorization.k8s.io/v1/clusterroles/${roleName}`),
+      undefined,
+    );
+  });
+
+  it('a namespace the environment’s token may not create is not created; Argo CD’s error says what is missing', async ({
+    annotate,
+  }) => {
+    // Given an environment whose token may administer only its own namespace, listing one that does not exist
+    const tenant = await f.given.tenant('cns-deny');
+    const target = await external.target('cns-deny-target');
+    const missing = `cns-missing-${randomSuffix()}`;
+    external.track(missing);
+    await external.environment(tenant, 'narrow', target, { namespaces: [target.namespace, missing] });
+    const repo = await f.given.repository('cns-deny-app', {
+      'dev/config.yaml': manifest.configMap('cns-deny-config', { where: 'missing' }),
+    });
+
+    // When the tenant deploys there with CreateNamespace=true
+    const gd = await f.when.deployed(
+      tenant,
+      'to-missing',
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { destination: { environment: 'narrow', namespace: missing }, syncPolicy: CREATE_NAMESPACE },
+    );
+    // Then the GitOpsDeployment carries Argo CD's error naming the token's missing permission in that namespace
+    const forbidden = new RegExp(`cannot [a-z]+ resource .{0,80}in the namespace .?${missing}`);
+    const status = await f.expect
+      .deployment(gd)
+      .is('Argo CD’s "forbidden"', (s) =>
+        (s.conditions ?? []).some((c) => c.status === 'True' && forbidden.test(c.message ?? '')),
+      );
+    await annotate(
+      `Argo CD said: ${status.conditions?.find((c) => forbidden.test(c.message ?? ''))?.message}`,
+    );
+    assert.notEqual(status.sync?.status, 'Synced');
+    assert.equal(await get(f.system.kc, paths.namespace(missing)), undefined);
+  });
+});
