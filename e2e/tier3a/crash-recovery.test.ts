@@ -108,6 +108,48 @@ describe('crash recovery (tier 3a)', () => {
     assert.deepEqual(failed, []);
   });
 
+  it('two agent replicas: the standby waits; SIGKILL of the active one and the standby finishes every operation', async () => {
+    // The first replica is the active one (earlier tests left the agent running); the second waits, ready.
+    if (!system.isRunning('cluster-agent')) await system.start('cluster-agent');
+    await system.start('cluster-agent-2');
+    const metric = async (name: 'cluster-agent' | 'cluster-agent-2') =>
+      /^gitops_agent_active(?:\{[^}]*\})? 1$/m.test(await system.metrics(name));
+    assert.equal(await metric('cluster-agent'), true, 'the first replica is active');
+    assert.equal(await metric('cluster-agent-2'), false, 'the second replica waits as the standby');
+
+    const created: GitOpsDeployment[] = [];
+    for (let i = 0; i < 6; i++) {
+      created.push(
+        await system.createGitOpsDeployment(tenant, `failover-${i}`, {
+          source: { repoURL: 'https://github.com/example/repo', path: `failover/${i}` },
+          type: 'automated',
+        }),
+      );
+    }
+    await system.kill('cluster-agent');
+    await eventually('the standby became the active agent', () => metric('cluster-agent-2'), 30_000);
+    for (const gd of created) await applicationFor(gd);
+    await eventually('every operation to be terminal', async () => {
+      const open = await system.db
+        .selectFrom('operation')
+        .select('id')
+        .where('state', 'in', ['Waiting', 'In_Progress'])
+        .execute();
+      return open.length === 0 ? true : undefined;
+    });
+    const failed = await system.db
+      .selectFrom('operation')
+      .select(['id', 'message'])
+      .where('state', '=', 'Failed')
+      .execute();
+    assert.deepEqual(failed, []);
+    // The killed replica comes back (as a kubelet restarts it) and waits as the standby now.
+    await system.start('cluster-agent');
+    assert.equal(await metric('cluster-agent'), false);
+    await system.kill('cluster-agent-2');
+    await eventually('the first replica is active again', () => metric('cluster-agent'), 30_000);
+  });
+
   it('a backend killed while deployments churn converges after restart: deletes and updates made meanwhile are applied', async () => {
     const gds: GitOpsDeployment[] = [];
     for (let i = 0; i < 4; i++) {

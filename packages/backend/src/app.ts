@@ -26,7 +26,6 @@ import {
   type Sealer,
 } from '@gitops/db';
 import {
-  backoffDelay,
   createEventRecorder,
   createFeatureSet,
   createLogger,
@@ -38,6 +37,7 @@ import {
   type Logger,
   loadKubeConfig,
   type Registry,
+  retryAtStart,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import {
@@ -185,20 +185,12 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
    * re-initialises): retried with backoff for up to START_RETRY_MS; a TerminalError (missing namespace)
    * or a failed migration is not retried.
    */
-  async function retryTransient<T>(what: string, step: () => Promise<T>): Promise<T> {
-    const deadline = Date.now() + START_RETRY_MS;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await step();
-      } catch (err) {
-        if (isTerminalError(err) || err instanceof MigrationFailedError || closing || Date.now() > deadline)
-          throw err;
-        const delay = backoffDelay(attempt, 500, 10_000);
-        logger.warn({ err, attempt, retryInMs: delay }, `${what} failed; retrying`);
-        await new Promise((resolve) => setTimeout(resolve, delay));
-      }
-    }
-  }
+  const retryTransient = <T>(what: string, step: () => Promise<T>): Promise<T> =>
+    retryAtStart(what, step, {
+      logger,
+      forMs: START_RETRY_MS,
+      giveUp: (err) => isTerminalError(err) || err instanceof MigrationFailedError || closing !== undefined,
+    });
 
   return {
     db,

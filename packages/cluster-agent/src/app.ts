@@ -8,11 +8,14 @@
  */
 
 import {
+  type ActiveLock,
+  AGENT_ACTIVE_LOCK_CLASS,
   createDb,
   createSealer,
   type Db,
   type EngineInstanceRow,
   ensureEngineInstance,
+  holdActiveLock,
   pendingMigrations,
 } from '@gitops/db';
 import {
@@ -24,11 +27,14 @@ import {
   ErrorCode,
   type FeatureSet,
   getObject,
+  getOrCreateGauge,
+  isTerminalError,
   type KubeConfig,
   type KubeObject,
   type Logger,
   loadKubeConfig,
   type Registry,
+  retryAtStart,
   TerminalError,
 } from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, resourceHandlerOf } from './agent-feature.ts';
@@ -42,13 +48,21 @@ import { createRepositoryCredentialFeature } from './repository-credential/repos
 import { createStatusFeature } from './status/status.feature.ts';
 import { createSyncRunFeature } from './sync-run/sync-run.feature.ts';
 
+/** How long start-up waits for an unavailable API server or database before giving up (exit 1). */
+const START_RETRY_MS = 120_000;
+
 export interface Agent {
   /** Starts everything; resolves once the informers have synced and the agent is ready. */
   start(): Promise<void>;
   /** Stops taking work, waits for running reconciles, closes the database pool. Idempotent. */
   close(): Promise<void>;
-  /** True once started and synced, until close(). */
+  /**
+   * True once started and synced, until close(); also while it waits as the standby replica of its engine
+   * instance (healthy, ready to take over).
+   */
   ready(): boolean;
+  /** True while this agent is the active one of its engine instance (it holds the active lock). */
+  isActive(): boolean;
   /** The engine_instance row (after start). */
   engineInstance(): EngineInstanceRow | undefined;
   /**
@@ -63,6 +77,12 @@ export interface BuildAgentOptions {
   registry?: Registry;
   /** Defaults to the kubeconfig of `config.kubeconfigPath` (in-cluster when unset). */
   kubeConfig?: KubeConfig;
+  /**
+   * Called after the agent stopped because another replica became the active one while its lock session was
+   * lost: the process should exit, to be restarted as the standby (main.ts exits 1). Default: nothing more
+   * (the agent is closed).
+   */
+  onActiveLost?: () => void;
 }
 
 export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {}): Agent {
@@ -79,6 +99,13 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
 
   let engine: EngineInstanceRow | undefined;
   let isReady = false;
+  let standby = false;
+  let activeLock: ActiveLock | undefined;
+  const activeGauge = getOrCreateGauge(registry, {
+    name: 'gitops_agent_active',
+    help: '1 while this agent is the active replica of its engine instance, 0 while it waits as the standby',
+    labelNames: [],
+  });
   let closing: Promise<void> | undefined;
   const stopStart = new AbortController();
   let featureSet: FeatureSet | undefined;
@@ -113,22 +140,37 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
 
   async function start(): Promise<void> {
     throwIfClosed();
-    const ns = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
+    // The API server or PostgreSQL may be restarting while this pod starts: wait for them a while, as the
+    // backend does, instead of exiting at once.
+    const atStart = <T>(what: string, step: () => Promise<T>) =>
+      retryAtStart(what, step, {
+        logger,
+        forMs: START_RETRY_MS,
+        giveUp: (err) => isTerminalError(err) || closing !== undefined,
+      });
+    const ns = await atStart('reading the Argo CD namespace', () =>
+      getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace }),
+    );
     if (!ns?.metadata.uid) {
       throw new TerminalError(
         ErrorCode.configInvalid,
         `the Argo CD namespace ${namespace} (ARGOCD_NAMESPACE) does not exist; create it before starting the cluster-agent`,
       );
     }
-    await checkResourceHealthPersisted(kc, namespace, { logger, registry });
-    await waitForSchema();
+    await atStart('checking the Argo CD settings', () =>
+      checkResourceHealthPersisted(kc, namespace, { logger, registry }),
+    );
+    await atStart('waiting for the database schema', () => waitForSchema());
     throwIfClosed();
+    const namespaceUid = ns.metadata.uid;
     // Idempotent, as the backend does it: no write when the row already says so. The name registered for
     // another namespace or cluster is refused (a start-up error): two agents never share one instance.
-    const registered = await ensureEngineInstance(
-      db,
-      { name: config.engineInstanceName, namespaceName: namespace, namespaceUid: ns.metadata.uid },
-      () => clusterIdentity(kc, { logger }),
+    const registered = await atStart('registering the engine instance', () =>
+      ensureEngineInstance(
+        db,
+        { name: config.engineInstanceName, namespaceName: namespace, namespaceUid },
+        () => clusterIdentity(kc, { logger }),
+      ),
     );
     throwIfClosed();
     engine = registered;
@@ -137,6 +179,52 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
       { engineInstance: config.engineInstanceName, engineInstanceId, namespace },
       'engine instance registered',
     );
+
+    // Two replicas of an instance: one is active, the other waits here until the active one's lock session is
+    // gone (it stopped, crashed or lost PostgreSQL), then takes over.
+    const lock = holdActiveLock(
+      config.databaseUrl,
+      { classId: AGENT_ACTIVE_LOCK_CLASS, key: engineInstanceId },
+      {
+        applicationName: 'gitops-cluster-agent-active',
+        onWaiting: () => {
+          standby = true;
+          logger.info(
+            'standby: another agent of this engine instance is active; this one takes over when it stops',
+          );
+        },
+        onError: (err) => logger.warn({ err }, 'active-lock connection problem'),
+        onLost: (err) => {
+          activeGauge.set(0);
+          logger.warn(
+            { err },
+            'the active-lock session was lost (PostgreSQL restart?); taking the lock again',
+          );
+        },
+        onReacquired: () => {
+          activeGauge.set(1);
+          logger.info('still the active agent of this engine instance');
+        },
+        onTakenOver: () => {
+          logger.warn(
+            'another agent of this engine instance took over while the lock session was lost: stopping',
+          );
+          void close().then(() => options.onActiveLost?.());
+        },
+      },
+    );
+    activeLock = lock;
+    const stopped = new Promise<never>((_, reject) =>
+      stopStart.signal.addEventListener('abort', () =>
+        reject(new Error('the agent was closed during start')),
+      ),
+    );
+    stopped.catch(() => {});
+    await Promise.race([lock.acquired, stopped]);
+    standby = false;
+    activeGauge.set(1);
+    logger.info('active agent of this engine instance');
+    throwIfClosed();
 
     const informerOptions = {
       kubeConfig: kc,
@@ -196,8 +284,12 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
   async function close(): Promise<void> {
     closing ??= (async () => {
       isReady = false;
+      standby = false;
       stopStart.abort();
       await featureSet?.stop();
+      // Released after everything stopped, so the standby starts only once this one does nothing more.
+      await activeLock?.release();
+      activeGauge.set(0);
       await db.destroy();
     })();
     return closing;
@@ -206,7 +298,8 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
   return {
     start,
     close,
-    ready: () => isReady,
+    ready: () => isReady || standby,
+    isActive: () => activeLock?.held() === true && !closing,
     engineInstance: () => engine,
     whenIdle: async () => {
       if (!operationFeature) throw new Error('the agent is not started');

@@ -6,4 +6,9 @@ import { runService } from '@gitops/shared';
 import { buildAgent } from './app.ts';
 import { loadAgentConfig } from './config.ts';
 
-await runService({ name: 'cluster-agent', loadConfig: loadAgentConfig, build: buildAgent });
+await runService({
+  name: 'cluster-agent',
+  loadConfig: loadAgentConfig,
+  // An agent that lost the active lock has stopped: exit, to come back as the standby.
+  build: (config, deps) => buildAgent(config, { ...deps, onActiveLost: () => process.exit(1) }),
+});

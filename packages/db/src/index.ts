@@ -1,3 +1,4 @@
+export * from './active-lock.ts';
 export * from './api-cr-mapping.repository.ts';
 export * from './application.repository.ts';
 export * from './application-state.repository.ts';

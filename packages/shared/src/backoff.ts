@@ -22,3 +22,30 @@ export function backoffDelay(
 ): number {
   return Math.round(backoffCeiling(attempt, initialMs, maxMs) * (0.8 + 0.4 * random()));
 }
+
+/**
+ * Runs a start-up step until it succeeds, retrying with backoff (500 ms doubling to 10 s, ±20 %) for up to
+ * `forMs`, so a process survives a briefly unavailable database or API server at start (as pods do). Gives
+ * up at once when `giveUp(err)` says retrying cannot help (a TerminalError, a close during start).
+ */
+export async function retryAtStart<T>(
+  what: string,
+  step: () => Promise<T>,
+  options: {
+    logger: { warn(object: Record<string, unknown>, message: string): void };
+    forMs: number;
+    giveUp: (err: unknown) => boolean;
+  },
+): Promise<T> {
+  const deadline = Date.now() + options.forMs;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await step();
+    } catch (err) {
+      if (options.giveUp(err) || Date.now() > deadline) throw err;
+      const delay = backoffDelay(attempt, 500, 10_000);
+      options.logger.warn({ err, attempt, retryInMs: delay }, `${what} failed; retrying`);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * Two agent replicas of one engine instance: one is active, the other waits as the standby (ready, doing
+ * nothing) and takes over once the active one's lock session is gone; the one that lost it stops.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import {
+  AGENT_ACTIVE_LOCK_CLASS,
+  type ClusterUserRow,
+  ensureWorkspaceEnvironment,
+  insertApiCrMapping,
+  insertApplication,
+  insertOperation,
+} from '@gitops/db';
+import { createMetricsRegistry, createSilentLogger } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { type Agent, buildAgent } from './app.ts';
+import { type AgentFixture, createAgentFixture } from './testing/agent-fixture.ts';
+
+describe('cluster-agent replicas', () => {
+  let f: AgentFixture;
+  let tenant: ClusterUserRow;
+  let tenantNamespace: string;
+  const agents: Agent[] = [];
+
+  beforeAll(async () => {
+    f = await createAgentFixture({ prefix: 'replicas' });
+    tenantNamespace = `replicas-tenant-${f.suffix}`;
+    await f.createNamespace(tenantNamespace);
+  });
+  afterAll(async () => {
+    for (const agent of agents) await agent.close().catch(() => undefined);
+    await f?.cleanup();
+  });
+
+  /** An agent of the fixture's instance, started without waiting for it to become active. */
+  function replica(onActiveLost?: () => void) {
+    const agent = buildAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }), {
+      logger: createSilentLogger(),
+      registry: createMetricsRegistry({ defaultMetrics: false }),
+      ...(onActiveLost ? { onActiveLost } : {}),
+    });
+    agents.push(agent);
+    const started = agent.start();
+    started.catch(() => undefined);
+    return { agent, started };
+  }
+
+  /** What the backend writes for a new GitOpsDeployment; resolves with the Application's name. */
+  async function deploy(): Promise<string> {
+    const engineInstanceId = (await f.db.selectFrom('engine_instance').select('id').executeTakeFirstOrThrow())
+      .id;
+    const crUid = randomUUID();
+    const name = `gitopsdepl-${crUid}`;
+    await f.db.transaction().execute(async (trx) => {
+      const env = await ensureWorkspaceEnvironment(trx, { id: tenant.id, namespaceName: tenantNamespace });
+      const application = await insertApplication(trx, {
+        name,
+        clusterUserId: tenant.id,
+        engineInstanceId,
+        managedEnvironmentId: env.id,
+        spec: {
+          source: { repoURL: 'https://github.com/example/repo', path: 'dev', targetRevision: 'main' },
+          destination: { namespace: tenantNamespace },
+        },
+      });
+      const owner = { uid: crUid, name: `d-${crUid.slice(0, 8)}`, namespace: tenantNamespace };
+      await insertApiCrMapping(
+        trx,
+        { ...owner, namespaceUid: tenant.namespace_uid },
+        { kind: 'GitOpsDeployment', applicationId: application.id },
+      );
+      await insertOperation(trx, {
+        engineInstanceId,
+        resourceType: 'Application',
+        resourceId: application.id,
+        ownerUserId: tenant.id,
+        ownerCr: { kind: 'GitOpsDeployment', ...owner },
+      });
+    });
+    return name;
+  }
+
+  /** The pid of the session holding the active lock (exactly one). */
+  async function holder(): Promise<number> {
+    const rows = await sql<{ pid: number }>`
+      select pid from pg_locks where locktype = 'advisory' and granted and classid = ${AGENT_ACTIVE_LOCK_CLASS}
+        and database = (select oid from pg_database where datname = current_database())`.execute(f.db);
+    assert.equal(rows.rows.length, 1, 'exactly one session holds the active lock');
+    return rows.rows[0]!.pid;
+  }
+
+  it('one replica is active, the other waits ready; a lost lock session is taken again; a replica that finds the lock taken stops and the standby takes over', async () => {
+    let stoppedFirst = 0;
+    const first = replica(() => stoppedFirst++);
+    await first.started;
+    assert.equal(first.agent.isActive(), true);
+    tenant = await f.givenTenant(tenantNamespace);
+
+    const second = replica();
+    await eventually('the second replica waits as the standby, ready', () =>
+      second.agent.ready() && !second.agent.isActive() ? true : undefined,
+    );
+    const one = await deploy();
+    await eventually('the active replica applies the Application', () => f.getApplication(one));
+
+    // PostgreSQL drops the active replica's session (a restart, a cut connection): it takes the lock again.
+    const before = await holder();
+    await sql`select pg_terminate_backend(${before})`.execute(f.db);
+    await eventually('the active replica holds the lock again on a new session', async () =>
+      first.agent.isActive() && (await holder()) !== before ? true : undefined,
+    );
+    assert.equal(second.agent.isActive(), false, 'the standby stays the standby');
+    const two = await deploy();
+    await eventually('the Application of the next deployment', () => f.getApplication(two));
+
+    // This time another session is first in line when the active replica's session goes (as a standby
+    // would be): the replica finds the lock taken and stops.
+    const rival = new pg.Client({ connectionString: f.database.url });
+    await rival.connect();
+    try {
+      const waiting = rival.query('select pg_advisory_lock($1::int, hashtext($2::text))', [
+        AGENT_ACTIVE_LOCK_CLASS,
+        first.agent.engineInstance()!.id,
+      ]);
+      await sql`select pg_terminate_backend(${await holder()})`.execute(f.db);
+      await waiting;
+      await eventually('the replica that found the lock taken stopped', () =>
+        !first.agent.ready() && !first.agent.isActive() && stoppedFirst === 1 ? true : undefined,
+      );
+      assert.equal(second.agent.isActive(), false);
+    } finally {
+      await rival.end();
+    }
+    // The rival is gone: the standby takes over and does the work.
+    await eventually('the standby became active', () => (second.agent.isActive() ? true : undefined), 30_000);
+    await second.started;
+    const three = await deploy();
+    await eventually('the new active replica applies the next Application', () => f.getApplication(three));
+    const operations = await f.db.selectFrom('operation').select('state').execute();
+    assert.ok(
+      operations.every((o) => o.state === 'Completed'),
+      'every operation completed',
+    );
+  });
+});
