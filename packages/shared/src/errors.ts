@@ -160,9 +160,11 @@ const TRANSIENT_STATUS = new Set([0, 404, 409, 410, 429]);
 /**
  * PostgreSQL SQLSTATEs of a lost or refused connection, a shutdown, or a concurrency loss that a retry
  * resolves: class 08 (connection exception), 57P01–57P03 (admin/crash shutdown, cannot connect now), 53300
- * (too many connections), 40001 (serialization failure), 40P01 (deadlock), 55P03 (lock not available).
+ * (too many connections), 40001 (serialization failure), 40P01 (deadlock), 55P03 (lock not available),
+ * 23503 (foreign key violation: the referenced row was deleted by another transaction meanwhile, e.g. an
+ * application deleted while its state was written; the retry finds it gone).
  */
-const TRANSIENT_SQLSTATE = /^(08...|57P0[123]|53300|40001|40P01|55P03)$/;
+const TRANSIENT_SQLSTATE = /^(08...|57P0[123]|53300|40001|40P01|55P03|23503)$/;
 /** Node's socket errors (a connection refused, reset or timed out). */
 const TRANSIENT_SYSCALL = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH']);
 /** node-postgres says these in words only (no code): a connection ended under a query, or never opened. */

@@ -92,10 +92,11 @@ export interface WorkQueue {
 
 /** controller-runtime's reconcile time buckets (seconds). */
 /**
- * Consecutive failures of a key after which even a transient error is logged at error level: with the
- * default backoff (5 ms doubling) the 14th failure comes about 40 s after the first.
+ * How long a key may keep failing with transient errors before they are logged at error level. Measured in
+ * time from the first failure of the streak, not in retries: a watch event queues a key again without its
+ * backoff, so a count would be reached in seconds during an API server restart.
  */
-export const TRANSIENT_ERRORS_BEFORE_ERROR_LEVEL = 14;
+export const TRANSIENT_FAILURE_GRACE_MS = 60_000;
 
 const reconcileTimeBuckets = [
   0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25,
@@ -312,6 +313,9 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
     for (const resolve of waiters) resolve();
   }
 
+  /** Key → when its current streak of failures began (cleared by any outcome other than a retried error). */
+  const failingSince = new Map<string, number>();
+
   async function process(key: string) {
     const start = clock.now();
     metrics.queueDuration.observe(nameLabel, (start - (addedAt.get(key) ?? start)) / 1000);
@@ -326,6 +330,7 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
         reconcile(key, { signal: abort.signal, logger: keyLogger, retries }),
       );
       const requeueAfter = result?.requeueAfter;
+      failingSince.delete(key);
       if (typeof requeueAfter === 'number' && Number.isFinite(requeueAfter) && requeueAfter > 0) {
         rateLimiter.forget(key);
         addAfter(key, requeueAfter);
@@ -343,14 +348,17 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
       if (isTerminalError(err)) {
         metrics.terminalErrors.inc(controllerLabel);
         rateLimiter.forget(key);
+        failingSince.delete(key);
         keyLogger.error({ err, code: errorCode(err) }, 'reconciler error (terminal, not retried)');
       } else if (shuttingDown) {
         keyLogger.info({ err, code: errorCode(err) }, 'reconcile failed during shutdown, not retried');
       } else {
         const retryInMs = addRateLimited(key);
         // A conflict, an object deleted meanwhile or a restarting dependency is routine: warn, and raise to
-        // error only when the key keeps failing (TRANSIENT_ERRORS_BEFORE_ERROR_LEVEL).
-        const persistent = retries + 1 >= TRANSIENT_ERRORS_BEFORE_ERROR_LEVEL;
+        // error only when the key keeps failing (TRANSIENT_FAILURE_GRACE_MS).
+        const since = failingSince.get(key) ?? start;
+        failingSince.set(key, since);
+        const persistent = start - since >= TRANSIENT_FAILURE_GRACE_MS;
         const level = isTransientError(err) && !persistent ? 'warn' : 'error';
         keyLogger[level](
           { err, code: errorCode(err), retries: retries + 1, retryInMs },
@@ -384,7 +392,10 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
     add,
     addAfter,
     addRateLimited,
-    forget: (key) => rateLimiter.forget(key),
+    forget: (key) => {
+      rateLimiter.forget(key);
+      failingSince.delete(key);
+    },
     len: queued,
     whenIdle() {
       return new Promise((resolve) => {
