@@ -483,6 +483,49 @@ describe('cluster-agent', () => {
     );
   });
 
+  it('a deleted row whose Application is syncing: the sync is ended first, the Application deleted after', async () => {
+    const tenant = await givenTenant(tenantNamespaces[2]!);
+    const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/syncing' });
+    assert.equal((await finished(operation.id)).state, 'Completed');
+    const startedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    // Plays Argo CD: a sync runs (it may just have created resources its cache does not know yet).
+    await patch(
+      appRef(application.name),
+      {
+        status: {
+          operationState: { operation: { sync: { revision: 'main' } }, phase: 'Running', startedAt },
+        },
+      },
+      'argocd-test',
+    );
+
+    const deleteOperation = await undeploy(tenant, application.id);
+    const terminating = await eventually('the running sync asked to terminate', async () => {
+      const app = await getObject(kc, appRef(application.name));
+      const phase = (app?.status as { operationState?: { phase?: string } } | undefined)?.operationState
+        ?.phase;
+      return phase === 'Terminating' ? app : undefined;
+    });
+    assert.equal(terminating.metadata.deletionTimestamp, undefined, 'not deleted while its sync runs');
+    assert.equal((await getOperation(database.db, deleteOperation.id))?.state, 'In_Progress');
+
+    // Argo CD ends the sync: now the Application goes.
+    await patch(
+      appRef(application.name),
+      {
+        status: {
+          operationState: { phase: 'Failed', message: 'Operation terminated', finishedAt: startedAt },
+        },
+      },
+      'argocd-test',
+    );
+    await eventually('Application marked for deletion', async () =>
+      (await getObject(kc, appRef(application.name)))?.metadata.deletionTimestamp ? true : undefined,
+    );
+    await removeFinalizers(application.name);
+    assert.equal((await finished(deleteOperation.id)).state, 'Completed');
+  });
+
   it('an Application with our label and no row is deleted (orphan)', async () => {
     const tenant = await givenTenant(tenantNamespaces[2]!);
     const orphanId = randomUUID();

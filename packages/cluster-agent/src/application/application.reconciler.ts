@@ -63,6 +63,9 @@ const ABSENT = 'absent';
 
 /** How often a pending delete is re-checked if the Application's delete event is missed. */
 const PENDING_DELETE_RECHECK_MS = 10_000;
+/** A sync in the way of a delete is looked at again this often, and waited for at most this long. */
+const SYNC_END_RECHECK_MS = 1_000;
+const SYNC_END_WAIT_MAX_MS = 30_000;
 
 export interface ApplicationReconciler {
   /**
@@ -276,6 +279,59 @@ export function createApplicationReconciler(
     return { status: 'done', changed: main || cluster };
   }
 
+  /**
+   * An Application is deleted only once no sync of it runs: Argo CD prunes what its cache knows when it
+   * deletes an Application, and a resource a running sync has just created may not be in that cache yet (it
+   * would be left behind; seen when a GitOpsDeployment was deleted 0.1 s after its creation). A sync that was
+   * asked for but not started is withdrawn; a running one is asked to terminate. True while one is in the way.
+   */
+  const syncEndAskedAt = new Map<string, number>();
+  async function endSyncBeforeDelete(app: KubeObject, options: { signal: AbortSignal; logger: Logger }) {
+    const state = (app.status as { operationState?: { phase?: unknown; finishedAt?: unknown } } | undefined)
+      ?.operationState;
+    const running = state?.phase === 'Running' || state?.phase === 'Terminating';
+    const requested = app.operation !== undefined && app.operation !== null;
+    const uid = app.metadata.uid ?? app.metadata.name;
+    if (!running && !requested) {
+      syncEndAskedAt.delete(uid);
+      return false;
+    }
+    const askedAt = syncEndAskedAt.get(uid) ?? Date.now();
+    syncEndAskedAt.set(uid, askedAt);
+    if (Date.now() - askedAt > SYNC_END_WAIT_MAX_MS) {
+      // Argo CD does not end it (not running, or stuck): the delete goes ahead rather than wait for ever.
+      options.logger.warn(
+        { application: app.metadata.name },
+        'the sync did not end; deleting the Application anyway',
+      );
+      syncEndAskedAt.delete(uid);
+      return false;
+    }
+    const path = `${collectionPath({ ...ApplicationResource, namespace })}/${encodeURIComponent(app.metadata.name)}`;
+    const patch = (body: Record<string, unknown>) =>
+      kubeRequest(kc, {
+        method: HttpMethod.PATCH,
+        path,
+        query: { fieldManager: FIELD_MANAGER },
+        body: { metadata: { resourceVersion: app.metadata.resourceVersion }, ...body },
+        contentType: 'application/merge-patch+json',
+        signal: options.signal,
+      });
+    if (requested && !running) {
+      await patch({ operation: null });
+      options.logger.info({ application: app.metadata.name }, 'sync request withdrawn: the Application goes');
+      return true;
+    }
+    if (state?.phase === 'Running') {
+      await patch({ status: { operationState: { phase: 'Terminating' } } });
+      options.logger.info(
+        { application: app.metadata.name },
+        'running sync terminated: the Application goes',
+      );
+    }
+    return true;
+  }
+
   async function deleteApplicationsOf(
     id: string,
     options: { ownerUserIds: readonly string[]; signal: AbortSignal; logger: Logger },
@@ -284,10 +340,15 @@ export function createApplicationReconciler(
     const tenants = tenantsOfPendingDeletes.get(id) ?? new Set<string>();
     for (const owner of options.ownerUserIds) tenants.add(owner);
     let deleted = false;
+    const syncing: string[] = [];
     for (const app of live) {
       const tenant = app.metadata.labels?.[AgentLabel.ClusterUserId];
       if (tenant) tenants.add(tenant);
       if (app.metadata.deletionTimestamp) continue;
+      if (await endSyncBeforeDelete(app, options)) {
+        syncing.push(app.metadata.name);
+        continue;
+      }
       deleted =
         (await deleteIfExists(
           kc,
@@ -300,6 +361,15 @@ export function createApplicationReconciler(
           { uid: app.metadata.uid, signal: options.signal },
         )) || deleted;
       options.logger.info({ application: app.metadata.name }, 'Application deleted (its row is gone)');
+    }
+    if (syncing.length > 0) {
+      tenantsOfPendingDeletes.set(id, tenants);
+      return {
+        status: 'pending',
+        reason: `waiting for the sync of Application ${syncing.join(', ')} to end before deleting it`,
+        requeueAfterMs: SYNC_END_RECHECK_MS,
+        changed: deleted,
+      };
     }
     if (live.length > 0) {
       tenantsOfPendingDeletes.set(id, tenants);
