@@ -587,3 +587,20 @@ export async function countUnfinishedOperations(db: Kysely<Database>): Promise<n
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }
+
+/** Whether a change of this resource is still on its way to Argo CD (an operation Waiting or In_Progress). */
+export async function hasUnfinishedOperation(
+  db: Kysely<Database>,
+  resource: { engineInstanceId: string; resourceType: OperationResourceType; resourceId: string },
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('operation')
+    .select('id')
+    .where('engine_instance_id', '=', resource.engineInstanceId)
+    .where('resource_type', '=', resource.resourceType)
+    .where('resource_id', '=', resource.resourceId)
+    .where('state', 'in', ['Waiting', 'In_Progress'])
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}

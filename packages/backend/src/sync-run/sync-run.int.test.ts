@@ -10,6 +10,7 @@ import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import { syncRun } from '@gitops/api/testing';
 import {
   completeOperation,
+  getApplication,
   markSyncOperationRequested,
   recordSyncProgress,
   setSyncOperationOutcome,
@@ -168,6 +169,43 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     await backend.syncRuns.queue.whenIdle();
     assert.equal((await rowsOf(uid)).length, 1);
     assert.equal((await operationsOf(uid)).length, 1);
+  });
+
+  test("a SyncRun is requested only once its parent's latest spec is in the application row (it syncs the new spec, not the old)", async () => {
+    const gd = await fixture.createDeployment(ns, 'changing', MANUAL);
+    const { application_id: applicationId } = await eventually('application row', () =>
+      fixture.db
+        .selectFrom('api_cr_mapping')
+        .select('application_id')
+        .where('cr_uid', '=', gd.metadata.uid as string)
+        .executeTakeFirst(),
+    );
+    // The user changed the deployment and its reconcile has not written the change yet: the row still holds
+    // the spec before the change (played by putting an older spec into the row).
+    const current = (await getApplication(fixture.db, applicationId!))?.spec as {
+      source: Record<string, unknown>;
+    };
+    const before = { ...current, source: { ...current.source, path: 'before-the-change' } };
+    await fixture.db
+      .updateTable('application')
+      .set({ spec: JSON.stringify(before) })
+      .where('id', '=', applicationId!)
+      .execute();
+    const run = await createSyncRun('after-a-change', { gitopsDeploymentName: 'changing' });
+    // The backend looks again every second while it waits: a few looks find the row still old.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    assert.deepEqual(await rowsOf(run.metadata.uid as string), [], 'no sync of the old spec is requested');
+    // The user's next change reaches the row (the parent's reconcile writes it): now the sync goes ahead, of it.
+    await kubeRequest(fixture.kc, {
+      method: HttpMethod.PATCH,
+      path: `/apis/${API_GROUP_VERSION}/namespaces/${ns}/${Plural.GitOpsDeployment}/changing`,
+      body: { spec: { source: { path: 'dev2' } } },
+      contentType: 'application/merge-patch+json',
+    });
+    const row = await syncRow(run.metadata.uid as string);
+    assert.equal(row.application_id, applicationId);
+    const latest = (await getApplication(fixture.db, applicationId!))?.spec as { source: { path?: string } };
+    assert.equal(latest.source.path, 'dev2', 'the row holds the latest spec when the sync is requested');
   });
 
   test('a failed sync outcome is reported in the message', async () => {

@@ -39,9 +39,12 @@ import {
 import type { Kysely } from 'kysely';
 import { writeErrorConditions } from '../error-occurred.ts';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
-import { parseGitOpsDeploymentSpec } from '../gitops-deployment/desired-application.ts';
+import {
+  desiredApplicationSpec,
+  parseGitOpsDeploymentSpec,
+} from '../gitops-deployment/desired-application.ts';
 import { conditionsOf, isBeingDeleted } from '../gitops-deployment/gitops-deployment.object.ts';
-import { isJsonObject } from '../json.ts';
+import { isJsonObject, jsonEqual } from '../json.ts';
 import { SyncRunCr } from '../kinds.ts';
 import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
@@ -77,6 +80,8 @@ export const SyncRunEventReason = {
 
 /** How long to wait for the parent GitOpsDeployment's application row (its reconcile is running). */
 const PARENT_ROW_RETRY_MS = 1_000;
+/** How long a new SyncRun waits for its parent's latest spec to reach the database before syncing anyway. */
+const PARENT_SPEC_WAIT_MS = 30_000;
 /** How soon to retry when an earlier SyncRun of the same deployment has not been requested yet. */
 const EARLIER_SYNC_RUN_RETRY_MS = 250;
 
@@ -311,6 +316,18 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
       : undefined;
     if (!application) {
       logger.debug('the parent GitOpsDeployment has no application row yet');
+      return { requeueAfter: PARENT_ROW_RETRY_MS };
+    }
+    // A user who changes the deployment and then creates a SyncRun wants the new spec synced: wait (a while)
+    // until the parent's reconcile has written it, or the sync would run on the old one and say Succeeded.
+    const environmentName = parentSpec.spec.destination?.environment;
+    const desired = desiredApplicationSpec(
+      parentSpec.spec,
+      environmentName ? parentSpec.spec.destination?.namespace || namespace : namespace,
+    );
+    const age = Date.now() - Date.parse(String(object.metadata.creationTimestamp ?? ''));
+    if (!jsonEqual(application.spec, desired) && !(age > PARENT_SPEC_WAIT_MS)) {
+      logger.debug("the parent GitOpsDeployment's latest spec is not in its application row yet");
       return { requeueAfter: PARENT_ROW_RETRY_MS };
     }
     if (await earlierSyncRunPending(object, parentName)) {

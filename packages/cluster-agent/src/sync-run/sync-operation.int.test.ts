@@ -310,4 +310,42 @@ describe('cluster-agent SyncOperation', () => {
     assert.equal(row.outcome_message, 'boom on the new one');
     assert.equal(row.requested_application_uid, second.metadata.uid);
   });
+
+  it('a sync waits while a change of its Application is still on its way, then syncs the changed Application', async () => {
+    const application = await manualApplication();
+    // A change of the Application is committed but not applied yet (played: its operation is not due).
+    const change = await f.db.transaction().execute(async (trx) => {
+      const { operation } = await insertOperation(trx, {
+        engineInstanceId,
+        resourceType: 'Application',
+        resourceId: application.id,
+        ownerUserId: tenant.id,
+      });
+      await trx
+        .updateTable('operation')
+        .set({ next_attempt_at: new Date(Date.now() + 3_600_000) })
+        .where('id', '=', operation.id)
+        .execute();
+      return operation;
+    });
+    const { syncOperation } = await syncRun(application, 'v5');
+    await agent.whenIdle();
+    assert.equal(
+      (await getApp(application.name))?.operation,
+      undefined,
+      'not requested while the change waits',
+    );
+    assert.equal((await getSyncOperation(f.db, syncOperation.id))?.requested_at, null);
+    // The change becomes due and is applied: then the sync is requested.
+    await f.db
+      .updateTable('operation')
+      .set({ next_attempt_at: new Date() })
+      .where('id', '=', change.id)
+      .execute();
+    await f.relay(change);
+    assert.equal((await take(application.name)).operation.sync.revision, 'v5');
+    await eventually('the change applied first', async () =>
+      (await getOperation(f.db, change.id))?.state === 'Completed' ? true : undefined,
+    );
+  });
 });

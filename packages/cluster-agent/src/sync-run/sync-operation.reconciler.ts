@@ -19,6 +19,7 @@
 import {
   getApplication,
   getSyncOperation,
+  hasUnfinishedOperation,
   listSyncOperationsOfApplication,
   markSyncOperationRequested,
   recordSyncProgress,
@@ -56,6 +57,7 @@ export const SYNC_OPERATION_RESOURCE = 'SyncOperation';
 const RUNNING_RECHECK_MS = 10_000;
 const QUEUED_RECHECK_MS = 15_000;
 const MISSING_APPLICATION_RECHECK_MS = 2_000;
+const APPLICATION_CHANGE_RECHECK_MS = 500;
 const OUTCOME_MESSAGE_MAX = 1_000;
 
 export interface SyncOperationReconciler {
@@ -184,6 +186,22 @@ export function createSyncOperationReconciler(
     const requestedHere = row.requested_at !== null && (row.requested_application_uid ?? liveUid) === liveUid;
     if (!requestedHere && row.desired_state === 'Terminated') {
       return await finish(row, 'Terminated', 'terminated before it was requested in Argo CD', logger);
+    }
+    if (
+      !requestedHere &&
+      (await hasUnfinishedOperation(db, {
+        engineInstanceId: ctx.engineInstanceId,
+        resourceType: 'Application',
+        resourceId: application.id,
+      }))
+    ) {
+      // A change of the Application is on its way (e.g. a new path, then a SyncRun at once): sync what it
+      // becomes, not what it was.
+      return {
+        status: 'pending',
+        reason: 'a change of the Argo CD Application is being applied first',
+        requeueAfterMs: APPLICATION_CHANGE_RECHECK_MS,
+      };
     }
     if (!requestedHere) {
       // A previous process may have patched Argo CD and died before recording it: never request twice.
