@@ -28,6 +28,24 @@ describe('crash recovery (tier 3a)', () => {
     await f?.stop();
   });
 
+  /** Waits until no operation is Waiting or In_Progress, then checks that none Failed. */
+  async function everyOperationCompleted() {
+    await eventually('every operation to be terminal', async () => {
+      const open = await system.db
+        .selectFrom('operation')
+        .select('id')
+        .where('state', 'in', ['Waiting', 'In_Progress'])
+        .execute();
+      return open.length === 0 ? true : undefined;
+    });
+    const failed = await system.db
+      .selectFrom('operation')
+      .select(['id', 'message'])
+      .where('state', '=', 'Failed')
+      .execute();
+    assert.deepEqual(failed, []);
+  }
+
   const applicationFor = (gd: GitOpsDeployment) =>
     eventually(`Application of ${gd.metadata.name}`, () =>
       get<ArgoApplication>(
@@ -92,20 +110,7 @@ describe('crash recovery (tier 3a)', () => {
     await system.kill('cluster-agent');
     await system.start('cluster-agent');
     for (const gd of created) await applicationFor(gd);
-    await eventually('every operation to be terminal', async () => {
-      const open = await system.db
-        .selectFrom('operation')
-        .select('id')
-        .where('state', 'in', ['Waiting', 'In_Progress'])
-        .execute();
-      return open.length === 0 ? true : undefined;
-    });
-    const failed = await system.db
-      .selectFrom('operation')
-      .select(['id', 'message'])
-      .where('state', '=', 'Failed')
-      .execute();
-    assert.deepEqual(failed, []);
+    await everyOperationCompleted();
   });
 
   it('two agent replicas: the standby waits; SIGKILL of the active one and the standby finishes every operation', async () => {
@@ -129,20 +134,7 @@ describe('crash recovery (tier 3a)', () => {
     await system.kill('cluster-agent');
     await eventually('the standby became the active agent', () => metric('cluster-agent-2'), 30_000);
     for (const gd of created) await applicationFor(gd);
-    await eventually('every operation to be terminal', async () => {
-      const open = await system.db
-        .selectFrom('operation')
-        .select('id')
-        .where('state', 'in', ['Waiting', 'In_Progress'])
-        .execute();
-      return open.length === 0 ? true : undefined;
-    });
-    const failed = await system.db
-      .selectFrom('operation')
-      .select(['id', 'message'])
-      .where('state', '=', 'Failed')
-      .execute();
-    assert.deepEqual(failed, []);
+    await everyOperationCompleted();
     // The killed replica comes back (as a kubelet restarts it) and waits as the standby now.
     await system.start('cluster-agent');
     assert.equal(await metric('cluster-agent'), false);

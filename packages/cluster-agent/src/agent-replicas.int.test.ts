@@ -3,15 +3,7 @@
  * nothing) and takes over once the active one's lock session is gone; the one that lost it stops.
  */
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import {
-  AGENT_ACTIVE_LOCK_CLASS,
-  type ClusterUserRow,
-  ensureWorkspaceEnvironment,
-  insertApiCrMapping,
-  insertApplication,
-  insertOperation,
-} from '@gitops/db';
+import { AGENT_ACTIVE_LOCK_CLASS, type ClusterUserRow } from '@gitops/db';
 import { createMetricsRegistry, createSilentLogger } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
@@ -53,35 +45,7 @@ describe('cluster-agent replicas', () => {
   async function deploy(): Promise<string> {
     const engineInstanceId = (await f.db.selectFrom('engine_instance').select('id').executeTakeFirstOrThrow())
       .id;
-    const crUid = randomUUID();
-    const name = `gitopsdepl-${crUid}`;
-    await f.db.transaction().execute(async (trx) => {
-      const env = await ensureWorkspaceEnvironment(trx, { id: tenant.id, namespaceName: tenantNamespace });
-      const application = await insertApplication(trx, {
-        name,
-        clusterUserId: tenant.id,
-        engineInstanceId,
-        managedEnvironmentId: env.id,
-        spec: {
-          source: { repoURL: 'https://github.com/example/repo', path: 'dev', targetRevision: 'main' },
-          destination: { namespace: tenantNamespace },
-        },
-      });
-      const owner = { uid: crUid, name: `d-${crUid.slice(0, 8)}`, namespace: tenantNamespace };
-      await insertApiCrMapping(
-        trx,
-        { ...owner, namespaceUid: tenant.namespace_uid },
-        { kind: 'GitOpsDeployment', applicationId: application.id },
-      );
-      await insertOperation(trx, {
-        engineInstanceId,
-        resourceType: 'Application',
-        resourceId: application.id,
-        ownerUserId: tenant.id,
-        ownerCr: { kind: 'GitOpsDeployment', ...owner },
-      });
-    });
-    return name;
+    return (await f.givenDeployment(tenant, tenantNamespace, engineInstanceId)).application.name;
   }
 
   /** The pid of the session holding the active lock (exactly one). */

@@ -8,11 +8,9 @@ import { randomUUID } from 'node:crypto';
 import {
   type ApplicationRow,
   type ClusterUserRow,
-  ensureWorkspaceEnvironment,
   getOperation,
   getSyncOperation,
   insertApiCrMapping,
-  insertApplication,
   insertOperation,
   insertSyncOperation,
   setSyncOperationDesiredState,
@@ -37,37 +35,7 @@ describe('cluster-agent SyncOperation', () => {
 
   /** A manual deployment's application, applied by the agent. */
   async function manualApplication(): Promise<ApplicationRow> {
-    const crUid = randomUUID();
-    const env = await ensureWorkspaceEnvironment(f.db, {
-      id: tenant.id,
-      namespaceName: tenantNamespace,
-    });
-    const { application, operation } = await f.db.transaction().execute(async (trx) => {
-      const application = await insertApplication(trx, {
-        name: `gitopsdepl-${crUid}`,
-        clusterUserId: tenant.id,
-        engineInstanceId,
-        managedEnvironmentId: env.id,
-        spec: {
-          source: { repoURL: 'https://github.com/example/repo', path: 'dev', targetRevision: 'main' },
-          destination: { namespace: tenantNamespace },
-        },
-      });
-      const owner = { uid: crUid, name: `d-${crUid.slice(0, 8)}`, namespace: tenantNamespace };
-      await insertApiCrMapping(
-        trx,
-        { ...owner, namespaceUid: tenant.namespace_uid },
-        { kind: 'GitOpsDeployment', applicationId: application.id },
-      );
-      const { operation } = await insertOperation(trx, {
-        engineInstanceId,
-        resourceType: 'Application',
-        resourceId: application.id,
-        ownerUserId: tenant.id,
-        ownerCr: { kind: 'GitOpsDeployment', ...owner },
-      });
-      return { application, operation };
-    });
+    const { application, operation } = await f.givenDeployment(tenant, tenantNamespace, engineInstanceId);
     await f.relay(operation);
     await eventually('Application applied', () => getApp(application.name));
     return application;

@@ -6,11 +6,16 @@
  * Applications' finalizers (no Argo CD controller runs to remove them), deletes the namespaces and drops
  * the database.
  */
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import {
+  type ApplicationRow,
   type ClusterUserRow,
   type Database,
   ensureWorkspaceEnvironment,
+  insertApiCrMapping,
+  insertApplication,
+  insertOperation,
+  type OperationRow,
   upsertClusterUser,
 } from '@gitops/db';
 import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
@@ -56,6 +61,15 @@ export interface AgentFixture {
   createNamespace(name: string): Promise<KubeObject>;
   /** The cluster_user row of a tenant namespace, as the backend writes it (and its workspace environment). */
   givenTenant(namespace: string, options?: { workspaceEnvironment?: boolean }): Promise<ClusterUserRow>;
+  /**
+   * What the backend writes for a new manual GitOpsDeployment of `tenant` (in `namespace`), in one
+   * transaction: the application row on `engineInstanceId`, its mapping and the Application operation.
+   */
+  givenDeployment(
+    tenant: ClusterUserRow,
+    namespace: string,
+    engineInstanceId: string,
+  ): Promise<{ application: ApplicationRow; operation: OperationRow }>;
   /** Creates the Operation CR the backend's relay would create. */
   relay(operation: { id: string }, namespace?: string): Promise<void>;
   /** The Operation CRs in the fixture's Argo CD namespace. */
@@ -124,6 +138,36 @@ export async function createAgentFixture(options: {
         await ensureWorkspaceEnvironment(database.db, { id: user.id, namespaceName: namespace });
       }
       return user;
+    },
+    async givenDeployment(tenant, namespace, engineInstanceId) {
+      const crUid = randomUUID();
+      return await database.db.transaction().execute(async (trx) => {
+        const env = await ensureWorkspaceEnvironment(trx, { id: tenant.id, namespaceName: namespace });
+        const application = await insertApplication(trx, {
+          name: `gitopsdepl-${crUid}`,
+          clusterUserId: tenant.id,
+          engineInstanceId,
+          managedEnvironmentId: env.id,
+          spec: {
+            source: { repoURL: 'https://github.com/example/repo', path: 'dev', targetRevision: 'main' },
+            destination: { namespace },
+          },
+        });
+        const owner = { uid: crUid, name: `d-${crUid.slice(0, 8)}`, namespace };
+        await insertApiCrMapping(
+          trx,
+          { ...owner, namespaceUid: tenant.namespace_uid },
+          { kind: 'GitOpsDeployment', applicationId: application.id },
+        );
+        const { operation } = await insertOperation(trx, {
+          engineInstanceId,
+          resourceType: 'Application',
+          resourceId: application.id,
+          ownerUserId: tenant.id,
+          ownerCr: { kind: 'GitOpsDeployment', ...owner },
+        });
+        return { application, operation };
+      });
     },
     async listOperationCrs() {
       const list = (await kubeRequest(kc, {
