@@ -178,14 +178,24 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
     }
   });
 
-  it('both Deployments become Available on the real node, the backend with its two replicas', async () => {
+  it('both Deployments become Available on the real node, each with its two replicas', async () => {
     await eventually(
       'gitops-backend and gitops-cluster-agent Available',
       async () => (await available('gitops-backend')) && (await available('gitops-cluster-agent')),
       CONVERGE_MS,
     );
     assert.equal((await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-backend')).length, 2);
-    assert.equal((await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-cluster-agent')).length, 1);
+    const agents = await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-cluster-agent');
+    assert.equal(agents.length, 2, 'both agent replicas ready: the active one and the standby');
+    // Exactly one of them is the active agent of the engine instance.
+    const active = await Promise.all(
+      agents.map(async (pod) =>
+        /"msg":"active agent of this engine instance"/.test(
+          await kubectl('logs', '-n', SERVICE_NS, pod.metadata.name, '--tail=-1'),
+        ),
+      ),
+    );
+    assert.equal(active.filter(Boolean).length, 1, 'one active agent, one standby');
   });
 
   it("a user's GitOpsDeployment of a Deployment and a Service ends Synced/Healthy with its Pods Running; deleting it deletes the Pods", async () => {
@@ -302,7 +312,8 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
         const pods = (
           await items('pods', '-n', SERVICE_NS, '-l', 'app.kubernetes.io/name=gitops-cluster-agent')
         ).filter((p) => !p.metadata.deletionTimestamp);
-        if (pods.length !== 1 || condition(pods[0]!, 'Ready')) return false;
+        // Recreate: both replicas are replaced by Pods of the broken template.
+        if (pods.length === 0 || pods.some((p) => condition(p, 'Ready'))) return false;
         const text = await kubectl('logs', '-n', SERVICE_NS, pods[0]!.metadata.name, '--tail=-1').catch(
           async () => kubectl('logs', '-n', SERVICE_NS, pods[0]!.metadata.name, '--previous', '--tail=-1'),
         );
