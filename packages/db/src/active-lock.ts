@@ -1,7 +1,8 @@
 /**
  * One active process among replicas, by a PostgreSQL session advisory lock held on a dedicated connection:
  * the lock lives exactly as long as that session, so a process that crashes (SIGKILL closes its socket) or
- * loses its connection releases it at once, and a waiting replica takes it within one poll. Used by the
+ * loses its connection releases it at once, and a waiting replica, blocked in PostgreSQL on the same lock (no
+ * polling, nothing at idle), gets it in that instant. Used by the
  * cluster-agent: two replicas per engine instance, one active (docs/architecture.md, "Agent replicas").
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -14,9 +15,7 @@ export const AGENT_ACTIVE_LOCK_CLASS = 1_734_964_226; // 0x67697402, fits int4
 
 export interface ActiveLockOptions {
   applicationName?: string;
-  /** How often a waiting replica tries the lock (default 1 s). */
-  pollIntervalMs?: number;
-  /** A `select 1` this often detects a silently dead session of the holder (default 10 s; 0: never). */
+  /** A `select 1` this often detects a silently dead session of the holder (default 30 s; 0: never). */
   healthCheckIntervalMs?: number;
   /** Called once when the first try finds the lock held by another session. */
   onWaiting?: () => void;
@@ -54,8 +53,7 @@ export function holdActiveLock(
   lock: { classId: number; key: string },
   options: ActiveLockOptions,
 ): ActiveLock {
-  const pollMs = options.pollIntervalMs ?? 1_000;
-  const healthMs = options.healthCheckIntervalMs ?? 10_000;
+  const healthMs = options.healthCheckIntervalMs ?? 30_000;
   const stop = new AbortController();
   let client: pg.Client | undefined;
   let isHeld = false;
@@ -86,12 +84,11 @@ export function holdActiveLock(
       session.on('end', () => markLost(new Error('the active-lock session ended')));
       try {
         await session.connect();
-        for (;;) {
-          const result = await session.query<{ held: boolean }>(
-            'select pg_try_advisory_lock($1::int, hashtext($2::text)) as held',
-            [lock.classId, lock.key],
-          );
-          if (result.rows[0]?.held === true) break;
+        const tried = await session.query<{ held: boolean }>(
+          'select pg_try_advisory_lock($1::int, hashtext($2::text)) as held',
+          [lock.classId, lock.key],
+        );
+        if (tried.rows[0]?.held !== true) {
           if (everHeld) {
             await session.end().catch(() => {});
             options.onTakenOver();
@@ -100,11 +97,11 @@ export function holdActiveLock(
           if (!saidWaiting) options.onWaiting?.();
           saidWaiting = true;
           failures = 0;
-          const waited = await Promise.race([
-            sleep(pollMs, 'poll', { signal: stop.signal }).catch(() => 'stopped'),
-            lost.then(() => 'lost'),
+          // Waits inside PostgreSQL until the holder's session ends; release() ends this session to stop it.
+          await session.query('select pg_advisory_lock($1::int, hashtext($2::text))', [
+            lock.classId,
+            lock.key,
           ]);
-          if (waited !== 'poll') throw waited === 'lost' ? await lost : new Error('released');
         }
       } catch (error) {
         await session.end().catch(() => {});
