@@ -149,6 +149,8 @@ export const PlacementMessage = {
     `the namespace label ${Label.EngineInstance} names the Argo CD instance '${instance}', which is cordoned and takes no new tenants`,
   noSchedulableInstance:
     'no Argo CD instance takes new tenants: every registered instance is cordoned (or none is registered)',
+  instanceAway: (instance: string, minutes: number): string =>
+    `no agent of the Argo CD instance '${instance}' has taken this change for ${minutes} minute${minutes === 1 ? '' : 's'}: it waits, and is applied when an agent of the instance is back`,
 } as const;
 
 /** Condition types of a GitOpsDeploymentSyncRun (a single condition). */

@@ -69,6 +69,13 @@ export const backendConfigSchema = {
     max: '10m',
     description: 'safety-net sweep of undelivered operations (NOTIFY wakes the relay at once)',
   }),
+  engineInstanceAwayAfterMs: durationVar('GITOPS_ENGINE_INSTANCE_AWAY_AFTER', {
+    default: '2m',
+    min: '1s',
+    max: '24h',
+    description:
+      "how long a GitOpsDeployment's change may wait for its engine instance while no agent of it listens before ErrorOccurred says the instance is away",
+  }),
   operationRetryMs: durationVar('GITOPS_OPERATION_RETRY_INTERVAL', {
     default: '1m',
     min: '1s',

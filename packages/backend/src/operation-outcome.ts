@@ -18,6 +18,8 @@ export interface OperationsOutcome {
   pending: boolean;
   /** The operation that finished last (the newest word from the agent), if any. */
   lastFinished: OperationRow | undefined;
+  /** The Waiting operation created first (the longest wait), if any. */
+  oldestWaiting: OperationRow | undefined;
 }
 
 /**
@@ -34,7 +36,10 @@ export async function operationsOutcome(
 ): Promise<OperationsOutcome> {
   const operations = await listOperationsOfOwner(db, owner, resourceType, resourceId);
   let lastFinished: OperationRow | undefined;
+  let oldestWaiting: OperationRow | undefined;
   for (const operation of operations) {
+    if (operation.state === 'Waiting' && (!oldestWaiting || operation.created_at < oldestWaiting.created_at))
+      oldestWaiting = operation;
     if (operation.finished_at === null) continue;
     if (
       !lastFinished ||
@@ -48,6 +53,7 @@ export async function operationsOutcome(
   return {
     pending: operations.some((o) => o.state === 'Waiting' || o.state === 'In_Progress'),
     lastFinished,
+    oldestWaiting,
   };
 }
 

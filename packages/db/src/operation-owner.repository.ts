@@ -1,5 +1,6 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Database, OperationRow } from './database.ts';
+import { agentListening } from './operation.repository.ts';
 import type { CrKind, OperationResourceType } from './schema-values.ts';
 
 /**
@@ -42,4 +43,29 @@ export async function getLatestOperationOfOwner(
     .orderBy('created_at', 'desc')
     .limit(1)
     .executeTakeFirst();
+}
+
+/**
+ * The owners (namespace, name) of kind `ownerKind` of operations that have waited longer than `olderThanMs`
+ * for an engine instance no agent listens for now: their CRs say the instance is away.
+ */
+export async function listOwnersWaitingForAbsentAgents(
+  db: Kysely<Database>,
+  ownerKind: CrKind,
+  olderThanMs: number,
+): Promise<{ namespace: string; name: string }[]> {
+  const rows = await db
+    .selectFrom('operation as o')
+    .select(['o.owner_namespace', 'o.owner_name'])
+    .distinct()
+    .where('o.state', '=', 'Waiting')
+    .where('o.owner_kind', '=', ownerKind)
+    .where('o.created_at', '<', sql<Date>`now() - make_interval(secs => ${olderThanMs / 1000})`)
+    .where(sql<boolean>`not ${agentListening('o.engine_instance_id')}`)
+    .execute();
+  return rows.flatMap((r) =>
+    r.owner_namespace !== null && r.owner_name !== null
+      ? [{ namespace: r.owner_namespace, name: r.owner_name }]
+      : [],
+  );
 }

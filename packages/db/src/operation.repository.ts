@@ -232,7 +232,7 @@ export async function holdAgentListeningLock(
 }
 
 /** True while a session of this database holds the agent-listening lock of `engine_instance_id` (SQL). */
-const agentListening = (engineInstanceIdColumn: string) =>
+export const agentListening = (engineInstanceIdColumn: string) =>
   sql<boolean>`exists (
     select 1 from pg_locks l
     where l.locktype = 'advisory' and l.granted and l.objsubid = 2

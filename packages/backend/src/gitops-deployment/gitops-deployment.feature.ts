@@ -6,7 +6,8 @@
  * the same resourceVersion are skipped, so an idle resync costs nothing per deployment (docs/performance.md).
  */
 import { ConditionStatus, GitOpsDeploymentConditionType } from '@gitops/api';
-import { findCondition, objectKey } from '@gitops/shared';
+import { listOwnersWaitingForAbsentAgents } from '@gitops/db';
+import { findCondition, objectKey, type Periodic, runPeriodically } from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
 import { GitOpsDeploymentCr } from '../kinds.ts';
@@ -57,11 +58,37 @@ export function createGitOpsDeploymentFeature(
       selector: ctx.selector,
       resolveEnvironment: createEnvironmentResolver(ctx.db, deps.environments.informer),
       operationRetryMs: ctx.config.operationRetryMs,
+      engineInstanceAwayAfterMs: ctx.config.engineInstanceAwayAfterMs,
       errorReported,
     }),
   });
   deps.environments.onEnvironmentChanged((namespace) => {
     for (const deployment of informer.list(namespace)) controller.queue.add(objectKey(deployment));
   });
-  return controller;
+  // Deployments whose change waits for an engine instance no agent listens for: nothing else wakes them when
+  // the wait grows too long, so look every half of GITOPS_ENGINE_INSTANCE_AWAY_AFTER (one query).
+  const awayAfter = ctx.config.engineInstanceAwayAfterMs;
+  let away: Periodic | undefined;
+  return {
+    ...controller,
+    start() {
+      controller.start();
+      away = runPeriodically(
+        'engine-instance-away',
+        Math.max(1_000, Math.min(awayAfter / 2, 60_000)),
+        async () => {
+          const owners = await listOwnersWaitingForAbsentAgents(ctx.db, GitOpsDeploymentCr.kind, awayAfter);
+          for (const owner of owners) {
+            if (informer.get(owner.namespace, owner.name))
+              controller.queue.add(`${owner.namespace}/${owner.name}`);
+          }
+        },
+        { logger: ctx.logger },
+      );
+    },
+    async stop() {
+      await away?.stop();
+      await controller.stop();
+    },
+  };
 }

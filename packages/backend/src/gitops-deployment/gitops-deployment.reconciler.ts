@@ -11,8 +11,15 @@ import {
   GitOpsDeploymentConditionType,
   GitOpsDeploymentMessage,
   GitOpsDeploymentReason,
+  PlacementMessage,
 } from '@gitops/api';
-import { type Database, getApplication, type OperationRow } from '@gitops/db';
+import {
+  type Database,
+  getApplication,
+  getEngineInstance,
+  isAgentListening,
+  type OperationRow,
+} from '@gitops/db';
 import {
   type EventRecorder,
   findCondition,
@@ -83,6 +90,8 @@ export interface GitOpsDeploymentReconcilerOptions {
    * again while the user finalizer waits for it (GITOPS_OPERATION_RETRY_INTERVAL). Default 1 minute.
    */
   operationRetryMs?: number;
+  /** See GITOPS_ENGINE_INSTANCE_AWAY_AFTER; unset: never reported. */
+  engineInstanceAwayAfterMs?: number;
   /** Kept up to date with the uids whose ErrorOccurred=True this reconciler wrote (the feature reads it). */
   errorReported?: Set<string>;
   now?: () => Date;
@@ -394,9 +403,29 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   ) {
     const outcome = await applicationOperationsOutcome(db, uid, applicationId);
     const errorState = outcome.pending
-      ? ({ status: 'ok' } as const)
+      ? await awayState(outcome.oldestWaiting)
       : failedOperationState(outcome.lastFinished, DeploymentErrorMessage.applicationOperationFailed);
     await writeErrorOccurred(object, errorState, logger);
+  }
+
+  /**
+   * A change that has waited longer than `engineInstanceAwayAfterMs` for an instance no agent listens for now
+   * is reported (the periodic look in the feature queues such deployments); otherwise waiting is fine.
+   */
+  async function awayState(waiting: OperationRow | undefined): Promise<ErrorState> {
+    const awayAfter = options.engineInstanceAwayAfterMs;
+    if (!waiting || awayAfter === undefined) return { status: 'ok' };
+    const waited = Date.now() - waiting.created_at.getTime();
+    if (waited < awayAfter || (await isAgentListening(db, waiting.engine_instance_id)))
+      return { status: 'ok' };
+    const instance = await getEngineInstance(db, waiting.engine_instance_id);
+    return {
+      status: 'error',
+      message: PlacementMessage.instanceAway(
+        instance?.name ?? waiting.engine_instance_id,
+        Math.floor(waited / 60_000),
+      ),
+    };
   }
 
   return async (key, context) => {

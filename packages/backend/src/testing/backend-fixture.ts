@@ -97,6 +97,9 @@ export async function createBackendFixture(): Promise<BackendFixture> {
         GITOPS_ENCRYPTION_KEYS: encryptionKeys,
         GITOPS_BACKEND_SHARD: runLabel,
         GITOPS_RELAY_SWEEP_INTERVAL: '1s',
+        // The fixture runs no agent: its changes wait by design, so the "instance away" report stays off unless
+        // a test asks for it.
+        GITOPS_ENGINE_INSTANCE_AWAY_AFTER: '24h',
         LOG_LEVEL: 'silent',
         ...env,
       });
