@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { getClusterUser } from './cluster-user.repository.ts';
 import {
@@ -9,8 +10,14 @@ import {
   placeTenant,
   setEngineInstanceCordoned,
 } from './engine-instance.repository.ts';
+import { isAgentListening } from './operation.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
-import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
+import {
+  givenApplication,
+  givenClusterUser,
+  givenEngineInstance,
+  givenListeningAgentSession,
+} from './testing/test-fixtures.ts';
 
 let testDb: TestDatabase;
 beforeAll(async () => {
@@ -79,6 +86,27 @@ describe('tenant placement', () => {
     assert.equal((await getClusterUser(testDb.db, tenant.id))?.engine_instance_id, null, 'nothing placed');
     await setEngineInstanceCordoned(testDb.db, named.name, false);
     assert.equal(placedName(await place(tenant.id, named.name)), named.name, 'the label wins over load');
+  });
+
+  test('an instance whose agent listens is preferred: one whose agents are away takes no new tenant while another can', async () => {
+    const away = await givenEngineInstance(testDb.db, 'place-e-away');
+    const heard = await givenEngineInstance(testDb.db, 'place-e-heard');
+    await cordonAllBut(away.name, heard.name);
+    const other = await givenClusterUser(testDb.db);
+    // `away` is the less loaded one: only its absent agent keeps the tenant off it.
+    for (let i = 0; i < 2; i++)
+      await givenApplication(testDb.db, { clusterUser: other, engineInstance: heard });
+    const agent = await givenListeningAgentSession(testDb.url, heard.id);
+    try {
+      const tenant = await givenClusterUser(testDb.db);
+      assert.equal(placedName(await place(tenant.id)), heard.name);
+    } finally {
+      await agent.end();
+    }
+    // No agent listens anywhere (all restarting, say): load decides again.
+    await eventually('the lock released', async () => !(await isAgentListening(testDb.db, heard.id)));
+    const later = await givenClusterUser(testDb.db);
+    assert.equal(placedName(await place(later.id)), away.name);
   });
 
   test('with every instance cordoned a new tenant is refused', async () => {

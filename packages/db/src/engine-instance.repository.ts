@@ -1,6 +1,7 @@
 import { ErrorCode, TerminalError } from '@gitops/shared';
-import type { Kysely, Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import type { Database, EngineInstanceRow } from './database.ts';
+import { agentListening } from './operation.repository.ts';
 
 export interface EngineInstanceInput {
   /** Stable identity from configuration. */
@@ -93,7 +94,7 @@ export type Placement = { placed: EngineInstanceRow } | { refused: PlacementRefu
 /**
  * The engine instance of a tenant, placing it first when it has none: the instance named by `requested` (the
  * namespace label) when it is registered and not cordoned; without a label, the uncordoned instance with the
- * fewest applications (ties by name). A placed tenant keeps its instance whatever `requested` says now:
+ * fewest applications among those whose agent listens now (all of them when none does; ties by name). A placed tenant keeps its instance whatever `requested` says now:
  * placement never changes by itself (moving a tenant is a separate, declared step). One statement for a
  * placed tenant; concurrent first placements of one tenant agree (the first to commit wins).
  */
@@ -122,6 +123,9 @@ export async function placeTenant(
       .selectFrom('engine_instance as ei')
       .selectAll('ei')
       .where('ei.cordoned', '=', false)
+      // An instance whose agent listens now comes first: one whose agents are all away takes no new tenant
+      // while another can (when none listens, e.g. all restarting, load alone decides).
+      .orderBy(sql<boolean>`not ${agentListening('ei.id')}`)
       .orderBy((eb) =>
         eb
           .selectFrom('application as a')
