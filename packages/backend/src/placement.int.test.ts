@@ -176,18 +176,7 @@ describe('tenant placement on engine instances', () => {
         { labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
       ),
     })) as KubeObject;
-    const row = await eventually('repository_credentials row', () =>
-      f.db
-        .selectFrom('api_cr_mapping')
-        .innerJoin(
-          'repository_credentials',
-          'repository_credentials.id',
-          'api_cr_mapping.repository_credentials_id',
-        )
-        .selectAll('repository_credentials')
-        .where('cr_uid', '=', cr.metadata.uid!)
-        .executeTakeFirst(),
-    );
+    const row = await f.repositoryCredentialsRowOf(cr.metadata.uid!);
     assert.equal(row.engine_instance_id, other.id);
     assert.equal(await placedOn(tenant.uid), other.id);
   });

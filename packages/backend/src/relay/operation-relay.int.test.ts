@@ -18,6 +18,15 @@ describe('outbox relay', () => {
   afterAll(async () => {
     await f?.cleanup();
   });
+  /** What a backend commits for a change of a new resource of `engineInstanceId`: one operation. */
+  const announce = async (engineInstanceId: string) =>
+    (
+      await f.db
+        .transaction()
+        .execute((trx) =>
+          insertOperation(trx, { engineInstanceId, resourceType: 'Application', resourceId: randomUUID() }),
+        )
+    ).operation;
   /** The identity of the test's cluster: the relay writes Operation CRs only for instances on it. */
   const thisCluster = () => clusterIdentity(loadKubeConfig(process.env.KUBECONFIG));
   /** A relay of its own (registry, silent logger), its sweep far away: the test drives it. */
@@ -138,16 +147,7 @@ describe('outbox relay', () => {
     let operationId: string;
     try {
       assert.equal(agent.held, true);
-      operationId = await f.db.transaction().execute(
-        async (trx) =>
-          (
-            await insertOperation(trx, {
-              engineInstanceId: engine.id,
-              resourceType: 'Application',
-              resourceId: randomUUID(),
-            })
-          ).operation.id,
-      );
+      operationId = (await announce(engine.id)).id;
       assert.equal(await relay.drain(), 0, 'the listening agent heard the commit: no CR');
       assert.equal(await f.getOperationCr(operationId), undefined);
     } finally {
@@ -168,13 +168,7 @@ describe('outbox relay', () => {
       namespaceUid: randomUUID(),
       clusterIdentity: `another-cluster-${randomUUID()}`,
     });
-    const { operation } = await f.db.transaction().execute(async (trx) =>
-      insertOperation(trx, {
-        engineInstanceId: engine.id,
-        resourceType: 'Application',
-        resourceId: randomUUID(),
-      }),
-    );
+    const operation = await announce(engine.id);
     const relay = newRelay();
     assert.equal(await relay.drain(), 0);
     assert.equal(
@@ -200,13 +194,7 @@ describe('outbox relay', () => {
       namespaceUid: randomUUID(),
       clusterIdentity: await thisCluster(),
     });
-    const { operation } = await f.db.transaction().execute(async (trx) =>
-      insertOperation(trx, {
-        engineInstanceId: engine.id,
-        resourceType: 'Application',
-        resourceId: randomUUID(),
-      }),
-    );
+    const operation = await announce(engine.id);
     const relay = newRelay();
     // The database's clock, as next_delivery_at is computed with it.
     const { rows: clock } = await sql<{ now: Date }>`select now() as now`.execute(f.db);

@@ -47,19 +47,7 @@ describe('RepositoryCredential reconciler', () => {
       .where('resource_id', '=', resourceId)
       .orderBy('created_at')
       .execute();
-  const rowOfCr = (uid: string) =>
-    eventually('repository_credentials row', () =>
-      f.db
-        .selectFrom('api_cr_mapping')
-        .innerJoin(
-          'repository_credentials',
-          'repository_credentials.id',
-          'api_cr_mapping.repository_credentials_id',
-        )
-        .selectAll('repository_credentials')
-        .where('cr_uid', '=', uid)
-        .executeTakeFirst(),
-    );
+  const rowOfCr = (uid: string) => f.repositoryCredentialsRowOf(uid);
 
   test('one transaction writes the sealed row, its mapping and a RepositoryCredentials operation owned by the CR; a rotation writes one more', async () => {
     await kubeRequest(f.kc, {

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { API_GROUP_VERSION, type GitOpsDeploymentSpec, Plural } from '@gitops/api';
 import { gitOpsDeployment } from '@gitops/api/testing';
-import type { Database } from '@gitops/db';
+import type { Database, RepositoryCredentialsRow } from '@gitops/db';
 import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import {
   createLogger,
@@ -20,6 +20,7 @@ import {
   type LogLevel,
   loadKubeConfig,
 } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import type { Kysely } from 'kysely';
 import { type Backend, buildBackend } from '../app.ts';
 import { BACKEND_SHARD_LABEL, loadBackendConfig } from '../config.ts';
@@ -49,6 +50,8 @@ export interface BackendFixture {
   applyDeployment(namespace: string, name: string, spec: Record<string, unknown>): Promise<KubeObject>;
   deleteDeployment(namespace: string, name: string): Promise<void>;
   getOperationCr(operationId: string): Promise<KubeObject | undefined>;
+  /** The repository_credentials row of the RepositoryCredential with this uid, once the backend wrote it. */
+  repositoryCredentialsRowOf(crUid: string): Promise<RepositoryCredentialsRow>;
   listOperationCrs(): Promise<KubeObject[]>;
   cleanup(): Promise<void>;
 }
@@ -118,6 +121,19 @@ export async function createBackendFixture(): Promise<BackendFixture> {
       backends.delete(backend);
       await backend.close();
     },
+    repositoryCredentialsRowOf: (crUid) =>
+      eventually('repository_credentials row', () =>
+        database.db
+          .selectFrom('api_cr_mapping')
+          .innerJoin(
+            'repository_credentials',
+            'repository_credentials.id',
+            'api_cr_mapping.repository_credentials_id',
+          )
+          .selectAll('repository_credentials')
+          .where('cr_uid', '=', crUid)
+          .executeTakeFirst(),
+      ),
     async createNamespace(prefix = 'tenant', labels = {}) {
       const name = `${prefix}-${randomSuffix()}`;
       const ns = (await kubeRequest(kc, {
