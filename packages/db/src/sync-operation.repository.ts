@@ -4,6 +4,25 @@ import type { SyncDesiredState, SyncOutcome } from './schema-values.ts';
 
 /** One row per GitOpsDeploymentSyncRun. */
 
+/**
+ * `operation.info[].name` carrying the sync_operation id in every sync the agent requests from Argo CD, which
+ * copies it into `status.operationState.operation` (docs/contracts/core-pipeline.md).
+ */
+export const SYNC_OPERATION_INFO = 'gitops-sync-operation-id';
+
+/** The sync_operation id an Argo CD `operation` (requested, or its copy in `operationState`) carries, if any. */
+export function syncOperationIdOf(operation: unknown): string | undefined {
+  if (typeof operation !== 'object' || operation === null) return undefined;
+  const info = (operation as { info?: unknown }).info;
+  if (!Array.isArray(info)) return undefined;
+  for (const item of info as unknown[]) {
+    if (typeof item !== 'object' || item === null) continue;
+    const { name, value } = item as { name?: unknown; value?: unknown };
+    if (name === SYNC_OPERATION_INFO && typeof value === 'string') return value;
+  }
+  return undefined;
+}
+
 export interface SyncOperationInput {
   clusterUserId: string;
   /** NULL while the referenced GitOpsDeployment does not exist. */

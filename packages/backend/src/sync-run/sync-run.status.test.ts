@@ -189,6 +189,43 @@ describe('SyncRun health and sync status', () => {
     );
   });
 
+  test("an Application state that already shows a later sync, before that sync's progress is recorded, changes nothing", () => {
+    const ended = row('a', { argocd_phase: 'Succeeded', started_at: started });
+    const later = row('b');
+    const showing = (id: string) => ({
+      health: { status: 'Degraded' },
+      sync: { status: 'OutOfSync' },
+      operationState: {
+        operation: { info: [{ name: 'gitops-sync-operation-id', value: id }] },
+        phase: 'Running',
+      },
+    });
+    const shown = { health: 'Healthy', syncStatus: 'Synced' };
+    // The later row is listed, not started yet as far as the rows say.
+    assert.deepEqual(syncRunApplicationStatus(ended, [ended, later], showing('b'), shown), {
+      ...shown,
+      follow: false,
+    });
+    // The later row was not even listed when the rows were read.
+    assert.deepEqual(syncRunApplicationStatus(ended, [ended], showing('c'), shown), {
+      ...shown,
+      follow: false,
+    });
+    // A state still showing an earlier sync is older than this sync's start: the values stay, and it follows.
+    const running = row('b', { argocd_phase: 'Running', started_at: started });
+    assert.deepEqual(syncRunApplicationStatus(running, [ended, running], showing('a'), {}), {
+      health: null,
+      syncStatus: null,
+      follow: true,
+    });
+    // Its own sync shown: the Application's values.
+    assert.deepEqual(syncRunApplicationStatus(running, [ended, running], showing('b'), {}), {
+      health: 'Degraded',
+      syncStatus: 'OutOfSync',
+      follow: true,
+    });
+  });
+
   test('without a state of the Application yet, or once it is gone, the values stay', () => {
     const running = row('a', { argocd_phase: 'Running' });
     assert.deepEqual(syncRunApplicationStatus(running, [running], undefined, { health: 'Progressing' }), {

@@ -7,6 +7,7 @@
  */
 import { ConditionStatus, SyncRunConditionType, SyncRunReason } from '@gitops/api';
 import type { OperationRow, SyncOperationRow } from '@gitops/db';
+import { syncOperationIdOf } from '@gitops/db';
 import type { ConditionInput } from '@gitops/shared';
 import { isJsonObject } from '../json.ts';
 
@@ -186,7 +187,8 @@ export function syncStartedInArgoCd(row: SyncRowProgress): boolean {
  * in creation order); from then on, what was shown stays (it described this sync). So a finished sync's
  * SyncRun still turns `Healthy` when what it deployed becomes healthy after the sync, and `Synced` once Argo CD
  * compared again. Before Argo CD starts the sync (queued, requested, never requested) both are absent: the
- * Application's state says nothing about this sync yet.
+ * Application's state says nothing about this sync yet. The Application's `operationState` naming another of
+ * our syncs counts too: the state can show a later sync before that sync's own progress is recorded.
  *
  * `follow`: the Application is this sync's (its state changes must wake the SyncRun); `keep`: the values stay
  * as the SyncRun's status has them (a later sync started, or the Application is gone).
@@ -194,13 +196,30 @@ export function syncStartedInArgoCd(row: SyncRowProgress): boolean {
 export function syncRunApplicationStatus(
   row: (SyncRowProgress & Pick<SyncOperationRow, 'application_id'>) | undefined,
   rowsOfApplication: readonly SyncRowProgress[] | undefined,
-  application: { health?: { status: string }; sync?: { status: string } } | undefined,
+  application:
+    | {
+        health?: { status: string };
+        sync?: { status: string };
+        operationState?: { operation?: unknown };
+      }
+    | undefined,
   currentStatus: unknown,
 ): { health: string | null; syncStatus: string | null; follow: boolean } {
   if (!row || !syncStartedInArgoCd(row)) return { health: null, syncStatus: null, follow: false };
   const index = rowsOfApplication?.findIndex((r) => r.id === row.id) ?? -1;
-  const superseded = index >= 0 && rowsOfApplication!.slice(index + 1).some(syncStartedInArgoCd);
-  if (row.application_id === null || index < 0 || superseded || !application) {
+  // The Application's state may already show another of our syncs before that sync's progress is recorded
+  // (two controllers of the agent write them): a later one (or one not listed yet) supersedes this sync; an
+  // earlier one means the state is older than this sync's start. Either way it says nothing about this sync.
+  const shownSync = syncOperationIdOf(application?.operationState?.operation);
+  const shownIndex =
+    shownSync === undefined ? -1 : (rowsOfApplication?.findIndex((r) => r.id === shownSync) ?? -1);
+  const showsOther = shownSync !== undefined && shownSync !== row.id;
+  const superseded =
+    index >= 0 &&
+    (rowsOfApplication!.slice(index + 1).some(syncStartedInArgoCd) ||
+      (showsOther && shownIndex < 0) ||
+      shownIndex > index);
+  if (row.application_id === null || index < 0 || superseded || showsOther || !application) {
     const current = isJsonObject(currentStatus) ? currentStatus : {};
     const text = (value: unknown) => (typeof value === 'string' && value !== '' ? value : null);
     return {

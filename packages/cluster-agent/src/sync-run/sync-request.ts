@@ -4,13 +4,13 @@
  * the row id in `operation.info`; a result whose copy lacks it is matched by `startedAt` (Argo CD writes
  * whole seconds) not before the request.
  */
+
 import type { SyncOperationRow, SyncOutcome } from '@gitops/db';
+import { SYNC_OPERATION_INFO, syncOperationIdOf } from '@gitops/db';
 import type { KubeObject } from '@gitops/shared';
 
 /** `operation.initiatedBy.username` of every sync we request. */
 export const SYNC_INITIATOR = 'gitops-service';
-/** `operation.info[].name` carrying the sync_operation id. */
-export const SYNC_OPERATION_INFO = 'gitops-sync-operation-id';
 /** Our field manager for the `operation` field and the refresh annotation (not the applier's). */
 export const SYNC_FIELD_MANAGER = 'gitops-cluster-agent-sync';
 export const REFRESH_ANNOTATION = 'argocd.argoproj.io/refresh';
@@ -39,24 +39,15 @@ export function syncOperationRequest(
   };
 }
 
-function infoId(operation: unknown): string | undefined {
-  if (!isObject(operation) || !Array.isArray(operation.info)) return undefined;
-  for (const item of operation.info) {
-    if (isObject(item) && item.name === SYNC_OPERATION_INFO && typeof item.value === 'string')
-      return item.value;
-  }
-  return undefined;
-}
-
 /**
  * True while the Application's `operation` is our request for this row and Argo CD has not started it.
  * Argo CD keeps `operation` for as long as the operation runs (it clears it when the operation completes),
  * so a request whose id `status.operationState` already reports is running, not pending.
  */
 export function isRequestPending(app: KubeObject, syncOperationId: string): boolean {
-  if (infoId(app.operation) !== syncOperationId) return false;
+  if (syncOperationIdOf(app.operation) !== syncOperationId) return false;
   const state = isObject(app.status) ? app.status.operationState : undefined;
-  return !(isObject(state) && infoId(state.operation) === syncOperationId);
+  return !(isObject(state) && syncOperationIdOf(state.operation) === syncOperationId);
 }
 
 export interface ObservedSync {
@@ -83,7 +74,7 @@ export function observedSync(
   const status = isObject(app.status) ? app.status : {};
   const state = status.operationState;
   if (!isObject(state) || typeof state.phase !== 'string') return undefined;
-  const id = infoId(state.operation);
+  const id = syncOperationIdOf(state.operation);
   if (id !== undefined) {
     if (id !== row.id) return undefined;
   } else {
