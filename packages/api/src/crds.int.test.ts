@@ -15,6 +15,7 @@ import {
   API_VERSION,
   GitOpsDeploymentMessage,
   Kind,
+  Kinds,
   loadCrds,
   Plural,
 } from './index.ts';
@@ -916,10 +917,104 @@ describe('Operation admission', () => {
 });
 
 // ---------------------------------------------------------------------------------------------------
+// GitOpsEngineInstance (cluster-scoped)
+
+describe('GitOpsEngineInstance admission', () => {
+  const path = `/apis/${API_GROUP_VERSION}/${Plural.GitOpsEngineInstance}`;
+  const created: string[] = [];
+  afterAll(async () => {
+    for (const name of created) await call(endpoint, 'DELETE', `${path}/${name}`);
+  });
+  const create = async (body: Obj): Promise<Response> => {
+    objectCount += 1;
+    const name = `${namespace}-${objectCount}`;
+    created.push(name);
+    return await call(endpoint, 'POST', path, {
+      apiVersion: API_GROUP_VERSION,
+      kind: Kind.GitOpsEngineInstance,
+      metadata: { name },
+      ...body,
+    });
+  };
+
+  test('accepts one without a spec and reads spec.cordoned back false; a boolean cordoned is kept', async () => {
+    const bare = await create({});
+    assert.equal(bare.status, 201, String(bare.body.message));
+    assert.deepEqual(bare.body.spec, { cordoned: false });
+    assert.equal((bare.body.metadata as { namespace?: string }).namespace, undefined, 'cluster-scoped');
+    const cordoned = await create({ spec: { cordoned: true } });
+    assert.equal(cordoned.status, 201, String(cordoned.body.message));
+    assert.deepEqual(cordoned.body.spec, { cordoned: true });
+  });
+
+  test('rejects a spec.cordoned that is not a boolean', async () => {
+    assertInvalid(await create({ spec: { cordoned: 'yes' } }), 'spec.cordoned', 'cordoned: "yes"');
+  });
+
+  test('kubectl get gitopsengineinstances shows namespace, cluster, agents, availability, load and cordon from status', async () => {
+    const res = await create({});
+    assert.equal(res.status, 201, String(res.body.message));
+    const name = nameOf(res.body);
+    const status = {
+      observedGeneration: 1,
+      argoCDNamespace: 'argocd-a',
+      cluster: 'cluster-uid',
+      agents: 2,
+      tenants: 3,
+      applications: 7,
+      cordoned: true,
+      conditions: [
+        {
+          type: 'Available',
+          status: 'True',
+          reason: 'AgentListening',
+          message: 'listening',
+          lastTransitionTime: '2026-01-01T00:00:00Z',
+        },
+      ],
+    };
+    const patched = await call(
+      endpoint,
+      'PATCH',
+      `${path}/${name}/status`,
+      { status },
+      'application/merge-patch+json',
+    );
+    assert.equal(patched.status, 200, String(patched.body.message));
+    assert.deepEqual(patched.body.status, status);
+    const table = await call(
+      endpoint,
+      'GET',
+      `${path}/${name}`,
+      undefined,
+      undefined,
+      'application/json;as=Table;v=v1;g=meta.k8s.io',
+    );
+    assert.equal(table.status, 200, String(table.body.message));
+    const columns = (table.body.columnDefinitions as { name: string; priority: number }[])
+      .filter((c) => c.priority === 0)
+      .map((c) => c.name);
+    assert.deepEqual(columns, [
+      'Name',
+      'Namespace',
+      'Cluster',
+      'Agents',
+      'Available',
+      'Tenants',
+      'Applications',
+      'Cordoned',
+      'Age',
+    ]);
+    const cells = (table.body.rows as { cells: unknown[] }[])[0]?.cells ?? [];
+    assert.deepEqual(cells.slice(0, 8), [name, 'argocd-a', 'cluster-uid', 2, 'True', 3, 7, true]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
 // What kubectl shows
 
 describe('kubectl view of the API', () => {
-  test('discovery lists every kind as namespaced with a status subresource and its short names', async () => {
+  test('discovery lists every kind (namespaced but GitOpsEngineInstance) with a status subresource and its short names', async () => {
     const res = await call(endpoint, 'GET', `/apis/${API_GROUP}/${API_VERSION}`);
     assert.equal(res.status, 200, String(res.body.message));
     const resources = res.body.resources as {
@@ -934,7 +1029,7 @@ describe('kubectl view of the API', () => {
       const resource = resources.find((r) => r.name === plural);
       assert.ok(resource, `${plural} is served`);
       assert.equal(resource.kind, kind);
-      assert.equal(resource.namespaced, true);
+      assert.equal(resource.namespaced, Kinds[kind as Kind].namespaced, `${kind} scope`);
       assert.deepEqual(resource.shortNames, shortNames);
       assert.ok(
         resources.some((r) => r.name === `${plural}/status`),
@@ -948,6 +1043,7 @@ describe('kubectl view of the API', () => {
     assert.ok(shortNamesOf(Kind.GitOpsDeploymentManagedEnvironment).includes('gdme'));
     assert.ok(shortNamesOf(Kind.GitOpsDeploymentRepositoryCredential).includes('gdrc'));
     assert.ok(shortNamesOf(Kind.Operation).includes('op'));
+    assert.ok(shortNamesOf(Kind.GitOpsEngineInstance).includes('gei'));
   });
 
   test('kubectl get gitopsdeployments shows Name, Sync, Health and Age with the values from status', async () => {

@@ -10,6 +10,7 @@ export {
   crdDirectory,
   loadCrds,
 } from './crds.ts';
+export * from './engine-instance.ts';
 export type { ObjectMeta, OwnerReference } from './object-meta.ts';
 export * from './rhoas.ts';
 export type * from './types.generated.ts';
@@ -30,6 +31,7 @@ export const Kind = {
   GitOpsDeploymentManagedEnvironment: 'GitOpsDeploymentManagedEnvironment',
   GitOpsDeploymentRepositoryCredential: 'GitOpsDeploymentRepositoryCredential',
   Operation: 'Operation',
+  GitOpsEngineInstance: 'GitOpsEngineInstance',
 } as const;
 export type Kind = (typeof Kind)[keyof typeof Kind];
 
@@ -40,6 +42,7 @@ export const Plural = {
   GitOpsDeploymentManagedEnvironment: 'gitopsdeploymentmanagedenvironments',
   GitOpsDeploymentRepositoryCredential: 'gitopsdeploymentrepositorycredentials',
   Operation: 'operations',
+  GitOpsEngineInstance: 'gitopsengineinstances',
 } as const satisfies Record<Kind, string>;
 export type Plural = (typeof Plural)[keyof typeof Plural];
 
@@ -53,6 +56,13 @@ export const Kinds = {
   GitOpsDeploymentManagedEnvironment: describeOwnKind(Kind.GitOpsDeploymentManagedEnvironment),
   GitOpsDeploymentRepositoryCredential: describeOwnKind(Kind.GitOpsDeploymentRepositoryCredential),
   Operation: describeOwnKind(Kind.Operation),
+  GitOpsEngineInstance: describeKind({
+    group: API_GROUP,
+    version: API_VERSION,
+    kind: Kind.GitOpsEngineInstance,
+    plural: Plural.GitOpsEngineInstance,
+    namespaced: false,
+  }),
 } as const satisfies Record<Kind, unknown>;
 
 /**

@@ -12,6 +12,7 @@ export type ManagedGitOpsObject =
   | GitOpsDeploymentRepositoryCredential
   | GitOpsDeployment
   | GitOpsDeploymentSyncRun
+  | GitOpsEngineInstance
   | Operation;
 
 /**
@@ -401,6 +402,68 @@ export interface GitOpsDeploymentSyncRunStatus {
    * Conditions holds the single condition ErrorOccurred.
    */
   conditions?: GitOpsDeploymentCondition[];
+}
+/**
+ * GitOpsEngineInstance is one engine instance (an Argo CD namespace and its cluster-agents, registered by the agents in the database). The backend creates one per registered instance; its name is the instance's name.
+ */
+export interface GitOpsEngineInstance {
+  /**
+   * APIVersion defines the versioned schema of this representation of an object.
+   */
+  apiVersion: 'managed-gitops.redhat.com/v1alpha1';
+  /**
+   * Kind is a string value representing the REST resource this object represents.
+   */
+  kind: 'GitOpsEngineInstance';
+  metadata: ObjectMeta;
+  spec?: GitOpsEngineInstanceSpec;
+  status?: GitOpsEngineInstanceStatus;
+}
+/**
+ * GitOpsEngineInstanceSpec is what the operator decides about the instance.
+ */
+export interface GitOpsEngineInstanceSpec {
+  /**
+   * Cordoned, when true, keeps new tenants away from the instance (its tenants stay). False when not given.
+   */
+  cordoned?: boolean;
+}
+/**
+ * GitOpsEngineInstanceStatus is what the database says about the instance now.
+ */
+export interface GitOpsEngineInstanceStatus {
+  /**
+   * ObservedGeneration is the .metadata.generation this status was written for.
+   */
+  observedGeneration?: number;
+  /**
+   * ArgoCDNamespace is the namespace of the instance's Argo CD.
+   */
+  argoCDNamespace?: string;
+  /**
+   * Cluster is the identity of the instance's cluster, as its agent registered it (the uid of its kube-system namespace, or its API server URL).
+   */
+  cluster?: string;
+  /**
+   * Agents is how many agent processes of the instance are connected to the database now (the active one and its standbys).
+   */
+  agents?: number;
+  /**
+   * Tenants is how many tenants (user namespaces) are placed on the instance.
+   */
+  tenants?: number;
+  /**
+   * Applications is how many Argo CD Applications the instance holds.
+   */
+  applications?: number;
+  /**
+   * Cordoned says whether the instance takes no new tenants, as the database has it.
+   */
+  cordoned?: boolean;
+  /**
+   * Conditions: Registered (an agent has registered the instance), Available (an agent of the instance listens for its work now) and, while a deletion waits for tenants to leave, DeletionBlocked.
+   */
+  conditions?: Condition[];
 }
 /**
  * Operation tells the cluster-agent that the operation row with this id is ready to be processed.
