@@ -1,5 +1,6 @@
 import { ErrorCode, TerminalError } from '@gitops/shared';
 import { type Kysely, sql, type Transaction } from 'kysely';
+import { AGENT_ACTIVE_LOCK_CLASS } from './active-lock.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
 import { agentListening } from './operation.repository.ts';
 
@@ -188,4 +189,127 @@ export async function listEngineInstanceLoads(
     .then((rows) =>
       rows.map((r) => ({ ...r, tenants: Number(r.tenants), applications: Number(r.applications) })),
     );
+}
+
+/** An instance as operators see it: its row, its load, and whether its agents are there now. */
+export interface EngineInstanceOverview extends EngineInstanceRow {
+  tenants: number;
+  applications: number;
+  /** An agent of the instance listens for its operations now (holds the agent-listening lock). */
+  listening: boolean;
+  /**
+   * Agent processes of the instance connected to the database now: the sessions holding or waiting for its
+   * active-agent lock (the active agent and its standbys; docs/architecture.md, "Agent replicas"), and at
+   * least 1 while one listens.
+   */
+  agents: number;
+}
+
+/** Sessions holding or waiting for the active-agent lock of the instance in `engineInstanceIdColumn` (SQL). */
+const agentSessions = (engineInstanceIdColumn: string) =>
+  sql<number>`(
+    select count(distinct l.pid)::int from pg_locks l
+    where l.locktype = 'advisory' and l.objsubid = 2
+      and l.database = (select oid from pg_database where datname = current_database())
+      and l.classid = ${sql.lit(AGENT_ACTIVE_LOCK_CLASS)}
+      and l.objid::bigint = (hashtext(${sql.ref(engineInstanceIdColumn)}::text)::bigint & 4294967295)
+  )`;
+
+/**
+ * Every registered instance (or the one named `name`) with its tenants, applications and agents: one
+ * statement for all of them (the GitOpsEngineInstance status of the backend).
+ */
+export async function listEngineInstanceOverviews(
+  db: Kysely<Database>,
+  options: { name?: string } = {},
+): Promise<EngineInstanceOverview[]> {
+  let query = db
+    .selectFrom('engine_instance as ei')
+    .selectAll('ei')
+    .select((eb) => [
+      eb
+        .selectFrom('cluster_user as u')
+        .select((c) => c.fn.countAll<number>().as('n'))
+        .whereRef('u.engine_instance_id', '=', 'ei.id')
+        .as('tenants'),
+      eb
+        .selectFrom('application as a')
+        .select((c) => c.fn.countAll<number>().as('n'))
+        .whereRef('a.engine_instance_id', '=', 'ei.id')
+        .as('applications'),
+      agentListening('ei.id').as('listening'),
+      agentSessions('ei.id').as('agents'),
+    ])
+    .orderBy('ei.name');
+  if (options.name !== undefined) query = query.where('ei.name', '=', options.name);
+  const rows = await query.execute();
+  return rows.map((r) => {
+    const listening = r.listening === true;
+    return {
+      ...r,
+      tenants: Number(r.tenants),
+      applications: Number(r.applications),
+      listening,
+      agents: Math.max(Number(r.agents), listening ? 1 : 0),
+    };
+  });
+}
+
+/** What `deleteEngineInstanceIfUnused` did. */
+export type EngineInstanceDeletion =
+  /** The row is gone (its operations with it). */
+  | 'deleted'
+  /** No instance of that name is registered. */
+  | 'absent'
+  /** Tenants, applications or repository credentials still refer to it: nothing was deleted. */
+  | 'inUse';
+
+/**
+ * Deletes the instance's row when nothing refers to it any more: no tenant placed on it, no application and
+ * no repository credentials on it (its operation rows go with it: they only announced work to its agent). One
+ * statement; a tenant placed on it concurrently makes it fail on the foreign key (RESTRICT), which is
+ * reported as `inUse` like any other reference the database still holds. An agent that registers the name
+ * again later creates a new row.
+ */
+export async function deleteEngineInstanceIfUnused(
+  db: Kysely<Database>,
+  name: string,
+): Promise<EngineInstanceDeletion> {
+  try {
+    const result = await db
+      .deleteFrom('engine_instance as ei')
+      .where('ei.name', '=', name)
+      .where((eb) =>
+        eb.and([
+          eb.not(
+            eb.exists(
+              eb
+                .selectFrom('cluster_user as u')
+                .select('u.id')
+                .whereRef('u.engine_instance_id', '=', 'ei.id'),
+            ),
+          ),
+          eb.not(
+            eb.exists(
+              eb.selectFrom('application as a').select('a.id').whereRef('a.engine_instance_id', '=', 'ei.id'),
+            ),
+          ),
+          eb.not(
+            eb.exists(
+              eb
+                .selectFrom('repository_credentials as r')
+                .select('r.id')
+                .whereRef('r.engine_instance_id', '=', 'ei.id'),
+            ),
+          ),
+        ]),
+      )
+      .executeTakeFirst();
+    if (result.numDeletedRows > 0n) return 'deleted';
+  } catch (err) {
+    // 23503: a row referring to it was written meanwhile, or by a column this statement does not look at.
+    if ((err as { code?: unknown }).code === '23503') return 'inUse';
+    throw err;
+  }
+  return (await getEngineInstanceByName(db, name)) ? 'inUse' : 'absent';
 }
