@@ -47,6 +47,7 @@ import {
   type NotificationReads,
 } from './backend-feature.ts';
 import { BACKEND_SHARD_LABEL, type BackendConfig, shardSelector } from './config.ts';
+import { createEngineInstanceFeature } from './engine-instance/engine-instance.feature.ts';
 import { registerEngineInstance, registerEngineInstanceMetrics } from './engine-instance.ts';
 import {
   createGitOpsDeploymentFeature,
@@ -136,6 +137,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const tenantSweep = createTenantSweepFeature(ctx);
   const features: BackendFeature[] = [environments, deployments, repositoryCredentials, syncRuns, status];
   if (relay) features.push(relay);
+  features.push(createEngineInstanceFeature(ctx));
   features.push(tenantSweep);
   // The App Studio environment API (packages/appstudio): Kubernetes objects only, on the same shard.
   if (config.appStudioEnabled) {

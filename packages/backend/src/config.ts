@@ -76,6 +76,13 @@ export const backendConfigSchema = {
     description:
       "how long a GitOpsDeployment's change may wait for its engine instance while no agent of it listens before ErrorOccurred says the instance is away",
   }),
+  engineInstanceStatusIntervalMs: durationVar('GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL', {
+    default: '15s',
+    min: '1s',
+    max: '10m',
+    description:
+      'how often the backend reads every engine instance (one query) to keep the GitOpsEngineInstance objects current (agents come and go without a notification)',
+  }),
   operationRetryMs: durationVar('GITOPS_OPERATION_RETRY_INTERVAL', {
     default: '1m',
     min: '1s',

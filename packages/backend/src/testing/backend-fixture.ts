@@ -188,6 +188,24 @@ export async function createBackendFixture(): Promise<BackendFixture> {
     async cleanup() {
       for (const backend of backends) await backend.close().catch(() => {});
       backends.clear();
+      // Its GitOpsEngineInstances are cluster-scoped (no namespace deletion takes them), and their finalizer
+      // has nobody left to remove it.
+      const instances = `/apis/${API_GROUP_VERSION}/${Plural.GitOpsEngineInstance}`;
+      const shard = (await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: instances,
+        query: { labelSelector: `${BACKEND_SHARD_LABEL}=${runLabel}` },
+      }).catch(() => ({ items: [] }))) as { items: KubeObject[] };
+      for (const object of shard.items) {
+        const path = `${instances}/${encodeURIComponent(object.metadata.name)}`;
+        await kubeRequest(kc, {
+          method: HttpMethod.PATCH,
+          path,
+          body: { metadata: { finalizers: null } },
+          contentType: 'application/merge-patch+json',
+        }).catch(() => {});
+        await kubeRequest(kc, { method: HttpMethod.DELETE, path }).catch(() => {});
+      }
       for (const name of namespaces) {
         await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${name}` }).catch(
           () => {},

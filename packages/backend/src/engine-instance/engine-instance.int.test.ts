@@ -1,0 +1,301 @@
+/**
+ * Operators steer engine instances through the Kubernetes API: every registered instance has a
+ * GitOpsEngineInstance showing its Argo CD namespace, cluster, load and agents; spec.cordoned cordons it;
+ * deleting it retires the instance once no tenant is left; an object for an unknown instance says so. (The
+ * backend fixture runs no agent: the test plays the agents' registration and their listening sessions.)
+ */
+import assert from 'node:assert/strict';
+import {
+  API_GROUP_VERSION,
+  type Condition,
+  ENGINE_INSTANCE_FINALIZER,
+  EngineInstanceConditionType,
+  EngineInstanceEventReason,
+  EngineInstanceMessage,
+  EngineInstanceReason,
+  type GitOpsEngineInstanceStatus,
+  Kind,
+  Label,
+  PlacementMessage,
+  Plural,
+} from '@gitops/api';
+import {
+  type EngineInstanceRow,
+  getApplicationByName,
+  getEngineInstanceByName,
+  setEngineInstanceCordoned,
+  upsertEngineInstance,
+} from '@gitops/db';
+import { givenListeningAgentSession } from '@gitops/db/testing';
+import { clusterIdentity, HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, test } from 'vitest';
+import type { Backend } from '../app.ts';
+import { BACKEND_SHARD_LABEL } from '../config.ts';
+import { conditionsOf } from '../gitops-deployment/gitops-deployment.object.ts';
+import { type BackendFixture, createBackendFixture, randomSuffix } from '../testing/backend-fixture.ts';
+
+const spec = {
+  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
+  type: 'automated',
+};
+
+const collection = `/apis/${API_GROUP_VERSION}/${Plural.GitOpsEngineInstance}`;
+const pathOf = (name: string) => `${collection}/${encodeURIComponent(name)}`;
+
+type EngineInstanceObject = KubeObject & {
+  spec?: { cordoned?: boolean };
+  status?: GitOpsEngineInstanceStatus;
+};
+
+describe('GitOpsEngineInstance', () => {
+  let f: BackendFixture;
+  let backend: Backend;
+
+  beforeAll(async () => {
+    f = await createBackendFixture();
+    // Looks at the instances every second (default 15 s); the tenant sweep runs every 2 s, so a tenant whose
+    // namespace is deleted leaves its instance quickly.
+    backend = await f.startBackend({ GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL: '1s', RESYNC_INTERVAL: '2s' });
+  });
+  afterAll(async () => {
+    await f?.cleanup();
+  });
+
+  const get = async (name: string): Promise<EngineInstanceObject | undefined> => {
+    try {
+      return (await kubeRequest(f.kc, {
+        method: HttpMethod.GET,
+        path: pathOf(name),
+      })) as EngineInstanceObject;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  };
+  const mergePatch = (name: string, patch: unknown) =>
+    kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: pathOf(name),
+      body: patch,
+      contentType: 'application/merge-patch+json',
+    });
+  const conditionOf = (object: EngineInstanceObject | undefined, type: string): Condition | undefined =>
+    object?.status?.conditions?.find((c) => c.type === type);
+  /** Waits until the object exists and `check` holds for it. */
+  const objectWhere = (what: string, name: string, check: (object: EngineInstanceObject) => boolean) =>
+    eventually(`${name}: ${what}`, async () => {
+      const object = await get(name);
+      return object && check(object) ? object : undefined;
+    });
+  /** Registers an instance as its agent does at start (a namespace of this cluster as its Argo CD). */
+  const registerInstance = async (name: string): Promise<EngineInstanceRow> => {
+    const namespace = await f.createNamespace('argocd-gei');
+    return await upsertEngineInstance(f.db, {
+      name,
+      namespaceName: namespace.name,
+      namespaceUid: namespace.uid,
+      clusterIdentity: await clusterIdentity(f.kc),
+    });
+  };
+  const deploy = async (namespace: string, name: string) => {
+    const cr = await f.createDeployment(namespace, name, spec);
+    return await eventually(`application of ${namespace}/${name}`, () =>
+      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
+    );
+  };
+
+  test('every registered instance gets one, showing its Argo CD namespace, cluster, tenants and applications', async () => {
+    const own = backend.engineInstance();
+    const ownObject = await objectWhere(
+      'registered',
+      own.name,
+      (o) => o.status?.argoCDNamespace !== undefined,
+    );
+    assert.equal(ownObject.status?.argoCDNamespace, f.argoCdNamespace);
+    assert.equal(ownObject.status?.cluster, await clusterIdentity(f.kc));
+    assert.equal(ownObject.metadata.namespace, undefined, 'cluster-scoped');
+    assert.deepEqual(ownObject.spec, { cordoned: false });
+    assert.ok(ownObject.metadata.finalizers?.includes(ENGINE_INSTANCE_FINALIZER));
+    assert.equal(conditionOf(ownObject, EngineInstanceConditionType.Registered)?.status, 'True');
+
+    const name = `gei-load-${randomSuffix()}`;
+    const instance = await registerInstance(name);
+    const tenant = await f.createNamespace('gei-load', { [Label.EngineInstance]: name });
+    for (const deployment of ['a', 'b'])
+      assert.equal((await deploy(tenant.name, deployment)).engine_instance_id, instance.id);
+    const object = await objectWhere(
+      'one tenant, two applications',
+      name,
+      (o) => o.status?.applications === 2,
+    );
+    assert.equal(object.status?.tenants, 1);
+    assert.equal(object.status?.argoCDNamespace, instance.namespace_name);
+    assert.equal(object.status?.cordoned, false);
+    assert.equal(object.status?.observedGeneration, object.metadata.generation);
+  });
+
+  test('Available is False (AgentAway, naming the instance) while no agent listens, True while one does', async () => {
+    const name = `gei-agent-${randomSuffix()}`;
+    const instance = await registerInstance(name);
+    let object = await objectWhere('Available reported', name, (o) =>
+      Boolean(conditionOf(o, EngineInstanceConditionType.Available)),
+    );
+    let available = conditionOf(object, EngineInstanceConditionType.Available);
+    assert.equal(available?.status, 'False');
+    assert.equal(available?.reason, EngineInstanceReason.AgentAway);
+    assert.equal(available?.message, EngineInstanceMessage.agentAway(name));
+    assert.equal(object.status?.agents, 0);
+
+    const agent = await givenListeningAgentSession(f.database.url, instance.id);
+    try {
+      object = await objectWhere(
+        'Available True',
+        name,
+        (o) => conditionOf(o, EngineInstanceConditionType.Available)?.status === 'True',
+      );
+      available = conditionOf(object, EngineInstanceConditionType.Available);
+      assert.equal(available?.reason, EngineInstanceReason.AgentListening);
+      assert.equal(object.status?.agents, 1);
+    } finally {
+      await agent.end();
+    }
+    object = await objectWhere(
+      'Available False again',
+      name,
+      (o) => conditionOf(o, EngineInstanceConditionType.Available)?.status === 'False',
+    );
+    assert.equal(
+      conditionOf(object, EngineInstanceConditionType.Available)?.reason,
+      EngineInstanceReason.AgentAway,
+    );
+    assert.equal(object.status?.agents, 0);
+  });
+
+  test('spec.cordoned cordons the instance in the database, so a label naming it is refused; a cordon set in the database shows in spec', async () => {
+    const name = `gei-cordon-${randomSuffix()}`;
+    await registerInstance(name);
+    await objectWhere('created', name, (o) => o.status?.observedGeneration !== undefined);
+    await mergePatch(name, { spec: { cordoned: true } });
+    await eventually('the row is cordoned', async () =>
+      (await getEngineInstanceByName(f.db, name))?.cordoned ? true : undefined,
+    );
+    await objectWhere('status.cordoned', name, (o) => o.status?.cordoned === true);
+
+    const refused = await f.createNamespace('gei-refused', { [Label.EngineInstance]: name });
+    await f.createDeployment(refused.name, 'a', spec);
+    const condition = await eventually('ErrorOccurred', async () => {
+      const live = await f.getDeployment(refused.name, 'a');
+      const c = live && conditionsOf(live).find((x) => x.type === 'ErrorOccurred');
+      return c?.status === 'True' ? c : undefined;
+    });
+    assert.equal(condition.message, PlacementMessage.instanceCordoned(name));
+
+    await mergePatch(name, { spec: { cordoned: false } });
+    await eventually('the row is uncordoned', async () =>
+      (await getEngineInstanceByName(f.db, name))?.cordoned === false ? true : undefined,
+    );
+    // Cordoned in the database by other means (SQL): the object follows rather than undoing it.
+    await setEngineInstanceCordoned(f.db, name, true);
+    const object = await objectWhere('spec follows the database', name, (o) => o.spec?.cordoned === true);
+    assert.equal(object.status?.cordoned, true);
+    assert.equal((await getEngineInstanceByName(f.db, name))?.cordoned, true);
+  });
+
+  test('deleting it waits while tenants are placed (DeletionBlocked, a Warning Event, cordoned); with none left the row and the object go; registering again brings both back', async () => {
+    const name = `gei-retire-${randomSuffix()}`;
+    await registerInstance(name);
+    const tenant = await f.createNamespace('gei-retire', { [Label.EngineInstance]: name });
+    await deploy(tenant.name, 'a');
+    const before = await objectWhere('one tenant', name, (o) => o.status?.tenants === 1);
+
+    await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: pathOf(name) });
+    const blocked = await objectWhere('DeletionBlocked', name, (o) =>
+      Boolean(conditionOf(o, EngineInstanceConditionType.DeletionBlocked)),
+    );
+    const condition = conditionOf(blocked, EngineInstanceConditionType.DeletionBlocked);
+    assert.equal(condition?.status, 'True');
+    assert.equal(condition?.reason, EngineInstanceReason.TenantsPlaced);
+    assert.equal(condition?.message, EngineInstanceMessage.deletionBlocked(name, 1, 1));
+    assert.equal(blocked.status?.cordoned, true, 'a retiring instance takes no new tenants');
+    assert.ok(await getEngineInstanceByName(f.db, name), 'the row stays');
+    const events = await eventually('the DeletionBlocked Event', async () => {
+      const list = (await kubeRequest(f.kc, {
+        method: HttpMethod.GET,
+        path: '/api/v1/namespaces/default/events',
+        query: { fieldSelector: `involvedObject.uid=${before.metadata.uid}` },
+      })) as { items: { reason: string; type: string; message: string }[] };
+      const found = list.items.filter((e) => e.reason === EngineInstanceEventReason.DeletionBlocked);
+      return found.length > 0 ? found : undefined;
+    });
+    assert.equal(events[0]?.type, 'Warning');
+    assert.equal(events[0]?.message, EngineInstanceMessage.deletionBlocked(name, 1, 1));
+
+    // The tenant goes (its namespace is deleted, so the tenant sweep removes it): nothing is left on the instance.
+    await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${tenant.name}` });
+    await eventually('the object is gone', async () => ((await get(name)) ? undefined : true), 120_000);
+    assert.equal(await getEngineInstanceByName(f.db, name), undefined, 'the row is deleted');
+
+    // Its agent starts again and registers the instance: a new row and a new object.
+    const again = await registerInstance(name);
+    const back = await objectWhere('back', name, (o) => o.status?.argoCDNamespace === again.namespace_name);
+    assert.notEqual(back.metadata.uid, before.metadata.uid);
+    assert.equal(conditionOf(back, EngineInstanceConditionType.Registered)?.status, 'True');
+    assert.equal(back.spec?.cordoned, false);
+  });
+
+  test('a object made by hand for an unknown instance says no agent registered it and stays; once one does, it is that instance', async () => {
+    const name = `gei-hand-${randomSuffix()}`;
+    await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: collection,
+      body: {
+        apiVersion: API_GROUP_VERSION,
+        kind: Kind.GitOpsEngineInstance,
+        metadata: { name, labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
+        spec: { cordoned: true },
+      },
+    });
+    const object = await objectWhere('NotRegistered', name, (o) =>
+      Boolean(conditionOf(o, EngineInstanceConditionType.Registered)),
+    );
+    const registered = conditionOf(object, EngineInstanceConditionType.Registered);
+    assert.equal(registered?.status, 'False');
+    assert.equal(registered?.reason, EngineInstanceReason.NotRegistered);
+    assert.equal(registered?.message, EngineInstanceMessage.notRegistered(name));
+    assert.equal(
+      conditionOf(object, EngineInstanceConditionType.Available)?.reason,
+      EngineInstanceReason.NotRegistered,
+    );
+    assert.equal(object.metadata.deletionTimestamp, undefined, 'not deleted by the backend');
+    assert.deepEqual(object.metadata.finalizers ?? [], []);
+
+    // An agent registers it: the object is now that instance's, and its cordon (set before) is applied.
+    const instance = await registerInstance(name);
+    const adopted = await objectWhere(
+      'Registered',
+      name,
+      (o) => conditionOf(o, EngineInstanceConditionType.Registered)?.status === 'True',
+    );
+    assert.equal(adopted.metadata.uid, object.metadata.uid);
+    assert.equal(adopted.status?.argoCDNamespace, instance.namespace_name);
+    assert.ok(adopted.metadata.finalizers?.includes(ENGINE_INSTANCE_FINALIZER));
+    await eventually('the row is cordoned', async () =>
+      (await getEngineInstanceByName(f.db, name))?.cordoned ? true : undefined,
+    );
+  });
+
+  test('an instance whose name cannot be an object name gets none, and the others are kept current', async () => {
+    await registerInstance(`Not_A_Name-${randomSuffix()}`);
+    const name = `gei-after-${randomSuffix()}`;
+    await registerInstance(name);
+    await objectWhere('created', name, (o) => o.status?.argoCDNamespace !== undefined);
+    const list = (await kubeRequest(f.kc, {
+      method: HttpMethod.GET,
+      path: collection,
+      query: { labelSelector: `${BACKEND_SHARD_LABEL}=${f.runLabel}` },
+    })) as { items: KubeObject[] };
+    assert.ok(list.items.every((o) => !o.metadata.name.toLowerCase().startsWith('not')));
+    assert.equal(backend.ready(), true);
+  });
+});

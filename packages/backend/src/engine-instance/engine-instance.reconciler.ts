@@ -1,0 +1,295 @@
+/**
+ * GitOpsEngineInstance reconciler (key: the object's name = the instance's name; cluster-scoped).
+ *
+ * - A registered instance without an object: the object is created (spec.cordoned as the database has it,
+ *   the finalizer, this backend's shard label). A name that cannot be an object name is logged, once.
+ * - A live object of a registered instance: the finalizer is added; spec.cordoned and the database's cordon
+ *   are made equal: a generation not applied yet (status.observedGeneration) is the operator's switch and
+ *   the database follows it; once applied, a cordon changed in the database (SQL, another feature) is written
+ *   back to spec. The status is rewritten when it differs.
+ * - A live object without an instance (made by hand, or its row is gone): Registered/Available False with
+ *   reason NotRegistered; it is left alone otherwise.
+ * - An object being deleted: the instance is cordoned and its row deleted once no tenant, application or
+ *   repository credentials are on it; the finalizer is removed then (or at once when there is no row). Until
+ *   then DeletionBlocked says how many tenants must leave, with a Warning Event when that changes.
+ *
+ * Two backend replicas may run it for one object at once: every write is idempotent, the object's writes carry
+ * the resourceVersion they were computed from (a stale one fails with 409 and is retried on fresh data), and a
+ * creation that finds the object there is done.
+ */
+import {
+  API_GROUP_VERSION,
+  ENGINE_INSTANCE_FINALIZER,
+  EngineInstanceConditionType,
+  EngineInstanceEventReason,
+  EngineInstanceMessage,
+  Kind,
+  Kinds,
+} from '@gitops/api';
+import {
+  type Database,
+  deleteEngineInstanceIfUnused,
+  type EngineInstanceOverview,
+  listEngineInstanceOverviews,
+  setEngineInstanceCordoned,
+} from '@gitops/db';
+import {
+  collectionPath,
+  conditionsOfStatus,
+  type EventRecorder,
+  findCondition,
+  getObject,
+  HttpMethod,
+  type Informer,
+  isConflict,
+  type KubeConfig,
+  type KubeObject,
+  kubeRequest,
+  type Logger,
+  patchStatus,
+  type Reconciler,
+  refOfKind,
+  withTypeMeta,
+} from '@gitops/shared';
+import type { Kysely } from 'kysely';
+import { createMergePatch, isJsonObject } from '../json.ts';
+import { BACKEND_FIELD_MANAGER } from '../kinds.ts';
+import type { LabelSelector } from '../label-selector.ts';
+import {
+  appliedGeneration,
+  desiredStatus,
+  hasFinalizer,
+  isBeingDeleted,
+  isObjectName,
+  specCordoned,
+} from './engine-instance.status.ts';
+
+const kind = Kinds.GitOpsEngineInstance;
+
+export interface EngineInstanceReconcilerOptions {
+  db: Kysely<Database>;
+  kc: KubeConfig;
+  informer: Informer<KubeObject>;
+  events: EventRecorder;
+  logger: Logger;
+  /** This backend's shard: the objects it serves, and the labels of those it creates. */
+  selector: LabelSelector;
+  shardLabels: Record<string, string>;
+  /** How long a name whose object belongs to another shard is not tried again. */
+  otherShardRetryMs: number;
+  now?: () => Date;
+}
+
+export interface EngineInstanceReconciler {
+  reconcile: Reconciler;
+  /** Whether the backend would create an object for an instance of this name now (logs a bad name once). */
+  creatable(name: string): boolean;
+}
+
+export function createEngineInstanceReconciler(
+  options: EngineInstanceReconcilerOptions,
+): EngineInstanceReconciler {
+  const { db, kc, informer, events, selector } = options;
+  const now = options.now ?? (() => new Date());
+  /** Names that cannot be object names, logged once per process. */
+  const badNames = new Set<string>();
+  /** Name → when its creation found another shard's object. */
+  const otherShard = new Map<string, number>();
+  const objectPath = (name: string) => `${collectionPath(kind.resource)}/${encodeURIComponent(name)}`;
+
+  function creatable(name: string): boolean {
+    if (!isObjectName(name)) {
+      if (!badNames.has(name)) {
+        badNames.add(name);
+        options.logger.warn(
+          { engineInstance: name },
+          `the engine instance '${name}' has no ${Kind.GitOpsEngineInstance}: its name is not a Kubernetes object name (lower case letters, digits, '-' and '.', at most 253 characters). Operate it through the database, or give its agents an ENGINE_INSTANCE_NAME that is one`,
+        );
+      }
+      return false;
+    }
+    const refused = otherShard.get(name);
+    return refused === undefined || now().getTime() - refused >= options.otherShardRetryMs;
+  }
+
+  async function create(overview: EngineInstanceOverview, logger: Logger, signal: AbortSignal) {
+    const name = overview.name;
+    let created: KubeObject;
+    try {
+      created = (await kubeRequest(kc, {
+        method: HttpMethod.POST,
+        path: collectionPath(kind.resource),
+        query: { fieldManager: BACKEND_FIELD_MANAGER },
+        body: {
+          apiVersion: API_GROUP_VERSION,
+          kind: Kind.GitOpsEngineInstance,
+          metadata: { name, labels: options.shardLabels, finalizers: [ENGINE_INSTANCE_FINALIZER] },
+          spec: { cordoned: overview.cordoned },
+        },
+        signal,
+      })) as KubeObject;
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+      // AlreadyExists: another replica made it (the watch brings it), or it belongs to another shard.
+      const existing = await getObject(kc, refOfKind(kind, { metadata: { name } }), { signal });
+      if (existing && !selector.matches(existing.metadata.labels)) {
+        if (!otherShard.has(name))
+          logger.info(
+            { engineInstance: name },
+            `the ${Kind.GitOpsEngineInstance} of this engine instance belongs to another backend shard, which keeps it current`,
+          );
+        otherShard.set(name, now().getTime());
+      }
+      return;
+    }
+    otherShard.delete(name);
+    logger.info(
+      { engineInstance: name },
+      `${Kind.GitOpsEngineInstance} created for a registered engine instance`,
+    );
+    // Its spec came from the database: say so at once (status.observedGeneration), so a cordon changed in the
+    // database from now on is written back to spec rather than undone.
+    await writeStatus(created, overview, signal);
+  }
+
+  /** Merge-patches the object, on the resourceVersion the patch was computed from; returns the live object. */
+  async function patchObject(object: KubeObject, patch: Record<string, unknown>, signal: AbortSignal) {
+    const metadata = isJsonObject(patch.metadata) ? patch.metadata : {};
+    return (await kubeRequest(kc, {
+      method: HttpMethod.PATCH,
+      path: objectPath(object.metadata.name),
+      query: { fieldManager: BACKEND_FIELD_MANAGER },
+      body: { ...patch, metadata: { ...metadata, resourceVersion: object.metadata.resourceVersion } },
+      contentType: 'application/merge-patch+json',
+      signal,
+    })) as KubeObject;
+  }
+  const patchFinalizers = (object: KubeObject, finalizers: string[], signal: AbortSignal) =>
+    patchObject(object, { metadata: { finalizers } }, signal);
+
+  /** Writes the status when it differs; true when written. */
+  async function writeStatus(
+    object: KubeObject,
+    overview: EngineInstanceOverview | undefined,
+    signal: AbortSignal,
+  ): Promise<boolean> {
+    const patch = createMergePatch(object.status ?? {}, desiredStatus(object, overview, now()));
+    if (patch === undefined) return false;
+    await patchStatus(
+      kc,
+      refOfKind(kind, object),
+      { metadata: { resourceVersion: object.metadata.resourceVersion }, status: patch },
+      { fieldManager: BACKEND_FIELD_MANAGER, signal },
+    );
+    return true;
+  }
+
+  const event = (object: KubeObject, type: 'Normal' | 'Warning', reason: string, message: string) =>
+    events.event(withTypeMeta(kind, object), type, reason, message);
+
+  async function retire(
+    object: KubeObject,
+    overview: EngineInstanceOverview | undefined,
+    logger: Logger,
+    signal: AbortSignal,
+  ) {
+    const name = object.metadata.name;
+    if (!hasFinalizer(object)) return;
+    if (overview) {
+      // A retiring instance takes no new tenants, whatever spec.cordoned says.
+      if (!overview.cordoned) await setEngineInstanceCordoned(db, name, true);
+      const deletion = await deleteEngineInstanceIfUnused(db, name);
+      if (deletion === 'inUse') {
+        const [current] = await listEngineInstanceOverviews(db, { name });
+        const before = findCondition(
+          conditionsOfStatus(object.status),
+          EngineInstanceConditionType.DeletionBlocked,
+        );
+        if (!(await writeStatus(object, current, signal))) return;
+        const message = EngineInstanceMessage.deletionBlocked(
+          name,
+          current?.tenants ?? 0,
+          current?.applications ?? 0,
+        );
+        if (before?.message !== message) {
+          logger.info({ engineInstance: name }, message);
+          await event(object, 'Warning', EngineInstanceEventReason.DeletionBlocked, message);
+        }
+        return;
+      }
+      if (deletion === 'deleted') {
+        logger.info({ engineInstance: name }, EngineInstanceMessage.deleted(name));
+        await event(
+          object,
+          'Normal',
+          EngineInstanceEventReason.EngineInstanceDeleted,
+          EngineInstanceMessage.deleted(name),
+        );
+      }
+    }
+    await patchFinalizers(
+      object,
+      (object.metadata.finalizers ?? []).filter((f) => f !== ENGINE_INSTANCE_FINALIZER),
+      signal,
+    );
+  }
+
+  const reconcileOnce = async (name: string, logger: Logger, signal: AbortSignal) => {
+    let object = informer.get(undefined, name);
+    const [overview] = await listEngineInstanceOverviews(db, { name });
+    if (!object) {
+      if (overview && creatable(name)) await create(overview, logger, signal);
+      return;
+    }
+    if (isBeingDeleted(object)) {
+      await retire(object, overview, logger, signal);
+      return;
+    }
+    if (overview) {
+      if (!hasFinalizer(object))
+        object = await patchFinalizers(
+          object,
+          [...(object.metadata.finalizers ?? []), ENGINE_INSTANCE_FINALIZER],
+          signal,
+        );
+      const cordoned = specCordoned(object);
+      if (cordoned !== overview.cordoned && appliedGeneration(object) === object.metadata.generation) {
+        // The spec was applied and the database changed since (SQL, another feature): the spec follows it.
+        object = await patchObject(object, { spec: { cordoned: overview.cordoned } }, signal);
+        logger.info(
+          { engineInstance: name, cordoned: overview.cordoned },
+          'spec.cordoned follows the database, changed meanwhile',
+        );
+      } else if (cordoned !== overview.cordoned) {
+        // A spec the database has not taken yet (the operator's switch): the database follows it.
+        await setEngineInstanceCordoned(db, name, cordoned);
+        overview.cordoned = cordoned;
+        const message = cordoned
+          ? EngineInstanceMessage.cordoned(name)
+          : EngineInstanceMessage.uncordoned(name);
+        logger.info({ engineInstance: name }, message);
+        await event(
+          object,
+          'Normal',
+          cordoned ? EngineInstanceEventReason.Cordoned : EngineInstanceEventReason.Uncordoned,
+          message,
+        );
+      }
+    }
+    await writeStatus(object, overview, signal);
+  };
+
+  const reconcile: Reconciler = async (name, { logger, signal }) => {
+    try {
+      await reconcileOnce(name, logger, signal);
+    } catch (err) {
+      // Written on a resourceVersion the cache had before our own last write (or another replica's) reached
+      // it: again, with backoff, on fresh data. Not a failure worth a warning.
+      if (!isConflict(err)) throw err;
+      logger.debug({ err }, 'the object changed meanwhile; again on fresh data');
+      return { requeue: true };
+    }
+  };
+
+  return { reconcile, creatable };
+}

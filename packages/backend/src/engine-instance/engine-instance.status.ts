@@ -1,0 +1,152 @@
+/**
+ * What a GitOpsEngineInstance should say, from its object and its instance's overview in the database (pure):
+ * its status, whether the backend has something to do for it, and which instance names can be objects.
+ */
+import {
+  type Condition,
+  ENGINE_INSTANCE_FINALIZER,
+  EngineInstanceConditionType,
+  EngineInstanceMessage,
+  EngineInstanceReason,
+  type GitOpsEngineInstanceStatus,
+} from '@gitops/api';
+import type { EngineInstanceOverview } from '@gitops/db';
+import {
+  type ConditionInput,
+  conditionsOfStatus,
+  findCondition,
+  type KubeObject,
+  nextCondition,
+} from '@gitops/shared';
+import { isJsonObject, jsonEqual } from '../json.ts';
+
+/** Object names of a cluster-scoped custom resource: DNS-1123 subdomains of at most 253 characters. */
+const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/**
+ * Whether an instance name can be the name of its GitOpsEngineInstance. ENGINE_INSTANCE_NAME allows any
+ * name without white space (up to 253 characters); the API server allows only DNS-1123 subdomains.
+ */
+export function isObjectName(name: string): boolean {
+  return name.length <= 253 && dns1123Subdomain.test(name);
+}
+
+/** `spec.cordoned` (false when absent or not a boolean: the schema defaults it to false). */
+export function specCordoned(object: KubeObject): boolean {
+  return isJsonObject(object.spec) && object.spec.cordoned === true;
+}
+
+/**
+ * The generation whose spec the database has taken (`status.observedGeneration`; absent while no agent has
+ * registered the instance, so a spec written before that is applied when it registers).
+ */
+export function appliedGeneration(object: KubeObject): number | undefined {
+  const status = isJsonObject(object.status) ? object.status : {};
+  return typeof status.observedGeneration === 'number' ? status.observedGeneration : undefined;
+}
+
+export function hasFinalizer(object: KubeObject): boolean {
+  return (object.metadata.finalizers ?? []).includes(ENGINE_INSTANCE_FINALIZER);
+}
+
+export function isBeingDeleted(object: KubeObject): boolean {
+  return typeof object.metadata.deletionTimestamp === 'string';
+}
+
+/**
+ * The status `object` should have given its instance's `overview` (undefined: no agent registered an instance
+ * of its name), once its spec is applied. Condition times are kept while a condition's status, reason and
+ * message stay, so an unchanged verdict equals the current status and causes no write.
+ */
+export function desiredStatus(
+  object: KubeObject,
+  overview: EngineInstanceOverview | undefined,
+  now: Date,
+): GitOpsEngineInstanceStatus {
+  const name = object.metadata.name;
+  const generation = object.metadata.generation;
+  const existing = conditionsOfStatus(object.status);
+  const conditions: Condition[] = [];
+  const put = (input: ConditionInput) =>
+    conditions.push(
+      nextCondition(
+        findCondition(existing, input.type),
+        { ...input, observedGeneration: generation },
+        now,
+      ) as Condition,
+    );
+  if (!overview) {
+    const message = EngineInstanceMessage.notRegistered(name);
+    put({
+      type: EngineInstanceConditionType.Registered,
+      status: 'False',
+      reason: EngineInstanceReason.NotRegistered,
+      message,
+    });
+    put({
+      type: EngineInstanceConditionType.Available,
+      status: 'False',
+      reason: EngineInstanceReason.NotRegistered,
+      message,
+    });
+    return { agents: 0, tenants: 0, applications: 0, conditions };
+  }
+  put({
+    type: EngineInstanceConditionType.Registered,
+    status: 'True',
+    reason: EngineInstanceReason.Registered,
+    message: EngineInstanceMessage.registered(name, overview.namespace_name, overview.cluster_identity),
+  });
+  put(
+    overview.listening
+      ? {
+          type: EngineInstanceConditionType.Available,
+          status: 'True',
+          reason: EngineInstanceReason.AgentListening,
+          message: EngineInstanceMessage.agentListening(name),
+        }
+      : {
+          type: EngineInstanceConditionType.Available,
+          status: 'False',
+          reason: EngineInstanceReason.AgentAway,
+          message: EngineInstanceMessage.agentAway(name),
+        },
+  );
+  if (isBeingDeleted(object))
+    put({
+      type: EngineInstanceConditionType.DeletionBlocked,
+      status: 'True',
+      reason: EngineInstanceReason.TenantsPlaced,
+      message: EngineInstanceMessage.deletionBlocked(name, overview.tenants, overview.applications),
+    });
+  return {
+    ...(generation === undefined ? {} : { observedGeneration: generation }),
+    argoCDNamespace: overview.namespace_name,
+    cluster: overview.cluster_identity,
+    agents: overview.agents,
+    tenants: overview.tenants,
+    applications: overview.applications,
+    cordoned: overview.cordoned,
+    conditions,
+  };
+}
+
+/**
+ * Whether the backend has something to do for `object` (seen from one overview of every instance, so the
+ * periodic look costs one query and a reconcile only where something changed): a finalizer to add or remove, a
+ * cordon to write, a deletion that can go ahead, or a status to rewrite.
+ */
+export function needsReconcile(
+  object: KubeObject,
+  overview: EngineInstanceOverview | undefined,
+  now: Date,
+): boolean {
+  if (isBeingDeleted(object)) {
+    if (!hasFinalizer(object)) return false;
+    // Gone, to be cordoned (a retiring instance takes no new tenants), or empty: the deletion can go on.
+    if (!overview?.cordoned || (overview.tenants === 0 && overview.applications === 0)) return true;
+  } else if (overview && (!hasFinalizer(object) || specCordoned(object) !== overview.cordoned)) {
+    return true;
+  }
+  return !jsonEqual(desiredStatus(object, overview, now), object.status);
+}
