@@ -163,6 +163,22 @@ export const PlacementMessage = {
     `no agent of the Argo CD instance '${instance}' has taken this change for ${minutes} minute${minutes === 1 ? '' : 's'}: it waits, and is applied when an agent of the instance is back`,
 } as const;
 
+/** Reasons of the Events on a tenant's namespace when its label asks for another engine instance. */
+export const TenantMoveEventReason = {
+  Moved: 'EngineInstanceChanged',
+  MoveRefused: 'EngineInstanceChangeRefused',
+} as const;
+
+/** Messages of those Events. */
+export const TenantMoveMessage = {
+  moved: (from: string, to: string, applications: number): string =>
+    `the tenant moves from the Argo CD instance '${from}' to '${to}' with ${applications} application${applications === 1 ? '' : 's'}; deployed resources stay in place and '${to}' takes them over`,
+  targetUnknown: (instance: string, current: string): string =>
+    `the namespace label ${Label.EngineInstance} names the Argo CD instance '${instance}', which is not registered: the tenant stays on '${current}'`,
+  targetCordoned: (instance: string, current: string): string =>
+    `the namespace label ${Label.EngineInstance} names the Argo CD instance '${instance}', which is cordoned and takes no new tenants: the tenant stays on '${current}'`,
+} as const;
+
 /** Condition types of a GitOpsDeploymentSyncRun (a single condition). */
 export const SyncRunConditionType = {
   ErrorOccurred: 'ErrorOccurred',
@@ -294,7 +310,7 @@ export const Label = {
   OperationId: 'managed-gitops.redhat.com/operation-id',
   /**
    * On a tenant's namespace: the engine instance (Argo CD) its objects go to, by name. Read when the tenant is
-   * first placed; once placed, a tenant stays where it is.
+   * first placed; changing it later moves the tenant there (removing it moves nothing).
    */
   EngineInstance: 'managed-gitops.redhat.com/engine-instance',
   /** Argo CD's label that marks a Secret as a cluster or repository Secret (values: {@link ArgoCDSecretType}). */

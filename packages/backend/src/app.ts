@@ -65,6 +65,7 @@ import {
 } from './repository-credential/repository-credentials.feature.ts';
 import { createStatusFeature, type StatusFeature } from './status/status.feature.ts';
 import { createSyncRunFeature, type SyncRunFeature } from './sync-run/sync-run.feature.ts';
+import { createTenantMoveFeature, type TenantMoveFeature } from './tenant-move/tenant-move.feature.ts';
 import { createTenantSweepFeature } from './tenant-sweep.ts';
 
 /** How long start() retries transient failures of the database or the API server. */
@@ -95,6 +96,7 @@ export interface Backend {
   readonly status: StatusFeature;
   readonly repositoryCredentials: RepositoryCredentialsFeature;
   readonly syncRuns: SyncRunFeature;
+  readonly tenantMoves: TenantMoveFeature;
   /** Undefined when GITOPS_RELAY_ENABLED=false. */
   readonly relay: OperationRelay | undefined;
   /** The registered engine instance (after start). */
@@ -135,10 +137,11 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const status = createStatusFeature(ctx, { deployments });
   const relay = config.relayEnabled ? createOperationRelayFeature(ctx) : undefined;
   const tenantSweep = createTenantSweepFeature(ctx);
+  const tenantMoves = createTenantMoveFeature(ctx);
   const features: BackendFeature[] = [environments, deployments, repositoryCredentials, syncRuns, status];
   if (relay) features.push(relay);
   features.push(createEngineInstanceFeature(ctx));
-  features.push(tenantSweep);
+  features.push(tenantSweep, tenantMoves);
   // The App Studio environment API (packages/appstudio): Kubernetes objects only, on the same shard.
   if (config.appStudioEnabled) {
     const appStudio = createAppStudioFeatures({
@@ -206,6 +209,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     status,
     repositoryCredentials,
     syncRuns,
+    tenantMoves,
     relay,
     engineInstance: ctx.engineInstance,
     ready: () => started && closing === undefined && deployments.informer.hasSynced(),

@@ -11,13 +11,19 @@ export type WriteApplicationStateResult = 'changed' | 'unchanged' | 'application
 /**
  * Stores the projection if it differs from the stored one (jsonb equality: key order does not matter).
  * 'application-missing' when the application row does not exist (deleted meanwhile); nothing is written.
+ * With `engineInstanceId` (the writing agent's), also when the row's Argo CD Application is not that
+ * instance's: it moved to another instance and, once released here, only the new one reports its state.
  */
 export async function writeApplicationState(
   db: Kysely<Database>,
   applicationId: string,
   state: { [key: string]: JsonValue },
+  options: { engineInstanceId?: string } = {},
 ): Promise<WriteApplicationStateResult> {
   const json = JSON.stringify(state);
+  const instance = options.engineInstanceId;
+  // The instance whose Argo CD holds the row's Application: the releasing one during a move, else its own.
+  const heldHere = sql<boolean>`(${instance ?? null}::uuid is null or coalesce(releasing_engine_instance_id, engine_instance_id) = ${instance ?? null}::uuid)`;
   const written = await db
     .insertInto('application_state')
     .columns(['application_id', 'state'])
@@ -28,7 +34,8 @@ export async function writeApplicationState(
           sql<string>`${applicationId}::uuid`.as('application_id'),
           sql<string>`${json}::jsonb`.as('state'),
         ])
-        .where('id', '=', applicationId),
+        .where('id', '=', applicationId)
+        .where(heldHere),
     )
     .onConflict((conflict) =>
       conflict
@@ -46,6 +53,7 @@ export async function writeApplicationState(
     .selectFrom('application')
     .select('id')
     .where('id', '=', applicationId)
+    .where(heldHere)
     .executeTakeFirst();
   return exists ? 'unchanged' : 'application-missing';
 }

@@ -16,3 +16,4 @@ export * from './repository-credentials.repository.ts';
 export * from './schema-values.ts';
 export * from './sealing.ts';
 export * from './sync-operation.repository.ts';
+export * from './tenant-move.repository.ts';

@@ -160,15 +160,57 @@ export async function touchManagedEnvironment(db: Kysely<Database>, id: string):
   await db.updateTable('managed_environment').set({ updated_at: sql`now()` }).where('id', '=', id).execute();
 }
 
-/** Ids of the External environments (of one tenant when `clusterUserId` is given), in id order. */
+/**
+ * Ids of the External environments, in id order: of one tenant when `clusterUserId` is given; whose cluster
+ * Secret belongs on one instance when `engineInstanceId` is (see isManagedEnvironmentOnEngineInstance).
+ */
 export async function listExternalEnvironmentIds(
   db: Kysely<Database>,
-  filter: { clusterUserId?: string } = {},
+  filter: { clusterUserId?: string; engineInstanceId?: string; id?: string } = {},
 ): Promise<string[]> {
-  let query = db.selectFrom('managed_environment').select('id').where('kind', '=', 'External');
-  if (filter.clusterUserId !== undefined) query = query.where('cluster_user_id', '=', filter.clusterUserId);
-  const rows = await query.orderBy('id').execute();
+  let query = db.selectFrom('managed_environment as e').select('e.id').where('e.kind', '=', 'External');
+  if (filter.clusterUserId !== undefined) query = query.where('e.cluster_user_id', '=', filter.clusterUserId);
+  if (filter.id !== undefined) query = query.where('e.id', '=', filter.id);
+  const instance = filter.engineInstanceId;
+  if (instance !== undefined) {
+    query = query.where((eb) =>
+      eb.or([
+        eb(
+          'e.cluster_user_id',
+          'in',
+          eb
+            .selectFrom('cluster_user as u')
+            .select('u.id')
+            .where((w) =>
+              w.or([w('u.engine_instance_id', '=', instance), w('u.engine_instance_id', 'is', null)]),
+            ),
+        ),
+        eb.exists(
+          eb
+            .selectFrom('application as a')
+            .select('a.id')
+            .whereRef('a.managed_environment_id', '=', 'e.id')
+            .where('a.releasing_engine_instance_id', '=', instance),
+        ),
+      ]),
+    );
+  }
+  const rows = await query.orderBy('e.id').execute();
   return rows.map((row) => row.id);
+}
+
+/**
+ * Whether an External environment's cluster Secret belongs on this instance: its tenant is placed there (or
+ * not placed yet: rows from before placement), or an application targeting it still has its Argo CD
+ * Application there, being released in a move.
+ */
+export async function isManagedEnvironmentOnEngineInstance(
+  db: Kysely<Database>,
+  managedEnvironmentId: string,
+  engineInstanceId: string,
+): Promise<boolean> {
+  const ids = await listExternalEnvironmentIds(db, { id: managedEnvironmentId, engineInstanceId });
+  return ids.length > 0;
 }
 
 /** An External environment with what its credentials say about scope (NULL credentials: none stored). */

@@ -59,13 +59,22 @@ export async function deleteMappedApplications(
     if (!application) continue;
     await deleteApplication(trx, application.id);
     const owner = { namespace: mapping.cr_namespace, name: mapping.cr_name, uid: mapping.cr_uid };
-    const { operation } = await insertOperation(trx, {
-      engineInstanceId: application.engine_instance_id,
-      resourceType: 'Application',
-      resourceId: application.id,
-      ownerUserId: application.cluster_user_id,
-      ownerCr: { kind: GitOpsDeploymentCr.kind, ...owner },
-    });
+    // Deleted during a move: the Argo CD Application is still on the instance the tenant left, and the
+    // delete is done when that one is gone; the new instance is told too (it may have created it meanwhile).
+    const instances = [application.releasing_engine_instance_id, application.engine_instance_id];
+    let operation: OperationRow | undefined;
+    for (const engineInstanceId of instances) {
+      if (engineInstanceId === null) continue;
+      const announced = await insertOperation(trx, {
+        engineInstanceId,
+        resourceType: 'Application',
+        resourceId: application.id,
+        ownerUserId: application.cluster_user_id,
+        ownerCr: { kind: GitOpsDeploymentCr.kind, ...owner },
+      });
+      operation ??= announced.operation;
+    }
+    if (!operation) throw new Error(`application ${application.id} has no engine instance`);
     deleted.push({
       applicationId: application.id,
       applicationName: application.name,

@@ -5,6 +5,7 @@
 import {
   type ApplicationRow,
   type ApplicationWithDestination,
+  completeApplicationRelease,
   getApplicationWithDestination,
 } from '@gitops/db';
 import {
@@ -23,6 +24,7 @@ import {
   AgentLabel,
   ApplicationResource,
   AppProjectResource,
+  ARGOCD_RESOURCES_FINALIZER,
   allowsClusterResources,
   appProjectName,
   clusterAppProjectName,
@@ -66,6 +68,8 @@ const PENDING_DELETE_RECHECK_MS = 10_000;
 /** A sync in the way of a delete is looked at again this often, and waited for at most this long. */
 const SYNC_END_RECHECK_MS = 1_000;
 const SYNC_END_WAIT_MAX_MS = 30_000;
+/** How often an application moved here looks whether the instance it left has released it (fallback). */
+const RELEASE_RECHECK_MS = 5_000;
 
 export interface ApplicationReconciler {
   /**
@@ -387,6 +391,79 @@ export function createApplicationReconciler(
     return { status: 'done', changed: deleted };
   }
 
+  /**
+   * A moved application's old Argo CD Application goes without cascading: its resources finalizer is removed
+   * first (also from one whose cascading delete had begun, which stops it), then it is deleted; a sync in
+   * the way ends first, as for a delete. Once none is left the row is released to its new instance.
+   */
+  async function releaseApplicationsOf(
+    row: ApplicationRow,
+    options: { signal: AbortSignal; logger: Logger },
+  ): Promise<ResourceOutcome> {
+    const live = await liveApplicationsOf(row.id, options.signal);
+    let changed = false;
+    const syncing: string[] = [];
+    for (const app of live) {
+      const name = app.metadata.name;
+      const finalizers = app.metadata.finalizers ?? [];
+      if (finalizers.includes(ARGOCD_RESOURCES_FINALIZER)) {
+        if (!app.metadata.deletionTimestamp && (await endSyncBeforeDelete(app, options))) {
+          syncing.push(name);
+          continue;
+        }
+        await kubeRequest(kc, {
+          method: HttpMethod.PATCH,
+          path: `${collectionPath({ ...ApplicationResource, namespace })}/${encodeURIComponent(name)}`,
+          query: { fieldManager: FIELD_MANAGER },
+          body: {
+            metadata: {
+              resourceVersion: app.metadata.resourceVersion,
+              finalizers: finalizers.filter((f) => f !== ARGOCD_RESOURCES_FINALIZER),
+            },
+          },
+          contentType: 'application/merge-patch+json',
+          signal: options.signal,
+        });
+        changed = true;
+      }
+      if (!app.metadata.deletionTimestamp) {
+        await deleteIfExists(
+          kc,
+          { apiVersion: ApplicationResource.apiVersion, kind: ApplicationResource.kind, name, namespace },
+          { uid: app.metadata.uid, signal: options.signal },
+        );
+        changed = true;
+      }
+      options.logger.info(
+        { application: name },
+        'Application released without cascading: the tenant moved to another engine instance',
+      );
+    }
+    if (syncing.length > 0) {
+      return {
+        status: 'pending',
+        reason: `waiting for the sync of Application ${syncing.join(', ')} to end before releasing it`,
+        requeueAfterMs: SYNC_END_RECHECK_MS,
+        changed,
+      };
+    }
+    if (live.length > 0) {
+      // Deleted without a finalizer it is gone at once: the next look finds none and releases the row.
+      return {
+        status: 'pending',
+        reason: `releasing Application ${row.name}`,
+        requeueAfterMs: 1_000,
+        changed,
+      };
+    }
+    await reconcileAppProject(row.cluster_user_id, { ...options, goneApplicationIds: [row.id] });
+    if (await completeApplicationRelease(db, row.id, engineInstanceId)) {
+      options.logger.info({ application: row.name }, 'Application released to its new engine instance');
+      changed = true;
+    }
+    return { status: 'done', changed };
+  }
+
   async function reconcileApplication(
     id: string,
     options: {
@@ -399,8 +476,18 @@ export function createApplicationReconciler(
     settledApplications.delete(id);
     const found = isUuid(id) ? await getApplicationWithDestination(db, id) : undefined;
     const row = found?.application;
-    if (!found || !row || row.engine_instance_id !== engineInstanceId)
-      return await deleteApplicationsOf(id, options);
+    if (!found || !row) return await deleteApplicationsOf(id, options);
+    // The tenant moved to another instance: what it deployed stays; that instance's Argo CD takes it over.
+    if (row.engine_instance_id !== engineInstanceId) return await releaseApplicationsOf(row, options);
+    if (row.releasing_engine_instance_id !== null) {
+      // Moved here; the instance it left still has its Application. Two Argo CDs must never manage the same
+      // resources: created once that one is gone (its agent announces it; this look is the fallback).
+      return {
+        status: 'pending',
+        reason: `the tenant moved here; waiting for engine instance ${row.releasing_engine_instance_id} to release Application ${row.name}`,
+        requeueAfterMs: RELEASE_RECHECK_MS,
+      };
+    }
 
     const environment = environmentOf(found.environment);
     const desired = renderApplication({

@@ -8,6 +8,7 @@ import { ArgoCDSecretType, Label } from '@gitops/api';
 import {
   type Db,
   getManagedEnvironmentWithCredentials,
+  isManagedEnvironmentOnEngineInstance,
   listApplicationsOfManagedEnvironment,
   listExternalEnvironmentIds,
   SealContext,
@@ -134,10 +135,22 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
     const tenants = new Set(context.ownerUserIds);
     let changed = false;
     let secretApplied = false;
-    if (found?.environment.kind !== 'External' || !found.credentials) {
+    // A tenant's environments are on its instance (and, during a move, on the one still releasing its
+    // Applications that target them); anywhere else their Secret goes.
+    const here =
+      found?.environment.kind === 'External' &&
+      found.credentials !== undefined &&
+      (await isManagedEnvironmentOnEngineInstance(db, id, options.engineInstanceId));
+    if (found && !here) tenants.add(found.environment.cluster_user_id);
+    if (!found || !here || !found.credentials) {
       changed = await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Secret', name, namespace }, { signal });
       if (changed)
-        logger.info({ clusterSecret: name }, 'Argo CD cluster Secret deleted (its environment is gone)');
+        logger.info(
+          { clusterSecret: name },
+          found
+            ? 'Argo CD cluster Secret deleted (its tenant is on another engine instance)'
+            : 'Argo CD cluster Secret deleted (its environment is gone)',
+        );
     } else {
       tenants.add(found.environment.cluster_user_id);
       const c = found.credentials;
@@ -186,7 +199,7 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
 
   /** The resource ids to check in a drift pass: every External environment row and every live cluster Secret. */
   async function driftIds(signal: AbortSignal): Promise<string[]> {
-    const ids = new Set(await listExternalEnvironmentIds(db));
+    const ids = new Set(await listExternalEnvironmentIds(db, { engineInstanceId: options.engineInstanceId }));
     for (const secret of await listOwnedSecrets(signal)) {
       const id = secret.metadata.labels?.[Label.DatabaseId];
       if (isUuid(id)) ids.add(id);

@@ -20,13 +20,15 @@ import { canonicalJson, projectApplicationState, projectCacheLag } from './appli
 
 export interface ApplicationStatusControllerOptions {
   db: Db;
+  /** This agent's instance: only the Applications it holds are reported (a moved one is the new instance's). */
+  engineInstanceId: string;
   logger: Logger;
   registry: Registry;
   concurrency: number;
   applications: Informer<KubeObject>;
   /** Our AppProjects (to tell Argo CD's cache lag from a missing project). */
   appProjects: Pick<Informer<KubeObject>, 'get'>;
-  /** An Application whose application row does not exist. */
+  /** An Application whose application row does not exist, or is not held by this instance (moved). */
   onOrphan(applicationId: string): void;
 }
 
@@ -78,7 +80,9 @@ export function createApplicationStatusController(options: ApplicationStatusCont
       const requeue = graceMs > 0 ? { requeueAfter: graceMs + 1_000 } : undefined;
       const canonical = canonicalJson(projection);
       if (stored.get(id) === canonical) return requeue;
-      const result = await writeApplicationState(db, id, projection);
+      const result = await writeApplicationState(db, id, projection, {
+        engineInstanceId: options.engineInstanceId,
+      });
       if (result === 'application-missing') {
         stored.delete(id);
         options.onOrphan(id);

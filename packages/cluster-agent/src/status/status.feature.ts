@@ -8,6 +8,7 @@ import { createApplicationStatusController } from './application-status.controll
 export function createStatusFeature(ctx: FeatureContext): AgentFeature {
   const queue = createApplicationStatusController({
     db: ctx.db,
+    engineInstanceId: ctx.engineInstanceId,
     logger: ctx.logger,
     registry: ctx.registry,
     concurrency: ctx.config.concurrency,

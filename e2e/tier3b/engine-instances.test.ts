@@ -1,0 +1,175 @@
+/**
+ * Tier 3b: two engine instances (two real Argo CDs, each with its own agent) behind one backend. Tenants are
+ * placed by label and by load; a tenant moved between instances keeps its deployed resources (never pruned,
+ * never re-created) and the new instance's Argo CD takes them over; a label naming an unknown instance moves
+ * nothing and says so.
+ */
+import assert from 'node:assert/strict';
+import { Label, TenantMoveEventReason } from '@gitops/api';
+import { manifest } from '@gitops/local-env';
+import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { type GitOpsDeployment, get, mergePatch, paths, watchEvents } from '../fixture/kube.ts';
+import { CONVERGE_MS, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+
+describe('tier 3b: two Argo CD instances', () => {
+  let f: RealSystem;
+  let a: string;
+  let b: string;
+
+  beforeAll(async () => {
+    f = await startRealSystem({ secondInstance: true });
+    a = f.system.engineInstanceName;
+    b = f.system.secondEngineInstanceName;
+  });
+  afterAll(async () => {
+    await f?.stop();
+  });
+
+  const engineInstanceOf = (status: object) => (status as { engineInstance?: string }).engineInstance;
+  const argoCdNamespaceOf = (instance: string) =>
+    instance === a ? f.system.argoCdNamespace : f.system.secondArgoCdNamespace;
+  const applicationIn = (namespace: string, gd: GitOpsDeployment) =>
+    get(f.system.kc, paths.application(namespace, `gitopsdepl-${gd.metadata.uid}`));
+  const eventsOf = async (namespace: string) => {
+    const list = (await kubeRequest(f.system.kc, {
+      method: HttpMethod.GET,
+      path: '/api/v1/namespaces/default/events',
+      query: { fieldSelector: `involvedObject.name=${namespace},involvedObject.kind=Namespace` },
+    })) as { items?: (KubeObject & { reason?: string; message?: string })[] };
+    return list.items ?? [];
+  };
+
+  it('places tenants by label and by load; each deploys through its own Argo CD', async () => {
+    // Given a tenant whose namespace asks for instance b, and one that asks for nothing
+    const labelled = await f.given.tenant('on-b', { [Label.EngineInstance]: b });
+    const unlabelled = await f.given.tenant('by-load');
+    const repo = await f.given.repository('placement', {
+      'app/cm.yaml': manifest.configMap('placed', { k: 'v' }),
+    });
+    // When the labelled one deploys first, then the other
+    const first = await f.when.deployed(labelled, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    const onB = await f.expect
+      .deployment(first)
+      .is('Synced/Healthy on b', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b);
+    assert.equal(engineInstanceOf(onB), b);
+    const second = await f.when.deployed(unlabelled, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    // Then the first is on b (the label), the second on a (b holds one application, a none)
+    await f.expect
+      .deployment(second)
+      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    await f.expect.application(first, () => true, f.system.secondArgoCdNamespace);
+    await f.expect.application(second, () => true, f.system.argoCdNamespace);
+    assert.equal(await applicationIn(f.system.argoCdNamespace, first), undefined);
+    assert.equal(await applicationIn(f.system.secondArgoCdNamespace, second), undefined);
+    await f.expect.object(labelled, 'ConfigMap', 'placed');
+    await f.expect.object(unlabelled, 'ConfigMap', 'placed');
+  });
+
+  it('moves a tenant when its label changes: resources stay (same object), the new Argo CD takes them over', async () => {
+    // Given a tenant on a with two deployments, Synced and Healthy
+    const tenant = await f.given.tenant('mover', { [Label.EngineInstance]: a });
+    const repo = await f.given.repository('mover', {
+      'one/cm.yaml': manifest.configMap('one', { v: '1' }),
+      'two/cm.yaml': manifest.configMap('two', { v: '1' }),
+    });
+    const one = await f.when.deployed(tenant, 'one', { repoURL: repo.fileUrl, path: 'one' });
+    const two = await f.when.deployed(
+      tenant,
+      'two',
+      { repoURL: repo.fileUrl, path: 'two' },
+      { type: 'manual' },
+    );
+    await f.expect
+      .deployment(one)
+      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    await f.system.createSyncRun(tenant, 'first-sync', { gitopsDeploymentName: 'two' });
+    await f.expect
+      .deployment(two)
+      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    const before = {
+      one: await f.expect.object(tenant, 'ConfigMap', 'one'),
+      two: await f.expect.object(tenant, 'ConfigMap', 'two'),
+    };
+    // (every version of the two ConfigMaps from now on is recorded: a delete would show)
+    const deletes: string[] = [];
+    const stopWatch = await watchConfigMaps(tenant, (type, name) => {
+      if (type === 'DELETED') deletes.push(name);
+    });
+
+    // When the namespace's label names b
+    await mergePatch(f.system.kc, paths.namespace(tenant), {
+      metadata: { labels: { [Label.EngineInstance]: b } },
+    });
+
+    // Then both deployments report b, Synced and Healthy, through b's Argo CD; a has no Application left
+    for (const gd of [one, two]) {
+      await f.expect.application(gd, () => true, argoCdNamespaceOf(b));
+      await f.expect
+        .deployment(gd)
+        .is('Synced/Healthy on b', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b);
+      await eventually(
+        `no Application of ${gd.metadata.name} on a`,
+        async () => ((await applicationIn(argoCdNamespaceOf(a), gd)) === undefined ? true : undefined),
+        CONVERGE_MS,
+      );
+    }
+    // and the ConfigMaps are the very objects deployed before (same uid), never deleted meanwhile
+    for (const name of ['one', 'two'] as const) {
+      const now = await f.expect.readObject(tenant, 'ConfigMap', name);
+      assert.equal(now?.metadata.uid, before[name].metadata.uid, `ConfigMap ${name} was re-created`);
+    }
+    stopWatch();
+    assert.deepEqual(deletes, []);
+    // and the namespace says where the tenant went
+    const moved = await eventually('the move Event', async () =>
+      (await eventsOf(tenant)).find((e) => e.reason === TenantMoveEventReason.Moved),
+    );
+    assert.match(moved.message ?? '', new RegExp(`'${a}' to '${b}' with 2 applications`));
+
+    // When the automated deployment changes after the move, b's Argo CD deploys it
+    await repo.commit({ 'one/cm.yaml': manifest.configMap('one', { v: '2' }) });
+    await f.expect.object(tenant, 'ConfigMap', 'one', (cm) => cm.data?.v === '2');
+    // and a SyncRun of the manual one runs on b
+    await repo.commit({ 'two/cm.yaml': manifest.configMap('two', { v: '2' }) });
+    await f.system.createSyncRun(tenant, 'after-move', { gitopsDeploymentName: 'two' });
+    await f.expect.object(tenant, 'ConfigMap', 'two', (cm) => cm.data?.v === '2');
+
+    // When the deployment is deleted on b, b's Argo CD prunes what it took over
+    await f.when.deleted(one);
+    await f.expect.deployment(one).gone();
+    await f.expect.noObject(tenant, 'ConfigMap', 'one');
+  });
+
+  it('a label naming an unknown instance moves nothing and says so on the namespace', async () => {
+    const tenant = await f.given.tenant('unknown', { [Label.EngineInstance]: a });
+    const repo = await f.given.repository('unknown', {
+      'app/cm.yaml': manifest.configMap('stay', { k: 'v' }),
+    });
+    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    await f.expect
+      .deployment(gd)
+      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+
+    await mergePatch(f.system.kc, paths.namespace(tenant), {
+      metadata: { labels: { [Label.EngineInstance]: 'no-such-instance' } },
+    });
+
+    const refused = await eventually('the refusal Event', async () =>
+      (await eventsOf(tenant)).find((e) => e.reason === TenantMoveEventReason.MoveRefused),
+    );
+    assert.match(refused.message ?? '', /'no-such-instance', which is not registered: the tenant stays on/);
+    const status = (await f.expect.deployment(gd).read())?.status ?? {};
+    assert.equal(engineInstanceOf(status), a);
+    assert.ok(await applicationIn(argoCdNamespaceOf(a), gd));
+  });
+
+  /** Watches the ConfigMaps of a namespace; returns the stop function. */
+  async function watchConfigMaps(namespace: string, onEvent: (type: string, name: string) => void) {
+    const watch = await watchEvents(f.system.kc, `/api/v1/namespaces/${namespace}/configmaps`, (type, cm) =>
+      onEvent(type, cm.metadata.name),
+    );
+    return () => watch.stop();
+  }
+});

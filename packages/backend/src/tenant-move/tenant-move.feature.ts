@@ -1,0 +1,109 @@
+/**
+ * Moving a tenant (docs/architecture.md, "Moving a tenant"): a namespace whose label
+ * `managed-gitops.redhat.com/engine-instance` names another instance than the one its tenant is placed on
+ * moves there — its applications, repository credentials and environments follow (`moveTenant`, one
+ * transaction); the agents of both instances hand the Argo CD Applications over without pruning.
+ *
+ * Watches only labelled namespaces. Removing the label moves nothing (placement never changes by itself); a
+ * label naming an unknown or cordoned instance moves nothing and says so in a Warning Event on the namespace.
+ * Any backend replica or shard may act: the move locks the tenant row and does nothing when it is done.
+ */
+import { Label, TenantMoveEventReason, TenantMoveMessage } from '@gitops/api';
+import {
+  getClusterUserByNamespaceUid,
+  getEngineInstance,
+  getEngineInstanceByName,
+  moveTenant,
+} from '@gitops/db';
+import { createInformer, createWorkQueue, type KubeObject } from '@gitops/shared';
+import type { BackendContext, BackendFeature } from '../backend-feature.ts';
+
+export interface TenantMoveFeature extends BackendFeature {
+  /** Resolves when no namespace is queued or being looked at (tests). */
+  whenIdle(): Promise<void>;
+}
+
+const labelOf = (namespace: KubeObject) => namespace.metadata.labels?.[Label.EngineInstance] ?? '';
+
+export function createTenantMoveFeature(ctx: BackendContext): TenantMoveFeature {
+  const { db, logger, registry } = ctx;
+  const namespaces = createInformer<KubeObject>({
+    kubeConfig: ctx.kc,
+    resource: { apiVersion: 'v1', plural: 'namespaces' },
+    labelSelector: Label.EngineInstance,
+    registry,
+    logger,
+    resyncPeriodMs: ctx.config.resyncIntervalMs,
+    // Only the name, uid and labels are read.
+    transform: (ns) => ({
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: {
+        name: ns.metadata.name,
+        uid: ns.metadata.uid,
+        resourceVersion: ns.metadata.resourceVersion,
+        labels: ns.metadata.labels,
+      },
+    }),
+  });
+
+  const queue = createWorkQueue({
+    name: 'backend-tenant-move',
+    registry,
+    logger,
+    concurrency: 2,
+    async reconcile(name, { logger: log }) {
+      const namespace = namespaces.get(undefined, name);
+      const requested = namespace ? labelOf(namespace) : '';
+      if (!namespace?.metadata.uid || requested === '') return;
+      const tenant = await getClusterUserByNamespaceUid(db, namespace.metadata.uid);
+      // Not placed yet: placement reads the label when the tenant first needs an instance.
+      if (!tenant?.engine_instance_id) return;
+      const target = await getEngineInstanceByName(db, requested);
+      if (target?.id === tenant.engine_instance_id) return;
+      const current = await getEngineInstance(db, tenant.engine_instance_id);
+      const from = current?.name ?? tenant.engine_instance_id;
+      if (!target || target.cordoned) {
+        const message = target
+          ? TenantMoveMessage.targetCordoned(requested, from)
+          : TenantMoveMessage.targetUnknown(requested, from);
+        log.warn({ namespace: name, requested, engineInstance: from }, 'tenant not moved');
+        await ctx.events.event(namespace, 'Warning', TenantMoveEventReason.MoveRefused, message);
+        return;
+      }
+      const moved = await db.transaction().execute((trx) => moveTenant(trx, tenant.id, target.id));
+      if (!moved) return;
+      log.info(
+        {
+          namespace: name,
+          from,
+          to: target.name,
+          applications: moved.applicationIds.length,
+          repositoryCredentials: moved.repositoryCredentialIds.length,
+          managedEnvironments: moved.managedEnvironmentIds.length,
+        },
+        'tenant moved to another engine instance',
+      );
+      await ctx.events.event(
+        namespace,
+        'Normal',
+        TenantMoveEventReason.Moved,
+        TenantMoveMessage.moved(from, target.name, moved.applicationIds.length),
+      );
+    },
+  });
+  namespaces.onAdd((ns) => queue.add(ns.metadata.name));
+  namespaces.onUpdate((old, ns) => {
+    // A relist delivers every namespace again: a move interrupted before its commit is retried then.
+    if (labelOf(old) !== labelOf(ns) || old.metadata.resourceVersion === ns.metadata.resourceVersion)
+      queue.add(ns.metadata.name);
+  });
+
+  return {
+    name: 'tenant-move',
+    informers: [namespaces],
+    start: () => queue.start(),
+    stop: () => queue.shutdown(),
+    whenIdle: () => queue.whenIdle(),
+  };
+}

@@ -1,0 +1,203 @@
+import assert from 'node:assert/strict';
+import { afterAll, beforeAll, describe, test } from 'vitest';
+import { getApplication } from './application.repository.ts';
+import { writeApplicationState } from './application-state.repository.ts';
+import { getClusterUser } from './cluster-user.repository.ts';
+import type { EngineInstanceRow } from './database.ts';
+import { placeTenant } from './engine-instance.repository.ts';
+import {
+  insertExternalEnvironment,
+  isManagedEnvironmentOnEngineInstance,
+} from './managed-environment.repository.ts';
+import { insertRepositoryCredentials } from './repository-credentials.repository.ts';
+import { completeApplicationRelease, moveTenant } from './tenant-move.repository.ts';
+import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
+
+let testDb: TestDatabase;
+beforeAll(async () => {
+  testDb = await createTestDatabase();
+});
+afterAll(async () => {
+  await testDb?.destroy();
+});
+
+const move = (clusterUserId: string, to: EngineInstanceRow) =>
+  testDb.db.transaction().execute((trx) => moveTenant(trx, clusterUserId, to.id));
+
+/** Waiting operations as "instance/type/resource". */
+async function waitingOperations(resourceIds: string[]): Promise<string[]> {
+  const rows = await testDb.db
+    .selectFrom('operation as o')
+    .innerJoin('engine_instance as e', 'e.id', 'o.engine_instance_id')
+    .select(['e.name', 'o.resource_type', 'o.resource_id'])
+    .where('o.resource_id', 'in', resourceIds)
+    .where('o.state', '=', 'Waiting')
+    .execute();
+  return rows.map((r) => `${r.name}/${r.resource_type}/${r.resource_id}`).sort();
+}
+
+async function placedTenant(on: EngineInstanceRow) {
+  const tenant = await givenClusterUser(testDb.db);
+  await testDb.db.transaction().execute((trx) => placeTenant(trx, tenant.id, on.name));
+  return tenant;
+}
+
+describe('moving a tenant', () => {
+  test('its rows point at the new instance; each application names the instance releasing it; both instances are told', async () => {
+    const a = await givenEngineInstance(testDb.db, 'move-a');
+    const b = await givenEngineInstance(testDb.db, 'move-b');
+    const tenant = await placedTenant(a);
+    const app = await givenApplication(testDb.db, { clusterUser: tenant, engineInstance: a });
+    // Another tenant's application on the same instance: its state is written by a, never touched by the move.
+    const neighbour = await givenApplication(testDb.db, {
+      clusterUser: await placedTenant(a),
+      engineInstance: a,
+    });
+    const credentials = await insertRepositoryCredentials(testDb.db, {
+      clusterUserId: tenant.id,
+      engineInstanceId: a.id,
+      repositoryUrl: 'https://example.com/repo.git',
+      normalizedRepositoryUrl: 'https://example.com/repo',
+      secretName: 'creds',
+      usernameSealed: null,
+      passwordSealed: null,
+      sshPrivateKeySealed: null,
+    });
+    const { environment } = await testDb.db.transaction().execute((trx) =>
+      insertExternalEnvironment(trx, {
+        clusterUserId: tenant.id,
+        name: 'env',
+        credentials: {
+          apiUrl: 'https://cluster.example.com',
+          bearerTokenSealed: Buffer.from([1]),
+          allowInsecureSkipTlsVerify: false,
+          namespaces: ['x'],
+          clusterResources: false,
+          caData: null,
+        },
+      }),
+    );
+
+    const moved = await move(tenant.id, b);
+    assert.ok(moved);
+    assert.deepEqual([moved.from, moved.to, moved.applicationIds], [a.id, b.id, [app.id]]);
+    assert.equal((await getClusterUser(testDb.db, tenant.id))?.engine_instance_id, b.id);
+    const row = await getApplication(testDb.db, app.id);
+    assert.deepEqual([row?.engine_instance_id, row?.releasing_engine_instance_id], [b.id, a.id]);
+    assert.deepEqual(
+      await waitingOperations([app.id, credentials.id, environment.id]),
+      [
+        `move-a/Application/${app.id}`,
+        `move-a/ManagedEnvironment/${environment.id}`,
+        `move-a/RepositoryCredentials/${credentials.id}`,
+        `move-b/Application/${app.id}`,
+        `move-b/ManagedEnvironment/${environment.id}`,
+        `move-b/RepositoryCredentials/${credentials.id}`,
+      ].sort(),
+    );
+    // While a still holds the Application, its cluster Secret stays on a too; b has it as the tenant's.
+    assert.equal(await isManagedEnvironmentOnEngineInstance(testDb.db, environment.id, a.id), false);
+    await testDb.db
+      .updateTable('application')
+      .set({ managed_environment_id: environment.id })
+      .where('id', '=', app.id)
+      .execute();
+    assert.equal(await isManagedEnvironmentOnEngineInstance(testDb.db, environment.id, a.id), true);
+    assert.equal(await isManagedEnvironmentOnEngineInstance(testDb.db, environment.id, b.id), true);
+
+    // Only the instance holding the Application reports its state: a until it released it, then b.
+    assert.equal(
+      await writeApplicationState(
+        testDb.db,
+        app.id,
+        { health: { status: 'Healthy' } },
+        { engineInstanceId: b.id },
+      ),
+      'application-missing',
+    );
+    assert.equal(
+      await writeApplicationState(
+        testDb.db,
+        app.id,
+        { health: { status: 'Healthy' } },
+        { engineInstanceId: a.id },
+      ),
+      'changed',
+    );
+
+    // a releases it: the column is cleared and b is told, once.
+    await testDb.db.deleteFrom('operation').where('resource_id', '=', app.id).execute();
+    assert.equal(await completeApplicationRelease(testDb.db, app.id, a.id), true);
+    assert.equal(await completeApplicationRelease(testDb.db, app.id, a.id), false);
+    assert.equal((await getApplication(testDb.db, app.id))?.releasing_engine_instance_id, null);
+    assert.deepEqual(await waitingOperations([app.id]), [`move-b/Application/${app.id}`]);
+    assert.equal(
+      await writeApplicationState(
+        testDb.db,
+        app.id,
+        { health: { status: 'Degraded' } },
+        { engineInstanceId: a.id },
+      ),
+      'application-missing',
+    );
+    assert.equal(
+      await writeApplicationState(
+        testDb.db,
+        app.id,
+        { health: { status: 'Degraded' } },
+        { engineInstanceId: b.id },
+      ),
+      'changed',
+    );
+
+    assert.equal(
+      await writeApplicationState(
+        testDb.db,
+        neighbour.id,
+        { health: { status: 'Healthy' } },
+        { engineInstanceId: a.id },
+      ),
+      'changed',
+    );
+    assert.equal(
+      await writeApplicationState(
+        testDb.db,
+        neighbour.id,
+        { health: { status: 'Degraded' } },
+        { engineInstanceId: b.id },
+      ),
+      'application-missing',
+    );
+
+    // Moving to where it is already does nothing.
+    assert.equal(await move(tenant.id, b), undefined);
+  });
+
+  test('moved on before the release ended: the first instance still releases it; moved back: nothing to release', async () => {
+    const a = await givenEngineInstance(testDb.db, 'chain-a');
+    const b = await givenEngineInstance(testDb.db, 'chain-b');
+    const c = await givenEngineInstance(testDb.db, 'chain-c');
+    const tenant = await placedTenant(a);
+    const app = await givenApplication(testDb.db, { clusterUser: tenant, engineInstance: a });
+
+    await move(tenant.id, b);
+    await move(tenant.id, c);
+    let row = await getApplication(testDb.db, app.id);
+    // b never created it (it waited for a), so a is the one to release it, and c waits for a.
+    assert.deepEqual([row?.engine_instance_id, row?.releasing_engine_instance_id], [c.id, a.id]);
+
+    await move(tenant.id, a);
+    row = await getApplication(testDb.db, app.id);
+    // Back on a, which still has it: nothing to release, a keeps its Application.
+    assert.deepEqual([row?.engine_instance_id, row?.releasing_engine_instance_id], [a.id, null]);
+    assert.equal(await completeApplicationRelease(testDb.db, app.id, a.id), false);
+  });
+
+  test('a tenant not placed yet is not moved', async () => {
+    const b = await givenEngineInstance(testDb.db, 'unplaced-b');
+    const tenant = await givenClusterUser(testDb.db);
+    assert.equal(await move(tenant.id, b), undefined);
+    assert.equal((await getClusterUser(testDb.db, tenant.id))?.engine_instance_id, null);
+  });
+});

@@ -1,0 +1,154 @@
+import { type Kysely, sql, type Transaction } from 'kysely';
+import type { Database } from './database.ts';
+import {
+  type InsertedOperation,
+  insertOperation,
+  insertOperations,
+  type OperationRequest,
+} from './operation.repository.ts';
+
+/**
+ * Moving a tenant between engine instances (docs/architecture.md, "Moving a tenant"):
+ *
+ *   backend   moveTenant: the tenant, its application and repository credential rows point at the new
+ *             instance; each application row names the instance that still holds its old Argo CD
+ *             Application (`releasing_engine_instance_id`); both instances are told (operations)
+ *   old agent removes the old Application without cascading (the workloads stay), then
+ *             completeApplicationRelease: the column is cleared and the new instance told, in one transaction
+ *   new agent creates the Application once the column is clear; Argo CD adopts the resources (same name)
+ *
+ * Every step is a committed row or operation, so a move interrupted by a crash of any process goes on after
+ * the restart.
+ */
+
+export interface TenantMove {
+  /** The instance the tenant was on. */
+  from: string;
+  to: string;
+  applicationIds: string[];
+  repositoryCredentialIds: string[];
+  managedEnvironmentIds: string[];
+  operations: InsertedOperation[];
+}
+
+/**
+ * Moves a tenant to instance `to` inside `trx` (which must also hold whatever decided the move). Undefined
+ * when the tenant does not exist, is not placed yet, or is on `to` already.
+ */
+export async function moveTenant(
+  trx: Transaction<Database>,
+  clusterUserId: string,
+  to: string,
+): Promise<TenantMove | undefined> {
+  const tenant = await trx
+    .selectFrom('cluster_user')
+    .select('engine_instance_id')
+    .where('id', '=', clusterUserId)
+    .forUpdate()
+    .executeTakeFirst();
+  const from = tenant?.engine_instance_id;
+  if (!from || from === to) return undefined;
+  await trx
+    .updateTable('cluster_user')
+    .set({ engine_instance_id: to })
+    .where('id', '=', clusterUserId)
+    .execute();
+  // Rows are locked (and so moved) in id order: a concurrent writer of the same rows waits, never deadlocks.
+  const before = await trx
+    .selectFrom('application')
+    .select(['id', 'engine_instance_id', 'releasing_engine_instance_id'])
+    .where('cluster_user_id', '=', clusterUserId)
+    .orderBy('id')
+    .forUpdate()
+    .execute();
+  // The instance holding the old Application: the one releasing it already (its successor never created one),
+  // else the current one; none when that is the destination (moved back before the release ended).
+  await trx
+    .updateTable('application')
+    .set({
+      engine_instance_id: to,
+      releasing_engine_instance_id: sql<
+        string | null
+      >`nullif(coalesce(releasing_engine_instance_id, engine_instance_id), ${to}::uuid)`,
+    })
+    .where('cluster_user_id', '=', clusterUserId)
+    .execute();
+  const credentials = await trx
+    .updateTable('repository_credentials')
+    .set({ engine_instance_id: to })
+    .where('cluster_user_id', '=', clusterUserId)
+    .returning('id')
+    .execute();
+  const environments = await trx
+    .selectFrom('managed_environment')
+    .select('id')
+    .where('cluster_user_id', '=', clusterUserId)
+    .where('kind', '=', 'External')
+    .execute();
+  const requests: OperationRequest[] = [];
+  const tell = (instances: Iterable<string>, resourceType: OperationRequest['resourceType'], id: string) => {
+    for (const instance of new Set(instances)) {
+      requests.push({ engineInstanceId: instance, resourceType, resourceId: id, ownerUserId: clusterUserId });
+    }
+  };
+  for (const row of before) {
+    tell(
+      [row.engine_instance_id, row.releasing_engine_instance_id ?? row.engine_instance_id, to],
+      'Application',
+      row.id,
+    );
+  }
+  for (const row of credentials) tell([from, to], 'RepositoryCredentials', row.id);
+  for (const row of environments) tell([from, to], 'ManagedEnvironment', row.id);
+  const operations = await insertOperations(trx, requests);
+  return {
+    from,
+    to,
+    applicationIds: before.map((row) => row.id),
+    repositoryCredentialIds: credentials.map((row) => row.id),
+    managedEnvironmentIds: environments.map((row) => row.id),
+    operations,
+  };
+}
+
+/**
+ * The releasing instance's agent has removed its old Argo CD Application: the row is free for its new
+ * instance, which is told at once. False when this instance was not releasing it (done already, or moved
+ * back meanwhile).
+ */
+export async function completeApplicationRelease(
+  db: Kysely<Database>,
+  applicationId: string,
+  engineInstanceId: string,
+): Promise<boolean> {
+  return await db.transaction().execute(async (trx) => {
+    const released = await trx
+      .updateTable('application')
+      .set({ releasing_engine_instance_id: null })
+      .where('id', '=', applicationId)
+      .where('releasing_engine_instance_id', '=', engineInstanceId)
+      .returning(['engine_instance_id', 'cluster_user_id'])
+      .executeTakeFirst();
+    if (!released) return false;
+    await insertOperation(trx, {
+      engineInstanceId: released.engine_instance_id,
+      resourceType: 'Application',
+      resourceId: applicationId,
+      ownerUserId: released.cluster_user_id,
+    });
+    return true;
+  });
+}
+
+/** How many applications an instance still has to release (a move off it is not finished before 0). */
+export async function countApplicationsReleasing(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+): Promise<number> {
+  const row = await db
+    .selectFrom('application')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('releasing_engine_instance_id', '=', engineInstanceId)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
