@@ -165,6 +165,52 @@ describe('tier 3b: two Argo CD instances', () => {
     assert.ok(await applicationIn(argoCdNamespaceOf(a), gd));
   });
 
+  it('draining an instance moves all its tenants to the other one, their resources in place; Drained at the end', async () => {
+    const tenant = await f.given.tenant('drained', { [Label.EngineInstance]: a });
+    const repo = await f.given.repository('drained', {
+      'app/cm.yaml': manifest.configMap('kept', { k: 'v' }),
+    });
+    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    await f.expect
+      .deployment(gd)
+      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    const before = await f.expect.object(tenant, 'ConfigMap', 'kept');
+    const instancePath = `/apis/managed-gitops.redhat.com/v1alpha1/gitopsengineinstances/${a}`;
+    await eventually('the GitOpsEngineInstance of a', () => get(f.system.kc, instancePath), CONVERGE_MS);
+
+    // When the operator drains a
+    await mergePatch(f.system.kc, instancePath, { spec: { drain: true } });
+
+    // Then every deployment of the test ends up on b, Synced and Healthy, and a has no Application left
+    await f.expect
+      .deployment(gd)
+      .is('Synced/Healthy on b', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b);
+    assert.equal((await f.expect.readObject(tenant, 'ConfigMap', 'kept'))?.metadata.uid, before.metadata.uid);
+    type Instance = KubeObject & {
+      spec?: { cordoned?: boolean };
+      status?: { tenants?: number; conditions?: { type: string; status: string }[] };
+    };
+    const drained = await eventually(
+      'a Drained',
+      async () => {
+        const object = await get<Instance>(f.system.kc, instancePath);
+        const condition = object?.status?.conditions?.find((c) => c.type === 'Drained');
+        return condition?.status === 'True' ? object : undefined;
+      },
+      CONVERGE_MS,
+    );
+    assert.equal(drained.spec?.cordoned, true);
+    assert.equal(drained.status?.tenants, 0);
+    const left = (await kubeRequest(f.system.kc, {
+      method: HttpMethod.GET,
+      path: `/apis/argoproj.io/v1alpha1/namespaces/${f.system.argoCdNamespace}/applications`,
+    })) as { items: KubeObject[] };
+    assert.deepEqual(
+      left.items.map((app) => app.metadata.name),
+      [],
+    );
+  });
+
   /** Watches the ConfigMaps of a namespace; returns the stop function. */
   async function watchConfigMaps(namespace: string, onEvent: (type: string, name: string) => void) {
     const watch = await watchEvents(f.system.kc, `/api/v1/namespaces/${namespace}/configmaps`, (type, cm) =>

@@ -937,18 +937,19 @@ describe('GitOpsEngineInstance admission', () => {
     });
   };
 
-  test('accepts one without a spec and reads spec.cordoned back false; a boolean cordoned is kept', async () => {
+  test('accepts one without a spec and reads spec.cordoned and spec.drain back false; a boolean cordoned is kept', async () => {
     const bare = await create({});
     assert.equal(bare.status, 201, String(bare.body.message));
-    assert.deepEqual(bare.body.spec, { cordoned: false });
+    assert.deepEqual(bare.body.spec, { cordoned: false, drain: false });
     assert.equal((bare.body.metadata as { namespace?: string }).namespace, undefined, 'cluster-scoped');
     const cordoned = await create({ spec: { cordoned: true } });
     assert.equal(cordoned.status, 201, String(cordoned.body.message));
-    assert.deepEqual(cordoned.body.spec, { cordoned: true });
+    assert.deepEqual(cordoned.body.spec, { cordoned: true, drain: false });
   });
 
-  test('rejects a spec.cordoned that is not a boolean', async () => {
+  test('rejects a spec.cordoned or spec.drain that is not a boolean', async () => {
     assertInvalid(await create({ spec: { cordoned: 'yes' } }), 'spec.cordoned', 'cordoned: "yes"');
+    assertInvalid(await create({ spec: { drain: 1 } }), 'spec.drain', 'drain: 1');
   });
 
   test('kubectl get gitopsengineinstances shows namespace, cluster, agents, availability, load and cordon from status', async () => {

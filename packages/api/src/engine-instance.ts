@@ -12,6 +12,8 @@ export const EngineInstanceConditionType = {
   Available: 'Available',
   /** Only while a deletion waits: True with how many tenants must leave first. */
   DeletionBlocked: 'DeletionBlocked',
+  /** Only while spec.drain is set: True once no tenant and no application is left on the instance. */
+  Drained: 'Drained',
 } as const;
 
 /** Reasons of a GitOpsEngineInstance's conditions. */
@@ -26,6 +28,12 @@ export const EngineInstanceReason = {
   AgentAway: 'AgentAway',
   /** DeletionBlocked True: tenants (or their applications) are still on the instance. */
   TenantsPlaced: 'TenantsPlaced',
+  /** Drained True. */
+  Drained: 'Drained',
+  /** Drained False: tenants are being moved away, or Argo CD Applications released. */
+  Draining: 'Draining',
+  /** Drained False: tenants are left and no other instance takes new tenants. */
+  NoDrainTarget: 'NoDrainTarget',
 } as const;
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -46,6 +54,14 @@ export const EngineInstanceMessage = {
       : `the engine instance '${instance}' still holds ${plural(tenants, 'tenant')} (${plural(applications, 'application')}): they must be moved or drained before it can be deleted; it takes no new tenants meanwhile`,
   deleted: (instance: string): string =>
     `the engine instance '${instance}' had no tenants left and is removed from the database; an agent that starts with this name registers it again`,
+  drained: (instance: string): string =>
+    `the engine instance '${instance}' is drained: no tenant and no application is left on it`,
+  draining: (instance: string, tenants: number, releasing: number): string =>
+    `the engine instance '${instance}' is draining: ${plural(tenants, 'tenant')} left to move, ${plural(releasing, 'Argo CD Application')} still to hand over to the instances its tenants moved to`,
+  noDrainTarget: (instance: string, tenants: number): string =>
+    `the engine instance '${instance}' cannot be drained: ${plural(tenants, 'tenant')} left and no other instance takes new tenants (all cordoned, or none registered); uncordon or add one`,
+  tenantsMoved: (instance: string, moves: readonly { tenant: string; to: string }[]): string =>
+    `moved ${plural(moves.length, 'tenant')} off the draining engine instance '${instance}': ${moves.map((m) => `${m.tenant} → ${m.to}`).join(', ')}`,
   cordoned: (instance: string): string =>
     `the engine instance '${instance}' is cordoned: it takes no new tenants`,
   uncordoned: (instance: string): string =>
@@ -60,6 +76,8 @@ export const EngineInstanceEventReason = {
   DeletionBlocked: 'DeletionBlocked',
   /** The row is deleted; the object goes. */
   EngineInstanceDeleted: 'EngineInstanceDeleted',
+  /** A drain moved tenants away. */
+  TenantsMoved: 'TenantsMoved',
 } as const;
 
 /**

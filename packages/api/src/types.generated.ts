@@ -427,6 +427,10 @@ export interface GitOpsEngineInstanceSpec {
    * Cordoned, when true, keeps new tenants away from the instance (its tenants stay). False when not given.
    */
   cordoned?: boolean;
+  /**
+   * Drain, when true, cordons the instance and moves every tenant on it to the least loaded instance that takes new tenants, with its deployed resources left in place (as a namespace label change does). Setting it back to false stops moving tenants; the instance stays cordoned. False when not given.
+   */
+  drain?: boolean;
 }
 /**
  * GitOpsEngineInstanceStatus is what the database says about the instance now.
@@ -461,7 +465,7 @@ export interface GitOpsEngineInstanceStatus {
    */
   cordoned?: boolean;
   /**
-   * Conditions: Registered (an agent has registered the instance), Available (an agent of the instance listens for its work now) and, while a deletion waits for tenants to leave, DeletionBlocked.
+   * Conditions: Registered (an agent has registered the instance), Available (an agent of the instance listens for its work now), while spec.drain is set Drained (no tenant and no application left on it) and, while a deletion waits for tenants to leave, DeletionBlocked.
    */
   conditions?: Condition[];
 }

@@ -3,6 +3,7 @@
  * row goes only once nothing refers to it.
  */
 import assert from 'node:assert/strict';
+import { eventually } from '@gitops/shared/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { AGENT_ACTIVE_LOCK_CLASS } from './active-lock.ts';
@@ -75,9 +76,12 @@ describe('engine instance overview', () => {
     const active = await givenAgentProcess(instance.id);
     const standby = await givenAgentProcess(instance.id);
     try {
-      overview = await overviewOf(instance.name);
+      // The standby's lock request reaches PostgreSQL a moment after the call returns.
+      overview = await eventually('the active agent and its standby', async () => {
+        const current = await overviewOf(instance.name);
+        return current.agents === 2 ? current : undefined;
+      });
       assert.equal(overview.listening, true);
-      assert.equal(overview.agents, 2, 'the active agent and its standby');
       const untouched = await overviewOf(other.name);
       assert.deepEqual([untouched.agents, untouched.listening, untouched.tenants], [0, false, 0]);
     } finally {

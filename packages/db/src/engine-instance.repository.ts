@@ -120,22 +120,7 @@ export async function placeTenant(
     if (!chosen) return { refused: { reason: 'UnknownEngineInstance', instance: requested } };
     if (chosen.cordoned) return { refused: { reason: 'EngineInstanceCordoned', instance: requested } };
   } else {
-    chosen = await trx
-      .selectFrom('engine_instance as ei')
-      .selectAll('ei')
-      .where('ei.cordoned', '=', false)
-      // An instance whose agent listens now comes first: one whose agents are all away takes no new tenant
-      // while another can (when none listens, e.g. all restarting, load alone decides).
-      .orderBy(sql<boolean>`not ${agentListening('ei.id')}`)
-      .orderBy((eb) =>
-        eb
-          .selectFrom('application as a')
-          .select((c) => c.fn.countAll<number>().as('n'))
-          .whereRef('a.engine_instance_id', '=', 'ei.id'),
-      )
-      .orderBy('ei.name')
-      .limit(1)
-      .executeTakeFirst();
+    chosen = await leastLoadedEngineInstance(trx);
     if (!chosen) return { refused: { reason: 'NoSchedulableEngineInstance' } };
   }
   // Waits for a concurrent placement of the same tenant, then finds it placed and takes that one.
@@ -149,6 +134,31 @@ export async function placeTenant(
   const concurrent = await placedOn();
   if (!concurrent) throw new Error(`tenant ${clusterUserId} does not exist`);
   return { placed: concurrent };
+}
+
+/**
+ * Where a tenant goes without a label: the uncordoned instance (other than `excluding`) with the fewest
+ * applications, among those whose agent listens now (all of them when none does); ties by name.
+ */
+export async function leastLoadedEngineInstance(
+  db: Kysely<Database>,
+  options: { excluding?: string } = {},
+): Promise<EngineInstanceRow | undefined> {
+  let query = db.selectFrom('engine_instance as ei').selectAll('ei').where('ei.cordoned', '=', false);
+  if (options.excluding !== undefined) query = query.where('ei.id', '<>', options.excluding);
+  return await query
+    // An instance whose agent listens now comes first: one whose agents are all away takes no new tenant
+    // while another can (when none listens, e.g. all restarting, load alone decides).
+    .orderBy(sql<boolean>`not ${agentListening('ei.id')}`)
+    .orderBy((eb) =>
+      eb
+        .selectFrom('application as a')
+        .select((c) => c.fn.countAll<number>().as('n'))
+        .whereRef('a.engine_instance_id', '=', 'ei.id'),
+    )
+    .orderBy('ei.name')
+    .limit(1)
+    .executeTakeFirst();
 }
 
 /** Cordons (true) or uncordons an instance: a cordoned instance takes no new tenants. False when unknown. */
@@ -195,6 +205,8 @@ export async function listEngineInstanceLoads(
 export interface EngineInstanceOverview extends EngineInstanceRow {
   tenants: number;
   applications: number;
+  /** Applications moved away whose Argo CD Application this instance has not released yet. */
+  releasing: number;
   /** An agent of the instance listens for its operations now (holds the agent-listening lock). */
   listening: boolean;
   /**
@@ -237,6 +249,11 @@ export async function listEngineInstanceOverviews(
         .select((c) => c.fn.countAll<number>().as('n'))
         .whereRef('a.engine_instance_id', '=', 'ei.id')
         .as('applications'),
+      eb
+        .selectFrom('application as a')
+        .select((c) => c.fn.countAll<number>().as('n'))
+        .whereRef('a.releasing_engine_instance_id', '=', 'ei.id')
+        .as('releasing'),
       agentListening('ei.id').as('listening'),
       agentSessions('ei.id').as('agents'),
     ])
@@ -249,6 +266,7 @@ export async function listEngineInstanceOverviews(
       ...r,
       tenants: Number(r.tenants),
       applications: Number(r.applications),
+      releasing: Number(r.releasing),
       listening,
       agents: Math.max(Number(r.agents), listening ? 1 : 0),
     };

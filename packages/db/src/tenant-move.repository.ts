@@ -1,5 +1,6 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { Database } from './database.ts';
+import { leastLoadedEngineInstance } from './engine-instance.repository.ts';
 import {
   type InsertedOperation,
   insertOperation,
@@ -140,15 +141,51 @@ export async function completeApplicationRelease(
   });
 }
 
-/** How many applications an instance still has to release (a move off it is not finished before 0). */
-export async function countApplicationsReleasing(
+/** What one step of a drain did. */
+export interface DrainStep {
+  /** The tenants moved in this step (their namespace names), with the name of the instance each went to. */
+  moved: { tenant: string; to: string; move: TenantMove }[];
+  /** Tenants still placed on the instance. */
+  remaining: number;
+  /** True when tenants remain and no other instance takes them (all cordoned, or none registered). */
+  noTarget: boolean;
+}
+
+/**
+ * Moves up to `limit` tenants off an instance, each in its own transaction to the least loaded instance that
+ * takes new tenants (the drained one is expected to be cordoned; it is excluded either way).
+ */
+export async function drainEngineInstance(
   db: Kysely<Database>,
   engineInstanceId: string,
-): Promise<number> {
-  const row = await db
-    .selectFrom('application')
+  limit: number,
+): Promise<DrainStep> {
+  const tenants = await db
+    .selectFrom('cluster_user')
+    .select(['id', 'namespace_name'])
+    .where('engine_instance_id', '=', engineInstanceId)
+    .orderBy('id')
+    .limit(limit)
+    .execute();
+  const moved: DrainStep['moved'] = [];
+  let noTarget = false;
+  for (const tenant of tenants) {
+    const step = await db.transaction().execute(async (trx) => {
+      const target = await leastLoadedEngineInstance(trx, { excluding: engineInstanceId });
+      if (!target) return 'noTarget' as const;
+      const move = await moveTenant(trx, tenant.id, target.id);
+      return move && { tenant: tenant.namespace_name, to: target.name, move };
+    });
+    if (step === 'noTarget') {
+      noTarget = true;
+      break;
+    }
+    if (step) moved.push(step);
+  }
+  const remaining = await db
+    .selectFrom('cluster_user')
     .select((eb) => eb.fn.countAll<string>().as('n'))
-    .where('releasing_engine_instance_id', '=', engineInstanceId)
+    .where('engine_instance_id', '=', engineInstanceId)
     .executeTakeFirstOrThrow();
-  return Number(row.n);
+  return { moved, remaining: Number(remaining.n), noTarget: noTarget && Number(remaining.n) > 0 };
 }

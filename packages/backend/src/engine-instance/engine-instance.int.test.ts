@@ -20,9 +20,12 @@ import {
   Plural,
 } from '@gitops/api';
 import {
+  completeApplicationRelease,
   type EngineInstanceRow,
+  getApplication,
   getApplicationByName,
   getEngineInstanceByName,
+  listEngineInstanceLoads,
   setEngineInstanceCordoned,
   upsertEngineInstance,
 } from '@gitops/db';
@@ -44,7 +47,7 @@ const collection = `/apis/${API_GROUP_VERSION}/${Plural.GitOpsEngineInstance}`;
 const pathOf = (name: string) => `${collection}/${encodeURIComponent(name)}`;
 
 type EngineInstanceObject = KubeObject & {
-  spec?: { cordoned?: boolean };
+  spec?: { cordoned?: boolean; drain?: boolean };
   status?: GitOpsEngineInstanceStatus;
 };
 
@@ -115,7 +118,7 @@ describe('GitOpsEngineInstance', () => {
     assert.equal(ownObject.status?.argoCDNamespace, f.argoCdNamespace);
     assert.equal(ownObject.status?.cluster, await clusterIdentity(f.kc));
     assert.equal(ownObject.metadata.namespace, undefined, 'cluster-scoped');
-    assert.deepEqual(ownObject.spec, { cordoned: false });
+    assert.deepEqual(ownObject.spec, { cordoned: false, drain: false });
     assert.ok(ownObject.metadata.finalizers?.includes(ENGINE_INSTANCE_FINALIZER));
     assert.equal(conditionOf(ownObject, EngineInstanceConditionType.Registered)?.status, 'True');
 
@@ -195,6 +198,12 @@ describe('GitOpsEngineInstance', () => {
     await eventually('the row is uncordoned', async () =>
       (await getEngineInstanceByName(f.db, name))?.cordoned === false ? true : undefined,
     );
+    // ... and the object says that generation is applied (its status is written after the row).
+    await objectWhere(
+      'uncordon applied',
+      name,
+      (o) => o.status?.observedGeneration === o.metadata.generation && o.status?.cordoned === false,
+    );
     // Cordoned in the database by other means (SQL): the object follows rather than undoing it.
     await setEngineInstanceCordoned(f.db, name, true);
     const object = await objectWhere('spec follows the database', name, (o) => o.spec?.cordoned === true);
@@ -242,6 +251,99 @@ describe('GitOpsEngineInstance', () => {
     assert.notEqual(back.metadata.uid, before.metadata.uid);
     assert.equal(conditionOf(back, EngineInstanceConditionType.Registered)?.status, 'True');
     assert.equal(back.spec?.cordoned, false);
+  });
+
+  test('spec.drain cordons the instance and moves every tenant to the least loaded other one; Drained once their Applications are released', async () => {
+    const name = `gei-drain-${randomSuffix()}`;
+    const drained = await registerInstance(name);
+    const target = await registerInstance(`gei-drain-to-${randomSuffix()}`);
+    // Only the target takes tenants (every other instance of this file's database is cordoned meanwhile).
+    const others = (await listEngineInstanceLoads(f.db)).filter(
+      (i) => i.id !== drained.id && i.id !== target.id && !i.cordoned,
+    );
+    for (const other of others) await setEngineInstanceCordoned(f.db, other.name, true);
+    try {
+      const tenants = await Promise.all(
+        [0, 1].map(() => f.createNamespace('gei-drain', { [Label.EngineInstance]: name })),
+      );
+      const applications = await Promise.all(tenants.map((t) => deploy(t.name, 'a')));
+      await objectWhere('two tenants', name, (o) => o.status?.tenants === 2);
+
+      await mergePatch(name, { spec: { drain: true } });
+
+      const draining = await objectWhere(
+        'tenants moved, Applications waiting for their release',
+        name,
+        (o) =>
+          o.status?.tenants === 0 &&
+          conditionOf(o, EngineInstanceConditionType.Drained)?.reason === EngineInstanceReason.Draining,
+      );
+      assert.equal(draining.spec?.cordoned, true, 'a drain cordons');
+      assert.equal(draining.status?.cordoned, true);
+      assert.equal(
+        conditionOf(draining, EngineInstanceConditionType.Drained)?.message,
+        EngineInstanceMessage.draining(name, 0, 2),
+      );
+      for (const application of applications) {
+        const row = await getApplication(f.db, application.id);
+        assert.deepEqual(
+          [row?.engine_instance_id, row?.releasing_engine_instance_id],
+          [target.id, drained.id],
+        );
+      }
+      const moved = await eventually('the TenantsMoved Event', async () => {
+        const list = (await kubeRequest(f.kc, {
+          method: HttpMethod.GET,
+          path: '/api/v1/namespaces/default/events',
+          query: { fieldSelector: `involvedObject.uid=${draining.metadata.uid}` },
+        })) as { items: { reason: string; message: string }[] };
+        const found = list.items.filter((e) => e.reason === EngineInstanceEventReason.TenantsMoved);
+        return found.length > 0 ? found : undefined;
+      });
+      for (const tenant of tenants)
+        assert.match(moved.map((e) => e.message).join(' '), new RegExp(`${tenant.name} → ${target.name}`));
+
+      // The drained instance's agent releases its Applications (played here: the fixture runs no agent).
+      for (const application of applications)
+        await completeApplicationRelease(f.db, application.id, drained.id);
+      const done = await objectWhere(
+        'Drained',
+        name,
+        (o) => conditionOf(o, EngineInstanceConditionType.Drained)?.status === 'True',
+      );
+      assert.equal(
+        conditionOf(done, EngineInstanceConditionType.Drained)?.message,
+        EngineInstanceMessage.drained(name),
+      );
+    } finally {
+      for (const other of others) await setEngineInstanceCordoned(f.db, other.name, false);
+    }
+  });
+
+  test('a drain with no other instance to take its tenants says so and moves nothing', async () => {
+    const name = `gei-stuck-${randomSuffix()}`;
+    await registerInstance(name);
+    const tenant = await f.createNamespace('gei-stuck', { [Label.EngineInstance]: name });
+    await deploy(tenant.name, 'a');
+    await objectWhere('one tenant', name, (o) => o.status?.tenants === 1);
+    const others = (await listEngineInstanceLoads(f.db)).filter((i) => i.name !== name && !i.cordoned);
+    for (const other of others) await setEngineInstanceCordoned(f.db, other.name, true);
+    try {
+      await mergePatch(name, { spec: { drain: true } });
+      const stuck = await objectWhere(
+        'NoDrainTarget',
+        name,
+        (o) =>
+          conditionOf(o, EngineInstanceConditionType.Drained)?.reason === EngineInstanceReason.NoDrainTarget,
+      );
+      assert.equal(
+        conditionOf(stuck, EngineInstanceConditionType.Drained)?.message,
+        EngineInstanceMessage.noDrainTarget(name, 1),
+      );
+      assert.equal(stuck.status?.tenants, 1);
+    } finally {
+      for (const other of others) await setEngineInstanceCordoned(f.db, other.name, false);
+    }
   });
 
   test('a object made by hand for an unknown instance says no agent registered it and stays; once one does, it is that instance', async () => {

@@ -29,6 +29,7 @@ import {
 import {
   type Database,
   deleteEngineInstanceIfUnused,
+  drainEngineInstance,
   type EngineInstanceOverview,
   listEngineInstanceOverviews,
   setEngineInstanceCordoned,
@@ -62,7 +63,12 @@ import {
   isBeingDeleted,
   isObjectName,
   specCordoned,
+  specDrain,
 } from './engine-instance.status.ts';
+
+/** Tenants a drain moves per step, and how soon the next step follows while tenants are left. */
+const DRAIN_BATCH = 20;
+const DRAIN_STEP_INTERVAL_MS = 1_000;
 
 const kind = Kinds.GitOpsEngineInstance;
 
@@ -172,8 +178,12 @@ export function createEngineInstanceReconciler(
     object: KubeObject,
     overview: EngineInstanceOverview | undefined,
     signal: AbortSignal,
+    noDrainTarget = false,
   ): Promise<boolean> {
-    const patch = createMergePatch(object.status ?? {}, desiredStatus(object, overview, now()));
+    const patch = createMergePatch(
+      object.status ?? {},
+      desiredStatus(object, overview, now(), noDrainTarget),
+    );
     if (patch === undefined) return false;
     await patchStatus(
       kc,
@@ -245,6 +255,10 @@ export function createEngineInstanceReconciler(
       await retire(object, overview, logger, signal);
       return;
     }
+    if (overview && specDrain(object) && !specCordoned(object)) {
+      // A drain cordons the instance (and it stays cordoned after the drain, like a drained node).
+      object = await patchObject(object, { spec: { cordoned: true } }, signal);
+    }
     if (overview) {
       if (!hasFinalizer(object))
         object = await patchFinalizers(
@@ -252,6 +266,11 @@ export function createEngineInstanceReconciler(
           [...(object.metadata.finalizers ?? []), ENGINE_INSTANCE_FINALIZER],
           signal,
         );
+      if (specCordoned(object) !== overview.cordoned) {
+        // Which side changed is told by status.observedGeneration: read it live, as the cache may not have our
+        // last status write yet (a stale one would take a cordon set in the database for the operator's).
+        object = (await getObject(kc, refOfKind(kind, object), { signal })) ?? object;
+      }
       const cordoned = specCordoned(object);
       if (cordoned !== overview.cordoned && appliedGeneration(object) === object.metadata.generation) {
         // The spec was applied and the database changed since (SQL, another feature): the spec follows it.
@@ -276,12 +295,37 @@ export function createEngineInstanceReconciler(
         );
       }
     }
-    await writeStatus(object, overview, signal);
+    const drain = overview && specDrain(object) ? await drainStep(object, overview, logger) : undefined;
+    await writeStatus(object, drain?.overview ?? overview, signal, drain?.noTarget);
+    return drain?.again ? { requeueAfter: DRAIN_STEP_INTERVAL_MS } : undefined;
   };
+
+  /**
+   * One step of a drain (the instance is cordoned by now): up to DRAIN_BATCH tenants moved to the least loaded
+   * instance that takes new tenants, each move as a namespace label change makes it (nothing is pruned).
+   */
+  async function drainStep(object: KubeObject, overview: EngineInstanceOverview, logger: Logger) {
+    const name = object.metadata.name;
+    if (!overview.cordoned || overview.tenants === 0) return undefined;
+    const step = await drainEngineInstance(db, overview.id, DRAIN_BATCH);
+    if (step.moved.length > 0) {
+      const message = EngineInstanceMessage.tenantsMoved(name, step.moved);
+      logger.info({ engineInstance: name, moved: step.moved.length, remaining: step.remaining }, message);
+      await event(object, 'Normal', EngineInstanceEventReason.TenantsMoved, message);
+    }
+    if (step.noTarget)
+      logger.warn({ engineInstance: name }, EngineInstanceMessage.noDrainTarget(name, step.remaining));
+    const [current] = await listEngineInstanceOverviews(db, { name });
+    return {
+      overview: current ?? overview,
+      noTarget: step.noTarget,
+      again: step.remaining > 0 && !step.noTarget,
+    };
+  }
 
   const reconcile: Reconciler = async (name, { logger, signal }) => {
     try {
-      await reconcileOnce(name, logger, signal);
+      return await reconcileOnce(name, logger, signal);
     } catch (err) {
       // Written on a resourceVersion the cache had before our own last write (or another replica's) reached
       // it: again, with backoff, on fresh data. Not a failure worth a warning.

@@ -24,6 +24,7 @@ const overview = (fields: Partial<EngineInstanceOverview> = {}): EngineInstanceO
   updated_at: now,
   tenants: 2,
   applications: 5,
+  releasing: 0,
   listening: true,
   agents: 2,
   ...fields,

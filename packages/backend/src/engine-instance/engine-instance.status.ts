@@ -36,6 +36,11 @@ export function specCordoned(object: KubeObject): boolean {
   return isJsonObject(object.spec) && object.spec.cordoned === true;
 }
 
+/** `spec.drain` (false when absent or not a boolean). */
+export function specDrain(object: KubeObject): boolean {
+  return isJsonObject(object.spec) && object.spec.drain === true;
+}
+
 /**
  * The generation whose spec the database has taken (`status.observedGeneration`; absent while no agent has
  * registered the instance, so a spec written before that is applied when it registers).
@@ -62,6 +67,8 @@ export function desiredStatus(
   object: KubeObject,
   overview: EngineInstanceOverview | undefined,
   now: Date,
+  /** A drain found tenants left and no instance to take them. */
+  noDrainTarget = false,
 ): GitOpsEngineInstanceStatus {
   const name = object.metadata.name;
   const generation = object.metadata.generation;
@@ -112,6 +119,31 @@ export function desiredStatus(
           message: EngineInstanceMessage.agentAway(name),
         },
   );
+  if (specDrain(object)) {
+    const drained = overview.tenants === 0 && overview.applications === 0 && overview.releasing === 0;
+    put(
+      drained
+        ? {
+            type: EngineInstanceConditionType.Drained,
+            status: 'True',
+            reason: EngineInstanceReason.Drained,
+            message: EngineInstanceMessage.drained(name),
+          }
+        : noDrainTarget
+          ? {
+              type: EngineInstanceConditionType.Drained,
+              status: 'False',
+              reason: EngineInstanceReason.NoDrainTarget,
+              message: EngineInstanceMessage.noDrainTarget(name, overview.tenants),
+            }
+          : {
+              type: EngineInstanceConditionType.Drained,
+              status: 'False',
+              reason: EngineInstanceReason.Draining,
+              message: EngineInstanceMessage.draining(name, overview.tenants, overview.releasing),
+            },
+    );
+  }
   if (isBeingDeleted(object))
     put({
       type: EngineInstanceConditionType.DeletionBlocked,
@@ -146,6 +178,9 @@ export function needsReconcile(
     // Gone, to be cordoned (a retiring instance takes no new tenants), or empty: the deletion can go on.
     if (!overview?.cordoned || (overview.tenants === 0 && overview.applications === 0)) return true;
   } else if (overview && (!hasFinalizer(object) || specCordoned(object) !== overview.cordoned)) {
+    return true;
+  } else if (overview && specDrain(object) && (!overview.cordoned || overview.tenants > 0)) {
+    // A drain with tenants left (or not cordoned yet) has work to do.
     return true;
   }
   return !jsonEqual(desiredStatus(object, overview, now), object.status);
