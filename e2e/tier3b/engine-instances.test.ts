@@ -19,7 +19,11 @@ describe('tier 3b: two Argo CD instances', () => {
   let b: string;
 
   beforeAll(async () => {
-    f = await startRealSystem({ secondInstance: true });
+    // An instance whose agents are away is reported after 3 s (default 2 min).
+    f = await startRealSystem({
+      secondInstance: true,
+      backendEnv: { GITOPS_ENGINE_INSTANCE_AWAY_AFTER: '3s' },
+    });
     a = f.system.engineInstanceName;
     b = f.system.secondEngineInstanceName;
   });
@@ -163,6 +167,103 @@ describe('tier 3b: two Argo CD instances', () => {
     const status = (await f.expect.deployment(gd).read())?.status ?? {};
     assert.equal(engineInstanceOf(status), a);
     assert.ok(await applicationIn(argoCdNamespaceOf(a), gd));
+  });
+
+  it("an instance's agent stopped: its tenants' deployments say so and wait, the other instance's are untouched; restarted, everything converges", async () => {
+    const onB = await f.given.tenant('away-b', { [Label.EngineInstance]: b });
+    const onA = await f.given.tenant('away-a', { [Label.EngineInstance]: a });
+    const repo = await f.given.repository('away', { 'app/cm.yaml': manifest.configMap('waits', { k: 'v' }) });
+
+    // When b's agent is stopped and a tenant of each instance deploys
+    await f.system.kill('cluster-agent-b');
+    const waiting = await f.when.deployed(onB, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    const unaffected = await f.when.deployed(onA, 'app', { repoURL: repo.fileUrl, path: 'app' });
+
+    // Then the one on b says its instance is away, and the one on a converges
+    const away = await f.expect
+      .deployment(waiting)
+      .is('ErrorOccurred naming b', (s) =>
+        (s.conditions ?? []).some(
+          (c) => c.type === 'ErrorOccurred' && c.status === 'True' && (c.message ?? '').includes(`'${b}'`),
+        ),
+      );
+    assert.match(
+      (away.conditions ?? []).find((c) => c.type === 'ErrorOccurred')?.message ?? '',
+      /has taken this change for .* it waits, and is applied when an agent of the instance is back/,
+    );
+    await f.expect.deployment(unaffected).is('Synced/Healthy on a', syncedAndHealthy);
+    assert.equal(await applicationIn(argoCdNamespaceOf(b), waiting), undefined);
+
+    // When b's agent starts again, the waiting change is applied and the condition resolves
+    await f.system.start('cluster-agent-b');
+    await f.expect
+      .deployment(waiting)
+      .is(
+        'Synced/Healthy, no error',
+        (s) =>
+          syncedAndHealthy(s) &&
+          !(s.conditions ?? []).some((c) => c.type === 'ErrorOccurred' && c.status === 'True'),
+      );
+    await f.expect.object(onB, 'ConfigMap', 'waits');
+  });
+
+  it("a move while the old instance's agent is stopped waits for it: the new instance takes nothing over before the old one released it", async () => {
+    const tenant = await f.given.tenant('held', { [Label.EngineInstance]: a });
+    const repo = await f.given.repository('held', { 'app/cm.yaml': manifest.configMap('held', { k: 'v' }) });
+    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    await f.expect
+      .deployment(gd)
+      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    const before = await f.expect.object(tenant, 'ConfigMap', 'held');
+
+    // When a's agent is down and the tenant is moved to b
+    await f.system.kill('cluster-agent');
+    await mergePatch(f.system.kc, paths.namespace(tenant), {
+      metadata: { labels: { [Label.EngineInstance]: b } },
+    });
+    await f.expect.deployment(gd).is('placed on b', (s) => engineInstanceOf(s) === b);
+
+    // Then, while a's Application is still there, b creates none (its agent waits for a's release)
+    const observed: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const onA = await applicationIn(argoCdNamespaceOf(a), gd);
+      const onB = await applicationIn(argoCdNamespaceOf(b), gd);
+      observed.push(`${onA ? 'a' : '-'}${onB ? 'b' : '-'}`);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+    assert.deepEqual([...new Set(observed)], ['a-']);
+
+    // When a's agent starts again, it releases the Application and b takes the resources over
+    await f.system.start('cluster-agent');
+    await f.expect.application(gd, () => true, argoCdNamespaceOf(b));
+    await f.expect
+      .deployment(gd)
+      .is('Synced/Healthy on b', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b);
+    assert.equal(await applicationIn(argoCdNamespaceOf(a), gd), undefined);
+    assert.equal((await f.expect.readObject(tenant, 'ConfigMap', 'held'))?.metadata.uid, before.metadata.uid);
+  });
+
+  it('two agent replicas of an instance: SIGKILL of the active one, and the standby carries on', async () => {
+    const tenant = await f.given.tenant('failover', { [Label.EngineInstance]: a });
+    const repo = await f.given.repository('failover', {
+      'first/cm.yaml': manifest.configMap('first', { k: 'v' }),
+      'second/cm.yaml': manifest.configMap('second', { k: 'v' }),
+    });
+    await f.system.start('cluster-agent-2');
+    const first = await f.when.deployed(tenant, 'first', { repoURL: repo.fileUrl, path: 'first' });
+    await f.expect.deployment(first).is('Synced/Healthy', syncedAndHealthy);
+
+    // When the active agent dies (whichever of the two it is) and the user deploys again
+    await f.system.kill('cluster-agent');
+    const second = await f.when.deployed(tenant, 'second', { repoURL: repo.fileUrl, path: 'second' });
+
+    // Then the other replica takes it: deployed through a's Argo CD
+    await f.expect
+      .deployment(second)
+      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    await f.expect.object(tenant, 'ConfigMap', 'second');
+    await f.expect.application(second, () => true, argoCdNamespaceOf(a));
+    assert.deepEqual(f.system.crashes, []);
   });
 
   it('draining an instance moves all its tenants to the other one, their resources in place; Drained at the end', async () => {

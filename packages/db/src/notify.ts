@@ -21,7 +21,10 @@ export const NOTIFICATION_CHANNELS = {
   operationCreated: 'gitops_operation_created',
   /** An operation's state changed: the backend re-enqueues its owner. Payload: operation id. */
   operationStateChanged: 'gitops_operation_state_changed',
-  /** An application_state row was inserted or its state changed. Payload: application id. */
+  /**
+   * An application_state row was inserted or its state changed, or its application moved to another engine
+   * instance (moveTenant). Payload: application id.
+   */
   applicationStateChanged: 'gitops_application_state_changed',
   /**
    * What a sync_operation row reports changed (requested, Argo CD's phase, revision, times, message,

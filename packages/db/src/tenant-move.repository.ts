@@ -1,6 +1,7 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { Database } from './database.ts';
 import { leastLoadedEngineInstance } from './engine-instance.repository.ts';
+import { NOTIFICATION_CHANNELS, notify } from './notify.ts';
 import {
   type InsertedOperation,
   insertOperation,
@@ -102,6 +103,9 @@ export async function moveTenant(
   for (const row of credentials) tell([from, to], 'RepositoryCredentials', row.id);
   for (const row of environments) tell([from, to], 'ManagedEnvironment', row.id);
   const operations = await insertOperations(trx, requests);
+  // The instance is part of what the status path shows (status.engineInstance): it changed for every
+  // application now, whether or not an Argo CD reports anything new soon (its agent may be away).
+  for (const row of before) await notify(trx, NOTIFICATION_CHANNELS.applicationStateChanged, row.id);
   return {
     from,
     to,
