@@ -1,24 +1,37 @@
 /**
- * Real Argo CD benchmark (issue 14; docs/performance.md, "Real Argo CD"). Run through `pnpm bench`
- * (scripts/bench.ts starts PostgreSQL and the control plane). Starts a real Argo CD the way tier 3b does
- * (redis, argocd-repo-server, argocd-application-controller from the cached build), the backend and the
- * cluster-agent as processes, and one local Git repository with one ConfigMap per deployment path (a
- * ConfigMap is Healthy as soon as it exists: the local API server has no node). Once one warm-up deployment
- * has converged (Argo CD loads its cluster cache on its first Application), creates BENCH_ARGOCD_DEPLOYMENTS
- * automated GitOpsDeployments over BENCH_ARGOCD_NAMESPACES namespaces with
- * BENCH_ARGOCD_IN_FLIGHT creates at a time and prints one JSON line:
+ * Real Argo CD benchmark (issue 14; docs/performance.md, "Real Argo CD" and "Scaling past one Argo CD").
+ * Run through `pnpm bench` (scripts/bench.ts starts PostgreSQL and the control plane). Starts
+ * BENCH_ARGOCD_INSTANCES (1 or 2) engine instances, each a real Argo CD the way tier 3b does (redis,
+ * argocd-repo-server, argocd-application-controller from the cached build) with its own cluster-agent process
+ * (the second: `cluster-agent-b` in `system.secondArgoCdNamespace`), one backend process serving both, and one
+ * local Git repository with one ConfigMap per deployment path (a ConfigMap is Healthy as soon as it exists:
+ * the local API server has no node). Tenant namespace i is labelled with instance i % instances
+ * (`managed-gitops.redhat.com/engine-instance`), so the spread is fixed, not left to least-loaded placement.
+ * Once one warm-up deployment per instance has converged (each Argo CD loads its cluster cache on its first
+ * Application), creates BENCH_ARGOCD_DEPLOYMENTS automated GitOpsDeployments over BENCH_ARGOCD_NAMESPACES
+ * namespaces with BENCH_ARGOCD_IN_FLIGHT creates at a time and prints one JSON line:
  *   argocd_create_to_synced_healthy   POST GitOpsDeployment → its status shows sync Synced at the repository's
  *                                     head and health Healthy; p50/p99/max and throughput, plus the
  *                                     intermediate steps (the Application exists; Argo CD wrote Synced/Healthy
- *                                     on it)
- * Every arrival time comes from a watch (informers on GitOpsDeployments and Applications), never from polling.
- * BENCH_ARGOCD=false skips it. Everything it starts is stopped and removed again, also on failure.
+ *                                     on it); CPU seconds per process (each Argo CD process and agent labelled
+ *                                     with its instance, e.g. `argocd-application-controller[a]`), per instance
+ *                                     (its Argo CD processes and its agent) and per deployment; PostgreSQL
+ *                                     statements per deployment and the most sessions open at once per
+ *                                     application_name
+ *   argocd_periodic_refresh           (BENCH_ARGOCD_REFRESH=true) then Argo CD's own periodic refresh of every
+ *                                     Application, nothing else changing: CPU per process and instance, API
+ *                                     writes and statements per refresh, each process's RSS
+ * Every arrival time comes from a watch (informers on GitOpsDeployments and on Applications in every Argo CD
+ * namespace), never from polling. BENCH_ARGOCD=false skips it. Everything it starts (both instances) is
+ * stopped and removed again, also on failure.
  */
 import { rmSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { builtArgoCdBinary, createGitRepo, manifest, startArgoCd } from '@gitops/local-env';
+import { Label } from '@gitops/api';
+import { enableStatementStatistics, statementCalls } from '@gitops/db';
+import { type ArgoCd, builtArgoCdBinary, createGitRepo, manifest, startArgoCd } from '@gitops/local-env';
 import {
   createInformer,
   createMetricsRegistry,
@@ -26,6 +39,7 @@ import {
   HttpMethod,
   kubeRequest,
 } from '@gitops/shared';
+import { sql } from 'kysely';
 import {
   type ArgoApplication,
   create,
@@ -35,7 +49,7 @@ import {
   paths,
   remove,
 } from '../fixture/kube.ts';
-import { randomSuffix, startSystem } from '../fixture/system.ts';
+import { randomSuffix, type ServiceName, startSystem } from '../fixture/system.ts';
 import {
   apiRequestCounts,
   cores,
@@ -45,6 +59,7 @@ import {
   figureEmitter,
   isWrite,
   latencySummary,
+  machineBusySeconds,
   pool,
   round1,
   round2,
@@ -70,7 +85,23 @@ const IN_FLIGHT = Number(process.env.BENCH_ARGOCD_IN_FLIGHT ?? 16);
 const RECONCILIATION_SECONDS = Number(process.env.BENCH_ARGOCD_RECONCILIATION_SECONDS ?? 180);
 /** How long to wait for every deployment to converge before printing what converged and failing. */
 const TIMEOUT_SECONDS = Number(process.env.BENCH_ARGOCD_TIMEOUT_SECONDS ?? 480);
-const emit = figureEmitter({ deployments: DEPLOYMENTS, namespaces: NAMESPACES });
+/** Engine instances: 1, or 2 (a second Argo CD with its own agent). */
+const INSTANCES = Number(process.env.BENCH_ARGOCD_INSTANCES ?? 1);
+if (INSTANCES !== 1 && INSTANCES !== 2) {
+  say(`BENCH_ARGOCD_INSTANCES must be 1 or 2, not ${process.env.BENCH_ARGOCD_INSTANCES}`);
+  process.exit(1);
+}
+if (NAMESPACES < INSTANCES) {
+  say(`BENCH_ARGOCD_NAMESPACES (${NAMESPACES}) must be at least BENCH_ARGOCD_INSTANCES (${INSTANCES})`);
+  process.exit(1);
+}
+/**
+ * BENCH_ARGOCD_REFRESH=true: once every deployment converged, also wait for Argo CD's periodic refresh of every
+ * Application (each is refreshed once its reconciledAt is older than RECONCILIATION_SECONDS, checked at each
+ * informer resync, i.e. within two periods) and print what that round cost (`argocd_periodic_refresh`).
+ */
+const REFRESH = process.env.BENCH_ARGOCD_REFRESH === 'true';
+const emit = figureEmitter({ deployments: DEPLOYMENTS, namespaces: NAMESPACES, instances: INSTANCES });
 
 /** Cleanup steps, run last-registered first, each one also when an earlier one failed. */
 const cleanups: { what: string; run: () => Promise<void> }[] = [];
@@ -84,16 +115,34 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+/** One engine instance of the run: an Argo CD and its agent. */
+interface Instance {
+  /** `a`, `b`: labels its processes in the CPU figures. */
+  letter: string;
+  name: string;
+  argoCdNamespace: string;
+  agent: ServiceName;
+  argoCd?: ArgoCd;
+  warmupMs?: number;
+}
+
 const isSyncedHealthy = (status: { sync?: { status?: string }; health?: { status?: string } } | undefined) =>
   status?.sync?.status === 'Synced' && status.health?.status === 'Healthy';
 
 let failed = false;
 try {
   const system = await startSystem({ start: [] });
-  cleanups.push({ what: 'stop the backend and agent, drop the database', run: () => system.stop() });
+  cleanups.push({ what: 'stop the backend and agents, drop the database', run: () => system.stop() });
+  const statementsCounted = await enableStatementStatistics(system.db);
+  /** Open sessions on the run's database now, by application_name (this script's own under `-`). */
+  const connections = async () => {
+    const result = await sql<{ name: string; n: number }>`
+      select coalesce(nullif(application_name, ''), '-') as name, count(*)::int as n
+      from pg_stat_activity where datname = current_database() group by 1`.execute(system.db);
+    return Object.fromEntries(result.rows.map((r) => [r.name, r.n]));
+  };
   const gitRoot = await mkdtemp(join(tmpdir(), 'bench-argocd-git-'));
-  const argoWorkDir = await mkdtemp(join(tmpdir(), 'bench-argocd-work-'));
-  tempDirs.push(gitRoot, argoWorkDir);
+  tempDirs.push(gitRoot);
   cleanups.push({
     what: 'remove the temporary folders',
     run: async () => {
@@ -113,58 +162,97 @@ try {
   });
   const head = await repo.head();
 
+  // The engine instances: `a` is the system's own (agent `cluster-agent`), `b` the fixture's second one
+  // (agent `cluster-agent-b`, Argo CD namespace `secondArgoCdNamespace`, created by startArgoCd).
+  const both: Instance[] = [
+    {
+      letter: 'a',
+      name: system.engineInstanceName,
+      argoCdNamespace: system.argoCdNamespace,
+      agent: 'cluster-agent',
+    },
+    {
+      letter: 'b',
+      name: system.secondEngineInstanceName,
+      argoCdNamespace: system.secondArgoCdNamespace,
+      agent: 'cluster-agent-b',
+    },
+  ];
+  const instances = both.slice(0, INSTANCES);
+  /** Namespace i is labelled with instance i % INSTANCES (deployment i lives in namespace i % NAMESPACES). */
+  const instanceOfNamespaceIndex = (i: number) => instances[i % INSTANCES] as Instance;
+
   const namespaces = Array.from({ length: NAMESPACES }, () => `bench-argocd-${randomSuffix()}`);
+  const instanceOfNamespace = new Map(namespaces.map((ns, i) => [ns, instanceOfNamespaceIndex(i)]));
   const created: string[] = [];
   cleanups.push({
     what: 'delete the tenant namespaces',
     run: () => pool(created, 8, (ns) => remove(system.kc, paths.namespace(ns))),
   });
   await pool(namespaces, 8, async (name) => {
-    await create(system.kc, '/api/v1/namespaces', { metadata: { name } });
+    await create(system.kc, '/api/v1/namespaces', {
+      metadata: { name, labels: { [Label.EngineInstance]: instanceOfNamespace.get(name)?.name } },
+    });
     created.push(name);
   });
 
-  const argoCd = await startArgoCd({
-    binary,
-    kubeconfigPath: process.env.KUBECONFIG ?? '',
-    namespace: system.argoCdNamespace,
-    workDir: argoWorkDir,
-    reconciliationSeconds: RECONCILIATION_SECONDS,
-    onLine: (line) => {
-      if (process.env.E2E_VERBOSE) process.stderr.write(`[argocd]${line}\n`);
-    },
-  });
-  cleanups.push({ what: 'stop Argo CD', run: () => argoCd.stop() });
-  // Runs while Argo CD and both services still run: deleting the GitOpsDeployments makes the system delete
-  // the Applications and Argo CD prune the ConfigMaps and drop its finalizer. Whatever Application is left
-  // after that (a failed run) loses its finalizer, so the Argo CD namespace can go.
+  for (const instance of instances) {
+    const workDir = await mkdtemp(join(tmpdir(), `bench-argocd-work-${instance.letter}-`));
+    tempDirs.push(workDir);
+    const argoCd = await startArgoCd({
+      binary,
+      kubeconfigPath: process.env.KUBECONFIG ?? '',
+      namespace: instance.argoCdNamespace,
+      workDir,
+      reconciliationSeconds: RECONCILIATION_SECONDS,
+      onLine: (line) => {
+        if (process.env.E2E_VERBOSE) process.stderr.write(`[argocd-${instance.letter}]${line}\n`);
+      },
+    });
+    instance.argoCd = argoCd;
+    cleanups.push({ what: `stop Argo CD ${instance.letter}`, run: () => argoCd.stop() });
+  }
+  // Runs while every Argo CD and the services still run: deleting the GitOpsDeployments makes the system
+  // delete the Applications and each Argo CD prune its ConfigMaps and drop its finalizer. Whatever Application
+  // is left after that (a failed run) loses its finalizer, so the Argo CD namespaces can go.
   cleanups.push({
     what: 'delete the GitOpsDeployments and their Applications',
     run: async () => {
       await pool(created, 8, async (ns) => {
         await kubeRequest(system.kc, { method: HttpMethod.DELETE, path: paths.gitopsDeployments(ns) });
       });
-      const applications = paths.applications(system.argoCdNamespace);
       const deadline = performance.now() + 180_000;
-      while ((await list(system.kc, applications)).length > 0 && performance.now() < deadline)
-        await sleep(1000);
-      const left = await list<ArgoApplication>(system.kc, applications);
-      if (left.length > 0) say(`${left.length} Applications left after 180 s: removing their finalizers`);
-      await pool(left, 8, async (app) => {
-        await mergePatch(system.kc, paths.application(system.argoCdNamespace, app.metadata.name), {
-          metadata: { finalizers: null },
-        }).catch(() => {});
-      });
+      for (const { argoCdNamespace } of instances) {
+        const applications = paths.applications(argoCdNamespace);
+        while ((await list(system.kc, applications)).length > 0 && performance.now() < deadline)
+          await sleep(1000);
+        const left = await list<ArgoApplication>(system.kc, applications);
+        if (left.length > 0)
+          say(
+            `${left.length} Applications left in ${argoCdNamespace} after 180 s: removing their finalizers`,
+          );
+        await pool(left, 8, async (app) => {
+          await mergePatch(system.kc, paths.application(argoCdNamespace, app.metadata.name), {
+            metadata: { finalizers: null },
+          }).catch(() => {});
+        });
+      }
     },
   });
   await system.start('backend');
-  await system.start('cluster-agent');
+  // Every agent registers its instance before a labelled tenant deploys (a label naming an unregistered
+  // instance is refused and looked at again only every 30 s).
+  for (const instance of instances) await system.start(instance.agent);
 
   // Arrivals, from watches only: the Application exists; Argo CD wrote Synced/Healthy on it; the
   // GitOpsDeployment shows Synced (at head) and Healthy.
   const appSeen = new Map<string, number>();
   const appSyncedHealthy = new Map<string, number>();
+  /** Application name → the letter of the instance whose Argo CD namespace it appeared in. */
+  const appInstance = new Map<string, string>();
   const deploymentSyncedHealthy = new Map<string, number>();
+  /** GitOpsDeployment key → `status.engineInstance` when it converged (where the backend placed its tenant). */
+  const placedOn = new Map<string, string>();
   let allConverged: () => void = () => {};
   const converged = new Promise<void>((resolve) => {
     allConverged = resolve;
@@ -174,23 +262,38 @@ try {
     registry: createMetricsRegistry({ defaultMetrics: false }),
     logger: createSilentLogger(),
   };
-  const apps = createInformer<ArgoApplication>({
-    ...informerBase,
-    resource: { apiVersion: 'argoproj.io/v1alpha1', plural: 'applications' },
-    namespace: system.argoCdNamespace,
-  });
-  /** The warm-up deployment's Application, left out of the figures. */
+  /** The warm-up deployments' Applications, left out of the figures. */
   const ignoredApps = new Set<string>();
-  const onApp = (app: ArgoApplication) => {
-    if (ignoredApps.has(app.metadata.name)) return;
-    const now = performance.now();
-    if (!appSeen.has(app.metadata.name)) appSeen.set(app.metadata.name, now);
-    const status = app.status as Parameters<typeof isSyncedHealthy>[0];
-    if (!appSyncedHealthy.has(app.metadata.name) && isSyncedHealthy(status))
-      appSyncedHealthy.set(app.metadata.name, now);
-  };
-  apps.onAdd(onApp);
-  apps.onUpdate((_old, app) => onApp(app));
+  /** The refresh figure: every Application's `status.reconciledAt` when it began, and when each changed. */
+  let reconciledAtBefore: Map<string, string | undefined> | undefined;
+  const refreshed = new Map<string, number>();
+  let allRefreshed: () => void = () => {};
+  const appInformers = instances.map((instance) => {
+    const informer = createInformer<ArgoApplication>({
+      ...informerBase,
+      resource: { apiVersion: 'argoproj.io/v1alpha1', plural: 'applications' },
+      namespace: instance.argoCdNamespace,
+    });
+    const onApp = (app: ArgoApplication) => {
+      if (reconciledAtBefore?.has(app.metadata.name) && !refreshed.has(app.metadata.name)) {
+        const reconciledAt = (app.status as { reconciledAt?: string } | undefined)?.reconciledAt;
+        if (reconciledAt !== reconciledAtBefore.get(app.metadata.name)) {
+          refreshed.set(app.metadata.name, performance.now());
+          if (refreshed.size >= reconciledAtBefore.size) allRefreshed();
+        }
+      }
+      if (ignoredApps.has(app.metadata.name)) return;
+      const now = performance.now();
+      if (!appSeen.has(app.metadata.name)) appSeen.set(app.metadata.name, now);
+      appInstance.set(app.metadata.name, instance.letter);
+      const status = app.status as Parameters<typeof isSyncedHealthy>[0];
+      if (!appSyncedHealthy.has(app.metadata.name) && isSyncedHealthy(status))
+        appSyncedHealthy.set(app.metadata.name, now);
+    };
+    informer.onAdd(onApp);
+    informer.onUpdate((_old, app) => onApp(app));
+    return informer;
+  });
   const deployments = createInformer<GitOpsDeployment>({
     ...informerBase,
     resource: { apiVersion: 'managed-gitops.redhat.com/v1alpha1', plural: 'gitopsdeployments' },
@@ -198,10 +301,13 @@ try {
   });
   // Conditions any deployment ever showed on the way (e.g. Argo CD's InvalidSpecError): deployments per condition.
   const conditionsSeen = new Map<string, Set<string>>();
-  const warmupNamespace = namespaces[0] as string;
-  let warmedUp: () => void = () => {};
-  const warmup = new Promise<void>((resolve) => {
-    warmedUp = resolve;
+  // One warm-up deployment per instance, in its first namespace (namespace k is on instance k).
+  const warmups = instances.map((instance, k) => {
+    let done: () => void = () => {};
+    const converged = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    return { instance, namespace: namespaces[k] as string, converged, done };
   });
   const onDeployment = (gd: GitOpsDeployment) => {
     const key = `${gd.metadata.namespace}/${gd.metadata.name}`;
@@ -211,12 +317,14 @@ try {
     }
     const done = isSyncedHealthy(gd.status) && gd.status?.sync?.revision === head;
     if (gd.metadata.name === 'warmup') {
-      if (done) warmedUp();
+      if (done) warmups.find((w) => w.namespace === gd.metadata.namespace)?.done();
       return;
     }
     if (deploymentSyncedHealthy.has(key)) return;
-    if (isSyncedHealthy(gd.status) && gd.status?.sync?.revision === head) {
+    if (done) {
       deploymentSyncedHealthy.set(key, performance.now());
+      const placed = (gd.status as { engineInstance?: string } | undefined)?.engineInstance;
+      if (placed) placedOn.set(key, placed);
       if (deploymentSyncedHealthy.size >= DEPLOYMENTS) allConverged();
     }
   };
@@ -225,59 +333,123 @@ try {
   cleanups.push({
     what: 'stop the watches',
     run: async () => {
-      await apps.stop();
+      for (const informer of appInformers) await informer.stop();
       await deployments.stop();
     },
   });
-  apps.start();
+  for (const informer of appInformers) informer.start();
   deployments.start();
-  await apps.waitForSync();
+  for (const informer of appInformers) await informer.waitForSync();
   await deployments.waitForSync();
 
-  // Warm-up: one deployment converged first. Argo CD loads its cache of the cluster on its first
-  // Application, and a running installation has long done that; the measured creates start warm.
-  const warmupStart = performance.now();
-  const warmupGd = await system.createGitOpsDeployment(warmupNamespace, 'warmup', {
-    source: { repoURL: repo.fileUrl, path: 'apps/warmup' },
-    type: 'automated',
-  });
-  ignoredApps.add(`gitopsdepl-${warmupGd.metadata.uid}`);
+  // Warm-up: one deployment per instance converged first. Each Argo CD loads its cache of the cluster on its
+  // first Application, and a running installation has long done that; the measured creates start warm.
+  await Promise.all(
+    warmups.map(async (w) => {
+      const warmupStart = performance.now();
+      const warmupGd = await system.createGitOpsDeployment(w.namespace, 'warmup', {
+        source: { repoURL: repo.fileUrl, path: 'apps/warmup' },
+        type: 'automated',
+      });
+      ignoredApps.add(`gitopsdepl-${warmupGd.metadata.uid}`);
+      let warmupTimedOut = false;
+      await Promise.race([
+        w.converged,
+        sleep(180_000).then(() => {
+          warmupTimedOut = true;
+        }),
+      ]);
+      if (warmupTimedOut)
+        throw new Error(
+          `the warm-up deployment of instance ${w.instance.letter} was not Synced/Healthy within 180 s`,
+        );
+      w.instance.warmupMs = Math.round(performance.now() - warmupStart);
+      say(`instance ${w.instance.letter}: warm-up deployment Synced/Healthy after ${w.instance.warmupMs} ms`);
+    }),
+  );
   appSeen.clear();
   appSyncedHealthy.clear();
-  let warmupTimedOut = false;
-  await Promise.race([
-    warmup,
-    sleep(180_000).then(() => {
-      warmupTimedOut = true;
-    }),
-  ]);
-  if (warmupTimedOut) throw new Error('the warm-up deployment was not Synced/Healthy within 180 s');
-  const warmupMs = Math.round(performance.now() - warmupStart);
-  say(`warm-up deployment Synced/Healthy after ${warmupMs} ms`);
+  appInstance.clear();
 
   // CPU time of every process of the run (the control plane and PostgreSQL are scripts/bench.ts's children),
   // from here to the last GitOpsDeployment converged: where the time goes.
+  // Each instance's processes carry its letter: `cluster-agent[a]`, `argocd-application-controller[b]`.
   const named = new Map<number, string>([[process.pid, 'benchmark client']]);
-  for (const service of ['backend', 'cluster-agent'] as const) {
-    const pid = system.pid(service);
-    if (pid) named.set(pid, service);
+  const backendPid = system.pid('backend');
+  if (backendPid) named.set(backendPid, 'backend');
+  for (const instance of instances) {
+    const agentPid = system.pid(instance.agent);
+    if (agentPid) named.set(agentPid, `cluster-agent[${instance.letter}]`);
+    for (const p of instance.argoCd?.processes ?? [])
+      if (p.child.pid) named.set(p.child.pid, `${p.name}[${instance.letter}]`);
   }
-  for (const p of argoCd.processes) if (p.child.pid) named.set(p.child.pid, p.name);
+  /**
+   * A process counts for its nearest named ancestor (a repo-server's `git` for that repo-server, whose
+   * children's time joins its own once it has waited for them), else under its command name (PostgreSQL, etcd,
+   * the API server: scripts/bench.ts's children).
+   */
   const cpuNow = async () => {
     const byPid = new Map<number, { label: string; seconds: number }>();
-    for (const { pid, command } of await descendants(process.ppid)) {
+    const all = await descendants(process.ppid);
+    const parentOf = new Map(all.map(({ pid, parent }) => [pid, parent]));
+    const labelOf = (pid: number, command: string) => {
+      for (let p: number | undefined = pid; p !== undefined && p !== process.ppid; p = parentOf.get(p)) {
+        const label = named.get(p);
+        if (label) return label;
+      }
+      return command;
+    };
+    for (const { pid, command } of all) {
       const seconds = await cpuSeconds(pid);
-      if (seconds !== undefined) byPid.set(pid, { label: named.get(pid) ?? command, seconds });
+      if (seconds !== undefined) byPid.set(pid, { label: labelOf(pid, command), seconds });
     }
     return byPid;
   };
+  /** CPU seconds per label between two `cpuNow()` readings. */
+  const cpuDelta = (
+    before: Map<number, { seconds: number }>,
+    after: Map<number, { label: string; seconds: number }>,
+  ) => {
+    const byLabel: Record<string, number> = {};
+    for (const [pid, { label, seconds }] of after)
+      byLabel[label] = (byLabel[label] ?? 0) + seconds - (before.get(pid)?.seconds ?? 0);
+    return byLabel;
+  };
+  /** Labels with at least 0.05 CPU-s, busiest first, each divided by `unit` (1: seconds; N/1000: ms per N). */
+  const cpuPer = (byLabel: Record<string, number>, unit: number) =>
+    Object.fromEntries(
+      Object.entries(byLabel)
+        .filter(([, v]) => v >= 0.05)
+        .sort((x, y) => y[1] - x[1])
+        .map(([k, v]) => [k, round1(v / unit)]),
+    );
+  /** An instance's CPU seconds: its Argo CD processes and its agent (labels ending in `[<letter>]`). */
+  const instanceCpu = (byLabel: Record<string, number>, instance: Instance) => {
+    const mine = Object.entries(byLabel).filter(([label]) => label.endsWith(`[${instance.letter}]`));
+    const seconds = mine.reduce((t, [, v]) => t + v, 0);
+    const argoCdSeconds = mine
+      .filter(([label]) => !label.startsWith('cluster-agent'))
+      .reduce((t, [, v]) => t + v, 0);
+    return { seconds, argoCdSeconds };
+  };
   const loadBefore = loadavg()[0] ?? 0;
+  const statementsBefore = statementsCounted ? await statementCalls(system.db) : undefined;
+  // The most sessions each application name had open at once, sampled every second through the window.
+  const connectionsPeak: Record<string, number> = {};
+  const sampleConnections = async () => {
+    for (const [name, n] of Object.entries(await connections().catch(() => ({}))))
+      connectionsPeak[name] = Math.max(connectionsPeak[name] ?? 0, n);
+  };
+  const connectionSampler = setInterval(() => void sampleConnections(), 1000);
   const cpuBefore = await cpuNow();
+  const machineBefore = await machineBusySeconds();
   const apiBefore = await apiRequestCounts();
 
   // Create them, IN_FLIGHT at a time.
   const createdAt = new Map<string, number>();
   const applicationOf = new Map<string, string>();
+  /** Deployment key → the instance its namespace's label names. */
+  const intendedInstance = new Map<string, Instance>();
   const start = performance.now();
   await pool(
     Array.from({ length: DEPLOYMENTS }, (_, i) => i),
@@ -292,6 +464,7 @@ try {
       });
       createdAt.set(`${namespace}/${name}`, t);
       applicationOf.set(`${namespace}/${name}`, `gitopsdepl-${gd.metadata.uid}`);
+      intendedInstance.set(`${namespace}/${name}`, instanceOfNamespaceIndex(i % NAMESPACES));
     },
   );
   const createdAll = performance.now();
@@ -309,7 +482,10 @@ try {
     }),
   ]);
   clearInterval(progress);
+  clearInterval(connectionSampler);
   const cpuAfter = await cpuNow();
+  const machineSeconds = (await machineBusySeconds()) - machineBefore;
+  const statementsAfter = statementsCounted ? await statementCalls(system.db) : undefined;
   const api = deltas(apiBefore, await apiRequestCounts());
   const perDeployment = (entries: [string, number][]) =>
     Object.fromEntries(
@@ -322,18 +498,18 @@ try {
   const apiWrites = [...api].filter(([key]) => isWrite(key) && key !== 'PUT leases');
   const apiReads = [...api].filter(([key]) => !isWrite(key));
   const windowSeconds = (performance.now() - start) / 1000;
-  const cpuByProcess: Record<string, number> = {};
-  for (const [pid, { label, seconds }] of cpuAfter) {
-    const before = cpuBefore.get(pid)?.seconds ?? 0;
-    cpuByProcess[label] = (cpuByProcess[label] ?? 0) + seconds - before;
-  }
+  const cpuByProcess = cpuDelta(cpuBefore, cpuAfter);
   const cpuTotal = Object.values(cpuByProcess).reduce((sum, v) => sum + v, 0);
-  const cpuSorted = Object.fromEntries(
-    Object.entries(cpuByProcess)
-      .filter(([, v]) => v >= 0.05)
-      .sort((x, y) => y[1] - x[1])
-      .map(([k, v]) => [k, round1(v)]),
-  );
+  const cpuSorted = cpuPer(cpuByProcess, 1);
+  const cpuMsPerDeployment = cpuPer(cpuByProcess, DEPLOYMENTS / 1000);
+  const statementsPerDeployment =
+    statementsBefore && statementsAfter
+      ? round1(
+          [...deltas(statementsBefore, statementsAfter)]
+            .filter(([query]) => !/pg_stat_statements|pg_stat_activity/.test(query))
+            .reduce((t, [, n]) => t + n, 0) / DEPLOYMENTS,
+        )
+      : undefined;
 
   const keys = [...createdAt.keys()];
   const since = (seen: number | undefined, key: string) =>
@@ -345,10 +521,38 @@ try {
     keys.map((k) => since(appSyncedHealthy.get(applicationOf.get(k) ?? ''), k)),
   );
   const last = deploymentSyncedHealthy.size > 0 ? Math.max(...deploymentSyncedHealthy.values()) : start;
+  /** Per instance: its deployments' figures, and the CPU of its Argo CD processes and agent. */
+  const byInstance = Object.fromEntries(
+    instances.map((instance) => {
+      const mine = keys.filter((k) => intendedInstance.get(k) === instance);
+      const converged = mine.filter((k) => deploymentSyncedHealthy.has(k));
+      const lastOfMine = Math.max(start, ...converged.map((k) => deploymentSyncedHealthy.get(k) ?? start));
+      const { seconds, argoCdSeconds } = instanceCpu(cpuByProcess, instance);
+      return [
+        instance.letter,
+        {
+          engine_instance: instance.name,
+          argocd_namespace: instance.argoCdNamespace,
+          warmup_ms: instance.warmupMs,
+          deployments: mine.length,
+          converged: converged.length,
+          placed_elsewhere: converged.filter((k) => placedOn.get(k) !== instance.name).length,
+          applications_seen_here: [...appInstance.values()].filter((l) => l === instance.letter).length,
+          ...latencySummary(defined(converged.map((k) => since(deploymentSyncedHealthy.get(k), k)))),
+          throughput_per_s: lastOfMine > start ? round1(converged.length / ((lastOfMine - start) / 1000)) : 0,
+          cpu_seconds: round1(seconds),
+          cpu_seconds_argocd: round1(argoCdSeconds),
+          cpu_seconds_agent: round1(seconds - argoCdSeconds),
+          cpu_ms_per_deployment: mine.length > 0 ? round1((seconds * 1000) / mine.length) : 0,
+        },
+      ];
+    }),
+  );
+  const backendSeconds = cpuByProcess.backend ?? 0;
   emit('argocd_create_to_synced_healthy', {
-    method: `real Argo CD ${argoCd.version} (repo-server + application-controller, reconciliation ${RECONCILIATION_SECONDS} s), backend and agent as processes; one local file:// Git repository, one ConfigMap per path; one warm-up deployment converged first; automated GitOpsDeployments created ${IN_FLIGHT} in flight; POST → the GitOpsDeployment's status shows sync Synced at the repository's head and health Healthy, seen by a watch`,
+    method: `${INSTANCES} engine instance(s), each a real Argo CD ${instances[0]?.argoCd?.version} (redis + repo-server + application-controller, reconciliation ${RECONCILIATION_SECONDS} s) with its own agent process, one backend process; tenant namespace i labelled with instance i % ${INSTANCES}; one local file:// Git repository, one ConfigMap per path; one warm-up deployment per instance converged first; automated GitOpsDeployments created ${IN_FLIGHT} in flight; POST → the GitOpsDeployment's status shows sync Synced at the repository's head and health Healthy, seen by a watch`,
     in_flight: IN_FLIGHT,
-    warmup_ms: warmupMs,
+    warmup_ms: Object.fromEntries(instances.map((i) => [i.letter, i.warmupMs])),
     converged: toSyncedHealthy.length,
     ...(timedOut ? { timed_out_after_s: TIMEOUT_SECONDS } : {}),
     ...latencySummary(toSyncedHealthy),
@@ -362,9 +566,19 @@ try {
     api_writes_per_deployment: sum(apiWrites),
     api_writes_per_deployment_by_verb_and_resource: perDeployment(apiWrites),
     api_reads_per_deployment: sum(apiReads),
+    cpu_note:
+      'CPU seconds (user + system, /proc/<pid>/stat, waited-for children included) from the first create until the last GitOpsDeployment converged; [a]/[b] = the engine instance; each instance = its redis, argocd-repo-server, argocd-application-controller and cluster-agent',
     cpu_seconds_by_process: cpuSorted,
+    cpu_ms_per_deployment_by_process: cpuMsPerDeployment,
     cpu_seconds_total: round1(cpuTotal),
+    backend_cpu_ms_per_deployment: round1((backendSeconds * 1000) / DEPLOYMENTS),
+    by_instance: byInstance,
+    db_statements_per_deployment: statementsPerDeployment,
+    db_connections_peak_by_application_name: connectionsPeak,
     cpu_share_of_machine: round2(cpuTotal / (windowSeconds * cores)),
+    machine_busy_seconds: round1(machineSeconds),
+    machine_note:
+      'every core busy in the window (/proc/stat): minus cpu_seconds_total, what other programs used',
     window_s: round1(windowSeconds),
     load_average_1m: { before: round1(loadBefore), after: round1(loadavg()[0] ?? 0) },
   });
@@ -380,6 +594,146 @@ try {
         `  ${key}: sync ${status?.sync?.status}, health ${status?.health?.status}, conditions ${JSON.stringify((status?.conditions ?? []).map((c) => `${c.type}/${c.reason}`))}`,
       );
     }
+  }
+  for (const [letter, figures] of Object.entries(byInstance)) {
+    if (figures.placed_elsewhere > 0)
+      say(`instance ${letter}: ${figures.placed_elsewhere} deployments were not placed on it as labelled`);
+  }
+
+  if (REFRESH && !timedOut) {
+    // Argo CD's periodic refresh with every Application present, nothing else changing: from 10 s after
+    // convergence until each Application's reconciledAt has changed once, plus 10 s for what follows the last
+    // one. CPU and statement counts are read every 5 s: the readings before the first refresh give the cost at
+    // rest (per second), the rest of the window minus that rate the cost of the refresh round.
+    await sleep(10_000);
+    const all = appInformers.flatMap((informer) => informer.list());
+    const reading = async () => ({
+      at: performance.now(),
+      cpu: await cpuNow(),
+      statements: statementsCounted ? await statementCalls(system.db) : new Map<string, number>(),
+    });
+    const statementsBetween = (before: Map<string, number>, after: Map<string, number>) =>
+      [...deltas(before, after)]
+        .filter(([query]) => !/pg_stat_statements|pg_stat_activity/.test(query))
+        .reduce((t, [, n]) => t + n, 0);
+    const apiRefreshBefore = await apiRequestCounts();
+    const machineRefreshBefore = await machineBusySeconds();
+    const readings = [await reading()];
+    const allDone = new Promise<void>((resolve) => {
+      allRefreshed = resolve;
+    });
+    reconciledAtBefore = new Map(
+      all.map((app) => [
+        app.metadata.name,
+        (app.status as { reconciledAt?: string } | undefined)?.reconciledAt,
+      ]),
+    );
+    const refreshLimit = 2 * RECONCILIATION_SECONDS + 60;
+    say(`waiting for Argo CD's periodic refresh of ${all.length} Applications (up to ${refreshLimit} s)`);
+    let refreshTimedOut = false;
+    let readingLoop = true;
+    const loop = (async () => {
+      while (readingLoop) {
+        await sleep(5000);
+        // Stop reading once the round began: the last reading before it ends the time at rest.
+        if (refreshed.size === 0) readings.push(await reading());
+      }
+    })();
+    await Promise.race([
+      allDone,
+      sleep(refreshLimit * 1000).then(() => {
+        refreshTimedOut = true;
+      }),
+    ]);
+    await sleep(10_000);
+    readingLoop = false;
+    await loop;
+    const end = await reading();
+    const machineRefresh = (await machineBusySeconds()) - machineRefreshBefore;
+    const apiRefresh = deltas(apiRefreshBefore, await apiRequestCounts());
+    const first = readings[0] as Awaited<ReturnType<typeof reading>>;
+    const lastQuiet = readings[readings.length - 1] as Awaited<ReturnType<typeof reading>>;
+    const quietSeconds = (lastQuiet.at - first.at) / 1000;
+    const roundSeconds = (end.at - lastQuiet.at) / 1000;
+    const atRest = cpuDelta(first.cpu, lastQuiet.cpu);
+    const round = cpuDelta(lastQuiet.cpu, end.cpu);
+    /** The round's CPU minus what the same process uses at rest in as long a time. */
+    const roundNet: Record<string, number> = {};
+    if (quietSeconds > 0)
+      for (const [label, seconds] of Object.entries(round))
+        roundNet[label] = seconds - ((atRest[label] ?? 0) * roundSeconds) / quietSeconds;
+    const n = Math.max(1, refreshed.size);
+    const times = [...refreshed.values()].map((t) => t - first.at);
+    const restStatements = statementsBetween(first.statements, lastQuiet.statements);
+    const roundStatements = statementsBetween(lastQuiet.statements, end.statements);
+    /** VmRSS of each named process now, in MB. */
+    const rss: Record<string, number> = {};
+    for (const [pid, label] of named) {
+      const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+      const kb = Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1]);
+      if (kb > 0) rss[label] = Math.round(kb / 1024);
+    }
+    const perSecond = (byLabel: Record<string, number>, seconds: number) => cpuPer(byLabel, seconds / 1000);
+    emit('argocd_periodic_refresh', {
+      method: `Argo CD's own periodic refresh (ARGOCD_RECONCILIATION_TIMEOUT ${RECONCILIATION_SECONDS} s) of every Application present, warm-up ones included, nothing else changing; from 10 s after the last deployment converged until every Application's status.reconciledAt has changed once (seen by a watch), plus 10 s. At rest: the readings (every 5 s) before the first refresh; the round: from the last of them to the end, minus the rate at rest`,
+      applications: all.length,
+      refreshed: refreshed.size,
+      ...(refreshTimedOut ? { timed_out_after_s: refreshLimit } : {}),
+      first_refresh_s: times.length > 0 ? round1(Math.min(...times) / 1000) : undefined,
+      last_refresh_s: times.length > 0 ? round1(Math.max(...times) / 1000) : undefined,
+      at_rest_s: round1(quietSeconds),
+      at_rest_cpu_ms_per_s_by_process: perSecond(atRest, quietSeconds),
+      at_rest_by_instance_cpu_ms_per_s: Object.fromEntries(
+        instances.map((instance) => {
+          const { seconds, argoCdSeconds } = instanceCpu(atRest, instance);
+          return [
+            instance.letter,
+            {
+              total: round1((seconds * 1000) / quietSeconds),
+              argocd: round1((argoCdSeconds * 1000) / quietSeconds),
+              agent: round1(((seconds - argoCdSeconds) * 1000) / quietSeconds),
+            },
+          ];
+        }),
+      ),
+      at_rest_db_statements_per_s: quietSeconds > 0 ? round2(restStatements / quietSeconds) : undefined,
+      round_s: round1(roundSeconds),
+      round_cpu_ms_per_refresh_by_process: cpuPer(roundNet, n / 1000),
+      round_by_instance: Object.fromEntries(
+        instances.map((instance) => {
+          const { seconds, argoCdSeconds } = instanceCpu(roundNet, instance);
+          const here = all.filter((app) => app.metadata.namespace === instance.argoCdNamespace);
+          const mine = Math.max(1, here.filter((app) => refreshed.has(app.metadata.name)).length);
+          return [
+            instance.letter,
+            {
+              applications: here.length,
+              refreshed: here.filter((app) => refreshed.has(app.metadata.name)).length,
+              cpu_ms_per_refresh: round1((seconds * 1000) / mine),
+              argocd_cpu_ms_per_refresh: round1((argoCdSeconds * 1000) / mine),
+              agent_cpu_ms_per_refresh: round1(((seconds - argoCdSeconds) * 1000) / mine),
+            },
+          ];
+        }),
+      ),
+      round_db_statements_per_refresh:
+        quietSeconds > 0
+          ? round2((roundStatements - (restStatements * roundSeconds) / quietSeconds) / n)
+          : undefined,
+      api_writes_per_refresh_by_verb_and_resource: Object.fromEntries(
+        [...apiRefresh]
+          .filter(([key]) => isWrite(key) && key !== 'PUT leases')
+          .map(([key, v]) => [key, round2(v / n)] as const)
+          .filter(([, v]) => v >= 0.01)
+          .sort((x, y) => y[1] - x[1]),
+      ),
+      api_note: 'whole window (at rest and the round), every client, divided by the refreshes',
+      db_connections_now_by_application_name: await connections(),
+      rss_mb_by_process: rss,
+      machine_busy_seconds: round1(machineRefresh),
+      cpu_seconds_total: round1(Object.values(cpuDelta(first.cpu, end.cpu)).reduce((t, v) => t + v, 0)),
+      load_average_1m: round1(loadavg()[0] ?? 0),
+    });
   }
   if (system.crashes.length > 0) {
     failed = true;

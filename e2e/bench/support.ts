@@ -62,8 +62,8 @@ export async function cpuSeconds(pid: number): Promise<number | undefined> {
 /** USER_HZ: 100 on every Linux architecture Node runs on. */
 const CLOCK_TICKS_PER_SECOND = 100;
 
-/** Every process below `root` (children, their children...), with its command name. */
-export async function descendants(root: number): Promise<{ pid: number; command: string }[]> {
+/** Every process below `root` (children, their children...), with its command name and its parent's pid. */
+export async function descendants(root: number): Promise<{ pid: number; command: string; parent: number }[]> {
   const parentOf = new Map<number, { parent: number; command: string }>();
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -73,7 +73,7 @@ export async function descendants(root: number): Promise<{ pid: number; command:
     const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
     parentOf.set(Number(entry), { parent, command });
   }
-  const out: { pid: number; command: string }[] = [];
+  const out: { pid: number; command: string; parent: number }[] = [];
   const below = new Set([root]);
   // Parents have smaller pids unless the pid counter wrapped; repeat until nothing is added to be safe.
   for (let added = true; added; ) {
@@ -81,7 +81,7 @@ export async function descendants(root: number): Promise<{ pid: number; command:
     for (const [pid, { parent, command }] of parentOf) {
       if (below.has(parent) && !below.has(pid)) {
         below.add(pid);
-        out.push({ pid, command });
+        out.push({ pid, command, parent });
         added = true;
       }
     }
@@ -106,12 +106,14 @@ export async function cpuSecondsByPart(
     const label = labelOf.get(pid) ?? command;
     if (seconds !== undefined) out.set(label, (out.get(label) ?? 0) + seconds);
   }
-  const cpu = (await readFile('/proc/stat', 'utf8')).split('\n')[0]?.trim().split(/\s+/).slice(1).map(Number);
-  if (cpu) {
-    const busy = [0, 1, 2, 5, 6].reduce((sum, i) => sum + (cpu[i] ?? 0), 0);
-    out.set('machine', busy / CLOCK_TICKS_PER_SECOND);
-  }
+  out.set('machine', await machineBusySeconds());
   return out;
+}
+
+/** Every core's busy time so far (/proc/stat: user, nice, system, irq, softirq), in seconds. */
+export async function machineBusySeconds(): Promise<number> {
+  const cpu = (await readFile('/proc/stat', 'utf8')).split('\n')[0]?.trim().split(/\s+/).slice(1).map(Number);
+  return [0, 1, 2, 5, 6].reduce((sum, i) => sum + (cpu?.[i] ?? 0), 0) / CLOCK_TICKS_PER_SECOND;
 }
 
 /** apiserver_request_total of the API server scripts/bench.ts started, summed by `<VERB> <resource>`. */
