@@ -8,6 +8,9 @@
  * By default the cluster has a real node (kubelet + containerd, packages/local-env/src/node.ts), so users'
  * Deployments get Pods; where the machine cannot run one (not root, no containerd/Docker: see
  * scripts/setup-machine.sh) or with GITOPS_DEV_NODE=false it runs today's node-less control plane and says why.
+ * GITOPS_DEV_INSTANCES=2 adds a second engine instance (docs/engine-instances.md): another Argo CD in
+ * namespace `<ARGOCD_NAMESPACE>-2` (.dev/argocd-2) with its own cluster-agent (`cluster-agent-2`,
+ * ENGINE_INSTANCE_NAME `instance-2`); the default is one instance, as before.
  * Writes .dev/kubeconfig, prints `READY kubeconfig=<path>` when all is up, prefixes every process's
  * logs, and stops everything on Ctrl-C / SIGTERM. State survives restarts; `rm -rf .dev` resets it.
  */
@@ -44,9 +47,24 @@ const argoCdNamespace = process.env.ARGOCD_NAMESPACE ?? 'gitops-service-argocd';
 const started = Date.now();
 const say = (line: string) => process.stdout.write(`[dev] ${line}\n`);
 
+/**
+ * The engine instances to run: the first is the agents' default (`default`, ARGOCD_NAMESPACE); with
+ * GITOPS_DEV_INSTANCES=2 a second one, `instance-2` in `<ARGOCD_NAMESPACE>-2`, each with its own Argo CD
+ * (work folder `.dev/argocd<suffix>`, logs `[argocd<suffix>]`) and agent (`cluster-agent<suffix>`).
+ */
+const instanceCount = process.env.GITOPS_DEV_INSTANCES ?? '1';
+if (instanceCount !== '1' && instanceCount !== '2') {
+  say(`GITOPS_DEV_INSTANCES must be 1 or 2, not '${instanceCount}'`);
+  process.exit(1);
+}
+const devInstances = [
+  { suffix: '', namespace: argoCdNamespace, name: process.env.ENGINE_INSTANCE_NAME ?? 'default' },
+  { suffix: '-2', namespace: `${argoCdNamespace}-2`, name: 'instance-2' },
+].slice(0, Number(instanceCount));
+
 let postgres: PostgresServer | undefined;
 let controlPlane: ControlPlane | undefined;
-let argoCd: ArgoCd | undefined;
+const argoCds: ArgoCd[] = [];
 let cloudServices: CloudServicesApi | undefined;
 const services: ManagedProcess[] = [];
 let stopping = false;
@@ -58,7 +76,7 @@ async function shutdown(code: number): Promise<void> {
   say('stopping');
   for (const s of [...services].reverse()) await s.stop();
   await cloudServices?.close().catch(() => {});
-  await argoCd?.stop().catch(() => {});
+  for (const argoCd of [...argoCds].reverse()) await argoCd.stop().catch(() => {});
   await controlPlane?.stop().catch(() => {});
   await postgres?.stop().catch(() => {});
   process.exit(code);
@@ -152,34 +170,40 @@ try {
   const databaseUrl = await ensureDatabase(postgres.url, 'gitops');
   const kubeconfig = join(devDir, 'kubeconfig');
   await copyFile(controlPlane.kubeconfigPath, kubeconfig);
-  const ns = await kubeRequest(controlPlane.endpoint, 'POST', '/api/v1/namespaces', {
-    metadata: { name: argoCdNamespace },
-  });
-  if (ns.status >= 300 && ns.status !== 409)
-    throw new Error(`creating namespace ${argoCdNamespace}: ${ns.status}`);
+  for (const { namespace } of devInstances) {
+    const ns = await kubeRequest(controlPlane.endpoint, 'POST', '/api/v1/namespaces', {
+      metadata: { name: namespace },
+    });
+    if (ns.status >= 300 && ns.status !== 409)
+      throw new Error(`creating namespace ${namespace}: ${ns.status}`);
+  }
+  const namespaceList = devInstances.map((i) => i.namespace).join(', ');
   let argoCdLine: string;
   if (argoCdBinary) {
     const argoStarted = Date.now();
-    argoCd = await startArgoCd({
-      kubeconfigPath: kubeconfig,
-      namespace: argoCdNamespace,
-      workDir: join(devDir, 'argocd'),
-      binary: argoCdBinary,
-      onLine: (line) => {
-        if (process.env.ARGOCD_LOGS !== 'false') process.stdout.write(`[argocd]${line}\n`);
-      },
-    });
-    for (const p of argoCd.processes) {
-      void p.exited.then((code) => {
-        if (!stopping) {
-          say(`${p.name} exited with code ${code}; stopping everything`);
-          void shutdown(1);
-        }
+    for (const { suffix, namespace } of devInstances) {
+      const argoCd = await startArgoCd({
+        kubeconfigPath: kubeconfig,
+        namespace,
+        workDir: join(devDir, `argocd${suffix}`),
+        binary: argoCdBinary,
+        onLine: (line) => {
+          if (process.env.ARGOCD_LOGS !== 'false') process.stdout.write(`[argocd${suffix}]${line}\n`);
+        },
       });
+      argoCds.push(argoCd);
+      for (const p of argoCd.processes) {
+        void p.exited.then((code) => {
+          if (!stopping) {
+            say(`${p.name} (${namespace}) exited with code ${code}; stopping everything`);
+            void shutdown(1);
+          }
+        });
+      }
     }
-    argoCdLine = `argo cd ${argoCd.version}: running (redis, repo-server, application-controller; namespace ${argoCdNamespace}; started in ${((Date.now() - argoStarted) / 1000).toFixed(1)}s)`;
+    argoCdLine = `argo cd ${argoCds[0]?.version}: running (redis, repo-server, application-controller; namespace ${namespaceList}; started in ${((Date.now() - argoStarted) / 1000).toFixed(1)}s)`;
   } else {
-    argoCdLine = `argo cd: NOT RUNNING (${argoCdOff}): running WITHOUT a real Argo CD; Applications are created in namespace ${argoCdNamespace} but nothing syncs them.`;
+    argoCdLine = `argo cd: NOT RUNNING (${argoCdOff}): running WITHOUT a real Argo CD; Applications are created in namespace ${namespaceList} but nothing syncs them.`;
   }
 
   const common = {
@@ -211,24 +235,25 @@ try {
     CLOUD_SERVICES_SSO: cloudServices.ssoUrl,
     MAS_AUTH_URL: `${cloudServices.url}/auth`,
   };
-  const names = ['backend', 'cluster-agent', 'rhoas-operator'] as const;
-  const ports = {
-    backend: await freePort(),
-    'cluster-agent': await freePort(),
-    'rhoas-operator': await freePort(),
-  };
-  for (const name of names) {
+  // Each process: its name (log prefix), its package, and its own environment. One cluster-agent per instance.
+  const processes: { name: string; pkg: string; env: Record<string, string> }[] = [
+    { name: 'backend', pkg: 'backend', env: backendEnv },
+    ...devInstances.map(({ suffix, namespace, name }) => ({
+      name: `cluster-agent${suffix}`,
+      pkg: 'cluster-agent',
+      env: { ARGOCD_NAMESPACE: namespace, ENGINE_INSTANCE_NAME: name },
+    })),
+    { name: 'rhoas-operator', pkg: 'rhoas-operator', env: rhoasEnv },
+  ];
+  const ports: Record<string, number> = {};
+  for (const { name } of processes) ports[name] = await freePort();
+  for (const { name, pkg, env } of processes) {
     const service = startProcess(
       name,
       process.execPath,
-      [...SERVICE_NODE_FLAGS, join(repoRoot, 'packages', name, 'src', 'main.ts')],
+      [...SERVICE_NODE_FLAGS, join(repoRoot, 'packages', pkg, 'src', 'main.ts')],
       {
-        env: {
-          ...common,
-          ...(name === 'rhoas-operator' ? rhoasEnv : {}),
-          ...(name === 'backend' ? backendEnv : {}),
-          HTTP_PORT: String(ports[name]),
-        },
+        env: { ...common, ...env, HTTP_PORT: String(ports[name]) },
         onLine: (line) => process.stdout.write(`[${name}] ${line}\n`),
       },
     );
@@ -240,18 +265,25 @@ try {
       }
     });
   }
-  for (const name of names) {
+  for (const { name } of processes) {
     await waitFor(`${name} /readyz`, async () => (await fetch(`http://127.0.0.1:${ports[name]}/readyz`)).ok, {
       timeoutMs: 180_000,
     });
   }
   say(argoCdLine);
+  say(
+    `engine instances: ${devInstances.map((i) => `${i.name} (namespace ${i.namespace}, agent cluster-agent${i.suffix})`).join(', ')}${
+      devInstances.length > 1
+        ? `; a namespace labelled managed-gitops.redhat.com/engine-instance=${devInstances[1]?.name} places its tenant there, unlabelled ones go to the least loaded (kubectl get gitopsengineinstances)`
+        : ''
+    }`,
+  );
   say(nodeLine);
   say(
     `cloud services API: ${cloudServices.url} (SSO realm ${cloudServices.ssoUrl}; seed ${seedFile}; request log: GET ${cloudServices.url}/_local/requests)`,
   );
   say(
-    `up in ${((Date.now() - started) / 1000).toFixed(1)}s; backend :${ports.backend}, cluster-agent :${ports['cluster-agent']}, rhoas-operator :${ports['rhoas-operator']}`,
+    `up in ${((Date.now() - started) / 1000).toFixed(1)}s; ${processes.map(({ name }) => `${name} :${ports[name]}`).join(', ')}`,
   );
   process.stdout.write(`READY kubeconfig=${kubeconfig}\n`);
 } catch (error) {
