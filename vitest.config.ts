@@ -19,6 +19,7 @@ const packages = [
   'backend',
   'cluster-agent',
   'rhoas-operator',
+  'cli',
 ];
 
 // Integration tests wait on real processes on small shared machines: generous limits, never a timing assertion.

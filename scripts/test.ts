@@ -42,6 +42,7 @@ const packages = [
   'backend',
   'cluster-agent',
   'rhoas-operator',
+  'cli',
 ];
 const vitestArgs = ['run'];
 if (files.length > 0) {

@@ -1,0 +1,28 @@
+import type { Context } from './context.ts';
+import type { Io, OutputFormat } from './output.ts';
+
+/** The options the CLI knows (node:util parseArgs); each command says which of them it takes. */
+export interface Options {
+  output?: string;
+  kubeconfig?: string;
+  help?: boolean;
+  stuck?: string;
+  failed?: boolean;
+  instance?: string;
+  'all-failed'?: boolean;
+  batch?: string;
+  'dry-run'?: boolean;
+  wait?: boolean;
+}
+
+export interface CommandInput {
+  /** The positional arguments after the command's name (and its subcommand's). */
+  args: string[];
+  options: Options;
+  format: OutputFormat;
+  ctx: Context;
+  io: Io;
+}
+
+/** Runs one command; resolves to its exit code. Expected errors are thrown as CliError. */
+export type Command = (input: CommandInput) => Promise<number>;

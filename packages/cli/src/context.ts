@@ -1,0 +1,244 @@
+/**
+ * The CLI's configuration, taken the way the services take it (docs/admin-cli.md#configuration):
+ * `DATABASE_URL`, `KUBECONFIG` (or `--kubeconfig`; else ~/.kube/config or the in-cluster service account)
+ * and `GITOPS_ENCRYPTION_KEYS`, parsed by the same definitions as the backend's (@gitops/shared's
+ * databaseUrlVar, @gitops/db's encryptionKeysVar) and opened with the same functions (createDb,
+ * loadKubeConfig, createSealer). Each is loaded only when a command needs it; what is missing or unreachable
+ * is a `CliError` with exit code 2 and one line naming it.
+ */
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import {
+  createDb,
+  createSealer,
+  type Db,
+  type EncryptionKeys,
+  encryptionKeysVar,
+  type Sealer,
+} from '@gitops/db';
+import {
+  ConfigError,
+  databaseUrlVar,
+  HttpMethod,
+  KubeApiError,
+  type KubeConfig,
+  kubeRequest,
+  loadConfig,
+  loadKubeConfig,
+} from '@gitops/shared';
+
+/** Exit codes (docs/admin-cli.md#exit-codes). */
+export const ExitCode = {
+  ok: 0,
+  /** The command ran and found a problem (a doctor check failed, an operation could not be retried...). */
+  failed: 1,
+  /** The command could not run: bad arguments, missing configuration, database or API server unreachable. */
+  cannotRun: 2,
+} as const;
+
+/** An expected error: printed as one line (no stack trace), exits with `exitCode`. */
+export class CliError extends Error {
+  readonly exitCode: number;
+
+  constructor(message: string, exitCode: number = ExitCode.cannotRun) {
+    super(message);
+    this.name = 'CliError';
+    this.exitCode = exitCode;
+  }
+}
+
+/** How long connecting to PostgreSQL or the API server may take before the CLI says it is unreachable. */
+const CONNECT_TIMEOUT_MS = 15_000;
+
+/** The database URL without its password: safe to print. */
+export function describeDatabaseUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.password = '';
+    parsed.search = '';
+    return parsed.toString();
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${what}: no answer within ${CONNECT_TIMEOUT_MS / 1000}s`)),
+      CONNECT_TIMEOUT_MS,
+    );
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+function reasonOf(err: unknown): string {
+  if (err instanceof AggregateError && err.errors.length > 0) return reasonOf(err.errors[0]);
+  const message = err instanceof Error ? err.message : String(err);
+  const code = (err as { code?: unknown }).code;
+  return message || (typeof code === 'string' ? code : 'unknown error');
+}
+
+export interface ContextOptions {
+  env: Readonly<Record<string, string | undefined>>;
+  /** `--kubeconfig`: wins over KUBECONFIG. */
+  kubeconfigPath?: string;
+}
+
+export interface Context {
+  /** The database, reachable (checked with one query), or a CliError. */
+  db(): Promise<Db>;
+  /** The kubeconfig, with the API server reachable (GET /version), or a CliError. */
+  kube(): Promise<KubeConfig>;
+  /** The kubeconfig as loaded, without contacting the API server. */
+  kubeConfig(): KubeConfig;
+  /** The sealing keys of GITOPS_ENCRYPTION_KEYS, or a CliError (exit 2). */
+  encryptionKeys(): EncryptionKeys;
+  sealer(): Sealer;
+  /** The API server's URL (for messages). */
+  apiServer(): string;
+  /** Every secret value the CLI was configured with, for the output filter. */
+  secrets(): string[];
+  close(): Promise<void>;
+}
+
+export function createContext(options: ContextOptions): Context {
+  const { env } = options;
+  let db: Db | undefined;
+  let dbReady: Promise<Db> | undefined;
+  let kc: KubeConfig | undefined;
+  let kubeReady: Promise<KubeConfig> | undefined;
+  let keys: EncryptionKeys | undefined;
+  const secrets: string[] = [];
+
+  function databaseUrl(): string {
+    try {
+      const url = loadConfig({ url: databaseUrlVar }, env).url;
+      const password = new URL(url).password;
+      if (password) secrets.push(password, decodeURIComponent(password));
+      return url;
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        const unset = env.DATABASE_URL === undefined || env.DATABASE_URL === '';
+        throw new CliError(
+          unset
+            ? 'DATABASE_URL is not set: set it to the PostgreSQL connection string the backend uses (postgres://user:password@host:5432/db)'
+            : err.issues.map((i) => i.message).join('; '),
+        );
+      }
+      throw err;
+    }
+  }
+
+  function kubeConfig(): KubeConfig {
+    if (kc) return kc;
+    const path = options.kubeconfigPath || env.KUBECONFIG || undefined;
+    if (path === undefined) {
+      const home = join(homedir(), '.kube', 'config');
+      const inCluster =
+        env.KUBERNETES_SERVICE_HOST !== undefined &&
+        existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token');
+      if (!existsSync(home) && !inCluster) {
+        throw new CliError(
+          `no kubeconfig: set KUBECONFIG (or pass --kubeconfig <file>); there is no ${home} and no in-cluster service account`,
+        );
+      }
+    }
+    try {
+      kc = loadKubeConfig(path);
+    } catch (err) {
+      const where = path === undefined ? 'the default kubeconfig' : `kubeconfig ${path}`;
+      const source = options.kubeconfigPath ? ' (--kubeconfig)' : path ? ' (KUBECONFIG)' : '';
+      throw new CliError(`cannot load ${where}${source}: ${reasonOf((err as Error).cause ?? err)}`);
+    }
+    for (const user of kc.users) {
+      for (const value of [user.token, user.password, user.keyData]) if (value) secrets.push(value);
+    }
+    return kc;
+  }
+
+  function encryptionKeys(): EncryptionKeys {
+    if (keys) return keys;
+    try {
+      keys = loadConfig({ keys: encryptionKeysVar('GITOPS_ENCRYPTION_KEYS') }, env).keys;
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        const unset = env.GITOPS_ENCRYPTION_KEYS === undefined || env.GITOPS_ENCRYPTION_KEYS === '';
+        throw new CliError(
+          unset
+            ? 'GITOPS_ENCRYPTION_KEYS is not set: set it to the keys the backend and the cluster-agent use (id=<base64 of 32 bytes>,...; the first is active)'
+            : err.issues.map((i) => i.message).join('; '),
+        );
+      }
+      throw err;
+    }
+    for (const key of keys.keys) secrets.push(Buffer.from(key.key).toString('base64'));
+    return keys;
+  }
+
+  const apiServer = () => {
+    try {
+      return kubeConfig().getCurrentCluster()?.server ?? '(unknown)';
+    } catch {
+      return '(no kubeconfig)';
+    }
+  };
+
+  return {
+    db() {
+      dbReady ??= (async () => {
+        const url = databaseUrl();
+        db = createDb(url, { max: 4, applicationName: 'kubectl-gitops' });
+        try {
+          await withTimeout(db.selectNoFrom((eb) => eb.lit(1).as('one')).execute(), 'connecting');
+        } catch (err) {
+          throw new CliError(
+            `cannot reach the database of DATABASE_URL (${describeDatabaseUrl(url)}): ${reasonOf(err)}`,
+          );
+        }
+        return db;
+      })();
+      return dbReady;
+    },
+    kube() {
+      kubeReady ??= (async () => {
+        const config = kubeConfig();
+        try {
+          await withTimeout(
+            kubeRequest(config, { method: HttpMethod.GET, path: '/version', timeoutMs: CONNECT_TIMEOUT_MS }),
+            'connecting',
+          );
+        } catch (err) {
+          if (err instanceof KubeApiError && err.statusCode !== 0) {
+            throw new CliError(
+              `the Kubernetes API server ${apiServer()} refused the request: ${err.message}`,
+            );
+          }
+          throw new CliError(`cannot reach the Kubernetes API server ${apiServer()}: ${reasonOf(err)}`);
+        }
+        return config;
+      })();
+      return kubeReady;
+    },
+    kubeConfig,
+    encryptionKeys,
+    sealer() {
+      const { keys: list, activeKeyId } = encryptionKeys();
+      return createSealer({ keys: list, activeKeyId });
+    },
+    apiServer,
+    secrets() {
+      // The raw key material too, whatever it holds (a malformed key list is still secret).
+      const raw = (env.GITOPS_ENCRYPTION_KEYS ?? '')
+        .split(',')
+        .map((entry) => entry.slice(entry.indexOf('=') + 1).trim())
+        .filter((value) => value.length >= 8);
+      return [...secrets, ...raw];
+    },
+    async close() {
+      await db?.destroy().catch(() => {});
+    },
+  };
+}
