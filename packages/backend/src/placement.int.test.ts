@@ -6,13 +6,20 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { API_GROUP_VERSION, Label, PlacementMessage } from '@gitops/api';
+import {
+  API_GROUP_VERSION,
+  Label,
+  PlacementMessage,
+  TenantMoveEventReason,
+  TenantMoveMessage,
+} from '@gitops/api';
 import { repositoryCredential } from '@gitops/api/testing';
 import {
   type ApplicationRow,
   type EngineInstanceRow,
   getApplicationByName,
   getClusterUserByNamespaceUid,
+  getEngineInstance,
   setEngineInstanceCordoned,
   upsertEngineInstance,
 } from '@gitops/db';
@@ -154,6 +161,50 @@ describe('tenant placement on engine instances', () => {
     } finally {
       await setEngineInstanceCordoned(f.db, first.name, false);
     }
+  });
+
+  test('an instance on another cluster: only a label places a tenant there; a deployment without environment is refused there, and a tenant with one is not moved there', async () => {
+    const namespace = await f.createNamespace('argocd-remote');
+    // Registered by an agent on another cluster (its cluster identity differs from this one's).
+    const remote = await upsertEngineInstance(f.db, {
+      name: `aaa-remote-${randomUUID().slice(0, 8)}`,
+      namespaceName: namespace.name,
+      namespaceUid: namespace.uid,
+      clusterIdentity: `another-cluster-${randomUUID()}`,
+    });
+
+    // Empty and first by name, yet a tenant without a label stays on this cluster.
+    const unlabelled = await f.createNamespace('stays-here');
+    const here = await applicationOf(await f.createDeployment(unlabelled.name, 'a', spec));
+    assert.notEqual(here.engine_instance_id, remote.id);
+
+    // Labelled for the remote instance: a deployment without environment would deploy into a namespace of
+    // this name on that cluster; it is refused and nothing is written.
+    const labelled = await f.createNamespace('remote', { [Label.EngineInstance]: remote.name });
+    const cr = await f.createDeployment(labelled.name, 'a', spec);
+    const condition = await errorOccurred(labelled.name, 'a');
+    assert.equal(condition.message, PlacementMessage.instanceOnAnotherCluster(remote.name));
+    assert.equal(await getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`), undefined);
+
+    // A tenant of this cluster with such a deployment, labelled for the remote instance later: it stays, and
+    // the namespace says why.
+    await kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `/api/v1/namespaces/${unlabelled.name}`,
+      body: { metadata: { labels: { [Label.EngineInstance]: remote.name } } },
+      contentType: 'application/merge-patch+json',
+    });
+    const event = await eventually('the refusal Event', async () => {
+      const list = (await kubeRequest(f.kc, {
+        method: HttpMethod.GET,
+        path: '/api/v1/namespaces/default/events',
+        query: { fieldSelector: `involvedObject.name=${unlabelled.name},involvedObject.kind=Namespace` },
+      })) as { items: { reason: string; message: string }[] };
+      return list.items.find((e) => e.reason === TenantMoveEventReason.MoveRefused);
+    });
+    const current = await getEngineInstance(f.db, here.engine_instance_id);
+    assert.equal(event.message, TenantMoveMessage.targetOnAnotherCluster(remote.name, current?.name ?? ''));
+    assert.equal(await placedOn(unlabelled.uid), here.engine_instance_id);
   });
 
   test("a tenant's repository credentials go to its instance", async () => {

@@ -19,6 +19,8 @@ export function placementRefusalMessage(refusal: PlacementRefusal): string {
       return PlacementMessage.instanceCordoned(refusal.instance);
     case 'NoSchedulableEngineInstance':
       return PlacementMessage.noSchedulableInstance;
+    case 'EngineInstanceOnAnotherCluster':
+      return PlacementMessage.instanceOnAnotherCluster(refusal.instance);
   }
 }
 
@@ -38,8 +40,10 @@ export async function tenantEngineInstance(
   trx: Transaction<Database>,
   clusterUserId: string,
   requested: string | undefined,
+  /** The cluster the tenant's namespace lives on (the backend's own): see placeTenant. */
+  tenantClusterIdentity?: string,
 ): Promise<EngineInstanceRow> {
-  const placement = await placeTenant(trx, clusterUserId, requested);
+  const placement = await placeTenant(trx, clusterUserId, requested, tenantClusterIdentity);
   if ('refused' in placement) throw new PlacementRefusedError(placement.refused);
   return placement.placed;
 }

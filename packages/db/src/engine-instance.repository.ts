@@ -88,7 +88,12 @@ export type PlacementRefusal =
   /** The namespace label names a cordoned instance (it takes no new tenants). */
   | { reason: 'EngineInstanceCordoned'; instance: string }
   /** No label, and every registered instance is cordoned (or none is registered). */
-  | { reason: 'NoSchedulableEngineInstance' };
+  | { reason: 'NoSchedulableEngineInstance' }
+  /**
+   * The tenant's instance runs on another cluster than the tenant's namespace, and a GitOpsDeployment without
+   * an environment would deploy there, into a namespace of the same name that is not the tenant's.
+   */
+  | { reason: 'EngineInstanceOnAnotherCluster'; instance: string };
 
 export type Placement = { placed: EngineInstanceRow } | { refused: PlacementRefusal };
 
@@ -103,6 +108,11 @@ export async function placeTenant(
   trx: Transaction<Database>,
   clusterUserId: string,
   requested: string | undefined,
+  /**
+   * The cluster the tenant's namespace lives on: without a label, only an instance of that cluster is chosen
+   * (its deployments without an environment deploy there); a label may name an instance anywhere.
+   */
+  tenantClusterIdentity?: string,
 ): Promise<Placement> {
   const placedOn = () =>
     trx
@@ -120,7 +130,10 @@ export async function placeTenant(
     if (!chosen) return { refused: { reason: 'UnknownEngineInstance', instance: requested } };
     if (chosen.cordoned) return { refused: { reason: 'EngineInstanceCordoned', instance: requested } };
   } else {
-    chosen = await leastLoadedEngineInstance(trx);
+    chosen = await leastLoadedEngineInstance(
+      trx,
+      tenantClusterIdentity === undefined ? {} : { clusterIdentity: tenantClusterIdentity },
+    );
     if (!chosen) return { refused: { reason: 'NoSchedulableEngineInstance' } };
   }
   // Waits for a concurrent placement of the same tenant, then finds it placed and takes that one.
@@ -137,15 +150,18 @@ export async function placeTenant(
 }
 
 /**
- * Where a tenant goes without a label: the uncordoned instance (other than `excluding`) with the fewest
+ * Where a tenant goes without a label: the uncordoned instance (other than `excluding`, on the cluster
+ * `clusterIdentity` when given) with the fewest
  * applications, among those whose agent listens now (all of them when none does); ties by name.
  */
 export async function leastLoadedEngineInstance(
   db: Kysely<Database>,
-  options: { excluding?: string } = {},
+  options: { excluding?: string; clusterIdentity?: string } = {},
 ): Promise<EngineInstanceRow | undefined> {
   let query = db.selectFrom('engine_instance as ei').selectAll('ei').where('ei.cordoned', '=', false);
   if (options.excluding !== undefined) query = query.where('ei.id', '<>', options.excluding);
+  if (options.clusterIdentity !== undefined)
+    query = query.where('ei.cluster_identity', '=', options.clusterIdentity);
   return await query
     // An instance whose agent listens now comes first: one whose agents are all away takes no new tenant
     // while another can (when none listens, e.g. all restarting, load alone decides).

@@ -163,6 +163,8 @@ export async function drainEngineInstance(
   db: Kysely<Database>,
   engineInstanceId: string,
   limit: number,
+  /** The cluster tenants' namespaces live on: a tenant with deployments without environment stays on it. */
+  tenantClusterIdentity: string,
 ): Promise<DrainStep> {
   const tenants = await db
     .selectFrom('cluster_user')
@@ -175,14 +177,18 @@ export async function drainEngineInstance(
   let noTarget = false;
   for (const tenant of tenants) {
     const step = await db.transaction().execute(async (trx) => {
-      const target = await leastLoadedEngineInstance(trx, { excluding: engineInstanceId });
+      const ownCluster = await hasWorkspaceApplications(trx, tenant.id);
+      const target = await leastLoadedEngineInstance(trx, {
+        excluding: engineInstanceId,
+        ...(ownCluster ? { clusterIdentity: tenantClusterIdentity } : {}),
+      });
       if (!target) return 'noTarget' as const;
       const move = await moveTenant(trx, tenant.id, target.id);
       return move && { tenant: tenant.namespace_name, to: target.name, move };
     });
     if (step === 'noTarget') {
       noTarget = true;
-      break;
+      continue;
     }
     if (step) moved.push(step);
   }
@@ -192,4 +198,24 @@ export async function drainEngineInstance(
     .where('engine_instance_id', '=', engineInstanceId)
     .executeTakeFirstOrThrow();
   return { moved, remaining: Number(remaining.n), noTarget: noTarget && Number(remaining.n) > 0 };
+}
+
+/**
+ * Whether the tenant has applications without an External environment (GitOpsDeployments without
+ * spec.destination.environment): they deploy into its namespace on its own cluster, so it can only be on an
+ * instance of that cluster.
+ */
+export async function hasWorkspaceApplications(
+  db: Kysely<Database>,
+  clusterUserId: string,
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('application as a')
+    .leftJoin('managed_environment as e', 'e.id', 'a.managed_environment_id')
+    .select('a.id')
+    .where('a.cluster_user_id', '=', clusterUserId)
+    .where((eb) => eb.or([eb('e.kind', 'is', null), eb('e.kind', '=', 'Workspace')]))
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
 }

@@ -47,6 +47,7 @@ export function createEngineInstanceFeature(ctx: BackendContext): EngineInstance
     selector: ctx.selector,
     shardLabels: ctx.config.backendShard ? { [BACKEND_SHARD_LABEL]: ctx.config.backendShard } : {},
     otherShardRetryMs: ctx.config.resyncIntervalMs,
+    tenantClusterIdentity: () => ctx.engineInstance().cluster_identity,
   });
   const queue = createWorkQueue({
     name: 'gitopsengineinstance',

@@ -83,6 +83,8 @@ export interface EngineInstanceReconcilerOptions {
   shardLabels: Record<string, string>;
   /** How long a name whose object belongs to another shard is not tried again. */
   otherShardRetryMs: number;
+  /** The cluster tenants' namespaces live on (the backend's own): see drainEngineInstance. */
+  tenantClusterIdentity: () => string;
   now?: () => Date;
 }
 
@@ -307,7 +309,7 @@ export function createEngineInstanceReconciler(
   async function drainStep(object: KubeObject, overview: EngineInstanceOverview, logger: Logger) {
     const name = object.metadata.name;
     if (!overview.cordoned || overview.tenants === 0) return undefined;
-    const step = await drainEngineInstance(db, overview.id, DRAIN_BATCH);
+    const step = await drainEngineInstance(db, overview.id, DRAIN_BATCH, options.tenantClusterIdentity());
     if (step.moved.length > 0) {
       const message = EngineInstanceMessage.tenantsMoved(name, step.moved);
       logger.info({ engineInstance: name, moved: step.moved.length, remaining: step.remaining }, message);

@@ -10,11 +10,13 @@ import {
   type ClusterUserRow,
   type Database,
   deleteApplication,
+  type EngineInstanceRow,
   ensureWorkspaceEnvironment,
   findApiCrMappingsByName,
   getApplication,
   getApplicationByName,
   getClusterUserByNamespaceUid,
+  getEngineInstance,
   getWorkspaceEnvironment,
   insertApiCrMapping,
   insertApplicationIfNameFree,
@@ -28,7 +30,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { type JsonObject, jsonEqual } from '../json.ts';
 import { GitOpsDeploymentCr } from '../kinds.ts';
 import { type OperationsOutcome, operationsOutcome } from '../operation-outcome.ts';
-import { tenantEngineInstance } from '../placement.ts';
+import { PlacementRefusedError, tenantEngineInstance } from '../placement.ts';
 
 /** The identity of one GitOpsDeployment incarnation (a re-created one has a new uid). */
 export interface DeploymentIdentity {
@@ -124,6 +126,20 @@ export interface DesiredApplication {
   spec: JsonObject;
   /** An External environment (spec.destination.environment); unset: the tenant's Workspace environment. */
   managedEnvironmentId?: string;
+  /**
+   * The cluster the tenant's namespace lives on (the backend's own): without an environment a deployment goes
+   * there, so its instance must run on it (PlacementRefusedError otherwise; see docs/engine-instances.md).
+   */
+  tenantClusterIdentity: string;
+}
+
+/** Refuses a deployment without an environment on an instance of another cluster than the tenant's. */
+function requireTenantCluster(desired: DesiredApplication, instance: EngineInstanceRow): void {
+  if (
+    desired.managedEnvironmentId === undefined &&
+    instance.cluster_identity !== desired.tenantClusterIdentity
+  )
+    throw new PlacementRefusedError({ reason: 'EngineInstanceOnAnotherCluster', instance: instance.name });
 }
 
 export type ApplyResult =
@@ -176,7 +192,13 @@ export async function applyDesiredApplication(
       await ensureClusterUser(trx, { uid: desired.namespaceUid, name: deployment.namespace })
     ).id;
     const name = applicationName(deployment.uid);
-    const instance = await tenantEngineInstance(trx, clusterUserId, desired.requestedEngineInstance);
+    const instance = await tenantEngineInstance(
+      trx,
+      clusterUserId,
+      desired.requestedEngineInstance,
+      desired.tenantClusterIdentity,
+    );
+    requireTenantCluster(desired, instance);
     const created = await insertApplicationIfNameFree(trx, {
       name,
       clusterUserId,
@@ -214,6 +236,10 @@ export async function applyDesiredApplication(
   const environment = await environmentOf(application.cluster_user_id);
   if (jsonEqual(application.spec, desired.spec) && application.managed_environment_id === environment.id) {
     return { change: 'none', application };
+  }
+  if (desired.managedEnvironmentId === undefined && environment.id !== application.managed_environment_id) {
+    const instance = await getEngineInstance(trx, application.engine_instance_id);
+    if (instance) requireTenantCluster(desired, instance);
   }
   const updated = await updateApplication(trx, application.id, {
     managedEnvironmentId: environment.id,

@@ -53,6 +53,7 @@ export function createGitOpsDeploymentFeature(
     reconcile: createGitOpsDeploymentReconciler({
       db: ctx.db,
       kc: ctx.kc,
+      tenantClusterIdentity: () => ctx.engineInstance().cluster_identity,
       informer,
       events: ctx.events,
       selector: ctx.selector,

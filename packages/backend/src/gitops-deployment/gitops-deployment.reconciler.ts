@@ -79,6 +79,8 @@ export const DeploymentErrorMessage = {
 export interface GitOpsDeploymentReconcilerOptions {
   db: Kysely<Database>;
   kc: KubeConfig;
+  /** The identity of the cluster tenants' namespaces live on (the backend's own; read after start). */
+  tenantClusterIdentity: () => string;
   informer: Informer<KubeObject>;
   events: EventRecorder;
   /** Only deployments matching it are served (the informer uses the same selector). */
@@ -358,6 +360,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
             requestedEngineInstance: tenant.engineInstance,
             spec,
             managedEnvironmentId,
+            tenantClusterIdentity: options.tenantClusterIdentity(),
           },
           mappings.find((m) => m.cr_uid === uid),
         );

@@ -50,6 +50,7 @@ export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnv
     concurrency: ctx.config.maxConcurrentReconciles,
     resyncIntervalMs: ctx.config.resyncIntervalMs,
     reconcile: createManagedEnvironmentReconciler({
+      tenantClusterIdentity: () => ctx.engineInstance().cluster_identity,
       db: ctx.db,
       kc: ctx.kc,
       sealer: ctx.sealer,

@@ -78,6 +78,8 @@ export const EnvironmentEventReason = {
 } as const;
 
 export interface ManagedEnvironmentReconcilerOptions {
+  /** The cluster tenants' namespaces live on (the backend's own; read after start): placement stays on it. */
+  tenantClusterIdentity?: () => string;
   db: Kysely<Database>;
   kc: KubeConfig;
   sealer: Sealer;
@@ -374,6 +376,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
           environment: { namespace, name, uid },
           namespaceUid: tenant.uid,
           requestedEngineInstance: tenant.engineInstance,
+          tenantClusterIdentity: options.tenantClusterIdentity?.(),
           credentials: {
             apiUrl: spec.apiURL,
             bearerToken: token.value,

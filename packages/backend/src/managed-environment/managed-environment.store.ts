@@ -97,6 +97,8 @@ export async function applyEnvironment(
     namespaceUid: string;
     /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
     requestedEngineInstance: string | undefined;
+    /** The cluster the tenant's namespace lives on (placement without a label stays on it). */
+    tenantClusterIdentity?: string;
     credentials: DesiredCredentials;
   },
 ): Promise<ApplyEnvironmentResult> {
@@ -138,6 +140,7 @@ export async function applyEnvironment(
       trx,
       existing.environment.cluster_user_id,
       input.requestedEngineInstance,
+      input.tenantClusterIdentity,
     );
     await updateEnvironmentCredentials(trx, existing.environment.id, sealed());
     await touchManagedEnvironment(trx, existing.environment.id);
@@ -154,7 +157,12 @@ export async function applyEnvironment(
   const clusterUser =
     (await getClusterUserByNamespaceUid(trx, input.namespaceUid)) ??
     (await upsertClusterUser(trx, { uid: input.namespaceUid, name: environment.namespace }));
-  const instance = await tenantEngineInstance(trx, clusterUser.id, input.requestedEngineInstance);
+  const instance = await tenantEngineInstance(
+    trx,
+    clusterUser.id,
+    input.requestedEngineInstance,
+    input.tenantClusterIdentity,
+  );
   const created = await insertExternalEnvironment(trx, {
     clusterUserId: clusterUser.id,
     name: environment.name,

@@ -60,6 +60,8 @@ export const DEFAULT_REVALIDATE_INTERVAL_MS = 10 * 60_000;
 export const DEFAULT_FAILURE_BACKOFF_MS = 15_000;
 
 export interface RepositoryCredentialReconcilerOptions {
+  /** The cluster tenants' namespaces live on (the backend's own; read after start): placement stays on it. */
+  tenantClusterIdentity?: () => string;
   db: Kysely<Database>;
   kc: KubeConfig;
   informer: Informer<KubeObject>;
@@ -323,6 +325,7 @@ export function createRepositoryCredentialReconciler(
           cr: { namespace, name, uid },
           namespaceUid: tenant.uid,
           requestedEngineInstance: tenant.engineInstance,
+          tenantClusterIdentity: options.tenantClusterIdentity?.(),
           repositoryUrl: spec.repository,
           secretName: spec.secret,
           credentials: read.credentials,

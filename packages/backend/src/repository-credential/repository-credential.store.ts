@@ -78,6 +78,8 @@ export interface DesiredRepositoryCredentials {
   namespaceUid: string;
   /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
   requestedEngineInstance: string | undefined;
+  /** The cluster the tenant's namespace lives on (placement without a label stays on it). */
+  tenantClusterIdentity?: string;
   repositoryUrl: string;
   secretName: string;
   credentials: GitCredentials;
@@ -176,7 +178,12 @@ export async function applyRepositoryCredentials(
   if (!tenant || tenant.namespace_name !== cr.namespace) {
     tenant = await upsertClusterUser(trx, { uid: desired.namespaceUid, name: cr.namespace });
   }
-  const instance = await tenantEngineInstance(trx, tenant.id, desired.requestedEngineInstance);
+  const instance = await tenantEngineInstance(
+    trx,
+    tenant.id,
+    desired.requestedEngineInstance,
+    desired.tenantClusterIdentity,
+  );
   const created = await insertRepositoryCredentials(trx, {
     clusterUserId: tenant.id,
     engineInstanceId: instance.id,

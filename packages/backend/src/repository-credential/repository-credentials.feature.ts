@@ -54,6 +54,7 @@ export function createRepositoryCredentialsFeature(ctx: BackendContext): Reposit
     concurrency: ctx.config.maxConcurrentReconciles,
     resyncIntervalMs: ctx.config.resyncIntervalMs,
     reconcile: createRepositoryCredentialReconciler({
+      tenantClusterIdentity: () => ctx.engineInstance().cluster_identity,
       db: ctx.db,
       kc: ctx.kc,
       informer,

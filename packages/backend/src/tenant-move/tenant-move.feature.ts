@@ -5,7 +5,9 @@
  * transaction); the agents of both instances hand the Argo CD Applications over without pruning.
  *
  * Watches only labelled namespaces. Removing the label moves nothing (placement never changes by itself); a
- * label naming an unknown or cordoned instance moves nothing and says so in a Warning Event on the namespace.
+ * label naming an unknown or cordoned instance, or one on another cluster while the tenant has deployments
+ * without an environment (they deploy into its namespace on this cluster), moves nothing and says so in a
+ * Warning Event on the namespace.
  * Any backend replica or shard may act: the move locks the tenant row and does nothing when it is done.
  */
 import { Label, TenantMoveEventReason, TenantMoveMessage } from '@gitops/api';
@@ -13,6 +15,7 @@ import {
   getClusterUserByNamespaceUid,
   getEngineInstance,
   getEngineInstanceByName,
+  hasWorkspaceApplications,
   moveTenant,
 } from '@gitops/db';
 import { createInformer, createWorkQueue, type KubeObject } from '@gitops/shared';
@@ -63,10 +66,16 @@ export function createTenantMoveFeature(ctx: BackendContext): TenantMoveFeature 
       if (target?.id === tenant.engine_instance_id) return;
       const current = await getEngineInstance(db, tenant.engine_instance_id);
       const from = current?.name ?? tenant.engine_instance_id;
-      if (!target || target.cordoned) {
-        const message = target
-          ? TenantMoveMessage.targetCordoned(requested, from)
-          : TenantMoveMessage.targetUnknown(requested, from);
+      const otherCluster =
+        target !== undefined &&
+        target.cluster_identity !== ctx.engineInstance().cluster_identity &&
+        (await hasWorkspaceApplications(db, tenant.id));
+      if (!target || target.cordoned || otherCluster) {
+        const message = !target
+          ? TenantMoveMessage.targetUnknown(requested, from)
+          : target.cordoned
+            ? TenantMoveMessage.targetCordoned(requested, from)
+            : TenantMoveMessage.targetOnAnotherCluster(requested, from);
         log.warn({ namespace: name, requested, engineInstance: from }, 'tenant not moved');
         await ctx.events.event(namespace, 'Warning', TenantMoveEventReason.MoveRefused, message);
         return;
