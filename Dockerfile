@@ -1,5 +1,7 @@
 # The backend and the cluster-agent (and the RHOAS operator): one image, one entry point per process
 #   node packages/backend/src/main.ts | node packages/cluster-agent/src/main.ts | node packages/rhoas-operator/src/main.ts
+# and the admin CLI on PATH: kubectl-gitops ... (docs/admin-cli.md): `kubectl exec deploy/gitops-backend --
+# kubectl-gitops operations` uses the Pod's DATABASE_URL, GITOPS_ENCRYPTION_KEYS and service account.
 # Node 24 runs the TypeScript sources directly, so there is no compile step: the image holds the sources,
 # the SQL migrations and the production dependencies only, and runs as a non-root user (uid 1000).
 # NODE_IMAGE is any Node 24 image with npm (the official one by default); `pnpm images` passes a locally
@@ -18,6 +20,7 @@ COPY package.json pnpm-lock.yaml pnpm-workspace.yaml ./
 COPY packages/api/package.json packages/api/
 COPY packages/appstudio/package.json packages/appstudio/
 COPY packages/backend/package.json packages/backend/
+COPY packages/cli/package.json packages/cli/
 COPY packages/cluster-agent/package.json packages/cluster-agent/
 COPY packages/db/package.json packages/db/
 COPY packages/local-env/package.json packages/local-env/
@@ -30,6 +33,7 @@ COPY e2e/package.json e2e/
 RUN pnpm install --frozen-lockfile --prod --ignore-scripts \
       --filter @gitops/backend --filter @gitops/cluster-agent --filter @gitops/rhoas-operator \
       --filter @gitops/appstudio --filter @gitops/api --filter @gitops/db --filter @gitops/shared \
+      --filter @gitops/cli \
  && rm -rf packages/local-env packages/test-support e2e
 
 FROM ${NODE_IMAGE}
@@ -43,9 +47,12 @@ COPY packages/api/crds packages/api/crds
 COPY packages/api/src packages/api/src
 COPY packages/appstudio/src packages/appstudio/src
 COPY packages/backend/src packages/backend/src
+COPY packages/cli/bin packages/cli/bin
+COPY packages/cli/src packages/cli/src
 COPY packages/cluster-agent/src packages/cluster-agent/src
 COPY packages/db/src packages/db/src
 COPY packages/rhoas-operator/src packages/rhoas-operator/src
 COPY packages/shared/src packages/shared/src
+RUN ln -s /app/packages/cli/bin/kubectl-gitops /usr/local/bin/kubectl-gitops
 USER 1000:1000
 CMD ["node", "packages/backend/src/main.ts"]

@@ -124,7 +124,7 @@ export function createContext(options: ContextOptions): Context {
         const unset = env.DATABASE_URL === undefined || env.DATABASE_URL === '';
         throw new CliError(
           unset
-            ? 'DATABASE_URL is not set: set it to the PostgreSQL connection string the backend uses (postgres://user:password@host:5432/db)'
+            ? 'DATABASE_URL is not set: set it to the PostgreSQL connection string the backend uses (a postgres:// URL)'
             : err.issues.map((i) => i.message).join('; '),
         );
       }

@@ -8,7 +8,14 @@ import { getTenantInView, type TenantDeploymentInView } from '@gitops/db';
 import type { KubeObject } from '@gitops/shared';
 import type { Command } from '../command.ts';
 import { CliError, ExitCode } from '../context.ts';
-import { conditionOf, getOrUndefined, gitOpsDeploymentsPath, listObjects, namespacePath } from '../kube.ts';
+import {
+  conditionOf,
+  conditionsOf,
+  getOrUndefined,
+  gitOpsDeploymentsPath,
+  listObjects,
+  namespacePath,
+} from '../kube.ts';
 import { formatAge, formatTable, oneLine, toJson } from '../output.ts';
 
 interface DeploymentStatus {
@@ -20,6 +27,8 @@ interface DeploymentStatus {
   /** The instance still releasing the old Argo CD Application while the tenant moves. */
   releasingEngineInstance: string | null;
   error: string | null;
+  /** Other conditions that are True: Argo CD's, passed through (ComparisonError, SyncError, ...). */
+  conditions: { type: string; message: string }[];
   deleting: boolean;
   application: string | null;
   lastOperation: {
@@ -86,7 +95,7 @@ export const status: Command = async ({ args, format, ctx, io }) => {
   const wide = format === 'wide';
   io.out(
     formatTable(
-      ['NAME', 'SYNC', 'HEALTH', 'INSTANCE', 'LAST OPERATION', 'AGE', 'ERROR / OPERATION MESSAGE'],
+      ['NAME', 'SYNC', 'HEALTH', 'INSTANCE', 'LAST OPERATION', 'AGE', 'ERROR / MESSAGE'],
       deployments.map((d) => {
         const op = d.lastOperation;
         const instance = d.releasingEngineInstance
@@ -94,7 +103,9 @@ export const status: Command = async ({ args, format, ctx, io }) => {
           : (d.engineInstance ?? '-');
         const note = d.objectGone
           ? 'no GitOpsDeployment: its rows are being deleted'
-          : (d.error ?? (op && op.state !== 'Completed' ? op.message : '') ?? '');
+          : (d.error ??
+            d.conditions.map((c) => `${c.type}: ${c.message}`)[0] ??
+            (op && op.state !== 'Completed' ? op.message : ''));
         return [
           d.deleting ? `${d.name} (deleting)` : d.name,
           d.sync ?? '-',
@@ -130,6 +141,9 @@ function deploymentStatus(
     engineInstance: row?.engine_instance_name ?? text(statusOf.engineInstance) ?? placement,
     releasingEngineInstance: row?.releasing_engine_instance_name ?? null,
     error: error?.status === 'True' ? (error.message ?? error.reason ?? 'ErrorOccurred') : null,
+    conditions: conditionsOf(object)
+      .filter((c) => c.status === 'True' && c.type !== GitOpsDeploymentConditionType.ErrorOccurred)
+      .map((c) => ({ type: c.type, message: c.message ?? '' })),
     deleting: object?.metadata.deletionTimestamp !== undefined,
     application: row?.application_name ?? null,
     lastOperation: op && {
