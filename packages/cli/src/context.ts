@@ -238,7 +238,15 @@ export function createContext(options: ContextOptions): Context {
       return [...secrets, ...raw];
     },
     async close() {
-      await db?.destroy().catch(() => {});
+      // A connection attempt that never got an answer must not keep the CLI from exiting.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        db?.destroy().catch(() => {}),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, 2_000);
+        }),
+      ]);
+      clearTimeout(timer);
     },
   };
 }

@@ -7,7 +7,7 @@
  */
 import { EngineInstanceConditionType } from '@gitops/api';
 import { listEngineInstanceOverviews } from '@gitops/db';
-import { type KubeConfig, type KubeObject, sleep, systemClock } from '@gitops/shared';
+import { isNotFound, type KubeConfig, type KubeObject, sleep, systemClock } from '@gitops/shared';
 import type { Command, CommandInput } from '../command.ts';
 import { CliError, ExitCode } from '../context.ts';
 import {
@@ -72,9 +72,12 @@ async function list({ format, ctx, io }: CommandInput): Promise<number> {
   const db = await ctx.db();
   const kc = await ctx.kube();
   const rows = await listEngineInstanceOverviews(db);
-  const objects = new Map(
-    (await listObjects(kc, engineInstancesPath())).map((o) => [o.metadata.name, objectView(o)]),
-  );
+  // Without the GitOpsEngineInstance CRD (an older installation) the database's view is still shown.
+  const listed = await listObjects(kc, engineInstancesPath()).catch((err: unknown) => {
+    if (isNotFound(err)) return [];
+    throw err;
+  });
+  const objects = new Map(listed.map((o) => [o.metadata.name, objectView(o)]));
   const view = rows.map((r) => ({
     name: r.name,
     namespace: r.namespace_name,

@@ -17,6 +17,8 @@ import { CliError, ExitCode } from '../context.ts';
 import { formatAge, formatTable, oneLine, toJson } from '../output.ts';
 
 const DEFAULT_STUCK = '5m';
+/** At most this many are listed, oldest first (the table says so when it is cut). */
+const LIST_LIMIT = 500;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const operations: Command = async (input) => {
@@ -43,6 +45,7 @@ async function list({ options, format, ctx, io }: CommandInput): Promise<number>
     stuckForMs,
     failed,
     engineInstanceName: options.instance,
+    limit: LIST_LIMIT,
   });
   if (format === 'json') {
     io.out(toJson({ operations: rows.map(view) }));
@@ -79,6 +82,8 @@ async function list({ options, format, ctx, io }: CommandInput): Promise<number>
       ]),
     ),
   );
+  if (rows.length === LIST_LIMIT)
+    io.out(`(the oldest ${LIST_LIMIT} only; narrow with --instance or --failed)`);
   if (rows.some((o) => !o.agent_listening)) {
     io.out(
       'AWAY: no agent of that engine instance listens now; its operations wait until one is back (kubectl gitops doctor).',
