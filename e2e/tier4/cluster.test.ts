@@ -198,6 +198,80 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
     assert.equal(active.filter(Boolean).length, 1, 'one active agent, one standby');
   });
 
+  it('the service namespace enforces Pod Security restricted: our Pods run under it, a privileged Pod is refused', async () => {
+    const namespace = await getJson('namespace', SERVICE_NS);
+    const labels = (namespace.metadata as { labels?: Record<string, string> }).labels ?? {};
+    assert.equal(labels['pod-security.kubernetes.io/enforce'], 'restricted');
+    // The API server's own admission: a Pod that needs more than restricted allows is refused.
+    const privileged = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'privileged-probe', namespace: SERVICE_NS },
+      spec: {
+        containers: [
+          { name: 'c', image: IMAGE, imagePullPolicy: 'Never', securityContext: { privileged: true } },
+        ],
+      },
+    };
+    const file = join(workDir, 'privileged-pod.json');
+    await writeFile(file, JSON.stringify(privileged));
+    const refused = await kubectl('create', '-f', file).then(
+      () => undefined,
+      (error: { stderr?: string }) => error.stderr ?? String(error),
+    );
+    assert.match(refused ?? 'created', /violates PodSecurity "restricted/);
+    // ... while both of ours run there (see the test before).
+    assert.equal((await readyPods(SERVICE_NS, 'app.kubernetes.io/part-of=gitops-service')).length, 4);
+  });
+
+  it('a drain evicts one replica of each component at a time (PodDisruptionBudgets); the evicted one is replaced', async () => {
+    for (const name of ['gitops-backend', 'gitops-cluster-agent']) {
+      const selector = `app.kubernetes.io/name=${name}`;
+      await eventually(
+        `${name}: the budget allows one disruption`,
+        async () => {
+          const pdb = await getJson('pdb', '-n', SERVICE_NS, name);
+          return (pdb.status as { disruptionsAllowed?: number } | undefined)?.disruptionsAllowed === 1;
+        },
+        CONVERGE_MS,
+      );
+      const [first, second] = await readyPods(SERVICE_NS, selector);
+      assert.ok(first && second);
+      // An Eviction, as kubectl drain sends it for each Pod (the body from a file).
+      const evictPod = async (pod: string) => {
+        const body = join(workDir, `eviction-${pod}.json`);
+        await writeFile(
+          body,
+          JSON.stringify({
+            apiVersion: 'policy/v1',
+            kind: 'Eviction',
+            metadata: { name: pod, namespace: SERVICE_NS },
+          }),
+        );
+        return await execFileAsync(cluster.node.kubectl, [
+          '--kubeconfig',
+          cluster.kubeconfigPath,
+          'create',
+          '--raw',
+          `/api/v1/namespaces/${SERVICE_NS}/pods/${pod}/eviction`,
+          '-f',
+          body,
+        ]).then(
+          () => 'evicted',
+          (error: { stderr?: string }) => error.stderr ?? String(error),
+        );
+      };
+      assert.equal(await evictPod(first.metadata.name), 'evicted');
+      // The second one must wait: evicting it now would leave the component without a replica.
+      assert.match(await evictPod(second.metadata.name), /disruption budget|TooManyRequests|429/i);
+      await eventually(
+        `${name}: two replicas ready again`,
+        async () => (await readyPods(SERVICE_NS, selector)).length === 2,
+        CONVERGE_MS,
+      );
+    }
+  });
+
   it("a user's GitOpsDeployment of a Deployment and a Service ends Synced/Healthy with its Pods Running; deleting it deletes the Pods", async () => {
     const tenant = `tenant-${randomBytes(3).toString('hex')}`;
     await kubectl('create', 'namespace', tenant);
