@@ -191,10 +191,13 @@ export async function setEngineInstanceCordoned(
   return result.numUpdatedRows > 0n;
 }
 
-/** Every registered instance with how many tenants and applications it holds (metrics, operators' views). */
+/**
+ * Every registered instance with how many tenants and applications it holds, and whether an agent of it listens
+ * now (metrics, operators' views).
+ */
 export async function listEngineInstanceLoads(
   db: Kysely<Database>,
-): Promise<(EngineInstanceRow & { tenants: number; applications: number })[]> {
+): Promise<(EngineInstanceRow & { tenants: number; applications: number; listening: boolean })[]> {
   return await db
     .selectFrom('engine_instance as ei')
     .selectAll('ei')
@@ -209,11 +212,17 @@ export async function listEngineInstanceLoads(
         .select((c) => c.fn.countAll<number>().as('n'))
         .whereRef('a.engine_instance_id', '=', 'ei.id')
         .as('applications'),
+      agentListening('ei.id').as('listening'),
     ])
     .orderBy('ei.name')
     .execute()
     .then((rows) =>
-      rows.map((r) => ({ ...r, tenants: Number(r.tenants), applications: Number(r.applications) })),
+      rows.map((r) => ({
+        ...r,
+        tenants: Number(r.tenants),
+        applications: Number(r.applications),
+        listening: r.listening === true,
+      })),
     );
 }
 

@@ -62,6 +62,40 @@ export async function listOperationsNeedingAttention(
   return rows.map((row) => ({ ...row, agent_listening: row.agent_listening === true }));
 }
 
+/** Operations of one engine instance in one state that is not Completed, for /metrics. */
+export interface OperationStateCount {
+  engine_instance_name: string;
+  state: 'Waiting' | 'In_Progress' | 'Failed';
+  count: number;
+  /** Seconds since the oldest of them was created. */
+  oldest_seconds: number;
+}
+
+/**
+ * How many operations are Waiting, In_Progress and Failed per engine instance (by name), with the age of the
+ * oldest of each: one grouped read (Completed rows, the bulk, are not counted). States with none are absent.
+ */
+export async function countOperationsByState(db: Kysely<Database>): Promise<OperationStateCount[]> {
+  const rows = await db
+    .selectFrom('operation as o')
+    .innerJoin('engine_instance as e', 'e.id', 'o.engine_instance_id')
+    .select([
+      'e.name as engine_instance_name',
+      'o.state',
+      sql<string>`count(*)`.as('count'),
+      sql<string>`extract(epoch from now() - min(o.created_at))`.as('oldest_seconds'),
+    ])
+    .where('o.state', 'in', ['Waiting', 'In_Progress', 'Failed'])
+    .groupBy(['e.name', 'o.state'])
+    .execute();
+  return rows.map((row) => ({
+    engine_instance_name: row.engine_instance_name,
+    state: row.state as OperationStateCount['state'],
+    count: Number(row.count),
+    oldest_seconds: Math.max(0, Number(row.oldest_seconds)),
+  }));
+}
+
 /** The ids of the Failed operations (of one instance, by name), oldest first. */
 export async function listFailedOperationIds(
   db: Kysely<Database>,
