@@ -16,7 +16,10 @@ import {
 } from './environment/environment.feature.ts';
 import { createPromotionRunFeature } from './promotion-run/promotion-run.feature.ts';
 import { createDevSandboxProvisioner, targetKeysOfSpaceRequest } from './provisioners/devsandbox.feature.ts';
-import { createNamespaceProvisioner } from './provisioners/namespace.provisioner.ts';
+import {
+  createNamespaceProvisioner,
+  registerProvisionedTokenExpiry,
+} from './provisioners/namespace.provisioner.ts';
 import type { Provisioner } from './provisioners/provisioner.ts';
 import { createBindingFeature } from './snapshot-environment-binding/binding.feature.ts';
 
@@ -59,6 +62,7 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
       caPem: ctx.namespaceProvisioner.caPem,
     }),
   ];
+  registerProvisionedTokenExpiry(ctx.registry, { targets, secrets });
   const extraFeatures: Feature[] = [];
   const spaceRequests = ctx.devSandbox ? ctx.informer(AppStudioKinds.SpaceRequest.resource) : undefined;
   if (spaceRequests) {

@@ -24,6 +24,7 @@ import {
   SecretType,
 } from '@gitops/api';
 import {
+  addGaugeCollector,
   collectionPath,
   deleteIfExists,
   getObject,
@@ -34,6 +35,7 @@ import {
   type KubeObject,
   kubeRequest,
   type Logger,
+  type Registry,
 } from '@gitops/shared';
 import { annotationOf, classNameOf, credentialsOf } from '../deployment-target.ts';
 import { setPhase } from '../writes.ts';
@@ -222,4 +224,62 @@ export function createNamespaceProvisioner(
   }
 
   return { name: ProvisionerName.Namespace, provision, deprovision };
+}
+
+/** The `exp` (seconds since the epoch) of a JWT, or undefined when it has none or is no JWT. */
+export function jwtExpiry(token: string): number | undefined {
+  try {
+    const payload: unknown = JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString());
+    const exp = payload && typeof payload === 'object' ? (payload as { exp?: unknown }).exp : undefined;
+    return typeof exp === 'number' ? exp : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * `gitops_namespace_provisioner_token_expiry_timestamp_seconds{namespace, deployment_target}`: when the token in
+ * the kubeconfig Secret of each DeploymentTarget this provisioner made expires (the JWT's `exp`), computed from
+ * the informers' caches when /metrics is scraped, so it survives restarts and costs nothing between scrapes.
+ */
+export function registerProvisionedTokenExpiry(
+  registry: Registry,
+  caches: {
+    targets: { list(): KubeObject[] };
+    secrets: { get(namespace: string | undefined, name: string): KubeObject | undefined };
+  },
+): void {
+  addGaugeCollector(
+    registry,
+    {
+      name: 'gitops_namespace_provisioner_token_expiry_timestamp_seconds',
+      help: "Expiry time (Unix seconds) of the ServiceAccount token in each namespace-provisioned DeploymentTarget's kubeconfig Secret",
+      labelNames: ['namespace', 'deployment_target'],
+    },
+    (gauge) => {
+      gauge.reset();
+      for (const target of caches.targets.list()) {
+        if (annotationOf(target, DeploymentTargetAnnotation.ProvisionedBy) !== ProvisionerName.Namespace)
+          continue;
+        const { clusterCredentialsSecret } = credentialsOf(target);
+        const secret = caches.secrets.get(target.metadata.namespace, clusterCredentialsSecret);
+        const data = (secret as { data?: Record<string, string> } | undefined)?.data?.kubeconfig;
+        if (!data) continue;
+        let token: unknown;
+        try {
+          token = (
+            JSON.parse(Buffer.from(data, 'base64').toString()) as { users?: { user?: { token?: unknown } }[] }
+          ).users?.[0]?.user?.token;
+        } catch {
+          continue;
+        }
+        const exp = typeof token === 'string' ? jwtExpiry(token) : undefined;
+        if (exp !== undefined)
+          gauge.set(
+            { namespace: target.metadata.namespace ?? '', deployment_target: target.metadata.name },
+            exp,
+          );
+      }
+    },
+  );
 }

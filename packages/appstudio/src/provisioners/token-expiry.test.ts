@@ -1,0 +1,60 @@
+import assert from 'node:assert/strict';
+import { AppStudioKinds, DeploymentTargetAnnotation, Provisioner } from '@gitops/api';
+import { createMetricsRegistry, type KubeObject } from '@gitops/shared';
+import { describe, test } from 'vitest';
+import { jwtExpiry, registerProvisionedTokenExpiry } from './namespace.provisioner.ts';
+
+const jwt = (payload: object) =>
+  ['{"alg":"none"}', JSON.stringify(payload), ''].map((p) => Buffer.from(p).toString('base64url')).join('.');
+
+const target = (name: string, provisionedBy: string): KubeObject => ({
+  apiVersion: AppStudioKinds.DeploymentTarget.apiVersion,
+  kind: AppStudioKinds.DeploymentTarget.kind,
+  metadata: {
+    name,
+    namespace: 'team-a',
+    annotations: { [DeploymentTargetAnnotation.ProvisionedBy]: provisionedBy },
+  },
+  spec: { kubernetesCredentials: { clusterCredentialsSecret: `${name}-kubeconfig` } },
+});
+
+const kubeconfigSecret = (name: string, token: string): KubeObject =>
+  ({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name, namespace: 'team-a' },
+    data: {
+      kubeconfig: Buffer.from(
+        JSON.stringify({ users: [{ name: 'gitops-deployer', user: { token } }] }),
+      ).toString('base64'),
+    },
+  }) as KubeObject;
+
+describe('token expiry of namespace-provisioned targets', () => {
+  test('jwtExpiry reads exp, and nothing from what is no JWT', () => {
+    assert.equal(jwtExpiry(jwt({ exp: 1_900_000_000 })), 1_900_000_000);
+    assert.equal(jwtExpiry(jwt({ sub: 'x' })), undefined);
+    assert.equal(jwtExpiry('opaque-token'), undefined);
+  });
+
+  test('one series per target this provisioner made, from the cached Secret, at scrape time', async () => {
+    const registry = createMetricsRegistry({ defaultMetrics: false });
+    const targets = [target('mine', Provisioner.Namespace), target('other', 'someone-else')];
+    const secrets = new Map([
+      ['mine-kubeconfig', kubeconfigSecret('mine-kubeconfig', jwt({ exp: 1_900_000_000 }))],
+      ['other-kubeconfig', kubeconfigSecret('other-kubeconfig', jwt({ exp: 1_800_000_000 }))],
+    ]);
+    registerProvisionedTokenExpiry(registry, {
+      targets: { list: () => targets },
+      secrets: { get: (_namespace, name) => secrets.get(name) },
+    });
+    const lines = (await registry.metrics())
+      .split('\n')
+      .filter((l) => l.startsWith('gitops_namespace_provisioner_token_expiry_timestamp_seconds{'));
+    assert.deepEqual(lines, [
+      'gitops_namespace_provisioner_token_expiry_timestamp_seconds{namespace="team-a",deployment_target="mine"} 1900000000',
+    ]);
+    secrets.delete('mine-kubeconfig');
+    assert.doesNotMatch(await registry.metrics(), /deployment_target="mine"/);
+  });
+});
