@@ -2,7 +2,8 @@
 # One set-up step for the machine, called by the README's command lines and by .ci/run.
 # As root on Debian/Ubuntu it installs, when missing, the Debian packages the project needs:
 #   redis-server (Argo CD's cache), docker.io (engine: builds the images) + docker-compose, containerd + runc +
-#   containernetworking-plugins (the local cluster's node), debootstrap (local base image), git
+#   containernetworking-plugins (the local cluster's node), debootstrap (local base image), git, prometheus (tier 3a's
+#   e2e/tier3a/monitoring.test.ts runs the alert rules and the dashboard's queries against it; not started as a service)
 # and starts dockerd when it is not running. Quiet when nothing is missing; idempotent.
 # Where it cannot act (not root, not Debian) it says what is missing and exits 0: `pnpm dev` and
 # `pnpm test` then run without what needs those packages, and say so. `--require` makes that an error (CI).
@@ -10,7 +11,7 @@ set -euo pipefail
 require=false
 [[ "${1:-}" == "--require" ]] && require=true
 
-packages=(redis-server docker.io docker-compose containerd runc containernetworking-plugins debootstrap git)
+packages=(redis-server docker.io docker-compose containerd runc containernetworking-plugins debootstrap git prometheus)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then missing+=("$p"); fi
