@@ -1,0 +1,161 @@
+/**
+ * Tier 3b: an engine instance on another cluster. A second local control plane plays a workload cluster with
+ * its own Argo CD and agent (which reach the service only through PostgreSQL); the backend and the tenants'
+ * namespaces stay on the first. A tenant placed there by its namespace label deploys into the workload cluster
+ * through a ManagedEnvironment; a deployment without an environment is refused there (it would land in a
+ * namespace of the same name on the wrong cluster); a tenant moved from the first cluster's instance to the
+ * remote one keeps its deployed resources, which the remote Argo CD takes over.
+ */
+import assert from 'node:assert/strict';
+import { Label, PlacementMessage } from '@gitops/api';
+import { type ControlPlane, manifest, startControlPlane } from '@gitops/local-env';
+import { clusterIdentity, loadKubeConfig } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
+import { create, GROUP_VERSION, get, mergePatch, paths } from '../fixture/kube.ts';
+import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+
+describe('tier 3b: an Argo CD instance on another cluster', () => {
+  let workload: ControlPlane;
+  let f: RealSystem;
+  let remote: ExternalCluster;
+  let a: string;
+  let b: string;
+
+  beforeAll(async () => {
+    workload = await startControlPlane();
+    f = await startRealSystem({ secondInstance: { kubeconfigPath: workload.kubeconfigPath } });
+    remote = externalCluster(loadKubeConfig(workload.kubeconfigPath), f.system.shard);
+    a = f.system.engineInstanceName;
+    b = f.system.secondEngineInstanceName;
+  });
+  afterAll(async () => {
+    await f?.stop();
+    await workload?.stop();
+  });
+
+  const workloadKc = () => loadKubeConfig(workload.kubeconfigPath);
+  const engineInstanceOf = (status: object) => (status as { engineInstance?: string }).engineInstance;
+  /** A Secret + ManagedEnvironment in `tenant` (on the first cluster) for a namespace of the workload cluster. */
+  async function workloadEnvironment(tenant: string, name: string) {
+    const target = await remote.target(name);
+    const objects = remote.environmentObjects(name, target);
+    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, objects.secret);
+    await create(
+      f.system.kc,
+      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentmanagedenvironments`,
+      objects.environment,
+    );
+    return target.namespace;
+  }
+
+  it('the remote instance registered with its own cluster identity', async () => {
+    const rows = await f.system.db
+      .selectFrom('engine_instance')
+      .select(['name', 'cluster_identity'])
+      .where('name', 'in', [a, b])
+      .execute();
+    const identity = (name: string) => rows.find((r) => r.name === name)?.cluster_identity;
+    assert.equal(identity(a), await clusterIdentity(f.system.kc));
+    assert.equal(identity(b), await clusterIdentity(workloadKc()));
+    assert.notEqual(identity(a), identity(b));
+  });
+
+  it('a tenant labelled for the remote instance deploys into the workload cluster through a ManagedEnvironment; without an environment it is refused', async () => {
+    const tenant = await f.given.tenant('remote', { [Label.EngineInstance]: b });
+    const namespace = await workloadEnvironment(tenant, 'workload');
+    const repo = await f.given.repository('remote', { 'app/cm.yaml': manifest.configMap('far', { k: 'v' }) });
+
+    const gd = await f.when.deployed(
+      tenant,
+      'app',
+      { repoURL: repo.fileUrl, path: 'app' },
+      { destination: { environment: 'workload', namespace } },
+    );
+    await f.expect
+      .deployment(gd)
+      .is('Synced/Healthy on b', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b);
+    // The ConfigMap is on the workload cluster (deployed by its Argo CD), not on the first one.
+    const far = await get<{ data?: Record<string, string> }>(
+      workloadKc(),
+      `/api/v1/namespaces/${namespace}/configmaps/far`,
+    );
+    assert.equal(far?.data?.k, 'v');
+    assert.equal(await f.expect.readObject(namespace, 'ConfigMap', 'far'), undefined);
+    assert.ok(
+      await get(
+        workloadKc(),
+        paths.application(f.system.secondArgoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
+      ),
+    );
+
+    const local = await f.when.deployed(tenant, 'local', { repoURL: repo.fileUrl, path: 'app' });
+    const refused = await f.expect
+      .deployment(local)
+      .is('ErrorOccurred', (s) =>
+        (s.conditions ?? []).some((c) => c.type === 'ErrorOccurred' && c.status === 'True'),
+      );
+    assert.equal(
+      refused.conditions?.find((c) => c.type === 'ErrorOccurred')?.message,
+      PlacementMessage.instanceOnAnotherCluster(b),
+    );
+    await f.when.deleted(local);
+  });
+
+  it("a tenant moved from the first cluster's instance to the remote one: the remote Argo CD takes its resources over, same objects", async () => {
+    const tenant = await f.given.tenant('crossing', { [Label.EngineInstance]: a });
+    const namespace = await workloadEnvironment(tenant, 'workload');
+    const repo = await f.given.repository('crossing', {
+      'app/cm.yaml': manifest.configMap('kept', { v: '1' }),
+    });
+    const gd = await f.when.deployed(
+      tenant,
+      'app',
+      { repoURL: repo.fileUrl, path: 'app' },
+      { destination: { environment: 'workload', namespace } },
+    );
+    await f.expect
+      .deployment(gd)
+      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    const path = `/api/v1/namespaces/${namespace}/configmaps/kept`;
+    const before = await get(workloadKc(), path);
+    assert.ok(before);
+
+    await mergePatch(f.system.kc, paths.namespace(tenant), {
+      metadata: { labels: { [Label.EngineInstance]: b } },
+    });
+
+    await f.expect
+      .deployment(gd)
+      .is('Synced/Healthy on b', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b);
+    const appName = `gitopsdepl-${gd.metadata.uid}`;
+    // (status.engineInstance names b from the move on; the Application there follows the release by a)
+    await eventually(
+      'the Application on the workload cluster',
+      () => get(workloadKc(), paths.application(f.system.secondArgoCdNamespace, appName)),
+      180_000,
+    );
+    await eventually(
+      'no Application left on the first cluster',
+      async () =>
+        (await get(f.system.kc, paths.application(f.system.argoCdNamespace, appName))) ? undefined : true,
+      180_000,
+    );
+    assert.equal((await get(workloadKc(), path))?.metadata.uid, before.metadata.uid);
+
+    // A change after the move is deployed by the remote Argo CD.
+    const head = await repo.commit({ 'app/cm.yaml': manifest.configMap('kept', { v: '2' }) });
+    await f.expect
+      .deployment(gd)
+      .is('Synced at the new head', (s) => syncedAndHealthy(s) && s.sync?.revision === head);
+    await eventually(
+      'the ConfigMap at v2 on the workload cluster',
+      async () => {
+        const cm = await get<{ data?: Record<string, string> }>(workloadKc(), path);
+        return cm?.data?.v === '2' ? cm : undefined;
+      },
+      180_000,
+    );
+  });
+});
