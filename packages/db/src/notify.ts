@@ -12,14 +12,17 @@ import type { Database } from './database.ts';
  */
 
 /**
- * Channels sent by the schema's triggers (db/migrations/0001_initial.sql, 0006_sync_operation_progress.sql);
- * payloads are row ids.
- * Writers do not need to call `notify` for these: the triggers fire when the row really changes.
+ * Channels sent by the schema's triggers (db/migrations/0001_initial.sql, 0006_sync_operation_progress.sql,
+ * 0007_operation_notification_rows.sql). Writers do not need to call `notify` for these: the triggers fire when
+ * the row really changes (moveTenant adds one, see applicationStateChanged).
  */
 export const NOTIFICATION_CHANNELS = {
-  /** An operation row was inserted: wakes the relay. Payload: operation id. */
+  /**
+   * An operation row was inserted: wakes the agents and the relay. Payload: the row as JSON, or its id when
+   * the row is too large for a payload (read it with `operationOfNotification`).
+   */
   operationCreated: 'gitops_operation_created',
-  /** An operation's state changed: the backend re-enqueues its owner. Payload: operation id. */
+  /** An operation's state changed: the backend re-enqueues its owner. Payload: as operationCreated's. */
   operationStateChanged: 'gitops_operation_state_changed',
   /**
    * An application_state row was inserted or its state changed, or its application moved to another engine
