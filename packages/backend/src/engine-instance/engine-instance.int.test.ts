@@ -206,8 +206,13 @@ describe('GitOpsEngineInstance', () => {
     );
     // Cordoned in the database by other means (SQL): the object follows rather than undoing it.
     await setEngineInstanceCordoned(f.db, name, true);
-    const object = await objectWhere('spec follows the database', name, (o) => o.spec?.cordoned === true);
-    assert.equal(object.status?.cordoned, true);
+    // The spec is written first, then the status: wait for both.
+    const object = await objectWhere(
+      'spec and status follow the database',
+      name,
+      (o) => o.spec?.cordoned === true && o.status?.cordoned === true,
+    );
+    assert.equal(object.status?.observedGeneration, object.metadata.generation);
     assert.equal((await getEngineInstanceByName(f.db, name))?.cordoned, true);
   });
 
