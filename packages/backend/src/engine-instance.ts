@@ -8,7 +8,7 @@ import {
   type Database,
   type EngineInstanceRow,
   ensureEngineInstance,
-  listEngineInstanceLoads,
+  listEngineInstanceOverviews,
 } from '@gitops/db';
 import {
   addScrapedGauges,
@@ -130,7 +130,7 @@ export function registerEngineInstanceMetrics(
       let timer: NodeJS.Timeout | undefined;
       try {
         const [loads, operations] = await Promise.race([
-          Promise.all([listEngineInstanceLoads(db), countOperationsByState(db)]),
+          Promise.all([listEngineInstanceOverviews(db), countOperationsByState(db)]),
           new Promise<never>((_, reject) => {
             timer = setTimeout(
               () => reject(new Error(`no answer within ${METRICS_DATABASE_TIMEOUT_MS} ms`)),

@@ -5,7 +5,7 @@ import { getClusterUser } from './cluster-user.repository.ts';
 import {
   ensureEngineInstance,
   getEngineInstanceByName,
-  listEngineInstanceLoads,
+  listEngineInstanceOverviews,
   type Placement,
   placeTenant,
   setEngineInstanceCordoned,
@@ -34,7 +34,7 @@ const placedName = (placement: Placement) => ('placed' in placement ? placement.
 // One database for the file: each test cordons what it does not want to be chosen, so earlier tests' instances
 // never take its tenants.
 async function cordonAllBut(...names: string[]) {
-  for (const instance of await listEngineInstanceLoads(testDb.db)) {
+  for (const instance of await listEngineInstanceOverviews(testDb.db)) {
     await setEngineInstanceCordoned(testDb.db, instance.name, !names.includes(instance.name));
   }
 }
@@ -123,7 +123,7 @@ describe('tenant placement', () => {
     const tenant = await givenClusterUser(testDb.db);
     const results = await Promise.all(Array.from({ length: 8 }, () => place(tenant.id)));
     assert.equal(new Set(results.map(placedName)).size, 1);
-    const loads = await listEngineInstanceLoads(testDb.db);
+    const loads = await listEngineInstanceOverviews(testDb.db);
     assert.equal(
       loads.filter((l) => l.name === a.name || l.name === b.name).reduce((n, l) => n + l.tenants, 0),
       1,

@@ -191,41 +191,6 @@ export async function setEngineInstanceCordoned(
   return result.numUpdatedRows > 0n;
 }
 
-/**
- * Every registered instance with how many tenants and applications it holds, and whether an agent of it listens
- * now (metrics, operators' views).
- */
-export async function listEngineInstanceLoads(
-  db: Kysely<Database>,
-): Promise<(EngineInstanceRow & { tenants: number; applications: number; listening: boolean })[]> {
-  return await db
-    .selectFrom('engine_instance as ei')
-    .selectAll('ei')
-    .select((eb) => [
-      eb
-        .selectFrom('cluster_user as u')
-        .select((c) => c.fn.countAll<number>().as('n'))
-        .whereRef('u.engine_instance_id', '=', 'ei.id')
-        .as('tenants'),
-      eb
-        .selectFrom('application as a')
-        .select((c) => c.fn.countAll<number>().as('n'))
-        .whereRef('a.engine_instance_id', '=', 'ei.id')
-        .as('applications'),
-      agentListening('ei.id').as('listening'),
-    ])
-    .orderBy('ei.name')
-    .execute()
-    .then((rows) =>
-      rows.map((r) => ({
-        ...r,
-        tenants: Number(r.tenants),
-        applications: Number(r.applications),
-        listening: r.listening === true,
-      })),
-    );
-}
-
 /** An instance as operators see it: its row, its load, and whether its agents are there now. */
 export interface EngineInstanceOverview extends EngineInstanceRow {
   tenants: number;
@@ -254,7 +219,7 @@ const agentSessions = (engineInstanceIdColumn: string) =>
 
 /**
  * Every registered instance (or the one named `name`) with its tenants, applications and agents: one
- * statement for all of them (the GitOpsEngineInstance status of the backend).
+ * statement for all of them (the GitOpsEngineInstance status, the per-instance metrics, operators' views).
  */
 export async function listEngineInstanceOverviews(
   db: Kysely<Database>,

@@ -25,7 +25,7 @@ import {
   getApplication,
   getApplicationByName,
   getEngineInstanceByName,
-  listEngineInstanceLoads,
+  listEngineInstanceOverviews,
   setEngineInstanceCordoned,
   upsertEngineInstance,
 } from '@gitops/db';
@@ -263,7 +263,7 @@ describe('GitOpsEngineInstance', () => {
     const drained = await registerInstance(name);
     const target = await registerInstance(`gei-drain-to-${randomSuffix()}`);
     // Only the target takes tenants (every other instance of this file's database is cordoned meanwhile).
-    const others = (await listEngineInstanceLoads(f.db)).filter(
+    const others = (await listEngineInstanceOverviews(f.db)).filter(
       (i) => i.id !== drained.id && i.id !== target.id && !i.cordoned,
     );
     for (const other of others) await setEngineInstanceCordoned(f.db, other.name, true);
@@ -331,7 +331,7 @@ describe('GitOpsEngineInstance', () => {
     const tenant = await f.createNamespace('gei-stuck', { [Label.EngineInstance]: name });
     await deploy(tenant.name, 'a');
     await objectWhere('one tenant', name, (o) => o.status?.tenants === 1);
-    const others = (await listEngineInstanceLoads(f.db)).filter((i) => i.name !== name && !i.cordoned);
+    const others = (await listEngineInstanceOverviews(f.db)).filter((i) => i.name !== name && !i.cordoned);
     for (const other of others) await setEngineInstanceCordoned(f.db, other.name, true);
     try {
       await mergePatch(name, { spec: { drain: true } });
