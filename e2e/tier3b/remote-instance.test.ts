@@ -50,6 +50,26 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
     return target.namespace;
   }
 
+  /**
+   * A tenant labelled for `instance` with a ManagedEnvironment for a namespace of the workload cluster, and an
+   * automated GitOpsDeployment `app` of `object` through it, Synced and Healthy on that instance.
+   */
+  async function deployedToWorkload(prefix: string, instance: string, object: string) {
+    const tenant = await f.given.tenant(prefix, { [Label.EngineInstance]: instance });
+    const namespace = await workloadEnvironment(tenant, 'workload');
+    const repo = await f.given.repository(prefix, { 'app/object.yaml': object });
+    const gd = await f.when.deployed(
+      tenant,
+      'app',
+      { repoURL: repo.fileUrl, path: 'app' },
+      { destination: { environment: 'workload', namespace } },
+    );
+    await f.expect
+      .deployment(gd)
+      .is(`Synced/Healthy on ${instance}`, (s) => syncedAndHealthy(s) && engineInstanceOf(s) === instance);
+    return { tenant, namespace, repo, gd };
+  }
+
   it('the remote instance registered with its own cluster identity', async () => {
     const rows = await f.system.db
       .selectFrom('engine_instance')
@@ -63,19 +83,11 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
   });
 
   it('a tenant labelled for the remote instance deploys into the workload cluster through a ManagedEnvironment; without an environment it is refused', async () => {
-    const tenant = await f.given.tenant('remote', { [Label.EngineInstance]: b });
-    const namespace = await workloadEnvironment(tenant, 'workload');
-    const repo = await f.given.repository('remote', { 'app/cm.yaml': manifest.configMap('far', { k: 'v' }) });
-
-    const gd = await f.when.deployed(
-      tenant,
-      'app',
-      { repoURL: repo.fileUrl, path: 'app' },
-      { destination: { environment: 'workload', namespace } },
+    const { tenant, namespace, repo, gd } = await deployedToWorkload(
+      'remote',
+      b,
+      manifest.configMap('far', { k: 'v' }),
     );
-    await f.expect
-      .deployment(gd)
-      .is('Synced/Healthy on b', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b);
     // The ConfigMap is on the workload cluster (deployed by its Argo CD), not on the first one.
     const far = await get<{ data?: Record<string, string> }>(
       workloadKc(),
@@ -104,20 +116,11 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
   });
 
   it("a tenant moved from the first cluster's instance to the remote one: the remote Argo CD takes its resources over, same objects", async () => {
-    const tenant = await f.given.tenant('crossing', { [Label.EngineInstance]: a });
-    const namespace = await workloadEnvironment(tenant, 'workload');
-    const repo = await f.given.repository('crossing', {
-      'app/cm.yaml': manifest.configMap('kept', { v: '1' }),
-    });
-    const gd = await f.when.deployed(
-      tenant,
-      'app',
-      { repoURL: repo.fileUrl, path: 'app' },
-      { destination: { environment: 'workload', namespace } },
+    const { tenant, namespace, repo, gd } = await deployedToWorkload(
+      'crossing',
+      a,
+      manifest.configMap('kept', { v: '1' }),
     );
-    await f.expect
-      .deployment(gd)
-      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
     const path = `/api/v1/namespaces/${namespace}/configmaps/kept`;
     const before = await get(workloadKc(), path);
     assert.ok(before);
@@ -145,7 +148,7 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
     assert.equal((await get(workloadKc(), path))?.metadata.uid, before.metadata.uid);
 
     // A change after the move is deployed by the remote Argo CD.
-    const head = await repo.commit({ 'app/cm.yaml': manifest.configMap('kept', { v: '2' }) });
+    const head = await repo.commit({ 'app/object.yaml': manifest.configMap('kept', { v: '2' }) });
     await f.expect
       .deployment(gd)
       .is('Synced at the new head', (s) => syncedAndHealthy(s) && s.sync?.revision === head);
