@@ -11,7 +11,13 @@ import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type GitOpsDeployment, get, mergePatch, paths, watchEvents } from '../fixture/kube.ts';
-import { CONVERGE_MS, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import {
+  CONVERGE_MS,
+  type DeploymentStatus,
+  type RealSystem,
+  startRealSystem,
+  syncedAndHealthy,
+} from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: two Argo CD instances', () => {
   let f: RealSystem;
@@ -32,6 +38,9 @@ describe('tier 3b: two Argo CD instances', () => {
   });
 
   const engineInstanceOf = (status: object) => (status as { engineInstance?: string }).engineInstance;
+  /** Synced and Healthy, reported as deployed through `instance`. */
+  const syncedOn = (instance: string) => (status: DeploymentStatus) =>
+    syncedAndHealthy(status) && engineInstanceOf(status) === instance;
   const argoCdNamespaceOf = (instance: string) =>
     instance === a ? f.system.argoCdNamespace : f.system.secondArgoCdNamespace;
   const applicationIn = (namespace: string, gd: GitOpsDeployment) =>
@@ -54,15 +63,11 @@ describe('tier 3b: two Argo CD instances', () => {
     });
     // When the labelled one deploys first, then the other
     const first = await f.when.deployed(labelled, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    const onB = await f.expect
-      .deployment(first)
-      .is('Synced/Healthy on b', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b);
+    const onB = await f.expect.deployment(first).is('Synced/Healthy on b', syncedOn(b));
     assert.equal(engineInstanceOf(onB), b);
     const second = await f.when.deployed(unlabelled, 'app', { repoURL: repo.fileUrl, path: 'app' });
     // Then the first is on b (the label), the second on a (b holds one application, a none)
-    await f.expect
-      .deployment(second)
-      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    await f.expect.deployment(second).is('Synced/Healthy on a', syncedOn(a));
     await f.expect.application(first, () => true, f.system.secondArgoCdNamespace);
     await f.expect.application(second, () => true, f.system.argoCdNamespace);
     assert.equal(await applicationIn(f.system.argoCdNamespace, first), undefined);
@@ -85,13 +90,9 @@ describe('tier 3b: two Argo CD instances', () => {
       { repoURL: repo.fileUrl, path: 'two' },
       { type: 'manual' },
     );
-    await f.expect
-      .deployment(one)
-      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    await f.expect.deployment(one).is('Synced/Healthy on a', syncedOn(a));
     await f.system.createSyncRun(tenant, 'first-sync', { gitopsDeploymentName: 'two' });
-    await f.expect
-      .deployment(two)
-      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    await f.expect.deployment(two).is('Synced/Healthy on a', syncedOn(a));
     const before = {
       one: await f.expect.object(tenant, 'ConfigMap', 'one'),
       two: await f.expect.object(tenant, 'ConfigMap', 'two'),
@@ -110,9 +111,7 @@ describe('tier 3b: two Argo CD instances', () => {
     // Then both deployments report b, Synced and Healthy, through b's Argo CD; a has no Application left
     for (const gd of [one, two]) {
       await f.expect.application(gd, () => true, argoCdNamespaceOf(b));
-      await f.expect
-        .deployment(gd)
-        .is('Synced/Healthy on b', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b);
+      await f.expect.deployment(gd).is('Synced/Healthy on b', syncedOn(b));
       await eventually(
         `no Application of ${gd.metadata.name} on a`,
         async () => ((await applicationIn(argoCdNamespaceOf(a), gd)) === undefined ? true : undefined),
@@ -152,9 +151,7 @@ describe('tier 3b: two Argo CD instances', () => {
       'app/cm.yaml': manifest.configMap('stay', { k: 'v' }),
     });
     const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    await f.expect
-      .deployment(gd)
-      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
 
     await mergePatch(f.system.kc, paths.namespace(tenant), {
       metadata: { labels: { [Label.EngineInstance]: 'no-such-instance' } },
@@ -211,9 +208,7 @@ describe('tier 3b: two Argo CD instances', () => {
     const tenant = await f.given.tenant('held', { [Label.EngineInstance]: a });
     const repo = await f.given.repository('held', { 'app/cm.yaml': manifest.configMap('held', { k: 'v' }) });
     const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    await f.expect
-      .deployment(gd)
-      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
     const before = await f.expect.object(tenant, 'ConfigMap', 'held');
 
     // When a's agent is down and the tenant is moved to b
@@ -236,9 +231,7 @@ describe('tier 3b: two Argo CD instances', () => {
     // When a's agent starts again, it releases the Application and b takes the resources over
     await f.system.start('cluster-agent');
     await f.expect.application(gd, () => true, argoCdNamespaceOf(b));
-    await f.expect
-      .deployment(gd)
-      .is('Synced/Healthy on b', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b);
+    await f.expect.deployment(gd).is('Synced/Healthy on b', syncedOn(b));
     assert.equal(await applicationIn(argoCdNamespaceOf(a), gd), undefined);
     assert.equal((await f.expect.readObject(tenant, 'ConfigMap', 'held'))?.metadata.uid, before.metadata.uid);
   });
@@ -258,9 +251,7 @@ describe('tier 3b: two Argo CD instances', () => {
     const second = await f.when.deployed(tenant, 'second', { repoURL: repo.fileUrl, path: 'second' });
 
     // Then the other replica takes it: deployed through a's Argo CD
-    await f.expect
-      .deployment(second)
-      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    await f.expect.deployment(second).is('Synced/Healthy on a', syncedOn(a));
     await f.expect.object(tenant, 'ConfigMap', 'second');
     await f.expect.application(second, () => true, argoCdNamespaceOf(a));
     assert.deepEqual(f.system.crashes, []);
@@ -272,9 +263,7 @@ describe('tier 3b: two Argo CD instances', () => {
       'app/cm.yaml': manifest.configMap('kept', { k: 'v' }),
     });
     const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    await f.expect
-      .deployment(gd)
-      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
     const before = await f.expect.object(tenant, 'ConfigMap', 'kept');
     const instancePath = `/apis/managed-gitops.redhat.com/v1alpha1/gitopsengineinstances/${a}`;
     await eventually('the GitOpsEngineInstance of a', () => get(f.system.kc, instancePath), CONVERGE_MS);
@@ -283,9 +272,7 @@ describe('tier 3b: two Argo CD instances', () => {
     await mergePatch(f.system.kc, instancePath, { spec: { drain: true } });
 
     // Then every deployment of the test ends up on b, Synced and Healthy, and a has no Application left
-    await f.expect
-      .deployment(gd)
-      .is('Synced/Healthy on b', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b);
+    await f.expect.deployment(gd).is('Synced/Healthy on b', syncedOn(b));
     assert.equal((await f.expect.readObject(tenant, 'ConfigMap', 'kept'))?.metadata.uid, before.metadata.uid);
     type Instance = KubeObject & {
       spec?: { cordoned?: boolean };
