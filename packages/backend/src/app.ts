@@ -215,8 +215,10 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     ready: () => started && closing === undefined && deployments.informer.hasSynced(),
     async start() {
       if (started || closing) throw new Error('the backend can be started once');
-      const { applied } = await retryTransient('database migration', () => migrateToLatest(db));
+      const { applied, newer } = await retryTransient('database migration', () => migrateToLatest(db));
       if (applied.length > 0) logger.info({ applied }, 'database migrated');
+      // A newer version's schema (a rolling upgrade, or a rollback): compatible by docs/upgrades.md.
+      if (newer.length > 0) logger.info({ newer }, 'the database has migrations of a newer version');
       engineInstance = await retryTransient('engine instance registration', () =>
         registerEngineInstance(db, kc, {
           name: config.engineInstanceName,

@@ -114,7 +114,42 @@ describe('migrateToLatest', () => {
   });
 
   test('migrating an up-to-date database applies nothing', async () => {
-    assert.deepEqual(await migrateToLatest(testDb.db), { applied: [] });
+    assert.deepEqual(await migrateToLatest(testDb.db), { applied: [], newer: [] });
+  });
+
+  test('a build older than the schema starts against it (a rolling upgrade or a rollback); a different history is refused', async () => {
+    // The newer version's build: every released migration plus one more, applied to a fresh database.
+    const name = await createEmptyDatabase();
+    const db = createDb(databaseUrl(serverUrl(), name), { max: 1 });
+    const newerDir = await mkdtemp(join(tmpdir(), 'gitops-migrations-newer-'));
+    try {
+      for (const file of (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql'))) {
+        await copyFile(join(MIGRATIONS_DIR, file), join(newerDir, file));
+      }
+      await writeFile(
+        join(newerDir, '9998_newer_column.sql'),
+        'ALTER TABLE operation ADD COLUMN later int;\n',
+      );
+      assert.deepEqual(
+        (await migrateToLatest(db, { migrationsDir: newerDir })).applied.at(-1),
+        '9998_newer_column',
+      );
+      // This build (without 9998) finds nothing to apply and says which migrations are newer than it.
+      assert.deepEqual(await migrateToLatest(db), { applied: [], newer: ['9998_newer_column'] });
+      assert.deepEqual(await pendingMigrations(db), []);
+
+      // An unknown migration before one of ours is not a newer version: refused, nothing applied.
+      await sql`insert into kysely_migration (name, timestamp) values ('0002_elsewhere', now())`.execute(db);
+      await assert.rejects(migrateToLatest(db), (error: unknown) => {
+        assert.ok(error instanceof MigrationFailedError);
+        assert.match(error.message, /0002_elsewhere.*a different history/);
+        return true;
+      });
+    } finally {
+      await db.destroy();
+      await dropDatabase(serverUrl(), name);
+      await rm(newerDir, { recursive: true, force: true });
+    }
   });
 
   test('a failing migration is rolled back completely and reported by name', async () => {

@@ -56,20 +56,61 @@ export class MigrationFailedError extends Error {
 /**
  * Applies every pending migration, in name order, in one transaction. Safe when several processes start at
  * once: Kysely's PostgresAdapter serialises migrators with a session advisory lock, and the later ones find
- * nothing pending. Returns the names applied by this call; throws MigrationFailedError on failure (nothing
- * of the failed run is kept).
+ * nothing pending. Returns the names applied by this call, and `newer`: migrations the database has that
+ * this build does not ship. Those come from a newer version during a rolling upgrade (or after a rollback):
+ * when every migration of this build is applied and each unknown one sorts after the last of ours, this
+ * build runs against the newer schema, as docs/upgrades.md promises (Kysely's own check would refuse to
+ * start). Unknown migrations between ours are a different history: an error. Throws MigrationFailedError
+ * on failure (nothing of the failed run is kept).
  */
 export async function migrateToLatest(
   db: Kysely<Database>,
   options: { migrationsDir?: string } = {},
-): Promise<{ applied: string[] }> {
-  const migrator = new Migrator({ db, provider: new SqlFileMigrationProvider(options.migrationsDir) });
+): Promise<{ applied: string[]; newer: string[] }> {
+  const provider = new SqlFileMigrationProvider(options.migrationsDir);
+  const newer = await newerMigrations(db, provider);
+  if (newer !== undefined) return { applied: [], newer };
+  const migrator = new Migrator({ db, provider });
   const { error, results = [] } = await migrator.migrateToLatest();
   if (error !== undefined) {
     const failed = results.find((result) => result.status === 'Error');
     throw new MigrationFailedError(failed?.migrationName, error);
   }
-  return { applied: results.filter((r) => r.status === 'Success').map((r) => r.migrationName) };
+  return { applied: results.filter((r) => r.status === 'Success').map((r) => r.migrationName), newer: [] };
+}
+
+/**
+ * The database's migrations this build does not know, when there are any and the schema is a newer one
+ * (every migration of ours applied, each unknown one after our last); undefined when the database knows
+ * nothing we do not. Read without the migration lock: a newer version migrating at this moment is caught
+ * by Kysely's check in migrateToLatest: that start fails, and the restarted process finds the newer schema.
+ */
+async function newerMigrations(
+  db: Kysely<Database>,
+  provider: MigrationProvider,
+): Promise<string[] | undefined> {
+  const { rows: table } = await sql<{ exists: boolean }>`
+    select to_regclass('kysely_migration') is not null as exists`.execute(db);
+  if (!table[0]?.exists) return undefined;
+  const { rows } = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(db);
+  const executed = new Set(rows.map((row) => row.name));
+  const ours = Object.keys(await provider.getMigrations()).sort();
+  const unknown = [...executed].filter((name) => !ours.includes(name)).sort();
+  if (unknown.length === 0) return undefined;
+  const last = ours.at(-1) ?? '';
+  const pending = ours.filter((name) => !executed.has(name));
+  const between = unknown.filter((name) => name < last);
+  if (pending.length > 0 || between.length > 0) {
+    throw new MigrationFailedError(
+      undefined,
+      new Error(
+        `the database has migrations this build does not ship (${unknown.join(', ')})${
+          between.length > 0 ? `, some before its last one (${last})` : ''
+        }${pending.length > 0 ? ` while this build's ${pending.join(', ')} are not applied` : ''}: a different history, not a newer version`,
+      ),
+    );
+  }
+  return unknown;
 }
 
 /**
