@@ -16,6 +16,8 @@ function recordingInformer(name: string, journal: string[], synced = true): Info
     waitForSync: async () => synced,
     list: () => [],
     get: () => undefined,
+    addIndexers: () => undefined,
+    byIndex: () => [],
     onAdd: () => () => undefined,
     onUpdate: () => () => undefined,
     onDelete: () => () => undefined,

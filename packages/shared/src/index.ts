@@ -4,6 +4,7 @@
  * Kubernetes helpers). One way to do each of these things; look here before adding a helper.
  */
 export * from './backoff.ts';
+export * from './builder.ts';
 export * from './clock.ts';
 export * from './conditions.ts';
 export * from './config.ts';
@@ -11,11 +12,13 @@ export * from './errors.ts';
 export * from './feature.ts';
 export * from './http-server.ts';
 export * from './informer.ts';
+export * from './json.ts';
 export * from './kube.ts';
 export * from './lifecycle.ts';
 export * from './logger.ts';
 export * from './metrics.ts';
 export * from './periodic.ts';
+export * from './predicates.ts';
 export * from './rate-limiter.ts';
 export * from './service.ts';
 export * from './work-queue.ts';

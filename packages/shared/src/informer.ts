@@ -12,8 +12,11 @@
  * - Strips `metadata.managedFields` from cached objects (often half of an object's size).
  * - Treats resourceVersions as opaque strings: stored and sent back, compared only for equality.
  *
- * Handlers run synchronously after the cache was updated; they should only map objects to queue
- * keys. Metrics: `watch_restarts_total`, `watch_last_event_age_seconds`, `informer_relists_total`,
+ * - Keeps named indexes over the cache (client-go's indexers): `byIndex('parent', 'ns/name')` answers
+ *   "which cached objects reference ns/name" without scanning a namespace's list on every event.
+ *
+ * Handlers run synchronously after the cache (and its indexes) was updated; they should only map objects
+ * to queue keys. Metrics: `watch_restarts_total`, `watch_last_event_age_seconds`, `informer_relists_total`,
  * all labelled `resource`.
  *
  * The watch stream is read here rather than through client-node's `Watch`, whose fixed 30 s
@@ -53,6 +56,8 @@ export interface InformerOptions<T extends KubeObject> {
    * of objects. Must return a new object rather than change its input.
    */
   transform?: (object: T) => T;
+  /** Named indexes kept over the cache from the start (more can be added with `addIndexers`). */
+  indexers?: Readonly<Record<string, IndexFunc<T>>>;
   /** Full relist/resync period. Default 10 min. */
   resyncPeriodMs?: number;
   /** Extra random fraction of the period added to each relist, so replicas do not relist together. Default 0.25. */
@@ -66,6 +71,20 @@ export interface InformerOptions<T extends KubeObject> {
   /** The `resource` label of the metrics. Default `<plural>` or `<plural>.<group>`. */
   metricsLabel?: string;
   clock?: Clock;
+}
+
+/**
+ * The values an object is found under in one index (client-go's IndexFunc), e.g. the namespaced name of the
+ * parent it references; none when it references nothing. Must be a pure function of the object.
+ */
+export type IndexFunc<T> = (object: T) => readonly string[];
+
+/** The index every informer keeps: objects by namespace (`''` for cluster-scoped ones); `list(namespace)` reads it. */
+export const NAMESPACE_INDEX = 'namespace';
+
+/** `namespace/value`: an index value for references that never leave the object's namespace. */
+export function namespacedIndexValue(namespace: string | undefined, value: string): string {
+  return `${namespace ?? ''}/${value}`;
 }
 
 export type AddHandler<T> = (object: T) => void;
@@ -85,6 +104,10 @@ export interface Informer<T extends KubeObject> {
   list(namespace?: string): T[];
   /** A cached object; pass `undefined` as namespace for cluster-scoped objects. */
   get(namespace: string | undefined, name: string): T | undefined;
+  /** Adds named indexes (built at once over what is cached). @throws on a name already used. */
+  addIndexers(indexers: Readonly<Record<string, IndexFunc<T>>>): void;
+  /** The cached objects an index holds under `value`. @throws on an unknown index name. */
+  byIndex(indexName: string, value: string): T[];
   onAdd(handler: AddHandler<T>): () => void;
   onUpdate(handler: UpdateHandler<T>): () => void;
   onDelete(handler: DeleteHandler<T>): () => void;
@@ -122,6 +145,67 @@ export function stripManagedFields<T extends KubeObject>(object: T): T {
     metadata.annotations = rest;
   }
   return { ...object, metadata };
+}
+
+/**
+ * Named indexes over a cache keyed by object key: for each index, value → the keys of the objects found
+ * under it. Kept in step by `update` (one object changed) and `rebuild` (a relist replaced the cache).
+ */
+export interface CacheIndexes<T> {
+  add(indexers: Readonly<Record<string, IndexFunc<T>>>, cache: ReadonlyMap<string, T>): void;
+  /** One object changed: `previous` is what the cache held, `next` what it holds now (undefined = gone). */
+  update(key: string, previous: T | undefined, next: T | undefined): void;
+  rebuild(cache: ReadonlyMap<string, T>): void;
+  /** The object keys under `value`. @throws on an unknown index name. */
+  keys(indexName: string, value: string): string[];
+}
+
+export function createCacheIndexes<T>(): CacheIndexes<T> {
+  const indexes = new Map<string, { fn: IndexFunc<T>; byValue: Map<string, Set<string>> }>();
+  const insert = (byValue: Map<string, Set<string>>, value: string, key: string) => {
+    const keys = byValue.get(value) ?? new Set<string>();
+    keys.add(key);
+    byValue.set(value, keys);
+  };
+  const remove = (byValue: Map<string, Set<string>>, value: string, key: string) => {
+    const keys = byValue.get(value);
+    keys?.delete(key);
+    if (keys?.size === 0) byValue.delete(value);
+  };
+  const fill = (
+    index: { fn: IndexFunc<T>; byValue: Map<string, Set<string>> },
+    cache: ReadonlyMap<string, T>,
+  ) => {
+    index.byValue.clear();
+    for (const [key, object] of cache)
+      for (const value of index.fn(object)) insert(index.byValue, value, key);
+  };
+  return {
+    add(indexers, cache) {
+      for (const [name, fn] of Object.entries(indexers)) {
+        if (indexes.has(name)) throw new Error(`index ${name} already exists`);
+        const index = { fn, byValue: new Map<string, Set<string>>() };
+        fill(index, cache);
+        indexes.set(name, index);
+      }
+    },
+    update(key, previous, next) {
+      for (const { fn, byValue } of indexes.values()) {
+        const before = previous === undefined ? [] : fn(previous);
+        const after = next === undefined ? [] : fn(next);
+        for (const value of before) if (!after.includes(value)) remove(byValue, value, key);
+        for (const value of after) insert(byValue, value, key);
+      }
+    },
+    rebuild(cache) {
+      for (const index of indexes.values()) fill(index, cache);
+    },
+    keys(indexName, value) {
+      const index = indexes.get(indexName);
+      if (!index) throw new Error(`no index named ${indexName}`);
+      return [...(index.byValue.get(value) ?? [])];
+    },
+  };
 }
 
 function resourceVersionOf(object: unknown): string | undefined {
@@ -182,6 +266,17 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
   );
 
   let cache = new Map<string, T>();
+  const indexes = createCacheIndexes<T>();
+  indexes.add({ [NAMESPACE_INDEX]: (object) => [object.metadata.namespace ?? ''] }, cache);
+  if (options.indexers) indexes.add(options.indexers, cache);
+  function byIndex(indexName: string, value: string): T[] {
+    const objects: T[] = [];
+    for (const key of indexes.keys(indexName, value)) {
+      const object = cache.get(key);
+      if (object) objects.push(object);
+    }
+    return objects;
+  }
   let resourceVersion = '';
   let synced = false;
   let listed = false;
@@ -281,6 +376,7 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
     }
     const previous = cache;
     cache = next;
+    indexes.rebuild(cache);
     resourceVersion = listResourceVersion;
     if (listed) relists.inc(labels);
     listed = true;
@@ -332,6 +428,7 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
     const old = cache.get(key);
     if (type === 'DELETED') {
       cache.delete(key);
+      indexes.update(key, old, undefined);
       notify(deleteHandlers, object); // the final state, as client-go delivers it
     } else if (old) {
       // Same object version delivered twice (e.g. replayed after a reconnect): nothing changed.
@@ -342,9 +439,11 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
         return undefined;
       }
       cache.set(key, object);
+      indexes.update(key, old, object);
       notify(updateHandlers, old, object);
     } else {
       cache.set(key, object);
+      indexes.update(key, undefined, object);
       notify(addHandlers, object);
     }
     return undefined;
@@ -517,14 +616,15 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
       });
     },
     list(namespace) {
-      const objects = [...cache.values()];
-      return namespace === undefined
-        ? objects
-        : objects.filter((object) => object.metadata.namespace === namespace);
+      return namespace === undefined ? [...cache.values()] : byIndex(NAMESPACE_INDEX, namespace);
     },
     get(namespace, name) {
       return cache.get(namespace ? `${namespace}/${name}` : name);
     },
+    addIndexers(indexers) {
+      indexes.add(indexers, cache);
+    },
+    byIndex,
     onAdd(handler) {
       addHandlers.add(handler);
       return () => addHandlers.delete(handler);

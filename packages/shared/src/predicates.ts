@@ -1,0 +1,221 @@
+/**
+ * Named, composable filters of informer events: which creates, updates and deletes of a watched kind wake a
+ * controller. A predicate speaks only about the events it defines a method for; about the others it passes
+ * (so `not(generationChanged)` still lets creates and deletes through). Combine them with `anyOf`, `allOf` and
+ * `not`; give a combination a name when a log or a test should say why an event was dropped.
+ *
+ *   anyOf(relist, generationChanged, deletionStarted)   // what most controllers of a spec want
+ *   allOf(not(relist), ownWrites.predicate)              // a status writer: real changes, not its own echo
+ *
+ * The informer delivers an update with the same resourceVersion only on a relist (it drops replayed watch
+ * events), so `relist` is "the periodic, level-triggered look at everything".
+ */
+import type { Informer } from './informer.ts';
+import { jsonEqual } from './json.ts';
+import { type KubeObject, objectKey, splitObjectKey } from './kube.ts';
+
+export interface Predicate<T extends KubeObject = KubeObject> {
+  /** Says what passes, e.g. `generation changed`; combinations join their parts' names. */
+  readonly name: string;
+  /** Whether an object the informer added wakes the controller. Undefined: it does. */
+  create?(object: T): boolean;
+  /** Whether an update wakes the controller. Undefined: it does. */
+  update?(oldObject: T, newObject: T): boolean;
+  /** Whether a deleted object wakes the controller. Undefined: it does. */
+  delete?(object: T): boolean;
+}
+
+/** Whether `predicates` (all of them) let a create through. */
+export function passesCreate<T extends KubeObject>(predicates: readonly Predicate<T>[], object: T): boolean {
+  return predicates.every((p) => p.create?.(object) ?? true);
+}
+
+/** Whether `predicates` (all of them) let an update through. */
+export function passesUpdate<T extends KubeObject>(
+  predicates: readonly Predicate<T>[],
+  oldObject: T,
+  newObject: T,
+): boolean {
+  return predicates.every((p) => p.update?.(oldObject, newObject) ?? true);
+}
+
+/** Whether `predicates` (all of them) let a delete through. */
+export function passesDelete<T extends KubeObject>(predicates: readonly Predicate<T>[], object: T): boolean {
+  return predicates.every((p) => p.delete?.(object) ?? true);
+}
+
+/** An update-only predicate. */
+export function updatePredicate<T extends KubeObject = KubeObject>(
+  name: string,
+  update: (oldObject: T, newObject: T) => boolean,
+): Predicate<T> {
+  return { name, update };
+}
+
+/**
+ * Passes an event when one of `predicates` that speaks about that event passes it; an event none of them
+ * speaks about passes.
+ */
+export function anyOf<T extends KubeObject>(...predicates: Predicate<T>[]): Predicate<T> {
+  const some = <K extends 'create' | 'update' | 'delete'>(kind: K) => {
+    const speaking = predicates.filter((p) => p[kind] !== undefined);
+    return speaking.length === 0 ? undefined : speaking;
+  };
+  const creates = some('create');
+  const updates = some('update');
+  const deletes = some('delete');
+  return {
+    name: predicates.map((p) => p.name).join(' or '),
+    ...(creates && { create: (o: T) => creates.some((p) => p.create?.(o)) }),
+    ...(updates && { update: (a: T, b: T) => updates.some((p) => p.update?.(a, b)) }),
+    ...(deletes && { delete: (o: T) => deletes.some((p) => p.delete?.(o)) }),
+  };
+}
+
+/** Passes an event when every one of `predicates` passes it (in order, stopping at the first that does not). */
+export function allOf<T extends KubeObject>(...predicates: Predicate<T>[]): Predicate<T> {
+  return {
+    name: predicates.map((p) => p.name).join(' and '),
+    create: (o) => passesCreate(predicates, o),
+    update: (a, b) => passesUpdate(predicates, a, b),
+    delete: (o) => passesDelete(predicates, o),
+  };
+}
+
+/** The opposite of `predicate` for the events it speaks about; the others still pass. */
+export function not<T extends KubeObject>(predicate: Predicate<T>): Predicate<T> {
+  const { create, update, delete: del } = predicate;
+  return {
+    name: `not (${predicate.name})`,
+    ...(create && { create: (o: T) => !create.call(predicate, o) }),
+    ...(update && { update: (a: T, b: T) => !update.call(predicate, a, b) }),
+    ...(del && { delete: (o: T) => !del.call(predicate, o) }),
+  };
+}
+
+/** A relist re-delivered the object unchanged (same resourceVersion): the periodic level-triggered resync. */
+export const relist: Predicate = updatePredicate(
+  'relist',
+  (a, b) => a.metadata.resourceVersion === b.metadata.resourceVersion,
+);
+
+/** `metadata.generation` changed: the API server bumps it for spec changes, never for status or metadata. */
+export const generationChanged: Predicate = updatePredicate(
+  'generation changed',
+  (a, b) => a.metadata.generation !== b.metadata.generation,
+);
+
+/**
+ * `metadata.deletionTimestamp` appeared (the API server sets it once, when a delete meets finalizers; it is
+ * never cleared).
+ */
+export const deletionStarted: Predicate = updatePredicate(
+  'deletion started',
+  (a, b) => a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp,
+);
+
+/** Another incarnation under the same name (deleted and created again between two looks of a relist). */
+export const uidChanged: Predicate = updatePredicate(
+  'uid changed',
+  (a, b) => a.metadata.uid !== b.metadata.uid,
+);
+
+/** `spec` changed (as JSON). For kinds whose spec does not bump the generation, e.g. a CRD without a status subresource. */
+export const specChanged: Predicate = updatePredicate('spec changed', (a, b) => !jsonEqual(a.spec, b.spec));
+
+export const labelsChanged: Predicate = updatePredicate(
+  'labels changed',
+  (a, b) => !jsonEqual(a.metadata.labels, b.metadata.labels),
+);
+
+export const annotationsChanged: Predicate = updatePredicate(
+  'annotations changed',
+  (a, b) => !jsonEqual(a.metadata.annotations, b.metadata.annotations),
+);
+
+export const finalizersChanged: Predicate = updatePredicate(
+  'finalizers changed',
+  (a, b) => !jsonEqual(a.metadata.finalizers, b.metadata.finalizers),
+);
+
+/** The object's version changed (anything but a relist). */
+export const resourceVersionChanged: Predicate = not(relist);
+
+/**
+ * The controller's own writes, remembered so that their echo does not wake it: `record(written)` with the
+ * object a write returned; the update that delivers exactly that resourceVersion is dropped (once), any other
+ * version passes. A relist passes untouched (it says nothing about writes); a delete forgets the key.
+ */
+export interface OwnWrites {
+  readonly predicate: Predicate;
+  /** Remembers the object a write of ours returned (its key and resourceVersion). */
+  record(written: Pick<KubeObject, 'metadata'>): void;
+  /** How many writes are remembered (their echo not yet seen). */
+  size(): number;
+}
+
+export function createOwnWrites(): OwnWrites {
+  const versions = new Map<string, string>();
+  return {
+    predicate: {
+      name: 'not our own write',
+      update(a, b) {
+        if (a.metadata.resourceVersion === b.metadata.resourceVersion) return true;
+        const key = objectKey(b);
+        const own = versions.get(key);
+        versions.delete(key);
+        return own === undefined || own !== b.metadata.resourceVersion;
+      },
+      delete(o) {
+        versions.delete(objectKey(o));
+        return true;
+      },
+    },
+    record(written) {
+      if (written.metadata.resourceVersion)
+        versions.set(objectKey(written), written.metadata.resourceVersion);
+    },
+    size: () => versions.size,
+  };
+}
+
+/**
+ * Remembers the resourceVersion at which each object's last reconcile settled (succeeded and asked for no
+ * requeue); its `predicate` drops a relist of an object still at that version, so an idle resync costs no
+ * reconcile per settled object. Explicit resyncs (enqueueing keys directly) still reconcile everything.
+ */
+export interface SettledVersions {
+  readonly predicate: Predicate;
+  /** Call before a reconcile of `key`: what the cache holds now, and forget the old settlement. */
+  begin(key: string): string | undefined;
+  /** Call after a reconcile that asked for nothing more; `version` is what `begin` returned. */
+  settle(key: string, version: string | undefined): void;
+}
+
+export function createSettledVersions(informer: Pick<Informer<KubeObject>, 'get'>): SettledVersions {
+  const settled = new Map<string, string>();
+  return {
+    predicate: {
+      name: 'not a relist of a settled object',
+      update(a, b) {
+        return !(
+          a.metadata.resourceVersion === b.metadata.resourceVersion &&
+          settled.get(objectKey(b)) === b.metadata.resourceVersion
+        );
+      },
+      delete(o) {
+        settled.delete(objectKey(o));
+        return true;
+      },
+    },
+    begin(key) {
+      const { namespace, name } = splitObjectKey(key);
+      const version = informer.get(namespace, name)?.metadata.resourceVersion;
+      settled.delete(key);
+      return version;
+    },
+    settle(key, version) {
+      if (version !== undefined) settled.set(key, version);
+    },
+  };
+}
