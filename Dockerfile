@@ -54,5 +54,9 @@ COPY packages/db/src packages/db/src
 COPY packages/rhoas-operator/src packages/rhoas-operator/src
 COPY packages/shared/src packages/shared/src
 RUN ln -s /app/packages/cli/bin/kubectl-gitops /usr/local/bin/kubectl-gitops
+# The commit this image is built from (`pnpm images` passes it): /version, gitops_build_info and the first log
+# line of every process name it (docs/upgrades.md). Last, so that a new commit rebuilds no layer above.
+ARG GITOPS_REVISION=unknown
+ENV GITOPS_REVISION=${GITOPS_REVISION}
 USER 1000:1000
 CMD ["node", "packages/backend/src/main.ts"]

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `pnpm images`: builds the images the project runs from, with the local Docker engine
 # (scripts/setup-machine.sh starts it):
-#   gitops-service:local                the backend, the cluster-agent, the RHOAS operator (Dockerfile)
+#   gitops-service:local                the backend, the cluster-agent, the RHOAS operator (Dockerfile), also
+#                                       tagged with the version of package.json (gitops-service:0.1.0); its
+#                                       processes report that version and the commit (docs/upgrades.md)
 #   gitops-service/postgres:local       PostgreSQL for docker-compose (images/postgres)
 #   gitops-service/pause:local          the sandbox image of the local cluster's node (images/pause)
 # Base image: GITOPS_NODE_IMAGE if set; else the official Node 24 image (node:24) when it is present or can
@@ -62,10 +64,18 @@ say "base image: $base"
 # dependency download; GITOPS_BUILD_CA_FILE overrides.
 extra_ca=$(cat "${GITOPS_BUILD_CA_FILE:-/dev/null}" /usr/local/share/ca-certificates/*.crt 2>/dev/null || true)
 
+# The commit the image is built from; -dirty when tracked files differ from it (GITOPS_REVISION overrides).
+revision=${GITOPS_REVISION:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+if [[ -z ${GITOPS_REVISION:-} && $revision != unknown ]] && ! git diff --quiet HEAD -- 2>/dev/null; then
+  revision=$revision-dirty
+fi
+version=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' package.json)
+
 t=$(date +%s)
 run docker build --network host --build-arg "NODE_IMAGE=$base" --build-arg "EXTRA_CA_CERTS=$extra_ca" \
-  -t "gitops-service:$tag" .
-say "gitops-service:$tag built in $(( $(date +%s) - t ))s"
+  --build-arg "GITOPS_REVISION=$revision" -t "gitops-service:$tag" .
+run docker tag "gitops-service:$tag" "gitops-service:$version"
+say "gitops-service:$tag ($version, $revision) built in $(( $(date +%s) - t ))s"
 
 build_pause
 

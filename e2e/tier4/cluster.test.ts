@@ -354,7 +354,7 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
     }
   });
 
-  it('a component with a wrong DATABASE_URL fails its readiness with a clear log line; the other keeps running', async () => {
+  it('a rollout with a wrong DATABASE_URL: the new Pod fails its readiness with a clear log line, the old replicas keep serving, the other component keeps running', async () => {
     await kubectl(
       'create',
       'secret',
@@ -380,23 +380,32 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
         },
       ]),
     );
+    const agentPods = async () =>
+      (await items('pods', '-n', SERVICE_NS, '-l', 'app.kubernetes.io/name=gitops-cluster-agent')).filter(
+        (p) => !p.metadata.deletionTimestamp,
+      );
+    const ofBrokenTemplate = (pod: KubeItem) => JSON.stringify(pod).includes('gitops-service-database-wrong');
     const line = await eventually(
       'the new agent Pod logs why it cannot start',
       async () => {
-        const pods = (
-          await items('pods', '-n', SERVICE_NS, '-l', 'app.kubernetes.io/name=gitops-cluster-agent')
-        ).filter((p) => !p.metadata.deletionTimestamp);
-        // Recreate: both replicas are replaced by Pods of the broken template.
-        if (pods.length === 0 || pods.some((p) => condition(p, 'Ready'))) return false;
-        const text = await kubectl('logs', '-n', SERVICE_NS, pods[0]!.metadata.name, '--tail=-1').catch(
-          async () => kubectl('logs', '-n', SERVICE_NS, pods[0]!.metadata.name, '--previous', '--tail=-1'),
+        const broken = (await agentPods()).filter(ofBrokenTemplate);
+        // A rolling update (maxUnavailable 0): one Pod of the broken template next to the two old ones.
+        if (broken.length === 0 || broken.some((p) => condition(p, 'Ready'))) return false;
+        const name = broken[0]!.metadata.name;
+        const text = await kubectl('logs', '-n', SERVICE_NS, name, '--tail=-1').catch(async () =>
+          kubectl('logs', '-n', SERVICE_NS, name, '--previous', '--tail=-1'),
         );
         return text.split('\n').find((l) => /database|postgres|ECONNREFUSED/i.test(l));
       },
       CONVERGE_MS,
     );
     assert.ok(!line.includes('wrong@'), `the log line names no password: ${line}`);
-    assert.equal(await available('gitops-cluster-agent'), false);
+    // The rollout stalls on the broken Pod: the two old replicas keep serving the engine instance.
+    const pods = await agentPods();
+    assert.equal(pods.filter(ofBrokenTemplate).length, 1, 'one Pod of the broken template at a time');
+    const serving = pods.filter((p) => !ofBrokenTemplate(p) && condition(p, 'Ready'));
+    assert.equal(serving.length, 2, 'both old agent replicas still ready');
+    assert.equal(await available('gitops-cluster-agent'), true);
     assert.equal(
       (await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-backend')).length,
       2,

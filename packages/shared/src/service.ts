@@ -2,13 +2,34 @@
  * The process around a service (`main.ts` of the backend, the cluster-agent and the RHOAS operator): load
  * the configuration (every error listed, exit 1), build the service, serve /healthz /readyz /metrics on
  * HTTP_PORT, start it, and shut down gracefully on SIGTERM/SIGINT. A start that fails exits 1 after
- * releasing what was opened, bounded by GITOPS_SHUTDOWN_TIMEOUT (Kubernetes restarts the pod).
+ * releasing what was opened, bounded by GITOPS_SHUTDOWN_TIMEOUT (Kubernetes restarts the pod). Every process
+ * says which build it is (buildInfo): `GET /version`, the `gitops_build_info` metric and its first log line.
  */
+import { readFileSync } from 'node:fs';
 import type { LogLevel } from './config.ts';
 import { createHealthServer } from './http-server.ts';
 import { installSignalHandlers } from './lifecycle.ts';
 import { createLogger, type Logger } from './logger.ts';
-import { createMetricsRegistry, type Registry } from './metrics.ts';
+import { createMetricsRegistry, getOrCreateGauge, type Registry } from './metrics.ts';
+
+/** Which build a process runs (docs/upgrades.md). */
+export interface BuildInfo {
+  /** The root package.json's version (CHANGELOG.md has one entry per version). */
+  version: string;
+  /** The Git commit the image was built from (`GITOPS_REVISION`, set by the Dockerfile); `unknown` outside one. */
+  revision: string;
+}
+
+/** The version of this checkout or image, and the commit it was built from. */
+export function buildInfo(env: Record<string, string | undefined> = process.env): BuildInfo {
+  const root = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
+    version?: unknown;
+  };
+  return {
+    version: typeof root.version === 'string' ? root.version : 'unknown',
+    revision: env.GITOPS_REVISION || 'unknown',
+  };
+}
 
 /** What a process runs: built without ports or signals (tests build it in-process). */
 export interface Service {
@@ -40,7 +61,15 @@ export async function runService<C extends ServiceConfig>(options: {
     process.exit(1);
   }
   const logger = createLogger({ name: options.name, level: config.logLevel });
+  const build = buildInfo();
+  logger.info(build, `${options.name} ${build.version} (${build.revision}) starting`);
   const registry = createMetricsRegistry({ defaultLabels: { component: options.name } });
+  // Prometheus' build_info convention: always 1, the build in its labels.
+  getOrCreateGauge(registry, {
+    name: 'gitops_build_info',
+    help: 'Always 1; the version and the Git revision of the running build in its labels',
+    labelNames: ['version', 'revision'],
+  }).set(build, 1);
   let service: Service;
   try {
     service = options.build(config, { logger, registry });
@@ -55,6 +84,7 @@ export async function runService<C extends ServiceConfig>(options: {
     isReady: () => ({ ready: service.ready(), reason: 'starting' }),
     logger,
   });
+  server.app.get('/version', async () => ({ component: options.name, ...build }));
 
   let shuttingDown = false;
   installSignalHandlers(
