@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { createInformer, type Informer, type InformerOptions } from './informer.ts';
+import { createInformer, type Informer, type InformerOptions, namespacedIndexValue } from './informer.ts';
 import { deleteIfExists, type KubeConfig, type KubeObject, loadKubeConfig, serverSideApply } from './kube.ts';
 import { createSilentLogger } from './logger.ts';
 import { createMetricsRegistry, type Registry } from './metrics.ts';
@@ -127,6 +127,59 @@ describe('informer against the API server', () => {
     await apply(configMap(namespace, 'trim-watched', { a: '2', big: 'y'.repeat(1000) }));
     await eventually('add of trim-watched', () => t.has('add trim-watched {"a":"2"}'));
     assert.deepEqual(t.informer.get(namespace, 'trim-watched')?.data, { a: '2' });
+  });
+
+  it('keeps its indexes in step with listed, watched, changed, deleted and relisted objects', async () => {
+    const parentOf = (object: KubeObject) => {
+      const parent = (object.data as Record<string, string> | undefined)?.parent;
+      return parent ? [namespacedIndexValue(object.metadata.namespace, parent)] : [];
+    };
+    const names = (objects: KubeObject[]) => objects.map((o) => o.metadata.name).sort();
+    await apply(configMap(namespace, 'child-listed', { parent: 'p1' }));
+    const t = recordingInformer(kc, namespace, {
+      indexers: { parent: parentOf },
+      resyncPeriodMs: 500,
+      resyncJitter: 0,
+    });
+    informers.push(t.informer);
+    t.informer.start();
+    assert.equal(await t.informer.waitForSync(), true);
+    const p1 = namespacedIndexValue(namespace, 'p1');
+    const p2 = namespacedIndexValue(namespace, 'p2');
+    assert.deepEqual(names(t.informer.byIndex('parent', p1)), ['child-listed']);
+
+    await apply(configMap(namespace, 'child-watched', { parent: 'p1' }));
+    await eventually('child-watched indexed under p1', () => t.informer.byIndex('parent', p1).length === 2);
+    // An index added after the start is built from what is cached.
+    t.informer.addIndexers({ hasParent: (o) => (parentOf(o).length > 0 ? ['yes'] : []) });
+    assert.deepEqual(names(t.informer.byIndex('hasParent', 'yes')), ['child-listed', 'child-watched']);
+
+    await apply(configMap(namespace, 'child-watched', { parent: 'p2' }));
+    await eventually('child-watched moved to p2', () => t.informer.byIndex('parent', p2).length === 1);
+    assert.deepEqual(names(t.informer.byIndex('parent', p1)), ['child-listed']);
+
+    await deleteIfExists(kc, { apiVersion: 'v1', kind: 'ConfigMap', name: 'child-watched', namespace });
+    await eventually(
+      'child-watched gone from the index',
+      () => t.informer.byIndex('parent', p2).length === 0,
+    );
+    assert.deepEqual(names(t.informer.byIndex('hasParent', 'yes')), ['child-listed']);
+
+    // A periodic relist rebuilds the indexes from the new list: still the same answers.
+    const relists = await counter(t.registry, 'informer_relists_total');
+    await eventually(
+      'a periodic relist',
+      async () => (await counter(t.registry, 'informer_relists_total')) > relists,
+    );
+    assert.deepEqual(names(t.informer.byIndex('parent', p1)), ['child-listed']);
+    assert.deepEqual(t.informer.byIndex('parent', p2), []);
+    assert.ok(
+      names(t.informer.list(namespace)).includes('child-listed'),
+      'list(namespace) reads the namespace index',
+    );
+    assert.deepEqual(t.informer.list('another-namespace'), []);
+    assert.throws(() => t.informer.byIndex('unknown', p1), /no index named unknown/);
+    await t.informer.stop();
   });
 
   it('relists when the watch stays silent, and keeps delivering', async () => {
