@@ -2,12 +2,12 @@
  * Tier 3b: an engine instance on another cluster. A second local control plane plays a workload cluster with
  * its own Argo CD and agent (which reach the service only through PostgreSQL); the backend and the tenants'
  * namespaces stay on the first. A tenant placed there by its namespace label deploys into the workload cluster
- * through a ManagedEnvironment; a deployment without an environment is refused there (it would land in a
- * namespace of the same name on the wrong cluster); a tenant moved from the first cluster's instance to the
- * remote one keeps its deployed resources, which the remote Argo CD takes over.
+ * through a ManagedEnvironment, and without an environment into its own namespace on the first cluster (the
+ * remote Argo CD reaches it with a token for that namespace only); a tenant moved from the first cluster's
+ * instance to the remote one and back keeps its deployed resources, which each Argo CD takes over in turn.
  */
 import assert from 'node:assert/strict';
-import { Label, PlacementMessage } from '@gitops/api';
+import { Label } from '@gitops/api';
 import { type ControlPlane, manifest, startControlPlane } from '@gitops/local-env';
 import { clusterIdentity, loadKubeConfig } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
@@ -82,7 +82,7 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
     assert.notEqual(identity(a), identity(b));
   });
 
-  it('a tenant labelled for the remote instance deploys into the workload cluster through a ManagedEnvironment; without an environment it is refused', async () => {
+  it('a tenant labelled for the remote instance deploys into the workload cluster through a ManagedEnvironment, and without an environment into its own namespace on the first cluster', async () => {
     const { tenant, namespace, repo, gd } = await deployedToWorkload(
       'remote',
       b,
@@ -102,17 +102,93 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
       ),
     );
 
+    // Without an environment: into the tenant's own namespace, on the first cluster, by the remote Argo CD.
+    const near = await repo.commit({ 'app/object.yaml': manifest.configMap('near', { k: 'here' }) });
     const local = await f.when.deployed(tenant, 'local', { repoURL: repo.fileUrl, path: 'app' });
-    const refused = await f.expect
+    await f.expect
       .deployment(local)
-      .is('ErrorOccurred', (s) =>
-        (s.conditions ?? []).some((c) => c.type === 'ErrorOccurred' && c.status === 'True'),
+      .is(
+        'Synced/Healthy on b',
+        (s) => syncedAndHealthy(s) && engineInstanceOf(s) === b && s.sync?.revision === near,
       );
-    assert.equal(
-      refused.conditions?.find((c) => c.type === 'ErrorOccurred')?.message,
-      PlacementMessage.instanceOnAnotherCluster(b),
+    const cm = await f.expect.readObject(tenant, 'ConfigMap', 'near');
+    assert.equal((cm as { data?: Record<string, string> } | undefined)?.data?.k, 'here');
+    assert.equal(await get(workloadKc(), `/api/v1/namespaces/${tenant}/configmaps/near`), undefined);
+    assert.ok(
+      await get(
+        workloadKc(),
+        paths.application(f.system.secondArgoCdNamespace, `gitopsdepl-${local.metadata.uid}`),
+      ),
+      'the Application is on the remote Argo CD',
     );
     await f.when.deleted(local);
+  });
+
+  it('a tenant whose deployment has no environment, moved to the remote instance and back: its objects stay in its namespace, taken over by each Argo CD in turn', async () => {
+    const tenant = await f.given.tenant('roundtrip', { [Label.EngineInstance]: a });
+    const repo = await f.given.repository('roundtrip', {
+      'app/object.yaml': manifest.configMap('home', { v: '1' }),
+    });
+    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    await f.expect
+      .deployment(gd)
+      .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);
+    const before = await f.expect.readObject(tenant, 'ConfigMap', 'home');
+    assert.ok(before);
+    const appName = `gitopsdepl-${gd.metadata.uid}`;
+
+    for (const [to, from, argoCd, kc, v] of [
+      [b, a, f.system.secondArgoCdNamespace, workloadKc(), '2'],
+      [a, b, f.system.argoCdNamespace, f.system.kc, '3'],
+    ] as const) {
+      await mergePatch(f.system.kc, paths.namespace(tenant), {
+        metadata: { labels: { [Label.EngineInstance]: to } },
+      });
+      await eventually(
+        'the Application on the new instance',
+        () => get(kc, paths.application(argoCd, appName)),
+        180_000,
+      );
+      const old = to === b ? f.system.kc : workloadKc();
+      const oldArgoCd = to === b ? f.system.argoCdNamespace : f.system.secondArgoCdNamespace;
+      await eventually(
+        `no Application left on ${from}`,
+        async () => ((await get(old, paths.application(oldArgoCd, appName))) ? undefined : true),
+        180_000,
+      );
+      // Same object: adopted, never pruned and re-created.
+      assert.equal(
+        (await f.expect.readObject(tenant, 'ConfigMap', 'home'))?.metadata.uid,
+        before.metadata.uid,
+      );
+      const head = await repo.commit({ 'app/object.yaml': manifest.configMap('home', { v }) });
+      await f.expect
+        .deployment(gd)
+        .is(
+          `Synced at the new head on ${to}`,
+          (s) => syncedAndHealthy(s) && engineInstanceOf(s) === to && s.sync?.revision === head,
+        );
+      const cm = await eventually(
+        `the ConfigMap at v${v} in the tenant's namespace`,
+        async () => {
+          const live = (await f.expect.readObject(tenant, 'ConfigMap', 'home')) as
+            | { data?: Record<string, string>; metadata: { uid?: string } }
+            | undefined;
+          return live?.data?.v === v ? live : undefined;
+        },
+        180_000,
+      );
+      assert.equal(cm.metadata.uid, before.metadata.uid);
+    }
+    // Back on the first cluster: the account the remote Argo CD used is gone.
+    await eventually(
+      'the workspace ServiceAccount deleted',
+      async () =>
+        (await get(f.system.kc, `/api/v1/namespaces/${tenant}/serviceaccounts/gitops-service-workspace`))
+          ? undefined
+          : true,
+      60_000,
+    );
   });
 
   it("a tenant moved from the first cluster's instance to the remote one: the remote Argo CD takes its resources over, same objects", async () => {

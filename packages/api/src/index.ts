@@ -159,8 +159,6 @@ export const PlacementMessage = {
     `the namespace label ${Label.EngineInstance} names the Argo CD instance '${instance}', which is cordoned and takes no new tenants`,
   noSchedulableInstance:
     'no Argo CD instance takes new tenants: every registered instance is cordoned (or none is registered)',
-  instanceOnAnotherCluster: (instance: string): string =>
-    `the namespace's Argo CD instance '${instance}' runs on another cluster: a GitOpsDeployment without spec.destination.environment deploys into this namespace on this cluster, which that instance does not reach; name a GitOpsDeploymentManagedEnvironment, or place the namespace on an instance of this cluster`,
   instanceAway: (instance: string, minutes: number): string =>
     `no agent of the Argo CD instance '${instance}' has taken this change for ${minutes} minute${minutes === 1 ? '' : 's'}: it waits, and is applied when an agent of the instance is back`,
 } as const;
@@ -177,8 +175,6 @@ export const TenantMoveMessage = {
     `the tenant moves from the Argo CD instance '${from}' to '${to}' with ${applications} application${applications === 1 ? '' : 's'}; deployed resources stay in place and '${to}' takes them over`,
   targetUnknown: (instance: string, current: string): string =>
     `the namespace label ${Label.EngineInstance} names the Argo CD instance '${instance}', which is not registered: the tenant stays on '${current}'`,
-  targetOnAnotherCluster: (instance: string, current: string): string =>
-    `the namespace label ${Label.EngineInstance} names the Argo CD instance '${instance}', which runs on another cluster, and GitOpsDeployments of this namespace without spec.destination.environment deploy into it on this cluster: the tenant stays on '${current}'`,
   targetCordoned: (instance: string, current: string): string =>
     `the namespace label ${Label.EngineInstance} names the Argo CD instance '${instance}', which is cordoned and takes no new tenants: the tenant stays on '${current}'`,
 } as const;

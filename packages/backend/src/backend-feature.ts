@@ -17,6 +17,7 @@ import {
 import type { Kysely } from 'kysely';
 import type { BackendConfig } from './config.ts';
 import type { LabelSelector } from './label-selector.ts';
+import { createWorkspaceAccess, type WorkspaceAccess } from './workspace-access.ts';
 
 export type NotificationChannel = keyof typeof NOTIFICATION_CHANNELS;
 
@@ -47,6 +48,8 @@ export interface BackendContext {
   readonly selector: LabelSelector;
   /** The registered engine instance (throws before start). */
   readonly engineInstance: () => EngineInstanceRow;
+  /** Credentials for a tenant's namespace when its instance runs on another cluster (workspace-access.ts). */
+  readonly workspaceAccess: WorkspaceAccess;
   /**
    * An informer with the backend's common settings (kubeconfig, metrics, resync period); custom resources
    * are limited to this shard (`sharded`), Secrets are selected by type instead (`fieldSelector`), optionally
@@ -58,9 +61,18 @@ export interface BackendContext {
   ): Informer<KubeObject>;
 }
 
-export function createBackendContext(fields: Omit<BackendContext, 'informer'>): BackendContext {
+export function createBackendContext(
+  fields: Omit<BackendContext, 'informer' | 'workspaceAccess'>,
+): BackendContext {
+  const { config } = fields;
   return {
     ...fields,
+    workspaceAccess: createWorkspaceAccess({
+      kc: fields.kc,
+      sealer: fields.sealer,
+      apiUrl: config.tenantClusterApiUrl,
+      ...(config.tenantClusterCaFile ? { caFile: config.tenantClusterCaFile } : {}),
+    }),
     informer(resource, select) {
       return createInformer<KubeObject>({
         kubeConfig: fields.kc,

@@ -76,6 +76,19 @@ export const backendConfigSchema = {
     description:
       "how long a GitOpsDeployment's change may wait for its engine instance while no agent of it listens before ErrorOccurred says the instance is away",
   }),
+  tenantClusterApiUrl: stringVar('GITOPS_TENANT_CLUSTER_API_URL', {
+    default: '',
+    maxLength: 2048,
+    pattern: /^(https:\/\/\S+)?$/,
+    description:
+      "how an Argo CD on another cluster reaches this cluster's API server, for tenants placed on its engine instance (a namespace-scoped token); empty = the URL the backend uses (in a Pod that is https://kubernetes.default.svc, which no other cluster can reach: set it there)",
+  }),
+  tenantClusterCaFile: stringVar('GITOPS_TENANT_CLUSTER_CA_FILE', {
+    default: '',
+    maxLength: 4096,
+    description:
+      "PEM file of that API server's CA; empty = the CA of the backend's own kubeconfig (in a Pod: the service account CA)",
+  }),
   engineInstanceStatusIntervalMs: durationVar('GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL', {
     default: '15s',
     min: '1s',

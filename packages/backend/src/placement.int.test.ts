@@ -2,34 +2,40 @@
  * Placement of tenants on engine instances, through the backend as users drive it: a namespace label names
  * the instance, otherwise the least loaded one; a tenant stays where it was placed; an unknown or cordoned
  * instance is refused with a clear condition and nothing is written until it can be placed. Everything of a
- * tenant (applications, repository credentials) goes to its instance.
+ * tenant (applications, repository credentials) goes to its instance; a tenant on an instance of another
+ * cluster reaches its own namespace with a token for that namespace only.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import {
-  API_GROUP_VERSION,
-  Label,
-  PlacementMessage,
-  TenantMoveEventReason,
-  TenantMoveMessage,
-} from '@gitops/api';
+import { API_GROUP_VERSION, Label, PlacementMessage } from '@gitops/api';
 import { repositoryCredential } from '@gitops/api/testing';
 import {
   type ApplicationRow,
   type EngineInstanceRow,
   getApplicationByName,
   getClusterUserByNamespaceUid,
-  getEngineInstance,
+  getManagedEnvironmentWithCredentials,
+  getWorkspaceEnvironment,
+  SealContext,
   setEngineInstanceCordoned,
   upsertEngineInstance,
 } from '@gitops/db';
-import { clusterIdentity, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import {
+  clusterIdentity,
+  HttpMethod,
+  isNotFound,
+  KubeApiError,
+  KubeConfig,
+  type KubeObject,
+  kubeRequest,
+} from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from './app.ts';
 import { BACKEND_SHARD_LABEL } from './config.ts';
 import { conditionsOf } from './gitops-deployment/gitops-deployment.object.ts';
 import { type BackendFixture, createBackendFixture } from './testing/backend-fixture.ts';
+import { WORKSPACE_SERVICE_ACCOUNT } from './workspace-access.ts';
 
 const spec = {
   source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
@@ -71,6 +77,66 @@ describe('tenant placement on engine instances', () => {
     });
   const placedOn = async (namespaceUid: string) =>
     (await getClusterUserByNamespaceUid(f.db, namespaceUid))?.engine_instance_id ?? null;
+
+  const labelNamespace = (name: string, instance: string) =>
+    kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `/api/v1/namespaces/${name}`,
+      body: { metadata: { labels: { [Label.EngineInstance]: instance } } },
+      contentType: 'application/merge-patch+json',
+    });
+  const serviceAccountOf = async (namespace: string) => {
+    try {
+      return await kubeRequest(f.kc, {
+        method: HttpMethod.GET,
+        path: `/api/v1/namespaces/${namespace}/serviceaccounts/${WORKSPACE_SERVICE_ACCOUNT}`,
+      });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  };
+  /** The Workspace environment of the tenant of this namespace, once it has credentials. */
+  const workspaceReach = (namespaceUid: string) =>
+    eventually('workspace credentials', async () => {
+      const tenant = await getClusterUserByNamespaceUid(f.db, namespaceUid);
+      const workspace = tenant && (await getWorkspaceEnvironment(f.db, tenant.id));
+      if (!workspace?.cluster_credentials_id) return undefined;
+      const found = await getManagedEnvironmentWithCredentials(f.db, workspace.id);
+      return found?.credentials
+        ? { environment: found.environment, credentials: found.credentials }
+        : undefined;
+    });
+  /** Uses `token` against the API server: ConfigMaps in `namespace` yes, in `other` no, Namespaces no. */
+  async function assertTokenScopedTo(token: string, namespace: string, other: string) {
+    const cluster = f.kc.getCurrentCluster();
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: cluster?.server ?? '', caData: cluster?.caData, skipTLSVerify: false }],
+      users: [{ name: 'u', token }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    const configMap = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name } });
+    await kubeRequest(kc, {
+      method: HttpMethod.POST,
+      path: `/api/v1/namespaces/${namespace}/configmaps`,
+      body: configMap('allowed'),
+    });
+    const forbidden = async (request: Parameters<typeof kubeRequest>[1]) => {
+      const err = await kubeRequest(kc, request).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof KubeApiError && err.statusCode === 403, `expected 403, got ${String(err)}`);
+    };
+    await forbidden({
+      method: HttpMethod.POST,
+      path: `/api/v1/namespaces/${other}/configmaps`,
+      body: configMap('refused'),
+    });
+    await forbidden({ method: HttpMethod.GET, path: '/api/v1/namespaces' });
+  }
 
   test('the namespace label names the instance; the next tenant goes to the least loaded one; each stays', async () => {
     const labelled = await f.createNamespace('labelled', { [Label.EngineInstance]: other.name });
@@ -163,7 +229,7 @@ describe('tenant placement on engine instances', () => {
     }
   });
 
-  test('an instance on another cluster: only a label places a tenant there; a deployment without environment is refused there, and a tenant with one is not moved there', async () => {
+  test('an instance on another cluster: only a label places a tenant there; its deployments without an environment reach the namespace with a token for that namespace only, which a move back takes away', async () => {
     const namespace = await f.createNamespace('argocd-remote');
     // Registered by an agent on another cluster (its cluster identity differs from this one's).
     const remote = await upsertEngineInstance(f.db, {
@@ -173,38 +239,62 @@ describe('tenant placement on engine instances', () => {
       clusterIdentity: `another-cluster-${randomUUID()}`,
     });
 
-    // Empty and first by name, yet a tenant without a label stays on this cluster.
+    // Empty and first by name, yet a tenant without a label stays on this cluster, with no credentials.
     const unlabelled = await f.createNamespace('stays-here');
     const here = await applicationOf(await f.createDeployment(unlabelled.name, 'a', spec));
     assert.notEqual(here.engine_instance_id, remote.id);
+    const tenantHere = await getClusterUserByNamespaceUid(f.db, unlabelled.uid);
+    assert.equal((await getWorkspaceEnvironment(f.db, tenantHere?.id ?? ''))?.cluster_credentials_id, null);
+    assert.equal(await serviceAccountOf(unlabelled.name), undefined);
 
-    // Labelled for the remote instance: a deployment without environment would deploy into a namespace of
-    // this name on that cluster; it is refused and nothing is written.
+    // Labelled for the remote instance: the deployment is placed there, and its Workspace environment gets
+    // credentials for this namespace, announced to that instance (its agent makes the cluster Secret).
     const labelled = await f.createNamespace('remote', { [Label.EngineInstance]: remote.name });
-    const cr = await f.createDeployment(labelled.name, 'a', spec);
-    const condition = await errorOccurred(labelled.name, 'a');
-    assert.equal(condition.message, PlacementMessage.instanceOnAnotherCluster(remote.name));
-    assert.equal(await getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`), undefined);
+    const application = await applicationOf(await f.createDeployment(labelled.name, 'a', spec));
+    assert.equal(application.engine_instance_id, remote.id);
+    const reach = await workspaceReach(labelled.uid);
+    assert.equal(application.managed_environment_id, reach.environment.id);
+    assert.deepEqual(reach.credentials.namespaces, [labelled.name]);
+    assert.equal(reach.credentials.cluster_resources, false);
+    assert.equal(reach.credentials.api_url, f.kc.getCurrentCluster()?.server);
+    const announced = await f.db
+      .selectFrom('operation')
+      .select('engine_instance_id')
+      .where('resource_type', '=', 'ManagedEnvironment')
+      .where('resource_id', '=', reach.environment.id)
+      .execute();
+    assert.deepEqual(
+      announced.map((o) => o.engine_instance_id),
+      [remote.id],
+    );
+    // What the token allows, asked of the API server with it: this namespace, nothing else.
+    const token = backend.sealer.openString(reach.credentials.bearer_token_sealed, SealContext.bearerToken);
+    await assertTokenScopedTo(token, labelled.name, unlabelled.name);
 
-    // A tenant of this cluster with such a deployment, labelled for the remote instance later: it stays, and
-    // the namespace says why.
-    await kubeRequest(f.kc, {
-      method: HttpMethod.PATCH,
-      path: `/api/v1/namespaces/${unlabelled.name}`,
-      body: { metadata: { labels: { [Label.EngineInstance]: remote.name } } },
-      contentType: 'application/merge-patch+json',
+    // A tenant of this cluster with such a deployment, labelled for the remote instance later: it moves, and
+    // its namespace is reached the same way.
+    await labelNamespace(unlabelled.name, remote.name);
+    await eventually('the tenant moved to the remote instance', async () =>
+      (await placedOn(unlabelled.uid)) === remote.id ? true : undefined,
+    );
+    const moved = await workspaceReach(unlabelled.uid);
+    assert.deepEqual(moved.credentials.namespaces, [unlabelled.name]);
+    assert.ok(await serviceAccountOf(unlabelled.name));
+
+    // Moved back to this cluster: the credentials and the ServiceAccount (so every token of it) are gone.
+    await labelNamespace(unlabelled.name, own.name);
+    await eventually('the tenant back on this cluster without credentials', async () => {
+      if ((await placedOn(unlabelled.uid)) !== own.id) return undefined;
+      const workspace = await getWorkspaceEnvironment(f.db, moved.environment.cluster_user_id);
+      if (workspace?.cluster_credentials_id !== null) return undefined;
+      return (await serviceAccountOf(unlabelled.name)) === undefined ? true : undefined;
     });
-    const event = await eventually('the refusal Event', async () => {
-      const list = (await kubeRequest(f.kc, {
-        method: HttpMethod.GET,
-        path: '/api/v1/namespaces/default/events',
-        query: { fieldSelector: `involvedObject.name=${unlabelled.name},involvedObject.kind=Namespace` },
-      })) as { items: { reason: string; message: string }[] };
-      return list.items.find((e) => e.reason === TenantMoveEventReason.MoveRefused);
-    });
-    const current = await getEngineInstance(f.db, here.engine_instance_id);
-    assert.equal(event.message, TenantMoveMessage.targetOnAnotherCluster(remote.name, current?.name ?? ''));
-    assert.equal(await placedOn(unlabelled.uid), here.engine_instance_id);
+    const rows = await f.db
+      .selectFrom('cluster_credentials')
+      .select('id')
+      .where('cluster_user_id', '=', moved.environment.cluster_user_id)
+      .execute();
+    assert.deepEqual(rows, [], 'no credentials row is left behind');
   });
 
   test("a tenant's repository credentials go to its instance", async () => {

@@ -19,8 +19,6 @@ export function placementRefusalMessage(refusal: PlacementRefusal): string {
       return PlacementMessage.instanceCordoned(refusal.instance);
     case 'NoSchedulableEngineInstance':
       return PlacementMessage.noSchedulableInstance;
-    case 'EngineInstanceOnAnotherCluster':
-      return PlacementMessage.instanceOnAnotherCluster(refusal.instance);
   }
 }
 

@@ -87,7 +87,10 @@ export interface ApplicationWithDestination {
   environment?: {
     id: string;
     kind: ManagedEnvironmentRow['kind'];
-    /** The environment's cluster credentials' scope (External environments). */
+    /**
+     * The environment's cluster credentials' scope: every External environment has them, a Workspace one only
+     * while its tenant is on an instance of another cluster (it is then reached like an External one).
+     */
     credentials?: Pick<ClusterCredentialsRow, 'namespaces' | 'cluster_resources'>;
   };
   /** The CR its api_cr_mapping names (the GitOpsDeployment that owns it). */

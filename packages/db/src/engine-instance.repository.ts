@@ -88,12 +88,7 @@ export type PlacementRefusal =
   /** The namespace label names a cordoned instance (it takes no new tenants). */
   | { reason: 'EngineInstanceCordoned'; instance: string }
   /** No label, and every registered instance is cordoned (or none is registered). */
-  | { reason: 'NoSchedulableEngineInstance' }
-  /**
-   * The tenant's instance runs on another cluster than the tenant's namespace, and a GitOpsDeployment without
-   * an environment would deploy there, into a namespace of the same name that is not the tenant's.
-   */
-  | { reason: 'EngineInstanceOnAnotherCluster'; instance: string };
+  | { reason: 'NoSchedulableEngineInstance' };
 
 export type Placement = { placed: EngineInstanceRow } | { refused: PlacementRefusal };
 

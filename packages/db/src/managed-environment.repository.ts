@@ -3,7 +3,10 @@ import type { ClusterCredentialsRow, Database, ManagedEnvironmentRow } from './d
 
 /**
  * managed_environment + cluster_credentials. An External environment owns its credentials row: they are
- * created, rotated and deleted together. Token columns hold sealed bytes (sealing.ts), never plaintext.
+ * created, rotated and deleted together. A Workspace environment has one only while its tenant is on an
+ * engine instance of another cluster (setWorkspaceCredentials). An environment with credentials is reached
+ * through an Argo CD cluster Secret; one without (a Workspace on the tenant's own cluster) is `in-cluster`.
+ * Token columns hold sealed bytes (sealing.ts), never plaintext.
  */
 
 export interface ClusterCredentialsInput {
@@ -28,7 +31,7 @@ function credentialsColumns(input: ClusterCredentialsInput) {
   };
 }
 
-/** The tenant's own namespace as a deploy target (in-cluster, no credentials). Created once per tenant. */
+/** The tenant's own namespace as a deploy target (in-cluster, no credentials yet). Created once per tenant. */
 export async function ensureWorkspaceEnvironment(
   db: Kysely<Database>,
   clusterUser: { id: string; namespaceName: string },
@@ -89,6 +92,54 @@ export async function updateEnvironmentCredentials(
     .executeTakeFirst();
 }
 
+/**
+ * Gives the tenant's Workspace environment these credentials (replacing any it has), or takes them away
+ * (`null`): a tenant on an instance of another cluster reaches its own namespace through them. Creates the
+ * Workspace environment when missing. Returns the environment and whether anything changed.
+ */
+export async function setWorkspaceCredentials(
+  trx: Transaction<Database>,
+  clusterUser: { id: string; namespaceName: string },
+  credentials: ClusterCredentialsInput | null,
+): Promise<{ environment: ManagedEnvironmentRow; changed: boolean }> {
+  const environment = await ensureWorkspaceEnvironment(trx, clusterUser);
+  const current = environment.cluster_credentials_id;
+  if (credentials === null) {
+    if (current === null) return { environment, changed: false };
+    const updated = await trx
+      .updateTable('managed_environment')
+      .set({ cluster_credentials_id: null, updated_at: sql`now()` })
+      .where('id', '=', environment.id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await trx.deleteFrom('cluster_credentials').where('id', '=', current).execute();
+    return { environment: updated, changed: true };
+  }
+  if (current !== null) {
+    await trx
+      .updateTable('cluster_credentials')
+      .set(credentialsColumns(credentials))
+      .where('id', '=', current)
+      .execute();
+  }
+  const id =
+    current ??
+    (
+      await trx
+        .insertInto('cluster_credentials')
+        .values({ cluster_user_id: clusterUser.id, ...credentialsColumns(credentials) })
+        .returning('id')
+        .executeTakeFirstOrThrow()
+    ).id;
+  const updated = await trx
+    .updateTable('managed_environment')
+    .set({ cluster_credentials_id: id, updated_at: sql`now()` })
+    .where('id', '=', environment.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { environment: updated, changed: true };
+}
+
 export async function getManagedEnvironment(
   db: Kysely<Database>,
   id: string,
@@ -96,7 +147,7 @@ export async function getManagedEnvironment(
   return await db.selectFrom('managed_environment').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** An environment with its credentials (undefined credentials for a Workspace environment). */
+/** An environment with its credentials (undefined for a Workspace environment on its tenant's cluster). */
 export async function getManagedEnvironmentWithCredentials(
   db: Kysely<Database>,
   id: string,
@@ -161,14 +212,19 @@ export async function touchManagedEnvironment(db: Kysely<Database>, id: string):
 }
 
 /**
- * Ids of the External environments, in id order: of one tenant when `clusterUserId` is given; whose cluster
- * Secret belongs on one instance when `engineInstanceId` is (see isManagedEnvironmentOnEngineInstance).
+ * Ids of the environments reached through an Argo CD cluster Secret (those with credentials: every External
+ * one, and a Workspace one whose tenant is on another cluster's instance), in id order: of one tenant when
+ * `clusterUserId` is given; whose cluster Secret belongs on one instance when `engineInstanceId` is (see
+ * isManagedEnvironmentOnEngineInstance).
  */
-export async function listExternalEnvironmentIds(
+export async function listClusterSecretEnvironmentIds(
   db: Kysely<Database>,
   filter: { clusterUserId?: string; engineInstanceId?: string; id?: string } = {},
 ): Promise<string[]> {
-  let query = db.selectFrom('managed_environment as e').select('e.id').where('e.kind', '=', 'External');
+  let query = db
+    .selectFrom('managed_environment as e')
+    .select('e.id')
+    .where('e.cluster_credentials_id', 'is not', null);
   if (filter.clusterUserId !== undefined) query = query.where('e.cluster_user_id', '=', filter.clusterUserId);
   if (filter.id !== undefined) query = query.where('e.id', '=', filter.id);
   const instance = filter.engineInstanceId;
@@ -200,7 +256,7 @@ export async function listExternalEnvironmentIds(
 }
 
 /**
- * Whether an External environment's cluster Secret belongs on this instance: its tenant is placed there (or
+ * Whether an environment's cluster Secret belongs on this instance: its tenant is placed there (or
  * not placed yet: rows from before placement), or an application targeting it still has its Argo CD
  * Application there, being released in a move.
  */
@@ -209,27 +265,30 @@ export async function isManagedEnvironmentOnEngineInstance(
   managedEnvironmentId: string,
   engineInstanceId: string,
 ): Promise<boolean> {
-  const ids = await listExternalEnvironmentIds(db, { id: managedEnvironmentId, engineInstanceId });
+  const ids = await listClusterSecretEnvironmentIds(db, { id: managedEnvironmentId, engineInstanceId });
   return ids.length > 0;
 }
 
-/** An External environment with what its credentials say about scope (NULL credentials: none stored). */
-export interface ExternalEnvironmentScope {
+/** An environment with what its credentials say about scope (NULL credentials: none stored). */
+export interface ClusterSecretEnvironmentScope {
   id: string;
   namespaces: string[] | null;
   cluster_resources: boolean | null;
 }
 
-/** The External environments of one tenant with their credentials' `namespaces` / `cluster_resources`, in id order. */
-export async function listExternalEnvironmentScopes(
+/**
+ * The environments of one tenant reached through a cluster Secret (External ones, and its Workspace one while
+ * it has credentials), with their credentials' `namespaces` / `cluster_resources`, in id order.
+ */
+export async function listClusterSecretEnvironmentScopes(
   db: Kysely<Database>,
   clusterUserId: string,
-): Promise<ExternalEnvironmentScope[]> {
+): Promise<ClusterSecretEnvironmentScope[]> {
   return await db
     .selectFrom('managed_environment as e')
     .leftJoin('cluster_credentials as c', 'c.id', 'e.cluster_credentials_id')
     .select(['e.id', 'c.namespaces', 'c.cluster_resources'])
-    .where('e.kind', '=', 'External')
+    .where('e.cluster_credentials_id', 'is not', null)
     .where('e.cluster_user_id', '=', clusterUserId)
     .orderBy('e.id')
     .execute();

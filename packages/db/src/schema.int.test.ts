@@ -23,6 +23,8 @@ import {
   ensureWorkspaceEnvironment,
   getManagedEnvironmentWithCredentials,
   insertExternalEnvironment,
+  listClusterSecretEnvironmentIds,
+  setWorkspaceCredentials,
   updateEnvironmentCredentials,
 } from './managed-environment.repository.ts';
 import {
@@ -158,7 +160,7 @@ describe('managed environments', () => {
     );
   });
 
-  test('an External environment needs credentials and a Workspace environment has none', async () => {
+  test('an External environment needs credentials', async () => {
     const user = await givenClusterUser(db);
     await assert.rejects(
       db
@@ -167,6 +169,56 @@ describe('managed environments', () => {
         .execute(),
       /managed_environment_credentials_check/,
     );
+  });
+
+  test('a Workspace environment holds credentials only while given them, and is then reached through a cluster Secret', async () => {
+    const user = await givenClusterUser(db);
+    const tenant = { id: user.id, namespaceName: user.namespace_name };
+    const { environment: external } = await givenExternalEnvironment(user.id);
+    const workspace = await ensureWorkspaceEnvironment(db, tenant);
+    assert.deepEqual(await listClusterSecretEnvironmentIds(db, { clusterUserId: user.id }), [external.id]);
+
+    const given = await db
+      .transaction()
+      .execute((trx) => setWorkspaceCredentials(trx, tenant, credentials('workspace-1')));
+    assert.equal(given.changed, true);
+    assert.equal(given.environment.id, workspace.id);
+    const stored = await getManagedEnvironmentWithCredentials(db, workspace.id);
+    assert.equal(
+      sealer.openString(
+        stored?.credentials?.bearer_token_sealed ?? Buffer.alloc(0),
+        'cluster_credentials.bearer_token',
+      ),
+      'workspace-1',
+    );
+    assert.deepEqual(
+      [...(await listClusterSecretEnvironmentIds(db, { clusterUserId: user.id }))].sort(),
+      [external.id, workspace.id].sort(),
+    );
+    // Given again: replaced in place, one credentials row.
+    await db.transaction().execute((trx) => setWorkspaceCredentials(trx, tenant, credentials('workspace-2')));
+    const replaced = await getManagedEnvironmentWithCredentials(db, workspace.id);
+    assert.equal(replaced?.credentials?.id, stored?.credentials?.id);
+    assert.equal(
+      sealer.openString(
+        replaced?.credentials?.bearer_token_sealed ?? Buffer.alloc(0),
+        'cluster_credentials.bearer_token',
+      ),
+      'workspace-2',
+    );
+
+    const taken = await db.transaction().execute((trx) => setWorkspaceCredentials(trx, tenant, null));
+    assert.equal(taken.changed, true);
+    assert.equal(taken.environment.cluster_credentials_id, null);
+    assert.deepEqual(await listClusterSecretEnvironmentIds(db, { clusterUserId: user.id }), [external.id]);
+    const left = await db
+      .selectFrom('cluster_credentials')
+      .select('id')
+      .where('cluster_user_id', '=', user.id)
+      .execute();
+    assert.equal(left.length, 1, "only the External environment's credentials are left");
+    const again = await db.transaction().execute((trx) => setWorkspaceCredentials(trx, tenant, null));
+    assert.equal(again.changed, false);
   });
 });
 

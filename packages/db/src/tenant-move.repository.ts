@@ -81,11 +81,12 @@ export async function moveTenant(
     .where('cluster_user_id', '=', clusterUserId)
     .returning('id')
     .execute();
+  // Every environment, the Workspace one included: it has credentials (a cluster Secret) exactly when the
+  // tenant's instance runs on another cluster, which the caller may just have changed in `trx`.
   const environments = await trx
     .selectFrom('managed_environment')
     .select('id')
     .where('cluster_user_id', '=', clusterUserId)
-    .where('kind', '=', 'External')
     .execute();
   const requests: OperationRequest[] = [];
   const tell = (instances: Iterable<string>, resourceType: OperationRequest['resourceType'], id: string) => {

@@ -7,6 +7,7 @@ import {
   type ApiCrMappingRow,
   type ApplicationRow,
   applicationName,
+  type ClusterCredentialsInput,
   type ClusterUserRow,
   type Database,
   deleteApplication,
@@ -23,6 +24,7 @@ import {
   insertOperation,
   type ManagedEnvironmentRow,
   type OperationRow,
+  setWorkspaceCredentials,
   updateApplication,
   upsertClusterUser,
 } from '@gitops/db';
@@ -30,7 +32,8 @@ import type { Kysely, Transaction } from 'kysely';
 import { type JsonObject, jsonEqual } from '../json.ts';
 import { GitOpsDeploymentCr } from '../kinds.ts';
 import { type OperationsOutcome, operationsOutcome } from '../operation-outcome.ts';
-import { PlacementRefusedError, tenantEngineInstance } from '../placement.ts';
+import { tenantEngineInstance } from '../placement.ts';
+import { WorkspaceAccessNeededError } from '../workspace-access.ts';
 
 /** The identity of one GitOpsDeployment incarnation (a re-created one has a new uid). */
 export interface DeploymentIdentity {
@@ -128,18 +131,41 @@ export interface DesiredApplication {
   managedEnvironmentId?: string;
   /**
    * The cluster the tenant's namespace lives on (the backend's own): without an environment a deployment goes
-   * there, so its instance must run on it (PlacementRefusedError otherwise; see docs/engine-instances.md).
+   * there, through the Workspace's credentials when its instance runs elsewhere (ensureWorkspaceReach).
    */
   tenantClusterIdentity: string;
+  /** Credentials for the tenant's namespace, when a WorkspaceAccessNeededError asked for them. */
+  workspaceCredentials?: ClusterCredentialsInput;
 }
 
-/** Refuses a deployment without an environment on an instance of another cluster than the tenant's. */
-function requireTenantCluster(desired: DesiredApplication, instance: EngineInstanceRow): void {
-  if (
-    desired.managedEnvironmentId === undefined &&
-    instance.cluster_identity !== desired.tenantClusterIdentity
-  )
-    throw new PlacementRefusedError({ reason: 'EngineInstanceOnAnotherCluster', instance: instance.name });
+/**
+ * A deployment without an environment on an instance of another cluster than the tenant's reaches the
+ * tenant's namespace through its Workspace environment's credentials (workspace-access.ts). Stores
+ * `desired.workspaceCredentials` when the Workspace has none yet, and tells the instance (its cluster
+ * Secret); without them, asks the caller for them (WorkspaceAccessNeededError rolls the transaction back).
+ */
+async function ensureWorkspaceReach(
+  trx: Transaction<Database>,
+  desired: DesiredApplication,
+  instance: EngineInstanceRow,
+  clusterUserId: string,
+): Promise<void> {
+  if (desired.managedEnvironmentId !== undefined) return;
+  if (instance.cluster_identity === desired.tenantClusterIdentity) return;
+  const workspace = await workspaceEnvironment(trx, clusterUserId, desired.deployment.namespace);
+  if (workspace.cluster_credentials_id !== null) return;
+  if (!desired.workspaceCredentials) throw new WorkspaceAccessNeededError(instance.name);
+  const { environment } = await setWorkspaceCredentials(
+    trx,
+    { id: clusterUserId, namespaceName: desired.deployment.namespace },
+    desired.workspaceCredentials,
+  );
+  await insertOperation(trx, {
+    engineInstanceId: instance.id,
+    resourceType: 'ManagedEnvironment',
+    resourceId: environment.id,
+    ownerUserId: clusterUserId,
+  });
 }
 
 export type ApplyResult =
@@ -198,7 +224,7 @@ export async function applyDesiredApplication(
       desired.requestedEngineInstance,
       desired.tenantClusterIdentity,
     );
-    requireTenantCluster(desired, instance);
+    await ensureWorkspaceReach(trx, desired, instance, clusterUserId);
     const created = await insertApplicationIfNameFree(trx, {
       name,
       clusterUserId,
@@ -239,7 +265,7 @@ export async function applyDesiredApplication(
   }
   if (desired.managedEnvironmentId === undefined && environment.id !== application.managed_environment_id) {
     const instance = await getEngineInstance(trx, application.engine_instance_id);
-    if (instance) requireTenantCluster(desired, instance);
+    if (instance) await ensureWorkspaceReach(trx, desired, instance, application.cluster_user_id);
   }
   const updated = await updateApplication(trx, application.id, {
     managedEnvironmentId: environment.id,

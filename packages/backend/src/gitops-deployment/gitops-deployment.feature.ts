@@ -54,6 +54,7 @@ export function createGitOpsDeploymentFeature(
       db: ctx.db,
       kc: ctx.kc,
       tenantClusterIdentity: () => ctx.engineInstance().cluster_identity,
+      workspaceAccess: ctx.workspaceAccess,
       informer,
       events: ctx.events,
       selector: ctx.selector,

@@ -14,6 +14,7 @@ import {
   PlacementMessage,
 } from '@gitops/api';
 import {
+  type ClusterCredentialsInput,
   type Database,
   getApplication,
   getEngineInstance,
@@ -46,6 +47,7 @@ import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
 import { PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
+import { type WorkspaceAccess, WorkspaceAccessNeededError } from '../workspace-access.ts';
 import {
   applicationOperationsOutcome,
   applyDesiredApplication,
@@ -92,6 +94,8 @@ export interface GitOpsDeploymentReconcilerOptions {
    * again while the user finalizer waits for it (GITOPS_OPERATION_RETRY_INTERVAL). Default 1 minute.
    */
   operationRetryMs?: number;
+  /** Credentials for a tenant's namespace when its instance runs on another cluster; unset: never provisioned. */
+  workspaceAccess?: WorkspaceAccess;
   /** See GITOPS_ENGINE_INSTANCE_AWAY_AFTER; unset: never reported. */
   engineInstanceAwayAfterMs?: number;
   /** Kept up to date with the uids whose ErrorOccurred=True this reconciler wrote (the feature reads it). */
@@ -343,33 +347,44 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       ? { uid: ownMapping.cr_namespace_uid, engineInstance: undefined }
       : await readTenantNamespace(kc, namespace, signal);
 
-    const applied = await db
-      .transaction()
-      .execute(async (trx) => {
-        await GitOpsDeploymentCr.lock(trx, namespace, name);
-        const mappings = await findDeploymentMappings(trx, namespace, name);
-        const deleted = await deleteMappedApplications(
-          trx,
-          mappings.filter((m) => m.cr_uid !== uid),
-        );
-        const result = await applyDesiredApplication(
-          trx,
-          {
-            deployment,
-            namespaceUid: tenant.uid,
-            requestedEngineInstance: tenant.engineInstance,
-            spec,
-            managedEnvironmentId,
-            tenantClusterIdentity: options.tenantClusterIdentity(),
-          },
-          mappings.find((m) => m.cr_uid === uid),
-        );
-        return { deleted, result };
-      })
-      .catch((err: unknown) => {
-        if (err instanceof PlacementRefusedError) return err;
-        throw err;
-      });
+    const apply = (workspaceCredentials?: ClusterCredentialsInput) =>
+      db
+        .transaction()
+        .execute(async (trx) => {
+          await GitOpsDeploymentCr.lock(trx, namespace, name);
+          const mappings = await findDeploymentMappings(trx, namespace, name);
+          const deleted = await deleteMappedApplications(
+            trx,
+            mappings.filter((m) => m.cr_uid !== uid),
+          );
+          const result = await applyDesiredApplication(
+            trx,
+            {
+              deployment,
+              namespaceUid: tenant.uid,
+              requestedEngineInstance: tenant.engineInstance,
+              spec,
+              managedEnvironmentId,
+              tenantClusterIdentity: options.tenantClusterIdentity(),
+              ...(workspaceCredentials ? { workspaceCredentials } : {}),
+            },
+            mappings.find((m) => m.cr_uid === uid),
+          );
+          return { deleted, result };
+        })
+        .catch((err: unknown) => {
+          if (err instanceof PlacementRefusedError || err instanceof WorkspaceAccessNeededError) return err;
+          throw err;
+        });
+    let applied = await apply();
+    if (applied instanceof WorkspaceAccessNeededError) {
+      // The tenant's instance runs on another cluster: credentials for its namespace first (API calls, so
+      // outside the transaction), then the same transaction again with them.
+      if (!options.workspaceAccess) throw applied;
+      logger.info({ engineInstance: applied.instance }, 'provisioning workspace access for another cluster');
+      applied = await apply(await options.workspaceAccess.provision(namespace, signal));
+      if (applied instanceof WorkspaceAccessNeededError) throw applied;
+    }
     if (applied instanceof PlacementRefusedError) {
       logger.warn({ refusal: applied.refusal }, 'the tenant has no engine instance');
       await writeErrorOccurred(object, { status: 'error', message: applied.message }, logger);

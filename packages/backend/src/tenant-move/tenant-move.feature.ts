@@ -5,9 +5,10 @@
  * transaction); the agents of both instances hand the Argo CD Applications over without pruning.
  *
  * Watches only labelled namespaces. Removing the label moves nothing (placement never changes by itself); a
- * label naming an unknown or cordoned instance, or one on another cluster while the tenant has deployments
- * without an environment (they deploy into its namespace on this cluster), moves nothing and says so in a
- * Warning Event on the namespace.
+ * label naming an unknown or cordoned instance moves nothing and says so in a Warning Event on the namespace.
+ * A move to an instance of another cluster gives the tenant's Workspace environment credentials for its
+ * namespace first (workspace-access.ts), so its deployments without an environment keep deploying there; a
+ * move back to this cluster drops them and deletes the ServiceAccount they came from.
  * Any backend replica or shard may act: the move locks the tenant row and does nothing when it is done.
  */
 import { Label, TenantMoveEventReason, TenantMoveMessage } from '@gitops/api';
@@ -15,8 +16,10 @@ import {
   getClusterUserByNamespaceUid,
   getEngineInstance,
   getEngineInstanceByName,
+  getWorkspaceEnvironment,
   hasWorkspaceApplications,
   moveTenant,
+  setWorkspaceCredentials,
 } from '@gitops/db';
 import { createInformer, createWorkQueue, type KubeObject } from '@gitops/shared';
 import type { BackendContext, BackendFeature } from '../backend-feature.ts';
@@ -24,6 +27,10 @@ import type { BackendContext, BackendFeature } from '../backend-feature.ts';
 export interface TenantMoveFeature extends BackendFeature {
   /** Resolves when no namespace is queued or being looked at (tests). */
   whenIdle(): Promise<void>;
+}
+
+async function workspaceHasCredentials(db: Parameters<typeof getWorkspaceEnvironment>[0], tenant: string) {
+  return ((await getWorkspaceEnvironment(db, tenant))?.cluster_credentials_id ?? null) !== null;
 }
 
 const labelOf = (namespace: KubeObject) => namespace.metadata.labels?.[Label.EngineInstance] ?? '';
@@ -55,7 +62,7 @@ export function createTenantMoveFeature(ctx: BackendContext): TenantMoveFeature 
     registry,
     logger,
     concurrency: 2,
-    async reconcile(name, { logger: log }) {
+    async reconcile(name, { logger: log, signal }) {
       const namespace = namespaces.get(undefined, name);
       const requested = namespace ? labelOf(namespace) : '';
       if (!namespace?.metadata.uid || requested === '') return;
@@ -63,25 +70,39 @@ export function createTenantMoveFeature(ctx: BackendContext): TenantMoveFeature 
       // Not placed yet: placement reads the label when the tenant first needs an instance.
       if (!tenant?.engine_instance_id) return;
       const target = await getEngineInstanceByName(db, requested);
-      if (target?.id === tenant.engine_instance_id) return;
       const current = await getEngineInstance(db, tenant.engine_instance_id);
       const from = current?.name ?? tenant.engine_instance_id;
-      const otherCluster =
-        target !== undefined &&
-        target.cluster_identity !== ctx.engineInstance().cluster_identity &&
-        (await hasWorkspaceApplications(db, tenant.id));
-      if (!target || target.cordoned || otherCluster) {
+      const ownCluster = ctx.engineInstance().cluster_identity;
+      if (target?.id === tenant.engine_instance_id) {
+        // Moved back earlier: the account for another cluster's Argo CD may be left if deleting it failed.
+        if (target.cluster_identity === ownCluster) await ctx.workspaceAccess.remove(name);
+        return;
+      }
+      if (!target || target.cordoned) {
         const message = !target
           ? TenantMoveMessage.targetUnknown(requested, from)
-          : target.cordoned
-            ? TenantMoveMessage.targetCordoned(requested, from)
-            : TenantMoveMessage.targetOnAnotherCluster(requested, from);
+          : TenantMoveMessage.targetCordoned(requested, from);
         log.warn({ namespace: name, requested, engineInstance: from }, 'tenant not moved');
         await ctx.events.event(namespace, 'Warning', TenantMoveEventReason.MoveRefused, message);
         return;
       }
-      const moved = await db.transaction().execute((trx) => moveTenant(trx, tenant.id, target.id));
+      const toOwnCluster = target.cluster_identity === ownCluster;
+      // Deployments without an environment deploy into this namespace, here, whichever cluster runs the Argo
+      // CD: an instance elsewhere needs credentials for it (API calls: before the transaction).
+      const workspaceCredentials =
+        !toOwnCluster &&
+        (await hasWorkspaceApplications(db, tenant.id)) &&
+        !(await workspaceHasCredentials(db, tenant.id))
+          ? await ctx.workspaceAccess.provision(name, signal)
+          : undefined;
+      const moved = await db.transaction().execute(async (trx) => {
+        const tenantRef = { id: tenant.id, namespaceName: name };
+        if (toOwnCluster) await setWorkspaceCredentials(trx, tenantRef, null);
+        else if (workspaceCredentials) await setWorkspaceCredentials(trx, tenantRef, workspaceCredentials);
+        return await moveTenant(trx, tenant.id, target.id);
+      });
       if (!moved) return;
+      if (toOwnCluster) await ctx.workspaceAccess.remove(name, signal);
       log.info(
         {
           namespace: name,

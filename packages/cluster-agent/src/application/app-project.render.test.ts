@@ -12,7 +12,7 @@ const tenant = {
     'https://github.com/org/another',
   ],
   repositoryCredentialUrls: ['https://github.com/org/private'],
-  externalEnvironmentIds: [
+  clusterSecretEnvironmentIds: [
     'bbbbbbbb-0000-4000-8000-000000000000',
     'aaaaaaaa-0000-4000-8000-000000000000',
     'cccccccc-0000-4000-8000-000000000000',
@@ -62,7 +62,7 @@ describe('renderAppProject', () => {
           ...tenant,
           applicationRepoUrls: [],
           repositoryCredentialUrls: [],
-          externalEnvironmentIds: [],
+          clusterSecretEnvironmentIds: [],
           clusterScopedEnvironmentIds: [],
           namespaceCreatingEnvironmentIds: [],
         },

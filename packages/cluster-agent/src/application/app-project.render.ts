@@ -39,12 +39,15 @@ export interface TenantResources {
   applicationRepoUrls: readonly string[];
   /** normalized_repository_url of the tenant's repository credentials on this engine instance. */
   repositoryCredentialUrls: readonly string[];
-  /** ids of the tenant's External managed environments. */
-  externalEnvironmentIds: readonly string[];
-  /** The subset of `externalEnvironmentIds` whose credentials allow cluster-scoped objects (allowsClusterResources). */
+  /**
+   * ids of the tenant's environments reached through a cluster Secret: its External ones, and its Workspace
+   * one while it has credentials (the tenant is on an instance of another cluster).
+   */
+  clusterSecretEnvironmentIds: readonly string[];
+  /** The subset of `clusterSecretEnvironmentIds` whose credentials allow cluster-scoped objects (allowsClusterResources). */
   clusterScopedEnvironmentIds: readonly string[];
   /**
-   * The subset of `externalEnvironmentIds` an Application of the tenant deploys through with
+   * The subset of `clusterSecretEnvironmentIds` an Application of the tenant deploys through with
    * `CreateNamespace=true` (its Application is in the cluster-resource project, see application.render.ts).
    */
   namespaceCreatingEnvironmentIds: readonly string[];
@@ -60,7 +63,7 @@ export function tenantIsEmpty(
   return (
     tenant.applicationRepoUrls.length === 0 &&
     tenant.repositoryCredentialUrls.length === 0 &&
-    tenant.externalEnvironmentIds.length === 0
+    tenant.clusterSecretEnvironmentIds.length === 0
   );
 }
 
@@ -83,7 +86,7 @@ export function renderAppProject(tenant: TenantResources, namespace: string): Ku
   const sourceRepos = sourceReposOf(tenant);
   const destinations = [
     { name: IN_CLUSTER, namespace: tenant.namespace },
-    ...[...new Set(tenant.externalEnvironmentIds)]
+    ...[...new Set(tenant.clusterSecretEnvironmentIds)]
       .sort(byString)
       .map((id) => ({ name: managedEnvironmentClusterName(id), namespace: '*' })),
   ];
@@ -112,7 +115,7 @@ export const ANY_CLUSTER_RESOURCE = { group: '*', kind: '*' } as const;
  * destination namespace Argo CD creates itself gets through, and only if the token may create it).
  */
 export function renderClusterAppProject(tenant: TenantResources, namespace: string): KubeObject | undefined {
-  const allowed = new Set(tenant.externalEnvironmentIds);
+  const allowed = new Set(tenant.clusterSecretEnvironmentIds);
   const environmentIds = [
     ...new Set([...tenant.clusterScopedEnvironmentIds, ...tenant.namespaceCreatingEnvironmentIds]),
   ]

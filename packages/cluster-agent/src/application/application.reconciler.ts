@@ -143,8 +143,10 @@ export function createApplicationReconciler(
 
   function environmentOf(environment: ApplicationWithDestination['environment']): DestinationEnvironment {
     if (!environment) return { kind: 'None' };
-    if (environment.kind === 'Workspace') return { kind: 'Workspace' };
     const { credentials } = environment;
+    // A Workspace with credentials is the tenant's namespace on another cluster than this instance's: it is
+    // reached through its cluster Secret, exactly like an External environment (namespace-scoped token).
+    if (environment.kind === 'Workspace' && credentials === undefined) return { kind: 'Workspace' };
     return {
       kind: 'External',
       id: environment.id,

@@ -6,7 +6,7 @@ import {
   type Db,
   getClusterUser,
   listApplicationSpecsOfTenant,
-  listExternalEnvironmentScopes,
+  listClusterSecretEnvironmentScopes,
   listRepositoryCredentialsOfUser,
 } from '@gitops/db';
 import { allowsClusterResources } from '../argocd.ts';
@@ -28,7 +28,7 @@ export async function readTenantResources(
   const [specs, credentials, environments] = await Promise.all([
     listApplicationSpecsOfTenant(db, clusterUserId, engineInstanceId),
     listRepositoryCredentialsOfUser(db, clusterUserId, { engineInstanceId }),
-    listExternalEnvironmentScopes(db, clusterUserId),
+    listClusterSecretEnvironmentScopes(db, clusterUserId),
   ]);
   const applicationRepoUrls: string[] = [];
   const namespaceCreatingEnvironmentIds = new Set<string>();
@@ -43,7 +43,7 @@ export async function readTenantResources(
     namespace: tenant.namespace_name,
     applicationRepoUrls,
     repositoryCredentialUrls: credentials.map((c) => c.normalized_repository_url),
-    externalEnvironmentIds: environments.map((e) => e.id),
+    clusterSecretEnvironmentIds: environments.map((e) => e.id),
     // An environment without stored credentials has no cluster Secret: nothing is allowed through it.
     clusterScopedEnvironmentIds: environments
       .filter(
@@ -55,7 +55,8 @@ export async function readTenantResources(
           }),
       )
       .map((e) => e.id),
-    // Only External environments count (the Workspace one is never listed: the host's namespace exists).
+    // Only environments behind a cluster Secret count (an in-cluster Workspace is not listed: its namespace
+    // exists; one with credentials is the tenant's namespace on its cluster, which exists too).
     namespaceCreatingEnvironmentIds: environments
       .filter((e) => e.namespaces !== null && namespaceCreatingEnvironmentIds.has(e.id))
       .map((e) => e.id),

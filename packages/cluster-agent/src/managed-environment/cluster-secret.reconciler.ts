@@ -10,7 +10,7 @@ import {
   getManagedEnvironmentWithCredentials,
   isManagedEnvironmentOnEngineInstance,
   listApplicationsOfManagedEnvironment,
-  listExternalEnvironmentIds,
+  listClusterSecretEnvironmentIds,
   SealContext,
   type Sealer,
 } from '@gitops/db';
@@ -138,8 +138,7 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
     // A tenant's environments are on its instance (and, during a move, on the one still releasing its
     // Applications that target them); anywhere else their Secret goes.
     const here =
-      found?.environment.kind === 'External' &&
-      found.credentials !== undefined &&
+      found?.credentials !== undefined &&
       (await isManagedEnvironmentOnEngineInstance(db, id, options.engineInstanceId));
     if (found && !here) tenants.add(found.environment.cluster_user_id);
     if (!found || !here || !found.credentials) {
@@ -199,7 +198,9 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
 
   /** The resource ids to check in a drift pass: every External environment row and every live cluster Secret. */
   async function driftIds(signal: AbortSignal): Promise<string[]> {
-    const ids = new Set(await listExternalEnvironmentIds(db, { engineInstanceId: options.engineInstanceId }));
+    const ids = new Set(
+      await listClusterSecretEnvironmentIds(db, { engineInstanceId: options.engineInstanceId }),
+    );
     for (const secret of await listOwnedSecrets(signal)) {
       const id = secret.metadata.labels?.[Label.DatabaseId];
       if (isUuid(id)) ids.add(id);
