@@ -1,8 +1,8 @@
 /**
- * The controller of one RHOAS kind, as a feature (see @gitops/shared feature.ts): an informer of the kind
- * feeds a work queue with creates, deletes and generation changes (the operator's own status and label
- * writes do not bump the generation, so they never re-trigger it, as the original's generation-aware
- * processing). A reconcile:
+ * The controller of one RHOAS kind, built with @gitops/shared's controller builder: the kind's informer wakes
+ * it on creates, deletes and generation changes (the `generationChanged` predicate: the operator's own status
+ * and label writes do not bump the generation, so they never re-trigger it, as the original's
+ * generation-aware processing). A reconcile:
  *
  * 1. the gate: nothing to do when Finished is True for the current generation;
  * 2. the labels step (KafkaConnection, ServiceRegistryConnection): adds `app.kubernetes.io/component=
@@ -13,24 +13,21 @@
  *    (RHOAS_RETRY_INITIAL doubling to RHOAS_RETRY_MAX); other failures wait for a spec change.
  */
 
-import { isDeepStrictEqual } from 'node:util';
 import { type RhoasCondition, RhoasConditionType, RhoasLabel, RhoasReason } from '@gitops/api';
 import {
   backoffDelay,
+  type Controller,
   createInformer,
-  createWorkQueue,
-  type Feature,
-  HttpMethod,
-  type Informer,
-  kubeRequest,
-  objectKey,
-  objectPath,
+  generationChanged,
+  jsonEqual,
+  mergePatch,
+  newController,
   patchStatus,
+  type Reconciler,
   type Registry,
   refOfKind,
   scrubString,
   splitObjectKey,
-  type WorkQueue,
   withTypeMeta,
 } from '@gitops/shared';
 import type { KindProcessor, RhoasContext, RhoasObject } from './processing.ts';
@@ -39,10 +36,7 @@ import { createProgress, StepFailure, shouldProcess } from './progress.ts';
 /** Event reasons (CamelCase, as Kubernetes wants them; the condition's reason is in the message). */
 export const RhoasEventReason = { Finished: 'Finished', Failed: 'ProcessingFailed' } as const;
 
-export interface RhoasKindFeature extends Feature {
-  readonly queue: WorkQueue;
-  readonly informer: Informer<RhoasObject>;
-}
+export type RhoasKindFeature = Controller<RhoasObject>;
 
 export function createRhoasKindFeature(
   ctx: RhoasContext,
@@ -66,11 +60,10 @@ export function createRhoasKindFeature(
   async function addLabels(object: RhoasObject, signal: AbortSignal) {
     const labels = object.metadata.labels ?? {};
     if (RhoasLabel.component in labels) return;
-    await kubeRequest(ctx.kc, {
-      method: HttpMethod.PATCH,
-      path: await objectPath(ctx.kc, refOfKind(kind, object)),
-      query: { fieldManager: ctx.config.fieldManager },
-      body: {
+    await mergePatch(
+      ctx.kc,
+      refOfKind(kind, object),
+      {
         metadata: {
           labels: {
             [RhoasLabel.component]: RhoasLabel.componentValue,
@@ -78,122 +71,95 @@ export function createRhoasKindFeature(
           },
         },
       },
-      contentType: 'application/merge-patch+json',
-      signal,
-    });
+      { fieldManager: ctx.config.fieldManager, signal },
+    );
   }
 
-  const queue = createWorkQueue({
-    name,
-    concurrency: ctx.config.maxConcurrentReconciles,
-    registry: options.registry,
-    logger,
-    async reconcile(key, { signal, logger: log }) {
-      const { namespace, name: objectName } = splitObjectKey(key);
-      const cached = informer.get(namespace, objectName);
-      if (!cached) {
-        attempts.delete(key);
-        return;
-      }
-      if (!shouldProcess(cached)) return;
-      const object = withTypeMeta(kind, cached) as RhoasObject;
-      const generation = object.metadata.generation ?? 1;
-      const incarnation = `${cached.metadata.uid}/${generation}`;
-      if (processor.addsLabels) await addLabels(object, signal);
-
-      const progress = createProgress(processor.conditions);
-      const { conditions: previous, ...current } = object.status ?? {};
-      const status: Record<string, unknown> = structuredClone(current);
-      let failure: StepFailure | undefined;
-      /** A Kubernetes error (e.g. a forbidden Secret read): shown on Finished, then retried by the queue. */
-      let unexpected: unknown;
-      try {
-        await processor.process(ctx, { object, progress, status, signal });
-        progress.finish();
-      } catch (err) {
-        if (signal.aborted) throw err;
-        if (err instanceof StepFailure) failure = err;
-        else {
-          unexpected = err;
-          // Scrubbed: an unexpected error's text may quote what it choked on (a header value, an argument).
-          const message = scrubString(err instanceof Error ? err.message : String(err));
-          failure = new StepFailure(
-            RhoasConditionType.Finished,
-            RhoasReason.KubernetesError,
-            message.slice(0, 1024),
-          );
-        }
-        progress.record(failure);
-      }
-      // A failed processing keeps the status fields of the last success (e.g. the lists of a
-      // CloudServicesRequest): only the conditions change.
-      const next = {
-        ...(failure ? current : status),
-        conditions: progress.conditions(previous, generation, ctx.now()),
-      };
-      if (!isDeepStrictEqual(next, object.status ?? {})) {
-        await patchStatus(
-          ctx.kc,
-          refOfKind(kind, object),
-          { status: next },
-          { fieldManager: ctx.config.fieldManager, signal },
-        );
-        const before = previous?.find((c) => c.type === RhoasConditionType.Finished);
-        const after = next.conditions.find((c: RhoasCondition) => c.type === RhoasConditionType.Finished);
-        if (after && (before?.status !== after.status || before?.message !== after.message)) {
-          if (after.status === 'True')
-            await ctx.events.event(object, 'Normal', RhoasEventReason.Finished, `${kind.kind} processed`);
-          else
-            await ctx.events.event(
-              object,
-              'Warning',
-              RhoasEventReason.Failed,
-              `${after.reason}: ${after.message}`,
-            );
-        }
-      }
-      if (unexpected) throw unexpected;
-      if (failure) {
-        log.info(
-          { condition: failure.condition, reason: failure.reason, transient: failure.transient },
-          failure.message,
-        );
-        if (failure.transient) {
-          const previousAttempts = attempts.get(key);
-          const attempt = previousAttempts?.of === incarnation ? previousAttempts.count + 1 : 1;
-          attempts.set(key, { of: incarnation, count: attempt });
-          return { requeueAfter: backoffDelay(attempt, ctx.config.retryInitialMs, ctx.config.retryMaxMs) };
-        }
-      } else {
-        log.info({ generation }, `${kind.kind} processed`);
-      }
+  const reconcile: Reconciler = async (key, { signal, logger: log }) => {
+    const { namespace, name: objectName } = splitObjectKey(key);
+    const cached = informer.get(namespace, objectName);
+    if (!cached) {
       attempts.delete(key);
-      return undefined;
-    },
-  });
+      return;
+    }
+    if (!shouldProcess(cached)) return;
+    const object = withTypeMeta(kind, cached) as RhoasObject;
+    const generation = object.metadata.generation ?? 1;
+    const incarnation = `${cached.metadata.uid}/${generation}`;
+    if (processor.addsLabels) await addLabels(object, signal);
 
-  const unsubscribe = [
-    informer.onAdd((o) => queue.add(objectKey(o))),
-    informer.onUpdate((a, b) => {
-      if (a.metadata.generation !== b.metadata.generation) queue.add(objectKey(b));
-    }),
-    informer.onDelete((o) => queue.add(objectKey(o))),
-  ];
-
-  return {
-    name,
-    queue,
-    informer,
-    informers: [informer],
-    start() {
-      queue.start();
-    },
-    resync() {
-      for (const o of informer.list()) queue.add(objectKey(o));
-    },
-    async stop() {
-      for (const u of unsubscribe) u();
-      await queue.shutdown();
-    },
+    const progress = createProgress(processor.conditions);
+    const { conditions: previous, ...current } = object.status ?? {};
+    const status: Record<string, unknown> = structuredClone(current);
+    let failure: StepFailure | undefined;
+    /** A Kubernetes error (e.g. a forbidden Secret read): shown on Finished, then retried by the queue. */
+    let unexpected: unknown;
+    try {
+      await processor.process(ctx, { object, progress, status, signal });
+      progress.finish();
+    } catch (err) {
+      if (signal.aborted) throw err;
+      if (err instanceof StepFailure) failure = err;
+      else {
+        unexpected = err;
+        // Scrubbed: an unexpected error's text may quote what it choked on (a header value, an argument).
+        const message = scrubString(err instanceof Error ? err.message : String(err));
+        failure = new StepFailure(
+          RhoasConditionType.Finished,
+          RhoasReason.KubernetesError,
+          message.slice(0, 1024),
+        );
+      }
+      progress.record(failure);
+    }
+    // A failed processing keeps the status fields of the last success (e.g. the lists of a
+    // CloudServicesRequest): only the conditions change.
+    const next = {
+      ...(failure ? current : status),
+      conditions: progress.conditions(previous, generation, ctx.now()),
+    };
+    if (!jsonEqual(next, object.status ?? {})) {
+      await patchStatus(
+        ctx.kc,
+        refOfKind(kind, object),
+        { status: next },
+        { fieldManager: ctx.config.fieldManager, signal },
+      );
+      const before = previous?.find((c) => c.type === RhoasConditionType.Finished);
+      const after = next.conditions.find((c: RhoasCondition) => c.type === RhoasConditionType.Finished);
+      if (after && (before?.status !== after.status || before?.message !== after.message)) {
+        if (after.status === 'True')
+          await ctx.events.event(object, 'Normal', RhoasEventReason.Finished, `${kind.kind} processed`);
+        else
+          await ctx.events.event(
+            object,
+            'Warning',
+            RhoasEventReason.Failed,
+            `${after.reason}: ${after.message}`,
+          );
+      }
+    }
+    if (unexpected) throw unexpected;
+    if (failure) {
+      log.info(
+        { condition: failure.condition, reason: failure.reason, transient: failure.transient },
+        failure.message,
+      );
+      if (failure.transient) {
+        const previousAttempts = attempts.get(key);
+        const attempt = previousAttempts?.of === incarnation ? previousAttempts.count + 1 : 1;
+        attempts.set(key, { of: incarnation, count: attempt });
+        return { requeueAfter: backoffDelay(attempt, ctx.config.retryInitialMs, ctx.config.retryMaxMs) };
+      }
+    } else {
+      log.info({ generation }, `${kind.kind} processed`);
+    }
+    attempts.delete(key);
+    return undefined;
   };
+
+  return newController(name, { registry: options.registry, logger })
+    .for(informer, { predicates: [generationChanged] })
+    .withOptions({ concurrency: ctx.config.maxConcurrentReconciles })
+    .complete(reconcile);
 }

@@ -490,25 +490,36 @@ export async function serverSideApply(
 }
 
 /**
- * JSON merge patch of the `/status` subresource. Include `metadata.resourceVersion` in the patch
- * for optimistic concurrency (a stale one fails with 409).
+ * JSON merge patch (RFC 7386) of an object, or of its `status` subresource. Include
+ * `metadata.resourceVersion` in the patch for optimistic concurrency (a stale one fails with 409); `null`
+ * members delete. `createMergePatch` (json.ts) computes one from two documents.
  */
-export async function patchStatus(
+export async function mergePatch(
   kc: KubeConfig,
   ref: ObjectRef,
-  mergePatch: Record<string, unknown>,
-  options: { fieldManager?: string; signal?: AbortSignal } = {},
+  patch: Record<string, unknown>,
+  options: { fieldManager?: string; signal?: AbortSignal; subresource?: 'status' } = {},
 ): Promise<KubeObject> {
-  const path = await objectPath(kc, ref, 'status');
+  const path = await objectPath(kc, ref, options.subresource);
   const body = await kubeRequest(kc, {
     method: HttpMethod.PATCH,
     path,
     query: { fieldManager: options.fieldManager },
-    body: mergePatch,
+    body: patch,
     contentType: PatchStrategy.MergePatch,
     signal: options.signal,
   });
   return asKubeObject(body, path);
+}
+
+/** JSON merge patch of the `/status` subresource (`mergePatch` with `subresource: 'status'`). */
+export async function patchStatus(
+  kc: KubeConfig,
+  ref: ObjectRef,
+  patch: Record<string, unknown>,
+  options: { fieldManager?: string; signal?: AbortSignal } = {},
+): Promise<KubeObject> {
+  return mergePatch(kc, ref, patch, { ...options, subresource: 'status' });
 }
 
 export interface DeleteOptions {

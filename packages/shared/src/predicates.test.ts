@@ -10,6 +10,7 @@ import {
   deletionStarted,
   finalizersChanged,
   generationChanged,
+  ignoreDeletes,
   labelsChanged,
   not,
   passesCreate,
@@ -145,5 +146,18 @@ describe('settled versions', () => {
     settled.settle('ns/a', settled.begin('ns/a'));
     settled.begin('ns/a');
     assert.equal(passesUpdate([settled.predicate], cached, cached), true);
+  });
+});
+
+describe('stateful predicates in a list', () => {
+  it('see every event even when an earlier predicate said no', () => {
+    const own = createOwnWrites();
+    own.record(object('7'));
+    // ignoreDeletes first: the delete is dropped, and own writes still forgets the key.
+    assert.equal(passesDelete([ignoreDeletes, own.predicate], object('7')), false);
+    assert.equal(own.size(), 0);
+    own.record(object('9'));
+    assert.equal(passesUpdate([generationChanged, own.predicate], object('8'), object('9')), false);
+    assert.equal(own.size(), 0);
   });
 });

@@ -25,9 +25,21 @@ export interface Predicate<T extends KubeObject = KubeObject> {
   delete?(object: T): boolean;
 }
 
+/**
+ * Every predicate sees every event (no short cut after the first "no"), so a predicate that keeps state
+ * (`createOwnWrites`, `createSettledVersions`) stays in step wherever it is listed.
+ */
+function every(answers: boolean[]): boolean {
+  return answers.every(Boolean);
+}
+
+function some(answers: boolean[]): boolean {
+  return answers.some(Boolean);
+}
+
 /** Whether `predicates` (all of them) let a create through. */
 export function passesCreate<T extends KubeObject>(predicates: readonly Predicate<T>[], object: T): boolean {
-  return predicates.every((p) => p.create?.(object) ?? true);
+  return every(predicates.map((p) => p.create?.(object) ?? true));
 }
 
 /** Whether `predicates` (all of them) let an update through. */
@@ -36,12 +48,12 @@ export function passesUpdate<T extends KubeObject>(
   oldObject: T,
   newObject: T,
 ): boolean {
-  return predicates.every((p) => p.update?.(oldObject, newObject) ?? true);
+  return every(predicates.map((p) => p.update?.(oldObject, newObject) ?? true));
 }
 
 /** Whether `predicates` (all of them) let a delete through. */
 export function passesDelete<T extends KubeObject>(predicates: readonly Predicate<T>[], object: T): boolean {
-  return predicates.every((p) => p.delete?.(object) ?? true);
+  return every(predicates.map((p) => p.delete?.(object) ?? true));
 }
 
 /** An update-only predicate. */
@@ -57,22 +69,22 @@ export function updatePredicate<T extends KubeObject = KubeObject>(
  * speaks about passes.
  */
 export function anyOf<T extends KubeObject>(...predicates: Predicate<T>[]): Predicate<T> {
-  const some = <K extends 'create' | 'update' | 'delete'>(kind: K) => {
-    const speaking = predicates.filter((p) => p[kind] !== undefined);
-    return speaking.length === 0 ? undefined : speaking;
+  const speaking = <K extends 'create' | 'update' | 'delete'>(kind: K) => {
+    const found = predicates.filter((p) => p[kind] !== undefined);
+    return found.length === 0 ? undefined : found;
   };
-  const creates = some('create');
-  const updates = some('update');
-  const deletes = some('delete');
+  const creates = speaking('create');
+  const updates = speaking('update');
+  const deletes = speaking('delete');
   return {
     name: predicates.map((p) => p.name).join(' or '),
-    ...(creates && { create: (o: T) => creates.some((p) => p.create?.(o)) }),
-    ...(updates && { update: (a: T, b: T) => updates.some((p) => p.update?.(a, b)) }),
-    ...(deletes && { delete: (o: T) => deletes.some((p) => p.delete?.(o)) }),
+    ...(creates && { create: (o: T) => some(creates.map((p) => p.create?.(o) === true)) }),
+    ...(updates && { update: (a: T, b: T) => some(updates.map((p) => p.update?.(a, b) === true)) }),
+    ...(deletes && { delete: (o: T) => some(deletes.map((p) => p.delete?.(o) === true)) }),
   };
 }
 
-/** Passes an event when every one of `predicates` passes it (in order, stopping at the first that does not). */
+/** Passes an event when every one of `predicates` passes it (each of them sees the event). */
 export function allOf<T extends KubeObject>(...predicates: Predicate<T>[]): Predicate<T> {
   return {
     name: predicates.map((p) => p.name).join(' and '),
@@ -140,6 +152,9 @@ export const finalizersChanged: Predicate = updatePredicate(
 
 /** The object's version changed (anything but a relist). */
 export const resourceVersionChanged: Predicate = not(relist);
+
+/** Deletes do not wake the controller (e.g. a status writer: nothing to write on a gone object). */
+export const ignoreDeletes: Predicate = { name: 'not a delete', delete: () => false };
 
 /**
  * The controller's own writes, remembered so that their echo does not wake it: `record(written)` with the
