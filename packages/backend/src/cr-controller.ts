@@ -1,16 +1,17 @@
 /**
- * The controller of one custom-resource kind, as a backend feature: its work queue fed by its informer
- * (add, delete, and the updates the kind's descriptor says need a reconcile), the orphan sweep (rows whose
- * CR vanished while no backend watched), re-enqueueing the CR that owns an operation whose state changed
- * (NOTIFY), and enqueueing every cached CR on resync. A feature adds only its own extra watches.
+ * The controller of one custom-resource kind, as a backend feature: @gitops/shared's controller builder
+ * `for` the kind's informer with the kind's predicate (`kinds.ts`), plus what every backend CR controller
+ * adds: the orphan sweep (rows whose CR vanished while no backend watched) and re-enqueueing the CR that
+ * owns an operation whose state changed (NOTIFY). A feature adds only its own watches (`watches`: the
+ * builder's, usually through an index of the kind's informer).
  */
 import { type Database, type OperationRow, operationOfNotification } from '@gitops/db';
 import {
-  createWorkQueue,
+  type ControllerBuilder,
   type Informer,
   type KubeObject,
   type Logger,
-  objectKey,
+  newController,
   type Periodic,
   type Reconciler,
   type Registry,
@@ -45,8 +46,8 @@ export interface CrControllerOptions {
   /** Other caches the feature reads or watches (started and awaited with the kind's own). */
   alsoReads?: readonly Informer<KubeObject>[];
   reconcile: Reconciler;
-  /** More event sources → keys of this kind; returns the unsubscribe functions. */
-  watch?: (enqueue: (key: string) => void) => (() => void)[];
+  /** More event sources → keys of this kind: `builder.watches(...)` (usually through an index of `informer`). */
+  watches?: (builder: ControllerBuilder<KubeObject>) => ControllerBuilder<KubeObject>;
   registry: Registry;
   logger: Logger;
   concurrency: number;
@@ -72,50 +73,19 @@ export interface CrControllerOptions {
 
 export function createCrController(options: CrControllerOptions): CrController {
   const { kind, db, informer, logger } = options;
-  /** Key → resourceVersion of its last reconcile that succeeded and asked for nothing more. */
-  const settled = new Map<string, string>();
-  const reconcile: Reconciler = options.skipSettledOnRelist
-    ? async (key, context) => {
-        const { namespace, name } = splitObjectKey(key);
-        const version = informer.get(namespace, name)?.metadata.resourceVersion;
-        settled.delete(key);
-        const result = await options.reconcile(key, context);
-        if (version !== undefined && !result?.requeue && result?.requeueAfter === undefined)
-          settled.set(key, version);
-        return result;
-      }
-    : options.reconcile;
-  const queue = createWorkQueue({
-    name: kind.kind.toLowerCase(),
-    reconcile,
-    concurrency: options.concurrency,
-    registry: options.registry,
-    logger,
-  });
-  const enqueue = (key: string) => queue.add(key);
-  const unsubscribe = [
-    informer.onAdd((o) => enqueue(objectKey(o))),
-    informer.onUpdate((a, b) => {
-      const key = objectKey(b);
-      if (
-        a.metadata.resourceVersion === b.metadata.resourceVersion &&
-        settled.get(key) === b.metadata.resourceVersion
-      )
-        return;
-      if (kind.needsReconcile(a, b)) enqueue(key);
-    }),
-    informer.onDelete((o) => {
-      settled.delete(objectKey(o));
-      enqueue(objectKey(o));
-    }),
-    ...(options.watch?.(enqueue) ?? []),
-  ];
+  const builder = newController(kind.kind.toLowerCase(), { registry: options.registry, logger })
+    .for(informer, {
+      type: kind,
+      predicates: [kind.predicate],
+      skipSettledOnRelist: options.skipSettledOnRelist,
+    })
+    .reads(...(options.alsoReads ?? []))
+    .withOptions({ concurrency: options.concurrency });
+  const controller = (options.watches?.(builder) ?? builder).complete(options.reconcile);
+  const { queue, enqueue, enqueueAll } = controller;
   let sweeper: Periodic | undefined;
 
   const sweepOrphans = () => enqueueMappingsMissingFromCache(db, kind.kind, informer, enqueue, logger);
-  const enqueueAll = () => {
-    for (const object of informer.list()) enqueue(objectKey(object));
-  };
   async function onOperationStateChanged(payload: string, reads?: NotificationReads) {
     const operation = await (reads ? reads.operation() : operationOfNotification(db, payload));
     if (options.ownerOnlyWhenFinished && operation && !operation.finished_at) return;
@@ -130,10 +100,10 @@ export function createCrController(options: CrControllerOptions): CrController {
     name: queue.name,
     queue,
     informer,
-    informers: [informer, ...(options.alsoReads ?? [])],
+    informers: controller.informers,
     notifications: { operationStateChanged: onOperationStateChanged },
     start() {
-      queue.start();
+      controller.start();
       // Rows whose CR vanished while no backend watched (missed delete events): now and every resync period.
       sweeper = runPeriodically(`${kind.kind} orphan sweep`, options.resyncIntervalMs, () => sweepOrphans(), {
         logger,
@@ -146,8 +116,7 @@ export function createCrController(options: CrControllerOptions): CrController {
     onOperationStateChanged,
     async stop() {
       await sweeper?.stop();
-      for (const u of unsubscribe) u();
-      await queue.shutdown();
+      await controller.stop();
     },
   };
 }

@@ -2,13 +2,27 @@
  * The custom-resource kinds the backend reconciles, each described once: its API descriptor (group,
  * version, kind, plural), its key in the database (`api_cr_mapping.cr_kind`, `operation.owner_kind`), how
  * to lock one name across replicas, how to address and type an object of it, and which informer updates
- * need a reconcile. Controllers, reconcilers and stores take the descriptor; none re-derives these.
+ * need a reconcile (its predicate, composed of @gitops/shared's named ones). Controllers, reconcilers and
+ * stores take the descriptor; none re-derives these.
  */
 import { type KindDescriptor, Kinds } from '@gitops/api';
 import { type CrKind, type Database, lockCrName } from '@gitops/db';
-import { type KubeObject, type ObjectRef, refOfKind, withTypeMeta } from '@gitops/shared';
+import {
+  anyOf,
+  deletionStarted,
+  finalizersChanged,
+  generationChanged,
+  type KubeObject,
+  labelsChanged,
+  type ObjectRef,
+  type Predicate,
+  refOfKind,
+  relist,
+  specChanged,
+  uidChanged,
+  withTypeMeta,
+} from '@gitops/shared';
 import type { Transaction } from 'kysely';
-import { jsonEqual } from './json.ts';
 
 /** The field manager of every server-side apply and status patch the backend makes. */
 export const BACKEND_FIELD_MANAGER = 'gitops-backend';
@@ -20,8 +34,11 @@ export interface CrKindDescriptor<K extends CrKind = CrKind> extends KindDescrip
   ref(object: KubeObject): ObjectRef;
   /** The object with apiVersion/kind set (Events need them). */
   withTypeMeta(object: KubeObject): KubeObject;
-  /** Whether an informer update needs a reconcile (a periodic relist does; our own status writes do not). */
-  needsReconcile(oldObject: KubeObject, newObject: KubeObject): boolean;
+  /**
+   * Which informer updates need a reconcile: a periodic relist does (the resync), and so does a change of
+   * what the reconcile reads; a status write (ours or anyone's) does not. Creates and deletes always do.
+   */
+  readonly predicate: Predicate;
 }
 
 /** Besides spec, uid, generation and deletion, which metadata the reconcile reads. */
@@ -39,19 +56,15 @@ function describeCrKind<K extends CrKind>(
     lock: (trx, namespace, name) => lockCrName(trx, { kind: type.kind, namespace, name }),
     ref: (object) => refOfKind(type, object),
     withTypeMeta: (object) => withTypeMeta(type, object),
-    needsReconcile(oldObject, newObject) {
-      const a = oldObject.metadata;
-      const b = newObject.metadata;
-      if (a.resourceVersion === b.resourceVersion) return true; // periodic relist: the resync
-      return (
-        a.uid !== b.uid ||
-        a.generation !== b.generation ||
-        a.deletionTimestamp !== b.deletionTimestamp ||
-        (inputs.finalizers === true && !jsonEqual(a.finalizers, b.finalizers)) ||
-        (inputs.labels === true && !jsonEqual(a.labels, b.labels)) ||
-        !jsonEqual(oldObject.spec, newObject.spec)
-      );
-    },
+    predicate: anyOf(
+      relist,
+      uidChanged,
+      generationChanged,
+      deletionStarted,
+      specChanged,
+      ...(inputs.finalizers === true ? [finalizersChanged] : []),
+      ...(inputs.labels === true ? [labelsChanged] : []),
+    ),
   };
 }
 

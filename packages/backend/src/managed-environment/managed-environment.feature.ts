@@ -5,10 +5,17 @@
  * `onEnvironmentChanged` (a namespace's environments changed rows or connection condition).
  */
 import { SecretType } from '@gitops/api';
-import { type KubeObject, objectKey } from '@gitops/shared';
+import {
+  isJsonObject,
+  jsonEqual,
+  type KubeObject,
+  keysFromIndex,
+  namespacedIndexValue,
+  objectKey,
+  resourceVersionChanged,
+} from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
-import { isJsonObject, jsonEqual } from '../json.ts';
 import { ManagedEnvironmentCr } from '../kinds.ts';
 import { createManagedEnvironmentReconciler } from './managed-environment.reconciler.ts';
 
@@ -27,11 +34,20 @@ function credentialsSecretOf(object: KubeObject): string | undefined {
     : undefined;
 }
 
+/** Index of the ManagedEnvironment cache: `namespace/name` of the credentials Secret an environment names. */
+export const CREDENTIALS_SECRET_INDEX = 'credentialsSecret';
+
 const conditionsOf = (object: KubeObject) =>
   isJsonObject(object.status) ? object.status.conditions : undefined;
 
 export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnvironmentFeature {
   const informer = ctx.informer(ManagedEnvironmentCr.resource, { sharded: true });
+  informer.addIndexers({
+    [CREDENTIALS_SECRET_INDEX]: (environment) => {
+      const secret = credentialsSecretOf(environment);
+      return secret === undefined ? [] : [namespacedIndexValue(environment.metadata.namespace, secret)];
+    },
+  });
   const secrets = ctx.informer(
     { apiVersion: 'v1', plural: 'secrets' },
     { fieldSelector: MANAGED_ENVIRONMENT_SECRET_SELECTOR },
@@ -44,7 +60,6 @@ export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnv
     kind: ManagedEnvironmentCr,
     db: ctx.db,
     informer,
-    alsoReads: [secrets],
     registry: ctx.registry,
     logger: ctx.logger.child({ controller: 'gitopsdeploymentmanagedenvironment' }),
     concurrency: ctx.config.maxConcurrentReconciles,
@@ -60,37 +75,31 @@ export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnv
       operationRetryMs: ctx.config.operationRetryMs,
       onEnvironmentChanged: environmentChanged,
     }),
-    watch: (enqueue) => {
-      /** A Secret changed: every CR of its namespace that references it. */
-      const enqueueReferencing = (secret: KubeObject) => {
-        const namespace = secret.metadata.namespace;
-        if (!namespace) return;
-        for (const environment of informer.list(namespace)) {
-          if (credentialsSecretOf(environment) === secret.metadata.name) enqueue(objectKey(environment));
-        }
-      };
-      return [
-        // A connection condition changed (seen in the cache): users of the namespace's environments look again.
-        informer.onUpdate((a, b) => {
-          if (b.metadata.namespace && !jsonEqual(conditionsOf(a), conditionsOf(b))) {
-            environmentChanged(b.metadata.namespace);
-          }
-        }),
-        informer.onDelete((o) => {
-          if (o.metadata.namespace) environmentChanged(o.metadata.namespace);
-        }),
-        secrets.onAdd(enqueueReferencing),
-        secrets.onUpdate((a, b) => {
-          if (a.metadata.resourceVersion !== b.metadata.resourceVersion) enqueueReferencing(b);
-        }),
-        secrets.onDelete(enqueueReferencing),
-      ];
-    },
+    // A credentials Secret changed (not a relist): the environments of its namespace that name it.
+    watches: (builder) =>
+      builder.watches(secrets, keysFromIndex(informer, CREDENTIALS_SECRET_INDEX, objectKey), {
+        predicates: [resourceVersionChanged],
+      }),
   });
+  const unsubscribe = [
+    // A connection condition changed (seen in the cache): users of the namespace's environments look again.
+    informer.onUpdate((a, b) => {
+      if (b.metadata.namespace && !jsonEqual(conditionsOf(a), conditionsOf(b))) {
+        environmentChanged(b.metadata.namespace);
+      }
+    }),
+    informer.onDelete((o) => {
+      if (o.metadata.namespace) environmentChanged(o.metadata.namespace);
+    }),
+  ];
   return {
     ...controller,
     onEnvironmentChanged(listener) {
       listeners.push(listener);
+    },
+    async stop() {
+      for (const u of unsubscribe) u();
+      await controller.stop();
     },
   };
 }

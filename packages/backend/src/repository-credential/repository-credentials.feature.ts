@@ -6,7 +6,13 @@
  * slow sweep finds rows whose CR is gone. The reconciler's `requeueAfter` re-validates periodically.
  */
 import { SecretType } from '@gitops/api';
-import { type KubeObject, objectKey } from '@gitops/shared';
+import {
+  type KubeObject,
+  keysFromIndex,
+  namespacedIndexValue,
+  objectKey,
+  resourceVersionChanged,
+} from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
 import { RepositoryCredentialCr } from '../kinds.ts';
@@ -34,8 +40,17 @@ export function secretMetadataOnly(secret: KubeObject): KubeObject {
 
 export type RepositoryCredentialsFeature = CrController;
 
+/** Index of the RepositoryCredential cache: `namespace/name` of the Secret a CR references. */
+export const CREDENTIALS_SECRET_INDEX = 'secret';
+
 export function createRepositoryCredentialsFeature(ctx: BackendContext): RepositoryCredentialsFeature {
   const informer = ctx.informer(RepositoryCredentialCr.resource, { sharded: true });
+  informer.addIndexers({
+    [CREDENTIALS_SECRET_INDEX]: (cr) => {
+      const secret = parseRepositoryCredentialSpec(cr.spec).secret;
+      return secret ? [namespacedIndexValue(cr.metadata.namespace, secret)] : [];
+    },
+  });
   const secrets = ctx.informer(
     { apiVersion: 'v1', plural: 'secrets' },
     { fieldSelector: REPOSITORY_CREDENTIAL_SECRET_FIELD_SELECTOR },
@@ -48,7 +63,6 @@ export function createRepositoryCredentialsFeature(ctx: BackendContext): Reposit
     kind: RepositoryCredentialCr,
     db: ctx.db,
     informer,
-    alsoReads: [secrets, opaqueSecrets],
     registry: ctx.registry,
     logger: ctx.logger.child({ controller: 'gitopsdeploymentrepositorycredential' }),
     concurrency: ctx.config.maxConcurrentReconciles,
@@ -62,20 +76,15 @@ export function createRepositoryCredentialsFeature(ctx: BackendContext): Reposit
       sealer: ctx.sealer,
       selector: ctx.selector,
     }),
-    watch: (enqueue) => {
-      const enqueueUsersOf = (secret: KubeObject) => {
-        for (const cr of informer.list(secret.metadata.namespace)) {
-          if (parseRepositoryCredentialSpec(cr.spec).secret === secret.metadata.name) enqueue(objectKey(cr));
-        }
-      };
-      // A Secret whose type changes is a new object (type is immutable), so each informer sees all of its life.
-      return [secrets, opaqueSecrets].flatMap((source) => [
-        source.onAdd(enqueueUsersOf),
-        source.onUpdate((a, b) => {
-          if (a.metadata.resourceVersion !== b.metadata.resourceVersion) enqueueUsersOf(b);
-        }),
-        source.onDelete(enqueueUsersOf),
-      ]);
-    },
+    // A Secret changed (not a relist): the CRs of its namespace that reference it. A Secret whose type changes
+    // is a new object (type is immutable), so each informer sees all of its life.
+    watches: (builder) =>
+      [secrets, opaqueSecrets].reduce(
+        (b, source) =>
+          b.watches(source, keysFromIndex(informer, CREDENTIALS_SECRET_INDEX, objectKey), {
+            predicates: [resourceVersionChanged],
+          }),
+        builder,
+      ),
   });
 }

@@ -1,7 +1,9 @@
 /**
  * The status path: NOTIFY `gitops_application_state_changed` (payload application id) → api_cr_mapping →
  * the GitOpsDeployment's key → read the current projection → merge-patch `/status` when it differs.
- * Keys, not payloads, are queued, so a burst of changes collapses into one write of the latest state.
+ * Keys, not payloads, are queued, so a burst of changes collapses into one write of the latest state. Built
+ * with the controller builder `for` the GitOpsDeployment cache: a real change of an object wakes it, not a
+ * relist, not a delete and not the echo of its own status write (`createOwnWrites`).
  * Writes carry the cached resourceVersion: a concurrent ErrorOccurred write makes ours fail with 409 and
  * the queue retries on fresh data, so neither writer loses the other's conditions.
  */
@@ -13,12 +15,21 @@ import {
   getApiCrMappingOfManagedEnvironment,
   getApplicationStateWithEngineInstance,
 } from '@gitops/db';
-import { createWorkQueue, objectKey, patchStatus, splitObjectKey, type WorkQueue } from '@gitops/shared';
+import {
+  createOwnWrites,
+  ignoreDeletes,
+  isJsonObject,
+  newController,
+  patchStatus,
+  type Reconciler,
+  resourceVersionChanged,
+  splitObjectKey,
+  type WorkQueue,
+} from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import type { BackendContext, BackendFeature } from '../backend-feature.ts';
 import type { GitOpsDeploymentFeature } from '../gitops-deployment/gitops-deployment.feature.ts';
 import { conditionsOf, isBeingDeleted, statusOf } from '../gitops-deployment/gitops-deployment.object.ts';
-import { isJsonObject } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
 import {
   desiredStatus,
@@ -68,8 +79,8 @@ export function createStatusFeature(
     if (applicationId) keyOfApplication.delete(applicationId);
   };
 
-  /** Key → the resourceVersion our last status write returned, until the informer delivers that version. */
-  const ownWrites = new Map<string, string>();
+  /** Our last status write of each object, until the informer delivers that version (its echo). */
+  const ownWrites = createOwnWrites();
 
   /** The projection of the object's application: from the remembered id, else through its mapping. */
   async function stateOf(uid: string, key: string) {
@@ -85,64 +96,52 @@ export function createStatusFeature(
     return row ? { applicationId: mapping.application_id, row } : undefined;
   }
 
-  const queue = createWorkQueue({
-    name: 'gitopsdeployment-status',
-    concurrency: ctx.config.maxConcurrentReconciles,
+  const reconcile: Reconciler = async (key, { logger }) => {
+    const { namespace, name } = splitObjectKey(key);
+    const object = namespace === undefined ? undefined : informer.get(namespace, name);
+    if (!object || isBeingDeleted(object) || !object.metadata.uid) return;
+    const found = await stateOf(object.metadata.uid, key);
+    if (!found) return;
+    const { applicationId, row } = found;
+    const state = parseApplicationState(row.state);
+    if (!isJsonObject(row.state)) logger.warn({ application: applicationId }, 'malformed application_state');
+    const desired = desiredStatus(state, {
+      currentConditions: conditionsOf(object),
+      destinationName: await userFacingDestinationName(db, state.reconciledState?.destination?.name),
+      engineInstance: row.engine_instance_name,
+      now: now(),
+    });
+    const patch = statusPatch(statusOf(object), desired);
+    if (patch === undefined) return;
+    const written = await patchStatus(
+      kc,
+      GitOpsDeploymentCr.ref(object),
+      { metadata: { resourceVersion: object.metadata.resourceVersion }, status: patch },
+      { fieldManager: BACKEND_FIELD_MANAGER },
+    );
+    ownWrites.record(written);
+    logger.debug({ application: applicationId }, 'status updated from the Argo CD Application');
+    const event = syncTransitionEvent(statusOf(object).operationState, desired.operationState);
+    if (event)
+      await ctx.events.event(
+        GitOpsDeploymentCr.withTypeMeta(object),
+        event.type,
+        event.reason,
+        event.message,
+      );
+  };
+  const controller = newController('gitopsdeployment-status', {
     registry: ctx.registry,
     logger: ctx.logger.child({ controller: 'gitopsdeployment-status' }),
-    async reconcile(key, { logger }) {
-      const { namespace, name } = splitObjectKey(key);
-      const object = namespace === undefined ? undefined : informer.get(namespace, name);
-      if (!object || isBeingDeleted(object) || !object.metadata.uid) return;
-      const found = await stateOf(object.metadata.uid, key);
-      if (!found) return;
-      const { applicationId, row } = found;
-      const state = parseApplicationState(row.state);
-      if (!isJsonObject(row.state))
-        logger.warn({ application: applicationId }, 'malformed application_state');
-      const desired = desiredStatus(state, {
-        currentConditions: conditionsOf(object),
-        destinationName: await userFacingDestinationName(db, state.reconciledState?.destination?.name),
-        engineInstance: row.engine_instance_name,
-        now: now(),
-      });
-      const patch = statusPatch(statusOf(object), desired);
-      if (patch === undefined) return;
-      const written = await patchStatus(
-        kc,
-        GitOpsDeploymentCr.ref(object),
-        { metadata: { resourceVersion: object.metadata.resourceVersion }, status: patch },
-        { fieldManager: BACKEND_FIELD_MANAGER },
-      );
-      if (written.metadata.resourceVersion) ownWrites.set(key, written.metadata.resourceVersion);
-      logger.debug({ application: applicationId }, 'status updated from the Argo CD Application');
-      const event = syncTransitionEvent(statusOf(object).operationState, desired.operationState);
-      if (event)
-        await ctx.events.event(
-          GitOpsDeploymentCr.withTypeMeta(object),
-          event.type,
-          event.reason,
-          event.message,
-        );
-    },
-  });
-  const unsubscribe = [
-    informer.onAdd((o) => queue.add(objectKey(o))),
+  })
     // A periodic relist re-delivers unchanged objects: the status path is driven by NOTIFY (and by resync()
-    // after a lost LISTEN connection), so an unchanged object costs no database read here.
-    informer.onUpdate((a, b) => {
-      if (a.metadata.resourceVersion === b.metadata.resourceVersion) return;
-      const key = objectKey(b);
-      // The echo of our own status write: it is what the projection asked for, so it needs no second look.
-      const own = ownWrites.get(key);
-      ownWrites.delete(key);
-      if (own !== b.metadata.resourceVersion) queue.add(key);
-    }),
-    informer.onDelete((o) => {
-      ownWrites.delete(objectKey(o));
-      forget(o.metadata.uid);
-    }),
-  ];
+    // after a lost LISTEN connection), so an unchanged object costs no database read here. The echo of our own
+    // status write is what the projection asked for, so it needs no second look either.
+    .for(informer, { predicates: [resourceVersionChanged, ownWrites.predicate, ignoreDeletes] })
+    .withOptions({ concurrency: ctx.config.maxConcurrentReconciles })
+    .complete(reconcile);
+  const { queue, enqueueAll } = controller;
+  const forgetOnDelete = informer.onDelete((o) => forget(o.metadata.uid));
 
   async function onApplicationStateChanged(applicationId: string) {
     const known = keyOfApplication.get(applicationId);
@@ -158,22 +157,19 @@ export function createStatusFeature(
       remember(mapping.cr_uid, applicationId, key);
     queue.add(key);
   }
-  const enqueueAll = () => {
-    for (const object of informer.list()) queue.add(objectKey(object));
-  };
 
   return {
     name: queue.name,
     queue,
     informers: [informer],
     notifications: { applicationStateChanged: onApplicationStateChanged },
-    start: () => queue.start(),
+    start: controller.start,
     resync: enqueueAll,
     onApplicationStateChanged,
     enqueueAll,
     async stop() {
-      for (const u of unsubscribe) u();
-      await queue.shutdown();
+      forgetOnDelete();
+      await controller.stop();
     },
   };
 }

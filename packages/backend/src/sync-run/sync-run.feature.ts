@@ -9,11 +9,21 @@
  * rows whose SyncRun is gone.
  */
 import { getApiCrMappingOfSyncOperation } from '@gitops/db';
-import { type KubeObject, objectKey } from '@gitops/shared';
+import {
+  allOf,
+  anyOf,
+  generationChanged,
+  ignoreDeletes,
+  isJsonObject,
+  type KubeObject,
+  keysFromIndex,
+  namespacedIndexValue,
+  objectKey,
+  uidChanged,
+} from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
 import type { GitOpsDeploymentFeature } from '../gitops-deployment/gitops-deployment.feature.ts';
-import { isJsonObject } from '../json.ts';
 import { SyncRunCr } from '../kinds.ts';
 import { createSyncRunReconciler } from './sync-run.reconciler.ts';
 
@@ -24,11 +34,23 @@ function parentNameOf(syncRun: KubeObject): string | undefined {
   return typeof name === 'string' ? name : undefined;
 }
 
+/** Index of the SyncRun cache: `namespace/name` of the GitOpsDeployment a SyncRun references. */
+export const SYNC_RUN_PARENT_INDEX = 'parent';
+
+/** The SyncRuns referencing a GitOpsDeployment look again when it appears, is replaced or changes generation. */
+export const parentChanged = allOf(anyOf(generationChanged, uidChanged), ignoreDeletes);
+
 export function createSyncRunFeature(
   ctx: BackendContext,
   deps: { deployments: GitOpsDeploymentFeature },
 ): SyncRunFeature {
   const informer = ctx.informer(SyncRunCr.resource, { sharded: true });
+  informer.addIndexers({
+    [SYNC_RUN_PARENT_INDEX]: (syncRun) => {
+      const parent = parentNameOf(syncRun);
+      return parent === undefined ? [] : [namespacedIndexValue(syncRun.metadata.namespace, parent)];
+    },
+  });
   const deployments = deps.deployments.informer;
   /** Application id → the SyncRun keys that show its health and sync status, and back. */
   const followers = new Map<string, Set<string>>();
@@ -54,7 +76,6 @@ export function createSyncRunFeature(
     kind: SyncRunCr,
     db: ctx.db,
     informer,
-    alsoReads: [deployments],
     registry: ctx.registry,
     logger: ctx.logger.child({ controller: 'gitopsdeploymentsyncrun' }),
     concurrency: ctx.config.maxConcurrentReconciles,
@@ -68,22 +89,10 @@ export function createSyncRunFeature(
       selector: ctx.selector,
       follow,
     }),
-    watch: (enqueue) => {
-      /** The SyncRuns of the namespace that reference this GitOpsDeployment. */
-      const enqueueReferencing = (deployment: KubeObject) => {
-        for (const syncRun of informer.list(deployment.metadata.namespace)) {
-          if (parentNameOf(syncRun) === deployment.metadata.name) enqueue(objectKey(syncRun));
-        }
-      };
-      return [
-        deployments.onAdd(enqueueReferencing),
-        deployments.onUpdate((a, b) => {
-          if (a.metadata.generation !== b.metadata.generation || a.metadata.uid !== b.metadata.uid) {
-            enqueueReferencing(b);
-          }
-        }),
-      ];
-    },
+    watches: (builder) =>
+      builder.watches(deployments, keysFromIndex(informer, SYNC_RUN_PARENT_INDEX, objectKey), {
+        predicates: [parentChanged],
+      }),
   });
   /** The SyncRun of a sync_operation row whose report changed (also a deleted one: its rows are released). */
   async function onSyncOperationChanged(syncOperationId: string) {
