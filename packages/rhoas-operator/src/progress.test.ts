@@ -49,6 +49,17 @@ describe('the condition bookkeeping', () => {
     later.pass('FoundKafkaById');
     later.finish();
     assert.deepEqual(later.conditions(conditions, 4, new Date('2030-01-01T00:00:00Z')), conditions);
+    // The same verdict about a newer generation is a new transition.
+    assert.deepEqual(
+      later
+        .conditions(conditions, 5, new Date('2030-01-01T00:00:00Z'))
+        .map((c) => [c.lastTransitionGeneration, c.lastTransitionTime]),
+      [
+        [5, '2030-01-01T00:00:00Z'],
+        [5, '2030-01-01T00:00:00Z'],
+        [5, '2030-01-01T00:00:00Z'],
+      ],
+    );
   });
 
   it('a failing step sets its condition and Finished False with the same reason and message, and stops', () => {

@@ -3,10 +3,11 @@
  * every condition of the kind starts `Unknown`; each turns `True` as its step passes; the first failing step
  * sets its condition `False` with a reason and message, `Finished` `False` with the same reason and
  * message, and stops the processing (later conditions stay `Unknown`); when every step passed, `Finished`
- * turns `True`. `lastTransitionGeneration` is the CR's `metadata.generation`.
+ * turns `True`. `lastTransitionGeneration` is the CR's `metadata.generation`. A layer on @gitops/shared's
+ * condition bookkeeping (`nextCondition`).
  */
 import { type RhoasCondition, RhoasConditionType, RhoasReason } from '@gitops/api';
-import { kubeTime } from '@gitops/shared';
+import { findCondition, nextCondition } from '@gitops/shared';
 import { CloudServicesError, standardizedErrorMessage } from './cloud-services-client.ts';
 
 /** A step failed: processing stops; `transient` failures are retried with backoff. */
@@ -105,20 +106,20 @@ export function createProgress(types: readonly string[]): ProgressRecord {
     conditions(previous, generation, now) {
       return types.map((type) => {
         const state = states.get(type) ?? { status: 'Unknown', reason: '', message: '' };
-        const before = previous?.find((c) => c.type === type);
-        const unchanged =
-          before !== undefined &&
-          before.status === state.status &&
-          (before.reason ?? '') === state.reason &&
-          (before.message ?? '') === state.message &&
-          before.lastTransitionGeneration === generation;
+        const before = findCondition(previous, type);
+        // The shared bookkeeping keeps the time of an unchanged verdict; here a verdict about an older
+        // generation counts as changed (the time says when this generation's verdict was reached).
+        const { lastTransitionTime } = nextCondition(
+          before?.lastTransitionGeneration === generation ? before : undefined,
+          { type, status: state.status, reason: state.reason ?? '', message: state.message ?? '' },
+          now,
+        );
         return {
           type,
           status: state.status,
           reason: state.reason ?? '',
           message: state.message ?? '',
-          lastTransitionTime:
-            unchanged && before.lastTransitionTime ? before.lastTransitionTime : kubeTime(now),
+          lastTransitionTime,
           lastTransitionGeneration: generation,
         };
       });
