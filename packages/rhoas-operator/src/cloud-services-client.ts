@@ -5,6 +5,7 @@
  * time, malformed body) and carries the `reason` of the API's JSON error body; it never carries a token.
  * Base URLs: `CLOUD_SERVICES_API` (management APIs) and `CLOUD_SERVICES_SSO` (the SSO realm).
  */
+import { isTransientStatus } from '@gitops/shared';
 
 export const KAFKAS_PATH = '/api/kafkas_mgmt/v1/kafkas';
 export const SERVICE_ACCOUNTS_PATH = '/api/kafkas_mgmt/v1/service_accounts';
@@ -42,9 +43,7 @@ export class CloudServicesError extends Error {
   /** Network errors, no answer in time, 5xx and 429 are retried; 4xx and malformed answers are not. */
   get transient(): boolean {
     if (this.failure === 'unreachable' || this.failure === 'timeout') return true;
-    return (
-      this.failure === 'http' && this.status !== undefined && (this.status >= 500 || this.status === 429)
-    );
+    return this.failure === 'http' && this.status !== undefined && isTransientStatus(this.status);
   }
 }
 

@@ -16,6 +16,7 @@ import {
 import {
   type EventRecorder,
   getObject,
+  isTransientStatus,
   type KubeConfig,
   type KubeObject,
   type Logger,
@@ -248,8 +249,8 @@ export async function applyOwnedSecret(
 export function kubeWriteFailure(condition: string, reason: string, what: string, err: unknown): StepFailure {
   const status = (err as { statusCode?: unknown }).statusCode;
   const detail = scrubString(err instanceof Error ? err.message : String(err));
-  const transient =
-    typeof status !== 'number' || status === 0 || status >= 500 || status === 429 || status === 409;
+  // A conflict (another writer, or a Secret deleted and recreated) is retried too.
+  const transient = typeof status !== 'number' || isTransientStatus(status) || status === 409;
   return new StepFailure(
     condition,
     reason,

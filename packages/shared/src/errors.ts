@@ -155,8 +155,17 @@ export function isConflict(err: unknown): boolean {
   return err instanceof KubeApiError && err.statusCode === 409;
 }
 
-/** API server answers that say "look again later": not found, conflict, gone, throttled, unavailable. */
-const TRANSIENT_STATUS = new Set([0, 404, 409, 410, 429]);
+/**
+ * An HTTP status that says "try again later", whoever answered (the API server, the cloud services, a Git
+ * server): no answer at all (0), throttled (429), or a server error (5xx). Every "retry or not" decision on
+ * an HTTP answer starts from this one rule and adds what its own API means by a conflict.
+ */
+export function isTransientStatus(status: number): boolean {
+  return status === 0 || status === 429 || status >= 500;
+}
+
+/** API server answers that say "look again later" beyond `isTransientStatus`: not found, conflict, gone. */
+const KUBE_LOOK_AGAIN_STATUS = new Set([404, 409, 410]);
 /**
  * PostgreSQL SQLSTATEs of a lost or refused connection, a shutdown, or a concurrency loss that a retry
  * resolves: class 08 (connection exception), 57P01–57P03 (admin/crash shutdown, cannot connect now), 53300
@@ -180,7 +189,7 @@ export function isTransientError(err: unknown): boolean {
   let current: unknown = err;
   for (let depth = 0; depth < 10 && current instanceof Error; depth++) {
     if (current instanceof KubeApiError) {
-      return TRANSIENT_STATUS.has(current.statusCode) || current.statusCode >= 500;
+      return isTransientStatus(current.statusCode) || KUBE_LOOK_AGAIN_STATUS.has(current.statusCode);
     }
     const code = (current as { code?: unknown }).code;
     if (typeof code === 'string' && (TRANSIENT_SQLSTATE.test(code) || TRANSIENT_SYSCALL.has(code))) {
