@@ -27,6 +27,7 @@ import {
   updateEnvironmentCredentials,
   upsertClusterUser,
 } from '@gitops/db';
+import { jsonEqual } from '@gitops/shared';
 import type { Kysely, Transaction } from 'kysely';
 import { ManagedEnvironmentCr } from '../kinds.ts';
 import { tenantEngineInstance } from '../placement.ts';
@@ -134,7 +135,7 @@ export async function applyEnvironment(
       c.allow_insecure_skip_tls_verify === desired.allowInsecureSkipTlsVerify &&
       c.cluster_resources === desired.clusterResources &&
       c.ca_data === (desired.caData ?? null) &&
-      JSON.stringify(c.namespaces) === JSON.stringify(desired.namespaces);
+      jsonEqual(c.namespaces, desired.namespaces);
     if (same) return { change: 'none', environmentId: existing.environment.id };
     const instance = await tenantEngineInstance(
       trx,
