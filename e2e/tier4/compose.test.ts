@@ -1,9 +1,10 @@
 /**
  * Tier 4 (`pnpm test:cluster`): the repository's docker-compose.yml, driven through testcontainers' compose
  * support (Debian's docker-compose), from the images `pnpm images` built: PostgreSQL, the backend and the
- * cluster-agent come up and become ready against a local control plane; a user's GitOpsDeployment reaches its
- * Argo CD Application; down leaves nothing running. testcontainers' reaper is off (it would need an image
- * from a registry): the test downs what it upped, and checks that nothing is left.
+ * cluster-agent come up and become ready against a local control plane, as uid 1000 with a kubeconfig only
+ * root could read on the host; a user's GitOpsDeployment reaches its Argo CD Application; down leaves nothing
+ * running. testcontainers' reaper is off (it would need an image from a registry): the test downs what it
+ * upped, and checks that nothing is left.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -43,11 +44,12 @@ describe('tier 4: docker-compose.yml through testcontainers', () => {
     workDir = await mkdtemp(join(tmpdir(), 'tier4-compose-'));
     controlPlane = await startControlPlane();
     await kubeRequest(controlPlane.endpoint, 'POST', '/api/v1/namespaces', { metadata: { name: ARGOCD_NS } });
-    // The containers run as uid 1000: give them a readable copy of the admin kubeconfig.
+    // The admin kubeconfig as kubectl writes one: readable by its owner (root here) only, in a folder of
+    // its owner's; the processes run as uid 1000 all the same (the compose file's kubeconfig service).
     const kubeconfig = join(workDir, 'kubeconfig');
     await copyFile(controlPlane.kubeconfigPath, kubeconfig);
-    await chmod(workDir, 0o755);
-    await chmod(kubeconfig, 0o644);
+    await chmod(workDir, 0o700);
+    await chmod(kubeconfig, 0o600);
     const ports = { pg: await freePort(), backend: await freePort(), agent: await freePort() };
     environment = await new DockerComposeEnvironment(repoRoot, 'docker-compose.yml')
       .withProjectName(project)
@@ -82,6 +84,34 @@ describe('tier 4: docker-compose.yml through testcontainers', () => {
     const lines = states.split('\n').filter(Boolean);
     assert.equal(lines.length, 3, states);
     for (const line of lines) assert.match(line, /\(healthy\)/, line);
+  });
+
+  it('the backend and the cluster-agent run as uid 1000 and read a kubeconfig only its owner could read', async () => {
+    for (const service of ['backend', 'cluster-agent']) {
+      const name = await docker(
+        'ps',
+        '--filter',
+        `label=com.docker.compose.project=${project}`,
+        '--filter',
+        `label=com.docker.compose.service=${service}`,
+        '--format',
+        '{{.Names}}',
+      );
+      assert.equal(await docker('exec', name, 'id', '-u'), '1000', `${service} runs as uid 1000`);
+      // Its copy is its own and nobody else's.
+      assert.equal(await docker('exec', name, 'stat', '-c', '%u %a', '/kube/kubeconfig'), '1000 400');
+    }
+    const copier = await docker(
+      'ps',
+      '-a',
+      '--filter',
+      `label=com.docker.compose.project=${project}`,
+      '--filter',
+      'label=com.docker.compose.service=kubeconfig',
+      '--format',
+      '{{.Status}}',
+    );
+    assert.match(copier, /^Exited \(0\)/, 'the one-shot copy finished');
   });
 
   it('a GitOpsDeployment through it reaches its Argo CD Application', async () => {
@@ -140,5 +170,14 @@ describe('tier 4: docker-compose.yml through testcontainers', () => {
       '{{.Name}}',
     );
     assert.equal(networks, '', `networks left: ${networks}`);
+    const volumes = await docker(
+      'volume',
+      'ls',
+      '--filter',
+      `label=com.docker.compose.project=${project}`,
+      '--format',
+      '{{.Name}}',
+    );
+    assert.equal(volumes, '', `volumes left: ${volumes}`);
   });
 });
