@@ -10,11 +10,15 @@ import {
   type ControllerBuilder,
   type Informer,
   type KubeObject,
+  keysFromIndex,
   type Logger,
+  namespacedIndexValue,
   newController,
+  objectKey,
   type Periodic,
   type Reconciler,
   type Registry,
+  resourceVersionChanged,
   runPeriodically,
   splitObjectKey,
   type WorkQueue,
@@ -69,6 +73,31 @@ export interface CrControllerOptions {
    * reconcile is queued for it (e.g. a Completed operation of a live GitOpsDeployment that shows no error).
    */
   ownerNeedsNothing?: (operation: OperationRow, owner: KubeObject | undefined) => boolean;
+}
+
+/**
+ * For kinds whose objects name a Secret of their own namespace: indexes `informer` by that Secret
+ * (`namespace/name`) and returns the `watches` step that wakes the objects naming a Secret of `secrets` when
+ * it is created, changed (not on a relist) or deleted. References never cross namespaces.
+ */
+export function watchNamedSecrets(
+  informer: Informer<KubeObject>,
+  secretNameOf: (object: KubeObject) => string | undefined,
+  secrets: readonly Informer<KubeObject>[],
+): (builder: ControllerBuilder<KubeObject>) => ControllerBuilder<KubeObject> {
+  const index = 'namedSecret';
+  informer.addIndexers({
+    [index]: (object) => {
+      const secret = secretNameOf(object);
+      return secret ? [namespacedIndexValue(object.metadata.namespace, secret)] : [];
+    },
+  });
+  const mapToKeys = keysFromIndex(informer, index, objectKey);
+  return (builder) =>
+    secrets.reduce(
+      (b, source) => b.watches(source, mapToKeys, { predicates: [resourceVersionChanged] }),
+      builder,
+    );
 }
 
 export function createCrController(options: CrControllerOptions): CrController {

@@ -5,17 +5,9 @@
  * `onEnvironmentChanged` (a namespace's environments changed rows or connection condition).
  */
 import { SecretType } from '@gitops/api';
-import {
-  isJsonObject,
-  jsonEqual,
-  type KubeObject,
-  keysFromIndex,
-  namespacedIndexValue,
-  objectKey,
-  resourceVersionChanged,
-} from '@gitops/shared';
+import { isJsonObject, jsonEqual, type KubeObject } from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
-import { type CrController, createCrController } from '../cr-controller.ts';
+import { type CrController, createCrController, watchNamedSecrets } from '../cr-controller.ts';
 import { ManagedEnvironmentCr } from '../kinds.ts';
 import { createManagedEnvironmentReconciler } from './managed-environment.reconciler.ts';
 
@@ -34,20 +26,11 @@ function credentialsSecretOf(object: KubeObject): string | undefined {
     : undefined;
 }
 
-/** Index of the ManagedEnvironment cache: `namespace/name` of the credentials Secret an environment names. */
-export const CREDENTIALS_SECRET_INDEX = 'credentialsSecret';
-
 const conditionsOf = (object: KubeObject) =>
   isJsonObject(object.status) ? object.status.conditions : undefined;
 
 export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnvironmentFeature {
   const informer = ctx.informer(ManagedEnvironmentCr.resource, { sharded: true });
-  informer.addIndexers({
-    [CREDENTIALS_SECRET_INDEX]: (environment) => {
-      const secret = credentialsSecretOf(environment);
-      return secret === undefined ? [] : [namespacedIndexValue(environment.metadata.namespace, secret)];
-    },
-  });
   const secrets = ctx.informer(
     { apiVersion: 'v1', plural: 'secrets' },
     { fieldSelector: MANAGED_ENVIRONMENT_SECRET_SELECTOR },
@@ -76,10 +59,7 @@ export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnv
       onEnvironmentChanged: environmentChanged,
     }),
     // A credentials Secret changed (not a relist): the environments of its namespace that name it.
-    watches: (builder) =>
-      builder.watches(secrets, keysFromIndex(informer, CREDENTIALS_SECRET_INDEX, objectKey), {
-        predicates: [resourceVersionChanged],
-      }),
+    watches: watchNamedSecrets(informer, credentialsSecretOf, [secrets]),
   });
   const unsubscribe = [
     // A connection condition changed (seen in the cache): users of the namespace's environments look again.

@@ -6,15 +6,9 @@
  * slow sweep finds rows whose CR is gone. The reconciler's `requeueAfter` re-validates periodically.
  */
 import { SecretType } from '@gitops/api';
-import {
-  type KubeObject,
-  keysFromIndex,
-  namespacedIndexValue,
-  objectKey,
-  resourceVersionChanged,
-} from '@gitops/shared';
+import type { KubeObject } from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
-import { type CrController, createCrController } from '../cr-controller.ts';
+import { type CrController, createCrController, watchNamedSecrets } from '../cr-controller.ts';
 import { RepositoryCredentialCr } from '../kinds.ts';
 import {
   createRepositoryCredentialReconciler,
@@ -40,17 +34,8 @@ export function secretMetadataOnly(secret: KubeObject): KubeObject {
 
 export type RepositoryCredentialsFeature = CrController;
 
-/** Index of the RepositoryCredential cache: `namespace/name` of the Secret a CR references. */
-export const CREDENTIALS_SECRET_INDEX = 'secret';
-
 export function createRepositoryCredentialsFeature(ctx: BackendContext): RepositoryCredentialsFeature {
   const informer = ctx.informer(RepositoryCredentialCr.resource, { sharded: true });
-  informer.addIndexers({
-    [CREDENTIALS_SECRET_INDEX]: (cr) => {
-      const secret = parseRepositoryCredentialSpec(cr.spec).secret;
-      return secret ? [namespacedIndexValue(cr.metadata.namespace, secret)] : [];
-    },
-  });
   const secrets = ctx.informer(
     { apiVersion: 'v1', plural: 'secrets' },
     { fieldSelector: REPOSITORY_CREDENTIAL_SECRET_FIELD_SELECTOR },
@@ -78,13 +63,9 @@ export function createRepositoryCredentialsFeature(ctx: BackendContext): Reposit
     }),
     // A Secret changed (not a relist): the CRs of its namespace that reference it. A Secret whose type changes
     // is a new object (type is immutable), so each informer sees all of its life.
-    watches: (builder) =>
-      [secrets, opaqueSecrets].reduce(
-        (b, source) =>
-          b.watches(source, keysFromIndex(informer, CREDENTIALS_SECRET_INDEX, objectKey), {
-            predicates: [resourceVersionChanged],
-          }),
-        builder,
-      ),
+    watches: watchNamedSecrets(informer, (cr) => parseRepositoryCredentialSpec(cr.spec).secret, [
+      secrets,
+      opaqueSecrets,
+    ]),
   });
 }
