@@ -67,6 +67,7 @@ import { createStatusFeature, type StatusFeature } from './status/status.feature
 import { createSyncRunFeature, type SyncRunFeature } from './sync-run/sync-run.feature.ts';
 import { createTenantMoveFeature, type TenantMoveFeature } from './tenant-move/tenant-move.feature.ts';
 import { createTenantSweepFeature } from './tenant-sweep.ts';
+import { createWorkspaceTokenRenewalFeature } from './workspace-access/workspace-access.feature.ts';
 
 /** How long start() retries transient failures of the database or the API server. */
 const START_RETRY_MS = 120_000;
@@ -141,7 +142,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const features: BackendFeature[] = [environments, deployments, repositoryCredentials, syncRuns, status];
   if (relay) features.push(relay);
   features.push(createEngineInstanceFeature(ctx));
-  features.push(tenantSweep, tenantMoves);
+  features.push(tenantSweep, tenantMoves, createWorkspaceTokenRenewalFeature(ctx));
   // The App Studio environment API (packages/appstudio): Kubernetes objects only, on the same shard.
   if (config.appStudioEnabled) {
     const appStudio = createAppStudioFeatures({

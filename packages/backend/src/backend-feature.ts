@@ -17,7 +17,7 @@ import {
 import type { Kysely } from 'kysely';
 import type { BackendConfig } from './config.ts';
 import type { LabelSelector } from './label-selector.ts';
-import { createWorkspaceAccess, type WorkspaceAccess } from './workspace-access.ts';
+import { createWorkspaceAccess, type WorkspaceAccess } from './workspace-access/workspace-access.ts';
 
 export type NotificationChannel = keyof typeof NOTIFICATION_CHANNELS;
 

@@ -89,6 +89,13 @@ export const backendConfigSchema = {
     description:
       "PEM file of that API server's CA; empty = the CA of the backend's own kubeconfig (in a Pod: the service account CA)",
   }),
+  workspaceTokenRenewAfterMs: durationVar('GITOPS_WORKSPACE_TOKEN_RENEW_AFTER', {
+    default: '720h',
+    min: '1s',
+    max: '4380h',
+    description:
+      'age after which the token of a tenant on an instance of another cluster is renewed (it is asked for a year; the API server may cap it lower: keep this below that cap)',
+  }),
   engineInstanceStatusIntervalMs: durationVar('GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL', {
     default: '15s',
     min: '1s',

@@ -35,7 +35,7 @@ import type { Backend } from './app.ts';
 import { BACKEND_SHARD_LABEL } from './config.ts';
 import { conditionsOf } from './gitops-deployment/gitops-deployment.object.ts';
 import { type BackendFixture, createBackendFixture } from './testing/backend-fixture.ts';
-import { WORKSPACE_SERVICE_ACCOUNT } from './workspace-access.ts';
+import { WORKSPACE_SERVICE_ACCOUNT } from './workspace-access/workspace-access.ts';
 
 const spec = {
   source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
@@ -295,6 +295,58 @@ describe('tenant placement on engine instances', () => {
       .where('cluster_user_id', '=', moved.environment.cluster_user_id)
       .execute();
     assert.deepEqual(rows, [], 'no credentials row is left behind');
+  });
+
+  test('a workspace token older than GITOPS_WORKSPACE_TOKEN_RENEW_AFTER is renewed, and the instance is told', async () => {
+    const namespace = await f.createNamespace('argocd-renew');
+    const remote = await upsertEngineInstance(f.db, {
+      name: `renew-${randomUUID().slice(0, 8)}`,
+      namespaceName: namespace.name,
+      namespaceUid: namespace.uid,
+      clusterIdentity: `another-cluster-${randomUUID()}`,
+    });
+    const tenant = await f.createNamespace('renewed', { [Label.EngineInstance]: remote.name });
+    await applicationOf(await f.createDeployment(tenant.name, 'a', spec));
+    const first = await workspaceReach(tenant.uid);
+    const tokenOf = (sealed: Buffer) => backend.sealer.openString(sealed, SealContext.bearerToken);
+    const firstToken = tokenOf(first.credentials.bearer_token_sealed);
+    const announcements = () =>
+      f.db
+        .selectFrom('operation')
+        .select(['id', 'state'])
+        .where('resource_type', '=', 'ManagedEnvironment')
+        .where('resource_id', '=', first.environment.id)
+        .where('engine_instance_id', '=', remote.id)
+        .execute();
+    const announced = await announcements();
+    assert.equal(announced.length, 1);
+    // Its agent (none runs here) took it: a renewal must announce anew.
+    await f.db
+      .updateTable('operation')
+      .set({ state: 'Completed', finished_at: new Date() })
+      .where('id', '=', announced[0]?.id ?? '')
+      .execute();
+
+    // A replica configured to renew after one second (the default is 30 days).
+    const renewing = await f.startBackend({ GITOPS_WORKSPACE_TOKEN_RENEW_AFTER: '1s' });
+    try {
+      const renewed = await eventually('a renewed token', async () => {
+        const now = await workspaceReach(tenant.uid);
+        return tokenOf(now.credentials.bearer_token_sealed) !== firstToken ? now : undefined;
+      });
+      assert.equal(renewed.credentials.id, first.credentials.id, 'renewed in place');
+      assert.ok(
+        (await announcements()).some((o) => o.state === 'Waiting'),
+        'the instance is told to rewrite its cluster Secret',
+      );
+      await assertTokenScopedTo(
+        tokenOf(renewed.credentials.bearer_token_sealed),
+        tenant.name,
+        namespace.name,
+      );
+    } finally {
+      await f.stopBackend(renewing);
+    }
   });
 
   test("a tenant's repository credentials go to its instance", async () => {

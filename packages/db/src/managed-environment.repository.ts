@@ -108,7 +108,7 @@ export async function setWorkspaceCredentials(
     if (current === null) return { environment, changed: false };
     const updated = await trx
       .updateTable('managed_environment')
-      .set({ cluster_credentials_id: null, updated_at: sql`now()` })
+      .set({ cluster_credentials_id: null })
       .where('id', '=', environment.id)
       .returningAll()
       .executeTakeFirstOrThrow();
@@ -133,11 +133,63 @@ export async function setWorkspaceCredentials(
     ).id;
   const updated = await trx
     .updateTable('managed_environment')
-    .set({ cluster_credentials_id: id, updated_at: sql`now()` })
+    .set({ cluster_credentials_id: id })
     .where('id', '=', environment.id)
     .returningAll()
     .executeTakeFirstOrThrow();
   return { environment: updated, changed: true };
+}
+
+/**
+ * Locks the tenant row (as moveTenant does, so a move and this transaction do not interleave) and says
+ * whether its Workspace environment has credentials now.
+ */
+export async function lockTenantWorkspaceCredentials(
+  trx: Transaction<Database>,
+  clusterUserId: string,
+): Promise<boolean> {
+  const tenant = await trx
+    .selectFrom('cluster_user')
+    .select('id')
+    .where('id', '=', clusterUserId)
+    .forUpdate()
+    .executeTakeFirst();
+  if (!tenant) return false;
+  const workspace = await getWorkspaceEnvironment(trx, clusterUserId);
+  return (workspace?.cluster_credentials_id ?? null) !== null;
+}
+
+/** A Workspace environment with credentials, with what renewing them needs. */
+export interface WorkspaceCredentialsDue {
+  environmentId: string;
+  clusterUserId: string;
+  namespaceName: string;
+  /** The tenant's instance (told when the credentials change); null: not placed (not expected). */
+  engineInstanceId: string | null;
+}
+
+/** Workspace environments whose credentials were last written before `before`, oldest first, at most `limit`. */
+export async function listWorkspaceCredentialsWrittenBefore(
+  db: Kysely<Database>,
+  before: Date,
+  limit: number,
+): Promise<WorkspaceCredentialsDue[]> {
+  const rows = await db
+    .selectFrom('managed_environment as e')
+    .innerJoin('cluster_credentials as c', 'c.id', 'e.cluster_credentials_id')
+    .innerJoin('cluster_user as u', 'u.id', 'e.cluster_user_id')
+    .select(['e.id', 'u.id as cluster_user_id', 'u.namespace_name', 'u.engine_instance_id'])
+    .where('e.kind', '=', 'Workspace')
+    .where('c.updated_at', '<', before)
+    .orderBy('c.updated_at')
+    .limit(limit)
+    .execute();
+  return rows.map((row) => ({
+    environmentId: row.id,
+    clusterUserId: row.cluster_user_id,
+    namespaceName: row.namespace_name,
+    engineInstanceId: row.engine_instance_id,
+  }));
 }
 
 export async function getManagedEnvironment(

@@ -33,7 +33,7 @@ import { type JsonObject, jsonEqual } from '../json.ts';
 import { GitOpsDeploymentCr } from '../kinds.ts';
 import { type OperationsOutcome, operationsOutcome } from '../operation-outcome.ts';
 import { tenantEngineInstance } from '../placement.ts';
-import { WorkspaceAccessNeededError } from '../workspace-access.ts';
+import { WorkspaceAccessNeededError } from '../workspace-access/workspace-access.ts';
 
 /** The identity of one GitOpsDeployment incarnation (a re-created one has a new uid). */
 export interface DeploymentIdentity {

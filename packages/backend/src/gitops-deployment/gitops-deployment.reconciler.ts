@@ -47,7 +47,7 @@ import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
 import { PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
-import { type WorkspaceAccess, WorkspaceAccessNeededError } from '../workspace-access.ts';
+import { type WorkspaceAccess, WorkspaceAccessNeededError } from '../workspace-access/workspace-access.ts';
 import {
   applicationOperationsOutcome,
   applyDesiredApplication,

@@ -96,10 +96,12 @@ export function createTenantMoveFeature(ctx: BackendContext): TenantMoveFeature 
           ? await ctx.workspaceAccess.provision(name, signal)
           : undefined;
       const moved = await db.transaction().execute(async (trx) => {
+        // moveTenant first: it locks the tenant row, so a token renewal (workspace-access.feature.ts) waits.
+        const move = await moveTenant(trx, tenant.id, target.id);
         const tenantRef = { id: tenant.id, namespaceName: name };
         if (toOwnCluster) await setWorkspaceCredentials(trx, tenantRef, null);
         else if (workspaceCredentials) await setWorkspaceCredentials(trx, tenantRef, workspaceCredentials);
-        return await moveTenant(trx, tenant.id, target.id);
+        return move;
       });
       if (!moved) return;
       if (toOwnCluster) await ctx.workspaceAccess.remove(name, signal);
