@@ -105,27 +105,62 @@ describe('combining predicates', () => {
 });
 
 describe('own writes', () => {
-  it('drops the echo of a recorded write once; other versions, relists and creates pass', () => {
+  /** A write of ns/a that the API server answers with version `version`. */
+  const write = (own: ReturnType<typeof createOwnWrites>, version: string, during: () => void = () => {}) => {
+    own.begin('ns/a');
+    during();
+    return own.end('ns/a', object(version));
+  };
+
+  it('drops the echo of a write arriving after its answer, once; later versions, relists and creates pass', () => {
     const own = createOwnWrites();
-    own.record(object('7'));
+    assert.equal(write(own, '7'), false);
     assert.equal(own.size(), 1);
     // A relist in between neither passes for the echo nor consumes the record.
     assert.equal(passesUpdate([own.predicate], object('6'), object('6')), true);
     assert.equal(passesUpdate([own.predicate], object('6'), object('7')), false);
     assert.equal(own.size(), 0);
     assert.equal(passesUpdate([own.predicate], object('7'), object('8')), true);
+    assert.equal(passesCreate([own.predicate], object('9')), true);
   });
 
-  it("another writer's version after ours passes and forgets our record", () => {
+  it('drops the echo arriving before the answer, and expects no second one', () => {
     const own = createOwnWrites();
-    own.record(object('7'));
+    let echo: boolean | undefined;
+    const changedMeanwhile = write(own, '7', () => {
+      echo = passesUpdate([own.predicate], object('6'), object('7'));
+    });
+    assert.equal(echo, false);
+    assert.equal(changedMeanwhile, false);
+    assert.equal(own.size(), 0);
+    assert.equal(passesUpdate([own.predicate], object('7'), object('8')), true);
+  });
+
+  it("holds back another writer's version during the write, and says so at its end", () => {
+    const own = createOwnWrites();
+    let during: boolean | undefined;
+    const changedMeanwhile = write(own, '8', () => {
+      during = passesUpdate([own.predicate], object('6'), object('7'));
+    });
+    assert.equal(during, false);
+    assert.equal(changedMeanwhile, true);
+    // Our echo is still to come, and is dropped.
+    assert.equal(passesUpdate([own.predicate], object('7'), object('8')), false);
+  });
+
+  it("another writer's version after ours passes and forgets our record; a failed write holds nothing", () => {
+    const own = createOwnWrites();
+    write(own, '7');
     assert.equal(passesUpdate([own.predicate], object('6'), object('9')), true);
+    assert.equal(own.size(), 0);
+    own.begin('ns/a');
+    assert.equal(own.end('ns/a', undefined), false);
     assert.equal(own.size(), 0);
   });
 
-  it('a delete forgets the record of the object', () => {
+  it('a delete forgets the object', () => {
     const own = createOwnWrites();
-    own.record(object('7'));
+    write(own, '7');
     assert.equal(passesDelete([own.predicate], object('7')), true);
     assert.equal(own.size(), 0);
   });
@@ -152,11 +187,13 @@ describe('settled versions', () => {
 describe('stateful predicates in a list', () => {
   it('see every event even when an earlier predicate said no', () => {
     const own = createOwnWrites();
-    own.record(object('7'));
+    own.begin('ns/a');
+    own.end('ns/a', object('7'));
     // ignoreDeletes first: the delete is dropped, and own writes still forgets the key.
     assert.equal(passesDelete([ignoreDeletes, own.predicate], object('7')), false);
     assert.equal(own.size(), 0);
-    own.record(object('9'));
+    own.begin('ns/a');
+    own.end('ns/a', object('9'));
     assert.equal(passesUpdate([generationChanged, own.predicate], object('8'), object('9')), false);
     assert.equal(own.size(), 0);
   });

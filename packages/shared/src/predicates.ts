@@ -157,40 +157,66 @@ export const resourceVersionChanged: Predicate = not(relist);
 export const ignoreDeletes: Predicate = { name: 'not a delete', delete: () => false };
 
 /**
- * The controller's own writes, remembered so that their echo does not wake it: `record(written)` with the
- * object a write returned; the update that delivers exactly that resourceVersion is dropped (once), any other
- * version passes. A relist passes untouched (it says nothing about writes); a delete forgets the key.
+ * The controller's own writes, so that their echo does not wake it again. Around each write of an object:
+ * `begin(key)`, then `end(key, written)` with the object the write returned (or nothing when it failed).
+ * The update that delivers exactly the written resourceVersion is dropped, whether it arrives after the
+ * write's answer or — as a watch event often does — before it. Other updates that arrive during the write are
+ * held back, and `end` says whether there were any: the caller then queues the key again (they may be
+ * another writer's). Outside a write every update passes except that echo; relists and creates always pass; a
+ * delete forgets the key. One write per key at a time (the work queue never runs one key twice at once).
  */
 export interface OwnWrites {
   readonly predicate: Predicate;
-  /** Remembers the object a write of ours returned (its key and resourceVersion). */
-  record(written: Pick<KubeObject, 'metadata'>): void;
-  /** How many writes are remembered (their echo not yet seen). */
+  /** A write of the object of `key` starts. */
+  begin(key: string): void;
+  /**
+   * The write ended: `written` is what it returned (undefined when it failed). True when other versions of the
+   * object arrived meanwhile (held back by the predicate): queue the key again.
+   */
+  end(key: string, written: Pick<KubeObject, 'metadata'> | undefined): boolean;
+  /** Keys with a write in progress or an echo still to come. */
   size(): number;
 }
 
 export function createOwnWrites(): OwnWrites {
-  const versions = new Map<string, string>();
+  /** Key → the resourceVersion of our last write whose echo has not arrived yet. */
+  const echoes = new Map<string, string>();
+  /** Key → the versions that arrived while our write was in progress. */
+  const writing = new Map<string, Set<string>>();
   return {
     predicate: {
       name: 'not our own write',
       update(a, b) {
-        if (a.metadata.resourceVersion === b.metadata.resourceVersion) return true;
+        const version = b.metadata.resourceVersion;
+        if (a.metadata.resourceVersion === version) return true;
         const key = objectKey(b);
-        const own = versions.get(key);
-        versions.delete(key);
-        return own === undefined || own !== b.metadata.resourceVersion;
+        const held = writing.get(key);
+        if (held) {
+          if (version !== undefined) held.add(version);
+          return false;
+        }
+        const echo = echoes.get(key);
+        echoes.delete(key);
+        return echo === undefined || echo !== version;
       },
       delete(o) {
-        versions.delete(objectKey(o));
+        echoes.delete(objectKey(o));
+        writing.delete(objectKey(o));
         return true;
       },
     },
-    record(written) {
-      if (written.metadata.resourceVersion)
-        versions.set(objectKey(written), written.metadata.resourceVersion);
+    begin(key) {
+      echoes.delete(key);
+      writing.set(key, new Set());
     },
-    size: () => versions.size,
+    end(key, written) {
+      const held = writing.get(key) ?? new Set<string>();
+      writing.delete(key);
+      const version = written?.metadata.resourceVersion;
+      if (version !== undefined && !held.has(version)) echoes.set(key, version);
+      return [...held].some((v) => v !== version);
+    },
+    size: () => echoes.size + writing.size,
   };
 }
 

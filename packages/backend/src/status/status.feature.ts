@@ -19,6 +19,7 @@ import {
   createOwnWrites,
   ignoreDeletes,
   isJsonObject,
+  type KubeObject,
   newController,
   patchStatus,
   type Reconciler,
@@ -113,13 +114,19 @@ export function createStatusFeature(
     });
     const patch = statusPatch(statusOf(object), desired);
     if (patch === undefined) return;
-    const written = await patchStatus(
-      kc,
-      GitOpsDeploymentCr.ref(object),
-      { metadata: { resourceVersion: object.metadata.resourceVersion }, status: patch },
-      { fieldManager: BACKEND_FIELD_MANAGER },
-    );
-    ownWrites.record(written);
+    ownWrites.begin(key);
+    let written: KubeObject | undefined;
+    try {
+      written = await patchStatus(
+        kc,
+        GitOpsDeploymentCr.ref(object),
+        { metadata: { resourceVersion: object.metadata.resourceVersion }, status: patch },
+        { fieldManager: BACKEND_FIELD_MANAGER },
+      );
+    } finally {
+      // Versions of the object that were not our write arrived meanwhile: look again.
+      if (ownWrites.end(key, written)) controller.enqueue(key);
+    }
     logger.debug({ application: applicationId }, 'status updated from the Argo CD Application');
     const event = syncTransitionEvent(statusOf(object).operationState, desired.operationState);
     if (event)

@@ -305,6 +305,60 @@ describe('status path', () => {
     assert.deepEqual(statusOf(restored).health, { status: 'Healthy' });
   });
 
+  test('the echo of its own status write wakes the status queue no second time; another writer does', async () => {
+    /** Reconciles the status queue has run so far. */
+    const reconciles = async () => {
+      const metric = backend.registry.getSingleMetric('controller_runtime_reconcile_total');
+      const values = metric ? (await metric.get()).values : [];
+      return values
+        .filter((v) => v.labels.controller === backend.status.queue.name)
+        .reduce((sum, v) => sum + v.value, 0);
+    };
+    /** The API server's latest version of the deployment is in the cache, and the queue has nothing to do. */
+    const settled = async (object: KubeObject) => {
+      await eventually('the latest version in the cache', async () => {
+        const live = await f.getDeployment(tenant.name, object.metadata.name);
+        const cached = backend.deployments.informer.get(tenant.name, object.metadata.name);
+        return live !== undefined && cached?.metadata.resourceVersion === live.metadata.resourceVersion;
+      });
+      await backend.status.queue.whenIdle();
+    };
+    const healthIs = (status: string) => (s: Record<string, unknown>) =>
+      (s.health as { status?: string } | undefined)?.status === status;
+    const { cr, application } = await deploymentWithApplication('echo');
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'Synced', revision: 'abc123' },
+      health: { status: 'Healthy' },
+    });
+    await settled(await statusWhen('echo', 'health from the projection', healthIs('Healthy')));
+    const before = await reconciles();
+
+    // A change of Argo CD's state: one reconcile and one status write, whose echo wakes nothing.
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'Synced', revision: 'abc123' },
+      health: { status: 'Progressing' },
+    });
+    const ours = await statusWhen('echo', 'the new health', healthIs('Progressing'));
+    await settled(ours);
+    assert.equal((await reconciles()) - before, 1);
+
+    // Someone else's status write is a change of the object: it wakes the queue, which writes the health back.
+    await kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${tenant.name}/gitopsdeployments/${cr.metadata.name}/status`,
+      body: { status: { health: { status: 'Degraded', message: 'written by someone else' } } },
+      contentType: 'application/merge-patch+json',
+      query: { fieldManager: 'someone-else' },
+    });
+    const restored = await statusWhen(
+      'echo',
+      'health written back',
+      (s, o) => o.metadata.resourceVersion !== ours.metadata.resourceVersion && healthIs('Progressing')(s),
+    );
+    await settled(restored);
+    assert.equal((await reconciles()) - before, 2);
+  });
+
   test('a malformed application_state never breaks the status path', async () => {
     const { application } = await deploymentWithApplication('malformed-state');
     await writeApplicationState(f.db, application.id, {
