@@ -43,7 +43,7 @@ const COMPONENTS = ['gitops-backend', 'gitops-cluster-agent'] as const;
 const CONVERGE_MS = 300_000;
 /** Deployments present before the roll, and how many more the churn may create (one folder pair each). */
 const INITIAL = 10;
-const POOL = 60;
+const POOL = 100;
 const log = (line: string) => {
   if (process.env.E2E_VERBOSE) process.stderr.write(`[upgrade] ${line}\n`);
 };
@@ -242,7 +242,7 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
     const churn = (async () => {
       for (let step = 0; churning; step++) {
         await churnStep(step);
-        await sleep(1000);
+        await sleep(250);
       }
     })();
     const errors = watchErrors(() => churning);
