@@ -27,7 +27,17 @@ import type { Transaction } from 'kysely';
 /** The field manager of every server-side apply and status patch the backend makes. */
 export const BACKEND_FIELD_MANAGER = 'gitops-backend';
 
-export interface CrKindDescriptor<K extends CrKind = CrKind> extends KindDescriptor<K> {
+/**
+ * The shard rule: what a reconcile makes of an object of its kind that carries another backend shard's label
+ * (seen by a live read when this shard's cache lacks it): `absent` (its rows go, as for a deleted object) or
+ * `untouched` (nothing is done; its rows stay). `kube-reads.ts` applies it; reconcilers do not re-decide it.
+ */
+export type OtherShardObject = 'absent' | 'untouched';
+
+export interface CrKindDescriptor<K extends CrKind = CrKind, S extends OtherShardObject = OtherShardObject>
+  extends KindDescriptor<K> {
+  /** The shard rule of the kind (see `OtherShardObject`). */
+  readonly otherShard: S;
   /** Serialises reconciles of one CR name across backend replicas until `trx` ends. */
   lock(trx: Transaction<Database>, namespace: string, name: string): Promise<void>;
   /** The reference of an object of this kind (cached objects may lack apiVersion/kind). */
@@ -47,12 +57,14 @@ interface ReconcileInputs {
   finalizers?: boolean;
 }
 
-function describeCrKind<K extends CrKind>(
+function describeCrKind<K extends CrKind, S extends OtherShardObject>(
   type: KindDescriptor<K>,
+  otherShard: S,
   inputs: ReconcileInputs = {},
-): CrKindDescriptor<K> {
+): CrKindDescriptor<K, S> {
   return {
     ...type,
+    otherShard,
     lock: (trx, namespace, name) => lockCrName(trx, { kind: type.kind, namespace, name }),
     ref: (object) => refOfKind(type, object),
     withTypeMeta: (object) => withTypeMeta(type, object),
@@ -69,10 +81,13 @@ function describeCrKind<K extends CrKind>(
 }
 
 /** GitOpsDeployment: labels (the shard) and finalizers (the user's deletion finalizer) matter too. */
-export const GitOpsDeploymentCr = describeCrKind(Kinds.GitOpsDeployment, { labels: true, finalizers: true });
-export const SyncRunCr = describeCrKind(Kinds.GitOpsDeploymentSyncRun);
-/** ManagedEnvironment: labels (the shard) matter too. */
-export const ManagedEnvironmentCr = describeCrKind(Kinds.GitOpsDeploymentManagedEnvironment, {
+export const GitOpsDeploymentCr = describeCrKind(Kinds.GitOpsDeployment, 'absent', {
+  labels: true,
+  finalizers: true,
+});
+export const SyncRunCr = describeCrKind(Kinds.GitOpsDeploymentSyncRun, 'absent');
+/** ManagedEnvironment: labels (the shard) matter too; another shard's environment is never treated as gone. */
+export const ManagedEnvironmentCr = describeCrKind(Kinds.GitOpsDeploymentManagedEnvironment, 'untouched', {
   labels: true,
 });
-export const RepositoryCredentialCr = describeCrKind(Kinds.GitOpsDeploymentRepositoryCredential);
+export const RepositoryCredentialCr = describeCrKind(Kinds.GitOpsDeploymentRepositoryCredential, 'absent');

@@ -10,6 +10,7 @@ import {
   kubeRequest,
 } from '@gitops/shared';
 import { isJsonObject } from './json.ts';
+import type { OtherShardObject } from './kinds.ts';
 import type { LabelSelector } from './label-selector.ts';
 
 /** What a reconcile needs of a tenant's namespace. */
@@ -78,15 +79,29 @@ export async function readCurrentObject(
 }
 
 /**
- * `readCurrentObject` bound to one kind's cache and this backend's shard: what every CR reconciler calls
- * with the key it was given.
+ * `readCurrentObject` bound to one kind's cache and this backend's shard, with the kind's shard rule applied
+ * (`kinds.ts`): what every CR reconciler calls with the key it was given. Another shard's object is
+ * `undefined` (absent) for kinds whose rule is `absent`, `null` (leave it alone) for `untouched` ones.
  */
-export function currentObjectReader(
+export function currentObjectReader<S extends OtherShardObject>(
   kc: KubeConfig,
   informer: Pick<Informer<KubeObject>, 'get'>,
-  kind: { resource: { apiVersion: string; plural: string } },
+  kind: { resource: { apiVersion: string; plural: string }; otherShard: S },
   selector: LabelSelector | undefined,
-): (namespace: string, name: string, signal: AbortSignal) => Promise<KubeObject | undefined | null> {
-  return (namespace, name, signal) =>
-    readCurrentObject(kc, informer, kind.resource, { namespace, name }, { selector, signal });
+): (
+  namespace: string,
+  name: string,
+  signal: AbortSignal,
+) => Promise<KubeObject | undefined | (S extends 'untouched' ? null : never)> {
+  return async (namespace, name, signal) => {
+    const object = await readCurrentObject(
+      kc,
+      informer,
+      kind.resource,
+      { namespace, name },
+      { selector, signal },
+    );
+    if (object !== null) return object;
+    return (kind.otherShard === 'untouched' ? null : undefined) as S extends 'untouched' ? null : never;
+  };
 }

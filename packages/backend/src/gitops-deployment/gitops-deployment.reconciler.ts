@@ -449,8 +449,8 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    // Another shard's object (null) counts as absent here.
-    const object = (await currentObject(namespace, name, context.signal)) ?? undefined;
+    // Undefined also for another shard's object (the kind's shard rule, kinds.ts).
+    const object = await currentObject(namespace, name, context.signal);
     try {
       if (!object) await reconcileGone(namespace, name, context.logger);
       else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);

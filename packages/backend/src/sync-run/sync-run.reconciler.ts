@@ -366,8 +366,8 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    // Another shard's object (null) counts as absent here.
-    const object = (await currentObject(namespace, name, context.signal)) ?? undefined;
+    // Undefined also for another shard's object (the kind's shard rule, kinds.ts).
+    const object = await currentObject(namespace, name, context.signal);
     try {
       if (!object || isBeingDeleted(object)) await reconcileGone(namespace, name, context.logger);
       else return await reconcileLive(object, context);
