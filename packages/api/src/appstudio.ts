@@ -314,6 +314,9 @@ export const PromotionRunMessage = {
   /** Beyond the original (design §4): it only logged this. */
   noComponents: (application: string): string =>
     `no Component of application '${application}' exists, so no binding can be generated`,
+  /** Beyond the original (issue 23): this service renders the GitOps repository, and that failed. */
+  gitOpsRepositoryFailed: (binding: string, message: string): string =>
+    `the GitOps repository of binding ${binding} could not be rendered: ${message}`,
 } as const;
 
 /** `status.environmentStatus[].status` ("In Progress" with a space, as in the original). */

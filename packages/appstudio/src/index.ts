@@ -14,6 +14,7 @@ import {
   environmentSecretFieldSelector,
   opaqueSecretFieldSelector,
 } from './environment/environment.feature.ts';
+import { createRenderFeature } from './gitops-repository/render.feature.ts';
 import { createPromotionRunFeature } from './promotion-run/promotion-run.feature.ts';
 import { createDevSandboxProvisioner, targetKeysOfSpaceRequest } from './provisioners/devsandbox.feature.ts';
 import {
@@ -25,6 +26,7 @@ import { createBindingFeature } from './snapshot-environment-binding/binding.fea
 
 export { type AppStudioContext, type AppStudioOptions, requireAppStudioApi } from './context.ts';
 export { environmentOwnerOf } from './environment/environment.feature.ts';
+export { RENDER_ANNOTATION } from './gitops-repository/render.ts';
 export { gitOpsDeploymentName } from './snapshot-environment-binding/binding.render.ts';
 
 export interface AppStudioFeatures {
@@ -32,6 +34,7 @@ export interface AppStudioFeatures {
   readonly environments: ReturnType<typeof createEnvironmentFeature>;
   readonly bindings: ReturnType<typeof createBindingFeature>;
   readonly promotionRuns: ReturnType<typeof createPromotionRunFeature>;
+  readonly renders: ReturnType<typeof createRenderFeature>;
   readonly claims: ReturnType<typeof createClaimFeature>;
   readonly targets: ReturnType<typeof createTargetFeature>;
 }
@@ -95,6 +98,7 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
   });
   const promotionRuns = ctx.informer(AppStudioKinds.PromotionRun.resource);
   const promotionRunFeature = createPromotionRunFeature(ctx, { promotionRuns, bindings, environments });
+  const renderFeature = createRenderFeature(ctx, { bindings, applications, environments, promotionRuns });
   const claimFeature = createClaimFeature(ctx, { claims, targets, classes, environments, provisioners });
   const targetFeature = createTargetFeature(ctx, {
     targets,
@@ -118,11 +122,13 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
       environmentFeature,
       bindingFeature,
       promotionRunFeature,
+      renderFeature,
       claimFeature,
       targetFeature,
       ...extraFeatures,
     ],
     promotionRuns: promotionRunFeature,
+    renders: renderFeature,
     environments: environmentFeature,
     bindings: bindingFeature,
     claims: claimFeature,

@@ -43,6 +43,7 @@ import {
 import { parseConditions } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
 import { type AppStudioController, createController } from '../controller.ts';
+import { renderStateOf } from '../gitops-repository/render.feature.ts';
 import { type Json, list, record, specOf, statusOf, strings, text } from '../objects.ts';
 import {
   deploymentVerdicts,
@@ -322,17 +323,31 @@ export function createPromotionRunFeature(
         PromotionRunMessage.snapshotNotFound(snapshot, bindingName),
         Math.min(POLL_MS, remainingMs),
       );
+    let pointed: KubeObject | undefined;
     if (text(specOf(binding).snapshot) !== snapshot) {
-      await kubeRequest(kc, {
+      pointed = (await kubeRequest(kc, {
         method: HttpMethod.PATCH,
         path: `${collectionPath({ ...Binding.resource, namespace })}/${encodeURIComponent(bindingName)}`,
         body: { spec: { snapshot } },
         contentType: 'application/merge-patch+json',
-      });
+      })) as KubeObject;
     }
 
-    // 5. The verdict of the binding's deployments.
-    const bindingStatus = statusOf(deps.bindings.get(namespace, bindingName) ?? binding);
+    // 5. The verdict of the binding's deployments, once the GitOps repository holds the snapshot when this
+    // service renders it (the freshest of the cache and the patch's answer: the cache may lag behind).
+    const cachedBinding = deps.bindings.get(namespace, bindingName) ?? binding;
+    const latest =
+      pointed && (pointed.metadata.generation ?? 0) > (cachedBinding.metadata.generation ?? 0)
+        ? pointed
+        : cachedBinding;
+    const render = renderStateOf(latest);
+    if (render.state === 'failed')
+      return fail(
+        run,
+        PromotionRunMessage.gitOpsRepositoryFailed(bindingName, render.message),
+        Math.min(POLL_MS, remainingMs),
+      );
+    const bindingStatus = render.state === 'rendering' ? {} : statusOf(latest);
     const expected = list(specOf(binding).components).length;
     const verdicts = deploymentVerdicts(bindingStatus);
     const base = {

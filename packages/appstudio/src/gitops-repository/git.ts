@@ -1,0 +1,239 @@
+/**
+ * The git CLI (Debian's `git`, also in the service's image) in a private work tree, for rendering a GitOps
+ * repository: fetch a branch, commit, push. Chosen over a JavaScript implementation because the same
+ * binary speaks HTTPS and SSH (isomorphic-git has no SSH) and behaves as the users' own git does.
+ *
+ * Credentials never reach a command line, a URL, a log line or a message:
+ * - username/password: a credential helper given through GIT_CONFIG_COUNT/KEY/VALUE (environment, not
+ *   argv) answers with two environment variables of the child; git sends them only to the repository's host.
+ * - sshPrivateKey: a 0600 file in the 0700 work folder, named in GIT_SSH_COMMAND (BatchMode, IdentitiesOnly;
+ *   host keys are accepted on first use, as Argo CD does without known hosts configured).
+ * Every text taken from git's output goes through `redact` before it is returned.
+ */
+import { spawn } from 'node:child_process';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { scrubString } from '@gitops/shared';
+
+export interface GitCredentials {
+  readonly username?: string;
+  readonly password?: string;
+  readonly sshPrivateKey?: string;
+}
+
+/** The limit of one git command (a slow server ends in `unreachable`, retried with backoff). */
+export const GIT_COMMAND_TIMEOUT_MS = 60_000;
+
+/** Who the rendered commits are by. */
+export const COMMIT_AUTHOR = { name: 'GitOps Service', email: 'gitops-service@managed-gitops.redhat.com' };
+
+/** Why a git command failed, as far as its output tells. */
+export type GitFailure =
+  /** Someone pushed first: fetch again, render again, push again. */
+  | 'conflict'
+  /** The server refused the push: a protected branch, a hook, no write access. */
+  | 'refused'
+  /** The credentials were refused (or none were given where some are needed). */
+  | 'auth'
+  /** The repository or the branch does not exist. */
+  | 'notFound'
+  /** Timeout, connection refused, 5xx, DNS: worth trying again later. */
+  | 'unreachable';
+
+export class GitError extends Error {
+  readonly failure: GitFailure;
+  constructor(failure: GitFailure, message: string) {
+    super(message);
+    this.name = 'GitError';
+    this.failure = failure;
+  }
+}
+
+const PATTERNS: [GitFailure, RegExp][] = [
+  ['conflict', /\[rejected\].*\((fetch first|non-fast-forward)\)|failed to update ref|cannot lock ref/i],
+  ['refused', /pre-receive hook declined|\[remote rejected\]|protected branch|returned error: 403|\b403\b/i],
+  [
+    'auth',
+    /authentication failed|could not read (username|password)|returned error: 401|\b401\b|Permission denied \(publickey|terminal prompts disabled/i,
+  ],
+  [
+    'notFound',
+    /couldn't find remote ref|repository not found|returned error: 404|does not appear to be a git repository|not found/i,
+  ],
+];
+
+/** What git's error output says (pure; exported for tests). */
+export function classifyGitFailure(stderr: string): GitFailure {
+  for (const [failure, pattern] of PATTERNS) if (pattern.test(stderr)) return failure;
+  return 'unreachable';
+}
+
+/** A URL without its user information (`https://user:token@host/x` → `https://host/x`). */
+export function withoutUserInfo(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/@\s]*@/i, '$1');
+}
+
+/** The lines of git's output worth showing, without credentials or URLs' user information. */
+export function redact(text: string, secrets: readonly string[]): string {
+  let out = scrubString(text).replace(/([a-z][a-z0-9+.-]*:\/\/)[^/@\s]*@/gi, '$1');
+  for (const secret of secrets) if (secret.length >= 4) out = out.split(secret).join('***');
+  return out
+    .split('\n')
+    .map((line) => line.replace(/^(remote|error|fatal|hint):\s*/i, '').trim())
+    .filter((line) => line !== '' && !/^(To |hint|Everything up-to-date)/.test(line))
+    .slice(0, 4)
+    .join('; ')
+    .slice(0, 400);
+}
+
+interface RunOutput {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+}
+
+/** A checkout of one branch of one repository, in a private temp folder; `dispose` removes it. */
+export interface WorkTree {
+  readonly dir: string;
+  /** The commit the branch pointed at when fetched (or last committed here). */
+  head(): Promise<string>;
+  /** Stages everything; commits when something changed. Returns the new commit, or undefined. */
+  commitAll(message: string): Promise<string | undefined>;
+  /** Pushes HEAD to the branch; throws GitError (`conflict` when someone pushed first). */
+  push(): Promise<void>;
+  dispose(): Promise<void>;
+}
+
+/**
+ * Fetches `branch` of `url` into a fresh work tree.
+ * @throws GitError (`notFound` for a missing repository or branch, `auth`, `unreachable`).
+ */
+export async function checkout(
+  url: string,
+  branch: string,
+  credentials: GitCredentials,
+  options: { timeoutMs?: number } = {},
+): Promise<WorkTree> {
+  const timeoutMs = options.timeoutMs ?? GIT_COMMAND_TIMEOUT_MS;
+  const home = await mkdtemp(join(tmpdir(), 'gitops-render-'));
+  await chmod(home, 0o700);
+  const dir = join(home, 'tree');
+  const secrets = [credentials.password ?? '', credentials.sshPrivateKey ?? ''];
+  const config: [string, string][] = [
+    ['credential.helper', ''],
+    ['core.askPass', ''],
+    ['protocol.file.allow', 'always'],
+    ['user.name', COMMIT_AUTHOR.name],
+    ['user.email', COMMIT_AUTHOR.email],
+    ['commit.gpgSign', 'false'],
+  ];
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: home,
+    LC_ALL: 'C',
+    LANG: 'C',
+    GIT_TERMINAL_PROMPT: '0',
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_CONFIG_GLOBAL: '/dev/null',
+    // A CA bundle for private Git servers (and the tests' local HTTPS server).
+    ...(process.env.GIT_SSL_CAINFO ? { GIT_SSL_CAINFO: process.env.GIT_SSL_CAINFO } : {}),
+    GIT_SSH_COMMAND: `ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=${join(home, 'known_hosts')}`,
+  };
+  if (credentials.username !== undefined || credentials.password !== undefined) {
+    config.push([
+      'credential.helper',
+      '!f() { test "$1" = get && printf "username=%s\\npassword=%s\\n" "$GITOPS_RENDER_USERNAME" "$GITOPS_RENDER_PASSWORD"; }; f',
+    ]);
+    env.GITOPS_RENDER_USERNAME = credentials.username ?? '';
+    env.GITOPS_RENDER_PASSWORD = credentials.password ?? '';
+  }
+  if (credentials.sshPrivateKey !== undefined) {
+    const keyFile = join(home, 'id');
+    const key = credentials.sshPrivateKey.endsWith('\n')
+      ? credentials.sshPrivateKey
+      : `${credentials.sshPrivateKey}\n`;
+    await writeFile(keyFile, key, { mode: 0o600 });
+    env.GIT_SSH_COMMAND = `${env.GIT_SSH_COMMAND} -o IdentitiesOnly=yes -i ${keyFile}`;
+  }
+  env.GIT_CONFIG_COUNT = String(config.length);
+  config.forEach(([key, value], i) => {
+    env[`GIT_CONFIG_KEY_${i}`] = key;
+    env[`GIT_CONFIG_VALUE_${i}`] = value;
+  });
+
+  const run = (args: string[], cwd: string) =>
+    new Promise<RunOutput>((resolve) => {
+      let child: ReturnType<typeof spawn>;
+      try {
+        child = spawn('git', args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        resolve({
+          code: -1,
+          stdout: '',
+          stderr: `git could not be started (${String(code)})`,
+          timedOut: false,
+        });
+        return;
+      }
+      let stdout = '';
+      let stderr = '';
+      let timedOut = false;
+      child.stdout?.setEncoding('utf8').on('data', (c: string) => {
+        if (stdout.length < 65_536) stdout += c;
+      });
+      child.stderr?.setEncoding('utf8').on('data', (c: string) => {
+        if (stderr.length < 16_384) stderr += c;
+      });
+      const timer = setTimeout(() => {
+        timedOut = true;
+        child.kill('SIGKILL');
+      }, timeoutMs);
+      child.on('error', () => {});
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        resolve({ code, stdout, stderr, timedOut });
+      });
+    });
+
+  const git = async (what: string, args: string[], cwd = dir): Promise<string> => {
+    const out = await run(args, cwd);
+    if (out.code === 0) return out.stdout.trim();
+    if (out.timedOut) throw new GitError('unreachable', `${what}: no answer within ${timeoutMs / 1000}s`);
+    throw new GitError(classifyGitFailure(out.stderr), `${what}: ${redact(out.stderr, secrets)}`);
+  };
+
+  try {
+    await git('git init', ['init', '-q', dir], home);
+    await git('git remote', ['remote', 'add', 'origin', url]);
+    try {
+      await git(`fetching branch ${branch}`, ['fetch', '-q', '--no-tags', 'origin', `refs/heads/${branch}`]);
+    } catch (err) {
+      // A repository that answers but has no such branch says "couldn't find remote ref".
+      if (err instanceof GitError && err.failure === 'notFound' && /remote ref/i.test(err.message))
+        throw new GitError('notFound', `branch ${branch} does not exist in the repository`);
+      throw err;
+    }
+    await git('git checkout', ['checkout', '-q', '-B', branch, 'FETCH_HEAD']);
+  } catch (err) {
+    await rm(home, { recursive: true, force: true });
+    throw err;
+  }
+
+  return {
+    dir,
+    head: () => git('git rev-parse', ['rev-parse', 'HEAD']),
+    async commitAll(message) {
+      await git('git add', ['add', '-A']);
+      if ((await git('git status', ['status', '--porcelain'])) === '') return undefined;
+      await git('git commit', ['commit', '-q', '-m', message]);
+      return git('git rev-parse', ['rev-parse', 'HEAD']);
+    },
+    async push() {
+      await git(`pushing to branch ${branch}`, ['push', '-q', 'origin', `HEAD:refs/heads/${branch}`]);
+    },
+    dispose: () => rm(home, { recursive: true, force: true }),
+  };
+}

@@ -1,0 +1,455 @@
+/**
+ * Rendering a binding's Snapshot into its Application's GitOps repository (README: "GitOps repository
+ * rendering"), the part App Studio's application service did: for one binding whose Application carries
+ * `managed-gitops.redhat.com/render-gitops-repository: "true"` and names `spec.gitOpsRepository`,
+ * 1. the Snapshot's image of each of the binding's components is written into the Environment's overlay
+ *    (`components/<component>/overlays/<environment>/kustomization.yaml`, `images`; by digest when the
+ *    reference has one), with the Environment's `configuration.env` where the overlay has a configMapGenerator
+ *    `<component>-environment`; the base `components/<component>/base` must exist;
+ * 2. committed (message naming the Snapshot, the Environment and the PromotionRun) only when something
+ *    changed, and pushed; someone else's push in between: fetched, rendered and pushed again (5 times);
+ * 3. `status.components` (url, branch, path, commitID) and `status.gitopsRepoConditions` (one
+ *    `GitOpsResourcesGenerated` condition for the binding's generation) are written; the binding feature and
+ *    the PromotionRun do the rest.
+ * A failure writes only the condition (False, the reason in words, no credential): `status.components` keeps
+ * the last render, so nothing half-written is deployed. Unreachable repositories are tried again with backoff.
+ * A binding whose `status.components` or `gitopsRepoConditions` another writer (App Studio's own service)
+ * manages is left alone.
+ */
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { APPSTUDIO_FIELD_MANAGER, AppStudioKinds, CoreKinds, Kinds, SecretKey } from '@gitops/api';
+import {
+  collectionPath,
+  getObject,
+  HttpMethod,
+  type Informer,
+  isConflict,
+  type KubeCondition,
+  type KubeObject,
+  kubeRequest,
+  type Logger,
+  objectKey,
+  patchStatus,
+  type ReconcileResult,
+  setKubeCondition,
+  splitObjectKey,
+  withTypeMeta,
+} from '@gitops/shared';
+import { parseConditions } from '../condition-pair.ts';
+import type { AppStudioContext } from '../context.ts';
+import { type AppStudioController, createController } from '../controller.ts';
+import { type Json, list, record, specOf, statusOf, text } from '../objects.ts';
+import { checkout, type GitCredentials, GitError, withoutUserInfo } from './git.ts';
+import {
+  basePath,
+  commitMessage,
+  type GitOpsRepository,
+  gitOpsRepositoryOf,
+  overlayPath,
+  RepoCondition,
+  renderOverlay,
+} from './render.ts';
+
+const Binding = AppStudioKinds.SnapshotEnvironmentBinding;
+
+/** Pushes tried when someone else pushed first (fetch, render and commit again each time). */
+const PUSH_ATTEMPTS = 5;
+/** A problem only the user can fix (missing base, refused push) is looked at again this often. */
+const USER_FIX_RETRY_MS = 30_000;
+/** Backoff for an unreachable repository: 2 s doubling to 2 min. */
+const UNREACHABLE_FIRST_MS = 2_000;
+const UNREACHABLE_MAX_MS = 120_000;
+
+export const RenderEventReason = {
+  GitOpsRepositoryRendered: 'GitOpsRepositoryRendered',
+  GitOpsRepositoryRenderFailed: 'GitOpsRepositoryRenderFailed',
+  GitOpsRepositoryManagedElsewhere: 'GitOpsRepositoryManagedElsewhere',
+} as const;
+
+export interface RenderFeatureDeps {
+  bindings: Informer<KubeObject>;
+  applications: Informer<KubeObject>;
+  environments: Informer<KubeObject>;
+  promotionRuns: Informer<KubeObject>;
+}
+
+/** A failure the user sees in the condition. */
+class RenderProblem extends Error {
+  readonly retryAfterMs: number | 'backoff';
+  constructor(message: string, retryAfterMs: number | 'backoff' = USER_FIX_RETRY_MS) {
+    super(message);
+    this.retryAfterMs = retryAfterMs;
+  }
+}
+
+/**
+ * Whether a field manager other than ours writes the binding's `status.components` or
+ * `status.gitopsRepoConditions` (App Studio's own application service does): then we stay out of its way.
+ */
+export function managedElsewhere(binding: KubeObject): string | undefined {
+  for (const entry of list(binding.metadata.managedFields)) {
+    const e = record(entry);
+    if (text(e.manager) === APPSTUDIO_FIELD_MANAGER) continue;
+    const status = record(record(e.fieldsV1)['f:status']);
+    if ('f:components' in status || 'f:gitopsRepoConditions' in status) return text(e.manager) || 'unknown';
+  }
+  return undefined;
+}
+
+/**
+ * What a PromotionRun should think of a binding's GitOps repository: `rendering` while this service has
+ * not rendered the binding's current generation yet, `failed` with the condition's message, else `ready`
+ * (also for bindings another service renders, whose conditions carry no observedGeneration).
+ */
+export function renderStateOf(
+  binding: KubeObject,
+): { state: 'ready' } | { state: 'rendering' } | { state: 'failed'; message: string } {
+  const conditions = parseConditions(statusOf(binding).gitopsRepoConditions);
+  const own = conditions.find((c) => c.type === RepoCondition.type);
+  const observed = list(statusOf(binding).gitopsRepoConditions)
+    .map(record)
+    .find((c) => c.type === RepoCondition.type)?.observedGeneration;
+  if (!own || typeof observed !== 'number') return { state: 'ready' };
+  if (observed < (binding.metadata.generation ?? 0)) return { state: 'rendering' };
+  if (own.status === 'False') return { state: 'failed', message: own.message ?? '' };
+  return { state: 'ready' };
+}
+
+function decode(value: unknown): string | undefined {
+  return typeof value === 'string' ? Buffer.from(value, 'base64').toString('utf8') : undefined;
+}
+
+const normalizeUrl = (url: string) => {
+  let u = url.trim().toLowerCase();
+  while (u.endsWith('/')) u = u.slice(0, -1);
+  return u.endsWith('.git') ? u.slice(0, -4) : u;
+};
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDeps): AppStudioController {
+  const { kc, events } = ctx;
+  /** key → fingerprint of the inputs last rendered and written (in memory: a restart renders once more). */
+  const rendered = new Map<string, string>();
+  /** key → consecutive unreachable failures, for the backoff. */
+  const unreachable = new Map<string, number>();
+  const warnedElsewhere = new Set<string>();
+
+  /** The tenant's credentials for `url`: its RepositoryCredential of that repository, and the Secret it names. */
+  async function credentialsFor(namespace: string, url: string): Promise<GitCredentials> {
+    const answer = record(
+      await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: collectionPath({ ...Kinds.GitOpsDeploymentRepositoryCredential.resource, namespace }),
+      }),
+    );
+    const wanted = normalizeUrl(withoutUserInfo(url));
+    const credential = list(answer.items)
+      .map((i) => i as KubeObject)
+      .find((c) => normalizeUrl(text(specOf(c).repository) || text(specOf(c).url)) === wanted);
+    if (!credential) return {};
+    const secretName = text(specOf(credential).secret);
+    const secret = secretName
+      ? await getObject(kc, { ...CoreKinds.Secret, namespace, name: secretName })
+      : undefined;
+    if (!secret)
+      throw new RenderProblem(
+        `the RepositoryCredential ${credential.metadata.name} of the GitOps repository names Secret '${secretName}', which does not exist`,
+      );
+    const data = record(secret.data);
+    const sshPrivateKey = decode(data[SecretKey.SshPrivateKey]);
+    if (sshPrivateKey?.trim()) return { sshPrivateKey };
+    return { username: decode(data[SecretKey.Username]), password: decode(data[SecretKey.Password]) };
+  }
+
+  /** The PromotionRun that pointed this binding at its snapshot, if one is running. */
+  function promotionRunOf(binding: KubeObject): string | undefined {
+    const snapshot = text(specOf(binding).snapshot);
+    const application = text(specOf(binding).application);
+    const runs = deps.promotionRuns
+      .list(binding.metadata.namespace)
+      .filter((r) => text(specOf(r).application) === application && text(specOf(r).snapshot) === snapshot)
+      .sort((a, b) => text(b.metadata.creationTimestamp).localeCompare(text(a.metadata.creationTimestamp)));
+    const active = runs.find((r) => text(statusOf(r).state) !== 'Complete');
+    return (active ?? runs[0])?.metadata.name;
+  }
+
+  /** Renders, commits and pushes; returns the commit the branch is at with the render in it. */
+  async function renderAndPush(input: {
+    binding: KubeObject;
+    repo: GitOpsRepository;
+    credentials: GitCredentials;
+    images: { component: string; image: string }[];
+    env: { name: string; value: string }[];
+    message: string;
+    logger: Logger;
+  }): Promise<{ commit: string; pushed: boolean }> {
+    const environment = text(specOf(input.binding).environment);
+    for (let attempt = 1; ; attempt++) {
+      const tree = await checkout(input.repo.url, input.repo.branch, input.credentials);
+      try {
+        for (const { component, image } of input.images) {
+          if (!(await exists(join(tree.dir, basePath(input.repo, component)))))
+            throw new RenderProblem(
+              `the GitOps repository has no ${basePath(input.repo, component)} for component ${component} (branch ${input.repo.branch})`,
+            );
+          const file = join(tree.dir, overlayPath(input.repo, component, environment), 'kustomization.yaml');
+          const before = await readFile(file, 'utf8').catch(() => undefined);
+          const after = renderOverlay(before, { component, image, env: input.env });
+          if (after !== before) {
+            await mkdir(dirname(file), { recursive: true });
+            await writeFile(file, after);
+          }
+        }
+        const commit = await tree.commitAll(input.message);
+        if (!commit) return { commit: await tree.head(), pushed: false };
+        try {
+          await tree.push();
+          return { commit, pushed: true };
+        } catch (err) {
+          if (!(err instanceof GitError) || err.failure !== 'conflict' || attempt >= PUSH_ATTEMPTS) throw err;
+          input.logger.info({ attempt }, 'the branch moved while rendering; fetching and rendering again');
+          await new Promise((resolve) => setTimeout(resolve, 100 + Math.random() * 400 * attempt));
+        }
+      } finally {
+        await tree.dispose();
+      }
+    }
+  }
+
+  async function writeStatus(binding: KubeObject, patch: Json): Promise<void> {
+    const status = statusOf(binding);
+    if (Object.entries(patch).every(([k, v]) => JSON.stringify(status[k] ?? null) === JSON.stringify(v)))
+      return;
+    await patchStatus(
+      kc,
+      { ...Binding, namespace: binding.metadata.namespace, name: binding.metadata.name },
+      { metadata: { resourceVersion: binding.metadata.resourceVersion }, status: patch },
+      { fieldManager: APPSTUDIO_FIELD_MANAGER },
+    );
+  }
+
+  const repoCondition = (binding: KubeObject, ok: boolean, message: string): KubeCondition[] =>
+    setKubeCondition(
+      parseConditions(statusOf(binding).gitopsRepoConditions).filter((c) => c.type === RepoCondition.type),
+      {
+        type: RepoCondition.type,
+        status: ok ? 'True' : 'False',
+        reason: ok ? RepoCondition.success : RepoCondition.error,
+        message,
+        observedGeneration: binding.metadata.generation ?? 0,
+      },
+      ctx.now(),
+    );
+
+  async function reconcile(
+    key: string,
+    { logger }: { logger: Logger },
+  ): Promise<ReconcileResult | undefined> {
+    const { namespace = '', name } = splitObjectKey(key);
+    const binding = deps.bindings.get(namespace, name);
+    if (!binding || binding.metadata.deletionTimestamp) {
+      rendered.delete(key);
+      unreachable.delete(key);
+      return undefined;
+    }
+    const spec = specOf(binding);
+    const application = deps.applications.get(namespace, text(spec.application));
+    const repo = application ? gitOpsRepositoryOf(application) : undefined;
+    if (repo === undefined) return undefined; // not asked to render: App Studio's own service may do it
+    const writer = managedElsewhere(binding);
+    if (writer) {
+      if (!warnedElsewhere.has(key)) {
+        warnedElsewhere.add(key);
+        logger.info({ writer }, 'another service writes the binding status.components; not rendering');
+        await events.event(
+          withTypeMeta(Binding, binding),
+          'Warning',
+          RenderEventReason.GitOpsRepositoryManagedElsewhere,
+          `not rendering the GitOps repository: ${writer} writes this binding's status.components`,
+        );
+      }
+      return undefined;
+    }
+    const snapshotName = text(spec.snapshot);
+    const environmentName = text(spec.environment);
+    const environment = deps.environments.get(namespace, environmentName);
+    if (!snapshotName || !environment) return undefined; // the binding feature reports a missing Environment
+
+    const fail = async (message: string, retry: number | 'backoff') => {
+      const conditions = repoCondition(binding, false, message);
+      const before = parseConditions(statusOf(binding).gitopsRepoConditions);
+      if (JSON.stringify(before) !== JSON.stringify(conditions)) {
+        await writeStatus(binding, { gitopsRepoConditions: conditions });
+        await events.event(
+          withTypeMeta(Binding, binding),
+          'Warning',
+          RenderEventReason.GitOpsRepositoryRenderFailed,
+          message,
+        );
+      }
+      rendered.delete(key);
+      if (retry !== 'backoff') return { requeueAfter: retry };
+      const failures = (unreachable.get(key) ?? 0) + 1;
+      unreachable.set(key, failures);
+      return {
+        requeueAfter: Math.min(UNREACHABLE_MAX_MS, UNREACHABLE_FIRST_MS * 2 ** (failures - 1)),
+      };
+    };
+    if (typeof repo === 'string') return fail(repo, USER_FIX_RETRY_MS);
+
+    const snapshot = await getObject(kc, { ...AppStudioKinds.Snapshot, namespace, name: snapshotName });
+    if (!snapshot) return fail(`Snapshot '${snapshotName}' does not exist`, USER_FIX_RETRY_MS);
+    const imageOf = new Map(
+      list(specOf(snapshot).components).map((c) => [text(record(c).name), text(record(c).containerImage)]),
+    );
+    const components = list(spec.components)
+      .map((c) => text(record(c).name))
+      .filter((c) => c !== '')
+      .sort();
+    const missing = components.filter((c) => !imageOf.get(c));
+    if (missing.length > 0)
+      return fail(
+        `Snapshot '${snapshotName}' has no containerImage for component ${missing.join(', ')}`,
+        USER_FIX_RETRY_MS,
+      );
+    const images = components.map((component) => ({ component, image: imageOf.get(component) ?? '' }));
+    const env = list(record(specOf(environment).configuration).env)
+      .map(record)
+      .map((e) => ({ name: text(e.name), value: text(e.value) }))
+      .filter((e) => e.name !== '');
+
+    const fingerprint = createHash('sha256')
+      .update(JSON.stringify([repo, images, env, binding.metadata.generation]))
+      .digest('hex');
+    const state = renderStateOf(binding);
+    const own = parseConditions(statusOf(binding).gitopsRepoConditions).some(
+      (c) => c.type === RepoCondition.type && c.status === 'True',
+    );
+    if (rendered.get(key) === fingerprint && own && state.state === 'ready') return undefined;
+
+    const promotionRun = promotionRunOf(binding);
+    let result: { commit: string; pushed: boolean };
+    try {
+      const credentials = await credentialsFor(namespace, repo.url);
+      result = await renderAndPush({
+        binding,
+        repo,
+        credentials,
+        images,
+        env,
+        message: commitMessage({
+          snapshot: snapshotName,
+          environment: environmentName,
+          application: text(spec.application),
+          promotionRun,
+          binding: name,
+          images,
+        }),
+        logger,
+      });
+    } catch (err) {
+      if (err instanceof RenderProblem) return fail(err.message, err.retryAfterMs);
+      if (err instanceof GitError) {
+        logger.warn({ failure: err.failure }, 'rendering the GitOps repository failed');
+        const where = `the GitOps repository ${withoutUserInfo(repo.url)} (branch ${repo.branch})`;
+        switch (err.failure) {
+          case 'refused':
+            return fail(`the push to ${where} was refused: ${err.message}`, USER_FIX_RETRY_MS);
+          case 'auth':
+            return fail(
+              `the credentials for ${where} were refused (the namespace's RepositoryCredential for it): ${err.message}`,
+              USER_FIX_RETRY_MS,
+            );
+          case 'notFound':
+            return fail(`${where} could not be read: ${err.message}`, USER_FIX_RETRY_MS);
+          default:
+            return fail(`${where} could not be reached, retrying: ${err.message}`, 'backoff');
+        }
+      }
+      throw err;
+    }
+    unreachable.delete(key);
+    const message = `Snapshot ${snapshotName} rendered for Environment ${environmentName} at commit ${result.commit}`;
+    try {
+      await writeStatus(binding, {
+        components: images.map(({ component }) => ({
+          name: component,
+          gitopsRepository: {
+            url: repo.url,
+            branch: repo.branch,
+            path: overlayPath(repo, component, environmentName),
+            generatedResources: [],
+            commitID: result.commit,
+          },
+        })),
+        gitopsRepoConditions: repoCondition(binding, true, message),
+      });
+    } catch (err) {
+      // The binding changed meanwhile: the next pass renders its new state (an unchanged render commits nothing).
+      if (isConflict(err)) return { requeueAfter: 1 };
+      throw err;
+    }
+    rendered.set(key, fingerprint);
+    logger.info({ commit: result.commit, pushed: result.pushed, snapshot: snapshotName }, 'rendered');
+    if (result.pushed)
+      await events.event(
+        withTypeMeta(Binding, binding),
+        'Normal',
+        RenderEventReason.GitOpsRepositoryRendered,
+        `commit ${result.commit} pushed to branch ${repo.branch}: Snapshot ${snapshotName} to Environment ${environmentName}${promotionRun ? ` (PromotionRun ${promotionRun})` : ''}`,
+      );
+    return undefined;
+  }
+
+  const bindingsWhere = (namespace: string | undefined, match: (b: KubeObject) => boolean) =>
+    deps.bindings.list(namespace).filter(match);
+
+  return createController(ctx, {
+    name: 'appstudio-gitops-render',
+    informer: deps.bindings,
+    alsoReads: [deps.applications, deps.environments, deps.promotionRuns],
+    reconcile,
+    // Spec changes (a new snapshot, components) and resyncs; status writes (ours and the binding
+    // feature's) are not a reason to render.
+    needsReconcile: (a, b) =>
+      a.metadata.resourceVersion === b.metadata.resourceVersion ||
+      a.metadata.generation !== b.metadata.generation,
+    watch: (enqueue) => {
+      const byApplication = (app: KubeObject) => {
+        for (const b of bindingsWhere(
+          app.metadata.namespace,
+          (b) => text(specOf(b).application) === app.metadata.name,
+        ))
+          enqueue(objectKey(b));
+      };
+      const byEnvironment = (env: KubeObject) => {
+        for (const b of bindingsWhere(
+          env.metadata.namespace,
+          (b) => text(specOf(b).environment) === env.metadata.name,
+        ))
+          enqueue(objectKey(b));
+      };
+      return [
+        deps.applications.onAdd(byApplication),
+        deps.applications.onUpdate((a, b) => {
+          if (
+            JSON.stringify(a.metadata.annotations ?? {}) !== JSON.stringify(b.metadata.annotations ?? {}) ||
+            JSON.stringify(a.spec ?? {}) !== JSON.stringify(b.spec ?? {})
+          )
+            byApplication(b);
+        }),
+        deps.environments.onUpdate((a, b) => {
+          if (a.metadata.generation !== b.metadata.generation) byEnvironment(b);
+        }),
+      ];
+    },
+  });
+}
