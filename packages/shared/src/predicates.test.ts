@@ -124,26 +124,30 @@ describe('own writes', () => {
     assert.equal(passesCreate([own.predicate], object('9')), true);
   });
 
+  /** A write answered with `version`, during which the watch delivers `from → to`. */
+  const writeDuring = (
+    own: ReturnType<typeof createOwnWrites>,
+    version: string,
+    from: string,
+    to: string,
+  ) => {
+    let passed: boolean | undefined;
+    const changedMeanwhile = write(own, version, () => {
+      passed = passesUpdate([own.predicate], object(from), object(to));
+    });
+    return { passed, changedMeanwhile };
+  };
+
   it('drops the echo arriving before the answer, and expects no second one', () => {
     const own = createOwnWrites();
-    let echo: boolean | undefined;
-    const changedMeanwhile = write(own, '7', () => {
-      echo = passesUpdate([own.predicate], object('6'), object('7'));
-    });
-    assert.equal(echo, false);
-    assert.equal(changedMeanwhile, false);
+    assert.deepEqual(writeDuring(own, '7', '6', '7'), { passed: false, changedMeanwhile: false });
     assert.equal(own.size(), 0);
     assert.equal(passesUpdate([own.predicate], object('7'), object('8')), true);
   });
 
   it("holds back another writer's version during the write, and says so at its end", () => {
     const own = createOwnWrites();
-    let during: boolean | undefined;
-    const changedMeanwhile = write(own, '8', () => {
-      during = passesUpdate([own.predicate], object('6'), object('7'));
-    });
-    assert.equal(during, false);
-    assert.equal(changedMeanwhile, true);
+    assert.deepEqual(writeDuring(own, '8', '6', '7'), { passed: false, changedMeanwhile: true });
     // Our echo is still to come, and is dropped.
     assert.equal(passesUpdate([own.predicate], object('7'), object('8')), false);
   });

@@ -54,6 +54,16 @@ describe('status path', () => {
       return object && check(statusOf(object), object) ? object : undefined;
     });
 
+  /** Another writer (not the backend) sets the deployment's health to Degraded. */
+  const degradedBySomeoneElse = (name: string) =>
+    kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${tenant.name}/gitopsdeployments/${name}/status`,
+      body: { status: { health: { status: 'Degraded', message: 'written by someone else' } } },
+      contentType: 'application/merge-patch+json',
+      query: { fieldManager: 'someone-else' },
+    });
+
   test('the agent’s application_state appears on the GitOpsDeployment, and a dropped Argo CD condition becomes Resolved', async () => {
     const { application } = await deploymentWithApplication('observed');
     // ErrorOccurred set by the reconciler must survive the status path's writes.
@@ -288,13 +298,7 @@ describe('status path', () => {
     const ours = await statusWhen('overwritten', 'health from the projection', (s) => s.health !== undefined);
     assert.deepEqual(statusOf(ours).health, { status: 'Healthy' });
     // Someone else's write right after ours (the status path ignores only the echo of its own).
-    await kubeRequest(f.kc, {
-      method: HttpMethod.PATCH,
-      path: `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${tenant.name}/gitopsdeployments/${cr.metadata.name}/status`,
-      body: { status: { health: { status: 'Degraded', message: 'written by someone else' } } },
-      contentType: 'application/merge-patch+json',
-      query: { fieldManager: 'someone-else' },
-    });
+    await degradedBySomeoneElse(cr.metadata.name);
     const restored = await statusWhen(
       'overwritten',
       'health written back',
@@ -343,13 +347,7 @@ describe('status path', () => {
     assert.equal((await reconciles()) - before, 1);
 
     // Someone else's status write is a change of the object: it wakes the queue, which writes the health back.
-    await kubeRequest(f.kc, {
-      method: HttpMethod.PATCH,
-      path: `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${tenant.name}/gitopsdeployments/${cr.metadata.name}/status`,
-      body: { status: { health: { status: 'Degraded', message: 'written by someone else' } } },
-      contentType: 'application/merge-patch+json',
-      query: { fieldManager: 'someone-else' },
-    });
+    await degradedBySomeoneElse(cr.metadata.name);
     const restored = await statusWhen(
       'echo',
       'health written back',
