@@ -5,26 +5,23 @@
  * owns an operation whose state changed (NOTIFY). A feature adds only its own watches (`watches`: the
  * builder's, usually through an index of the kind's informer).
  */
-import { type Database, type OperationRow, operationOfNotification } from '@gitops/db';
+import { type OperationRow, operationOfNotification } from '@gitops/db';
 import {
   type ControllerBuilder,
   type Informer,
   type KubeObject,
   keysFromIndex,
-  type Logger,
   namespacedIndexValue,
   newController,
   objectKey,
   type Periodic,
   type Reconciler,
-  type Registry,
   resourceVersionChanged,
   runPeriodically,
   splitObjectKey,
   type WorkQueue,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
-import type { BackendFeature, NotificationReads } from './backend-feature.ts';
+import type { BackendContext, BackendFeature, NotificationReads } from './backend-feature.ts';
 import type { CrKindDescriptor } from './kinds.ts';
 import { enqueueMappingsMissingFromCache, ownerKeyOf } from './orphan-sweep.ts';
 
@@ -43,19 +40,15 @@ export interface CrController extends BackendFeature {
   onOperationStateChanged(payload: string, reads?: NotificationReads): Promise<void>;
 }
 
+/** What a CR controller needs besides the backend context (which gives it db, metrics, logger and settings). */
 export interface CrControllerOptions {
   kind: CrKindDescriptor;
-  db: Kysely<Database>;
   informer: Informer<KubeObject>;
   /** Other caches the feature reads or watches (started and awaited with the kind's own). */
   alsoReads?: readonly Informer<KubeObject>[];
   reconcile: Reconciler;
   /** More event sources → keys of this kind: `builder.watches(...)` (usually through an index of `informer`). */
   watches?: (builder: ControllerBuilder<KubeObject>) => ControllerBuilder<KubeObject>;
-  registry: Registry;
-  logger: Logger;
-  concurrency: number;
-  resyncIntervalMs: number;
   /**
    * The periodic relist re-delivers every object; with this set, an object whose last reconcile succeeded at
    * the same resourceVersion is left alone (nothing changed on it since), so a resync costs no database work
@@ -100,16 +93,19 @@ export function watchNamedSecrets(
     );
 }
 
-export function createCrController(options: CrControllerOptions): CrController {
-  const { kind, db, informer, logger } = options;
-  const builder = newController(kind.kind.toLowerCase(), { registry: options.registry, logger })
+export function createCrController(ctx: BackendContext, options: CrControllerOptions): CrController {
+  const { kind, informer } = options;
+  const { db, registry } = ctx;
+  const name = kind.kind.toLowerCase();
+  const logger = ctx.logger.child({ controller: name });
+  const builder = newController(name, { registry, logger })
     .for(informer, {
       type: kind,
       predicates: [kind.predicate],
       skipSettledOnRelist: options.skipSettledOnRelist,
     })
     .reads(...(options.alsoReads ?? []))
-    .withOptions({ concurrency: options.concurrency });
+    .withOptions({ concurrency: ctx.config.maxConcurrentReconciles });
   const controller = (options.watches?.(builder) ?? builder).complete(options.reconcile);
   const { queue, enqueue, enqueueAll } = controller;
   let sweeper: Periodic | undefined;
@@ -134,10 +130,15 @@ export function createCrController(options: CrControllerOptions): CrController {
     start() {
       controller.start();
       // Rows whose CR vanished while no backend watched (missed delete events): now and every resync period.
-      sweeper = runPeriodically(`${kind.kind} orphan sweep`, options.resyncIntervalMs, () => sweepOrphans(), {
-        logger,
-        jitter: 0.25,
-      });
+      sweeper = runPeriodically(
+        `${kind.kind} orphan sweep`,
+        ctx.config.resyncIntervalMs,
+        () => sweepOrphans(),
+        {
+          logger,
+          jitter: 0.25,
+        },
+      );
     },
     resync: enqueueAll,
     enqueueAll,

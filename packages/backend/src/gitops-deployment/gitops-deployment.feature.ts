@@ -28,15 +28,10 @@ export function createGitOpsDeploymentFeature(
   informer.onDelete((object) => {
     if (object.metadata.uid) errorReported.delete(object.metadata.uid);
   });
-  const controller = createCrController({
+  const controller = createCrController(ctx, {
     kind: GitOpsDeploymentCr,
-    db: ctx.db,
     informer,
     alsoReads: [deps.environments.informer],
-    registry: ctx.registry,
-    logger: ctx.logger.child({ controller: 'gitopsdeployment' }),
-    concurrency: ctx.config.maxConcurrentReconciles,
-    resyncIntervalMs: ctx.config.resyncIntervalMs,
     skipSettledOnRelist: true,
     // The reconcile reads only whether the application's operations are pending or how the last one ended.
     ownerOnlyWhenFinished: true,

@@ -39,14 +39,9 @@ export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnv
   const environmentChanged = (namespace: string) => {
     for (const listener of listeners) listener(namespace);
   };
-  const controller = createCrController({
+  const controller = createCrController(ctx, {
     kind: ManagedEnvironmentCr,
-    db: ctx.db,
     informer,
-    registry: ctx.registry,
-    logger: ctx.logger.child({ controller: 'gitopsdeploymentmanagedenvironment' }),
-    concurrency: ctx.config.maxConcurrentReconciles,
-    resyncIntervalMs: ctx.config.resyncIntervalMs,
     reconcile: createManagedEnvironmentReconciler({
       tenantClusterIdentity: () => ctx.engineInstance().cluster_identity,
       db: ctx.db,

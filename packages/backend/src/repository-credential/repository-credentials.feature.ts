@@ -44,14 +44,9 @@ export function createRepositoryCredentialsFeature(ctx: BackendContext): Reposit
     { apiVersion: 'v1', plural: 'secrets' },
     { fieldSelector: OPAQUE_SECRET_FIELD_SELECTOR, transform: secretMetadataOnly },
   );
-  return createCrController({
+  return createCrController(ctx, {
     kind: RepositoryCredentialCr,
-    db: ctx.db,
     informer,
-    registry: ctx.registry,
-    logger: ctx.logger.child({ controller: 'gitopsdeploymentrepositorycredential' }),
-    concurrency: ctx.config.maxConcurrentReconciles,
-    resyncIntervalMs: ctx.config.resyncIntervalMs,
     reconcile: createRepositoryCredentialReconciler({
       tenantClusterIdentity: () => ctx.engineInstance().cluster_identity,
       db: ctx.db,

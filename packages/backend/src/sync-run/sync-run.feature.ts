@@ -72,14 +72,9 @@ export function createSyncRunFeature(
     keys.add(key);
     followers.set(applicationId, keys);
   };
-  const controller = createCrController({
+  const controller = createCrController(ctx, {
     kind: SyncRunCr,
-    db: ctx.db,
     informer,
-    registry: ctx.registry,
-    logger: ctx.logger.child({ controller: 'gitopsdeploymentsyncrun' }),
-    concurrency: ctx.config.maxConcurrentReconciles,
-    resyncIntervalMs: ctx.config.resyncIntervalMs,
     reconcile: createSyncRunReconciler({
       db: ctx.db,
       kc: ctx.kc,
