@@ -24,15 +24,13 @@ import {
 import {
   type EventRecorder,
   findCondition,
-  HttpMethod,
   type Informer,
   isConflict,
   isNotFound,
   type KubeConfig,
   type KubeObject,
-  kubeRequest,
   type Logger,
-  objectPath,
+  mergePatch,
   type ReconcileContext,
   type ReconcileResult,
   type Reconciler,
@@ -255,13 +253,12 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     }
     const remaining = finalizers.filter((f) => f !== Finalizer.GitOpsDeploymentResources);
     try {
-      await kubeRequest(kc, {
-        method: HttpMethod.PATCH,
-        path: await objectPath(kc, GitOpsDeploymentCr.ref(object)),
-        query: { fieldManager: BACKEND_FIELD_MANAGER },
-        body: { metadata: { finalizers: remaining, resourceVersion: object.metadata.resourceVersion } },
-        contentType: 'application/merge-patch+json',
-      });
+      await mergePatch(
+        kc,
+        GitOpsDeploymentCr.ref(object),
+        { metadata: { finalizers: remaining, resourceVersion: object.metadata.resourceVersion } },
+        { fieldManager: BACKEND_FIELD_MANAGER },
+      );
     } catch (err) {
       if (isNotFound(err)) return;
       throw err;

@@ -22,7 +22,7 @@ import {
   type KubeObject,
   kubeRequest,
   type Logger,
-  objectPath,
+  mergePatch,
   patchStatus,
   type ReconcileContext,
   type Reconciler,
@@ -175,13 +175,12 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
 
   async function patchFinalizers(object: KubeObject, finalizers: string[]) {
     try {
-      await kubeRequest(kc, {
-        method: HttpMethod.PATCH,
-        path: await objectPath(kc, ManagedEnvironmentCr.ref(object)),
-        query: { fieldManager: BACKEND_FIELD_MANAGER },
-        body: { metadata: { finalizers, resourceVersion: object.metadata.resourceVersion } },
-        contentType: 'application/merge-patch+json',
-      });
+      await mergePatch(
+        kc,
+        ManagedEnvironmentCr.ref(object),
+        { metadata: { finalizers, resourceVersion: object.metadata.resourceVersion } },
+        { fieldManager: BACKEND_FIELD_MANAGER },
+      );
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
