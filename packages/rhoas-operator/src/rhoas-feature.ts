@@ -75,19 +75,11 @@ export function createRhoasKindFeature(
     );
   }
 
-  const reconcile: Reconciler = async (key, { signal, logger: log }) => {
-    const { namespace, name: objectName } = splitObjectKey(key);
-    const cached = informer.get(namespace, objectName);
-    if (!cached) {
-      attempts.delete(key);
-      return;
-    }
-    if (!shouldProcess(cached)) return;
-    const object = withTypeMeta(kind, cached) as RhoasObject;
-    const generation = object.metadata.generation ?? 1;
-    const incarnation = `${cached.metadata.uid}/${generation}`;
-    if (processor.addsLabels) await addLabels(object, signal);
-
+  /**
+   * Step 3: the kind's processing, conditions recorded step by step. A failed processing keeps the status
+   * fields of the last success (e.g. the lists of a CloudServicesRequest): only the conditions change.
+   */
+  async function processObject(object: RhoasObject, signal: AbortSignal) {
     const progress = createProgress(processor.conditions);
     const { conditions: previous, ...current } = object.status ?? {};
     const status: Record<string, unknown> = structuredClone(current);
@@ -112,45 +104,65 @@ export function createRhoasKindFeature(
       }
       progress.record(failure);
     }
-    // A failed processing keeps the status fields of the last success (e.g. the lists of a
-    // CloudServicesRequest): only the conditions change.
+    const generation = object.metadata.generation ?? 1;
     const next = {
       ...(failure ? current : status),
       conditions: progress.conditions(previous, generation, ctx.now()),
     };
-    if (!jsonEqual(next, object.status ?? {})) {
-      await patchStatus(
-        ctx.kc,
-        refOfKind(kind, object),
-        { status: next },
-        { fieldManager: ctx.config.fieldManager, signal },
-      );
-      const before = previous?.find((c) => c.type === RhoasConditionType.Finished);
-      const after = next.conditions.find((c: RhoasCondition) => c.type === RhoasConditionType.Finished);
-      if (after && (before?.status !== after.status || before?.message !== after.message)) {
-        if (after.status === 'True')
-          await ctx.events.event(object, 'Normal', RhoasEventReason.Finished, `${kind.kind} processed`);
-        else
-          await ctx.events.event(
-            object,
-            'Warning',
-            RhoasEventReason.Failed,
-            `${after.reason}: ${after.message}`,
-          );
-      }
+    return { next, previous, failure, unexpected };
+  }
+
+  /** Step 4: one status merge patch when the status changed, and an Event when Finished changed. */
+  async function writeStatus(
+    object: RhoasObject,
+    next: { conditions: RhoasCondition[] },
+    previous: readonly RhoasCondition[] | undefined,
+    signal: AbortSignal,
+  ) {
+    if (jsonEqual(next, object.status ?? {})) return;
+    await patchStatus(
+      ctx.kc,
+      refOfKind(kind, object),
+      { status: next },
+      { fieldManager: ctx.config.fieldManager, signal },
+    );
+    const before = previous?.find((c) => c.type === RhoasConditionType.Finished);
+    const after = next.conditions.find((c) => c.type === RhoasConditionType.Finished);
+    if (!after || (before?.status === after.status && before?.message === after.message)) return;
+    if (after.status === 'True')
+      await ctx.events.event(object, 'Normal', RhoasEventReason.Finished, `${kind.kind} processed`);
+    else
+      await ctx.events.event(object, 'Warning', RhoasEventReason.Failed, `${after.reason}: ${after.message}`);
+  }
+
+  /** Step 5: the delay before a transient failure of this incarnation and generation is retried. */
+  function retryDelay(key: string, incarnation: string): number {
+    const previousAttempts = attempts.get(key);
+    const attempt = previousAttempts?.of === incarnation ? previousAttempts.count + 1 : 1;
+    attempts.set(key, { of: incarnation, count: attempt });
+    return backoffDelay(attempt, ctx.config.retryInitialMs, ctx.config.retryMaxMs);
+  }
+
+  const reconcile: Reconciler = async (key, { signal, logger: log }) => {
+    const { namespace, name: objectName } = splitObjectKey(key);
+    const cached = informer.get(namespace, objectName);
+    if (!cached) {
+      attempts.delete(key);
+      return;
     }
+    if (!shouldProcess(cached)) return;
+    const object = withTypeMeta(kind, cached) as RhoasObject;
+    const generation = object.metadata.generation ?? 1;
+    if (processor.addsLabels) await addLabels(object, signal);
+    const { next, previous, failure, unexpected } = await processObject(object, signal);
+    await writeStatus(object, next, previous, signal);
     if (unexpected) throw unexpected;
     if (failure) {
       log.info(
         { condition: failure.condition, reason: failure.reason, transient: failure.transient },
         failure.message,
       );
-      if (failure.transient) {
-        const previousAttempts = attempts.get(key);
-        const attempt = previousAttempts?.of === incarnation ? previousAttempts.count + 1 : 1;
-        attempts.set(key, { of: incarnation, count: attempt });
-        return { requeueAfter: backoffDelay(attempt, ctx.config.retryInitialMs, ctx.config.retryMaxMs) };
-      }
+      if (failure.transient) return { requeueAfter: retryDelay(key, `${cached.metadata.uid}/${generation}`) };
     } else {
       log.info({ generation }, `${kind.kind} processed`);
     }
