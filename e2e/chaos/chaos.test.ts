@@ -1,11 +1,12 @@
 /**
- * The chaos tier (`pnpm test:chaos`): the whole system — the backend pair (two replicas of one shard), the
- * cluster-agent and a real Argo CD, on a PostgreSQL and a control plane of this file's own — under a churn
- * of GitOpsDeployments (creates, spec changes, deletes; manual ones with SyncRuns; some through
- * ManagedEnvironments, some from a private repository with RepositoryCredentials; an App Studio application
- * promoted to two environments) while faults are injected, each loop bounded in count and time:
+ * The chaos tier (`pnpm test:chaos`): the whole system — the backend pair (two replicas of one shard), two
+ * engine instances (each a real Argo CD with its agent), on a PostgreSQL and a control plane of this file's
+ * own — under a churn of GitOpsDeployments (creates, spec changes, deletes; manual ones with SyncRuns; some
+ * through ManagedEnvironments, some from a private repository with RepositoryCredentials; an App Studio
+ * application promoted to two environments; tenants moved between the instances and back by their namespace
+ * label) while faults are injected, each loop bounded in count and time:
  *
- * - SIGKILL of a backend replica or the agent every 5–30 s (the harness starts it again, as a kubelet would);
+ * - SIGKILL of a backend replica or an agent every 5–30 s (the harness starts it again, as a kubelet would);
  * - an immediate PostgreSQL restart, and a period where the connections to PostgreSQL are cut and new ones
  *   hang (a TCP proxy between the services and PostgreSQL);
  * - a kube-apiserver restart and an Argo CD application-controller restart.
@@ -85,7 +86,7 @@ describe('chaos: the whole system under churn and faults', () => {
     const timeline: FaultRecord[] = [];
     const inject = faults(env, startedAt, timeline);
     const kills = Object.fromEntries(SERVICES.map((s) => [s, 0])) as Record<Service, number>;
-    // Every round of three kills hits each service once, in a drawn order.
+    // Every round of kills hits each service once, in a drawn order.
     const victims: Service[] = [];
     const killLoop = async () => {
       for (;;) {
@@ -214,6 +215,6 @@ describe('chaos: the whole system under churn and faults', () => {
 
 /** The last lines each service printed that are not its JSON log (an uncaught exception's stack). */
 function crashReport(logs: readonly string[]): string {
-  const raw = logs.filter((l) => /^\[(backend|backend-2|cluster-agent)\] (?!\{)/.test(l));
+  const raw = logs.filter((l) => /^\[(backend|backend-2|cluster-agent|cluster-agent-b)\] (?!\{)/.test(l));
   return `a service exited by itself; its output that is not a log line:\n${raw.slice(-40).join('\n')}`;
 }

@@ -2,7 +2,8 @@
  * The chaos tier's workload: what users do while the faults happen. A plan drawn from a seed (creates,
  * spec changes and deletes of GitOpsDeployments spread over the churn window; SyncRuns of the manual ones;
  * ManagedEnvironments and RepositoryCredentials, one of each deleted again; an App Studio application
- * promoted to two environments), run against the API server the way a user's client would: a request that
+ * promoted to two environments; three tenants moved between the two engine instances and back by their
+ * namespace label), run against the API server the way a user's client would: a request that
  * meets the API server down is sent again, and a create answered AlreadyExists on such a retry is taken
  * as done. Every step is recorded, so that the invariants know what each object should look like.
  */
@@ -27,6 +28,7 @@ import type { ChaosEnvironment } from './harness.ts';
 import { sleep } from './harness.ts';
 
 export const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+const ENGINE_INSTANCE_LABEL = 'managed-gitops.redhat.com/engine-instance';
 const REPOSITORY_CREDENTIAL_SECRET = 'managed-gitops.redhat.com/repository-credential';
 const PRIVATE_USER = 'chaos';
 const PRIVATE_PASSWORD = 'chaos-Pa55word-5eed';
@@ -84,6 +86,8 @@ export interface ChurnCounts {
   repositoryCredentials: number;
   repositoryCredentialsDeleted: number;
   promotionRuns: number;
+  /** Namespace label changes that move a tenant to the other engine instance. */
+  tenantMoves: number;
   /** Requests sent again because the API server did not answer. */
   apiRetries: number;
 }
@@ -97,6 +101,8 @@ export interface ChurnPlan {
   readonly environments: { namespace: string; name: string; deleted: boolean }[];
   readonly credentials: { namespace: string; name: string; deleted: boolean }[];
   readonly heads: Map<string, string>;
+  /** The engine instance each tenant namespace the test labelled must end on (the others: placed by load). */
+  readonly placements: Map<string, string>;
   readonly counts: ChurnCounts;
   /** Runs every step at its time; resolves when the last one is done. */
   run(startedAt: number): Promise<void>;
@@ -134,6 +140,7 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
     repositoryCredentials: 0,
     repositoryCredentialsDeleted: 0,
     promotionRuns: 0,
+    tenantMoves: 0,
     apiRetries: 0,
   };
   let stopped = false;
@@ -167,8 +174,18 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
     });
 
   // Tenants, and the repositories: one ConfigMap `chaos-<i>` per deployment and version.
+  // Tenants 0 (a ManagedEnvironment), 2 (a RepositoryCredential and the spare environment) and 4 start on
+  // the first engine instance by their label and move during the churn; the others are placed by load.
+  const instances = [system.engineInstanceName, system.secondEngineInstanceName] as const;
+  const movingTenants = [0, 2, 4].filter((t) => t < options.tenants);
+  const placements = new Map<string, string>();
   const tenants: string[] = [];
-  for (let t = 0; t < options.tenants; t++) tenants.push(await createTenantNamespace(kc, `chaos-${t}`));
+  for (let t = 0; t < options.tenants; t++) {
+    const labels = movingTenants.includes(t) ? { [ENGINE_INSTANCE_LABEL]: instances[0] } : undefined;
+    const namespace = await createTenantNamespace(kc, `chaos-${t}`, labels);
+    if (labels) placements.set(namespace, instances[0]);
+    tenants.push(namespace);
+  }
   const appStudioTenant = await createTenantNamespace(kc, 'chaos-appstudio');
   const layout = (indexes: number[]) => {
     const files: Record<string, string> = {};
@@ -537,6 +554,32 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
     counts.promotionRuns++;
   }
 
+  /** Each moving tenant goes to the other instance and back, and half of them over again. */
+  async function runTenantMoves(startedAt: number) {
+    await Promise.all(
+      movingTenants.map(async (t) => {
+        const namespace = tenants[t] as string;
+        const times = [between(0.2, 0.45), between(0.55, 0.8)];
+        if (rnd() < 0.5) times.push(between(0.85, 0.95));
+        for (const [i, fraction] of times.entries()) {
+          await at(startedAt, fraction * window);
+          if (stopped) return;
+          const to = instances[(i + 1) % 2] as string;
+          await persist(`move ${namespace} to ${to}`, () =>
+            mergePatch(kc, `/api/v1/namespaces/${namespace}`, {
+              metadata: { labels: { [ENGINE_INSTANCE_LABEL]: to } },
+            }),
+          );
+          placements.set(namespace, to);
+          counts.tenantMoves++;
+          for (const d of deployments)
+            if (d.namespace === namespace)
+              d.events.push(`t=${((Date.now() - startedAt) / 1000).toFixed(1)}s tenant moved to ${to}`);
+        }
+      }),
+    );
+  }
+
   let componentService: Promise<void> | undefined;
   return {
     deployments,
@@ -546,6 +589,7 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
     environments,
     credentials,
     heads,
+    placements,
     counts,
     async run(startedAt) {
       componentService = playComponentService();
@@ -553,6 +597,7 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
         ...deployments.map((d) => runDeployment(startedAt, d)),
         runEnvironmentsAndCredentials(startedAt),
         runAppStudio(startedAt),
+        runTenantMoves(startedAt),
       ]);
     },
     async stop() {

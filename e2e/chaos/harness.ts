@@ -1,11 +1,11 @@
 /**
  * The chaos tier's own infrastructure (it restarts it, so it shares nothing with other test files): an
  * embedded PostgreSQL with a TCP proxy in front of it (the services connect through the proxy, the test
- * directly), a control plane, an HTTPS Git server, a real Argo CD, and the backend pair (two replicas of one
- * shard) and the cluster-agent as processes, kept running by a supervisor the way a kubelet restarts a
- * container that died. Plus the faults: each one a bounded step the test calls.
+ * directly), a control plane, an HTTPS Git server, two real Argo CDs (two engine instances), and the backend
+ * pair (two replicas of one shard) and the agent of each instance as processes, kept running by a supervisor
+ * the way a kubelet restarts a container that died. Plus the faults: each one a bounded step the test calls.
  */
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prepareTemplateDatabase } from '@gitops/db/testing';
@@ -24,8 +24,13 @@ import {
 } from '@gitops/local-env';
 import { type ServiceName, type System, startSystem } from '../fixture/system.ts';
 
-/** The processes of the service under test: a backend pair and the agent. */
-export const SERVICES = ['backend', 'backend-2', 'cluster-agent'] as const satisfies readonly ServiceName[];
+/** The processes of the service under test: a backend pair and the agent of each engine instance. */
+export const SERVICES = [
+  'backend',
+  'backend-2',
+  'cluster-agent',
+  'cluster-agent-b',
+] as const satisfies readonly ServiceName[];
 export type Service = (typeof SERVICES)[number];
 
 /** Argo CD re-reads Git and refreshes every Application this often (ARGOCD_RECONCILIATION_TIMEOUT). */
@@ -110,6 +115,8 @@ export interface ChaosEnvironment {
   readonly proxy: TcpProxy;
   readonly controlPlane: ControlPlane;
   readonly argoCd: ArgoCd;
+  /** The second engine instance's Argo CD (namespace `system.secondArgoCdNamespace`, agent `cluster-agent-b`). */
+  readonly secondArgoCd: ArgoCd;
   readonly git: GitServer;
   readonly system: System;
   readonly gitRoot: string;
@@ -163,19 +170,26 @@ export async function startChaosEnvironment(log: (line: string) => void): Promis
     cleanups.push(() => system.stop());
     const argoWorkDir = await mkdtemp(join(tmpdir(), 'chaos-argocd-'));
     cleanups.push(() => rm(argoWorkDir, { recursive: true, force: true }));
-    const argoCd = await startArgoCd({
-      kubeconfigPath: controlPlane.kubeconfigPath,
-      namespace: system.argoCdNamespace,
-      workDir: argoWorkDir,
-      binary: argoCdBinary,
-      reconciliationSeconds: ARGOCD_RECONCILIATION_SECONDS,
-      trustedCertificates: { '127.0.0.1': await readFile(git.caFile, 'utf8') },
-      onLine: (line) => {
-        system.logs.push(`[argocd]${line}`);
-        if (process.env.E2E_VERBOSE) process.stderr.write(`[argocd]${line}\n`);
-      },
-    });
+    const argoCdIn = (namespace: string, workDir: string, prefix: string) =>
+      startArgoCd({
+        kubeconfigPath: controlPlane.kubeconfigPath,
+        namespace,
+        workDir,
+        binary: argoCdBinary,
+        reconciliationSeconds: ARGOCD_RECONCILIATION_SECONDS,
+        trustedCertificates: { '127.0.0.1': gitCa },
+        onLine: (line) => {
+          system.logs.push(`[${prefix}]${line}`);
+          if (process.env.E2E_VERBOSE) process.stderr.write(`[${prefix}]${line}\n`);
+        },
+      });
+    const gitCa = await readFile(git.caFile, 'utf8');
+    const argoCd = await argoCdIn(system.argoCdNamespace, argoWorkDir, 'argocd');
     cleanups.push(() => argoCd.stop());
+    const secondWorkDir = join(argoWorkDir, 'b');
+    await mkdir(secondWorkDir);
+    const secondArgoCd = await argoCdIn(system.secondArgoCdNamespace, secondWorkDir, 'argocd-b');
+    cleanups.push(() => secondArgoCd.stop());
 
     const env = {
       DATABASE_URL: throughProxy(system.database.url, proxy),
@@ -191,6 +205,7 @@ export async function startChaosEnvironment(log: (line: string) => void): Promis
       proxy,
       controlPlane,
       argoCd,
+      secondArgoCd,
       git,
       system,
       gitRoot,
@@ -240,7 +255,7 @@ export function faults(env: ChaosEnvironment, startedAt: number, timeline: Fault
         await env.controlPlane.stopApiServer();
         await env.controlPlane.startApiServer();
       }),
-    /** argocd-application-controller is killed and started again. */
+    /** argocd-application-controller (of the first instance) is killed and started again. */
     restartArgoCdController: () =>
       record('argocd-application-controller restart', () => env.argoCd.restartApplicationController()),
   };
@@ -257,7 +272,7 @@ export interface ErrorLine {
 export function errorLines(logs: readonly string[]): ErrorLine[] {
   const out: ErrorLine[] = [];
   for (const line of logs) {
-    const match = /^\[(backend|backend-2|cluster-agent)\] (\{.*\})$/.exec(line);
+    const match = /^\[(backend|backend-2|cluster-agent|cluster-agent-b)\] (\{.*\})$/.exec(line);
     if (!match) continue;
     let entry: { level?: number; msg?: string; err?: { message?: string; code?: string } };
     try {

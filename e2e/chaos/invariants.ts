@@ -13,8 +13,11 @@
  *   live ManagedEnvironment, repository Secret → live RepositoryCredential, AppProject → a tenant with
  *   something left) and none is duplicated (one application row and mapping per deployment, one cluster
  *   Secret per environment, two repository Secrets per credential);
+ * - every such object is on the engine instance of its tenant, and only there (no Application on both Argo
+ *   CDs, nothing left on the instance a tenant moved away from, no release pending); each tenant the test
+ *   moved is on the instance its label names last, and its deployments say so in status.engineInstance;
  * - every ManagedEnvironment is connected and every RepositoryCredential valid;
- * - the three processes are ready.
+ * - the four processes are ready.
  */
 import { AppStudioKinds } from '@gitops/api';
 import { collectionPath, type KubeObject } from '@gitops/shared';
@@ -41,21 +44,24 @@ const conditionTrue = (conditions: Conditions | undefined, type: string) =>
 export async function checkInvariants(env: ChaosEnvironment, plan: ChurnPlan): Promise<Snapshot> {
   const { system } = env;
   const kc = system.kc;
-  const argoNs = system.argoCdNamespace;
+  const argoNamespaces = [system.argoCdNamespace, system.secondArgoCdNamespace];
   const problems: string[] = [];
   const problem = (text: string) => problems.push(text);
+  /** Every object of the service's Argo CDs of one kind, from both instances. */
+  const fromBothInstances = async <T extends KubeObject>(pathOf: (namespace: string) => string) =>
+    (await Promise.all(argoNamespaces.map((ns) => list<T>(kc, pathOf(ns))))).flat();
 
   const [gds, apps, configMaps, syncRuns, environments, credentials, secrets, projects, operationCrs] =
     await Promise.all([
       list<GitOpsDeployment>(kc, gitopsPath('gitopsdeployments')),
-      list<ArgoApplication>(kc, paths.applications(argoNs)),
+      fromBothInstances<ArgoApplication>((ns) => paths.applications(ns)),
       list<ConfigMap>(kc, '/api/v1/configmaps'),
       list<WithStatus>(kc, gitopsPath('gitopsdeploymentsyncruns')),
       list<WithStatus>(kc, gitopsPath('gitopsdeploymentmanagedenvironments')),
       list<WithStatus>(kc, gitopsPath('gitopsdeploymentrepositorycredentials')),
-      list<KubeObject>(kc, `/api/v1/namespaces/${argoNs}/secrets`),
-      list<KubeObject>(kc, paths.appProject(argoNs, '').replace(/\/$/, '')),
-      list<KubeObject>(kc, paths.operations(argoNs)),
+      fromBothInstances<KubeObject>((ns) => `/api/v1/namespaces/${ns}/secrets`),
+      fromBothInstances<KubeObject>((ns) => paths.appProject(ns, '').replace(/\/$/, '')),
+      fromBothInstances<KubeObject>((ns) => paths.operations(ns)),
     ]);
   const promotionRuns = await list<WithStatus>(
     kc,
@@ -270,6 +276,91 @@ export async function checkInvariants(env: ChaosEnvironment, plan: ChurnPlan): P
     const tenant = tenants.find((t) => t.id === tenantId);
     if (!tenant || !tenantsInUse.has(tenant.namespace_name))
       problem(`AppProject ${p.metadata.name} belongs to no tenant with anything left`);
+  }
+
+  // Everything of a tenant is on its instance, and only there.
+  const instanceRows = await db
+    .selectFrom('engine_instance')
+    .select(['id', 'name', 'namespace_name'])
+    .execute();
+  const instanceById = new Map(instanceRows.map((i) => [i.id, i]));
+  const tenantRows = await db
+    .selectFrom('cluster_user')
+    .select(['id', 'namespace_name', 'engine_instance_id'])
+    .execute();
+  const tenantByNamespace = new Map(tenantRows.map((t) => [t.namespace_name, t]));
+  const argoNamespaceOfTenant = (tenantId: string | undefined) =>
+    instanceById.get(tenantRows.find((t) => t.id === tenantId)?.engine_instance_id ?? '')?.namespace_name;
+  const seenApplications = new Map<string, string>();
+  for (const app of apps) {
+    const where = app.metadata.namespace ?? '';
+    const before = seenApplications.get(app.metadata.name);
+    if (before !== undefined)
+      problem(`Application ${app.metadata.name} is on both instances (${before}, ${where})`);
+    seenApplications.set(app.metadata.name, where);
+    const tenantId = app.metadata.labels?.['managed-gitops.redhat.com/cluster-user-id'];
+    const home = argoNamespaceOfTenant(tenantId);
+    if (home !== where)
+      problem(`Application ${app.metadata.name} is in ${where}, its tenant's instance is ${home}`);
+  }
+  const releasing = await db
+    .selectFrom('application')
+    .select(['name', 'releasing_engine_instance_id'])
+    .where('releasing_engine_instance_id', 'is not', null)
+    .execute();
+  for (const r of releasing) problem(`application ${r.name} is still being released by its former instance`);
+  for (const gd of gds) {
+    const tenant = tenantByNamespace.get(gd.metadata.namespace ?? '');
+    const instance = instanceById.get(tenant?.engine_instance_id ?? '')?.name;
+    const reported = (gd.status as { engineInstance?: string } | undefined)?.engineInstance;
+    if (reported !== instance)
+      problem(
+        `GitOpsDeployment ${gd.metadata.namespace}/${gd.metadata.name} reports engine instance ${reported}, its tenant is on ${instance}`,
+      );
+  }
+  for (const [namespace, expected] of plan.placements) {
+    const tenant = tenantByNamespace.get(namespace);
+    const placed = instanceById.get(tenant?.engine_instance_id ?? '')?.name;
+    if (tenant && placed !== expected)
+      problem(`tenant ${namespace} is on ${placed}, its label names ${expected}`);
+  }
+  const environmentTenant = new Map(
+    (await db.selectFrom('managed_environment').select(['id', 'cluster_user_id']).execute()).map((e) => [
+      e.id,
+      e.cluster_user_id,
+    ]),
+  );
+  const credentialTenant = new Map(
+    (await db.selectFrom('repository_credentials').select(['id', 'cluster_user_id']).execute()).map((c) => [
+      c.id,
+      c.cluster_user_id,
+    ]),
+  );
+  for (const secret of clusterSecrets) {
+    const home = argoNamespaceOfTenant(
+      environmentTenant.get(secret.metadata.name.replace(/^managed-env-/, '')),
+    );
+    if (home !== secret.metadata.namespace)
+      problem(
+        `cluster Secret ${secret.metadata.name} is in ${secret.metadata.namespace}, its tenant's instance is ${home}`,
+      );
+  }
+  for (const secret of repositorySecrets) {
+    const id = secret.metadata.name.replace(/^repo-cred-/, '').replace(/-cluster$/, '');
+    const home = argoNamespaceOfTenant(credentialTenant.get(id));
+    if (home !== secret.metadata.namespace)
+      problem(
+        `repository Secret ${secret.metadata.name} is in ${secret.metadata.namespace}, its tenant's instance is ${home}`,
+      );
+  }
+  for (const p of projects) {
+    if (p.metadata.name === 'default') continue;
+    const tenantId = /^app-project-(.+?)(-cluster)?$/.exec(p.metadata.name)?.[1];
+    const home = argoNamespaceOfTenant(tenantId);
+    if (home !== undefined && home !== p.metadata.namespace)
+      problem(
+        `AppProject ${p.metadata.name} is in ${p.metadata.namespace}, its tenant's instance is ${home}`,
+      );
   }
 
   // The user's view of environments and credentials.

@@ -10,6 +10,7 @@ import {
   isManagedEnvironmentOnEngineInstance,
 } from './managed-environment.repository.ts';
 import { insertRepositoryCredentials } from './repository-credentials.repository.ts';
+import { insertSyncOperation, setSyncOperationOutcome } from './sync-operation.repository.ts';
 import { completeApplicationRelease, moveTenant } from './tenant-move.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
 import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
@@ -192,6 +193,27 @@ describe('moving a tenant', () => {
     // Back on a, which still has it: nothing to release, a keeps its Application.
     assert.deepEqual([row?.engine_instance_id, row?.releasing_engine_instance_id], [a.id, null]);
     assert.equal(await completeApplicationRelease(testDb.db, app.id, a.id), false);
+  });
+
+  test('an unfinished sync of a moved application is announced to the new instance; a finished one is not', async () => {
+    const a = await givenEngineInstance(testDb.db, 'sync-a');
+    const b = await givenEngineInstance(testDb.db, 'sync-b');
+    const tenant = await placedTenant(a);
+    const app = await givenApplication(testDb.db, { clusterUser: tenant, engineInstance: a });
+    const sync = (revision: string) =>
+      insertSyncOperation(testDb.db, {
+        clusterUserId: tenant.id,
+        applicationId: app.id,
+        deploymentName: 'd',
+        revision,
+      });
+    const finished = await sync('one');
+    await setSyncOperationOutcome(testDb.db, finished.id, 'Succeeded', '');
+    const running = await sync('two');
+    await move(tenant.id, b);
+    assert.deepEqual(await waitingOperations([finished.id, running.id]), [
+      `sync-b/SyncOperation/${running.id}`,
+    ]);
   });
 
   test('a tenant not placed yet is not moved', async () => {

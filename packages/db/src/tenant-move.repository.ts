@@ -101,6 +101,22 @@ export async function moveTenant(
       row.id,
     );
   }
+  // A sync not finished yet runs on the new instance (the old one ends any it runs when it releases the
+  // Application, and then leaves the row to the new one).
+  const unfinishedSyncs =
+    before.length === 0
+      ? []
+      : await trx
+          .selectFrom('sync_operation')
+          .select('id')
+          .where(
+            'application_id',
+            'in',
+            before.map((row) => row.id),
+          )
+          .where('outcome', 'is', null)
+          .execute();
+  for (const row of unfinishedSyncs) tell([to], 'SyncOperation', row.id);
   for (const row of credentials) tell([from, to], 'RepositoryCredentials', row.id);
   for (const row of environments) tell([from, to], 'ManagedEnvironment', row.id);
   const operations = await insertOperations(trx, requests);

@@ -14,7 +14,8 @@
  * `status.operationState.phase: Terminating`, and what Argo CD then ends (Failed) is Terminated.
  * The Application status is read from the agent's Application informer, never written except for that phase.
  * Only the Application that serves the row (its id label, no deletionTimestamp) is asked and heard; a request
- * made on an Application since replaced (another uid than `requested_application_uid`) is made again.
+ * made on an Application since replaced (another uid than `requested_application_uid`) is made again. A row
+ * whose application moved to another engine instance (its tenant moved) is left to that instance.
  */
 import {
   getApplication,
@@ -152,6 +153,11 @@ export function createSyncOperationReconciler(
         "the GitOpsDeployment's Argo CD Application no longer exists",
         logger,
       );
+    }
+    if (application.engine_instance_id !== ctx.engineInstanceId) {
+      // Its tenant moved: the new instance was told (moveTenant) and runs the sync on its Application; one
+      // running here ends when this instance releases the old Application.
+      return { status: 'done', changed: false, message: 'the application is on another engine instance' };
     }
     const head = (await listSyncOperationsOfApplication(db, application.id)).find(isUnfinished);
     if (head && head.id !== row.id) {
