@@ -189,13 +189,16 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   /**
    * Start-up steps survive a briefly unavailable database or API server (e.g. 429 while the API server
    * re-initialises): retried with backoff for up to START_RETRY_MS; a TerminalError (missing namespace)
-   * or a failed migration is not retried.
+   * or a migration that failed by itself (not because the database went away) is not retried.
    */
   const retryTransient = <T>(what: string, step: () => Promise<T>): Promise<T> =>
     retryAtStart(what, step, {
       logger,
       forMs: START_RETRY_MS,
-      giveUp: (err) => isTerminalError(err) || err instanceof MigrationFailedError || closing !== undefined,
+      giveUp: (err) =>
+        isTerminalError(err) ||
+        (err instanceof MigrationFailedError && !err.transient) ||
+        closing !== undefined,
     });
 
   return {

@@ -165,11 +165,39 @@ describe('migrateToLatest', () => {
     assert.ok(error instanceof MigrationFailedError);
     assert.equal(error.migrationName, '9999_broken');
     assert.match(error.message, /division by zero/);
+    assert.equal(error.transient, false, 'a migration that fails by itself is not tried again');
     const { rows } = await sql<{
       exists: boolean;
     }>`select to_regclass('half_done') is not null as exists`.execute(testDb.db);
     assert.equal(rows[0]?.exists, false);
     await rm(join(scratchDir, '9999_broken.sql'));
+  });
+
+  test('a migration whose database session is lost (a restart, a cut connection) fails as transient, with nothing applied', async () => {
+    for (const file of (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql'))) {
+      await copyFile(join(MIGRATIONS_DIR, file), join(scratchDir, file));
+    }
+    // The server ends the session running the migration, as a PostgreSQL restart does.
+    await writeFile(
+      join(scratchDir, '9999_cut.sql'),
+      'CREATE TABLE cut_short (id int);\nSELECT pg_terminate_backend(pg_backend_pid());\n',
+    );
+    const db = createDb(testDb.url, { max: 1 });
+    try {
+      const error = await migrateToLatest(db, { migrationsDir: scratchDir }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof MigrationFailedError);
+      assert.equal(error.transient, true, `a process starting up tries again (${error.message})`);
+      const { rows } = await sql<{
+        exists: boolean;
+      }>`select to_regclass('cut_short') is not null as exists`.execute(testDb.db);
+      assert.equal(rows[0]?.exists, false);
+    } finally {
+      await db.destroy();
+      await rm(join(scratchDir, '9999_cut.sql'));
+    }
   });
 
   test('a .sql file that is not named NNNN_name.sql is an error, not silently skipped', async () => {

@@ -1,6 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isTransientError } from '@gitops/shared';
 import { type Kysely, sql } from 'kysely';
 import { type Migration, type MigrationProvider, Migrator } from 'kysely/migration';
 import type { Database } from './database.ts';
@@ -43,6 +44,12 @@ export class SqlFileMigrationProvider implements MigrationProvider {
 
 export class MigrationFailedError extends Error {
   readonly migrationName: string | undefined;
+  /**
+   * The database went away under it (a restart, a cut connection; isTransientError): nothing was applied and
+   * the same run succeeds later, so a process starting up tries again instead of exiting. A failure of the
+   * migration itself (bad SQL, a conflicting schema) is not.
+   */
+  readonly transient: boolean;
 
   constructor(migrationName: string | undefined, cause: unknown) {
     super(`database migration ${migrationName ?? '(setup)'} failed: ${(cause as Error)?.message ?? cause}`, {
@@ -50,6 +57,7 @@ export class MigrationFailedError extends Error {
     });
     this.name = 'MigrationFailedError';
     this.migrationName = migrationName;
+    this.transient = isTransientError(cause);
   }
 }
 

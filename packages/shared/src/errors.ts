@@ -176,9 +176,12 @@ const KUBE_LOOK_AGAIN_STATUS = new Set([404, 409, 410]);
 const TRANSIENT_SQLSTATE = /^(08...|57P0[123]|53300|40001|40P01|55P03|23503)$/;
 /** Node's socket errors (a connection refused, reset or timed out). */
 const TRANSIENT_SYSCALL = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH']);
-/** node-postgres says these in words only (no code): a connection ended under a query, or never opened. */
+/**
+ * node-postgres says these in words only (no code): a connection ended under a query, or never opened; and
+ * Kysely, for the next query on a connection whose client reported such an error (it is discarded then).
+ */
 const TRANSIENT_PG_MESSAGE =
-  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/;
+  /^(Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Postgres connection has been discarded)/;
 
 /**
  * True when the error is what a healthy system meets in the ordinary course and a retry resolves: an API
