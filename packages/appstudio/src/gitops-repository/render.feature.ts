@@ -254,16 +254,19 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
     { logger }: { logger: Logger },
   ): Promise<ReconcileResult | undefined> {
     const { namespace = '', name } = splitObjectKey(key);
-    const binding = deps.bindings.get(namespace, name);
-    if (!binding || binding.metadata.deletionTimestamp) {
+    const cached = deps.bindings.get(namespace, name);
+    if (!cached || cached.metadata.deletionTimestamp) {
       rendered.delete(key);
       unreachable.delete(key);
       return undefined;
     }
-    const spec = specOf(binding);
-    const application = deps.applications.get(namespace, text(spec.application));
+    const application = deps.applications.get(namespace, text(specOf(cached).application));
     const repo = application ? gitOpsRepositoryOf(application) : undefined;
     if (repo === undefined) return undefined; // not asked to render: App Studio's own service may do it
+    // The informer's cache has no managedFields: who writes the status is read from the live object.
+    const binding = await getObject(kc, { ...Binding, namespace, name });
+    if (!binding || binding.metadata.deletionTimestamp) return undefined;
+    const spec = specOf(binding);
     const writer = managedElsewhere(binding);
     if (writer) {
       if (!warnedElsewhere.has(key)) {

@@ -1,0 +1,384 @@
+/**
+ * Rendering against the real API server and a real Git server (HTTPS `git http-backend` with basic auth):
+ * a binding's Snapshot lands in the GitOps repository as a commit, `status.components` points at it, and
+ * every failure of issue 23 point 3 is a clear condition with nothing half-written. The App Studio features
+ * run alone (the core is not running, so no deployment syncs); the commits are read from the bare repository.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { createGitRepo, type GitRepo, type GitServer, startGitServer } from '@gitops/local-env';
+import type { KubeObject } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
+import { RENDER_ANNOTATION } from './render.ts';
+
+const exec = promisify(execFile);
+const USER = 'jane';
+const PASSWORD = 'pw-render-s3cret';
+const IMAGE = 'images.example/shop/web';
+const S1 = `${IMAGE}@sha256:${'1'.repeat(64)}`;
+const S2 = `${IMAGE}:2.0`;
+
+const statusOf = (o: KubeObject | undefined) => (o?.status ?? {}) as Record<string, unknown>;
+const repoCondition = (o: KubeObject | undefined) =>
+  ((statusOf(o).gitopsRepoConditions as Record<string, unknown>[] | undefined) ?? [])[0];
+
+const base = {
+  'components/web/base/kustomization.yaml': 'resources:\n  - deployment.yaml\n',
+  'components/web/base/deployment.yaml': [
+    'apiVersion: apps/v1',
+    'kind: Deployment',
+    'metadata: {name: web}',
+    'spec:',
+    '  replicas: 0',
+    '  selector: {matchLabels: {app: web}}',
+    '  template:',
+    '    metadata: {labels: {app: web}}',
+    `    spec: {containers: [{name: web, image: "${IMAGE}:base"}]}`,
+    '',
+  ].join('\n'),
+  'components/web/overlays/dev/kustomization.yaml': [
+    'resources:',
+    '  - ../../base',
+    'configMapGenerator:',
+    '  - name: web-environment',
+    '    literals: []',
+    '',
+  ].join('\n'),
+};
+
+describe('rendering a Snapshot into the GitOps repository', () => {
+  const f: AppStudioFixture = createAppStudioFixture();
+  let server: GitServer;
+  let repo: GitRepo;
+  let ns: string;
+  let previousCa: string | undefined;
+
+  const git = async (...args: string[]) =>
+    (
+      await exec('git', ['-C', repo.bareDir, ...args], {
+        env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' },
+      })
+    ).stdout.trim();
+  const show = (path: string, rev = 'main') => git('show', `${rev}:${path}`);
+  const binding = (name: string, environment: string, snapshot: string, components = ['web']) =>
+    f.create(Kind.SnapshotEnvironmentBinding, ns, name, {
+      spec: {
+        application: 'shop',
+        environment,
+        snapshot,
+        components: components.map((c) => ({ name: c })),
+      },
+    });
+  const get = (name: string) => f.get(Kind.SnapshotEnvironmentBinding, ns, name);
+  /** The binding once its repo condition is about its current generation and has `status`. */
+  const rendered = (name: string, status: 'True' | 'False', timeoutMs = 60_000) =>
+    eventually(
+      `${name}'s GitOps repository condition ${status} for its generation`,
+      async () => {
+        const b = await get(name);
+        const c = repoCondition(b);
+        return c && c.status === status && c.observedGeneration === b?.metadata.generation ? b : undefined;
+      },
+      timeoutMs,
+    );
+  const environment = (name: string, env: { name: string; value: string }[] = []) =>
+    f.create(Kind.Environment, ns, name, {
+      spec: { displayName: name, deploymentStrategy: 'Manual', configuration: { env } },
+    });
+  const snapshot = (name: string, image: string, more: Record<string, string> = {}) =>
+    f.create(Kind.Snapshot, ns, name, {
+      spec: {
+        application: 'shop',
+        components: [
+          { name: 'web', containerImage: image },
+          ...Object.entries(more).map(([name, containerImage]) => ({ name, containerImage })),
+        ],
+      },
+    });
+
+  beforeAll(async () => {
+    server = await startGitServer();
+    previousCa = process.env.GIT_SSL_CAINFO;
+    process.env.GIT_SSL_CAINFO = server.caFile;
+    repo = await createGitRepo(server.reposDir, 'gitops', base);
+    server.setPassword('gitops', USER, PASSWORD);
+    ns = await f.createNamespace('render');
+    await f.create(Kind.Secret, ns, 'gitops-write', {
+      type: 'Opaque',
+      stringData: { username: USER, password: PASSWORD },
+    });
+    await f.create(Kind.GitOpsDeploymentRepositoryCredential, ns, 'gitops', {
+      spec: { repository: server.url('gitops'), secret: 'gitops-write' },
+    });
+    await f.create(Kind.Application, ns, 'shop', {
+      metadata: { annotations: { [RENDER_ANNOTATION]: 'true' } },
+      spec: { displayName: 'shop', gitOpsRepository: { url: server.url('gitops'), branch: 'main' } },
+    });
+    await environment('dev', [{ name: 'MODE', value: 'development' }]);
+    await environment('staging');
+    await snapshot('s1', S1, { api: `${IMAGE}-api:1` });
+    await snapshot('s2', S2);
+    await snapshot('s2-again', S2);
+    await f.start({}, { only: ['appstudio-binding', 'appstudio-gitops-render', 'appstudio-promotionrun'] });
+  }, 120_000);
+
+  afterAll(async () => {
+    await f.cleanup();
+    await server?.stop();
+    if (previousCa === undefined) delete process.env.GIT_SSL_CAINFO;
+    else process.env.GIT_SSL_CAINFO = previousCa;
+  });
+
+  it('commits the Snapshot image by digest into the overlay, with the Environment variables, and points status.components at the commit', async () => {
+    const before = await repo.head();
+    await binding('shop-dev', 'dev', 's1');
+    const b = await rendered('shop-dev', 'True');
+    const head = await repo.head();
+    assert.notEqual(head, before);
+    assert.deepEqual(statusOf(b).components, [
+      {
+        name: 'web',
+        gitopsRepository: {
+          url: server.url('gitops'),
+          branch: 'main',
+          path: 'components/web/overlays/dev',
+          generatedResources: [],
+          commitID: head,
+        },
+      },
+    ]);
+    const overlay = await show('components/web/overlays/dev/kustomization.yaml');
+    assert.match(overlay, new RegExp(`- name: ${IMAGE}\\n {4}digest: sha256:1{64}$`));
+    assert.match(overlay, /- name: web-environment\n {4}literals:\n {6}- MODE=development/);
+    const message = await git('log', '-1', '--format=%an <%ae>%n%B');
+    assert.match(
+      message,
+      /^GitOps Service <gitops-service@managed-gitops.redhat.com>\nPromote Snapshot s1 to Environment dev\n/,
+    );
+    assert.match(message, /By: SnapshotEnvironmentBinding shop-dev \(no PromotionRun\)/);
+    assert.equal(repoCondition(b)?.reason, 'GenerateSuccess');
+    // The binding feature generates the deployment of that path.
+    const deployment = await eventually('the GitOpsDeployment', () =>
+      f.get(Kind.GitOpsDeployment, ns, 'shop-dev-shop-dev-web'),
+    );
+    assert.deepEqual((deployment.spec as Record<string, unknown>).source, {
+      repoURL: server.url('gitops'),
+      path: 'components/web/overlays/dev',
+      targetRevision: 'main',
+    });
+  });
+
+  it('a Snapshot with the same images makes no commit; another one commits again (by tag when there is no digest)', async () => {
+    await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-dev', { spec: { snapshot: 's2' } });
+    const b = await rendered('shop-dev', 'True');
+    const head = await repo.head();
+    assert.equal(
+      (statusOf(b).components as { gitopsRepository: { commitID: string } }[])[0]?.gitopsRepository.commitID,
+      head,
+    );
+    assert.match(
+      await show('components/web/overlays/dev/kustomization.yaml'),
+      new RegExp(`- name: ${IMAGE}\\n {4}newTag: "2.0"`),
+    );
+    const count = await git('rev-list', '--count', 'main');
+    await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-dev', { spec: { snapshot: 's2-again' } });
+    const again = await rendered('shop-dev', 'True');
+    assert.equal(await git('rev-list', '--count', 'main'), count);
+    assert.match(String(repoCondition(again)?.message), /Snapshot s2-again rendered for Environment dev/);
+  });
+
+  it('two bindings pushing at the same time both land (fetched, rendered and pushed again)', async () => {
+    await environment('qa');
+    await environment('perf');
+    await Promise.all([binding('shop-qa', 'qa', 's1'), binding('shop-perf', 'perf', 's2')]);
+    await rendered('shop-qa', 'True');
+    await rendered('shop-perf', 'True');
+    assert.match(await show('components/web/overlays/qa/kustomization.yaml'), /digest: sha256:1{64}/);
+    assert.match(await show('components/web/overlays/perf/kustomization.yaml'), /newTag: "2.0"/);
+    // The overlay of qa names the base it was created with.
+    assert.match(
+      await show('components/web/overlays/qa/kustomization.yaml'),
+      /resources:\n {2}- \.\.\/\.\.\/base/,
+    );
+  });
+
+  it('a component without a base in the repository: a condition naming the path, nothing pushed', async () => {
+    await f.create(Kind.Environment, ns, 'apis', {
+      spec: { displayName: 'apis', deploymentStrategy: 'Manual' },
+    });
+    const head = await repo.head();
+    await binding('shop-apis', 'apis', 's1', ['web', 'api']);
+    const b = await rendered('shop-apis', 'False');
+    assert.equal(
+      repoCondition(b)?.message,
+      'the GitOps repository has no components/api/base for component api (branch main)',
+    );
+    assert.equal(repoCondition(b)?.reason, 'GenerateError');
+    assert.equal(statusOf(b).components, undefined);
+    assert.equal(await repo.head(), head);
+    const conditions = await eventually('the binding condition', async () => {
+      const c =
+        (statusOf(await get('shop-apis')).bindingConditions as
+          | { reason: string; message: string }[]
+          | undefined) ?? [];
+      return c.length > 0 ? c : undefined;
+    });
+    assert.equal(conditions[1]?.reason, 'GitOpsRepoNotReady');
+  });
+
+  it('refused pushes (no write access, protected branch) and refused credentials: a clear condition on the binding and the PromotionRun, no credential anywhere, the last render kept', async () => {
+    const last = statusOf(await get('shop-dev')).components;
+    const head = await repo.head();
+
+    server.setReadOnly('gitops', true);
+    await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-dev', { spec: { snapshot: 's1' } });
+    let b = await rendered('shop-dev', 'False');
+    assert.match(
+      String(repoCondition(b)?.message),
+      new RegExp(
+        `^the push to the GitOps repository ${server.url('gitops')} \\(branch main\\) was refused: pushing to branch main: .*403`,
+      ),
+    );
+    assert.deepEqual(statusOf(b).components, last);
+    await server.protectBranch('gitops', 'main', 'main is protected: open a pull request');
+    server.setReadOnly('gitops', false);
+    await f.create(Kind.PromotionRun, ns, 'shop-s1-to-dev', {
+      spec: { application: 'shop', snapshot: 's1', manualPromotion: { targetEnvironment: 'dev' } },
+    });
+    b = await eventually(
+      'the protected-branch condition',
+      async () => {
+        const x = await get('shop-dev');
+        return /main is protected: open a pull request/.test(String(repoCondition(x)?.message))
+          ? x
+          : undefined;
+      },
+      90_000,
+    );
+    assert.match(String(repoCondition(b)?.message), /was refused: .*pre-receive hook declined/);
+    const run = await eventually('the PromotionRun to show it', async () => {
+      const r = await f.get(Kind.PromotionRun, ns, 'shop-s1-to-dev');
+      const c = ((statusOf(r).conditions as { status: string; message: string }[] | undefined) ?? [])[0];
+      return c?.status === 'True' ? { run: r, condition: c } : undefined;
+    });
+    assert.match(
+      run.condition.message,
+      /^the GitOps repository of binding shop-dev could not be rendered: the push to .* was refused: .*main is protected/,
+    );
+    assert.equal(statusOf(run.run).state, 'Active');
+    assert.equal(await repo.head(), head);
+
+    server.setPassword('gitops', USER, 'rotated-password');
+    await server.protectBranch('gitops', 'other', 'only other is protected');
+    b = await eventually(
+      'the credentials condition',
+      async () => {
+        const x = await get('shop-dev');
+        return /credentials for the GitOps repository/.test(String(repoCondition(x)?.message))
+          ? x
+          : undefined;
+      },
+      90_000,
+    );
+    assert.match(
+      String(repoCondition(b)?.message),
+      /^the credentials for the GitOps repository .* were refused \(the namespace's RepositoryCredential for it\)/,
+    );
+    for (const text of [
+      JSON.stringify(await get('shop-dev')),
+      JSON.stringify(await f.get(Kind.PromotionRun, ns, 'shop-s1-to-dev')),
+      JSON.stringify(await f.events(ns, 'shop-dev')),
+      JSON.stringify(await f.events(ns, 'shop-s1-to-dev')),
+    ]) {
+      assert.doesNotMatch(text, new RegExp(PASSWORD));
+      assert.doesNotMatch(text, /rotated-password/);
+    }
+    // Fixed: the render lands, in a commit that names the PromotionRun.
+    server.setPassword('gitops', USER, PASSWORD);
+    await eventually(
+      'the render to land',
+      async () => ((await repo.head()) !== head ? true : undefined),
+      90_000,
+    );
+    assert.match(
+      await git('log', '-1', '--format=%B'),
+      /^Promote Snapshot s1 to Environment dev\n[\s\S]*By: PromotionRun shop-s1-to-dev\n/,
+    );
+    assert.match(await show('components/web/overlays/dev/kustomization.yaml'), /digest: sha256:1{64}/);
+  });
+
+  it('an unreachable repository is retried with backoff and the render lands once it answers', async () => {
+    server.setAvailable(false);
+    await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-qa', { spec: { snapshot: 's2' } });
+    const b = await rendered('shop-qa', 'False');
+    assert.match(String(repoCondition(b)?.message), /could not be reached, retrying: .*503/);
+    server.setAvailable(true);
+    const ok = await rendered('shop-qa', 'True', 90_000);
+    assert.match(await show('components/web/overlays/qa/kustomization.yaml'), /newTag: "2.0"/);
+    assert.equal(
+      (statusOf(ok).components as { gitopsRepository: { commitID: string } }[])[0]?.gitopsRepository.commitID,
+      await repo.head(),
+    );
+  });
+
+  it('stays out of the way of another writer of status.components, and of Applications that do not ask', async () => {
+    await environment('elsewhere');
+    await binding('shop-elsewhere', 'elsewhere', 's1');
+    await f.patch(
+      Kind.SnapshotEnvironmentBinding,
+      ns,
+      'shop-elsewhere',
+      {
+        status: {
+          components: [
+            {
+              name: 'web',
+              gitopsRepository: {
+                url: 'https://example.com/has.git',
+                branch: 'main',
+                path: 'p',
+                generatedResources: [],
+                commitID: '',
+              },
+            },
+          ],
+        },
+      },
+      'status',
+    );
+    // Either the render came first and the other writer's status replaced it, or it never rendered: from now on
+    // nothing more is rendered for this binding.
+    await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-elsewhere', { spec: { snapshot: 's2' } });
+    const moved = await get('shop-elsewhere');
+    await f.settledAfter(moved as KubeObject);
+    const events = await eventually('the Event saying so', async () => {
+      const e = (await f.events(ns, 'shop-elsewhere')).filter(
+        (x) => x.reason === 'GitOpsRepositoryManagedElsewhere',
+      );
+      return e.length > 0 ? e : undefined;
+    });
+    assert.match(events[0]?.message ?? '', /writes this binding's status.components/);
+    const after = await get('shop-elsewhere');
+    assert.equal(
+      (statusOf(after).components as { gitopsRepository: { url: string } }[])[0]?.gitopsRepository.url,
+      'https://example.com/has.git',
+    );
+    assert.ok(
+      !(await show('components/web/overlays/elsewhere/kustomization.yaml').catch(() => '')).includes('2.0'),
+    );
+
+    await f.create(Kind.Application, ns, 'plain', {
+      spec: { displayName: 'plain', gitOpsRepository: { url: server.url('gitops') } },
+    });
+    const countBefore = await git('rev-list', '--count', 'main');
+    const plain = await f.create(Kind.SnapshotEnvironmentBinding, ns, 'plain-dev', {
+      spec: { application: 'plain', environment: 'dev', snapshot: 's1', components: [{ name: 'web' }] },
+    });
+    await f.settledAfter(plain);
+    assert.equal(repoCondition(await get('plain-dev')), undefined);
+    assert.equal(await git('rev-list', '--count', 'main'), countBefore);
+  });
+});
