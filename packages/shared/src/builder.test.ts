@@ -229,7 +229,7 @@ describe('controller builder', () => {
     assert.deepEqual(await drain(), ['ns/a']);
     source.put(a); // relist: same resourceVersion, settled
     assert.deepEqual(await drain(), []);
-    c.resync?.();
+    c.resync();
     assert.deepEqual(await drain(), ['ns/a']);
     // A reconcile that asks to come back does not settle: the next relist reconciles.
     answer({ requeueAfter: 3_600_000 });

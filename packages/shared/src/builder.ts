@@ -6,7 +6,7 @@
  * has synced, resynced by enqueueing every cached object, stopped by draining its queue.
  *
  *   const controller = newController('kafkaconnection', { registry, logger })
- *     .for(connections, { predicates: [generationChanged] })
+ *     .for(connections, { type: Kinds.KafkaConnection, predicates: [generationChanged] })
  *     .owns(secrets)
  *     .watches(deployments, keysFromIndex(connections, 'deployment', objectKey))
  *     .withOptions({ concurrency: 4 })
@@ -37,8 +37,10 @@ export interface Controller<T extends KubeObject = KubeObject> extends Feature {
   readonly informer: Informer<T>;
   /** Queues one key of the kind. */
   enqueue(key: string): void;
-  /** Queues every cached object of the kind (what `resync` does). */
+  /** Queues every cached object of the kind. */
   enqueueAll(): void;
+  /** The same as `enqueueAll` (a notification channel was lost, so events may have been missed). */
+  resync(): void;
 }
 
 /** The work-queue options of a controller (controller-runtime's controller.Options). */
