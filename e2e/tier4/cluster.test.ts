@@ -7,129 +7,46 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import {
-  type ArgoCd,
-  type Cluster,
-  createGitRepo,
-  type GitRepo,
-  manifest,
-  NODE_GATEWAY,
-  NODE_SUBNET,
-  nodeSupport,
-  PAUSE_IMAGE,
-  type PostgresServer,
-  repoRoot,
-  startArgoCd,
-  startCluster,
-  startPostgres,
-} from '@gitops/local-env';
+import { createGitRepo, type GitRepo, manifest, NODE_GATEWAY, repoRoot } from '@gitops/local-env';
 import { eventually } from '@gitops/shared/testing';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import {
+  ARGOCD_NS,
+  isTrue,
+  type KubeItem,
+  SERVICE_NS,
+  type ServiceCluster,
+  startServiceCluster,
+} from './service-cluster.ts';
 
 const execFileAsync = promisify(execFile);
 const IMAGE = 'gitops-service:local';
-const SERVICE_NS = 'gitops-service';
-const ARGOCD_NS = 'gitops-service-argocd';
 const CONVERGE_MS = 300_000;
 const log = (line: string) => {
   if (process.env.E2E_VERBOSE) process.stderr.write(`[tier4] ${line}\n`);
 };
 
-interface KubeItem {
-  metadata: { name: string; namespace?: string; deletionTimestamp?: string; uid?: string };
-  status?: Record<string, unknown> & {
-    conditions?: { type: string; status: string }[];
-    phase?: string;
-    sync?: { status?: string };
-    health?: { status?: string };
-    containerStatuses?: { ready?: boolean; restartCount?: number }[];
-  };
-}
-
 describe('tier 4: the images, a real node, the two Deployments', () => {
-  let cluster: Cluster;
-  let postgres: PostgresServer;
-  let argoCd: ArgoCd;
+  let env: ServiceCluster;
   let workDir: string;
   let repo: GitRepo;
   let encryptionKeys: string;
   let databaseUrl: string;
 
-  const kubectl = async (...args: string[]): Promise<string> => {
-    const { stdout } = await execFileAsync(
-      cluster.node.kubectl,
-      ['--kubeconfig', cluster.kubeconfigPath, ...args],
-      {
-        maxBuffer: 64 * 1024 * 1024,
-      },
-    );
-    return stdout;
-  };
-  const getJson = async <T = KubeItem>(...args: string[]): Promise<T> =>
-    JSON.parse(await kubectl('get', '-o', 'json', ...args)) as T;
-  const items = async (...args: string[]) => (await getJson<{ items: KubeItem[] }>(...args)).items;
-  const condition = (item: KubeItem, type: string) =>
-    item.status?.conditions?.find((c) => c.type === type)?.status === 'True';
+  const kubectl = (...args: string[]) => env.kubectl(...args);
+  const getJson = <T = KubeItem>(...args: string[]) => env.getJson<T>(...args);
+  const items = (...args: string[]) => env.items(...args);
+  const condition = isTrue;
   const available = async (name: string) =>
     condition(await getJson('deployment', '-n', SERVICE_NS, name), 'Available');
-  const readyPods = async (ns: string, selector: string) =>
-    (await items('pods', '-n', ns, '-l', selector)).filter(
-      (p) => !p.metadata.deletionTimestamp && p.status?.phase === 'Running' && condition(p, 'Ready'),
-    );
+  const readyPods = (ns: string, selector: string) => env.readyPods(ns, selector);
 
   beforeAll(async () => {
-    const support = await nodeSupport([PAUSE_IMAGE, IMAGE]);
-    if (!support.ok) {
-      throw new Error(`tier 4 needs a machine that can run a node: ${support.reason}`);
-    }
-    workDir = await mkdtemp(join(tmpdir(), 'tier4-'));
-    cluster = await startCluster({ images: [IMAGE], log });
-    // The Pods reach the host's PostgreSQL on the node network's gateway.
-    postgres = await startPostgres({
-      forceEmbedded: true,
-      podNetwork: { address: NODE_GATEWAY, subnet: NODE_SUBNET },
-      log,
-    });
-    const admin = new pg.Client({ connectionString: postgres.url });
-    await admin.connect();
-    await admin.query('CREATE DATABASE gitops');
-    await admin.end();
-    const hostUrl = new URL(postgres.url);
-    databaseUrl = `postgres://${hostUrl.username}:${hostUrl.password}@${NODE_GATEWAY}:${hostUrl.port}/gitops`;
-    encryptionKeys = `k1=${randomBytes(32).toString('base64')}`;
-
-    argoCd = await startArgoCd({
-      kubeconfigPath: cluster.kubeconfigPath,
-      namespace: ARGOCD_NS,
-      workDir: join(workDir, 'argocd'),
-      reconciliationSeconds: 5,
-      onLine: log,
-    });
-    // What an operator does: the two Secrets, then the overlay.
-    await kubectl('create', 'namespace', SERVICE_NS);
-    await kubectl(
-      'create',
-      'secret',
-      'generic',
-      'gitops-service-database',
-      '-n',
-      SERVICE_NS,
-      `--from-literal=url=${databaseUrl}`,
-    );
-    await kubectl(
-      'create',
-      'secret',
-      'generic',
-      'gitops-service-encryption',
-      '-n',
-      SERVICE_NS,
-      `--from-literal=keys=${encryptionKeys}`,
-    );
+    env = await startServiceCluster({ images: [IMAGE], name: 'tier4', log });
+    ({ workDir, encryptionKeys, databaseUrl } = env);
     await kubectl(
       'apply',
       '--server-side',
@@ -151,10 +68,7 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
   });
 
   afterAll(async () => {
-    await argoCd?.stop();
-    await cluster?.stop();
-    await postgres?.stop();
-    if (workDir) await rm(workDir, { recursive: true, force: true });
+    await env?.stop();
   });
 
   it('the image runs node 24 as a non-root user and holds no dev dependencies', async () => {
@@ -188,14 +102,7 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
     const agents = await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-cluster-agent');
     assert.equal(agents.length, 2, 'both agent replicas ready: the active one and the standby');
     // Exactly one of them is the active agent of the engine instance.
-    const active = await Promise.all(
-      agents.map(async (pod) =>
-        /"msg":"active agent of this engine instance"/.test(
-          await kubectl('logs', '-n', SERVICE_NS, pod.metadata.name, '--tail=-1'),
-        ),
-      ),
-    );
-    assert.equal(active.filter(Boolean).length, 1, 'one active agent, one standby');
+    assert.equal(await env.activeAgents(), 1, 'one active agent, one standby');
   });
 
   it('the service namespace enforces Pod Security restricted: our Pods run under it, a privileged Pod is refused', async () => {
@@ -248,9 +155,9 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
             metadata: { name: pod, namespace: SERVICE_NS },
           }),
         );
-        return await execFileAsync(cluster.node.kubectl, [
+        return await execFileAsync(env.cluster.node.kubectl, [
           '--kubeconfig',
-          cluster.kubeconfigPath,
+          env.cluster.kubeconfigPath,
           'create',
           '--raw',
           `/api/v1/namespaces/${SERVICE_NS}/pods/${pod}/eviction`,

@@ -39,6 +39,16 @@ describe('tier 4: docker-compose.yml through testcontainers', () => {
   let workDir: string;
   let environment: StartedEnvironment | undefined;
   const project = `gitops-compose-${randomBytes(3).toString('hex')}`;
+  /** `docker <command> --filter` this project's label (and `filters`) `--format <format>`. */
+  const ofProject = (command: string[], format: string, ...filters: string[]) =>
+    docker(
+      ...command,
+      '--filter',
+      `label=com.docker.compose.project=${project}`,
+      ...filters.flatMap((filter) => ['--filter', filter]),
+      '--format',
+      format,
+    );
 
   beforeAll(async () => {
     workDir = await mkdtemp(join(tmpdir(), 'tier4-compose-'));
@@ -74,13 +84,7 @@ describe('tier 4: docker-compose.yml through testcontainers', () => {
   });
 
   it('up: PostgreSQL, the backend and the cluster-agent are healthy (/readyz)', async () => {
-    const states = await docker(
-      'ps',
-      '--filter',
-      `label=com.docker.compose.project=${project}`,
-      '--format',
-      '{{.Names}} {{.Status}}',
-    );
+    const states = await ofProject(['ps'], '{{.Names}} {{.Status}}');
     const lines = states.split('\n').filter(Boolean);
     assert.equal(lines.length, 3, states);
     for (const line of lines) assert.match(line, /\(healthy\)/, line);
@@ -88,28 +92,15 @@ describe('tier 4: docker-compose.yml through testcontainers', () => {
 
   it('the backend and the cluster-agent run as uid 1000 and read a kubeconfig only its owner could read', async () => {
     for (const service of ['backend', 'cluster-agent']) {
-      const name = await docker(
-        'ps',
-        '--filter',
-        `label=com.docker.compose.project=${project}`,
-        '--filter',
-        `label=com.docker.compose.service=${service}`,
-        '--format',
-        '{{.Names}}',
-      );
+      const name = await ofProject(['ps'], '{{.Names}}', `label=com.docker.compose.service=${service}`);
       assert.equal(await docker('exec', name, 'id', '-u'), '1000', `${service} runs as uid 1000`);
       // Its copy is its own and nobody else's.
       assert.equal(await docker('exec', name, 'stat', '-c', '%u %a', '/kube/kubeconfig'), '1000 400');
     }
-    const copier = await docker(
-      'ps',
-      '-a',
-      '--filter',
-      `label=com.docker.compose.project=${project}`,
-      '--filter',
-      'label=com.docker.compose.service=kubeconfig',
-      '--format',
+    const copier = await ofProject(
+      ['ps', '-a'],
       '{{.Status}}',
+      'label=com.docker.compose.service=kubeconfig',
     );
     assert.match(copier, /^Exited \(0\)/, 'the one-shot copy finished');
   });
@@ -152,32 +143,11 @@ describe('tier 4: docker-compose.yml through testcontainers', () => {
   it('down leaves nothing running', async () => {
     await environment?.down({ removeVolumes: true, timeout: 10_000 });
     environment = undefined;
-    const left = await docker(
-      'ps',
-      '-a',
-      '--filter',
-      `label=com.docker.compose.project=${project}`,
-      '--format',
-      '{{.Names}}',
-    );
+    const left = await ofProject(['ps', '-a'], '{{.Names}}');
     assert.equal(left, '', `containers left: ${left}`);
-    const networks = await docker(
-      'network',
-      'ls',
-      '--filter',
-      `label=com.docker.compose.project=${project}`,
-      '--format',
-      '{{.Name}}',
-    );
+    const networks = await ofProject(['network', 'ls'], '{{.Name}}');
     assert.equal(networks, '', `networks left: ${networks}`);
-    const volumes = await docker(
-      'volume',
-      'ls',
-      '--filter',
-      `label=com.docker.compose.project=${project}`,
-      '--format',
-      '{{.Name}}',
-    );
+    const volumes = await ofProject(['volume', 'ls'], '{{.Name}}');
     assert.equal(volumes, '', `volumes left: ${volumes}`);
   });
 });

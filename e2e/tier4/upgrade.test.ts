@@ -14,31 +14,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import {
-  type ArgoCd,
-  type Cluster,
-  createGitRepo,
-  type GitRepo,
-  manifest,
-  NODE_GATEWAY,
-  NODE_SUBNET,
-  nodeSupport,
-  PAUSE_IMAGE,
-  type PostgresServer,
-  repoRoot,
-  startArgoCd,
-  startCluster,
-  startPostgres,
-} from '@gitops/local-env';
+import { createGitRepo, type GitRepo, manifest, repoRoot } from '@gitops/local-env';
 import { eventually } from '@gitops/shared/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import {
+  ARGOCD_NS,
+  isTrue,
+  type KubeItem,
+  SERVICE_NS,
+  type ServiceCluster,
+  startServiceCluster,
+} from './service-cluster.ts';
 
 const execFileAsync = promisify(execFile);
 const IMAGE = 'gitops-service:local';
 const FROM = process.env.UPGRADE_FROM ?? 'fa28c24';
-const SERVICE_NS = 'gitops-service';
-const ARGOCD_NS = 'gitops-service-argocd';
 const COMPONENTS = ['gitops-backend', 'gitops-cluster-agent'] as const;
 const CONVERGE_MS = 300_000;
 /** Deployments present before the roll, and how many more the churn may create (one folder pair each). */
@@ -47,20 +38,6 @@ const POOL = 100;
 const log = (line: string) => {
   if (process.env.E2E_VERBOSE) process.stderr.write(`[upgrade] ${line}\n`);
 };
-
-interface KubeItem {
-  metadata: { name: string; namespace?: string; uid: string; deletionTimestamp?: string };
-  spec?: { containers?: { image: string }[]; source?: { path?: string } };
-  status?: {
-    conditions?: { type: string; status: string; message?: string }[];
-    phase?: string;
-    podIP?: string;
-    sync?: { status?: string; revision?: string };
-    health?: { status?: string };
-    containerStatuses?: { restartCount?: number }[];
-  };
-  data?: Record<string, string>;
-}
 
 /** A GitOpsDeployment of the churn: `d-<i>` deploys ConfigMap `cm-<i>` from `cm/<i>` or `alt/<i>`. */
 interface Deployment {
@@ -77,15 +54,12 @@ interface RollSample {
 }
 
 describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments present and changing`, () => {
-  let cluster: Cluster;
-  let postgres: PostgresServer;
-  let argoCd: ArgoCd;
-  let workDir: string;
+  let env: ServiceCluster;
+  let treeDir: string;
   let worktree: string | undefined;
   let repo: GitRepo;
   let oldImage: string;
   let tenant: string;
-  let databaseUrl: string;
   const live = new Map<string, Deployment>();
   const gone: Deployment[] = [];
   /** The value of each folder's ConfigMap at the repository's head. */
@@ -101,16 +75,8 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
   };
   const rolls = new Map<string, RollSample[]>();
 
-  const kubectl = async (...args: string[]): Promise<string> =>
-    (
-      await execFileAsync(cluster.node.kubectl, ['--kubeconfig', cluster.kubeconfigPath, ...args], {
-        maxBuffer: 64 * 1024 * 1024,
-      })
-    ).stdout;
-  const items = async (...args: string[]) =>
-    (JSON.parse(await kubectl('get', '-o', 'json', ...args)) as { items: KubeItem[] }).items;
-  const isTrue = (item: KubeItem, type: string) =>
-    item.status?.conditions?.some((c) => c.type === type && c.status === 'True') ?? false;
+  const kubectl = (...args: string[]) => env.kubectl(...args);
+  const items = (...args: string[]) => env.items(...args);
   const podsOf = async (component: string) =>
     (await items('pods', '-n', SERVICE_NS, '-l', `app.kubernetes.io/name=${component}`)).filter(
       (p) => !p.metadata.deletionTimestamp,
@@ -120,10 +86,6 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
   const imageOf = (pod: KubeItem) => pod.spec?.containers?.[0]?.image;
 
   beforeAll(async () => {
-    const support = await nodeSupport([PAUSE_IMAGE, IMAGE]);
-    if (!support.ok) throw new Error(`tier 4 needs a machine that can run a node: ${support.reason}`);
-    workDir = await mkdtemp(join(tmpdir(), 'tier4-upgrade-'));
-
     // The earlier commit: its tree in a worktree, its image built once and kept (a later run reuses it).
     const sha = await execFileAsync('git', [
       '-C',
@@ -141,50 +103,13 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
       );
     }
     oldImage = `gitops-service:upgrade-from-${sha.slice(0, 12)}`;
-    worktree = join(workDir, 'from');
+    treeDir = await mkdtemp(join(tmpdir(), 'tier4-upgrade-from-'));
+    worktree = join(treeDir, 'tree');
     await execFileAsync('git', ['-C', repoRoot, 'worktree', 'add', '--detach', worktree, sha]);
     await buildImageOnce(worktree, oldImage, sha.slice(0, 12));
 
-    cluster = await startCluster({ images: [IMAGE, oldImage], log });
-    postgres = await startPostgres({
-      forceEmbedded: true,
-      podNetwork: { address: NODE_GATEWAY, subnet: NODE_SUBNET },
-      log,
-    });
-    const admin = new pg.Client({ connectionString: postgres.url });
-    await admin.connect();
-    await admin.query('CREATE DATABASE gitops');
-    await admin.end();
-    const hostUrl = new URL(postgres.url);
-    databaseUrl = `postgres://${hostUrl.username}:${hostUrl.password}@${NODE_GATEWAY}:${hostUrl.port}/gitops`;
-    argoCd = await startArgoCd({
-      kubeconfigPath: cluster.kubeconfigPath,
-      namespace: ARGOCD_NS,
-      workDir: join(workDir, 'argocd'),
-      reconciliationSeconds: 5,
-      onLine: log,
-    });
-
-    // Version N-1 installed as its own commit documented it: the Secrets, then its overlay with its image.
-    await kubectl('create', 'namespace', SERVICE_NS);
-    await kubectl(
-      'create',
-      'secret',
-      'generic',
-      'gitops-service-database',
-      '-n',
-      SERVICE_NS,
-      `--from-literal=url=${databaseUrl}`,
-    );
-    await kubectl(
-      'create',
-      'secret',
-      'generic',
-      'gitops-service-encryption',
-      '-n',
-      SERVICE_NS,
-      `--from-literal=keys=k1=${randomBytes(32).toString('base64')}`,
-    );
+    env = await startServiceCluster({ images: [IMAGE, oldImage], name: 'tier4-upgrade', log });
+    // Version N-1 installed as its own commit documented it: its overlay, with its image.
     const oldOverlay = join(worktree, 'manifests/overlays/upgrade-from');
     await mkdir(oldOverlay, { recursive: true });
     await writeFile(
@@ -207,18 +132,16 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
         files[`${path}/config.yaml`] = manifest.configMap(`cm-${i}`, { value: `${path}@0` });
       }
     }
-    repo = await createGitRepo(join(workDir, 'git'), 'upgrade', files);
+    repo = await createGitRepo(join(env.workDir, 'git'), 'upgrade', files);
     tenant = `upgrade-${randomBytes(3).toString('hex')}`;
     await kubectl('create', 'namespace', tenant);
   });
 
   afterAll(async () => {
-    await argoCd?.stop();
-    await cluster?.stop();
-    await postgres?.stop();
+    await env?.stop();
     if (worktree)
       await execFileAsync('git', ['-C', repoRoot, 'worktree', 'remove', '--force', worktree]).catch(() => {});
-    if (workDir) await rm(workDir, { recursive: true, force: true });
+    if (treeDir) await rm(treeDir, { recursive: true, force: true });
   });
 
   it(`version N-1 (${FROM}) runs on the node and deploys`, async () => {
@@ -295,7 +218,7 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
     assert.deepEqual([...errorsSeen], [], 'no GitOpsDeployment reported ErrorOccurred at any time');
 
     // Nothing waits, runs or failed in the database, and its schema is HEAD's.
-    const url = new URL(postgres.url);
+    const url = new URL(env.postgres.url);
     url.pathname = '/gitops';
     const db = new pg.Client({ connectionString: url.toString() });
     await db.connect();
@@ -347,15 +270,7 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
         assert.match(answer.revision, /^[0-9a-f]{12}(-dirty)?$/, 'the commit the image was built from');
       }
     }
-    const agents = await readyPods('gitops-cluster-agent');
-    const active = await Promise.all(
-      agents.map(async (pod) =>
-        /"msg":"active agent of this engine instance"/.test(
-          await kubectl('logs', '-n', SERVICE_NS, pod.metadata.name, '--tail=-1'),
-        ),
-      ),
-    );
-    assert.equal(active.filter(Boolean).length, 1, 'one active agent, one standby');
+    assert.equal(await env.activeAgents(), 1, 'one active agent, one standby');
   });
 
   /** Creates `d-<next>` from `cm/<next>`; false once the pool of folders is used up. */
@@ -363,7 +278,7 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
     const index = live.size + gone.length;
     if (index >= POOL) return false;
     const path = `cm/${index}`;
-    const file = join(workDir, `d-${index}.json`);
+    const file = join(env.workDir, `d-${index}.json`);
     await writeFile(
       file,
       JSON.stringify({
@@ -374,7 +289,7 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
       }),
     );
     const created = JSON.parse(await kubectl('create', '-f', file, '-o', 'json')) as KubeItem;
-    live.set(`d-${index}`, { index, uid: created.metadata.uid, path });
+    live.set(`d-${index}`, { index, uid: created.metadata.uid ?? '', path });
     return true;
   }
 

@@ -1,0 +1,166 @@
+/**
+ * What the tier 4 node tests share: a control plane with a real node (images imported from the local Docker
+ * engine), PostgreSQL reachable from Pods on the node network's gateway with a `gitops` database, a real
+ * Argo CD in `gitops-service-argocd`, and the service's namespace with the two Secrets an operator creates
+ * before applying an overlay (docs/testing.md, tier 4). Driven with kubectl, as a user would.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import {
+  type ArgoCd,
+  type Cluster,
+  NODE_GATEWAY,
+  NODE_SUBNET,
+  nodeSupport,
+  PAUSE_IMAGE,
+  type PostgresServer,
+  startArgoCd,
+  startCluster,
+  startPostgres,
+} from '@gitops/local-env';
+import pg from 'pg';
+
+const execFileAsync = promisify(execFile);
+export const SERVICE_NS = 'gitops-service';
+export const ARGOCD_NS = 'gitops-service-argocd';
+
+export interface KubeItem {
+  metadata: { name: string; namespace?: string; deletionTimestamp?: string; uid?: string };
+  spec?: { containers?: { image: string }[]; source?: { path?: string } };
+  status?: Record<string, unknown> & {
+    conditions?: { type: string; status: string; message?: string }[];
+    phase?: string;
+    podIP?: string;
+    sync?: { status?: string; revision?: string };
+    health?: { status?: string };
+    containerStatuses?: { ready?: boolean; restartCount?: number }[];
+  };
+  data?: Record<string, string>;
+}
+
+export interface ServiceCluster {
+  readonly cluster: Cluster;
+  readonly postgres: PostgresServer;
+  readonly argoCd: ArgoCd;
+  /** A folder of this run's own, removed by stop(). */
+  readonly workDir: string;
+  /** The `gitops` database as the Pods reach it (the Secret gitops-service-database). */
+  readonly databaseUrl: string;
+  /** The Secret gitops-service-encryption's `keys`. */
+  readonly encryptionKeys: string;
+  kubectl(...args: string[]): Promise<string>;
+  getJson<T = KubeItem>(...args: string[]): Promise<T>;
+  items(...args: string[]): Promise<KubeItem[]>;
+  /** The Running and Ready Pods of a selector, without those being deleted. */
+  readyPods(namespace: string, selector: string): Promise<KubeItem[]>;
+  /** How many of the ready cluster-agent Pods are the engine instance's active agent (by their log). */
+  activeAgents(): Promise<number>;
+  stop(): Promise<void>;
+}
+
+/** True when the object has a condition of that type with status True. */
+export const isTrue = (item: KubeItem, type: string): boolean =>
+  item.status?.conditions?.some((c) => c.type === type && c.status === 'True') ?? false;
+
+/**
+ * Starts the pieces (failing, never skipping, on a machine that cannot run a node) with `images` imported
+ * into the node. Nothing of the service is applied yet.
+ */
+export async function startServiceCluster(options: {
+  images: string[];
+  name: string;
+  log: (line: string) => void;
+}): Promise<ServiceCluster> {
+  const support = await nodeSupport([PAUSE_IMAGE, ...options.images]);
+  if (!support.ok) throw new Error(`tier 4 needs a machine that can run a node: ${support.reason}`);
+  const workDir = await mkdtemp(join(tmpdir(), `${options.name}-`));
+  // What has started, stopped in reverse order by stop() or when a later start fails.
+  const started: (() => Promise<void>)[] = [() => rm(workDir, { recursive: true, force: true })];
+  const stopAll = async () => {
+    for (const stop of started.reverse()) await stop().catch(() => {});
+  };
+  try {
+    const cluster = await startCluster({ images: options.images, log: options.log });
+    started.push(() => cluster.stop());
+    // The Pods reach the host's PostgreSQL on the node network's gateway.
+    const postgres = await startPostgres({
+      forceEmbedded: true,
+      podNetwork: { address: NODE_GATEWAY, subnet: NODE_SUBNET },
+      log: options.log,
+    });
+    started.push(() => postgres.stop());
+    const admin = new pg.Client({ connectionString: postgres.url });
+    await admin.connect();
+    await admin.query('CREATE DATABASE gitops');
+    await admin.end();
+    const hostUrl = new URL(postgres.url);
+    const databaseUrl = `postgres://${hostUrl.username}:${hostUrl.password}@${NODE_GATEWAY}:${hostUrl.port}/gitops`;
+    const encryptionKeys = `k1=${randomBytes(32).toString('base64')}`;
+    const argoCd = await startArgoCd({
+      kubeconfigPath: cluster.kubeconfigPath,
+      namespace: ARGOCD_NS,
+      workDir: join(workDir, 'argocd'),
+      reconciliationSeconds: 5,
+      onLine: options.log,
+    });
+    started.push(() => argoCd.stop());
+    return await connect({ cluster, postgres, argoCd, workDir, databaseUrl, encryptionKeys, stop: stopAll });
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}
+
+async function connect(
+  pieces: Pick<
+    ServiceCluster,
+    'cluster' | 'postgres' | 'argoCd' | 'workDir' | 'databaseUrl' | 'encryptionKeys' | 'stop'
+  >,
+): Promise<ServiceCluster> {
+  const { cluster, databaseUrl, encryptionKeys } = pieces;
+  const kubectl = async (...args: string[]) =>
+    (
+      await execFileAsync(cluster.node.kubectl, ['--kubeconfig', cluster.kubeconfigPath, ...args], {
+        maxBuffer: 64 * 1024 * 1024,
+      })
+    ).stdout;
+  const getJson = async <T = KubeItem>(...args: string[]): Promise<T> =>
+    JSON.parse(await kubectl('get', '-o', 'json', ...args)) as T;
+  const items = async (...args: string[]) => (await getJson<{ items: KubeItem[] }>(...args)).items;
+
+  // What an operator does before applying an overlay: the namespace and the two Secrets.
+  await kubectl('create', 'namespace', SERVICE_NS);
+  for (const [secret, value] of [
+    ['gitops-service-database', `url=${databaseUrl}`],
+    ['gitops-service-encryption', `keys=${encryptionKeys}`],
+  ] as const) {
+    await kubectl('create', 'secret', 'generic', secret, '-n', SERVICE_NS, `--from-literal=${value}`);
+  }
+
+  const readyPods = async (namespace: string, selector: string) =>
+    (await items('pods', '-n', namespace, '-l', selector)).filter(
+      (p) => !p.metadata.deletionTimestamp && p.status?.phase === 'Running' && isTrue(p, 'Ready'),
+    );
+  return {
+    ...pieces,
+    kubectl,
+    getJson,
+    items,
+    readyPods,
+    async activeAgents() {
+      const agents = await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-cluster-agent');
+      const active = await Promise.all(
+        agents.map(async (pod) =>
+          /"msg":"active agent of this engine instance"/.test(
+            await kubectl('logs', '-n', SERVICE_NS, pod.metadata.name, '--tail=-1'),
+          ),
+        ),
+      );
+      return active.filter(Boolean).length;
+    },
+  };
+}
