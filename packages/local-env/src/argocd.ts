@@ -205,6 +205,24 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
   for (const [host, pem] of Object.entries(options.trustedCertificates ?? {})) {
     await writeFile(join(tlsDir, host), pem);
   }
+  // The repo-server runs `kustomize build <dir>` for a folder with a kustomization.yaml (an Argo CD image
+  // ships the binary). Without one on PATH, kubectl's built-in kustomize does the same build; a real
+  // kustomize on PATH comes first.
+  const shimDir = join(workDir, 'kustomize-shim');
+  await mkdir(shimDir, { recursive: true });
+  await writeFile(
+    join(shimDir, 'kustomize'),
+    [
+      '#!/bin/sh',
+      'case "$1" in',
+      '  build) shift; exec kubectl kustomize "$@" ;;',
+      '  version) kubectl version --client -o json | sed -n \'s/.*"kustomizeVersion": *"\\([^"]*\\)".*/\\1/p\' ;;',
+      '  *) echo "kustomize shim: only build and version" >&2; exit 1 ;;',
+      'esac',
+      '',
+    ].join('\n'),
+    { mode: 0o755 },
+  );
 
   const processes: ManagedProcess[] = [];
   const stop = async () => {
@@ -307,7 +325,7 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
     );
 
     common = {
-      PATH: [join(binary, '..'), process.env.PATH ?? ''].join(delimiter),
+      PATH: [join(binary, '..'), process.env.PATH ?? '', shimDir].join(delimiter),
       HOME: workDir,
       TMPDIR: tmpDir,
       KUBECONFIG: options.kubeconfigPath,

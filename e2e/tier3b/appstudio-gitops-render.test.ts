@@ -1,0 +1,257 @@
+/**
+ * Tier 3b, issue 23: promotion that works on its own. Nobody plays App Studio's application service: the
+ * backend renders each Snapshot into the Application's GitOps repository (the local HTTPS Git server, push
+ * over `git http-backend` with basic auth, credentials from the tenant's RepositoryCredential), the binding
+ * turns the commit into GitOpsDeployments, a real Argo CD deploys them, and the PromotionRun completes when
+ * they are Synced and Healthy at that commit. The component is a suspended CronJob (its health needs no
+ * Pods; tier 3b has no node) whose image the overlays pin; each environment's overlay names it `web-<env>`.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { AppStudioKinds, type KindDescriptor } from '@gitops/api';
+import { createGitRepo, type GitRepo, type GitServer, startGitServer } from '@gitops/local-env';
+import { collectionPath, type KubeObject } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { create, GROUP_VERSION, get, list, remove } from '../fixture/kube.ts';
+import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
+
+const exec = promisify(execFile);
+const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+/** The Application annotation that asks the service to render its GitOps repository (packages/appstudio README). */
+const RENDER_ANNOTATION = 'managed-gitops.redhat.com/render-gitops-repository';
+const PASSWORD = 'tier3b-render-Pa55-feed';
+const IMAGE = 'images.example/shop/web';
+const DIGEST = { s1: `sha256:${'a1'.repeat(32)}`, s2: `sha256:${'b2'.repeat(32)}` } as const;
+const ENVIRONMENTS = ['dev', 'staging', 'prod'] as const;
+
+const overlay = (env: string) =>
+  [
+    'resources:',
+    '  - ../../base',
+    `nameSuffix: -${env}`,
+    ...(env === 'dev'
+      ? [
+          'generatorOptions:',
+          '  disableNameSuffixHash: true',
+          'configMapGenerator:',
+          '  - name: web-environment',
+          '    literals: []',
+        ]
+      : []),
+    '',
+  ].join('\n');
+
+describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD, HTTPS push)', () => {
+  let git: GitServer;
+  let f: RealSystem;
+  let tenant: string;
+  let repo: GitRepo;
+
+  const path = (kind: KindDescriptor, name = '') =>
+    `${collectionPath({ ...kind.resource, namespace: tenant })}${name ? `/${name}` : ''}`;
+  const createObject = (kind: KindDescriptor, name: string, body: Record<string, unknown>) => {
+    const { metadata = {}, ...rest } = body as { metadata?: Record<string, unknown> };
+    return create(f.system.kc, path(kind), {
+      apiVersion: kind.apiVersion,
+      kind: kind.kind,
+      metadata: { ...metadata, name, namespace: tenant, labels: { [SHARD_LABEL]: f.system.shard } },
+      ...rest,
+    });
+  };
+  const bareGit = async (...args: string[]) =>
+    (
+      await exec('git', ['-C', repo.bareDir, ...args], {
+        env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' },
+      })
+    ).stdout.trim();
+  const completed = (name: string) =>
+    eventually(
+      `PromotionRun ${name} Complete`,
+      async () => {
+        const r = await get(f.system.kc, path(AppStudioKinds.PromotionRun, name));
+        return (r?.status as { state?: string } | undefined)?.state === 'Complete' ? r : undefined;
+      },
+      CONVERGE_MS * 2,
+    );
+  const promote = (name: string, snapshot: string, spec: Record<string, unknown>) =>
+    createObject(AppStudioKinds.PromotionRun, name, { spec: { snapshot, application: 'shop', ...spec } });
+
+  /** What a user checks after a step: the commit, the deployed image, the deployment at that commit. */
+  async function deployedAt(env: string, snapshot: 's1' | 's2', run: string): Promise<void> {
+    const binding = await get(
+      f.system.kc,
+      path(AppStudioKinds.SnapshotEnvironmentBinding, `shop-${env}-generated-binding`),
+    );
+    const components = (
+      (binding?.status ?? {}) as { components?: { gitopsRepository: { commitID: string; path: string } }[] }
+    ).components;
+    const commit = components?.[0]?.gitopsRepository.commitID ?? '';
+    assert.equal(components?.[0]?.gitopsRepository.path, `components/web/overlays/${env}`);
+    // The commit is in the repository, says what it promoted, and pins the image by digest.
+    const message = await bareGit('log', '-1', '--format=%B', commit);
+    assert.match(message, new RegExp(`^Promote Snapshot ${snapshot} to Environment ${env}\\n`));
+    assert.match(message, new RegExp(`By: PromotionRun ${run}\\n`));
+    assert.match(
+      await bareGit('show', `${commit}:components/web/overlays/${env}/kustomization.yaml`),
+      new RegExp(`- name: ${IMAGE}\\n {4}digest: ${DIGEST[snapshot]}`),
+    );
+    // The deployment reached that commit (or a later one: the next environment's commit) and the image runs.
+    const deployment = await get(
+      f.system.kc,
+      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeployments/shop-${env}-generated-binding-shop-${env}-web`,
+    );
+    const sync = ((deployment?.status ?? {}) as { sync?: { status?: string; revision?: string } }).sync;
+    assert.equal(sync?.status, 'Synced');
+    assert.equal(
+      await exec('git', [
+        '-C',
+        repo.bareDir,
+        'merge-base',
+        '--is-ancestor',
+        commit,
+        sync?.revision ?? '',
+      ]).then(
+        () => true,
+        () => false,
+      ),
+      true,
+    );
+    const cronJob = await eventually(
+      `CronJob web-${env} with the ${snapshot} image`,
+      async () => {
+        const cj = await get(f.system.kc, `/apis/batch/v1/namespaces/${tenant}/cronjobs/web-${env}`);
+        const image = (
+          cj?.spec as { jobTemplate: { spec: { template: { spec: { containers: { image: string }[] } } } } }
+        )?.jobTemplate.spec.template.spec.containers[0]?.image;
+        return image === `${IMAGE}@${DIGEST[snapshot]}` ? cj : undefined;
+      },
+      CONVERGE_MS,
+    );
+    assert.ok(cronJob);
+  }
+
+  const stepsOf = (run: KubeObject) =>
+    (
+      (run.status as { environmentStatus: { environmentName: string; status: string }[] })
+        .environmentStatus ?? []
+    ).map((s) => `${s.environmentName}:${s.status}`);
+
+  beforeAll(async () => {
+    git = await startGitServer();
+    f = await startRealSystem({
+      trustedCertificates: { '127.0.0.1': await readFile(git.caFile, 'utf8') },
+      caFile: git.caFile,
+    });
+    tenant = await f.given.tenant('render');
+    const files: Record<string, string> = {
+      'components/web/base/kustomization.yaml': 'resources:\n  - cronjob.yaml\n',
+      'components/web/base/cronjob.yaml': [
+        'apiVersion: batch/v1',
+        'kind: CronJob',
+        'metadata: {name: web}',
+        'spec:',
+        '  suspend: true',
+        '  schedule: "0 0 1 1 *"',
+        '  jobTemplate:',
+        '    spec:',
+        '      template:',
+        '        spec:',
+        '          restartPolicy: Never',
+        `          containers: [{name: web, image: "${IMAGE}:base"}]`,
+        '',
+      ].join('\n'),
+    };
+    for (const env of ENVIRONMENTS) files[`components/web/overlays/${env}/kustomization.yaml`] = overlay(env);
+    repo = await createGitRepo(git.reposDir, 'shop-gitops', files);
+    git.setPassword('shop-gitops', 'jane', PASSWORD);
+    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
+      metadata: { name: 'git-creds' },
+      type: 'managed-gitops.redhat.com/repository-credential',
+      stringData: { username: 'jane', password: PASSWORD },
+    });
+    await create(
+      f.system.kc,
+      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentrepositorycredentials`,
+      {
+        apiVersion: GROUP_VERSION,
+        kind: 'GitOpsDeploymentRepositoryCredential',
+        metadata: { name: 'shop-gitops', labels: { [SHARD_LABEL]: f.system.shard } },
+        spec: { repository: git.url('shop-gitops'), secret: 'git-creds' },
+      },
+    );
+    await createObject(AppStudioKinds.Application, 'shop', {
+      metadata: { annotations: { [RENDER_ANNOTATION]: 'true' } },
+      spec: { displayName: 'shop', gitOpsRepository: { url: git.url('shop-gitops'), branch: 'main' } },
+    });
+    await createObject(AppStudioKinds.Component, 'web', {
+      spec: { componentName: 'web', application: 'shop' },
+    });
+    for (const [i, env] of ENVIRONMENTS.entries())
+      await createObject(AppStudioKinds.Environment, env, {
+        spec: {
+          displayName: env,
+          deploymentStrategy: 'AppStudioAutomated',
+          ...(i > 0 ? { parentEnvironment: ENVIRONMENTS[i - 1] } : {}),
+          ...(env === 'dev' ? { configuration: { env: [{ name: 'MODE', value: 'development' }] } } : {}),
+        },
+      });
+    for (const snapshot of ['s1', 's2'] as const)
+      await createObject(AppStudioKinds.Snapshot, snapshot, {
+        spec: {
+          application: 'shop',
+          components: [{ name: 'web', containerImage: `${IMAGE}:${snapshot}@${DIGEST[snapshot]}` }],
+        },
+      });
+  });
+
+  afterAll(async () => {
+    for (const b of (await list(f.system.kc, path(AppStudioKinds.SnapshotEnvironmentBinding)).catch(
+      () => [],
+    )) as KubeObject[])
+      await remove(f.system.kc, path(AppStudioKinds.SnapshotEnvironmentBinding, b.metadata.name));
+    await eventually(
+      'the generated GitOpsDeployments to be gone',
+      async () =>
+        (await list(f.system.kc, `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeployments`)).length ===
+        0
+          ? true
+          : undefined,
+      120_000,
+    ).catch(() => {});
+    await f?.stop();
+    await git?.stop();
+  });
+
+  it('Snapshot s1 goes dev → staging → prod by automated promotion, each step a commit that Argo CD deploys', async () => {
+    await promote('shop-s1', 's1', { automatedPromotion: { initialEnvironment: 'dev' } });
+    const run = await completed('shop-s1');
+    assert.equal((run.status as { completionResult?: string }).completionResult, 'Success');
+    assert.deepEqual(stepsOf(run), ['dev:Success', 'staging:Success', 'prod:Success']);
+    for (const env of ENVIRONMENTS) await deployedAt(env, 's1', 'shop-s1');
+    // The overlay that has a configMapGenerator for it deploys the Environment's variables.
+    const cm = await f.expect.object(tenant, 'ConfigMap', 'web-environment-dev');
+    assert.equal(cm.data?.MODE, 'development');
+  });
+
+  it('Snapshot s2 the same way replaces the image everywhere', async () => {
+    await promote('shop-s2', 's2', { automatedPromotion: { initialEnvironment: 'dev' } });
+    const run = await completed('shop-s2');
+    assert.equal((run.status as { completionResult?: string }).completionResult, 'Success');
+    assert.deepEqual(stepsOf(run), ['dev:Success', 'staging:Success', 'prod:Success']);
+    for (const env of ENVIRONMENTS) await deployedAt(env, 's2', 'shop-s2');
+  });
+
+  it('rollback is a promotion: s1 to prod renders its image again and deploys it, the others keep s2', async () => {
+    await promote('shop-rollback-prod', 's1', { manualPromotion: { targetEnvironment: 'prod' } });
+    const run = await completed('shop-rollback-prod');
+    assert.equal((run.status as { completionResult?: string }).completionResult, 'Success');
+    assert.deepEqual(stepsOf(run), ['prod:Success']);
+    await deployedAt('prod', 's1', 'shop-rollback-prod');
+    await deployedAt('staging', 's2', 'shop-s2');
+    // The password went nowhere: no process log line carries it.
+    assert.equal(f.logs.filter((l) => l.includes(PASSWORD)).length, 0);
+  });
+});
