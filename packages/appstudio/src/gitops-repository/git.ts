@@ -99,6 +99,10 @@ export interface WorkTree {
   readonly dir: string;
   /** The commit the branch pointed at when fetched (or last committed here). */
   head(): Promise<string>;
+  /** The object `rev:path` names (a tree's hash), or undefined when there is none. */
+  objectAt(rev: string, path: string): Promise<string | undefined>;
+  /** Whether commit `a` is an ancestor of (or equal to) commit `b`; false when either is unknown here. */
+  isAncestor(a: string, b: string): Promise<boolean>;
   /** Stages everything; commits when something changed. Returns the new commit, or undefined. */
   commitAll(message: string): Promise<string | undefined>;
   /** Pushes HEAD to the branch; throws GitError (`conflict` when someone pushed first). */
@@ -225,6 +229,13 @@ export async function checkout(
   return {
     dir,
     head: () => git('git rev-parse', ['rev-parse', 'HEAD']),
+    async objectAt(rev, path) {
+      const out = await run(['rev-parse', '--verify', '-q', `${rev}:${path}`], dir);
+      return out.code === 0 ? out.stdout.trim() : undefined;
+    },
+    async isAncestor(a, b) {
+      return (await run(['merge-base', '--is-ancestor', a, b], dir)).code === 0;
+    },
     async commitAll(message) {
       await git('git add', ['add', '-A']);
       if ((await git('git status', ['status', '--porcelain'])) === '') return undefined;

@@ -224,6 +224,69 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
     }
   }
 
+  /**
+   * Argo CD syncs a branch's head: when someone commits to the branch after our render (another
+   * environment's promotion, another application), the deployment reports that later commit and would never
+   * match our `commitID`. When the later commit has the render in its history and the component's base and
+   * this environment's overlay are the same there, what is deployed is what we rendered: the component's
+   * `commitID` follows it (so a PromotionRun waiting for "Synced and Healthy at that commit" completes).
+   */
+  async function followLaterCommits(
+    binding: KubeObject,
+    repo: GitOpsRepository,
+    logger: Logger,
+  ): Promise<ReconcileResult | undefined> {
+    const status = statusOf(binding);
+    const environment = text(specOf(binding).environment);
+    const deployed = new Map(
+      list(status.gitopsDeployments).map((d) => [text(record(d).componentName), text(record(d).commitID)]),
+    );
+    const components = list(status.components).map(record);
+    const drifted = components.filter((c) => {
+      const revision = deployed.get(text(c.name)) ?? '';
+      return revision !== '' && revision !== text(record(c.gitopsRepository).commitID);
+    });
+    if (drifted.length === 0) return undefined;
+    let tree: Awaited<ReturnType<typeof checkout>> | undefined;
+    try {
+      tree = await checkout(
+        repo.url,
+        repo.branch,
+        await credentialsFor(binding.metadata.namespace ?? '', repo.url),
+      );
+      let changed = false;
+      const next: Json[] = [];
+      for (const c of components) {
+        const name = text(c.name);
+        const source = record(c.gitopsRepository);
+        const ours = text(source.commitID);
+        const theirs = deployed.get(name) ?? '';
+        let same = false;
+        if (theirs !== '' && theirs !== ours && (await tree.isAncestor(ours, theirs))) {
+          same = true;
+          for (const path of [basePath(repo, name), overlayPath(repo, name, environment)])
+            if ((await tree.objectAt(ours, path)) !== (await tree.objectAt(theirs, path))) same = false;
+        }
+        next.push(same ? { ...c, gitopsRepository: { ...source, commitID: theirs } } : c);
+        changed ||= same;
+      }
+      if (changed) {
+        logger.info('the branch moved on without changing the render; following the deployed commit');
+        await writeStatus(binding, { components: next });
+      }
+    } catch (err) {
+      // Only a convenience for the PromotionRun: the next status change or resync looks again.
+      if (err instanceof GitError || err instanceof RenderProblem || isConflict(err)) {
+        logger.debug({ err }, 'could not compare the deployed commit with the render');
+        return undefined;
+      }
+      throw err;
+    } finally {
+      await tree?.dispose();
+    }
+    return undefined;
+  }
+
   async function writeStatus(binding: KubeObject, patch: Json): Promise<void> {
     const status = statusOf(binding);
     if (Object.entries(patch).every(([k, v]) => JSON.stringify(status[k] ?? null) === JSON.stringify(v)))
@@ -336,7 +399,8 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
     const own = parseConditions(statusOf(binding).gitopsRepoConditions).some(
       (c) => c.type === RepoCondition.type && c.status === 'True',
     );
-    if (rendered.get(key) === fingerprint && own && state.state === 'ready') return undefined;
+    if (rendered.get(key) === fingerprint && own && state.state === 'ready')
+      return followLaterCommits(binding, repo, logger);
 
     const promotionRun = promotionRunOf(binding);
     let result: { commit: string; pushed: boolean };
@@ -420,11 +484,13 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
     informer: deps.bindings,
     alsoReads: [deps.applications, deps.environments, deps.promotionRuns],
     reconcile,
-    // Spec changes (a new snapshot, components) and resyncs; status writes (ours and the binding
-    // feature's) are not a reason to render.
+    // Spec changes (a new snapshot, components), resyncs, and the deployments' revisions (to follow later
+    // commits); other status writes are not a reason to look.
     needsReconcile: (a, b) =>
       a.metadata.resourceVersion === b.metadata.resourceVersion ||
-      a.metadata.generation !== b.metadata.generation,
+      a.metadata.generation !== b.metadata.generation ||
+      JSON.stringify(statusOf(a).gitopsDeployments ?? null) !==
+        JSON.stringify(statusOf(b).gitopsDeployments ?? null),
     watch: (enqueue) => {
       const byApplication = (app: KubeObject) => {
         for (const b of bindingsWhere(

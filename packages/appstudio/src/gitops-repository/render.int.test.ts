@@ -324,6 +324,29 @@ describe('rendering a Snapshot into the GitOps repository', () => {
     );
   });
 
+  it("follows a later commit that leaves the render as it was, so the deployment at the branch's head counts", async () => {
+    // shop-dev was rendered earlier; other environments' renders moved the branch on since.
+    const b = await get('shop-dev');
+    const ours = (statusOf(b).components as { gitopsRepository: { commitID: string } }[])[0]?.gitopsRepository
+      .commitID;
+    const head = await repo.head();
+    assert.notEqual(ours, head);
+    // Playing the core: Argo CD synced the branch's head.
+    await f.patch(
+      Kind.GitOpsDeployment,
+      ns,
+      'shop-dev-shop-dev-web',
+      { status: { sync: { status: 'Synced', revision: head }, health: { status: 'Healthy' } } },
+      'status',
+    );
+    await eventually('the component commitID to follow the deployed head', async () => {
+      const x = await get('shop-dev');
+      const commit = (statusOf(x).components as { gitopsRepository: { commitID: string } }[])[0]
+        ?.gitopsRepository.commitID;
+      return commit === head ? true : undefined;
+    });
+  });
+
   it('stays out of the way of another writer of status.components, and of Applications that do not ask', async () => {
     await environment('elsewhere');
     await binding('shop-elsewhere', 'elsewhere', 's1');
