@@ -11,6 +11,7 @@ import { API_GROUP_VERSION, Label, PlacementMessage } from '@gitops/api';
 import { repositoryCredential } from '@gitops/api/testing';
 import {
   type ApplicationRow,
+  completeApplicationRelease,
   type EngineInstanceRow,
   getApplicationByName,
   getClusterUserByNamespaceUid,
@@ -347,6 +348,42 @@ describe('tenant placement on engine instances', () => {
     } finally {
       await f.stopBackend(renewing);
     }
+  });
+
+  test('a deployment deleted while a move releases its Argo CD Application is deleted once released, by its new instance (which prunes)', async () => {
+    const tenant = await f.createNamespace('release-delete', { [Label.EngineInstance]: own.name });
+    const application = await applicationOf(await f.createDeployment(tenant.name, 'a', spec));
+    assert.equal(application.engine_instance_id, own.id);
+    await labelNamespace(tenant.name, other.name);
+    const moved = await eventually('the move', async () => {
+      const row = await getApplicationByName(f.db, application.name);
+      return row?.releasing_engine_instance_id === own.id ? row : undefined;
+    });
+    assert.equal(moved.engine_instance_id, other.id);
+
+    // Deleted while `own` still holds (and may be releasing) the old Application: nothing is deleted yet, as
+    // nothing could prune the resources if the release had already removed Argo CD's finalizer.
+    await f.deleteDeployment(tenant.name, 'a');
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    assert.ok(await getApplicationByName(f.db, application.name), 'the row waits for the release');
+
+    // `own`'s agent released it (what the agent does, done here: no agent runs in this test).
+    assert.ok(await completeApplicationRelease(f.db, application.id, own.id));
+    await eventually('the row deleted after the release', async () =>
+      (await getApplicationByName(f.db, application.name)) ? undefined : true,
+    );
+    const deletes = await f.db
+      .selectFrom('operation')
+      .select(['engine_instance_id', 'owner_name'])
+      .where('resource_type', '=', 'Application')
+      .where('resource_id', '=', application.id)
+      .where('owner_name', '=', 'a')
+      .where('state', '=', 'Waiting')
+      .execute();
+    assert.ok(
+      deletes.some((o) => o.engine_instance_id === other.id),
+      'the delete goes to the instance that now holds the Application',
+    );
   });
 
   test("a tenant's repository credentials go to its instance", async () => {

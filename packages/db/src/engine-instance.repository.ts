@@ -109,13 +109,16 @@ export async function placeTenant(
    */
   tenantClusterIdentity?: string,
 ): Promise<Placement> {
+  // The tenant row is locked (KEY SHARE, the weakest lock) while its placement is read, so this transaction
+  // and a move (moveTenant locks it FOR UPDATE) never interleave: what is written here for the tenant's
+  // instance is either seen and moved by the move, or written after it to the new instance.
   const placedOn = () =>
     trx
-      .selectFrom('engine_instance')
-      .selectAll()
-      .where('id', '=', (eb) =>
-        eb.selectFrom('cluster_user').select('engine_instance_id').where('id', '=', clusterUserId),
-      )
+      .selectFrom('cluster_user as u')
+      .innerJoin('engine_instance as ei', 'ei.id', 'u.engine_instance_id')
+      .selectAll('ei')
+      .where('u.id', '=', clusterUserId)
+      .forKeyShare('u')
       .executeTakeFirst();
   const current = await placedOn();
   if (current) return { placed: current };

@@ -216,6 +216,36 @@ describe('moving a tenant', () => {
     ]);
   });
 
+  test('an application written for the tenant while a move runs is moved too: placement and move never interleave', async () => {
+    const a = await givenEngineInstance(testDb.db, 'race-a');
+    const b = await givenEngineInstance(testDb.db, 'race-b');
+    const tenant = await placedTenant(a);
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let placedSeen!: (id: string) => void;
+    const placed = new Promise<string>((resolve) => {
+      placedSeen = resolve;
+    });
+    // A reconcile: reads the tenant's instance, then (slowly) writes an application there.
+    const writer = testDb.db.transaction().execute(async (trx) => {
+      const placement = await placeTenant(trx, tenant.id, undefined);
+      assert.ok('placed' in placement);
+      placedSeen(placement.placed.id);
+      await held;
+      return await givenApplication(trx, { clusterUser: tenant, engineInstance: placement.placed });
+    });
+    assert.equal(await placed, a.id);
+    // The move starts meanwhile; it must not pass the reconcile.
+    const mover = move(tenant.id, b);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    release();
+    const app = await writer;
+    await mover;
+    assert.equal((await getApplication(testDb.db, app.id))?.engine_instance_id, b.id);
+  });
+
   test('a tenant not placed yet is not moved', async () => {
     const b = await givenEngineInstance(testDb.db, 'unplaced-b');
     const tenant = await givenClusterUser(testDb.db);

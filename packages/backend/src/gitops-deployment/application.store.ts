@@ -49,37 +49,49 @@ export interface DeletedApplication {
   operationId: string;
 }
 
+/** What deleteMappedApplications did. */
+export interface MappedDeletes {
+  deleted: DeletedApplication[];
+  /**
+   * Applications left for now because the engine instance their tenant left is releasing their Argo CD
+   * Application (a move): deleting the row then would leave the resources with no Argo CD to prune them.
+   * The caller looks again shortly (RELEASE_WAIT_MS); the release takes about a second.
+   */
+  waitingForRelease: number;
+}
+
+/** How soon a delete that waits for a release looks again. */
+export const RELEASE_WAIT_MS = 1_000;
+
 /**
  * Deletes the applications of these mappings (their mappings and states cascade) and announces each
- * delete with an operation owned by the GitOpsDeployment of the mapping.
+ * delete with an operation owned by the GitOpsDeployment of the mapping. An application being released
+ * after a move is deleted only once the release is done (`waitingForRelease`): then its new instance
+ * holds it and deletes it with pruning.
  */
 export async function deleteMappedApplications(
   trx: Transaction<Database>,
   mappings: readonly ApiCrMappingRow[],
-): Promise<DeletedApplication[]> {
+): Promise<MappedDeletes> {
   const deleted: DeletedApplication[] = [];
+  let waitingForRelease = 0;
   for (const mapping of mappings) {
     if (mapping.application_id === null) continue;
     const application = await getApplication(trx, mapping.application_id);
     if (!application) continue;
+    if (application.releasing_engine_instance_id !== null) {
+      waitingForRelease++;
+      continue;
+    }
     await deleteApplication(trx, application.id);
     const owner = { namespace: mapping.cr_namespace, name: mapping.cr_name, uid: mapping.cr_uid };
-    // Deleted during a move: the Argo CD Application is still on the instance the tenant left, and the
-    // delete is done when that one is gone; the new instance is told too (it may have created it meanwhile).
-    const instances = [application.releasing_engine_instance_id, application.engine_instance_id];
-    let operation: OperationRow | undefined;
-    for (const engineInstanceId of instances) {
-      if (engineInstanceId === null) continue;
-      const announced = await insertOperation(trx, {
-        engineInstanceId,
-        resourceType: 'Application',
-        resourceId: application.id,
-        ownerUserId: application.cluster_user_id,
-        ownerCr: { kind: GitOpsDeploymentCr.kind, ...owner },
-      });
-      operation ??= announced.operation;
-    }
-    if (!operation) throw new Error(`application ${application.id} has no engine instance`);
+    const { operation } = await insertOperation(trx, {
+      engineInstanceId: application.engine_instance_id,
+      resourceType: 'Application',
+      resourceId: application.id,
+      ownerUserId: application.cluster_user_id,
+      ownerCr: { kind: GitOpsDeploymentCr.kind, ...owner },
+    });
     deleted.push({
       applicationId: application.id,
       applicationName: application.name,
@@ -87,7 +99,7 @@ export async function deleteMappedApplications(
       operationId: operation.id,
     });
   }
-  return deleted;
+  return { deleted, waitingForRelease };
 }
 
 /** Mappings of GitOpsDeployments with this namespace/name, optionally except the incarnation `keepUid`. */

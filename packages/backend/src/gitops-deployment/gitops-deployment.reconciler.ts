@@ -52,6 +52,7 @@ import {
   type DeletedApplication,
   deleteMappedApplications,
   findDeploymentMappings,
+  RELEASE_WAIT_MS,
   unchangedApplication,
 } from './application.store.ts';
 import { desiredApplicationSpec, parseGitOpsDeploymentSpec } from './desired-application.ts';
@@ -183,8 +184,12 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   }
 
   /** The CR is gone: every application of this name goes, each announced. */
-  async function reconcileGone(namespace: string, name: string, logger: Logger) {
-    const deleted = await db.transaction().execute(async (trx) => {
+  async function reconcileGone(
+    namespace: string,
+    name: string,
+    logger: Logger,
+  ): Promise<ReconcileResult | undefined> {
+    const { deleted, waitingForRelease } = await db.transaction().execute(async (trx) => {
       await GitOpsDeploymentCr.lock(trx, namespace, name);
       return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
     });
@@ -194,6 +199,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
         'application deleted: the GitOpsDeployment is gone',
       );
     }
+    return waitingForRelease > 0 ? { requeueAfter: RELEASE_WAIT_MS } : undefined;
   }
 
   /**
@@ -224,7 +230,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
 
   async function reconcileDeleting(object: KubeObject, logger: Logger): Promise<ReconcileResult | undefined> {
     const { namespace = '', name, uid = '' } = object.metadata;
-    const deleted = await db.transaction().execute(async (trx) => {
+    const { deleted, waitingForRelease } = await db.transaction().execute(async (trx) => {
       await GitOpsDeploymentCr.lock(trx, namespace, name);
       return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
     });
@@ -235,6 +241,8 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       );
     }
     await recordDeletes(object, deleted);
+    // A move's release is on its way: the delete (and so the finalizer) waits for it.
+    if (waitingForRelease > 0) return { requeueAfter: RELEASE_WAIT_MS };
 
     const finalizers = finalizersOf(object);
     if (!finalizers.includes(Finalizer.GitOpsDeploymentResources)) return;
@@ -280,17 +288,21 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     const { namespace = '', name, uid = '' } = object.metadata;
     const deployment = { namespace, name, uid };
 
+    /** Rows of earlier incarnations waiting for a move's release before they can go (looked at again). */
+    let staleWaiting = 0;
     /** Rows of earlier incarnations with the same name (delete-recreate) go in any case. */
     const deleteStale = async () => {
-      const deleted = await db.transaction().execute(async (trx) => {
+      const { deleted, waitingForRelease } = await db.transaction().execute(async (trx) => {
         await GitOpsDeploymentCr.lock(trx, namespace, name);
         return await deleteMappedApplications(
           trx,
           await findDeploymentMappings(trx, namespace, name, { exceptUid: uid }),
         );
       });
+      staleWaiting += waitingForRelease;
       await recordDeletes(object, deleted);
     };
+    const staleLater = () => (staleWaiting > 0 ? { requeueAfter: RELEASE_WAIT_MS } : undefined);
 
     const parsed = parseGitOpsDeploymentSpec(object.spec);
     if (!parsed.ok) {
@@ -301,7 +313,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
         { status: 'error', message: DeploymentErrorMessage.invalidSpec(parsed.problem) },
         logger,
       );
-      return;
+      return staleLater();
     }
     const environmentName = parsed.spec.destination?.environment;
     let managedEnvironmentId: string | undefined;
@@ -316,7 +328,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
           { status: 'error', message: GitOpsDeploymentMessage.ManagedEnvironmentUnusable },
           logger,
         );
-        return;
+        return staleLater();
       }
       managedEnvironmentId = resolved.managedEnvironmentId;
     }
@@ -350,7 +362,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
         .execute(async (trx) => {
           await GitOpsDeploymentCr.lock(trx, namespace, name);
           const mappings = await findDeploymentMappings(trx, namespace, name);
-          const deleted = await deleteMappedApplications(
+          const stale = await deleteMappedApplications(
             trx,
             mappings.filter((m) => m.cr_uid !== uid),
           );
@@ -367,7 +379,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
             },
             mappings.find((m) => m.cr_uid === uid),
           );
-          return { deleted, result };
+          return { stale, result };
         })
         .catch((err: unknown) => {
           if (err instanceof PlacementRefusedError || err instanceof WorkspaceAccessNeededError) return err;
@@ -388,8 +400,9 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       // The instance may be registered or uncordoned, or the label fixed, without any event of ours.
       return { requeueAfter: PLACEMENT_RECHECK_MS };
     }
-    const { deleted, result } = applied;
-    await recordDeletes(object, deleted);
+    const { stale, result } = applied;
+    await recordDeletes(object, stale.deleted);
+    staleWaiting += stale.waitingForRelease;
     if (result.change !== 'none') {
       logger.info(
         { application: result.application.id, operation: result.operation.id, change: result.change },
@@ -407,6 +420,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     // A change just queued an operation: one is pending, so there is nothing to read to know it.
     if (result.change === 'none') await reportOperationOutcome(object, uid, result.application.id, logger);
     else await writeErrorOccurred(object, { status: 'ok' }, logger);
+    return staleLater();
   }
 
   /** ErrorOccurred from the outcome of the application's operations (a failure shows until the next one). */
@@ -449,7 +463,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     // Undefined also for another shard's object (the kind's shard rule, kinds.ts).
     const object = await currentObject(namespace, name, context.signal);
     try {
-      if (!object) await reconcileGone(namespace, name, context.logger);
+      if (!object) return await reconcileGone(namespace, name, context.logger);
       else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);
       else return await reconcileLive(object, context);
     } catch (err) {
