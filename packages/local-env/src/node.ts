@@ -72,11 +72,11 @@ export async function nodeSupport(
   if (process.platform !== 'linux') return { ok: false, reason: 'not Linux' };
   if (process.getuid?.() !== 0)
     return { ok: false, reason: 'not root (the kubelet and containerd need root)' };
-  for (const command of ['containerd', 'ctr', 'runc', 'ip', 'docker']) {
+  for (const command of ['containerd', 'ctr', 'runc', 'ip', 'iptables', 'docker']) {
     if (!(await onPath(command)))
       return { ok: false, reason: `${command} is not installed (run scripts/setup-machine.sh)` };
   }
-  for (const plugin of ['bridge', 'host-local', 'loopback']) {
+  for (const plugin of ['bridge', 'host-local', 'loopback', 'firewall']) {
     if (!(await exists(join(CNI_DIR, plugin))))
       return { ok: false, reason: `no CNI plugin ${CNI_DIR}/${plugin} (run scripts/setup-machine.sh)` };
   }
@@ -121,6 +121,12 @@ export async function ensureNodeNetwork(): Promise<void> {
 
 export async function removeNodeNetwork(): Promise<void> {
   await run('ip', ['link', 'del', NODE_BRIDGE]).catch(() => {});
+  // The firewall plugin's rules of Pods whose containers were ended through ctr (no CNI DEL removed them).
+  const podAddress = new RegExp(` -[sd] ${NODE_SUBNET.split('.').slice(0, 3).join('\\.')}\\.\\d+/32 `);
+  const rules = await run('iptables', ['-S', 'CNI-FORWARD']).catch(() => '');
+  for (const rule of rules.split('\n').filter((r) => r.startsWith('-A CNI-FORWARD ') && podAddress.test(r))) {
+    await run('iptables', ['-D', ...rule.slice('-A '.length).split(' ')]).catch(() => {});
+  }
 }
 
 async function readSysctls(): Promise<Record<string, string>> {
@@ -279,6 +285,10 @@ function cniConfig(state: string): string {
           hairpinMode: false,
           ipam: { type: 'host-local', ranges: [[{ subnet: NODE_SUBNET }]], dataDir: `${state}/cni/ipam` },
         },
+        // Pod to Pod traffic crosses the bridge through the host's FORWARD chain (br_netfilter), whose policy
+        // the Docker engine sets to DROP: the firewall plugin accepts each Pod's traffic there (its own
+        // CNI-FORWARD chain, rules removed with the Pod). Pod to host traffic never needed it.
+        { type: 'firewall', backend: 'iptables' },
       ],
     },
     null,
