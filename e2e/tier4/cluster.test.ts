@@ -20,6 +20,7 @@ import {
   SERVICE_NS,
   type ServiceCluster,
   startServiceCluster,
+  webDeployment,
 } from './service-cluster.ts';
 
 const execFileAsync = promisify(execFile);
@@ -56,7 +57,7 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
     );
 
     repo = await createGitRepo(join(workDir, 'git'), 'web', {
-      'app/deployment.yaml': webDeployment('web'),
+      'app/deployment.yaml': webDeployment('web', IMAGE),
       'app/service.yaml': manifest.service('web', 8080),
       ...Object.fromEntries(
         Array.from({ length: 50 }, (_, i) => [
@@ -332,32 +333,3 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
     await kubectl('apply', '-f', file);
   }
 });
-
-/** A user's web server: two replicas of the locally built image, with a readiness probe. */
-function webDeployment(name: string): string {
-  const server = "require('node:http').createServer((q, s) => s.end('ok')).listen(8080)";
-  return JSON.stringify({
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata: { name },
-    spec: {
-      replicas: 2,
-      selector: { matchLabels: { app: name } },
-      template: {
-        metadata: { labels: { app: name } },
-        spec: {
-          containers: [
-            {
-              name: 'web',
-              image: IMAGE,
-              imagePullPolicy: 'Never',
-              command: ['node', '-e', server],
-              ports: [{ containerPort: 8080 }],
-              readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 2 },
-            },
-          ],
-        },
-      },
-    },
-  });
-}

@@ -45,7 +45,8 @@ export interface KubeItem {
 export interface ServiceCluster {
   readonly cluster: Cluster;
   readonly postgres: PostgresServer;
-  readonly argoCd: ArgoCd;
+  /** The process-run Argo CD (none with `argoCd: false`: a test that installs Argo CD as Pods). */
+  readonly argoCd: ArgoCd | undefined;
   /** A folder of this run's own, removed by stop(). */
   readonly workDir: string;
   /** The `gitops` database as the Pods reach it (the Secret gitops-service-database). */
@@ -74,6 +75,8 @@ export async function startServiceCluster(options: {
   images: string[];
   name: string;
   log: (line: string) => void;
+  /** Default true: a real Argo CD as local processes (`startArgoCd`) in gitops-service-argocd. */
+  argoCd?: boolean;
 }): Promise<ServiceCluster> {
   const support = await nodeSupport([PAUSE_IMAGE, ...options.images]);
   if (!support.ok) throw new Error(`tier 4 needs a machine that can run a node: ${support.reason}`);
@@ -100,14 +103,17 @@ export async function startServiceCluster(options: {
     const hostUrl = new URL(postgres.url);
     const databaseUrl = `postgres://${hostUrl.username}:${hostUrl.password}@${NODE_GATEWAY}:${hostUrl.port}/gitops`;
     const encryptionKeys = `k1=${randomBytes(32).toString('base64')}`;
-    const argoCd = await startArgoCd({
-      kubeconfigPath: cluster.kubeconfigPath,
-      namespace: ARGOCD_NS,
-      workDir: join(workDir, 'argocd'),
-      reconciliationSeconds: 5,
-      onLine: options.log,
-    });
-    started.push(() => argoCd.stop());
+    const argoCd =
+      options.argoCd === false
+        ? undefined
+        : await startArgoCd({
+            kubeconfigPath: cluster.kubeconfigPath,
+            namespace: ARGOCD_NS,
+            workDir: join(workDir, 'argocd'),
+            reconciliationSeconds: 5,
+            onLine: options.log,
+          });
+    if (argoCd) started.push(() => argoCd.stop());
     return await connect({ cluster, postgres, argoCd, workDir, databaseUrl, encryptionKeys, stop: stopAll });
   } catch (error) {
     await stopAll();
@@ -163,4 +169,33 @@ async function connect(
       return active.filter(Boolean).length;
     },
   };
+}
+
+/** A user's web server: two replicas of the locally built `image`, with a readiness probe. */
+export function webDeployment(name: string, image: string): string {
+  const server = "require('node:http').createServer((q, s) => s.end('ok')).listen(8080)";
+  return JSON.stringify({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name },
+    spec: {
+      replicas: 2,
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: { labels: { app: name } },
+        spec: {
+          containers: [
+            {
+              name: 'web',
+              image,
+              imagePullPolicy: 'Never',
+              command: ['node', '-e', server],
+              ports: [{ containerPort: 8080 }],
+              readinessProbe: { httpGet: { path: '/', port: 8080 }, periodSeconds: 2 },
+            },
+          ],
+        },
+      },
+    },
+  });
 }
