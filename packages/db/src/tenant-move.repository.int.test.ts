@@ -10,7 +10,12 @@ import {
   isManagedEnvironmentOnEngineInstance,
 } from './managed-environment.repository.ts';
 import { insertRepositoryCredentials } from './repository-credentials.repository.ts';
-import { insertSyncOperation, setSyncOperationOutcome } from './sync-operation.repository.ts';
+import {
+  getSyncOperation,
+  insertSyncOperation,
+  markSyncOperationRequested,
+  setSyncOperationOutcome,
+} from './sync-operation.repository.ts';
 import { completeApplicationRelease, moveTenant } from './tenant-move.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
 import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
@@ -195,7 +200,7 @@ describe('moving a tenant', () => {
     assert.equal(await completeApplicationRelease(testDb.db, app.id, a.id), false);
   });
 
-  test('an unfinished sync of a moved application is announced to the new instance; a finished one is not', async () => {
+  test('an unfinished sync of a moved application is announced to the new instance and asked again; a finished one is not', async () => {
     const a = await givenEngineInstance(testDb.db, 'sync-a');
     const b = await givenEngineInstance(testDb.db, 'sync-b');
     const tenant = await placedTenant(a);
@@ -210,10 +215,16 @@ describe('moving a tenant', () => {
     const finished = await sync('one');
     await setSyncOperationOutcome(testDb.db, finished.id, 'Succeeded', '');
     const running = await sync('two');
+    await markSyncOperationRequested(testDb.db, running.id, 'uid-on-a');
     await move(tenant.id, b);
     assert.deepEqual(await waitingOperations([finished.id, running.id]), [
       `sync-b/SyncOperation/${running.id}`,
     ]);
+    // Its request is forgotten (a release may withdraw it): asked again where Argo CD does not have it.
+    const after = await getSyncOperation(testDb.db, running.id);
+    assert.equal(after?.requested_at, null);
+    assert.equal(after?.requested_application_uid, null);
+    assert.notEqual((await getSyncOperation(testDb.db, finished.id))?.outcome, null);
   });
 
   test('an application written for the tenant while a move runs is moved too: placement and move never interleave', async () => {

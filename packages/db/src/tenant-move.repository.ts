@@ -102,19 +102,22 @@ export async function moveTenant(
     );
   }
   // A sync not finished yet runs on the new instance (the old one ends any it runs when it releases the
-  // Application, and then leaves the row to the new one).
+  // Application, and then leaves the row to the new one). Its request is forgotten: the release may have
+  // withdrawn it, also from an Application that stays because the tenant came back before the release ended;
+  // the agent asks again only what Argo CD does not have (sync-operation.reconciler.ts never asks twice).
   const unfinishedSyncs =
     before.length === 0
       ? []
       : await trx
-          .selectFrom('sync_operation')
-          .select('id')
+          .updateTable('sync_operation')
+          .set({ requested_at: null, requested_application_uid: null })
           .where(
             'application_id',
             'in',
             before.map((row) => row.id),
           )
           .where('outcome', 'is', null)
+          .returning('id')
           .execute();
   for (const row of unfinishedSyncs) tell([to], 'SyncOperation', row.id);
   for (const row of credentials) tell([from, to], 'RepositoryCredentials', row.id);

@@ -462,6 +462,8 @@ export function createApplicationReconciler(
     if (await completeApplicationRelease(db, row.id, engineInstanceId)) {
       options.logger.info({ application: row.name }, 'Application released to its new engine instance');
       changed = true;
+      // Its environment's cluster Secret stayed here for it: now it may go too.
+      if (row.managed_environment_id !== null) ctx.enqueue('ManagedEnvironment', row.managed_environment_id);
     }
     return { status: 'done', changed };
   }

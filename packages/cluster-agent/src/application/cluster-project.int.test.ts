@@ -20,11 +20,13 @@ import {
   insertExternalEnvironment,
   insertOperation,
   insertRepositoryCredentials,
+  moveTenant,
   type OperationRequest,
   SealContext,
   type Sealer,
   updateApplication,
   updateEnvironmentCredentials,
+  upsertEngineInstance,
 } from '@gitops/db';
 import { collectionPath, getObject, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
@@ -310,5 +312,47 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
     const main = await project(mainProject(tenant));
     assert.ok(main?.spec.destinations?.some((d) => d.name === `managed-env-${environment}`));
     assert.equal(main?.spec.clusterResourceWhitelist, undefined);
+  });
+  it('a tenant moved to another instance leaves nothing here: its Applications are released, and its projects and cluster Secrets go although it still has an environment', async () => {
+    const tenant = await givenTenant('moved');
+    const environment = await givenEnvironment(tenant, { namespaces: ['apps'], clusterResources: false });
+    const app = await deployTo(tenant, environment, 'https://git.example.test/org/moved');
+    await eventually('the project and the Application', async () =>
+      (await projectOf(app.name)) === mainProject(tenant) ? true : undefined,
+    );
+    const elsewhereNamespace = await f.createNamespace(`cres-elsewhere-${f.suffix}`);
+    const elsewhere = await upsertEngineInstance(f.db, {
+      name: `elsewhere-${f.suffix}`,
+      namespaceName: `cres-elsewhere-${f.suffix}`,
+      namespaceUid: elsewhereNamespace.metadata.uid ?? randomUUID(),
+      clusterIdentity: `elsewhere-${randomUUID()}`,
+    });
+    await f.db
+      .updateTable('cluster_user')
+      .set({ engine_instance_id: engineInstanceId })
+      .where('id', '=', tenant.id)
+      .execute();
+
+    const moved = await f.db.transaction().execute((trx) => moveTenant(trx, tenant.id, elsewhere.id));
+    assert.ok(moved);
+    for (const operation of moved.operations)
+      if (operation.operation.engine_instance_id === engineInstanceId) await f.relay(operation.operation);
+
+    await eventually('the Application released', async () =>
+      (await f.getApplication(app.name)) === undefined ? true : undefined,
+    );
+    await eventually('the project gone from this instance', async () =>
+      (await project(mainProject(tenant))) === undefined ? true : undefined,
+    );
+    await eventually('the cluster Secret gone from this instance', async () =>
+      (await getObject(f.kc, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        name: `managed-env-${environment}`,
+        namespace: f.argoCdNamespace,
+      })) === undefined
+        ? true
+        : undefined,
+    );
   });
 });

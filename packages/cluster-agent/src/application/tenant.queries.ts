@@ -6,6 +6,7 @@ import {
   type Db,
   getClusterUser,
   listApplicationSpecsOfTenant,
+  listClusterSecretEnvironmentIds,
   listClusterSecretEnvironmentScopes,
   listRepositoryCredentialsOfUser,
 } from '@gitops/db';
@@ -25,11 +26,15 @@ export async function readTenantResources(
 ): Promise<TenantResources | undefined> {
   const tenant = await getClusterUser(db, clusterUserId);
   if (!tenant) return undefined;
-  const [specs, credentials, environments] = await Promise.all([
+  const [specs, credentials, allEnvironments, here] = await Promise.all([
     listApplicationSpecsOfTenant(db, clusterUserId, engineInstanceId),
     listRepositoryCredentialsOfUser(db, clusterUserId, { engineInstanceId }),
     listClusterSecretEnvironmentScopes(db, clusterUserId),
+    listClusterSecretEnvironmentIds(db, { clusterUserId, engineInstanceId }),
   ]);
+  // Only the environments whose cluster Secret is on this instance: a tenant that moved away keeps none here
+  // (so its project goes once its Applications are released).
+  const environments = allEnvironments.filter((e) => here.includes(e.id));
   const applicationRepoUrls: string[] = [];
   const namespaceCreatingEnvironmentIds = new Set<string>();
   for (const { spec, managedEnvironmentId } of specs) {
