@@ -3,8 +3,9 @@
  * the version tools/argocd builds (`core-install.yaml` from the Go module: application controller,
  * repo-server, redis, ApplicationSet controller) run as Pods on the real node, from images built locally
  * (`pnpm images`: the same binary on the local base, Debian's redis; nothing pulled). Then the settings
- * docs/api.md tells users to apply, the service's overlay, and a user's Deployment deployed through it from
- * an HTTPS Git server whose certificate Argo CD trusts through argocd-tls-certs-cm.
+ * docs/api.md tells users to apply, the service's overlay with the RHOAS operator
+ * (`manifests/overlays/local-cluster-rhoas`), and a user's Deployment deployed through it from an HTTPS Git
+ * server whose certificate Argo CD trusts through argocd-tls-certs-cm.
  *
  * What differs from a production cluster, all from the local node (docs/testing.md): no kube-proxy and no
  * cluster DNS, so Pods reach the API server on the node network's gateway (as our overlay does) and Argo CD's
@@ -149,7 +150,7 @@ describe('tier 4: Argo CD from its release manifests as Pods on the node, the se
       '--server-side',
       '--force-conflicts',
       '-k',
-      join(repoRoot, 'manifests/overlays/local-cluster'),
+      join(repoRoot, 'manifests/overlays/local-cluster-rhoas'),
     );
   });
 
@@ -178,11 +179,11 @@ describe('tier 4: Argo CD from its release manifests as Pods on the node, the se
     }
   });
 
-  it('the service runs against it and the cluster-agent finds its settings', async () => {
+  it('the service (and the RHOAS operator) runs against it and the cluster-agent finds its settings', async () => {
     await eventually(
-      'gitops-backend and gitops-cluster-agent Available',
+      'gitops-backend, gitops-cluster-agent and gitops-rhoas-operator Available',
       async () => {
-        for (const name of ['gitops-backend', 'gitops-cluster-agent']) {
+        for (const name of ['gitops-backend', 'gitops-cluster-agent', 'gitops-rhoas-operator']) {
           if (!isTrue(await env.getJson('deployment', '-n', SERVICE_NS, name), 'Available')) return false;
         }
         return true;
