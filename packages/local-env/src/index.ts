@@ -42,6 +42,7 @@ export {
 } from './control-plane.ts';
 export { createGitRepo, type Files, GIT_ENV, type GitRepo, manifest } from './git-repo.ts';
 export { type GitServer, startGitServer } from './git-server.ts';
+export { type GitSshServer, generateSshKey, startGitSshServer } from './git-ssh-server.ts';
 export { type KubeEndpoint, type KubeResponse, kubeRequest } from './kube-request.ts';
 export {
   CLUSTER_API_PORT,

@@ -81,7 +81,9 @@ export function redact(text: string, secrets: readonly string[]): string {
   return out
     .split('\n')
     .map((line) => line.replace(/^(remote|error|fatal|hint):\s*/i, '').trim())
-    .filter((line) => line !== '' && !/^(To |hint|Everything up-to-date)/.test(line))
+    .filter(
+      (line) => line !== '' && !/^(To |hint|Everything up-to-date|Warning: Permanently added)/.test(line),
+    )
     .slice(0, 4)
     .join('; ')
     .slice(0, 400);

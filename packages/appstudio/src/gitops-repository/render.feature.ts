@@ -153,7 +153,9 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
     const wanted = normalizeUrl(withoutUserInfo(url));
     const credential = list(answer.items)
       .map((i) => i as KubeObject)
-      .find((c) => normalizeUrl(text(specOf(c).repository) || text(specOf(c).url)) === wanted);
+      .find(
+        (c) => normalizeUrl(withoutUserInfo(text(specOf(c).repository) || text(specOf(c).url))) === wanted,
+      );
     if (!credential) return {};
     const secretName = text(specOf(credential).secret);
     const secret = secretName

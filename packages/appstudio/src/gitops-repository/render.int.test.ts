@@ -7,7 +7,15 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { createGitRepo, type GitRepo, type GitServer, startGitServer } from '@gitops/local-env';
+import {
+  createGitRepo,
+  type GitRepo,
+  type GitServer,
+  type GitSshServer,
+  generateSshKey,
+  startGitServer,
+  startGitSshServer,
+} from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
@@ -52,6 +60,7 @@ const base = {
 describe('rendering a Snapshot into the GitOps repository', () => {
   const f: AppStudioFixture = createAppStudioFixture();
   let server: GitServer;
+  let sshServer: GitSshServer;
   let repo: GitRepo;
   let ns: string;
   let previousCa: string | undefined;
@@ -127,6 +136,7 @@ describe('rendering a Snapshot into the GitOps repository', () => {
 
   afterAll(async () => {
     await f.cleanup();
+    await sshServer?.stop();
     await server?.stop();
     if (previousCa === undefined) delete process.env.GIT_SSL_CAINFO;
     else process.env.GIT_SSL_CAINFO = previousCa;
@@ -345,6 +355,55 @@ describe('rendering a Snapshot into the GitOps repository', () => {
         ?.gitopsRepository.commitID;
       return commit === head ? true : undefined;
     });
+  });
+
+  it("renders over SSH with the RepositoryCredential's sshPrivateKey; a key the server does not know is a credentials condition", async () => {
+    sshServer = await startGitSshServer({ reposDir: server.reposDir });
+    const key = await generateSshKey();
+    sshServer.authorize(key.publicKey);
+    await f.create(Kind.Secret, ns, 'gitops-ssh', {
+      type: 'Opaque',
+      stringData: { sshPrivateKey: key.privateKey },
+    });
+    await f.create(Kind.GitOpsDeploymentRepositoryCredential, ns, 'gitops-ssh', {
+      spec: { repository: sshServer.url('gitops'), secret: 'gitops-ssh' },
+    });
+    await f.create(Kind.Application, ns, 'shop-ssh', {
+      metadata: { annotations: { [RENDER_ANNOTATION]: 'true' } },
+      spec: { displayName: 'shop-ssh', gitOpsRepository: { url: sshServer.url('gitops') } },
+    });
+    await environment('ssh-env');
+    await f.create(Kind.SnapshotEnvironmentBinding, ns, 'shop-ssh-env', {
+      spec: {
+        application: 'shop-ssh',
+        environment: 'ssh-env',
+        snapshot: 's1',
+        components: [{ name: 'web' }],
+      },
+    });
+    const b = await rendered('shop-ssh-env', 'True');
+    assert.equal(
+      (statusOf(b).components as { gitopsRepository: { commitID: string; path: string } }[])[0]
+        ?.gitopsRepository.commitID,
+      await repo.head(),
+    );
+    assert.match(await show('components/web/overlays/ssh-env/kustomization.yaml'), /digest: sha256:1{64}/);
+    assert.match(await git('log', '-1', '--format=%B'), /^Promote Snapshot s1 to Environment ssh-env\n/);
+
+    const other = await generateSshKey();
+    await f.patch(Kind.Secret, ns, 'gitops-ssh', { stringData: { sshPrivateKey: other.privateKey } });
+    await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-ssh-env', { spec: { snapshot: 's2' } });
+    const refused = await rendered('shop-ssh-env', 'False');
+    assert.match(
+      String(repoCondition(refused)?.message),
+      /^the credentials for the GitOps repository ssh:\/\/127\.0\.0\.1:\d+\/gitops\.git \(branch main\) were refused/,
+    );
+    const shown = JSON.stringify([await get('shop-ssh-env'), await f.events(ns, 'shop-ssh-env')]);
+    for (const secret of [key.privateKey, other.privateKey])
+      assert.ok(
+        !shown.includes(secret.split('\n')[1] ?? 'unreachable'),
+        'no private key in status or Events',
+      );
   });
 
   it('stays out of the way of another writer of status.components, and of Applications that do not ask', async () => {
