@@ -62,17 +62,10 @@ describe('tier 4: Argo CD from its release manifests as Pods on the node, the se
   const kubectl = (...args: string[]) => env.kubectl(...args);
   const readyPod = async (selector: string, namespace = ARGOCD_NS) =>
     (await env.readyPods(namespace, selector))[0];
-  const setCmdParams = (data: Record<string, string>) =>
-    kubectl(
-      'patch',
-      'configmap',
-      'argocd-cmd-params-cm',
-      '-n',
-      ARGOCD_NS,
-      '--type=merge',
-      '-p',
-      JSON.stringify({ data }),
-    );
+  /** Merges `data` into one of Argo CD's ConfigMaps, as Argo CD's documentation has users do it. */
+  const patchConfigMap = (name: string, data: Record<string, string>) =>
+    kubectl('patch', 'configmap', name, '-n', ARGOCD_NS, '--type=merge', '-p', JSON.stringify({ data }));
+  const setCmdParams = (data: Record<string, string>) => patchConfigMap('argocd-cmd-params-cm', data);
   const restart = async (...workloads: string[]) => {
     for (const workload of workloads) await kubectl('rollout', 'restart', workload, '-n', ARGOCD_NS);
     for (const workload of workloads)
@@ -100,19 +93,10 @@ describe('tier 4: Argo CD from its release manifests as Pods on the node, the se
     await writeFile(join(install, 'core-install.yaml'), release);
     await writeFile(join(install, 'kustomization.yaml'), kustomization(imagesOf(release)));
     await kubectl('create', 'namespace', ARGOCD_NS);
-    await kubectl('apply', '--server-side', '--force-conflicts', '-k', install);
+    await env.applyKustomization(install);
 
     // The settings docs/api.md asks for, as a user applies them.
-    await kubectl(
-      'patch',
-      'configmap',
-      'argocd-cm',
-      '-n',
-      ARGOCD_NS,
-      '--type=merge',
-      '-p',
-      JSON.stringify({ data: { 'resource.respectRBAC': 'normal' } }),
-    );
+    await patchConfigMap('argocd-cm', { 'resource.respectRBAC': 'normal' });
     // No Service routes here: redis first, then the repo-server (which uses redis), at their Pod addresses.
     const redis = await eventually(
       'argocd-redis ready',
@@ -134,24 +118,9 @@ describe('tier 4: Argo CD from its release manifests as Pods on the node, the se
 
     // A Git server the Pods reach, its self-signed certificate trusted the way Argo CD documents it.
     git = await startGitServer({ host: NODE_GATEWAY });
-    await kubectl(
-      'patch',
-      'configmap',
-      'argocd-tls-certs-cm',
-      '-n',
-      ARGOCD_NS,
-      '--type=merge',
-      '-p',
-      JSON.stringify({ data: { [NODE_GATEWAY]: await readFile(git.caFile, 'utf8') } }),
-    );
+    await patchConfigMap('argocd-tls-certs-cm', { [NODE_GATEWAY]: await readFile(git.caFile, 'utf8') });
 
-    await kubectl(
-      'apply',
-      '--server-side',
-      '--force-conflicts',
-      '-k',
-      join(repoRoot, 'manifests/overlays/local-cluster-rhoas'),
-    );
+    await env.applyKustomization(join(repoRoot, 'manifests/overlays/local-cluster-rhoas'));
   });
 
   afterAll(async () => {

@@ -48,13 +48,7 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
   beforeAll(async () => {
     env = await startServiceCluster({ images: [IMAGE], name: 'tier4', log });
     ({ workDir, encryptionKeys, databaseUrl } = env);
-    await kubectl(
-      'apply',
-      '--server-side',
-      '--force-conflicts',
-      '-k',
-      join(repoRoot, 'manifests/overlays/local-cluster'),
-    );
+    await env.applyKustomization(join(repoRoot, 'manifests/overlays/local-cluster'));
 
     repo = await createGitRepo(join(workDir, 'git'), 'web', {
       'app/deployment.yaml': webDeployment('web', IMAGE),

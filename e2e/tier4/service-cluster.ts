@@ -54,6 +54,8 @@ export interface ServiceCluster {
   /** The Secret gitops-service-encryption's `keys`. */
   readonly encryptionKeys: string;
   kubectl(...args: string[]): Promise<string>;
+  /** `kubectl apply --server-side -k <dir>`, as an operator applies an overlay (taking over conflicting fields). */
+  applyKustomization(dir: string): Promise<void>;
   getJson<T = KubeItem>(...args: string[]): Promise<T>;
   items(...args: string[]): Promise<KubeItem[]>;
   /** The Running and Ready Pods of a selector, without those being deleted. */
@@ -154,6 +156,9 @@ async function connect(
   return {
     ...pieces,
     kubectl,
+    async applyKustomization(dir) {
+      await kubectl('apply', '--server-side', '--force-conflicts', '-k', dir);
+    },
     getJson,
     items,
     readyPods,

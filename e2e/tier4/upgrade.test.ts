@@ -122,7 +122,7 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
         '',
       ].join('\n'),
     );
-    await kubectl('apply', '--server-side', '--force-conflicts', '-k', oldOverlay);
+    await env.applyKustomization(oldOverlay);
 
     const files: Record<string, string> = {};
     for (let i = 0; i < POOL; i++) {
@@ -172,13 +172,7 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
 
     // What an operator does (docs/upgrades.md): the agent waits while the backend rolls and migrates.
     await kubectl('rollout', 'pause', 'deployment/gitops-cluster-agent', '-n', SERVICE_NS);
-    await kubectl(
-      'apply',
-      '--server-side',
-      '--force-conflicts',
-      '-k',
-      join(repoRoot, 'manifests/overlays/local-cluster'),
-    );
+    await env.applyKustomization(join(repoRoot, 'manifests/overlays/local-cluster'));
     phase = 'backend rolling';
     const started = Date.now();
     rolls.set('gitops-backend', await rolledOut('gitops-backend'));
