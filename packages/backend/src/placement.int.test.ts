@@ -11,6 +11,7 @@ import { API_GROUP_VERSION, Label, PlacementMessage } from '@gitops/api';
 import { repositoryCredential } from '@gitops/api/testing';
 import {
   type ApplicationRow,
+  completeApplicationAdoption,
   completeApplicationRelease,
   type EngineInstanceRow,
   getApplicationByName,
@@ -350,7 +351,7 @@ describe('tenant placement on engine instances', () => {
     }
   });
 
-  test('a deployment deleted while a move releases its Argo CD Application is deleted once released, by its new instance (which prunes)', async () => {
+  test('a deployment deleted while a move hands its Argo CD Application over is deleted once the new instance holds it (which prunes)', async () => {
     const tenant = await f.createNamespace('release-delete', { [Label.EngineInstance]: own.name });
     const application = await applicationOf(await f.createDeployment(tenant.name, 'a', spec));
     assert.equal(application.engine_instance_id, own.id);
@@ -367,8 +368,15 @@ describe('tenant placement on engine instances', () => {
     await new Promise((resolve) => setTimeout(resolve, 3_000));
     assert.ok(await getApplicationByName(f.db, application.name), 'the row waits for the release');
 
-    // `own`'s agent released it (what the agent does, done here: no agent runs in this test).
+    // `own`'s agent released it (what the agents do is done here: no agent runs in this test) ...
     assert.ok(await completeApplicationRelease(f.db, application.id, own.id));
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    assert.ok(
+      await getApplicationByName(f.db, application.name),
+      'the row waits until the new instance holds the Application (nothing would prune the resources)',
+    );
+    // ... and `other`'s agent created its Application, taking the resources over.
+    assert.ok(await completeApplicationAdoption(f.db, application.id, other.id));
     await eventually('the row deleted after the release', async () =>
       (await getApplicationByName(f.db, application.name)) ? undefined : true,
     );

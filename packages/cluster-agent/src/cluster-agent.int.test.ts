@@ -526,6 +526,36 @@ describe('cluster-agent', () => {
     assert.equal((await finished(deleteOperation.id)).state, 'Completed');
   });
 
+  it('a deleted row whose Application keeps an operation Argo CD does not end: after the wait the operation is withdrawn, so Argo CD can finalize the delete', async () => {
+    const tenant = await givenTenant(tenantNamespaces[2]!);
+    const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/stuck' });
+    assert.equal((await finished(operation.id)).state, 'Completed');
+    const startedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    // Plays an Argo CD whose sync never ends (e.g. waiting to retry a failed sync): the operation stays set.
+    await patch(appRef(application.name), { operation: { sync: { revision: 'main' } } }, 'argocd-test');
+    await patch(
+      appRef(application.name),
+      {
+        status: {
+          operationState: { operation: { sync: { revision: 'main' } }, phase: 'Running', startedAt },
+        },
+      },
+      'argocd-test',
+    );
+
+    await undeploy(tenant, application.id);
+    const deleted = await eventually(
+      'the Application deleted with its operation withdrawn',
+      async () => {
+        const app = await getObject(kc, appRef(application.name));
+        return app?.metadata.deletionTimestamp ? app : undefined;
+      },
+      60_000,
+    );
+    assert.equal((deleted as { operation?: unknown }).operation, undefined, 'no operation left to block it');
+    await removeFinalizers(application.name);
+  }, 90_000);
+
   it('an Application with our label and no row is deleted (orphan)', async () => {
     const tenant = await givenTenant(tenantNamespaces[2]!);
     const orphanId = randomUUID();

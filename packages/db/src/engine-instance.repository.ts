@@ -241,6 +241,8 @@ export async function listEngineInstanceOverviews(
         .selectFrom('application as a')
         .select((c) => c.fn.countAll<number>().as('n'))
         .whereRef('a.releasing_engine_instance_id', '=', 'ei.id')
+        // An application its new instance is adopting names that instance: not one it still releases.
+        .whereRef('a.engine_instance_id', '<>', 'ei.id')
         .as('releasing'),
       agentListening('ei.id').as('listening'),
       agentSessions('ei.id').as('agents'),

@@ -16,7 +16,11 @@ import {
   markSyncOperationRequested,
   setSyncOperationOutcome,
 } from './sync-operation.repository.ts';
-import { completeApplicationRelease, moveTenant } from './tenant-move.repository.ts';
+import {
+  completeApplicationAdoption,
+  completeApplicationRelease,
+  moveTenant,
+} from './tenant-move.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
 import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
@@ -132,12 +136,16 @@ describe('moving a tenant', () => {
       'changed',
     );
 
-    // a releases it: the column is cleared and b is told, once.
+    // a releases it: the column names b (adopting) and b is told, once.
     await testDb.db.deleteFrom('operation').where('resource_id', '=', app.id).execute();
     assert.equal(await completeApplicationRelease(testDb.db, app.id, a.id), true);
     assert.equal(await completeApplicationRelease(testDb.db, app.id, a.id), false);
-    assert.equal((await getApplication(testDb.db, app.id))?.releasing_engine_instance_id, null);
+    assert.equal((await getApplication(testDb.db, app.id))?.releasing_engine_instance_id, b.id);
     assert.deepEqual(await waitingOperations([app.id]), [`move-b/Application/${app.id}`]);
+    // b created its Application: the move of this application is over.
+    assert.equal(await completeApplicationAdoption(testDb.db, app.id, a.id), false);
+    assert.equal(await completeApplicationAdoption(testDb.db, app.id, b.id), true);
+    assert.equal((await getApplication(testDb.db, app.id))?.releasing_engine_instance_id, null);
     assert.equal(
       await writeApplicationState(
         testDb.db,

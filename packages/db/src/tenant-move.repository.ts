@@ -16,8 +16,13 @@ import {
  *             instance; each application row names the instance that still holds its old Argo CD
  *             Application (`releasing_engine_instance_id`); both instances are told (operations)
  *   old agent removes the old Application without cascading (the workloads stay), then
- *             completeApplicationRelease: the column is cleared and the new instance told, in one transaction
- *   new agent creates the Application once the column is clear; Argo CD adopts the resources (same name)
+ *             completeApplicationRelease: the column names the new instance itself ("adopting") and the new
+ *             instance is told, in one transaction
+ *   new agent creates the Application once the column names no other instance; Argo CD adopts the resources
+ *             (same name); then completeApplicationAdoption clears the column
+ *
+ * While the column is set (released or adopting), the backend does not delete the row: deleted between the
+ * release and the adoption, no Argo CD would hold the resources to prune them.
  *
  * Every step is a committed row or operation, so a move interrupted by a crash of any process goes on after
  * the restart.
@@ -138,7 +143,8 @@ export async function moveTenant(
 
 /**
  * The releasing instance's agent has removed its old Argo CD Application: the row is free for its new
- * instance, which is told at once. False when this instance was not releasing it (done already, or moved
+ * instance, which is told at once; the column names that instance until it has created its Application
+ * (completeApplicationAdoption). False when this instance was not releasing it (done already, or moved
  * back meanwhile).
  */
 export async function completeApplicationRelease(
@@ -149,9 +155,10 @@ export async function completeApplicationRelease(
   return await db.transaction().execute(async (trx) => {
     const released = await trx
       .updateTable('application')
-      .set({ releasing_engine_instance_id: null })
+      .set({ releasing_engine_instance_id: sql<string>`engine_instance_id` })
       .where('id', '=', applicationId)
       .where('releasing_engine_instance_id', '=', engineInstanceId)
+      .where('engine_instance_id', '<>', engineInstanceId)
       .returning(['engine_instance_id', 'cluster_user_id'])
       .executeTakeFirst();
     if (!released) return false;
@@ -163,6 +170,25 @@ export async function completeApplicationRelease(
     });
     return true;
   });
+}
+
+/**
+ * The new instance's agent has created the Argo CD Application of a row it was adopting: the move of that
+ * application is over (the column is cleared). False when there was nothing to adopt.
+ */
+export async function completeApplicationAdoption(
+  db: Kysely<Database>,
+  applicationId: string,
+  engineInstanceId: string,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('application')
+    .set({ releasing_engine_instance_id: null })
+    .where('id', '=', applicationId)
+    .where('engine_instance_id', '=', engineInstanceId)
+    .where('releasing_engine_instance_id', '=', engineInstanceId)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
 }
 
 /** What one step of a drain did. */

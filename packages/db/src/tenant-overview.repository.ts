@@ -62,6 +62,7 @@ export async function getTenantInView(
     join application a on a.id = m.application_id
     join engine_instance e on e.id = a.engine_instance_id
     left join engine_instance r on r.id = a.releasing_engine_instance_id
+      and a.releasing_engine_instance_id <> a.engine_instance_id
     left join lateral (
       select * from operation
       where resource_type = 'Application' and resource_id = a.id

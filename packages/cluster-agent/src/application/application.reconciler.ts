@@ -5,6 +5,7 @@
 import {
   type ApplicationRow,
   type ApplicationWithDestination,
+  completeApplicationAdoption,
   completeApplicationRelease,
   getApplicationWithDestination,
 } from '@gitops/db';
@@ -305,12 +306,14 @@ export function createApplicationReconciler(
     const askedAt = syncEndAskedAt.get(uid) ?? Date.now();
     syncEndAskedAt.set(uid, askedAt);
     if (Date.now() - askedAt > SYNC_END_WAIT_MAX_MS) {
-      // Argo CD does not end it (not running, or stuck): the delete goes ahead rather than wait for ever.
+      // Argo CD does not end it (not running, or stuck): the delete goes ahead rather than wait for ever. Its
+      // operation is withdrawn first: Argo CD finalizes no deletion while an Application has one.
       options.logger.warn(
         { application: app.metadata.name },
         'the sync did not end; deleting the Application anyway',
       );
       syncEndAskedAt.delete(uid);
+      if (requested) await withdrawOperation(app, options);
       return false;
     }
     const path = `${collectionPath({ ...ApplicationResource, namespace })}/${encodeURIComponent(app.metadata.name)}`;
@@ -338,6 +341,22 @@ export function createApplicationReconciler(
     return true;
   }
 
+  /** Removes the Application's `operation` (a sync asked for or retrying), leaving its status alone. */
+  async function withdrawOperation(app: KubeObject, options: { signal: AbortSignal; logger: Logger }) {
+    await kubeRequest(kc, {
+      method: HttpMethod.PATCH,
+      path: `${collectionPath({ ...ApplicationResource, namespace })}/${encodeURIComponent(app.metadata.name)}`,
+      query: { fieldManager: FIELD_MANAGER },
+      body: { operation: null },
+      contentType: 'application/merge-patch+json',
+      signal: options.signal,
+    });
+    options.logger.info(
+      { application: app.metadata.name },
+      'operation withdrawn: the Application is deleted',
+    );
+  }
+
   async function deleteApplicationsOf(
     id: string,
     options: { ownerUserIds: readonly string[]; signal: AbortSignal; logger: Logger },
@@ -350,7 +369,12 @@ export function createApplicationReconciler(
     for (const app of live) {
       const tenant = app.metadata.labels?.[AgentLabel.ClusterUserId];
       if (tenant) tenants.add(tenant);
-      if (app.metadata.deletionTimestamp) continue;
+      if (app.metadata.deletionTimestamp) {
+        // Deleted with an operation still set (e.g. by a process before a restart): Argo CD would never
+        // finalize it, so the operation goes.
+        if (app.operation !== undefined && app.operation !== null) await withdrawOperation(app, options);
+        continue;
+      }
       if (await endSyncBeforeDelete(app, options)) {
         syncing.push(app.metadata.name);
         continue;
@@ -483,7 +507,7 @@ export function createApplicationReconciler(
     if (!found || !row) return await deleteApplicationsOf(id, options);
     // The tenant moved to another instance: what it deployed stays; that instance's Argo CD takes it over.
     if (row.engine_instance_id !== engineInstanceId) return await releaseApplicationsOf(row, options);
-    if (row.releasing_engine_instance_id !== null) {
+    if (row.releasing_engine_instance_id !== null && row.releasing_engine_instance_id !== engineInstanceId) {
       // Moved here; the instance it left still has its Application. Two Argo CDs must never manage the same
       // resources: created once that one is gone (its agent announces it; this look is the fallback).
       return {
@@ -493,16 +517,32 @@ export function createApplicationReconciler(
       };
     }
 
+    /** Released to this instance by the one the tenant left: once its Application is here, the move is over. */
+    const adopting = row.releasing_engine_instance_id === engineInstanceId;
+    const adopted = async () => {
+      if (adopting && (await completeApplicationAdoption(db, row.id, engineInstanceId)))
+        options.logger.info(
+          { application: row.name },
+          'Application taken over from the instance the tenant left',
+        );
+    };
     const environment = environmentOf(found.environment);
-    const desired = renderApplication({
-      id: row.id,
-      name: row.name,
-      clusterUserId: row.cluster_user_id,
-      spec: row.spec,
-      environment,
-      owner: found.owner,
-      namespace,
-    });
+    let desired: KubeObject;
+    try {
+      desired = renderApplication({
+        id: row.id,
+        name: row.name,
+        clusterUserId: row.cluster_user_id,
+        spec: row.spec,
+        environment,
+        owner: found.owner,
+        namespace,
+      });
+    } catch (err) {
+      // A row that can never become an Application has nothing to take over: the move is over too.
+      await adopted();
+      throw err;
+    }
     const projectName = applicationProjectName(
       row.cluster_user_id,
       environment,
@@ -526,6 +566,7 @@ export function createApplicationReconciler(
     const staleRevision =
       live !== undefined && sourceOf(desired).targetRevision === undefined && !!sourceOf(live).targetRevision;
     if (live && !comparison.drifted && !staleRevision) {
+      await adopted();
       settledApplications.set(row.id, { row: rowState(row), live: ownedState(live) });
       return { status: 'done', changed: project.status === 'done' && project.changed };
     }
@@ -541,6 +582,7 @@ export function createApplicationReconciler(
     } finally {
       if (applying.get(row.name) === seenMeanwhile) applying.delete(row.name);
     }
+    await adopted();
     // A version other than ours arrived meanwhile (another writer, just before or after us): look again.
     if (seenMeanwhile.some((version) => version !== applied.metadata.resourceVersion))
       ctx.enqueue('Application', row.id);
