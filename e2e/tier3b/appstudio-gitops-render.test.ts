@@ -11,7 +11,15 @@ import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { AppStudioKinds, type KindDescriptor } from '@gitops/api';
-import { createGitRepo, type GitRepo, type GitServer, startGitServer } from '@gitops/local-env';
+import {
+  createGitRepo,
+  type GitRepo,
+  type GitServer,
+  type GitSshServer,
+  generateSshKey,
+  startGitServer,
+  startGitSshServer,
+} from '@gitops/local-env';
 import { collectionPath, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
@@ -26,6 +34,7 @@ const PASSWORD = 'tier3b-render-Pa55-feed';
 const IMAGE = 'images.example/shop/web';
 const DIGEST = { s1: `sha256:${'a1'.repeat(32)}`, s2: `sha256:${'b2'.repeat(32)}` } as const;
 const ENVIRONMENTS = ['dev', 'staging', 'prod'] as const;
+const CART_IMAGE = 'images.example/shop/cart';
 
 const overlay = (env: string) =>
   [
@@ -46,6 +55,8 @@ const overlay = (env: string) =>
 
 describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD, HTTPS push)', () => {
   let git: GitServer;
+  let ssh: GitSshServer;
+  let sshKey: { privateKey: string; publicKey: string };
   let f: RealSystem;
   let tenant: string;
   let repo: GitRepo;
@@ -90,8 +101,9 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
     ).components;
     const commit = components?.[0]?.gitopsRepository.commitID ?? '';
     assert.equal(components?.[0]?.gitopsRepository.path, `components/web/overlays/${env}`);
-    // The commit is in the repository, says what it promoted, and pins the image by digest.
-    const message = await bareGit('log', '-1', '--format=%B', commit);
+    // The commit that last rendered the overlay (the component's commitID follows later commits that leave
+    // it alone) says what it promoted, and the overlay pins the image by digest.
+    const message = await bareGit('log', '-1', '--format=%B', commit, '--', `components/web/overlays/${env}`);
     assert.match(message, new RegExp(`^Promote Snapshot ${snapshot} to Environment ${env}\\n`));
     assert.match(message, new RegExp(`By: PromotionRun ${run}\\n`));
     assert.match(
@@ -141,9 +153,14 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
 
   beforeAll(async () => {
     git = await startGitServer();
+    // The same repositories over SSH (public key), trusted by Argo CD through its known_hosts.
+    ssh = await startGitSshServer({ reposDir: git.reposDir });
+    sshKey = await generateSshKey();
+    ssh.authorize(sshKey.publicKey);
     f = await startRealSystem({
       trustedCertificates: { '127.0.0.1': await readFile(git.caFile, 'utf8') },
       caFile: git.caFile,
+      sshKnownHosts: [ssh.knownHostsLine],
     });
     tenant = await f.given.tenant('render');
     const files: Record<string, string> = {
@@ -165,6 +182,13 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
       ].join('\n'),
     };
     for (const env of ENVIRONMENTS) files[`components/web/overlays/${env}/kustomization.yaml`] = overlay(env);
+    // A second application, rendered over SSH: its component's base is the same CronJob named `cart`.
+    files['components/cart/base/kustomization.yaml'] = files['components/web/base/kustomization.yaml'] ?? '';
+    files['components/cart/base/cronjob.yaml'] = (files['components/web/base/cronjob.yaml'] ?? '')
+      .replace('{name: web}', '{name: cart}')
+      .replace(`${IMAGE}:base`, `${CART_IMAGE}:base`);
+    files['components/cart/overlays/dev/kustomization.yaml'] =
+      'resources:\n  - ../../base\nnameSuffix: -dev\n';
     repo = await createGitRepo(git.reposDir, 'shop-gitops', files);
     git.setPassword('shop-gitops', 'jane', PASSWORD);
     await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
@@ -222,6 +246,7 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
       120_000,
     ).catch(() => {});
     await f?.stop();
+    await ssh?.stop();
     await git?.stop();
   });
 
@@ -244,6 +269,70 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
     for (const env of ENVIRONMENTS) await deployedAt(env, 's2', 'shop-s2');
   });
 
+  it('over SSH: an application whose GitOps repository is an ssh:// URL is rendered with the sshPrivateKey and deployed by Argo CD', async () => {
+    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
+      metadata: { name: 'git-ssh' },
+      type: 'managed-gitops.redhat.com/repository-credential',
+      stringData: { sshPrivateKey: sshKey.privateKey },
+    });
+    await create(
+      f.system.kc,
+      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentrepositorycredentials`,
+      {
+        apiVersion: GROUP_VERSION,
+        kind: 'GitOpsDeploymentRepositoryCredential',
+        metadata: { name: 'shop-gitops-ssh', labels: { [SHARD_LABEL]: f.system.shard } },
+        spec: { repository: ssh.url('shop-gitops'), secret: 'git-ssh' },
+      },
+    );
+    await createObject(AppStudioKinds.Application, 'cart', {
+      metadata: { annotations: { [RENDER_ANNOTATION]: 'true' } },
+      spec: { displayName: 'cart', gitOpsRepository: { url: ssh.url('shop-gitops') } },
+    });
+    await createObject(AppStudioKinds.Component, 'cart', {
+      spec: { componentName: 'cart', application: 'cart' },
+    });
+    await createObject(AppStudioKinds.Snapshot, 'cart-1', {
+      spec: {
+        application: 'cart',
+        components: [{ name: 'cart', containerImage: `${CART_IMAGE}@${DIGEST.s1}` }],
+      },
+    });
+    await promote('cart-1-to-dev', 'cart-1', {
+      application: 'cart',
+      manualPromotion: { targetEnvironment: 'dev' },
+    });
+    const run = await eventually(
+      'PromotionRun cart-1-to-dev Complete',
+      async () => {
+        const r = await get(f.system.kc, path(AppStudioKinds.PromotionRun, 'cart-1-to-dev'));
+        return (r?.status as { state?: string } | undefined)?.state === 'Complete' ? r : undefined;
+      },
+      CONVERGE_MS * 2,
+    );
+    assert.equal((run.status as { completionResult?: string }).completionResult, 'Success');
+    const binding = await get(
+      f.system.kc,
+      path(AppStudioKinds.SnapshotEnvironmentBinding, 'cart-dev-generated-binding'),
+    );
+    const source = (
+      (binding?.status ?? {}) as { components?: { gitopsRepository: { url: string; commitID: string } }[] }
+    ).components?.[0]?.gitopsRepository;
+    assert.equal(source?.url, ssh.url('shop-gitops'));
+    assert.match(
+      await bareGit('log', '-1', '--format=%B', source?.commitID ?? ''),
+      /^Promote Snapshot cart-1 to Environment dev\n[\s\S]*By: PromotionRun cart-1-to-dev\n/,
+    );
+    const cronJob = await get(f.system.kc, `/apis/batch/v1/namespaces/${tenant}/cronjobs/cart-dev`);
+    assert.ok(cronJob, 'Argo CD deployed the CronJob it read over SSH');
+    assert.equal(
+      (cronJob.spec as { jobTemplate: { spec: { template: { spec: { containers: { image: string }[] } } } } })
+        .jobTemplate.spec.template.spec.containers[0]?.image,
+      `${CART_IMAGE}@${DIGEST.s1}`,
+    );
+    assert.ok(ssh.logins.accepted > 0);
+  });
+
   it('rollback is a promotion: s1 to prod renders its image again and deploys it, the others keep s2', async () => {
     await promote('shop-rollback-prod', 's1', { manualPromotion: { targetEnvironment: 'prod' } });
     const run = await completed('shop-rollback-prod');
@@ -253,5 +342,36 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
     await deployedAt('staging', 's2', 'shop-s2');
     // The password went nowhere: no process log line carries it.
     assert.equal(f.logs.filter((l) => l.includes(PASSWORD)).length, 0);
+  });
+
+  it('a protected branch: the PromotionRun says why and waits; once the push is allowed the promotion lands', async () => {
+    const head = await repo.head();
+    await git.protectBranch('shop-gitops', 'main', 'main is protected: changes need a review');
+    await promote('shop-s2-to-prod', 's2', { manualPromotion: { targetEnvironment: 'prod' } });
+    const waiting = await eventually(
+      'the PromotionRun to say the push was refused',
+      async () => {
+        const r = await get(f.system.kc, path(AppStudioKinds.PromotionRun, 'shop-s2-to-prod'));
+        const c = ((r?.status ?? {}) as { conditions?: { status: string; message: string }[] })
+          .conditions?.[0];
+        return c?.status === 'True' ? { run: r, message: c.message } : undefined;
+      },
+      CONVERGE_MS,
+    );
+    const url = git.url('shop-gitops');
+    assert.equal(
+      waiting.message,
+      `the GitOps repository of binding shop-prod-generated-binding could not be rendered: the push to the GitOps repository ${url} (branch main) was refused: pushing to branch main: main is protected: changes need a review; ! [remote rejected] HEAD -> main (pre-receive hook declined); failed to push some refs to '${url}'`,
+    );
+    assert.equal(((waiting.run?.status ?? {}) as { state?: string }).state, 'Active');
+    assert.equal(await repo.head(), head);
+    // Prod still runs what it ran.
+    const cronJob = await get(f.system.kc, `/apis/batch/v1/namespaces/${tenant}/cronjobs/web-prod`);
+    assert.match(JSON.stringify(cronJob?.spec), new RegExp(DIGEST.s1));
+
+    await git.protectBranch('shop-gitops', 'main-is-free', 'unused');
+    const run = await completed('shop-s2-to-prod');
+    assert.equal((run.status as { completionResult?: string }).completionResult, 'Success');
+    await deployedAt('prod', 's2', 'shop-s2-to-prod');
   });
 });

@@ -165,6 +165,8 @@ export interface ArgoCdOptions {
   reconciliationSeconds?: number;
   /** PEM CA certificates Argo CD's repo-server trusts for Git over HTTPS, keyed by host (argocd-tls-certs-cm). */
   trustedCertificates?: Record<string, string>;
+  /** Lines of the known_hosts Argo CD checks SSH servers against (argocd-ssh-known-hosts-cm); none by default. */
+  sshKnownHosts?: readonly string[];
   /** Every output line of the three processes, prefixed with the component's name. */
   onLine?: (line: string) => void;
   /** Prebuilt binary; built (or found in the cache) otherwise. */
@@ -201,7 +203,10 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
   const tmpDir = join(workDir, 'tmp');
   const gpgDir = join(workDir, 'gnupg');
   for (const dir of [tlsDir, sshDir, tmpDir, gpgDir]) await mkdir(dir, { recursive: true });
-  await writeFile(join(sshDir, 'ssh_known_hosts'), '');
+  await writeFile(
+    join(sshDir, 'ssh_known_hosts'),
+    (options.sshKnownHosts ?? []).map((line) => `${line}\n`).join(''),
+  );
   for (const [host, pem] of Object.entries(options.trustedCertificates ?? {})) {
     await writeFile(join(tlsDir, host), pem);
   }
