@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
 import { classifyGitFailure, redact, withoutUserInfo } from './git.ts';
+import { managedElsewhere, renderStateOf } from './render.feature.ts';
 import { commitMessage, gitOpsRepositoryOf, overlayPath, parseImage, renderOverlay } from './render.ts';
 
 describe('rendering a Snapshot into an overlay', () => {
@@ -154,5 +155,63 @@ describe("git's answers", () => {
     ]);
     assert.doesNotMatch(shown, /s3cret|jane/);
     assert.equal(redact('error: token abcd-secret-value leaked', ['abcd-secret-value']), 'token *** leaked');
+  });
+});
+
+describe('who renders a binding, and what a PromotionRun reads from it', () => {
+  const binding = (generation: number, status: Record<string, unknown>, managedFields: unknown[] = []) =>
+    ({ metadata: { name: 'b', generation, managedFields }, status }) as never;
+  const condition = (status: string, observedGeneration?: number) => ({
+    type: 'GitOpsResourcesGenerated',
+    status,
+    reason: status === 'True' ? 'GenerateSuccess' : 'GenerateError',
+    message: status === 'True' ? 'rendered' : 'the push was refused',
+    lastTransitionTime: '2026-11-26T00:00:00Z',
+    ...(observedGeneration === undefined ? {} : { observedGeneration }),
+  });
+
+  it('another field manager of status.components or gitopsRepoConditions is the writer; ours and others are not', () => {
+    const fields = (f: Record<string, unknown>) => ({ 'f:status': f });
+    assert.equal(
+      managedElsewhere(
+        binding(1, {}, [
+          { manager: 'gitops-appstudio', fieldsV1: fields({ 'f:components': {} }) },
+          { manager: 'kubectl', fieldsV1: { 'f:metadata': {} } },
+        ]),
+      ),
+      undefined,
+    );
+    assert.equal(
+      managedElsewhere(
+        binding(1, {}, [{ manager: 'application-service', fieldsV1: fields({ 'f:components': {} }) }]),
+      ),
+      'application-service',
+    );
+    assert.equal(
+      managedElsewhere(
+        binding(1, {}, [{ manager: 'has', fieldsV1: fields({ 'f:gitopsRepoConditions': {} }) }]),
+      ),
+      'has',
+    );
+  });
+
+  it('a render of an older generation is still rendering; a failure of this one is failed; conditions of another service count as ready', () => {
+    assert.deepEqual(renderStateOf(binding(2, { gitopsRepoConditions: [condition('True', 1)] })), {
+      state: 'rendering',
+    });
+    assert.deepEqual(renderStateOf(binding(2, { gitopsRepoConditions: [condition('False', 1)] })), {
+      state: 'rendering',
+    });
+    assert.deepEqual(renderStateOf(binding(2, { gitopsRepoConditions: [condition('False', 2)] })), {
+      state: 'failed',
+      message: 'the push was refused',
+    });
+    assert.deepEqual(renderStateOf(binding(2, { gitopsRepoConditions: [condition('True', 2)] })), {
+      state: 'ready',
+    });
+    assert.deepEqual(renderStateOf(binding(2, { gitopsRepoConditions: [condition('True')] })), {
+      state: 'ready',
+    });
+    assert.deepEqual(renderStateOf(binding(2, {})), { state: 'ready' });
   });
 });
