@@ -149,8 +149,15 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
       'both Deployments of the old version Available',
       async () => {
         for (const component of COMPONENTS) {
+          // As many as that version's manifests ask for (older ones ran a single agent).
+          const { spec } = await env.getJson<{ spec: { replicas: number } }>(
+            'deployment',
+            '-n',
+            SERVICE_NS,
+            component,
+          );
           const ready = await readyPods(component);
-          if (ready.length !== 2 || ready.some((p) => imageOf(p) !== oldImage)) return false;
+          if (ready.length !== spec.replicas || ready.some((p) => imageOf(p) !== oldImage)) return false;
         }
         return true;
       },
