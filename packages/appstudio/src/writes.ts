@@ -1,6 +1,6 @@
 /**
- * Writes of the claim, target and provisioner controllers: JSON merge patches guarded by the object's
- * resourceVersion (a stale cache fails with 409 and the key is reconciled again), finalizers, phases, and
+ * Writes of the claim, target and provisioner controllers (and of bindings' status): JSON merge patches
+ * guarded by the object's resourceVersion (a stale cache fails with 409 and the key is reconciled again), finalizers, phases, and
  * the single `ErrorOccurred` condition of claims and targets (False / `Success` / "" on a clean pass, True /
  * `ErrorOccurred` / message on a failure, as the original wrote it).
  */
@@ -18,6 +18,7 @@ import {
   type KubeConfig,
   type KubeObject,
   kubeRequest,
+  patchStatus,
   setKubeCondition,
 } from '@gitops/shared';
 import { statusOf, text } from './objects.ts';
@@ -127,4 +128,26 @@ export async function setErrorOccurred(
   );
   if (JSON.stringify(current) === JSON.stringify(next)) return object;
   return mergePatch(kc, kind, object, { status: { conditions: next } }, 'status');
+}
+
+/**
+ * Writes the `status` fields of `patch` that differ from the object's, guarded by its resourceVersion (a
+ * stale cache fails with 409 and the key is reconciled again); nothing when none differs. Returns the object
+ * as stored, or `object` when nothing was written.
+ */
+export async function writeChangedStatus(
+  kc: KubeConfig,
+  kind: KindDescriptor,
+  object: KubeObject,
+  patch: Record<string, unknown>,
+): Promise<KubeObject> {
+  const status = statusOf(object);
+  if (Object.entries(patch).every(([k, v]) => JSON.stringify(status[k] ?? null) === JSON.stringify(v)))
+    return object;
+  return patchStatus(
+    kc,
+    { ...kind, namespace: object.metadata.namespace, name: object.metadata.name },
+    { metadata: { resourceVersion: object.metadata.resourceVersion }, status: patch },
+    { fieldManager: APPSTUDIO_FIELD_MANAGER },
+  );
 }

@@ -31,7 +31,6 @@ import {
   kubeRequest,
   type Logger,
   objectKey,
-  patchStatus,
   type ReconcileResult,
   setKubeCondition,
   splitObjectKey,
@@ -41,6 +40,7 @@ import { parseConditions } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
 import { type AppStudioController, createController } from '../controller.ts';
 import { type Json, list, record, specOf, statusOf, text } from '../objects.ts';
+import { writeChangedStatus } from '../writes.ts';
 import { checkout, type GitCredentials, GitError, withoutUserInfo } from './git.ts';
 import {
   basePath,
@@ -289,17 +289,7 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
     return undefined;
   }
 
-  async function writeStatus(binding: KubeObject, patch: Json): Promise<void> {
-    const status = statusOf(binding);
-    if (Object.entries(patch).every(([k, v]) => JSON.stringify(status[k] ?? null) === JSON.stringify(v)))
-      return;
-    await patchStatus(
-      kc,
-      { ...Binding, namespace: binding.metadata.namespace, name: binding.metadata.name },
-      { metadata: { resourceVersion: binding.metadata.resourceVersion }, status: patch },
-      { fieldManager: APPSTUDIO_FIELD_MANAGER },
-    );
-  }
+  const writeStatus = (binding: KubeObject, patch: Json) => writeChangedStatus(kc, Binding, binding, patch);
 
   const repoCondition = (binding: KubeObject, ok: boolean, message: string): KubeCondition[] =>
     setKubeCondition(

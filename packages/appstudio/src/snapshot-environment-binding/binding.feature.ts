@@ -30,7 +30,6 @@ import {
   type KubeObject,
   type Logger,
   objectKey,
-  patchStatus,
   type ReconcileResult,
   serverSideApply,
   splitObjectKey,
@@ -46,6 +45,7 @@ import {
   credentialsOf,
 } from '../deployment-target.ts';
 import { ageMs, type Json, list, ownerReferences, record, specOf, statusOf, text } from '../objects.ts';
+import { writeChangedStatus } from '../writes.ts';
 import {
   componentDeploymentConditions,
   componentsOf,
@@ -109,17 +109,7 @@ function owningBinding(deployment: KubeObject): string | undefined {
 export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeatureDeps): AppStudioController {
   const { kc, events } = ctx;
 
-  async function writeStatus(binding: KubeObject, patch: Json): Promise<void> {
-    const status = statusOf(binding);
-    if (Object.entries(patch).every(([k, v]) => JSON.stringify(status[k] ?? null) === JSON.stringify(v)))
-      return;
-    await patchStatus(
-      kc,
-      { ...Binding, namespace: binding.metadata.namespace, name: binding.metadata.name },
-      { metadata: { resourceVersion: binding.metadata.resourceVersion }, status: patch },
-      { fieldManager: APPSTUDIO_FIELD_MANAGER },
-    );
-  }
+  const writeStatus = (binding: KubeObject, patch: Json) => writeChangedStatus(kc, Binding, binding, patch);
 
   /** The deployments this binding controls (a controller ownerReference with its uid). */
   function ownedDeployments(binding: KubeObject): KubeObject[] {
