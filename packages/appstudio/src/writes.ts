@@ -1,8 +1,8 @@
 /**
  * Writes of the claim, target and provisioner controllers (and of bindings' status): JSON merge patches
  * guarded by the object's resourceVersion (a stale cache fails with 409 and the key is reconciled again),
- * finalizers, phases, and the single `ErrorOccurred` condition of claims and targets (False / `Success` / "" on a clean pass, True /
- * `ErrorOccurred` / message on a failure, as the original wrote it).
+ * finalizers, phases, and the single `ErrorOccurred` condition of claims and targets (False / `Success` /
+ * "" on a clean pass, True / `ErrorOccurred` / message on a failure, as the original wrote it).
  */
 import {
   APPSTUDIO_FIELD_MANAGER,
