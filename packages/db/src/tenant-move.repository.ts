@@ -69,14 +69,14 @@ export async function moveTenant(
     .forUpdate()
     .execute();
   // The instance holding the old Application: the one releasing it already (its successor never created one),
-  // else the current one; none when that is the destination (moved back before the release ended).
+  // else the current one. When that is the destination (moved back before the move ended) the row is
+  // "adopting" there: its release may have deleted the Application already, so the agent makes sure it is
+  // there again before the move counts as over (a delete meanwhile waits; completeApplicationAdoption).
   await trx
     .updateTable('application')
     .set({
       engine_instance_id: to,
-      releasing_engine_instance_id: sql<
-        string | null
-      >`nullif(coalesce(releasing_engine_instance_id, engine_instance_id), ${to}::uuid)`,
+      releasing_engine_instance_id: sql<string>`coalesce(releasing_engine_instance_id, engine_instance_id)`,
     })
     .where('cluster_user_id', '=', clusterUserId)
     .execute();
