@@ -15,6 +15,7 @@ import {
   insertApplication,
   insertOperation,
   listen,
+  moveTenant,
   NOTIFICATION_CHANNELS,
   type OperationRow,
   updateApplication,
@@ -555,6 +556,62 @@ describe('cluster-agent', () => {
     assert.equal((deleted as { operation?: unknown }).operation, undefined, 'no operation left to block it');
     await removeFinalizers(application.name);
   }, 90_000);
+
+  it('a moved row whose Application is syncing: the release lets the sync finish (a move back must not leave it terminated), then releases it without cascading', async () => {
+    const tenant = await givenTenant(tenantNamespaces[2]!);
+    const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/moving' });
+    assert.equal((await finished(operation.id)).state, 'Completed');
+    const startedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    await patch(
+      appRef(application.name),
+      {
+        status: {
+          operationState: { operation: { sync: { revision: 'main' } }, phase: 'Running', startedAt },
+        },
+      },
+      'argocd-test',
+    );
+    const targetNs = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: otherArgoCdNamespace });
+    const target = await upsertEngineInstance(database.db, {
+      name: `moving-to-${suffix}`,
+      namespaceName: otherArgoCdNamespace,
+      namespaceUid: targetNs!.metadata.uid!,
+      clusterIdentity: 'test',
+    });
+    await database.db
+      .updateTable('cluster_user')
+      .set({ engine_instance_id: engineInstanceId })
+      .where('id', '=', tenant.id)
+      .execute();
+    const moved = await database.db.transaction().execute((trx) => moveTenant(trx, tenant.id, target.id));
+    for (const o of moved?.operations ?? [])
+      if (o.operation.engine_instance_id === engineInstanceId) await relay(o.operation);
+
+    // The sync keeps running: not asked to terminate, and the Application stays while it runs.
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const during = await getObject(kc, appRef(application.name));
+    assert.equal(
+      (during?.status as { operationState?: { phase?: string } } | undefined)?.operationState?.phase,
+      'Running',
+    );
+    assert.equal(during?.metadata.deletionTimestamp, undefined);
+
+    // Argo CD finishes it: now the Application is released (no finalizer: nothing pruned) and handed over.
+    await patch(
+      appRef(application.name),
+      { status: { operationState: { phase: 'Succeeded', finishedAt: startedAt } } },
+      'argocd-test',
+    );
+    await eventually('the Application released', async () =>
+      (await getObject(kc, appRef(application.name))) ? undefined : true,
+    );
+    const row = await database.db
+      .selectFrom('application')
+      .select('releasing_engine_instance_id')
+      .where('id', '=', application.id)
+      .executeTakeFirst();
+    assert.equal(row?.releasing_engine_instance_id, target.id, 'handed over: the new instance adopts it');
+  });
 
   it('an Application with our label and no row is deleted (orphan)', async () => {
     const tenant = await givenTenant(tenantNamespaces[2]!);

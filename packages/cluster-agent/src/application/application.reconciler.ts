@@ -293,7 +293,19 @@ export function createApplicationReconciler(
    * asked for but not started is withdrawn; a running one is asked to terminate. True while one is in the way.
    */
   const syncEndAskedAt = new Map<string, number>();
-  async function endSyncBeforeDelete(app: KubeObject, options: { signal: AbortSignal; logger: Logger }) {
+  async function endSyncBeforeDelete(
+    app: KubeObject,
+    options: {
+      signal: AbortSignal;
+      logger: Logger;
+      /**
+       * A release (a move; nothing is pruned) lets a running sync finish instead of terminating it (until the
+       * wait is over): the tenant may come back before the release ends and keep this Application, and Argo
+       * CD does not retry a terminated automated sync of the same revision by itself.
+       */
+      letRunningFinish?: boolean;
+    },
+  ) {
     const state = (app.status as { operationState?: { phase?: unknown; finishedAt?: unknown } } | undefined)
       ?.operationState;
     const running = state?.phase === 'Running' || state?.phase === 'Terminating';
@@ -331,7 +343,7 @@ export function createApplicationReconciler(
       options.logger.info({ application: app.metadata.name }, 'sync request withdrawn: the Application goes');
       return true;
     }
-    if (state?.phase === 'Running') {
+    if (state?.phase === 'Running' && !options.letRunningFinish) {
       await patch({ status: { operationState: { phase: 'Terminating' } } });
       options.logger.info(
         { application: app.metadata.name },
@@ -419,8 +431,8 @@ export function createApplicationReconciler(
 
   /**
    * A moved application's old Argo CD Application goes without cascading: its resources finalizer is removed
-   * first (also from one whose cascading delete had begun, which stops it), then it is deleted; a sync in
-   * the way ends first, as for a delete. Once none is left the row is released to its new instance.
+   * first (also from one whose cascading delete had begun, which stops it), then it is deleted; a running
+   * sync is let finish first (ended after the wait), a requested one withdrawn. Once none is left the row is released to its new instance.
    */
   async function releaseApplicationsOf(
     row: ApplicationRow,
@@ -433,7 +445,10 @@ export function createApplicationReconciler(
       const name = app.metadata.name;
       const finalizers = app.metadata.finalizers ?? [];
       if (finalizers.includes(ARGOCD_RESOURCES_FINALIZER)) {
-        if (!app.metadata.deletionTimestamp && (await endSyncBeforeDelete(app, options))) {
+        if (
+          !app.metadata.deletionTimestamp &&
+          (await endSyncBeforeDelete(app, { ...options, letRunningFinish: true }))
+        ) {
           syncing.push(name);
           continue;
         }
