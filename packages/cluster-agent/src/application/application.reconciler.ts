@@ -432,7 +432,8 @@ export function createApplicationReconciler(
   /**
    * A moved application's old Argo CD Application goes without cascading: its resources finalizer is removed
    * first (also from one whose cascading delete had begun, which stops it), then it is deleted; a running
-   * sync is let finish first (ended after the wait), a requested one withdrawn. Once none is left the row is released to its new instance.
+   * sync is let finish first (ended after the wait), a requested one withdrawn. Once none is left the row is
+   * released to its new instance.
    */
   async function releaseApplicationsOf(
     row: ApplicationRow,
