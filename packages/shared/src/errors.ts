@@ -150,6 +150,14 @@ export function isNotFound(err: unknown): boolean {
   return err instanceof KubeApiError && err.statusCode === 404;
 }
 
+/**
+ * True when a create met an object of that name (409 AlreadyExists), and only then: not for a stale
+ * resourceVersion or an apply conflict, which are 409s too (isConflict).
+ */
+export function isAlreadyExists(err: unknown): boolean {
+  return err instanceof KubeApiError && err.statusCode === 409 && err.reason === 'AlreadyExists';
+}
+
 /** True for a 409 from the API server (stale resourceVersion, apply conflict, AlreadyExists). */
 export function isConflict(err: unknown): boolean {
   return err instanceof KubeApiError && err.statusCode === 409;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { ErrorCode, KubeApiError } from './errors.ts';
+import { ErrorCode, isAlreadyExists, isConflict, KubeApiError } from './errors.ts';
 import {
   createEventRecorder,
   deleteIfExists,
@@ -197,6 +197,33 @@ describe('Kubernetes helpers against the API server', () => {
         component: 'gitops-test',
       },
     ]);
+  });
+
+  it('tells a create that met an existing object (isAlreadyExists) from a stale write (a conflict only)', async () => {
+    const path = `/api/v1/namespaces/${namespace}/configmaps`;
+    const body = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'exists' }, data: { a: '1' } };
+    const created = (await kubeRequest(kc, { method: HttpMethod.POST, path, body })) as KubeObject;
+    const again = await kubeRequest(kc, { method: HttpMethod.POST, path, body }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(isConflict(again));
+    assert.equal(isAlreadyExists(again), true);
+    await kubeRequest(kc, {
+      method: HttpMethod.PUT,
+      path: `${path}/exists`,
+      body: { ...body, data: { a: '2' }, metadata: { ...created.metadata } },
+    });
+    const stale = await kubeRequest(kc, {
+      method: HttpMethod.PUT,
+      path: `${path}/exists`,
+      body: { ...body, data: { a: '3' }, metadata: { ...created.metadata } },
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(isConflict(stale), 'a stale resourceVersion is a conflict');
+    assert.equal(isAlreadyExists(stale), false);
   });
 
   it('reports an unknown kind as a retryable error', async () => {

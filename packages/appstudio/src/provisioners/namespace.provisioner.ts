@@ -29,8 +29,7 @@ import {
   deleteIfExists,
   getObject,
   HttpMethod,
-  isConflict,
-  KubeApiError,
+  isAlreadyExists,
   type KubeConfig,
   type KubeObject,
   kubeRequest,
@@ -60,9 +59,6 @@ export const provisionedNamespaceName = (namespace: string, claim: string): stri
   return `${full.slice(0, 54).replace(/-+$/, '')}-${createHash('sha256').update(full).digest('hex').slice(0, 8)}`;
 };
 export const kubeconfigSecretName = (claim: string): string => `${claim}-dt-kubeconfig`;
-
-const isAlreadyExists = (err: unknown) =>
-  err instanceof KubeApiError && err.statusCode === 409 && !isConflict(err);
 
 async function createIfMissing(kc: KubeConfig, path: string, body: Record<string, unknown>): Promise<void> {
   try {

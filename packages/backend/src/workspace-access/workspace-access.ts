@@ -12,7 +12,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { type ClusterCredentialsInput, SealContext, type Sealer } from '@gitops/db';
-import { HttpMethod, isConflict, isNotFound, type KubeConfig, kubeRequest } from '@gitops/shared';
+import { HttpMethod, isAlreadyExists, isNotFound, type KubeConfig, kubeRequest } from '@gitops/shared';
 import { isJsonObject } from '../json.ts';
 
 /** The ServiceAccount in the tenant's namespace whose token a remote Argo CD deploys with. */
@@ -71,9 +71,9 @@ export function createWorkspaceAccess(options: WorkspaceAccessOptions): Workspac
     try {
       await kubeRequest(kc, { method: HttpMethod.POST, path, body, ...(signal ? { signal } : {}) });
     } catch (err) {
-      // A create's 409 is AlreadyExists: an earlier attempt made it, or the user did (then the token request
-      // below fails if it is not a ServiceAccount we may use, and nothing of theirs is changed).
-      if (!isConflict(err)) throw err;
+      // An earlier attempt made it, or the user did (then the token request below fails if it is not a
+      // ServiceAccount we may use, and nothing of theirs is changed).
+      if (!isAlreadyExists(err)) throw err;
     }
   }
 
