@@ -269,10 +269,14 @@ describe('rendering a Snapshot into the GitOps repository', () => {
       90_000,
     );
     assert.match(String(repoCondition(b)?.message), /was refused: .*pre-receive hook declined/);
+    // The run may first show the binding's earlier refusal (the 403 above, until the binding's next
+    // attempt); it follows the binding's condition on its next poll.
     const run = await eventually('the PromotionRun to show it', async () => {
       const r = await f.get(Kind.PromotionRun, ns, 'shop-s1-to-dev');
       const c = ((statusOf(r).conditions as { status: string; message: string }[] | undefined) ?? [])[0];
-      return c?.status === 'True' ? { run: r, condition: c } : undefined;
+      return c?.status === 'True' && /main is protected/.test(c.message)
+        ? { run: r, condition: c }
+        : undefined;
     });
     assert.match(
       run.condition.message,
