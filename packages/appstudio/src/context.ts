@@ -44,10 +44,19 @@ export interface AppStudioOptions {
   /** DEV_ONLY_IGNORE_SELFSIGNED_CERT_IN_DEPLOYMENT_TARGET: targets made from SpaceRequests skip TLS checks. */
   readonly devSandboxInsecure?: boolean;
   /**
-   * The API server URL and CA PEM the managed-gitops.redhat.com/namespace provisioner writes into its
-   * kubeconfigs (GITOPS_NAMESPACE_PROVISIONER_API_URL / _CA_FILE); by default those of `kc`.
+   * The managed-gitops.redhat.com/namespace provisioner: the API server URL and CA PEM it writes into its
+   * kubeconfigs (GITOPS_NAMESPACE_PROVISIONER_API_URL / _CA_FILE; by default those of `kc`), how long its
+   * tokens are asked for, how long before their expiry they are renewed and how often that is looked at
+   * (GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME / _TOKEN_RENEW_BEFORE / _TOKEN_CHECK_INTERVAL, milliseconds;
+   * defaults 8760h, 720h, 1h; the renew window must be shorter than the lifetime).
    */
-  readonly namespaceProvisioner?: { apiURL?: string; caPem?: string };
+  readonly namespaceProvisioner?: {
+    apiURL?: string;
+    caPem?: string;
+    tokenLifetimeMs?: number;
+    tokenRenewBeforeMs?: number;
+    tokenCheckIntervalMs?: number;
+  };
 }
 
 export interface AppStudioContext extends Required<AppStudioOptions> {

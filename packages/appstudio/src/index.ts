@@ -5,7 +5,7 @@
  * kind does and where it deviates from the original.
  */
 import { AppStudioKinds, Kinds } from '@gitops/api';
-import type { Feature, KubeObject } from '@gitops/shared';
+import { ErrorCode, type Feature, type KubeObject, TerminalError } from '@gitops/shared';
 import { type AppStudioOptions, createAppStudioContext } from './context.ts';
 import { createTargetFeature } from './deployment-target/target.feature.ts';
 import { createClaimFeature } from './deployment-target-claim/claim.feature.ts';
@@ -20,7 +20,12 @@ import { createDevSandboxProvisioner, targetKeysOfSpaceRequest } from './provisi
 import {
   createNamespaceProvisioner,
   registerProvisionedTokenExpiry,
+  tokenTimesProblem,
 } from './provisioners/namespace.provisioner.ts';
+import {
+  createNamespaceTokenRenewal,
+  type NamespaceTokenRenewal,
+} from './provisioners/namespace-token-renewal.ts';
 import type { Provisioner } from './provisioners/provisioner.ts';
 import { createBindingFeature } from './snapshot-environment-binding/binding.feature.ts';
 
@@ -37,10 +42,15 @@ export interface AppStudioFeatures {
   readonly renders: ReturnType<typeof createRenderFeature>;
   readonly claims: ReturnType<typeof createClaimFeature>;
   readonly targets: ReturnType<typeof createTargetFeature>;
+  /** Renewal of the namespace provisioner's ServiceAccount tokens. */
+  readonly namespaceTokens: NamespaceTokenRenewal;
 }
 
+/** @throws TerminalError when the namespace provisioner's token times do not fit (renew window ≥ lifetime). */
 export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFeatures {
   const ctx = createAppStudioContext(options);
+  const tokenProblem = tokenTimesProblem(ctx.namespaceProvisioner);
+  if (tokenProblem) throw new TerminalError(ErrorCode.configInvalid, tokenProblem);
   const environments = ctx.informer(AppStudioKinds.Environment.resource);
   const bindings = ctx.informer(AppStudioKinds.SnapshotEnvironmentBinding.resource);
   const managedEnvironments = ctx.informer(Kinds.GitOpsDeploymentManagedEnvironment.resource);
@@ -59,13 +69,13 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
   // Classes are cluster-scoped and shared by every shard.
   const classes = ctx.informer(AppStudioKinds.DeploymentTargetClass.resource, { unsharded: true });
 
-  const provisioners: Provisioner[] = [
-    createNamespaceProvisioner(ctx, {
-      apiURL: ctx.namespaceProvisioner.apiURL,
-      caPem: ctx.namespaceProvisioner.caPem,
-    }),
-  ];
+  const provisioners: Provisioner[] = [createNamespaceProvisioner(ctx, ctx.namespaceProvisioner)];
   registerProvisionedTokenExpiry(ctx.registry, { targets, secrets });
+  const namespaceTokens = createNamespaceTokenRenewal(
+    ctx,
+    { targets, secrets, claims },
+    ctx.namespaceProvisioner,
+  );
   const extraFeatures: Feature[] = [];
   const spaceRequests = ctx.devSandbox ? ctx.informer(AppStudioKinds.SpaceRequest.resource) : undefined;
   if (spaceRequests) {
@@ -125,6 +135,7 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
       renderFeature,
       claimFeature,
       targetFeature,
+      namespaceTokens,
       ...extraFeatures,
     ],
     promotionRuns: promotionRunFeature,
@@ -133,5 +144,6 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
     bindings: bindingFeature,
     claims: claimFeature,
     targets: targetFeature,
+    namespaceTokens,
   };
 }

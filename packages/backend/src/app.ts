@@ -162,6 +162,9 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
         caPem: config.namespaceProvisionerCaFile
           ? readFileSync(config.namespaceProvisionerCaFile, 'utf8')
           : undefined,
+        tokenLifetimeMs: config.namespaceProvisionerTokenLifetimeMs,
+        tokenRenewBeforeMs: config.namespaceProvisionerTokenRenewBeforeMs,
+        tokenCheckIntervalMs: config.namespaceProvisionerTokenCheckIntervalMs,
       },
     });
     features.push(...appStudio.features);

@@ -71,3 +71,32 @@ test('GITOPS_APPSTUDIO runs the App Studio controllers by default; GITOPS_PROMOT
   assert.throws(() => loadBackendConfig({ ...required, GITOPS_PROMOTION_TIMEOUT: '1s' }), ConfigError);
   assert.throws(() => loadBackendConfig({ ...required, GITOPS_APPSTUDIO: 'maybe' }), ConfigError);
 });
+
+test('namespace provisioner tokens: a year, renewed 30 days before expiry, looked at hourly; the window must be shorter than the lifetime', () => {
+  const config = loadBackendConfig(required);
+  assert.equal(config.namespaceProvisionerTokenLifetimeMs, 8760 * 3_600_000);
+  assert.equal(config.namespaceProvisionerTokenRenewBeforeMs, 720 * 3_600_000);
+  assert.equal(config.namespaceProvisionerTokenCheckIntervalMs, 3_600_000);
+  const short = loadBackendConfig({
+    ...required,
+    GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME: '24h',
+    GITOPS_NAMESPACE_PROVISIONER_TOKEN_RENEW_BEFORE: '6h',
+    GITOPS_NAMESPACE_PROVISIONER_TOKEN_CHECK_INTERVAL: '10m',
+  });
+  assert.equal(short.namespaceProvisionerTokenLifetimeMs, 24 * 3_600_000);
+  assert.equal(short.namespaceProvisionerTokenRenewBeforeMs, 6 * 3_600_000);
+  assert.equal(short.namespaceProvisionerTokenCheckIntervalMs, 600_000);
+  assert.throws(
+    () => loadBackendConfig({ ...required, GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME: '720h' }),
+    (err: unknown) =>
+      err instanceof ConfigError &&
+      err.message.includes(
+        'GITOPS_NAMESPACE_PROVISIONER_TOKEN_RENEW_BEFORE (720h) must be shorter than GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME (720h)',
+      ),
+  );
+  // A TokenRequest asks for 10 minutes at least.
+  assert.throws(
+    () => loadBackendConfig({ ...required, GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME: '5m' }),
+    ConfigError,
+  );
+});

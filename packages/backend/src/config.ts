@@ -5,10 +5,12 @@
 import { type EncryptionKeys, encryptionKeysVar, parseEncryptionKeys } from '@gitops/db';
 import {
   boolVar,
+  ConfigError,
   type ConfigOf,
   commonConfig,
   databaseUrlVar,
   durationVar,
+  formatDuration,
   loadConfig,
   stringVar,
 } from '@gitops/shared';
@@ -150,6 +152,26 @@ export const backendConfigSchema = {
     description:
       "PEM file of that API server's CA; empty = the one the backend uses (in a Pod: the service account CA)",
   }),
+  namespaceProvisionerTokenLifetimeMs: durationVar('GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME', {
+    default: '8760h',
+    min: '10m',
+    max: '8760h',
+    description:
+      "how long the ServiceAccount token in a namespace-provisioned DeploymentTarget's kubeconfig is asked for (the API server may cap it: --service-account-max-token-expiration)",
+  }),
+  namespaceProvisionerTokenRenewBeforeMs: durationVar('GITOPS_NAMESPACE_PROVISIONER_TOKEN_RENEW_BEFORE', {
+    default: '720h',
+    min: '1m',
+    max: '8760h',
+    description:
+      'such a token expiring within this long (or whose expiry cannot be read) is renewed in its Secret; shorter than GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME',
+  }),
+  namespaceProvisionerTokenCheckIntervalMs: durationVar('GITOPS_NAMESPACE_PROVISIONER_TOKEN_CHECK_INTERVAL', {
+    default: '1h',
+    min: '1s',
+    max: '24h',
+    description: 'how often those tokens are looked at (also at start), from the informer caches',
+  }),
 } as const;
 
 export type BackendConfig = ConfigOf<typeof backendConfigSchema>;
@@ -158,5 +180,16 @@ export type BackendConfig = ConfigOf<typeof backendConfigSchema>;
 export function loadBackendConfig(
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): BackendConfig {
-  return loadConfig(backendConfigSchema, env);
+  const config = loadConfig(backendConfigSchema, env);
+  // Variables that must fit together (each alone is valid). @gitops/appstudio checks the same (tokenTimesProblem).
+  const lifetime = config.namespaceProvisionerTokenLifetimeMs;
+  const renewBefore = config.namespaceProvisionerTokenRenewBeforeMs;
+  if (renewBefore >= lifetime)
+    throw new ConfigError([
+      {
+        name: 'GITOPS_NAMESPACE_PROVISIONER_TOKEN_RENEW_BEFORE',
+        message: `GITOPS_NAMESPACE_PROVISIONER_TOKEN_RENEW_BEFORE (${formatDuration(renewBefore)}) must be shorter than GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME (${formatDuration(lifetime)}), or every token would be renewed at every check`,
+      },
+    ]);
+  return config;
 }

@@ -5,7 +5,8 @@
  *   the full name), labelled `managed-gitops.redhat.com/provisioned-for-claim=<claim uid>`;
  * - a ServiceAccount `gitops-deployer` there, bound to the ClusterRole `admin` in that namespace only;
  * - a Secret `<claim>-dt-kubeconfig` (type managed-gitops.redhat.com/managed-environment) in the claim's
- *   namespace with a kubeconfig for that ServiceAccount (a TokenRequest token, 1 year asked for);
+ *   namespace with a kubeconfig for that ServiceAccount (a TokenRequest token, asked for
+ *   GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME, default 1 year; namespace-token-renewal.ts renews it);
  * - the DeploymentTarget `<claim>-dt` (claimRef = the claim, Available), which the binder then binds.
  * The kubeconfig's API server URL and CA come from configuration (GITOPS_NAMESPACE_PROVISIONER_API_URL,
  * GITOPS_NAMESPACE_PROVISIONER_CA_FILE), by default those the service itself uses. Reclaim (Delete) deletes
@@ -27,6 +28,7 @@ import {
   addGaugeCollector,
   collectionPath,
   deleteIfExists,
+  formatDuration,
   getObject,
   HttpMethod,
   isAlreadyExists,
@@ -42,7 +44,12 @@ import { DEPROVISION_TIMEOUT_MS, type Deprovisioned, type Provisioner } from './
 
 const Target = AppStudioKinds.DeploymentTarget;
 export const DEPLOYER_SERVICE_ACCOUNT = 'gitops-deployer';
-const TOKEN_SECONDS = 365 * 24 * 3600;
+/** GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME / _TOKEN_RENEW_BEFORE / _TOKEN_CHECK_INTERVAL defaults. */
+export const DEFAULT_TOKEN_LIFETIME_MS = 8760 * 3_600_000;
+export const DEFAULT_TOKEN_RENEW_BEFORE_MS = 720 * 3_600_000;
+export const DEFAULT_TOKEN_CHECK_INTERVAL_MS = 3_600_000;
+/** The least a TokenRequest may ask for (the API server refuses less). */
+export const MIN_TOKEN_LIFETIME_MS = 600_000;
 /** Namespace deletion has no watch here: look again this often. */
 const NAMESPACE_RECHECK_MS = 2_000;
 
@@ -51,6 +58,91 @@ export interface NamespaceProvisionerOptions {
   apiURL?: string;
   /** PEM of the API server's CA (default: the service's own; none = the system's roots). */
   caPem?: string;
+  /** How long the ServiceAccount token is asked for (default 8760h; at least 10 min). */
+  tokenLifetimeMs?: number;
+  /** A token expiring within this long is renewed (default 720h; shorter than the lifetime). */
+  tokenRenewBeforeMs?: number;
+  /** How often the tokens are looked at (default 1h). */
+  tokenCheckIntervalMs?: number;
+}
+
+/**
+ * What is wrong with the token times of `options` (each a sentence naming the variable), or nothing. The
+ * backend's config loader reports the same at start (GITOPS_NAMESPACE_PROVISIONER_TOKEN_*).
+ */
+export function tokenTimesProblem(options: NamespaceProvisionerOptions): string | undefined {
+  const lifetime = options.tokenLifetimeMs ?? DEFAULT_TOKEN_LIFETIME_MS;
+  const renewBefore = options.tokenRenewBeforeMs ?? DEFAULT_TOKEN_RENEW_BEFORE_MS;
+  const interval = options.tokenCheckIntervalMs ?? DEFAULT_TOKEN_CHECK_INTERVAL_MS;
+  if (!(lifetime >= MIN_TOKEN_LIFETIME_MS))
+    return `GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME must be at least 10m (a TokenRequest asks for 600 s or more)`;
+  if (!(renewBefore > 0 && renewBefore < lifetime))
+    return `GITOPS_NAMESPACE_PROVISIONER_TOKEN_RENEW_BEFORE (${formatDuration(renewBefore)}) must be shorter than GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME (${formatDuration(lifetime)}), or every token would be renewed at every check`;
+  if (!(interval > 0)) return 'GITOPS_NAMESPACE_PROVISIONER_TOKEN_CHECK_INTERVAL must be positive';
+  return undefined;
+}
+
+/** The kubeconfig (JSON) of a provisioned namespace's ServiceAccount token: provisioning and renewal write it. */
+export function deployerKubeconfig(
+  cluster: { apiURL: string; caPem?: string },
+  namespace: string,
+  token: string,
+): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [
+      {
+        name: 'target',
+        cluster: {
+          server: cluster.apiURL,
+          ...(cluster.caPem
+            ? { 'certificate-authority-data': Buffer.from(cluster.caPem).toString('base64') }
+            : {}),
+        },
+      },
+    ],
+    users: [{ name: DEPLOYER_SERVICE_ACCOUNT, user: { token } }],
+    contexts: [{ name: 'target', context: { cluster: 'target', user: DEPLOYER_SERVICE_ACCOUNT, namespace } }],
+    'current-context': 'target',
+  });
+}
+
+/** A TokenRequest for the `gitops-deployer` ServiceAccount of `namespace`, asked for `lifetimeMs`. */
+export async function requestDeployerToken(
+  kc: KubeConfig,
+  namespace: string,
+  lifetimeMs: number,
+  signal?: AbortSignal,
+): Promise<string> {
+  const answer = (await kubeRequest(kc, {
+    method: HttpMethod.POST,
+    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${DEPLOYER_SERVICE_ACCOUNT}/token`,
+    body: {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: Math.round(lifetimeMs / 1000) },
+    },
+    signal,
+  })) as { status?: { token?: string } };
+  const token = answer.status?.token;
+  if (!token)
+    throw new Error(`the TokenRequest of ${namespace}/${DEPLOYER_SERVICE_ACCOUNT} returned no token`);
+  return token;
+}
+
+/** The token of the kubeconfig in a provisioned kubeconfig Secret (its `data`), or undefined. */
+export function tokenOfKubeconfigSecret(secret: KubeObject | undefined): string | undefined {
+  const data = (secret as { data?: Record<string, string> } | undefined)?.data?.kubeconfig;
+  if (!data) return undefined;
+  try {
+    const token = (
+      JSON.parse(Buffer.from(data, 'base64').toString()) as { users?: { user?: { token?: unknown } }[] }
+    ).users?.[0]?.user?.token;
+    return typeof token === 'string' ? token : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export const provisionedNamespaceName = (namespace: string, claim: string): string => {
@@ -68,6 +160,16 @@ async function createIfMissing(kc: KubeConfig, path: string, body: Record<string
   }
 }
 
+/** The API server URL and CA the provisioner's kubeconfigs name: configured, or the service's own. */
+export function provisionedCluster(
+  kc: KubeConfig,
+  options: NamespaceProvisionerOptions,
+): { apiURL: string; caPem?: string } {
+  const own = ownCluster(kc);
+  const caPem = options.caPem ?? own.caPem;
+  return { apiURL: options.apiURL || own.apiURL, ...(caPem ? { caPem } : {}) };
+}
+
 /** The API server URL and CA of the service's own kubeconfig. */
 export function ownCluster(kc: KubeConfig): { apiURL: string; caPem?: string } {
   const cluster = kc.getCurrentCluster();
@@ -80,30 +182,9 @@ export function createNamespaceProvisioner(
   options: NamespaceProvisionerOptions = {},
 ): Provisioner {
   const { kc } = ctx;
-  const own = ownCluster(kc);
-  const apiURL = options.apiURL || own.apiURL;
-  const caPem = options.caPem ?? own.caPem;
-
-  function kubeconfig(namespace: string, token: string): string {
-    return JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [
-        {
-          name: 'target',
-          cluster: {
-            server: apiURL,
-            ...(caPem ? { 'certificate-authority-data': Buffer.from(caPem).toString('base64') } : {}),
-          },
-        },
-      ],
-      users: [{ name: DEPLOYER_SERVICE_ACCOUNT, user: { token } }],
-      contexts: [
-        { name: 'target', context: { cluster: 'target', user: DEPLOYER_SERVICE_ACCOUNT, namespace } },
-      ],
-      'current-context': 'target',
-    });
-  }
+  const cluster = provisionedCluster(kc, options);
+  const { apiURL } = cluster;
+  const lifetimeMs = options.tokenLifetimeMs ?? DEFAULT_TOKEN_LIFETIME_MS;
 
   async function provision(
     claim: KubeObject,
@@ -133,16 +214,7 @@ export function createNamespaceProvisioner(
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
       subjects: [{ kind: 'ServiceAccount', name: DEPLOYER_SERVICE_ACCOUNT, namespace }],
     });
-    const answer = (await kubeRequest(kc, {
-      method: HttpMethod.POST,
-      path: `/api/v1/namespaces/${namespace}/serviceaccounts/${DEPLOYER_SERVICE_ACCOUNT}/token`,
-      body: {
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenRequest',
-        spec: { expirationSeconds: TOKEN_SECONDS },
-      },
-    })) as { status?: { token?: string } };
-    const token = answer.status?.token ?? '';
+    const token = await requestDeployerToken(kc, namespace, lifetimeMs);
     const secretName = kubeconfigSecretName(claim.metadata.name);
     await deleteIfExists(kc, { ...CoreKinds.Secret, namespace: claimNamespace, name: secretName });
     await kubeRequest(kc, {
@@ -151,7 +223,7 @@ export function createNamespaceProvisioner(
       body: {
         metadata: { name: secretName, labels: { ...ctx.shardLabels } },
         type: SecretType.ManagedEnvironment,
-        stringData: { kubeconfig: kubeconfig(namespace, token) },
+        stringData: { kubeconfig: deployerKubeconfig(cluster, namespace, token) },
       },
     });
     const provisionerLabel = annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner);
@@ -258,18 +330,10 @@ export function registerProvisionedTokenExpiry(
         if (annotationOf(target, DeploymentTargetAnnotation.ProvisionedBy) !== ProvisionerName.Namespace)
           continue;
         const { clusterCredentialsSecret } = credentialsOf(target);
-        const secret = caches.secrets.get(target.metadata.namespace, clusterCredentialsSecret);
-        const data = (secret as { data?: Record<string, string> } | undefined)?.data?.kubeconfig;
-        if (!data) continue;
-        let token: unknown;
-        try {
-          token = (
-            JSON.parse(Buffer.from(data, 'base64').toString()) as { users?: { user?: { token?: unknown } }[] }
-          ).users?.[0]?.user?.token;
-        } catch {
-          continue;
-        }
-        const exp = typeof token === 'string' ? jwtExpiry(token) : undefined;
+        const token = tokenOfKubeconfigSecret(
+          caches.secrets.get(target.metadata.namespace, clusterCredentialsSecret),
+        );
+        const exp = token === undefined ? undefined : jwtExpiry(token);
         if (exp !== undefined)
           gauge.set(
             { namespace: target.metadata.namespace ?? '', deployment_target: target.metadata.name },

@@ -2,7 +2,12 @@ import assert from 'node:assert/strict';
 import { AppStudioKinds, DeploymentTargetAnnotation, Provisioner } from '@gitops/api';
 import { createMetricsRegistry, type KubeObject } from '@gitops/shared';
 import { describe, test } from 'vitest';
-import { jwtExpiry, registerProvisionedTokenExpiry } from './namespace.provisioner.ts';
+import {
+  jwtExpiry,
+  registerProvisionedTokenExpiry,
+  tokenOfKubeconfigSecret,
+  tokenTimesProblem,
+} from './namespace.provisioner.ts';
 
 const jwt = (payload: object) =>
   ['{"alg":"none"}', JSON.stringify(payload), ''].map((p) => Buffer.from(p).toString('base64url')).join('.');
@@ -56,5 +61,26 @@ describe('token expiry of namespace-provisioned targets', () => {
     ]);
     secrets.delete('mine-kubeconfig');
     assert.doesNotMatch(await registry.metrics(), /deployment_target="mine"/);
+  });
+
+  test('tokenOfKubeconfigSecret reads the token of the kubeconfig, and nothing from what is none', () => {
+    assert.equal(tokenOfKubeconfigSecret(kubeconfigSecret('s', 'the-token')), 'the-token');
+    assert.equal(tokenOfKubeconfigSecret(undefined), undefined);
+    const garbage = {
+      ...kubeconfigSecret('s', 'x'),
+      data: { kubeconfig: Buffer.from('{').toString('base64') },
+    };
+    assert.equal(tokenOfKubeconfigSecret(garbage as KubeObject), undefined);
+  });
+
+  test('token times: the renew window must be shorter than the lifetime, the lifetime 10 minutes at least', () => {
+    const hour = 3_600_000;
+    assert.equal(tokenTimesProblem({}), undefined);
+    assert.equal(tokenTimesProblem({ tokenLifetimeMs: 2 * hour, tokenRenewBeforeMs: hour }), undefined);
+    assert.match(
+      tokenTimesProblem({ tokenLifetimeMs: hour, tokenRenewBeforeMs: hour }) ?? '',
+      /GITOPS_NAMESPACE_PROVISIONER_TOKEN_RENEW_BEFORE \(1h\) must be shorter than GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME \(1h\)/,
+    );
+    assert.match(tokenTimesProblem({ tokenLifetimeMs: 60_000 }) ?? '', /at least 10m/);
   });
 });
