@@ -4,7 +4,7 @@
  * Times change only when status, reason or message change, so writing the same verdict again is a no-op.
  */
 import { AppStudioConditionType, ErrorOccurredReason, resolvedReason } from '@gitops/api';
-import { conditionsOfStatus, type KubeCondition, setKubeCondition } from '@gitops/shared';
+import { conditionsOfStatus, jsonEqual, type KubeCondition, setKubeCondition } from '@gitops/shared';
 
 export function parseConditions(value: unknown): KubeCondition[] {
   return conditionsOfStatus({ conditions: value });
@@ -69,5 +69,5 @@ export function resolved(conditions: readonly KubeCondition[], now: Date): KubeC
 }
 
 export function sameConditions(a: readonly KubeCondition[], b: readonly KubeCondition[]): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
+  return jsonEqual(a, b);
 }

@@ -1,17 +1,24 @@
 /**
- * One App Studio controller as a feature of the shared shape: a work queue of `namespace/name` keys of its
- * kind, fed by its informer (add, delete, and every update that is not only our own status write), by its
- * extra watches, and on resync by every cached object.
+ * The App Studio controllers are built with @gitops/shared's controller builder (`newController`):
+ * `newAppStudioController(ctx, name)` gives the builder with the context's registry, logger and concurrency;
+ * `quietInTerminatingNamespace` wraps a reconcile so that a namespace being deleted ends it quietly (nothing
+ * can be created there and everything goes anyway; the original checked the namespace's deletionTimestamp
+ * first).
+ *
+ *   newAppStudioController(ctx, 'appstudio-promotionrun')
+ *     .for(promotionRuns, { predicates: [anyOf(relist, generationChanged)] })
+ *     .watches(bindings, promotionRunsOfBinding)
+ *     .complete(quietInTerminatingNamespace(reconcile));
  */
 import {
-  createWorkQueue,
-  type Feature,
+  type Controller,
+  type ForOptions,
   type Informer,
   KubeApiError,
   type KubeObject,
-  objectKey,
+  newController,
   type Reconciler,
-  type WorkQueue,
+  updatePredicate,
 } from '@gitops/shared';
 import type { AppStudioContext } from './context.ts';
 
@@ -20,12 +27,37 @@ export function isNamespaceTerminating(err: unknown): boolean {
   return err instanceof KubeApiError && err.statusCode === 403 && err.message.includes('being terminated');
 }
 
-export interface AppStudioController extends Feature {
-  readonly queue: WorkQueue;
-  readonly informer: Informer<KubeObject>;
-  enqueueAll(): void;
+export type AppStudioController = Controller<KubeObject>;
+
+/** `reconcile`, except that a refusal because the namespace is being deleted ends it without an error. */
+export function quietInTerminatingNamespace(reconcile: Reconciler): Reconciler {
+  return async (key, context) => {
+    try {
+      return await reconcile(key, context);
+    } catch (err) {
+      if (isNamespaceTerminating(err)) {
+        context.logger.debug({ key }, 'namespace is being deleted; nothing to do');
+        return undefined;
+      }
+      throw err;
+    }
+  };
 }
 
+/** The controller builder of an App Studio controller named `name`: `.for(kind)` next. */
+export function newAppStudioController(ctx: AppStudioContext, name: string) {
+  const builder = newController(name, { registry: ctx.registry, logger: ctx.logger });
+  return {
+    for: (informer: Informer<KubeObject>, options?: ForOptions<KubeObject>) =>
+      builder.for(informer, options).withOptions({ concurrency: ctx.concurrency }),
+  };
+}
+
+/**
+ * The devsandbox provisioner's controller (`provisioners/devsandbox.feature.ts`) in its earlier form, on the
+ * builder: an update predicate as a function and extra sources as informer subscriptions. New controllers
+ * use `newAppStudioController` directly.
+ */
 export function createController(
   ctx: AppStudioContext,
   options: {
@@ -35,58 +67,27 @@ export function createController(
     reconcile: Reconciler;
     /** Extra event sources → keys of this kind; returns the unsubscribe functions. */
     watch?: (enqueue: (key: string) => void) => (() => void)[];
-    /** Whether an update of an object of this kind needs a reconcile (default: spec, metadata or status changed). */
+    /** Whether an update of an object of this kind needs a reconcile (default: every update). */
     needsReconcile?: (oldObject: KubeObject, newObject: KubeObject) => boolean;
   },
 ): AppStudioController {
-  const { informer } = options;
-  // In a namespace being deleted nothing can be created and everything goes anyway: stop quietly there
-  // (the original checked the namespace's deletionTimestamp first).
-  const reconcile: Reconciler = async (key, context) => {
-    try {
-      return await options.reconcile(key, context);
-    } catch (err) {
-      if (isNamespaceTerminating(err)) {
-        context.logger.debug({ key }, 'namespace is being deleted; nothing to do');
-        return undefined;
-      }
-      throw err;
-    }
-  };
-  const queue = createWorkQueue({
-    name: options.name,
-    reconcile,
-    concurrency: ctx.concurrency,
-    registry: ctx.registry,
-    logger: ctx.logger,
-  });
-  const enqueue = (key: string) => queue.add(key);
-  const enqueueAll = () => {
-    for (const object of informer.list()) enqueue(objectKey(object));
-  };
+  const { needsReconcile } = options;
+  const controller = newAppStudioController(ctx, options.name)
+    .for(options.informer, {
+      predicates: needsReconcile ? [updatePredicate('needs a reconcile', needsReconcile)] : [],
+    })
+    .reads(...options.alsoReads)
+    .complete(quietInTerminatingNamespace(options.reconcile));
   let unsubscribe: (() => void)[] = [];
   return {
-    name: options.name,
-    queue,
-    informer,
-    informers: [informer, ...options.alsoReads],
-    enqueueAll,
+    ...controller,
     start() {
-      unsubscribe = [
-        informer.onAdd((o) => enqueue(objectKey(o))),
-        informer.onUpdate((a, b) => {
-          if (options.needsReconcile === undefined || options.needsReconcile(a, b)) enqueue(objectKey(b));
-        }),
-        informer.onDelete((o) => enqueue(objectKey(o))),
-        ...(options.watch?.(enqueue) ?? []),
-      ];
-      queue.start();
-      enqueueAll();
+      unsubscribe = options.watch?.(controller.enqueue) ?? [];
+      controller.start();
     },
-    resync: enqueueAll,
     async stop() {
       for (const u of unsubscribe) u();
-      await queue.shutdown();
+      await controller.stop();
     },
   };
 }

@@ -5,7 +5,7 @@
  * kind does and where it deviates from the original.
  */
 import { AppStudioKinds, Kinds } from '@gitops/api';
-import { ErrorCode, type Feature, type KubeObject, TerminalError } from '@gitops/shared';
+import { ErrorCode, type Feature, TerminalError } from '@gitops/shared';
 import { type AppStudioOptions, createAppStudioContext } from './context.ts';
 import { createTargetFeature } from './deployment-target/target.feature.ts';
 import { createClaimFeature } from './deployment-target-claim/claim.feature.ts';
@@ -16,7 +16,7 @@ import {
 } from './environment/environment.feature.ts';
 import { createRenderFeature } from './gitops-repository/render.feature.ts';
 import { createPromotionRunFeature } from './promotion-run/promotion-run.feature.ts';
-import { createDevSandboxProvisioner, targetKeysOfSpaceRequest } from './provisioners/devsandbox.feature.ts';
+import { createDevSandboxProvisioner } from './provisioners/devsandbox.feature.ts';
 import {
   createNamespaceProvisioner,
   registerProvisionedTokenExpiry,
@@ -115,17 +115,7 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
     claims,
     classes,
     provisioners,
-    watch: (enqueue) => {
-      if (!spaceRequests) return [];
-      const bySpaceRequest = (sr: KubeObject) => {
-        for (const key of targetKeysOfSpaceRequest(sr, targets)) enqueue(key);
-      };
-      return [
-        spaceRequests.onAdd(bySpaceRequest),
-        spaceRequests.onUpdate((_a, b) => bySpaceRequest(b)),
-        spaceRequests.onDelete(bySpaceRequest),
-      ];
-    },
+    spaceRequests,
   });
   return {
     features: [

@@ -67,3 +67,15 @@ export function ageMs(object: KubeObject, now: Date): number {
   const created = Date.parse(text(object.metadata.creationTimestamp));
   return Number.isFinite(created) ? Math.max(0, now.getTime() - created) : 0;
 }
+
+/** `spec.application` of a binding, a PromotionRun or a Component. */
+export const applicationOf = (object: KubeObject): string => text(specOf(object).application);
+/** `spec.environment` of a binding. */
+export const environmentOf = (binding: KubeObject): string => text(specOf(binding).environment);
+
+/** Whether `a` was created before `b` (creation time, then name, so exactly one of two is "earlier"). */
+export function createdBefore(a: KubeObject, b: KubeObject): boolean {
+  const ta = text(a.metadata.creationTimestamp);
+  const tb = text(b.metadata.creationTimestamp);
+  return ta === tb ? a.metadata.name < b.metadata.name : ta < tb;
+}

@@ -10,7 +10,9 @@ import {
   deletionStarted,
   finalizersChanged,
   generationChanged,
+  ignoreCreates,
   ignoreDeletes,
+  ignoreUpdates,
   labelsChanged,
   not,
   passesCreate,
@@ -19,6 +21,7 @@ import {
   relist,
   resourceVersionChanged,
   specChanged,
+  statusFieldsChanged,
   uidChanged,
 } from './predicates.ts';
 
@@ -71,6 +74,30 @@ describe('named predicates', () => {
     assert.equal(passesUpdate([annotationsChanged], before, object('2', { annotations: {} })), true);
     assert.equal(passesUpdate([finalizersChanged], before, object('2', { finalizers: [] })), true);
     assert.equal(passesUpdate([specChanged], before, object('2', {}, { p: 1, q: 3 })), true);
+  });
+
+  it('statusFieldsChanged compares only the named status fields, as JSON', () => {
+    const withStatus = (rv: string, status: unknown): KubeObject => ({ ...object(rv), status });
+    const components = statusFieldsChanged('components', 'gitopsRepoConditions');
+    assert.equal(components.name, 'status components, gitopsRepoConditions changed');
+    const before = withStatus('1', { components: [{ name: 'a' }], gitopsDeployments: [] });
+    // Another status field (a controller's own write) changed: no wake-up.
+    assert.equal(passesUpdate([components], before, withStatus('2', { components: [{ name: 'a' }] })), false);
+    assert.equal(passesUpdate([components], before, withStatus('2', { components: [{ name: 'b' }] })), true);
+    assert.equal(
+      passesUpdate([components], object('1'), withStatus('2', { gitopsRepoConditions: [] })),
+      true,
+    );
+    assert.equal(passesUpdate([components], object('1'), object('2')), false);
+  });
+
+  it('ignoreCreates, ignoreUpdates and ignoreDeletes drop their event only', () => {
+    assert.equal(passesCreate([ignoreCreates], object('1')), false);
+    assert.equal(passesUpdate([ignoreCreates], object('1'), object('2')), true);
+    assert.equal(passesUpdate([ignoreUpdates], object('1'), object('2')), false);
+    assert.equal(passesCreate([ignoreUpdates], object('1')), true);
+    assert.equal(passesDelete([ignoreUpdates], object('1')), true);
+    assert.equal(passesDelete([ignoreDeletes], object('1')), false);
   });
 
   it('update-only predicates say nothing about creates and deletes: they pass', () => {

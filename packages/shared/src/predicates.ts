@@ -11,7 +11,7 @@
  * events), so `relist` is "the periodic, level-triggered look at everything".
  */
 import type { Informer } from './informer.ts';
-import { jsonEqual } from './json.ts';
+import { isJsonObject, jsonEqual } from './json.ts';
 import { type KubeObject, objectKey, splitObjectKey } from './kube.ts';
 
 export interface Predicate<T extends KubeObject = KubeObject> {
@@ -153,8 +153,25 @@ export const finalizersChanged: Predicate = updatePredicate(
 /** The object's version changed (anything but a relist). */
 export const resourceVersionChanged: Predicate = not(relist);
 
+/**
+ * These `status` fields changed (as JSON): a controller that writes other status fields itself is woken by
+ * another writer's fields, not by the echo of its own.
+ */
+export function statusFieldsChanged(...fields: string[]): Predicate {
+  const field = (o: KubeObject, name: string) => (isJsonObject(o.status) ? o.status[name] : undefined);
+  return updatePredicate(`status ${fields.join(', ')} changed`, (a, b) =>
+    fields.some((name) => !jsonEqual(field(a, name), field(b, name))),
+  );
+}
+
 /** Deletes do not wake the controller (e.g. a status writer: nothing to write on a gone object). */
 export const ignoreDeletes: Predicate = { name: 'not a delete', delete: () => false };
+
+/** Creates do not wake the controller (e.g. a watch that cares only about changes or departures). */
+export const ignoreCreates: Predicate = { name: 'not a create', create: () => false };
+
+/** Updates do not wake the controller (e.g. a watch that cares only about arrivals and departures). */
+export const ignoreUpdates: Predicate = { name: 'not an update', update: () => false };
 
 /**
  * The controller's own writes, so that their echo does not wake it again. Around each write of an object:

@@ -23,8 +23,13 @@ import {
   ReclaimPolicy,
 } from '@gitops/api';
 import {
+  annotationsChanged,
+  anyOf,
   collectionPath,
   deleteIfExists,
+  deletionStarted,
+  finalizersChanged,
+  generationChanged,
   getObject,
   HttpMethod,
   type Informer,
@@ -35,18 +40,22 @@ import {
   objectKey,
   type ReconcileResult,
   refOfKind,
+  relist,
   splitObjectKey,
   withTypeMeta,
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
-import { type AppStudioController, createController } from '../controller.ts';
+import {
+  type AppStudioController,
+  newAppStudioController,
+  quietInTerminatingNamespace,
+} from '../controller.ts';
 import {
   annotationOf,
   autoMatch,
   boundTargetOf,
   claimNameOfEnvironment,
   claimRefOf,
-  claimsOfTarget,
   classNameOf,
   isBindComplete,
   phaseOf,
@@ -54,6 +63,7 @@ import {
   targetNameOf,
   wantsProvisioning,
 } from '../deployment-target.ts';
+import { byClassName, claimsOfTargetIn, waitingForTarget } from '../indexes.ts';
 import { specOf, text } from '../objects.ts';
 import type { Provisioner } from '../provisioners/provisioner.ts';
 import { addFinalizer, mergePatch, removeFinalizer, setErrorOccurred, setPhase } from '../writes.ts';
@@ -329,48 +339,27 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
 
   const readClaim = (namespace: string, name: string) => getObject(kc, { ...Claim, namespace, name });
 
-  return createController(ctx, {
-    name: 'appstudio-deploymenttargetclaim',
-    informer: deps.claims,
-    alsoReads: [deps.targets, deps.classes, deps.environments],
-    reconcile,
-    needsReconcile: (a, b) =>
-      a.metadata.resourceVersion === b.metadata.resourceVersion ||
-      a.metadata.generation !== b.metadata.generation ||
-      a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp ||
-      JSON.stringify(a.metadata.annotations) !== JSON.stringify(b.metadata.annotations) ||
-      JSON.stringify(a.metadata.finalizers) !== JSON.stringify(b.metadata.finalizers),
-    watch: (enqueue) => {
-      const byTarget = (target: KubeObject) => {
-        for (const claim of claimsOfTarget(target, deps.claims.list(target.metadata.namespace)))
-          enqueue(objectKey(claim));
-        // A new target may match a claim waiting without a targetName.
-        for (const claim of deps.claims.list(target.metadata.namespace))
-          if (!targetNameOf(claim) && !isBindComplete(claim)) enqueue(objectKey(claim));
-      };
-      const byClass = (deploymentTargetClass: KubeObject) => {
-        for (const claim of deps.claims.list())
-          if (classNameOf(claim) === deploymentTargetClass.metadata.name && wantsProvisioning(claim))
-            enqueue(objectKey(claim));
-      };
-      const byEnvironment = (env: KubeObject) => {
+  const claimsOfTarget = claimsOfTargetIn(deps.claims);
+  const waiting = waitingForTarget(deps.claims);
+  const claimsOfClass = byClassName(deps.claims);
+  return (
+    newAppStudioController(ctx, 'appstudio-deploymenttargetclaim')
+      .for(deps.claims, {
+        predicates: [
+          anyOf(relist, generationChanged, deletionStarted, annotationsChanged, finalizersChanged),
+        ],
+      })
+      // The claims of a target, and those waiting without a targetName (a new target may match them).
+      .watches(deps.targets, (target) =>
+        [...claimsOfTarget(target), ...waiting(target.metadata.namespace)].map(objectKey),
+      )
+      .watches(deps.classes, (deploymentTargetClass) =>
+        claimsOfClass(deploymentTargetClass.metadata.name).filter(wantsProvisioning).map(objectKey),
+      )
+      .watches(deps.environments, (env) => {
         const claimName = claimNameOfEnvironment(env);
-        if (claimName) enqueue(`${env.metadata.namespace}/${claimName}`);
-      };
-      return [
-        deps.targets.onAdd(byTarget),
-        deps.targets.onUpdate((_a, b) => byTarget(b)),
-        deps.targets.onDelete(byTarget),
-        deps.classes.onAdd(byClass),
-        deps.classes.onUpdate((_a, b) => byClass(b)),
-        deps.classes.onDelete(byClass),
-        deps.environments.onAdd(byEnvironment),
-        deps.environments.onUpdate((a, b) => {
-          byEnvironment(a);
-          byEnvironment(b);
-        }),
-        deps.environments.onDelete(byEnvironment),
-      ];
-    },
-  });
+        return claimName ? [`${env.metadata.namespace}/${claimName}`] : [];
+      })
+      .complete(quietInTerminatingNamespace(reconcile))
+  );
 }

@@ -18,21 +18,34 @@ import {
   ReclaimPolicy,
 } from '@gitops/api';
 import {
+  anyOf,
   deleteIfExists,
+  deletionStarted,
+  finalizersChanged,
+  generationChanged,
   getObject,
   type Informer,
+  ignoreCreates,
+  ignoreUpdates,
   isConflict,
   type KubeObject,
   type Logger,
   objectKey,
   type ReconcileResult,
   refOfKind,
+  relist,
   splitObjectKey,
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
-import { type AppStudioController, createController } from '../controller.ts';
+import {
+  type AppStudioController,
+  newAppStudioController,
+  quietInTerminatingNamespace,
+} from '../controller.ts';
 import { annotationOf, claimRefOf, classNameOf, phaseOf, targetNameOf } from '../deployment-target.ts';
+import { byClaimRef, byClassName } from '../indexes.ts';
 import { specOf, text } from '../objects.ts';
+import { targetKeysOfSpaceRequest } from '../provisioners/devsandbox.feature.ts';
 import type { Provisioner } from '../provisioners/provisioner.ts';
 import { addFinalizer, mergePatch, removeFinalizer, setErrorOccurred, setPhase } from '../writes.ts';
 
@@ -44,8 +57,8 @@ export interface TargetFeatureDeps {
   claims: Informer<KubeObject>;
   classes: Informer<KubeObject>;
   provisioners: readonly Provisioner[];
-  /** Extra event sources of target keys (a provisioner's objects). */
-  watch?: (enqueue: (key: string) => void) => (() => void)[];
+  /** The devsandbox provisioner's SpaceRequests (when it runs): they wake the target they belong to. */
+  spaceRequests?: Informer<KubeObject>;
 }
 
 interface Outcome {
@@ -132,34 +145,28 @@ export function createTargetFeature(ctx: AppStudioContext, deps: TargetFeatureDe
     }
   }
 
-  return createController(ctx, {
-    name: 'appstudio-deploymenttarget',
-    informer: deps.targets,
-    alsoReads: [deps.claims, deps.classes],
-    reconcile,
-    needsReconcile: (a, b) =>
-      a.metadata.resourceVersion === b.metadata.resourceVersion ||
-      a.metadata.generation !== b.metadata.generation ||
-      a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp ||
-      JSON.stringify(a.metadata.finalizers) !== JSON.stringify(b.metadata.finalizers),
-    watch: (enqueue) => {
-      const byClass = (deploymentTargetClass: KubeObject) => {
-        for (const target of deps.targets.list())
-          if (classNameOf(target) === deploymentTargetClass.metadata.name) enqueue(objectKey(target));
-      };
-      // A claim deleted: its target's claimRef may need clearing (the original waited for the next target event).
-      const byClaim = (claim: KubeObject) => {
-        for (const target of deps.targets.list(claim.metadata.namespace))
-          if (claimRefOf(target) === claim.metadata.name || target.metadata.name === targetNameOf(claim))
-            enqueue(objectKey(target));
-      };
-      return [
-        deps.classes.onAdd(byClass),
-        deps.classes.onUpdate((_a, b) => byClass(b)),
-        deps.classes.onDelete(byClass),
-        deps.claims.onDelete(byClaim),
-        ...(deps.watch?.(enqueue) ?? []),
-      ];
-    },
-  });
+  const targetsOfClass = byClassName(deps.targets);
+  const targetsClaiming = byClaimRef(deps.targets);
+  const builder = newAppStudioController(ctx, 'appstudio-deploymenttarget')
+    .for(deps.targets, { predicates: [anyOf(relist, generationChanged, deletionStarted, finalizersChanged)] })
+    .watches(deps.classes, (deploymentTargetClass) =>
+      targetsOfClass(deploymentTargetClass.metadata.name).map(objectKey),
+    )
+    // A claim deleted: its target's claimRef may need clearing (the original waited for the next target event).
+    .watches(
+      deps.claims,
+      (claim) => {
+        const { namespace, name } = claim.metadata;
+        const named = deps.targets.get(namespace, targetNameOf(claim));
+        const claiming = targetsClaiming(namespace, name);
+        return [...(named && !claiming.includes(named) ? [named] : []), ...claiming].map(objectKey);
+      },
+      { predicates: [ignoreCreates, ignoreUpdates] },
+    );
+  const { spaceRequests } = deps;
+  return (
+    spaceRequests
+      ? builder.watches(spaceRequests, (sr) => targetKeysOfSpaceRequest(sr, deps.targets))
+      : builder
+  ).complete(quietInTerminatingNamespace(reconcile));
 }

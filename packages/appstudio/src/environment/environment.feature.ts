@@ -27,29 +27,33 @@ import {
   SecretType,
 } from '@gitops/api';
 import {
+  anyOf,
   deleteIfExists,
+  deletionStarted,
+  generationChanged,
   getObject,
   type Informer,
+  jsonEqual,
   KubeApiError,
   type KubeObject,
   type Logger,
   objectKey,
   patchStatus,
   type ReconcileResult,
+  relist,
   serverSideApply,
   splitObjectKey,
   withTypeMeta,
 } from '@gitops/shared';
 import { parseConditions, resolved, sameConditions, withError } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
-import { type AppStudioController, createController } from '../controller.ts';
 import {
-  boundTargetOf,
-  claimNameOfEnvironment,
-  claimsOfTarget,
-  credentialsOf,
-  isBound,
-} from '../deployment-target.ts';
+  type AppStudioController,
+  newAppStudioController,
+  quietInTerminatingNamespace,
+} from '../controller.ts';
+import { boundTargetOf, claimNameOfEnvironment, credentialsOf, isBound } from '../deployment-target.ts';
+import { byClaimOfEnvironment, byCredentialsSecret, byTargetSecret, claimsOfTargetIn } from '../indexes.ts';
 import {
   controllerReference,
   type Json,
@@ -303,7 +307,7 @@ export function createEnvironmentFeature(
     const data = record(source.data);
     if (
       existing &&
-      JSON.stringify(record(existing.data)) === JSON.stringify(data) &&
+      jsonEqual(record(existing.data), data) &&
       existing.metadata.labels?.[AppStudioLabel.EnvironmentSecret] === env.metadata.name
     )
       return;
@@ -352,8 +356,7 @@ export function createEnvironmentFeature(
         return 'foreign' as const;
       }
       if (
-        JSON.stringify(normalisedSpec(specOf(existing))) ===
-          JSON.stringify(normalisedSpec(spec as unknown as Json)) &&
+        jsonEqual(normalisedSpec(specOf(existing)), normalisedSpec(spec as unknown as Json)) &&
         hasOurOwnerReference(existing, env)
       )
         return 'unchanged' as const;
@@ -390,89 +393,50 @@ export function createEnvironmentFeature(
     return existing ? ('updated' as const) : ('created' as const);
   }
 
-  /** The Secret an Environment's ManagedEnvironment is built from (its own, or its bound target's). */
-  const secretNameOf = (env: KubeObject): string => {
-    const claimName = claimNameOfEnvironment(env);
-    if (!claimName)
-      return text(
-        record(record(specOf(env).unstableConfigurationFields).kubernetesCredentials)
-          .clusterCredentialsSecret,
-      );
-    const claim = deps.claims.get(env.metadata.namespace, claimName);
-    if (!claim) return '';
-    const bound = boundTargetOf(claim, deps.targets.list(env.metadata.namespace));
-    return bound.kind === 'found' ? credentialsOf(bound.target).clusterCredentialsSecret : '';
+  const environmentsOfClaim = byClaimOfEnvironment(deps.environments);
+  const environmentsWithSecret = byCredentialsSecret(deps.environments);
+  const targetsWithSecret = byTargetSecret(deps.targets);
+  const claimsOfTarget = claimsOfTargetIn(deps.claims);
+  const environmentsOfTarget = (target: KubeObject) =>
+    claimsOfTarget(target).flatMap((claim) =>
+      environmentsOfClaim(claim.metadata.namespace, claim.metadata.name),
+    );
+  /**
+   * The Environments a Secret may be built into: named by their credentials, by a target bound to their
+   * claim, or by the Secret's environment label (a copy of a target's Secret).
+   */
+  const environmentsOfSecret = (secret: KubeObject) => {
+    const { namespace, name, labels } = secret.metadata;
+    const labelled = labels?.[AppStudioLabel.EnvironmentSecret];
+    const copiedFor = labelled ? deps.environments.get(namespace, labelled) : undefined;
+    return [
+      ...environmentsWithSecret(namespace, name),
+      ...targetsWithSecret(namespace, name).flatMap(environmentsOfTarget),
+      ...(copiedFor ? [copiedFor] : []),
+    ].map(objectKey);
   };
-  const environmentsUsingSecret = (secret: KubeObject) =>
-    deps.environments
-      .list(secret.metadata.namespace)
-      .filter(
-        (env) =>
-          secretNameOf(env) === secret.metadata.name ||
-          secret.metadata.labels?.[AppStudioLabel.EnvironmentSecret] === env.metadata.name,
-      );
-  const environmentsUsingClaims = (namespace: string | undefined, claims: readonly string[]) =>
-    deps.environments.list(namespace).filter((env) => claims.includes(claimNameOfEnvironment(env)));
+  const specOrRelist = { predicates: [anyOf(relist, generationChanged)] };
 
-  return createController(ctx, {
-    name: 'appstudio-environment',
-    informer: deps.environments,
-    alsoReads: [deps.managedEnvironments, deps.secrets, deps.opaqueSecrets, deps.claims, deps.targets],
-    reconcile,
-    // Our own status writes change only status; everything else (spec, deletion, a relist) is looked at.
-    needsReconcile: (a, b) =>
-      a.metadata.resourceVersion === b.metadata.resourceVersion ||
-      a.metadata.generation !== b.metadata.generation ||
-      a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp,
-    watch: (enqueue) => {
-      const byOwner = (me: KubeObject) => {
-        const owner = environmentOwnerOf(me);
-        if (owner) enqueue(`${me.metadata.namespace}/${owner}`);
-      };
-      const bySecret = (secret: KubeObject) => {
-        for (const env of environmentsUsingSecret(secret)) enqueue(objectKey(env));
-      };
-      const byClaim = (claim: KubeObject) => {
-        for (const env of environmentsUsingClaims(claim.metadata.namespace, [claim.metadata.name]))
-          enqueue(objectKey(env));
-      };
-      const byTarget = (target: KubeObject) => {
-        const claims = claimsOfTarget(target, deps.claims.list(target.metadata.namespace)).map(
-          (c) => c.metadata.name,
-        );
-        for (const env of environmentsUsingClaims(target.metadata.namespace, claims)) enqueue(objectKey(env));
-      };
-      return [
-        deps.managedEnvironments.onAdd(byOwner),
-        deps.managedEnvironments.onUpdate((a, b) => {
-          if (
-            a.metadata.generation !== b.metadata.generation ||
-            a.metadata.resourceVersion === b.metadata.resourceVersion
-          )
-            byOwner(b);
-        }),
-        deps.managedEnvironments.onDelete(byOwner),
-        deps.secrets.onAdd(bySecret),
-        deps.secrets.onUpdate((_a, b) => bySecret(b)),
-        deps.secrets.onDelete(bySecret),
-        deps.opaqueSecrets.onAdd(bySecret),
-        deps.opaqueSecrets.onUpdate((_a, b) => bySecret(b)),
-        deps.opaqueSecrets.onDelete(bySecret),
-        deps.claims.onAdd(byClaim),
-        deps.claims.onUpdate((_a, b) => byClaim(b)),
-        deps.claims.onDelete(byClaim),
-        deps.targets.onAdd(byTarget),
-        deps.targets.onUpdate((a, b) => {
-          if (
-            a.metadata.generation !== b.metadata.generation ||
-            a.metadata.resourceVersion === b.metadata.resourceVersion
-          )
-            byTarget(b);
-        }),
-        deps.targets.onDelete(byTarget),
-      ];
-    },
-  });
+  return (
+    newAppStudioController(ctx, 'appstudio-environment')
+      // Our own status writes change only status; everything else (spec, deletion, a relist) is looked at.
+      .for(deps.environments, { predicates: [anyOf(relist, generationChanged, deletionStarted)] })
+      .watches(
+        deps.managedEnvironments,
+        (me) => {
+          const owner = environmentOwnerOf(me);
+          return owner ? [`${me.metadata.namespace}/${owner}`] : [];
+        },
+        specOrRelist,
+      )
+      .watches(deps.secrets, environmentsOfSecret)
+      .watches(deps.opaqueSecrets, environmentsOfSecret)
+      .watches(deps.claims, (claim) =>
+        environmentsOfClaim(claim.metadata.namespace, claim.metadata.name).map(objectKey),
+      )
+      .watches(deps.targets, (target) => environmentsOfTarget(target).map(objectKey), specOrRelist)
+      .complete(quietInTerminatingNamespace(reconcile))
+  );
 }
 
 function hasOurOwnerReference(existing: KubeObject, env: KubeObject): boolean {

@@ -21,24 +21,38 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { APPSTUDIO_FIELD_MANAGER, AppStudioKinds, CoreKinds, Kinds, SecretKey } from '@gitops/api';
 import {
+  annotationsChanged,
+  anyOf,
   collectionPath,
+  generationChanged,
   getObject,
   HttpMethod,
   type Informer,
+  ignoreCreates,
+  ignoreDeletes,
   isConflict,
+  jsonEqual,
   type KubeCondition,
   type KubeObject,
   kubeRequest,
   type Logger,
   objectKey,
   type ReconcileResult,
+  relist,
   setKubeCondition,
+  specChanged,
   splitObjectKey,
+  statusFieldsChanged,
   withTypeMeta,
 } from '@gitops/shared';
 import { parseConditions } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
-import { type AppStudioController, createController } from '../controller.ts';
+import {
+  type AppStudioController,
+  newAppStudioController,
+  quietInTerminatingNamespace,
+} from '../controller.ts';
+import { byApplication, byEnvironment } from '../indexes.ts';
 import { type Json, list, record, specOf, statusOf, text } from '../objects.ts';
 import { writeChangedStatus } from '../writes.ts';
 import { checkout, type GitCredentials, GitError, withoutUserInfo } from './git.ts';
@@ -344,7 +358,7 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
     const fail = async (message: string, retry: number | 'backoff') => {
       const conditions = repoCondition(binding, false, message);
       const before = parseConditions(statusOf(binding).gitopsRepoConditions);
-      if (JSON.stringify(before) !== JSON.stringify(conditions)) {
+      if (!jsonEqual(before, conditions)) {
         await writeStatus(binding, { gitopsRepoConditions: conditions });
         await events.event(
           withTypeMeta(Binding, binding),
@@ -468,49 +482,28 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
     return undefined;
   }
 
-  const bindingsWhere = (namespace: string | undefined, match: (b: KubeObject) => boolean) =>
-    deps.bindings.list(namespace).filter(match);
-
-  return createController(ctx, {
-    name: 'appstudio-gitops-render',
-    informer: deps.bindings,
-    alsoReads: [deps.applications, deps.environments, deps.promotionRuns],
-    reconcile,
-    // Spec changes (a new snapshot, components), resyncs, and the deployments' revisions (to follow later
-    // commits); other status writes are not a reason to look.
-    needsReconcile: (a, b) =>
-      a.metadata.resourceVersion === b.metadata.resourceVersion ||
-      a.metadata.generation !== b.metadata.generation ||
-      JSON.stringify(statusOf(a).gitopsDeployments ?? null) !==
-        JSON.stringify(statusOf(b).gitopsDeployments ?? null),
-    watch: (enqueue) => {
-      const byApplication = (app: KubeObject) => {
-        for (const b of bindingsWhere(
-          app.metadata.namespace,
-          (b) => text(specOf(b).application) === app.metadata.name,
-        ))
-          enqueue(objectKey(b));
-      };
-      const byEnvironment = (env: KubeObject) => {
-        for (const b of bindingsWhere(
-          env.metadata.namespace,
-          (b) => text(specOf(b).environment) === env.metadata.name,
-        ))
-          enqueue(objectKey(b));
-      };
-      return [
-        deps.applications.onAdd(byApplication),
-        deps.applications.onUpdate((a, b) => {
-          if (
-            JSON.stringify(a.metadata.annotations ?? {}) !== JSON.stringify(b.metadata.annotations ?? {}) ||
-            JSON.stringify(a.spec ?? {}) !== JSON.stringify(b.spec ?? {})
-          )
-            byApplication(b);
-        }),
-        deps.environments.onUpdate((a, b) => {
-          if (a.metadata.generation !== b.metadata.generation) byEnvironment(b);
-        }),
-      ];
-    },
-  });
+  const bindingsOfApplication = byApplication(deps.bindings);
+  const bindingsOfEnvironment = byEnvironment(deps.bindings);
+  return (
+    newAppStudioController(ctx, 'appstudio-gitops-render')
+      // Spec changes (a new snapshot, components), resyncs, and the deployments' revisions (to follow later
+      // commits); other status writes are not a reason to look.
+      .for(deps.bindings, {
+        predicates: [anyOf(relist, generationChanged, statusFieldsChanged('gitopsDeployments'))],
+      })
+      .reads(deps.promotionRuns)
+      // An Application created, or its render annotation or spec changed.
+      .watches(
+        deps.applications,
+        (app) => bindingsOfApplication(app.metadata.namespace, app.metadata.name).map(objectKey),
+        { predicates: [ignoreDeletes, anyOf(annotationsChanged, specChanged)] },
+      )
+      // An Environment's spec changed (its variables).
+      .watches(
+        deps.environments,
+        (env) => bindingsOfEnvironment(env.metadata.namespace, env.metadata.name).map(objectKey),
+        { predicates: [ignoreCreates, ignoreDeletes, generationChanged] },
+      )
+      .complete(quietInTerminatingNamespace(reconcile))
+  );
 }

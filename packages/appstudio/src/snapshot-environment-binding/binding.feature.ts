@@ -24,12 +24,10 @@ import {
 import {
   deleteIfExists,
   getObject,
-  type Informer,
   KubeApiError,
   type KubeCondition,
   type KubeObject,
   type Logger,
-  objectKey,
   type ReconcileResult,
   serverSideApply,
   splitObjectKey,
@@ -37,14 +35,25 @@ import {
 } from '@gitops/shared';
 import { parseConditions, sameConditions, withError, withSuccess } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
-import { type AppStudioController, createController } from '../controller.ts';
 import {
-  boundTargetOf,
-  claimNameOfEnvironment,
-  claimsOfTarget,
-  credentialsOf,
-} from '../deployment-target.ts';
-import { ageMs, type Json, list, ownerReferences, record, specOf, statusOf, text } from '../objects.ts';
+  type AppStudioController,
+  newAppStudioController,
+  quietInTerminatingNamespace,
+} from '../controller.ts';
+import { boundTargetOf, claimNameOfEnvironment, credentialsOf } from '../deployment-target.ts';
+import {
+  ageMs,
+  applicationOf,
+  createdBefore,
+  environmentOf,
+  type Json,
+  list,
+  ownerReferences,
+  record,
+  specOf,
+  statusOf,
+  text,
+} from '../objects.ts';
 import { writeChangedStatus } from '../writes.ts';
 import {
   componentDeploymentConditions,
@@ -57,6 +66,7 @@ import {
   duplicateComponent,
   isLabelValue,
 } from './binding.render.ts';
+import { type BindingWatchDeps, bindingChanged, watchBindingSources } from './binding.watches.ts';
 
 const Binding = AppStudioKinds.SnapshotEnvironmentBinding;
 const GitOpsDeployment = Kinds.GitOpsDeployment;
@@ -73,37 +83,13 @@ export const BindingEventReason = {
   ErrorOccurredResolved: 'ErrorOccurredResolved',
 } as const;
 
-export interface BindingFeatureDeps {
-  bindings: Informer<KubeObject>;
-  environments: Informer<KubeObject>;
-  deployments: Informer<KubeObject>;
-  applications: Informer<KubeObject>;
-  claims: Informer<KubeObject>;
-  targets: Informer<KubeObject>;
-}
-
-const applicationOf = (binding: KubeObject) => text(specOf(binding).application);
-const environmentOf = (binding: KubeObject) => text(specOf(binding).environment);
-
-/** Whether `a` was created before `b` (creation time, then name, so exactly one of two is "earlier"). */
-function createdBefore(a: KubeObject, b: KubeObject): boolean {
-  const ta = text(a.metadata.creationTimestamp);
-  const tb = text(b.metadata.creationTimestamp);
-  return ta === tb ? a.metadata.name < b.metadata.name : ta < tb;
-}
+export type BindingFeatureDeps = BindingWatchDeps;
 
 /** Whether `binding` (this incarnation) is the controller of `deployment`. */
 function controlledBy(deployment: KubeObject, binding: KubeObject): boolean {
   return ownerReferences(deployment).some(
     (r) => r.controller && r.kind === Binding.kind && r.uid === binding.metadata.uid,
   );
-}
-
-/** The binding that controls a GitOpsDeployment, if any. */
-function owningBinding(deployment: KubeObject): string | undefined {
-  return ownerReferences(deployment).find(
-    (r) => r.controller && r.kind === Binding.kind && r.apiVersion === Binding.apiVersion,
-  )?.name;
 }
 
 export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeatureDeps): AppStudioController {
@@ -345,84 +331,9 @@ export function createBindingFeature(ctx: AppStudioContext, deps: BindingFeature
     return undefined;
   }
 
-  const bindingsWhere = (namespace: string | undefined, match: (b: KubeObject) => boolean) =>
-    deps.bindings.list(namespace).filter(match);
-
-  return createController(ctx, {
-    name: 'appstudio-binding',
-    informer: deps.bindings,
-    alsoReads: [deps.environments, deps.deployments, deps.applications, deps.claims, deps.targets],
-    reconcile,
+  const builder = newAppStudioController(ctx, 'appstudio-binding')
     // Our own status writes change only gitopsDeployments and the conditions we set.
-    needsReconcile: (a, b) =>
-      a.metadata.resourceVersion === b.metadata.resourceVersion ||
-      a.metadata.generation !== b.metadata.generation ||
-      a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp ||
-      JSON.stringify(a.metadata.labels ?? {}) !== JSON.stringify(b.metadata.labels ?? {}) ||
-      JSON.stringify(statusOf(a).components ?? null) !== JSON.stringify(statusOf(b).components ?? null) ||
-      JSON.stringify(statusOf(a).gitopsRepoConditions ?? null) !==
-        JSON.stringify(statusOf(b).gitopsRepoConditions ?? null),
-    watch: (enqueue) => {
-      const byOwner = (d: KubeObject) => {
-        const owner = owningBinding(d);
-        if (owner) enqueue(`${d.metadata.namespace}/${owner}`);
-      };
-      const byEnvironment = (env: KubeObject) => {
-        for (const b of bindingsWhere(env.metadata.namespace, (b) => environmentOf(b) === env.metadata.name))
-          enqueue(objectKey(b));
-      };
-      // A binding's deployments follow its Environment's claim and the claim's target (default namespace).
-      const byClaims = (namespace: string | undefined, claims: readonly string[]) => {
-        for (const env of deps.environments.list(namespace))
-          if (claims.includes(claimNameOfEnvironment(env))) byEnvironment(env);
-      };
-      const byClaim = (claim: KubeObject) => byClaims(claim.metadata.namespace, [claim.metadata.name]);
-      const byTarget = (target: KubeObject) =>
-        byClaims(
-          target.metadata.namespace,
-          claimsOfTarget(target, deps.claims.list(target.metadata.namespace)).map((c) => c.metadata.name),
-        );
-      const byApplication = (app: KubeObject) => {
-        for (const b of bindingsWhere(app.metadata.namespace, (b) => applicationOf(b) === app.metadata.name))
-          enqueue(objectKey(b));
-      };
-      // A binding that comes or goes may decide which of two duplicates is the earlier one.
-      const bySibling = (binding: KubeObject) => {
-        for (const b of bindingsWhere(
-          binding.metadata.namespace,
-          (b) =>
-            b.metadata.name !== binding.metadata.name &&
-            applicationOf(b) === applicationOf(binding) &&
-            environmentOf(b) === environmentOf(binding),
-        ))
-          enqueue(objectKey(b));
-      };
-      return [
-        deps.deployments.onAdd(byOwner),
-        deps.deployments.onUpdate((_a, b) => byOwner(b)),
-        deps.deployments.onDelete(byOwner),
-        deps.environments.onAdd(byEnvironment),
-        deps.environments.onUpdate((a, b) => {
-          if (
-            a.metadata.generation !== b.metadata.generation ||
-            a.metadata.resourceVersion === b.metadata.resourceVersion
-          )
-            byEnvironment(b);
-        }),
-        deps.environments.onDelete(byEnvironment),
-        deps.applications.onAdd(byApplication),
-        deps.applications.onDelete(byApplication),
-        deps.bindings.onAdd(bySibling),
-        deps.bindings.onDelete(bySibling),
-        deps.claims.onAdd(byClaim),
-        deps.claims.onUpdate((_a, b) => byClaim(b)),
-        deps.claims.onDelete(byClaim),
-        deps.targets.onAdd(byTarget),
-        deps.targets.onUpdate((a, b) => {
-          if (a.metadata.generation !== b.metadata.generation) byTarget(b);
-        }),
-        deps.targets.onDelete(byTarget),
-      ];
-    },
-  });
+    .for(deps.bindings, { type: Binding, predicates: [bindingChanged] })
+    .reads(deps.environments, deps.deployments, deps.applications, deps.claims, deps.targets);
+  return watchBindingSources(builder, deps).complete(quietInTerminatingNamespace(reconcile));
 }

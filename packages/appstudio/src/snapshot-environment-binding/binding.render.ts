@@ -12,7 +12,7 @@ import {
   componentsDeployedMessage,
   Kinds,
 } from '@gitops/api';
-import { type KubeCondition, type KubeObject, nextCondition } from '@gitops/shared';
+import { jsonEqual, type KubeCondition, type KubeObject, nextCondition } from '@gitops/shared';
 import { controllerReference, type Json, list, record, text } from '../objects.ts';
 
 /** Kubernetes allows 253; the original keeps generated names at most this long. */
@@ -163,9 +163,11 @@ export function deploymentUpToDate(
   shardLabels: Readonly<Record<string, string>>,
 ): boolean {
   return (
-    JSON.stringify(comparableSpec(live.spec)) === JSON.stringify(comparableSpec(desired.spec)) &&
-    JSON.stringify(ownedLabels(live.metadata.labels, shardLabels)) ===
-      JSON.stringify(ownedLabels(desired.metadata.labels, shardLabels)) &&
+    jsonEqual(comparableSpec(live.spec), comparableSpec(desired.spec)) &&
+    jsonEqual(
+      ownedLabels(live.metadata.labels, shardLabels),
+      ownedLabels(desired.metadata.labels, shardLabels),
+    ) &&
     live.metadata.ownerReferences !== undefined
   );
 }

@@ -1,0 +1,107 @@
+/**
+ * The informer indexes App Studio's watches map events through ("the bindings of this Environment"), so an
+ * event costs a lookup instead of a scan of its namespace. Several features share one informer (the
+ * bindings' is read by the binding, render and PromotionRun controllers), so each index is added to an
+ * informer once, by whichever feature asks first; every lookup is a pure function of the indexed object.
+ */
+import { type Informer, type KubeObject, namespacedIndexValue } from '@gitops/shared';
+import {
+  claimNameOfEnvironment,
+  claimRefOf,
+  classNameOf,
+  credentialsOf,
+  isBindComplete,
+  targetNameOf,
+} from './deployment-target.ts';
+import { record, specOf, text } from './objects.ts';
+
+/** The objects of one namespace an index holds under `value`. */
+export type NamespacedLookup = (namespace: string | undefined, value: string) => KubeObject[];
+
+const added = new WeakMap<Informer<KubeObject>, Set<string>>();
+
+function ensureIndex(
+  informer: Informer<KubeObject>,
+  name: string,
+  values: (object: KubeObject) => readonly string[],
+): void {
+  const names = added.get(informer) ?? new Set<string>();
+  added.set(informer, names);
+  if (names.has(name)) return;
+  informer.addIndexers({ [name]: values });
+  names.add(name);
+}
+
+/** Indexes `informer` by `indexValue` (a name in the object's own namespace; "" = none). */
+function namespacedIndex(
+  informer: Informer<KubeObject>,
+  name: string,
+  indexValue: (object: KubeObject) => string,
+): NamespacedLookup {
+  ensureIndex(informer, name, (object) => {
+    const value = indexValue(object);
+    return value ? [namespacedIndexValue(object.metadata.namespace, value)] : [];
+  });
+  return (namespace, value) => informer.byIndex(name, namespacedIndexValue(namespace, value));
+}
+
+/** Bindings or PromotionRuns by `spec.application`. */
+export const byApplication = (informer: Informer<KubeObject>) =>
+  namespacedIndex(informer, 'appstudio.application', (o) => text(specOf(o).application));
+
+/** Bindings by `spec.environment`. */
+export const byEnvironment = (bindings: Informer<KubeObject>) =>
+  namespacedIndex(bindings, 'appstudio.environment', (o) => text(specOf(o).environment));
+
+/** Environments by the DeploymentTargetClaim they name. */
+export const byClaimOfEnvironment = (environments: Informer<KubeObject>) =>
+  namespacedIndex(environments, 'appstudio.claim', claimNameOfEnvironment);
+
+/** Environments by the Secret of their `unstableConfigurationFields` credentials. */
+export const byCredentialsSecret = (environments: Informer<KubeObject>) =>
+  namespacedIndex(environments, 'appstudio.credentialsSecret', (env) =>
+    text(
+      record(record(specOf(env).unstableConfigurationFields).kubernetesCredentials).clusterCredentialsSecret,
+    ),
+  );
+
+/** Claims by `spec.targetName`. */
+export const byTargetName = (claims: Informer<KubeObject>) =>
+  namespacedIndex(claims, 'appstudio.targetName', targetNameOf);
+
+/** Claims without `spec.targetName` and not bound yet (a new target may match them), under "waiting". */
+export const waitingForTarget = (claims: Informer<KubeObject>) => {
+  const lookup = namespacedIndex(claims, 'appstudio.waitingForTarget', (c) =>
+    !targetNameOf(c) && !isBindComplete(c) ? 'waiting' : '',
+  );
+  return (namespace: string | undefined) => lookup(namespace, 'waiting');
+};
+
+/** Targets by `spec.claimRef`. */
+export const byClaimRef = (targets: Informer<KubeObject>) =>
+  namespacedIndex(targets, 'appstudio.claimRef', claimRefOf);
+
+/** Targets by the Secret of their credentials. */
+export const byTargetSecret = (targets: Informer<KubeObject>) =>
+  namespacedIndex(targets, 'appstudio.targetSecret', (t) => credentialsOf(t).clusterCredentialsSecret);
+
+/** Claims or targets (any namespace) by `spec.deploymentTargetClassName`. */
+export function byClassName(informer: Informer<KubeObject>): (className: string) => KubeObject[] {
+  const name = 'appstudio.className';
+  ensureIndex(informer, name, (o) => (classNameOf(o) ? [classNameOf(o)] : []));
+  return (className) => informer.byIndex(name, className);
+}
+
+/**
+ * The claims linked to `target` either way (its `spec.claimRef`, or a claim's `spec.targetName`): the
+ * indexed form of `claimsOfTarget`.
+ */
+export function claimsOfTargetIn(claims: Informer<KubeObject>): (target: KubeObject) => KubeObject[] {
+  const naming = byTargetName(claims);
+  return (target) => {
+    const { namespace } = target.metadata;
+    const referenced = claimRefOf(target) ? claims.get(namespace, claimRefOf(target)) : undefined;
+    const found = naming(namespace, target.metadata.name);
+    return referenced && !found.includes(referenced) ? [referenced, ...found] : found;
+  };
+}
