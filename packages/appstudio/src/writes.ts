@@ -1,11 +1,14 @@
 /**
- * Writes of the claim, target and provisioner controllers (and of bindings' status): JSON merge patches
+ * Writes of the claim, target and provisioner controllers, and the binding writes of other controllers (a
+ * PromotionRun's `createBinding` and `pointBindingAt`, the status of bindings): JSON merge patches
  * guarded by the object's resourceVersion (a stale cache fails with 409 and the key is reconciled again),
  * finalizers, phases, and the single `ErrorOccurred` condition of claims and targets (False / `Success` /
  * "" on a clean pass, True / `ErrorOccurred` / message on a failure, as the original wrote it).
  */
 import {
   APPSTUDIO_FIELD_MANAGER,
+  AppStudioKinds,
+  AppStudioLabel,
   DeploymentTargetConditionReason,
   DeploymentTargetConditionType,
   type KindDescriptor,
@@ -15,13 +18,14 @@ import {
   conditionsOfStatus,
   HttpMethod,
   isNotFound,
+  jsonEqual,
   type KubeConfig,
   type KubeObject,
   kubeRequest,
   patchStatus,
   setKubeCondition,
 } from '@gitops/shared';
-import { statusOf, text } from './objects.ts';
+import { specOf, statusOf, text } from './objects.ts';
 
 export function pathOf(
   kind: KindDescriptor,
@@ -33,6 +37,23 @@ export function pathOf(
     namespace: kind.namespaced ? object.metadata.namespace : undefined,
   });
   return `${base}/${encodeURIComponent(object.metadata.name)}${subresource ? `/${subresource}` : ''}`;
+}
+
+/** JSON merge patch of `object` (or its subresource) as this service's field manager, unguarded. */
+async function patchObject(
+  kc: KubeConfig,
+  kind: KindDescriptor,
+  object: KubeObject,
+  body: Record<string, unknown>,
+  subresource?: 'status',
+): Promise<KubeObject> {
+  return (await kubeRequest(kc, {
+    method: HttpMethod.PATCH,
+    path: pathOf(kind, object, subresource),
+    query: { fieldManager: APPSTUDIO_FIELD_MANAGER },
+    body,
+    contentType: 'application/merge-patch+json',
+  })) as KubeObject;
 }
 
 /**
@@ -48,15 +69,70 @@ export async function mergePatch(
   subresource?: 'status',
 ): Promise<KubeObject> {
   const metadata = (patch.metadata as Record<string, unknown> | undefined) ?? {};
+  return patchObject(
+    kc,
+    kind,
+    object,
+    subresource === 'status'
+      ? patch
+      : { ...patch, metadata: { ...metadata, resourceVersion: object.metadata.resourceVersion } },
+    subresource,
+  );
+}
+
+/**
+ * Points a SnapshotEnvironmentBinding at `snapshot` (its `spec.snapshot`, the one field a PromotionRun
+ * changes, last writer wins): the binding as stored, or undefined when it already points there.
+ */
+export async function pointBindingAt(
+  kc: KubeConfig,
+  binding: KubeObject,
+  snapshot: string,
+): Promise<KubeObject | undefined> {
+  if (text(specOf(binding).snapshot) === snapshot) return undefined;
+  return patchObject(kc, AppStudioKinds.SnapshotEnvironmentBinding, binding, { spec: { snapshot } });
+}
+
+/**
+ * Creates the SnapshotEnvironmentBinding of (application, environment) pointed at `snapshot` with these
+ * components, labelled for lookups and for this shard (a PromotionRun generates it when missing).
+ */
+export async function createBinding(
+  kc: KubeConfig,
+  binding: {
+    namespace: string;
+    name: string;
+    application: string;
+    environment: string;
+    snapshot: string;
+    components: readonly string[];
+    shardLabels: Readonly<Record<string, string>>;
+  },
+): Promise<KubeObject> {
+  const { namespace, name, application, environment } = binding;
+  const kind = AppStudioKinds.SnapshotEnvironmentBinding;
   return (await kubeRequest(kc, {
-    method: HttpMethod.PATCH,
-    path: pathOf(kind, object, subresource),
-    query: { fieldManager: APPSTUDIO_FIELD_MANAGER },
-    body:
-      subresource === 'status'
-        ? patch
-        : { ...patch, metadata: { ...metadata, resourceVersion: object.metadata.resourceVersion } },
-    contentType: 'application/merge-patch+json',
+    method: HttpMethod.POST,
+    path: collectionPath({ ...kind.resource, namespace }),
+    body: {
+      apiVersion: kind.apiVersion,
+      kind: kind.kind,
+      metadata: {
+        name,
+        namespace,
+        labels: {
+          [AppStudioLabel.BindingApplication]: application,
+          [AppStudioLabel.BindingEnvironment]: environment,
+          ...binding.shardLabels,
+        },
+      },
+      spec: {
+        application,
+        environment,
+        snapshot: binding.snapshot,
+        components: binding.components.map((component) => ({ name: component })),
+      },
+    },
   })) as KubeObject;
 }
 
@@ -126,7 +202,7 @@ export async function setErrorOccurred(
         },
     now,
   );
-  if (JSON.stringify(current) === JSON.stringify(next)) return object;
+  if (jsonEqual(current, next)) return object;
   return mergePatch(kc, kind, object, { status: { conditions: next } }, 'status');
 }
 
@@ -142,8 +218,7 @@ export async function writeChangedStatus(
   patch: Record<string, unknown>,
 ): Promise<KubeObject> {
   const status = statusOf(object);
-  if (Object.entries(patch).every(([k, v]) => JSON.stringify(status[k] ?? null) === JSON.stringify(v)))
-    return object;
+  if (Object.entries(patch).every(([k, v]) => jsonEqual(status[k] ?? null, v))) return object;
   return patchStatus(
     kc,
     { ...kind, namespace: object.metadata.namespace, name: object.metadata.name },

@@ -1,0 +1,403 @@
+/**
+ * PromotionRun's reconcile as named steps (README: "PromotionRun"), for one run:
+ * 1. Complete: nothing more, ever.
+ * 2. `waitForEarlierRun`: an earlier run of the same application in the same namespace is not Complete:
+ *    state `Waiting`, saying for which run; it starts by itself when that one completes (a fix: the original
+ *    looked cluster-wide, never set Waiting and never came back).
+ * 3. `startStep`: the environments: manual → the target; automated → the initial environment, then, one
+ *    step at a time, each environment whose parentEnvironment completed and whose strategy is
+ *    AppStudioAutomated. The step and its start are recorded first, so every wait is bounded by the timeout.
+ * 4. `prepareBinding`: for the current step, the binding of (application, environment), generated from the
+ *    application's Components when missing; the Snapshot must exist; the binding is pointed at the snapshot
+ *    through its own write path (`pointBindingAt`).
+ * 5. `followDeployments`: done when every deployment of the binding is Synced and Healthy (at the
+ *    component's commitID when it has one); else In Progress until GITOPS_PROMOTION_TIMEOUT, measured from
+ *    the step's start, ends it in Failure (`timedOut`; every wait, including the wait for the deployments).
+ */
+import {
+  AppStudioKinds,
+  DeploymentStrategy,
+  PromotionEnvironmentStatus,
+  PromotionRunMessage,
+  PromotionRunResult,
+  PromotionRunState,
+} from '@gitops/api';
+import {
+  collectionPath,
+  getObject,
+  HttpMethod,
+  type Informer,
+  type KubeCondition,
+  type KubeObject,
+  kubeRequest,
+  kubeTime,
+  type Logger,
+  type ReconcileResult,
+  type Reconciler,
+  setCondition,
+  splitObjectKey,
+  withTypeMeta,
+} from '@gitops/shared';
+import { parseConditions, sameConditions } from '../condition-pair.ts';
+import type { AppStudioContext } from '../context.ts';
+import { renderStateOf } from '../gitops-repository/render.feature.ts';
+import { byApplication } from '../indexes.ts';
+import {
+  applicationOf,
+  createdBefore,
+  environmentOf,
+  type Json,
+  list,
+  record,
+  specOf,
+  statusOf,
+  strings,
+  text,
+} from '../objects.ts';
+import { createBinding, pointBindingAt, writeChangedStatus } from '../writes.ts';
+import {
+  deploymentVerdicts,
+  type EnvironmentStep,
+  environmentStatusOf,
+  generatedBindingName,
+  timedOutMessage,
+  withEnvironmentStatus,
+} from './promotion-run.render.ts';
+import { isComplete } from './promotion-run.watches.ts';
+
+const PromotionRun = AppStudioKinds.PromotionRun;
+
+/** While waiting, look again at least this often (the binding's status changes also wake the run). */
+const POLL_MS = 15_000;
+
+export const PromotionEventReason = {
+  PromotionStarted: 'PromotionStarted',
+  PromotionWaiting: 'PromotionWaiting',
+  EnvironmentPromoted: 'EnvironmentPromoted',
+  PromotionSucceeded: 'PromotionSucceeded',
+  PromotionFailed: 'PromotionFailed',
+  BindingGenerated: 'BindingGenerated',
+  ErrorOccurred: 'ErrorOccurred',
+} as const;
+
+export interface PromotionRunReconcilerDeps {
+  promotionRuns: Informer<KubeObject>;
+  bindings: Informer<KubeObject>;
+  environments: Informer<KubeObject>;
+}
+
+/** One pass over a run whose current step is recorded (its environment, its start, the time left). */
+interface StepPass {
+  /** The run as stored after the step was recorded. */
+  run: KubeObject;
+  /** The run as the pass found it in the cache (the object of its Events). */
+  cached: KubeObject;
+  namespace: string;
+  snapshot: string;
+  automated: boolean;
+  /** The status before this pass (its `activeBindings`). */
+  previous: Json;
+  steps: EnvironmentStep[];
+  current: string;
+  succeeded: ReadonlySet<string>;
+  stepStart: string;
+  remainingMs: number;
+}
+
+type Outcome = ReconcileResult | undefined;
+
+export function createPromotionRunReconciler(
+  ctx: AppStudioContext,
+  deps: PromotionRunReconcilerDeps,
+): Reconciler {
+  const { kc, events } = ctx;
+  const runsOfApplication = byApplication(deps.promotionRuns);
+  const bindingsOfApplication = byApplication(deps.bindings);
+  const writeStatus = (run: KubeObject, patch: Json) => writeChangedStatus(kc, PromotionRun, run, patch);
+  const event = (run: KubeObject, type: 'Normal' | 'Warning', reason: string, message: string) =>
+    events.event(withTypeMeta(PromotionRun, run), type, reason, message);
+  const poll = (pass: StepPass) => Math.min(POLL_MS, pass.remainingMs);
+
+  /** The single ErrorOccurred condition of a PromotionRun (the original's own condition shape). */
+  const errorCondition = (
+    run: KubeObject,
+    status: 'True' | 'False',
+    reason: string,
+    message: string,
+  ): KubeCondition[] =>
+    setCondition(
+      parseConditions(statusOf(run).conditions),
+      { type: 'ErrorOccurred', status, reason, message },
+      ctx.now(),
+    );
+
+  async function fail(run: KubeObject, message: string, requeueAfter?: number): Promise<Outcome> {
+    const conditions = errorCondition(run, 'True', 'ErrorOccurred', message);
+    if (!sameConditions(conditions, parseConditions(statusOf(run).conditions))) {
+      await writeStatus(run, { conditions });
+      await event(run, 'Warning', PromotionEventReason.ErrorOccurred, message);
+    }
+    return requeueAfter === undefined ? undefined : { requeueAfter };
+  }
+
+  /** The next environment of an automated promotion after `done` (completed steps), if any. */
+  function nextAutomatedEnvironment(
+    namespace: string,
+    done: ReadonlySet<string>,
+    started: ReadonlySet<string>,
+  ): string | undefined {
+    return deps.environments
+      .list(namespace)
+      .filter(
+        (env) =>
+          done.has(text(specOf(env).parentEnvironment)) &&
+          text(specOf(env).deploymentStrategy) === DeploymentStrategy.AppStudioAutomated &&
+          !started.has(env.metadata.name),
+      )
+      .map((env) => env.metadata.name)
+      .sort()[0];
+  }
+
+  /** Step 2: true (and the run Waiting) when an earlier run of its application is not Complete. */
+  async function waitForEarlierRun(run: KubeObject): Promise<boolean> {
+    const application = applicationOf(run);
+    const earlier = runsOfApplication(run.metadata.namespace, application)
+      .filter((r) => r.metadata.name !== run.metadata.name && !isComplete(r))
+      .find((r) => createdBefore(r, run));
+    if (!earlier) return false;
+    const message = PromotionRunMessage.waitingForRun(earlier.metadata.name, application);
+    if (text(statusOf(run).state) !== PromotionRunState.Waiting)
+      await event(run, 'Normal', PromotionEventReason.PromotionWaiting, message);
+    await writeStatus(run, {
+      state: PromotionRunState.Waiting,
+      conditions: errorCondition(run, 'False', 'WaitingForActivePromotion', message),
+    });
+    return true;
+  }
+
+  /**
+   * Step 3: the step this pass works on, recorded with its start; or the outcome when the run is over (every
+   * step done) or has no target.
+   */
+  async function startStep(run: KubeObject): Promise<StepPass | { outcome: Outcome }> {
+    const now = ctx.now();
+    const spec = specOf(run);
+    const status = statusOf(run);
+    const namespace = run.metadata.namespace ?? '';
+    const manual = text(record(spec.manualPromotion).targetEnvironment);
+    const automated = text(record(spec.automatedPromotion).initialEnvironment);
+    if (!automated && !manual) return { outcome: await fail(run, PromotionRunMessage.InvalidTarget) };
+    let steps = environmentStatusOf(status);
+    let current = steps.find((s) => s.status === PromotionEnvironmentStatus.InProgress)?.environmentName;
+    const succeeded = new Set(
+      steps.filter((s) => s.status === PromotionEnvironmentStatus.Success).map((s) => s.environmentName),
+    );
+    let stepStart = text(status.promotionStartTime);
+    if (!current) {
+      const started = new Set(steps.map((s) => s.environmentName));
+      const next =
+        steps.length === 0
+          ? automated || manual
+          : automated
+            ? nextAutomatedEnvironment(namespace, succeeded, started)
+            : undefined;
+      if (!next) return { outcome: await complete(run, `promoted to ${[...succeeded].join(', ')}`, {}) };
+      current = next;
+      steps = withEnvironmentStatus(
+        steps,
+        current,
+        PromotionEnvironmentStatus.InProgress,
+        PromotionRunMessage.WaitingForDeployments,
+      );
+      stepStart = kubeTime(now);
+      const message = `promoting snapshot ${text(spec.snapshot)} to ${current}`;
+      await event(run, 'Normal', PromotionEventReason.PromotionStarted, message);
+    }
+    const recorded = await writeStatus(run, {
+      state: PromotionRunState.Active,
+      promotionStartTime: stepStart,
+      environmentStatus: steps,
+    });
+    return {
+      run: recorded,
+      cached: run,
+      namespace,
+      snapshot: text(spec.snapshot),
+      automated: automated !== '',
+      previous: status,
+      steps,
+      current,
+      succeeded,
+      stepStart,
+      remainingMs: ctx.promotionTimeoutMs - (now.getTime() - Date.parse(stepStart)),
+    };
+  }
+
+  /**
+   * Complete with Success: `fields` are the last status fields of the run (the base of its last step);
+   * `cached` is the run as the pass found it.
+   */
+  async function complete(run: KubeObject, message: string, fields: Json, cached = run): Promise<Outcome> {
+    await writeStatus(run, {
+      conditions: errorCondition(run, 'False', '', ''),
+      ...fields,
+      state: PromotionRunState.Complete,
+      completionResult: PromotionRunResult.Success,
+    });
+    await event(cached, 'Normal', PromotionEventReason.PromotionSucceeded, message);
+    return undefined;
+  }
+
+  /** Every wait ends at the timeout: the step Failed, the run Complete with Failure. */
+  async function timedOut(pass: StepPass): Promise<Outcome> {
+    const message = timedOutMessage(ctx.promotionTimeoutMs);
+    await writeStatus(pass.run, {
+      state: PromotionRunState.Complete,
+      completionResult: PromotionRunResult.Failure,
+      environmentStatus: withEnvironmentStatus(
+        pass.steps,
+        pass.current,
+        PromotionEnvironmentStatus.Failed,
+        message,
+      ),
+      conditions: errorCondition(pass.run, 'True', 'ErrorOccurred', message),
+    });
+    await event(pass.cached, 'Warning', PromotionEventReason.PromotionFailed, message);
+    return undefined;
+  }
+
+  /** The binding of (application, environment), generated from the application's Components when missing. */
+  async function bindingFor(pass: StepPass, logger: Logger): Promise<KubeObject | string> {
+    const { run, namespace, current: environment } = pass;
+    const application = applicationOf(run);
+    const existing = bindingsOfApplication(namespace, application).find(
+      (b) => environmentOf(b) === environment,
+    );
+    if (existing) return existing;
+    const components = (
+      record(
+        await kubeRequest(kc, {
+          method: HttpMethod.GET,
+          path: collectionPath({ ...AppStudioKinds.Component.resource, namespace }),
+        }),
+      ).items as KubeObject[] | undefined
+    )?.filter((c) => applicationOf(c) === application);
+    if (!components || components.length === 0) return PromotionRunMessage.noComponents(application);
+    const name = generatedBindingName(application, environment);
+    const created = await createBinding(kc, {
+      namespace,
+      name,
+      application,
+      environment,
+      snapshot: pass.snapshot,
+      components: components.map((c) => c.metadata.name),
+      shardLabels: ctx.shardLabels,
+    }).catch((err: unknown) => {
+      logger.warn({ err, binding: name }, 'generating the binding failed');
+      throw err;
+    });
+    const message = `SnapshotEnvironmentBinding ${name} generated for environment ${environment}`;
+    await event(run, 'Normal', PromotionEventReason.BindingGenerated, message);
+    return created;
+  }
+
+  /**
+   * Step 4: the binding of the step pointed at the snapshot, as fresh as known (the cache or the write's
+   * answer, whichever is newer: the cache may lag behind); or the outcome when it cannot be.
+   */
+  async function prepareBinding(
+    pass: StepPass,
+    logger: Logger,
+  ): Promise<{ binding: KubeObject; latest: KubeObject } | { outcome: Outcome }> {
+    const { run, namespace, snapshot } = pass;
+    const binding = await bindingFor(pass, logger);
+    if (typeof binding === 'string') return { outcome: await fail(run, binding, poll(pass)) };
+    const bindingName = binding.metadata.name;
+    const active = strings(pass.previous.activeBindings);
+    if (!pass.automated && active.length > 0 && !active.includes(bindingName))
+      return { outcome: await fail(run, PromotionRunMessage.bindingChanged(active.join(', '), bindingName)) };
+    if (!(await getObject(kc, { ...AppStudioKinds.Snapshot, namespace, name: snapshot })))
+      return {
+        outcome: await fail(run, PromotionRunMessage.snapshotNotFound(snapshot, bindingName), poll(pass)),
+      };
+    const pointed = await pointBindingAt(kc, binding, snapshot);
+    const cached = deps.bindings.get(namespace, bindingName) ?? binding;
+    const latest =
+      pointed && (pointed.metadata.generation ?? 0) > (cached.metadata.generation ?? 0) ? pointed : cached;
+    return { binding, latest };
+  }
+
+  /**
+   * Step 5: the verdict of the binding's deployments, once the GitOps repository holds the snapshot when this
+   * service renders it; the next step, or the run's completion, when they are all done.
+   */
+  async function followDeployments(
+    pass: StepPass,
+    binding: KubeObject,
+    latest: KubeObject,
+  ): Promise<Outcome> {
+    const { run, current } = pass;
+    const bindingName = binding.metadata.name;
+    const render = renderStateOf(latest);
+    if (render.state === 'failed')
+      return fail(run, PromotionRunMessage.gitOpsRepositoryFailed(bindingName, render.message), poll(pass));
+    const verdicts = deploymentVerdicts(render.state === 'rendering' ? {} : statusOf(latest));
+    const expected = list(specOf(binding).components).length;
+    const waiting = verdicts.filter((v) => !v.done).map((v) => v.name);
+    const active = strings(pass.previous.activeBindings);
+    const base = {
+      state: PromotionRunState.Active,
+      activeBindings: pass.automated ? [...new Set([...active, bindingName])] : [bindingName],
+      promotionStartTime: pass.stepStart,
+      conditions: errorCondition(run, 'False', '', ''),
+    };
+    const waitingMessage =
+      verdicts.length === 0 || verdicts.length < expected
+        ? PromotionRunMessage.WaitingForDeployments
+        : waiting.length > 0
+          ? PromotionRunMessage.waitingFor(waiting)
+          : undefined;
+    if (waitingMessage !== undefined) {
+      await writeStatus(run, {
+        ...base,
+        environmentStatus: withEnvironmentStatus(
+          pass.steps,
+          current,
+          PromotionEnvironmentStatus.InProgress,
+          waitingMessage,
+        ),
+      });
+      return { requeueAfter: poll(pass) };
+    }
+    const steps = withEnvironmentStatus(
+      pass.steps,
+      current,
+      PromotionEnvironmentStatus.Success,
+      PromotionRunMessage.AllSyncedHealthy,
+    );
+    const message = `snapshot ${pass.snapshot} deployed to ${current}`;
+    await event(pass.cached, 'Normal', PromotionEventReason.EnvironmentPromoted, message);
+    const started = new Set(steps.map((s) => s.environmentName));
+    const more = pass.automated
+      ? nextAutomatedEnvironment(pass.namespace, new Set([...pass.succeeded, current]), started)
+      : undefined;
+    const fields = { ...base, environmentStatus: steps };
+    if (!more) return complete(run, `snapshot ${pass.snapshot} promoted`, fields, pass.cached);
+    // The next step starts at the next pass (its own start time and timeout).
+    await writeStatus(run, fields);
+    return { requeueAfter: 1 };
+  }
+
+  return async (key, { logger }) => {
+    const { namespace = '', name } = splitObjectKey(key);
+    const run = deps.promotionRuns.get(namespace, name);
+    if (!run || run.metadata.deletionTimestamp || isComplete(run)) return undefined;
+    if (await waitForEarlierRun(run)) return undefined;
+    const pass = await startStep(run);
+    if ('outcome' in pass) return pass.outcome;
+    if (pass.remainingMs <= 0) return timedOut(pass);
+    const prepared = await prepareBinding(pass, logger);
+    if ('outcome' in prepared) return prepared.outcome;
+    return followDeployments(pass, prepared.binding, prepared.latest);
+  };
+}
