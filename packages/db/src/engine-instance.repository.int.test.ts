@@ -1,16 +1,20 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { getClusterUser } from './cluster-user.repository.ts';
 import {
   ensureEngineInstance,
   getEngineInstanceByName,
+  getPlacedTenant,
   listEngineInstanceOverviews,
   type Placement,
   placeTenant,
   setEngineInstanceCordoned,
 } from './engine-instance.repository.ts';
+import { ensureWorkspaceEnvironment } from './managed-environment.repository.ts';
 import { isAgentListening } from './operation.repository.ts';
+import { moveTenant } from './tenant-move.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
 import {
   givenApplication,
@@ -163,5 +167,50 @@ describe('engine instance registration', () => {
     );
     const row = await getEngineInstanceByName(testDb.db, name);
     assert.equal(row?.namespace_uid, 'u2', 'a refused registration changes nothing');
+  });
+
+  test('a placed tenant with its Workspace is read in one statement; an unplaced one, or one a move changes meanwhile, is not', async () => {
+    const home = await givenEngineInstance(testDb.db, 'placed-read-home');
+    const away = await givenEngineInstance(testDb.db, 'placed-read-away');
+    await cordonAllBut(home.name);
+    const tenant = await givenClusterUser(testDb.db);
+    const read = () => testDb.db.transaction().execute((trx) => getPlacedTenant(trx, tenant.namespace_uid));
+    assert.equal(await read(), undefined, 'not placed yet');
+    assert.equal(placedName(await place(tenant.id)), home.name);
+    assert.equal(await read(), undefined, 'no Workspace environment yet');
+    const environment = await ensureWorkspaceEnvironment(testDb.db, {
+      id: tenant.id,
+      namespaceName: tenant.namespace_name,
+    });
+    const placed = await read();
+    assert.deepEqual(placed?.clusterUser, await getClusterUser(testDb.db, tenant.id));
+    assert.deepEqual(placed?.instance, await getEngineInstanceByName(testDb.db, home.name));
+    assert.equal(placed?.workspaceEnvironmentId, environment.id);
+
+    // A move holds the tenant row: the read waits for it, then answers undefined (placeTenant's path decides).
+    let release!: () => void;
+    const released = new Promise<void>((r) => {
+      release = r;
+    });
+    let holding!: () => void;
+    const held = new Promise<void>((r) => {
+      holding = r;
+    });
+    const move = testDb.db.transaction().execute(async (trx) => {
+      await moveTenant(trx, tenant.id, away.id);
+      holding();
+      await released;
+    });
+    await held;
+    const during = read();
+    await eventually('the read to wait for the move', async () => {
+      const { rows } = await sql<{ n: number }>`
+        select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock'`.execute(testDb.db);
+      return (rows[0]?.n ?? 0) > 0 ? true : undefined;
+    });
+    release();
+    await move;
+    assert.equal(await during, undefined);
+    assert.equal((await read())?.instance.name, away.name);
   });
 });

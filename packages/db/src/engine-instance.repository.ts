@@ -1,7 +1,7 @@
 import { ErrorCode, TerminalError } from '@gitops/shared';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { AGENT_ACTIVE_LOCK_CLASS } from './active-lock.ts';
-import type { Database, EngineInstanceRow } from './database.ts';
+import type { ClusterUserRow, Database, EngineInstanceRow } from './database.ts';
 import { agentListening } from './operation.repository.ts';
 
 export interface EngineInstanceInput {
@@ -91,6 +91,68 @@ export type PlacementRefusal =
   | { reason: 'NoSchedulableEngineInstance' };
 
 export type Placement = { placed: EngineInstanceRow } | { refused: PlacementRefusal };
+
+/** A placed tenant, its instance and its Workspace environment, read in one statement (getPlacedTenant). */
+export interface PlacedTenant {
+  clusterUser: ClusterUserRow;
+  instance: EngineInstanceRow;
+  workspaceEnvironmentId: string;
+}
+
+/**
+ * The tenant of namespace `namespaceUid` when it is placed and has its Workspace environment (every tenant
+ * after its first deployment): one round trip where ensuring the tenant, placing it and reading its
+ * Workspace take three. The tenant row is KEY SHARE locked as placeTenant locks it; a tenant changed by a
+ * concurrent move drops out of the join while the lock is re-checked, so this answers undefined and the
+ * caller takes placeTenant's path. Undefined also for a new or unplaced tenant.
+ */
+export async function getPlacedTenant(
+  trx: Transaction<Database>,
+  namespaceUid: string,
+): Promise<PlacedTenant | undefined> {
+  const row = await trx
+    .selectFrom('cluster_user as u')
+    .innerJoin('engine_instance as ei', 'ei.id', 'u.engine_instance_id')
+    .innerJoin('managed_environment as me', (join) =>
+      join.onRef('me.cluster_user_id', '=', 'u.id').on('me.kind', '=', 'Workspace'),
+    )
+    .select([
+      'u.id as u_id',
+      'u.namespace_uid as u_namespace_uid',
+      'u.namespace_name as u_namespace_name',
+      'u.engine_instance_id as u_engine_instance_id',
+      'u.created_at as u_created_at',
+      'u.updated_at as u_updated_at',
+      'me.id as workspace_id',
+    ])
+    .selectAll('ei')
+    .where('u.namespace_uid', '=', namespaceUid)
+    .forKeyShare('u')
+    .executeTakeFirst();
+  if (!row) return undefined;
+  const { u_id, u_namespace_uid, u_namespace_name, u_engine_instance_id, u_created_at, u_updated_at } = row;
+  return {
+    clusterUser: {
+      id: u_id,
+      namespace_uid: u_namespace_uid,
+      namespace_name: u_namespace_name,
+      engine_instance_id: u_engine_instance_id,
+      created_at: u_created_at,
+      updated_at: u_updated_at,
+    },
+    instance: {
+      id: row.id,
+      name: row.name,
+      namespace_name: row.namespace_name,
+      namespace_uid: row.namespace_uid,
+      cluster_identity: row.cluster_identity,
+      cordoned: row.cordoned,
+      created_at: row.created_at,
+      updated_at: row.updated_at,
+    },
+    workspaceEnvironmentId: row.workspace_id,
+  };
+}
 
 /**
  * The engine instance of a tenant, placing it first when it has none: the instance named by `requested` (the

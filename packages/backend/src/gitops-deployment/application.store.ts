@@ -18,6 +18,7 @@ import {
   getApplicationByName,
   getClusterUserByNamespaceUid,
   getEngineInstance,
+  getPlacedTenant,
   getWorkspaceEnvironment,
   insertApiCrMapping,
   insertApplicationIfNameFree,
@@ -180,6 +181,32 @@ async function ensureWorkspaceReach(
   });
 }
 
+/**
+ * The tenant of a new application and its engine instance: for a placed tenant one statement
+ * (getPlacedTenant); otherwise the tenant is ensured and placed (PlacementRefusedError when it cannot be).
+ */
+async function placedTenant(
+  trx: Transaction<Database>,
+  desired: DesiredApplication,
+): Promise<{ clusterUserId: string; instance: EngineInstanceRow; workspaceEnvironmentId?: string }> {
+  const namespace = desired.deployment.namespace;
+  const placed = await getPlacedTenant(trx, desired.namespaceUid);
+  if (placed && placed.clusterUser.namespace_name === namespace)
+    return {
+      clusterUserId: placed.clusterUser.id,
+      instance: placed.instance,
+      workspaceEnvironmentId: placed.workspaceEnvironmentId,
+    };
+  const clusterUserId = (await ensureClusterUser(trx, { uid: desired.namespaceUid, name: namespace })).id;
+  const instance = await tenantEngineInstance(
+    trx,
+    clusterUserId,
+    desired.requestedEngineInstance,
+    desired.tenantClusterIdentity,
+  );
+  return { clusterUserId, instance };
+}
+
 export type ApplyResult =
   | { change: 'none'; application: ApplicationRow }
   | { change: 'created' | 'updated'; application: ApplicationRow; operation: OperationRow };
@@ -226,22 +253,15 @@ export async function applyDesiredApplication(
     mapping?.application_id != null ? await getApplication(trx, mapping.application_id) : undefined;
 
   if (!application) {
-    const clusterUserId = (
-      await ensureClusterUser(trx, { uid: desired.namespaceUid, name: deployment.namespace })
-    ).id;
+    const { clusterUserId, instance, workspaceEnvironmentId } = await placedTenant(trx, desired);
     const name = applicationName(deployment.uid);
-    const instance = await tenantEngineInstance(
-      trx,
-      clusterUserId,
-      desired.requestedEngineInstance,
-      desired.tenantClusterIdentity,
-    );
     await ensureWorkspaceReach(trx, desired, instance, clusterUserId);
     const created = await insertApplicationIfNameFree(trx, {
       name,
       clusterUserId,
       engineInstanceId: instance.id,
-      managedEnvironmentId: (await environmentOf(clusterUserId)).id,
+      managedEnvironmentId:
+        desired.managedEnvironmentId ?? workspaceEnvironmentId ?? (await environmentOf(clusterUserId)).id,
       spec: desired.spec,
     });
     if (created) {

@@ -50,6 +50,9 @@ export function deliveryBackoffMs(attempts: number, random = Math.random): numbe
   return backoffDelay(attempts + 1, 1_000, 300_000, random);
 }
 
+/** How long a wake waits for the rest of its burst: the delay an Operation CR may add when no agent listens. */
+const WAKE_COALESCE_MS = 50;
+
 export interface OperationRelayOptions {
   db: Kysely<Database>;
   kc: KubeConfig;
@@ -62,7 +65,10 @@ export interface OperationRelayOptions {
 
 export interface OperationRelay {
   start(): void;
-  /** Asks for a pass soon (NOTIFY, reconnect). Passes never overlap; one requested during a pass runs after it. */
+  /**
+   * Asks for a pass within WAKE_COALESCE_MS (NOTIFY, reconnect): wakes meanwhile share it. Passes never overlap;
+   * one requested during a pass runs after it.
+   */
   wake(): void;
   /** Runs passes until nothing due is left; resolves with the number delivered. */
   drain(): Promise<number>;
@@ -94,6 +100,7 @@ export function createOperationRelay(options: OperationRelayOptions): OperationR
   let stopped = false;
   let started = false;
   let timer: NodeJS.Timeout | undefined;
+  let wakeTimer: NodeJS.Timeout | undefined;
 
   async function createCr(operation: ClaimedOperation): Promise<boolean> {
     const namespace = operation.engine_instance_namespace;
@@ -183,7 +190,14 @@ export function createOperationRelay(options: OperationRelayOptions): OperationR
       schedule();
     },
     wake() {
-      if (started && !stopped) void run();
+      // A burst of new operations (one NOTIFY each) asks once: while an agent listens, which is the usual
+      // case, every pass finds nothing, so one per WAKE_COALESCE_MS is plenty.
+      if (!started || stopped || wakeTimer) return;
+      wakeTimer = setTimeout(() => {
+        wakeTimer = undefined;
+        if (!stopped) void run();
+      }, WAKE_COALESCE_MS);
+      wakeTimer.unref();
     },
     async drain() {
       let total = 0;
@@ -197,6 +211,7 @@ export function createOperationRelay(options: OperationRelayOptions): OperationR
     async stop() {
       stopped = true;
       clearTimeout(timer);
+      clearTimeout(wakeTimer);
       await running;
     },
   };

@@ -21,6 +21,7 @@ import {
   isJsonObject,
   type KubeObject,
   newController,
+  type Predicate,
   patchStatus,
   type Reconciler,
   resourceVersionChanged,
@@ -137,6 +138,15 @@ export function createStatusFeature(
         event.message,
       );
   };
+  /**
+   * A GitOpsDeployment created while this cache watches has no projection yet: its application row is written
+   * after a cache holds the object, so its first state arrives by NOTIFY, and looking for it on creation would
+   * only cost a read. Objects of the cache's first list are looked at (their state may have changed meanwhile).
+   */
+  const notNewlyCreated: Predicate = {
+    name: 'not created while watched',
+    create: (object) => !informer.hasSynced() || object.status !== undefined,
+  };
   const controller = newController('gitopsdeployment-status', {
     registry: ctx.registry,
     logger: ctx.logger.child({ controller: 'gitopsdeployment-status' }),
@@ -144,7 +154,9 @@ export function createStatusFeature(
     // A periodic relist re-delivers unchanged objects: the status path is driven by NOTIFY (and by resync()
     // after a lost LISTEN connection), so an unchanged object costs no database read here. The echo of our own
     // status write is what the projection asked for, so it needs no second look either.
-    .for(informer, { predicates: [resourceVersionChanged, ownWrites.predicate, ignoreDeletes] })
+    .for(informer, {
+      predicates: [resourceVersionChanged, ownWrites.predicate, ignoreDeletes, notNewlyCreated],
+    })
     .withOptions({ concurrency: ctx.config.maxConcurrentReconciles })
     .complete(reconcile);
   const { queue, enqueueAll } = controller;
