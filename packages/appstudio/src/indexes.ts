@@ -13,7 +13,7 @@ import {
   isBindComplete,
   targetNameOf,
 } from './deployment-target.ts';
-import { record, specOf, text } from './objects.ts';
+import { ownerReferences, record, specOf, text } from './objects.ts';
 
 /** The objects of one namespace an index holds under `value`. */
 export type NamespacedLookup = (namespace: string | undefined, value: string) => KubeObject[];
@@ -104,4 +104,21 @@ export function claimsOfTargetIn(claims: Informer<KubeObject>): (target: KubeObj
     const found = naming(namespace, target.metadata.name);
     return referenced && !found.includes(referenced) ? [referenced, ...found] : found;
   };
+}
+
+/** The objects of `informer` whose controller owner reference of kind `ownerKind` names the owner's uid. */
+export function controlledObjects(
+  informer: Informer<KubeObject>,
+  ownerKind: string,
+): (owner: KubeObject) => KubeObject[] {
+  const name = `appstudio.controller.${ownerKind}`;
+  ensureIndex(informer, name, (o) =>
+    ownerReferences(o)
+      .filter((r) => r.controller && r.kind === ownerKind && r.uid)
+      .map((r) => r.uid),
+  );
+  return (owner) =>
+    informer
+      .byIndex(name, owner.metadata.uid ?? '')
+      .filter((o) => o.metadata.namespace === owner.metadata.namespace);
 }
