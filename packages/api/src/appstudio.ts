@@ -245,6 +245,16 @@ export const BindingReason = {
   DuplicateBinding: 'DuplicateBinding',
 } as const;
 
+/** Reasons of the Events about a binding. */
+export const BindingEventReason = {
+  GitOpsDeploymentCreated: 'GitOpsDeploymentCreated',
+  GitOpsDeploymentUpdated: 'GitOpsDeploymentUpdated',
+  GitOpsDeploymentDeleted: 'GitOpsDeploymentDeleted',
+  ApplicationNotFound: 'ApplicationNotFound',
+  ErrorOccurred: 'ErrorOccurred',
+  ErrorOccurredResolved: 'ErrorOccurredResolved',
+} as const;
+
 /** User-facing messages of a binding's conditions (keep these texts). */
 export const BindingMessage = {
   gitOpsRepoNotReady: (binding: string): string =>
@@ -293,6 +303,17 @@ export const PromotionRunState = {
 export const PromotionRunResult = {
   Success: 'Success',
   Failure: 'Failure',
+} as const;
+
+/** Reasons of the Events about a PromotionRun. */
+export const PromotionEventReason = {
+  PromotionStarted: 'PromotionStarted',
+  PromotionWaiting: 'PromotionWaiting',
+  EnvironmentPromoted: 'EnvironmentPromoted',
+  PromotionSucceeded: 'PromotionSucceeded',
+  PromotionFailed: 'PromotionFailed',
+  BindingGenerated: 'BindingGenerated',
+  ErrorOccurred: 'ErrorOccurred',
 } as const;
 
 /** User-facing messages of a PromotionRun (keep these texts). */

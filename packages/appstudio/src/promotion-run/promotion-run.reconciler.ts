@@ -18,6 +18,7 @@ import {
   AppStudioKinds,
   DeploymentStrategy,
   PromotionEnvironmentStatus,
+  PromotionEventReason,
   PromotionRunMessage,
   PromotionRunResult,
   PromotionRunState,
@@ -69,16 +70,6 @@ const PromotionRun = AppStudioKinds.PromotionRun;
 
 /** While waiting, look again at least this often (the binding's status changes also wake the run). */
 const POLL_MS = 15_000;
-
-export const PromotionEventReason = {
-  PromotionStarted: 'PromotionStarted',
-  PromotionWaiting: 'PromotionWaiting',
-  EnvironmentPromoted: 'EnvironmentPromoted',
-  PromotionSucceeded: 'PromotionSucceeded',
-  PromotionFailed: 'PromotionFailed',
-  BindingGenerated: 'BindingGenerated',
-  ErrorOccurred: 'ErrorOccurred',
-} as const;
 
 export interface PromotionRunReconcilerDeps {
   promotionRuns: Informer<KubeObject>;

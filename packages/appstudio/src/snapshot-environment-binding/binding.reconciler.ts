@@ -19,6 +19,7 @@
 import {
   APPSTUDIO_FIELD_MANAGER,
   AppStudioKinds,
+  BindingEventReason,
   BindingMessage,
   BindingReason,
   Kinds,
@@ -74,15 +75,6 @@ const GitOpsDeployment = Kinds.GitOpsDeployment;
 
 /** After a generation error, look again this often (the original's 10 s). */
 const GENERATION_RETRY_MS = 10_000;
-
-export const BindingEventReason = {
-  GitOpsDeploymentCreated: 'GitOpsDeploymentCreated',
-  GitOpsDeploymentUpdated: 'GitOpsDeploymentUpdated',
-  GitOpsDeploymentDeleted: 'GitOpsDeploymentDeleted',
-  ApplicationNotFound: 'ApplicationNotFound',
-  ErrorOccurred: 'ErrorOccurred',
-  ErrorOccurredResolved: 'ErrorOccurredResolved',
-} as const;
 
 export type BindingReconcilerDeps = BindingWatchDeps;
 
