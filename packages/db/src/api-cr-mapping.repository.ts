@@ -1,5 +1,11 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { ApiCrMappingRow, Database } from './database.ts';
+import {
+  type InsertedOperation,
+  insertedOperation,
+  type OperationRequest,
+  operationInsert,
+} from './operation.repository.ts';
 import type { CrKind } from './schema-values.ts';
 
 /**
@@ -63,6 +69,35 @@ export async function insertApiCrMapping(
     })
     .returningAll()
     .executeTakeFirstOrThrow();
+}
+
+/**
+ * insertApiCrMapping and insertOperation in one statement (a data-modifying WITH): the mapping of a new row
+ * and the operation announcing it, one round trip instead of two.
+ */
+export async function insertApiCrMappingAndOperation(
+  trx: Transaction<Database>,
+  cr: CrReference,
+  row: MappedRow,
+  request: OperationRequest,
+): Promise<InsertedOperation> {
+  const inserted = await operationInsert(
+    trx.with('mapping', (db) =>
+      db
+        .insertInto('api_cr_mapping')
+        .values({
+          cr_kind: row.kind,
+          cr_uid: cr.uid,
+          cr_name: cr.name,
+          cr_namespace: cr.namespace,
+          cr_namespace_uid: cr.namespaceUid,
+          ...rowColumns(row),
+        })
+        .returning('id'),
+    ),
+    request,
+  ).executeTakeFirstOrThrow();
+  return insertedOperation(inserted);
 }
 
 export async function getApiCrMappingByUid(

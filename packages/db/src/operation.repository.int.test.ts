@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '@gitops/shared/testing';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, test } from 'vitest';
+import { getApiCrMappingByUid, insertApiCrMappingAndOperation } from './api-cr-mapping.repository.ts';
 import { deleteClusterUser } from './cluster-user.repository.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
 import { upsertEngineInstance } from './engine-instance.repository.ts';
@@ -29,6 +30,7 @@ import {
 } from './operation.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
 import {
+  givenApplication,
   givenClusterUser,
   givenEngineInstance,
   givenListeningAgentSession,
@@ -187,6 +189,56 @@ describe('insertOperation', () => {
     const again = await announce(change);
     assert.equal(again.operation.id, operation.id);
     assert.equal((await startOperation(db, operation.id)).status, 'started');
+  });
+});
+
+describe('insertApiCrMappingAndOperation', () => {
+  test('writes the mapping and the operation in one statement; a mapping that cannot be written leaves no operation', async () => {
+    const user = await givenClusterUser(db);
+    const application = await givenApplication(db, { clusterUser: user, engineInstance: instance });
+    const cr = {
+      uid: randomUUID(),
+      name: 'web',
+      namespace: user.namespace_name,
+      namespaceUid: user.namespace_uid,
+    };
+    const request = {
+      ...applicationChange(application.id),
+      ownerUserId: user.id,
+      ownerCr: { kind: 'GitOpsDeployment' as const, ...cr },
+    };
+    const mapped = { kind: 'GitOpsDeployment' as const, applicationId: application.id };
+    const { operation, reused } = await db
+      .transaction()
+      .execute((trx) => insertApiCrMappingAndOperation(trx, cr, mapped, request));
+    assert.equal(reused, false);
+    assert.deepEqual(
+      { resource: operation.resource_id, owner: operation.owner_uid, state: operation.state },
+      { resource: application.id, owner: cr.uid, state: 'Waiting' },
+    );
+    assert.equal((await getApiCrMappingByUid(db, cr.uid))?.application_id, application.id);
+
+    // The same CR uid again: the mapping's unique key refuses it, and the statement writes nothing at all.
+    const other = await givenApplication(db, { clusterUser: user, engineInstance: instance });
+    await assert.rejects(
+      db
+        .transaction()
+        .execute((trx) =>
+          insertApiCrMappingAndOperation(
+            trx,
+            cr,
+            { kind: 'GitOpsDeployment', applicationId: other.id },
+            { ...request, resourceId: other.id },
+          ),
+        ),
+      /api_cr_mapping_cr_uid_key/,
+    );
+    const operations = await db
+      .selectFrom('operation')
+      .select('id')
+      .where('resource_id', '=', other.id)
+      .execute();
+    assert.deepEqual(operations, []);
   });
 });
 

@@ -1,4 +1,4 @@
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { type Kysely, type QueryCreator, sql, type Transaction } from 'kysely';
 import type { Database, OperationRow } from './database.ts';
 import type { CrKind, OperationResourceType } from './schema-values.ts';
 
@@ -62,46 +62,56 @@ export async function insertOperation(
   trx: Transaction<Database>,
   request: OperationRequest,
 ): Promise<InsertedOperation> {
+  return insertedOperation(await operationInsert(trx, request).executeTakeFirstOrThrow());
+}
+
+/** insertOperation's statement, on any query creator (e.g. one with a data-modifying WITH before it). */
+export function operationInsert<DB extends Database>(qc: QueryCreator<DB>, request: OperationRequest) {
   const owner = request.ownerCr ?? null;
-  const row = await trx
-    .insertInto('operation')
-    .values({
-      engine_instance_id: request.engineInstanceId,
-      resource_type: request.resourceType,
-      resource_id: request.resourceId,
-      owner_user_id: request.ownerUserId ?? null,
-      owner_kind: owner?.kind ?? null,
-      owner_namespace: owner?.namespace ?? null,
-      owner_name: owner?.name ?? null,
-      owner_uid: owner?.uid ?? null,
-    })
-    .onConflict((conflict) =>
-      conflict
-        .columns(['engine_instance_id', 'resource_type', 'resource_id'])
-        // The partial index's predicate, as a literal so PostgreSQL can always infer the index.
-        .where(sql<boolean>`state = 'Waiting'`)
-        .doUpdateSet(({ ref }) => {
-          const hasNewOwner = sql<boolean>`${ref('excluded.owner_uid')} is not null`;
-          const ownerColumn = <C extends 'owner_kind' | 'owner_namespace' | 'owner_name' | 'owner_uid'>(
-            column: C,
-          ) =>
-            sql<never>`case when ${hasNewOwner} then ${ref(`excluded.${column}`)} else ${ref(`operation.${column}`)} end`;
-          return {
-            owner_user_id: sql<
-              string | null
-            >`coalesce(${ref('excluded.owner_user_id')}, ${ref('operation.owner_user_id')})`,
-            owner_kind: ownerColumn('owner_kind'),
-            owner_namespace: ownerColumn('owner_namespace'),
-            owner_name: ownerColumn('owner_name'),
-            owner_uid: ownerColumn('owner_uid'),
-            next_attempt_at: sql<Date>`least(${ref('operation.next_attempt_at')}, now())`,
-          };
-        }),
-    )
-    .returningAll()
-    // xmax is 0 for a freshly inserted row version and the locking transaction's id for an upsert.
-    .returning(sql<boolean>`xmax <> 0`.as('reused'))
-    .executeTakeFirstOrThrow();
+  return (
+    (qc as unknown as QueryCreator<Database>)
+      .insertInto('operation')
+      .values({
+        engine_instance_id: request.engineInstanceId,
+        resource_type: request.resourceType,
+        resource_id: request.resourceId,
+        owner_user_id: request.ownerUserId ?? null,
+        owner_kind: owner?.kind ?? null,
+        owner_namespace: owner?.namespace ?? null,
+        owner_name: owner?.name ?? null,
+        owner_uid: owner?.uid ?? null,
+      })
+      .onConflict((conflict) =>
+        conflict
+          .columns(['engine_instance_id', 'resource_type', 'resource_id'])
+          // The partial index's predicate, as a literal so PostgreSQL can always infer the index.
+          .where(sql<boolean>`state = 'Waiting'`)
+          .doUpdateSet(({ ref }) => {
+            const hasNewOwner = sql<boolean>`${ref('excluded.owner_uid')} is not null`;
+            const ownerColumn = <C extends 'owner_kind' | 'owner_namespace' | 'owner_name' | 'owner_uid'>(
+              column: C,
+            ) =>
+              sql<never>`case when ${hasNewOwner} then ${ref(`excluded.${column}`)} else ${ref(`operation.${column}`)} end`;
+            return {
+              owner_user_id: sql<
+                string | null
+              >`coalesce(${ref('excluded.owner_user_id')}, ${ref('operation.owner_user_id')})`,
+              owner_kind: ownerColumn('owner_kind'),
+              owner_namespace: ownerColumn('owner_namespace'),
+              owner_name: ownerColumn('owner_name'),
+              owner_uid: ownerColumn('owner_uid'),
+              next_attempt_at: sql<Date>`least(${ref('operation.next_attempt_at')}, now())`,
+            };
+          }),
+      )
+      .returningAll()
+      // xmax is 0 for a freshly inserted row version and the locking transaction's id for an upsert.
+      .returning(sql<boolean>`xmax <> 0`.as('reused'))
+  );
+}
+
+/** The answer of operationInsert as an InsertedOperation. */
+export function insertedOperation(row: OperationRow & { reused: boolean }): InsertedOperation {
   const { reused, ...operation } = row;
   return { operation, reused };
 }

@@ -21,6 +21,7 @@ import {
   getPlacedTenant,
   getWorkspaceEnvironment,
   insertApiCrMapping,
+  insertApiCrMappingAndOperation,
   insertApplicationIfNameFree,
   insertOperation,
   type ManagedEnvironmentRow,
@@ -265,18 +266,18 @@ export async function applyDesiredApplication(
       spec: desired.spec,
     });
     if (created) {
-      await insertApiCrMapping(
+      const { operation } = await insertApiCrMappingAndOperation(
         trx,
         { ...deployment, namespaceUid: desired.namespaceUid },
         { kind: GitOpsDeploymentCr.kind, applicationId: created.id },
+        {
+          engineInstanceId: created.engine_instance_id,
+          resourceType: 'Application',
+          resourceId: created.id,
+          ownerUserId: clusterUserId,
+          ownerCr,
+        },
       );
-      const { operation } = await insertOperation(trx, {
-        engineInstanceId: created.engine_instance_id,
-        resourceType: 'Application',
-        resourceId: created.id,
-        ownerUserId: clusterUserId,
-        ownerCr,
-      });
       return { change: 'created', application: created, operation };
     }
     // A row of this name without a mapping (e.g. a mapping removed by hand) is adopted rather than duplicated.
