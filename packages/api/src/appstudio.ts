@@ -116,6 +116,11 @@ export const DeploymentTargetAnnotation = {
   DTProvisioner: 'provisioner.appstudio.redhat.com/dt-provisioner',
   /** On a provisioned target: the provisioner that created it. */
   ProvisionedBy: 'provisioner.appstudio.redhat.com/provisioned-by',
+  /**
+   * Beyond the original: on a target the managed-gitops.redhat.com/namespace provisioner made, the uid of the
+   * claim it was made for (reclaim compares it with the namespace's label once the claim is gone).
+   */
+  ProvisionedForClaimUid: 'managed-gitops.redhat.com/provisioned-for-claim-uid',
 } as const;
 
 /** Label of a provisioned target: the claim's dt-provisioner annotation. */
@@ -366,6 +371,13 @@ export const AppStudioLabel = {
    */
   ProvisionedForClaim: 'managed-gitops.redhat.com/provisioned-for-claim',
 } as const;
+
+/**
+ * Beyond the original: on a namespace provisioned by managed-gitops.redhat.com/namespace, `<namespace>/<name>`
+ * of the claim it was provisioned for (the service writes it with the namespace; namespaces made before it
+ * existed have none). Two claims can derive the same namespace name (`a-b`/`c` and `a`/`b-c`): this says which.
+ */
+export const PROVISIONED_FOR_CLAIM_REF_ANNOTATION = 'managed-gitops.redhat.com/provisioned-for-claim-ref';
 
 /** Binding labels whose key contains this text are copied onto its GitOpsDeployments (as the original did). */
 export const COPIED_LABEL_MARKER = 'appstudio.openshift.io';

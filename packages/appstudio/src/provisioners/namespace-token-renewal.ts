@@ -8,20 +8,17 @@
  * never sees it missing, and a concurrent change wins; the next round looks again).
  *
  * The token, the expiry and the Secret are read from the informers' caches (those of the expiry metric).
- * Only a target that is provably this provisioner's is touched: annotated provisioned-by, named
- * `<claim>-dt` after its claimRef, naming the Secret `<claim>-dt-kubeconfig` and the namespace the
- * provisioner derives for that claim, whose label `provisioned-for-claim` holds the uid of that claim in the
- * target's namespace. So no one gets a token for a ServiceAccount by writing a DeploymentTarget that points
- * elsewhere, and a Released target (Retain: no claim any more) keeps its last token.
+ * Only a target that is provably this provisioner's is touched (the check reclaim uses too, in
+ * namespace.provisioner.ts): annotated provisioned-by, named `<claim>-dt` after its claimRef, naming the
+ * Secret `<claim>-dt-kubeconfig` and the namespace the provisioner derives for that claim
+ * (`claimOfProvisionedTarget`), whose label `provisioned-for-claim` holds the uid of that claim in the
+ * target's namespace (`provisionedForClaim`, with the live claim's uid). So no one gets a token for a
+ * ServiceAccount by writing a DeploymentTarget that points elsewhere, and a Released target (Retain: no claim
+ * any more) keeps its last token.
  *
  * A failure (ServiceAccount gone, API error) is logged (never the token) and retried at the next round.
  */
-import {
-  AppStudioLabel,
-  CoreKinds,
-  DeploymentTargetAnnotation,
-  Provisioner as ProvisionerName,
-} from '@gitops/api';
+import { CoreKinds } from '@gitops/api';
 import {
   type Feature,
   getObject,
@@ -33,8 +30,8 @@ import {
   type Periodic,
   runPeriodically,
 } from '@gitops/shared';
-import { annotationOf, claimRefOf, credentialsOf } from '../deployment-target.ts';
 import {
+  claimOfProvisionedTarget,
   DEFAULT_TOKEN_CHECK_INTERVAL_MS,
   DEFAULT_TOKEN_LIFETIME_MS,
   DEFAULT_TOKEN_RENEW_BEFORE_MS,
@@ -43,6 +40,7 @@ import {
   kubeconfigSecretName,
   type NamespaceProvisionerOptions,
   provisionedCluster,
+  provisionedForClaim,
   provisionedNamespaceName,
   requestDeployerToken,
   tokenOfKubeconfigSecret,
@@ -73,23 +71,6 @@ export function createNamespaceTokenRenewal(
   const renewBeforeMs = options.tokenRenewBeforeMs ?? DEFAULT_TOKEN_RENEW_BEFORE_MS;
   const intervalMs = options.tokenCheckIntervalMs ?? DEFAULT_TOKEN_CHECK_INTERVAL_MS;
 
-  /** The claim name when `target` is, by its own fields, one this provisioner made for that claim. */
-  function claimOfProvisionedTarget(target: KubeObject): string | undefined {
-    if (annotationOf(target, DeploymentTargetAnnotation.ProvisionedBy) !== ProvisionerName.Namespace)
-      return undefined;
-    const claim = claimRefOf(target);
-    const namespace = target.metadata.namespace ?? '';
-    const { defaultNamespace, clusterCredentialsSecret } = credentialsOf(target);
-    if (
-      !claim ||
-      target.metadata.name !== `${claim}-dt` ||
-      clusterCredentialsSecret !== kubeconfigSecretName(claim) ||
-      defaultNamespace !== provisionedNamespaceName(namespace, claim)
-    )
-      return undefined;
-    return claim;
-  }
-
   /** Renews the token of one target when due; true when it did. */
   async function renewIfDue(target: KubeObject, claimName: string, signal?: AbortSignal): Promise<boolean> {
     const namespace = target.metadata.namespace ?? '';
@@ -105,10 +86,8 @@ export function createNamespaceTokenRenewal(
       ? await getObject(kc, { ...CoreKinds.Namespace, name: provisioned }, { signal })
       : undefined;
     if (
-      !claim?.metadata.uid ||
-      !ns ||
-      ns.metadata.deletionTimestamp ||
-      ns.metadata.labels?.[AppStudioLabel.ProvisionedForClaim] !== claim.metadata.uid
+      !provisionedForClaim(ns, { namespace, name: claimName, uid: claim?.metadata.uid }) ||
+      ns?.metadata.deletionTimestamp
     ) {
       logger.debug(
         { namespace, target: target.metadata.name },

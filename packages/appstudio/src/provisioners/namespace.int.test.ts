@@ -1,7 +1,9 @@
 /**
  * The managed-gitops.redhat.com/namespace provisioner (design §7) against the real API server: a claim of
  * such a class gets a namespace, a ServiceAccount with `admin` there only, a kubeconfig Secret that really
- * works, and a bound target; reclaim deletes the namespace (Delete) or keeps it (Retain).
+ * works, and a bound target; reclaim deletes the namespace (Delete) or keeps it (Retain), and only the one
+ * provisioned for the target's claim: a DeploymentTarget a user writes never gets another claim's namespace
+ * deleted, even one whose name the user's claim would derive too.
  */
 import assert from 'node:assert/strict';
 import type { KubeObject } from '@gitops/shared';
@@ -26,19 +28,23 @@ describe('namespace provisioner', () => {
   const deleteClass = `test-namespace-delete-${suffix}`;
   const retainClass = `test-namespace-retain-${suffix}`;
   const provisionedNamespaces: string[] = [];
+  /** Claim namespaces made here rather than by the fixture (a chosen name): their finalizers go in afterAll. */
+  const claimNamespaces: string[] = [];
 
   const getNamespace = (name: string) =>
     kubeRequest(f.kc, { method: HttpMethod.GET, path: `/api/v1/namespaces/${name}` }).then(
       (o) => o as KubeObject,
       () => undefined,
     );
-  const getClaim = (name: string) => f.get(Kind.DeploymentTargetClaim, ns, name);
-  const getTarget = (name: string) => f.get(Kind.DeploymentTarget, ns, name);
+  const getClaim = (name: string, namespace = ns) => f.get(Kind.DeploymentTargetClaim, namespace, name);
+  const getTarget = (name: string, namespace = ns) => f.get(Kind.DeploymentTarget, namespace, name);
 
-  async function provisioned(claim: string, className: string) {
-    await f.create(Kind.DeploymentTargetClaim, ns, claim, { spec: { deploymentTargetClassName: className } });
+  async function provisioned(claim: string, className: string, claimNs = ns) {
+    await f.create(Kind.DeploymentTargetClaim, claimNs, claim, {
+      spec: { deploymentTargetClassName: className },
+    });
     const bound = await eventually('claim Bound', async () => {
-      const c = await getClaim(claim);
+      const c = await getClaim(claim, claimNs);
       return statusOf(c).phase === 'Bound' &&
         c?.metadata.annotations?.['dt.appstudio.redhat.com/bind-complete'] === 'true'
         ? c
@@ -46,30 +52,38 @@ describe('namespace provisioner', () => {
     });
     assert.equal(specOf(bound).targetName, `${claim}-dt`);
     const target = await eventually('target Bound', async () => {
-      const t = await getTarget(`${claim}-dt`);
+      const t = await getTarget(`${claim}-dt`, claimNs);
       return statusOf(t).phase === 'Bound' ? t : undefined;
     });
     const credentials = specOf(target).kubernetesCredentials as Record<string, unknown>;
     const namespace = String(credentials.defaultNamespace);
     provisionedNamespaces.push(namespace);
-    assert.equal(namespace, `${ns}-${claim}`);
+    assert.equal(namespace, `${claimNs}-${claim}`);
     assert.equal(credentials.clusterCredentialsSecret, `${claim}-dt-kubeconfig`);
     assert.equal(
       target.metadata.annotations?.['provisioner.appstudio.redhat.com/provisioned-by'],
       'managed-gitops.redhat.com/namespace',
+    );
+    assert.equal(
+      target.metadata.annotations?.['managed-gitops.redhat.com/provisioned-for-claim-uid'],
+      bound.metadata.uid,
     );
     const created = await getNamespace(namespace);
     assert.equal(
       created?.metadata.labels?.['managed-gitops.redhat.com/provisioned-for-claim'],
       bound.metadata.uid,
     );
-    const secret = await f.get(Kind.Secret, ns, `${claim}-dt-kubeconfig`);
+    assert.equal(
+      created?.metadata.annotations?.['managed-gitops.redhat.com/provisioned-for-claim-ref'],
+      `${claimNs}/${claim}`,
+    );
+    const secret = await f.get(Kind.Secret, claimNs, `${claim}-dt-kubeconfig`);
     assert.equal(secret?.type, 'managed-gitops.redhat.com/managed-environment');
     const text = Buffer.from(
       String((secret?.data as Record<string, string> | undefined)?.kubeconfig),
       'base64',
     ).toString();
-    return { namespace, target: `${claim}-dt`, kubeconfig: text };
+    return { namespace, target: `${claim}-dt`, kubeconfig: text, uid: String(bound.metadata.uid) };
   }
 
   beforeAll(async () => {
@@ -86,6 +100,14 @@ describe('namespace provisioner', () => {
   });
   afterAll(async () => {
     await f.cleanup();
+    for (const name of claimNamespaces) {
+      for (const kind of [Kind.DeploymentTargetClaim, Kind.DeploymentTarget])
+        for (const o of await f.list(kind, name).catch(() => []))
+          await f.patch(kind, name, o.metadata.name, { metadata: { finalizers: null } }).catch(() => {});
+      await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${name}` }).catch(
+        () => {},
+      );
+    }
     for (const name of provisionedNamespaces)
       await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${name}` }).catch(
         () => {},
@@ -171,5 +193,90 @@ describe('namespace provisioner', () => {
       (await getClaim('taken-dtc')) === undefined ? true : undefined,
     );
     assert.equal((await getNamespace(taken))?.metadata.deletionTimestamp, undefined);
+  });
+
+  it("a DeploymentTarget a user writes never gets another claim's namespace deleted; a claim already gone still gets its own deleted", async () => {
+    // Claim `dtc` in `<ns>-due` and claim `due-dtc` in `<ns>` both derive the namespace `<ns>-due-dtc`.
+    const victimNs = `${ns}-due`;
+    claimNamespaces.push(victimNs);
+    await kubeRequest(f.kc, {
+      method: HttpMethod.POST,
+      path: '/api/v1/namespaces',
+      body: { metadata: { name: victimNs } },
+    });
+    const victim = await provisioned('dtc', deleteClass, victimNs);
+    assert.equal(victim.namespace, `${ns}-due-dtc`);
+
+    // What a user who may write DeploymentTargets and Secrets in <ns> can write: a target exactly as the
+    // provisioner would have made it for a claim `due-dtc` there (even with the victim claim's uid, which is
+    // no secret), and one under any other name, both annotated provisioned-by, in a Delete class.
+    const forged = (claimRef: string, secret: string, annotations: Record<string, string> = {}) => ({
+      metadata: {
+        annotations: {
+          'provisioner.appstudio.redhat.com/provisioned-by': 'managed-gitops.redhat.com/namespace',
+          ...annotations,
+        },
+      },
+      spec: {
+        deploymentTargetClassName: deleteClass,
+        kubernetesCredentials: {
+          defaultNamespace: victim.namespace,
+          apiURL: 'https://kubernetes.default.svc',
+          clusterCredentialsSecret: secret,
+          allowInsecureSkipTLSVerify: false,
+        },
+        claimRef,
+      },
+    });
+    for (const secret of ['due-dtc-dt-kubeconfig', 'users-own'])
+      await f.create(Kind.Secret, ns, secret, { stringData: { kubeconfig: 'mine' } });
+    await f.create(
+      Kind.DeploymentTarget,
+      ns,
+      'due-dtc-dt',
+      forged('due-dtc', 'due-dtc-dt-kubeconfig', {
+        'managed-gitops.redhat.com/provisioned-for-claim-uid': victim.uid,
+      }),
+    );
+    await f.create(Kind.DeploymentTarget, ns, 'grab-dt', forged('', 'users-own'));
+    // Both get their finalizer from the reclaimer before they are deleted (or it has nothing to wait for).
+    await eventually('finalizers on the forged targets', async () => {
+      for (const name of ['due-dtc-dt', 'grab-dt'])
+        if (!(await getTarget(name))?.metadata.finalizers?.includes('dt.appstudio.redhat.com/finalizer'))
+          return undefined;
+      return true;
+    });
+    await f.remove(Kind.DeploymentTarget, ns, 'due-dtc-dt');
+    await f.remove(Kind.DeploymentTarget, ns, 'grab-dt');
+    await eventually('forged targets gone, or the victim namespace being deleted', async () => {
+      if ((await getNamespace(victim.namespace))?.metadata.deletionTimestamp) return true;
+      return (await getTarget('due-dtc-dt')) === undefined && (await getTarget('grab-dt')) === undefined
+        ? true
+        : undefined;
+    });
+    const kept = await getNamespace(victim.namespace);
+    assert.ok(kept, 'the victim namespace exists');
+    assert.equal(kept.metadata.deletionTimestamp, undefined, 'the victim namespace is not being deleted');
+    assert.equal(statusOf(await getClaim('dtc', victimNs)).phase, 'Bound');
+    assert.ok(await f.get(Kind.Secret, ns, 'due-dtc-dt-kubeconfig'), "the user's Secret is kept");
+    assert.ok(await f.get(Kind.Secret, ns, 'users-own'), "the user's Secret is kept");
+    assert.ok(await f.get(Kind.Secret, victimNs, 'dtc-dt-kubeconfig'), "the victim's Secret is kept");
+
+    // The victim claim disappears before its target (its finalizer taken away): the reclaimer deletes the
+    // target, and deprovisioning, with no claim to ask any more, still deletes the namespace that is its own.
+    await f.patch(Kind.DeploymentTargetClaim, victimNs, 'dtc', { metadata: { finalizers: null } });
+    await f.remove(Kind.DeploymentTargetClaim, victimNs, 'dtc');
+    await eventually('claim gone', async () =>
+      (await getClaim('dtc', victimNs)) === undefined ? true : undefined,
+    );
+    await eventually(
+      'the victim namespace gone',
+      async () => ((await getNamespace(victim.namespace)) === undefined ? true : undefined),
+      180_000,
+    );
+    await eventually('target gone', async () =>
+      (await getTarget(victim.target, victimNs)) === undefined ? true : undefined,
+    );
+    assert.equal(await f.get(Kind.Secret, victimNs, 'dtc-dt-kubeconfig'), undefined);
   });
 });

@@ -2,15 +2,24 @@
  * The `managed-gitops.redhat.com/namespace` provisioner (beyond the original, design §7; README:
  * "Provisioners"): a Pending claim of such a class gets, on the cluster the service runs in,
  * - a namespace `<claim namespace>-<claim>` (over 63 characters: its first 54, `-`, 8 hex of the SHA-256 of
- *   the full name), labelled `managed-gitops.redhat.com/provisioned-for-claim=<claim uid>`;
+ *   the full name), labelled `managed-gitops.redhat.com/provisioned-for-claim=<claim uid>` and annotated
+ *   `managed-gitops.redhat.com/provisioned-for-claim-ref=<claim namespace>/<claim>`;
  * - a ServiceAccount `gitops-deployer` there, bound to the ClusterRole `admin` in that namespace only;
  * - a Secret `<claim>-dt-kubeconfig` (type managed-gitops.redhat.com/managed-environment) in the claim's
  *   namespace with a kubeconfig for that ServiceAccount (a TokenRequest token, asked for
  *   GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME, default 1 year; namespace-token-renewal.ts renews it);
- * - the DeploymentTarget `<claim>-dt` (claimRef = the claim, Available), which the binder then binds.
+ * - the DeploymentTarget `<claim>-dt` (claimRef = the claim, Available, annotated
+ *   `managed-gitops.redhat.com/provisioned-for-claim-uid=<claim uid>`), which the binder then binds.
  * The kubeconfig's API server URL and CA come from configuration (GITOPS_NAMESPACE_PROVISIONER_API_URL,
- * GITOPS_NAMESPACE_PROVISIONER_CA_FILE), by default those the service itself uses. Reclaim (Delete) deletes
- * the Secret and the namespace (only one carrying the label) and is done when the namespace is gone.
+ * GITOPS_NAMESPACE_PROVISIONER_CA_FILE), by default those the service itself uses.
+ *
+ * Reclaim (Delete) deletes the namespace, and then the Secret, only for a target that is provably this
+ * provisioner's (`ownedNamespaceOf`): the target passes `claimOfProvisionedTarget` (the check token renewal
+ * uses) and the namespace is `provisionedForClaim` that claim, the claim's uid taken from the target's
+ * provisioned-for-claim-uid annotation when the namespace names the claim (the claim is often gone by now), else
+ * from the claim itself while it exists. Anything else (a target a user wrote, one made before the annotations
+ * whose claim is gone, one whose name collides with another claim's namespace) is done at once with nothing
+ * deleted, and says so in the log. Reclaim is done when the namespace is gone.
  */
 import { createHash } from 'node:crypto';
 import {
@@ -21,6 +30,7 @@ import {
   DeploymentTargetMessage,
   DeploymentTargetPhase,
   DT_PROVISIONER_LABEL,
+  PROVISIONED_FOR_CLAIM_REF_ANNOTATION,
   Provisioner as ProvisionerName,
   SecretType,
 } from '@gitops/api';
@@ -38,11 +48,12 @@ import {
   type Logger,
   type Registry,
 } from '@gitops/shared';
-import { annotationOf, classNameOf, credentialsOf } from '../deployment-target.ts';
+import { annotationOf, claimRefOf, classNameOf, credentialsOf } from '../deployment-target.ts';
 import { setPhase } from '../writes.ts';
 import { DEPROVISION_TIMEOUT_MS, type Deprovisioned, type Provisioner } from './provisioner.ts';
 
 const Target = AppStudioKinds.DeploymentTarget;
+const Claim = AppStudioKinds.DeploymentTargetClaim;
 export const DEPLOYER_SERVICE_ACCOUNT = 'gitops-deployer';
 /** GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME / _TOKEN_RENEW_BEFORE / _TOKEN_CHECK_INTERVAL defaults. */
 export const DEFAULT_TOKEN_LIFETIME_MS = 8760 * 3_600_000;
@@ -152,6 +163,48 @@ export const provisionedNamespaceName = (namespace: string, claim: string): stri
 };
 export const kubeconfigSecretName = (claim: string): string => `${claim}-dt-kubeconfig`;
 
+/**
+ * The claim name when `target` is, by its own fields, one this provisioner made for that claim: annotated
+ * provisioned-by this provisioner, named `<claim>-dt` after its claimRef, naming the Secret
+ * `<claim>-dt-kubeconfig` and the namespace derived from its own namespace and that claim. Anyone who may
+ * write a DeploymentTarget can write such fields: what is done with the namespace also needs
+ * `provisionedForClaim`.
+ */
+export function claimOfProvisionedTarget(target: KubeObject): string | undefined {
+  if (annotationOf(target, DeploymentTargetAnnotation.ProvisionedBy) !== ProvisionerName.Namespace)
+    return undefined;
+  const claim = claimRefOf(target);
+  const namespace = target.metadata.namespace ?? '';
+  const { defaultNamespace, clusterCredentialsSecret } = credentialsOf(target);
+  if (
+    !claim ||
+    target.metadata.name !== `${claim}-dt` ||
+    clusterCredentialsSecret !== kubeconfigSecretName(claim) ||
+    defaultNamespace !== provisionedNamespaceName(namespace, claim)
+  )
+    return undefined;
+  return claim;
+}
+
+/**
+ * Whether `namespace` was provisioned for the claim `claim.namespace/claim.name` of uid `claim.uid`: its
+ * label provisioned-for-claim is that uid (only the service writes it, from the claim it provisions for), and
+ * its annotation provisioned-for-claim-ref, when it has one (namespaces made before it existed do not), names
+ * that claim. A uid is unique, so with the uid of the live claim the label alone is proof; a uid read from
+ * anything a user can write (a target's annotation) is proof only together with the annotation.
+ */
+export function provisionedForClaim(
+  namespace: KubeObject | undefined,
+  claim: { namespace: string; name: string; uid: string | undefined },
+): boolean {
+  if (!namespace || !claim.uid) return false;
+  const ref = namespace.metadata.annotations?.[PROVISIONED_FOR_CLAIM_REF_ANNOTATION];
+  return (
+    namespace.metadata.labels?.[AppStudioLabel.ProvisionedForClaim] === claim.uid &&
+    (ref === undefined || ref === `${claim.namespace}/${claim.name}`)
+  );
+}
+
 async function createIfMissing(kc: KubeConfig, path: string, body: Record<string, unknown>): Promise<void> {
   try {
     await kubeRequest(kc, { method: HttpMethod.POST, path, body });
@@ -204,6 +257,7 @@ export function createNamespaceProvisioner(
         metadata: {
           name: namespace,
           labels: { [AppStudioLabel.ProvisionedForClaim]: claim.metadata.uid ?? '' },
+          annotations: { [PROVISIONED_FOR_CLAIM_REF_ANNOTATION]: `${claimNamespace}/${claim.metadata.name}` },
         },
       });
     await createIfMissing(kc, collectionPath({ ...CoreKinds.ServiceAccount.resource, namespace }), {
@@ -239,7 +293,10 @@ export function createNamespaceProvisioner(
             ...ctx.shardLabels,
             ...(provisionerLabel ? { [DT_PROVISIONER_LABEL]: provisionerLabel } : {}),
           },
-          annotations: { [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.Namespace },
+          annotations: {
+            [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.Namespace,
+            [DeploymentTargetAnnotation.ProvisionedForClaimUid]: claim.metadata.uid ?? '',
+          },
         },
         spec: {
           deploymentTargetClassName: classNameOf(claim),
@@ -258,13 +315,49 @@ export function createNamespaceProvisioner(
     return undefined;
   }
 
+  /**
+   * The namespace `target` names when it is provably the one this provisioner made for the target's claim
+   * (undefined: absent), or 'not-owned'. The claim's uid: the target's provisioned-for-claim-uid when the
+   * namespace's provisioned-for-claim-ref names the claim (a user can write the former, only the service the
+   * latter), else the live claim's (a namespace made before the annotations, or a target without one).
+   */
+  async function ownedNamespaceOf(
+    target: KubeObject,
+    claim: string,
+  ): Promise<KubeObject | 'not-owned' | undefined> {
+    const claimNamespace = target.metadata.namespace ?? '';
+    const name = provisionedNamespaceName(claimNamespace, claim);
+    const namespace = await getObject(kc, { ...CoreKinds.Namespace, name });
+    if (!namespace) return undefined;
+    const named = namespace.metadata.annotations?.[PROVISIONED_FOR_CLAIM_REF_ANNOTATION] !== undefined;
+    const uid =
+      (named ? annotationOf(target, DeploymentTargetAnnotation.ProvisionedForClaimUid) : undefined) ||
+      (await getObject(kc, { ...Claim, namespace: claimNamespace, name: claim }))?.metadata.uid;
+    return provisionedForClaim(namespace, { namespace: claimNamespace, name: claim, uid })
+      ? namespace
+      : 'not-owned';
+  }
+
   async function deprovision(target: KubeObject, _class: KubeObject, logger: Logger): Promise<Deprovisioned> {
+    const claim = claimOfProvisionedTarget(target);
     const { defaultNamespace, clusterCredentialsSecret } = credentialsOf(target);
-    const namespace = defaultNamespace
-      ? await getObject(kc, { ...CoreKinds.Namespace, name: defaultNamespace })
-      : undefined;
-    // Only a namespace this provisioner made is deleted (never one a user pointed a target at).
-    if (namespace?.metadata.labels?.[AppStudioLabel.ProvisionedForClaim] !== undefined) {
+    if (!claim) {
+      // Not a target this provisioner made (a user wrote its annotation): nothing of it is ours to delete.
+      logger.warn(
+        { namespace: defaultNamespace, secret: clusterCredentialsSecret },
+        'not a target the namespace provisioner made for its claimRef: its namespace and Secret are left alone',
+      );
+      return { kind: 'gone' };
+    }
+    const namespace = await ownedNamespaceOf(target, claim);
+    if (namespace === 'not-owned') {
+      logger.warn(
+        { namespace: defaultNamespace, claim },
+        "the namespace is not provably the one provisioned for this claim (another claim's, or the claim is gone and the target predates the provisioned-for-claim-uid annotation): namespace and Secret left alone",
+      );
+      return { kind: 'gone' };
+    }
+    if (namespace) {
       if (!namespace.metadata.deletionTimestamp) {
         await deleteIfExists(
           kc,
@@ -279,15 +372,11 @@ export function createNamespaceProvisioner(
         ? { kind: 'failed', requeueAfter: NAMESPACE_RECHECK_MS }
         : { kind: 'waiting', requeueAfter: NAMESPACE_RECHECK_MS };
     }
-    if (
-      annotationOf(target, DeploymentTargetAnnotation.ProvisionedBy) === ProvisionerName.Namespace &&
-      clusterCredentialsSecret
-    )
-      await deleteIfExists(kc, {
-        ...CoreKinds.Secret,
-        namespace: target.metadata.namespace,
-        name: clusterCredentialsSecret,
-      });
+    await deleteIfExists(kc, {
+      ...CoreKinds.Secret,
+      namespace: target.metadata.namespace,
+      name: clusterCredentialsSecret,
+    });
     return { kind: 'gone' };
   }
 
