@@ -51,7 +51,7 @@ afterAll(async () => {
   await testDb?.destroy();
 });
 
-function applicationChange(resourceId = randomUUID(), engineInstanceId = instance.id): OperationRequest {
+function applicationChange(resourceId: string = randomUUID(), engineInstanceId = instance.id): OperationRequest {
   return { engineInstanceId, resourceType: 'Application', resourceId };
 }
 
