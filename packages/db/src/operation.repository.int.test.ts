@@ -51,7 +51,10 @@ afterAll(async () => {
   await testDb?.destroy();
 });
 
-function applicationChange(resourceId: string = randomUUID(), engineInstanceId = instance.id): OperationRequest {
+function applicationChange(
+  resourceId: string = randomUUID(),
+  engineInstanceId = instance.id,
+): OperationRequest {
   return { engineInstanceId, resourceType: 'Application', resourceId };
 }
 
