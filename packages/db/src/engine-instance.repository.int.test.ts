@@ -202,11 +202,17 @@ describe('engine instance registration', () => {
       await released;
     });
     await held;
-    const during = read();
+    let readerPid: number | undefined;
+    const during = testDb.db.transaction().execute(async (trx) => {
+      const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx);
+      readerPid = rows[0]?.pid;
+      return await getPlacedTenant(trx, tenant.namespace_uid);
+    });
     await eventually('the read to wait for the move', async () => {
-      const { rows } = await sql<{ n: number }>`
-        select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock'`.execute(testDb.db);
-      return (rows[0]?.n ?? 0) > 0 ? true : undefined;
+      if (readerPid === undefined) return undefined;
+      const { rows } = await sql<{ wait: string | null }>`
+        select wait_event_type as wait from pg_stat_activity where pid = ${readerPid}`.execute(testDb.db);
+      return rows[0]?.wait === 'Lock' ? true : undefined;
     });
     release();
     await move;
