@@ -18,7 +18,6 @@ import {
   type KubeObject,
   newController,
   type Reconciler,
-  updatePredicate,
 } from '@gitops/shared';
 import type { AppStudioContext } from './context.ts';
 
@@ -50,44 +49,5 @@ export function newAppStudioController(ctx: AppStudioContext, name: string) {
   return {
     for: (informer: Informer<KubeObject>, options?: ForOptions<KubeObject>) =>
       builder.for(informer, options).withOptions({ concurrency: ctx.concurrency }),
-  };
-}
-
-/**
- * The devsandbox provisioner's controller (`provisioners/devsandbox.feature.ts`) in its earlier form, on the
- * builder: an update predicate as a function and extra sources as informer subscriptions. New controllers
- * use `newAppStudioController` directly.
- */
-export function createController(
-  ctx: AppStudioContext,
-  options: {
-    name: string;
-    informer: Informer<KubeObject>;
-    alsoReads: readonly Informer<KubeObject>[];
-    reconcile: Reconciler;
-    /** Extra event sources → keys of this kind; returns the unsubscribe functions. */
-    watch?: (enqueue: (key: string) => void) => (() => void)[];
-    /** Whether an update of an object of this kind needs a reconcile (default: every update). */
-    needsReconcile?: (oldObject: KubeObject, newObject: KubeObject) => boolean;
-  },
-): AppStudioController {
-  const { needsReconcile } = options;
-  const controller = newAppStudioController(ctx, options.name)
-    .for(options.informer, {
-      predicates: needsReconcile ? [updatePredicate('needs a reconcile', needsReconcile)] : [],
-    })
-    .reads(...options.alsoReads)
-    .complete(quietInTerminatingNamespace(options.reconcile));
-  let unsubscribe: (() => void)[] = [];
-  return {
-    ...controller,
-    start() {
-      unsubscribe = options.watch?.(controller.enqueue) ?? [];
-      controller.start();
-    },
-    async stop() {
-      for (const u of unsubscribe) u();
-      await controller.stop();
-    },
   };
 }

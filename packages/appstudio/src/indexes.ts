@@ -4,6 +4,7 @@
  * bindings' is read by the binding, render and PromotionRun controllers), so each index is added to an
  * informer once, by whichever feature asks first; every lookup is a pure function of the indexed object.
  */
+import { SpaceRequestLabel } from '@gitops/api';
 import { type Informer, type KubeObject, namespacedIndexValue } from '@gitops/shared';
 import {
   claimNameOfEnvironment,
@@ -80,6 +81,16 @@ export const waitingForTarget = (claims: Informer<KubeObject>) => {
 /** Targets by `spec.claimRef`. */
 export const byClaimRef = (targets: Informer<KubeObject>) =>
   namespacedIndex(targets, 'appstudio.claimRef', claimRefOf);
+
+/** SpaceRequests by the claim, and by the target, their labels name (the devsandbox provisioner's). */
+export const bySpaceRequestLabel = (spaceRequests: Informer<KubeObject>, label: string) =>
+  namespacedIndex(
+    spaceRequests,
+    `appstudio.spaceRequest.${label}`,
+    (sr) => sr.metadata.labels?.[label] ?? '',
+  );
+
+export const spaceRequestLabels = [SpaceRequestLabel.Claim, SpaceRequestLabel.Target] as const;
 
 /** Targets by the Secret of their credentials. */
 export const byTargetSecret = (targets: Informer<KubeObject>) =>

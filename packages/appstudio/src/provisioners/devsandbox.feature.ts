@@ -27,6 +27,8 @@ import {
   getObject,
   HttpMethod,
   type Informer,
+  ignoreCreates,
+  ignoreUpdates,
   isConflict,
   type KubeObject,
   kubeRequest,
@@ -38,8 +40,9 @@ import {
   type WorkQueue,
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
-import { createController } from '../controller.ts';
+import { newAppStudioController, quietInTerminatingNamespace } from '../controller.ts';
 import { annotationOf, claimRefOf, classNameOf, phaseOf } from '../deployment-target.ts';
+import { byClaimRef, bySpaceRequestLabel, type spaceRequestLabels } from '../indexes.ts';
 import { list, record, specOf, statusOf, text } from '../objects.ts';
 import { addFinalizer, mergePatch, setPhase } from '../writes.ts';
 import { DEPROVISION_TIMEOUT_MS, type Deprovisioned, type Provisioner } from './provisioner.ts';
@@ -74,10 +77,16 @@ export function createDevSandboxProvisioner(
 ): DevSandboxProvisioner {
   const { kc } = ctx;
   const tierOf = (sr: KubeObject) => text(specOf(sr).tierName);
-  const spaceRequestsOf = (namespace: string | undefined, label: string, value: string) =>
-    deps.spaceRequests
-      .list(namespace)
-      .filter((sr) => sr.metadata.labels?.[label] === value && tierOf(sr) === SPACE_REQUEST_TIER);
+  const byLabel = {
+    [SpaceRequestLabel.Claim]: bySpaceRequestLabel(deps.spaceRequests, SpaceRequestLabel.Claim),
+    [SpaceRequestLabel.Target]: bySpaceRequestLabel(deps.spaceRequests, SpaceRequestLabel.Target),
+  };
+  const targetsByClaimRef = byClaimRef(deps.targets);
+  const spaceRequestsOf = (
+    namespace: string | undefined,
+    label: (typeof spaceRequestLabels)[number],
+    value: string,
+  ) => byLabel[label](namespace, value).filter((sr) => tierOf(sr) === SPACE_REQUEST_TIER);
 
   async function provision(claim: KubeObject, deploymentTargetClass: KubeObject, logger: Logger) {
     const namespace = claim.metadata.namespace ?? '';
@@ -182,7 +191,7 @@ export function createDevSandboxProvisioner(
     const labelled = sr.metadata.labels?.[SpaceRequestLabel.Target];
     let target =
       (labelled ? deps.targets.get(namespace, labelled) : undefined) ??
-      deps.targets.list(namespace).find((t) => claimRefOf(t) === claimName);
+      targetsByClaimRef(namespace, claimName)[0];
     if (!target) {
       const provisionerLabel = annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner);
       target = (await kubeRequest(kc, {
@@ -222,26 +231,26 @@ export function createDevSandboxProvisioner(
     return undefined;
   }
 
-  const controller = createController(ctx, {
-    name: 'appstudio-spacerequest',
-    informer: deps.spaceRequests,
-    alsoReads: [deps.claims, deps.targets, deps.classes],
-    reconcile: async (key, context) => {
-      try {
-        return await reconcile(key, context);
-      } catch (err) {
-        if (isConflict(err)) return { requeue: true };
-        throw err;
-      }
-    },
+  const controller = newAppStudioController(ctx, 'appstudio-spacerequest')
+    .for(deps.spaceRequests)
     // A claim deleted: its SpaceRequest may be an orphan now.
-    watch: (enqueue) => [
-      deps.claims.onDelete((claim) => {
-        for (const sr of deps.spaceRequests.list(claim.metadata.namespace))
-          if (sr.metadata.labels?.[SpaceRequestLabel.Claim] === claim.metadata.name) enqueue(objectKey(sr));
+    .watches(
+      deps.claims,
+      (claim) =>
+        byLabel[SpaceRequestLabel.Claim](claim.metadata.namespace, claim.metadata.name).map(objectKey),
+      { predicates: [ignoreCreates, ignoreUpdates] },
+    )
+    .reads(deps.targets, deps.classes)
+    .complete(
+      quietInTerminatingNamespace(async (key, context) => {
+        try {
+          return await reconcile(key, context);
+        } catch (err) {
+          if (isConflict(err)) return { requeue: true };
+          throw err;
+        }
       }),
-    ],
-  });
+    );
   return {
     name: ProvisionerName.DevSandbox,
     informers: controller.informers,
@@ -257,10 +266,10 @@ export function createDevSandboxProvisioner(
 /** SpaceRequest events → the target they belong to (label dt, else the target claiming the labelled claim). */
 export function targetKeysOfSpaceRequest(sr: KubeObject, targets: Informer<KubeObject>): string[] {
   const namespace = sr.metadata.namespace;
-  const byLabel = sr.metadata.labels?.[SpaceRequestLabel.Target];
+  const labelled = sr.metadata.labels?.[SpaceRequestLabel.Target];
   const claim = sr.metadata.labels?.[SpaceRequestLabel.Claim];
-  return targets
-    .list(namespace)
-    .filter((t) => t.metadata.name === byLabel || (claim !== undefined && claimRefOf(t) === claim))
-    .map(objectKey);
+  const found = new Set<KubeObject>(claim ? byClaimRef(targets)(namespace, claim) : []);
+  const named = labelled ? targets.get(namespace, labelled) : undefined;
+  if (named) found.add(named);
+  return [...found].map(objectKey);
 }
