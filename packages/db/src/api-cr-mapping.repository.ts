@@ -52,6 +52,18 @@ export function mappedRowOf(mapping: ApiCrMappingRow): MappedRow {
   }
 }
 
+/** The columns of the mapping of `cr` to `row`. */
+function mappingColumns(cr: CrReference, row: MappedRow) {
+  return {
+    cr_kind: row.kind,
+    cr_uid: cr.uid,
+    cr_name: cr.name,
+    cr_namespace: cr.namespace,
+    cr_namespace_uid: cr.namespaceUid,
+    ...rowColumns(row),
+  };
+}
+
 export async function insertApiCrMapping(
   db: Kysely<Database>,
   cr: CrReference,
@@ -59,14 +71,7 @@ export async function insertApiCrMapping(
 ): Promise<ApiCrMappingRow> {
   return await db
     .insertInto('api_cr_mapping')
-    .values({
-      cr_kind: row.kind,
-      cr_uid: cr.uid,
-      cr_name: cr.name,
-      cr_namespace: cr.namespace,
-      cr_namespace_uid: cr.namespaceUid,
-      ...rowColumns(row),
-    })
+    .values(mappingColumns(cr, row))
     .returningAll()
     .executeTakeFirstOrThrow();
 }
@@ -83,17 +88,7 @@ export async function insertApiCrMappingAndOperation(
 ): Promise<InsertedOperation> {
   const inserted = await operationInsert(
     trx.with('mapping', (db) =>
-      db
-        .insertInto('api_cr_mapping')
-        .values({
-          cr_kind: row.kind,
-          cr_uid: cr.uid,
-          cr_name: cr.name,
-          cr_namespace: cr.namespace,
-          cr_namespace_uid: cr.namespaceUid,
-          ...rowColumns(row),
-        })
-        .returning('id'),
+      db.insertInto('api_cr_mapping').values(mappingColumns(cr, row)).returning('id'),
     ),
     request,
   ).executeTakeFirstOrThrow();
