@@ -41,6 +41,7 @@ import { writeErrorConditions } from '../error-occurred.ts';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
 import {
   desiredApplicationSpec,
+  type ParsedGitOpsDeploymentSpec,
   parseGitOpsDeploymentSpec,
 } from '../gitops-deployment/desired-application.ts';
 import { conditionsOf, isBeingDeleted } from '../gitops-deployment/gitops-deployment.object.ts';
@@ -55,6 +56,8 @@ import {
   SyncRunErrorMessage,
   type SyncRunErrorState,
   SyncRunPhase,
+  type SyncRunSpec,
+  type SyncRunSpecParseResult,
   SyncRunSyncMessage,
   type SyncRunSyncStatus,
   syncRunApplicationStatus,
@@ -236,79 +239,69 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     }
   }
 
-  async function reconcileLive(object: KubeObject, context: ReconcileContext) {
-    const { logger, signal } = context;
+  /** A SyncRun whose sync was requested already: updates never create a second one; only its outcome shows. */
+  async function reportRequested(
+    object: KubeObject,
+    existing: SyncOperationRow,
+    terminate: boolean,
+    logger: Logger,
+  ): Promise<void> {
     const { namespace = '', name, uid = '' } = object.metadata;
-    // Earlier incarnations with the same name (delete-recreate) are handled like deleted ones.
-    await reconcileGone(namespace, name, logger, uid);
-
-    const parsed = parseSyncRunSpec(object.spec);
-    const terminate = parsed.ok && parsed.spec.terminate;
-    const existing = await syncOperationOf(db, uid);
-    if (existing) {
-      // Requested already: updates never create a second sync; only the outcome is reported.
-      if (terminate) {
-        const operation = await terminateSync(db, { namespace, name, uid });
-        if (operation)
-          logger.info({ syncOperation: existing.id, operation: operation.id }, 'sync terminating');
-      }
-      const lastOperation = await getLatestOperationOfOwner(db, uid, 'SyncOperation');
-      await writeCondition(object, syncRunErrorState(existing, lastOperation), logger, {
-        ...syncRunSyncStatus(existing, lastOperation),
-        ...(await applicationStatusOf(`${namespace}/${name}`, existing, object)),
-      });
-      return;
-    }
-    follow(`${namespace}/${name}`, undefined);
-
-    if (!parsed.ok) {
-      await writeCondition(
-        object,
-        { status: 'error', message: SyncRunErrorMessage.invalidSpec(parsed.problem) },
-        logger,
-        syncRunSyncStatus(undefined, undefined),
-      );
-      return;
-    }
     if (terminate) {
-      // Terminated before anything was requested: nothing happens in Argo CD, ever.
-      await writeCondition(
-        object,
-        {
-          status: 'error',
-          message: SyncRunErrorMessage.syncFailed(
-            SyncRunPhase.Terminated,
-            SyncRunSyncMessage.terminatedBeforeRequest,
-          ),
-        },
-        logger,
-        syncRunSyncStatus(undefined, undefined, true),
-      );
-      return;
+      const operation = await terminateSync(db, { namespace, name, uid });
+      if (operation) logger.info({ syncOperation: existing.id, operation: operation.id }, 'sync terminating');
     }
+    const lastOperation = await getLatestOperationOfOwner(db, uid, 'SyncOperation');
+    await writeCondition(object, syncRunErrorState(existing, lastOperation), logger, {
+      ...syncRunSyncStatus(existing, lastOperation),
+      ...(await applicationStatusOf(`${namespace}/${name}`, existing, object)),
+    });
+  }
+
+  /**
+   * Why a SyncRun that has requested nothing yet cannot request its sync (a malformed spec, terminated before
+   * the request, a parent missing or automated), or its valid spec and manual parent.
+   */
+  function refusalOrParent(
+    object: KubeObject,
+    parsed: SyncRunSpecParseResult,
+  ):
+    | { refused: string; terminated?: true }
+    | { spec: SyncRunSpec; parent: KubeObject; parentSpec: ParsedGitOpsDeploymentSpec } {
+    const { namespace = '', name } = object.metadata;
+    if (!parsed.ok) return { refused: SyncRunErrorMessage.invalidSpec(parsed.problem) };
+    // Terminated before anything was requested: nothing happens in Argo CD, ever.
+    if (parsed.spec.terminate)
+      return {
+        refused: SyncRunErrorMessage.syncFailed(
+          SyncRunPhase.Terminated,
+          SyncRunSyncMessage.terminatedBeforeRequest,
+        ),
+        terminated: true,
+      };
     const parentName = parsed.spec.gitopsDeploymentName;
     const parent = deployments.get(namespace, parentName);
     const parentSpec = parent && !isBeingDeleted(parent) ? parseGitOpsDeploymentSpec(parent.spec) : undefined;
-    if (!parent || !parentSpec?.ok) {
-      // Re-enqueued when a GitOpsDeployment of this name appears (see the controller).
-      await writeCondition(
-        object,
-        { status: 'error', message: SyncRunMessage.parentNotFound(parentName) },
-        logger,
-        syncRunSyncStatus(undefined, undefined),
-      );
-      return;
-    }
-    if (parentSpec.spec.type === GitOpsDeploymentType.Automated) {
-      await writeCondition(
-        object,
-        { status: 'error', message: SyncRunMessage.parentIsAutomated(name) },
-        logger,
-        syncRunSyncStatus(undefined, undefined),
-      );
-      return;
-    }
-    const mapping = (await findDeploymentMappings(db, namespace, parentName)).find(
+    // Re-enqueued when a GitOpsDeployment of this name appears (see the controller).
+    if (!parent || !parentSpec?.ok) return { refused: SyncRunMessage.parentNotFound(parentName) };
+    if (parentSpec.spec.type === GitOpsDeploymentType.Automated)
+      return { refused: SyncRunMessage.parentIsAutomated(name) };
+    return { spec: parsed.spec, parent, parentSpec: parentSpec.spec };
+  }
+
+  /**
+   * The parent's application row once it holds the parent's latest spec, with its mapping; undefined while
+   * the parent's reconcile has not written it yet (a user who changes the deployment and then creates a
+   * SyncRun wants the new spec synced; after PARENT_SPEC_WAIT_MS the row is taken as it is).
+   */
+  async function parentApplication(
+    object: KubeObject,
+    parent: KubeObject,
+    parentSpec: ParsedGitOpsDeploymentSpec,
+    logger: Logger,
+  ) {
+    const namespace = object.metadata.namespace ?? '';
+    const mapping = (await findDeploymentMappings(db, namespace, parent.metadata.name)).find(
       (m) => m.cr_uid === parent.metadata.uid,
     );
     const application = mapping?.application_id
@@ -316,31 +309,56 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
       : undefined;
     if (!application) {
       logger.debug('the parent GitOpsDeployment has no application row yet');
-      return { requeueAfter: PARENT_ROW_RETRY_MS };
+      return undefined;
     }
-    // A user who changes the deployment and then creates a SyncRun wants the new spec synced: wait (a while)
-    // until the parent's reconcile has written it, or the sync would run on the old one and say Succeeded.
-    const environmentName = parentSpec.spec.destination?.environment;
+    const environmentName = parentSpec.destination?.environment;
     const desired = desiredApplicationSpec(
-      parentSpec.spec,
-      environmentName ? parentSpec.spec.destination?.namespace || namespace : namespace,
+      parentSpec,
+      environmentName ? parentSpec.destination?.namespace || namespace : namespace,
     );
     const age = Date.now() - Date.parse(String(object.metadata.creationTimestamp ?? ''));
     if (!jsonEqual(application.spec, desired) && !(age > PARENT_SPEC_WAIT_MS)) {
       logger.debug("the parent GitOpsDeployment's latest spec is not in its application row yet");
-      return { requeueAfter: PARENT_ROW_RETRY_MS };
+      return undefined;
     }
-    if (await earlierSyncRunPending(object, parentName)) {
+    return { application, mapping };
+  }
+
+  async function reconcileLive(object: KubeObject, context: ReconcileContext) {
+    const { logger, signal } = context;
+    const { namespace = '', name, uid = '' } = object.metadata;
+    // Earlier incarnations with the same name (delete-recreate) are handled like deleted ones.
+    await reconcileGone(namespace, name, logger, uid);
+
+    const parsed = parseSyncRunSpec(object.spec);
+    const existing = await syncOperationOf(db, uid);
+    if (existing) return await reportRequested(object, existing, parsed.ok && parsed.spec.terminate, logger);
+    follow(`${namespace}/${name}`, undefined);
+
+    const checked = refusalOrParent(object, parsed);
+    if ('refused' in checked) {
+      await writeCondition(
+        object,
+        { status: 'error', message: checked.refused },
+        logger,
+        syncRunSyncStatus(undefined, undefined, checked.terminated),
+      );
+      return;
+    }
+    const { spec, parent, parentSpec } = checked;
+    const found = await parentApplication(object, parent, parentSpec, logger);
+    if (!found) return { requeueAfter: PARENT_ROW_RETRY_MS };
+    if (await earlierSyncRunPending(object, spec.gitopsDeploymentName)) {
       logger.debug('an earlier SyncRun of the deployment is requested first');
       return { requeueAfter: EARLIER_SYNC_RUN_RETRY_MS };
     }
-    const tenantNamespaceUid = mapping?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
+    const tenantNamespaceUid = found.mapping?.cr_namespace_uid ?? (await namespaceUid(namespace, signal));
     const result = await requestSync(db, {
       syncRun: { namespace, name, uid },
       namespaceUid: tenantNamespaceUid,
-      application,
-      deploymentName: parentName,
-      revision: parsed.spec.revisionID,
+      application: found.application,
+      deploymentName: spec.gitopsDeploymentName,
+      revision: spec.revisionID,
     });
     if (result.created) {
       logger.info(
@@ -351,7 +369,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
         SyncRunCr.withTypeMeta(object),
         'Normal',
         SyncRunEventReason.SyncRequested,
-        `Requested a sync of GitOpsDeployment ${parentName}${parsed.spec.revisionID ? ` to revision ${parsed.spec.revisionID}` : ''} (operation ${result.operation.id})`,
+        `Requested a sync of GitOpsDeployment ${spec.gitopsDeploymentName}${spec.revisionID ? ` to revision ${spec.revisionID}` : ''} (operation ${result.operation.id})`,
       );
     }
     await writeCondition(
