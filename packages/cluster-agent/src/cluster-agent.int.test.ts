@@ -86,6 +86,21 @@ describe('cluster-agent', () => {
   /** Plays Argo CD: after pruning, it removes its finalizer. */
   const removeFinalizers = (name: string) => patch(appRef(name), { metadata: { finalizers: null } });
 
+  /** Plays Argo CD: a sync of `name` runs, started now; returns its start time. */
+  const startSync = async (name: string): Promise<string> => {
+    const startedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    await patch(
+      appRef(name),
+      {
+        status: {
+          operationState: { operation: { sync: { revision: 'main' } }, phase: 'Running', startedAt },
+        },
+      },
+      'argocd-test',
+    );
+    return startedAt;
+  };
+
   const givenTenant = (namespace: string) => f.givenTenant(namespace);
   const relay = (operation: OperationRow, namespace?: string) => f.relay(operation, namespace);
 
@@ -488,17 +503,8 @@ describe('cluster-agent', () => {
     const tenant = await givenTenant(tenantNamespaces[2]!);
     const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/syncing' });
     assert.equal((await finished(operation.id)).state, 'Completed');
-    const startedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
     // Plays Argo CD: a sync runs (it may just have created resources its cache does not know yet).
-    await patch(
-      appRef(application.name),
-      {
-        status: {
-          operationState: { operation: { sync: { revision: 'main' } }, phase: 'Running', startedAt },
-        },
-      },
-      'argocd-test',
-    );
+    const startedAt = await startSync(application.name);
 
     const deleteOperation = await undeploy(tenant, application.id);
     const terminating = await eventually('the running sync asked to terminate', async () => {
@@ -531,18 +537,9 @@ describe('cluster-agent', () => {
     const tenant = await givenTenant(tenantNamespaces[2]!);
     const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/stuck' });
     assert.equal((await finished(operation.id)).state, 'Completed');
-    const startedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
     // Plays an Argo CD whose sync never ends (e.g. waiting to retry a failed sync): the operation stays set.
     await patch(appRef(application.name), { operation: { sync: { revision: 'main' } } }, 'argocd-test');
-    await patch(
-      appRef(application.name),
-      {
-        status: {
-          operationState: { operation: { sync: { revision: 'main' } }, phase: 'Running', startedAt },
-        },
-      },
-      'argocd-test',
-    );
+    await startSync(application.name);
 
     await undeploy(tenant, application.id);
     const deleted = await eventually(
@@ -561,16 +558,7 @@ describe('cluster-agent', () => {
     const tenant = await givenTenant(tenantNamespaces[2]!);
     const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/moving' });
     assert.equal((await finished(operation.id)).state, 'Completed');
-    const startedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-    await patch(
-      appRef(application.name),
-      {
-        status: {
-          operationState: { operation: { sync: { revision: 'main' } }, phase: 'Running', startedAt },
-        },
-      },
-      'argocd-test',
-    );
+    const startedAt = await startSync(application.name);
     const targetNs = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: otherArgoCdNamespace });
     const target = await upsertEngineInstance(database.db, {
       name: `moving-to-${suffix}`,
