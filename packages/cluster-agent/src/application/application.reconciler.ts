@@ -8,10 +8,12 @@ import {
   completeApplicationAdoption,
   completeApplicationRelease,
   getApplicationWithDestination,
+  isManagedEnvironmentOnEngineInstance,
 } from '@gitops/db';
 import {
   collectionPath,
   deleteIfExists,
+  getObject,
   HttpMethod,
   isKubeObject,
   type KubeObject,
@@ -31,6 +33,7 @@ import {
   clusterAppProjectName,
   FIELD_MANAGER,
   isUuid,
+  managedEnvironmentClusterName,
 } from '../argocd.ts';
 import { compareOwnedFields } from '../resync/owned-fields.ts';
 import { canonicalJson } from '../status/application-state.projection.ts';
@@ -69,6 +72,14 @@ const PENDING_DELETE_RECHECK_MS = 10_000;
 /** A sync in the way of a delete is looked at again this often, and waited for at most this long. */
 const SYNC_END_RECHECK_MS = 1_000;
 const SYNC_END_WAIT_MAX_MS = 30_000;
+/**
+ * An Application whose environment's cluster Secret is not (yet) here is deleted only once it is, and at most
+ * this long after we first found it missing; looked at again this often. A Secret younger than
+ * CLUSTER_SECRET_SETTLE_MS is waited for too (Argo CD's informer may not have it yet).
+ */
+const DESTINATION_WAIT_MAX_MS = 300_000;
+const DESTINATION_RECHECK_MS = 2_000;
+const CLUSTER_SECRET_SETTLE_MS = 3_000;
 /** How often an application moved here looks whether the instance it left has released it (fallback). */
 const RELEASE_RECHECK_MS = 5_000;
 
@@ -369,6 +380,51 @@ export function createApplicationReconciler(
     );
   }
 
+  /**
+   * Argo CD deletes an Application whose destination cluster it does not know without pruning anything
+   * ("Resource entries removed from undefined cluster"): the deployed resources would be left behind. That
+   * happens when the Application of an External environment goes while the environment's cluster Secret is
+   * not here yet (a tenant just moved here, its ManagedEnvironment operation still in backoff). So while the
+   * environment is this instance's and its Secret is missing or brand new, the delete waits (bounded, then
+   * goes ahead as before; the environment is also queued, so the Secret is written now). Returns why it waits.
+   */
+  const destinationMissingSince = new Map<string, number>();
+  async function destinationNotReady(
+    app: KubeObject,
+    options: { signal: AbortSignal; logger: Logger },
+  ): Promise<string | undefined> {
+    const uid = app.metadata.uid ?? app.metadata.name;
+    const destination = (app.spec as { destination?: { name?: unknown } } | undefined)?.destination?.name;
+    const environmentId =
+      typeof destination === 'string' && destination.startsWith(managedEnvironmentClusterName(''))
+        ? destination.slice(managedEnvironmentClusterName('').length)
+        : undefined;
+    if (!isUuid(environmentId)) return undefined;
+    const secret = await getObject(
+      kc,
+      { apiVersion: 'v1', kind: 'Secret', name: destination as string, namespace },
+      { signal: options.signal },
+    );
+    const created = Date.parse(String(secret?.metadata.creationTimestamp ?? ''));
+    const settled = secret !== undefined && !(Date.now() - created < CLUSTER_SECRET_SETTLE_MS);
+    if (settled || !(await isManagedEnvironmentOnEngineInstance(db, environmentId, engineInstanceId))) {
+      destinationMissingSince.delete(uid);
+      return undefined;
+    }
+    const since = destinationMissingSince.get(uid) ?? Date.now();
+    destinationMissingSince.set(uid, since);
+    if (Date.now() - since > DESTINATION_WAIT_MAX_MS) {
+      options.logger.warn(
+        { application: app.metadata.name, clusterSecret: destination },
+        'the destination cluster Secret did not appear; deleting the Application anyway (Argo CD will not prune)',
+      );
+      destinationMissingSince.delete(uid);
+      return undefined;
+    }
+    if (secret === undefined) ctx.enqueue('ManagedEnvironment', environmentId);
+    return `waiting for cluster Secret ${destination} before deleting Application ${app.metadata.name} (Argo CD prunes nothing on a cluster it does not know)`;
+  }
+
   async function deleteApplicationsOf(
     id: string,
     options: { ownerUserIds: readonly string[]; signal: AbortSignal; logger: Logger },
@@ -378,6 +434,7 @@ export function createApplicationReconciler(
     for (const owner of options.ownerUserIds) tenants.add(owner);
     let deleted = false;
     const syncing: string[] = [];
+    const waitingFor: string[] = [];
     for (const app of live) {
       const tenant = app.metadata.labels?.[AgentLabel.ClusterUserId];
       if (tenant) tenants.add(tenant);
@@ -389,6 +446,11 @@ export function createApplicationReconciler(
       }
       if (await endSyncBeforeDelete(app, options)) {
         syncing.push(app.metadata.name);
+        continue;
+      }
+      const notReady = await destinationNotReady(app, options);
+      if (notReady !== undefined) {
+        waitingFor.push(notReady);
         continue;
       }
       deleted =
@@ -410,6 +472,15 @@ export function createApplicationReconciler(
         status: 'pending',
         reason: `waiting for the sync of Application ${syncing.join(', ')} to end before deleting it`,
         requeueAfterMs: SYNC_END_RECHECK_MS,
+        changed: deleted,
+      };
+    }
+    if (waitingFor.length > 0) {
+      tenantsOfPendingDeletes.set(id, tenants);
+      return {
+        status: 'pending',
+        reason: waitingFor.join('; '),
+        requeueAfterMs: DESTINATION_RECHECK_MS,
         changed: deleted,
       };
     }

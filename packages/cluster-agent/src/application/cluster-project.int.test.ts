@@ -9,13 +9,16 @@
  * created the way the relay does.
  */
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   type ClusterCredentialsInput,
   type ClusterUserRow,
   createSealer,
   decodeSealingKey,
+  deleteApplication,
   ensureWorkspaceEnvironment,
+  getOperation,
   insertApplication,
   insertExternalEnvironment,
   insertOperation,
@@ -83,27 +86,28 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
   const clusterProject = (tenant: ClusterUserRow) => `app-project-${tenant.id}-cluster`;
 
   /** Inserts one operation (as the backend does after writing its rows) and plays the relay. */
-  async function announce(request: Omit<OperationRequest, 'engineInstanceId'>): Promise<void> {
+  async function announce(request: Omit<OperationRequest, 'engineInstanceId'>): Promise<string> {
     const { operation } = await f.db
       .transaction()
       .execute((trx) => insertOperation(trx, { engineInstanceId, ...request }));
     await f.relay(operation);
+    return operation.id;
   }
 
-  const credentials = (scope: Scope): ClusterCredentialsInput => ({
+  const credentials = (scope: Scope, by: Sealer = sealer): ClusterCredentialsInput => ({
     apiUrl: 'https://cluster.example.test:6443',
-    bearerTokenSealed: sealer.seal(`token-${randomUUID()}`, SealContext.bearerToken),
+    bearerTokenSealed: by.seal(`token-${randomUUID()}`, SealContext.bearerToken),
     allowInsecureSkipTlsVerify: true,
     namespaces: scope.namespaces,
     clusterResources: scope.clusterResources,
   });
 
-  async function givenEnvironment(tenant: ClusterUserRow, scope: Scope): Promise<string> {
+  async function givenEnvironment(tenant: ClusterUserRow, scope: Scope, by?: Sealer): Promise<string> {
     const created = await f.db.transaction().execute((trx) =>
       insertExternalEnvironment(trx, {
         clusterUserId: tenant.id,
         name: `env-${randomUUID().slice(0, 8)}`,
-        credentials: credentials(scope),
+        credentials: credentials(scope, by),
       }),
     );
     await announce({
@@ -353,6 +357,67 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
       })) === undefined
         ? true
         : undefined,
+    );
+  });
+
+  it('an Application is not deleted while its environment’s cluster Secret is missing here (Argo CD would prune nothing), and is once the Secret is there', async () => {
+    // Given an environment whose cluster Secret cannot be written yet (its credentials are sealed with a key
+    // this agent does not have: its operation fails and backs off, as after an API server outage)
+    const tenant = await givenTenant('nosecret');
+    const otherKey = createSealer({ keys: [{ id: 'other', key: randomBytes(32) }], activeKeyId: 'other' });
+    const environment = await givenEnvironment(
+      tenant,
+      { namespaces: ['apps'], clusterResources: false },
+      otherKey,
+    );
+    const secretName = `managed-env-${environment}`;
+    const secret = () =>
+      getObject(f.kc, { apiVersion: 'v1', kind: 'Secret', name: secretName, namespace: f.argoCdNamespace });
+    // and an Application deploying there
+    const app = await deployTo(tenant, environment, 'https://git.example.test/org/nosecret');
+    await eventually('the Application', () => f.getApplication(app.name));
+    assert.equal(await secret(), undefined);
+
+    // When its row is deleted and the agent is told
+    await deleteApplication(f.db, app.id);
+    const operationId = await announce({
+      resourceType: 'Application',
+      resourceId: app.id,
+      ownerUserId: tenant.id,
+    });
+    await eventually('the delete operation taken up', async () =>
+      (await getOperation(f.db, operationId))?.state === 'In_Progress' ? true : undefined,
+    );
+    // Then, through several re-checks, the Application stays and its operation is not completed
+    await sleep(5_000);
+    const live = await f.getApplication(app.name);
+    assert.ok(live, 'the Application must not be deleted while its destination is unknown to Argo CD');
+    assert.equal(live.metadata.deletionTimestamp, undefined);
+    assert.equal((await getOperation(f.db, operationId))?.state, 'In_Progress');
+
+    // When the environment's credentials can be unsealed and its Secret is written
+    await updateEnvironmentCredentials(
+      f.db,
+      environment,
+      credentials({ namespaces: ['apps'], clusterResources: false }),
+    );
+    await announce({ resourceType: 'ManagedEnvironment', resourceId: environment, ownerUserId: tenant.id });
+    await eventually('the cluster Secret', secret);
+    // Then the Application is deleted, with its resources finalizer (for Argo CD to prune)
+    const deleting = await eventually('the Application deleted', async () => {
+      const now = await f.getApplication(app.name);
+      return now?.metadata.deletionTimestamp ? now : undefined;
+    });
+    assert.deepEqual(deleting.metadata.finalizers, ['resources-finalizer.argocd.argoproj.io']);
+    // and once Argo CD has pruned and finalized it (played here: no Argo CD controller), the operation completes
+    await kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `${collectionPath({ apiVersion: ARGO, plural: 'applications', namespace: f.argoCdNamespace })}/${app.name}`,
+      body: { metadata: { finalizers: null } },
+      contentType: 'application/merge-patch+json',
+    });
+    await eventually('the operation completed', async () =>
+      (await getOperation(f.db, operationId))?.state === 'Completed' ? true : undefined,
     );
   });
 });
