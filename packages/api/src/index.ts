@@ -338,4 +338,9 @@ export const Finalizer = {
 // ---------------------------------------------------------------------------------------------------
 // The App Studio environment API (appstudio.redhat.com)
 
+/**
+ * The App Studio kinds' generated types, as `AppStudio.Environment`, `AppStudio.Application`, ...: in a
+ * namespace, because `Application` and `Component` here are App Studio's, not Argo CD's or ours.
+ */
+export type * as AppStudio from './appstudio.generated.ts';
 export * from './appstudio.ts';

@@ -10,7 +10,7 @@
 import { fileURLToPath } from 'node:url';
 import { type CustomResourceDefinitionManifest, loadCrds } from './crds.ts';
 import { describeKind } from './kind.ts';
-import type { ObjectMeta } from './object-meta.ts';
+import type { RhoasObject } from './rhoas.generated.ts';
 
 export const RHOAS_API_GROUP = 'rhoas.redhat.com';
 export const RHOAS_API_VERSION = 'v1alpha1';
@@ -138,22 +138,16 @@ export const ServiceAccountSecretKey = { clientId: 'client-id', clientSecret: 'c
 /** Key of the token Secret that holds the offline token. */
 export const TOKEN_SECRET_KEY = 'value';
 
-export interface RhoasCondition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason?: string;
-  message?: string;
-  lastTransitionTime?: string;
-  lastTransitionGeneration?: number | null;
-}
+export type {
+  CloudServiceAccountRequest,
+  CloudServicesRequest,
+  KafkaConnection,
+  RhoasObject,
+  ServiceRegistryConnection,
+} from './rhoas.generated.ts';
 
-interface RhoasObject<K extends RhoasKind, Spec, Status> {
-  apiVersion: typeof RHOAS_API_GROUP_VERSION;
-  kind: K;
-  metadata: ObjectMeta;
-  spec?: Spec & { forceRefresh?: unknown; [key: string]: unknown };
-  status?: Status & { conditions?: RhoasCondition[] };
-}
+/** A condition of the four kinds (the same shape in each CRD). */
+export type RhoasCondition = NonNullable<NonNullable<RhoasObject['status']>['conditions']>[number];
 
 export interface UserKafka {
   id: string;
@@ -174,41 +168,3 @@ export interface ServiceRegistryItem {
   registryStatus: string;
   lastUpdated: string;
 }
-
-export type CloudServicesRequest = RhoasObject<
-  'CloudServicesRequest',
-  { accessTokenSecretName?: string },
-  { lastUpdate?: string; userKafkas?: UserKafka[]; serviceRegistries?: ServiceRegistryItem[] }
->;
-export type CloudServiceAccountRequest = RhoasObject<
-  'CloudServiceAccountRequest',
-  {
-    serviceAccountName?: string;
-    serviceAccountDescription?: string;
-    serviceAccountSecretName?: string;
-    accessTokenSecretName?: string;
-  },
-  { message?: string; updated?: string; serviceAccountSecretName?: string }
->;
-interface ConnectionStatus {
-  message?: string;
-  updated?: string;
-  serviceAccountSecretName?: string;
-  metadata?: Record<string, string>;
-  /** servicebinding.io Provisioned Service: the binding Secret. */
-  binding?: { name: string };
-}
-export type KafkaConnection = RhoasObject<
-  'KafkaConnection',
-  { kafkaId?: string; accessTokenSecretName?: string; credentials?: { serviceAccountSecretName?: string } },
-  ConnectionStatus & { bootstrapServerHost?: string }
->;
-export type ServiceRegistryConnection = RhoasObject<
-  'ServiceRegistryConnection',
-  {
-    serviceRegistryId?: string;
-    accessTokenSecretName?: string;
-    credentials?: { serviceAccountSecretName?: string };
-  },
-  ConnectionStatus & { registryUrl?: string }
->;

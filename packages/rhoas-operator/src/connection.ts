@@ -10,15 +10,18 @@
  */
 import { createHash } from 'node:crypto';
 import {
+  type KafkaConnection,
   type KindDescriptor,
   RhoasConditionType,
   RhoasMessage,
   RhoasReason,
   ServiceAccountSecretKey,
+  type ServiceRegistryConnection,
 } from '@gitops/api';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
 import {
   accessToken,
+  checked,
   controllerOf,
   isControlledBy,
   type KindProcessor,
@@ -26,7 +29,7 @@ import {
   MAX_SECRET_NAME_LENGTH,
   ownerReferenceTo,
   type RhoasContext,
-  type RhoasObject,
+  type RhoasCr,
   readSecret,
   validate,
 } from './processing.ts';
@@ -93,7 +96,7 @@ interface BindingContent {
  */
 async function writeOwnedBinding(
   ctx: RhoasContext,
-  object: RhoasObject,
+  object: RhoasCr,
   kind: KindDescriptor,
   existing: (KubeObject & { data?: Record<string, string> }) | undefined,
   content: BindingContent,
@@ -157,7 +160,7 @@ async function writeOwnedBinding(
  */
 function whyNotWritable(
   existing: KubeObject,
-  object: RhoasObject,
+  object: RhoasCr,
   kind: KindDescriptor<ConnectionKindName>,
   name: string,
 ): StepFailure | undefined {
@@ -195,7 +198,7 @@ function whyNotWritable(
 export async function writeBindingSecret(
   ctx: RhoasContext,
   progress: Progress,
-  object: RhoasObject,
+  object: RhoasCr,
   kind: KindDescriptor<ConnectionKindName>,
   entries: Record<string, string>,
   serviceAccountSecretName: string,
@@ -256,7 +259,7 @@ export async function writeBindingSecret(
  */
 async function reportLegacyBinding(
   ctx: RhoasContext,
-  object: RhoasObject,
+  object: RhoasCr,
   kind: KindDescriptor<ConnectionKindName>,
   current: string,
   signal: AbortSignal,
@@ -295,7 +298,9 @@ export interface ConnectionKind<T> {
  * binding Secret, then report what was found (`status.message`, `updated`, `serviceAccountSecretName`,
  * `metadata`, `binding` and the kind's own fields).
  */
-export function connectionProcessor<T>(connection: ConnectionKind<T>): KindProcessor {
+export function connectionProcessor<T>(
+  connection: ConnectionKind<T>,
+): KindProcessor<KafkaConnection | ServiceRegistryConnection> {
   return {
     kind: connection.kind,
     conditions: connection.conditions,
@@ -308,11 +313,14 @@ export function connectionProcessor<T>(connection: ConnectionKind<T>): KindProce
         ['spec.credentials.serviceAccountSecretName', 'secretName'],
         [`spec.${connection.idField}`, 'id'],
       ]);
-      const spec = object.spec as {
-        accessTokenSecretName: string;
-        credentials: { serviceAccountSecretName: string };
-      } & Record<string, unknown>;
-      const id = spec[connection.idField] as string;
+      const spec = {
+        accessTokenSecretName: checked(object.spec?.accessTokenSecretName, 'spec.accessTokenSecretName'),
+        serviceAccountSecretName: checked(
+          object.spec?.credentials?.serviceAccountSecretName,
+          'spec.credentials.serviceAccountSecretName',
+        ),
+      };
+      const id = checked(object.spec?.[connection.idField], `spec.${connection.idField}`);
       const namespace = object.metadata.namespace ?? '';
       const token = await accessToken(ctx, progress, namespace, spec.accessTokenSecretName, signal);
       const instance = await progress.step(connection.found, () => connection.fetch(ctx, token, id, signal));
@@ -323,7 +331,7 @@ export function connectionProcessor<T>(connection: ConnectionKind<T>): KindProce
         object,
         connection.kind,
         described.binding,
-        spec.credentials.serviceAccountSecretName,
+        spec.serviceAccountSecretName,
         signal,
       );
       if (connection.kind.kind === 'ServiceRegistryConnection')
@@ -331,7 +339,7 @@ export function connectionProcessor<T>(connection: ConnectionKind<T>): KindProce
       status.message = RhoasMessage.created;
       status.updated = ctx.now().toISOString();
       Object.assign(status, described.status);
-      status.serviceAccountSecretName = spec.credentials.serviceAccountSecretName;
+      status.serviceAccountSecretName = spec.serviceAccountSecretName;
       status.metadata = described.metadata;
       status.binding = { name: binding };
     },

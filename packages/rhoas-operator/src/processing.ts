@@ -7,9 +7,9 @@
 import {
   httpErrorCodeReason,
   type KindDescriptor,
-  type RhoasCondition,
   RhoasConditionType,
   RhoasMessage,
+  type RhoasObject,
   RhoasReason,
   TOKEN_SECRET_KEY,
 } from '@gitops/api';
@@ -36,14 +36,16 @@ export interface RhoasContext {
   readonly now: () => Date;
 }
 
-/** A CR of one of the four kinds, as read from the cache (anything may be missing or mistyped). */
-export interface RhoasObject extends KubeObject {
-  spec?: Record<string, unknown>;
-  status?: Record<string, unknown> & { conditions?: RhoasCondition[] };
-}
+/** A CR of one of the four kinds as the API server returns it (its generated type; it has a name). */
+export type RhoasCr<T extends RhoasObject = RhoasObject> = T & KubeObject;
 
-export interface ProcessInput {
-  object: RhoasObject;
+/**
+ * Processing gets its kind's generated type (`@gitops/api`, from the CRD). The API server enforces the
+ * schema's types; which fields are present is not enforced (the original's messages name a missing one),
+ * so required fields go through {@link validate} and are then read with {@link checked}.
+ */
+export interface ProcessInput<T extends RhoasObject = RhoasObject> {
+  object: RhoasCr<T>;
   progress: Progress;
   /** The status being built (starts as a copy of the current one, without conditions). */
   status: Record<string, unknown>;
@@ -51,11 +53,11 @@ export interface ProcessInput {
 }
 
 /** One kind: its descriptor, its conditions, whether it gets the labels step, and its processing. */
-export interface KindProcessor {
-  readonly kind: KindDescriptor;
+export interface KindProcessor<T extends RhoasObject = RhoasObject> {
+  readonly kind: KindDescriptor<T['kind']>;
   readonly conditions: readonly string[];
   readonly addsLabels: boolean;
-  process(ctx: RhoasContext, input: ProcessInput): Promise<void>;
+  process(ctx: RhoasContext, input: ProcessInput<T>): Promise<void>;
 }
 
 /** Longest id accepted (ids go into a URL path). */
@@ -71,7 +73,7 @@ export function isSecretName(value: string): boolean {
 
 export type FieldKind = 'object' | 'secretName' | 'id' | 'text';
 
-function fieldValue(object: RhoasObject, path: string): unknown {
+function fieldValue(object: RhoasCr, path: string): unknown {
   let value: unknown = object;
   for (const part of path.split('.')) {
     value =
@@ -87,7 +89,7 @@ function fieldValue(object: RhoasObject, path: string): unknown {
  */
 export function validate(
   progress: Progress,
-  object: RhoasObject,
+  object: RhoasCr,
   fields: [path: string, kind: FieldKind][],
 ): void {
   for (const [path, kind] of fields) {
@@ -120,6 +122,15 @@ export function validate(
         RhoasMessage.invalidArgument(path, `must be at most ${MAX_ID_LENGTH} characters`),
       );
   }
+}
+
+/**
+ * A field {@link validate} has checked, read from the typed object: a non-empty string from here on (a
+ * value validate let through of another type is a bug here, not bad input).
+ */
+export function checked(value: unknown, path: string): string {
+  if (typeof value !== 'string' || value === '') throw new Error(`${path} was validated but is not a string`);
+  return value;
 }
 
 export const secretRef = (namespace: string, name: string) => ({
@@ -195,7 +206,7 @@ export function isControlledBy(object: KubeObject, owner: KubeObject): boolean {
 }
 
 /** The controller ownerReference that makes `owner` own an object (and the garbage collector delete it). */
-export function ownerReferenceTo(kind: KindDescriptor, owner: RhoasObject) {
+export function ownerReferenceTo(kind: KindDescriptor, owner: RhoasCr) {
   return {
     apiVersion: kind.apiVersion,
     kind: kind.kind,
@@ -209,7 +220,7 @@ export function ownerReferenceTo(kind: KindDescriptor, owner: RhoasObject) {
 /** Writes Secret `name` owned by (and garbage-collected with) `owner`, by server-side apply. */
 export async function applyOwnedSecret(
   ctx: RhoasContext,
-  owner: RhoasObject,
+  owner: RhoasCr,
   kind: KindDescriptor,
   secret: {
     name: string;

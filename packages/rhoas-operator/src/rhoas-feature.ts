@@ -13,12 +13,20 @@
  *    (RHOAS_RETRY_INITIAL doubling to RHOAS_RETRY_MAX); other failures wait for a spec change.
  */
 
-import { type RhoasCondition, RhoasConditionType, RhoasLabel, RhoasReason } from '@gitops/api';
+import {
+  type KindDescriptor,
+  type RhoasCondition,
+  RhoasConditionType,
+  RhoasLabel,
+  type RhoasObject,
+  RhoasReason,
+} from '@gitops/api';
 import {
   backoffDelay,
   type Controller,
   createInformer,
   generationChanged,
+  isKubeObject,
   jsonEqual,
   mergePatch,
   newController,
@@ -28,25 +36,43 @@ import {
   refOfKind,
   scrubString,
   splitObjectKey,
-  withTypeMeta,
 } from '@gitops/shared';
-import type { KindProcessor, RhoasContext, RhoasObject } from './processing.ts';
+import type { KindProcessor, RhoasContext, RhoasCr } from './processing.ts';
 import { createProgress, StepFailure, shouldProcess } from './progress.ts';
 
 /** Event reasons (CamelCase, as Kubernetes wants them; the condition's reason is in the message). */
 export const RhoasEventReason = { Finished: 'Finished', Failed: 'ProcessingFailed' } as const;
 
-export type RhoasKindFeature = Controller<RhoasObject>;
+export type RhoasKindFeature<T extends RhoasObject = RhoasObject> = Controller<RhoasCr<T>>;
 
-export function createRhoasKindFeature(
+/**
+ * The informer's parse hook: an object of the kind as its generated type, with the apiVersion and kind a
+ * list's items lack. The API server has checked it against the same schema the type is generated from;
+ * what is left to check is that it is an object with a name, whose spec and status are objects.
+ */
+export function parseRhoasCr<T extends RhoasObject>(
+  kind: KindDescriptor<T['kind']>,
+  raw: unknown,
+): RhoasCr<T> {
+  if (!isKubeObject(raw)) throw new Error('object has no metadata.name');
+  for (const field of ['spec', 'status'] as const) {
+    const value = raw[field];
+    if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value)))
+      throw new Error(`${field} is not an object`);
+  }
+  return { ...raw, apiVersion: kind.apiVersion, kind: kind.kind } as RhoasCr<T>;
+}
+
+export function createRhoasKindFeature<T extends RhoasObject>(
   ctx: RhoasContext,
-  processor: KindProcessor,
+  processor: KindProcessor<T>,
   options: { registry: Registry },
-): RhoasKindFeature {
+): RhoasKindFeature<T> {
   const { kind } = processor;
   const name = kind.kind.toLowerCase();
   const logger = ctx.logger.child({ controller: name });
-  const informer = createInformer<RhoasObject>({
+  const informer = createInformer<RhoasCr<T>>({
+    parse: (raw) => parseRhoasCr<T>(kind, raw),
     kubeConfig: ctx.kc,
     resource: kind.resource,
     namespace: ctx.config.watchNamespace,
@@ -57,7 +83,7 @@ export function createRhoasKindFeature(
   /** Consecutive transient failures of the current incarnation and generation of each key. */
   const attempts = new Map<string, { of: string; count: number }>();
 
-  async function addLabels(object: RhoasObject, signal: AbortSignal) {
+  async function addLabels(object: RhoasCr<T>, signal: AbortSignal) {
     const labels = object.metadata.labels ?? {};
     if (RhoasLabel.component in labels) return;
     await mergePatch(
@@ -79,7 +105,7 @@ export function createRhoasKindFeature(
    * Step 3: the kind's processing, conditions recorded step by step. A failed processing keeps the status
    * fields of the last success (e.g. the lists of a CloudServicesRequest): only the conditions change.
    */
-  async function processObject(object: RhoasObject, signal: AbortSignal) {
+  async function processObject(object: RhoasCr<T>, signal: AbortSignal) {
     const progress = createProgress(processor.conditions);
     const { conditions: previous, ...current } = object.status ?? {};
     const status: Record<string, unknown> = structuredClone(current);
@@ -114,7 +140,7 @@ export function createRhoasKindFeature(
 
   /** Step 4: one status merge patch when the status changed, and an Event when Finished changed. */
   async function writeStatus(
-    object: RhoasObject,
+    object: RhoasCr<T>,
     next: { conditions: RhoasCondition[] },
     previous: readonly RhoasCondition[] | undefined,
     signal: AbortSignal,
@@ -151,7 +177,7 @@ export function createRhoasKindFeature(
       return;
     }
     if (!shouldProcess(cached)) return;
-    const object = withTypeMeta(kind, cached) as RhoasObject;
+    const object = cached;
     const generation = object.metadata.generation ?? 1;
     if (processor.addsLabels) await addLabels(object, signal);
     const { next, previous, failure, unexpected } = await processObject(object, signal);
@@ -171,7 +197,7 @@ export function createRhoasKindFeature(
   };
 
   return newController(name, { registry: options.registry, logger })
-    .for(informer, { predicates: [generationChanged] })
+    .for<RhoasCr<T>>(informer, { predicates: [generationChanged] })
     .withOptions({ concurrency: ctx.config.maxConcurrentReconciles })
     .complete(reconcile);
 }

@@ -4,15 +4,16 @@
  * `status.serviceRegistries`; when either call fails, both lists keep their previous values.
  */
 import {
+  type CloudServicesRequest,
   RhoasConditionsOf,
   RhoasConditionType,
   RhoasKinds,
   type ServiceRegistryItem,
   type UserKafka,
 } from '@gitops/api';
-import { accessToken, isoInstant, type KindProcessor, validate } from '../processing.ts';
+import { accessToken, checked, isoInstant, type KindProcessor, validate } from '../processing.ts';
 
-export const cloudServicesRequestProcessor: KindProcessor = {
+export const cloudServicesRequestProcessor: KindProcessor<CloudServicesRequest> = {
   kind: RhoasKinds.CloudServicesRequest,
   conditions: RhoasConditionsOf.CloudServicesRequest,
   addsLabels: false,
@@ -21,9 +22,9 @@ export const cloudServicesRequestProcessor: KindProcessor = {
       ['spec', 'object'],
       ['spec.accessTokenSecretName', 'secretName'],
     ]);
-    const spec = object.spec as { accessTokenSecretName: string };
+    const tokenSecretName = checked(object.spec?.accessTokenSecretName, 'spec.accessTokenSecretName');
     const namespace = object.metadata.namespace ?? '';
-    const token = await accessToken(ctx, progress, namespace, spec.accessTokenSecretName, signal);
+    const token = await accessToken(ctx, progress, namespace, tokenSecretName, signal);
     const kafkas = await progress.step(RhoasConditionType.UserKafkasUpToDate, () =>
       ctx.client.listKafkas(token, signal),
     );

@@ -7,6 +7,7 @@
  * Secret but not the service account.
  */
 import {
+  type CloudServiceAccountRequest,
   RhoasConditionsOf,
   RhoasConditionType,
   RhoasKinds,
@@ -17,6 +18,7 @@ import {
 import {
   accessToken,
   applyOwnedSecret,
+  checked,
   isControlledBy,
   type KindProcessor,
   kubeWriteFailure,
@@ -24,7 +26,7 @@ import {
   validate,
 } from '../processing.ts';
 
-export const serviceAccountRequestProcessor: KindProcessor = {
+export const serviceAccountRequestProcessor: KindProcessor<CloudServiceAccountRequest> = {
   kind: RhoasKinds.CloudServiceAccountRequest,
   conditions: RhoasConditionsOf.CloudServiceAccountRequest,
   addsLabels: false,
@@ -35,11 +37,14 @@ export const serviceAccountRequestProcessor: KindProcessor = {
       ['spec.serviceAccountName', 'text'],
       ['spec.serviceAccountSecretName', 'secretName'],
     ]);
-    const spec = object.spec as {
-      accessTokenSecretName: string;
-      serviceAccountName: string;
-      serviceAccountSecretName: string;
-      serviceAccountDescription?: unknown;
+    const spec = {
+      accessTokenSecretName: checked(object.spec?.accessTokenSecretName, 'spec.accessTokenSecretName'),
+      serviceAccountName: checked(object.spec?.serviceAccountName, 'spec.serviceAccountName'),
+      serviceAccountSecretName: checked(
+        object.spec?.serviceAccountSecretName,
+        'spec.serviceAccountSecretName',
+      ),
+      serviceAccountDescription: object.spec?.serviceAccountDescription,
     };
     const namespace = object.metadata.namespace ?? '';
     const token = await accessToken(ctx, progress, namespace, spec.accessTokenSecretName, signal);
@@ -55,8 +60,7 @@ export const serviceAccountRequestProcessor: KindProcessor = {
         token,
         {
           name: spec.serviceAccountName,
-          description:
-            typeof spec.serviceAccountDescription === 'string' ? spec.serviceAccountDescription : '',
+          description: spec.serviceAccountDescription ?? '',
         },
         signal,
       ),
