@@ -11,11 +11,13 @@ import {
   type Informer,
   type KubeConfig,
   type KubeObject,
+  kindParser,
   type Logger,
   type Registry,
   resolveResource,
   TerminalError,
 } from '@gitops/shared';
+import type { AppStudioCr, AppStudioKindName } from './objects.ts';
 
 export interface AppStudioOptions {
   readonly kc: KubeConfig;
@@ -59,18 +61,45 @@ export interface AppStudioOptions {
   };
 }
 
+/** Which objects an informer holds: this shard's (default), every shard's, or those a field selector picks. */
+export interface InformerSelection {
+  unsharded?: boolean;
+  fieldSelector?: string;
+}
+
 export interface AppStudioContext extends Required<AppStudioOptions> {
   /** An informer of this shard's objects of `resource` (all namespaces). */
   informer(
     resource: { apiVersion: string; plural: string },
-    select?: { unsharded?: boolean; fieldSelector?: string },
+    select?: InformerSelection,
   ): Informer<KubeObject>;
+  /**
+   * An informer of this shard's objects of one App Studio kind, as its generated type (`AppStudioCr<K>`),
+   * parsed once as they arrive (kindParser).
+   */
+  kindInformer<K extends AppStudioKindName>(kind: K, select?: InformerSelection): Informer<AppStudioCr<K>>;
 }
 
 export const DEFAULT_APPLICATION_GRACE_PERIOD_MS = 3 * 60_000;
 export const DEFAULT_PROMOTION_TIMEOUT_MS = 10 * 60_000;
 
 export function createAppStudioContext(options: AppStudioOptions): AppStudioContext {
+  function informer<T extends KubeObject = KubeObject>(
+    resource: { apiVersion: string; plural: string },
+    select: InformerSelection,
+    parse?: (raw: unknown) => T,
+  ): Informer<T> {
+    return createInformer<T>({
+      kubeConfig: options.kc,
+      resource,
+      labelSelector: select.unsharded || select.fieldSelector ? undefined : options.labelSelector,
+      fieldSelector: select.fieldSelector,
+      registry: options.registry,
+      logger: options.logger,
+      resyncPeriodMs: options.resyncIntervalMs,
+      ...(parse ? { parse } : {}),
+    });
+  }
   return {
     applicationGracePeriodMs: DEFAULT_APPLICATION_GRACE_PERIOD_MS,
     promotionTimeoutMs: DEFAULT_PROMOTION_TIMEOUT_MS,
@@ -79,17 +108,9 @@ export function createAppStudioContext(options: AppStudioOptions): AppStudioCont
     devSandboxInsecure: false,
     namespaceProvisioner: {},
     ...options,
-    informer(resource, select = {}) {
-      return createInformer<KubeObject>({
-        kubeConfig: options.kc,
-        resource,
-        labelSelector: select.unsharded || select.fieldSelector ? undefined : options.labelSelector,
-        fieldSelector: select.fieldSelector,
-        registry: options.registry,
-        logger: options.logger,
-        resyncPeriodMs: options.resyncIntervalMs,
-      });
-    },
+    informer: (resource, select = {}) => informer(resource, select),
+    kindInformer: <K extends AppStudioKindName>(kind: K, select: InformerSelection = {}) =>
+      informer(AppStudioKinds[kind].resource, select, kindParser<AppStudioCr<K>>(AppStudioKinds[kind])),
   };
 }
 

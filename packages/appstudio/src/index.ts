@@ -51,11 +51,11 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
   const ctx = createAppStudioContext(options);
   const tokenProblem = tokenTimesProblem(ctx.namespaceProvisioner);
   if (tokenProblem) throw new TerminalError(ErrorCode.configInvalid, tokenProblem);
-  const environments = ctx.informer(AppStudioKinds.Environment.resource);
-  const bindings = ctx.informer(AppStudioKinds.SnapshotEnvironmentBinding.resource);
+  const environments = ctx.kindInformer('Environment');
+  const bindings = ctx.kindInformer('SnapshotEnvironmentBinding');
   const managedEnvironments = ctx.informer(Kinds.GitOpsDeploymentManagedEnvironment.resource);
   const deployments = ctx.informer(Kinds.GitOpsDeployment.resource);
-  const applications = ctx.informer(AppStudioKinds.Application.resource, { unsharded: true });
+  const applications = ctx.kindInformer('Application', { unsharded: true });
   const secrets = ctx.informer(
     { apiVersion: 'v1', plural: 'secrets' },
     { fieldSelector: environmentSecretFieldSelector },
@@ -64,10 +64,10 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
     { apiVersion: 'v1', plural: 'secrets' },
     { fieldSelector: opaqueSecretFieldSelector },
   );
-  const claims = ctx.informer(AppStudioKinds.DeploymentTargetClaim.resource);
-  const targets = ctx.informer(AppStudioKinds.DeploymentTarget.resource);
+  const claims = ctx.kindInformer('DeploymentTargetClaim');
+  const targets = ctx.kindInformer('DeploymentTarget');
   // Classes are cluster-scoped and shared by every shard.
-  const classes = ctx.informer(AppStudioKinds.DeploymentTargetClass.resource, { unsharded: true });
+  const classes = ctx.kindInformer('DeploymentTargetClass', { unsharded: true });
 
   const provisioners: Provisioner[] = [createNamespaceProvisioner(ctx, ctx.namespaceProvisioner)];
   registerProvisionedTokenExpiry(ctx.registry, { targets, secrets });
@@ -106,7 +106,7 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
     claims,
     targets,
   });
-  const promotionRuns = ctx.informer(AppStudioKinds.PromotionRun.resource);
+  const promotionRuns = ctx.kindInformer('PromotionRun');
   const promotionRunFeature = createPromotionRunFeature(ctx, { promotionRuns, bindings, environments });
   const renderFeature = createRenderFeature(ctx, { bindings, applications, environments, promotionRuns });
   const claimFeature = createClaimFeature(ctx, { claims, targets, classes, environments, provisioners });

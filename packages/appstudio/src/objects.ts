@@ -1,8 +1,17 @@
 /**
- * Reading App Studio objects defensively: anything may arrive from the API server (a field of the wrong
- * type, a missing one), and bad input must never crash the process. Each accessor returns a safe default.
+ * App Studio objects. The kinds served here arrive typed (`AppStudioCr<K>`: the kind's type generated from
+ * its CRD, parsed once by the informer; the API server has checked it against that schema). The accessors
+ * below read objects of other services (a Component, an Application) and untyped nested data defensively:
+ * each returns a safe default, so bad input never crashes the process.
  */
+import type { AppStudio, AppStudioKinds } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
+
+/** The name of an App Studio kind (`Environment`, `SnapshotEnvironmentBinding`, ...). */
+export type AppStudioKindName = Exclude<keyof typeof AppStudioKinds, 'SpaceRequest'>;
+/** An object of App Studio kind `K` as the API server returns it: its generated type, with a name. */
+export type AppStudioCr<K extends AppStudioKindName> = Extract<AppStudio.AppStudioObject, { kind: K }> &
+  KubeObject;
 
 export type Json = Record<string, unknown>;
 

@@ -14,7 +14,6 @@
  */
 
 import {
-  type KindDescriptor,
   type RhoasCondition,
   RhoasConditionType,
   RhoasLabel,
@@ -26,8 +25,8 @@ import {
   type Controller,
   createInformer,
   generationChanged,
-  isKubeObject,
   jsonEqual,
+  kindParser,
   mergePatch,
   newController,
   patchStatus,
@@ -45,24 +44,6 @@ export const RhoasEventReason = { Finished: 'Finished', Failed: 'ProcessingFaile
 
 export type RhoasKindFeature<T extends RhoasObject = RhoasObject> = Controller<RhoasCr<T>>;
 
-/**
- * The informer's parse hook: an object of the kind as its generated type, with the apiVersion and kind a
- * list's items lack. The API server has checked it against the same schema the type is generated from;
- * what is left to check is that it is an object with a name, whose spec and status are objects.
- */
-export function parseRhoasCr<T extends RhoasObject>(
-  kind: KindDescriptor<T['kind']>,
-  raw: unknown,
-): RhoasCr<T> {
-  if (!isKubeObject(raw)) throw new Error('object has no metadata.name');
-  for (const field of ['spec', 'status'] as const) {
-    const value = raw[field];
-    if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value)))
-      throw new Error(`${field} is not an object`);
-  }
-  return { ...raw, apiVersion: kind.apiVersion, kind: kind.kind } as RhoasCr<T>;
-}
-
 export function createRhoasKindFeature<T extends RhoasObject>(
   ctx: RhoasContext,
   processor: KindProcessor<T>,
@@ -72,7 +53,7 @@ export function createRhoasKindFeature<T extends RhoasObject>(
   const name = kind.kind.toLowerCase();
   const logger = ctx.logger.child({ controller: name });
   const informer = createInformer<RhoasCr<T>>({
-    parse: (raw) => parseRhoasCr<T>(kind, raw),
+    parse: kindParser<RhoasCr<T>>(kind),
     kubeConfig: ctx.kc,
     resource: kind.resource,
     namespace: ctx.config.watchNamespace,

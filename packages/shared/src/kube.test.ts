@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { HttpMethod, KubeConfig } from '@kubernetes/client-node';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, it, test } from 'vitest';
 import { KubeApiError } from './errors.ts';
-import { kubeRequest } from './kube.ts';
+import { type KubeObject, kindParser, kubeRequest } from './kube.ts';
 
 // A one-function double of the API server's throttling answer (429 + Retry-After); the real API server
 // is used by kube.int.test.ts.
@@ -97,4 +97,24 @@ describe('kubeRequest with credentials the API server refuses', () => {
     assert.match(seen[1] ?? '', /^Bearer token-\d+$/);
     assert.notEqual(seen[1], seen[0]);
   });
+});
+
+test('kindParser gives a listed item its kind’s apiVersion and kind and keeps the rest', () => {
+  // A list's items carry no apiVersion or kind
+  const parse = kindParser<KubeObject & { spec?: { kafkaId?: string } }>({
+    apiVersion: 'rhoas.redhat.com/v1alpha1',
+    kind: 'KafkaConnection',
+  });
+  const parsed = parse({ metadata: { name: 'k', namespace: 'n' }, spec: { kafkaId: 'abc' } });
+  assert.equal(parsed.apiVersion, 'rhoas.redhat.com/v1alpha1');
+  assert.equal(parsed.kind, 'KafkaConnection');
+  assert.equal(parsed.spec?.kafkaId, 'abc');
+  assert.equal(parsed.metadata.name, 'k');
+});
+
+test('kindParser refuses what is not an object of a kind (the informer leaves it out of its cache)', () => {
+  const parse = kindParser({ apiVersion: 'appstudio.redhat.com/v1alpha1', kind: 'Environment' });
+  assert.throws(() => parse({ metadata: {} }), /metadata.name/);
+  assert.throws(() => parse({ metadata: { name: 'e' }, spec: 'prod' }), /spec is not an object/);
+  assert.throws(() => parse({ metadata: { name: 'e' }, status: [1] }), /status is not an object/);
 });

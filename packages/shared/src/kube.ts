@@ -401,6 +401,24 @@ export function withTypeMeta(type: TypeMeta, object: KubeObject): KubeObject {
   return { ...object, apiVersion: type.apiVersion, kind: type.kind };
 }
 
+/**
+ * An informer's `parse` hook for the objects of one kind, typed `T` (a kind's generated type): gives each
+ * the apiVersion and kind a list's items lack, and refuses one without a name or whose spec or status is
+ * not an object (the informer leaves it out of its cache and logs it). The API server has checked the rest
+ * against the CRD schema the type is generated from.
+ */
+export function kindParser<T extends KubeObject>(type: TypeMeta): (raw: unknown) => T {
+  return (raw) => {
+    if (!isKubeObject(raw)) throw new Error('object has no metadata.name');
+    for (const field of ['spec', 'status'] as const) {
+      const value = raw[field];
+      if (value !== undefined && (typeof value !== 'object' || value === null || Array.isArray(value)))
+        throw new Error(`${field} is not an object`);
+    }
+    return { ...raw, apiVersion: type.apiVersion, kind: type.kind } as T;
+  };
+}
+
 /** The `ObjectRef` of an object that carries apiVersion and kind. */
 export function refOf(object: KubeObject): ObjectRef {
   if (typeof object.apiVersion !== 'string' || typeof object.kind !== 'string') {

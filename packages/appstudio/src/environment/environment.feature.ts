@@ -43,7 +43,6 @@ import {
   relist,
   serverSideApply,
   splitObjectKey,
-  withTypeMeta,
 } from '@gitops/shared';
 import { parseConditions, resolved, sameConditions, withError } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
@@ -55,12 +54,12 @@ import {
 import { boundTargetOf, claimNameOfEnvironment, credentialsOf, isBound } from '../deployment-target.ts';
 import { byClaimOfEnvironment, byCredentialsSecret, byTargetSecret, claimsOfTargetIn } from '../indexes.ts';
 import {
+  type AppStudioCr,
   controllerReference,
   type Json,
   ownerReferences,
   record,
   specOf,
-  statusOf,
   strings,
   text,
 } from '../objects.ts';
@@ -105,8 +104,10 @@ type Desired =
   /** `viaClaim`: the Secret is the target's, copied when it is not of the managed-environment type. */
   | { kind: 'cluster'; spec: ManagedEnvironmentSpec; viaClaim?: boolean };
 
+type EnvironmentCr = AppStudioCr<'Environment'>;
+
 export interface EnvironmentFeatureDeps {
-  environments: Informer<KubeObject>;
+  environments: Informer<EnvironmentCr>;
   managedEnvironments: Informer<KubeObject>;
   /** Secrets of type managed-gitops.redhat.com/managed-environment (all namespaces). */
   secrets: Informer<KubeObject>;
@@ -122,11 +123,10 @@ export function createEnvironmentFeature(
 ): AppStudioController {
   const { kc, events } = ctx;
 
-  async function desiredOf(env: KubeObject): Promise<Desired> {
-    const spec = specOf(env);
+  async function desiredOf(env: EnvironmentCr): Promise<Desired> {
     const namespace = env.metadata.namespace ?? '';
     const claimName = claimNameOfEnvironment(env);
-    const unstable = spec.unstableConfigurationFields;
+    const unstable = env.spec?.unstableConfigurationFields;
     if (claimName && unstable !== undefined)
       return {
         kind: 'error',
@@ -169,16 +169,16 @@ export function createEnvironmentFeature(
       };
     }
     if (unstable !== undefined) {
-      const credentials = record(record(unstable).kubernetesCredentials);
-      const namespaces = strings(credentials.namespaces);
+      const credentials = unstable.kubernetesCredentials;
+      const namespaces = credentials?.namespaces ?? [];
       return {
         kind: 'cluster',
         spec: {
-          apiURL: text(credentials.apiURL),
-          credentialsSecret: text(credentials.clusterCredentialsSecret),
-          allowInsecureSkipTLSVerify: credentials.allowInsecureSkipTLSVerify === true,
+          apiURL: credentials?.apiURL ?? '',
+          credentialsSecret: credentials?.clusterCredentialsSecret ?? '',
+          allowInsecureSkipTLSVerify: credentials?.allowInsecureSkipTLSVerify === true,
           ...(namespaces.length > 0 ? { namespaces } : {}),
-          clusterResources: credentials.clusterResources === true,
+          clusterResources: credentials?.clusterResources === true,
         },
       };
     }
@@ -189,7 +189,7 @@ export function createEnvironmentFeature(
   async function deleteGenerated(
     namespace: string,
     name: string,
-    env: KubeObject | undefined,
+    env: EnvironmentCr | undefined,
     logger: Logger,
   ) {
     const generatedName = managedEnvironmentName(name);
@@ -205,7 +205,7 @@ export function createEnvironmentFeature(
       logger.info({ managedEnvironment: generatedName }, 'ManagedEnvironment deleted');
       if (env)
         await events.event(
-          withTypeMeta(Environment, env),
+          env,
           'Normal',
           EnvironmentEventReason.ManagedEnvironmentDeleted,
           `ManagedEnvironment ${generatedName} deleted: the Environment no longer targets a cluster`,
@@ -213,8 +213,11 @@ export function createEnvironmentFeature(
     }
   }
 
-  async function writeConditions(env: KubeObject, next: ReturnType<typeof parseConditions>): Promise<void> {
-    const current = parseConditions(statusOf(env).conditions);
+  async function writeConditions(
+    env: EnvironmentCr,
+    next: ReturnType<typeof parseConditions>,
+  ): Promise<void> {
+    const current = parseConditions(env.status?.conditions);
     if (sameConditions(current, next)) return;
     await patchStatus(
       kc,
@@ -235,17 +238,12 @@ export function createEnvironmentFeature(
       return undefined;
     }
     const now = ctx.now();
-    const conditions = parseConditions(statusOf(env).conditions);
+    const conditions = parseConditions(env.status?.conditions);
     const fail = async (reason: string, message: string, requeueAfter?: number) => {
       const next = withError(conditions, reason, message, now);
       if (!sameConditions(conditions, next)) {
         await writeConditions(env, next);
-        await events.event(
-          withTypeMeta(Environment, env),
-          'Warning',
-          EnvironmentEventReason.ErrorOccurred,
-          message,
-        );
+        await events.event(env, 'Warning', EnvironmentEventReason.ErrorOccurred, message);
       }
       return requeueAfter === undefined ? undefined : { requeueAfter };
     };
@@ -290,7 +288,7 @@ export function createEnvironmentFeature(
     if (!sameConditions(conditions, next)) {
       await writeConditions(env, next);
       await events.event(
-        withTypeMeta(Environment, env),
+        env,
         'Normal',
         EnvironmentEventReason.ErrorOccurredResolved,
         'the Environment is reconciled',
@@ -300,7 +298,7 @@ export function createEnvironmentFeature(
   }
 
   /** `managed-environment-secret-<env>`: the target's Secret data under the managed-environment type. */
-  async function applySecretCopy(env: KubeObject, source: KubeObject): Promise<void> {
+  async function applySecretCopy(env: EnvironmentCr, source: KubeObject): Promise<void> {
     const namespace = env.metadata.namespace ?? '';
     const name = managedEnvironmentSecretName(env.metadata.name);
     const existing = deps.secrets.get(namespace, name);
@@ -330,7 +328,7 @@ export function createEnvironmentFeature(
   }
 
   /** Deletes the Secret copy of the Environment, if we made one. */
-  async function deleteSecretCopy(env: KubeObject, logger: Logger): Promise<void> {
+  async function deleteSecretCopy(env: EnvironmentCr, logger: Logger): Promise<void> {
     const namespace = env.metadata.namespace ?? '';
     const name = managedEnvironmentSecretName(env.metadata.name);
     const existing = deps.secrets.get(namespace, name);
@@ -341,7 +339,7 @@ export function createEnvironmentFeature(
   }
 
   /** Server-side applies the ManagedEnvironment; 'foreign' when an object of that name belongs to someone else. */
-  async function applyManagedEnvironment(env: KubeObject, spec: ManagedEnvironmentSpec, logger: Logger) {
+  async function applyManagedEnvironment(env: EnvironmentCr, spec: ManagedEnvironmentSpec, logger: Logger) {
     const namespace = env.metadata.namespace ?? '';
     const name = managedEnvironmentName(env.metadata.name);
     const existing = deps.managedEnvironments.get(namespace, name);
@@ -383,7 +381,7 @@ export function createEnvironmentFeature(
     if (existing && live.metadata.resourceVersion === existing.metadata.resourceVersion)
       return 'unchanged' as const;
     await events.event(
-      withTypeMeta(Environment, env),
+      env,
       'Normal',
       existing
         ? EnvironmentEventReason.ManagedEnvironmentUpdated
