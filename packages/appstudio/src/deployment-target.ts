@@ -11,7 +11,12 @@ import {
   DeploymentTargetPhase,
 } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
-import { record, specOf, statusOf, text } from './objects.ts';
+import type { AppStudioCr } from './objects.ts';
+
+export type TargetCr = AppStudioCr<'DeploymentTarget'>;
+export type ClaimCr = AppStudioCr<'DeploymentTargetClaim'>;
+export type EnvironmentCr = AppStudioCr<'Environment'>;
+export type ClassCr = AppStudioCr<'DeploymentTargetClass'>;
 
 export interface TargetCredentials {
   apiURL: string;
@@ -20,36 +25,32 @@ export interface TargetCredentials {
   defaultNamespace: string;
 }
 
-export const claimRefOf = (target: KubeObject): string => text(specOf(target).claimRef);
-export const targetNameOf = (claim: KubeObject): string => text(specOf(claim).targetName);
-export const classNameOf = (object: KubeObject): string => text(specOf(object).deploymentTargetClassName);
-export const phaseOf = (object: KubeObject): string => text(statusOf(object).phase);
+export const claimRefOf = (target: TargetCr): string => target.spec.claimRef ?? '';
+export const targetNameOf = (claim: ClaimCr): string => claim.spec.targetName ?? '';
+export const classNameOf = (object: TargetCr | ClaimCr): string => object.spec.deploymentTargetClassName;
+export const phaseOf = (object: TargetCr | ClaimCr): string => object.status?.phase ?? '';
 export const annotationOf = (object: KubeObject, key: string): string | undefined =>
   object.metadata.annotations?.[key];
-export const isBound = (claim: KubeObject): boolean => phaseOf(claim) === DeploymentTargetClaimPhase.Bound;
-export const isBindComplete = (claim: KubeObject): boolean =>
+export const isBound = (claim: ClaimCr): boolean => phaseOf(claim) === DeploymentTargetClaimPhase.Bound;
+export const isBindComplete = (claim: ClaimCr): boolean =>
   annotationOf(claim, DeploymentTargetAnnotation.BindComplete) === 'true';
 /** A claim marked for dynamic provisioning (it carries the dt-provisioner annotation). */
-export const wantsProvisioning = (claim: KubeObject): boolean =>
+export const wantsProvisioning = (claim: ClaimCr): boolean =>
   annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner) !== undefined;
 
-export function credentialsOf(target: KubeObject): TargetCredentials {
-  const credentials = record(specOf(target).kubernetesCredentials);
-  return {
-    apiURL: text(credentials.apiURL),
-    clusterCredentialsSecret: text(credentials.clusterCredentialsSecret),
-    allowInsecureSkipTLSVerify: credentials.allowInsecureSkipTLSVerify === true,
-    defaultNamespace: text(credentials.defaultNamespace),
-  };
+export function credentialsOf(target: TargetCr): TargetCredentials {
+  const { apiURL, clusterCredentialsSecret, allowInsecureSkipTLSVerify, defaultNamespace } =
+    target.spec.kubernetesCredentials;
+  return { apiURL, clusterCredentialsSecret, allowInsecureSkipTLSVerify, defaultNamespace };
 }
 
 /** The claim an Environment names ("" = none). */
-export function claimNameOfEnvironment(env: KubeObject): string {
-  return text(record(record(record(specOf(env).configuration).target).deploymentTargetClaim).claimName);
+export function claimNameOfEnvironment(env: EnvironmentCr): string {
+  return env.spec?.configuration?.target?.deploymentTargetClaim.claimName ?? '';
 }
 
 /** The original's binding-conflict check; the full message, or undefined when there is no conflict. */
-export function bindingConflict(claim: KubeObject, target: KubeObject): string | undefined {
+export function bindingConflict(claim: ClaimCr, target: TargetCr): string | undefined {
   const claimName = claim.metadata.name;
   const targetName = targetNameOf(claim);
   const claimRef = claimRefOf(target);
@@ -63,7 +64,7 @@ export function bindingConflict(claim: KubeObject, target: KubeObject): string |
 }
 
 /** The original's "does this target match this claim", in its order; the full message, or undefined. */
-export function targetMismatch(target: KubeObject, claim: KubeObject): string | undefined {
+export function targetMismatch(target: TargetCr, claim: ClaimCr): string | undefined {
   const fail = (reason: string) =>
     DeploymentTargetMessage.doesNotMatch(
       target.metadata.name,
@@ -86,7 +87,7 @@ export function targetMismatch(target: KubeObject, claim: KubeObject): string | 
 }
 
 export type BoundTarget =
-  | { kind: 'found'; target: KubeObject }
+  | { kind: 'found'; target: TargetCr }
   | { kind: 'none' }
   /** `spec.targetName` names a target that does not exist. */
   | { kind: 'missing' }
@@ -97,7 +98,7 @@ export type BoundTarget =
  * The target bound to `claim` among `targets` (its namespace's): the one `spec.targetName` names (checked
  * for conflicts), else the single target whose `spec.claimRef` names the claim.
  */
-export function boundTargetOf(claim: KubeObject, targets: readonly KubeObject[]): BoundTarget {
+export function boundTargetOf(claim: ClaimCr, targets: readonly TargetCr[]): BoundTarget {
   const targetName = targetNameOf(claim);
   if (targetName) {
     const target = targets.find((t) => t.metadata.name === targetName);
@@ -109,13 +110,13 @@ export function boundTargetOf(claim: KubeObject, targets: readonly KubeObject[])
   if (claiming.length === 0) return { kind: 'none' };
   if (claiming.length > 1)
     return { kind: 'error', message: DeploymentTargetMessage.multipleTargets(claim.metadata.name) };
-  return { kind: 'found', target: claiming[0] as KubeObject };
+  return { kind: 'found', target: claiming[0] as TargetCr };
 }
 
 /** Oldest first, then by name: the order auto-matching tries targets in (design §6: deterministic). */
 function byAge(a: KubeObject, b: KubeObject): number {
-  const ta = Date.parse(text(a.metadata.creationTimestamp)) || 0;
-  const tb = Date.parse(text(b.metadata.creationTimestamp)) || 0;
+  const ta = Date.parse(String(a.metadata.creationTimestamp ?? '')) || 0;
+  const tb = Date.parse(String(b.metadata.creationTimestamp ?? '')) || 0;
   return ta - tb || a.metadata.name.localeCompare(b.metadata.name);
 }
 
@@ -124,7 +125,7 @@ function byAge(a: KubeObject, b: KubeObject): number {
  * else the oldest matching target. A claim waiting for dynamic provisioning takes only targets naming it.
  * Targets being deleted are never chosen.
  */
-export function autoMatch(claim: KubeObject, targets: readonly KubeObject[]): KubeObject | undefined {
+export function autoMatch(claim: ClaimCr, targets: readonly TargetCr[]): TargetCr | undefined {
   const candidates = targets
     .filter((t) => !t.metadata.deletionTimestamp && targetMismatch(t, claim) === undefined)
     .sort(byAge);
@@ -134,7 +135,7 @@ export function autoMatch(claim: KubeObject, targets: readonly KubeObject[]): Ku
 }
 
 /** The claims linked to a target, either way (`dt.spec.claimRef`, or a claim's `spec.targetName`). */
-export function claimsOfTarget(target: KubeObject, claims: readonly KubeObject[]): KubeObject[] {
+export function claimsOfTarget(target: TargetCr, claims: readonly ClaimCr[]): ClaimCr[] {
   const claimRef = claimRefOf(target);
   return claims.filter((c) => c.metadata.name === claimRef || targetNameOf(c) === target.metadata.name);
 }

@@ -7,24 +7,30 @@
 import { SpaceRequestLabel } from '@gitops/api';
 import { type Informer, type KubeObject, namespacedIndexValue } from '@gitops/shared';
 import {
+  type ClaimCr,
   claimNameOfEnvironment,
   claimRefOf,
   classNameOf,
   credentialsOf,
+  type EnvironmentCr,
   isBindComplete,
+  type TargetCr,
   targetNameOf,
 } from './deployment-target.ts';
-import { ownerReferences, record, specOf, text } from './objects.ts';
+import { ownerReferences, specOf, text } from './objects.ts';
 
 /** The objects of one namespace an index holds under `value`. */
-export type NamespacedLookup = (namespace: string | undefined, value: string) => KubeObject[];
+export type NamespacedLookup<T extends KubeObject = KubeObject> = (
+  namespace: string | undefined,
+  value: string,
+) => T[];
 
-const added = new WeakMap<Informer<KubeObject>, Set<string>>();
+const added = new WeakMap<object, Set<string>>();
 
-function ensureIndex(
-  informer: Informer<KubeObject>,
+function ensureIndex<T extends KubeObject>(
+  informer: Informer<T>,
   name: string,
-  values: (object: KubeObject) => readonly string[],
+  values: (object: T) => readonly string[],
 ): void {
   const names = added.get(informer) ?? new Set<string>();
   added.set(informer, names);
@@ -34,11 +40,11 @@ function ensureIndex(
 }
 
 /** Indexes `informer` by `indexValue` (a name in the object's own namespace; "" = none). */
-function namespacedIndex(
-  informer: Informer<KubeObject>,
+function namespacedIndex<T extends KubeObject>(
+  informer: Informer<T>,
   name: string,
-  indexValue: (object: KubeObject) => string,
-): NamespacedLookup {
+  indexValue: (object: T) => string,
+): NamespacedLookup<T> {
   ensureIndex(informer, name, (object) => {
     const value = indexValue(object);
     return value ? [namespacedIndexValue(object.metadata.namespace, value)] : [];
@@ -55,23 +61,23 @@ export const byEnvironment = (bindings: Informer<KubeObject>) =>
   namespacedIndex(bindings, 'appstudio.environment', (o) => text(specOf(o).environment));
 
 /** Environments by the DeploymentTargetClaim they name. */
-export const byClaimOfEnvironment = (environments: Informer<KubeObject>) =>
+export const byClaimOfEnvironment = (environments: Informer<EnvironmentCr>) =>
   namespacedIndex(environments, 'appstudio.claim', claimNameOfEnvironment);
 
 /** Environments by the Secret of their `unstableConfigurationFields` credentials. */
-export const byCredentialsSecret = (environments: Informer<KubeObject>) =>
-  namespacedIndex(environments, 'appstudio.credentialsSecret', (env) =>
-    text(
-      record(record(specOf(env).unstableConfigurationFields).kubernetesCredentials).clusterCredentialsSecret,
-    ),
+export const byCredentialsSecret = (environments: Informer<EnvironmentCr>) =>
+  namespacedIndex(
+    environments,
+    'appstudio.credentialsSecret',
+    (env) => env.spec?.unstableConfigurationFields?.kubernetesCredentials?.clusterCredentialsSecret ?? '',
   );
 
 /** Claims by `spec.targetName`. */
-export const byTargetName = (claims: Informer<KubeObject>) =>
+export const byTargetName = (claims: Informer<ClaimCr>) =>
   namespacedIndex(claims, 'appstudio.targetName', targetNameOf);
 
 /** Claims without `spec.targetName` and not bound yet (a new target may match them), under "waiting". */
-export const waitingForTarget = (claims: Informer<KubeObject>) => {
+export const waitingForTarget = (claims: Informer<ClaimCr>) => {
   const lookup = namespacedIndex(claims, 'appstudio.waitingForTarget', (c) =>
     !targetNameOf(c) && !isBindComplete(c) ? 'waiting' : '',
   );
@@ -79,7 +85,7 @@ export const waitingForTarget = (claims: Informer<KubeObject>) => {
 };
 
 /** Targets by `spec.claimRef`. */
-export const byClaimRef = (targets: Informer<KubeObject>) =>
+export const byClaimRef = (targets: Informer<TargetCr>) =>
   namespacedIndex(targets, 'appstudio.claimRef', claimRefOf);
 
 /** SpaceRequests by the claim, and by the target, their labels name (the devsandbox provisioner's). */
@@ -93,11 +99,11 @@ export const bySpaceRequestLabel = (spaceRequests: Informer<KubeObject>, label: 
 export const spaceRequestLabels = [SpaceRequestLabel.Claim, SpaceRequestLabel.Target] as const;
 
 /** Targets by the Secret of their credentials. */
-export const byTargetSecret = (targets: Informer<KubeObject>) =>
+export const byTargetSecret = (targets: Informer<TargetCr>) =>
   namespacedIndex(targets, 'appstudio.targetSecret', (t) => credentialsOf(t).clusterCredentialsSecret);
 
 /** Claims or targets (any namespace) by `spec.deploymentTargetClassName`. */
-export function byClassName(informer: Informer<KubeObject>): (className: string) => KubeObject[] {
+export function byClassName<T extends TargetCr | ClaimCr>(informer: Informer<T>): (className: string) => T[] {
   const name = 'appstudio.className';
   ensureIndex(informer, name, (o) => (classNameOf(o) ? [classNameOf(o)] : []));
   return (className) => informer.byIndex(name, className);
@@ -107,7 +113,7 @@ export function byClassName(informer: Informer<KubeObject>): (className: string)
  * The claims linked to `target` either way (its `spec.claimRef`, or a claim's `spec.targetName`): the
  * indexed form of `claimsOfTarget`.
  */
-export function claimsOfTargetIn(claims: Informer<KubeObject>): (target: KubeObject) => KubeObject[] {
+export function claimsOfTargetIn(claims: Informer<ClaimCr>): (target: TargetCr) => ClaimCr[] {
   const naming = byTargetName(claims);
   return (target) => {
     const { namespace } = target.metadata;
@@ -118,10 +124,10 @@ export function claimsOfTargetIn(claims: Informer<KubeObject>): (target: KubeObj
 }
 
 /** The objects of `informer` whose controller owner reference of kind `ownerKind` names the owner's uid. */
-export function controlledObjects(
-  informer: Informer<KubeObject>,
+export function controlledObjects<T extends KubeObject>(
+  informer: Informer<T>,
   ownerKind: string,
-): (owner: KubeObject) => KubeObject[] {
+): (owner: KubeObject) => T[] {
   const name = `appstudio.controller.${ownerKind}`;
   ensureIndex(informer, name, (o) =>
     ownerReferences(o)

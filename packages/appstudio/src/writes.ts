@@ -21,6 +21,7 @@ import {
   jsonEqual,
   type KubeConfig,
   type KubeObject,
+  kindParser,
   kubeRequest,
   patchStatus,
   setKubeCondition,
@@ -39,21 +40,25 @@ export function pathOf(
   return `${base}/${encodeURIComponent(object.metadata.name)}${subresource ? `/${subresource}` : ''}`;
 }
 
-/** JSON merge patch of `object` (or its subresource) as this service's field manager, unguarded. */
-async function patchObject(
+/**
+ * JSON merge patch of `object` (or its subresource) as this service's field manager, unguarded: the object
+ * as stored, parsed as the caller's type (kindParser).
+ */
+async function patchObject<T extends KubeObject>(
   kc: KubeConfig,
   kind: KindDescriptor,
-  object: KubeObject,
+  object: T,
   body: Record<string, unknown>,
   subresource?: 'status',
-): Promise<KubeObject> {
-  return (await kubeRequest(kc, {
+): Promise<T> {
+  const stored = await kubeRequest(kc, {
     method: HttpMethod.PATCH,
     path: pathOf(kind, object, subresource),
     query: { fieldManager: APPSTUDIO_FIELD_MANAGER },
     body,
     contentType: 'application/merge-patch+json',
-  })) as KubeObject;
+  });
+  return kindParser<T>(kind)(stored);
 }
 
 /**
@@ -61,13 +66,13 @@ async function patchObject(
  * conditions: fields only this controller writes) is not guarded, so a finalizer added meanwhile by another
  * controller does not make it fail.
  */
-export async function mergePatch(
+export async function mergePatch<T extends KubeObject>(
   kc: KubeConfig,
   kind: KindDescriptor,
-  object: KubeObject,
+  object: T,
   patch: Record<string, unknown>,
   subresource?: 'status',
-): Promise<KubeObject> {
+): Promise<T> {
   const metadata = (patch.metadata as Record<string, unknown> | undefined) ?? {};
   return patchObject(
     kc,
@@ -136,24 +141,24 @@ export async function createBinding(
   })) as KubeObject;
 }
 
-export async function addFinalizer(
+export async function addFinalizer<T extends KubeObject>(
   kc: KubeConfig,
   kind: KindDescriptor,
-  object: KubeObject,
+  object: T,
   finalizer: string,
-): Promise<KubeObject> {
+): Promise<T> {
   const finalizers = object.metadata.finalizers ?? [];
   if (finalizers.includes(finalizer)) return object;
   return mergePatch(kc, kind, object, { metadata: { finalizers: [...finalizers, finalizer] } });
 }
 
 /** Removes `finalizer`; a gone object is fine. */
-export async function removeFinalizer(
+export async function removeFinalizer<T extends KubeObject>(
   kc: KubeConfig,
   kind: KindDescriptor,
-  object: KubeObject,
+  object: T,
   finalizer: string,
-): Promise<KubeObject | undefined> {
+): Promise<T | undefined> {
   const finalizers = object.metadata.finalizers ?? [];
   if (!finalizers.includes(finalizer)) return object;
   try {
@@ -166,24 +171,24 @@ export async function removeFinalizer(
   }
 }
 
-export async function setPhase(
+export async function setPhase<T extends KubeObject>(
   kc: KubeConfig,
   kind: KindDescriptor,
-  object: KubeObject,
+  object: T,
   phase: string,
-): Promise<KubeObject> {
+): Promise<T> {
   if (text(statusOf(object).phase) === phase) return object;
   return mergePatch(kc, kind, object, { status: { phase } }, 'status');
 }
 
 /** Writes the ErrorOccurred condition (error message, or the clean-pass form) when it changes. */
-export async function setErrorOccurred(
+export async function setErrorOccurred<T extends KubeObject>(
   kc: KubeConfig,
   kind: KindDescriptor,
-  object: KubeObject,
+  object: T,
   error: string | undefined,
   now: Date,
-): Promise<KubeObject> {
+): Promise<T> {
   const current = conditionsOfStatus(statusOf(object));
   const next = setKubeCondition(
     current,

@@ -440,14 +440,19 @@ function asKubeObject(value: unknown, what: string): KubeObject {
 
 // ---- object helpers -------------------------------------------------------------------------------
 
-/** Reads one object; `undefined` when it does not exist. */
-export async function getObject(kc: KubeConfig, ref: ObjectRef, options: { signal?: AbortSignal } = {}) {
+/**
+ * Reads one object; `undefined` when it does not exist. `parse` (e.g. kindParser) types it as the informers
+ * of its kind do.
+ */
+export async function getObject<T extends KubeObject = KubeObject>(
+  kc: KubeConfig,
+  ref: ObjectRef,
+  options: { signal?: AbortSignal; parse?: (raw: unknown) => T } = {},
+): Promise<T | undefined> {
   try {
     const path = await objectPath(kc, ref);
-    return asKubeObject(
-      await kubeRequest(kc, { method: HttpMethod.GET, path, signal: options.signal }),
-      path,
-    );
+    const answer = await kubeRequest(kc, { method: HttpMethod.GET, path, signal: options.signal });
+    return options.parse ? options.parse(answer) : (asKubeObject(answer, path) as T);
   } catch (err) {
     if (isNotFound(err)) return undefined;
     throw err;

@@ -34,7 +34,7 @@ import {
   HttpMethod,
   type Informer,
   isConflict,
-  type KubeObject,
+  kindParser,
   kubeRequest,
   type Logger,
   objectKey,
@@ -54,17 +54,20 @@ import {
   annotationOf,
   autoMatch,
   boundTargetOf,
+  type ClaimCr,
+  type ClassCr,
   claimNameOfEnvironment,
   claimRefOf,
   classNameOf,
+  type EnvironmentCr,
   isBindComplete,
   phaseOf,
+  type TargetCr,
   targetMismatch,
   targetNameOf,
   wantsProvisioning,
 } from '../deployment-target.ts';
 import { byClassName, claimsOfTargetIn, waitingForTarget } from '../indexes.ts';
-import { specOf, text } from '../objects.ts';
 import type { Provisioner } from '../provisioners/provisioner.ts';
 import { addFinalizer, mergePatch, removeFinalizer, setErrorOccurred, setPhase } from '../writes.ts';
 
@@ -80,10 +83,10 @@ export const ClaimEventReason = {
 } as const;
 
 export interface ClaimFeatureDeps {
-  claims: Informer<KubeObject>;
-  targets: Informer<KubeObject>;
-  classes: Informer<KubeObject>;
-  environments: Informer<KubeObject>;
+  claims: Informer<ClaimCr>;
+  targets: Informer<TargetCr>;
+  classes: Informer<ClassCr>;
+  environments: Informer<EnvironmentCr>;
   provisioners: readonly Provisioner[];
 }
 
@@ -96,7 +99,7 @@ interface Outcome {
 export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps): AppStudioController {
   const { kc, events } = ctx;
 
-  const namesUsing = (claim: KubeObject, environments: readonly KubeObject[]) =>
+  const namesUsing = (claim: ClaimCr, environments: readonly EnvironmentCr[]) =>
     environments
       .filter((env) => !env.metadata.deletionTimestamp && claimNameOfEnvironment(env) === claim.metadata.name)
       .map((env) => env.metadata.name)
@@ -107,18 +110,18 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
    * list before anything is released (as Kubernetes' PVC protection does with Pods): an Environment created a
    * moment ago may not be in the cache yet.
    */
-  async function environmentsUsing(claim: KubeObject, signal: AbortSignal): Promise<string[]> {
+  async function environmentsUsing(claim: ClaimCr, signal: AbortSignal): Promise<string[]> {
     const cached = namesUsing(claim, deps.environments.list(claim.metadata.namespace));
     if (cached.length > 0) return cached;
     const live = (await kubeRequest(kc, {
       method: HttpMethod.GET,
       path: collectionPath({ ...AppStudioKinds.Environment.resource, namespace: claim.metadata.namespace }),
       signal,
-    })) as { items?: KubeObject[] };
-    return namesUsing(claim, live.items ?? []);
+    })) as { items?: unknown[] };
+    return namesUsing(claim, (live.items ?? []).map(kindParser<EnvironmentCr>(AppStudioKinds.Environment)));
   }
 
-  async function bind(claim: KubeObject, target: KubeObject, byController: boolean, logger: Logger) {
+  async function bind(claim: ClaimCr, target: TargetCr, byController: boolean, logger: Logger) {
     let c = claim;
     let t = target;
     // The target's claimRef first: the CEL rule refuses moving it from one claim to another, so two claims
@@ -136,18 +139,13 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
         metadata: { annotations: { [DeploymentTargetAnnotation.BindComplete]: 'true' } },
       });
       logger.info({ target: t.metadata.name }, 'DeploymentTargetClaim bound');
-      await events.event(
-        withTypeMeta(Claim, c),
-        'Normal',
-        ClaimEventReason.Bound,
-        `bound to DeploymentTarget ${t.metadata.name}`,
-      );
+      await events.event(c, 'Normal', ClaimEventReason.Bound, `bound to DeploymentTarget ${t.metadata.name}`);
     }
     return c;
   }
 
   /** Bound maintenance: provisioner annotation follows the class; both Bound; the target gone → Lost. */
-  async function keepBound(claim: KubeObject): Promise<Outcome> {
+  async function keepBound(claim: ClaimCr): Promise<Outcome> {
     let c = claim;
     const annotation = annotationOf(c, DeploymentTargetAnnotation.DTProvisioner);
     const className = classNameOf(c);
@@ -160,12 +158,7 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
     if (bound.kind !== 'found') {
       if (phaseOf(c) !== DeploymentTargetClaimPhase.Lost) {
         await setPhase(kc, Claim, c, DeploymentTargetClaimPhase.Lost);
-        await events.event(
-          withTypeMeta(Claim, c),
-          'Warning',
-          ClaimEventReason.Lost,
-          'its DeploymentTarget is gone',
-        );
+        await events.event(c, 'Warning', ClaimEventReason.Lost, 'its DeploymentTarget is gone');
       }
       return {
         error: DeploymentTargetMessage.processBound(
@@ -178,7 +171,7 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
     return {};
   }
 
-  async function provision(claim: KubeObject, logger: Logger): Promise<Outcome> {
+  async function provision(claim: ClaimCr, logger: Logger): Promise<Outcome> {
     let c = claim;
     const className = classNameOf(c);
     if (!className) {
@@ -197,16 +190,14 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
           DeploymentTargetMessage.classNotFound(c.metadata.name, className),
         ),
       };
-    const provisioner = deps.provisioners.find(
-      (p) => p.name === text(specOf(deploymentTargetClass).provisioner),
-    );
+    const provisioner = deps.provisioners.find((p) => p.name === deploymentTargetClass.spec.provisioner);
     if (!provisioner) return {}; // another provisioner's class: wait for a target naming this claim
     const error = await provisioner.provision(c, deploymentTargetClass, logger);
     return error === undefined ? {} : { error };
   }
 
   async function release(
-    claim: KubeObject,
+    claim: ClaimCr,
     logger: Logger,
     signal: AbortSignal,
   ): Promise<Outcome & { done: boolean }> {
@@ -224,7 +215,7 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
     if (bound?.kind === 'found') {
       let target = bound.target;
       const deploymentTargetClass = deps.classes.get(undefined, classNameOf(target));
-      const policy = text(specOf(deploymentTargetClass ?? { metadata: { name: '' } }).reclaimPolicy);
+      const policy = deploymentTargetClass?.spec.reclaimPolicy ?? '';
       if (policy === ReclaimPolicy.Delete) {
         if (!target.metadata.deletionTimestamp) {
           target = await addFinalizer(kc, Target, target, DeploymentTargetFinalizer.Target);
@@ -244,7 +235,7 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
         target = await mergePatch(kc, Target, target, { spec: { claimRef: '' } });
       await setPhase(kc, Target, target, DeploymentTargetPhase.Released);
       await events.event(
-        withTypeMeta(Target, target),
+        target,
         'Normal',
         ClaimEventReason.Released,
         `released: DeploymentTargetClaim ${claim.metadata.name} was deleted`,
@@ -265,7 +256,7 @@ export function createClaimFeature(ctx: AppStudioContext, deps: ClaimFeatureDeps
     return { done: true };
   }
 
-  async function bindPass(claim: KubeObject, logger: Logger): Promise<Outcome> {
+  async function bindPass(claim: ClaimCr, logger: Logger): Promise<Outcome> {
     if (isBindComplete(claim)) return keepBound(claim);
     const namespace = claim.metadata.namespace;
     const targetName = targetNameOf(claim);

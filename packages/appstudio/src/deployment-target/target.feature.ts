@@ -42,9 +42,17 @@ import {
   newAppStudioController,
   quietInTerminatingNamespace,
 } from '../controller.ts';
-import { annotationOf, claimRefOf, classNameOf, phaseOf, targetNameOf } from '../deployment-target.ts';
+import {
+  annotationOf,
+  type ClaimCr,
+  type ClassCr,
+  claimRefOf,
+  classNameOf,
+  phaseOf,
+  type TargetCr,
+  targetNameOf,
+} from '../deployment-target.ts';
 import { byClaimRef, byClassName } from '../indexes.ts';
-import { specOf, text } from '../objects.ts';
 import { targetKeysOfSpaceRequest } from '../provisioners/devsandbox.feature.ts';
 import type { Provisioner } from '../provisioners/provisioner.ts';
 import { addFinalizer, mergePatch, removeFinalizer, setErrorOccurred, setPhase } from '../writes.ts';
@@ -53,9 +61,9 @@ const Target = AppStudioKinds.DeploymentTarget;
 const Claim = AppStudioKinds.DeploymentTargetClaim;
 
 export interface TargetFeatureDeps {
-  targets: Informer<KubeObject>;
-  claims: Informer<KubeObject>;
-  classes: Informer<KubeObject>;
+  targets: Informer<TargetCr>;
+  claims: Informer<ClaimCr>;
+  classes: Informer<ClassCr>;
   provisioners: readonly Provisioner[];
   /** The devsandbox provisioner's SpaceRequests (when it runs): they wake the target they belong to. */
   spaceRequests?: Informer<KubeObject>;
@@ -69,7 +77,7 @@ interface Outcome {
 export function createTargetFeature(ctx: AppStudioContext, deps: TargetFeatureDeps): AppStudioController {
   const { kc } = ctx;
 
-  async function pass(cached: KubeObject, logger: Logger): Promise<Outcome & { gone?: boolean }> {
+  async function pass(cached: TargetCr, logger: Logger): Promise<Outcome & { gone?: boolean }> {
     const deleting = Boolean(cached.metadata.deletionTimestamp);
     const target = deleting
       ? cached
@@ -82,12 +90,10 @@ export function createTargetFeature(ctx: AppStudioContext, deps: TargetFeatureDe
       }
       return {};
     }
-    const policy = text(specOf(deploymentTargetClass).reclaimPolicy);
+    const policy = deploymentTargetClass.spec.reclaimPolicy;
     if (policy !== ReclaimPolicy.Delete && policy !== ReclaimPolicy.Retain)
       return { error: DeploymentTargetMessage.UnexpectedReclaimPolicy };
-    const provisioner = deps.provisioners.find(
-      (p) => p.name === text(specOf(deploymentTargetClass).provisioner),
-    );
+    const provisioner = deps.provisioners.find((p) => p.name === deploymentTargetClass.spec.provisioner);
     if (!deleting) {
       const claimRef = claimRefOf(target);
       if (
@@ -153,7 +159,7 @@ export function createTargetFeature(ctx: AppStudioContext, deps: TargetFeatureDe
       targetsOfClass(deploymentTargetClass.metadata.name).map(objectKey),
     )
     // A claim deleted: its target's claimRef may need clearing (the original waited for the next target event).
-    .watches(
+    .watches<ClaimCr>(
       deps.claims,
       (claim) => {
         const { namespace, name } = claim.metadata;

@@ -51,7 +51,14 @@ import {
   newAppStudioController,
   quietInTerminatingNamespace,
 } from '../controller.ts';
-import { boundTargetOf, claimNameOfEnvironment, credentialsOf, isBound } from '../deployment-target.ts';
+import {
+  boundTargetOf,
+  type ClaimCr,
+  claimNameOfEnvironment,
+  credentialsOf,
+  isBound,
+  type TargetCr,
+} from '../deployment-target.ts';
 import { byClaimOfEnvironment, byCredentialsSecret, byTargetSecret, claimsOfTargetIn } from '../indexes.ts';
 import {
   type AppStudioCr,
@@ -113,8 +120,8 @@ export interface EnvironmentFeatureDeps {
   secrets: Informer<KubeObject>;
   /** Opaque Secrets (all namespaces): a target's Secret made by a SpaceRequest is one. */
   opaqueSecrets: Informer<KubeObject>;
-  claims: Informer<KubeObject>;
-  targets: Informer<KubeObject>;
+  claims: Informer<ClaimCr>;
+  targets: Informer<TargetCr>;
 }
 
 export function createEnvironmentFeature(
@@ -395,7 +402,7 @@ export function createEnvironmentFeature(
   const environmentsWithSecret = byCredentialsSecret(deps.environments);
   const targetsWithSecret = byTargetSecret(deps.targets);
   const claimsOfTarget = claimsOfTargetIn(deps.claims);
-  const environmentsOfTarget = (target: KubeObject) =>
+  const environmentsOfTarget = (target: TargetCr) =>
     claimsOfTarget(target).flatMap((claim) =>
       environmentsOfClaim(claim.metadata.namespace, claim.metadata.name),
     );
@@ -432,7 +439,7 @@ export function createEnvironmentFeature(
       .watches(deps.claims, (claim) =>
         environmentsOfClaim(claim.metadata.namespace, claim.metadata.name).map(objectKey),
       )
-      .watches(deps.targets, (target) => environmentsOfTarget(target).map(objectKey), specOrRelist)
+      .watches<TargetCr>(deps.targets, (target) => environmentsOfTarget(target).map(objectKey), specOrRelist)
       .complete(quietInTerminatingNamespace(reconcile))
   );
 }

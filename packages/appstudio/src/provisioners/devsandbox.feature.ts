@@ -31,6 +31,7 @@ import {
   ignoreUpdates,
   isConflict,
   type KubeObject,
+  kindParser,
   kubeRequest,
   type Logger,
   objectKey,
@@ -41,7 +42,15 @@ import {
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
 import { newAppStudioController, quietInTerminatingNamespace } from '../controller.ts';
-import { annotationOf, claimRefOf, classNameOf, phaseOf } from '../deployment-target.ts';
+import {
+  annotationOf,
+  type ClaimCr,
+  type ClassCr,
+  claimRefOf,
+  classNameOf,
+  phaseOf,
+  type TargetCr,
+} from '../deployment-target.ts';
 import { byClaimRef, bySpaceRequestLabel, type spaceRequestLabels } from '../indexes.ts';
 import { list, record, specOf, statusOf, text } from '../objects.ts';
 import { addFinalizer, mergePatch, setPhase } from '../writes.ts';
@@ -68,9 +77,9 @@ export function createDevSandboxProvisioner(
   ctx: AppStudioContext,
   deps: {
     spaceRequests: Informer<KubeObject>;
-    claims: Informer<KubeObject>;
-    targets: Informer<KubeObject>;
-    classes: Informer<KubeObject>;
+    claims: Informer<ClaimCr>;
+    targets: Informer<TargetCr>;
+    classes: Informer<ClassCr>;
     /** DEV_ONLY_IGNORE_SELFSIGNED_CERT_IN_DEPLOYMENT_TARGET: provisioned targets skip TLS verification. */
     allowInsecureSkipTLSVerify?: boolean;
   },
@@ -88,7 +97,7 @@ export function createDevSandboxProvisioner(
     value: string,
   ) => byLabel[label](namespace, value).filter((sr) => tierOf(sr) === SPACE_REQUEST_TIER);
 
-  async function provision(claim: KubeObject, deploymentTargetClass: KubeObject, logger: Logger) {
+  async function provision(claim: ClaimCr, deploymentTargetClass: ClassCr, logger: Logger) {
     const namespace = claim.metadata.namespace ?? '';
     if (spaceRequestsOf(namespace, SpaceRequestLabel.Claim, claim.metadata.name).length > 0) return undefined;
     await kubeRequest(kc, {
@@ -117,7 +126,7 @@ export function createDevSandboxProvisioner(
   }
 
   /** The SpaceRequest of a target: labelled with the target, else with its claim. */
-  function spaceRequestOf(target: KubeObject): KubeObject | undefined {
+  function spaceRequestOf(target: TargetCr): KubeObject | undefined {
     const namespace = target.metadata.namespace;
     return (
       spaceRequestsOf(namespace, SpaceRequestLabel.Target, target.metadata.name)[0] ??
@@ -127,7 +136,7 @@ export function createDevSandboxProvisioner(
     );
   }
 
-  async function deprovision(target: KubeObject): Promise<Deprovisioned> {
+  async function deprovision(target: TargetCr): Promise<Deprovisioned> {
     let sr = spaceRequestOf(target);
     if (!sr) return { kind: 'gone' };
     sr = await addFinalizer(kc, SpaceRequest, sr, DeploymentTargetFinalizer.SpaceRequest);
@@ -155,7 +164,11 @@ export function createDevSandboxProvisioner(
     if (!sr || sr.metadata.deletionTimestamp) return undefined;
     const claimName = sr.metadata.labels?.[SpaceRequestLabel.Claim];
     if (!claimName) return undefined;
-    const claim = await getObject(kc, { ...Claim, namespace, name: claimName });
+    const claim = await getObject(
+      kc,
+      { ...Claim, namespace, name: claimName },
+      { parse: kindParser<ClaimCr>(Claim) },
+    );
     if (!claim) {
       const className = annotationOf(sr, CLASS_ANNOTATION);
       const classes = deps.classes
@@ -194,33 +207,35 @@ export function createDevSandboxProvisioner(
       targetsByClaimRef(namespace, claimName)[0];
     if (!target) {
       const provisionerLabel = annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner);
-      target = (await kubeRequest(kc, {
-        method: HttpMethod.POST,
-        path: collectionPath({ ...Target.resource, namespace }),
-        body: {
-          apiVersion: Target.apiVersion,
-          kind: Target.kind,
-          metadata: {
-            name: provisionedTargetName(claimName),
-            namespace,
-            labels: {
-              ...ctx.shardLabels,
-              ...(provisionerLabel ? { [DT_PROVISIONER_LABEL]: provisionerLabel } : {}),
+      target = kindParser<TargetCr>(Target)(
+        await kubeRequest(kc, {
+          method: HttpMethod.POST,
+          path: collectionPath({ ...Target.resource, namespace }),
+          body: {
+            apiVersion: Target.apiVersion,
+            kind: Target.kind,
+            metadata: {
+              name: provisionedTargetName(claimName),
+              namespace,
+              labels: {
+                ...ctx.shardLabels,
+                ...(provisionerLabel ? { [DT_PROVISIONER_LABEL]: provisionerLabel } : {}),
+              },
+              annotations: { [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.DevSandbox },
             },
-            annotations: { [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.DevSandbox },
-          },
-          spec: {
-            deploymentTargetClassName: classNameOf(claim),
-            kubernetesCredentials: {
-              defaultNamespace: text(access[0]?.name),
-              apiURL: text(statusOf(sr).targetClusterURL),
-              clusterCredentialsSecret: text(access[0]?.secretRef),
-              allowInsecureSkipTLSVerify: deps.allowInsecureSkipTLSVerify === true,
+            spec: {
+              deploymentTargetClassName: classNameOf(claim),
+              kubernetesCredentials: {
+                defaultNamespace: text(access[0]?.name),
+                apiURL: text(statusOf(sr).targetClusterURL),
+                clusterCredentialsSecret: text(access[0]?.secretRef),
+                allowInsecureSkipTLSVerify: deps.allowInsecureSkipTLSVerify === true,
+              },
+              claimRef: claimName,
             },
-            claimRef: claimName,
           },
-        },
-      })) as KubeObject;
+        }),
+      );
       await setPhase(kc, Target, target, DeploymentTargetPhase.Available);
       logger.info({ target: target.metadata.name }, 'DeploymentTarget created from the Ready SpaceRequest');
     }
@@ -264,7 +279,7 @@ export function createDevSandboxProvisioner(
 }
 
 /** SpaceRequest events → the target they belong to (label dt, else the target claiming the labelled claim). */
-export function targetKeysOfSpaceRequest(sr: KubeObject, targets: Informer<KubeObject>): string[] {
+export function targetKeysOfSpaceRequest(sr: KubeObject, targets: Informer<TargetCr>): string[] {
   const namespace = sr.metadata.namespace;
   const labelled = sr.metadata.labels?.[SpaceRequestLabel.Target];
   const claim = sr.metadata.labels?.[SpaceRequestLabel.Claim];

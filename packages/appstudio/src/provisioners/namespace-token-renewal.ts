@@ -30,6 +30,7 @@ import {
   type Periodic,
   runPeriodically,
 } from '@gitops/shared';
+import type { ClaimCr, TargetCr } from '../deployment-target.ts';
 import {
   claimOfProvisionedTarget,
   DEFAULT_TOKEN_CHECK_INTERVAL_MS,
@@ -61,7 +62,7 @@ export interface NamespaceTokenRenewal extends Feature {
 
 export function createNamespaceTokenRenewal(
   ctx: { kc: KubeConfig; logger: Logger; now: () => Date },
-  deps: { targets: Informer<KubeObject>; secrets: Informer<KubeObject>; claims: Informer<KubeObject> },
+  deps: { targets: Informer<TargetCr>; secrets: Informer<KubeObject>; claims: Informer<ClaimCr> },
   options: NamespaceProvisionerOptions = {},
 ): NamespaceTokenRenewal {
   const { kc } = ctx;
@@ -72,7 +73,7 @@ export function createNamespaceTokenRenewal(
   const intervalMs = options.tokenCheckIntervalMs ?? DEFAULT_TOKEN_CHECK_INTERVAL_MS;
 
   /** Renews the token of one target when due; true when it did. */
-  async function renewIfDue(target: KubeObject, claimName: string, signal?: AbortSignal): Promise<boolean> {
+  async function renewIfDue(target: TargetCr, claimName: string, signal?: AbortSignal): Promise<boolean> {
     const namespace = target.metadata.namespace ?? '';
     const secretName = kubeconfigSecretName(claimName);
     const secret = deps.secrets.get(namespace, secretName);

@@ -44,11 +44,20 @@ import {
   isAlreadyExists,
   type KubeConfig,
   type KubeObject,
+  kindParser,
   kubeRequest,
   type Logger,
   type Registry,
 } from '@gitops/shared';
-import { annotationOf, claimRefOf, classNameOf, credentialsOf } from '../deployment-target.ts';
+import {
+  annotationOf,
+  type ClaimCr,
+  type ClassCr,
+  claimRefOf,
+  classNameOf,
+  credentialsOf,
+  type TargetCr,
+} from '../deployment-target.ts';
 import { setPhase } from '../writes.ts';
 import { DEPROVISION_TIMEOUT_MS, type Deprovisioned, type Provisioner } from './provisioner.ts';
 
@@ -170,7 +179,7 @@ export const kubeconfigSecretName = (claim: string): string => `${claim}-dt-kube
  * write a DeploymentTarget can write such fields: what is done with the namespace also needs
  * `provisionedForClaim`.
  */
-export function claimOfProvisionedTarget(target: KubeObject): string | undefined {
+export function claimOfProvisionedTarget(target: TargetCr): string | undefined {
   if (annotationOf(target, DeploymentTargetAnnotation.ProvisionedBy) !== ProvisionerName.Namespace)
     return undefined;
   const claim = claimRefOf(target);
@@ -239,11 +248,7 @@ export function createNamespaceProvisioner(
   const { apiURL } = cluster;
   const lifetimeMs = options.tokenLifetimeMs ?? DEFAULT_TOKEN_LIFETIME_MS;
 
-  async function provision(
-    claim: KubeObject,
-    _class: KubeObject,
-    logger: Logger,
-  ): Promise<string | undefined> {
+  async function provision(claim: ClaimCr, _class: ClassCr, logger: Logger): Promise<string | undefined> {
     const claimNamespace = claim.metadata.namespace ?? '';
     const targetName = `${claim.metadata.name}-dt`;
     if (await getObject(kc, { ...Target, namespace: claimNamespace, name: targetName })) return undefined;
@@ -281,35 +286,37 @@ export function createNamespaceProvisioner(
       },
     });
     const provisionerLabel = annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner);
-    const target = (await kubeRequest(kc, {
-      method: HttpMethod.POST,
-      path: collectionPath({ ...Target.resource, namespace: claimNamespace }),
-      body: {
-        apiVersion: Target.apiVersion,
-        kind: Target.kind,
-        metadata: {
-          name: targetName,
-          labels: {
-            ...ctx.shardLabels,
-            ...(provisionerLabel ? { [DT_PROVISIONER_LABEL]: provisionerLabel } : {}),
+    const target = kindParser<TargetCr>(Target)(
+      await kubeRequest(kc, {
+        method: HttpMethod.POST,
+        path: collectionPath({ ...Target.resource, namespace: claimNamespace }),
+        body: {
+          apiVersion: Target.apiVersion,
+          kind: Target.kind,
+          metadata: {
+            name: targetName,
+            labels: {
+              ...ctx.shardLabels,
+              ...(provisionerLabel ? { [DT_PROVISIONER_LABEL]: provisionerLabel } : {}),
+            },
+            annotations: {
+              [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.Namespace,
+              [DeploymentTargetAnnotation.ProvisionedForClaimUid]: claim.metadata.uid ?? '',
+            },
           },
-          annotations: {
-            [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.Namespace,
-            [DeploymentTargetAnnotation.ProvisionedForClaimUid]: claim.metadata.uid ?? '',
+          spec: {
+            deploymentTargetClassName: classNameOf(claim),
+            kubernetesCredentials: {
+              defaultNamespace: namespace,
+              apiURL,
+              clusterCredentialsSecret: secretName,
+              allowInsecureSkipTLSVerify: false,
+            },
+            claimRef: claim.metadata.name,
           },
         },
-        spec: {
-          deploymentTargetClassName: classNameOf(claim),
-          kubernetesCredentials: {
-            defaultNamespace: namespace,
-            apiURL,
-            clusterCredentialsSecret: secretName,
-            allowInsecureSkipTLSVerify: false,
-          },
-          claimRef: claim.metadata.name,
-        },
-      },
-    })) as KubeObject;
+      }),
+    );
     await setPhase(kc, Target, target, DeploymentTargetPhase.Available);
     logger.info({ namespace, target: targetName }, 'namespace provisioned for the claim');
     return undefined;
@@ -322,7 +329,7 @@ export function createNamespaceProvisioner(
    * latter), else the live claim's (a namespace made before the annotations, or a target without one).
    */
   async function ownedNamespaceOf(
-    target: KubeObject,
+    target: TargetCr,
     claim: string,
   ): Promise<KubeObject | 'not-owned' | undefined> {
     const claimNamespace = target.metadata.namespace ?? '';
@@ -338,7 +345,7 @@ export function createNamespaceProvisioner(
       : 'not-owned';
   }
 
-  async function deprovision(target: KubeObject, _class: KubeObject, logger: Logger): Promise<Deprovisioned> {
+  async function deprovision(target: TargetCr, _class: ClassCr, logger: Logger): Promise<Deprovisioned> {
     const claim = claimOfProvisionedTarget(target);
     const { defaultNamespace, clusterCredentialsSecret } = credentialsOf(target);
     if (!claim) {
@@ -402,7 +409,7 @@ export function jwtExpiry(token: string): number | undefined {
 export function registerProvisionedTokenExpiry(
   registry: Registry,
   caches: {
-    targets: { list(): KubeObject[] };
+    targets: { list(): TargetCr[] };
     secrets: { get(namespace: string | undefined, name: string): KubeObject | undefined };
   },
 ): void {

@@ -4,7 +4,8 @@
  * such a class being deleted under reclaim policy Delete, and removes the target's finalizer only once it
  * answers `gone`.
  */
-import type { KubeObject, Logger } from '@gitops/shared';
+import type { Logger } from '@gitops/shared';
+import type { ClaimCr, ClassCr, TargetCr } from '../deployment-target.ts';
 
 export type Deprovisioned =
   | { kind: 'gone' }
@@ -18,13 +19,9 @@ export interface Provisioner {
   /** The `spec.provisioner` value of the classes it serves. */
   readonly name: string;
   /** Creates (or continues creating) a target for `claim`; returns a user-facing error, or undefined. */
-  provision(
-    claim: KubeObject,
-    deploymentTargetClass: KubeObject,
-    logger: Logger,
-  ): Promise<string | undefined>;
+  provision(claim: ClaimCr, deploymentTargetClass: ClassCr, logger: Logger): Promise<string | undefined>;
   /** Undoes what `provision` created for `target`. */
-  deprovision(target: KubeObject, deploymentTargetClass: KubeObject, logger: Logger): Promise<Deprovisioned>;
+  deprovision(target: TargetCr, deploymentTargetClass: ClassCr, logger: Logger): Promise<Deprovisioned>;
 }
 
 /** The original's limit: a deprovisioning still going after 2 minutes makes the target Failed. */

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
-import { AppStudioKinds, DeploymentTargetAnnotation, Provisioner } from '@gitops/api';
+import { DeploymentTargetAnnotation, Provisioner } from '@gitops/api';
 import { createMetricsRegistry, type KubeObject } from '@gitops/shared';
 import { describe, test } from 'vitest';
+import type { TargetCr } from '../deployment-target.ts';
 import {
   jwtExpiry,
   registerProvisionedTokenExpiry,
@@ -12,15 +13,23 @@ import {
 const jwt = (payload: object) =>
   ['{"alg":"none"}', JSON.stringify(payload), ''].map((p) => Buffer.from(p).toString('base64url')).join('.');
 
-const target = (name: string, provisionedBy: string): KubeObject => ({
-  apiVersion: AppStudioKinds.DeploymentTarget.apiVersion,
-  kind: AppStudioKinds.DeploymentTarget.kind,
+const target = (name: string, provisionedBy: string): TargetCr => ({
+  apiVersion: 'appstudio.redhat.com/v1alpha1',
+  kind: 'DeploymentTarget',
   metadata: {
     name,
     namespace: 'team-a',
     annotations: { [DeploymentTargetAnnotation.ProvisionedBy]: provisionedBy },
   },
-  spec: { kubernetesCredentials: { clusterCredentialsSecret: `${name}-kubeconfig` } },
+  spec: {
+    deploymentTargetClassName: 'isolation-level-namespace',
+    kubernetesCredentials: {
+      clusterCredentialsSecret: `${name}-kubeconfig`,
+      apiURL: 'https://api.example.test:6443',
+      defaultNamespace: name,
+      allowInsecureSkipTLSVerify: false,
+    },
+  },
 });
 
 const kubeconfigSecret = (name: string, token: string): KubeObject =>

@@ -40,7 +40,12 @@ import {
 } from '@gitops/shared';
 import { parseConditions, sameConditions, withError, withSuccess } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
-import { boundTargetOf, claimNameOfEnvironment, credentialsOf } from '../deployment-target.ts';
+import {
+  boundTargetOf,
+  claimNameOfEnvironment,
+  credentialsOf,
+  type EnvironmentCr,
+} from '../deployment-target.ts';
 import { byApplication, controlledObjects } from '../indexes.ts';
 import {
   ageMs,
@@ -158,7 +163,7 @@ export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReco
   async function notReady(
     pass: Pass,
   ): Promise<
-    { outcome: Outcome } | { env: KubeObject; components: ComponentStatus[]; conditions: KubeCondition[] }
+    { outcome: Outcome } | { env: EnvironmentCr; components: ComponentStatus[]; conditions: KubeCondition[] }
   > {
     const { binding, namespace, application, environment, status } = pass;
     const name = binding.metadata.name;
@@ -205,7 +210,7 @@ export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReco
   }
 
   /** Where the deployments go, from the Environment; a string is the user-facing error. */
-  function destinationOf(env: KubeObject): Destination | string {
+  function destinationOf(env: EnvironmentCr): Destination | string {
     const spec = specOf(env);
     const claimName = claimNameOfEnvironment(env);
     if (claimName) {
@@ -232,7 +237,7 @@ export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReco
   /** Step 3: the deployments to generate, in component order; a string is the user-facing error. */
   function desiredDeployments(
     pass: Pass,
-    env: KubeObject,
+    env: EnvironmentCr,
     components: readonly ComponentStatus[],
   ): { component: ComponentStatus; desired: KubeObject }[] | string {
     const { binding, application, environment } = pass;

@@ -24,16 +24,17 @@ import {
   relist,
   statusFieldsChanged,
 } from '@gitops/shared';
+import type { ClaimCr, EnvironmentCr, TargetCr } from '../deployment-target.ts';
 import { byApplication, byClaimOfEnvironment, byEnvironment, claimsOfTargetIn } from '../indexes.ts';
 import { applicationOf, environmentOf } from '../objects.ts';
 
 export interface BindingWatchDeps {
   bindings: Informer<KubeObject>;
-  environments: Informer<KubeObject>;
+  environments: Informer<EnvironmentCr>;
   deployments: Informer<KubeObject>;
   applications: Informer<KubeObject>;
-  claims: Informer<KubeObject>;
-  targets: Informer<KubeObject>;
+  claims: Informer<ClaimCr>;
+  targets: Informer<TargetCr>;
 }
 
 /** Which updates of a binding need a reconcile. */
@@ -81,7 +82,7 @@ export function watchBindingSources(
       { predicates: [ignoreUpdates] },
     )
     .watches(deps.claims, keysOfClaim)
-    .watches(deps.targets, (target) => claimsOfTarget(target).flatMap(keysOfClaim), {
+    .watches<TargetCr>(deps.targets, (target) => claimsOfTarget(target).flatMap(keysOfClaim), {
       predicates: [generationChanged],
     });
 }
