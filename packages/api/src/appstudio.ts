@@ -102,7 +102,7 @@ export const ReclaimPolicy = {
 export const Provisioner = {
   /** A SpaceRequest for the Dev Sandbox host operator (the original's only provisioner). */
   DevSandbox: 'appstudio.redhat.com/devsandbox',
-  /** Beyond the original (design §7): a namespace on the cluster the service runs in. */
+  /** Beyond the original (appstudio README promise 7): a namespace on the cluster the service runs in. */
   Namespace: 'managed-gitops.redhat.com/namespace',
 } as const;
 
@@ -178,13 +178,13 @@ export const DeploymentTargetMessage = {
     `failed to find ConditionReady for SpaceRequest: ${spaceRequest}`,
   UnexpectedClaimError: 'unexpected internal error occurred in DTC controller',
   UnexpectedTargetError: 'unexpected internal error occurred in DT controller',
-  /** Beyond the original (design §6): in-use protection. */
+  /** Beyond the original (appstudio README promise 6): in-use protection. */
   inUse: (environments: readonly string[]): string =>
     `DeploymentTargetClaim is in use by Environment ${environments.join(', ')}: it is released once no Environment names it`,
-  /** Beyond the original (design §6): a Delete claim waits for its target. */
+  /** Beyond the original (appstudio README promise 6): a Delete claim waits for its target. */
   waitingForTarget: (target: string): string =>
     `waiting for DeploymentTarget ${target} to be deprovisioned (reclaim policy Delete)`,
-  /** Beyond the original (design §7): the namespace provisioner. */
+  /** Beyond the original (appstudio README promise 7): the namespace provisioner. */
   namespaceTaken: (namespace: string): string =>
     `namespace ${namespace} already exists and was not provisioned for this DeploymentTargetClaim`,
 } as const;
@@ -244,9 +244,9 @@ export const BindingReason = {
   WaitingForComponentStatus: 'WaitingForComponentStatus',
   DuplicateComponents: 'DuplicateComponents',
   ErrorGeneratingGitOpsDeployment: 'ErrorGeneratingGitOpsDeployment',
-  /** Beyond the original: the Environment the binding names does not exist (design §3). */
+  /** Beyond the original: the Environment the binding names does not exist (appstudio README promise 3). */
   EnvironmentNotFound: 'EnvironmentNotFound',
-  /** Beyond the original: another binding already deploys this application to this environment (design §1). */
+  /** Beyond the original: another binding already deploys this application to this environment (appstudio README promise 1). */
   DuplicateBinding: 'DuplicateBinding',
 } as const;
 
@@ -334,10 +334,10 @@ export const PromotionRunMessage = {
     `Snapshot: ${snapshot} referred in Binding: ${binding} does not exist.`,
   bindingChanged: (oldBinding: string, newBinding: string): string =>
     `The binding changed after the PromotionRun first start. The .spec fields of the PromotionRun are immutable, and should not be changed after being created. old-binding: ${oldBinding}, new-binding: ${newBinding}`,
-  /** Beyond the original (design §4): which run this one waits for. */
+  /** Beyond the original (appstudio README promise 4): which run this one waits for. */
   waitingForRun: (run: string, application: string): string =>
     `Waiting for PromotionRun '${run}' of application '${application}' to complete`,
-  /** Beyond the original (design §4): it only logged this. */
+  /** Beyond the original (appstudio README promise 4): it only logged this. */
   noComponents: (application: string): string =>
     `no Component of application '${application}' exists, so no binding can be generated`,
   /** Beyond the original (issue 23): this service renders the GitOps repository, and that failed. */
@@ -366,7 +366,7 @@ export const AppStudioLabel = {
   BindingApplication: 'appstudio.application',
   BindingEnvironment: 'appstudio.environment',
   /**
-   * Beyond the original (design §7): on a namespace provisioned by managed-gitops.redhat.com/namespace, the
+   * Beyond the original (appstudio README promise 7): on a namespace provisioned by managed-gitops.redhat.com/namespace, the
    * uid of the claim it was provisioned for. Only namespaces carrying it are ever deleted on reclaim.
    */
   ProvisionedForClaim: 'managed-gitops.redhat.com/provisioned-for-claim',

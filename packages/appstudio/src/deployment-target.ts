@@ -113,7 +113,7 @@ export function boundTargetOf(claim: ClaimCr, targets: readonly TargetCr[]): Bou
   return { kind: 'found', target: claiming[0] as TargetCr };
 }
 
-/** Oldest first, then by name: the order auto-matching tries targets in (design §6: deterministic). */
+/** Oldest first, then by name: the order auto-matching tries targets in (appstudio README promise 6: deterministic). */
 function byAge(a: KubeObject, b: KubeObject): number {
   const ta = Date.parse(String(a.metadata.creationTimestamp ?? '')) || 0;
   const tb = Date.parse(String(b.metadata.creationTimestamp ?? '')) || 0;

@@ -1,7 +1,7 @@
 /**
  * DeploymentTargetClaim controller, the binder (README: "DeploymentTargetClaim"). A reconcile, for one claim:
  * - finalizer `binder.appstudio.redhat.com/finalizer`;
- * - being deleted: kept while an Environment names it (in-use protection, design §6); bound under Delete:
+ * - being deleted: kept while an Environment names it (in-use protection, appstudio README promise 6); bound under Delete:
  *   its target is deleted and the claim goes once the target is really gone; bound under Retain (or a class
  *   that does not exist): the target is released (claimRef cleared, phase Released) and the claim goes;
  *   unbound: it goes;

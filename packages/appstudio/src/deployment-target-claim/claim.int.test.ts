@@ -128,7 +128,7 @@ describe('DeploymentTargetClaim binder and DeploymentTarget reclaimer', () => {
     assert.equal(specOf(dt).claimRef, 'named', 'the binder writes the claimRef, as the PV binder does');
   });
 
-  it('auto-binding is deterministic (design §6): the oldest matching target wins, and it is claimed for the claim', async () => {
+  it('auto-binding is deterministic (appstudio README promise 6): the oldest matching target wins, and it is claimed for the claim', async () => {
     const className = `test-auto-${suffix}`;
     const older = await target('auto-older', { deploymentTargetClassName: className });
     // creationTimestamp has whole seconds: the newer target is created in a later second.
@@ -282,7 +282,7 @@ describe('DeploymentTargetClaim binder and DeploymentTarget reclaimer', () => {
     assert.ok(dt.metadata.finalizers?.includes('dt.appstudio.redhat.com/finalizer'));
   });
 
-  it('Delete: deleting a bound claim deletes its target, and the claim goes only after it (design §6)', async () => {
+  it('Delete: deleting a bound claim deletes its target, and the claim goes only after it (appstudio README promise 6)', async () => {
     await claim('deleted', { deploymentTargetClassName: deleteClass });
     // Another finalizer holds the target, so the claim's wait can be seen.
     await f.create(Kind.DeploymentTarget, ns, 'deleted-dt', {
@@ -315,7 +315,7 @@ describe('DeploymentTargetClaim binder and DeploymentTarget reclaimer', () => {
     await gone('claim', () => getClaim('deleted'));
   });
 
-  it('a claim an Environment names is not released until the Environment lets go (design §6, in-use protection)', async () => {
+  it('a claim an Environment names is not released until the Environment lets go (appstudio README promise 6, in-use protection)', async () => {
     await claim('in-use');
     await target('in-use-dt', { claimRef: 'in-use' });
     await phase('claim', () => getClaim('in-use'), 'Bound');

@@ -467,5 +467,5 @@ function normalisedSpec(spec: Json): Json {
 
 /** Secrets the Environment controller watches: those of the managed-environment type. */
 export const environmentSecretFieldSelector = `type=${SecretType.ManagedEnvironment}`;
-/** Opaque Secrets: a target's Secret of a SpaceRequest is one (it gets copied, reference §2.2). */
+/** Opaque Secrets: a target's Secret of a SpaceRequest is one (it gets copied). */
 export const opaqueSecretFieldSelector = 'type=Opaque';

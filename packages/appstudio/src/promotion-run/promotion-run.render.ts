@@ -65,7 +65,7 @@ export interface DeploymentVerdict {
 
 /**
  * Whether each of a binding's deployments is promoted: Synced **and** Healthy and, when the component
- * status carries a commitID, synced at that commit (design §4; the original counted anything but
+ * status carries a commitID, synced at that commit (appstudio README promise 4; the original counted anything but
  * "Synced and not Healthy" as done).
  */
 export function deploymentVerdicts(bindingStatus: Record<string, unknown>): DeploymentVerdict[] {

@@ -181,7 +181,7 @@ describe('devsandbox provisioner (the test plays the Dev Sandbox host operator)'
   });
   afterAll(() => f.cleanup());
 
-  it('Delete: deleting the Environment then the claim deprovisions the SpaceRequest; target and then claim go once the host operator is done (design §6)', async () => {
+  it('Delete: deleting the Environment then the claim deprovisions the SpaceRequest; target and then claim go once the host operator is done (appstudio README promise 6)', async () => {
     const { sr, target } = await provisioned('staging-dtc', deleteClass, 'my-env');
     await f.remove(Kind.Environment, ns, 'my-env');
     await gone('the ManagedEnvironment', () =>

@@ -1,5 +1,5 @@
 /**
- * The managed-gitops.redhat.com/namespace provisioner (design §7) against the real API server: a claim of
+ * The managed-gitops.redhat.com/namespace provisioner (appstudio README promise 7) against the real API server: a claim of
  * such a class gets a namespace, a ServiceAccount with `admin` there only, a kubeconfig Secret that really
  * works, and a bound target; reclaim deletes the namespace (Delete) or keeps it (Retain), and only the one
  * provisioned for the target's claim: a DeploymentTarget a user writes never gets another claim's namespace

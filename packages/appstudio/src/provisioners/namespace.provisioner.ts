@@ -1,5 +1,5 @@
 /**
- * The `managed-gitops.redhat.com/namespace` provisioner (beyond the original, design §7; README:
+ * The `managed-gitops.redhat.com/namespace` provisioner (beyond the original, appstudio README promise 7; README:
  * "Provisioners"): a Pending claim of such a class gets, on the cluster the service runs in,
  * - a namespace `<claim namespace>-<claim>` (over 63 characters: its first 54, `-`, 8 hex of the SHA-256 of
  *   the full name), labelled `managed-gitops.redhat.com/provisioned-for-claim=<claim uid>` and annotated
