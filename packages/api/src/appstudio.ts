@@ -4,6 +4,7 @@
  * the schema; the texts below are the contract (docs/api.md, packages/appstudio/README.md), kept from the
  * original service so users' tools keep working.
  */
+import { FieldManager } from './field-managers.ts';
 import { describeKind } from './kind.ts';
 
 export const APPSTUDIO_GROUP = 'appstudio.redhat.com';
@@ -386,4 +387,4 @@ export const COPIED_LABEL_MARKER = 'appstudio.openshift.io';
 export const LEGACY_ENVIRONMENT_OWNER_API_VERSION = 'managed-gitops.redhat.com/v1alpha1';
 
 /** The field manager of every write of the App Studio controllers. */
-export const APPSTUDIO_FIELD_MANAGER = 'gitops-appstudio';
+export const APPSTUDIO_FIELD_MANAGER = FieldManager.AppStudio;

@@ -11,6 +11,7 @@ export {
   loadCrds,
 } from './crds.ts';
 export * from './engine-instance.ts';
+export { FieldManager } from './field-managers.ts';
 export type { ObjectMeta, OwnerReference } from './object-meta.ts';
 export * from './rhoas.ts';
 export type * from './types.generated.ts';
@@ -315,6 +316,11 @@ export const Label = {
   EngineInstance: 'managed-gitops.redhat.com/engine-instance',
   /** Argo CD's label that marks a Secret as a cluster or repository Secret (values: {@link ArgoCDSecretType}). */
   ArgoCDSecretType: 'argocd.argoproj.io/secret-type',
+  /**
+   * Which backend shard serves an object (`GITOPS_BACKEND_SHARD`); objects without it are served by backends
+   * without a shard. Stamped on every object the backend and App Studio generate.
+   */
+  BackendShard: 'managed-gitops.redhat.com/backend-shard',
 } as const;
 
 /** Values of the `argocd.argoproj.io/secret-type` label. */

@@ -2,6 +2,7 @@
  * The backend's configuration: environment variables of docs/contracts/core-pipeline.md, loaded with the
  * shared config helpers (defaults, bounds, every bad variable reported at once).
  */
+import { Label } from '@gitops/api';
 import { type EncryptionKeys, encryptionKeysVar, parseEncryptionKeys } from '@gitops/db';
 import {
   boolVar,
@@ -22,7 +23,7 @@ const dns1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 export { type EncryptionKeys, parseEncryptionKeys };
 
 /** Label that assigns a GitOpsDeployment to one backend shard (see {@link shardSelector}). */
-export const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+export const BACKEND_SHARD_LABEL = Label.BackendShard;
 
 /**
  * The GitOpsDeployments a backend serves: with `GITOPS_BACKEND_SHARD=x` only those labelled

@@ -5,7 +5,7 @@
  * need a reconcile (its predicate, composed of @gitops/shared's named ones). Controllers, reconcilers and
  * stores take the descriptor; none re-derives these.
  */
-import { type KindDescriptor, Kinds } from '@gitops/api';
+import { FieldManager, type KindDescriptor, Kinds } from '@gitops/api';
 import { type CrKind, type Database, lockCrName } from '@gitops/db';
 import {
   anyOf,
@@ -25,7 +25,7 @@ import {
 import type { Transaction } from 'kysely';
 
 /** The field manager of every server-side apply and status patch the backend makes. */
-export const BACKEND_FIELD_MANAGER = 'gitops-backend';
+export const BACKEND_FIELD_MANAGER = FieldManager.Backend;
 
 /**
  * The shard rule: what a reconcile makes of an object of its kind that carries another backend shard's label

@@ -2,7 +2,7 @@
  * Names and constants of the Argo CD objects the agent owns (docs/api.md "Argo CD objects the agent owns",
  * docs/contracts/core-pipeline.md "What the agent derives").
  */
-import { Finalizer, Label } from '@gitops/api';
+import { FieldManager, Finalizer, Label } from '@gitops/api';
 
 export const ARGOCD_API_VERSION = 'argoproj.io/v1alpha1';
 export const ApplicationResource = {
@@ -17,7 +17,7 @@ export const AppProjectResource = {
 };
 
 /** Our server-side apply field manager (never another tool's). */
-export const FIELD_MANAGER = 'gitops-cluster-agent';
+export const FIELD_MANAGER = FieldManager.ClusterAgent;
 
 export const AgentLabel = {
   DatabaseId: Label.DatabaseId,

@@ -3,6 +3,7 @@
  * names (CLOUD_SERVICES_API, CLOUD_SERVICES_SSO, MAS_AUTH_URL, MAS_AUTH_REALM) and defaults; the rest
  * follows the shared conventions (docs/CONVENTIONS.md).
  */
+import { FieldManager } from '@gitops/api';
 import {
   type ConfigOf,
   commonConfig,
@@ -66,7 +67,7 @@ export const rhoasOperatorConfigSchema = {
     description: 'serve only this namespace (default: every namespace)',
   }),
   fieldManager: stringVar('RHOAS_FIELD_MANAGER', {
-    default: 'rhoas-operator',
+    default: FieldManager.RhoasOperator,
     maxLength: 128,
     pattern: /^[a-z0-9-]+$/,
     description: 'field manager of its writes',

@@ -5,6 +5,7 @@
  * whole seconds) not before the request.
  */
 
+import { FieldManager } from '@gitops/api';
 import type { SyncOperationRow, SyncOutcome } from '@gitops/db';
 import { SYNC_OPERATION_INFO, syncOperationIdOf } from '@gitops/db';
 import type { KubeObject } from '@gitops/shared';
@@ -12,7 +13,7 @@ import type { KubeObject } from '@gitops/shared';
 /** `operation.initiatedBy.username` of every sync we request. */
 export const SYNC_INITIATOR = 'gitops-service';
 /** Our field manager for the `operation` field and the refresh annotation (not the applier's). */
-export const SYNC_FIELD_MANAGER = 'gitops-cluster-agent-sync';
+export const SYNC_FIELD_MANAGER = FieldManager.ClusterAgentSync;
 export const REFRESH_ANNOTATION = 'argocd.argoproj.io/refresh';
 
 const TERMINAL_PHASES = new Set<string>(['Succeeded', 'Failed', 'Error', 'Terminated']);
