@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { type KubeObject, passesCreate, passesDelete, passesUpdate } from '@gitops/shared';
 import { describe, it } from 'vitest';
 import { GitOpsDeploymentCr, ManagedEnvironmentCr, RepositoryCredentialCr, SyncRunCr } from './kinds.ts';
-import { parentChanged } from './sync-run/sync-run.feature.ts';
+import { parentChanged } from './sync-run/sync-run.watches.ts';
 
 const kinds = [GitOpsDeploymentCr, SyncRunCr, ManagedEnvironmentCr, RepositoryCredentialCr];
 

@@ -9,69 +9,23 @@
  * rows whose SyncRun is gone.
  */
 import { getApiCrMappingOfSyncOperation } from '@gitops/db';
-import {
-  allOf,
-  anyOf,
-  generationChanged,
-  ignoreDeletes,
-  isJsonObject,
-  type KubeObject,
-  keysFromIndex,
-  namespacedIndexValue,
-  objectKey,
-  uidChanged,
-} from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
 import type { GitOpsDeploymentFeature } from '../gitops-deployment/gitops-deployment.feature.ts';
 import { SyncRunCr } from '../kinds.ts';
 import { createSyncRunReconciler } from './sync-run.reconciler.ts';
+import { createApplicationFollowers, parentChanged, syncRunsOfParent } from './sync-run.watches.ts';
 
 export type SyncRunFeature = CrController;
-
-function parentNameOf(syncRun: KubeObject): string | undefined {
-  const name = isJsonObject(syncRun.spec) ? syncRun.spec.gitopsDeploymentName : undefined;
-  return typeof name === 'string' ? name : undefined;
-}
-
-/** Index of the SyncRun cache: `namespace/name` of the GitOpsDeployment a SyncRun references. */
-export const SYNC_RUN_PARENT_INDEX = 'parent';
-
-/** The SyncRuns referencing a GitOpsDeployment look again when it appears, is replaced or changes generation. */
-export const parentChanged = allOf(anyOf(generationChanged, uidChanged), ignoreDeletes);
 
 export function createSyncRunFeature(
   ctx: BackendContext,
   deps: { deployments: GitOpsDeploymentFeature },
 ): SyncRunFeature {
   const informer = ctx.informer(SyncRunCr.resource, { sharded: true });
-  informer.addIndexers({
-    [SYNC_RUN_PARENT_INDEX]: (syncRun) => {
-      const parent = parentNameOf(syncRun);
-      return parent === undefined ? [] : [namespacedIndexValue(syncRun.metadata.namespace, parent)];
-    },
-  });
   const deployments = deps.deployments.informer;
-  /** Application id → the SyncRun keys that show its health and sync status, and back. */
-  const followers = new Map<string, Set<string>>();
-  const followed = new Map<string, string>();
-  const follow = (key: string, applicationId: string | undefined) => {
-    const previous = followed.get(key);
-    if (previous === applicationId) return;
-    if (previous !== undefined) {
-      const keys = followers.get(previous);
-      keys?.delete(key);
-      if (keys?.size === 0) followers.delete(previous);
-    }
-    if (applicationId === undefined) {
-      followed.delete(key);
-      return;
-    }
-    followed.set(key, applicationId);
-    const keys = followers.get(applicationId) ?? new Set<string>();
-    keys.add(key);
-    followers.set(applicationId, keys);
-  };
+  const ofParent = syncRunsOfParent(informer);
+  const followers = createApplicationFollowers();
   const controller = createCrController(ctx, {
     kind: SyncRunCr,
     informer,
@@ -82,12 +36,9 @@ export function createSyncRunFeature(
       deployments,
       events: ctx.events,
       selector: ctx.selector,
-      follow,
+      follow: followers.follow,
     }),
-    watches: (builder) =>
-      builder.watches(deployments, keysFromIndex(informer, SYNC_RUN_PARENT_INDEX, objectKey), {
-        predicates: [parentChanged],
-      }),
+    watches: (builder) => builder.watches(deployments, ofParent, { predicates: [parentChanged] }),
   });
   /** The SyncRun of a sync_operation row whose report changed (also a deleted one: its rows are released). */
   async function onSyncOperationChanged(syncOperationId: string) {
@@ -96,7 +47,7 @@ export function createSyncRunFeature(
       controller.queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
   }
   function onApplicationStateChanged(applicationId: string) {
-    for (const key of followers.get(applicationId) ?? []) controller.queue.add(key);
+    for (const key of followers.keysOf(applicationId)) controller.queue.add(key);
   }
   return {
     ...controller,
