@@ -37,6 +37,16 @@ export interface AppStudioOptions {
   readonly applicationGracePeriodMs?: number;
   /** Every wait of a PromotionRun ends in Failure after this long (GITOPS_PROMOTION_TIMEOUT, default 10 min). */
   readonly promotionTimeoutMs?: number;
+  /**
+   * The limit of one git command of the GitOps repository render (GITOPS_RENDER_GIT_TIMEOUT, default 2 min:
+   * a slow server's whole-history fetch must fit).
+   */
+  readonly renderGitTimeoutMs?: number;
+  /**
+   * An OpenSSH known_hosts file the render's SSH connections must match (GITOPS_SSH_KNOWN_HOSTS_FILE, read at
+   * every connection); '' (default): a host's key is accepted on first use, with a warning at start.
+   */
+  readonly sshKnownHostsFile?: string;
   readonly now?: () => Date;
   /**
    * Run the appstudio.redhat.com/devsandbox provisioner (GITOPS_APPSTUDIO_DEVSANDBOX): needs the SpaceRequest
@@ -82,6 +92,7 @@ export interface AppStudioContext extends Required<AppStudioOptions> {
 
 export const DEFAULT_APPLICATION_GRACE_PERIOD_MS = 3 * 60_000;
 export const DEFAULT_PROMOTION_TIMEOUT_MS = 10 * 60_000;
+export const DEFAULT_RENDER_GIT_TIMEOUT_MS = 2 * 60_000;
 
 export function createAppStudioContext(options: AppStudioOptions): AppStudioContext {
   function informer<T extends KubeObject = KubeObject>(
@@ -103,6 +114,8 @@ export function createAppStudioContext(options: AppStudioOptions): AppStudioCont
   return {
     applicationGracePeriodMs: DEFAULT_APPLICATION_GRACE_PERIOD_MS,
     promotionTimeoutMs: DEFAULT_PROMOTION_TIMEOUT_MS,
+    renderGitTimeoutMs: DEFAULT_RENDER_GIT_TIMEOUT_MS,
+    sshKnownHostsFile: '',
     now: () => new Date(),
     devSandbox: false,
     devSandboxInsecure: false,

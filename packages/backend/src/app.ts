@@ -155,6 +155,8 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       resyncIntervalMs: config.resyncIntervalMs,
       concurrency: config.maxConcurrentReconciles,
       promotionTimeoutMs: config.promotionTimeoutMs,
+      renderGitTimeoutMs: config.renderGitTimeoutMs,
+      sshKnownHostsFile: config.sshKnownHostsFile,
       devSandbox: config.appStudioDevSandbox,
       devSandboxInsecure: config.devSandboxInsecure,
       namespaceProvisioner: {

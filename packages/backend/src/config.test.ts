@@ -72,6 +72,26 @@ test('GITOPS_APPSTUDIO runs the App Studio controllers by default; GITOPS_PROMOT
   assert.throws(() => loadBackendConfig({ ...required, GITOPS_APPSTUDIO: 'maybe' }), ConfigError);
 });
 
+test('the GitOps repository render: git commands may take 2 minutes by default (bounded); known hosts are a file, unset by default', () => {
+  const config = loadBackendConfig(required);
+  assert.equal(config.renderGitTimeoutMs, 120_000);
+  assert.equal(config.sshKnownHostsFile, '');
+  assert.equal(
+    loadBackendConfig({ ...required, GITOPS_RENDER_GIT_TIMEOUT: '5m' }).renderGitTimeoutMs,
+    300_000,
+  );
+  assert.throws(() => loadBackendConfig({ ...required, GITOPS_RENDER_GIT_TIMEOUT: '1s' }), ConfigError);
+  assert.equal(
+    loadBackendConfig({ ...required, GITOPS_SSH_KNOWN_HOSTS_FILE: '/etc/gitops/ssh_known_hosts' })
+      .sshKnownHostsFile,
+    '/etc/gitops/ssh_known_hosts',
+  );
+  assert.throws(
+    () => loadBackendConfig({ ...required, GITOPS_SSH_KNOWN_HOSTS_FILE: '/etc/x\nStrictHostKeyChecking=no' }),
+    ConfigError,
+  );
+});
+
 test('namespace provisioner tokens: a year, renewed 30 days before expiry, looked at hourly; the window must be shorter than the lifetime', () => {
   const config = loadBackendConfig(required);
   assert.equal(config.namespaceProvisionerTokenLifetimeMs, 8760 * 3_600_000);

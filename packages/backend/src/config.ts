@@ -131,6 +131,21 @@ export const backendConfigSchema = {
     description:
       'how long a PromotionRun waits (for a binding, for its deployments) before it ends in Failure',
   }),
+  renderGitTimeoutMs: durationVar('GITOPS_RENDER_GIT_TIMEOUT', {
+    default: '2m',
+    min: '10s',
+    max: '30m',
+    description:
+      'the limit of one git command (fetch, push) of the GitOps repository render; past it the repository counts as unreachable and is tried again with backoff. A slow server fetching the whole history of a large repository must fit',
+  }),
+  sshKnownHostsFile: stringVar('GITOPS_SSH_KNOWN_HOSTS_FILE', {
+    default: '',
+    maxLength: 4096,
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it refuses
+    pattern: /^[^\u0000-\u001f\u007f]*$/,
+    description:
+      'an OpenSSH known_hosts file (e.g. the ssh_known_hosts key of argocd-ssh-known-hosts-cm, mounted) that the SSH host keys of the GitOps repositories the service renders must match (StrictHostKeyChecking=yes; read at every connection); empty: a host key is accepted on first use, with a warning at start',
+  }),
   appStudioDevSandbox: boolVar('GITOPS_APPSTUDIO_DEVSANDBOX', {
     default: false,
     description:

@@ -6,8 +6,10 @@
  * Credentials never reach a command line, a URL, a log line or a message:
  * - username/password: a credential helper given through GIT_CONFIG_COUNT/KEY/VALUE (environment, not
  *   argv) answers with two environment variables of the child; git sends them only to the repository's host.
- * - sshPrivateKey: a 0600 file in the 0700 work folder, named in GIT_SSH_COMMAND (BatchMode, IdentitiesOnly;
- *   host keys are accepted on first use, as Argo CD does without known hosts configured).
+ * - sshPrivateKey: a 0600 file in the 0700 work folder, named in GIT_SSH_COMMAND (BatchMode, IdentitiesOnly).
+ * SSH host keys: with a known_hosts file (GITOPS_SSH_KNOWN_HOSTS_FILE) only its keys are trusted
+ * (StrictHostKeyChecking=yes); without one a host's key is accepted on first use in each command (accept-new,
+ * an empty known_hosts per work folder), which the process warns about at start (docs/api.md).
  * Every text taken from git's output goes through `redact` before it is returned.
  */
 import { spawn } from 'node:child_process';
@@ -15,6 +17,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { scrubString } from '@gitops/shared';
+import { DEFAULT_RENDER_GIT_TIMEOUT_MS } from '../context.ts';
 
 export interface GitCredentials {
   readonly username?: string;
@@ -22,8 +25,21 @@ export interface GitCredentials {
   readonly sshPrivateKey?: string;
 }
 
-/** The limit of one git command (a slow server ends in `unreachable`, retried with backoff). */
-export const GIT_COMMAND_TIMEOUT_MS = 60_000;
+/**
+ * The default limit of one git command (GITOPS_RENDER_GIT_TIMEOUT): a fetch of a GitOps repository's whole
+ * history from a slow server must fit; past it the command ends in `unreachable`, retried with backoff.
+ */
+export const GIT_COMMAND_TIMEOUT_MS = DEFAULT_RENDER_GIT_TIMEOUT_MS;
+
+export interface GitOptions {
+  /** The limit of one git command (default GIT_COMMAND_TIMEOUT_MS). */
+  readonly timeoutMs?: number;
+  /**
+   * An OpenSSH known_hosts file (GITOPS_SSH_KNOWN_HOSTS_FILE): SSH servers must present one of its keys.
+   * Unset: a server's key is accepted on first use.
+   */
+  readonly sshKnownHostsFile?: string;
+}
 
 /** Who the rendered commits are by. */
 export const COMMIT_AUTHOR = { name: 'GitOps Service', email: 'gitops-service@managed-gitops.redhat.com' };
@@ -36,6 +52,8 @@ export type GitFailure =
   | 'refused'
   /** The credentials were refused (or none were given where some are needed). */
   | 'auth'
+  /** The SSH server's host key is not one the known hosts trust (changed, or not listed). */
+  | 'hostKey'
   /** The repository or the branch does not exist. */
   | 'notFound'
   /** Timeout, connection refused, 5xx, DNS: worth trying again later. */
@@ -51,6 +69,7 @@ export class GitError extends Error {
 }
 
 const PATTERNS: [GitFailure, RegExp][] = [
+  ['hostKey', /Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|host key is known for/i],
   ['conflict', /\[rejected\].*\((fetch first|non-fast-forward)\)|failed to update ref|cannot lock ref/i],
   ['refused', /pre-receive hook declined|\[remote rejected\]|protected branch|returned error: 403|\b403\b/i],
   [
@@ -89,6 +108,44 @@ export function redact(text: string, secrets: readonly string[]): string {
     .slice(0, 400);
 }
 
+/**
+ * What ssh says about a host key it refused, in one line: its verdict (`Host key for <host> has changed and
+ * you have requested strict checking.` or `No ED25519 host key is known for <host> ...`) and the fingerprint of
+ * the key the server sent, without ssh's banner or the known_hosts file's path.
+ */
+export function hostKeyProblem(stderr: string): string {
+  const lines = stderr.split('\n').map((line) => line.trim());
+  const verdict = lines.find((line) =>
+    /^(Host key for .* has changed|No .* host key is known for)/.test(line),
+  );
+  const fingerprint = lines.find((line) => /^SHA256:\S+$/.test(line))?.replace(/\.$/, '');
+  return [
+    verdict ?? 'Host key verification failed.',
+    ...(fingerprint ? [`the server's key is ${fingerprint}`] : []),
+  ]
+    .join(' ')
+    .slice(0, 400);
+}
+
+/** `text` as one word of a POSIX shell command (GIT_SSH_COMMAND is run by a shell). */
+const shellWord = (text: string) => `'${text.replaceAll("'", `'\\''`)}'`;
+
+/** The ssh command git runs: batch mode, the host key policy of `options`, the private key when given. */
+function sshCommand(home: string, options: GitOptions, keyFile: string | undefined): string {
+  const hostKeys = options.sshKnownHostsFile
+    ? [
+        '-o StrictHostKeyChecking=yes',
+        `-o UserKnownHostsFile=${shellWord(options.sshKnownHostsFile)}`,
+        '-o GlobalKnownHostsFile=/dev/null',
+      ]
+    : [
+        '-o StrictHostKeyChecking=accept-new',
+        `-o UserKnownHostsFile=${shellWord(join(home, 'known_hosts'))}`,
+      ];
+  const identity = keyFile ? ['-o IdentitiesOnly=yes', `-i ${shellWord(keyFile)}`] : [];
+  return ['ssh -o BatchMode=yes', ...hostKeys, ...identity].join(' ');
+}
+
 interface RunOutput {
   code: number | null;
   stdout: string;
@@ -120,7 +177,7 @@ export async function checkout(
   url: string,
   branch: string,
   credentials: GitCredentials,
-  options: { timeoutMs?: number } = {},
+  options: GitOptions = {},
 ): Promise<WorkTree> {
   const timeoutMs = options.timeoutMs ?? GIT_COMMAND_TIMEOUT_MS;
   const home = await mkdtemp(join(tmpdir(), 'gitops-render-'));
@@ -145,7 +202,7 @@ export async function checkout(
     GIT_CONFIG_GLOBAL: '/dev/null',
     // A CA bundle for private Git servers (and the tests' local HTTPS server).
     ...(process.env.GIT_SSL_CAINFO ? { GIT_SSL_CAINFO: process.env.GIT_SSL_CAINFO } : {}),
-    GIT_SSH_COMMAND: `ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=${join(home, 'known_hosts')}`,
+    GIT_SSH_COMMAND: sshCommand(home, options, undefined),
   };
   if (credentials.username !== undefined || credentials.password !== undefined) {
     config.push([
@@ -161,7 +218,7 @@ export async function checkout(
       ? credentials.sshPrivateKey
       : `${credentials.sshPrivateKey}\n`;
     await writeFile(keyFile, key, { mode: 0o600 });
-    env.GIT_SSH_COMMAND = `${env.GIT_SSH_COMMAND} -o IdentitiesOnly=yes -i ${keyFile}`;
+    env.GIT_SSH_COMMAND = sshCommand(home, options, keyFile);
   }
   env.GIT_CONFIG_COUNT = String(config.length);
   config.forEach(([key, value], i) => {
@@ -208,7 +265,9 @@ export async function checkout(
     const out = await run(args, cwd);
     if (out.code === 0) return out.stdout.trim();
     if (out.timedOut) throw new GitError('unreachable', `${what}: no answer within ${timeoutMs / 1000}s`);
-    throw new GitError(classifyGitFailure(out.stderr), `${what}: ${redact(out.stderr, secrets)}`);
+    const failure = classifyGitFailure(out.stderr);
+    if (failure === 'hostKey') throw new GitError(failure, `${what}: ${hostKeyProblem(out.stderr)}`);
+    throw new GitError(failure, `${what}: ${redact(out.stderr, secrets)}`);
   };
 
   try {

@@ -62,6 +62,7 @@ import {
   type GitOpsRepository,
   gitOpsRepositoryOf,
   overlayPath,
+  REFUSAL_REASONS,
   RepoCondition,
   renderOverlay,
 } from './render.ts';
@@ -92,9 +93,16 @@ export interface RenderFeatureDeps {
 /** A failure the user sees in the condition. */
 class RenderProblem extends Error {
   readonly retryAfterMs: number | 'backoff';
-  constructor(message: string, retryAfterMs: number | 'backoff' = USER_FIX_RETRY_MS) {
+  /** The condition's reason (RepoCondition). */
+  readonly reason: string;
+  constructor(
+    message: string,
+    retryAfterMs: number | 'backoff' = USER_FIX_RETRY_MS,
+    reason: string = RepoCondition.error,
+  ) {
     super(message);
     this.retryAfterMs = retryAfterMs;
+    this.reason = reason;
   }
 }
 
@@ -119,7 +127,10 @@ export function managedElsewhere(binding: KubeObject): string | undefined {
  */
 export function renderStateOf(
   binding: KubeObject,
-): { state: 'ready' } | { state: 'rendering' } | { state: 'failed'; message: string } {
+):
+  | { state: 'ready' }
+  | { state: 'rendering' }
+  | { state: 'failed'; message: string; refused: boolean; since: string } {
   const conditions = parseConditions(statusOf(binding).gitopsRepoConditions);
   const own = conditions.find((c) => c.type === RepoCondition.type);
   const observed = list(statusOf(binding).gitopsRepoConditions)
@@ -127,7 +138,15 @@ export function renderStateOf(
     .find((c) => c.type === RepoCondition.type)?.observedGeneration;
   if (!own || typeof observed !== 'number') return { state: 'ready' };
   if (observed < (binding.metadata.generation ?? 0)) return { state: 'rendering' };
-  if (own.status === 'False') return { state: 'failed', message: own.message ?? '' };
+  if (own.status === 'False')
+    return {
+      state: 'failed',
+      message: own.message ?? '',
+      // A refusal (REFUSAL_REASONS) and since when the condition says so: a PromotionRun ends at once on a
+      // refusal reported during its step.
+      refused: REFUSAL_REASONS.has(own.reason ?? ''),
+      since: own.lastTransitionTime ?? '',
+    };
   return { state: 'ready' };
 }
 
@@ -148,6 +167,46 @@ async function exists(path: string): Promise<boolean> {
   );
 }
 
+/** The condition of a git failure: its message (no credential: git's words are redacted), retry and reason. */
+function gitFailureCondition(
+  err: GitError,
+  repo: GitOpsRepository,
+): { message: string; retry: number | 'backoff'; reason: string } {
+  const where = `the GitOps repository ${withoutUserInfo(repo.url)} (branch ${repo.branch})`;
+  switch (err.failure) {
+    case 'refused':
+      return {
+        message: `the push to ${where} was refused: ${err.message}`,
+        retry: USER_FIX_RETRY_MS,
+        reason: RepoCondition.pushRefused,
+      };
+    case 'auth':
+      return {
+        message: `the credentials for ${where} were refused (the namespace's RepositoryCredential for it): ${err.message}`,
+        retry: USER_FIX_RETRY_MS,
+        reason: RepoCondition.credentialsRefused,
+      };
+    case 'hostKey':
+      return {
+        message: `the SSH host key of ${where} is not trusted (not the key GITOPS_SSH_KNOWN_HOSTS_FILE lists for it): ${err.message}`,
+        retry: USER_FIX_RETRY_MS,
+        reason: RepoCondition.hostKeyNotTrusted,
+      };
+    case 'notFound':
+      return {
+        message: `${where} could not be read: ${err.message}`,
+        retry: USER_FIX_RETRY_MS,
+        reason: RepoCondition.error,
+      };
+    default:
+      return {
+        message: `${where} could not be reached, retrying: ${err.message}`,
+        retry: 'backoff',
+        reason: RepoCondition.error,
+      };
+  }
+}
+
 export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDeps): AppStudioController {
   const { kc, events } = ctx;
   /** key → fingerprint of the inputs last rendered and written (in memory: a restart renders once more). */
@@ -155,6 +214,11 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
   /** key → consecutive unreachable failures, for the backoff. */
   const unreachable = new Map<string, number>();
   const warnedElsewhere = new Set<string>();
+  const gitOptions = { timeoutMs: ctx.renderGitTimeoutMs, sshKnownHostsFile: ctx.sshKnownHostsFile };
+  if (!ctx.sshKnownHostsFile)
+    ctx.logger.warn(
+      'GITOPS_SSH_KNOWN_HOSTS_FILE is not set: the SSH host key of a GitOps repository the service renders is accepted on first use (set it to a known_hosts file, e.g. the ssh_known_hosts of argocd-ssh-known-hosts-cm, to verify host keys)',
+    );
 
   /** The tenant's credentials for `url`: its RepositoryCredential of that repository, and the Secret it names. */
   async function credentialsFor(namespace: string, url: string): Promise<GitCredentials> {
@@ -185,8 +249,11 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
     return { username: decode(data[SecretKey.Username]), password: decode(data[SecretKey.Password]) };
   }
 
-  /** The PromotionRun that pointed this binding at its snapshot, if one is running. */
-  function promotionRunOf(binding: KubeObject): string | undefined {
+  /**
+   * The PromotionRun that pointed this binding at its snapshot: the newest one that is running, else the
+   * newest one (`active` says which).
+   */
+  function promotionRunOf(binding: KubeObject): { run: KubeObject; active: boolean } | undefined {
     const snapshot = text(specOf(binding).snapshot);
     const application = text(specOf(binding).application);
     const runs = deps.promotionRuns
@@ -194,7 +261,8 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
       .filter((r) => text(specOf(r).application) === application && text(specOf(r).snapshot) === snapshot)
       .sort((a, b) => text(b.metadata.creationTimestamp).localeCompare(text(a.metadata.creationTimestamp)));
     const active = runs.find((r) => text(statusOf(r).state) !== 'Complete');
-    return (active ?? runs[0])?.metadata.name;
+    if (active) return { run: active, active: true };
+    return runs[0] ? { run: runs[0], active: false } : undefined;
   }
 
   /** Renders, commits and pushes; returns the commit the branch is at with the render in it. */
@@ -209,7 +277,7 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
   }): Promise<{ commit: string; pushed: boolean }> {
     const environment = text(specOf(input.binding).environment);
     for (let attempt = 1; ; attempt++) {
-      const tree = await checkout(input.repo.url, input.repo.branch, input.credentials);
+      const tree = await checkout(input.repo.url, input.repo.branch, input.credentials, gitOptions);
       try {
         for (const { component, image } of input.images) {
           if (!(await exists(join(tree.dir, basePath(input.repo, component)))))
@@ -269,6 +337,7 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
         repo.url,
         repo.branch,
         await credentialsFor(binding.metadata.namespace ?? '', repo.url),
+        gitOptions,
       );
       let changed = false;
       const next: Json[] = [];
@@ -305,18 +374,33 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
 
   const writeStatus = (binding: KubeObject, patch: Json) => writeChangedStatus(kc, Binding, binding, patch);
 
-  const repoCondition = (binding: KubeObject, ok: boolean, message: string): KubeCondition[] =>
-    setKubeCondition(
-      parseConditions(statusOf(binding).gitopsRepoConditions).filter((c) => c.type === RepoCondition.type),
+  /**
+   * The binding's condition with this verdict. `freshSince`: a verdict not later than this (the start of the
+   * running PromotionRun's step) is given a new lastTransitionTime even when it says the same, because it is
+   * now about that promotion's attempt: the PromotionRun ends only on a refusal whose time is after its
+   * step's start (times are in whole seconds, so one in the same second is not taken as after it).
+   */
+  const repoCondition = (
+    binding: KubeObject,
+    verdict: { ok: boolean; message: string; reason?: string; freshSince?: string },
+  ): KubeCondition[] => {
+    const existing = parseConditions(statusOf(binding).gitopsRepoConditions).filter(
+      (c) => c.type === RepoCondition.type,
+    );
+    const since = Date.parse(verdict.freshSince ?? '');
+    const stale = existing.some((c) => Date.parse(c.lastTransitionTime ?? '') <= since);
+    return setKubeCondition(
+      stale ? [] : existing,
       {
         type: RepoCondition.type,
-        status: ok ? 'True' : 'False',
-        reason: ok ? RepoCondition.success : RepoCondition.error,
-        message,
+        status: verdict.ok ? 'True' : 'False',
+        reason: verdict.ok ? RepoCondition.success : (verdict.reason ?? RepoCondition.error),
+        message: verdict.message,
         observedGeneration: binding.metadata.generation ?? 0,
       },
       ctx.now(),
     );
+  };
 
   async function reconcile(
     key: string,
@@ -355,8 +439,12 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
     const environment = deps.environments.get(namespace, environmentName);
     if (!snapshotName || !environment) return undefined; // the binding feature reports a missing Environment
 
-    const fail = async (message: string, retry: number | 'backoff') => {
-      const conditions = repoCondition(binding, false, message);
+    const run = promotionRunOf(binding);
+    const fail = async (message: string, retry: number | 'backoff', reason?: string) => {
+      const freshSince = run?.active
+        ? text(statusOf(run.run).promotionStartTime) || text(run.run.metadata.creationTimestamp)
+        : undefined;
+      const conditions = repoCondition(binding, { ok: false, message, reason, freshSince });
       const before = parseConditions(statusOf(binding).gitopsRepoConditions);
       if (!jsonEqual(before, conditions)) {
         await writeStatus(binding, { gitopsRepoConditions: conditions });
@@ -368,6 +456,10 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
         );
       }
       rendered.delete(key);
+      // A verdict in the very second the step started cannot be told from one before it: tried again a
+      // second later, so the PromotionRun gets one it can tell (at most once per step).
+      const written = conditions.find((c) => c.type === RepoCondition.type)?.lastTransitionTime;
+      if (freshSince && Date.parse(written ?? '') <= Date.parse(freshSince)) return { requeueAfter: 1_000 };
       if (retry !== 'backoff') return { requeueAfter: retry };
       const failures = (unreachable.get(key) ?? 0) + 1;
       unreachable.set(key, failures);
@@ -408,7 +500,7 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
     if (rendered.get(key) === fingerprint && own && state.state === 'ready')
       return followLaterCommits(binding, repo, logger);
 
-    const promotionRun = promotionRunOf(binding);
+    const promotionRun = run?.run.metadata.name;
     let result: { commit: string; pushed: boolean };
     try {
       const credentials = await credentialsFor(namespace, repo.url);
@@ -429,23 +521,11 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
         logger,
       });
     } catch (err) {
-      if (err instanceof RenderProblem) return fail(err.message, err.retryAfterMs);
+      if (err instanceof RenderProblem) return fail(err.message, err.retryAfterMs, err.reason);
       if (err instanceof GitError) {
         logger.warn({ failure: err.failure }, 'rendering the GitOps repository failed');
-        const where = `the GitOps repository ${withoutUserInfo(repo.url)} (branch ${repo.branch})`;
-        switch (err.failure) {
-          case 'refused':
-            return fail(`the push to ${where} was refused: ${err.message}`, USER_FIX_RETRY_MS);
-          case 'auth':
-            return fail(
-              `the credentials for ${where} were refused (the namespace's RepositoryCredential for it): ${err.message}`,
-              USER_FIX_RETRY_MS,
-            );
-          case 'notFound':
-            return fail(`${where} could not be read: ${err.message}`, USER_FIX_RETRY_MS);
-          default:
-            return fail(`${where} could not be reached, retrying: ${err.message}`, 'backoff');
-        }
+        const { message, retry, reason } = gitFailureCondition(err, repo);
+        return fail(message, retry, reason);
       }
       throw err;
     }
@@ -463,7 +543,7 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
             commitID: result.commit,
           },
         })),
-        gitopsRepoConditions: repoCondition(binding, true, message),
+        gitopsRepoConditions: repoCondition(binding, { ok: true, message }),
       });
     } catch (err) {
       // The binding changed meanwhile: the next pass renders its new state (an unchanged render commits nothing).
@@ -491,7 +571,16 @@ export function createRenderFeature(ctx: AppStudioContext, deps: RenderFeatureDe
       .for(deps.bindings, {
         predicates: [anyOf(relist, generationChanged, statusFieldsChanged('gitopsDeployments'))],
       })
-      .reads(deps.promotionRuns)
+      // A PromotionRun starting a step (its promotionStartTime): the bindings of its application at its
+      // snapshot are tried again at once, so a refusal the run sees is about its own attempt.
+      .watches(
+        deps.promotionRuns,
+        (run) =>
+          bindingsOfApplication(run.metadata.namespace, text(specOf(run).application))
+            .filter((b) => text(specOf(b).snapshot) === text(specOf(run).snapshot))
+            .map(objectKey),
+        { predicates: [ignoreDeletes, statusFieldsChanged('promotionStartTime')] },
+      )
       // An Application created, or its render annotation or spec changed.
       .watches(
         deps.applications,

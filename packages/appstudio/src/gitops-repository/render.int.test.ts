@@ -6,6 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import {
   createGitRepo,
@@ -30,6 +33,7 @@ const S1 = `${IMAGE}@sha256:${'1'.repeat(64)}`;
 const S2 = `${IMAGE}:2.0`;
 
 const statusOf = (o: KubeObject | undefined) => (o?.status ?? {}) as Record<string, unknown>;
+const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 const repoCondition = (o: KubeObject | undefined) =>
   ((statusOf(o).gitopsRepoConditions as Record<string, unknown>[] | undefined) ?? [])[0];
 
@@ -61,6 +65,10 @@ describe('rendering a Snapshot into the GitOps repository', () => {
   const f: AppStudioFixture = createAppStudioFixture();
   let server: GitServer;
   let sshServer: GitSshServer;
+  /** The key the SSH server knows, and another one. */
+  let sshKey: { privateKey: string; publicKey: string };
+  let otherKey: { privateKey: string; publicKey: string };
+  const features = ['appstudio-binding', 'appstudio-gitops-render', 'appstudio-promotionrun'];
   let repo: GitRepo;
   let ns: string;
   let previousCa: string | undefined;
@@ -92,6 +100,28 @@ describe('rendering a Snapshot into the GitOps repository', () => {
         return c && c.status === status && c.observedGeneration === b?.metadata.generation ? b : undefined;
       },
       timeoutMs,
+    );
+  /** A PromotionRun once Complete with Failure: its condition's and its step's messages. */
+  const endedInFailure = (name: string) =>
+    eventually(
+      `${name} Complete with Failure`,
+      async () => {
+        const r = statusOf(await f.get(Kind.PromotionRun, ns, name)) as {
+          state?: string;
+          completionResult?: string;
+          conditions?: { status: string; message: string }[];
+          environmentStatus?: { status: string; displayStatus: string }[];
+        };
+        if (r.state !== 'Complete') return undefined;
+        assert.equal(r.completionResult, 'Failure');
+        assert.equal(r.conditions?.[0]?.status, 'True');
+        assert.equal(r.environmentStatus?.[0]?.status, 'Failed');
+        return {
+          condition: r.conditions?.[0]?.message ?? '',
+          step: r.environmentStatus?.[0]?.displayStatus ?? '',
+        };
+      },
+      120_000,
     );
   const environment = (name: string, env: { name: string; value: string }[] = []) =>
     f.create(Kind.Environment, ns, name, {
@@ -131,7 +161,7 @@ describe('rendering a Snapshot into the GitOps repository', () => {
     await snapshot('s1', S1, { api: `${IMAGE}-api:1` });
     await snapshot('s2', S2);
     await snapshot('s2-again', S2);
-    await f.start({}, { only: ['appstudio-binding', 'appstudio-gitops-render', 'appstudio-promotionrun'] });
+    await f.start({}, { only: features });
   }, 120_000);
 
   afterAll(async () => {
@@ -239,7 +269,7 @@ describe('rendering a Snapshot into the GitOps repository', () => {
     assert.equal(conditions[1]?.reason, 'GitOpsRepoNotReady');
   });
 
-  it('refused pushes (no write access, protected branch) and refused credentials: a clear condition on the binding and the PromotionRun, no credential anywhere, the last render kept', async () => {
+  it('refused pushes (no write access, protected branch) and refused credentials: a clear condition on the binding, the PromotionRun ends in Failure at once with it, no credential anywhere, the last render kept', async () => {
     const last = statusOf(await get('shop-dev')).components;
     const head = await repo.head();
 
@@ -252,39 +282,30 @@ describe('rendering a Snapshot into the GitOps repository', () => {
         `^the push to the GitOps repository ${server.url('gitops')} \\(branch main\\) was refused: pushing to branch main: .*403`,
       ),
     );
+    assert.equal(repoCondition(b)?.reason, 'PushRefused');
     assert.deepEqual(statusOf(b).components, last);
+
+    // A PromotionRun to the binding's snapshot: the 403 above is from before it started (it waits for the
+    // binding's attempt of its own); that attempt meets the protected branch and the run ends there, long
+    // before its timeout (10 minutes here).
     await server.protectBranch('gitops', 'main', 'main is protected: open a pull request');
     server.setReadOnly('gitops', false);
     await f.create(Kind.PromotionRun, ns, 'shop-s1-to-dev', {
       spec: { application: 'shop', snapshot: 's1', manualPromotion: { targetEnvironment: 'dev' } },
     });
-    b = await eventually(
-      'the protected-branch condition',
-      async () => {
-        const x = await get('shop-dev');
-        return /main is protected: open a pull request/.test(String(repoCondition(x)?.message))
-          ? x
-          : undefined;
-      },
-      90_000,
-    );
-    assert.match(String(repoCondition(b)?.message), /was refused: .*pre-receive hook declined/);
-    // The run may first show the binding's earlier refusal (the 403 above, until the binding's next
-    // attempt); it follows the binding's condition on its next poll.
-    const run = await eventually('the PromotionRun to show it', async () => {
-      const r = await f.get(Kind.PromotionRun, ns, 'shop-s1-to-dev');
-      const c = ((statusOf(r).conditions as { status: string; message: string }[] | undefined) ?? [])[0];
-      return c?.status === 'True' && /main is protected/.test(c.message)
-        ? { run: r, condition: c }
-        : undefined;
-    });
-    assert.match(
-      run.condition.message,
-      /^the GitOps repository of binding shop-dev could not be rendered: the push to .* was refused: .*main is protected/,
-    );
-    assert.equal(statusOf(run.run).state, 'Active');
+    const failed = await endedInFailure('shop-s1-to-dev');
+    const protectedMessage =
+      /^the GitOps repository of binding shop-dev could not be rendered: the push to .* was refused: .*main is protected: open a pull request.*pre-receive hook declined/;
+    assert.match(failed.condition, protectedMessage);
+    assert.match(failed.step, protectedMessage);
+    const afterRun = await get('shop-dev');
+    assert.match(String(repoCondition(afterRun)?.message), /was refused: .*main is protected/);
+    assert.equal(repoCondition(afterRun)?.reason, 'PushRefused');
+    const runEvents = await f.events(ns, 'shop-s1-to-dev');
+    assert.ok(runEvents.some((e) => e.reason === 'PromotionFailed' && /main is protected/.test(e.message)));
     assert.equal(await repo.head(), head);
 
+    // Wrong credentials, reported before the next run starts: that run too ends with them.
     server.setPassword('gitops', USER, 'rotated-password');
     await server.protectBranch('gitops', 'other', 'only other is protected');
     b = await eventually(
@@ -301,16 +322,28 @@ describe('rendering a Snapshot into the GitOps repository', () => {
       String(repoCondition(b)?.message),
       /^the credentials for the GitOps repository .* were refused \(the namespace's RepositoryCredential for it\)/,
     );
+    assert.equal(repoCondition(b)?.reason, 'CredentialsRefused');
+    await f.create(Kind.PromotionRun, ns, 'shop-s1-to-dev-again', {
+      spec: { application: 'shop', snapshot: 's1', manualPromotion: { targetEnvironment: 'dev' } },
+    });
+    const refused = await endedInFailure('shop-s1-to-dev-again');
+    assert.match(
+      refused.condition,
+      /^the GitOps repository of binding shop-dev could not be rendered: the credentials for the GitOps repository .* were refused/,
+    );
     for (const text of [
       JSON.stringify(await get('shop-dev')),
       JSON.stringify(await f.get(Kind.PromotionRun, ns, 'shop-s1-to-dev')),
+      JSON.stringify(await f.get(Kind.PromotionRun, ns, 'shop-s1-to-dev-again')),
       JSON.stringify(await f.events(ns, 'shop-dev')),
       JSON.stringify(await f.events(ns, 'shop-s1-to-dev')),
+      JSON.stringify(await f.events(ns, 'shop-s1-to-dev-again')),
     ]) {
       assert.doesNotMatch(text, new RegExp(PASSWORD));
       assert.doesNotMatch(text, /rotated-password/);
     }
-    // Fixed: the render lands, in a commit that names the PromotionRun.
+    assert.equal(await repo.head(), head);
+    // Fixed: the binding kept trying, and the render lands, in a commit that names the last PromotionRun.
     server.setPassword('gitops', USER, PASSWORD);
     await eventually(
       'the render to land',
@@ -319,7 +352,7 @@ describe('rendering a Snapshot into the GitOps repository', () => {
     );
     assert.match(
       await git('log', '-1', '--format=%B'),
-      /^Promote Snapshot s1 to Environment dev\n[\s\S]*By: PromotionRun shop-s1-to-dev\n/,
+      /^Promote Snapshot s1 to Environment dev\n[\s\S]*By: PromotionRun shop-s1-to-dev-again\n/,
     );
     assert.match(await show('components/web/overlays/dev/kustomization.yaml'), /digest: sha256:1{64}/);
   });
@@ -336,6 +369,61 @@ describe('rendering a Snapshot into the GitOps repository', () => {
       (statusOf(ok).components as { gitopsRepository: { commitID: string } }[])[0]?.gitopsRepository.commitID,
       await repo.head(),
     );
+  });
+
+  it('a slow repository (every request answered seconds late) still takes the render, and the PromotionRun succeeds', async () => {
+    await f.create(Kind.Application, ns, 'shop-slow', {
+      metadata: { annotations: { [RENDER_ANNOTATION]: 'true' } },
+      spec: { displayName: 'shop-slow', gitOpsRepository: { url: server.url('gitops'), branch: 'main' } },
+    });
+    await environment('slow');
+    await f.create(Kind.SnapshotEnvironmentBinding, ns, 'shop-slow', {
+      spec: { application: 'shop-slow', environment: 'slow', snapshot: 's1', components: [{ name: 'web' }] },
+    });
+    await rendered('shop-slow', 'True');
+    // Every request (a fetch and a push take about eight, with the credential challenges) waits 5 s.
+    server.setDelay(5_000);
+    try {
+      await f.create(Kind.PromotionRun, ns, 'shop-slow-s2', {
+        spec: { application: 'shop-slow', snapshot: 's2', manualPromotion: { targetEnvironment: 'slow' } },
+      });
+      await eventually('the PromotionRun to point the binding at s2', async () =>
+        specOf(await get('shop-slow')).snapshot === 's2' ? true : undefined,
+      );
+      const b = await rendered('shop-slow', 'True', 300_000);
+      const commit = (statusOf(b).components as { gitopsRepository: { commitID: string } }[])[0]
+        ?.gitopsRepository.commitID;
+      assert.equal(commit, await repo.head());
+      assert.match(await show('components/web/overlays/slow/kustomization.yaml'), /newTag: "2.0"/);
+      assert.match(
+        await git('log', '-1', '--format=%B'),
+        /^Promote Snapshot s2 to Environment slow\n[\s\S]*By: PromotionRun shop-slow-s2\n/,
+      );
+      // Playing the core: Argo CD synced that commit, and it is Healthy.
+      const deployment = await eventually('the GitOpsDeployment of the slow environment', async () =>
+        (await f.list(Kind.GitOpsDeployment, ns)).find(
+          (d) => (d.spec as { source?: { path?: string } }).source?.path === 'components/web/overlays/slow',
+        ),
+      );
+      await f.patch(
+        Kind.GitOpsDeployment,
+        ns,
+        deployment.metadata.name,
+        { status: { sync: { status: 'Synced', revision: commit }, health: { status: 'Healthy' } } },
+        'status',
+      );
+      const run = await eventually(
+        'the PromotionRun to complete',
+        async () => {
+          const r = statusOf(await f.get(Kind.PromotionRun, ns, 'shop-slow-s2'));
+          return r.state === 'Complete' ? r : undefined;
+        },
+        300_000,
+      );
+      assert.equal(run.completionResult, 'Success');
+    } finally {
+      server.setDelay(0);
+    }
   });
 
   it("follows a later commit that leaves the render as it was, so the deployment at the branch's head counts", async () => {
@@ -364,6 +452,7 @@ describe('rendering a Snapshot into the GitOps repository', () => {
   it("renders over SSH with the RepositoryCredential's sshPrivateKey; a key the server does not know is a credentials condition", async () => {
     sshServer = await startGitSshServer({ reposDir: server.reposDir });
     const key = await generateSshKey();
+    sshKey = key;
     sshServer.authorize(key.publicKey);
     await f.create(Kind.Secret, ns, 'gitops-ssh', {
       type: 'Opaque',
@@ -395,6 +484,7 @@ describe('rendering a Snapshot into the GitOps repository', () => {
     assert.match(await git('log', '-1', '--format=%B'), /^Promote Snapshot s1 to Environment ssh-env\n/);
 
     const other = await generateSshKey();
+    otherKey = other;
     await f.patch(Kind.Secret, ns, 'gitops-ssh', { stringData: { sshPrivateKey: other.privateKey } });
     await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-ssh-env', { spec: { snapshot: 's2' } });
     const refused = await rendered('shop-ssh-env', 'False');
@@ -408,6 +498,51 @@ describe('rendering a Snapshot into the GitOps repository', () => {
         !shown.includes(secret.split('\n')[1] ?? 'unreachable'),
         'no private key in status or Events',
       );
+  });
+
+  it('with known hosts configured (GITOPS_SSH_KNOWN_HOSTS_FILE) the SSH server must present their key: the matching one renders; another key, or none listed for the host, is a HostKeyNotTrusted condition and nothing is pushed', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'known-hosts-'));
+    const knownHosts = join(dir, 'ssh_known_hosts');
+    await writeFile(knownHosts, `${sshServer.knownHostsLine}\n`);
+    // The key the server knows again; shop-ssh-env waits at s2 (refused above).
+    await f.patch(Kind.Secret, ns, 'gitops-ssh', { stringData: { sshPrivateKey: sshKey.privateKey } });
+    await f.stop();
+    await f.start({ sshKnownHostsFile: knownHosts }, { only: features });
+    try {
+      const b = await rendered('shop-ssh-env', 'True', 90_000);
+      const head = await repo.head();
+      assert.equal(
+        (statusOf(b).components as { gitopsRepository: { commitID: string } }[])[0]?.gitopsRepository
+          .commitID,
+        head,
+      );
+      assert.match(await show('components/web/overlays/ssh-env/kustomization.yaml'), /newTag: "2.0"/);
+
+      // The server's address with another key: ssh refuses it (a changed host key), nothing is pushed.
+      const host = sshServer.knownHostsLine.split(' ')[0] ?? '';
+      await writeFile(knownHosts, `${host} ${otherKey.publicKey}\n`);
+      await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-ssh-env', { spec: { snapshot: 's1' } });
+      const changed = await rendered('shop-ssh-env', 'False');
+      assert.equal(repoCondition(changed)?.reason, 'HostKeyNotTrusted');
+      assert.match(
+        String(repoCondition(changed)?.message),
+        /^the SSH host key of the GitOps repository ssh:\/\/\S+ \(branch main\) is not trusted \(not the key GITOPS_SSH_KNOWN_HOSTS_FILE lists for it\): fetching branch main: Host key for \[127\.0\.0\.1\]:\d+ has changed and you have requested strict checking\. the server's key is SHA256:\S+$/,
+      );
+      assert.equal(await repo.head(), head);
+      assert.match(await show('components/web/overlays/ssh-env/kustomization.yaml'), /newTag: "2.0"/);
+
+      // No key for the host at all: refused too (strict, not trust on first use).
+      await writeFile(knownHosts, '');
+      await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-ssh-env', { spec: { snapshot: 's2-again' } });
+      const unknown = await rendered('shop-ssh-env', 'False');
+      assert.equal(repoCondition(unknown)?.reason, 'HostKeyNotTrusted');
+      assert.match(String(repoCondition(unknown)?.message), /host key is known for \[127\.0\.0\.1\]:\d+/);
+      assert.equal(await repo.head(), head);
+    } finally {
+      await f.stop();
+      await f.start({}, { only: features });
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('stays out of the way of another writer of status.components, and of Applications that do not ask', async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { classifyGitFailure, redact, withoutUserInfo } from './git.ts';
+import { classifyGitFailure, hostKeyProblem, redact, withoutUserInfo } from './git.ts';
 import { managedElsewhere, renderStateOf } from './render.feature.ts';
 import { commitMessage, gitOpsRepositoryOf, overlayPath, parseImage, renderOverlay } from './render.ts';
 
@@ -148,6 +148,33 @@ describe("git's answers", () => {
     );
   });
 
+  it("tells a host key ssh refused, in ssh's verdict and the server's fingerprint, without the banner", () => {
+    const changed = [
+      '@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@',
+      '@    WARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!     @',
+      '@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@',
+      'IT IS POSSIBLE THAT SOMEONE IS DOING SOMETHING NASTY!',
+      'The fingerprint for the ED25519 key sent by the remote host is',
+      'SHA256:AbCdEf0123456789.',
+      'Offending ED25519 key in /etc/gitops/ssh_known_hosts:1',
+      'Host key for [127.0.0.1]:2222 has changed and you have requested strict checking.',
+      'Host key verification failed.',
+      'fatal: Could not read from remote repository.',
+    ].join('\n');
+    assert.equal(classifyGitFailure(changed), 'hostKey');
+    assert.equal(
+      hostKeyProblem(changed),
+      "Host key for [127.0.0.1]:2222 has changed and you have requested strict checking. the server's key is SHA256:AbCdEf0123456789",
+    );
+    const unknown =
+      'No ED25519 host key is known for [127.0.0.1]:2222 and you have requested strict checking.\r\nHost key verification failed.\r\nfatal: Could not read from remote repository.';
+    assert.equal(classifyGitFailure(unknown), 'hostKey');
+    assert.equal(
+      hostKeyProblem(unknown),
+      'No ED25519 host key is known for [127.0.0.1]:2222 and you have requested strict checking.',
+    );
+  });
+
   it('never shows a credential or the user information of a URL', () => {
     assert.equal(withoutUserInfo('https://jane:s3cret@h/r.git'), 'https://h/r.git');
     const shown = redact("fatal: Authentication failed for 'https://jane:s3cret@h/r.git/'\nhint: x", [
@@ -205,7 +232,15 @@ describe('who renders a binding, and what a PromotionRun reads from it', () => {
     assert.deepEqual(renderStateOf(binding(2, { gitopsRepoConditions: [condition('False', 2)] })), {
       state: 'failed',
       message: 'the push was refused',
+      refused: false,
+      since: '2026-11-26T00:00:00Z',
     });
+    // A refusal (a refused push or credentials, an untrusted host key) is one, with its time.
+    for (const reason of ['PushRefused', 'CredentialsRefused', 'HostKeyNotTrusted'])
+      assert.deepEqual(
+        renderStateOf(binding(2, { gitopsRepoConditions: [{ ...condition('False', 2), reason }] })),
+        { state: 'failed', message: 'the push was refused', refused: true, since: '2026-11-26T00:00:00Z' },
+      );
     assert.deepEqual(renderStateOf(binding(2, { gitopsRepoConditions: [condition('True', 2)] })), {
       state: 'ready',
     });

@@ -13,12 +13,33 @@ import { record, specOf, text } from '../objects.ts';
  */
 export const RENDER_ANNOTATION = 'managed-gitops.redhat.com/render-gitops-repository';
 
-/** The condition this service writes into a binding's `status.gitopsRepoConditions` (App Studio's own type). */
+/**
+ * The condition this service writes into a binding's `status.gitopsRepoConditions` (App Studio's own type and
+ * reasons; the refusal reasons are ours).
+ */
 export const RepoCondition = {
   type: 'GitOpsResourcesGenerated',
   success: 'GenerateSuccess',
+  /** A failure that may go away by itself or is about the binding's input (retried). */
   error: 'GenerateError',
+  /** The server refused the push: a protected branch, a hook, no write access (403). */
+  pushRefused: 'PushRefused',
+  /** The server refused the credentials (401, an SSH key it does not know). */
+  credentialsRefused: 'CredentialsRefused',
+  /** The SSH server's host key is not one of the configured known hosts. */
+  hostKeyNotTrusted: 'HostKeyNotTrusted',
 } as const;
+
+/**
+ * The reasons of a refusal that only someone changing the repository's settings, the credentials or the
+ * known hosts can end: a PromotionRun waiting for such a render ends in Failure at once (the binding itself
+ * keeps trying, so a fixed permission converges).
+ */
+export const REFUSAL_REASONS: ReadonlySet<string> = new Set([
+  RepoCondition.pushRefused,
+  RepoCondition.credentialsRefused,
+  RepoCondition.hostKeyNotTrusted,
+]);
 
 export interface GitOpsRepository {
   readonly url: string;

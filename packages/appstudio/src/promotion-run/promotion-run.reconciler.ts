@@ -13,6 +13,8 @@
  * 5. `followDeployments`: done when every deployment of the binding is Synced and Healthy (at the
  *    component's commitID when it has one); else In Progress until GITOPS_PROMOTION_TIMEOUT, measured from
  *    the step's start, ends it in Failure (`timedOut`; every wait, including the wait for the deployments).
+ *    A render of the binding refused during the step (a refused push or credentials, an untrusted host key:
+ *    REFUSAL_REASONS) ends it in Failure at once, with the refusal's message; other render failures wait.
  */
 import {
   AppStudioKinds,
@@ -239,9 +241,11 @@ export function createPromotionRunReconciler(
     return undefined;
   }
 
-  /** Every wait ends at the timeout: the step Failed, the run Complete with Failure. */
-  async function timedOut(pass: StepPass): Promise<Outcome> {
-    const message = timedOutMessage(ctx.promotionTimeoutMs);
+  /**
+   * The run ends in Failure: the step Failed with `message`, the run Complete with Failure, the message in its
+   * ErrorOccurred condition (every wait at the timeout; a refused push of the step's render at once).
+   */
+  async function endInFailure(pass: StepPass, message: string): Promise<Outcome> {
     await writeStatus(pass.run, {
       state: PromotionRunState.Complete,
       completionResult: PromotionRunResult.Failure,
@@ -256,6 +260,8 @@ export function createPromotionRunReconciler(
     await event(pass.cached, 'Warning', PromotionEventReason.PromotionFailed, message);
     return undefined;
   }
+
+  const timedOut = (pass: StepPass) => endInFailure(pass, timedOutMessage(ctx.promotionTimeoutMs));
 
   /** The binding of (application, environment), generated from the application's Components when missing. */
   async function bindingFor(pass: StepPass, logger: Logger): Promise<KubeObject | string> {
@@ -330,8 +336,14 @@ export function createPromotionRunReconciler(
     const { run, current } = pass;
     const bindingName = binding.metadata.name;
     const render = renderStateOf(latest);
-    if (render.state === 'failed')
-      return fail(run, PromotionRunMessage.gitOpsRepositoryFailed(bindingName, render.message), poll(pass));
+    if (render.state === 'failed') {
+      const message = PromotionRunMessage.gitOpsRepositoryFailed(bindingName, render.message);
+      // A refusal reported during this step (not one left from before it: its time is after the step's start,
+      // both in whole seconds; the render feature reports again when it cannot tell) will not go away by waiting.
+      if (render.refused && Date.parse(render.since) > Date.parse(pass.stepStart))
+        return endInFailure(pass, message);
+      return fail(run, message, poll(pass));
+    }
     const verdicts = deploymentVerdicts(render.state === 'rendering' ? {} : statusOf(latest));
     const expected = list(specOf(binding).components).length;
     const waiting = verdicts.filter((v) => !v.done).map((v) => v.name);
