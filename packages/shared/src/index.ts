@@ -10,6 +10,7 @@ export * from './conditions.ts';
 export * from './config.ts';
 export * from './errors.ts';
 export * from './feature.ts';
+export * from './git-env.ts';
 export * from './http-server.ts';
 export * from './informer.ts';
 export * from './json.ts';

@@ -3,27 +3,19 @@
  * repository: fetch a branch, commit, push. Chosen over a JavaScript implementation because the same
  * binary speaks HTTPS and SSH (isomorphic-git has no SSH) and behaves as the users' own git does.
  *
- * Credentials never reach a command line, a URL, a log line or a message:
- * - username/password: a credential helper given through GIT_CONFIG_COUNT/KEY/VALUE (environment, not
- *   argv) answers with two environment variables of the child; git sends them only to the repository's host.
- * - sshPrivateKey: a 0600 file in the 0700 work folder, named in GIT_SSH_COMMAND (BatchMode, IdentitiesOnly).
- * SSH host keys: with a known_hosts file (GITOPS_SSH_KNOWN_HOSTS_FILE) only its keys are trusted
- * (StrictHostKeyChecking=yes); without one a host's key is accepted on first use in each command (accept-new,
- * an empty known_hosts per work folder), which the process warns about at start (docs/api.md).
- * Every text taken from git's output goes through `redact` before it is returned.
+ * Credentials never reach a command line, a URL, a log line or a message: the environment is @gitops/shared's
+ * `gitEnvironment` (credentials and SSH host keys as the RepositoryCredential check uses them; the 0700 work
+ * folder is the one it writes the SSH key into). Every text taken from git's output goes through `redact`
+ * before it is returned.
  */
 import { spawn } from 'node:child_process';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { scrubString } from '@gitops/shared';
+import { type GitCredentials, gitEnvironment, scrubString } from '@gitops/shared';
 import { DEFAULT_RENDER_GIT_TIMEOUT_MS } from '../context.ts';
 
-export interface GitCredentials {
-  readonly username?: string;
-  readonly password?: string;
-  readonly sshPrivateKey?: string;
-}
+export type { GitCredentials };
 
 /**
  * The default limit of one git command (GITOPS_RENDER_GIT_TIMEOUT): a fetch of a GitOps repository's whole
@@ -127,25 +119,6 @@ export function hostKeyProblem(stderr: string): string {
     .slice(0, 400);
 }
 
-/** `text` as one word of a POSIX shell command (GIT_SSH_COMMAND is run by a shell). */
-const shellWord = (text: string) => `'${text.replaceAll("'", `'\\''`)}'`;
-
-/** The ssh command git runs: batch mode, the host key policy of `options`, the private key when given. */
-function sshCommand(home: string, options: GitOptions, keyFile: string | undefined): string {
-  const hostKeys = options.sshKnownHostsFile
-    ? [
-        '-o StrictHostKeyChecking=yes',
-        `-o UserKnownHostsFile=${shellWord(options.sshKnownHostsFile)}`,
-        '-o GlobalKnownHostsFile=/dev/null',
-      ]
-    : [
-        '-o StrictHostKeyChecking=accept-new',
-        `-o UserKnownHostsFile=${shellWord(join(home, 'known_hosts'))}`,
-      ];
-  const identity = keyFile ? ['-o IdentitiesOnly=yes', `-i ${shellWord(keyFile)}`] : [];
-  return ['ssh -o BatchMode=yes', ...hostKeys, ...identity].join(' ');
-}
-
 interface RunOutput {
   code: number | null;
   stdout: string;
@@ -184,46 +157,14 @@ export async function checkout(
   await chmod(home, 0o700);
   const dir = join(home, 'tree');
   const secrets = [credentials.password ?? '', credentials.sshPrivateKey ?? ''];
-  const config: [string, string][] = [
-    ['credential.helper', ''],
-    ['core.askPass', ''],
-    ['protocol.file.allow', 'always'],
-    ['user.name', COMMIT_AUTHOR.name],
-    ['user.email', COMMIT_AUTHOR.email],
-    ['commit.gpgSign', 'false'],
-  ];
-  const env: NodeJS.ProcessEnv = {
-    PATH: process.env.PATH,
-    HOME: home,
-    LC_ALL: 'C',
-    LANG: 'C',
-    GIT_TERMINAL_PROMPT: '0',
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_CONFIG_GLOBAL: '/dev/null',
-    // A CA bundle for private Git servers (and the tests' local HTTPS server).
-    ...(process.env.GIT_SSL_CAINFO ? { GIT_SSL_CAINFO: process.env.GIT_SSL_CAINFO } : {}),
-    GIT_SSH_COMMAND: sshCommand(home, options, undefined),
-  };
-  if (credentials.username !== undefined || credentials.password !== undefined) {
-    config.push([
-      'credential.helper',
-      '!f() { test "$1" = get && printf "username=%s\\npassword=%s\\n" "$GITOPS_RENDER_USERNAME" "$GITOPS_RENDER_PASSWORD"; }; f',
-    ]);
-    env.GITOPS_RENDER_USERNAME = credentials.username ?? '';
-    env.GITOPS_RENDER_PASSWORD = credentials.password ?? '';
-  }
-  if (credentials.sshPrivateKey !== undefined) {
-    const keyFile = join(home, 'id');
-    const key = credentials.sshPrivateKey.endsWith('\n')
-      ? credentials.sshPrivateKey
-      : `${credentials.sshPrivateKey}\n`;
-    await writeFile(keyFile, key, { mode: 0o600 });
-    env.GIT_SSH_COMMAND = sshCommand(home, options, keyFile);
-  }
-  env.GIT_CONFIG_COUNT = String(config.length);
-  config.forEach(([key, value], i) => {
-    env[`GIT_CONFIG_KEY_${i}`] = key;
-    env[`GIT_CONFIG_VALUE_${i}`] = value;
+  const env = await gitEnvironment(home, credentials, {
+    sshKnownHostsFile: options.sshKnownHostsFile,
+    config: [
+      ['protocol.file.allow', 'always'],
+      ['user.name', COMMIT_AUTHOR.name],
+      ['user.email', COMMIT_AUTHOR.email],
+      ['commit.gpgSign', 'false'],
+    ],
   });
 
   const run = (args: string[], cwd: string) =>

@@ -1,8 +1,14 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type GitServer, startGitServer } from '@gitops/local-env';
+import {
+  type GitServer,
+  type GitSshServer,
+  generateSshKey,
+  startGitServer,
+  startGitSshServer,
+} from '@gitops/local-env';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { classifyGitError, lsRemote } from './git-ls-remote.ts';
 
@@ -90,5 +96,54 @@ describe('git ls-remote validation against a local Git HTTPS server', () => {
       classifyGitError("fatal: unable to access 'https://h/': Could not resolve host: h"),
       'other',
     );
+  });
+});
+
+describe('git ls-remote validation against a local Git SSH server, with and without known host keys', () => {
+  let git: GitServer;
+  let ssh: GitSshServer;
+  let key: { privateKey: string; publicKey: string };
+  let dir: string;
+
+  beforeAll(async () => {
+    git = await startGitServer();
+    await git.createRepository('over-ssh');
+    ssh = await startGitSshServer({ reposDir: git.reposDir });
+    key = await generateSshKey();
+    ssh.authorize(key.publicKey);
+    dir = await mkdtemp(join(tmpdir(), 'ls-remote-known-hosts-'));
+  });
+  afterAll(async () => {
+    await ssh?.stop();
+    await git?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('accepts the key without known hosts (first use), and with known hosts that list the server', async () => {
+    const credentials = { sshPrivateKey: key.privateKey };
+    assert.deepEqual(await lsRemote(ssh.url('over-ssh'), credentials), { result: 'valid' });
+    const knownHosts = join(dir, 'listed');
+    await writeFile(knownHosts, `${ssh.knownHostsLine}\n`);
+    assert.deepEqual(await lsRemote(ssh.url('over-ssh'), credentials, { sshKnownHostsFile: knownHosts }), {
+      result: 'valid',
+    });
+  });
+
+  it('refuses a server whose host key the known hosts do not list: not "invalid credentials", and the key is not offered', async () => {
+    const other = await generateSshKey();
+    const host = ssh.knownHostsLine.split(' ')[0] ?? '';
+    const knownHosts = join(dir, 'other-key');
+    await writeFile(knownHosts, `${host} ${other.publicKey}\n`);
+    const before = ssh.logins.accepted + ssh.logins.refused;
+    const outcome = await lsRemote(
+      ssh.url('over-ssh'),
+      { sshPrivateKey: key.privateKey },
+      { sshKnownHostsFile: knownHosts },
+    );
+    assert.deepEqual(outcome, {
+      result: 'invalidUrl',
+      detail: "the SSH server's host key is not one the service trusts (GITOPS_SSH_KNOWN_HOSTS_FILE)",
+    });
+    assert.equal(ssh.logins.accepted + ssh.logins.refused, before);
   });
 });

@@ -1,11 +1,9 @@
 /**
  * Validates a repository and its credentials the way Argo CD will use them: `git ls-remote` (Debian's git).
  *
- * Credentials never reach a command line, a log line or a message:
- * - username/password: a GIT_ASKPASS helper script prints them from environment variables of the child;
- *   `-c credential.helper=` disables stored helpers, GIT_TERMINAL_PROMPT=0 forbids prompts.
- * - sshPrivateKey: written to a 0600 file in a private temp dir (deleted afterwards) and passed with
- *   GIT_SSH_COMMAND (`StrictHostKeyChecking=accept-new`, BatchMode).
+ * Credentials never reach a command line, a log line or a message: the environment is @gitops/shared's
+ * `gitEnvironment` (credential helper from the child's environment, the SSH key in a 0600 file of a private
+ * temp dir deleted afterwards, SSH host keys from GITOPS_SSH_KNOWN_HOSTS_FILE when set, as the render's).
  *
  * Classification rule (documented in the README):
  * 1. exit 0 → `valid`.
@@ -18,16 +16,12 @@
  * 4. the timeout → `unreachable` (retried with backoff, reported as InvalidRepositoryUrl meanwhile).
  */
 import { spawn } from 'node:child_process';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { scrubString } from '@gitops/shared';
+import { type GitCredentials, gitEnvironment, scrubString } from '@gitops/shared';
 
-export interface GitCredentials {
-  username?: string;
-  password?: string;
-  sshPrivateKey?: string;
-}
+export type { GitCredentials };
 
 export type LsRemoteOutcome =
   | { result: 'valid' }
@@ -38,20 +32,17 @@ export type LsRemoteOutcome =
 /** Default limit of one `git ls-remote` run. */
 export const LS_REMOTE_TIMEOUT_MS = 30_000;
 
-const ASKPASS_SCRIPT = `#!/bin/sh
-case "$1" in
-  Username*|username*) printf '%s\\n' "$GITOPS_GIT_USERNAME" ;;
-  *) printf '%s\\n' "$GITOPS_GIT_PASSWORD" ;;
-esac
-`;
-
 const AUTH_FAILURE =
   /(authentication failed|could not read (username|password)|HTTP Basic: Access denied|The requested URL returned error: (401|403)|\b401\b|\b403\b|Permission denied \(publickey|Permission denied, please try again|Host key verification failed|terminal prompts disabled)/i;
 const NOT_FOUND =
   /(repository not found|not found|The requested URL returned error: 404|\b404\b|does not appear to be a git repository|does not exist)/i;
 
+/** ssh refused the server's host key (not in GITOPS_SSH_KNOWN_HOSTS_FILE, or changed). */
+const HOST_KEY = /Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED|host key is known for/i;
+
 /** What git's error output says (pure; exported for tests). */
-export function classifyGitError(stderr: string): 'auth' | 'notFound' | 'other' {
+export function classifyGitError(stderr: string): 'auth' | 'hostKey' | 'notFound' | 'other' {
+  if (HOST_KEY.test(stderr)) return 'hostKey';
   if (NOT_FOUND.test(stderr) && !/could not read (username|password)/i.test(stderr)) return 'notFound';
   if (AUTH_FAILURE.test(stderr)) return 'auth';
   return 'other';
@@ -104,31 +95,7 @@ function run(
   });
 }
 
-function baseEnv(home: string): NodeJS.ProcessEnv {
-  return {
-    PATH: process.env.PATH,
-    HOME: home,
-    LC_ALL: 'C',
-    LANG: 'C',
-    GIT_TERMINAL_PROMPT: '0',
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_CONFIG_GLOBAL: '/dev/null',
-    // The only pass-through: a CA bundle for private Git servers (and the tests' local HTTPS server).
-    ...(process.env.GIT_SSL_CAINFO ? { GIT_SSL_CAINFO: process.env.GIT_SSL_CAINFO } : {}),
-    GIT_SSH_COMMAND: `ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o UserKnownHostsFile=${join(home, 'known_hosts')}`,
-  };
-}
-
-const GIT_ARGS = (url: string) => [
-  '-c',
-  'credential.helper=',
-  '-c',
-  'core.askPass=',
-  'ls-remote',
-  '--heads',
-  '--',
-  url,
-];
+const GIT_ARGS = (url: string) => ['ls-remote', '--heads', '--', url];
 
 /**
  * Runs `git ls-remote` against `url` with `credentials` and classifies the outcome (rule above).
@@ -137,34 +104,29 @@ const GIT_ARGS = (url: string) => [
 export async function lsRemote(
   url: string,
   credentials: GitCredentials,
-  options: { timeoutMs?: number; signal?: AbortSignal } = {},
+  options: { timeoutMs?: number; signal?: AbortSignal; sshKnownHostsFile?: string } = {},
 ): Promise<LsRemoteOutcome> {
   const timeoutMs = options.timeoutMs ?? LS_REMOTE_TIMEOUT_MS;
   const dir = await mkdtemp(join(tmpdir(), 'gitops-ls-remote-'));
   try {
     await chmod(dir, 0o700);
-    const env = baseEnv(dir);
-    if (credentials.sshPrivateKey !== undefined) {
-      const keyFile = join(dir, 'id');
-      const key = credentials.sshPrivateKey.endsWith('\n')
-        ? credentials.sshPrivateKey
-        : `${credentials.sshPrivateKey}\n`;
-      await writeFile(keyFile, key, { mode: 0o600 });
-      env.GIT_SSH_COMMAND = `${env.GIT_SSH_COMMAND} -o IdentitiesOnly=yes -i ${keyFile}`;
-    }
-    if (credentials.username !== undefined || credentials.password !== undefined) {
-      const askPass = join(dir, 'askpass.sh');
-      await writeFile(askPass, ASKPASS_SCRIPT, { mode: 0o700 });
-      env.GIT_ASKPASS = askPass;
-      env.GITOPS_GIT_USERNAME = credentials.username ?? '';
-      env.GITOPS_GIT_PASSWORD = credentials.password ?? '';
-    }
+    const env = await gitEnvironment(dir, credentials, options);
     const first = await run(GIT_ARGS(url), env, timeoutMs, options.signal);
     if (first.code === 0) return { result: 'valid' };
     if (first.timedOut) return { result: 'unreachable', detail: 'git ls-remote timed out' };
     const kind = classifyGitError(first.stderr);
+    if (kind === 'hostKey')
+      return {
+        result: 'invalidUrl',
+        detail: "the SSH server's host key is not one the service trusts (GITOPS_SSH_KNOWN_HOSTS_FILE)",
+      };
     if (kind === 'auth') {
-      const anonymous = await run(GIT_ARGS(url), baseEnv(dir), timeoutMs, options.signal);
+      const anonymous = await run(
+        GIT_ARGS(url),
+        await gitEnvironment(dir, {}, options),
+        timeoutMs,
+        options.signal,
+      );
       if (anonymous.code !== 0 && classifyGitError(anonymous.stderr) === 'notFound') {
         return { result: 'invalidUrl', detail: 'the repository does not exist' };
       }

@@ -72,6 +72,8 @@ export interface RepositoryCredentialReconcilerOptions {
   failureBackoffMs?: number;
   /** Replaceable for unit tests. */
   validate?: (url: string, credentials: GitCredentials, signal: AbortSignal) => Promise<LsRemoteOutcome>;
+  /** GITOPS_SSH_KNOWN_HOSTS_FILE: the SSH host keys the check trusts ('' = accept on first use). */
+  sshKnownHostsFile?: string;
   now?: () => Date;
 }
 
@@ -184,7 +186,7 @@ export function createRepositoryCredentialReconciler(
   const validate =
     options.validate ??
     ((url: string, credentials: GitCredentials, signal: AbortSignal) =>
-      lsRemote(url, credentials, { signal }));
+      lsRemote(url, credentials, { signal, sshKnownHostsFile: options.sshKnownHostsFile }));
   const memo = createValidationMemo({ revalidateMs, failureBackoffMs });
 
   const currentObject = currentObjectReader(kc, informer, RepositoryCredentialCr, options.selector);

@@ -55,6 +55,7 @@ export function createRepositoryCredentialsFeature(ctx: BackendContext): Reposit
       events: ctx.events,
       sealer: ctx.sealer,
       selector: ctx.selector,
+      sshKnownHostsFile: ctx.config.sshKnownHostsFile,
     }),
     // A Secret changed (not a relist): the CRs of its namespace that reference it. A Secret whose type changes
     // is a new object (type is immutable), so each informer sees all of its life.
