@@ -251,6 +251,29 @@ export const BindingReason = {
   DuplicateBinding: 'DuplicateBinding',
 } as const;
 
+export const EnvironmentEventReason = {
+  ManagedEnvironmentCreated: 'ManagedEnvironmentCreated',
+  ManagedEnvironmentUpdated: 'ManagedEnvironmentUpdated',
+  ManagedEnvironmentDeleted: 'ManagedEnvironmentDeleted',
+  ManagedEnvironmentNotOwned: 'ManagedEnvironmentNotOwned',
+  ErrorOccurred: 'ErrorOccurred',
+  ErrorOccurredResolved: 'ErrorOccurredResolved',
+} as const;
+
+export const RenderEventReason = {
+  GitOpsRepositoryRendered: 'GitOpsRepositoryRendered',
+  GitOpsRepositoryRenderFailed: 'GitOpsRepositoryRenderFailed',
+  GitOpsRepositoryManagedElsewhere: 'GitOpsRepositoryManagedElsewhere',
+} as const;
+
+export const ClaimEventReason = {
+  Bound: 'Bound',
+  Lost: 'Lost',
+  Released: 'Released',
+  Provisioning: 'Provisioning',
+  ErrorOccurred: 'ErrorOccurred',
+} as const;
+
 /** Reasons of the Events about a binding. */
 export const BindingEventReason = {
   GitOpsDeploymentCreated: 'GitOpsDeploymentCreated',

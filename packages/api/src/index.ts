@@ -164,6 +164,54 @@ export const PlacementMessage = {
     `no agent of the Argo CD instance '${instance}' has taken this change for ${minutes} minute${minutes === 1 ? '' : 's'}: it waits, and is applied when an agent of the instance is back`,
 } as const;
 
+/** Event reasons on GitOpsDeploymentRepositoryCredentials. */
+export const RepositoryCredentialEventReason = {
+  RepositoryCredentialCreated: 'RepositoryCredentialCreated',
+  RepositoryCredentialUpdated: 'RepositoryCredentialUpdated',
+  RepositoryCredentialDeleted: 'RepositoryCredentialDeleted',
+  ErrorOccurred: 'ErrorOccurred',
+  ErrorOccurredResolved: 'ErrorOccurredResolved',
+} as const;
+
+/** Event reasons on GitOpsDeployments (kubectl describe). */
+export const DeploymentEventReason = {
+  ApplicationCreated: 'ApplicationCreated',
+  ApplicationUpdated: 'ApplicationUpdated',
+  ApplicationDeleted: 'ApplicationDeleted',
+  FinalizerRemoved: 'FinalizerRemoved',
+  ErrorOccurred: 'ErrorOccurred',
+  ErrorOccurredResolved: 'ErrorOccurredResolved',
+} as const;
+
+/** Event reasons on SyncRuns (kubectl describe). */
+export const SyncRunEventReason = {
+  SyncRequested: 'SyncRequested',
+  /** status.phase became Running, Succeeded, Failed or Terminated (in this order below). */
+  SyncStarted: 'SyncStarted',
+  SyncSucceeded: 'SyncSucceeded',
+  SyncFailed: 'SyncFailed',
+  SyncTerminated: 'SyncTerminated',
+  ErrorOccurred: 'ErrorOccurred',
+  ErrorOccurredResolved: 'ErrorOccurredResolved',
+} as const;
+
+/** Event reasons of the status path. */
+export const SyncEventReason = {
+  SyncStarted: 'SyncStarted',
+  SyncSucceeded: 'SyncSucceeded',
+  SyncFailed: 'SyncFailed',
+} as const;
+
+/** Event reasons on GitOpsDeploymentManagedEnvironments. */
+export const ManagedEnvironmentEventReason = {
+  ConnectionSucceeded: 'ConnectionInitializationSucceeded',
+  ConnectionFailed: 'ConnectionInitializationFailed',
+  EnvironmentUpdated: 'ManagedEnvironmentUpdated',
+  ServiceAccountRemoved: 'ServiceAccountRemoved',
+  ServiceAccountRemovalFailed: 'ServiceAccountRemovalFailed',
+  AgentOperationFailed: 'AgentOperationFailed',
+} as const;
+
 /** Reasons of the Events on a tenant's namespace when its label asks for another engine instance. */
 export const TenantMoveEventReason = {
   Moved: 'EngineInstanceChanged',

@@ -56,6 +56,9 @@ export const RhoasKinds = {
   ServiceRegistryConnection: describe(RhoasKind.ServiceRegistryConnection),
 } as const;
 
+/** Event reasons (CamelCase, as Kubernetes wants them; the condition's reason is in the message). */
+export const RhoasEventReason = { Finished: 'Finished', Failed: 'ProcessingFailed' } as const;
+
 /** Condition types (the original's spelling of `AcccesTokenSecretValid` is kept: clients test for it). */
 export const RhoasConditionType = {
   AccessTokenSecretValid: 'AcccesTokenSecretValid',

@@ -2,4 +2,3 @@
 export { type BuildRhoasOperatorOptions, buildRhoasOperator, type RhoasOperator } from './app.ts';
 export * from './cloud-services-client.ts';
 export * from './config.ts';
-export { RhoasEventReason } from './rhoas-feature.ts';

@@ -16,6 +16,7 @@
 import {
   type RhoasCondition,
   RhoasConditionType,
+  RhoasEventReason,
   RhoasLabel,
   type RhoasObject,
   RhoasReason,
@@ -38,9 +39,6 @@ import {
 } from '@gitops/shared';
 import type { KindProcessor, RhoasContext, RhoasCr } from './processing.ts';
 import { createProgress, StepFailure, shouldProcess } from './progress.ts';
-
-/** Event reasons (CamelCase, as Kubernetes wants them; the condition's reason is in the message). */
-export const RhoasEventReason = { Finished: 'Finished', Failed: 'ProcessingFailed' } as const;
 
 export type RhoasKindFeature<T extends RhoasObject = RhoasObject> = Controller<RhoasCr<T>>;
 

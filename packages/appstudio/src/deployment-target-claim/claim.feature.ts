@@ -15,6 +15,7 @@
  */
 import {
   AppStudioKinds,
+  ClaimEventReason,
   DeploymentTargetAnnotation,
   DeploymentTargetClaimPhase,
   DeploymentTargetFinalizer,
@@ -73,14 +74,6 @@ import { addFinalizer, mergePatch, removeFinalizer, setErrorOccurred, setPhase }
 
 const Claim = AppStudioKinds.DeploymentTargetClaim;
 const Target = AppStudioKinds.DeploymentTarget;
-
-export const ClaimEventReason = {
-  Bound: 'Bound',
-  Lost: 'Lost',
-  Released: 'Released',
-  Provisioning: 'Provisioning',
-  ErrorOccurred: 'ErrorOccurred',
-} as const;
 
 export interface ClaimFeatureDeps {
   claims: Informer<ClaimCr>;

@@ -17,6 +17,7 @@ import {
   AppStudioKinds,
   AppStudioLabel,
   CoreKinds,
+  EnvironmentEventReason,
   EnvironmentMessage,
   EnvironmentReason,
   EnvironmentTargetMessage,
@@ -76,15 +77,6 @@ const ManagedEnvironment = Kinds.GitOpsDeploymentManagedEnvironment;
 
 /** While a claim or a Secret is missing, look again this often (their kinds are not all watched). */
 const RECHECK_MS = 30_000;
-
-export const EnvironmentEventReason = {
-  ManagedEnvironmentCreated: 'ManagedEnvironmentCreated',
-  ManagedEnvironmentUpdated: 'ManagedEnvironmentUpdated',
-  ManagedEnvironmentDeleted: 'ManagedEnvironmentDeleted',
-  ManagedEnvironmentNotOwned: 'ManagedEnvironmentNotOwned',
-  ErrorOccurred: 'ErrorOccurred',
-  ErrorOccurredResolved: 'ErrorOccurredResolved',
-} as const;
 
 /** The Environment a ManagedEnvironment belongs to: a controller ownerReference, or the original's legacy form. */
 export function environmentOwnerOf(managedEnvironment: KubeObject): string | undefined {

@@ -19,7 +19,14 @@
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { APPSTUDIO_FIELD_MANAGER, AppStudioKinds, CoreKinds, Kinds, SecretKey } from '@gitops/api';
+import {
+  APPSTUDIO_FIELD_MANAGER,
+  AppStudioKinds,
+  CoreKinds,
+  Kinds,
+  RenderEventReason,
+  SecretKey,
+} from '@gitops/api';
 import {
   annotationsChanged,
   anyOf,
@@ -76,12 +83,6 @@ const USER_FIX_RETRY_MS = 30_000;
 /** Backoff for an unreachable repository: 2 s doubling to 2 min. */
 const UNREACHABLE_FIRST_MS = 2_000;
 const UNREACHABLE_MAX_MS = 120_000;
-
-export const RenderEventReason = {
-  GitOpsRepositoryRendered: 'GitOpsRepositoryRendered',
-  GitOpsRepositoryRenderFailed: 'GitOpsRepositoryRenderFailed',
-  GitOpsRepositoryManagedElsewhere: 'GitOpsRepositoryManagedElsewhere',
-} as const;
 
 export interface RenderFeatureDeps {
   bindings: Informer<KubeObject>;

@@ -7,6 +7,7 @@
  */
 import {
   ConditionStatus,
+  DeploymentEventReason,
   Finalizer,
   GitOpsDeploymentConditionType,
   GitOpsDeploymentMessage,
@@ -57,16 +58,6 @@ import {
 } from './application.store.ts';
 import { desiredApplicationSpec, parseGitOpsDeploymentSpec } from './desired-application.ts';
 import { conditionsOf, finalizersOf, isBeingDeleted } from './gitops-deployment.object.ts';
-
-/** Event reasons on GitOpsDeployments (kubectl describe). */
-export const DeploymentEventReason = {
-  ApplicationCreated: 'ApplicationCreated',
-  ApplicationUpdated: 'ApplicationUpdated',
-  ApplicationDeleted: 'ApplicationDeleted',
-  FinalizerRemoved: 'FinalizerRemoved',
-  ErrorOccurred: 'ErrorOccurred',
-  ErrorOccurredResolved: 'ErrorOccurredResolved',
-} as const;
 
 /** ErrorOccurred messages of this reconciler beyond the ones fixed by docs/api.md. */
 export const DeploymentErrorMessage = {

@@ -8,7 +8,12 @@
  * ClusterRole and ClusterRoleBinding it created on the target cluster.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ConditionStatus, ManagedEnvironmentConditionType, ManagedEnvironmentReason } from '@gitops/api';
+import {
+  ConditionStatus,
+  ManagedEnvironmentConditionType,
+  ManagedEnvironmentEventReason,
+  ManagedEnvironmentReason,
+} from '@gitops/api';
 import type { Database, Sealer } from '@gitops/db';
 import {
   conditionsOfStatus,
@@ -67,15 +72,6 @@ export const SERVICE_ACCOUNT_FINALIZER = 'managed-gitops.redhat.com/managed-envi
 export const RECHECK_INTERVAL_MS = 3 * 60_000;
 /** Sooner while it fails (the user is probably fixing it; the Secret watch catches most fixes anyway). */
 export const RECHECK_FAILED_INTERVAL_MS = 30_000;
-
-export const EnvironmentEventReason = {
-  ConnectionSucceeded: 'ConnectionInitializationSucceeded',
-  ConnectionFailed: 'ConnectionInitializationFailed',
-  EnvironmentUpdated: 'ManagedEnvironmentUpdated',
-  ServiceAccountRemoved: 'ServiceAccountRemoved',
-  ServiceAccountRemovalFailed: 'ServiceAccountRemovalFailed',
-  AgentOperationFailed: 'AgentOperationFailed',
-} as const;
 
 export interface ManagedEnvironmentReconcilerOptions {
   /** The cluster tenants' namespaces live on (the backend's own; read after start): placement stays on it. */
@@ -159,7 +155,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       await events.event(
         ManagedEnvironmentCr.withTypeMeta(object),
         'Normal',
-        EnvironmentEventReason.ConnectionSucceeded,
+        ManagedEnvironmentEventReason.ConnectionSucceeded,
         'Connection to the cluster succeeded',
       );
     } else {
@@ -167,7 +163,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       await events.event(
         ManagedEnvironmentCr.withTypeMeta(object),
         'Warning',
-        EnvironmentEventReason.ConnectionFailed,
+        ManagedEnvironmentEventReason.ConnectionFailed,
         `${input.reason}: ${input.message}`,
       );
     }
@@ -247,7 +243,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
         await events.event(
           ManagedEnvironmentCr.withTypeMeta(object),
           'Normal',
-          EnvironmentEventReason.ServiceAccountRemoved,
+          ManagedEnvironmentEventReason.ServiceAccountRemoved,
           'Removed the ServiceAccount, ClusterRole and ClusterRoleBinding created on the cluster',
         );
       } else {
@@ -256,7 +252,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
         await events.event(
           ManagedEnvironmentCr.withTypeMeta(object),
           'Warning',
-          EnvironmentEventReason.ServiceAccountRemovalFailed,
+          ManagedEnvironmentEventReason.ServiceAccountRemovalFailed,
           `Could not remove the ServiceAccount argocd-manager-${uid} (and its ClusterRole/Binding) from the cluster: ${problem}`,
         );
       }
@@ -404,7 +400,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       await events.event(
         ManagedEnvironmentCr.withTypeMeta(object),
         'Normal',
-        EnvironmentEventReason.EnvironmentUpdated,
+        ManagedEnvironmentEventReason.EnvironmentUpdated,
         `${result.change === 'created' ? 'Created' : 'Updated'} managed environment ${result.environmentId} in the database (operation ${result.operationId})`,
       );
       options.onEnvironmentChanged?.(namespace);
@@ -449,7 +445,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       await events.event(
         ManagedEnvironmentCr.withTypeMeta(object),
         'Warning',
-        EnvironmentEventReason.AgentOperationFailed,
+        ManagedEnvironmentEventReason.AgentOperationFailed,
         `The cluster-agent could not give this environment to Argo CD: ${failed.message || 'the operation failed'}. It is retried.`,
       );
     }

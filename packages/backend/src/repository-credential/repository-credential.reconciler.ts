@@ -11,7 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Condition } from '@gitops/api';
-import { SecretKey, SecretType } from '@gitops/api';
+import { RepositoryCredentialEventReason, SecretKey, SecretType } from '@gitops/api';
 import type { Database, OperationRow, Sealer } from '@gitops/db';
 import {
   conditionsOfStatus,
@@ -44,15 +44,6 @@ import {
   findRepositoryCredentialMappings,
 } from './repository-credential.store.ts';
 import { createValidationMemo } from './validation-memo.ts';
-
-/** Event reasons on GitOpsDeploymentRepositoryCredentials. */
-export const RepositoryCredentialEventReason = {
-  RepositoryCredentialCreated: 'RepositoryCredentialCreated',
-  RepositoryCredentialUpdated: 'RepositoryCredentialUpdated',
-  RepositoryCredentialDeleted: 'RepositoryCredentialDeleted',
-  ErrorOccurred: 'ErrorOccurred',
-  ErrorOccurredResolved: 'ErrorOccurredResolved',
-} as const;
 
 /** Re-validation of a valid repository credential (the Git server may change its mind). */
 export const DEFAULT_REVALIDATE_INTERVAL_MS = 10 * 60_000;

@@ -12,6 +12,7 @@ import {
   type GitOpsDeploymentCondition,
   GitOpsDeploymentConditionType,
   resolvedReason,
+  SyncEventReason,
 } from '@gitops/api';
 import { setCondition } from '@gitops/shared';
 import { z } from 'zod';
@@ -207,13 +208,6 @@ export function statusPatch(
     if (currentStatus[field] !== undefined) current[field] = currentStatus[field];
   return createMergePatch(current, desired);
 }
-
-/** Event reasons of the status path. */
-export const SyncEventReason = {
-  SyncStarted: 'SyncStarted',
-  SyncSucceeded: 'SyncSucceeded',
-  SyncFailed: 'SyncFailed',
-} as const;
 
 export interface SyncEvent {
   type: 'Normal' | 'Warning';

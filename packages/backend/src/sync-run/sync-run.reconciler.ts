@@ -13,6 +13,7 @@ import {
   GitOpsDeploymentMessage,
   GitOpsDeploymentType,
   SyncRunConditionType,
+  SyncRunEventReason,
   SyncRunMessage,
 } from '@gitops/api';
 import {
@@ -68,18 +69,6 @@ import {
   syncStatusChanges,
 } from './sync-run.status.ts';
 import { releaseGoneSyncRuns, requestSync, syncOperationOf, terminateSync } from './sync-run.store.ts';
-
-/** Event reasons on SyncRuns (kubectl describe). */
-export const SyncRunEventReason = {
-  SyncRequested: 'SyncRequested',
-  /** status.phase became Running, Succeeded, Failed or Terminated (in this order below). */
-  SyncStarted: 'SyncStarted',
-  SyncSucceeded: 'SyncSucceeded',
-  SyncFailed: 'SyncFailed',
-  SyncTerminated: 'SyncTerminated',
-  ErrorOccurred: 'ErrorOccurred',
-  ErrorOccurredResolved: 'ErrorOccurredResolved',
-} as const;
 
 /** How long to wait for the parent GitOpsDeployment's application row (its reconcile is running). */
 const PARENT_ROW_RETRY_MS = 1_000;
