@@ -11,12 +11,9 @@ import {
   DeploymentTargetPhase,
 } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
-import type { AppStudioCr } from './objects.ts';
+import type { ClaimCr, ClassCr, EnvironmentCr, TargetCr } from './objects.ts';
 
-export type TargetCr = AppStudioCr<'DeploymentTarget'>;
-export type ClaimCr = AppStudioCr<'DeploymentTargetClaim'>;
-export type EnvironmentCr = AppStudioCr<'Environment'>;
-export type ClassCr = AppStudioCr<'DeploymentTargetClass'>;
+export type { ClaimCr, ClassCr, EnvironmentCr, TargetCr };
 
 export interface TargetCredentials {
   apiURL: string;

@@ -17,7 +17,7 @@ import {
   type TargetCr,
   targetNameOf,
 } from './deployment-target.ts';
-import { ownerReferences, specOf, text } from './objects.ts';
+import { type BindingCr, ownerReferences, type PromotionRunCr } from './objects.ts';
 
 /** The objects of one namespace an index holds under `value`. */
 export type NamespacedLookup<T extends KubeObject = KubeObject> = (
@@ -53,12 +53,12 @@ function namespacedIndex<T extends KubeObject>(
 }
 
 /** Bindings or PromotionRuns by `spec.application`. */
-export const byApplication = (informer: Informer<KubeObject>) =>
-  namespacedIndex(informer, 'appstudio.application', (o) => text(specOf(o).application));
+export const byApplication = <T extends BindingCr | PromotionRunCr>(informer: Informer<T>) =>
+  namespacedIndex(informer, 'appstudio.application', (o) => o.spec?.application ?? '');
 
 /** Bindings by `spec.environment`. */
-export const byEnvironment = (bindings: Informer<KubeObject>) =>
-  namespacedIndex(bindings, 'appstudio.environment', (o) => text(specOf(o).environment));
+export const byEnvironment = (bindings: Informer<BindingCr>) =>
+  namespacedIndex(bindings, 'appstudio.environment', (o) => o.spec.environment);
 
 /** Environments by the DeploymentTargetClaim they name. */
 export const byClaimOfEnvironment = (environments: Informer<EnvironmentCr>) =>

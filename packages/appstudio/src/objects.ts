@@ -12,6 +12,14 @@ export type AppStudioKindName = Exclude<keyof typeof AppStudioKinds, 'SpaceReque
 /** An object of App Studio kind `K` as the API server returns it: its generated type, with a name. */
 export type AppStudioCr<K extends AppStudioKindName> = Extract<AppStudio.AppStudioObject, { kind: K }> &
   KubeObject;
+export type EnvironmentCr = AppStudioCr<'Environment'>;
+export type SnapshotCr = AppStudioCr<'Snapshot'>;
+export type BindingCr = AppStudioCr<'SnapshotEnvironmentBinding'>;
+export type PromotionRunCr = AppStudioCr<'PromotionRun'>;
+export type ApplicationCr = AppStudioCr<'Application'>;
+export type TargetCr = AppStudioCr<'DeploymentTarget'>;
+export type ClaimCr = AppStudioCr<'DeploymentTargetClaim'>;
+export type ClassCr = AppStudioCr<'DeploymentTargetClass'>;
 
 export type Json = Record<string, unknown>;
 

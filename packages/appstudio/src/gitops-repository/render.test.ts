@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
 import { classifyGitFailure, hostKeyProblem, redact, withoutUserInfo } from './git.ts';
-import { managedElsewhere, renderStateOf } from './render.feature.ts';
+import { managedElsewhere, renderStateOf } from './render.status.ts';
 import { commitMessage, gitOpsRepositoryOf, overlayPath, parseImage, renderOverlay } from './render.ts';
 
 describe('rendering a Snapshot into an overlay', () => {

@@ -3,13 +3,15 @@
  * deployments to a result (README: "PromotionRun"). The wiring: the runs (`for`), what else wakes them
  * (`promotion-run.watches.ts`), the reconcile's steps (`promotion-run.reconciler.ts`).
  */
-import type { Informer, KubeObject } from '@gitops/shared';
+
+import type { Informer } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
 import {
   type AppStudioController,
   newAppStudioController,
   quietInTerminatingNamespace,
 } from '../controller.ts';
+import type { EnvironmentCr } from '../objects.ts';
 import { createPromotionRunReconciler } from './promotion-run.reconciler.ts';
 import {
   type PromotionRunWatchDeps,
@@ -18,7 +20,7 @@ import {
 } from './promotion-run.watches.ts';
 
 export interface PromotionRunFeatureDeps extends PromotionRunWatchDeps {
-  environments: Informer<KubeObject>;
+  environments: Informer<EnvironmentCr>;
 }
 
 export function createPromotionRunFeature(

@@ -43,14 +43,17 @@ import {
 } from '@gitops/shared';
 import { parseConditions, sameConditions } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
-import { renderStateOf } from '../gitops-repository/render.feature.ts';
+import { renderStateOf } from '../gitops-repository/render.status.ts';
 import { byApplication } from '../indexes.ts';
 import {
   applicationOf,
+  type BindingCr,
   createdBefore,
+  type EnvironmentCr,
   environmentOf,
   type Json,
   list,
+  type PromotionRunCr,
   record,
   specOf,
   statusOf,
@@ -74,9 +77,9 @@ const PromotionRun = AppStudioKinds.PromotionRun;
 const POLL_MS = 15_000;
 
 export interface PromotionRunReconcilerDeps {
-  promotionRuns: Informer<KubeObject>;
-  bindings: Informer<KubeObject>;
-  environments: Informer<KubeObject>;
+  promotionRuns: Informer<PromotionRunCr>;
+  bindings: Informer<BindingCr>;
+  environments: Informer<EnvironmentCr>;
 }
 
 /** One pass over a run whose current step is recorded (its environment, its start, the time left). */

@@ -19,11 +19,11 @@ import {
   statusFieldsChanged,
 } from '@gitops/shared';
 import { byApplication } from '../indexes.ts';
-import { applicationOf, statusOf, text } from '../objects.ts';
+import { applicationOf, type BindingCr, type PromotionRunCr, statusOf, text } from '../objects.ts';
 
 export interface PromotionRunWatchDeps {
-  promotionRuns: Informer<KubeObject>;
-  bindings: Informer<KubeObject>;
+  promotionRuns: Informer<PromotionRunCr>;
+  bindings: Informer<BindingCr>;
 }
 
 /** Which updates of a run need a reconcile. */

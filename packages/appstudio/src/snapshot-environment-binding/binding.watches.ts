@@ -26,10 +26,10 @@ import {
 } from '@gitops/shared';
 import type { ClaimCr, EnvironmentCr, TargetCr } from '../deployment-target.ts';
 import { byApplication, byClaimOfEnvironment, byEnvironment, claimsOfTargetIn } from '../indexes.ts';
-import { applicationOf, environmentOf } from '../objects.ts';
+import { applicationOf, type BindingCr, environmentOf } from '../objects.ts';
 
 export interface BindingWatchDeps {
-  bindings: Informer<KubeObject>;
+  bindings: Informer<BindingCr>;
   environments: Informer<EnvironmentCr>;
   deployments: Informer<KubeObject>;
   applications: Informer<KubeObject>;
