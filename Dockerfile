@@ -37,6 +37,15 @@ RUN pnpm install --frozen-lockfile --prod --ignore-scripts \
  && rm -rf packages/local-env packages/test-support e2e
 
 FROM ${NODE_IMAGE}
+# git for the backend (GitOps repository rendering and RepositoryCredential checks run the git CLI),
+# ssh for git over ssh://, and the public CAs for git over HTTPS. The official image has all three; a
+# minimal Debian base (images/base) gets them from Debian's packages, without recommends.
+RUN if ! command -v git >/dev/null || ! command -v ssh >/dev/null || [ ! -s /etc/ssl/certs/ca-certificates.crt ]; then \
+      apt-get update -qq \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+           git openssh-client ca-certificates >/dev/null \
+      && apt-get clean && rm -rf /var/lib/apt/lists/*; \
+    fi
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=deps /app/node_modules node_modules

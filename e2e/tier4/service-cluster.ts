@@ -30,14 +30,18 @@ export const ARGOCD_NS = 'gitops-service-argocd';
 
 export interface KubeItem {
   metadata: { name: string; namespace?: string; deletionTimestamp?: string; uid?: string };
-  spec?: { containers?: { image: string }[]; source?: { path?: string } };
+  spec?: {
+    containers?: { image: string }[];
+    source?: { path?: string };
+    template?: { spec?: { containers?: { image: string }[] } };
+  };
   status?: Record<string, unknown> & {
     conditions?: { type: string; status: string; message?: string }[];
     phase?: string;
     podIP?: string;
     sync?: { status?: string; revision?: string };
     health?: { status?: string };
-    containerStatuses?: { ready?: boolean; restartCount?: number }[];
+    containerStatuses?: { ready?: boolean; restartCount?: number; imageID?: string }[];
   };
   data?: Record<string, string>;
 }

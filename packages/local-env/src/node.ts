@@ -38,6 +38,18 @@ const KUBELET_HEALTHZ_PORT = 20248;
 /** Global kernel settings the kubelet rewrites; saved before it starts and restored when it stops. */
 const KUBELET_SYSCTLS = ['vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops'];
 
+/**
+ * The full name containerd (and the kubelet) give an image reference of Docker's short form:
+ * `gitops-service/pause:local` → `docker.io/gitops-service/pause:local`, `redis` → `docker.io/library/redis:latest`.
+ */
+export function containerdImageName(image: string): string {
+  const tagged = /[:@][^/]*$/.test(image) ? image : `${image}:latest`;
+  const [first = '', ...rest] = tagged.split('/');
+  const hasHost = rest.length > 0 && (first.includes('.') || first.includes(':') || first === 'localhost');
+  if (hasHost) return tagged;
+  return rest.length === 0 ? `docker.io/library/${tagged}` : `docker.io/${tagged}`;
+}
+
 async function exists(path: string, mode = constants.F_OK): Promise<boolean> {
   return access(path, mode).then(
     () => true,
@@ -194,8 +206,11 @@ export interface KubeNode {
   readonly stateDir: string;
   /** Path of kubectl (built beside the control plane). */
   readonly kubectl: string;
-  /** Imports more images from the local Docker engine. */
-  importImages(images: string[]): Promise<void>;
+  /**
+   * Imports more images from the local Docker engine; each is then known by its tag and by its digest
+   * (`<name>@sha256:…`), as a pulled image is. Returns each image's digest on the node.
+   */
+  importImages(images: string[]): Promise<Record<string, string>>;
   stop(): Promise<void>;
 }
 
@@ -338,8 +353,8 @@ export async function startNode(controlPlane: ControlPlane, options: NodeOptions
   const recordPids = () => writeFile(join(state, 'pids.json'), JSON.stringify(pids));
   const ctr = (args: string[]) => run('ctr', ['--address', socket, '--namespace', 'k8s.io', ...args]);
 
-  const importImages = async (images: string[]) => {
-    if (images.length === 0) return;
+  const importImages = async (images: string[]): Promise<Record<string, string>> => {
+    if (images.length === 0) return {};
     const started = Date.now();
     await new Promise<void>((resolve, reject) => {
       const save = spawn('docker', ['save', ...images], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -366,7 +381,27 @@ export async function startNode(controlPlane: ControlPlane, options: NodeOptions
       save.on('exit', done);
       load.on('exit', done);
     });
+    // The CRI plugin records a pulled image under its tag and its digest; an imported one has its tag only.
+    // Add the digest reference, so that a Pod naming `<name>@sha256:…` (a rendered overlay pins images by
+    // digest) finds it without a pull.
+    const digests: Record<string, string> = {};
+    const listed = new Map(
+      (await ctr(['images', 'ls']))
+        .split('\n')
+        .slice(1)
+        .map((line) => line.split(/\s+/))
+        .map(([ref = '', , digest = '']) => [ref, digest] as const),
+    );
+    for (const image of images) {
+      const ref = containerdImageName(image);
+      const digest = listed.get(ref);
+      if (!digest?.startsWith('sha256:'))
+        throw new Error(`image ${image} is not on the node after its import`);
+      digests[image] = digest;
+      await ctr(['images', 'tag', '--force', ref, `${ref.replace(/:[^:/@]+$/, '')}@${digest}`]);
+    }
     log(`imported ${images.join(', ')} into the node in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+    return digests;
   };
 
   let stopped = false;
