@@ -11,6 +11,7 @@
  *   are trusted (StrictHostKeyChecking=yes, no global file); without one a key is accepted on first use in
  *   this folder only (accept-new, an empty known_hosts), which the backend warns about at start.
  */
+import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -90,4 +91,76 @@ export async function gitEnvironment(
     env[`GIT_CONFIG_VALUE_${i}`] = value;
   });
   return env;
+}
+
+export interface GitRun {
+  /** Exit code; -1 when git could not be started. */
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  /** git is not installed (no `git` on PATH): a problem of this service's image, not of the repository. */
+  missing: boolean;
+}
+
+/** What a GitRun's stderr says when git is not on PATH. */
+export const GIT_MISSING = 'git is not installed where this service runs (no git on PATH)';
+
+/**
+ * Runs `git <args>` with `env` (gitEnvironment), killed after `timeoutMs` or on `signal`. Never throws:
+ * a git that cannot be started is `missing` (ENOENT) or code -1, with the error's code only (Node's
+ * messages may quote the environment, which holds credentials). Output is capped (64 KiB / 16 KiB).
+ */
+export function runGit(
+  args: readonly string[],
+  options: { env: NodeJS.ProcessEnv; cwd?: string; timeoutMs: number; signal?: AbortSignal },
+): Promise<GitRun> {
+  const failed = (code: unknown): GitRun => {
+    const missing = code === 'ENOENT';
+    return {
+      code: -1,
+      stdout: '',
+      stderr: missing ? GIT_MISSING : `git could not be started (${String(code ?? 'error')})`,
+      timedOut: false,
+      missing,
+    };
+  };
+  return new Promise((resolve) => {
+    let child: ReturnType<typeof spawn>;
+    try {
+      child = spawn('git', [...args], {
+        cwd: options.cwd,
+        env: options.env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    } catch (err) {
+      resolve(failed((err as { code?: unknown }).code));
+      return;
+    }
+    let stdout = '';
+    let stderr = '';
+    let timedOut = false;
+    child.stdout?.setEncoding('utf8').on('data', (c: string) => {
+      if (stdout.length < 65_536) stdout += c;
+    });
+    child.stderr?.setEncoding('utf8').on('data', (c: string) => {
+      if (stderr.length < 16_384) stderr += c;
+    });
+    const kill = () => child.kill('SIGKILL');
+    const timer = setTimeout(() => {
+      timedOut = true;
+      kill();
+    }, options.timeoutMs);
+    options.signal?.addEventListener('abort', kill, { once: true });
+    let settled = false;
+    const settle = (result: GitRun) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', kill);
+      resolve(result);
+    };
+    child.on('error', (err) => settle(failed((err as { code?: unknown }).code)));
+    child.on('close', (code) => settle({ code, stdout, stderr, timedOut, missing: false }));
+  });
 }

@@ -1,18 +1,7 @@
-/**
- * The git CLI (Debian's `git`, also in the service's image) in a private work tree, for rendering a GitOps
- * repository: fetch a branch, commit, push. Chosen over a JavaScript implementation because the same
- * binary speaks HTTPS and SSH (isomorphic-git has no SSH) and behaves as the users' own git does.
- *
- * Credentials never reach a command line, a URL, a log line or a message: the environment is @gitops/shared's
- * `gitEnvironment` (credentials and SSH host keys as the RepositoryCredential check uses them; the 0700 work
- * folder is the one it writes the SSH key into). Every text taken from git's output goes through `redact`
- * before it is returned.
- */
-import { spawn } from 'node:child_process';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type GitCredentials, gitEnvironment, scrubString } from '@gitops/shared';
+import { type GitCredentials, gitEnvironment, runGit, scrubString } from '@gitops/shared';
 import { DEFAULT_RENDER_GIT_TIMEOUT_MS } from '../context.ts';
 
 export type { GitCredentials };
@@ -119,13 +108,6 @@ export function hostKeyProblem(stderr: string): string {
     .slice(0, 400);
 }
 
-interface RunOutput {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  timedOut: boolean;
-}
-
 /** A checkout of one branch of one repository, in a private temp folder; `dispose` removes it. */
 export interface WorkTree {
   readonly dir: string;
@@ -167,45 +149,13 @@ export async function checkout(
     ],
   });
 
-  const run = (args: string[], cwd: string) =>
-    new Promise<RunOutput>((resolve) => {
-      let child: ReturnType<typeof spawn>;
-      try {
-        child = spawn('git', args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-      } catch (err) {
-        const code = (err as { code?: unknown }).code;
-        resolve({
-          code: -1,
-          stdout: '',
-          stderr: `git could not be started (${String(code)})`,
-          timedOut: false,
-        });
-        return;
-      }
-      let stdout = '';
-      let stderr = '';
-      let timedOut = false;
-      child.stdout?.setEncoding('utf8').on('data', (c: string) => {
-        if (stdout.length < 65_536) stdout += c;
-      });
-      child.stderr?.setEncoding('utf8').on('data', (c: string) => {
-        if (stderr.length < 16_384) stderr += c;
-      });
-      const timer = setTimeout(() => {
-        timedOut = true;
-        child.kill('SIGKILL');
-      }, timeoutMs);
-      child.on('error', () => {});
-      child.on('close', (code) => {
-        clearTimeout(timer);
-        resolve({ code, stdout, stderr, timedOut });
-      });
-    });
+  const run = (args: string[], cwd: string) => runGit(args, { env, cwd, timeoutMs });
 
   const git = async (what: string, args: string[], cwd = dir): Promise<string> => {
     const out = await run(args, cwd);
     if (out.code === 0) return out.stdout.trim();
     if (out.timedOut) throw new GitError('unreachable', `${what}: no answer within ${timeoutMs / 1000}s`);
+    if (out.missing) throw new GitError('unreachable', `${what}: ${out.stderr}`);
     const failure = classifyGitFailure(out.stderr);
     if (failure === 'hostKey') throw new GitError(failure, `${what}: ${hostKeyProblem(out.stderr)}`);
     throw new GitError(failure, `${what}: ${redact(out.stderr, secrets)}`);

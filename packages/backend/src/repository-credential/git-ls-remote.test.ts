@@ -147,3 +147,20 @@ describe('git ls-remote validation against a local Git SSH server, with and with
     assert.equal(ssh.logins.accepted + ssh.logins.refused, before);
   });
 });
+
+describe('git ls-remote where git is not installed', () => {
+  it('says so (the check is retried), instead of calling the repository unreachable', async () => {
+    const previousPath = process.env.PATH;
+    const empty = await mkdtemp(join(tmpdir(), 'no-git-'));
+    process.env.PATH = empty;
+    try {
+      assert.deepEqual(await lsRemote('https://git.example.test/org/repo.git', {}), {
+        result: 'unreachable',
+        detail: 'git is not installed where this service runs (no git on PATH)',
+      });
+    } finally {
+      process.env.PATH = previousPath;
+      await rm(empty, { recursive: true, force: true });
+    }
+  });
+});

@@ -15,11 +15,10 @@
  * 3. anything else (404, not found, DNS failure, connection refused, TLS failure) → `invalidUrl`.
  * 4. the timeout → `unreachable` (retried with backoff, reported as InvalidRepositoryUrl meanwhile).
  */
-import { spawn } from 'node:child_process';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type GitCredentials, gitEnvironment, scrubString } from '@gitops/shared';
+import { type GitCredentials, gitEnvironment, runGit } from '@gitops/shared';
 
 export type { GitCredentials };
 
@@ -48,53 +47,6 @@ export function classifyGitError(stderr: string): 'auth' | 'hostKey' | 'notFound
   return 'other';
 }
 
-interface RunResult {
-  code: number | null;
-  stderr: string;
-  timedOut: boolean;
-}
-
-function run(
-  args: string[],
-  env: NodeJS.ProcessEnv,
-  timeoutMs: number,
-  signal?: AbortSignal,
-): Promise<RunResult> {
-  return new Promise((resolve) => {
-    let child: ReturnType<typeof spawn>;
-    try {
-      child = spawn('git', args, { env, stdio: ['ignore', 'ignore', 'pipe'] });
-    } catch (err) {
-      // Node's argument checks quote the offending value, which may be a credential in `env`: code only.
-      const code = (err as { code?: unknown }).code;
-      resolve({ code: -1, stderr: `git could not be started (${String(code ?? 'error')})`, timedOut: false });
-      return;
-    }
-    let stderr = '';
-    let timedOut = false;
-    child.stderr?.setEncoding('utf8');
-    child.stderr?.on('data', (chunk: string) => {
-      if (stderr.length < 16_384) stderr += chunk;
-    });
-    const kill = () => child.kill('SIGKILL');
-    const timer = setTimeout(() => {
-      timedOut = true;
-      kill();
-    }, timeoutMs);
-    signal?.addEventListener('abort', kill, { once: true });
-    const done = (code: number | null) => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', kill);
-      resolve({ code, stderr, timedOut });
-    };
-    child.on('error', (err) => {
-      stderr += scrubString(String(err.message));
-      done(-1);
-    });
-    child.on('close', (code) => done(code));
-  });
-}
-
 const GIT_ARGS = (url: string) => ['ls-remote', '--heads', '--', url];
 
 /**
@@ -111,8 +63,9 @@ export async function lsRemote(
   try {
     await chmod(dir, 0o700);
     const env = await gitEnvironment(dir, credentials, options);
-    const first = await run(GIT_ARGS(url), env, timeoutMs, options.signal);
+    const first = await runGit(GIT_ARGS(url), { env, timeoutMs, signal: options.signal });
     if (first.code === 0) return { result: 'valid' };
+    if (first.missing) return { result: 'unreachable', detail: first.stderr };
     if (first.timedOut) return { result: 'unreachable', detail: 'git ls-remote timed out' };
     const kind = classifyGitError(first.stderr);
     if (kind === 'hostKey')
@@ -121,12 +74,11 @@ export async function lsRemote(
         detail: "the SSH server's host key is not one the service trusts (GITOPS_SSH_KNOWN_HOSTS_FILE)",
       };
     if (kind === 'auth') {
-      const anonymous = await run(
-        GIT_ARGS(url),
-        await gitEnvironment(dir, {}, options),
+      const anonymous = await runGit(GIT_ARGS(url), {
+        env: await gitEnvironment(dir, {}, options),
         timeoutMs,
-        options.signal,
-      );
+        signal: options.signal,
+      });
       if (anonymous.code !== 0 && classifyGitError(anonymous.stderr) === 'notFound') {
         return { result: 'invalidUrl', detail: 'the repository does not exist' };
       }
