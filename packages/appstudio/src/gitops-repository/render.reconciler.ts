@@ -93,7 +93,7 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /** The Snapshot's image of each of the binding's components (sorted), or the message naming what is missing. */
-function imagesOf(binding: BindingCr, snapshot: SnapshotCr): Image[] | string {
+export function imagesOf(binding: BindingCr, snapshot: SnapshotCr): Image[] | string {
   const imageOf = new Map((snapshot.spec?.components ?? []).map((c) => [c.name, c.containerImage]));
   const components = binding.spec.components
     .map((c) => c.name)
