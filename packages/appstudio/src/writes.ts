@@ -26,7 +26,7 @@ import {
   patchStatus,
   setKubeCondition,
 } from '@gitops/shared';
-import { specOf, statusOf, text } from './objects.ts';
+import { type BindingCr, statusOf, text } from './objects.ts';
 
 export function pathOf(
   kind: KindDescriptor,
@@ -91,10 +91,10 @@ export async function mergePatch<T extends KubeObject>(
  */
 export async function pointBindingAt(
   kc: KubeConfig,
-  binding: KubeObject,
+  binding: BindingCr,
   snapshot: string,
-): Promise<KubeObject | undefined> {
-  if (text(specOf(binding).snapshot) === snapshot) return undefined;
+): Promise<BindingCr | undefined> {
+  if (binding.spec.snapshot === snapshot) return undefined;
   return patchObject(kc, AppStudioKinds.SnapshotEnvironmentBinding, binding, { spec: { snapshot } });
 }
 
@@ -113,10 +113,10 @@ export async function createBinding(
     components: readonly string[];
     shardLabels: Readonly<Record<string, string>>;
   },
-): Promise<KubeObject> {
+): Promise<BindingCr> {
   const { namespace, name, application, environment } = binding;
   const kind = AppStudioKinds.SnapshotEnvironmentBinding;
-  return (await kubeRequest(kc, {
+  const created = await kubeRequest(kc, {
     method: HttpMethod.POST,
     path: collectionPath({ ...kind.resource, namespace }),
     body: {
@@ -138,7 +138,8 @@ export async function createBinding(
         components: binding.components.map((component) => ({ name: component })),
       },
     },
-  })) as KubeObject;
+  });
+  return kindParser<BindingCr>(kind)(created);
 }
 
 export async function addFinalizer<T extends KubeObject>(
@@ -216,18 +217,19 @@ export async function setErrorOccurred<T extends KubeObject>(
  * stale cache fails with 409 and the key is reconciled again); nothing when none differs. Returns the object
  * as stored, or `object` when nothing was written.
  */
-export async function writeChangedStatus(
+export async function writeChangedStatus<T extends KubeObject>(
   kc: KubeConfig,
   kind: KindDescriptor,
-  object: KubeObject,
+  object: T,
   patch: Record<string, unknown>,
-): Promise<KubeObject> {
+): Promise<T> {
   const status = statusOf(object);
   if (Object.entries(patch).every(([k, v]) => jsonEqual(status[k] ?? null, v))) return object;
-  return patchStatus(
+  const stored = await patchStatus(
     kc,
     { ...kind, namespace: object.metadata.namespace, name: object.metadata.name },
     { metadata: { resourceVersion: object.metadata.resourceVersion }, status: patch },
     { fieldManager: APPSTUDIO_FIELD_MANAGER },
   );
+  return kindParser<T>(kind)(stored);
 }

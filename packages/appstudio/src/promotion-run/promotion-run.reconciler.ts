@@ -39,7 +39,6 @@ import {
   type Reconciler,
   setCondition,
   splitObjectKey,
-  withTypeMeta,
 } from '@gitops/shared';
 import { parseConditions, sameConditions } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
@@ -50,15 +49,9 @@ import {
   type BindingCr,
   createdBefore,
   type EnvironmentCr,
-  environmentOf,
   type Json,
-  list,
   type PromotionRunCr,
   record,
-  specOf,
-  statusOf,
-  strings,
-  text,
 } from '../objects.ts';
 import { createBinding, pointBindingAt, writeChangedStatus } from '../writes.ts';
 import {
@@ -85,14 +78,14 @@ export interface PromotionRunReconcilerDeps {
 /** One pass over a run whose current step is recorded (its environment, its start, the time left). */
 interface StepPass {
   /** The run as stored after the step was recorded. */
-  run: KubeObject;
+  run: PromotionRunCr;
   /** The run as the pass found it in the cache (the object of its Events). */
-  cached: KubeObject;
+  cached: PromotionRunCr;
   namespace: string;
   snapshot: string;
   automated: boolean;
   /** The status before this pass (its `activeBindings`). */
-  previous: Json;
+  previous: NonNullable<PromotionRunCr['status']>;
   steps: EnvironmentStep[];
   current: string;
   succeeded: ReadonlySet<string>;
@@ -109,27 +102,27 @@ export function createPromotionRunReconciler(
   const { kc, events } = ctx;
   const runsOfApplication = byApplication(deps.promotionRuns);
   const bindingsOfApplication = byApplication(deps.bindings);
-  const writeStatus = (run: KubeObject, patch: Json) => writeChangedStatus(kc, PromotionRun, run, patch);
-  const event = (run: KubeObject, type: 'Normal' | 'Warning', reason: string, message: string) =>
-    events.event(withTypeMeta(PromotionRun, run), type, reason, message);
+  const writeStatus = (run: PromotionRunCr, patch: Json) => writeChangedStatus(kc, PromotionRun, run, patch);
+  const event = (run: PromotionRunCr, type: 'Normal' | 'Warning', reason: string, message: string) =>
+    events.event(run, type, reason, message);
   const poll = (pass: StepPass) => Math.min(POLL_MS, pass.remainingMs);
 
   /** The single ErrorOccurred condition of a PromotionRun (the original's own condition shape). */
   const errorCondition = (
-    run: KubeObject,
+    run: PromotionRunCr,
     status: 'True' | 'False',
     reason: string,
     message: string,
   ): KubeCondition[] =>
     setCondition(
-      parseConditions(statusOf(run).conditions),
+      parseConditions(run.status?.conditions),
       { type: 'ErrorOccurred', status, reason, message },
       ctx.now(),
     );
 
-  async function fail(run: KubeObject, message: string, requeueAfter?: number): Promise<Outcome> {
+  async function fail(run: PromotionRunCr, message: string, requeueAfter?: number): Promise<Outcome> {
     const conditions = errorCondition(run, 'True', 'ErrorOccurred', message);
-    if (!sameConditions(conditions, parseConditions(statusOf(run).conditions))) {
+    if (!sameConditions(conditions, parseConditions(run.status?.conditions))) {
       await writeStatus(run, { conditions });
       await event(run, 'Warning', PromotionEventReason.ErrorOccurred, message);
     }
@@ -146,8 +139,8 @@ export function createPromotionRunReconciler(
       .list(namespace)
       .filter(
         (env) =>
-          done.has(text(specOf(env).parentEnvironment)) &&
-          text(specOf(env).deploymentStrategy) === DeploymentStrategy.AppStudioAutomated &&
+          done.has(env.spec?.parentEnvironment ?? '') &&
+          env.spec?.deploymentStrategy === DeploymentStrategy.AppStudioAutomated &&
           !started.has(env.metadata.name),
       )
       .map((env) => env.metadata.name)
@@ -155,14 +148,14 @@ export function createPromotionRunReconciler(
   }
 
   /** Step 2: true (and the run Waiting) when an earlier run of its application is not Complete. */
-  async function waitForEarlierRun(run: KubeObject): Promise<boolean> {
-    const application = applicationOf(run);
+  async function waitForEarlierRun(run: PromotionRunCr): Promise<boolean> {
+    const application = run.spec?.application ?? '';
     const earlier = runsOfApplication(run.metadata.namespace, application)
       .filter((r) => r.metadata.name !== run.metadata.name && !isComplete(r))
       .find((r) => createdBefore(r, run));
     if (!earlier) return false;
     const message = PromotionRunMessage.waitingForRun(earlier.metadata.name, application);
-    if (text(statusOf(run).state) !== PromotionRunState.Waiting)
+    if (run.status?.state !== PromotionRunState.Waiting)
       await event(run, 'Normal', PromotionEventReason.PromotionWaiting, message);
     await writeStatus(run, {
       state: PromotionRunState.Waiting,
@@ -175,20 +168,20 @@ export function createPromotionRunReconciler(
    * Step 3: the step this pass works on, recorded with its start; or the outcome when the run is over (every
    * step done) or has no target.
    */
-  async function startStep(run: KubeObject): Promise<StepPass | { outcome: Outcome }> {
+  async function startStep(run: PromotionRunCr): Promise<StepPass | { outcome: Outcome }> {
     const now = ctx.now();
-    const spec = specOf(run);
-    const status = statusOf(run);
+    const snapshot = run.spec?.snapshot ?? '';
+    const status = run.status ?? {};
     const namespace = run.metadata.namespace ?? '';
-    const manual = text(record(spec.manualPromotion).targetEnvironment);
-    const automated = text(record(spec.automatedPromotion).initialEnvironment);
+    const manual = run.spec?.manualPromotion?.targetEnvironment ?? '';
+    const automated = run.spec?.automatedPromotion?.initialEnvironment ?? '';
     if (!automated && !manual) return { outcome: await fail(run, PromotionRunMessage.InvalidTarget) };
     let steps = environmentStatusOf(status);
     let current = steps.find((s) => s.status === PromotionEnvironmentStatus.InProgress)?.environmentName;
     const succeeded = new Set(
       steps.filter((s) => s.status === PromotionEnvironmentStatus.Success).map((s) => s.environmentName),
     );
-    let stepStart = text(status.promotionStartTime);
+    let stepStart = status.promotionStartTime ?? '';
     if (!current) {
       const started = new Set(steps.map((s) => s.environmentName));
       const next =
@@ -206,7 +199,7 @@ export function createPromotionRunReconciler(
         PromotionRunMessage.WaitingForDeployments,
       );
       stepStart = kubeTime(now);
-      const message = `promoting snapshot ${text(spec.snapshot)} to ${current}`;
+      const message = `promoting snapshot ${snapshot} to ${current}`;
       await event(run, 'Normal', PromotionEventReason.PromotionStarted, message);
     }
     const recorded = await writeStatus(run, {
@@ -218,7 +211,7 @@ export function createPromotionRunReconciler(
       run: recorded,
       cached: run,
       namespace,
-      snapshot: text(spec.snapshot),
+      snapshot,
       automated: automated !== '',
       previous: status,
       steps,
@@ -233,7 +226,12 @@ export function createPromotionRunReconciler(
    * Complete with Success: `fields` are the last status fields of the run (the base of its last step);
    * `cached` is the run as the pass found it.
    */
-  async function complete(run: KubeObject, message: string, fields: Json, cached = run): Promise<Outcome> {
+  async function complete(
+    run: PromotionRunCr,
+    message: string,
+    fields: Json,
+    cached = run,
+  ): Promise<Outcome> {
     await writeStatus(run, {
       conditions: errorCondition(run, 'False', '', ''),
       ...fields,
@@ -267,11 +265,11 @@ export function createPromotionRunReconciler(
   const timedOut = (pass: StepPass) => endInFailure(pass, timedOutMessage(ctx.promotionTimeoutMs));
 
   /** The binding of (application, environment), generated from the application's Components when missing. */
-  async function bindingFor(pass: StepPass, logger: Logger): Promise<KubeObject | string> {
+  async function bindingFor(pass: StepPass, logger: Logger): Promise<BindingCr | string> {
     const { run, namespace, current: environment } = pass;
-    const application = applicationOf(run);
+    const application = run.spec?.application ?? '';
     const existing = bindingsOfApplication(namespace, application).find(
-      (b) => environmentOf(b) === environment,
+      (b) => b.spec.environment === environment,
     );
     if (existing) return existing;
     const components = (
@@ -308,12 +306,12 @@ export function createPromotionRunReconciler(
   async function prepareBinding(
     pass: StepPass,
     logger: Logger,
-  ): Promise<{ binding: KubeObject; latest: KubeObject } | { outcome: Outcome }> {
+  ): Promise<{ binding: BindingCr; latest: BindingCr } | { outcome: Outcome }> {
     const { run, namespace, snapshot } = pass;
     const binding = await bindingFor(pass, logger);
     if (typeof binding === 'string') return { outcome: await fail(run, binding, poll(pass)) };
     const bindingName = binding.metadata.name;
-    const active = strings(pass.previous.activeBindings);
+    const active = pass.previous.activeBindings ?? [];
     if (!pass.automated && active.length > 0 && !active.includes(bindingName))
       return { outcome: await fail(run, PromotionRunMessage.bindingChanged(active.join(', '), bindingName)) };
     if (!(await getObject(kc, { ...AppStudioKinds.Snapshot, namespace, name: snapshot })))
@@ -331,11 +329,7 @@ export function createPromotionRunReconciler(
    * Step 5: the verdict of the binding's deployments, once the GitOps repository holds the snapshot when this
    * service renders it; the next step, or the run's completion, when they are all done.
    */
-  async function followDeployments(
-    pass: StepPass,
-    binding: KubeObject,
-    latest: KubeObject,
-  ): Promise<Outcome> {
+  async function followDeployments(pass: StepPass, binding: BindingCr, latest: BindingCr): Promise<Outcome> {
     const { run, current } = pass;
     const bindingName = binding.metadata.name;
     const render = renderStateOf(latest);
@@ -347,10 +341,10 @@ export function createPromotionRunReconciler(
         return endInFailure(pass, message);
       return fail(run, message, poll(pass));
     }
-    const verdicts = deploymentVerdicts(render.state === 'rendering' ? {} : statusOf(latest));
-    const expected = list(specOf(binding).components).length;
+    const verdicts = deploymentVerdicts(render.state === 'rendering' ? {} : (latest.status ?? {}));
+    const expected = binding.spec.components.length;
     const waiting = verdicts.filter((v) => !v.done).map((v) => v.name);
-    const active = strings(pass.previous.activeBindings);
+    const active = pass.previous.activeBindings ?? [];
     const base = {
       state: PromotionRunState.Active,
       activeBindings: pass.automated ? [...new Set([...active, bindingName])] : [bindingName],

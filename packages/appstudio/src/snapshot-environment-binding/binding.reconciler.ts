@@ -36,7 +36,6 @@ import {
   type Reconciler,
   serverSideApply,
   splitObjectKey,
-  withTypeMeta,
 } from '@gitops/shared';
 import { parseConditions, sameConditions, withError, withSuccess } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
@@ -47,19 +46,7 @@ import {
   type EnvironmentCr,
 } from '../deployment-target.ts';
 import { byApplication, controlledObjects } from '../indexes.ts';
-import {
-  ageMs,
-  applicationOf,
-  createdBefore,
-  environmentOf,
-  type Json,
-  list,
-  ownerReferences,
-  record,
-  specOf,
-  statusOf,
-  text,
-} from '../objects.ts';
+import { ageMs, type BindingCr, createdBefore, type Json, ownerReferences } from '../objects.ts';
 import { writeChangedStatus } from '../writes.ts';
 import {
   type ComponentStatus,
@@ -85,7 +72,7 @@ export type BindingReconcilerDeps = BindingWatchDeps;
 
 /** One pass over a binding (as the cache held it). */
 interface Pass {
-  binding: KubeObject;
+  binding: BindingCr;
   namespace: string;
   application: string;
   environment: string;
@@ -109,9 +96,9 @@ export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReco
   const { kc, events } = ctx;
   const bindingsOfApplication = byApplication(deps.bindings);
   const ownedDeployments = controlledObjects(deps.deployments, Binding.kind);
-  const writeStatus = (binding: KubeObject, patch: Json) => writeChangedStatus(kc, Binding, binding, patch);
-  const event = (binding: KubeObject, type: 'Normal' | 'Warning', reason: string, message: string) =>
-    events.event(withTypeMeta(Binding, binding), type, reason, message);
+  const writeStatus = (binding: BindingCr, patch: Json) => writeChangedStatus(kc, Binding, binding, patch);
+  const event = (binding: BindingCr, type: 'Normal' | 'Warning', reason: string, message: string) =>
+    events.event(binding, type, reason, message);
 
   async function fail(pass: Pass, reason: string, message: string, requeueAfter?: number): Promise<Outcome> {
     const next = withError(pass.conditions, reason, message, pass.now);
@@ -168,7 +155,7 @@ export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReco
     const { binding, namespace, application, environment, status } = pass;
     const name = binding.metadata.name;
     const earlier = bindingsOfApplication(namespace, application)
-      .filter((b) => b.metadata.name !== name && environmentOf(b) === environment)
+      .filter((b) => b.metadata.name !== name && b.spec.environment === environment)
       .find((b) => createdBefore(b, binding));
     if (earlier) {
       const message = BindingMessage.duplicateBinding(application, environment, earlier.metadata.name);
@@ -183,9 +170,8 @@ export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReco
       return { outcome: await fail(pass, BindingReason.EnvironmentNotFound, message) };
     }
     // The component service's verdict on the GitOps repository: only the last entry counts.
-    const repoConditions = list(status.gitopsRepoConditions).map(record);
-    const lastRepoStatus =
-      repoConditions.length > 0 ? text(repoConditions[repoConditions.length - 1]?.status) : undefined;
+    const repoConditions = binding.status?.gitopsRepoConditions ?? [];
+    const lastRepoStatus = repoConditions.at(-1)?.status;
     if (lastRepoStatus === 'False')
       return {
         outcome: await fail(pass, BindingReason.GitOpsRepoNotReady, BindingMessage.gitOpsRepoNotReady(name)),
@@ -211,7 +197,6 @@ export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReco
 
   /** Where the deployments go, from the Environment; a string is the user-facing error. */
   function destinationOf(env: EnvironmentCr): Destination | string {
-    const spec = specOf(env);
     const claimName = claimNameOfEnvironment(env);
     if (claimName) {
       const claim = deps.claims.get(env.metadata.namespace, claimName);
@@ -224,10 +209,9 @@ export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReco
         ...(target.defaultNamespace ? { namespace: target.defaultNamespace } : {}),
       };
     }
-    if (spec.unstableConfigurationFields !== undefined) {
-      const targetNamespace = text(
-        record(record(spec.unstableConfigurationFields).kubernetesCredentials).targetNamespace,
-      );
+    const unstable = env.spec?.unstableConfigurationFields;
+    if (unstable !== undefined) {
+      const targetNamespace = unstable.kubernetesCredentials?.targetNamespace ?? '';
       if (!targetNamespace) return BindingMessage.MissingTargetNamespace;
       return { environment: managedEnvironmentName(env.metadata.name), namespace: targetNamespace };
     }
@@ -341,12 +325,12 @@ export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReco
     const { namespace = '', name } = splitObjectKey(key);
     const binding = deps.bindings.get(namespace, name);
     if (!binding || binding.metadata.deletionTimestamp) return undefined; // its deployments go by garbage collection
-    const status = statusOf(binding);
+    const status: Json = binding.status ?? {};
     const pass: Pass = {
       binding,
       namespace,
-      application: applicationOf(binding),
-      environment: environmentOf(binding),
+      application: binding.spec.application,
+      environment: binding.spec.environment,
       status,
       now: ctx.now(),
       conditions: parseConditions(status.bindingConditions),
