@@ -593,12 +593,15 @@ describe('cluster-agent', () => {
     await eventually('the Application released', async () =>
       (await getObject(kc, appRef(application.name))) ? undefined : true,
     );
-    const row = await database.db
-      .selectFrom('application')
-      .select('releasing_engine_instance_id')
-      .where('id', '=', application.id)
-      .executeTakeFirst();
-    assert.equal(row?.releasing_engine_instance_id, target.id, 'handed over: the new instance adopts it');
+    // The agent records the release after the Application is gone (completeApplicationRelease): wait for it.
+    await eventually('handed over: the new instance adopts it', async () => {
+      const row = await database.db
+        .selectFrom('application')
+        .select('releasing_engine_instance_id')
+        .where('id', '=', application.id)
+        .executeTakeFirst();
+      return row?.releasing_engine_instance_id === target.id ? true : undefined;
+    });
   });
 
   it('an Application with our label and no row is deleted (orphan)', async () => {
