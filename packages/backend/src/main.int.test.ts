@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import { freePort, startProcess, waitFor } from '@gitops/local-env';
@@ -44,11 +45,22 @@ test('the backend process answers /healthz, /readyz and /metrics, logs no secret
   const env = baseEnv(port);
   const lines: string[] = [];
   // A heap bound as a Pod's memory limit gives one: a runaway ends this process with V8's heap message in its
-  // output instead of the machine's OOM killer taking it (and stalling every other test) with no trace.
-  const child = startProcess('backend', process.execPath, ['--max-old-space-size=768', mainPath], {
-    env,
-    onLine: (l) => lines.push(l),
-  });
+  // output (and a heap snapshot in the temp folder) instead of the machine's OOM killer taking it (and
+  // stalling every other test) with no trace.
+  const child = startProcess(
+    'backend',
+    process.execPath,
+    [
+      '--max-old-space-size=768',
+      '--heapsnapshot-near-heap-limit=1',
+      `--diagnostic-dir=${tmpdir()}`,
+      mainPath,
+    ],
+    {
+      env,
+      onLine: (l) => lines.push(l),
+    },
+  );
   try {
     await waitFor(
       '/readyz',
