@@ -36,7 +36,12 @@ describe('PromotionRun pure parts', () => {
 
   it('counts a deployment done only when Synced and Healthy at the component commit (if any)', () => {
     const status = (sync: string, health: string, revision: string, commitID: string) => ({
-      components: [{ name: 'a', gitopsRepository: { commitID } }],
+      components: [
+        {
+          name: 'a',
+          gitopsRepository: { url: 'u', branch: 'main', path: 'p', generatedResources: [], commitID },
+        },
+      ],
       gitopsDeployments: [
         { componentName: 'a', gitopsDeployment: 'd', syncStatus: sync, health, commitID: revision },
       ],

@@ -2,7 +2,7 @@
 import { createHash } from 'node:crypto';
 import { PromotionRunMessage } from '@gitops/api';
 import { formatDuration } from '@gitops/shared';
-import { list, record, text } from '../objects.ts';
+import type { BindingCr, PromotionRunCr } from '../objects.ts';
 
 /**
  * The binding a PromotionRun generates when (application, environment) has none:
@@ -29,20 +29,13 @@ export interface EnvironmentStep {
   displayStatus: string;
 }
 
-export function environmentStatusOf(status: Record<string, unknown>): EnvironmentStep[] {
-  return list(status.environmentStatus).flatMap((item) => {
-    const e = record(item);
-    return typeof e.environmentName === 'string'
-      ? [
-          {
-            step: typeof e.step === 'number' ? e.step : 0,
-            environmentName: e.environmentName,
-            status: text(e.status),
-            displayStatus: text(e.displayStatus),
-          },
-        ]
-      : [];
-  });
+export function environmentStatusOf(status: PromotionRunCr['status']): EnvironmentStep[] {
+  return (status?.environmentStatus ?? []).map(({ step, environmentName, status, displayStatus }) => ({
+    step,
+    environmentName,
+    status,
+    displayStatus,
+  }));
 }
 
 /** Upserts the entry of `environment`: overwritten in place, or appended with the next step number. */
@@ -68,22 +61,16 @@ export interface DeploymentVerdict {
  * status carries a commitID, synced at that commit (appstudio README promise 4; the original counted anything but
  * "Synced and not Healthy" as done).
  */
-export function deploymentVerdicts(bindingStatus: Record<string, unknown>): DeploymentVerdict[] {
+export function deploymentVerdicts(bindingStatus: BindingCr['status']): DeploymentVerdict[] {
   const commits = new Map(
-    list(bindingStatus.components).map((c) => [
-      text(record(c).name),
-      text(record(record(c).gitopsRepository).commitID),
-    ]),
+    (bindingStatus?.components ?? []).map((c) => [c.name, c.gitopsRepository.commitID]),
   );
-  return list(bindingStatus.gitopsDeployments).map((item) => {
-    const d = record(item);
-    const expected = commits.get(text(d.componentName)) ?? '';
+  return (bindingStatus?.gitopsDeployments ?? []).map((d) => {
+    const expected = commits.get(d.componentName) ?? '';
     return {
-      name: text(d.gitopsDeployment),
+      name: d.gitopsDeployment ?? '',
       done:
-        text(d.syncStatus) === 'Synced' &&
-        text(d.health) === 'Healthy' &&
-        (expected === '' || text(d.commitID) === expected),
+        d.syncStatus === 'Synced' && d.health === 'Healthy' && (expected === '' || d.commitID === expected),
     };
   });
 }

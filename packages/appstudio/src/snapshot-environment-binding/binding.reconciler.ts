@@ -76,7 +76,7 @@ interface Pass {
   namespace: string;
   application: string;
   environment: string;
-  status: Json;
+  status: NonNullable<BindingCr['status']>;
   now: Date;
   /** Its `bindingConditions` before this pass. */
   conditions: KubeCondition[];
@@ -325,7 +325,7 @@ export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReco
     const { namespace = '', name } = splitObjectKey(key);
     const binding = deps.bindings.get(namespace, name);
     if (!binding || binding.metadata.deletionTimestamp) return undefined; // its deployments go by garbage collection
-    const status: Json = binding.status ?? {};
+    const status = binding.status ?? {};
     const pass: Pass = {
       binding,
       namespace,

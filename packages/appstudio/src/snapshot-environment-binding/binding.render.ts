@@ -13,7 +13,7 @@ import {
   Kinds,
 } from '@gitops/api';
 import { jsonEqual, type KubeCondition, type KubeObject, nextCondition } from '@gitops/shared';
-import { controllerReference, type Json, list, record, text } from '../objects.ts';
+import { type BindingCr, controllerReference, type Json, record, text } from '../objects.ts';
 
 /** Kubernetes allows 253; the original keeps generated names at most this long. */
 const MAX_NAME_LENGTH = 250;
@@ -46,21 +46,16 @@ export interface ComponentStatus {
 }
 
 /** `status.components` as written by the component service (entries without a name are ignored). */
-export function componentsOf(status: Json): ComponentStatus[] {
-  return list(status.components).flatMap((item) => {
-    const c = record(item);
-    if (typeof c.name !== 'string' || c.name === '') return [];
-    const repo = record(c.gitopsRepository);
-    return [
-      {
-        name: c.name,
-        url: text(repo.url),
-        branch: text(repo.branch),
-        path: text(repo.path),
-        commitID: text(repo.commitID),
-      },
-    ];
-  });
+export function componentsOf(status: BindingCr['status']): ComponentStatus[] {
+  return (status?.components ?? [])
+    .filter((c) => c.name !== '')
+    .map(({ name, gitopsRepository: { url, branch, path, commitID } }) => ({
+      name,
+      url,
+      branch,
+      path,
+      commitID,
+    }));
 }
 
 /** The first component name that appears twice, if any. */
