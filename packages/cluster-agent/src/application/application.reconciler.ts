@@ -126,6 +126,24 @@ function sourceOf(application: KubeObject): { targetRevision?: unknown } {
   return typeof source === 'object' && source !== null ? (source as { targetRevision?: unknown }) : {};
 }
 
+/**
+ * A wait that is given up after `maxMs`: `overdue(key)` remembers when `key` was first waited for and is true
+ * (forgetting it) once that is longer ago than `maxMs`; `done(key)` forgets it when the wait is over.
+ */
+function boundedWaits(maxMs: number) {
+  const since = new Map<string, number>();
+  return {
+    overdue(key: string): boolean {
+      const start = since.get(key) ?? Date.now();
+      since.set(key, start);
+      if (Date.now() - start <= maxMs) return false;
+      since.delete(key);
+      return true;
+    },
+    done: (key: string) => void since.delete(key),
+  };
+}
+
 export function createApplicationReconciler(
   ctx: AgentContext & Pick<FeatureContext, 'enqueue'>,
 ): ApplicationReconciler {
@@ -303,7 +321,7 @@ export function createApplicationReconciler(
    * would be left behind; seen when a GitOpsDeployment was deleted 0.1 s after its creation). A sync that was
    * asked for but not started is withdrawn; a running one is asked to terminate. True while one is in the way.
    */
-  const syncEndAskedAt = new Map<string, number>();
+  const syncEnds = boundedWaits(SYNC_END_WAIT_MAX_MS);
   async function endSyncBeforeDelete(
     app: KubeObject,
     options: {
@@ -323,19 +341,16 @@ export function createApplicationReconciler(
     const requested = app.operation !== undefined && app.operation !== null;
     const uid = app.metadata.uid ?? app.metadata.name;
     if (!running && !requested) {
-      syncEndAskedAt.delete(uid);
+      syncEnds.done(uid);
       return false;
     }
-    const askedAt = syncEndAskedAt.get(uid) ?? Date.now();
-    syncEndAskedAt.set(uid, askedAt);
-    if (Date.now() - askedAt > SYNC_END_WAIT_MAX_MS) {
+    if (syncEnds.overdue(uid)) {
       // Argo CD does not end it (not running, or stuck): the delete goes ahead rather than wait for ever. Its
       // operation is withdrawn first: Argo CD finalizes no deletion while an Application has one.
       options.logger.warn(
         { application: app.metadata.name },
         'the sync did not end; deleting the Application anyway',
       );
-      syncEndAskedAt.delete(uid);
       if (requested) await withdrawOperation(app, options);
       return false;
     }
@@ -388,7 +403,7 @@ export function createApplicationReconciler(
    * environment is this instance's and its Secret is missing or brand new, the delete waits (bounded, then
    * goes ahead as before; the environment is also queued, so the Secret is written now). Returns why it waits.
    */
-  const destinationMissingSince = new Map<string, number>();
+  const destinationWaits = boundedWaits(DESTINATION_WAIT_MAX_MS);
   async function destinationNotReady(
     app: KubeObject,
     options: { signal: AbortSignal; logger: Logger },
@@ -408,17 +423,14 @@ export function createApplicationReconciler(
     const created = Date.parse(String(secret?.metadata.creationTimestamp ?? ''));
     const settled = secret !== undefined && !(Date.now() - created < CLUSTER_SECRET_SETTLE_MS);
     if (settled || !(await isManagedEnvironmentOnEngineInstance(db, environmentId, engineInstanceId))) {
-      destinationMissingSince.delete(uid);
+      destinationWaits.done(uid);
       return undefined;
     }
-    const since = destinationMissingSince.get(uid) ?? Date.now();
-    destinationMissingSince.set(uid, since);
-    if (Date.now() - since > DESTINATION_WAIT_MAX_MS) {
+    if (destinationWaits.overdue(uid)) {
       options.logger.warn(
         { application: app.metadata.name, clusterSecret: destination },
         'the destination cluster Secret did not appear; deleting the Application anyway (Argo CD will not prune)',
       );
-      destinationMissingSince.delete(uid);
       return undefined;
     }
     if (secret === undefined) ctx.enqueue('ManagedEnvironment', environmentId);
