@@ -40,18 +40,19 @@ export interface DeploymentTargetClaim {
      * Phase is Pending, Bound or Lost.
      */
     phase?: 'Pending' | 'Bound' | 'Lost';
-    /**
-     * Items: Condition is the standard Kubernetes metav1.Condition.
-     */
-    conditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      observedGeneration?: number;
-      reason: string;
-      message: string;
-      lastTransitionTime: string;
-    }[];
+    conditions?: Condition[];
   };
+}
+/**
+ * Condition is the standard Kubernetes metav1.Condition.
+ */
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  observedGeneration?: number;
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
 }
 /**
  * DeploymentTargetClass names the provisioner and the reclaim policy of a class of DeploymentTargets.
@@ -121,17 +122,7 @@ export interface DeploymentTarget {
      * Phase is Pending, Available, Bound, Released or Failed.
      */
     phase?: 'Pending' | 'Available' | 'Bound' | 'Released' | 'Failed';
-    /**
-     * Items: Condition is the standard Kubernetes metav1.Condition.
-     */
-    conditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      observedGeneration?: number;
-      reason: string;
-      message: string;
-      lastTransitionTime: string;
-    }[];
+    conditions?: Condition[];
   };
 }
 /**
@@ -233,17 +224,7 @@ export interface Environment {
    * EnvironmentStatus reports errors (a healthy Environment has no conditions).
    */
   status?: {
-    /**
-     * Items: Condition is the standard Kubernetes metav1.Condition.
-     */
-    conditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      observedGeneration?: number;
-      reason: string;
-      message: string;
-      lastTransitionTime: string;
-    }[];
+    conditions?: Condition[];
   };
 }
 /**
@@ -286,15 +267,16 @@ export interface PromotionRun {
     /**
      * Conditions holds a single ErrorOccurred condition.
      */
-    conditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      reason?: string;
-      message?: string;
-      lastProbeTime?: string;
-      lastTransitionTime?: string;
-    }[];
+    conditions?: PromotionRunCondition[];
   };
+}
+export interface PromotionRunCondition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason?: string;
+  message?: string;
+  lastProbeTime?: string;
+  lastTransitionTime?: string;
 }
 /**
  * SnapshotEnvironmentBinding deploys the components of an application to an environment.
@@ -352,39 +334,9 @@ export interface SnapshotEnvironmentBinding {
       health?: string;
       commitID?: string;
     }[];
-    /**
-     * Items: Condition is the standard Kubernetes metav1.Condition.
-     */
-    gitopsRepoConditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      observedGeneration?: number;
-      reason: string;
-      message: string;
-      lastTransitionTime: string;
-    }[];
-    /**
-     * Items: Condition is the standard Kubernetes metav1.Condition.
-     */
-    bindingConditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      observedGeneration?: number;
-      reason: string;
-      message: string;
-      lastTransitionTime: string;
-    }[];
-    /**
-     * Items: Condition is the standard Kubernetes metav1.Condition.
-     */
-    componentDeploymentConditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      observedGeneration?: number;
-      reason: string;
-      message: string;
-      lastTransitionTime: string;
-    }[];
+    gitopsRepoConditions?: Condition[];
+    bindingConditions?: Condition[];
+    componentDeploymentConditions?: Condition[];
   };
 }
 /**
@@ -424,17 +376,7 @@ export interface Snapshot {
     };
   };
   status?: {
-    /**
-     * Items: Condition is the standard Kubernetes metav1.Condition.
-     */
-    conditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      observedGeneration?: number;
-      reason: string;
-      message: string;
-      lastTransitionTime: string;
-    }[];
+    conditions?: Condition[];
   };
 }
 export interface Application {

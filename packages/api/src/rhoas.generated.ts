@@ -25,15 +25,16 @@ export interface CloudServiceAccountRequest {
     message?: string;
     updated?: string;
     serviceAccountSecretName?: string;
-    conditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      reason?: string;
-      message?: string;
-      lastTransitionTime?: string;
-      lastTransitionGeneration?: number | null;
-    }[];
+    conditions?: RhoasCondition[];
   };
+}
+export interface RhoasCondition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason?: string;
+  message?: string;
+  lastTransitionTime?: string;
+  lastTransitionGeneration?: number | null;
 }
 export interface CloudServicesRequest {
   apiVersion: 'rhoas.redhat.com/v1alpha1';
@@ -63,14 +64,7 @@ export interface CloudServicesRequest {
       registryStatus?: string;
       lastUpdated?: string;
     }[];
-    conditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      reason?: string;
-      message?: string;
-      lastTransitionTime?: string;
-      lastTransitionGeneration?: number | null;
-    }[];
+    conditions?: RhoasCondition[];
   };
 }
 export interface KafkaConnection {
@@ -103,14 +97,7 @@ export interface KafkaConnection {
     binding?: {
       name?: string;
     };
-    conditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      reason?: string;
-      message?: string;
-      lastTransitionTime?: string;
-      lastTransitionGeneration?: number | null;
-    }[];
+    conditions?: RhoasCondition[];
   };
 }
 export interface ServiceRegistryConnection {
@@ -143,13 +130,6 @@ export interface ServiceRegistryConnection {
     binding?: {
       name?: string;
     };
-    conditions?: {
-      type: string;
-      status: 'True' | 'False' | 'Unknown';
-      reason?: string;
-      message?: string;
-      lastTransitionTime?: string;
-      lastTransitionGeneration?: number | null;
-    }[];
+    conditions?: RhoasCondition[];
   };
 }

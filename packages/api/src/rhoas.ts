@@ -10,7 +10,6 @@
 import { fileURLToPath } from 'node:url';
 import { type CustomResourceDefinitionManifest, loadCrds } from './crds.ts';
 import { describeKind } from './kind.ts';
-import type { RhoasObject } from './rhoas.generated.ts';
 
 export const RHOAS_API_GROUP = 'rhoas.redhat.com';
 export const RHOAS_API_VERSION = 'v1alpha1';
@@ -145,12 +144,11 @@ export type {
   CloudServiceAccountRequest,
   CloudServicesRequest,
   KafkaConnection,
+  /** A condition of the four kinds (the same shape in each CRD). */
+  RhoasCondition,
   RhoasObject,
   ServiceRegistryConnection,
 } from './rhoas.generated.ts';
-
-/** A condition of the four kinds (the same shape in each CRD). */
-export type RhoasCondition = NonNullable<NonNullable<RhoasObject['status']>['conditions']>[number];
 
 export interface UserKafka {
   id: string;
