@@ -124,6 +124,9 @@ describe('chaos: the whole system under churn and faults', () => {
     let convergedAt: number | undefined;
     let lastReport = Date.now();
     while (Date.now() - faultsStopped < CONVERGE_SECONDS * 1000) {
+      const retried = await churn.retryFailedSyncs().catch(() => 0);
+      if (retried > 0)
+        say(`${retried} manual deployment(s) whose sync Argo CD failed: SyncRun requested again`);
       last = await checkInvariants(env, churn).catch((error: unknown) => ({
         problems: [`the check itself failed: ${String(error)}`],
         live: -1,

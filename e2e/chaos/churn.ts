@@ -90,6 +90,27 @@ export interface ChurnCounts {
   tenantMoves: number;
   /** Requests sent again because the API server did not answer. */
   apiRetries: number;
+  /** SyncRuns requested again after the faults, for a manual deployment whose sync Argo CD itself failed. */
+  syncRetries: number;
+}
+
+/**
+ * A SyncRun whose sync Argo CD ran and ended in error itself (e.g. it could not read the cluster while the API
+ * server restarted): truthfully Failed, the SyncRun reporting Argo CD's own verdict. Nothing syncs a manual
+ * deployment after that but its user asking again.
+ */
+export function syncFailedInArgoCd(
+  status:
+    | { phase?: string; startedAt?: string; conditions?: { type?: string; message?: string }[] }
+    | undefined,
+): boolean {
+  const error = status?.conditions?.find((c) => c.type === 'ErrorOccurred')?.message ?? '';
+  return (
+    status?.phase === 'Failed' &&
+    typeof status.startedAt === 'string' &&
+    /^the sync ended with phase (Error|Failed): /.test(error) &&
+    !/no longer exists|terminated before/.test(error)
+  );
 }
 
 export interface ChurnPlan {
@@ -108,6 +129,11 @@ export interface ChurnPlan {
   run(startedAt: number): Promise<void>;
   /** Ends what still runs (the played component service). */
   stop(): Promise<void>;
+  /**
+   * After the faults, as a user would: a manual deployment whose latest sync Argo CD itself failed gets a new
+   * SyncRun (which must then succeed like any other). Returns how many were asked.
+   */
+  retryFailedSyncs(): Promise<number>;
 }
 
 const isUnanswered = (error: unknown) =>
@@ -135,6 +161,7 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
     recreated: 0,
     deleted: 0,
     syncRuns: 0,
+    syncRetries: 0,
     managedEnvironments: 0,
     managedEnvironmentsDeleted: 0,
     repositoryCredentials: 0,
@@ -582,6 +609,22 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
 
   let componentService: Promise<void> | undefined;
   return {
+    async retryFailedSyncs() {
+      let asked = 0;
+      for (const d of deployments) {
+        const latest = d.syncRuns.at(-1);
+        if (d.kind !== 'manual' || d.deleted || !latest) continue;
+        const run = await get<{ status?: Parameters<typeof syncFailedInArgoCd>[0] }>(
+          kc,
+          syncRunPath(d.namespace, latest),
+        ).catch(() => undefined);
+        if (!syncFailedInArgoCd(run?.status)) continue;
+        await requestSync(d);
+        counts.syncRetries++;
+        asked++;
+      }
+      return asked;
+    },
     deployments,
     tenants,
     appStudioTenant,

@@ -23,7 +23,7 @@ import { AppStudioKinds } from '@gitops/api';
 import { collectionPath, type KubeObject } from '@gitops/shared';
 import { type ArgoApplication, type GitOpsDeployment, list, paths } from '../fixture/kube.ts';
 import type { ChurnPlan } from './churn.ts';
-import { configMapName, gitopsPath } from './churn.ts';
+import { configMapName, gitopsPath, syncFailedInArgoCd } from './churn.ts';
 import { type ChaosEnvironment, SERVICES } from './harness.ts';
 
 type Conditions = { type: string; status: string; reason?: string; message?: string }[];
@@ -171,15 +171,10 @@ export async function checkInvariants(env: ChaosEnvironment, plan: ChurnPlan): P
         | { phase?: string; startedAt?: string; conditions?: { type?: string; message?: string }[] }
         | undefined;
       const error = status?.conditions?.find((c) => c.type === 'ErrorOccurred')?.message ?? '';
-      // A sync Argo CD ran and ended in error itself (e.g. it could not record the sync while the API server
-      // restarted) is truthfully Failed: the SyncRun reports Argo CD's own verdict, and the deployment's state
-      // is checked above. Anything else must have Succeeded.
-      const failedInArgoCd =
-        status?.phase === 'Failed' &&
-        typeof status.startedAt === 'string' &&
-        /^the sync ended with phase (Error|Failed): /.test(error) &&
-        !/no longer exists|terminated before/.test(error);
-      if (status?.phase !== 'Succeeded' && !failedInArgoCd)
+      // A sync Argo CD ran and ended in error itself is truthfully Failed (syncFailedInArgoCd); the test then
+      // asks again as a user would (retryFailedSyncs), and the deployment's state is checked above. Anything
+      // else must have Succeeded.
+      if (status?.phase !== 'Succeeded' && !syncFailedInArgoCd(status))
         problem(`${id}: its latest SyncRun ${latest} is ${status?.phase} (${error})`);
     }
   }
