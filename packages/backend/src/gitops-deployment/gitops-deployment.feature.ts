@@ -13,16 +13,21 @@ import { type CrController, createCrController } from '../cr-controller.ts';
 import { GitOpsDeploymentCr } from '../kinds.ts';
 import { createEnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import type { ManagedEnvironmentFeature } from '../managed-environment/managed-environment.feature.ts';
+import { createDeploymentApplications, type DeploymentApplications } from './deployment-applications.ts';
 import { conditionsOf, isBeingDeleted } from './gitops-deployment.object.ts';
 import { createGitOpsDeploymentReconciler } from './gitops-deployment.reconciler.ts';
 
-export type GitOpsDeploymentFeature = CrController;
+export interface GitOpsDeploymentFeature extends CrController {
+  /** Which application row each live GitOpsDeployment has (the status path reads it). */
+  readonly applications: DeploymentApplications;
+}
 
 export function createGitOpsDeploymentFeature(
   ctx: BackendContext,
   deps: { environments: ManagedEnvironmentFeature },
 ): GitOpsDeploymentFeature {
   const informer = ctx.informer(GitOpsDeploymentCr.resource, { sharded: true });
+  const applications = createDeploymentApplications(informer);
   /** Uids whose ErrorOccurred=True this process wrote (its own write may not be in the cache yet). */
   const errorReported = new Set<string>();
   informer.onDelete((object) => {
@@ -57,6 +62,7 @@ export function createGitOpsDeploymentFeature(
       operationRetryMs: ctx.config.operationRetryMs,
       engineInstanceAwayAfterMs: ctx.config.engineInstanceAwayAfterMs,
       errorReported,
+      applications,
     }),
   });
   deps.environments.onEnvironmentChanged((namespace) => {
@@ -68,6 +74,7 @@ export function createGitOpsDeploymentFeature(
   let away: Periodic | undefined;
   return {
     ...controller,
+    applications,
     start() {
       controller.start();
       away = runPeriodically(

@@ -56,6 +56,7 @@ import {
   RELEASE_WAIT_MS,
   unchangedApplication,
 } from './application.store.ts';
+import type { DeploymentApplications } from './deployment-applications.ts';
 import { desiredApplicationSpec, parseGitOpsDeploymentSpec } from './desired-application.ts';
 import { conditionsOf, finalizersOf, isBeingDeleted } from './gitops-deployment.object.ts';
 
@@ -90,6 +91,8 @@ export interface GitOpsDeploymentReconcilerOptions {
   engineInstanceAwayAfterMs?: number;
   /** Kept up to date with the uids whose ErrorOccurred=True this reconciler wrote (the feature reads it). */
   errorReported?: Set<string>;
+  /** Told the application row of each deployment it writes or finds (the status path reads it). */
+  applications?: Pick<DeploymentApplications, 'remember'>;
   now?: () => Date;
 }
 
@@ -339,6 +342,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
         ? await unchangedApplication(db, ownMapping, { spec, managedEnvironmentId })
         : undefined;
     if (unchanged) {
+      options.applications?.remember(uid, unchanged.id, `${namespace}/${name}`);
       await reportOperationOutcome(object, uid, unchanged.id, logger);
       return;
     }
@@ -392,6 +396,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       return { requeueAfter: PLACEMENT_RECHECK_MS };
     }
     const { stale, result } = applied;
+    options.applications?.remember(uid, result.application.id, `${namespace}/${name}`);
     await recordDeletes(object, stale.deleted);
     staleWaiting += stale.waitingForRelease;
     if (result.change !== 'none') {

@@ -63,37 +63,22 @@ export function createStatusFeature(
   const informer = deps.deployments.informer;
   const now = options.now ?? (() => new Date());
 
-  /**
-   * GitOpsDeployment uid → its application id, and back to the object's key: a GitOpsDeployment's mapping
-   * never changes while the object lives (a delete-recreate is a new uid), so each change of status costs one
-   * read (the projection) instead of three. Entries go with the object (informer delete).
-   */
-  const applicationOfUid = new Map<string, string>();
-  const keyOfApplication = new Map<string, string>();
-  const remember = (uid: string, applicationId: string, key: string) => {
-    applicationOfUid.set(uid, applicationId);
-    keyOfApplication.set(applicationId, key);
-  };
-  const forget = (uid: string | undefined) => {
-    if (!uid) return;
-    const applicationId = applicationOfUid.get(uid);
-    applicationOfUid.delete(uid);
-    if (applicationId) keyOfApplication.delete(applicationId);
-  };
+  /** GitOpsDeployment uid ↔ application id, recorded by the reconciler and here (deployment-applications.ts). */
+  const { applications } = deps.deployments;
 
   /** Our last status write of each object, until the informer delivers that version (its echo). */
   const ownWrites = createOwnWrites();
 
   /** The projection of the object's application: from the remembered id, else through its mapping. */
   async function stateOf(uid: string, key: string) {
-    const known = applicationOfUid.get(uid);
+    const known = applications.applicationOf(uid);
     if (known) {
       const row = await getApplicationStateWithEngineInstance(db, known);
       if (row) return { applicationId: known, row };
     }
     const mapping = await getApiCrMappingByUid(db, uid);
     if (!mapping?.application_id) return undefined;
-    remember(uid, mapping.application_id, key);
+    applications.remember(uid, mapping.application_id, key);
     const row = await getApplicationStateWithEngineInstance(db, mapping.application_id);
     return row ? { applicationId: mapping.application_id, row } : undefined;
   }
@@ -160,10 +145,9 @@ export function createStatusFeature(
     .withOptions({ concurrency: ctx.config.maxConcurrentReconciles })
     .complete(reconcile);
   const { queue, enqueueAll } = controller;
-  const forgetOnDelete = informer.onDelete((o) => forget(o.metadata.uid));
 
   async function onApplicationStateChanged(applicationId: string) {
-    const known = keyOfApplication.get(applicationId);
+    const known = applications.keyOf(applicationId);
     if (known) {
       queue.add(known);
       return;
@@ -171,9 +155,7 @@ export function createStatusFeature(
     const mapping = await getApiCrMappingOfApplication(db, applicationId);
     if (mapping?.cr_kind !== Kind.GitOpsDeployment) return;
     const key = `${mapping.cr_namespace}/${mapping.cr_name}`;
-    // Remembered only for the incarnation in the cache (an older one's mapping may still be on its way out).
-    if (informer.get(mapping.cr_namespace, mapping.cr_name)?.metadata.uid === mapping.cr_uid)
-      remember(mapping.cr_uid, applicationId, key);
+    applications.remember(mapping.cr_uid, applicationId, key);
     queue.add(key);
   }
 
@@ -187,7 +169,6 @@ export function createStatusFeature(
     onApplicationStateChanged,
     enqueueAll,
     async stop() {
-      forgetOnDelete();
       await controller.stop();
     },
   };
