@@ -111,6 +111,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
   const sealer = createSealer(config.encryptionKeys);
   const db = createDb(config.databaseUrl, {
     applicationName: 'gitops-backend',
+    preparedStatements: config.databasePreparedStatements,
     onConnectionError: (err) => logger.warn({ err }, 'database connection failed'),
   });
   registerEngineInstanceMetrics(registry, db, logger);

@@ -9,6 +9,7 @@ import {
   ConfigError,
   type ConfigOf,
   commonConfig,
+  databasePreparedStatementsVar,
   databaseUrlVar,
   durationVar,
   formatDuration,
@@ -43,6 +44,7 @@ export const backendConfigSchema = {
   shutdownTimeoutMs: commonConfig.shutdownTimeoutMs,
   maxConcurrentReconciles: commonConfig.maxConcurrentReconciles,
   databaseUrl: databaseUrlVar,
+  databasePreparedStatements: databasePreparedStatementsVar,
   argoCdNamespace: stringVar('ARGOCD_NAMESPACE', {
     default: 'gitops-service-argocd',
     maxLength: 63,

@@ -94,6 +94,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
   const db: Db = createDb(config.databaseUrl, {
     max: Math.min(32, config.concurrency * 2 + 4),
     applicationName: 'gitops-cluster-agent',
+    preparedStatements: config.databasePreparedStatements,
     onConnectionError: (err) => logger.warn({ err }, 'database connection failed'),
   });
 

@@ -6,6 +6,7 @@ import { type EncryptionKeys, encryptionKeysVar } from '@gitops/db';
 import {
   type ConfigOf,
   commonConfig,
+  databasePreparedStatementsVar,
   databaseUrlVar,
   durationVar,
   intVar,
@@ -34,6 +35,7 @@ export const agentConfigSchema = {
   kubeconfigPath: commonConfig.kubeconfigPath,
   shutdownTimeoutMs: commonConfig.shutdownTimeoutMs,
   databaseUrl: databaseUrlVar,
+  databasePreparedStatements: databasePreparedStatementsVar,
   encryptionKeys: encryptionKeysVar(),
   argoCdNamespace: stringVar('ARGOCD_NAMESPACE', {
     default: 'gitops-service-argocd',

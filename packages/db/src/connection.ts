@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import type { Database } from './database.ts';
+import { createStatementNames, namingClient } from './named-statements.ts';
 
 /** PostgreSQL type OIDs we parse differently from node-postgres' defaults. */
 const INT8_OID = 20;
@@ -36,6 +37,12 @@ export interface CreateDbOptions {
   /** Shown in pg_stat_activity, e.g. 'gitops-backend'. */
   applicationName?: string;
   /**
+   * Send repeated parameterised statements as named prepared statements (default true; named-statements.ts).
+   * Off for a connection pooler that cannot keep them (PgBouncer in transaction mode before 1.21, or without
+   * `max_prepared_statements`).
+   */
+  preparedStatements?: boolean;
+  /**
    * Called when a pooled connection fails (e.g. the server restarted or terminated the session), whether it
    * was idle in the pool or checked out for a query or a transaction. A checked-out connection's query
    * rejects with the error as well; pg drops the connection and the next query opens a new one. Without
@@ -61,6 +68,7 @@ export function createDb(url: string, options: CreateDbOptions = {}): Kysely<Dat
   const pool = new pg.Pool({
     ...connectionConfig(url, options.applicationName),
     max: options.max ?? 10,
+    ...(options.preparedStatements === false ? {} : { Client: namingClient(createStatementNames()) }),
   });
   // pg-pool listens on a connection only while it is idle; a connection checked out for a query or a
   // transaction that loses its server emits 'error' on the client itself. One listener per connection, for

@@ -278,6 +278,16 @@ export const commonConfig = {
   }),
 } as const;
 
+/**
+ * `GITOPS_DATABASE_PREPARED_STATEMENTS`: repeated statements as named prepared statements (@gitops/db
+ * named-statements.ts). Off behind a pooler that cannot keep them (PgBouncer in transaction mode before 1.21).
+ */
+export const databasePreparedStatementsVar = boolVar('GITOPS_DATABASE_PREPARED_STATEMENTS', {
+  default: true,
+  description:
+    'send repeated statements as named prepared statements (false behind a transaction-mode pooler)',
+});
+
 /** `DATABASE_URL`: required, postgres scheme, secret (its password is never echoed or logged). */
 export const databaseUrlVar = requiredUrlVar('DATABASE_URL', {
   protocols: ['postgres:', 'postgresql:'],
