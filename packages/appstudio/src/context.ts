@@ -31,6 +31,14 @@ export interface AppStudioOptions {
   readonly labelSelector: string;
   /** Labels stamped on every object we generate, so the backend of the same shard serves it. */
   readonly shardLabels: Readonly<Record<string, string>>;
+  /**
+   * Caches of core kinds the host process already keeps for this shard (`labelSelector`): used instead of a
+   * second watch, so each event of those objects is received, parsed and held once (the backend passes its
+   * GitOpsDeployment and ManagedEnvironment informers).
+   */
+  readonly sharedInformers?: Readonly<
+    Partial<Record<'GitOpsDeployment' | 'GitOpsDeploymentManagedEnvironment', Informer<KubeObject>>>
+  >;
   readonly resyncIntervalMs: number;
   readonly concurrency: number;
   /** A binding whose Application does not exist is deleted this long after its creation (default 3 min). */
@@ -120,6 +128,7 @@ export function createAppStudioContext(options: AppStudioOptions): AppStudioCont
     devSandbox: false,
     devSandboxInsecure: false,
     namespaceProvisioner: {},
+    sharedInformers: {},
     ...options,
     informer: (resource, select = {}) => informer(resource, select),
     kindInformer: <K extends AppStudioKindName>(kind: K, select: InformerSelection = {}) =>

@@ -53,8 +53,10 @@ export function createAppStudioFeatures(options: AppStudioOptions): AppStudioFea
   if (tokenProblem) throw new TerminalError(ErrorCode.configInvalid, tokenProblem);
   const environments = ctx.kindInformer('Environment');
   const bindings = ctx.kindInformer('SnapshotEnvironmentBinding');
-  const managedEnvironments = ctx.informer(Kinds.GitOpsDeploymentManagedEnvironment.resource);
-  const deployments = ctx.informer(Kinds.GitOpsDeployment.resource);
+  const managedEnvironments =
+    ctx.sharedInformers.GitOpsDeploymentManagedEnvironment ??
+    ctx.informer(Kinds.GitOpsDeploymentManagedEnvironment.resource);
+  const deployments = ctx.sharedInformers.GitOpsDeployment ?? ctx.informer(Kinds.GitOpsDeployment.resource);
   const applications = ctx.kindInformer('Application', { unsharded: true });
   const secrets = ctx.informer(
     { apiVersion: 'v1', plural: 'secrets' },

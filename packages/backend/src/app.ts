@@ -153,6 +153,11 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
       events: createEventRecorder(kc, { component: 'gitops-appstudio', logger }),
       labelSelector: ctx.selector.text,
       shardLabels: config.backendShard ? { [BACKEND_SHARD_LABEL]: config.backendShard } : {},
+      // Same shard selection: one watch of each, not two.
+      sharedInformers: {
+        GitOpsDeployment: deployments.informer,
+        GitOpsDeploymentManagedEnvironment: environments.informer,
+      },
       resyncIntervalMs: config.resyncIntervalMs,
       concurrency: config.maxConcurrentReconciles,
       promotionTimeoutMs: config.promotionTimeoutMs,
