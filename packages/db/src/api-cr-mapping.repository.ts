@@ -1,11 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { type Kysely, sql, type Transaction } from 'kysely';
-import type { ApiCrMappingRow, Database } from './database.ts';
-import {
-  type InsertedOperation,
-  insertedOperation,
-  type OperationRequest,
-  operationInsert,
-} from './operation.repository.ts';
+import { type ApplicationInput, applicationValues } from './application.repository.ts';
+import type { ApiCrMappingRow, ApplicationRow, Database, OperationRow } from './database.ts';
+import type { OperationRequest } from './operation.repository.ts';
 import type { CrKind } from './schema-values.ts';
 
 /**
@@ -77,22 +74,84 @@ export async function insertApiCrMapping(
 }
 
 /**
- * insertApiCrMapping and insertOperation in one statement (a data-modifying WITH): the mapping of a new row
- * and the operation announcing it, one round trip instead of two.
+ * A new application row (unless its name is taken), its GitOpsDeployment's mapping and the operation
+ * announcing it, in one statement (data-modifying WITHs: one round trip instead of two). The row's id is
+ * chosen here so the three inserts need nothing back from each other; the mapping and the operation are
+ * inserted only when the application was. `undefined` when the name is taken (nothing is written).
  */
-export async function insertApiCrMappingAndOperation(
+export async function insertApplicationWithMappingAndOperation(
   trx: Transaction<Database>,
+  application: ApplicationInput,
   cr: CrReference,
-  row: MappedRow,
-  request: OperationRequest,
-): Promise<InsertedOperation> {
-  const inserted = await operationInsert(
-    trx.with('mapping', (db) =>
-      db.insertInto('api_cr_mapping').values(mappingColumns(cr, row)).returning('id'),
-    ),
-    request,
-  ).executeTakeFirstOrThrow();
-  return insertedOperation(inserted);
+  owner: Pick<OperationRequest, 'ownerCr'>,
+): Promise<{ application: ApplicationRow; operation: OperationRow } | undefined> {
+  const id = randomUUID();
+  const values = { id, ...applicationValues(application) };
+  const operation = await trx
+    .with('app', (db) =>
+      db
+        .insertInto('application')
+        .values(values)
+        .onConflict((conflict) => conflict.column('name').doNothing())
+        .returning(['id', 'engine_instance_id', 'cluster_user_id']),
+    )
+    .with('mapping', (db) =>
+      db
+        .insertInto('api_cr_mapping')
+        .columns(['cr_kind', 'cr_uid', 'cr_name', 'cr_namespace', 'cr_namespace_uid', 'application_id'])
+        .expression((eb) =>
+          eb
+            .selectFrom('app')
+            .select([
+              sql.val<'GitOpsDeployment'>('GitOpsDeployment').as('cr_kind'),
+              sql.val(cr.uid).as('cr_uid'),
+              sql.val(cr.name).as('cr_name'),
+              sql.val(cr.namespace).as('cr_namespace'),
+              sql.val(cr.namespaceUid).as('cr_namespace_uid'),
+              'app.id',
+            ]),
+        )
+        .returning('id'),
+    )
+    .insertInto('operation')
+    .columns([
+      'engine_instance_id',
+      'resource_type',
+      'resource_id',
+      'owner_user_id',
+      'owner_kind',
+      'owner_namespace',
+      'owner_name',
+      'owner_uid',
+    ])
+    .expression((eb) =>
+      eb
+        .selectFrom('app')
+        .select([
+          'app.engine_instance_id',
+          sql.val<'Application'>('Application').as('resource_type'),
+          'app.id',
+          'app.cluster_user_id',
+          sql.val(owner.ownerCr?.kind ?? null).as('owner_kind'),
+          sql.val(owner.ownerCr?.namespace ?? null).as('owner_namespace'),
+          sql.val(owner.ownerCr?.name ?? null).as('owner_name'),
+          sql.val(owner.ownerCr?.uid ?? null).as('owner_uid'),
+        ]),
+    )
+    .returningAll()
+    .executeTakeFirst();
+  if (!operation) return undefined;
+  // now() is the transaction's start: the application's timestamps are the operation's creation time.
+  return {
+    application: {
+      ...values,
+      spec: application.spec,
+      releasing_engine_instance_id: null,
+      created_at: operation.created_at,
+      updated_at: operation.created_at,
+    },
+    operation,
+  };
 }
 
 export async function getApiCrMappingByUid(

@@ -2,11 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { insertApiCrMapping } from './api-cr-mapping.repository.ts';
-import {
-  getApplication,
-  getApplicationWithDestination,
-  insertApplicationIfNameFree,
-} from './application.repository.ts';
+import { getApplication, getApplicationWithDestination } from './application.repository.ts';
 import { ensureWorkspaceEnvironment, insertExternalEnvironment } from './managed-environment.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
 import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
@@ -90,22 +86,5 @@ describe('an application with its destination in one read', () => {
       owner: undefined,
     });
     assert.equal(await getApplicationWithDestination(db, randomUUID()), undefined);
-  });
-
-  test('an insert under a name already taken inserts nothing and returns nothing', async () => {
-    const { db } = testDb;
-    const [instance, tenant] = await Promise.all([givenEngineInstance(db), givenClusterUser(db)]);
-    const existing = await givenApplication(db, { clusterUser: tenant, engineInstance: instance });
-    const input = {
-      name: existing.name,
-      clusterUserId: tenant.id,
-      engineInstanceId: instance.id,
-      managedEnvironmentId: null,
-      spec: { other: true },
-    };
-    assert.equal(await insertApplicationIfNameFree(db, input), undefined);
-    assert.deepEqual(await getApplication(db, existing.id), existing);
-    const fresh = await insertApplicationIfNameFree(db, { ...input, name: `gitopsdepl-${randomUUID()}` });
-    assert.deepEqual(fresh?.spec, { other: true });
   });
 });

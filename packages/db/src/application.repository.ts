@@ -36,23 +36,7 @@ export async function insertApplication(
     .executeTakeFirstOrThrow();
 }
 
-/**
- * Inserts the row unless an application of this name exists: then undefined, and the caller reads that one
- * (one statement for a new row instead of a look-up and an insert).
- */
-export async function insertApplicationIfNameFree(
-  db: Kysely<Database>,
-  input: ApplicationInput,
-): Promise<ApplicationRow | undefined> {
-  return await db
-    .insertInto('application')
-    .values(applicationValues(input))
-    .onConflict((conflict) => conflict.column('name').doNothing())
-    .returningAll()
-    .executeTakeFirst();
-}
-
-function applicationValues(input: ApplicationInput) {
+export function applicationValues(input: ApplicationInput) {
   return {
     name: input.name,
     cluster_user_id: input.clusterUserId,

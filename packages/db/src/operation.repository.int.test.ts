@@ -4,7 +4,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '@gitops/shared/testing';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, test } from 'vitest';
-import { getApiCrMappingByUid, insertApiCrMappingAndOperation } from './api-cr-mapping.repository.ts';
+import {
+  getApiCrMappingByUid,
+  insertApplicationWithMappingAndOperation,
+} from './api-cr-mapping.repository.ts';
+import { getApplication } from './application.repository.ts';
 import { deleteClusterUser } from './cluster-user.repository.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
 import { upsertEngineInstance } from './engine-instance.repository.ts';
@@ -30,7 +34,6 @@ import {
 } from './operation.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
 import {
-  givenApplication,
   givenClusterUser,
   givenEngineInstance,
   givenListeningAgentSession,
@@ -195,53 +198,75 @@ describe('insertOperation', () => {
   });
 });
 
-describe('insertApiCrMappingAndOperation', () => {
-  test('writes the mapping and the operation in one statement; a mapping that cannot be written leaves no operation', async () => {
+describe('insertApplicationWithMappingAndOperation', () => {
+  test('writes the application, its mapping and the operation announcing it in one statement; a taken name writes nothing', async () => {
     const user = await givenClusterUser(db);
-    const application = await givenApplication(db, { clusterUser: user, engineInstance: instance });
     const cr = {
       uid: randomUUID(),
       name: 'web',
       namespace: user.namespace_name,
       namespaceUid: user.namespace_uid,
     };
-    const request = {
-      ...applicationChange(application.id),
-      ownerUserId: user.id,
-      ownerCr: { kind: 'GitOpsDeployment' as const, ...cr },
+    const input = {
+      name: `gitopsdepl-${cr.uid}`,
+      clusterUserId: user.id,
+      engineInstanceId: instance.id,
+      managedEnvironmentId: null,
+      spec: { source: { repoURL: 'https://example.com/repo.git', path: 'app' } },
     };
-    const mapped = { kind: 'GitOpsDeployment' as const, applicationId: application.id };
-    const { operation, reused } = await db
+    const ownerCr = { kind: 'GitOpsDeployment' as const, ...cr };
+    const created = await db
       .transaction()
-      .execute((trx) => insertApiCrMappingAndOperation(trx, cr, mapped, request));
-    assert.equal(reused, false);
+      .execute((trx) => insertApplicationWithMappingAndOperation(trx, input, cr, { ownerCr }));
+    assert.ok(created, 'the name was free');
+    // What it answers is the row as stored.
+    assert.deepEqual(created.application, await getApplication(db, created.application.id));
     assert.deepEqual(
-      { resource: operation.resource_id, owner: operation.owner_uid, state: operation.state },
-      { resource: application.id, owner: cr.uid, state: 'Waiting' },
+      {
+        resource: created.operation.resource_id,
+        type: created.operation.resource_type,
+        instance: created.operation.engine_instance_id,
+        tenant: created.operation.owner_user_id,
+        owner: [
+          created.operation.owner_kind,
+          created.operation.owner_namespace,
+          created.operation.owner_name,
+        ],
+        ownerUid: created.operation.owner_uid,
+        state: created.operation.state,
+      },
+      {
+        resource: created.application.id,
+        type: 'Application',
+        instance: instance.id,
+        tenant: user.id,
+        owner: ['GitOpsDeployment', cr.namespace, cr.name],
+        ownerUid: cr.uid,
+        state: 'Waiting',
+      },
     );
-    assert.equal((await getApiCrMappingByUid(db, cr.uid))?.application_id, application.id);
+    assert.deepEqual(await getOperation(db, created.operation.id), created.operation);
+    const mapping = await getApiCrMappingByUid(db, cr.uid);
+    assert.deepEqual(
+      [mapping?.application_id, mapping?.cr_kind, mapping?.cr_namespace_uid],
+      [created.application.id, 'GitOpsDeployment', user.namespace_uid],
+    );
 
-    // The same CR uid again: the mapping's unique key refuses it, and the statement writes nothing at all.
-    const other = await givenApplication(db, { clusterUser: user, engineInstance: instance });
-    await assert.rejects(
-      db
-        .transaction()
-        .execute((trx) =>
-          insertApiCrMappingAndOperation(
-            trx,
-            cr,
-            { kind: 'GitOpsDeployment', applicationId: other.id },
-            { ...request, resourceId: other.id },
-          ),
-        ),
-      /api_cr_mapping_cr_uid_key/,
+    // The same name again (another incarnation): nothing is written, not even its mapping or operation.
+    const other = { ...cr, uid: randomUUID() };
+    const again = await db.transaction().execute((trx) =>
+      insertApplicationWithMappingAndOperation(trx, input, other, {
+        ownerCr: { ...ownerCr, uid: other.uid },
+      }),
     );
+    assert.equal(again, undefined);
+    assert.equal(await getApiCrMappingByUid(db, other.uid), undefined);
     const operations = await db
       .selectFrom('operation')
       .select('id')
-      .where('resource_id', '=', other.id)
+      .where('resource_id', '=', created.application.id)
       .execute();
-    assert.deepEqual(operations, []);
+    assert.deepEqual(operations, [{ id: created.operation.id }]);
   });
 });
 

@@ -21,8 +21,7 @@ import {
   getPlacedTenant,
   getWorkspaceEnvironment,
   insertApiCrMapping,
-  insertApiCrMappingAndOperation,
-  insertApplicationIfNameFree,
+  insertApplicationWithMappingAndOperation,
   insertOperation,
   type ManagedEnvironmentRow,
   type OperationRow,
@@ -257,29 +256,20 @@ export async function applyDesiredApplication(
     const { clusterUserId, instance, workspaceEnvironmentId } = await placedTenant(trx, desired);
     const name = applicationName(deployment.uid);
     await ensureWorkspaceReach(trx, desired, instance, clusterUserId);
-    const created = await insertApplicationIfNameFree(trx, {
-      name,
-      clusterUserId,
-      engineInstanceId: instance.id,
-      managedEnvironmentId:
-        desired.managedEnvironmentId ?? workspaceEnvironmentId ?? (await environmentOf(clusterUserId)).id,
-      spec: desired.spec,
-    });
-    if (created) {
-      const { operation } = await insertApiCrMappingAndOperation(
-        trx,
-        { ...deployment, namespaceUid: desired.namespaceUid },
-        { kind: GitOpsDeploymentCr.kind, applicationId: created.id },
-        {
-          engineInstanceId: created.engine_instance_id,
-          resourceType: 'Application',
-          resourceId: created.id,
-          ownerUserId: clusterUserId,
-          ownerCr,
-        },
-      );
-      return { change: 'created', application: created, operation };
-    }
+    const created = await insertApplicationWithMappingAndOperation(
+      trx,
+      {
+        name,
+        clusterUserId,
+        engineInstanceId: instance.id,
+        managedEnvironmentId:
+          desired.managedEnvironmentId ?? workspaceEnvironmentId ?? (await environmentOf(clusterUserId)).id,
+        spec: desired.spec,
+      },
+      { ...deployment, namespaceUid: desired.namespaceUid },
+      { ownerCr },
+    );
+    if (created) return { change: 'created', ...created };
     // A row of this name without a mapping (e.g. a mapping removed by hand) is adopted rather than duplicated.
     application = await getApplicationByName(trx, name);
     if (!application) throw new Error(`application ${name} vanished inside its transaction`);
