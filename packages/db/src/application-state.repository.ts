@@ -20,42 +20,45 @@ export async function writeApplicationState(
   state: { [key: string]: JsonValue },
   options: { engineInstanceId?: string } = {},
 ): Promise<WriteApplicationStateResult> {
-  const json = JSON.stringify(state);
-  const instance = options.engineInstanceId;
+  const [result] = await writeApplicationStates(db, [{ applicationId, state }], options);
+  return result ?? 'application-missing';
+}
+
+/**
+ * writeApplicationState for several applications in one statement (a second one only when some were not
+ * written, to tell unchanged from missing); one result per item, in order. An application listed twice gets
+ * its last state.
+ */
+export async function writeApplicationStates(
+  db: Kysely<Database>,
+  items: readonly { applicationId: string; state: { [key: string]: JsonValue } }[],
+  options: { engineInstanceId?: string } = {},
+): Promise<WriteApplicationStateResult[]> {
+  const latest = new Map(items.map((item) => [item.applicationId, JSON.stringify(item.state)]));
+  const ids = [...latest.keys()];
+  const instance = options.engineInstanceId ?? null;
   // The instance whose Argo CD holds the row's Application: the releasing one during a move, else its own.
-  const heldHere = sql<boolean>`(${instance ?? null}::uuid is null or coalesce(releasing_engine_instance_id, engine_instance_id) = ${instance ?? null}::uuid)`;
-  const written = await db
-    .insertInto('application_state')
-    .columns(['application_id', 'state'])
-    .expression((eb) =>
-      eb
-        .selectFrom('application')
-        .select([
-          sql<string>`${applicationId}::uuid`.as('application_id'),
-          sql<string>`${json}::jsonb`.as('state'),
-        ])
-        .where('id', '=', applicationId)
-        .where(heldHere),
-    )
-    .onConflict((conflict) =>
-      conflict
-        .column('application_id')
-        .doUpdateSet(({ ref }) => ({ state: ref('excluded.state') }))
-        .where(
-          ({ ref }) =>
-            sql<boolean>`${ref('application_state.state')} is distinct from ${ref('excluded.state')}`,
-        ),
-    )
-    .returning('application_id')
-    .executeTakeFirst();
-  if (written) return 'changed';
-  const exists = await db
-    .selectFrom('application')
-    .select('id')
-    .where('id', '=', applicationId)
-    .where(heldHere)
-    .executeTakeFirst();
-  return exists ? 'unchanged' : 'application-missing';
+  const heldHere = sql<boolean>`(${instance}::uuid is null or coalesce(a.releasing_engine_instance_id, a.engine_instance_id) = ${instance}::uuid)`;
+  const written = await sql<{ application_id: string }>`
+    insert into application_state (application_id, state)
+    select a.id, v.state
+    from unnest(${ids}::uuid[], ${[...latest.values()]}::jsonb[]) as v(id, state)
+    join application a on a.id = v.id
+    where ${heldHere}
+    on conflict (application_id) do update set state = excluded.state
+      where application_state.state is distinct from excluded.state
+    returning application_id`.execute(db);
+  const changed = new Set(written.rows.map((row) => row.application_id));
+  const rest = ids.filter((id) => !changed.has(id));
+  const present = new Set<string>();
+  if (rest.length > 0) {
+    const found = await sql<{ id: string }>`
+      select a.id from application a where a.id = any(${rest}::uuid[]) and ${heldHere}`.execute(db);
+    for (const row of found.rows) present.add(row.id);
+  }
+  return items.map(({ applicationId }) =>
+    changed.has(applicationId) ? 'changed' : present.has(applicationId) ? 'unchanged' : 'application-missing',
+  );
 }
 
 export async function getApplicationState(

@@ -18,6 +18,7 @@ import {
   completeOperation,
   deleteFinishedOperations,
   failOperation,
+  finishOperations,
   getOperation,
   hasUndeliveredOperations,
   insertOperation,
@@ -517,6 +518,31 @@ describe('operation lifecycle', () => {
       'a finished operation cannot finish again',
     );
     assert.equal((await startOperation(db, operation.id)).status, 'not-waiting');
+  });
+
+  test('several operations finish in one statement, each with its own state and message; one not In_Progress is left alone', async () => {
+    const [done, failed, waiting] = [
+      (await announce(applicationChange())).operation,
+      (await announce(applicationChange())).operation,
+      (await announce(applicationChange())).operation,
+    ];
+    await startOperation(db, done.id);
+    await startOperation(db, failed.id);
+    const finished = await finishOperations(db, [
+      { id: done.id, state: 'Completed', message: '' },
+      { id: waiting.id, state: 'Completed', message: '' },
+      { id: failed.id, state: 'Failed', message: 'x'.repeat(10_000) },
+    ]);
+    assert.deepEqual(
+      finished.map((row) => row && [row.id, row.state, row.message.length]),
+      [
+        [done.id, 'Completed', 0],
+        undefined,
+        [failed.id, 'Failed', boundedOperationMessage('x'.repeat(10_000)).length],
+      ],
+    );
+    assert.equal((await getOperation(db, waiting.id))?.state, 'Waiting');
+    assert.ok(finished[0]?.finished_at instanceof Date);
   });
 
   test('a retry is superseded when a newer Waiting operation exists for the resource', async () => {

@@ -382,13 +382,26 @@ async function finishOperation(
   state: 'Completed' | 'Failed',
   message: string,
 ): Promise<OperationRow | undefined> {
-  return await db
-    .updateTable('operation')
-    .set({ state, message: boundedOperationMessage(message), finished_at: sql<Date>`now()` })
-    .where('id', '=', id)
-    .where('state', '=', 'In_Progress')
-    .returningAll()
-    .executeTakeFirst();
+  return (await finishOperations(db, [{ id, state, message }]))[0];
+}
+
+/**
+ * Agent: In_Progress -> Completed or Failed for several operations in one statement; one answer per item, in
+ * order (undefined for one that was not In_Progress). `message` must not hold secrets.
+ */
+export async function finishOperations(
+  db: Kysely<Database>,
+  items: readonly { id: string; state: 'Completed' | 'Failed'; message: string }[],
+): Promise<(OperationRow | undefined)[]> {
+  const { rows } = await sql<OperationRow>`
+    update operation o
+    set state = v.state, message = v.message, finished_at = now()
+    from unnest(${items.map((i) => i.id)}::uuid[], ${items.map((i) => i.state)}::text[],
+                ${items.map((i) => boundedOperationMessage(i.message))}::text[]) as v(id, state, message)
+    where o.id = v.id and o.state = 'In_Progress'
+    returning o.*`.execute(db);
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return items.map((item) => byId.get(item.id));
 }
 
 /** Agent: In_Progress -> Completed. Returns undefined if the operation was not In_Progress. */

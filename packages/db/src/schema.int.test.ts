@@ -10,7 +10,11 @@ import {
   mappedRowOf,
 } from './api-cr-mapping.repository.ts';
 import { deleteApplication, getApplication, updateApplication } from './application.repository.ts';
-import { getApplicationState, writeApplicationState } from './application-state.repository.ts';
+import {
+  getApplicationState,
+  writeApplicationState,
+  writeApplicationStates,
+} from './application-state.repository.ts';
 import {
   deleteClusterUser,
   getClusterUserByNamespaceUid,
@@ -259,6 +263,28 @@ describe('applications', () => {
       await writeApplicationState(db, randomUUID(), { health: { status: 'Healthy' } }),
       'application-missing',
     );
+  });
+
+  test('several states in one write: each answered in order as changed, unchanged, missing or not held here', async () => {
+    const clusterUser = await givenClusterUser(db);
+    const [here, elsewhere] = [await givenEngineInstance(db), await givenEngineInstance(db)];
+    const fresh = await givenApplication(db, { clusterUser, engineInstance: here });
+    const same = await givenApplication(db, { clusterUser, engineInstance: here });
+    const moved = await givenApplication(db, { clusterUser, engineInstance: elsewhere });
+    await writeApplicationState(db, same.id, { health: { status: 'Healthy' } });
+    const results = await writeApplicationStates(
+      db,
+      [
+        { applicationId: fresh.id, state: { health: { status: 'Progressing' } } },
+        { applicationId: same.id, state: { health: { status: 'Healthy' } } },
+        { applicationId: randomUUID(), state: { health: { status: 'Healthy' } } },
+        { applicationId: moved.id, state: { health: { status: 'Degraded' } } },
+      ],
+      { engineInstanceId: here.id },
+    );
+    assert.deepEqual(results, ['changed', 'unchanged', 'application-missing', 'application-missing']);
+    assert.deepEqual((await getApplicationState(db, fresh.id))?.state, { health: { status: 'Progressing' } });
+    assert.equal(await getApplicationState(db, moved.id), undefined, "another instance's is not written");
   });
 
   test('the spec is stored as a JSON object and read back as one', async () => {

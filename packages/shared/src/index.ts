@@ -4,6 +4,7 @@
  * Kubernetes helpers). One way to do each of these things; look here before adding a helper.
  */
 export * from './backoff.ts';
+export * from './batcher.ts';
 export * from './builder.ts';
 export * from './clock.ts';
 export * from './conditions.ts';

@@ -12,9 +12,8 @@
  */
 import { API_GROUP_VERSION, Kind, Label, operationCrName, Plural } from '@gitops/api';
 import {
-  completeOperation,
   type Db,
-  failOperation,
+  finishOperations,
   type OperationResourceType,
   type OperationRow,
   retryOperation,
@@ -23,6 +22,7 @@ import {
 import {
   backoffDelay,
   collectionPath,
+  createBatcher,
   createWorkQueue,
   deleteIfExists,
   errorCode,
@@ -165,11 +165,13 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
     return done;
   }
 
+  /** Operations finishing while others are being written go together (one statement under a burst). */
+  const finishing = createBatcher({
+    run: (items: Parameters<typeof finishOperations>[1]) => finishOperations(db, items),
+  });
+
   async function finish(operation: OperationRow, state: 'Completed' | 'Failed', message: string) {
-    const row =
-      state === 'Completed'
-        ? await completeOperation(db, operation.id, message)
-        : await failOperation(db, operation.id, message);
+    const row = await finishing.submit({ id: operation.id, state, message });
     held.delete(operation.id);
     if (row) finished.inc({ resource_type: operation.resource_type, state });
     // Not awaited: the row is final and its NOTIFY sent; the CR goes with the next batch (best effort, never

@@ -3,8 +3,9 @@
  * when it changed (the table's trigger NOTIFYs the backend). An Application with our label whose row does not
  * exist is handed to the resource queue, which deletes it (orphan cleanup).
  */
-import { type Db, writeApplicationState } from '@gitops/db';
+import { type Db, writeApplicationStates } from '@gitops/db';
 import {
+  createBatcher,
   createWorkQueue,
   getOrCreateCounter,
   type Informer,
@@ -34,6 +35,11 @@ export interface ApplicationStatusControllerOptions {
 
 export function createApplicationStatusController(options: ApplicationStatusControllerOptions): WorkQueue {
   const { db } = options;
+  /** States written while others are on their way go together (one statement under a burst). */
+  const writing = createBatcher({
+    run: (items: Parameters<typeof writeApplicationStates>[1]) =>
+      writeApplicationStates(db, items, { engineInstanceId: options.engineInstanceId }),
+  });
   /** Last projection stored per application id, so unchanged status costs no database round trip. */
   const stored = new Map<string, string>();
   const writes = getOrCreateCounter(options.registry, {
@@ -80,9 +86,7 @@ export function createApplicationStatusController(options: ApplicationStatusCont
       const requeue = graceMs > 0 ? { requeueAfter: graceMs + 1_000 } : undefined;
       const canonical = canonicalJson(projection);
       if (stored.get(id) === canonical) return requeue;
-      const result = await writeApplicationState(db, id, projection, {
-        engineInstanceId: options.engineInstanceId,
-      });
+      const result = await writing.submit({ applicationId: id, state: projection });
       if (result === 'application-missing') {
         stored.delete(id);
         options.onOrphan(id);
