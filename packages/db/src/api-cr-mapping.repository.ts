@@ -154,6 +154,100 @@ export async function insertApplicationWithMappingAndOperation(
   };
 }
 
+/**
+ * The common creation of a new GitOpsDeployment's application, in one statement and so without a
+ * transaction's BEGIN and COMMIT (six round trips become one): the name's advisory lock (tried, not waited
+ * for), the placed tenant with its engine instance and Workspace environment (KEY SHARE on the tenant, as
+ * getPlacedTenant), then insertApplicationWithMappingAndOperation's three inserts. It writes nothing and
+ * answers undefined, leaving the case to the locked transaction, unless all of these hold:
+ * - the lock on the CR name is free (no other reconcile of the name is running);
+ * - no mapping of the name exists (no earlier incarnation to delete, no own row to adopt);
+ * - the tenant is placed, under this namespace name, and has its Workspace environment;
+ * - the destination is an External environment (`managedEnvironmentId`), or the tenant's instance runs on
+ *   `tenantClusterIdentity` (no Workspace credentials are needed to reach the namespace);
+ * - the application's name is free.
+ * The reads see the statement's snapshot, taken just before the lock is tried: a reconcile of the same name
+ * that committed in between is not seen (microseconds; an older incarnation's mapping left that way is
+ * removed by the next reconcile of the name or the orphan sweep).
+ */
+export async function createApplicationOfNewDeployment(
+  db: Kysely<Database>,
+  cr: CrReference & { kind: 'GitOpsDeployment' },
+  application: {
+    name: string;
+    spec: ApplicationInput['spec'];
+    managedEnvironmentId: string | undefined;
+    tenantClusterIdentity: string;
+  },
+): Promise<{ application: ApplicationRow; operation: OperationRow } | undefined> {
+  const id = randomUUID();
+  const spec = JSON.stringify(application.spec);
+  const external = application.managedEnvironmentId ?? null;
+  const { rows } = await sql<
+    OperationRow & {
+      app_cluster_user_id: string;
+      app_engine_instance_id: string;
+      app_managed_environment_id: string | null;
+    }
+  >`
+    with lock as (
+      select pg_try_advisory_xact_lock(hashtextextended(${`${cr.kind}/${cr.namespace}/${cr.name}`}, 0)) as held
+    ), tenant as (
+      select u.id as cluster_user_id, u.engine_instance_id, ei.cluster_identity, w.id as workspace_id
+      from cluster_user u
+      join engine_instance ei on ei.id = u.engine_instance_id
+      join managed_environment w on w.cluster_user_id = u.id and w.kind = 'Workspace'
+      where u.namespace_uid = ${cr.namespaceUid} and u.namespace_name = ${cr.namespace}
+      for key share of u
+    ), target as (
+      select t.* from tenant t, lock l
+      where l.held
+        and not exists (
+          select 1 from api_cr_mapping m
+          where m.cr_kind = ${cr.kind} and m.cr_namespace = ${cr.namespace} and m.cr_name = ${cr.name})
+        and (${external}::uuid is not null or t.cluster_identity = ${application.tenantClusterIdentity})
+    ), app as (
+      insert into application (id, name, cluster_user_id, engine_instance_id, managed_environment_id, spec)
+      select ${id}::uuid, ${application.name}, t.cluster_user_id, t.engine_instance_id,
+             coalesce(${external}::uuid, t.workspace_id), ${spec}::jsonb
+      from target t
+      on conflict (name) do nothing
+      returning id, cluster_user_id, engine_instance_id, managed_environment_id
+    ), mapping as (
+      insert into api_cr_mapping (cr_kind, cr_uid, cr_name, cr_namespace, cr_namespace_uid, application_id)
+      select ${cr.kind}, ${cr.uid}, ${cr.name}, ${cr.namespace}, ${cr.namespaceUid}, a.id from app a
+      returning id
+    ), op as (
+      insert into operation (engine_instance_id, resource_type, resource_id, owner_user_id,
+                             owner_kind, owner_namespace, owner_name, owner_uid)
+      select a.engine_instance_id, 'Application', a.id, a.cluster_user_id,
+             ${cr.kind}, ${cr.namespace}, ${cr.name}, ${cr.uid}
+      from app a
+      returning *
+    )
+    select op.*, a.cluster_user_id as app_cluster_user_id, a.engine_instance_id as app_engine_instance_id,
+           a.managed_environment_id as app_managed_environment_id
+    from op join app a on a.id = op.resource_id`.execute(db);
+  const row = rows[0];
+  if (!row) return undefined;
+  const { app_cluster_user_id, app_engine_instance_id, app_managed_environment_id, ...operation } = row;
+  // now() is the statement's transaction start: the application's timestamps are the operation's creation.
+  return {
+    application: {
+      id,
+      name: application.name,
+      cluster_user_id: app_cluster_user_id,
+      engine_instance_id: app_engine_instance_id,
+      managed_environment_id: app_managed_environment_id,
+      releasing_engine_instance_id: null,
+      spec: application.spec,
+      created_at: operation.created_at,
+      updated_at: operation.created_at,
+    },
+    operation,
+  };
+}
+
 export async function getApiCrMappingByUid(
   db: Kysely<Database>,
   crUid: string,

@@ -5,13 +5,16 @@ import { eventually } from '@gitops/shared/testing';
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import {
+  createApplicationOfNewDeployment,
   getApiCrMappingByUid,
   insertApplicationWithMappingAndOperation,
+  lockCrName,
 } from './api-cr-mapping.repository.ts';
 import { getApplication } from './application.repository.ts';
 import { deleteClusterUser } from './cluster-user.repository.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
 import { upsertEngineInstance } from './engine-instance.repository.ts';
+import { ensureWorkspaceEnvironment, insertExternalEnvironment } from './managed-environment.repository.ts';
 import {
   boundedOperationMessage,
   claimUndeliveredOperations,
@@ -35,6 +38,7 @@ import {
 } from './operation.repository.ts';
 import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
 import {
+  givenApplication,
   givenClusterUser,
   givenEngineInstance,
   givenListeningAgentSession,
@@ -268,6 +272,131 @@ describe('insertApplicationWithMappingAndOperation', () => {
       .where('resource_id', '=', created.application.id)
       .execute();
     assert.deepEqual(operations, [{ id: created.operation.id }]);
+  });
+});
+
+describe('createApplicationOfNewDeployment', () => {
+  /** A tenant placed on `on` with its Workspace environment. */
+  async function placedTenant(on: EngineInstanceRow) {
+    const user = await givenClusterUser(db);
+    await db
+      .updateTable('cluster_user')
+      .set({ engine_instance_id: on.id })
+      .where('id', '=', user.id)
+      .execute();
+    const workspace = await ensureWorkspaceEnvironment(db, {
+      id: user.id,
+      namespaceName: user.namespace_name,
+    });
+    return { user, workspace };
+  }
+  const crOf = (user: { namespace_name: string; namespace_uid: string }, name = 'web') => ({
+    kind: 'GitOpsDeployment' as const,
+    uid: randomUUID(),
+    name,
+    namespace: user.namespace_name,
+    namespaceUid: user.namespace_uid,
+  });
+  const appOf = (cr: { uid: string }, managedEnvironmentId?: string) => ({
+    name: `gitopsdepl-${cr.uid}`,
+    spec: { source: { repoURL: 'https://example.com/repo.git', path: 'app' } },
+    managedEnvironmentId,
+    tenantClusterIdentity: CLUSTER,
+  });
+  const operationsOf = (resourceId: string) =>
+    db.selectFrom('operation').select('id').where('resource_id', '=', resourceId).execute();
+
+  test('a placed tenant on this cluster: the application in its Workspace, its mapping and its operation, in one statement', async () => {
+    const { user, workspace } = await placedTenant(instance);
+    const cr = crOf(user);
+    const created = await createApplicationOfNewDeployment(db, cr, appOf(cr));
+    assert.ok(created);
+    assert.deepEqual(created.application, await getApplication(db, created.application.id));
+    assert.deepEqual(
+      [
+        created.application.cluster_user_id,
+        created.application.engine_instance_id,
+        created.application.managed_environment_id,
+      ],
+      [user.id, instance.id, workspace.id],
+    );
+    assert.deepEqual(await getOperation(db, created.operation.id), created.operation);
+    assert.deepEqual(
+      [
+        created.operation.resource_id,
+        created.operation.owner_uid,
+        created.operation.owner_user_id,
+        created.operation.state,
+      ],
+      [created.application.id, cr.uid, user.id, 'Waiting'],
+    );
+    assert.equal((await getApiCrMappingByUid(db, cr.uid))?.application_id, created.application.id);
+  });
+
+  test('writes nothing and leaves it to the transaction: a mapping of the name, an unplaced tenant, another cluster, a taken name, a held lock', async () => {
+    const { user } = await placedTenant(instance);
+    // An earlier incarnation of the name is mapped.
+    const first = crOf(user, 'again');
+    assert.ok(await createApplicationOfNewDeployment(db, first, appOf(first)));
+    const second = crOf(user, 'again');
+    assert.equal(await createApplicationOfNewDeployment(db, second, appOf(second)), undefined);
+    assert.equal(await getApiCrMappingByUid(db, second.uid), undefined);
+
+    // A tenant not placed yet.
+    const unplaced = await givenClusterUser(db);
+    const fresh = crOf(unplaced);
+    assert.equal(await createApplicationOfNewDeployment(db, fresh, appOf(fresh)), undefined);
+    assert.equal(await getApiCrMappingByUid(db, fresh.uid), undefined);
+
+    // An instance on another cluster: the Workspace would need credentials; an External environment would not.
+    const remote = await upsertEngineInstance(db, {
+      name: `remote-${randomUUID()}`,
+      namespaceName: 'argocd',
+      namespaceUid: randomUUID(),
+      clusterIdentity: 'another-cluster',
+    });
+    const { user: away } = await placedTenant(remote);
+    const viaWorkspace = crOf(away);
+    assert.equal(await createApplicationOfNewDeployment(db, viaWorkspace, appOf(viaWorkspace)), undefined);
+    const { environment: external } = await db.transaction().execute((trx) =>
+      insertExternalEnvironment(trx, {
+        clusterUserId: away.id,
+        name: 'prod',
+        credentials: {
+          apiUrl: 'https://prod.example:6443',
+          bearerTokenSealed: Buffer.from('sealed'),
+          allowInsecureSkipTlsVerify: false,
+          namespaces: [],
+          clusterResources: false,
+        },
+      }),
+    );
+    const viaExternal = crOf(away, 'external');
+    const created = await createApplicationOfNewDeployment(db, viaExternal, appOf(viaExternal, external.id));
+    assert.equal(created?.application.managed_environment_id, external.id);
+    assert.equal(created?.application.engine_instance_id, remote.id);
+
+    // The application's name is taken (a row without a mapping).
+    const taken = crOf(user, 'taken');
+    const squatter = await givenApplication(db, { clusterUser: user, engineInstance: instance });
+    assert.equal(
+      await createApplicationOfNewDeployment(db, taken, { ...appOf(taken), name: squatter.name }),
+      undefined,
+    );
+    assert.deepEqual(await operationsOf(squatter.id), []);
+
+    // Another reconcile of the name holds its lock.
+    const locked = crOf(user, 'locked');
+    const whileHeld = await db.transaction().execute(async (trx) => {
+      await lockCrName(trx, locked);
+      return await createApplicationOfNewDeployment(db, locked, appOf(locked));
+    });
+    assert.equal(whileHeld, undefined);
+    assert.equal(await getApiCrMappingByUid(db, locked.uid), undefined);
+    assert.ok(
+      await createApplicationOfNewDeployment(db, locked, appOf(locked)),
+      'once the lock is free it goes',
+    );
   });
 });
 

@@ -9,6 +9,7 @@ import {
   applicationName,
   type ClusterCredentialsInput,
   type ClusterUserRow,
+  createApplicationOfNewDeployment,
   type Database,
   deleteApplication,
   type EngineInstanceRow,
@@ -303,6 +304,29 @@ export async function applyDesiredApplication(
     ownerCr,
   });
   return { change: 'updated', application: updated, operation };
+}
+
+/**
+ * A new GitOpsDeployment's application in one statement when nothing about it needs the transaction
+ * (createApplicationOfNewDeployment: a placed tenant, no mapping of the name, no Workspace credentials to
+ * add); undefined otherwise, and then applyDesiredApplication decides under the lock.
+ */
+export async function createNewApplication(
+  db: Kysely<Database>,
+  desired: Omit<DesiredApplication, 'requestedEngineInstance' | 'workspaceCredentials'>,
+): Promise<ApplyResult | undefined> {
+  const { deployment } = desired;
+  const created = await createApplicationOfNewDeployment(
+    db,
+    { kind: GitOpsDeploymentCr.kind, ...deployment, namespaceUid: desired.namespaceUid },
+    {
+      name: applicationName(deployment.uid),
+      spec: desired.spec,
+      managedEnvironmentId: desired.managedEnvironmentId,
+      tenantClusterIdentity: desired.tenantClusterIdentity,
+    },
+  );
+  return created && { change: 'created', ...created };
 }
 
 /** The Application operations owned by GitOpsDeployment `ownerUid` (optionally for one application). */

@@ -50,6 +50,7 @@ import { type WorkspaceAccess, WorkspaceAccessNeededError } from '../workspace-a
 import {
   applicationOperationsOutcome,
   applyDesiredApplication,
+  createNewApplication,
   type DeletedApplication,
   deleteMappedApplications,
   findDeploymentMappings,
@@ -380,7 +381,20 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
           if (err instanceof PlacementRefusedError || err instanceof WorkspaceAccessNeededError) return err;
           throw err;
         });
-    let applied = await apply();
+    // A new object: its application in one statement when nothing needs the transaction (usually).
+    const createdAtOnce =
+      !ownMapping && object.status === undefined
+        ? await createNewApplication(db, {
+            deployment,
+            namespaceUid: tenant.uid,
+            spec,
+            managedEnvironmentId,
+            tenantClusterIdentity: options.tenantClusterIdentity(),
+          })
+        : undefined;
+    let applied = createdAtOnce
+      ? { stale: { deleted: [], waitingForRelease: 0 }, result: createdAtOnce }
+      : await apply();
     if (applied instanceof WorkspaceAccessNeededError) {
       // The tenant's instance runs on another cluster: credentials for its namespace first (API calls, so
       // outside the transaction), then the same transaction again with them.
