@@ -3,7 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { type AddressInfo, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
-import { afterAll, afterEach, beforeAll, describe, test } from 'vitest';
+import { afterEach, describe, test } from 'vitest';
 import { writeApplicationState } from './application-state.repository.ts';
 import { type Listener, listen, NOTIFICATION_CHANNELS, type Notification, notify } from './notify.ts';
 import {
@@ -19,16 +19,10 @@ import {
   setSyncOperationDesiredState,
   setSyncOperationOutcome,
 } from './sync-operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-});
-afterAll(async () => {
-  await testDb?.destroy();
-});
+const testDb = useTestDatabase();
 
 /** Collects notifications; `next(predicate)` resolves with the first matching one (generous timeout). */
 function collector() {

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '@gitops/shared/testing';
 import { type Kysely, sql } from 'kysely';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import { getApiCrMappingByUid, insertApiCrMappingAndOperation } from './api-cr-mapping.repository.ts';
 import { deleteClusterUser } from './cluster-user.repository.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
@@ -28,7 +28,7 @@ import {
   startDueOperationsOfResource,
   startOperation,
 } from './operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 import {
   givenApplication,
   givenClusterUser,
@@ -36,19 +36,15 @@ import {
   givenListeningAgentSession,
 } from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
+const testDb = useTestDatabase({ max: 10 });
 let db: Kysely<Database>;
 let instance: EngineInstanceRow;
 /** The cluster of givenEngineInstance's instances, and so of the relay these tests play. */
 const CLUSTER = 'test-cluster';
 
 beforeAll(async () => {
-  testDb = await createTestDatabase({ max: 10 });
   db = testDb.db;
   instance = await givenEngineInstance(db);
-});
-afterAll(async () => {
-  await testDb?.destroy();
 });
 
 function applicationChange(

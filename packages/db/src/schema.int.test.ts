@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import {
   findApiCrMappingsByName,
   getApiCrMappingByUid,
@@ -39,17 +39,13 @@ import {
   setSyncOperationDesiredState,
   setSyncOperationOutcome,
 } from './sync-operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
+const testDb = useTestDatabase();
 let db: Kysely<Database>;
-beforeAll(async () => {
-  testDb = await createTestDatabase();
+beforeAll(() => {
   db = testDb.db;
-});
-afterAll(async () => {
-  await testDb?.destroy();
 });
 
 const sealer = createSealer({ keys: [{ id: 'test', key: randomBytes(32) }], activeKeyId: 'test' });

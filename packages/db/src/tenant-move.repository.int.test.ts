@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { describe, test } from 'vitest';
 import { getApplication } from './application.repository.ts';
 import { writeApplicationState } from './application-state.repository.ts';
 import { getClusterUser } from './cluster-user.repository.ts';
@@ -21,16 +21,10 @@ import {
   completeApplicationRelease,
   moveTenant,
 } from './tenant-move.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-});
-afterAll(async () => {
-  await testDb?.destroy();
-});
+const testDb = useTestDatabase();
 
 const move = (clusterUserId: string, to: EngineInstanceRow) =>
   testDb.db.transaction().execute((trx) => moveTenant(trx, clusterUserId, to.id));
