@@ -11,7 +11,6 @@ import {
   ensureWorkspaceEnvironment,
   getApplicationState,
   getOperation,
-  insertApiCrMapping,
   insertApplication,
   insertOperation,
   listen,
@@ -21,7 +20,7 @@ import {
   updateApplication,
   upsertEngineInstance,
 } from '@gitops/db';
-import type { TestDatabase } from '@gitops/db/testing';
+import { givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
 import {
   collectionPath,
   createMetricsRegistry,
@@ -136,18 +135,11 @@ describe('cluster-agent', () => {
           ...(input.automated === false ? {} : { syncPolicy: automatedSyncPolicy }),
         },
       });
-      const owner = { uid: crUid, name: `deployment-${crUid.slice(0, 8)}`, namespace: tenant.namespace_name };
-      await insertApiCrMapping(
-        trx,
-        { ...owner, namespaceUid: tenant.namespace_uid },
-        { kind: 'GitOpsDeployment', applicationId: application.id },
-      );
-      const { operation } = await insertOperation(trx, {
+      const operation = await givenOwnedOperation(trx, {
+        tenant,
         engineInstanceId,
-        resourceType: 'Application',
-        resourceId: application.id,
-        ownerUserId: tenant.id,
-        ownerCr: { kind: 'GitOpsDeployment', ...owner },
+        cr: { uid: crUid, name: `deployment-${crUid.slice(0, 8)}`, namespace: tenant.namespace_name },
+        row: { kind: 'GitOpsDeployment', applicationId: application.id },
       });
       if (input.crashed) {
         await trx

@@ -10,11 +10,11 @@ import {
   type ClusterUserRow,
   getOperation,
   getSyncOperation,
-  insertApiCrMapping,
   insertOperation,
   insertSyncOperation,
   setSyncOperationDesiredState,
 } from '@gitops/db';
+import { givenOwnedOperation } from '@gitops/db/testing';
 import { deleteIfExists, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
@@ -51,18 +51,11 @@ describe('cluster-agent SyncOperation', () => {
         deploymentName: 'd',
         revision,
       });
-      const owner = { uid, name: `run-${uid.slice(0, 8)}`, namespace: tenantNamespace };
-      await insertApiCrMapping(
-        trx,
-        { ...owner, namespaceUid: tenant.namespace_uid },
-        { kind: 'GitOpsDeploymentSyncRun', syncOperationId: syncOperation.id },
-      );
-      const { operation } = await insertOperation(trx, {
+      const operation = await givenOwnedOperation(trx, {
+        tenant,
         engineInstanceId,
-        resourceType: 'SyncOperation',
-        resourceId: syncOperation.id,
-        ownerUserId: tenant.id,
-        ownerCr: { kind: 'GitOpsDeploymentSyncRun', ...owner },
+        cr: { uid, name: `run-${uid.slice(0, 8)}`, namespace: tenantNamespace },
+        row: { kind: 'GitOpsDeploymentSyncRun', syncOperationId: syncOperation.id },
       });
       return { syncOperation, operation };
     });

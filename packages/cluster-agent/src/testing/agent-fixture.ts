@@ -12,13 +12,11 @@ import {
   type ClusterUserRow,
   type Database,
   ensureWorkspaceEnvironment,
-  insertApiCrMapping,
   insertApplication,
-  insertOperation,
   type OperationRow,
   upsertClusterUser,
 } from '@gitops/db';
-import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
+import { createTestDatabase, givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
 import {
   collectionPath,
   createMetricsRegistry,
@@ -153,18 +151,11 @@ export async function createAgentFixture(options: {
             destination: { namespace },
           },
         });
-        const owner = { uid: crUid, name: `d-${crUid.slice(0, 8)}`, namespace };
-        await insertApiCrMapping(
-          trx,
-          { ...owner, namespaceUid: tenant.namespace_uid },
-          { kind: 'GitOpsDeployment', applicationId: application.id },
-        );
-        const { operation } = await insertOperation(trx, {
+        const operation = await givenOwnedOperation(trx, {
+          tenant,
           engineInstanceId,
-          resourceType: 'Application',
-          resourceId: application.id,
-          ownerUserId: tenant.id,
-          ownerCr: { kind: 'GitOpsDeployment', ...owner },
+          cr: { uid: crUid, name: `d-${crUid.slice(0, 8)}`, namespace },
+          row: { kind: 'GitOpsDeployment', applicationId: application.id },
         });
         return { application, operation };
       });

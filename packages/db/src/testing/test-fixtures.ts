@@ -1,11 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import pg from 'pg';
+import { insertApiCrMapping, type MappedRow } from '../api-cr-mapping.repository.ts';
 import { insertApplication } from '../application.repository.ts';
 import { upsertClusterUser } from '../cluster-user.repository.ts';
-import type { ApplicationRow, ClusterUserRow, Database, EngineInstanceRow } from '../database.ts';
+import type {
+  ApplicationRow,
+  ClusterUserRow,
+  Database,
+  EngineInstanceRow,
+  OperationRow,
+} from '../database.ts';
 import { upsertEngineInstance } from '../engine-instance.repository.ts';
-import { holdAgentListeningLock } from '../operation.repository.ts';
+import { holdAgentListeningLock, insertOperation } from '../operation.repository.ts';
+import type { OperationResourceType } from '../schema-values.ts';
 
 /** Rows the db package's integration tests build on. Exported from `@gitops/db/testing`, not from the package's production index. */
 
@@ -55,4 +63,42 @@ export async function givenListeningAgentSession(
   await session.connect();
   const held = await holdAgentListeningLock(session, engineInstanceId);
   return { held, end: () => session.end() };
+}
+
+/** The operation's resource of each mapped row (the row a CR's mapping names is the resource announced). */
+function resourceOf(row: MappedRow): { resourceType: OperationResourceType; resourceId: string } {
+  switch (row.kind) {
+    case 'GitOpsDeployment':
+      return { resourceType: 'Application', resourceId: row.applicationId };
+    case 'GitOpsDeploymentSyncRun':
+      return { resourceType: 'SyncOperation', resourceId: row.syncOperationId };
+    case 'GitOpsDeploymentManagedEnvironment':
+      return { resourceType: 'ManagedEnvironment', resourceId: row.managedEnvironmentId };
+    case 'GitOpsDeploymentRepositoryCredential':
+      return { resourceType: 'RepositoryCredentials', resourceId: row.repositoryCredentialsId };
+  }
+}
+
+/**
+ * What the backend writes, inside the transaction that wrote `row`, for a tenant's CR: the CR's mapping to
+ * the row and the operation announcing the row to `engineInstanceId`, owned by the tenant and the CR.
+ */
+export async function givenOwnedOperation(
+  trx: Transaction<Database>,
+  input: {
+    tenant: ClusterUserRow;
+    engineInstanceId: string;
+    cr: { uid: string; name: string; namespace: string };
+    row: MappedRow;
+  },
+): Promise<OperationRow> {
+  const { tenant, cr, row } = input;
+  await insertApiCrMapping(trx, { ...cr, namespaceUid: tenant.namespace_uid }, row);
+  const { operation } = await insertOperation(trx, {
+    engineInstanceId: input.engineInstanceId,
+    ...resourceOf(row),
+    ownerUserId: tenant.id,
+    ownerCr: { kind: row.kind, ...cr },
+  });
+  return operation;
 }
