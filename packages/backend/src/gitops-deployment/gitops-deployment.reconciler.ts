@@ -174,22 +174,31 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       : { status: 'ok' };
   }
 
+  /**
+   * Deletes every application of the GitOpsDeployment `namespace/name` (under its lock), each announced, and
+   * logs each with `why` the GitOpsDeployment lets it go.
+   */
+  async function deleteApplicationsOf(namespace: string, name: string, logger: Logger, why: string) {
+    const result = await db.transaction().execute(async (trx) => {
+      await GitOpsDeploymentCr.lock(trx, namespace, name);
+      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
+    });
+    for (const d of result.deleted) {
+      logger.info(
+        { application: d.applicationId, operation: d.operationId },
+        `application deleted: the GitOpsDeployment ${why}`,
+      );
+    }
+    return result;
+  }
+
   /** The CR is gone: every application of this name goes, each announced. */
   async function reconcileGone(
     namespace: string,
     name: string,
     logger: Logger,
   ): Promise<ReconcileResult | undefined> {
-    const { deleted, waitingForRelease } = await db.transaction().execute(async (trx) => {
-      await GitOpsDeploymentCr.lock(trx, namespace, name);
-      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
-    });
-    for (const d of deleted) {
-      logger.info(
-        { application: d.applicationId, operation: d.operationId },
-        'application deleted: the GitOpsDeployment is gone',
-      );
-    }
+    const { waitingForRelease } = await deleteApplicationsOf(namespace, name, logger, 'is gone');
     return waitingForRelease > 0 ? { requeueAfter: RELEASE_WAIT_MS } : undefined;
   }
 
@@ -221,16 +230,12 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
 
   async function reconcileDeleting(object: KubeObject, logger: Logger): Promise<ReconcileResult | undefined> {
     const { namespace = '', name, uid = '' } = object.metadata;
-    const { deleted, waitingForRelease } = await db.transaction().execute(async (trx) => {
-      await GitOpsDeploymentCr.lock(trx, namespace, name);
-      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
-    });
-    for (const d of deleted) {
-      logger.info(
-        { application: d.applicationId, operation: d.operationId },
-        'application deleted: the GitOpsDeployment is being deleted',
-      );
-    }
+    const { deleted, waitingForRelease } = await deleteApplicationsOf(
+      namespace,
+      name,
+      logger,
+      'is being deleted',
+    );
     await recordDeletes(object, deleted);
     // A move's release is on its way: the delete (and so the finalizer) waits for it.
     if (waitingForRelease > 0) return { requeueAfter: RELEASE_WAIT_MS };
