@@ -10,7 +10,6 @@ import { randomUUID } from 'node:crypto';
 import { API_GROUP_VERSION, Label, PlacementMessage } from '@gitops/api';
 import { repositoryCredential } from '@gitops/api/testing';
 import {
-  type ApplicationRow,
   completeApplicationAdoption,
   completeApplicationRelease,
   type EngineInstanceRow,
@@ -67,10 +66,7 @@ describe('tenant placement on engine instances', () => {
     await f?.cleanup();
   });
 
-  const applicationOf = (object: KubeObject): Promise<ApplicationRow> =>
-    eventually(`application of ${object.metadata.name}`, () =>
-      getApplicationByName(f.db, `gitopsdepl-${object.metadata.uid}`),
-    );
+  const applicationOf = (object: KubeObject) => f.applicationOf(object);
   const errorOccurred = (namespace: string, name: string) =>
     eventually(`ErrorOccurred of ${namespace}/${name}`, async () => {
       const live = await f.getDeployment(namespace, name);

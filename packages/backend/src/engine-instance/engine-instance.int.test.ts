@@ -23,7 +23,6 @@ import {
   completeApplicationRelease,
   type EngineInstanceRow,
   getApplication,
-  getApplicationByName,
   getEngineInstanceByName,
   listEngineInstanceOverviews,
   setEngineInstanceCordoned,
@@ -103,9 +102,7 @@ describe('GitOpsEngineInstance', () => {
   };
   const deploy = async (namespace: string, name: string) => {
     const cr = await f.createDeployment(namespace, name, spec);
-    return await eventually(`application of ${namespace}/${name}`, () =>
-      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
-    );
+    return await f.applicationOf(cr);
   };
 
   test('every registered instance gets one, showing its Argo CD namespace, cluster, tenants and applications', async () => {

@@ -5,7 +5,6 @@ import {
   failOperation,
   getApiCrMappingByUid,
   getApplicationByName,
-  type OperationRow,
   startOperation,
 } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
@@ -36,17 +35,8 @@ describe('GitOpsDeployment reconciler', () => {
     await f?.cleanup();
   });
 
-  const applicationOf = async (object: KubeObject) =>
-    await eventually(`application of ${object.metadata.name}`, () =>
-      getApplicationByName(f.db, `gitopsdepl-${object.metadata.uid}`),
-    );
-  const operationsOf = async (resourceId: string): Promise<OperationRow[]> =>
-    await f.db
-      .selectFrom('operation')
-      .selectAll()
-      .where('resource_id', '=', resourceId)
-      .orderBy('created_at')
-      .execute();
+  const applicationOf = (object: KubeObject) => f.applicationOf(object);
+  const operationsOf = (resourceId: string) => f.operationsOf(resourceId);
   /** What the agent does with an operation: In_Progress, then Completed (or Failed). */
   const finishAsAgent = async (operationId: string, outcome: 'Completed' | 'Failed', message = '') => {
     const started = await startOperation(f.db, operationId);

@@ -23,13 +23,7 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
     const replicas = [await f.startBackend(), await f.startBackend()];
     const names = Array.from({ length: 6 }, (_, i) => `replicated-${i}`);
     const crs = await Promise.all(names.map((name) => f.createDeployment(tenant.name, name, spec)));
-    const applications = await Promise.all(
-      crs.map((cr) =>
-        eventually(`application of ${cr.metadata.name}`, () =>
-          getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
-        ),
-      ),
-    );
+    const applications = await Promise.all(crs.map((cr) => f.applicationOf(cr)));
     for (const replica of replicas) {
       // Each replica reconciles every object to the end (its cache holds them all first), so the counts
       // below include whatever the slower replica would write.
@@ -40,23 +34,9 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
       await replica.deployments.queue.whenIdle();
     }
     for (const application of applications) {
-      const operations = await f.db
-        .selectFrom('operation')
-        .selectAll()
-        .where('resource_id', '=', application.id)
-        .execute();
+      const operations = await f.operationsOf(application.id);
       assert.equal(operations.length, 1, `one operation for ${application.name}`);
-      await eventually(
-        'delivered',
-        async () =>
-          (
-            await f.db
-              .selectFrom('operation')
-              .select('delivered_at')
-              .where('id', '=', operations[0]!.id)
-              .executeTakeFirst()
-          )?.delivered_at ?? undefined,
-      );
+      await f.deliveredOperation(operations[0]!.id);
       assert.ok(await f.getOperationCr(operations[0]!.id));
     }
     const mappings = await f.db
@@ -71,9 +51,7 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
   test('a GitOpsDeployment deleted while no backend ran is cleaned up when one starts', async () => {
     const first = await f.startBackend();
     const cr = await f.createDeployment(tenant.name, 'deleted-while-down', spec);
-    const application = await eventually('application', () =>
-      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
-    );
+    const application = await f.applicationOf(cr);
     await f.stopBackend(first);
     await f.deleteDeployment(tenant.name, 'deleted-while-down');
     await eventually('CR gone', async () => !(await f.getDeployment(tenant.name, 'deleted-while-down')));
@@ -83,11 +61,7 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
       'orphaned application deleted',
       async () => !(await getApplicationByName(f.db, application.name)),
     );
-    const operations = await f.db
-      .selectFrom('operation')
-      .selectAll()
-      .where('resource_id', '=', application.id)
-      .execute();
+    const operations = await f.operationsOf(application.id);
     assert.ok(
       operations.some((o) => o.owner_uid === cr.metadata.uid && o.state === 'Waiting'),
       'the delete is announced',
@@ -98,14 +72,9 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
   test('a Failed operation of a live GitOpsDeployment is reported in ErrorOccurred; the next change resolves it', async () => {
     const backend = await f.startBackend();
     const cr = await f.createDeployment(tenant.name, 'failing', spec);
-    const application = await eventually('application', () =>
-      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
-    );
-    const operation = await f.db
-      .selectFrom('operation')
-      .selectAll()
-      .where('resource_id', '=', application.id)
-      .executeTakeFirstOrThrow();
+    const application = await f.applicationOf(cr);
+    const [operation] = await f.operationsOf(application.id);
+    assert.ok(operation, 'the application is announced');
     assert.equal((await startOperation(f.db, operation.id)).status, 'started');
     await failOperation(
       f.db,

@@ -182,13 +182,7 @@ describe('ManagedEnvironment reconciler', () => {
     const env = await createEnvironment('agent-fails', 'agent-fails');
     await conditionOf('agent-fails', (c) => c.status === 'True');
     const mapping = await eventually('mapping', () => getApiCrMappingByUid(f.db, env.metadata.uid!));
-    const operationsOfEnvironment = () =>
-      f.db
-        .selectFrom('operation')
-        .selectAll()
-        .where('resource_id', '=', mapping.managed_environment_id!)
-        .orderBy('created_at')
-        .execute();
+    const operationsOfEnvironment = () => f.operationsOf(mapping.managed_environment_id!);
     const [first] = await operationsOfEnvironment();
     assert.ok(first);
     // The agent takes the operation and gives up on it.

@@ -40,13 +40,7 @@ describe('RepositoryCredential reconciler', () => {
   const crPath = (name = '') =>
     `/apis/${API_GROUP_VERSION}/namespaces/${tenant.name}/gitopsdeploymentrepositorycredentials${name ? `/${name}` : ''}`;
   const secretPath = (name = '') => `/api/v1/namespaces/${tenant.name}/secrets${name ? `/${name}` : ''}`;
-  const operationsOf = (resourceId: string) =>
-    f.db
-      .selectFrom('operation')
-      .selectAll()
-      .where('resource_id', '=', resourceId)
-      .orderBy('created_at')
-      .execute();
+  const operationsOf = (resourceId: string) => f.operationsOf(resourceId);
   const rowOfCr = (uid: string) => f.repositoryCredentialsRowOf(uid);
 
   test('one transaction writes the sealed row, its mapping and a RepositoryCredentials operation owned by the CR; a rotation writes one more', async () => {
