@@ -8,10 +8,10 @@ import { PlacementMessage } from '@gitops/api';
 import { completeOperation, startOperation } from '@gitops/db';
 import { givenListeningAgentSession } from '@gitops/db/testing';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from './app.ts';
 import { conditionsOf } from './gitops-deployment/gitops-deployment.object.ts';
-import { type BackendFixture, createBackendFixture } from './testing/backend-fixture.ts';
+import { useBackendFixture } from './testing/backend-fixture.ts';
 
 const spec = {
   source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
@@ -19,15 +19,11 @@ const spec = {
 };
 
 describe('an engine instance without agents', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
   let backend: Backend;
 
   beforeAll(async () => {
-    f = await createBackendFixture();
     backend = await f.startBackend({ GITOPS_ENGINE_INSTANCE_AWAY_AFTER: '2s' });
-  });
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   const errorOccurred = (namespace: string, name: string) =>

@@ -31,11 +31,11 @@ import {
   kubeRequest,
 } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from './app.ts';
 import { BACKEND_SHARD_LABEL } from './config.ts';
 import { conditionsOf } from './gitops-deployment/gitops-deployment.object.ts';
-import { type BackendFixture, createBackendFixture } from './testing/backend-fixture.ts';
+import { useBackendFixture } from './testing/backend-fixture.ts';
 import { WORKSPACE_SERVICE_ACCOUNT } from './workspace-access/workspace-access.ts';
 
 const spec = {
@@ -44,13 +44,12 @@ const spec = {
 };
 
 describe('tenant placement on engine instances', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
   let backend: Backend;
   let own: EngineInstanceRow;
   let other: EngineInstanceRow;
 
   beforeAll(async () => {
-    f = await createBackendFixture();
     backend = await f.startBackend();
     own = backend.engineInstance();
     // A second Argo CD on this cluster, registered by its agent (as the agent does at start).
@@ -61,9 +60,6 @@ describe('tenant placement on engine instances', () => {
       namespaceUid: namespace.uid,
       clusterIdentity: await clusterIdentity(f.kc),
     });
-  });
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   const applicationOf = (object: KubeObject) => f.applicationOf(object);

@@ -9,9 +9,9 @@ import {
 } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
-import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
+import { useBackendFixture } from '../testing/backend-fixture.ts';
 import { conditionsOf } from './gitops-deployment.object.ts';
 
 const repoURL = 'https://github.com/redhat-appstudio/managed-gitops';
@@ -21,18 +21,14 @@ const automatedSpec = {
 };
 
 describe('GitOpsDeployment reconciler', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
   let backend: Backend;
   let tenant: { name: string; uid: string };
 
   beforeAll(async () => {
-    f = await createBackendFixture();
     // A failed delete is announced again after this long (default 1 minute).
     backend = await f.startBackend({ GITOPS_OPERATION_RETRY_INTERVAL: '2s' });
     tenant = await f.createNamespace();
-  });
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   const applicationOf = (object: KubeObject) => f.applicationOf(object);

@@ -1,22 +1,18 @@
 import assert from 'node:assert/strict';
 import { completeOperation, failOperation, getApplicationByName, startOperation } from '@gitops/db';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
-import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
+import { beforeAll, describe, test } from 'vitest';
+import { useBackendFixture } from '../testing/backend-fixture.ts';
 import { conditionsOf } from './gitops-deployment.object.ts';
 
 const spec = { source: { repoURL: 'https://github.com/org/repo', path: 'env/dev' }, type: 'automated' };
 
 describe('GitOpsDeployment reconciler: replicas, restarts and failed operations', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
   let tenant: { name: string; uid: string };
 
   beforeAll(async () => {
-    f = await createBackendFixture();
     tenant = await f.createNamespace();
-  });
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   test('two backend replicas write exactly one application, one operation and one Operation CR per GitOpsDeployment', async () => {

@@ -5,19 +5,13 @@ import { givenListeningAgentSession } from '@gitops/db/testing';
 import { clusterIdentity, createMetricsRegistry, createSilentLogger, loadKubeConfig } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, test } from 'vitest';
-import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
+import { describe, test } from 'vitest';
+import { useBackendFixture } from '../testing/backend-fixture.ts';
 import { createOperationRelay } from './operation-relay.ts';
 
 describe('outbox relay', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
 
-  beforeAll(async () => {
-    f = await createBackendFixture();
-  });
-  afterAll(async () => {
-    await f?.cleanup();
-  });
   /** What a backend commits for a change of a new resource of `engineInstanceId`: one operation. */
   const announce = async (engineInstanceId: string) =>
     (

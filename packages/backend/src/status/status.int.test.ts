@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { writeApplicationState } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest, kubeTime } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { conditionsOf, statusOf } from '../gitops-deployment/gitops-deployment.object.ts';
-import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
+import { useBackendFixture } from '../testing/backend-fixture.ts';
 import { RESOURCES_LIMIT, RESOURCES_TRUNCATED_CONDITION } from './deployment-status.ts';
 
 const spec = {
@@ -23,17 +23,13 @@ const operationState = {
 };
 
 describe('status path', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
   let backend: Backend;
   let tenant: { name: string; uid: string };
 
   beforeAll(async () => {
-    f = await createBackendFixture();
     backend = await f.startBackend();
     tenant = await f.createNamespace();
-  });
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   async function deploymentWithApplication(name: string) {

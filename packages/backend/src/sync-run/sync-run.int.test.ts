@@ -18,10 +18,10 @@ import {
 } from '@gitops/db';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
-import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
+import { useBackendFixture } from '../testing/backend-fixture.ts';
 
 const MANUAL = {
   source: { repoURL: 'https://github.com/example/repo', path: 'dev', targetRevision: 'main' },
@@ -29,7 +29,7 @@ const MANUAL = {
 };
 
 describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
-  let fixture: BackendFixture;
+  const fixture = useBackendFixture();
   let backend: Backend;
   let ns: string;
 
@@ -123,12 +123,8 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     });
 
   beforeAll(async () => {
-    fixture = await createBackendFixture();
     backend = await fixture.startBackend({ GITOPS_RELAY_ENABLED: 'false' });
     ns = (await fixture.createNamespace('syncrun')).name;
-  });
-  afterAll(async () => {
-    await fixture?.cleanup();
   });
 
   test('a SyncRun on a manual deployment writes one sync_operation, mapping and SyncOperation operation; the condition is False', async () => {

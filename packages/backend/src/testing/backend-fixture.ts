@@ -27,7 +27,7 @@ import {
   type LogLevel,
   loadKubeConfig,
 } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, useFixture } from '@gitops/shared/testing';
 import type { Kysely } from 'kysely';
 import { type Backend, buildBackend } from '../app.ts';
 import { BACKEND_SHARD_LABEL, loadBackendConfig } from '../config.ts';
@@ -71,6 +71,9 @@ export interface BackendFixture {
 
 const deploymentsPath = (namespace: string) =>
   `/apis/${API_GROUP_VERSION}/namespaces/${encodeURIComponent(namespace)}/${Plural.GitOpsDeployment}`;
+
+/** The fixture of the enclosing test file or describe block: made before its tests, cleaned up after them. */
+export const useBackendFixture = (): BackendFixture => useFixture(createBackendFixture, (f) => f.cleanup());
 
 export async function createBackendFixture(): Promise<BackendFixture> {
   const kc = loadKubeConfig(process.env.KUBECONFIG);

@@ -17,14 +17,14 @@ import {
 import { givenOwnedOperation } from '@gitops/db/testing';
 import { deleteIfExists, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import type { Agent } from '../app.ts';
-import { type AgentFixture, createAgentFixture } from '../testing/agent-fixture.ts';
+import { useAgentFixture } from '../testing/agent-fixture.ts';
 
 const kubeTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 describe('cluster-agent SyncOperation', () => {
-  let f: AgentFixture;
+  const f = useAgentFixture({ prefix: 'sync' });
   let agent: Agent;
   let engineInstanceId: string;
   let tenant: ClusterUserRow;
@@ -115,16 +115,11 @@ describe('cluster-agent SyncOperation', () => {
     });
 
   beforeAll(async () => {
-    f = await createAgentFixture({ prefix: 'sync' });
     tenantNamespace = `sync-tenant-${f.suffix}`;
     await f.createNamespace(tenantNamespace);
     agent = await f.startAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
     engineInstanceId = agent.engineInstance()!.id;
     tenant = await f.givenTenant(tenantNamespace, { workspaceEnvironment: false });
-  });
-
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   it('refreshes, requests the sync once as gitops-service, and completes the operation with the Argo CD result', async () => {

@@ -31,6 +31,7 @@ import {
   type Registry,
   serverSideApply,
 } from '@gitops/shared';
+import { useFixture } from '@gitops/shared/testing';
 import type { Kysely } from 'kysely';
 import { type Agent, buildAgent } from '../app.ts';
 import { type AgentConfig, loadAgentConfig } from '../config.ts';
@@ -78,10 +79,19 @@ export interface AgentFixture {
   cleanup(): Promise<void>;
 }
 
-export async function createAgentFixture(options: {
+export interface AgentFixtureOptions {
   prefix: string;
   createArgoCdNamespace?: boolean;
-}): Promise<AgentFixture> {
+}
+
+/** The fixture of the enclosing test file or describe block: made before its tests, cleaned up after them. */
+export const useAgentFixture = (options: AgentFixtureOptions): AgentFixture =>
+  useFixture(
+    () => createAgentFixture(options),
+    (f) => f.cleanup(),
+  );
+
+export async function createAgentFixture(options: AgentFixtureOptions): Promise<AgentFixture> {
   const kubeconfigPath = process.env.KUBECONFIG;
   const kc = loadKubeConfig(kubeconfigPath);
   const database = await createTestDatabase();

@@ -4,3 +4,4 @@
  * part of the production exports of `@gitops/shared`.
  */
 export { eventually } from './eventually.ts';
+export { useFixture } from './use-fixture.ts';
