@@ -20,7 +20,7 @@ import {
   setSyncOperationOutcome,
 } from './sync-operation.repository.ts';
 import { useTestDatabase } from './testing/per-file-database.ts';
-import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
+import { givenApplication, givenEngineInstance, givenTenantApplication } from './testing/test-fixtures.ts';
 
 const testDb = useTestDatabase();
 
@@ -253,9 +253,7 @@ describe('notifications sent by the schema triggers', () => {
   test('application_state notifies when the projection changes, not when an identical one is written', async () => {
     const { inbox, listener } = startListening([NOTIFICATION_CHANNELS.applicationStateChanged]);
     await listener.ready;
-    const clusterUser = await givenClusterUser(testDb.db);
-    const engineInstance = await givenEngineInstance(testDb.db);
-    const unchanged = await givenApplication(testDb.db, { clusterUser, engineInstance });
+    const { clusterUser, engineInstance, application: unchanged } = await givenTenantApplication(testDb.db);
     const changed = await givenApplication(testDb.db, { clusterUser, engineInstance });
     const state = { health: { status: 'Healthy' }, sync: { status: 'Synced', revision: 'abc' } };
 
@@ -277,9 +275,7 @@ describe('notifications sent by the schema triggers', () => {
   test('a sync_operation notifies when what its SyncRun shows changes: requested, Argo CD report, outcome', async () => {
     const { inbox, listener } = startListening([NOTIFICATION_CHANNELS.syncOperationChanged]);
     await listener.ready;
-    const clusterUser = await givenClusterUser(testDb.db);
-    const engineInstance = await givenEngineInstance(testDb.db);
-    const application = await givenApplication(testDb.db, { clusterUser, engineInstance });
+    const { clusterUser, application } = await givenTenantApplication(testDb.db);
     const row = await insertSyncOperation(testDb.db, {
       clusterUserId: clusterUser.id,
       applicationId: application.id,

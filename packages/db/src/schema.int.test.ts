@@ -40,7 +40,12 @@ import {
   setSyncOperationOutcome,
 } from './sync-operation.repository.ts';
 import { useTestDatabase } from './testing/per-file-database.ts';
-import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
+import {
+  givenApplication,
+  givenClusterUser,
+  givenEngineInstance,
+  givenTenantApplication,
+} from './testing/test-fixtures.ts';
 
 const testDb = useTestDatabase();
 let db: Kysely<Database>;
@@ -91,9 +96,7 @@ describe('tenants and engine instances', () => {
   });
 
   test('an engine instance with applications on it cannot be deleted', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    await givenApplication(db, { clusterUser, engineInstance });
+    const { engineInstance } = await givenTenantApplication(db);
     await assert.rejects(
       db.deleteFrom('engine_instance').where('id', '=', engineInstance.id).execute(),
       /application_engine_instance_id_fkey/,
@@ -220,9 +223,7 @@ describe('managed environments', () => {
 
 describe('applications', () => {
   test('deleting an application deletes its state and mapping and unlinks its sync operations', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    const application = await givenApplication(db, { clusterUser, engineInstance });
+    const { clusterUser, application } = await givenTenantApplication(db);
     await writeApplicationState(db, application.id, { health: { status: 'Healthy' } });
     const crUid = randomUUID();
     await insertApiCrMapping(
@@ -258,9 +259,7 @@ describe('applications', () => {
   });
 
   test('the spec is stored as a JSON object and read back as one', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    const application = await givenApplication(db, { clusterUser, engineInstance });
+    const { application } = await givenTenantApplication(db);
     const spec = {
       source: { repoURL: 'https://x', path: 'p', targetRevision: '' },
       destination: { namespace: 'n' },
@@ -280,9 +279,7 @@ describe('applications', () => {
 
 describe('sync operations', () => {
   test('sync operations of an application list in creation order and record desired state and outcome', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    const application = await givenApplication(db, { clusterUser, engineInstance });
+    const { clusterUser, application } = await givenTenantApplication(db);
     const input = {
       clusterUserId: clusterUser.id,
       applicationId: application.id,
@@ -312,9 +309,7 @@ describe('sync operations', () => {
 
 describe('api_cr_mapping', () => {
   test('a mapping must point at the row kind of its CR kind', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    const application = await givenApplication(db, { clusterUser, engineInstance });
+    const { application } = await givenTenantApplication(db);
     await assert.rejects(
       db
         .insertInto('api_cr_mapping')
@@ -332,9 +327,7 @@ describe('api_cr_mapping', () => {
   });
 
   test('a delete-recreate with the same name gives two mappings, told apart by uid', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    const oldApplication = await givenApplication(db, { clusterUser, engineInstance });
+    const { clusterUser, engineInstance, application: oldApplication } = await givenTenantApplication(db);
     const newApplication = await givenApplication(db, { clusterUser, engineInstance });
     const cr = {
       name: 'same-name',

@@ -51,6 +51,18 @@ export async function givenApplication(
   });
 }
 
+/** An application of a new tenant on a new engine instance, with the two rows it stands on. */
+export async function givenTenantApplication(db: Kysely<Database>): Promise<{
+  clusterUser: ClusterUserRow;
+  engineInstance: EngineInstanceRow;
+  application: ApplicationRow;
+}> {
+  const clusterUser = await givenClusterUser(db);
+  const engineInstance = await givenEngineInstance(db);
+  const application = await givenApplication(db, { clusterUser, engineInstance });
+  return { clusterUser, engineInstance, application };
+}
+
 /**
  * Plays a cluster-agent's LISTEN connection: a session of its own (not from a pool) holding the
  * agent-listening lock of `engineInstanceId`. `end()` closes the session, as an agent that stops or crashes.
