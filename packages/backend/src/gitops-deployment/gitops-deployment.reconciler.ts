@@ -26,7 +26,6 @@ import {
   type EventRecorder,
   findCondition,
   type Informer,
-  isConflict,
   isNotFound,
   type KubeConfig,
   type KubeObject,
@@ -39,7 +38,7 @@ import {
   splitObjectKey,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { type ErrorState, writeErrorConditions } from '../error-occurred.ts';
+import { type ErrorState, reportUnknownError, writeErrorConditions } from '../error-occurred.ts';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
@@ -155,10 +154,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
         next,
         existing,
         state,
-        reasons: {
-          error: DeploymentEventReason.ErrorOccurred,
-          resolved: DeploymentEventReason.ErrorOccurredResolved,
-        },
+        reasons: DeploymentEventReason,
       },
       logger,
     );
@@ -463,17 +459,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);
       else return await reconcileLive(object, context);
     } catch (err) {
-      // A stale resourceVersion is routine (the cache lags our own writes): retry quietly. The work queue
-      // logs the failure (at error level only when it is not routine or persists).
-      if (object && !isConflict(err) && !context.signal.aborted) {
-        await writeErrorOccurred(
-          object,
-          { status: 'error', message: GitOpsDeploymentMessage.UnknownError },
-          context.logger,
-        ).catch((statusErr: unknown) =>
-          context.logger.warn({ err: statusErr }, 'could not report the error in ErrorOccurred'),
-        );
-      }
+      await reportUnknownError(object, err, context, writeErrorOccurred);
       throw err;
     }
   };
