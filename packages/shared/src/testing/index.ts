@@ -5,3 +5,4 @@
  */
 export { eventually } from './eventually.ts';
 export { useFixture } from './use-fixture.ts';
+export { useNamespace } from './use-namespace.ts';
