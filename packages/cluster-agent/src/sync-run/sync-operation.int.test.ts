@@ -41,6 +41,13 @@ describe('cluster-agent SyncOperation', () => {
     return application;
   }
 
+  /** Once the agent is idle: the sync is not requested, neither on the Application nor in its row. */
+  async function assertNotRequested(application: ApplicationRow, syncOperationId: string, why: string) {
+    await agent.whenIdle();
+    assert.equal((await getApp(application.name))?.operation, undefined, why);
+    assert.equal((await getSyncOperation(f.db, syncOperationId))?.requested_at, null);
+  }
+
   /** What the backend writes for a SyncRun. */
   async function syncRun(application: ApplicationRow, revision = '') {
     const uid = randomUUID();
@@ -228,13 +235,7 @@ describe('cluster-agent SyncOperation', () => {
     const application = await manualApplication();
     const { deleting, gone } = await startDeleting(application.name);
     const { syncOperation } = await syncRun(application, 'v3');
-    await agent.whenIdle();
-    assert.equal(
-      (await getApp(application.name))?.operation,
-      undefined,
-      'no sync on the Application being deleted',
-    );
-    assert.equal((await getSyncOperation(f.db, syncOperation.id))?.requested_at, null);
+    await assertNotRequested(application, syncOperation.id, 'no sync on the Application being deleted');
     await gone();
     await recreated(application.name, deleting.metadata.uid);
     assert.equal((await take(application.name)).operation.sync.revision, 'v3');
@@ -285,13 +286,7 @@ describe('cluster-agent SyncOperation', () => {
       return operation;
     });
     const { syncOperation } = await syncRun(application, 'v5');
-    await agent.whenIdle();
-    assert.equal(
-      (await getApp(application.name))?.operation,
-      undefined,
-      'not requested while the change waits',
-    );
-    assert.equal((await getSyncOperation(f.db, syncOperation.id))?.requested_at, null);
+    await assertNotRequested(application, syncOperation.id, 'not requested while the change waits');
     // The change becomes due and is applied: then the sync is requested.
     await f.db
       .updateTable('operation')
