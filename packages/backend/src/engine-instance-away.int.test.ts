@@ -11,12 +11,9 @@ import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from './app.ts';
 import { conditionsOf } from './gitops-deployment/gitops-deployment.object.ts';
-import { useBackendFixture } from './testing/backend-fixture.ts';
+import { automatedTestDataSpec, useBackendFixture } from './testing/backend-fixture.ts';
 
-const spec = {
-  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
-  type: 'automated',
-};
+const spec = automatedTestDataSpec;
 
 describe('an engine instance without agents', () => {
   const f = useBackendFixture();

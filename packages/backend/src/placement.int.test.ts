@@ -35,13 +35,10 @@ import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from './app.ts';
 import { BACKEND_SHARD_LABEL } from './config.ts';
 import { conditionsOf } from './gitops-deployment/gitops-deployment.object.ts';
-import { useBackendFixture } from './testing/backend-fixture.ts';
+import { automatedTestDataSpec, useBackendFixture } from './testing/backend-fixture.ts';
 import { WORKSPACE_SERVICE_ACCOUNT } from './workspace-access/workspace-access.ts';
 
-const spec = {
-  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
-  type: 'automated',
-};
+const spec = automatedTestDataSpec;
 
 describe('tenant placement on engine instances', () => {
   const f = useBackendFixture();

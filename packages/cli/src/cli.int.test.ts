@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { API_GROUP_VERSION, Label, PlacementMessage, Plural } from '@gitops/api';
 import type { Backend } from '@gitops/backend';
-import { useBackendFixture } from '@gitops/backend/testing';
+import { automatedTestDataSpec, useBackendFixture } from '@gitops/backend/testing';
 import {
   createSealer,
   failOperation,
@@ -27,10 +27,7 @@ import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import { type CliRun, described, runCli, wrapperPath } from './testing/run-cli.ts';
 
-const spec = {
-  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
-  type: 'automated',
-};
+const spec = automatedTestDataSpec;
 
 const f = useBackendFixture();
 let backend: Backend;

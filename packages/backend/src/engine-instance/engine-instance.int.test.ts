@@ -35,12 +35,9 @@ import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
 import { conditionsOf } from '../gitops-deployment/gitops-deployment.object.ts';
-import { randomSuffix, useBackendFixture } from '../testing/backend-fixture.ts';
+import { automatedTestDataSpec, randomSuffix, useBackendFixture } from '../testing/backend-fixture.ts';
 
-const spec = {
-  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
-  type: 'automated',
-};
+const spec = automatedTestDataSpec;
 
 const collection = `/apis/${API_GROUP_VERSION}/${Plural.GitOpsEngineInstance}`;
 const pathOf = (name: string) => `${collection}/${encodeURIComponent(name)}`;

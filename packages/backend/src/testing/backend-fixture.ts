@@ -34,6 +34,12 @@ import { BACKEND_SHARD_LABEL, loadBackendConfig } from '../config.ts';
 
 export const randomSuffix = () => randomBytes(4).toString('hex');
 
+/** An automated GitOpsDeployment spec of the upstream project's test data, for tests of what the backend writes. */
+export const automatedTestDataSpec = {
+  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
+  type: 'automated',
+};
+
 export interface BackendFixture {
   readonly kc: KubeConfig;
   readonly db: Kysely<Database>;
