@@ -54,6 +54,10 @@ function applicationChange(
   return { engineInstanceId, resourceType: 'Application', resourceId };
 }
 
+/** The operations announcing resource `resourceId`, by id. */
+const operationIdsOf = (resourceId: string) =>
+  db.selectFrom('operation').select('id').where('resource_id', '=', resourceId).execute();
+
 async function announce(request: OperationRequest) {
   return await db.transaction().execute((trx) => insertOperation(trx, request));
 }
@@ -82,12 +86,7 @@ describe('insertOperation', () => {
     assert.equal(first.reused, false);
     assert.equal(second.reused, true);
     assert.equal(second.operation.id, first.operation.id);
-    const rows = await db
-      .selectFrom('operation')
-      .select('id')
-      .where('resource_id', '=', change.resourceId)
-      .execute();
-    assert.equal(rows.length, 1);
+    assert.equal((await operationIdsOf(change.resourceId)).length, 1);
   });
 
   test('reuse takes the latest owner and keeps the tenant when none is given', async () => {
@@ -170,12 +169,7 @@ describe('insertOperation', () => {
       }),
       /reconcile failed/,
     );
-    const rows = await db
-      .selectFrom('operation')
-      .select('id')
-      .where('resource_id', '=', change.resourceId)
-      .execute();
-    assert.equal(rows.length, 0);
+    assert.equal((await operationIdsOf(change.resourceId)).length, 0);
   });
 
   test('a new announcement makes a Waiting operation in retry backoff due now', async () => {
@@ -232,12 +226,7 @@ describe('insertApiCrMappingAndOperation', () => {
         ),
       /api_cr_mapping_cr_uid_key/,
     );
-    const operations = await db
-      .selectFrom('operation')
-      .select('id')
-      .where('resource_id', '=', other.id)
-      .execute();
-    assert.deepEqual(operations, []);
+    assert.deepEqual(await operationIdsOf(other.id), []);
   });
 });
 
