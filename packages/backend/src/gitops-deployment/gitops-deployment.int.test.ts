@@ -5,6 +5,8 @@ import {
   failOperation,
   getApiCrMappingByUid,
   getApplicationByName,
+  getClusterUser,
+  getManagedEnvironment,
   startOperation,
 } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
@@ -64,18 +66,9 @@ describe('GitOpsDeployment reconciler', () => {
     assert.equal(mapping?.cr_namespace, tenant.name);
     assert.equal(mapping?.cr_namespace_uid, tenant.uid);
 
-    const tenantRow = await f.db
-      .selectFrom('cluster_user')
-      .selectAll()
-      .where('id', '=', application.cluster_user_id)
-      .executeTakeFirstOrThrow();
-    assert.equal(tenantRow.namespace_uid, tenant.uid);
-    const environment = await f.db
-      .selectFrom('managed_environment')
-      .selectAll()
-      .where('id', '=', application.managed_environment_id!)
-      .executeTakeFirstOrThrow();
-    assert.equal(environment.kind, 'Workspace');
+    assert.equal((await getClusterUser(f.db, application.cluster_user_id))?.namespace_uid, tenant.uid);
+    const environment = await getManagedEnvironment(f.db, application.managed_environment_id!);
+    assert.equal(environment?.kind, 'Workspace');
 
     const operations = await operationsOf(application.id);
     assert.equal(operations.length, 1);
