@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '@gitops/shared/testing';
-import { type Kysely, sql } from 'kysely';
+import { type ControlledTransaction, type Kysely, sql } from 'kysely';
 import { beforeAll, describe, test } from 'vitest';
 import { getApiCrMappingByUid, insertApiCrMappingAndOperation } from './api-cr-mapping.repository.ts';
 import { deleteClusterUser } from './cluster-user.repository.ts';
@@ -57,6 +57,15 @@ function applicationChange(
 /** The operations announcing resource `resourceId`, by id. */
 const operationIdsOf = (resourceId: string) =>
   db.selectFrom('operation').select('id').where('resource_id', '=', resourceId).execute();
+
+/** Ends transactions a test started and may have left open (one already ended is no error). */
+async function rollBackIfOpen(...transactions: ControlledTransaction<Database>[]) {
+  for (const trx of transactions)
+    await trx
+      .rollback()
+      .execute()
+      .catch(() => {});
+}
 
 async function announce(request: OperationRequest) {
   return await db.transaction().execute((trx) => insertOperation(trx, request));
@@ -142,14 +151,7 @@ describe('insertOperation', () => {
       assert.equal(secondResult.reused, true);
       assert.equal(secondResult.operation.id, first.operation.id);
     } finally {
-      await trx1
-        .rollback()
-        .execute()
-        .catch(() => {});
-      await trx2
-        .rollback()
-        .execute()
-        .catch(() => {});
+      await rollBackIfOpen(trx1, trx2);
     }
     const waiting = await db
       .selectFrom('operation')
@@ -262,14 +264,7 @@ describe('claimUndeliveredOperations', () => {
       await trxA.commit().execute();
       await trxB.rollback().execute();
     } finally {
-      await trxA
-        .rollback()
-        .execute()
-        .catch(() => {});
-      await trxB
-        .rollback()
-        .execute()
-        .catch(() => {});
+      await rollBackIfOpen(trxA, trxB);
     }
     const remaining = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100, CLUSTER));
     assert.equal(remaining.length, 4, 'operations of the rolled-back claim are claimable again');
