@@ -13,14 +13,18 @@ import {
   startOperation,
 } from './operation.repository.ts';
 import {
-  insertSyncOperation,
   markSyncOperationRequested,
   recordSyncProgress,
   setSyncOperationDesiredState,
   setSyncOperationOutcome,
 } from './sync-operation.repository.ts';
 import { useTestDatabase } from './testing/per-file-database.ts';
-import { givenApplication, givenEngineInstance, givenTenantApplication } from './testing/test-fixtures.ts';
+import {
+  givenApplication,
+  givenEngineInstance,
+  givenSyncOperation,
+  givenTenantApplication,
+} from './testing/test-fixtures.ts';
 
 const testDb = useTestDatabase();
 
@@ -276,12 +280,7 @@ describe('notifications sent by the schema triggers', () => {
     const { inbox, listener } = startListening([NOTIFICATION_CHANNELS.syncOperationChanged]);
     await listener.ready;
     const { clusterUser, application } = await givenTenantApplication(testDb.db);
-    const row = await insertSyncOperation(testDb.db, {
-      clusterUserId: clusterUser.id,
-      applicationId: application.id,
-      deploymentName: 'd',
-      revision: '',
-    });
+    const row = await givenSyncOperation(testDb.db, { clusterUser, application });
     const count = () => inbox.received.filter((n) => n.payload === row.id).length;
 
     await markSyncOperationRequested(testDb.db, row.id, randomUUID());
@@ -304,12 +303,7 @@ describe('notifications sent by the schema triggers', () => {
       finishedAt: new Date('2026-01-01T10:00:09Z'),
     });
     // Notifications arrive in commit order: once a later row's arrives, the count is final.
-    const later = await insertSyncOperation(testDb.db, {
-      clusterUserId: clusterUser.id,
-      applicationId: application.id,
-      deploymentName: 'd',
-      revision: '',
-    });
+    const later = await givenSyncOperation(testDb.db, { clusterUser, application });
     await markSyncOperationRequested(testDb.db, later.id, randomUUID());
     await inbox.next((n) => n.payload === later.id);
     assert.equal(count(), 3);

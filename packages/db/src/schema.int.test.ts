@@ -44,6 +44,7 @@ import {
   givenApplication,
   givenClusterUser,
   givenEngineInstance,
+  givenSyncOperation,
   givenTenantApplication,
 } from './testing/test-fixtures.ts';
 
@@ -373,12 +374,7 @@ describe('deleting a tenant', () => {
       passwordSealed: sealer.seal('pass'),
       sshPrivateKeySealed: null,
     });
-    const syncOperation = await insertSyncOperation(db, {
-      clusterUserId: clusterUser.id,
-      applicationId: application.id,
-      deploymentName: 'd',
-      revision: '',
-    });
+    const syncOperation = await givenSyncOperation(db, { clusterUser, application });
     assert.equal(await deleteClusterUser(db, clusterUser.id), true);
     assert.equal(await getApplication(db, application.id), undefined);
     assert.equal(await getRepositoryCredentials(db, repositoryCredentials.id), undefined);

@@ -10,10 +10,12 @@ import type {
   Database,
   EngineInstanceRow,
   OperationRow,
+  SyncOperationRow,
 } from '../database.ts';
 import { upsertEngineInstance } from '../engine-instance.repository.ts';
 import { holdAgentListeningLock, insertOperation } from '../operation.repository.ts';
 import type { OperationResourceType } from '../schema-values.ts';
+import { insertSyncOperation } from '../sync-operation.repository.ts';
 
 /** Rows the db package's integration tests build on. Exported from `@gitops/db/testing`, not from the package's production index. */
 
@@ -61,6 +63,19 @@ export async function givenTenantApplication(db: Kysely<Database>): Promise<{
   const engineInstance = await givenEngineInstance(db);
   const application = await givenApplication(db, { clusterUser, engineInstance });
   return { clusterUser, engineInstance, application };
+}
+
+/** A SyncRun's sync_operation row for an application of the tenant (deployment `d`, no revision). */
+export async function givenSyncOperation(
+  db: Kysely<Database>,
+  input: { clusterUser: ClusterUserRow; application: ApplicationRow },
+): Promise<SyncOperationRow> {
+  return await insertSyncOperation(db, {
+    clusterUserId: input.clusterUser.id,
+    applicationId: input.application.id,
+    deploymentName: 'd',
+    revision: '',
+  });
 }
 
 /**
