@@ -18,7 +18,7 @@ export type * from './types.generated.ts';
 
 import { describeKind } from './kind.ts';
 
-export { describeKind, type KindDescriptor } from './kind.ts';
+export { controllerReference, describeKind, type KindDescriptor } from './kind.ts';
 
 export const API_GROUP = 'managed-gitops.redhat.com';
 export const API_VERSION = 'v1alpha1';

@@ -35,3 +35,23 @@ export function describeKind<K extends string>(fields: {
     resource: { apiVersion, plural: fields.plural },
   };
 }
+
+/**
+ * The controller ownerReference that makes `owner`, an object of `kind`, own a dependent (the garbage
+ * collector deletes the dependent with it). `blockOwnerDeletion`: whether a foreground deletion of the owner
+ * waits for the dependent.
+ */
+export function controllerReference(
+  kind: { apiVersion: string; kind: string },
+  owner: { metadata: { name: string; uid?: string } },
+  options: { blockOwnerDeletion: boolean },
+) {
+  return {
+    apiVersion: kind.apiVersion,
+    kind: kind.kind,
+    name: owner.metadata.name,
+    uid: owner.metadata.uid,
+    controller: true,
+    blockOwnerDeletion: options.blockOwnerDeletion,
+  };
+}

@@ -14,7 +14,8 @@ import {
   kubeRequest,
   loadKubeConfig,
 } from '@gitops/shared';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { useNamespace } from '@gitops/shared/testing';
+import { afterAll, describe, it } from 'vitest';
 
 const kc = loadKubeConfig(process.env.KUBECONFIG);
 const namespace = `appstudio-admission-${randomBytes(4).toString('hex')}`;
@@ -67,19 +68,7 @@ const envSpec = (unstable?: Spec): Spec => ({
   ...(unstable ? { unstableConfigurationFields: unstable } : {}),
 });
 
-beforeAll(async () => {
-  await kubeRequest(kc, {
-    method: HttpMethod.POST,
-    path: '/api/v1/namespaces',
-    body: { metadata: { name: namespace } },
-  });
-});
-
-afterAll(async () => {
-  await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${namespace}` }).catch(
-    () => {},
-  );
-});
+useNamespace(kc, namespace);
 
 describe('Environment admission', () => {
   const E = AppStudioKinds.Environment;

@@ -4,7 +4,7 @@
  * below read objects of other services (a Component, an Application) and untyped nested data defensively:
  * each returns a safe default, so bad input never crashes the process.
  */
-import type { AppStudio, AppStudioKinds } from '@gitops/api';
+import type { AppStudio, AppStudioKinds, OwnerReference } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
 
 /** The name of an App Studio kind (`Environment`, `SnapshotEnvironmentBinding`, ...). */
@@ -41,26 +41,6 @@ export function strings(value: unknown): string[] {
 
 export const specOf = (object: KubeObject): Json => record(object.spec);
 export const statusOf = (object: KubeObject): Json => record(object.status);
-
-/** A controller ownerReference to `owner` (apiVersion/kind of its kind). */
-export function controllerReference(kind: { apiVersion: string; kind: string }, owner: KubeObject): Json {
-  return {
-    apiVersion: kind.apiVersion,
-    kind: kind.kind,
-    name: owner.metadata.name,
-    uid: owner.metadata.uid,
-    controller: true,
-    blockOwnerDeletion: true,
-  };
-}
-
-export interface OwnerReference {
-  apiVersion: string;
-  kind: string;
-  name: string;
-  uid: string;
-  controller?: boolean;
-}
 
 export function ownerReferences(object: KubeObject): OwnerReference[] {
   return list(object.metadata.ownerReferences).flatMap((item) => {

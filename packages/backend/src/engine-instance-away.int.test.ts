@@ -5,29 +5,22 @@
  */
 import assert from 'node:assert/strict';
 import { PlacementMessage } from '@gitops/api';
-import { completeOperation, getApplicationByName, startOperation } from '@gitops/db';
+import { completeOperation, startOperation } from '@gitops/db';
 import { givenListeningAgentSession } from '@gitops/db/testing';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from './app.ts';
 import { conditionsOf } from './gitops-deployment/gitops-deployment.object.ts';
-import { type BackendFixture, createBackendFixture } from './testing/backend-fixture.ts';
+import { automatedTestDataSpec, useBackendFixture } from './testing/backend-fixture.ts';
 
-const spec = {
-  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
-  type: 'automated',
-};
+const spec = automatedTestDataSpec;
 
 describe('an engine instance without agents', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
   let backend: Backend;
 
   beforeAll(async () => {
-    f = await createBackendFixture();
     backend = await f.startBackend({ GITOPS_ENGINE_INSTANCE_AWAY_AFTER: '2s' });
-  });
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   const errorOccurred = (namespace: string, name: string) =>
@@ -38,9 +31,7 @@ describe('an engine instance without agents', () => {
   test('a change waiting longer than GITOPS_ENGINE_INSTANCE_AWAY_AFTER says the instance is away; an agent taking it resolves that', async () => {
     const tenant = await f.createNamespace('away');
     const cr = await f.createDeployment(tenant.name, 'waiting', spec);
-    const application = await eventually('application row', () =>
-      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
-    );
+    const application = await f.applicationOf(cr);
     const condition = await eventually('ErrorOccurred says the instance is away', async () => {
       const c = await errorOccurred(tenant.name, 'waiting');
       return c?.status === 'True' ? c : undefined;

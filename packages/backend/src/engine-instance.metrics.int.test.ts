@@ -1,23 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { createDb, failOperation, insertOperation, startOperation } from '@gitops/db';
-import {
-  createTestDatabase,
-  givenEngineInstance,
-  givenListeningAgentSession,
-  type TestDatabase,
-} from '@gitops/db/testing';
+import { givenEngineInstance, givenListeningAgentSession, useTestDatabase } from '@gitops/db/testing';
 import { createLogger, createMetricsRegistry, type Registry } from '@gitops/shared';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { describe, test } from 'vitest';
 import { registerEngineInstanceMetrics } from './engine-instance.ts';
 
-let testDb: TestDatabase;
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-});
-afterAll(async () => {
-  await testDb?.destroy();
-});
+const testDb = useTestDatabase();
 
 const logger = createLogger({ name: 'test', level: 'silent' });
 

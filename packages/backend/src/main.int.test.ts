@@ -2,31 +2,18 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
+import { useTestDatabase } from '@gitops/db/testing';
 import { freePort, startProcess, waitFor } from '@gitops/local-env';
-import { HttpMethod, kubeRequest, loadKubeConfig } from '@gitops/shared';
-import { afterAll, beforeAll, test } from 'vitest';
+import { loadKubeConfig } from '@gitops/shared';
+import { useNamespace } from '@gitops/shared/testing';
+import { test } from 'vitest';
 import { randomSuffix } from './testing/backend-fixture.ts';
 
 const mainPath = fileURLToPath(new URL('./main.ts', import.meta.url));
 const kc = loadKubeConfig(process.env.KUBECONFIG);
-let database: TestDatabase;
+const database = useTestDatabase();
 const argoCdNamespace = `argocd-main-${randomSuffix()}`;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  await kubeRequest(kc, {
-    method: HttpMethod.POST,
-    path: '/api/v1/namespaces',
-    body: { metadata: { name: argoCdNamespace } },
-  });
-});
-afterAll(async () => {
-  await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${argoCdNamespace}` }).catch(
-    () => {},
-  );
-  await database?.destroy();
-});
+useNamespace(kc, argoCdNamespace);
 
 const baseEnv = (port: number) => ({
   ...process.env,

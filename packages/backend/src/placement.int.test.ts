@@ -10,7 +10,6 @@ import { randomUUID } from 'node:crypto';
 import { API_GROUP_VERSION, Label, PlacementMessage } from '@gitops/api';
 import { repositoryCredential } from '@gitops/api/testing';
 import {
-  type ApplicationRow,
   completeApplicationAdoption,
   completeApplicationRelease,
   type EngineInstanceRow,
@@ -32,26 +31,22 @@ import {
   kubeRequest,
 } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from './app.ts';
 import { BACKEND_SHARD_LABEL } from './config.ts';
 import { conditionsOf } from './gitops-deployment/gitops-deployment.object.ts';
-import { type BackendFixture, createBackendFixture } from './testing/backend-fixture.ts';
+import { automatedTestDataSpec, useBackendFixture } from './testing/backend-fixture.ts';
 import { WORKSPACE_SERVICE_ACCOUNT } from './workspace-access/workspace-access.ts';
 
-const spec = {
-  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
-  type: 'automated',
-};
+const spec = automatedTestDataSpec;
 
 describe('tenant placement on engine instances', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
   let backend: Backend;
   let own: EngineInstanceRow;
   let other: EngineInstanceRow;
 
   beforeAll(async () => {
-    f = await createBackendFixture();
     backend = await f.startBackend();
     own = backend.engineInstance();
     // A second Argo CD on this cluster, registered by its agent (as the agent does at start).
@@ -63,14 +58,8 @@ describe('tenant placement on engine instances', () => {
       clusterIdentity: await clusterIdentity(f.kc),
     });
   });
-  afterAll(async () => {
-    await f?.cleanup();
-  });
 
-  const applicationOf = (object: KubeObject): Promise<ApplicationRow> =>
-    eventually(`application of ${object.metadata.name}`, () =>
-      getApplicationByName(f.db, `gitopsdepl-${object.metadata.uid}`),
-    );
+  const applicationOf = (object: KubeObject) => f.applicationOf(object);
   const errorOccurred = (namespace: string, name: string) =>
     eventually(`ErrorOccurred of ${namespace}/${name}`, async () => {
       const live = await f.getDeployment(namespace, name);

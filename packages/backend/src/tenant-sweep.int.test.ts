@@ -7,18 +7,12 @@ import {
   upsertEngineInstance,
 } from '@gitops/db';
 import { createSilentLogger } from '@gitops/shared';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { describe, test } from 'vitest';
 import { sweepDeletedTenants } from './tenant-sweep.ts';
-import { type BackendFixture, createBackendFixture } from './testing/backend-fixture.ts';
+import { useBackendFixture } from './testing/backend-fixture.ts';
 
 describe('tenant sweep', () => {
-  let f: BackendFixture;
-  beforeAll(async () => {
-    f = await createBackendFixture();
-  });
-  afterAll(async () => {
-    await f?.cleanup();
-  });
+  const f = useBackendFixture();
 
   const tenantExists = async (id: string) =>
     (await f.db.selectFrom('cluster_user').select('id').where('id', '=', id).executeTakeFirst()) !==

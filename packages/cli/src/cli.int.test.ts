@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { API_GROUP_VERSION, Label, PlacementMessage, Plural } from '@gitops/api';
 import type { Backend } from '@gitops/backend';
-import { type BackendFixture, createBackendFixture } from '@gitops/backend/testing';
+import { automatedTestDataSpec, useBackendFixture } from '@gitops/backend/testing';
 import {
   createSealer,
   failOperation,
@@ -24,15 +24,12 @@ import {
 import { givenListeningAgentSession } from '@gitops/db/testing';
 import { HttpMethod, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import { type CliRun, described, runCli, wrapperPath } from './testing/run-cli.ts';
 
-const spec = {
-  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
-  type: 'automated',
-};
+const spec = automatedTestDataSpec;
 
-let f: BackendFixture;
+const f = useBackendFixture();
 let backend: Backend;
 let tenant: { name: string; uid: string };
 let refused: { name: string; uid: string };
@@ -77,7 +74,6 @@ const engineInstanceObject = (name: string) =>
   }) as Promise<KubeObject>;
 
 beforeAll(async () => {
-  f = await createBackendFixture();
   backend = await f.startBackend({
     GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL: '1s',
     // Nothing re-announces the operation this file fails on purpose.
@@ -107,9 +103,6 @@ beforeAll(async () => {
     sshPrivateKeySealed: null,
   });
   await eventually('the GitOpsEngineInstance', () => engineInstanceObject(instance).catch(() => undefined));
-});
-afterAll(async () => {
-  await f?.cleanup();
 });
 
 describe('kubectl gitops status', () => {

@@ -11,7 +11,6 @@ import {
   ensureWorkspaceEnvironment,
   getApplicationState,
   getOperation,
-  insertApiCrMapping,
   insertApplication,
   insertOperation,
   listen,
@@ -21,7 +20,7 @@ import {
   updateApplication,
   upsertEngineInstance,
 } from '@gitops/db';
-import type { TestDatabase } from '@gitops/db/testing';
+import { givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
 import {
   collectionPath,
   createMetricsRegistry,
@@ -136,18 +135,11 @@ describe('cluster-agent', () => {
           ...(input.automated === false ? {} : { syncPolicy: automatedSyncPolicy }),
         },
       });
-      const owner = { uid: crUid, name: `deployment-${crUid.slice(0, 8)}`, namespace: tenant.namespace_name };
-      await insertApiCrMapping(
-        trx,
-        { ...owner, namespaceUid: tenant.namespace_uid },
-        { kind: 'GitOpsDeployment', applicationId: application.id },
-      );
-      const { operation } = await insertOperation(trx, {
+      const operation = await givenOwnedOperation(trx, {
+        tenant,
         engineInstanceId,
-        resourceType: 'Application',
-        resourceId: application.id,
-        ownerUserId: tenant.id,
-        ownerCr: { kind: 'GitOpsDeployment', ...owner },
+        cr: { uid: crUid, name: `deployment-${crUid.slice(0, 8)}`, namespace: tenant.namespace_name },
+        row: { kind: 'GitOpsDeployment', applicationId: application.id },
       });
       if (input.crashed) {
         await trx
@@ -179,6 +171,13 @@ describe('cluster-agent', () => {
     return operation;
   }
 
+  /** The application's application_state row once the agent wrote Argo CD's operation phase `phase` into it. */
+  const stateInPhase = (what: string, applicationId: string, phase: string) =>
+    eventually(what, async () => {
+      const row = await getApplicationState(database.db, applicationId);
+      const state = row?.state as { operationState?: { phase?: string } } | undefined;
+      return state?.operationState?.phase === phase ? row : undefined;
+    });
   const finished = (id: string) =>
     eventually(`operation ${id} finished`, async () => {
       const row = await getOperation(database.db, id);
@@ -384,13 +383,7 @@ describe('cluster-agent', () => {
         status('Running', '2026-01-01T00:00:01Z'),
         'argocd-application-controller',
       );
-      const first = await eventually('application_state written', async () => {
-        const row = await getApplicationState(database.db, application.id);
-        return (row?.state as { operationState?: { phase?: string } } | undefined)?.operationState?.phase ===
-          'Running'
-          ? row
-          : undefined;
-      });
+      const first = await stateInPhase('application_state written', application.id, 'Running');
       assert.deepEqual(first.state, {
         sync: { status: 'Synced', revision: 'abc' },
         health: { status: 'Healthy' },
@@ -428,13 +421,7 @@ describe('cluster-agent', () => {
         status('Succeeded', '2026-01-01T00:00:03Z'),
         'argocd-application-controller',
       );
-      const second = await eventually('application_state updated', async () => {
-        const row = await getApplicationState(database.db, application.id);
-        return (row?.state as { operationState?: { phase?: string } } | undefined)?.operationState?.phase ===
-          'Succeeded'
-          ? row
-          : undefined;
-      });
+      const second = await stateInPhase('application_state updated', application.id, 'Succeeded');
       assert.ok(second.updated_at > first.updated_at);
       await eventually('two notifications', async () => (notifications >= 2 ? true : undefined));
       assert.equal(notifications, 2, 'the unchanged projection must not have been written');

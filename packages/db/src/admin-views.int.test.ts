@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import { insertApiCrMapping } from './api-cr-mapping.repository.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
 import { placeTenant } from './engine-instance.repository.ts';
@@ -33,7 +33,7 @@ import {
 } from './sealed-values.repository.ts';
 import { createSealer, SealContext } from './sealing.ts';
 import { getTenantInView } from './tenant-overview.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 import {
   givenApplication,
   givenClusterUser,
@@ -41,15 +41,10 @@ import {
   givenListeningAgentSession,
 } from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
+const testDb = useTestDatabase();
 let db: Kysely<Database>;
-
-beforeAll(async () => {
-  testDb = await createTestDatabase();
+beforeAll(() => {
   db = testDb.db;
-});
-afterAll(async () => {
-  await testDb?.destroy();
 });
 
 const keyA = { id: 'key-a', key: randomBytes(32) };

@@ -1,19 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { describe, test } from 'vitest';
 import { insertApiCrMapping } from './api-cr-mapping.repository.ts';
 import { getApplication, getApplicationWithDestination } from './application.repository.ts';
 import { ensureWorkspaceEnvironment, insertExternalEnvironment } from './managed-environment.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-});
-afterAll(async () => {
-  await testDb?.destroy();
-});
+const testDb = useTestDatabase();
 
 describe('an application with its destination in one read', () => {
   test('gives the row, its environment with the credentials scope, and its owner', async () => {

@@ -1,17 +1,11 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { describe, test } from 'vitest';
 import { createDb } from './connection.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 
-let testDb: TestDatabase;
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-});
-afterAll(async () => {
-  await testDb?.destroy();
-});
+const testDb = useTestDatabase();
 
 /** Ends a session from another connection, as a server restart or an administrator would. */
 async function terminate(pid: number): Promise<void> {

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { describe, test } from 'vitest';
 import { AGENT_ACTIVE_LOCK_CLASS } from './active-lock.ts';
 import {
   deleteEngineInstanceIfUnused,
@@ -13,7 +13,7 @@ import {
   listEngineInstanceOverviews,
   placeTenant,
 } from './engine-instance.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 import {
   givenApplication,
   givenClusterUser,
@@ -21,13 +21,7 @@ import {
   givenListeningAgentSession,
 } from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-});
-afterAll(async () => {
-  await testDb?.destroy();
-});
+const testDb = useTestDatabase();
 
 const overviewOf = async (name: string) => {
   const [overview] = await listEngineInstanceOverviews(testDb.db, { name });

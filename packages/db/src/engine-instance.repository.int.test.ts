@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { describe, test } from 'vitest';
 import { getClusterUser } from './cluster-user.repository.ts';
 import {
   ensureEngineInstance,
@@ -15,7 +15,7 @@ import {
 import { ensureWorkspaceEnvironment } from './managed-environment.repository.ts';
 import { isAgentListening } from './operation.repository.ts';
 import { moveTenant } from './tenant-move.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 import {
   givenApplication,
   givenClusterUser,
@@ -23,13 +23,7 @@ import {
   givenListeningAgentSession,
 } from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-});
-afterAll(async () => {
-  await testDb?.destroy();
-});
+const testDb = useTestDatabase();
 
 const place = (clusterUserId: string, requested?: string): Promise<Placement> =>
   testDb.db.transaction().execute((trx) => placeTenant(trx, clusterUserId, requested));

@@ -3,7 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { type AddressInfo, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
-import { afterAll, afterEach, beforeAll, describe, test } from 'vitest';
+import { afterEach, describe, test } from 'vitest';
 import { writeApplicationState } from './application-state.repository.ts';
 import { type Listener, listen, NOTIFICATION_CHANNELS, type Notification, notify } from './notify.ts';
 import {
@@ -13,22 +13,20 @@ import {
   startOperation,
 } from './operation.repository.ts';
 import {
-  insertSyncOperation,
   markSyncOperationRequested,
   recordSyncProgress,
   setSyncOperationDesiredState,
   setSyncOperationOutcome,
 } from './sync-operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
-import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
+import {
+  givenApplication,
+  givenEngineInstance,
+  givenSyncOperation,
+  givenTenantApplication,
+} from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-});
-afterAll(async () => {
-  await testDb?.destroy();
-});
+const testDb = useTestDatabase();
 
 /** Collects notifications; `next(predicate)` resolves with the first matching one (generous timeout). */
 function collector() {
@@ -259,9 +257,7 @@ describe('notifications sent by the schema triggers', () => {
   test('application_state notifies when the projection changes, not when an identical one is written', async () => {
     const { inbox, listener } = startListening([NOTIFICATION_CHANNELS.applicationStateChanged]);
     await listener.ready;
-    const clusterUser = await givenClusterUser(testDb.db);
-    const engineInstance = await givenEngineInstance(testDb.db);
-    const unchanged = await givenApplication(testDb.db, { clusterUser, engineInstance });
+    const { clusterUser, engineInstance, application: unchanged } = await givenTenantApplication(testDb.db);
     const changed = await givenApplication(testDb.db, { clusterUser, engineInstance });
     const state = { health: { status: 'Healthy' }, sync: { status: 'Synced', revision: 'abc' } };
 
@@ -283,15 +279,8 @@ describe('notifications sent by the schema triggers', () => {
   test('a sync_operation notifies when what its SyncRun shows changes: requested, Argo CD report, outcome', async () => {
     const { inbox, listener } = startListening([NOTIFICATION_CHANNELS.syncOperationChanged]);
     await listener.ready;
-    const clusterUser = await givenClusterUser(testDb.db);
-    const engineInstance = await givenEngineInstance(testDb.db);
-    const application = await givenApplication(testDb.db, { clusterUser, engineInstance });
-    const row = await insertSyncOperation(testDb.db, {
-      clusterUserId: clusterUser.id,
-      applicationId: application.id,
-      deploymentName: 'd',
-      revision: '',
-    });
+    const { clusterUser, application } = await givenTenantApplication(testDb.db);
+    const row = await givenSyncOperation(testDb.db, { clusterUser, application });
     const count = () => inbox.received.filter((n) => n.payload === row.id).length;
 
     await markSyncOperationRequested(testDb.db, row.id, randomUUID());
@@ -314,12 +303,7 @@ describe('notifications sent by the schema triggers', () => {
       finishedAt: new Date('2026-01-01T10:00:09Z'),
     });
     // Notifications arrive in commit order: once a later row's arrives, the count is final.
-    const later = await insertSyncOperation(testDb.db, {
-      clusterUserId: clusterUser.id,
-      applicationId: application.id,
-      deploymentName: 'd',
-      revision: '',
-    });
+    const later = await givenSyncOperation(testDb.db, { clusterUser, application });
     await markSyncOperationRequested(testDb.db, later.id, randomUUID());
     await inbox.next((n) => n.payload === later.id);
     assert.equal(count(), 3);

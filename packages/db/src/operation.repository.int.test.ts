@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '@gitops/shared/testing';
-import { type Kysely, sql } from 'kysely';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { type ControlledTransaction, type Kysely, sql } from 'kysely';
+import { beforeAll, describe, test } from 'vitest';
 import {
   createApplicationOfNewDeployment,
   getApiCrMappingByUid,
@@ -36,7 +36,7 @@ import {
   startDueOperationsOfResource,
   startOperation,
 } from './operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 import {
   givenApplication,
   givenClusterUser,
@@ -44,19 +44,15 @@ import {
   givenListeningAgentSession,
 } from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
+const testDb = useTestDatabase({ max: 10 });
 let db: Kysely<Database>;
 let instance: EngineInstanceRow;
 /** The cluster of givenEngineInstance's instances, and so of the relay these tests play. */
 const CLUSTER = 'test-cluster';
 
 beforeAll(async () => {
-  testDb = await createTestDatabase({ max: 10 });
   db = testDb.db;
   instance = await givenEngineInstance(db);
-});
-afterAll(async () => {
-  await testDb?.destroy();
 });
 
 function applicationChange(
@@ -64,6 +60,19 @@ function applicationChange(
   engineInstanceId = instance.id,
 ): OperationRequest {
   return { engineInstanceId, resourceType: 'Application', resourceId };
+}
+
+/** The operations announcing resource `resourceId`, by id. */
+const operationIdsOf = (resourceId: string) =>
+  db.selectFrom('operation').select('id').where('resource_id', '=', resourceId).execute();
+
+/** Ends transactions a test started and may have left open (one already ended is no error). */
+async function rollBackIfOpen(...transactions: ControlledTransaction<Database>[]) {
+  for (const trx of transactions)
+    await trx
+      .rollback()
+      .execute()
+      .catch(() => {});
 }
 
 async function announce(request: OperationRequest) {
@@ -94,12 +103,7 @@ describe('insertOperation', () => {
     assert.equal(first.reused, false);
     assert.equal(second.reused, true);
     assert.equal(second.operation.id, first.operation.id);
-    const rows = await db
-      .selectFrom('operation')
-      .select('id')
-      .where('resource_id', '=', change.resourceId)
-      .execute();
-    assert.equal(rows.length, 1);
+    assert.equal((await operationIdsOf(change.resourceId)).length, 1);
   });
 
   test('reuse takes the latest owner and keeps the tenant when none is given', async () => {
@@ -155,14 +159,7 @@ describe('insertOperation', () => {
       assert.equal(secondResult.reused, true);
       assert.equal(secondResult.operation.id, first.operation.id);
     } finally {
-      await trx1
-        .rollback()
-        .execute()
-        .catch(() => {});
-      await trx2
-        .rollback()
-        .execute()
-        .catch(() => {});
+      await rollBackIfOpen(trx1, trx2);
     }
     const waiting = await db
       .selectFrom('operation')
@@ -182,12 +179,7 @@ describe('insertOperation', () => {
       }),
       /reconcile failed/,
     );
-    const rows = await db
-      .selectFrom('operation')
-      .select('id')
-      .where('resource_id', '=', change.resourceId)
-      .execute();
-    assert.equal(rows.length, 0);
+    assert.equal((await operationIdsOf(change.resourceId)).length, 0);
   });
 
   test('a new announcement makes a Waiting operation in retry backoff due now', async () => {
@@ -266,12 +258,7 @@ describe('insertApplicationWithMappingAndOperation', () => {
     );
     assert.equal(again, undefined);
     assert.equal(await getApiCrMappingByUid(db, other.uid), undefined);
-    const operations = await db
-      .selectFrom('operation')
-      .select('id')
-      .where('resource_id', '=', created.application.id)
-      .execute();
-    assert.deepEqual(operations, [{ id: created.operation.id }]);
+    assert.deepEqual(await operationIdsOf(created.application.id), [{ id: created.operation.id }]);
   });
 });
 
@@ -303,8 +290,6 @@ describe('createApplicationOfNewDeployment', () => {
     managedEnvironmentId,
     tenantClusterIdentity: CLUSTER,
   });
-  const operationsOf = (resourceId: string) =>
-    db.selectFrom('operation').select('id').where('resource_id', '=', resourceId).execute();
 
   test('a placed tenant on this cluster: the application in its Workspace, its mapping and its operation, in one statement', async () => {
     const { user, workspace } = await placedTenant(instance);
@@ -383,7 +368,7 @@ describe('createApplicationOfNewDeployment', () => {
       await createApplicationOfNewDeployment(db, taken, { ...appOf(taken), name: squatter.name }),
       undefined,
     );
-    assert.deepEqual(await operationsOf(squatter.id), []);
+    assert.deepEqual(await operationIdsOf(squatter.id), []);
 
     // Another reconcile of the name holds its lock.
     const locked = crOf(user, 'locked');
@@ -432,14 +417,7 @@ describe('claimUndeliveredOperations', () => {
       await trxA.commit().execute();
       await trxB.rollback().execute();
     } finally {
-      await trxA
-        .rollback()
-        .execute()
-        .catch(() => {});
-      await trxB
-        .rollback()
-        .execute()
-        .catch(() => {});
+      await rollBackIfOpen(trxA, trxB);
     }
     const remaining = await db.transaction().execute((trx) => claimUndeliveredOperations(trx, 100, CLUSTER));
     assert.equal(remaining.length, 4, 'operations of the rolled-back claim are claimable again');

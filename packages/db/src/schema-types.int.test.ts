@@ -1,16 +1,10 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, test } from 'vitest';
+import { test } from 'vitest';
 import { diffDatabaseTypes } from './schema-codegen.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 
-let testDb: TestDatabase;
-beforeAll(async () => {
-  testDb = await createTestDatabase({ max: 1 });
-});
-afterAll(async () => {
-  await testDb?.destroy();
-});
+const testDb = useTestDatabase({ max: 1 });
 
 test('database.generated.ts matches the migrated schema', async () => {
   const committed = fileURLToPath(new URL('./database.generated.ts', import.meta.url));

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import {
   findApiCrMappingsByName,
   getApiCrMappingByUid,
@@ -43,17 +43,19 @@ import {
   setSyncOperationDesiredState,
   setSyncOperationOutcome,
 } from './sync-operation.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
-import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
+import {
+  givenApplication,
+  givenClusterUser,
+  givenEngineInstance,
+  givenSyncOperation,
+  givenTenantApplication,
+} from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
+const testDb = useTestDatabase();
 let db: Kysely<Database>;
-beforeAll(async () => {
-  testDb = await createTestDatabase();
+beforeAll(() => {
   db = testDb.db;
-});
-afterAll(async () => {
-  await testDb?.destroy();
 });
 
 const sealer = createSealer({ keys: [{ id: 'test', key: randomBytes(32) }], activeKeyId: 'test' });
@@ -99,9 +101,7 @@ describe('tenants and engine instances', () => {
   });
 
   test('an engine instance with applications on it cannot be deleted', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    await givenApplication(db, { clusterUser, engineInstance });
+    const { engineInstance } = await givenTenantApplication(db);
     await assert.rejects(
       db.deleteFrom('engine_instance').where('id', '=', engineInstance.id).execute(),
       /application_engine_instance_id_fkey/,
@@ -228,9 +228,7 @@ describe('managed environments', () => {
 
 describe('applications', () => {
   test('deleting an application deletes its state and mapping and unlinks its sync operations', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    const application = await givenApplication(db, { clusterUser, engineInstance });
+    const { clusterUser, application } = await givenTenantApplication(db);
     await writeApplicationState(db, application.id, { health: { status: 'Healthy' } });
     const crUid = randomUUID();
     await insertApiCrMapping(
@@ -288,9 +286,7 @@ describe('applications', () => {
   });
 
   test('the spec is stored as a JSON object and read back as one', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    const application = await givenApplication(db, { clusterUser, engineInstance });
+    const { application } = await givenTenantApplication(db);
     const spec = {
       source: { repoURL: 'https://x', path: 'p', targetRevision: '' },
       destination: { namespace: 'n' },
@@ -310,9 +306,7 @@ describe('applications', () => {
 
 describe('sync operations', () => {
   test('sync operations of an application list in creation order and record desired state and outcome', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    const application = await givenApplication(db, { clusterUser, engineInstance });
+    const { clusterUser, application } = await givenTenantApplication(db);
     const input = {
       clusterUserId: clusterUser.id,
       applicationId: application.id,
@@ -342,9 +336,7 @@ describe('sync operations', () => {
 
 describe('api_cr_mapping', () => {
   test('a mapping must point at the row kind of its CR kind', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    const application = await givenApplication(db, { clusterUser, engineInstance });
+    const { application } = await givenTenantApplication(db);
     await assert.rejects(
       db
         .insertInto('api_cr_mapping')
@@ -362,9 +354,7 @@ describe('api_cr_mapping', () => {
   });
 
   test('a delete-recreate with the same name gives two mappings, told apart by uid', async () => {
-    const clusterUser = await givenClusterUser(db);
-    const engineInstance = await givenEngineInstance(db);
-    const oldApplication = await givenApplication(db, { clusterUser, engineInstance });
+    const { clusterUser, engineInstance, application: oldApplication } = await givenTenantApplication(db);
     const newApplication = await givenApplication(db, { clusterUser, engineInstance });
     const cr = {
       name: 'same-name',
@@ -410,12 +400,7 @@ describe('deleting a tenant', () => {
       passwordSealed: sealer.seal('pass'),
       sshPrivateKeySealed: null,
     });
-    const syncOperation = await insertSyncOperation(db, {
-      clusterUserId: clusterUser.id,
-      applicationId: application.id,
-      deploymentName: 'd',
-      revision: '',
-    });
+    const syncOperation = await givenSyncOperation(db, { clusterUser, application });
     assert.equal(await deleteClusterUser(db, clusterUser.id), true);
     assert.equal(await getApplication(db, application.id), undefined);
     assert.equal(await getRepositoryCredentials(db, repositoryCredentials.id), undefined);

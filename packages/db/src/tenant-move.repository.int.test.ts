@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { describe, test } from 'vitest';
 import { getApplication } from './application.repository.ts';
 import { writeApplicationState } from './application-state.repository.ts';
 import { getClusterUser } from './cluster-user.repository.ts';
@@ -21,19 +21,17 @@ import {
   completeApplicationRelease,
   moveTenant,
 } from './tenant-move.repository.ts';
-import { createTestDatabase, type TestDatabase } from './testing/test-database.ts';
+import { useTestDatabase } from './testing/per-file-database.ts';
 import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
 
-let testDb: TestDatabase;
-beforeAll(async () => {
-  testDb = await createTestDatabase();
-});
-afterAll(async () => {
-  await testDb?.destroy();
-});
+const testDb = useTestDatabase();
 
 const move = (clusterUserId: string, to: EngineInstanceRow) =>
   testDb.db.transaction().execute((trx) => moveTenant(trx, clusterUserId, to.id));
+
+/** What an agent of `instance` writes when Argo CD reports `status` as the application's health. */
+const reportHealth = (application: { id: string }, status: string, instance: EngineInstanceRow) =>
+  writeApplicationState(testDb.db, application.id, { health: { status } }, { engineInstanceId: instance.id });
 
 /** Waiting operations as "instance/type/resource". */
 async function waitingOperations(resourceIds: string[]): Promise<string[]> {
@@ -117,24 +115,8 @@ describe('moving a tenant', () => {
     assert.equal(await isManagedEnvironmentOnEngineInstance(testDb.db, environment.id, b.id), true);
 
     // Only the instance holding the Application reports its state: a until it released it, then b.
-    assert.equal(
-      await writeApplicationState(
-        testDb.db,
-        app.id,
-        { health: { status: 'Healthy' } },
-        { engineInstanceId: b.id },
-      ),
-      'application-missing',
-    );
-    assert.equal(
-      await writeApplicationState(
-        testDb.db,
-        app.id,
-        { health: { status: 'Healthy' } },
-        { engineInstanceId: a.id },
-      ),
-      'changed',
-    );
+    assert.equal(await reportHealth(app, 'Healthy', b), 'application-missing');
+    assert.equal(await reportHealth(app, 'Healthy', a), 'changed');
 
     // a releases it: the column names b (adopting) and b is told, once.
     await testDb.db.deleteFrom('operation').where('resource_id', '=', app.id).execute();
@@ -146,43 +128,11 @@ describe('moving a tenant', () => {
     assert.equal(await completeApplicationAdoption(testDb.db, app.id, a.id), false);
     assert.equal(await completeApplicationAdoption(testDb.db, app.id, b.id), true);
     assert.equal((await getApplication(testDb.db, app.id))?.releasing_engine_instance_id, null);
-    assert.equal(
-      await writeApplicationState(
-        testDb.db,
-        app.id,
-        { health: { status: 'Degraded' } },
-        { engineInstanceId: a.id },
-      ),
-      'application-missing',
-    );
-    assert.equal(
-      await writeApplicationState(
-        testDb.db,
-        app.id,
-        { health: { status: 'Degraded' } },
-        { engineInstanceId: b.id },
-      ),
-      'changed',
-    );
+    assert.equal(await reportHealth(app, 'Degraded', a), 'application-missing');
+    assert.equal(await reportHealth(app, 'Degraded', b), 'changed');
 
-    assert.equal(
-      await writeApplicationState(
-        testDb.db,
-        neighbour.id,
-        { health: { status: 'Healthy' } },
-        { engineInstanceId: a.id },
-      ),
-      'changed',
-    );
-    assert.equal(
-      await writeApplicationState(
-        testDb.db,
-        neighbour.id,
-        { health: { status: 'Degraded' } },
-        { engineInstanceId: b.id },
-      ),
-      'application-missing',
-    );
+    assert.equal(await reportHealth(neighbour, 'Healthy', a), 'changed');
+    assert.equal(await reportHealth(neighbour, 'Degraded', b), 'application-missing');
 
     // Moving to where it is already does nothing.
     assert.equal(await move(tenant.id, b), undefined);

@@ -10,6 +10,7 @@
  */
 import { createHash } from 'node:crypto';
 import {
+  controllerReference,
   type KafkaConnection,
   type KindDescriptor,
   RhoasConditionType,
@@ -27,7 +28,6 @@ import {
   type KindProcessor,
   kubeWriteFailure,
   MAX_SECRET_NAME_LENGTH,
-  ownerReferenceTo,
   type RhoasContext,
   type RhoasCr,
   readSecret,
@@ -112,7 +112,11 @@ async function writeOwnedBinding(
       body: {
         apiVersion: 'v1',
         kind: 'Secret',
-        metadata: { name: content.name, namespace, ownerReferences: [ownerReferenceTo(kind, object)] },
+        metadata: {
+          name: content.name,
+          namespace,
+          ownerReferences: [controllerReference(kind, object, { blockOwnerDeletion: false })],
+        },
         type: content.type,
         data: content.data,
       },

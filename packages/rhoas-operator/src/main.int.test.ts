@@ -14,6 +14,7 @@ import {
   waitFor,
 } from '@gitops/local-env';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
+import { useNamespace } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { eventually, OFFLINE_TOKEN, randomSuffix } from './testing/rhoas-fixture.ts';
 
@@ -49,18 +50,11 @@ const post = (path: string, body: Record<string, unknown>) =>
   kubeRequest(kc, { method: HttpMethod.POST, path, body: { apiVersion: RHOAS_API_GROUP_VERSION, ...body } });
 
 describe('the rhoas-operator process', () => {
+  useNamespace(kc, namespace);
   beforeAll(async () => {
     api = await startCloudServicesApi();
-    await kubeRequest(kc, {
-      method: HttpMethod.POST,
-      path: '/api/v1/namespaces',
-      body: { metadata: { name: namespace } },
-    });
   });
   afterAll(async () => {
-    await kubeRequest(kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${namespace}` }).catch(
-      () => {},
-    );
     await api?.close();
   });
 

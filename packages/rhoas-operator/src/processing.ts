@@ -5,6 +5,7 @@
  * garbage collector deletes them with it). No token or secret value ever leaves this module in a message.
  */
 import {
+  controllerReference,
   httpErrorCodeReason,
   type KindDescriptor,
   RhoasConditionType,
@@ -205,18 +206,6 @@ export function isControlledBy(object: KubeObject, owner: KubeObject): boolean {
   );
 }
 
-/** The controller ownerReference that makes `owner` own an object (and the garbage collector delete it). */
-export function ownerReferenceTo(kind: KindDescriptor, owner: RhoasCr) {
-  return {
-    apiVersion: kind.apiVersion,
-    kind: kind.kind,
-    name: owner.metadata.name,
-    uid: owner.metadata.uid,
-    controller: true,
-    blockOwnerDeletion: false,
-  };
-}
-
 /** Writes Secret `name` owned by (and garbage-collected with) `owner`, by server-side apply. */
 export async function applyOwnedSecret(
   ctx: RhoasContext,
@@ -247,7 +236,7 @@ export async function applyOwnedSecret(
         name: secret.name,
         namespace: owner.metadata.namespace,
         ...(secret.labels ? { labels: secret.labels } : {}),
-        ownerReferences: [ownerReferenceTo(kind, owner)],
+        ownerReferences: [controllerReference(kind, owner, { blockOwnerDeletion: false })],
       },
       ...(secret.type ? { type: secret.type } : {}),
       data,

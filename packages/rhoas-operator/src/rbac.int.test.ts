@@ -13,7 +13,6 @@ import { parseAllDocuments } from 'yaml';
 import {
   createRhoasFixture,
   eventually,
-  OFFLINE_TOKEN,
   type RhoasFixture,
   randomSuffix,
   TOKEN_SECRET,
@@ -102,7 +101,6 @@ describe('the operator with only the RBAC of its manifests', () => {
   let f: RhoasFixture;
   beforeAll(async () => {
     f = await createRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig(roleName, true) });
-    await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
   });
   afterAll(async () => {
     await f?.cleanup();
@@ -142,7 +140,6 @@ describe('the operator when the API server refuses a read it needs', () => {
   let f: RhoasFixture;
   beforeAll(async () => {
     f = await createRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig(noSecretsRoleName, false) });
-    await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
   });
   afterAll(async () => {
     await f?.cleanup();

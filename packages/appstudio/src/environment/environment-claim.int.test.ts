@@ -10,18 +10,13 @@ import { SecretType } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
+import {
+  type AppStudioFixture,
+  conditionsOf,
+  createAppStudioFixture,
+  Kind,
+} from '../testing/appstudio-fixture.ts';
 
-interface Condition {
-  type: string;
-  status: string;
-  reason: string;
-  message: string;
-}
-const conditionsOf = (o: KubeObject | undefined) =>
-  ((o?.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).map(
-    ({ type, status, reason, message }) => ({ type, status, reason, message }),
-  );
 const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 const decoded = (o: KubeObject | undefined, key: string) =>
   Buffer.from(String((o?.data as Record<string, string> | undefined)?.[key] ?? ''), 'base64').toString();

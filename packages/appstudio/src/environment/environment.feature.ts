@@ -17,6 +17,7 @@ import {
   AppStudioKinds,
   AppStudioLabel,
   CoreKinds,
+  controllerReference,
   EnvironmentEventReason,
   EnvironmentMessage,
   EnvironmentReason,
@@ -61,16 +62,7 @@ import {
   type TargetCr,
 } from '../deployment-target.ts';
 import { byClaimOfEnvironment, byCredentialsSecret, byTargetSecret, claimsOfTargetIn } from '../indexes.ts';
-import {
-  type AppStudioCr,
-  controllerReference,
-  type Json,
-  ownerReferences,
-  record,
-  specOf,
-  strings,
-  text,
-} from '../objects.ts';
+import { type AppStudioCr, type Json, ownerReferences, record, specOf, strings, text } from '../objects.ts';
 
 const Environment = AppStudioKinds.Environment;
 const ManagedEnvironment = Kinds.GitOpsDeploymentManagedEnvironment;
@@ -317,7 +309,7 @@ export function createEnvironmentFeature(
           name,
           namespace,
           labels: { ...ctx.shardLabels, [AppStudioLabel.EnvironmentSecret]: env.metadata.name },
-          ownerReferences: [controllerReference(Environment, env)],
+          ownerReferences: [controllerReference(Environment, env, { blockOwnerDeletion: true })],
         },
         type: SecretType.ManagedEnvironment,
         data,
@@ -365,7 +357,7 @@ export function createEnvironmentFeature(
         name,
         namespace,
         labels: { ...ctx.shardLabels },
-        ownerReferences: [controllerReference(Environment, env)],
+        ownerReferences: [controllerReference(Environment, env, { blockOwnerDeletion: true })],
       },
       spec: { ...spec },
     };

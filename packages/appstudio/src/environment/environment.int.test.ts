@@ -8,24 +8,13 @@ import { LEGACY_ENVIRONMENT_OWNER_API_VERSION, SecretType } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
+import {
+  type AppStudioFixture,
+  conditionsOf,
+  createAppStudioFixture,
+  Kind,
+} from '../testing/appstudio-fixture.ts';
 
-interface Condition {
-  type: string;
-  status: string;
-  reason: string;
-  message: string;
-}
-
-const conditionsOf = (env: KubeObject | undefined) =>
-  ((env?.status as { conditions?: Condition[] } | undefined)?.conditions ?? []).map(
-    ({ type, status, reason, message }) => ({
-      type,
-      status,
-      reason,
-      message,
-    }),
-  );
 const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 
 describe('Environment controller', () => {

@@ -37,6 +37,8 @@ describe('devsandbox provisioner (the test plays the Dev Sandbox host operator)'
   const deleteClass = `test-isolation-delete-${suffix}`;
   const retainClass = `test-isolation-retain-${suffix}`;
   const otherClass = `test-non-sandbox-${suffix}`;
+  /** The provisioner of the classes under test. */
+  const provisioner = 'appstudio.redhat.com/devsandbox';
 
   const spaceRequestsOf = async (claim: string) =>
     (await f.list(Kind.SpaceRequest, ns)).filter(
@@ -168,14 +170,8 @@ describe('devsandbox provisioner (the test plays the Dev Sandbox host operator)'
 
   beforeAll(async () => {
     ns = await f.createNamespace('appstudio-sandbox');
-    await f.createClass(deleteClass, {
-      provisioner: 'appstudio.redhat.com/devsandbox',
-      reclaimPolicy: 'Delete',
-    });
-    await f.createClass(retainClass, {
-      provisioner: 'appstudio.redhat.com/devsandbox',
-      reclaimPolicy: 'Retain',
-    });
+    await f.createClass(deleteClass, { provisioner, reclaimPolicy: 'Delete' });
+    await f.createClass(retainClass, { provisioner, reclaimPolicy: 'Retain' });
     await f.createClass(otherClass, { provisioner: 'non-sandbox', reclaimPolicy: 'Delete' });
     await f.start({ now: () => new Date(Date.now() + clockOffsetMs) });
   });
@@ -271,7 +267,7 @@ describe('devsandbox provisioner (the test plays the Dev Sandbox host operator)'
         : undefined,
     );
     assert.deepEqual(await spaceRequestsOf('no-class-dtc'), []);
-    await f.createClass(missing, { provisioner: 'appstudio.redhat.com/devsandbox', reclaimPolicy: 'Delete' });
+    await f.createClass(missing, { provisioner, reclaimPolicy: 'Delete' });
     await eventually('a SpaceRequest', async () =>
       (await spaceRequestsOf('no-class-dtc')).length === 1 ? true : undefined,
     );

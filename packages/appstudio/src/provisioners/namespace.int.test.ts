@@ -27,6 +27,8 @@ describe('namespace provisioner', () => {
   const suffix = randomSuffix();
   const deleteClass = `test-namespace-delete-${suffix}`;
   const retainClass = `test-namespace-retain-${suffix}`;
+  /** The provisioner of the classes under test. */
+  const provisioner = 'managed-gitops.redhat.com/namespace';
   const provisionedNamespaces: string[] = [];
   /** Claim namespaces made here rather than by the fixture (a chosen name): their finalizers go in afterAll. */
   const claimNamespaces: string[] = [];
@@ -88,14 +90,8 @@ describe('namespace provisioner', () => {
 
   beforeAll(async () => {
     ns = await f.createNamespace('appstudio-nsprov');
-    await f.createClass(deleteClass, {
-      provisioner: 'managed-gitops.redhat.com/namespace',
-      reclaimPolicy: 'Delete',
-    });
-    await f.createClass(retainClass, {
-      provisioner: 'managed-gitops.redhat.com/namespace',
-      reclaimPolicy: 'Retain',
-    });
+    await f.createClass(deleteClass, { provisioner, reclaimPolicy: 'Delete' });
+    await f.createClass(retainClass, { provisioner, reclaimPolicy: 'Retain' });
     await f.start();
   });
   afterAll(async () => {

@@ -10,10 +10,11 @@ import {
   ComponentDeploymentConditionType,
   ComponentDeploymentReason,
   componentsDeployedMessage,
+  controllerReference,
   Kinds,
 } from '@gitops/api';
 import { jsonEqual, type KubeCondition, type KubeObject, nextCondition } from '@gitops/shared';
-import { type BindingCr, controllerReference, type Json, record, text } from '../objects.ts';
+import { type BindingCr, type Json, record, text } from '../objects.ts';
 
 /** Kubernetes allows 253; the original keeps generated names at most this long. */
 const MAX_NAME_LENGTH = 250;
@@ -112,7 +113,9 @@ export function desiredDeployment(options: {
       name: gitOpsDeploymentName(binding.metadata.name, application, environment, component.name),
       namespace: binding.metadata.namespace,
       labels: deploymentLabels(binding, application, environment, component.name, options.shardLabels),
-      ownerReferences: [controllerReference(AppStudioKinds.SnapshotEnvironmentBinding, binding)],
+      ownerReferences: [
+        controllerReference(AppStudioKinds.SnapshotEnvironmentBinding, binding, { blockOwnerDeletion: true }),
+      ],
     },
     spec: {
       source: { repoURL: component.url, path: component.path, targetRevision: component.branch },

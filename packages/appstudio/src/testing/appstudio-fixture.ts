@@ -30,6 +30,16 @@ import { type AppStudioFeatures, type AppStudioOptions, createAppStudioFeatures 
 export const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 export const randomSuffix = () => randomBytes(4).toString('hex');
 
+/** An object's conditions as type, status, reason and message (what the tests compare; times left out). */
+export const conditionsOf = (o: KubeObject | undefined) =>
+  (
+    (
+      o?.status as
+        | { conditions?: { type: string; status: string; reason: string; message: string }[] }
+        | undefined
+    )?.conditions ?? []
+  ).map(({ type, status, reason, message }) => ({ type, status, reason, message }));
+
 export interface AppStudioFixture {
   readonly kc: KubeConfig;
   readonly shard: string;

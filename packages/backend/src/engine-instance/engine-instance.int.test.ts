@@ -23,7 +23,6 @@ import {
   completeApplicationRelease,
   type EngineInstanceRow,
   getApplication,
-  getApplicationByName,
   getEngineInstanceByName,
   listEngineInstanceOverviews,
   setEngineInstanceCordoned,
@@ -32,16 +31,13 @@ import {
 import { givenListeningAgentSession } from '@gitops/db/testing';
 import { clusterIdentity, HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
 import { conditionsOf } from '../gitops-deployment/gitops-deployment.object.ts';
-import { type BackendFixture, createBackendFixture, randomSuffix } from '../testing/backend-fixture.ts';
+import { automatedTestDataSpec, randomSuffix, useBackendFixture } from '../testing/backend-fixture.ts';
 
-const spec = {
-  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
-  type: 'automated',
-};
+const spec = automatedTestDataSpec;
 
 const collection = `/apis/${API_GROUP_VERSION}/${Plural.GitOpsEngineInstance}`;
 const pathOf = (name: string) => `${collection}/${encodeURIComponent(name)}`;
@@ -52,17 +48,13 @@ type EngineInstanceObject = KubeObject & {
 };
 
 describe('GitOpsEngineInstance', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
   let backend: Backend;
 
   beforeAll(async () => {
-    f = await createBackendFixture();
     // Looks at the instances every second (default 15 s); the tenant sweep runs every 2 s, so a tenant whose
     // namespace is deleted leaves its instance quickly.
     backend = await f.startBackend({ GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL: '1s', RESYNC_INTERVAL: '2s' });
-  });
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   const get = async (name: string): Promise<EngineInstanceObject | undefined> => {
@@ -103,9 +95,7 @@ describe('GitOpsEngineInstance', () => {
   };
   const deploy = async (namespace: string, name: string) => {
     const cr = await f.createDeployment(namespace, name, spec);
-    return await eventually(`application of ${namespace}/${name}`, () =>
-      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
-    );
+    return await f.applicationOf(cr);
   };
 
   test('every registered instance gets one, showing its Argo CD namespace, cluster, tenants and applications', async () => {

@@ -5,14 +5,15 @@ import {
   failOperation,
   getApiCrMappingByUid,
   getApplicationByName,
-  type OperationRow,
+  getClusterUser,
+  getManagedEnvironment,
   startOperation,
 } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
-import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
+import { useBackendFixture } from '../testing/backend-fixture.ts';
 import { conditionsOf } from './gitops-deployment.object.ts';
 
 const repoURL = 'https://github.com/redhat-appstudio/managed-gitops';
@@ -22,31 +23,18 @@ const automatedSpec = {
 };
 
 describe('GitOpsDeployment reconciler', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
   let backend: Backend;
   let tenant: { name: string; uid: string };
 
   beforeAll(async () => {
-    f = await createBackendFixture();
     // A failed delete is announced again after this long (default 1 minute).
     backend = await f.startBackend({ GITOPS_OPERATION_RETRY_INTERVAL: '2s' });
     tenant = await f.createNamespace();
   });
-  afterAll(async () => {
-    await f?.cleanup();
-  });
 
-  const applicationOf = async (object: KubeObject) =>
-    await eventually(`application of ${object.metadata.name}`, () =>
-      getApplicationByName(f.db, `gitopsdepl-${object.metadata.uid}`),
-    );
-  const operationsOf = async (resourceId: string): Promise<OperationRow[]> =>
-    await f.db
-      .selectFrom('operation')
-      .selectAll()
-      .where('resource_id', '=', resourceId)
-      .orderBy('created_at')
-      .execute();
+  const applicationOf = (object: KubeObject) => f.applicationOf(object);
+  const operationsOf = (resourceId: string) => f.operationsOf(resourceId);
   /** What the agent does with an operation: In_Progress, then Completed (or Failed). */
   const finishAsAgent = async (operationId: string, outcome: 'Completed' | 'Failed', message = '') => {
     const started = await startOperation(f.db, operationId);
@@ -78,18 +66,9 @@ describe('GitOpsDeployment reconciler', () => {
     assert.equal(mapping?.cr_namespace, tenant.name);
     assert.equal(mapping?.cr_namespace_uid, tenant.uid);
 
-    const tenantRow = await f.db
-      .selectFrom('cluster_user')
-      .selectAll()
-      .where('id', '=', application.cluster_user_id)
-      .executeTakeFirstOrThrow();
-    assert.equal(tenantRow.namespace_uid, tenant.uid);
-    const environment = await f.db
-      .selectFrom('managed_environment')
-      .selectAll()
-      .where('id', '=', application.managed_environment_id!)
-      .executeTakeFirstOrThrow();
-    assert.equal(environment.kind, 'Workspace');
+    assert.equal((await getClusterUser(f.db, application.cluster_user_id))?.namespace_uid, tenant.uid);
+    const environment = await getManagedEnvironment(f.db, application.managed_environment_id!);
+    assert.equal(environment?.kind, 'Workspace');
 
     const operations = await operationsOf(application.id);
     assert.equal(operations.length, 1);

@@ -26,7 +26,6 @@ import {
   type EventRecorder,
   findCondition,
   type Informer,
-  isConflict,
   isNotFound,
   type KubeConfig,
   type KubeObject,
@@ -39,7 +38,7 @@ import {
   splitObjectKey,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { type ErrorState, writeErrorConditions } from '../error-occurred.ts';
+import { type ErrorState, reportUnknownError, writeErrorConditions } from '../error-occurred.ts';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
@@ -159,10 +158,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
         next,
         existing,
         state,
-        reasons: {
-          error: DeploymentEventReason.ErrorOccurred,
-          resolved: DeploymentEventReason.ErrorOccurredResolved,
-        },
+        reasons: DeploymentEventReason,
       },
       logger,
     );
@@ -178,22 +174,31 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       : { status: 'ok' };
   }
 
+  /**
+   * Deletes every application of the GitOpsDeployment `namespace/name` (under its lock), each announced, and
+   * logs each with `why` the GitOpsDeployment lets it go.
+   */
+  async function deleteApplicationsOf(namespace: string, name: string, logger: Logger, why: string) {
+    const result = await db.transaction().execute(async (trx) => {
+      await GitOpsDeploymentCr.lock(trx, namespace, name);
+      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
+    });
+    for (const d of result.deleted) {
+      logger.info(
+        { application: d.applicationId, operation: d.operationId },
+        `application deleted: the GitOpsDeployment ${why}`,
+      );
+    }
+    return result;
+  }
+
   /** The CR is gone: every application of this name goes, each announced. */
   async function reconcileGone(
     namespace: string,
     name: string,
     logger: Logger,
   ): Promise<ReconcileResult | undefined> {
-    const { deleted, waitingForRelease } = await db.transaction().execute(async (trx) => {
-      await GitOpsDeploymentCr.lock(trx, namespace, name);
-      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
-    });
-    for (const d of deleted) {
-      logger.info(
-        { application: d.applicationId, operation: d.operationId },
-        'application deleted: the GitOpsDeployment is gone',
-      );
-    }
+    const { waitingForRelease } = await deleteApplicationsOf(namespace, name, logger, 'is gone');
     return waitingForRelease > 0 ? { requeueAfter: RELEASE_WAIT_MS } : undefined;
   }
 
@@ -225,16 +230,12 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
 
   async function reconcileDeleting(object: KubeObject, logger: Logger): Promise<ReconcileResult | undefined> {
     const { namespace = '', name, uid = '' } = object.metadata;
-    const { deleted, waitingForRelease } = await db.transaction().execute(async (trx) => {
-      await GitOpsDeploymentCr.lock(trx, namespace, name);
-      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
-    });
-    for (const d of deleted) {
-      logger.info(
-        { application: d.applicationId, operation: d.operationId },
-        'application deleted: the GitOpsDeployment is being deleted',
-      );
-    }
+    const { deleted, waitingForRelease } = await deleteApplicationsOf(
+      namespace,
+      name,
+      logger,
+      'is being deleted',
+    );
     await recordDeletes(object, deleted);
     // A move's release is on its way: the delete (and so the finalizer) waits for it.
     if (waitingForRelease > 0) return { requeueAfter: RELEASE_WAIT_MS };
@@ -477,17 +478,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);
       else return await reconcileLive(object, context);
     } catch (err) {
-      // A stale resourceVersion is routine (the cache lags our own writes): retry quietly. The work queue
-      // logs the failure (at error level only when it is not routine or persists).
-      if (object && !isConflict(err) && !context.signal.aborted) {
-        await writeErrorOccurred(
-          object,
-          { status: 'error', message: GitOpsDeploymentMessage.UnknownError },
-          context.logger,
-        ).catch((statusErr: unknown) =>
-          context.logger.warn({ err: statusErr }, 'could not report the error in ErrorOccurred'),
-        );
-      }
+      await reportUnknownError(object, err, context, writeErrorOccurred);
       throw err;
     }
   };

@@ -1,35 +1,25 @@
 import assert from 'node:assert/strict';
 import { completeOperation, failOperation, getApplicationByName, startOperation } from '@gitops/db';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
-import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
+import { beforeAll, describe, test } from 'vitest';
+import { useBackendFixture } from '../testing/backend-fixture.ts';
 import { conditionsOf } from './gitops-deployment.object.ts';
 
 const spec = { source: { repoURL: 'https://github.com/org/repo', path: 'env/dev' }, type: 'automated' };
 
 describe('GitOpsDeployment reconciler: replicas, restarts and failed operations', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
   let tenant: { name: string; uid: string };
 
   beforeAll(async () => {
-    f = await createBackendFixture();
     tenant = await f.createNamespace();
-  });
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   test('two backend replicas write exactly one application, one operation and one Operation CR per GitOpsDeployment', async () => {
     const replicas = [await f.startBackend(), await f.startBackend()];
     const names = Array.from({ length: 6 }, (_, i) => `replicated-${i}`);
     const crs = await Promise.all(names.map((name) => f.createDeployment(tenant.name, name, spec)));
-    const applications = await Promise.all(
-      crs.map((cr) =>
-        eventually(`application of ${cr.metadata.name}`, () =>
-          getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
-        ),
-      ),
-    );
+    const applications = await Promise.all(crs.map((cr) => f.applicationOf(cr)));
     for (const replica of replicas) {
       // Each replica reconciles every object to the end (its cache holds them all first), so the counts
       // below include whatever the slower replica would write.
@@ -40,23 +30,9 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
       await replica.deployments.queue.whenIdle();
     }
     for (const application of applications) {
-      const operations = await f.db
-        .selectFrom('operation')
-        .selectAll()
-        .where('resource_id', '=', application.id)
-        .execute();
+      const operations = await f.operationsOf(application.id);
       assert.equal(operations.length, 1, `one operation for ${application.name}`);
-      await eventually(
-        'delivered',
-        async () =>
-          (
-            await f.db
-              .selectFrom('operation')
-              .select('delivered_at')
-              .where('id', '=', operations[0]!.id)
-              .executeTakeFirst()
-          )?.delivered_at ?? undefined,
-      );
+      await f.deliveredOperation(operations[0]!.id);
       assert.ok(await f.getOperationCr(operations[0]!.id));
     }
     const mappings = await f.db
@@ -71,9 +47,7 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
   test('a GitOpsDeployment deleted while no backend ran is cleaned up when one starts', async () => {
     const first = await f.startBackend();
     const cr = await f.createDeployment(tenant.name, 'deleted-while-down', spec);
-    const application = await eventually('application', () =>
-      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
-    );
+    const application = await f.applicationOf(cr);
     await f.stopBackend(first);
     await f.deleteDeployment(tenant.name, 'deleted-while-down');
     await eventually('CR gone', async () => !(await f.getDeployment(tenant.name, 'deleted-while-down')));
@@ -83,11 +57,7 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
       'orphaned application deleted',
       async () => !(await getApplicationByName(f.db, application.name)),
     );
-    const operations = await f.db
-      .selectFrom('operation')
-      .selectAll()
-      .where('resource_id', '=', application.id)
-      .execute();
+    const operations = await f.operationsOf(application.id);
     assert.ok(
       operations.some((o) => o.owner_uid === cr.metadata.uid && o.state === 'Waiting'),
       'the delete is announced',
@@ -98,14 +68,9 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
   test('a Failed operation of a live GitOpsDeployment is reported in ErrorOccurred; the next change resolves it', async () => {
     const backend = await f.startBackend();
     const cr = await f.createDeployment(tenant.name, 'failing', spec);
-    const application = await eventually('application', () =>
-      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
-    );
-    const operation = await f.db
-      .selectFrom('operation')
-      .selectAll()
-      .where('resource_id', '=', application.id)
-      .executeTakeFirstOrThrow();
+    const application = await f.applicationOf(cr);
+    const [operation] = await f.operationsOf(application.id);
+    assert.ok(operation, 'the application is announced');
     assert.equal((await startOperation(f.db, operation.id)).status, 'started');
     await failOperation(
       f.db,

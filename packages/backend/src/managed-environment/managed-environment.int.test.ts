@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { API_GROUP_VERSION } from '@gitops/api';
 import { managedEnvironment } from '@gitops/api/testing';
-import { failOperation, getApiCrMappingByUid, getApplicationByName, startOperation } from '@gitops/db';
+import {
+  failOperation,
+  getApiCrMappingByUid,
+  getApplicationByName,
+  getManagedEnvironment,
+  startOperation,
+} from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
@@ -133,12 +139,8 @@ describe('ManagedEnvironment reconciler', () => {
     const env = await createEnvironment('ok', 'ok');
     await conditionOf('ok', (c) => c.status === 'True');
     const mapping = await eventually('mapping', () => getApiCrMappingByUid(f.db, env.metadata.uid!));
-    const environment = await f.db
-      .selectFrom('managed_environment')
-      .selectAll()
-      .where('id', '=', mapping.managed_environment_id!)
-      .executeTakeFirstOrThrow();
-    assert.equal(environment.kind, 'External');
+    const environment = await getManagedEnvironment(f.db, mapping.managed_environment_id!);
+    assert.equal(environment?.kind, 'External');
     const credentials = await f.db
       .selectFrom('cluster_credentials')
       .selectAll()
@@ -182,13 +184,7 @@ describe('ManagedEnvironment reconciler', () => {
     const env = await createEnvironment('agent-fails', 'agent-fails');
     await conditionOf('agent-fails', (c) => c.status === 'True');
     const mapping = await eventually('mapping', () => getApiCrMappingByUid(f.db, env.metadata.uid!));
-    const operationsOfEnvironment = () =>
-      f.db
-        .selectFrom('operation')
-        .selectAll()
-        .where('resource_id', '=', mapping.managed_environment_id!)
-        .orderBy('created_at')
-        .execute();
+    const operationsOfEnvironment = () => f.operationsOf(mapping.managed_environment_id!);
     const [first] = await operationsOfEnvironment();
     assert.ok(first);
     // The agent takes the operation and gives up on it.
@@ -238,14 +234,10 @@ describe('ManagedEnvironment reconciler', () => {
     await f.stopBackend(backend);
     await request(HttpMethod.DELETE, envPath(tenant.name, 'missed'));
     backend = await f.startBackend();
-    await eventually('rows of the missed delete gone', async () => {
-      const rows = await f.db
-        .selectFrom('managed_environment')
-        .select('id')
-        .where('id', '=', mapping.managed_environment_id!)
-        .execute();
-      return rows.length === 0 ? true : undefined;
-    });
+    await eventually(
+      'rows of the missed delete gone',
+      async () => (await getManagedEnvironment(f.db, mapping.managed_environment_id!)) === undefined,
+    );
   });
 
   test('deleting an environment deletes its rows and announces it and every application that used it, in one transaction', async () => {
@@ -265,14 +257,10 @@ describe('ManagedEnvironment reconciler', () => {
     });
     assert.deepEqual((app.spec as { destination: unknown }).destination, { namespace: tenant.name });
     await request(HttpMethod.DELETE, envPath(tenant.name, 'used'));
-    await eventually('environment rows gone', async () => {
-      const rows = await f.db
-        .selectFrom('managed_environment')
-        .select('id')
-        .where('id', '=', envId)
-        .execute();
-      return rows.length === 0 ? true : undefined;
-    });
+    await eventually(
+      'environment rows gone',
+      async () => (await getManagedEnvironment(f.db, envId)) === undefined,
+    );
     const updated = await getApplicationByName(f.db, `gitopsdepl-${gd.metadata.uid}`);
     assert.equal(updated?.managed_environment_id, null);
     // Without an agent the earlier Waiting operations are reused (one per resource): both are due.

@@ -1,23 +1,17 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { getApplicationByName, insertOperation, isAgentListening, upsertEngineInstance } from '@gitops/db';
+import { getOperation, insertOperation, isAgentListening, upsertEngineInstance } from '@gitops/db';
 import { givenListeningAgentSession } from '@gitops/db/testing';
 import { clusterIdentity, createMetricsRegistry, createSilentLogger, loadKubeConfig } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, test } from 'vitest';
-import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
+import { describe, test } from 'vitest';
+import { useBackendFixture } from '../testing/backend-fixture.ts';
 import { createOperationRelay } from './operation-relay.ts';
 
 describe('outbox relay', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
 
-  beforeAll(async () => {
-    f = await createBackendFixture();
-  });
-  afterAll(async () => {
-    await f?.cleanup();
-  });
   /** What a backend commits for a change of a new resource of `engineInstanceId`: one operation. */
   const announce = async (engineInstanceId: string) =>
     (
@@ -106,14 +100,9 @@ describe('outbox relay', () => {
       source: { repoURL: 'https://github.com/org/repo', path: 'env/dev' },
       type: 'automated',
     });
-    const application = await eventually('application row', () =>
-      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
-    );
-    const operation = await f.db
-      .selectFrom('operation')
-      .selectAll()
-      .where('resource_id', '=', application.id)
-      .executeTakeFirstOrThrow();
+    const application = await f.applicationOf(cr);
+    const [operation] = await f.operationsOf(application.id);
+    assert.ok(operation, 'the application is announced');
     await withoutRelay.deployments.queue.whenIdle();
     // "Killed after the commit, before the CR exists."
     await f.stopBackend(withoutRelay);
@@ -123,14 +112,7 @@ describe('outbox relay', () => {
     const withRelay = await f.startBackend();
     const operationCr = await eventually('Operation CR', () => f.getOperationCr(operation.id));
     assert.deepEqual(operationCr.spec, { operationID: operation.id });
-    await eventually('delivered', async () => {
-      const row = await f.db
-        .selectFrom('operation')
-        .select('delivered_at')
-        .where('id', '=', operation.id)
-        .executeTakeFirst();
-      return row?.delivered_at ?? undefined;
-    });
+    await f.deliveredOperation(operation.id);
     await f.stopBackend(withRelay);
   });
 
@@ -176,11 +158,8 @@ describe('outbox relay', () => {
       undefined,
       'its agent hears it through PostgreSQL alone',
     );
-    const row = await f.db
-      .selectFrom('operation')
-      .selectAll()
-      .where('id', '=', operation.id)
-      .executeTakeFirstOrThrow();
+    const row = await getOperation(f.db, operation.id);
+    assert.ok(row);
     assert.equal(row.delivered_at, null);
     assert.equal(row.state, 'Waiting', 'it waits for its agent');
     await relay.stop();
@@ -200,11 +179,8 @@ describe('outbox relay', () => {
     const { rows: clock } = await sql<{ now: Date }>`select now() as now`.execute(f.db);
     const attemptedAfter = clock[0]!.now;
     await relay.drain();
-    const row = await f.db
-      .selectFrom('operation')
-      .selectAll()
-      .where('id', '=', operation.id)
-      .executeTakeFirstOrThrow();
+    const row = await getOperation(f.db, operation.id);
+    assert.ok(row);
     assert.equal(row.delivered_at, null);
     assert.equal(row.delivery_attempts, 1);
     // At least the first backoff (1 s, jitter down to 0.8 s) after the attempt; compared with the database's

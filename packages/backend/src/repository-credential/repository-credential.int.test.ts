@@ -40,34 +40,26 @@ describe('RepositoryCredential reconciler', () => {
   const crPath = (name = '') =>
     `/apis/${API_GROUP_VERSION}/namespaces/${tenant.name}/gitopsdeploymentrepositorycredentials${name ? `/${name}` : ''}`;
   const secretPath = (name = '') => `/api/v1/namespaces/${tenant.name}/secrets${name ? `/${name}` : ''}`;
-  const operationsOf = (resourceId: string) =>
-    f.db
-      .selectFrom('operation')
-      .selectAll()
-      .where('resource_id', '=', resourceId)
-      .orderBy('created_at')
-      .execute();
+  const operationsOf = (resourceId: string) => f.operationsOf(resourceId);
   const rowOfCr = (uid: string) => f.repositoryCredentialsRowOf(uid);
-
-  test('one transaction writes the sealed row, its mapping and a RepositoryCredentials operation owned by the CR; a rotation writes one more', async () => {
-    await kubeRequest(f.kc, {
+  /** The user's Secret with the credentials, of the type this service reads. */
+  const createCredentialsSecret = (name: string, stringData: Record<string, string>) =>
+    kubeRequest(f.kc, {
       method: HttpMethod.POST,
       path: secretPath(),
-      body: {
-        metadata: { name: 'team-creds' },
-        type: 'managed-gitops.redhat.com/repository-credential',
-        stringData: { username: 'jane', password: PASSWORD },
-      },
+      body: { metadata: { name }, type: 'managed-gitops.redhat.com/repository-credential', stringData },
     });
-    const cr = (await kubeRequest(f.kc, {
+  /** A RepositoryCredential, labelled for this fixture's backend shard. */
+  const createCredential = async (name: string, spec: { repository: string; secret: string }) =>
+    (await kubeRequest(f.kc, {
       method: HttpMethod.POST,
       path: crPath(),
-      body: repositoryCredential(
-        'team',
-        { repository: git.url('team'), secret: 'team-creds' },
-        { labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
-      ),
+      body: repositoryCredential(name, spec, { labels: { [BACKEND_SHARD_LABEL]: f.runLabel } }),
     })) as KubeObject;
+
+  test('one transaction writes the sealed row, its mapping and a RepositoryCredentials operation owned by the CR; a rotation writes one more', async () => {
+    await createCredentialsSecret('team-creds', { username: 'jane', password: PASSWORD });
+    const cr = await createCredential('team', { repository: git.url('team'), secret: 'team-creds' });
     const row = await rowOfCr(cr.metadata.uid!);
     assert.equal(row.repository_url, git.url('team'));
     assert.equal(row.normalized_repository_url, git.url('team').replace(/\.git$/, ''));
@@ -206,15 +198,7 @@ describe('RepositoryCredential reconciler', () => {
       path: secretPath(),
       body: { metadata: { name: 'unrelated-opaque' }, stringData: { token: 'abc' } },
     });
-    await kubeRequest(f.kc, {
-      method: HttpMethod.POST,
-      path: crPath(),
-      body: repositoryCredential(
-        'unrelated',
-        { repository: git.url('documented'), secret: 'unrelated-opaque' },
-        { labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
-      ),
-    });
+    await createCredential('unrelated', { repository: git.url('documented'), secret: 'unrelated-opaque' });
     const message =
       "Secret 'unrelated-opaque' is invalid: it must contain username and password, or sshPrivateKey";
     assert.deepEqual(await firstReasonBecomes('unrelated', 'SecretInvalidType'), [
@@ -225,24 +209,8 @@ describe('RepositoryCredential reconciler', () => {
   });
 
   test('a Failed RepositoryCredentials operation is reported in ErrorOccurred; the validation conditions stay', async () => {
-    await kubeRequest(f.kc, {
-      method: HttpMethod.POST,
-      path: secretPath(),
-      body: {
-        metadata: { name: 'failing-creds' },
-        type: 'managed-gitops.redhat.com/repository-credential',
-        stringData: { username: 'jane', password: ROTATED },
-      },
-    });
-    const cr = (await kubeRequest(f.kc, {
-      method: HttpMethod.POST,
-      path: crPath(),
-      body: repositoryCredential(
-        'failing',
-        { repository: git.url('team'), secret: 'failing-creds' },
-        { labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
-      ),
-    })) as KubeObject;
+    await createCredentialsSecret('failing-creds', { username: 'jane', password: ROTATED });
+    const cr = await createCredential('failing', { repository: git.url('team'), secret: 'failing-creds' });
     const row = await rowOfCr(cr.metadata.uid!);
     const [operation] = await operationsOf(row.id);
     assert.equal((await startOperation(f.db, operation!.id)).status, 'started');

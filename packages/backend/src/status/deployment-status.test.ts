@@ -21,9 +21,20 @@ const errorOccurred: GitOpsDeploymentCondition = {
   lastTransitionTime: earlier,
 };
 
+/** An Argo CD condition that stays: the status keeps it as it is. */
+const syncError: GitOpsDeploymentCondition = {
+  type: 'SyncError',
+  status: 'True',
+  reason: 'SyncError',
+  message: 'y',
+  lastProbeTime: earlier,
+  lastTransitionTime: earlier,
+};
+
 describe('GitOpsDeployment status from the application_state projection', () => {
   test('sync, health, resources, reconciledState and operationState are copied; destination names are user-facing', () => {
-    const state = parseApplicationState({
+    // Copied as they are: the same values in the projection and in the status.
+    const copied = {
       sync: { status: 'Synced', revision: 'abc' },
       health: { status: 'Healthy' },
       resources: [
@@ -37,31 +48,21 @@ describe('GitOpsDeployment status from the application_state projection', () => 
           health: { status: 'Healthy', message: 'ok' },
         },
       ],
+      operationState: { phase: 'Succeeded', retryCount: 0 },
+    };
+    const state = parseApplicationState({
+      ...copied,
       reconciledState: {
         source: { repoURL: 'r', path: 'p', targetRevision: 'main' },
         destination: { name: 'in-cluster', namespace: 'n' },
       },
-      operationState: { phase: 'Succeeded', retryCount: 0 },
     });
     assert.deepEqual(desiredStatus(state, { currentConditions: [], destinationName: '', now }), {
-      sync: { status: 'Synced', revision: 'abc' },
-      health: { status: 'Healthy' },
-      resources: [
-        {
-          group: 'apps',
-          version: 'v1',
-          kind: 'Deployment',
-          namespace: 'n',
-          name: 'd',
-          status: 'Synced',
-          health: { status: 'Healthy', message: 'ok' },
-        },
-      ],
+      ...copied,
       reconciledState: {
         source: { repoURL: 'r', path: 'p', branch: 'main' },
         destination: { name: '', namespace: 'n' },
       },
-      operationState: { phase: 'Succeeded', retryCount: 0 },
     });
     assert.equal(
       managedEnvironmentIdOf('managed-env-0b6f3c1e-0000-4000-8000-000000000001'),
@@ -81,14 +82,7 @@ describe('GitOpsDeployment status from the application_state projection', () => 
         lastProbeTime: earlier,
         lastTransitionTime: earlier,
       },
-      {
-        type: 'SyncError',
-        status: 'True',
-        reason: 'SyncError',
-        message: 'y',
-        lastProbeTime: earlier,
-        lastTransitionTime: earlier,
-      },
+      syncError,
     ];
     const state = parseApplicationState({
       conditions: [
@@ -114,14 +108,7 @@ describe('GitOpsDeployment status from the application_state projection', () => 
         lastProbeTime: '2026-02-01T10:00:00Z',
         lastTransitionTime: '2026-02-01T10:00:00Z',
       },
-      {
-        type: 'SyncError',
-        status: 'True',
-        reason: 'SyncError',
-        message: 'y',
-        lastProbeTime: earlier,
-        lastTransitionTime: earlier,
-      },
+      syncError,
       {
         type: 'InvalidSpecError',
         status: 'True',

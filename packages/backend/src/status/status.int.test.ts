@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { getApplicationByName, writeApplicationState } from '@gitops/db';
+import { writeApplicationState } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest, kubeTime } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { conditionsOf, statusOf } from '../gitops-deployment/gitops-deployment.object.ts';
-import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
+import { useBackendFixture } from '../testing/backend-fixture.ts';
 import { RESOURCES_LIMIT, RESOURCES_TRUNCATED_CONDITION } from './deployment-status.ts';
 
 const spec = {
@@ -23,24 +23,18 @@ const operationState = {
 };
 
 describe('status path', () => {
-  let f: BackendFixture;
+  const f = useBackendFixture();
   let backend: Backend;
   let tenant: { name: string; uid: string };
 
   beforeAll(async () => {
-    f = await createBackendFixture();
     backend = await f.startBackend();
     tenant = await f.createNamespace();
-  });
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   async function deploymentWithApplication(name: string) {
     const cr = await f.createDeployment(tenant.name, name, spec);
-    const application = await eventually('application row', () =>
-      getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
-    );
+    const application = await f.applicationOf(cr);
     return { cr, application };
   }
 
@@ -72,28 +66,29 @@ describe('status path', () => {
       conditionsOf(o).some((c) => c.type === 'ErrorOccurred' && c.status === 'True'),
     );
 
+    const resources = [
+      {
+        group: 'apps',
+        version: 'v1',
+        kind: 'Deployment',
+        namespace: tenant.name,
+        name: 'web',
+        status: 'OutOfSync',
+        health: { status: 'Progressing' },
+      },
+      {
+        group: '',
+        version: 'v1',
+        kind: 'ConfigMap',
+        namespace: tenant.name,
+        name: 'config',
+        status: 'Synced',
+      },
+    ];
     await writeApplicationState(f.db, application.id, {
       sync: { status: 'OutOfSync', revision: 'abc123' },
       health: { status: 'Progressing', message: 'waiting for rollout' },
-      resources: [
-        {
-          group: 'apps',
-          version: 'v1',
-          kind: 'Deployment',
-          namespace: tenant.name,
-          name: 'web',
-          status: 'OutOfSync',
-          health: { status: 'Progressing' },
-        },
-        {
-          group: '',
-          version: 'v1',
-          kind: 'ConfigMap',
-          namespace: tenant.name,
-          name: 'config',
-          status: 'Synced',
-        },
-      ],
+      resources,
       reconciledState: {
         source: { repoURL: spec.source.repoURL, path: 'env/dev', targetRevision: 'main' },
         destination: { name: 'in-cluster', namespace: tenant.name },
@@ -113,25 +108,7 @@ describe('status path', () => {
       backend.engineInstance().name,
       'the tenant sees its Argo CD instance',
     );
-    assert.deepEqual(status.resources, [
-      {
-        group: 'apps',
-        version: 'v1',
-        kind: 'Deployment',
-        namespace: tenant.name,
-        name: 'web',
-        status: 'OutOfSync',
-        health: { status: 'Progressing' },
-      },
-      {
-        group: '',
-        version: 'v1',
-        kind: 'ConfigMap',
-        namespace: tenant.name,
-        name: 'config',
-        status: 'Synced',
-      },
-    ]);
+    assert.deepEqual(status.resources, resources, 'the resources are copied as they are');
     assert.deepEqual(status.reconciledState, {
       source: { repoURL: spec.source.repoURL, path: 'env/dev', branch: 'main' },
       destination: { name: '', namespace: tenant.name },

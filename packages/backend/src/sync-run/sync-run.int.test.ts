@@ -11,16 +11,17 @@ import { syncRun } from '@gitops/api/testing';
 import {
   completeOperation,
   getApplication,
+  getSyncOperation,
   markSyncOperationRequested,
   recordSyncProgress,
   setSyncOperationOutcome,
 } from '@gitops/db';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
-import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
+import { useBackendFixture } from '../testing/backend-fixture.ts';
 
 const MANUAL = {
   source: { repoURL: 'https://github.com/example/repo', path: 'dev', targetRevision: 'main' },
@@ -28,7 +29,7 @@ const MANUAL = {
 };
 
 describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
-  let fixture: BackendFixture;
+  const fixture = useBackendFixture();
   let backend: Backend;
   let ns: string;
 
@@ -104,36 +105,42 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       .where('owner_uid', '=', uid)
       .orderBy('created_at')
       .execute();
+  /** A manual GitOpsDeployment and a SyncRun of it, once the backend wrote the SyncRun's row. */
+  const manualSyncRun = async (deployment: string, name: string, spec: Record<string, unknown> = {}) => {
+    const gd = await fixture.createDeployment(ns, deployment, MANUAL);
+    const run = await createSyncRun(name, { gitopsDeploymentName: deployment, ...spec });
+    const uid = run.metadata.uid as string;
+    return { gd, run, uid, row: await syncRow(uid) };
+  };
+  /** Plays the agent taking an operation (the relay is off in these tests). */
+  const takeOperation = (id: string) =>
+    fixture.db.updateTable('operation').set({ state: 'In_Progress' }).where('id', '=', id).execute();
+  /** The SyncRun's operations once the backend announced a second one (the termination) after the first. */
+  const withTerminateOperation = (uid: string) =>
+    eventually('terminate operation', async () => {
+      const ops = await operationsOf(uid);
+      return ops.length === 2 ? ops : undefined;
+    });
 
   beforeAll(async () => {
-    fixture = await createBackendFixture();
     backend = await fixture.startBackend({ GITOPS_RELAY_ENABLED: 'false' });
     ns = (await fixture.createNamespace('syncrun')).name;
   });
-  afterAll(async () => {
-    await fixture?.cleanup();
-  });
 
   test('a SyncRun on a manual deployment writes one sync_operation, mapping and SyncOperation operation; the condition is False', async () => {
-    const gd = await fixture.createDeployment(ns, 'manual', MANUAL);
-    const run = await createSyncRun('run-one', { gitopsDeploymentName: 'manual', revisionID: 'v1' });
-    const uid = run.metadata.uid as string;
-    const [row] = await eventually('sync row', async () => {
-      const rows = await rowsOf(uid);
-      return rows.length > 0 ? rows : undefined;
-    });
-    assert.equal(row?.revision, 'v1');
-    assert.equal(row?.desired_state, 'Running');
+    const { gd, uid, row } = await manualSyncRun('manual', 'run-one', { revisionID: 'v1' });
+    assert.equal(row.revision, 'v1');
+    assert.equal(row.desired_state, 'Running');
     const application = await fixture.db
       .selectFrom('api_cr_mapping')
       .select('application_id')
       .where('cr_uid', '=', gd.metadata.uid as string)
       .executeTakeFirstOrThrow();
-    assert.equal(row?.application_id, application.application_id);
+    assert.equal(row.application_id, application.application_id);
     const operations = await operationsOf(uid);
     assert.equal(operations.length, 1);
     assert.equal(operations[0]?.resource_type, 'SyncOperation');
-    assert.equal(operations[0]?.resource_id, row?.id);
+    assert.equal(operations[0]?.resource_id, row.id);
     assert.equal(operations[0]?.owner_kind, 'GitOpsDeploymentSyncRun');
     assert.equal(operations[0]?.owner_name, 'run-one');
     // The SyncRun may have reached the backend's cache before its parent did: then a first reconcile wrote
@@ -209,20 +216,10 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
   });
 
   test('a failed sync outcome is reported in the message', async () => {
-    await fixture.createDeployment(ns, 'manual-failing', MANUAL);
-    const run = await createSyncRun('run-failing', { gitopsDeploymentName: 'manual-failing' });
-    const uid = run.metadata.uid as string;
-    const [row] = await eventually('sync row', async () => {
-      const rows = await rowsOf(uid);
-      return rows.length > 0 ? rows : undefined;
-    });
+    const { uid, row } = await manualSyncRun('manual-failing', 'run-failing');
     const [operation] = await operationsOf(uid);
-    await setSyncOperationOutcome(fixture.db, row!.id, 'Failed', 'the manifests are invalid');
-    await fixture.db
-      .updateTable('operation')
-      .set({ state: 'In_Progress' })
-      .where('id', '=', operation!.id)
-      .execute();
+    await setSyncOperationOutcome(fixture.db, row.id, 'Failed', 'the manifests are invalid');
+    await takeOperation(operation!.id);
     await completeOperation(fixture.db, operation!.id, 'sync Failed');
     const conditions = await eventually('failure reported', async () => {
       const c = await conditionOf('run-failing');
@@ -235,10 +232,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
   });
 
   test('the status follows the sync: Pending, Running (start, message), Succeeded (revision, finish); only the row changes wake it', async () => {
-    await fixture.createDeployment(ns, 'manual-progress', MANUAL);
-    const run = await createSyncRun('run-progress', { gitopsDeploymentName: 'manual-progress' });
-    const uid = run.metadata.uid as string;
-    const row = await syncRow(uid);
+    const { uid, row } = await manualSyncRun('manual-progress', 'run-progress');
     await statusWhen('run-progress', 'Pending', (s) => s.phase === 'Pending');
     // The agent requested it, then reports what Argo CD says. No operation changes state meanwhile: the
     // row's own notification is what wakes the SyncRun.
@@ -290,16 +284,9 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
   });
 
   test('spec.terminate terminates a running sync (the SyncRun stays, Terminated); one set before anything was requested never syncs', async () => {
-    await fixture.createDeployment(ns, 'manual-stop', MANUAL);
-    const run = await createSyncRun('run-stop', { gitopsDeploymentName: 'manual-stop' });
-    const uid = run.metadata.uid as string;
-    const row = await syncRow(uid);
+    const { uid, row } = await manualSyncRun('manual-stop', 'run-stop');
     const [first] = await operationsOf(uid);
-    await fixture.db
-      .updateTable('operation')
-      .set({ state: 'In_Progress' })
-      .where('id', '=', first!.id)
-      .execute();
+    await takeOperation(first!.id);
     await markSyncOperationRequested(fixture.db, row.id, randomUUID());
     await kubeRequest(fixture.kc, {
       method: HttpMethod.PATCH,
@@ -307,10 +294,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       body: { spec: { terminate: true } },
       contentType: 'application/merge-patch+json',
     });
-    const operations = await eventually('terminate operation', async () => {
-      const ops = await operationsOf(uid);
-      return ops.length === 2 ? ops : undefined;
-    });
+    const operations = await withTerminateOperation(uid);
     assert.equal(operations[1]?.resource_id, row.id);
     const asked = await rowsOf(uid);
     assert.equal(asked[0]?.desired_state, 'Terminated');
@@ -343,72 +327,32 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
   });
 
   test('deleting a SyncRun whose sync still runs asks for termination; its rows go once the agent finished', async () => {
-    await fixture.createDeployment(ns, 'manual-term', MANUAL);
-    const run = await createSyncRun('run-term', { gitopsDeploymentName: 'manual-term' });
-    const uid = run.metadata.uid as string;
-    const [row] = await eventually('sync row', async () => {
-      const rows = await rowsOf(uid);
-      return rows.length > 0 ? rows : undefined;
-    });
+    const { uid, row } = await manualSyncRun('manual-term', 'run-term');
     // The agent holds the first operation In_Progress while Argo CD runs the sync.
     const [first] = await operationsOf(uid);
-    await fixture.db
-      .updateTable('operation')
-      .set({ state: 'In_Progress' })
-      .where('id', '=', first!.id)
-      .execute();
+    await takeOperation(first!.id);
     await fixture.db
       .updateTable('sync_operation')
       .set({ requested_at: new Date() })
-      .where('id', '=', row!.id)
+      .where('id', '=', row.id)
       .execute();
     await deleteSyncRun('run-term');
-    const operations = await eventually('terminate operation', async () => {
-      const ops = await operationsOf(uid);
-      return ops.length === 2 ? ops : undefined;
-    });
-    assert.equal(operations[1]?.resource_id, row?.id);
-    const terminated = await fixture.db
-      .selectFrom('sync_operation')
-      .selectAll()
-      .where('id', '=', row!.id)
-      .executeTakeFirstOrThrow();
-    assert.equal(terminated.desired_state, 'Terminated');
+    const operations = await withTerminateOperation(uid);
+    assert.equal(operations[1]?.resource_id, row.id);
+    assert.equal((await getSyncOperation(fixture.db, row.id))?.desired_state, 'Terminated');
     // The agent terminates it in Argo CD and records the outcome.
-    await setSyncOperationOutcome(fixture.db, row!.id, 'Terminated', 'terminated');
-    await fixture.db
-      .updateTable('operation')
-      .set({ state: 'In_Progress' })
-      .where('id', '=', operations[1]!.id)
-      .execute();
+    await setSyncOperationOutcome(fixture.db, row.id, 'Terminated', 'terminated');
+    await takeOperation(operations[1]!.id);
     await completeOperation(fixture.db, operations[1]!.id);
     await eventually('rows collected', async () => (await rowsOf(uid)).length === 0);
-    const gone = await fixture.db
-      .selectFrom('sync_operation')
-      .select('id')
-      .where('id', '=', row!.id)
-      .execute();
-    assert.equal(gone.length, 0);
+    assert.equal(await getSyncOperation(fixture.db, row.id), undefined);
   });
 
   test('deleting a finished SyncRun only deletes its rows (no operation for Argo CD)', async () => {
-    await fixture.createDeployment(ns, 'manual-done', MANUAL);
-    const run = await createSyncRun('run-done', { gitopsDeploymentName: 'manual-done' });
-    const uid = run.metadata.uid as string;
-    const [row] = await eventually('sync row', async () => {
-      const rows = await rowsOf(uid);
-      return rows.length > 0 ? rows : undefined;
-    });
-    await setSyncOperationOutcome(fixture.db, row!.id, 'Succeeded', 'ok');
+    const { uid, row } = await manualSyncRun('manual-done', 'run-done');
+    await setSyncOperationOutcome(fixture.db, row.id, 'Succeeded', 'ok');
     await deleteSyncRun('run-done');
-    await eventually('rows deleted', async () => {
-      const left = await fixture.db
-        .selectFrom('sync_operation')
-        .select('id')
-        .where('id', '=', row!.id)
-        .execute();
-      return left.length === 0;
-    });
+    await eventually('rows deleted', async () => (await getSyncOperation(fixture.db, row.id)) === undefined);
     assert.equal((await operationsOf(uid)).length, 1);
   });
 

@@ -9,13 +9,7 @@
  * (desired_state Terminated + operation) or, when finished, only loses its rows. No finalizer is used:
  * the delete event and the orphan sweep (at start and every RESYNC_INTERVAL) find deleted SyncRuns.
  */
-import {
-  GitOpsDeploymentMessage,
-  GitOpsDeploymentType,
-  SyncRunConditionType,
-  SyncRunEventReason,
-  SyncRunMessage,
-} from '@gitops/api';
+import { GitOpsDeploymentType, SyncRunConditionType, SyncRunEventReason, SyncRunMessage } from '@gitops/api';
 import {
   type Database,
   getApplication,
@@ -28,7 +22,6 @@ import {
   type EventRecorder,
   findCondition,
   type Informer,
-  isConflict,
   type KubeConfig,
   type KubeObject,
   type Logger,
@@ -38,7 +31,7 @@ import {
   splitObjectKey,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { writeErrorConditions } from '../error-occurred.ts';
+import { reportUnknownError, writeErrorConditions } from '../error-occurred.ts';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
 import {
   desiredApplicationSpec,
@@ -193,10 +186,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
         next,
         existing,
         state,
-        reasons: {
-          error: SyncRunEventReason.ErrorOccurred,
-          resolved: SyncRunEventReason.ErrorOccurredResolved,
-        },
+        reasons: SyncRunEventReason,
         alsoStatus: changes,
       },
       logger,
@@ -379,15 +369,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
       if (!object || isBeingDeleted(object)) await reconcileGone(namespace, name, context.logger);
       else return await reconcileLive(object, context);
     } catch (err) {
-      if (object && !isConflict(err) && !context.signal.aborted) {
-        await writeCondition(
-          object,
-          { status: 'error', message: GitOpsDeploymentMessage.UnknownError },
-          context.logger,
-        ).catch((statusErr: unknown) =>
-          context.logger.warn({ err: statusErr }, 'could not report the error in ErrorOccurred'),
-        );
-      }
+      await reportUnknownError(object, err, context, writeCondition);
       throw err;
     }
     return undefined;

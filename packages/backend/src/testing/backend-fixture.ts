@@ -7,7 +7,14 @@
 import { randomBytes } from 'node:crypto';
 import { API_GROUP_VERSION, type GitOpsDeploymentSpec, Plural } from '@gitops/api';
 import { gitOpsDeployment } from '@gitops/api/testing';
-import type { Database, RepositoryCredentialsRow } from '@gitops/db';
+import {
+  type ApplicationRow,
+  type Database,
+  getApplicationByName,
+  getOperation,
+  type OperationRow,
+  type RepositoryCredentialsRow,
+} from '@gitops/db';
 import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import {
   createLogger,
@@ -20,12 +27,18 @@ import {
   type LogLevel,
   loadKubeConfig,
 } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, useFixture } from '@gitops/shared/testing';
 import type { Kysely } from 'kysely';
 import { type Backend, buildBackend } from '../app.ts';
 import { BACKEND_SHARD_LABEL, loadBackendConfig } from '../config.ts';
 
 export const randomSuffix = () => randomBytes(4).toString('hex');
+
+/** An automated GitOpsDeployment spec of the upstream project's test data, for tests of what the backend writes. */
+export const automatedTestDataSpec = {
+  source: { repoURL: 'https://github.com/redhat-appstudio/managed-gitops', path: 'resources/test-data' },
+  type: 'automated',
+};
 
 export interface BackendFixture {
   readonly kc: KubeConfig;
@@ -52,12 +65,21 @@ export interface BackendFixture {
   getOperationCr(operationId: string): Promise<KubeObject | undefined>;
   /** The repository_credentials row of the RepositoryCredential with this uid, once the backend wrote it. */
   repositoryCredentialsRowOf(crUid: string): Promise<RepositoryCredentialsRow>;
+  /** The application row of GitOpsDeployment `cr`, once the backend wrote it. */
+  applicationOf(cr: KubeObject): Promise<ApplicationRow>;
+  /** The operations announcing the row `resourceId` (an application, environment, credentials), oldest first. */
+  operationsOf(resourceId: string): Promise<OperationRow[]>;
+  /** Waits until the relay delivered operation `operationId` (created its Operation CR); its row then. */
+  deliveredOperation(operationId: string): Promise<OperationRow>;
   listOperationCrs(): Promise<KubeObject[]>;
   cleanup(): Promise<void>;
 }
 
 const deploymentsPath = (namespace: string) =>
   `/apis/${API_GROUP_VERSION}/namespaces/${encodeURIComponent(namespace)}/${Plural.GitOpsDeployment}`;
+
+/** The fixture of the enclosing test file or describe block: made before its tests, cleaned up after them. */
+export const useBackendFixture = (): BackendFixture => useFixture(createBackendFixture, (f) => f.cleanup());
 
 export async function createBackendFixture(): Promise<BackendFixture> {
   const kc = loadKubeConfig(process.env.KUBECONFIG);
@@ -134,6 +156,22 @@ export async function createBackendFixture(): Promise<BackendFixture> {
           .where('cr_uid', '=', crUid)
           .executeTakeFirst(),
       ),
+    applicationOf: (cr) =>
+      eventually(`application of ${cr.metadata.name}`, () =>
+        getApplicationByName(database.db, `gitopsdepl-${cr.metadata.uid}`),
+      ),
+    operationsOf: (resourceId) =>
+      database.db
+        .selectFrom('operation')
+        .selectAll()
+        .where('resource_id', '=', resourceId)
+        .orderBy('created_at')
+        .execute(),
+    deliveredOperation: (operationId) =>
+      eventually(`operation ${operationId} delivered`, async () => {
+        const row = await getOperation(database.db, operationId);
+        return row?.delivered_at ? row : undefined;
+      }),
     async createNamespace(prefix = 'tenant', labels = {}) {
       const name = `${prefix}-${randomSuffix()}`;
       const ns = (await kubeRequest(kc, {

@@ -24,30 +24,38 @@ const tenant = {
   namespaceCreatingEnvironmentIds: [] as string[],
 };
 
+/** The tenant's repos as both its projects list them: normalised, sorted, de-duplicated. */
+const sourceRepos = [
+  'https://github.com/org/another',
+  'https://github.com/org/private',
+  'https://github.com/org/repo',
+];
+/** A project of the tenant in Argo CD's namespace, labelled with the tenant's database id. */
+const appProject = (name: string, spec: Record<string, unknown>) => ({
+  apiVersion: 'argoproj.io/v1alpha1',
+  kind: 'AppProject',
+  metadata: {
+    name,
+    namespace: 'argocd',
+    labels: { 'managed-gitops.redhat.com/database-id': '11111111-1111-4111-8111-111111111111' },
+  },
+  spec,
+});
+
 describe('renderAppProject', () => {
   it("lists the tenant's normalised, sorted, de-duplicated repos and its destinations", () => {
-    assert.deepEqual(renderAppProject(tenant, 'argocd'), {
-      apiVersion: 'argoproj.io/v1alpha1',
-      kind: 'AppProject',
-      metadata: {
-        name: 'app-project-11111111-1111-4111-8111-111111111111',
-        namespace: 'argocd',
-        labels: { 'managed-gitops.redhat.com/database-id': '11111111-1111-4111-8111-111111111111' },
-      },
-      spec: {
-        sourceRepos: [
-          'https://github.com/org/another',
-          'https://github.com/org/private',
-          'https://github.com/org/repo',
-        ],
+    assert.deepEqual(
+      renderAppProject(tenant, 'argocd'),
+      appProject('app-project-11111111-1111-4111-8111-111111111111', {
+        sourceRepos,
         destinations: [
           { name: 'in-cluster', namespace: 'jane' },
           { name: 'managed-env-aaaaaaaa-0000-4000-8000-000000000000', namespace: '*' },
           { name: 'managed-env-bbbbbbbb-0000-4000-8000-000000000000', namespace: '*' },
           { name: 'managed-env-cccccccc-0000-4000-8000-000000000000', namespace: '*' },
         ],
-      },
-    });
+      }),
+    );
   });
 
   it('has no cluster resource whitelist, whatever the environments allow (it lists in-cluster)', () => {
@@ -73,27 +81,17 @@ describe('renderAppProject', () => {
   });
 
   it('the cluster-resource project lists only the environments that allow cluster resources, never in-cluster', () => {
-    assert.deepEqual(renderClusterAppProject(tenant, 'argocd'), {
-      apiVersion: 'argoproj.io/v1alpha1',
-      kind: 'AppProject',
-      metadata: {
-        name: 'app-project-11111111-1111-4111-8111-111111111111-cluster',
-        namespace: 'argocd',
-        labels: { 'managed-gitops.redhat.com/database-id': '11111111-1111-4111-8111-111111111111' },
-      },
-      spec: {
-        sourceRepos: [
-          'https://github.com/org/another',
-          'https://github.com/org/private',
-          'https://github.com/org/repo',
-        ],
+    assert.deepEqual(
+      renderClusterAppProject(tenant, 'argocd'),
+      appProject('app-project-11111111-1111-4111-8111-111111111111-cluster', {
+        sourceRepos,
         destinations: [
           { name: 'managed-env-aaaaaaaa-0000-4000-8000-000000000000', namespace: '*' },
           { name: 'managed-env-cccccccc-0000-4000-8000-000000000000', namespace: '*' },
         ],
         clusterResourceWhitelist: [{ group: '*', kind: '*' }],
-      },
-    });
+      }),
+    );
   });
 
   it('has no cluster-resource project (deleted) when no environment allows cluster resources', () => {

@@ -22,7 +22,7 @@ import {
   serverSideApply,
 } from '@gitops/shared';
 import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
-import type { FeatureContext } from '../agent-feature.ts';
+import type { FeatureContext, ResourceContext } from '../agent-feature.ts';
 import {
   AgentLabel,
   ApplicationResource,
@@ -83,21 +83,18 @@ const CLUSTER_SECRET_SETTLE_MS = 3_000;
 /** How often an application moved here looks whether the instance it left has released it (fallback). */
 const RELEASE_RECHECK_MS = 5_000;
 
+/** What a reconcile of an Application row is given (`recomputeProject`: see reconcileApplication). */
+export type ReconcileApplicationOptions = Pick<ResourceContext, 'ownerUserIds' | 'signal' | 'logger'> & {
+  recomputeProject: boolean;
+};
+
 export interface ApplicationReconciler {
   /**
    * Application row `id` exists → apply its Application (and the tenant's AppProject); gone → delete it.
    * `recomputeProject`: recompute the AppProject from the rows (an operation announced a change); otherwise it
    * is only created when missing (drift repair; the resync checks AppProjects under their own keys).
    */
-  reconcileApplication(
-    id: string,
-    options: {
-      ownerUserIds: readonly string[];
-      recomputeProject: boolean;
-      signal: AbortSignal;
-      logger: Logger;
-    },
-  ): Promise<ResourceOutcome>;
+  reconcileApplication(id: string, options: ReconcileApplicationOptions): Promise<ResourceOutcome>;
   /** The tenant's AppProject: applied from the rows, or deleted when the tenant has nothing left. */
   reconcileAppProject(
     clusterUserId: string,
@@ -478,33 +475,22 @@ export function createApplicationReconciler(
         )) || deleted;
       options.logger.info({ application: app.metadata.name }, 'Application deleted (its row is gone)');
     }
-    if (syncing.length > 0) {
+    /** Not gone yet: its tenants are kept (their AppProjects are updated once it is), and a later pass looks again. */
+    const pending = (reason: string, requeueAfterMs: number) => {
       tenantsOfPendingDeletes.set(id, tenants);
-      return {
-        status: 'pending',
-        reason: `waiting for the sync of Application ${syncing.join(', ')} to end before deleting it`,
-        requeueAfterMs: SYNC_END_RECHECK_MS,
-        changed: deleted,
-      };
-    }
-    if (waitingFor.length > 0) {
-      tenantsOfPendingDeletes.set(id, tenants);
-      return {
-        status: 'pending',
-        reason: waitingFor.join('; '),
-        requeueAfterMs: DESTINATION_RECHECK_MS,
-        changed: deleted,
-      };
-    }
-    if (live.length > 0) {
-      tenantsOfPendingDeletes.set(id, tenants);
-      return {
-        status: 'pending',
-        reason: `waiting for Argo CD to delete Application ${live.map((a) => a.metadata.name).join(', ')}`,
-        requeueAfterMs: PENDING_DELETE_RECHECK_MS,
-        changed: deleted,
-      };
-    }
+      return { status: 'pending' as const, reason, requeueAfterMs, changed: deleted };
+    };
+    if (syncing.length > 0)
+      return pending(
+        `waiting for the sync of Application ${syncing.join(', ')} to end before deleting it`,
+        SYNC_END_RECHECK_MS,
+      );
+    if (waitingFor.length > 0) return pending(waitingFor.join('; '), DESTINATION_RECHECK_MS);
+    if (live.length > 0)
+      return pending(
+        `waiting for Argo CD to delete Application ${live.map((a) => a.metadata.name).join(', ')}`,
+        PENDING_DELETE_RECHECK_MS,
+      );
     tenantsOfPendingDeletes.delete(id);
     for (const tenant of tenants) {
       await reconcileAppProject(tenant, { ...options, goneApplicationIds: [id] });
@@ -593,12 +579,7 @@ export function createApplicationReconciler(
 
   async function reconcileApplication(
     id: string,
-    options: {
-      ownerUserIds: readonly string[];
-      recomputeProject: boolean;
-      signal: AbortSignal;
-      logger: Logger;
-    },
+    options: ReconcileApplicationOptions,
   ): Promise<ResourceOutcome> {
     settledApplications.delete(id);
     const found = isUuid(id) ? await getApplicationWithDestination(db, id) : undefined;

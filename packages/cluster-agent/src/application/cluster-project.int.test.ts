@@ -33,8 +33,8 @@ import {
 } from '@gitops/db';
 import { collectionPath, getObject, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type AgentFixture, createAgentFixture } from '../testing/agent-fixture.ts';
+import { beforeAll, describe, it } from 'vitest';
+import { useAgentFixture } from '../testing/agent-fixture.ts';
 
 const ARGO = 'argoproj.io/v1alpha1';
 
@@ -52,21 +52,17 @@ interface Project extends KubeObject {
 }
 
 describe('the tenant’s AppProjects and cluster-scoped resources', () => {
-  let f: AgentFixture;
+  const f = useAgentFixture({ prefix: 'cres' });
   let sealer: Sealer;
   let engineInstanceId: string;
 
   beforeAll(async () => {
-    f = await createAgentFixture({ prefix: 'cres' });
     sealer = createSealer({
       keys: [{ id: 'test', key: decodeSealingKey(f.encryptionKey) }],
       activeKeyId: 'test',
     });
     const agent = await f.startAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
     engineInstanceId = agent.engineInstance()!.id;
-  });
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   async function givenTenant(prefix: string): Promise<ClusterUserRow> {

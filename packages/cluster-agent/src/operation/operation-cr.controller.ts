@@ -3,30 +3,20 @@
  * namespaces are never seen (the informer is namespaced); ones whose row does not exist or belongs to another
  * engine instance are ignored; ones whose row is finished are deleted.
  */
-import { type Db, getOperation } from '@gitops/db';
+import { getOperation } from '@gitops/db';
 import {
   createWorkQueue,
   deleteIfExists,
   type Informer,
-  type KubeConfig,
   type KubeObject,
-  type Logger,
   objectKey,
-  type Registry,
   splitObjectKey,
   type WorkQueue,
 } from '@gitops/shared';
 import { isUuid } from '../argocd.ts';
-import { operationCrRef } from './operation.processor.ts';
+import { type OperationQueueContext, operationCrRef } from './operation.processor.ts';
 
-export interface OperationCrControllerOptions {
-  db: Db;
-  kc: KubeConfig;
-  logger: Logger;
-  registry: Registry;
-  namespace: string;
-  engineInstanceId: string;
-  concurrency: number;
+export interface OperationCrControllerOptions extends OperationQueueContext {
   operations: Informer<KubeObject>;
   enqueueResource(resourceType: string, resourceId: string): void;
 }

@@ -22,7 +22,11 @@ import {
   type WorkQueue,
 } from '@gitops/shared';
 import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
-import { createOperationProcessor, type ResourceHandler } from './operation.processor.ts';
+import {
+  createOperationProcessor,
+  type OperationQueueContext,
+  type ResourceHandler,
+} from './operation.processor.ts';
 import { collectFinishedOperations, sweepOperations } from './operation.sweeps.ts';
 import { createOperationCrController } from './operation-cr.controller.ts';
 
@@ -55,7 +59,7 @@ export function createOperationFeature(
     resyncPeriodMs: config.resyncIntervalMs,
     resource: { apiVersion: API_GROUP_VERSION, plural: Plural.Operation },
   });
-  const processor = createOperationProcessor({
+  const queueContext: OperationQueueContext = {
     db,
     kc,
     logger,
@@ -63,6 +67,9 @@ export function createOperationFeature(
     namespace,
     engineInstanceId,
     concurrency: config.concurrency,
+  };
+  const processor = createOperationProcessor({
+    ...queueContext,
     maxAttempts: config.operationMaxAttempts,
     retryMaxDelayMs: config.operationRetryMaxMs,
     handle: options.handle,
@@ -70,13 +77,7 @@ export function createOperationFeature(
   });
   const enqueueResource = (type: string, id: string) => processor.enqueue(type, id);
   const crController = createOperationCrController({
-    db,
-    kc,
-    logger,
-    registry,
-    namespace,
-    engineInstanceId,
-    concurrency: config.concurrency,
+    ...queueContext,
     operations,
     enqueueResource,
   });

@@ -53,7 +53,8 @@ export type ResourceHandler = (
   context: { operations: readonly OperationRow[]; signal: AbortSignal; logger: Logger },
 ) => Promise<ResourceOutcome>;
 
-export interface OperationProcessorOptions {
+/** What both work queues of the instance's operations (the processor, the Operation CR controller) run with. */
+export interface OperationQueueContext {
   db: Db;
   kc: KubeConfig;
   logger: Logger;
@@ -61,6 +62,9 @@ export interface OperationProcessorOptions {
   namespace: string;
   engineInstanceId: string;
   concurrency: number;
+}
+
+export interface OperationProcessorOptions extends OperationQueueContext {
   maxAttempts: number;
   retryMaxDelayMs: number;
   handle: ResourceHandler;

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
 import {
+  type RepositorySecretInput,
   renderRepositorySecret,
   renderRepositorySecrets,
   repositorySecretDrifted,
@@ -8,19 +9,21 @@ import {
 
 const ID = '11111111-2222-3333-4444-555555555555';
 const USER = 'aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee';
+/** A row with username and password, rendered into Argo CD's namespace. */
+const withPassword: RepositorySecretInput = {
+  id: ID,
+  clusterUserId: USER,
+  repositoryUrl: 'https://h/r.git',
+  username: 'u',
+  password: 'p',
+  namespace: 'argocd',
+};
 const decode = (data: Record<string, string>) =>
   Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
 
 describe('repository Secret render', () => {
   it('is repo-cred-<id>, labelled as an Argo CD repository, and scoped to the tenant AppProject', () => {
-    const secret = renderRepositorySecret({
-      id: ID,
-      clusterUserId: USER,
-      repositoryUrl: 'https://h/r.git',
-      username: 'u',
-      password: 'p',
-      namespace: 'argocd',
-    });
+    const secret = renderRepositorySecret(withPassword);
     assert.equal(secret.metadata.name, `repo-cred-${ID}`);
     assert.equal(secret.metadata.namespace, 'argocd');
     assert.equal(secret.metadata.labels?.['argocd.argoproj.io/secret-type'], 'repository');
@@ -34,14 +37,7 @@ describe('repository Secret render', () => {
   });
 
   it('a row has one Secret per tenant AppProject, the same credentials in both', () => {
-    const [main, cluster] = renderRepositorySecrets({
-      id: ID,
-      clusterUserId: USER,
-      repositoryUrl: 'https://h/r.git',
-      username: 'u',
-      password: 'p',
-      namespace: 'argocd',
-    });
+    const [main, cluster] = renderRepositorySecrets(withPassword);
     assert.equal(main?.metadata.name, `repo-cred-${ID}`);
     assert.equal(cluster?.metadata.name, `repo-cred-${ID}-cluster`);
     assert.equal(cluster?.metadata.labels?.['managed-gitops.redhat.com/database-id'], ID);
@@ -66,14 +62,7 @@ describe('repository Secret render', () => {
   });
 
   it('detects drift in data and labels, including keys someone added', () => {
-    const desired = renderRepositorySecret({
-      id: ID,
-      clusterUserId: USER,
-      repositoryUrl: 'https://h/r',
-      username: 'u',
-      password: 'p',
-      namespace: 'argocd',
-    });
+    const desired = renderRepositorySecret({ ...withPassword, repositoryUrl: 'https://h/r' });
     assert.equal(repositorySecretDrifted(undefined, desired), true);
     assert.equal(repositorySecretDrifted(structuredClone(desired), desired), false);
     const edited = structuredClone(desired);

@@ -7,29 +7,29 @@ import {
   projectCacheLag,
 } from './application-state.projection.ts';
 
+/** A resource with every field the projection copies, and the revision the Application was compared to. */
+const webDeployment = {
+  group: 'apps',
+  version: 'v1',
+  kind: 'Deployment',
+  namespace: 'jane',
+  name: 'web',
+  status: 'Synced',
+  health: { status: 'Healthy' },
+};
+const comparedTo = {
+  source: { repoURL: 'https://github.com/org/repo', path: 'env/dev', targetRevision: 'main' },
+  destination: { name: 'in-cluster', namespace: 'jane' },
+};
+
 const application = {
   metadata: { name: 'gitopsdepl-1', namespace: 'argocd' },
   spec: { project: 'p' },
   status: {
-    sync: {
-      status: 'Synced',
-      revision: 'abc123',
-      comparedTo: {
-        source: { repoURL: 'https://github.com/org/repo', path: 'env/dev', targetRevision: 'main' },
-        destination: { name: 'in-cluster', namespace: 'jane' },
-      },
-    },
+    sync: { status: 'Synced', revision: 'abc123', comparedTo },
     health: { status: 'Progressing', message: 'waiting for rollout' },
     resources: [
-      {
-        group: 'apps',
-        version: 'v1',
-        kind: 'Deployment',
-        namespace: 'jane',
-        name: 'web',
-        status: 'Synced',
-        health: { status: 'Healthy' },
-      },
+      webDeployment,
       { version: 'v1', kind: 'ConfigMap', namespace: 'jane', name: 'cfg', status: 'OutOfSync' },
     ],
     operationState: {
@@ -53,21 +53,10 @@ describe('projectApplicationState', () => {
       sync: { status: 'Synced', revision: 'abc123' },
       health: { status: 'Progressing', message: 'waiting for rollout' },
       resources: [
-        {
-          group: 'apps',
-          version: 'v1',
-          kind: 'Deployment',
-          namespace: 'jane',
-          name: 'web',
-          status: 'Synced',
-          health: { status: 'Healthy' },
-        },
+        webDeployment,
         { group: '', version: 'v1', kind: 'ConfigMap', namespace: 'jane', name: 'cfg', status: 'OutOfSync' },
       ],
-      reconciledState: {
-        source: { repoURL: 'https://github.com/org/repo', path: 'env/dev', targetRevision: 'main' },
-        destination: { name: 'in-cluster', namespace: 'jane' },
-      },
+      reconciledState: comparedTo,
       operationState: {
         operation: { sync: { revision: 'abc123' } },
         phase: 'Succeeded',

@@ -10,21 +10,21 @@ import {
   type ClusterUserRow,
   getOperation,
   getSyncOperation,
-  insertApiCrMapping,
   insertOperation,
   insertSyncOperation,
   setSyncOperationDesiredState,
 } from '@gitops/db';
+import { givenOwnedOperation } from '@gitops/db/testing';
 import { deleteIfExists, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import type { Agent } from '../app.ts';
-import { type AgentFixture, createAgentFixture } from '../testing/agent-fixture.ts';
+import { useAgentFixture } from '../testing/agent-fixture.ts';
 
 const kubeTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 describe('cluster-agent SyncOperation', () => {
-  let f: AgentFixture;
+  const f = useAgentFixture({ prefix: 'sync' });
   let agent: Agent;
   let engineInstanceId: string;
   let tenant: ClusterUserRow;
@@ -41,6 +41,13 @@ describe('cluster-agent SyncOperation', () => {
     return application;
   }
 
+  /** Once the agent is idle: the sync is not requested, neither on the Application nor in its row. */
+  async function assertNotRequested(application: ApplicationRow, syncOperationId: string, why: string) {
+    await agent.whenIdle();
+    assert.equal((await getApp(application.name))?.operation, undefined, why);
+    assert.equal((await getSyncOperation(f.db, syncOperationId))?.requested_at, null);
+  }
+
   /** What the backend writes for a SyncRun. */
   async function syncRun(application: ApplicationRow, revision = '') {
     const uid = randomUUID();
@@ -51,18 +58,11 @@ describe('cluster-agent SyncOperation', () => {
         deploymentName: 'd',
         revision,
       });
-      const owner = { uid, name: `run-${uid.slice(0, 8)}`, namespace: tenantNamespace };
-      await insertApiCrMapping(
-        trx,
-        { ...owner, namespaceUid: tenant.namespace_uid },
-        { kind: 'GitOpsDeploymentSyncRun', syncOperationId: syncOperation.id },
-      );
-      const { operation } = await insertOperation(trx, {
+      const operation = await givenOwnedOperation(trx, {
+        tenant,
         engineInstanceId,
-        resourceType: 'SyncOperation',
-        resourceId: syncOperation.id,
-        ownerUserId: tenant.id,
-        ownerCr: { kind: 'GitOpsDeploymentSyncRun', ...owner },
+        cr: { uid, name: `run-${uid.slice(0, 8)}`, namespace: tenantNamespace },
+        row: { kind: 'GitOpsDeploymentSyncRun', syncOperationId: syncOperation.id },
       });
       return { syncOperation, operation };
     });
@@ -122,16 +122,11 @@ describe('cluster-agent SyncOperation', () => {
     });
 
   beforeAll(async () => {
-    f = await createAgentFixture({ prefix: 'sync' });
     tenantNamespace = `sync-tenant-${f.suffix}`;
     await f.createNamespace(tenantNamespace);
     agent = await f.startAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
     engineInstanceId = agent.engineInstance()!.id;
     tenant = await f.givenTenant(tenantNamespace, { workspaceEnvironment: false });
-  });
-
-  afterAll(async () => {
-    await f?.cleanup();
   });
 
   it('refreshes, requests the sync once as gitops-service, and completes the operation with the Argo CD result', async () => {
@@ -240,13 +235,7 @@ describe('cluster-agent SyncOperation', () => {
     const application = await manualApplication();
     const { deleting, gone } = await startDeleting(application.name);
     const { syncOperation } = await syncRun(application, 'v3');
-    await agent.whenIdle();
-    assert.equal(
-      (await getApp(application.name))?.operation,
-      undefined,
-      'no sync on the Application being deleted',
-    );
-    assert.equal((await getSyncOperation(f.db, syncOperation.id))?.requested_at, null);
+    await assertNotRequested(application, syncOperation.id, 'no sync on the Application being deleted');
     await gone();
     await recreated(application.name, deleting.metadata.uid);
     assert.equal((await take(application.name)).operation.sync.revision, 'v3');
@@ -297,13 +286,7 @@ describe('cluster-agent SyncOperation', () => {
       return operation;
     });
     const { syncOperation } = await syncRun(application, 'v5');
-    await agent.whenIdle();
-    assert.equal(
-      (await getApp(application.name))?.operation,
-      undefined,
-      'not requested while the change waits',
-    );
-    assert.equal((await getSyncOperation(f.db, syncOperation.id))?.requested_at, null);
+    await assertNotRequested(application, syncOperation.id, 'not requested while the change waits');
     // The change becomes due and is applied: then the sync is requested.
     await f.db
       .updateTable('operation')

@@ -12,13 +12,11 @@ import {
   type ClusterUserRow,
   type Database,
   ensureWorkspaceEnvironment,
-  insertApiCrMapping,
   insertApplication,
-  insertOperation,
   type OperationRow,
   upsertClusterUser,
 } from '@gitops/db';
-import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
+import { createTestDatabase, givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
 import {
   collectionPath,
   createMetricsRegistry,
@@ -33,6 +31,7 @@ import {
   type Registry,
   serverSideApply,
 } from '@gitops/shared';
+import { useFixture } from '@gitops/shared/testing';
 import type { Kysely } from 'kysely';
 import { type Agent, buildAgent } from '../app.ts';
 import { type AgentConfig, loadAgentConfig } from '../config.ts';
@@ -80,10 +79,19 @@ export interface AgentFixture {
   cleanup(): Promise<void>;
 }
 
-export async function createAgentFixture(options: {
+export interface AgentFixtureOptions {
   prefix: string;
   createArgoCdNamespace?: boolean;
-}): Promise<AgentFixture> {
+}
+
+/** The fixture of the enclosing test file or describe block: made before its tests, cleaned up after them. */
+export const useAgentFixture = (options: AgentFixtureOptions): AgentFixture =>
+  useFixture(
+    () => createAgentFixture(options),
+    (f) => f.cleanup(),
+  );
+
+export async function createAgentFixture(options: AgentFixtureOptions): Promise<AgentFixture> {
   const kubeconfigPath = process.env.KUBECONFIG;
   const kc = loadKubeConfig(kubeconfigPath);
   const database = await createTestDatabase();
@@ -153,18 +161,11 @@ export async function createAgentFixture(options: {
             destination: { namespace },
           },
         });
-        const owner = { uid: crUid, name: `d-${crUid.slice(0, 8)}`, namespace };
-        await insertApiCrMapping(
-          trx,
-          { ...owner, namespaceUid: tenant.namespace_uid },
-          { kind: 'GitOpsDeployment', applicationId: application.id },
-        );
-        const { operation } = await insertOperation(trx, {
+        const operation = await givenOwnedOperation(trx, {
+          tenant,
           engineInstanceId,
-          resourceType: 'Application',
-          resourceId: application.id,
-          ownerUserId: tenant.id,
-          ownerCr: { kind: 'GitOpsDeployment', ...owner },
+          cr: { uid: crUid, name: `d-${crUid.slice(0, 8)}`, namespace },
+          row: { kind: 'GitOpsDeployment', applicationId: application.id },
         });
         return { application, operation };
       });

@@ -1,11 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import pg from 'pg';
+import { insertApiCrMapping, type MappedRow } from '../api-cr-mapping.repository.ts';
 import { insertApplication } from '../application.repository.ts';
 import { upsertClusterUser } from '../cluster-user.repository.ts';
-import type { ApplicationRow, ClusterUserRow, Database, EngineInstanceRow } from '../database.ts';
+import type {
+  ApplicationRow,
+  ClusterUserRow,
+  Database,
+  EngineInstanceRow,
+  OperationRow,
+  SyncOperationRow,
+} from '../database.ts';
 import { upsertEngineInstance } from '../engine-instance.repository.ts';
-import { holdAgentListeningLock } from '../operation.repository.ts';
+import { holdAgentListeningLock, insertOperation } from '../operation.repository.ts';
+import type { OperationResourceType } from '../schema-values.ts';
+import { insertSyncOperation } from '../sync-operation.repository.ts';
 
 /** Rows the db package's integration tests build on. Exported from `@gitops/db/testing`, not from the package's production index. */
 
@@ -43,6 +53,31 @@ export async function givenApplication(
   });
 }
 
+/** An application of a new tenant on a new engine instance, with the two rows it stands on. */
+export async function givenTenantApplication(db: Kysely<Database>): Promise<{
+  clusterUser: ClusterUserRow;
+  engineInstance: EngineInstanceRow;
+  application: ApplicationRow;
+}> {
+  const clusterUser = await givenClusterUser(db);
+  const engineInstance = await givenEngineInstance(db);
+  const application = await givenApplication(db, { clusterUser, engineInstance });
+  return { clusterUser, engineInstance, application };
+}
+
+/** A SyncRun's sync_operation row for an application of the tenant (deployment `d`, no revision). */
+export async function givenSyncOperation(
+  db: Kysely<Database>,
+  input: { clusterUser: ClusterUserRow; application: ApplicationRow },
+): Promise<SyncOperationRow> {
+  return await insertSyncOperation(db, {
+    clusterUserId: input.clusterUser.id,
+    applicationId: input.application.id,
+    deploymentName: 'd',
+    revision: '',
+  });
+}
+
 /**
  * Plays a cluster-agent's LISTEN connection: a session of its own (not from a pool) holding the
  * agent-listening lock of `engineInstanceId`. `end()` closes the session, as an agent that stops or crashes.
@@ -55,4 +90,42 @@ export async function givenListeningAgentSession(
   await session.connect();
   const held = await holdAgentListeningLock(session, engineInstanceId);
   return { held, end: () => session.end() };
+}
+
+/** The operation's resource of each mapped row (the row a CR's mapping names is the resource announced). */
+function resourceOf(row: MappedRow): { resourceType: OperationResourceType; resourceId: string } {
+  switch (row.kind) {
+    case 'GitOpsDeployment':
+      return { resourceType: 'Application', resourceId: row.applicationId };
+    case 'GitOpsDeploymentSyncRun':
+      return { resourceType: 'SyncOperation', resourceId: row.syncOperationId };
+    case 'GitOpsDeploymentManagedEnvironment':
+      return { resourceType: 'ManagedEnvironment', resourceId: row.managedEnvironmentId };
+    case 'GitOpsDeploymentRepositoryCredential':
+      return { resourceType: 'RepositoryCredentials', resourceId: row.repositoryCredentialsId };
+  }
+}
+
+/**
+ * What the backend writes, inside the transaction that wrote `row`, for a tenant's CR: the CR's mapping to
+ * the row and the operation announcing the row to `engineInstanceId`, owned by the tenant and the CR.
+ */
+export async function givenOwnedOperation(
+  trx: Transaction<Database>,
+  input: {
+    tenant: ClusterUserRow;
+    engineInstanceId: string;
+    cr: { uid: string; name: string; namespace: string };
+    row: MappedRow;
+  },
+): Promise<OperationRow> {
+  const { tenant, cr, row } = input;
+  await insertApiCrMapping(trx, { ...cr, namespaceUid: tenant.namespace_uid }, row);
+  const { operation } = await insertOperation(trx, {
+    engineInstanceId: input.engineInstanceId,
+    ...resourceOf(row),
+    ownerUserId: tenant.id,
+    ownerCr: { kind: row.kind, ...cr },
+  });
+  return operation;
 }

@@ -6,29 +6,22 @@
  * objects, and a hanging API.
  */
 import assert from 'node:assert/strict';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import {
   condition,
-  createRhoasFixture,
   eventually,
   OFFLINE_TOKEN,
   type RhoasFixture,
   randomSuffix,
   TOKEN_SECRET,
+  useRhoasFixture,
 } from '../testing/rhoas-fixture.ts';
 
 const KIND = 'CloudServicesRequest';
 const iso = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
 describe('CloudServicesRequest', () => {
-  let f: RhoasFixture;
-  beforeAll(async () => {
-    f = await createRhoasFixture();
-    await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
-  });
-  afterAll(async () => {
-    await f?.cleanup();
-  });
+  const f = useRhoasFixture();
 
   const statuses = (cr: Awaited<ReturnType<RhoasFixture['get']>>) =>
     Object.fromEntries((cr?.status?.conditions ?? []).map((c) => [c.type, c.status]));

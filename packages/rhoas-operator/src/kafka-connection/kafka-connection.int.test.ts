@@ -7,14 +7,14 @@
  */
 import assert from 'node:assert/strict';
 import { HttpMethod, kubeRequest } from '@gitops/shared';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import {
   condition,
-  createRhoasFixture,
   eventually,
+  finishedMissingArgument,
   OFFLINE_TOKEN,
-  type RhoasFixture,
   TOKEN_SECRET,
+  useRhoasFixture,
 } from '../testing/rhoas-fixture.ts';
 
 const KIND = 'KafkaConnection';
@@ -28,14 +28,8 @@ const decode = (data: Record<string, string> | undefined) =>
   );
 
 describe('KafkaConnection', () => {
-  let f: RhoasFixture;
-  beforeAll(async () => {
-    f = await createRhoasFixture();
-    await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
-    await f.createSecret(SA_SECRET, { 'client-id': 'srvc-acct-1', 'client-secret': 'very-secret-value' });
-  });
-  afterAll(async () => {
-    await f?.cleanup();
+  const f = useRhoasFixture({
+    secrets: { [SA_SECRET]: { 'client-id': 'srvc-acct-1', 'client-secret': 'very-secret-value' } },
   });
 
   const spec = (kafkaId: string) => ({
@@ -179,13 +173,7 @@ describe('KafkaConnection', () => {
         'spec.kafkaId',
       ],
     ];
-    for (const [name, s] of cases) await f.create(KIND, name, s);
-    for (const [name, , field] of cases) {
-      const cr = await f.waitFinished(KIND, name, 'False');
-      assert.equal(
-        condition(cr, 'Finished')?.message,
-        `Missing argument ${field} in CR, ${field} should not be null`,
-      );
+    for (const cr of await finishedMissingArgument(f, KIND, cases)) {
       assert.equal(condition(cr, 'Finished')?.reason, 'InvalidUserInput');
       assert.equal(condition(cr, 'AcccesTokenSecretValid')?.status, 'Unknown');
       assert.equal(condition(cr, 'FoundKafkaById')?.status, 'Unknown');

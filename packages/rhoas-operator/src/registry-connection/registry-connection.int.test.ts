@@ -7,15 +7,13 @@
  */
 import assert from 'node:assert/strict';
 import { RHOAS_API_GROUP_VERSION } from '@gitops/api';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import {
   condition,
-  createRhoasFixture,
   eventually,
-  OFFLINE_TOKEN,
   type RhoasCr,
-  type RhoasFixture,
   TOKEN_SECRET,
+  useRhoasFixture,
 } from '../testing/rhoas-fixture.ts';
 
 const KIND = 'ServiceRegistryConnection';
@@ -27,16 +25,9 @@ const controller = (secret: { metadata: Record<string, unknown> } | undefined) =
 const bindingName = (cr: RhoasCr) => (cr.status?.binding as { name?: string } | undefined)?.name ?? '';
 
 describe('ServiceRegistryConnection', () => {
-  let f: RhoasFixture;
-  beforeAll(async () => {
-    f = await createRhoasFixture({
-      env: { MAS_AUTH_URL: 'https://identity.example.test/auth/', MAS_AUTH_REALM: 'local' },
-    });
-    await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
-    await f.createSecret(SA_SECRET, { 'client-id': 'srvc-acct-2', 'client-secret': 'registry-secret-value' });
-  });
-  afterAll(async () => {
-    await f?.cleanup();
+  const f = useRhoasFixture({
+    env: { MAS_AUTH_URL: 'https://identity.example.test/auth/', MAS_AUTH_REALM: 'local' },
+    secrets: { [SA_SECRET]: { 'client-id': 'srvc-acct-2', 'client-secret': 'registry-secret-value' } },
   });
 
   const spec = (serviceRegistryId: string) => ({

@@ -6,13 +6,12 @@
  * ServiceAccountCreated, validation.
  */
 import assert from 'node:assert/strict';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import {
   condition,
-  createRhoasFixture,
-  OFFLINE_TOKEN,
-  type RhoasFixture,
+  finishedMissingArgument,
   TOKEN_SECRET,
+  useRhoasFixture,
 } from '../testing/rhoas-fixture.ts';
 
 const KIND = 'CloudServiceAccountRequest';
@@ -22,14 +21,7 @@ const decode = (data: Record<string, string> | undefined) =>
   );
 
 describe('CloudServiceAccountRequest', () => {
-  let f: RhoasFixture;
-  beforeAll(async () => {
-    f = await createRhoasFixture();
-    await f.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
-  });
-  afterAll(async () => {
-    await f?.cleanup();
-  });
+  const f = useRhoasFixture();
 
   const spec = (secret: string) => ({
     serviceAccountName: 'rhoas-operator-ab12',
@@ -191,13 +183,7 @@ describe('CloudServiceAccountRequest', () => {
         'spec.serviceAccountSecretName',
       ],
     ];
-    for (const [name, s] of cases) await f.create(KIND, name, s);
-    for (const [name, , field] of cases) {
-      const cr = await f.waitFinished(KIND, name, 'False');
-      assert.equal(
-        condition(cr, 'Finished')?.message,
-        `Missing argument ${field} in CR, ${field} should not be null`,
-      );
+    for (const cr of await finishedMissingArgument(f, KIND, cases)) {
       assert.equal(condition(cr, 'ServiceAccountCreated')?.status, 'Unknown');
     }
   });

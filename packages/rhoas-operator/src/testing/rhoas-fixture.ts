@@ -4,6 +4,7 @@
  * watches only that namespace (RHOAS_WATCH_NAMESPACE), with short retry delays and request timeout. Its log
  * lines are kept in memory so tests can check that no secret is ever logged.
  */
+import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { RHOAS_API_GROUP_VERSION, type RhoasCondition, type RhoasKind, RhoasPlural } from '@gitops/api';
 import {
@@ -23,7 +24,7 @@ import {
   kubeRequest,
   loadKubeConfig,
 } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, useFixture } from '@gitops/shared/testing';
 import { buildRhoasOperator, type RhoasOperator } from '../app.ts';
 import { loadRhoasOperatorConfig } from '../config.ts';
 
@@ -90,11 +91,43 @@ export function condition(cr: RhoasCr | undefined, type: string): RhoasCondition
   return cr?.status?.conditions?.find((c) => c.type === type);
 }
 
+/**
+ * Creates a CR of `kind` per case (all first, then waits) and checks that each finished False with the
+ * operator's message naming the case's missing field; gives the finished CRs, in the cases' order, for the
+ * checks of each kind.
+ */
+export async function finishedMissingArgument(
+  f: RhoasFixture,
+  kind: RhoasKind,
+  cases: readonly (readonly [name: string, spec: Record<string, unknown> | undefined, field: string])[],
+): Promise<RhoasCr[]> {
+  for (const [name, spec] of cases) await f.create(kind, name, spec);
+  const finished: RhoasCr[] = [];
+  for (const [name, , field] of cases) {
+    const cr = await f.waitFinished(kind, name, 'False');
+    assert.equal(
+      condition(cr, 'Finished')?.message,
+      `Missing argument ${field} in CR, ${field} should not be null`,
+    );
+    finished.push(cr);
+  }
+  return finished;
+}
+
 export interface RhoasFixtureOptions {
   env?: Record<string, string>;
   /** The operator's credentials, made once the namespace exists (default: the test run's admin). */
   operatorKubeConfig?: (namespace: string) => Promise<KubeConfig>;
+  /** Secrets to create (name → stringData) besides the access-token Secret every test file starts with. */
+  secrets?: Record<string, Record<string, string>>;
 }
+
+/** The fixture of the enclosing test file or describe block: made before its tests, cleaned up after them. */
+export const useRhoasFixture = (options: RhoasFixtureOptions = {}): RhoasFixture =>
+  useFixture(
+    () => createRhoasFixture(options),
+    (f) => f.cleanup(),
+  );
 
 export async function createRhoasFixture(options: RhoasFixtureOptions = {}): Promise<RhoasFixture> {
   const kc = loadKubeConfig(process.env.KUBECONFIG);
@@ -248,5 +281,8 @@ export async function createRhoasFixture(options: RhoasFixtureOptions = {}): Pro
       );
     },
   };
+  // The console's access-token Secret (TOKEN_SECRET holding OFFLINE_TOKEN), which every CR kind names.
+  await fixture.createSecret(TOKEN_SECRET, { value: OFFLINE_TOKEN });
+  for (const [name, data] of Object.entries(options.secrets ?? {})) await fixture.createSecret(name, data);
   return fixture;
 }

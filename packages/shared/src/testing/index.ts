@@ -4,3 +4,5 @@
  * part of the production exports of `@gitops/shared`.
  */
 export { eventually } from './eventually.ts';
+export { useFixture } from './use-fixture.ts';
+export { useNamespace } from './use-namespace.ts';
