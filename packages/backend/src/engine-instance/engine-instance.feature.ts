@@ -12,16 +12,20 @@
 import { Kinds } from '@gitops/api';
 import { listEngineInstanceOverviews } from '@gitops/db';
 import {
-  createWorkQueue,
+  anyOf,
+  deletionStarted,
+  finalizersChanged,
+  generationChanged,
   type KubeObject,
+  newController,
   objectKey,
   type Periodic,
+  relist,
   runPeriodically,
   type WorkQueue,
 } from '@gitops/shared';
 import type { BackendContext, BackendFeature } from '../backend-feature.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
-import { jsonEqual } from '../json.ts';
 import { createEngineInstanceReconciler } from './engine-instance.reconciler.ts';
 import { needsReconcile } from './engine-instance.status.ts';
 
@@ -49,26 +53,13 @@ export function createEngineInstanceFeature(ctx: BackendContext): EngineInstance
     otherShardRetryMs: ctx.config.resyncIntervalMs,
     tenantClusterIdentity: () => ctx.engineInstance().cluster_identity,
   });
-  const queue = createWorkQueue({
-    name: 'gitopsengineinstance',
-    reconcile,
-    concurrency: ctx.config.maxConcurrentReconciles,
-    registry: ctx.registry,
-    logger,
-  });
+  // A delete wakes it too: a registered instance gets its object back.
+  const controller = newController('gitopsengineinstance', { registry: ctx.registry, logger })
+    .for(informer, { predicates: [anyOf(relist, generationChanged, deletionStarted, finalizersChanged)] })
+    .withOptions({ concurrency: ctx.config.maxConcurrentReconciles })
+    .complete(reconcile);
+  const { queue } = controller;
   const enqueue = (object: KubeObject) => queue.add(objectKey(object));
-  const unsubscribe = [
-    informer.onAdd(enqueue),
-    informer.onUpdate((a, b) => {
-      const changed =
-        a.metadata.resourceVersion === b.metadata.resourceVersion || // the periodic relist
-        a.metadata.generation !== b.metadata.generation ||
-        a.metadata.deletionTimestamp !== b.metadata.deletionTimestamp ||
-        !jsonEqual(a.metadata.finalizers, b.metadata.finalizers);
-      if (changed) enqueue(b);
-    }),
-    informer.onDelete(enqueue), // a registered instance gets its object back
-  ];
 
   async function look() {
     const overviews = await listEngineInstanceOverviews(ctx.db);
@@ -103,21 +94,20 @@ export function createEngineInstanceFeature(ctx: BackendContext): EngineInstance
     notifications: { operationCreated: lookSoon },
     look,
     start() {
-      queue.start();
+      controller.start();
       periodic = runPeriodically('engine-instance-status', ctx.config.engineInstanceStatusIntervalMs, look, {
         logger,
       });
     },
     resync() {
-      for (const object of informer.list()) enqueue(object);
+      controller.enqueueAll();
       lookSoon();
     },
     async stop() {
       stopped = true;
       clearTimeout(notified);
       await periodic?.stop();
-      for (const u of unsubscribe) u();
-      await queue.shutdown();
+      await controller.stop();
     },
   };
 }

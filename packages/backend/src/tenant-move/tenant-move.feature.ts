@@ -21,7 +21,15 @@ import {
   moveTenant,
   setWorkspaceCredentials,
 } from '@gitops/db';
-import { createInformer, createWorkQueue, type KubeObject } from '@gitops/shared';
+import {
+  anyOf,
+  createInformer,
+  ignoreDeletes,
+  type KubeObject,
+  newController,
+  relist,
+  updatePredicate,
+} from '@gitops/shared';
 import type { BackendContext, BackendFeature } from '../backend-feature.ts';
 
 export interface TenantMoveFeature extends BackendFeature {
@@ -57,12 +65,16 @@ export function createTenantMoveFeature(ctx: BackendContext): TenantMoveFeature 
     }),
   });
 
-  const queue = createWorkQueue({
-    name: 'backend-tenant-move',
-    registry,
-    logger,
-    concurrency: 2,
-    async reconcile(name, { logger: log, signal }) {
+  /** The namespace's engine-instance label changed. */
+  const instanceLabelChanged = updatePredicate<KubeObject>(
+    'engine-instance label changed',
+    (a, b) => labelOf(a) !== labelOf(b),
+  );
+  // A relist delivers every namespace again: a move interrupted before its commit is retried then.
+  const controller = newController('backend-tenant-move', { registry, logger })
+    .for(namespaces, { predicates: [anyOf(instanceLabelChanged, relist), ignoreDeletes] })
+    .withOptions({ concurrency: 2 })
+    .complete(async (name, { logger: log, signal }) => {
       const namespace = namespaces.get(undefined, name);
       const requested = namespace ? labelOf(namespace) : '';
       if (!namespace?.metadata.uid || requested === '') return;
@@ -122,20 +134,13 @@ export function createTenantMoveFeature(ctx: BackendContext): TenantMoveFeature 
         TenantMoveEventReason.Moved,
         TenantMoveMessage.moved(from, target.name, moved.applicationIds.length),
       );
-    },
-  });
-  namespaces.onAdd((ns) => queue.add(ns.metadata.name));
-  namespaces.onUpdate((old, ns) => {
-    // A relist delivers every namespace again: a move interrupted before its commit is retried then.
-    if (labelOf(old) !== labelOf(ns) || old.metadata.resourceVersion === ns.metadata.resourceVersion)
-      queue.add(ns.metadata.name);
-  });
+    });
 
   return {
     name: 'tenant-move',
     informers: [namespaces],
-    start: () => queue.start(),
-    stop: () => queue.shutdown(),
-    whenIdle: () => queue.whenIdle(),
+    start: controller.start,
+    stop: controller.stop,
+    whenIdle: () => controller.queue.whenIdle(),
   };
 }

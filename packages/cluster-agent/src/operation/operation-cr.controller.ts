@@ -5,13 +5,13 @@
  */
 import { getOperation } from '@gitops/db';
 import {
-  createWorkQueue,
+  type Controller,
   deleteIfExists,
   type Informer,
+  ignoreDeletes,
   type KubeObject,
-  objectKey,
+  newController,
   splitObjectKey,
-  type WorkQueue,
 } from '@gitops/shared';
 import { isUuid } from '../argocd.ts';
 import { type OperationQueueContext, operationCrRef } from './operation.processor.ts';
@@ -27,14 +27,13 @@ export function operationIdOf(operation: KubeObject): string | undefined {
   return isUuid(id) ? id.toLowerCase() : undefined;
 }
 
-export function createOperationCrController(options: OperationCrControllerOptions): WorkQueue {
+export function createOperationCrController(options: OperationCrControllerOptions): Controller<KubeObject> {
   const { db, namespace } = options;
-  const queue = createWorkQueue({
-    name: 'cluster-agent-operation-crs',
-    concurrency: options.concurrency,
-    registry: options.registry,
-    logger: options.logger,
-    async reconcile(key, { logger, signal }) {
+  // A deleted CR needs nothing: its operation is finished, or the sweep finds it Waiting.
+  return newController('cluster-agent-operation-crs', options)
+    .for(options.operations, { predicates: [ignoreDeletes] })
+    .withOptions({ concurrency: options.concurrency })
+    .complete(async (key, { logger, signal }) => {
       const { namespace: crNamespace, name } = splitObjectKey(key);
       if (crNamespace !== namespace) return;
       const operation = options.operations.get(crNamespace, name);
@@ -59,10 +58,5 @@ export function createOperationCrController(options: OperationCrControllerOption
         return;
       }
       options.enqueueResource(row.resource_type, row.resource_id);
-    },
-  });
-  const add = (operation: KubeObject) => queue.add(objectKey(operation));
-  options.operations.onAdd(add);
-  options.operations.onUpdate((_old, operation) => add(operation));
-  return queue;
+    });
 }

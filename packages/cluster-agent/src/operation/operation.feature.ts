@@ -81,7 +81,7 @@ export function createOperationFeature(
     operations,
     enqueueResource,
   });
-  const queues: WorkQueue[] = [crController, processor.queue];
+  const queues: WorkQueue[] = [crController.queue, processor.queue];
   const periodics: Periodic[] = [];
   let listener: Listener | undefined;
   const log = logger.child({ component: 'operation-listener' });
@@ -110,7 +110,7 @@ export function createOperationFeature(
     async whenIdle() {
       // An Operation CR's reconcile queues its resource before it ends, so the resource queue is waited for
       // after the CR queue.
-      await crController.whenIdle();
+      await crController.queue.whenIdle();
       await processor.queue.whenIdle();
     },
     start() {

@@ -5,16 +5,16 @@
  */
 import { type Db, writeApplicationStates } from '@gitops/db';
 import {
+  type Controller,
   createBatcher,
-  createWorkQueue,
   getOrCreateCounter,
   type Informer,
+  ignoreDeletes,
   type KubeObject,
   type Logger,
-  objectKey,
+  newController,
   type Registry,
   splitObjectKey,
-  type WorkQueue,
 } from '@gitops/shared';
 import { AgentLabel, isUuid } from '../argocd.ts';
 import { canonicalJson, projectApplicationState, projectCacheLag } from './application-state.projection.ts';
@@ -33,7 +33,9 @@ export interface ApplicationStatusControllerOptions {
   onOrphan(applicationId: string): void;
 }
 
-export function createApplicationStatusController(options: ApplicationStatusControllerOptions): WorkQueue {
+export function createApplicationStatusController(
+  options: ApplicationStatusControllerOptions,
+): Controller<KubeObject> {
   const { db } = options;
   /** States written while others are on their way go together (one statement under a burst). */
   const writing = createBatcher({
@@ -48,12 +50,15 @@ export function createApplicationStatusController(options: ApplicationStatusCont
     labelNames: [],
   });
 
-  const queue = createWorkQueue({
-    name: 'cluster-agent-application-status',
-    concurrency: options.concurrency,
-    registry: options.registry,
-    logger: options.logger,
-    async reconcile(key, { logger }) {
+  options.applications.onDelete((application) => {
+    const id = application.metadata.labels?.[AgentLabel.DatabaseId];
+    if (id) stored.delete(id);
+  });
+  // Every create and update of an Application may change its projection (compared below, before any write).
+  return newController('cluster-agent-application-status', options)
+    .for(options.applications, { predicates: [ignoreDeletes] })
+    .withOptions({ concurrency: options.concurrency })
+    .complete(async (key, { logger }) => {
       const { namespace, name } = splitObjectKey(key);
       const application = options.applications.get(namespace, name);
       if (!application) return;
@@ -98,14 +103,5 @@ export function createApplicationStatusController(options: ApplicationStatusCont
         logger.debug({ applicationId: id }, 'application_state written');
       }
       return requeue;
-    },
-  });
-
-  options.applications.onAdd((application) => queue.add(objectKey(application)));
-  options.applications.onUpdate((_old, application) => queue.add(objectKey(application)));
-  options.applications.onDelete((application) => {
-    const id = application.metadata.labels?.[AgentLabel.DatabaseId];
-    if (id) stored.delete(id);
-  });
-  return queue;
+    });
 }

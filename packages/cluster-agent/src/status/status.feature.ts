@@ -6,7 +6,7 @@ import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
 import { createApplicationStatusController } from './application-status.controller.ts';
 
 export function createStatusFeature(ctx: FeatureContext): AgentFeature {
-  const queue = createApplicationStatusController({
+  const controller = createApplicationStatusController({
     db: ctx.db,
     engineInstanceId: ctx.engineInstanceId,
     logger: ctx.logger,
@@ -20,7 +20,7 @@ export function createStatusFeature(ctx: FeatureContext): AgentFeature {
     name: 'application-status',
     informers: [ctx.applications, ctx.appProjects],
     handles: {},
-    start: () => queue.start(),
-    stop: () => queue.shutdown(),
+    start: controller.start,
+    stop: controller.stop,
   };
 }
