@@ -13,6 +13,7 @@ import {
   databaseUrlVar,
   durationVar,
   formatDuration,
+  intVar,
   loadConfig,
   stringVar,
 } from '@gitops/shared';
@@ -42,7 +43,15 @@ export const backendConfigSchema = {
   httpPort: commonConfig.httpPort,
   kubeconfigPath: commonConfig.kubeconfigPath,
   shutdownTimeoutMs: commonConfig.shutdownTimeoutMs,
-  maxConcurrentReconciles: commonConfig.maxConcurrentReconciles,
+  // Higher than the common 4: under a burst of creates, more reconciles in flight let PostgreSQL, etcd and the
+  // agent's writes share round trips (docs/performance.md, "Fourth round"): +15 % throughput, -12 % CPU per
+  // deployment at 1,000.
+  maxConcurrentReconciles: intVar('GITOPS_MAX_CONCURRENT_RECONCILES', {
+    default: 16,
+    min: 1,
+    max: 256,
+    description: 'concurrent reconciles per controller',
+  }),
   databaseUrl: databaseUrlVar,
   databasePreparedStatements: databasePreparedStatementsVar,
   argoCdNamespace: stringVar('ARGOCD_NAMESPACE', {

@@ -92,7 +92,9 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
   const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
   const namespace = config.argoCdNamespace;
   const db: Db = createDb(config.databaseUrl, {
-    max: Math.min(32, config.concurrency * 2 + 4),
+    // A reconcile holds a connection only for its statements (no transaction spans an API call), and the
+    // status writes and completions go in batches: 20 at the default concurrency of 16, as 8 × 2 + 4 was.
+    max: Math.min(32, config.concurrency + 4),
     applicationName: 'gitops-cluster-agent',
     preparedStatements: config.databasePreparedStatements,
     onConnectionError: (err) => logger.warn({ err }, 'database connection failed'),

@@ -56,7 +56,7 @@ export const agentConfigSchema = {
     description: 'period of the jittered drift resync (DB vs. Argo CD objects) and informer relists',
   }),
   concurrency: intVar('GITOPS_MAX_CONCURRENT_RECONCILES', {
-    default: 8,
+    default: 16,
     min: 1,
     max: 256,
     description: 'resources reconciled at once (operations + drift repair), and status writes at once',
