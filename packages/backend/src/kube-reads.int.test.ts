@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { Label } from '@gitops/api';
 import { gitOpsDeployment, managedEnvironment } from '@gitops/api/testing';
 import {
   deleteIfExists,
@@ -11,7 +12,7 @@ import {
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { BACKEND_SHARD_LABEL, shardSelector } from './config.ts';
 import { GitOpsDeploymentCr, ManagedEnvironmentCr } from './kinds.ts';
-import { currentObjectReader } from './kube-reads.ts';
+import { currentObjectReader, readTenantNamespace } from './kube-reads.ts';
 import { parseLabelSelector } from './label-selector.ts';
 
 describe("the shard rule of the reconcilers' reads, against the API server", () => {
@@ -53,5 +54,30 @@ describe("the shard rule of the reconcilers' reads, against the API server", () 
     assert.equal((await read(namespace, 'ours', signal))?.metadata.name, 'ours');
     assert.equal(await read(namespace, 'theirs', signal), null);
     assert.equal(await read(namespace, 'missing', signal), undefined);
+  });
+
+  test("a tenant's namespace read from the API server's cache is the one etcd holds; a missing one is an error", async () => {
+    const labelled = `${namespace}-labelled`;
+    await apply({
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: labelled, labels: { [Label.EngineInstance]: 'argocd-b' } },
+    });
+    try {
+      for (const name of [namespace, labelled]) {
+        const fromEtcd = await readTenantNamespace(kc, name, signal);
+        assert.deepEqual(await readTenantNamespace(kc, name, signal, { fromCache: true }), fromEtcd);
+      }
+      assert.equal(
+        (await readTenantNamespace(kc, labelled, signal, { fromCache: true })).engineInstance,
+        'argocd-b',
+      );
+      await assert.rejects(
+        readTenantNamespace(kc, `${namespace}-missing`, signal, { fromCache: true }),
+        /not ?found/i,
+      );
+    } finally {
+      await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name: labelled });
+    }
   });
 });

@@ -21,18 +21,38 @@ export interface TenantNamespace {
   engineInstance: string | undefined;
 }
 
-/** A tenant's namespace. @throws when the namespace has no uid or cannot be read. */
+/**
+ * A tenant's namespace. With `fromCache`, the API server answers from its watch cache (`resourceVersion=0`: no
+ * etcd read) and the read is repeated from etcd only when the cache has no such namespace or one being
+ * deleted: a cached answer can be older than etcd, but a namespace's uid never changes, and one deleted and
+ * created again under the same name was terminating for seconds first (so a stale cache shows that). Never
+ * for deciding that a namespace is gone. @throws when the namespace has no uid or cannot be read.
+ */
 export async function readTenantNamespace(
   kc: KubeConfig,
   namespace: string,
   signal: AbortSignal,
+  options: { fromCache?: boolean } = {},
 ): Promise<TenantNamespace> {
-  const object = await kubeRequest(kc, {
-    method: HttpMethod.GET,
-    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
-    signal,
-  });
-  const metadata = isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata : {};
+  const read = (fromCache: boolean) =>
+    kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}`,
+      ...(fromCache ? { query: { resourceVersion: '0' } } : {}),
+      signal,
+    });
+  const metadataOf = (object: unknown) =>
+    isJsonObject(object) && isJsonObject(object.metadata) ? object.metadata : {};
+  let metadata: Record<string, unknown> | undefined;
+  if (options.fromCache) {
+    const cached = await read(true).catch((err: unknown) => {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    });
+    const candidate = cached === undefined ? undefined : metadataOf(cached);
+    if (candidate && !candidate.deletionTimestamp) metadata = candidate;
+  }
+  metadata ??= metadataOf(await read(false));
   const uid = metadata.uid;
   if (typeof uid !== 'string' || uid === '') throw new Error(`namespace ${namespace} has no uid`);
   const label = isJsonObject(metadata.labels) ? metadata.labels[Label.EngineInstance] : undefined;

@@ -40,7 +40,7 @@ import {
 import type { Kysely } from 'kysely';
 import { type ErrorState, reportUnknownError, writeErrorConditions } from '../error-occurred.ts';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
-import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
+import { currentObjectReader, readTenantNamespace, type TenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
@@ -348,13 +348,27 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       await reportOperationOutcome(object, uid, unchanged.id, logger);
       return;
     }
-    // The namespace's label matters only when the tenant is placed, i.e. for a new application.
-    const tenant = ownMapping
-      ? { uid: ownMapping.cr_namespace_uid, engineInstance: undefined }
-      : await readTenantNamespace(kc, namespace, signal);
-
-    const apply = (workspaceCredentials?: ClusterCredentialsInput) =>
-      db
+    const isNew = !ownMapping && object.status === undefined;
+    // A new object: its application in one statement when nothing needs the transaction (usually). That path
+    // needs only the namespace's uid and takes only a placed tenant, so the API server's cache answers.
+    const createdAtOnce = isNew
+      ? await createNewApplication(db, {
+          deployment,
+          namespaceUid: (await readTenantNamespace(kc, namespace, signal, { fromCache: true })).uid,
+          spec,
+          managedEnvironmentId,
+          tenantClusterIdentity: options.tenantClusterIdentity(),
+        })
+      : undefined;
+    // The namespace's label matters only when the tenant is placed, i.e. for a new application: read from etcd.
+    let tenant: TenantNamespace | undefined = ownMapping && {
+      uid: ownMapping.cr_namespace_uid,
+      engineInstance: undefined,
+    };
+    const apply = async (workspaceCredentials?: ClusterCredentialsInput) => {
+      tenant ??= await readTenantNamespace(kc, namespace, signal);
+      const { uid: namespaceUid, engineInstance: requestedEngineInstance } = tenant;
+      return db
         .transaction()
         .execute(async (trx) => {
           await GitOpsDeploymentCr.lock(trx, namespace, name);
@@ -367,8 +381,8 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
             trx,
             {
               deployment,
-              namespaceUid: tenant.uid,
-              requestedEngineInstance: tenant.engineInstance,
+              namespaceUid,
+              requestedEngineInstance,
               spec,
               managedEnvironmentId,
               tenantClusterIdentity: options.tenantClusterIdentity(),
@@ -382,17 +396,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
           if (err instanceof PlacementRefusedError || err instanceof WorkspaceAccessNeededError) return err;
           throw err;
         });
-    // A new object: its application in one statement when nothing needs the transaction (usually).
-    const createdAtOnce =
-      !ownMapping && object.status === undefined
-        ? await createNewApplication(db, {
-            deployment,
-            namespaceUid: tenant.uid,
-            spec,
-            managedEnvironmentId,
-            tenantClusterIdentity: options.tenantClusterIdentity(),
-          })
-        : undefined;
+    };
     let applied = createdAtOnce
       ? { stale: { deleted: [], waitingForRelease: 0 }, result: createdAtOnce }
       : await apply();
