@@ -51,16 +51,25 @@ describe('named prepared statements', () => {
     }
   });
 
-  test('a column added by a migration: a prepared select * answers with the new shape instead of failing', async () => {
-    await sql`create table named_migrated (id int primary key)`.execute(testDb.db);
-    await sql`insert into named_migrated values (1)`.execute(testDb.db);
+  /** A table of one row, and a pool of one connection on which its `select *` is already prepared. */
+  async function preparedSelect(table: string) {
+    await sql`create table ${sql.table(table)} (id int primary key)`.execute(testDb.db);
+    await sql`insert into ${sql.table(table)} values (1)`.execute(testDb.db);
     const db = createDb(testDb.url, { max: 1 });
-    const read = () => sql<Record<string, unknown>>`select * from named_migrated where id = ${1}`.execute(db);
+    const read = (on: Kysely<Database> = db) =>
+      sql<Record<string, unknown>>`select * from ${sql.table(table)} where id = ${1}`.execute(on);
+    await read();
+    await read();
+    const addColumn = () =>
+      sql`alter table ${sql.table(table)} add column note text default 'added'`.execute(testDb.db);
+    return { db, read, addColumn };
+  }
+
+  test('a column added by a migration: a prepared select * answers with the new shape instead of failing', async () => {
+    const { db, read, addColumn } = await preparedSelect('named_migrated');
     try {
-      await read();
-      await read();
       assert.equal((await preparedNames(db)).length, 1, 'the select is prepared before the migration');
-      await sql`alter table named_migrated add column note text default 'added'`.execute(testDb.db);
+      await addColumn();
       // PostgreSQL refuses the stale plan ("cached plan must not change result type"); the statement is sent
       // again under a new name.
       assert.deepEqual((await read()).rows, [{ id: 1, note: 'added' }]);
@@ -71,15 +80,9 @@ describe('named prepared statements', () => {
   });
 
   test('inside a transaction the stale plan fails the transaction (it cannot be retried there), and the next one works', async () => {
-    await sql`create table named_migrated_trx (id int primary key)`.execute(testDb.db);
-    await sql`insert into named_migrated_trx values (1)`.execute(testDb.db);
-    const db = createDb(testDb.url, { max: 1 });
-    const read = (on: Kysely<Database>) =>
-      sql<Record<string, unknown>>`select * from named_migrated_trx where id = ${1}`.execute(on);
+    const { db, read, addColumn } = await preparedSelect('named_migrated_trx');
     try {
-      await read(db);
-      await read(db);
-      await sql`alter table named_migrated_trx add column note text default 'added'`.execute(testDb.db);
+      await addColumn();
       const failed = await db
         .transaction()
         .execute((trx) => read(trx))
