@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { type Kysely, sql, type Transaction } from 'kysely';
-import { type ApplicationInput, applicationValues } from './application.repository.ts';
+import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
+import type { ApplicationInput } from './application.repository.ts';
 import type { ApiCrMappingRow, ApplicationRow, Database, OperationRow } from './database.ts';
-import type { OperationRequest } from './operation.repository.ts';
 import type { CrKind } from './schema-values.ts';
 
 /**
@@ -73,116 +72,24 @@ export async function insertApiCrMapping(
     .executeTakeFirstOrThrow();
 }
 
-/**
- * A new application row (unless its name is taken), its GitOpsDeployment's mapping and the operation
- * announcing it, in one statement (data-modifying WITHs: one round trip instead of two). The row's id is
- * chosen here so the three inserts need nothing back from each other; the mapping and the operation are
- * inserted only when the application was. `undefined` when the name is taken (nothing is written).
- */
-export async function insertApplicationWithMappingAndOperation(
-  trx: Transaction<Database>,
-  application: ApplicationInput,
-  cr: CrReference,
-  owner: Pick<OperationRequest, 'ownerCr'>,
-): Promise<{ application: ApplicationRow; operation: OperationRow } | undefined> {
-  const id = randomUUID();
-  const values = { id, ...applicationValues(application) };
-  const operation = await trx
-    .with('app', (db) =>
-      db
-        .insertInto('application')
-        .values(values)
-        .onConflict((conflict) => conflict.column('name').doNothing())
-        .returning(['id', 'engine_instance_id', 'cluster_user_id']),
-    )
-    .with('mapping', (db) =>
-      db
-        .insertInto('api_cr_mapping')
-        .columns(['cr_kind', 'cr_uid', 'cr_name', 'cr_namespace', 'cr_namespace_uid', 'application_id'])
-        .expression((eb) =>
-          eb
-            .selectFrom('app')
-            .select([
-              sql.val<'GitOpsDeployment'>('GitOpsDeployment').as('cr_kind'),
-              sql.val(cr.uid).as('cr_uid'),
-              sql.val(cr.name).as('cr_name'),
-              sql.val(cr.namespace).as('cr_namespace'),
-              sql.val(cr.namespaceUid).as('cr_namespace_uid'),
-              'app.id',
-            ]),
-        )
-        .returning('id'),
-    )
-    .insertInto('operation')
-    .columns([
-      'engine_instance_id',
-      'resource_type',
-      'resource_id',
-      'owner_user_id',
-      'owner_kind',
-      'owner_namespace',
-      'owner_name',
-      'owner_uid',
-    ])
-    .expression((eb) =>
-      eb
-        .selectFrom('app')
-        .select([
-          'app.engine_instance_id',
-          sql.val<'Application'>('Application').as('resource_type'),
-          'app.id',
-          'app.cluster_user_id',
-          sql.val(owner.ownerCr?.kind ?? null).as('owner_kind'),
-          sql.val(owner.ownerCr?.namespace ?? null).as('owner_namespace'),
-          sql.val(owner.ownerCr?.name ?? null).as('owner_name'),
-          sql.val(owner.ownerCr?.uid ?? null).as('owner_uid'),
-        ]),
-    )
-    .returningAll()
-    .executeTakeFirst();
-  if (!operation) return undefined;
-  // now() is the transaction's start: the application's timestamps are the operation's creation time.
-  return {
-    application: {
-      ...values,
-      spec: application.spec,
-      releasing_engine_instance_id: null,
-      created_at: operation.created_at,
-      updated_at: operation.created_at,
-    },
-    operation,
-  };
-}
+/** What the three inserts of a new GitOpsDeployment's application answer. */
+type CreatedApplication = { application: ApplicationRow; operation: OperationRow };
 
 /**
- * The common creation of a new GitOpsDeployment's application, in one statement and so without a
- * transaction's BEGIN and COMMIT (six round trips become one): the name's advisory lock (tried, not waited
- * for), the placed tenant with its engine instance and Workspace environment (KEY SHARE on the tenant, as
- * getPlacedTenant), then insertApplicationWithMappingAndOperation's three inserts. It writes nothing and
- * answers undefined, leaving the case to the locked transaction, unless all of these hold:
- * - the lock on the CR name is free (no other reconcile of the name is running);
- * - no mapping of the name exists (no earlier incarnation to delete, no own row to adopt);
- * - the tenant is placed, under this namespace name, and has its Workspace environment;
- * - the destination is an External environment (`managedEnvironmentId`), or the tenant's instance runs on
- *   `tenantClusterIdentity` (no Workspace credentials are needed to reach the namespace);
- * - the application's name is free.
- * The reads see the statement's snapshot, taken just before the lock is tried: a reconcile of the same name
- * that committed in between is not seen (microseconds; an older incarnation's mapping left that way is
- * removed by the next reconcile of the name or the orphan sweep).
+ * The end of a statement that creates a new GitOpsDeployment's application: after `prelude`, whose last CTE
+ * `target` gives at most one row of (cluster_user_id, engine_instance_id, managed_environment_id), the
+ * application row (unless its name is taken), the GitOpsDeployment's mapping and the operation announcing
+ * it, all from that row (data-modifying WITHs). The row's id is chosen here, so the inserts need nothing
+ * back from each other. `undefined` when nothing was written.
  */
-export async function createApplicationOfNewDeployment(
+async function insertApplicationFromTarget(
   db: Kysely<Database>,
-  cr: CrReference & { kind: 'GitOpsDeployment' },
-  application: {
-    name: string;
-    spec: ApplicationInput['spec'];
-    managedEnvironmentId: string | undefined;
-    tenantClusterIdentity: string;
-  },
-): Promise<{ application: ApplicationRow; operation: OperationRow } | undefined> {
+  prelude: RawBuilder<unknown>,
+  application: { name: string; spec: ApplicationInput['spec'] },
+  cr: CrReference,
+): Promise<CreatedApplication | undefined> {
   const id = randomUUID();
-  const spec = JSON.stringify(application.spec);
-  const external = application.managedEnvironmentId ?? null;
+  const kind: CrKind = 'GitOpsDeployment';
   const { rows } = await sql<
     OperationRow & {
       app_cluster_user_id: string;
@@ -190,38 +97,22 @@ export async function createApplicationOfNewDeployment(
       app_managed_environment_id: string | null;
     }
   >`
-    with lock as (
-      select pg_try_advisory_xact_lock(hashtextextended(${`${cr.kind}/${cr.namespace}/${cr.name}`}, 0)) as held
-    ), tenant as (
-      select u.id as cluster_user_id, u.engine_instance_id, ei.cluster_identity, w.id as workspace_id
-      from cluster_user u
-      join engine_instance ei on ei.id = u.engine_instance_id
-      join managed_environment w on w.cluster_user_id = u.id and w.kind = 'Workspace'
-      where u.namespace_uid = ${cr.namespaceUid} and u.namespace_name = ${cr.namespace}
-      for key share of u
-    ), target as (
-      select t.* from tenant t, lock l
-      where l.held
-        and not exists (
-          select 1 from api_cr_mapping m
-          where m.cr_kind = ${cr.kind} and m.cr_namespace = ${cr.namespace} and m.cr_name = ${cr.name})
-        and (${external}::uuid is not null or t.cluster_identity = ${application.tenantClusterIdentity})
-    ), app as (
+    with ${prelude}, app as (
       insert into application (id, name, cluster_user_id, engine_instance_id, managed_environment_id, spec)
-      select ${id}::uuid, ${application.name}, t.cluster_user_id, t.engine_instance_id,
-             coalesce(${external}::uuid, t.workspace_id), ${spec}::jsonb
+      select ${id}::uuid, ${application.name}, t.cluster_user_id, t.engine_instance_id, t.managed_environment_id,
+             ${JSON.stringify(application.spec)}::jsonb
       from target t
       on conflict (name) do nothing
       returning id, cluster_user_id, engine_instance_id, managed_environment_id
     ), mapping as (
       insert into api_cr_mapping (cr_kind, cr_uid, cr_name, cr_namespace, cr_namespace_uid, application_id)
-      select ${cr.kind}, ${cr.uid}, ${cr.name}, ${cr.namespace}, ${cr.namespaceUid}, a.id from app a
+      select ${kind}, ${cr.uid}, ${cr.name}, ${cr.namespace}, ${cr.namespaceUid}, a.id from app a
       returning id
     ), op as (
       insert into operation (engine_instance_id, resource_type, resource_id, owner_user_id,
                              owner_kind, owner_namespace, owner_name, owner_uid)
-      select a.engine_instance_id, 'Application', a.id, a.cluster_user_id,
-             ${cr.kind}, ${cr.namespace}, ${cr.name}, ${cr.uid}
+      select a.engine_instance_id, 'Application', a.id, a.cluster_user_id, ${kind}, ${cr.namespace}, ${cr.name},
+             ${cr.uid}
       from app a
       returning *
     )
@@ -246,6 +137,71 @@ export async function createApplicationOfNewDeployment(
     },
     operation,
   };
+}
+
+/**
+ * A new application row for GitOpsDeployment `cr` (unless its name is taken), its mapping and the operation
+ * announcing it (owned by `cr`), in one statement. `undefined` when the name is taken (nothing is written).
+ */
+export async function insertApplicationWithMappingAndOperation(
+  trx: Transaction<Database>,
+  application: ApplicationInput,
+  cr: CrReference,
+): Promise<CreatedApplication | undefined> {
+  const target = sql`target as (
+    select ${application.clusterUserId}::uuid as cluster_user_id,
+           ${application.engineInstanceId}::uuid as engine_instance_id,
+           ${application.managedEnvironmentId}::uuid as managed_environment_id)`;
+  return await insertApplicationFromTarget(trx, target, application, cr);
+}
+
+/**
+ * The common creation of a new GitOpsDeployment's application, in one statement and so without a
+ * transaction's BEGIN and COMMIT (six round trips become one): the name's advisory lock (tried, not waited
+ * for), the placed tenant with its engine instance and Workspace environment (KEY SHARE on the tenant, as
+ * getPlacedTenant), then insertApplicationWithMappingAndOperation's three inserts. It writes nothing and
+ * answers undefined, leaving the case to the locked transaction, unless all of these hold:
+ * - the lock on the CR name is free (no other reconcile of the name is running);
+ * - no mapping of the name exists (no earlier incarnation to delete, no own row to adopt);
+ * - the tenant is placed, under this namespace name, and has its Workspace environment;
+ * - the destination is an External environment (`managedEnvironmentId`), or the tenant's instance runs on
+ *   `tenantClusterIdentity` (no Workspace credentials are needed to reach the namespace);
+ * - the application's name is free.
+ * The reads see the statement's snapshot, taken just before the lock is tried: a reconcile of the same name
+ * that committed in between is not seen (microseconds; an older incarnation's mapping left that way is
+ * removed by the next reconcile of the name or the orphan sweep).
+ */
+export async function createApplicationOfNewDeployment(
+  db: Kysely<Database>,
+  cr: CrReference,
+  application: {
+    name: string;
+    spec: ApplicationInput['spec'];
+    managedEnvironmentId: string | undefined;
+    tenantClusterIdentity: string;
+  },
+): Promise<CreatedApplication | undefined> {
+  const kind: CrKind = 'GitOpsDeployment';
+  const external = application.managedEnvironmentId ?? null;
+  const prelude = sql`lock as (
+      select pg_try_advisory_xact_lock(hashtextextended(${crLockKey({ kind, ...cr })}, 0)) as held
+    ), tenant as (
+      select u.id as cluster_user_id, u.engine_instance_id, ei.cluster_identity, w.id as workspace_id
+      from cluster_user u
+      join engine_instance ei on ei.id = u.engine_instance_id
+      join managed_environment w on w.cluster_user_id = u.id and w.kind = 'Workspace'
+      where u.namespace_uid = ${cr.namespaceUid} and u.namespace_name = ${cr.namespace}
+      for key share of u
+    ), target as (
+      select t.cluster_user_id, t.engine_instance_id, coalesce(${external}::uuid, t.workspace_id) as managed_environment_id
+      from tenant t, lock l
+      where l.held
+        and not exists (
+          select 1 from api_cr_mapping m
+          where m.cr_kind = ${kind} and m.cr_namespace = ${cr.namespace} and m.cr_name = ${cr.name})
+        and (${external}::uuid is not null or t.cluster_identity = ${application.tenantClusterIdentity})
+    )`;
+  return await insertApplicationFromTarget(db, prelude, application, cr);
 }
 
 export async function getApiCrMappingByUid(
@@ -315,6 +271,11 @@ export async function listApiCrMappingsOfKind(
   return await query.execute();
 }
 
+/** The advisory lock key of one CR name (lockCrName; tried by createApplicationOfNewDeployment). */
+function crLockKey(cr: { kind: CrKind; namespace: string; name: string }): string {
+  return `${cr.kind}/${cr.namespace}/${cr.name}`;
+}
+
 /**
  * Serialises reconciles of one CR name (namespace/kind/name) across backend replicas until `trx` ends: a
  * transaction-scoped advisory lock, so two replicas never both insert rows for the same name.
@@ -323,8 +284,7 @@ export async function lockCrName(
   trx: Transaction<Database>,
   cr: { kind: CrKind; namespace: string; name: string },
 ): Promise<void> {
-  const key = `${cr.kind}/${cr.namespace}/${cr.name}`;
-  await sql`select pg_advisory_xact_lock(hashtextextended(${key}, 0))`.execute(trx);
+  await sql`select pg_advisory_xact_lock(hashtextextended(${crLockKey(cr)}, 0))`.execute(trx);
 }
 
 export async function deleteApiCrMapping(db: Kysely<Database>, id: string): Promise<boolean> {

@@ -36,7 +36,7 @@ export async function insertApplication(
     .executeTakeFirstOrThrow();
 }
 
-export function applicationValues(input: ApplicationInput) {
+function applicationValues(input: ApplicationInput) {
   return {
     name: input.name,
     cluster_user_id: input.clusterUserId,

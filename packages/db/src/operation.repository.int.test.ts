@@ -211,10 +211,9 @@ describe('insertApplicationWithMappingAndOperation', () => {
       managedEnvironmentId: null,
       spec: { source: { repoURL: 'https://example.com/repo.git', path: 'app' } },
     };
-    const ownerCr = { kind: 'GitOpsDeployment' as const, ...cr };
     const created = await db
       .transaction()
-      .execute((trx) => insertApplicationWithMappingAndOperation(trx, input, cr, { ownerCr }));
+      .execute((trx) => insertApplicationWithMappingAndOperation(trx, input, cr));
     assert.ok(created, 'the name was free');
     // What it answers is the row as stored.
     assert.deepEqual(created.application, await getApplication(db, created.application.id));
@@ -251,11 +250,9 @@ describe('insertApplicationWithMappingAndOperation', () => {
 
     // The same name again (another incarnation): nothing is written, not even its mapping or operation.
     const other = { ...cr, uid: randomUUID() };
-    const again = await db.transaction().execute((trx) =>
-      insertApplicationWithMappingAndOperation(trx, input, other, {
-        ownerCr: { ...ownerCr, uid: other.uid },
-      }),
-    );
+    const again = await db
+      .transaction()
+      .execute((trx) => insertApplicationWithMappingAndOperation(trx, input, other));
     assert.equal(again, undefined);
     assert.equal(await getApiCrMappingByUid(db, other.uid), undefined);
     assert.deepEqual(await operationIdsOf(created.application.id), [{ id: created.operation.id }]);
@@ -278,7 +275,6 @@ describe('createApplicationOfNewDeployment', () => {
     return { user, workspace };
   }
   const crOf = (user: { namespace_name: string; namespace_uid: string }, name = 'web') => ({
-    kind: 'GitOpsDeployment' as const,
     uid: randomUUID(),
     name,
     namespace: user.namespace_name,
@@ -373,7 +369,7 @@ describe('createApplicationOfNewDeployment', () => {
     // Another reconcile of the name holds its lock.
     const locked = crOf(user, 'locked');
     const whileHeld = await db.transaction().execute(async (trx) => {
-      await lockCrName(trx, locked);
+      await lockCrName(trx, { kind: 'GitOpsDeployment', ...locked });
       return await createApplicationOfNewDeployment(db, locked, appOf(locked));
     });
     assert.equal(whileHeld, undefined);

@@ -268,7 +268,6 @@ export async function applyDesiredApplication(
         spec: desired.spec,
       },
       { ...deployment, namespaceUid: desired.namespaceUid },
-      { ownerCr },
     );
     if (created) return { change: 'created', ...created };
     // A row of this name without a mapping (e.g. a mapping removed by hand) is adopted rather than duplicated.
@@ -318,7 +317,7 @@ export async function createNewApplication(
   const { deployment } = desired;
   const created = await createApplicationOfNewDeployment(
     db,
-    { kind: GitOpsDeploymentCr.kind, ...deployment, namespaceUid: desired.namespaceUid },
+    { ...deployment, namespaceUid: desired.namespaceUid },
     {
       name: applicationName(deployment.uid),
       spec: desired.spec,
