@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { type AddressInfo, createServer } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type PostgresServer, startPostgres } from './postgres.ts';
@@ -38,6 +39,32 @@ describe('an embedded PostgreSQL restarted immediately', () => {
       assert.notEqual(rows[0]?.pid, pids[0]?.pid);
     } finally {
       await after.end();
+    }
+  });
+});
+
+describe('an embedded PostgreSQL whose port is taken before it binds it', () => {
+  it('starts on another free port, and its URL reaches it', async () => {
+    // Another process holds the port (as when it takes a port freePort() gave back, during a busy test run).
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const taken = (holder.address() as AddressInfo).port;
+    const lines: string[] = [];
+    const server = await startPostgres({ forceEmbedded: true, port: taken, log: (line) => lines.push(line) });
+    try {
+      assert.notEqual(new URL(server.url).port, String(taken));
+      assert.ok(lines.some((line) => line.includes(`port ${taken} taken`)));
+      const client = new pg.Client({ connectionString: server.url });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ one: number }>('select 1 as one');
+        assert.equal(rows[0]?.one, 1);
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await server.stop();
+      holder.close();
     }
   });
 });

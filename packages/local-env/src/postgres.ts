@@ -40,6 +40,8 @@ export interface PostgresOptions {
    * deployment does. fsync stays off either way: the machine itself does not crash.
    */
   durableCommits?: boolean;
+  /** The port tried first (embedded server only); default a free one. Taken, another free one is used. */
+  port?: number;
 }
 
 /**
@@ -61,7 +63,6 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
   const log = options.log ?? (() => {});
   const persistent = Boolean(options.dataDir);
   const dataDir = options.dataDir ?? join(await mkdtemp(join(tmpdir(), 'gitops-pg-')), 'data');
-  const port = await freePort();
   const password = 'postgres';
   const alreadyInitialised = await stat(join(dataDir, 'PG_VERSION')).then(
     () => true,
@@ -71,39 +72,67 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
   // As root the server runs as the `postgres` OS user, which must be able to enter the parent folder
   // (mkdtemp makes it 0700).
   await chmod(join(dataDir, '..'), 0o755);
-  const pg = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port,
-    user: 'postgres',
-    password,
-    persistent,
-    createPostgresUser: process.getuid?.() === 0,
-    // Without this, initdb takes the encoding from the caller's locale: with no LANG set (as in CI) that is
-    // SQL_ASCII, where char_length() counts bytes and text is not checked to be UTF-8.
-    initdbFlags: ['--encoding=UTF8', '--locale=C.UTF-8'],
-    // Tests and local development only: fsync off makes database cloning and commits cheap.
-    postgresFlags: [
-      '-c',
-      'fsync=off',
-      ...(options.durableCommits ? [] : ['-c', 'synchronous_commit=off']),
-      '-c',
-      'full_page_writes=off',
-      '-c',
-      'max_connections=300',
-      ...(options.podNetwork ? ['-c', `listen_addresses=127.0.0.1,${options.podNetwork.address}`] : []),
-      // Benchmarks: count calls per statement (what the database does at rest; docs/performance.md).
-      ...(options.statementStatistics ? ['-c', 'shared_preload_libraries=pg_stat_statements'] : []),
-    ],
-    onLog: (message) => log(String(message).trimEnd()),
-    onError: (message) => log(String(message).trimEnd()),
-  });
+  // The last lines PostgreSQL wrote, for the error when it exits before it accepts connections.
+  const recent: string[] = [];
+  const remember = (message: unknown) => {
+    const text = String(message).trimEnd();
+    log(text);
+    recent.push(text);
+    if (recent.length > 20) recent.shift();
+  };
+  const create = (port: number) =>
+    new EmbeddedPostgres({
+      databaseDir: dataDir,
+      port,
+      user: 'postgres',
+      password,
+      persistent,
+      createPostgresUser: process.getuid?.() === 0,
+      // Without this, initdb takes the encoding from the caller's locale: with no LANG set (as in CI) that is
+      // SQL_ASCII, where char_length() counts bytes and text is not checked to be UTF-8.
+      initdbFlags: ['--encoding=UTF8', '--locale=C.UTF-8'],
+      // Tests and local development only: fsync off makes database cloning and commits cheap.
+      postgresFlags: [
+        '-c',
+        'fsync=off',
+        ...(options.durableCommits ? [] : ['-c', 'synchronous_commit=off']),
+        '-c',
+        'full_page_writes=off',
+        '-c',
+        'max_connections=300',
+        // Loopback IPv4 only (the URL's address): a server that cannot bind it exits instead of serving ::1 alone.
+        '-c',
+        `listen_addresses=${['127.0.0.1', ...(options.podNetwork ? [options.podNetwork.address] : [])].join(',')}`,
+        // Benchmarks: count calls per statement (what the database does at rest; docs/performance.md).
+        ...(options.statementStatistics ? ['-c', 'shared_preload_libraries=pg_stat_statements'] : []),
+      ],
+      onLog: remember,
+      onError: remember,
+    });
+  let port = options.port ?? (await freePort());
+  let pg = create(port);
   if (!alreadyInitialised) await pg.initialise();
   if (options.podNetwork) {
     const hba = join(dataDir, 'pg_hba.conf');
     const line = `host all all ${options.podNetwork.subnet} password`;
     if (!(await readFile(hba, 'utf8')).includes(line)) await appendFile(hba, `${line}\n`);
   }
-  await pg.start();
+  // freePort() gives the port back before PostgreSQL binds it, so another process may take it meanwhile (a
+  // busy test run): the server then exits at once, and it is started again on another port.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await pg.start();
+      break;
+    } catch {
+      // The exited postmaster stays in the instance, whose stop() would wait for it forever.
+      (pg as unknown as { process?: ChildProcess }).process = undefined;
+      if (attempt >= 3)
+        throw new Error(`PostgreSQL exited before it accepted connections:\n${recent.join('\n')}`);
+      log(`PostgreSQL exited at start (port ${port} taken?); starting it on another port`);
+      port = await freePort();
+      pg = create(port);
+    }
+  }
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     embedded: true,
