@@ -1,22 +1,39 @@
 /**
  * What every backend feature receives and what it adds to the shared feature shape (`Feature` of
  * @gitops/shared): the handlers it runs when a database notification arrives. `app.ts` builds one
- * context, a list of features, and routes each notification to the features that handle its channel.
+ * context, a list of features, and the notification feature that routes each notification to the features
+ * that handle its channel.
  */
-import type { Database, EngineInstanceRow, NOTIFICATION_CHANNELS, OperationRow, Sealer } from '@gitops/db';
 import {
+  createDb,
+  createSealer,
+  type Database,
+  type EngineInstanceRow,
+  MigrationFailedError,
+  migrateToLatest,
+  type NOTIFICATION_CHANNELS,
+  type OperationRow,
+  type Sealer,
+} from '@gitops/db';
+import {
+  createEventRecorder,
   createInformer,
+  createLogger,
+  createMetricsRegistry,
   type EventRecorder,
   type Feature,
   type Informer,
   type KubeConfig,
   type KubeObject,
   type Logger,
+  loadKubeConfig,
   type Registry,
+  type StartStep,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import type { BackendConfig } from './config.ts';
-import type { LabelSelector } from './label-selector.ts';
+import { type BackendConfig, shardSelector } from './config.ts';
+import { registerEngineInstance, registerEngineInstanceMetrics } from './engine-instance.ts';
+import { type LabelSelector, parseLabelSelector } from './label-selector.ts';
 import { createWorkspaceAccess, type WorkspaceAccess } from './workspace-access/workspace-access.ts';
 
 export type NotificationChannel = keyof typeof NOTIFICATION_CHANNELS;
@@ -48,6 +65,11 @@ export interface BackendContext {
   readonly selector: LabelSelector;
   /** The registered engine instance (throws before start). */
   readonly engineInstance: () => EngineInstanceRow;
+  /**
+   * What start() does before any cache: migrate the database (an advisory lock makes it safe with several
+   * replicas), then register the engine instance (which `engineInstance()` returns from then on).
+   */
+  readonly startSteps: readonly StartStep[];
   /** Credentials for a tenant's namespace when its instance runs on another cluster (workspace-access.ts). */
   readonly workspaceAccess: WorkspaceAccess;
   /**
@@ -61,28 +83,88 @@ export interface BackendContext {
   ): Informer<KubeObject>;
 }
 
+export interface BackendContextOptions {
+  logger?: Logger;
+  registry?: Registry;
+  /** Default: loaded from `config.kubeconfigPath` (in-cluster when unset). */
+  kubeConfig?: KubeConfig;
+}
+
+/** A migration that failed by itself (not because the database went away) is not retried at start. */
+export function isPermanentStartError(err: unknown): boolean {
+  return err instanceof MigrationFailedError && !err.transient;
+}
+
 export function createBackendContext(
-  fields: Omit<BackendContext, 'informer' | 'workspaceAccess'>,
+  config: BackendConfig,
+  options: BackendContextOptions = {},
 ): BackendContext {
-  const { config } = fields;
+  const logger = options.logger ?? createLogger({ name: 'backend', level: config.logLevel });
+  const registry = options.registry ?? createMetricsRegistry({ defaultLabels: { component: 'backend' } });
+  const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
+  const db = createDb(config.databaseUrl, {
+    applicationName: 'gitops-backend',
+    preparedStatements: config.databasePreparedStatements,
+    onConnectionError: (err) => logger.warn({ err }, 'database connection failed'),
+  });
+  const sealer = createSealer(config.encryptionKeys);
+  const selector = parseLabelSelector(shardSelector(config.backendShard));
+  registerEngineInstanceMetrics(registry, db, logger);
+  let engineInstance: EngineInstanceRow | undefined;
   return {
-    ...fields,
+    config,
+    db,
+    kc,
+    registry,
+    logger,
+    sealer,
+    selector,
+    events: createEventRecorder(kc, { component: 'gitops-backend', logger }),
+    engineInstance: () => {
+      if (!engineInstance) throw new Error('the backend has not started');
+      return engineInstance;
+    },
+    startSteps: [
+      {
+        what: 'database migration',
+        async run() {
+          const { applied, newer } = await migrateToLatest(db);
+          if (applied.length > 0) logger.info({ applied }, 'database migrated');
+          // A newer version's schema (a rolling upgrade, or a rollback): compatible by docs/upgrades.md.
+          if (newer.length > 0) logger.info({ newer }, 'the database has migrations of a newer version');
+        },
+      },
+      {
+        what: 'engine instance registration',
+        async run() {
+          const row = await registerEngineInstance(db, kc, {
+            name: config.engineInstanceName,
+            namespace: config.argoCdNamespace,
+          });
+          engineInstance = row;
+          logger.info(
+            { engineInstance: row.id, namespace: row.namespace_name },
+            'engine instance registered',
+          );
+        },
+      },
+    ],
     workspaceAccess: createWorkspaceAccess({
-      kc: fields.kc,
-      sealer: fields.sealer,
+      kc,
+      sealer,
       apiUrl: config.tenantClusterApiUrl,
       ...(config.tenantClusterCaFile ? { caFile: config.tenantClusterCaFile } : {}),
     }),
     informer(resource, select) {
       return createInformer<KubeObject>({
-        kubeConfig: fields.kc,
+        kubeConfig: kc,
         resource,
         ...('sharded' in select
-          ? { labelSelector: fields.selector.text }
+          ? { labelSelector: selector.text }
           : { fieldSelector: select.fieldSelector, transform: select.transform }),
-        registry: fields.registry,
-        logger: fields.logger,
-        resyncPeriodMs: fields.config.resyncIntervalMs,
+        registry,
+        logger,
+        resyncPeriodMs: config.resyncIntervalMs,
       });
     },
   };

@@ -3,10 +3,25 @@
  * stop) plus the operation resource types it handles. `buildAgent` is a list of these; the operation
  * processor dispatches each resource key to the one feature that handles its type.
  */
-import type { OperationResourceType, OperationRow, Sealer } from '@gitops/db';
-import { ErrorCode, type Feature, type Logger, TerminalError } from '@gitops/shared';
+import {
+  createSealer,
+  type Db,
+  type OperationResourceType,
+  type OperationRow,
+  type Sealer,
+} from '@gitops/db';
+import {
+  createInformer,
+  ErrorCode,
+  type Feature,
+  type KubeConfig,
+  type KubeObject,
+  type Logger,
+  type Registry,
+  TerminalError,
+} from '@gitops/shared';
 import type { AgentContext, ResourceOutcome } from './agent-context.ts';
-import { isUuid } from './argocd.ts';
+import { AgentLabel, ApplicationResource, AppProjectResource, isUuid } from './argocd.ts';
 import type { AgentConfig } from './config.ts';
 import type { ResourceHandler } from './operation/operation.processor.ts';
 
@@ -37,6 +52,37 @@ export interface FeatureContext extends AgentContext {
   readonly sealer: Sealer;
   /** Queues `<resourceType>/<resourceId>` on the operation processor (operations and drift repair alike). */
   enqueue(resourceType: OperationResourceType, resourceId: string): void;
+}
+
+/** The context of the agent's features: its Argo CD namespace's Applications and AppProjects cached. */
+export function createFeatureContext(deps: {
+  config: AgentConfig;
+  kc: KubeConfig;
+  db: Db;
+  logger: Logger;
+  registry: Registry;
+  engineInstanceId: string;
+  enqueue: FeatureContext['enqueue'];
+}): FeatureContext {
+  const { config, kc, logger, registry } = deps;
+  const namespace = config.argoCdNamespace;
+  const argoCdInformer = (resource: { apiVersion: string; plural: string }) =>
+    createInformer<KubeObject>({
+      kubeConfig: kc,
+      namespace,
+      registry,
+      logger,
+      resyncPeriodMs: config.resyncIntervalMs,
+      resource,
+      labelSelector: AgentLabel.DatabaseId,
+    });
+  return {
+    ...deps,
+    namespace,
+    sealer: createSealer(config.encryptionKeys),
+    applications: argoCdInformer(ApplicationResource),
+    appProjects: argoCdInformer(AppProjectResource),
+  };
 }
 
 /**

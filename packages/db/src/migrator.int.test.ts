@@ -8,7 +8,13 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { createDb } from './connection.ts';
-import { MIGRATIONS_DIR, MigrationFailedError, migrateToLatest, pendingMigrations } from './migrator.ts';
+import {
+  MIGRATIONS_DIR,
+  MigrationFailedError,
+  migrateToLatest,
+  pendingMigrations,
+  waitForMigrations,
+} from './migrator.ts';
 import { createTestDatabase, databaseUrl, dropDatabase, type TestDatabase } from './testing/test-database.ts';
 
 const serverUrl = () => {
@@ -107,6 +113,38 @@ describe('migrateToLatest', () => {
       assert.deepEqual(await pendingMigrations(db), released);
       await migrateToLatest(db);
       assert.deepEqual(await pendingMigrations(db), []);
+    } finally {
+      await db.destroy();
+      await dropDatabase(serverUrl(), name);
+    }
+  });
+
+  test('waitForMigrations waits until another process migrated, names what is missing when it gives up, and stops when aborted', async () => {
+    const name = await createEmptyDatabase();
+    const db = createDb(databaseUrl(serverUrl(), name), { max: 2 });
+    try {
+      await assert.rejects(
+        waitForMigrations(db, { timeoutMs: 0 }),
+        /the database still lacks migrations 0001_[a-z0-9_]+, .*is the backend running\?/,
+      );
+      const aborted = new AbortController();
+      aborted.abort();
+      await assert.rejects(waitForMigrations(db, { timeoutMs: 60_000, signal: aborted.signal }));
+      const saidPending: string[][] = [];
+      const waiting = waitForMigrations(db, {
+        timeoutMs: 60_000,
+        onWaiting: (pending) => saidPending.push(pending),
+      });
+      let done = false;
+      void waiting.then(() => {
+        done = true;
+      });
+      await sleep(700);
+      assert.equal(done, false, 'it waits while migrations are missing');
+      await migrateToLatest(db);
+      await waiting;
+      assert.equal(saidPending.length, 1, 'the wait is said once');
+      assert.ok(saidPending[0]!.length > 0);
     } finally {
       await db.destroy();
       await dropDatabase(serverUrl(), name);

@@ -133,3 +133,27 @@ export async function pendingMigrations(
   const migrations = await migrator.getMigrations();
   return migrations.filter((m) => m.executedAt === undefined).map((m) => m.name);
 }
+
+/**
+ * Waits until every migration this version knows is applied (another process migrates: the agent waits for
+ * the backend, so the two may start in any order, as pods do), checking every 500 ms.
+ * @throws Error naming the missing migrations after `timeoutMs`; when `signal` aborts.
+ */
+export async function waitForMigrations(
+  db: Kysely<Database>,
+  options: { timeoutMs: number; signal?: AbortSignal; onWaiting?: (pending: string[]) => void },
+): Promise<void> {
+  const deadline = Date.now() + options.timeoutMs;
+  let said = false;
+  for (;;) {
+    options.signal?.throwIfAborted();
+    const pending = await pendingMigrations(db);
+    if (pending.length === 0) return;
+    if (Date.now() > deadline) {
+      throw new Error(`the database still lacks migrations ${pending.join(', ')}: is the backend running?`);
+    }
+    if (!said) options.onWaiting?.(pending);
+    said = true;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+}

@@ -1,12 +1,12 @@
 /**
  * `buildRhoasOperator(config)`: the whole RHOAS operator without ports or process signals (tests build it
  * in-process; main.ts adds the health server and signal handling). A list of four features, one per kind,
- * run by `createFeatureSet`; they share the cloud services client and the Events recorder.
+ * run by a manager (`createManager`); they share the cloud services client and the Events recorder.
  */
 import {
   createEventRecorder,
-  createFeatureSet,
   createLogger,
+  createManager,
   createMetricsRegistry,
   type KubeConfig,
   type Logger,
@@ -76,36 +76,18 @@ export function buildRhoasOperator(
     kafkaConnections: createRhoasKindFeature(ctx, kafkaConnectionProcessor, { registry }),
     registryConnections: createRhoasKindFeature(ctx, registryConnectionProcessor, { registry }),
   };
-  const featureSet = createFeatureSet(Object.values(features), { logger });
-  let started = false;
-  let closing: Promise<void> | undefined;
-  const closed = new AbortController();
-
+  const manager = createManager({
+    name: 'rhoas operator',
+    logger,
+    features: Object.values(features),
+    readyFields: { api: config.apiUrl, sso: config.ssoUrl, namespace: config.watchNamespace ?? '(all)' },
+  });
   return {
     features,
     logger,
     registry,
-    ready: () => started && closing === undefined,
-    async start() {
-      if (started || closing) throw new Error('the RHOAS operator can be started once');
-      featureSet.startInformers();
-      if (!(await featureSet.waitForSync(closed.signal))) {
-        if (closing) return;
-        throw new Error('an informer stopped before it synced');
-      }
-      featureSet.start();
-      started = true;
-      logger.info(
-        { api: config.apiUrl, sso: config.ssoUrl, namespace: config.watchNamespace ?? '(all)' },
-        'rhoas operator ready',
-      );
-    },
-    close() {
-      closing ??= (async () => {
-        closed.abort();
-        await featureSet.stop();
-      })();
-      return closing;
-    },
+    ready: manager.ready,
+    start: manager.start,
+    close: manager.close,
   };
 }

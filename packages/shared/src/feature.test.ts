@@ -1,41 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
 import { createFeatureSet, type Feature } from './feature.ts';
-import type { Informer } from './informer.ts';
-import type { KubeObject } from './kube.ts';
 import { createSilentLogger } from './logger.ts';
-
-/** Records what the set does to an informer; the set only starts, awaits and stops informers. */
-function recordingInformer(name: string, journal: string[], synced = true): Informer<KubeObject> {
-  return {
-    start: () => journal.push(`start ${name}`),
-    stop: async () => {
-      journal.push(`stop ${name}`);
-    },
-    hasSynced: () => synced,
-    waitForSync: async () => synced,
-    list: () => [],
-    get: () => undefined,
-    addIndexers: () => undefined,
-    byIndex: () => [],
-    onAdd: () => () => undefined,
-    onUpdate: () => () => undefined,
-    onDelete: () => () => undefined,
-    lastResourceVersion: () => '',
-  };
-}
-
-function recordingFeature(name: string, informers: Informer<KubeObject>[], journal: string[]): Feature {
-  return {
-    name,
-    informers,
-    start: () => journal.push(`start ${name}`),
-    resync: () => journal.push(`resync ${name}`),
-    stop: async () => {
-      journal.push(`stop ${name}`);
-    },
-  };
-}
+import { recordingFeature, recordingInformer } from './testing/recording.ts';
 
 describe('createFeatureSet', () => {
   it('starts a shared informer once, starts features in order and stops them in reverse before the informers', async () => {
@@ -99,5 +66,38 @@ describe('createFeatureSet', () => {
     set.start();
     await set.stop();
     assert.deepEqual(journal, ['start a', 'stop a']);
+  });
+
+  it('opens features after their informers started and runs beforeStart after the sync, both in list order', async () => {
+    const journal: string[] = [];
+    const set = createFeatureSet(
+      [
+        recordingFeature('a', [recordingInformer('x', journal)], journal, { beforeStart: true }),
+        recordingFeature('listen', [], journal, { open: true }),
+      ],
+      { logger: createSilentLogger() },
+    );
+    const signal = new AbortController().signal;
+    set.startInformers();
+    await set.open(signal);
+    assert.equal(await set.waitForSync(signal), true);
+    await set.beforeStart(signal);
+    set.start();
+    assert.deepEqual(journal, ['start x', 'open listen', 'beforeStart a', 'start a', 'start listen']);
+  });
+
+  it('a feature that was opened is stopped even when the set never started (its connection is closed)', async () => {
+    const journal: string[] = [];
+    const set = createFeatureSet(
+      [
+        recordingFeature('a', [recordingInformer('x', journal, false)], journal),
+        recordingFeature('listen', [], journal, { open: true }),
+      ],
+      { logger: createSilentLogger() },
+    );
+    await set.open(new AbortController().signal);
+    assert.equal(await set.waitForSync(), false);
+    await set.stop();
+    assert.deepEqual(journal, ['open listen', 'stop listen', 'stop x']);
   });
 });

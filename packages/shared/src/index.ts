@@ -18,6 +18,7 @@ export * from './json.ts';
 export * from './kube.ts';
 export * from './lifecycle.ts';
 export * from './logger.ts';
+export * from './manager.ts';
 export * from './metrics.ts';
 export * from './periodic.ts';
 export * from './predicates.ts';

@@ -34,11 +34,11 @@ export interface OperationFeature extends AgentFeature {
   /** Queues a resource key (`<type>/<id>`) on the resource queue. */
   enqueue(resourceType: string, resourceId: string): void;
   /**
-   * Crash recovery, once the informers synced and before start(): this agent is the only one serving the
-   * engine instance, so an In_Progress row at start was left by a previous process that died mid-operation.
-   * Hands them all back (and queues due Waiting rows) before any new work is taken.
+   * Crash recovery, once the informers synced and before any feature starts: this agent is the only one
+   * serving the engine instance, so an In_Progress row at start was left by a previous process that died
+   * mid-operation. Hands them all back (and queues due Waiting rows) before any new work is taken.
    */
-  recover(): Promise<void>;
+  beforeStart(): Promise<void>;
   /**
    * Resolves when neither the Operation CR queue nor the resource queue has a key queued or running
    * (delayed keys do not count). For tests: what the agent was given has been processed to the end.
@@ -106,7 +106,7 @@ export function createOperationFeature(
     informers: [operations],
     handles: {},
     enqueue: enqueueResource,
-    recover: () => sweep(0),
+    beforeStart: () => sweep(0),
     async whenIdle() {
       // An Operation CR's reconcile queues its resource before it ends, so the resource queue is waited for
       // after the CR queue.

@@ -1,0 +1,61 @@
+/**
+ * The App Studio environment API (packages/appstudio) inside the backend (GITOPS_APPSTUDIO, default on):
+ * Kubernetes objects only, on the backend's shard, sharing its GitOpsDeployment and ManagedEnvironment caches
+ * (one watch of each, not two). Its start step checks that the App Studio CRDs are installed.
+ */
+import { readFileSync } from 'node:fs';
+import { createAppStudioFeatures, requireAppStudioApi } from '@gitops/appstudio';
+import {
+  createEventRecorder,
+  type Feature,
+  type Informer,
+  type KubeObject,
+  type StartStep,
+} from '@gitops/shared';
+import type { BackendContext } from './backend-feature.ts';
+import { BACKEND_SHARD_LABEL } from './config.ts';
+
+export function createAppStudio(
+  ctx: BackendContext,
+  shared: { deployments: Informer<KubeObject>; managedEnvironments: Informer<KubeObject> },
+): { steps: StartStep[]; features: readonly Feature[] } {
+  const { config, kc, logger } = ctx;
+  if (!config.appStudioEnabled) return { steps: [], features: [] };
+  const appStudio = createAppStudioFeatures({
+    kc,
+    registry: ctx.registry,
+    logger: logger.child({ component: 'appstudio' }),
+    events: createEventRecorder(kc, { component: 'gitops-appstudio', logger }),
+    labelSelector: ctx.selector.text,
+    shardLabels: config.backendShard ? { [BACKEND_SHARD_LABEL]: config.backendShard } : {},
+    sharedInformers: {
+      GitOpsDeployment: shared.deployments,
+      GitOpsDeploymentManagedEnvironment: shared.managedEnvironments,
+    },
+    resyncIntervalMs: config.resyncIntervalMs,
+    concurrency: config.maxConcurrentReconciles,
+    promotionTimeoutMs: config.promotionTimeoutMs,
+    renderGitTimeoutMs: config.renderGitTimeoutMs,
+    sshKnownHostsFile: config.sshKnownHostsFile,
+    devSandbox: config.appStudioDevSandbox,
+    devSandboxInsecure: config.devSandboxInsecure,
+    namespaceProvisioner: {
+      apiURL: config.namespaceProvisionerApiUrl || undefined,
+      caPem: config.namespaceProvisionerCaFile
+        ? readFileSync(config.namespaceProvisionerCaFile, 'utf8')
+        : undefined,
+      tokenLifetimeMs: config.namespaceProvisionerTokenLifetimeMs,
+      tokenRenewBeforeMs: config.namespaceProvisionerTokenRenewBeforeMs,
+      tokenCheckIntervalMs: config.namespaceProvisionerTokenCheckIntervalMs,
+    },
+  });
+  return {
+    steps: [
+      {
+        what: 'App Studio API check',
+        run: () => requireAppStudioApi(kc, { devSandbox: config.appStudioDevSandbox }),
+      },
+    ],
+    features: appStudio.features,
+  };
+}

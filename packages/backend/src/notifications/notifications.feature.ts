@@ -1,0 +1,65 @@
+/**
+ * The database notifications as one feature: a LISTEN connection on every channel of `NOTIFICATION_CHANNELS`,
+ * opened while the caches fill (so nothing announced meanwhile is missed), each notification handed to every
+ * feature that handles its channel (`BackendFeature.notifications`), one after the other, with its operation
+ * row read at most once. Notifications sent while the connection was down are lost: after a reconnect every
+ * feature resyncs. Listed last, so it stops first and no notification reaches a stopped feature.
+ */
+import {
+  type Listener,
+  listen,
+  NOTIFICATION_CHANNELS,
+  type Notification,
+  type OperationRow,
+  operationOfNotification,
+} from '@gitops/db';
+import type { Feature } from '@gitops/shared';
+import type {
+  BackendContext,
+  BackendFeature,
+  NotificationChannel,
+  NotificationReads,
+} from '../backend-feature.ts';
+
+export function createNotificationFeature(
+  ctx: BackendContext,
+  features: readonly (BackendFeature | Feature)[],
+): Feature {
+  const { config, db, logger } = ctx;
+  const channelOf = new Map<string, NotificationChannel>(
+    Object.entries(NOTIFICATION_CHANNELS).map(([key, channel]) => [channel, key as NotificationChannel]),
+  );
+  const onNotification = async ({ channel, payload }: Notification) => {
+    const key = channelOf.get(channel);
+    if (!key) return;
+    let operation: Promise<OperationRow | undefined> | undefined;
+    const reads: NotificationReads = {
+      operation: () => (operation ??= operationOfNotification(db, payload)),
+    };
+    for (const feature of features) {
+      if ('notifications' in feature) await feature.notifications?.[key]?.(payload, reads);
+    }
+  };
+  let listener: Listener | undefined;
+
+  return {
+    name: 'notifications',
+    informers: [],
+    async open() {
+      listener = listen(config.databaseUrl, Object.values(NOTIFICATION_CHANNELS), onNotification, {
+        applicationName: 'gitops-backend-listen',
+        onConnected: ({ reconnected }) => {
+          if (!reconnected) return;
+          logger.info('LISTEN connection re-established; resyncing');
+          for (const feature of features) feature.resync?.();
+        },
+        onError: (err) => logger.warn({ err }, 'LISTEN connection problem'),
+      });
+      await listener.ready;
+    },
+    start: () => undefined,
+    async stop() {
+      await listener?.close();
+    },
+  };
+}
