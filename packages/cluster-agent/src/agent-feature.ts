@@ -14,13 +14,15 @@ import {
   createInformer,
   ErrorCode,
   type Feature,
+  type KeyControllerBuilder,
   type KubeConfig,
   type KubeObject,
   type Logger,
+  type MapToKeys,
   type Registry,
   TerminalError,
 } from '@gitops/shared';
-import type { AgentContext, ResourceOutcome } from './agent-context.ts';
+import { type AgentContext, type ResourceOutcome, resourceKey } from './agent-context.ts';
 import { AgentLabel, ApplicationResource, AppProjectResource, isUuid } from './argocd.ts';
 import type { AgentConfig } from './config.ts';
 import type { ResourceHandler } from './operation/operation.processor.ts';
@@ -44,6 +46,22 @@ export type ResourceHandlers = Partial<Record<OperationResourceType, ResourceTyp
 export interface AgentFeature extends Feature {
   /** The operation resource types this feature reconciles (each type is handled by one feature). */
   readonly handles: ResourceHandlers;
+  /**
+   * The informers whose events wake its resources on the resource queue (a `forKeys()` controller built by
+   * the operation feature): each maps an object to resource keys, filtered by named predicates.
+   */
+  readonly watches?: (resources: KeyControllerBuilder) => void;
+}
+
+/**
+ * The resource key of an object of ours: its database-id label (`managed-gitops.redhat.com/database-id`) as an
+ * id of `resourceType`; nothing for an object without a valid one.
+ */
+export function keysOfDatabaseId(resourceType: OperationResourceType): MapToKeys<KubeObject> {
+  return (object) => {
+    const id = object.metadata.labels?.[AgentLabel.DatabaseId];
+    return isUuid(id) ? [resourceKey(resourceType, id)] : [];
+  };
 }
 
 /** What every agent feature is built from (after the engine instance is registered). */

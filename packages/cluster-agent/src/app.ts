@@ -19,7 +19,7 @@ import {
   type Registry,
 } from '@gitops/shared';
 import { createActiveReplica } from './active-replica.ts';
-import { type AgentFeature, createFeatureContext, resourceHandlerOf } from './agent-feature.ts';
+import { type AgentFeature, createFeatureContext } from './agent-feature.ts';
 import { createApplicationFeature } from './application/application.feature.ts';
 import type { AgentConfig } from './config.ts';
 import { createManagedEnvironmentFeature } from './managed-environment/managed-environment.feature.ts';
@@ -115,7 +115,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
         createRepositoryCredentialFeature(context, application),
         createManagedEnvironmentFeature(context, application),
       ];
-      operations = createOperationFeature(context, { handle: resourceHandlerOf(resourceFeatures) });
+      operations = createOperationFeature(context, resourceFeatures);
       return [createStatusFeature(context), operations, ...resourceFeatures];
     },
     release: async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { type Controller, controllerOwnerKeys, keysFromIndex, newController } from './builder.ts';
+import { controllerOwnerKeys, type KeyController, keysFromIndex, newController } from './builder.ts';
 import {
   type AddHandler,
   createCacheIndexes,
@@ -86,8 +86,8 @@ function obj(
 }
 
 /** A controller whose reconcile records the keys it was given, in order. */
-function recording(
-  build: (reconcile: (key: string) => Promise<{ requeueAfter?: number } | undefined>) => Controller,
+function recording<C extends KeyController>(
+  build: (reconcile: (key: string) => Promise<{ requeueAfter?: number } | undefined>) => C,
 ) {
   const reconciled: string[] = [];
   let answer: { requeueAfter?: number } | undefined;
@@ -255,6 +255,39 @@ describe('controller builder', () => {
     await controller.stop();
     source.put(obj('a', '1'));
     other.put(obj('b', '1'));
+    assert.equal(controller.queue.len(), 0);
+  });
+});
+
+describe('controller builder, forKeys()', () => {
+  it('is woken by the keys its watches map events to (filtered by their predicates) and by enqueue', async () => {
+    const applications = handInformer();
+    const projects = handInformer();
+    const idOf = (o: KubeObject) => o.metadata.labels?.id;
+    const { controller, drain } = recording((reconcile) =>
+      newController('resources', deps())
+        .forKeys()
+        .watches(applications.informer, (o) => (idOf(o) ? [`Application/${idOf(o)}`] : []), {
+          predicates: [generationChanged],
+        })
+        .watches(projects.informer, (o) => (idOf(o) ? [`AppProject/${idOf(o)}`] : []))
+        .complete(reconcile),
+    );
+    controller.start();
+    applications.put(obj('a', '1', { metadata: { name: 'a', labels: { id: '1' } } }));
+    projects.put(obj('p', '1', { metadata: { name: 'p', labels: { id: 't' } } }));
+    applications.put(obj('unlabelled', '1'));
+    assert.deepEqual(await drain(), ['AppProject/t', 'Application/1']);
+    // A status write (same generation) is filtered out; a spec change is not.
+    applications.put(obj('a', '2', { metadata: { name: 'a', labels: { id: '1' } }, status: { x: 1 } }));
+    assert.deepEqual(await drain(), []);
+    applications.put(obj('a', '3', { generation: 2, metadata: { name: 'a', labels: { id: '1' } } }));
+    assert.deepEqual(await drain(), ['Application/1']);
+    controller.enqueue('SyncOperation/9');
+    assert.deepEqual(await drain(), ['SyncOperation/9']);
+    assert.equal(controller.informers.length, 2);
+    await controller.stop();
+    projects.remove(obj('p', '1', { metadata: { name: 'p', labels: { id: 't' } } }));
     assert.equal(controller.queue.len(), 0);
   });
 });

@@ -12,6 +12,9 @@
  *     .withOptions({ concurrency: 4 })
  *     .complete(reconcile);
  *
+ * A controller whose keys are not one kind's objects (the agent's database resources) starts with
+ * `forKeys()` instead of `for(...)`, and is also fed by `enqueue`.
+ *
  * Handlers only map events to keys; the reconcile reads the current state (level-based).
  */
 
@@ -31,12 +34,16 @@ import {
 import type { ExponentialBackoffOptions, RateLimiter } from './rate-limiter.ts';
 import { createWorkQueue, type Reconciler, type WorkQueue } from './work-queue.ts';
 
-export interface Controller<T extends KubeObject = KubeObject> extends Feature {
+/** A controller keyed by something other than one kind's objects (`newController(...).forKeys()`). */
+export interface KeyController extends Feature {
   readonly queue: WorkQueue;
+  /** Queues one key. */
+  enqueue(key: string): void;
+}
+
+export interface Controller<T extends KubeObject = KubeObject> extends KeyController {
   /** The cache of the kind it reconciles. */
   readonly informer: Informer<T>;
-  /** Queues one key of the kind. */
-  enqueue(key: string): void;
   /** Queues every cached object of the kind. */
   enqueueAll(): void;
   /** The same as `enqueueAll` (a notification channel was lost, so events may have been missed). */
@@ -86,6 +93,18 @@ export interface ControllerBuilder<T extends KubeObject> {
   withOptions(options: ControllerQueueOptions): ControllerBuilder<T>;
   /** Subscribes every source and returns the controller (its queue starts with `start()`). */
   complete(reconcile: Reconciler): Controller<T>;
+}
+
+export interface KeyControllerBuilder {
+  /** Events of a kind wake the keys `mapToKeys` returns (for an update: of the old and the new object). */
+  watches<O extends KubeObject>(
+    informer: Informer<O>,
+    mapToKeys: MapToKeys<O>,
+    options?: SourceOptions<O>,
+  ): KeyControllerBuilder;
+  withOptions(options: ControllerQueueOptions): KeyControllerBuilder;
+  /** Subscribes every source and returns the controller (its queue starts with `start()`). */
+  complete(reconcile: Reconciler): KeyController;
 }
 
 /**
@@ -151,6 +170,35 @@ function sourceOf<O extends KubeObject>(
   };
 }
 
+/** What `complete` assembles, whichever way the controller is keyed. */
+function assemble(
+  name: string,
+  deps: { registry: Registry; logger: Logger },
+  parts: { sources: Source[]; readOnly: Informer<KubeObject>[]; queueOptions: ControllerQueueOptions },
+  reconcile: Reconciler,
+): KeyController {
+  const queue = createWorkQueue({
+    name,
+    reconcile,
+    registry: deps.registry,
+    logger: deps.logger,
+    ...parts.queueOptions,
+  });
+  const enqueue = (key: string) => queue.add(key);
+  const unsubscribe = parts.sources.flatMap((source) => source.subscribe(enqueue));
+  return {
+    name,
+    queue,
+    informers: [...new Set([...parts.sources.map((s) => s.informer), ...parts.readOnly])],
+    enqueue,
+    start: () => queue.start(),
+    async stop() {
+      for (const u of unsubscribe) u();
+      await queue.shutdown();
+    },
+  };
+}
+
 /** Starts a controller named `name` (the `controller` label of its metrics and logs). */
 export function newController(name: string, deps: { registry: Registry; logger: Logger }) {
   return {
@@ -162,26 +210,24 @@ export function newController(name: string, deps: { registry: Registry; logger: 
         ...(settled ? [settled.predicate as Predicate<T>] : []),
         ...(forOptions.predicates ?? []),
       ]);
-      const sources: Source[] = [primary];
-      const readOnly: Informer<KubeObject>[] = [];
-      let queueOptions: ControllerQueueOptions = {};
+      const parts = { sources: [primary], readOnly: [] as Informer<KubeObject>[], queueOptions: {} };
       const builder: ControllerBuilder<T> = {
         owns(owned, options = {}) {
           const type = forOptions.type;
           if (!type) throw new Error(`controller ${name}: owns() needs the type of the for() kind`);
-          sources.push(sourceOf(owned, (o) => controllerOwnerKeys(type, o), options.predicates ?? []));
+          parts.sources.push(sourceOf(owned, (o) => controllerOwnerKeys(type, o), options.predicates ?? []));
           return builder;
         },
         watches(watched, mapToKeys, options = {}) {
-          sources.push(sourceOf(watched, mapToKeys, options.predicates ?? []));
+          parts.sources.push(sourceOf(watched, mapToKeys, options.predicates ?? []));
           return builder;
         },
         reads(...informers) {
-          readOnly.push(...informers);
+          parts.readOnly.push(...informers);
           return builder;
         },
         withOptions(options) {
-          queueOptions = { ...queueOptions, ...options };
+          parts.queueOptions = { ...parts.queueOptions, ...options };
           return builder;
         },
         complete(reconcile) {
@@ -193,33 +239,33 @@ export function newController(name: string, deps: { registry: Registry; logger: 
                 return result;
               }
             : reconcile;
-          const queue = createWorkQueue({
-            name,
-            reconcile: run,
-            registry: deps.registry,
-            logger: deps.logger,
-            ...queueOptions,
-          });
-          const enqueue = (key: string) => queue.add(key);
-          const unsubscribe = sources.flatMap((source) => source.subscribe(enqueue));
+          const controller = assemble(name, deps, parts, run);
           const enqueueAll = () => {
-            for (const object of informer.list()) enqueue(objectKey(object));
+            for (const object of informer.list()) controller.enqueue(objectKey(object));
           };
-          return {
-            name,
-            queue,
-            informer,
-            informers: [...new Set([...sources.map((s) => s.informer), ...readOnly])],
-            enqueue,
-            enqueueAll,
-            start: () => queue.start(),
-            resync: enqueueAll,
-            async stop() {
-              for (const u of unsubscribe) u();
-              await queue.shutdown();
-            },
-          };
+          return { ...controller, informer, enqueueAll, resync: enqueueAll };
         },
+      };
+      return builder;
+    },
+
+    /**
+     * A controller whose keys are not the objects of one kind (the cluster-agent's database resources,
+     * `<type>/<id>`): woken by the informers it `watches`, through their map to its keys, and by `enqueue`
+     * (a database notification, a sweep). Nothing is queued at a resync: its owner decides what to look at.
+     */
+    forKeys(): KeyControllerBuilder {
+      const parts = { sources: [] as Source[], readOnly: [] as Informer<KubeObject>[], queueOptions: {} };
+      const builder: KeyControllerBuilder = {
+        watches(watched, mapToKeys, options = {}) {
+          parts.sources.push(sourceOf(watched, mapToKeys, options.predicates ?? []));
+          return builder;
+        },
+        withOptions(options) {
+          parts.queueOptions = { ...parts.queueOptions, ...options };
+          return builder;
+        },
+        complete: (reconcile) => assemble(name, deps, parts, reconcile),
       };
       return builder;
     },

@@ -3,8 +3,8 @@
  * repair (a change to the fields we own, or a deletion, re-checks the object against its row) and the
  * periodic drift resync (rows, live orphans and AppProjects → resource queue).
  */
-import { type KubeObject, type Periodic, runPeriodically } from '@gitops/shared';
-import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
+import { type Periodic, type Predicate, runPeriodically } from '@gitops/shared';
+import { type AgentFeature, type FeatureContext, keysOfDatabaseId } from '../agent-feature.ts';
 import { AgentLabel, isUuid } from '../argocd.ts';
 import { resyncOnce } from '../resync/drift.resync.ts';
 import {
@@ -22,35 +22,32 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
   const { applications, appProjects, config, logger } = ctx;
   const reconciler = createApplicationReconciler(ctx);
 
-  const applicationKey = (app: KubeObject) => {
-    const id = app.metadata.labels?.[AgentLabel.DatabaseId];
-    if (isUuid(id)) ctx.enqueue('Application', id);
+  /** An Application changed by someone else in what we own (or created by someone else): re-check it. */
+  const changedByOthers: Predicate = {
+    name: 'created or changed in what we own, not by our own apply',
+    create: (app) => !reconciler.isOwnApply(app),
+    // isOwnApply keeps state: asked only about a change to what we own.
+    update: (old, app) => ownedState(old) !== ownedState(app) && !reconciler.isOwnApply(app),
   };
-  applications.onAdd((app) => {
-    if (!reconciler.isOwnApply(app)) applicationKey(app);
-  });
-  applications.onUpdate((old, app) => {
-    if (ownedState(old) !== ownedState(app) && !reconciler.isOwnApply(app)) applicationKey(app);
-  });
-  applications.onDelete(applicationKey);
-  const projectKey = (project: KubeObject) => {
-    const tenant = project.metadata.labels?.[AgentLabel.DatabaseId];
-    if (isUuid(tenant)) ctx.enqueue('AppProject', tenant);
+  const projectChanged: Predicate = {
+    name: 'appeared unexpectedly or changed in what we own',
+    // A project that appears unexpectedly (e.g. one created just before it stopped being wanted): look again.
+    create: (project) => {
+      const tenant = project.metadata.labels?.[AgentLabel.DatabaseId];
+      return isUuid(tenant) && !reconciler.isProjectSettled(tenant);
+    },
+    update: (old, project) => ownedState(old) !== ownedState(project),
   };
-  // A project that appears unexpectedly (e.g. one created just before it stopped being wanted): look again.
-  appProjects.onAdd((project) => {
-    const tenant = project.metadata.labels?.[AgentLabel.DatabaseId];
-    if (isUuid(tenant) && !reconciler.isProjectSettled(tenant)) projectKey(project);
-  });
-  appProjects.onUpdate((old, project) => {
-    if (ownedState(old) !== ownedState(project)) projectKey(project);
-  });
-  appProjects.onDelete(projectKey);
 
   let resync: Periodic | undefined;
   return {
     name: 'application',
     informers: [applications, appProjects],
+    // Deletes always wake: a deleted object is re-created or its row finished.
+    watches: (resources) =>
+      resources
+        .watches(applications, keysOfDatabaseId('Application'), { predicates: [changedByOthers] })
+        .watches(appProjects, keysOfDatabaseId('AppProject'), { predicates: [projectChanged] }),
     handles: {
       Application: (id, { operations, ownerUserIds, signal, logger }) =>
         reconciler.reconcileApplication(id, {

@@ -36,18 +36,18 @@ import { renderClusterSecret } from './cluster-secret.render.ts';
 export const CLUSTER_SECRET_SELECTOR = `${Label.ArgoCDSecretType}=${ArgoCDSecretType.Cluster},${Label.DatabaseId}`;
 
 /**
- * Watches the cluster Secrets we own in the Argo CD namespace: a change to one (someone edited or deleted
- * it) re-checks it against its row at once — drift repair without waiting for the periodic pass.
+ * The cache of the cluster Secrets we own in the Argo CD namespace. The managed-environment feature watches it:
+ * a change to one (someone edited or deleted it) re-checks it against its row at once — drift repair without
+ * waiting for the periodic pass.
  */
-export function watchClusterSecrets(options: {
+export function clusterSecretInformer(options: {
   kc: KubeConfig;
   namespace: string;
   registry: Registry;
   logger: Logger;
   resyncPeriodMs: number;
-  enqueue: (managedEnvironmentId: string) => void;
 }): Informer<KubeObject> {
-  const informer = createInformer<KubeObject>({
+  return createInformer<KubeObject>({
     kubeConfig: options.kc,
     namespace: options.namespace,
     resource: { apiVersion: 'v1', plural: 'secrets' },
@@ -57,15 +57,6 @@ export function watchClusterSecrets(options: {
     resyncPeriodMs: options.resyncPeriodMs,
     metricsLabel: 'secrets.cluster',
   });
-  const enqueue = (secret: KubeObject) => {
-    const id = secret.metadata.labels?.[Label.DatabaseId];
-    if (isUuid(id)) options.enqueue(id);
-  };
-  informer.onUpdate((a, b) => {
-    if (a.metadata.resourceVersion !== b.metadata.resourceVersion) enqueue(b);
-  });
-  informer.onDelete(enqueue);
-  return informer;
 }
 
 export interface ClusterSecretReconcilerOptions {

@@ -3,10 +3,10 @@
  * tenant's AppProject), the watch of our cluster Secrets (fast drift repair) and the periodic pass over the
  * External environment rows and the live cluster Secrets.
  */
-import { type Periodic, runPeriodically } from '@gitops/shared';
-import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
+import { ignoreCreates, type Periodic, resourceVersionChanged, runPeriodically } from '@gitops/shared';
+import { type AgentFeature, type FeatureContext, keysOfDatabaseId } from '../agent-feature.ts';
 import type { ApplicationFeature } from '../application/application.feature.ts';
-import { createClusterSecretReconciler, watchClusterSecrets } from './cluster-secret.reconciler.ts';
+import { clusterSecretInformer, createClusterSecretReconciler } from './cluster-secret.reconciler.ts';
 
 export function createManagedEnvironmentFeature(
   ctx: FeatureContext,
@@ -22,19 +22,23 @@ export function createManagedEnvironmentFeature(
     enqueueApplication: (id) => ctx.enqueue('Application', id),
     reconcileAppProject: deps.reconcileAppProject,
   });
-  const clusterSecrets = watchClusterSecrets({
+  const clusterSecrets = clusterSecretInformer({
     kc: ctx.kc,
     namespace: ctx.namespace,
     registry: ctx.registry,
     logger,
     resyncPeriodMs: config.resyncIntervalMs,
-    enqueue: (id) => ctx.enqueue('ManagedEnvironment', id),
   });
 
   let resync: Periodic | undefined;
   return {
     name: 'managed-environment',
     informers: [clusterSecrets],
+    // Edited (not a relist) or deleted: re-check it against its row. Creates are ours (or the periodic pass's).
+    watches: (resources) =>
+      resources.watches(clusterSecrets, keysOfDatabaseId('ManagedEnvironment'), {
+        predicates: [ignoreCreates, resourceVersionChanged],
+      }),
     handles: {
       ManagedEnvironment: (id, { ownerUserIds, signal, logger }) =>
         reconciler.reconcileManagedEnvironment(id, { ownerUserIds, signal, logger }),

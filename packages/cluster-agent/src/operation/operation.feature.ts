@@ -14,19 +14,9 @@ import {
   NOTIFICATION_CHANNELS,
   operationOfNotification,
 } from '@gitops/db';
-import {
-  createInformer,
-  type KubeObject,
-  type Periodic,
-  runPeriodically,
-  type WorkQueue,
-} from '@gitops/shared';
-import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
-import {
-  createOperationProcessor,
-  type OperationQueueContext,
-  type ResourceHandler,
-} from './operation.processor.ts';
+import { createInformer, type KubeObject, type Periodic, runPeriodically } from '@gitops/shared';
+import { type AgentFeature, type FeatureContext, resourceHandlerOf } from '../agent-feature.ts';
+import { createOperationProcessor, type OperationQueueContext } from './operation.processor.ts';
 import { collectFinishedOperations, sweepOperations } from './operation.sweeps.ts';
 import { createOperationCrController } from './operation-cr.controller.ts';
 
@@ -48,7 +38,8 @@ export interface OperationFeature extends AgentFeature {
 
 export function createOperationFeature(
   ctx: Omit<FeatureContext, 'enqueue'>,
-  options: { handle: ResourceHandler },
+  /** The features whose resources it processes: their handlers, and their watches on the resource queue. */
+  resourceFeatures: readonly AgentFeature[],
 ): OperationFeature {
   const { config, db, kc, logger, registry, namespace, engineInstanceId } = ctx;
   const operations = createInformer<KubeObject>({
@@ -72,7 +63,10 @@ export function createOperationFeature(
     ...queueContext,
     maxAttempts: config.operationMaxAttempts,
     retryMaxDelayMs: config.operationRetryMaxMs,
-    handle: options.handle,
+    handle: resourceHandlerOf(resourceFeatures),
+    watches: (resources) => {
+      for (const feature of resourceFeatures) feature.watches?.(resources);
+    },
     operationCrs: operations,
   });
   const enqueueResource = (type: string, id: string) => processor.enqueue(type, id);
@@ -81,7 +75,7 @@ export function createOperationFeature(
     operations,
     enqueueResource,
   });
-  const queues: WorkQueue[] = [crController.queue, processor.queue];
+  const controllers = [crController, processor.controller];
   const periodics: Periodic[] = [];
   let listener: Listener | undefined;
   const log = logger.child({ component: 'operation-listener' });
@@ -103,7 +97,7 @@ export function createOperationFeature(
 
   return {
     name: 'operation',
-    informers: [operations],
+    informers: [operations, ...processor.controller.informers],
     handles: {},
     enqueue: enqueueResource,
     beforeStart: () => sweep(0),
@@ -114,7 +108,7 @@ export function createOperationFeature(
       await processor.queue.whenIdle();
     },
     start() {
-      for (const queue of queues) queue.start();
+      for (const controller of controllers) controller.start();
       listener = listen(
         config.databaseUrl,
         [NOTIFICATION_CHANNELS.operationCreated],
@@ -162,7 +156,7 @@ export function createOperationFeature(
     async stop() {
       await listener?.close();
       await Promise.all(periodics.map((periodic) => periodic.stop()));
-      await Promise.all(queues.map((queue) => queue.shutdown()));
+      await Promise.all(controllers.map((controller) => controller.stop()));
     },
   };
 }

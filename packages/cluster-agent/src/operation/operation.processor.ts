@@ -23,7 +23,6 @@ import {
   backoffDelay,
   collectionPath,
   createBatcher,
-  createWorkQueue,
   deleteIfExists,
   errorCode,
   GitOpsError,
@@ -31,10 +30,13 @@ import {
   HttpMethod,
   type Informer,
   isTerminalError,
+  type KeyController,
+  type KeyControllerBuilder,
   type KubeConfig,
   type KubeObject,
   kubeRequest,
   type Logger,
+  newController,
   type Registry,
   scrubString,
   type WorkQueue,
@@ -68,11 +70,15 @@ export interface OperationProcessorOptions extends OperationQueueContext {
   maxAttempts: number;
   retryMaxDelayMs: number;
   handle: ResourceHandler;
+  /** Adds the informers whose events wake resources (each feature's `watches`) to the queue's controller. */
+  watches?: (resources: KeyControllerBuilder) => void;
   /** The Operation CR cache: a CR carrying its operation-id label is deleted in a batch. */
   operationCrs?: Pick<Informer<KubeObject>, 'get'>;
 }
 
 export interface OperationProcessor {
+  /** The resource queue's controller (`forKeys()`): its watches, its queue, started and stopped as a feature. */
+  readonly controller: KeyController;
   readonly queue: WorkQueue;
   /** Queues the resource of an operation (or any resource, for drift repair). */
   enqueue(resourceType: string, resourceId: string): void;
@@ -217,12 +223,14 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
     }
   }
 
-  const queue: WorkQueue = createWorkQueue({
-    name: 'cluster-agent-resources',
-    concurrency: options.concurrency,
+  const resources = newController('cluster-agent-resources', {
     registry: options.registry,
     logger: options.logger,
-    async reconcile(key, { signal, logger }) {
+  }).forKeys();
+  options.watches?.(resources);
+  const controller = resources
+    .withOptions({ concurrency: options.concurrency })
+    .complete(async (key, { signal, logger }) => {
       const resource = parseResourceKey(key);
       if (!resource) {
         logger.warn('malformed resource key ignored');
@@ -265,10 +273,11 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
         driftCorrected.inc({ kind: resource.type });
         logger.info('drift corrected');
       }
-    },
-  });
+    });
+  const queue = controller.queue;
 
   return {
+    controller,
     queue,
     enqueue: (type, id) => queue.add(resourceKey(type, id)),
     holds: (id) => held.has(id),

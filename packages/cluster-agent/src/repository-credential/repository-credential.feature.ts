@@ -3,21 +3,32 @@
  * edited or deleted Secret re-queues its row), the `RepositoryCredentials` handler (Secret, then the
  * tenant's AppProject whose sourceRepos include the URL) and the periodic drift/orphan pass.
  */
-import { createInformer, type KubeObject, type Periodic, runPeriodically } from '@gitops/shared';
-import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
+import {
+  createInformer,
+  jsonEqual,
+  type KubeObject,
+  type Periodic,
+  runPeriodically,
+  updatePredicate,
+} from '@gitops/shared';
+import { type AgentFeature, type FeatureContext, keysOfDatabaseId } from '../agent-feature.ts';
 import type { ApplicationFeature } from '../application/application.feature.ts';
-import { AgentLabel, isUuid } from '../argocd.ts';
 import { createRepositorySecretReconciler } from './repository-secret.reconciler.ts';
 import { REPOSITORY_SECRET_SELECTOR } from './repository-secret.render.ts';
 
-/** Only changes to what we own (labels, data, deletion), not resourceVersion-only relists. */
-function ownedSecretState(secret: KubeObject): string {
-  return JSON.stringify([
+/** What we own of a repository Secret: its labels, data and deletion. */
+function ownedSecretState(secret: KubeObject) {
+  return [
     secret.metadata.labels ?? {},
     (secret as { data?: unknown }).data ?? {},
     secret.metadata.deletionTimestamp ?? null,
-  ]);
+  ];
 }
+
+/** Only changes to what we own, not resourceVersion-only relists; creates (an orphan, or at start) and deletes wake. */
+export const ownedSecretChanged = updatePredicate('labels, data or deletion changed', (old, secret) => {
+  return !jsonEqual(ownedSecretState(old), ownedSecretState(secret));
+});
 
 export function createRepositoryCredentialFeature(
   ctx: FeatureContext,
@@ -42,21 +53,14 @@ export function createRepositoryCredentialFeature(
     engineInstanceId: ctx.engineInstanceId,
     secrets,
   });
-  const enqueueOf = (secret: KubeObject) => {
-    const id = secret.metadata.labels?.[AgentLabel.DatabaseId];
-    if (isUuid(id)) enqueue(id);
-  };
-  // Added (e.g. an orphan someone created, or at start), edited or deleted: re-check against the row.
-  secrets.onAdd(enqueueOf);
-  secrets.onUpdate((old, secret) => {
-    if (ownedSecretState(old) !== ownedSecretState(secret)) enqueueOf(secret);
-  });
-  secrets.onDelete(enqueueOf);
-
   let resync: Periodic | undefined;
   return {
     name: 'repository-credential',
     informers: [secrets],
+    watches: (resources) =>
+      resources.watches(secrets, keysOfDatabaseId('RepositoryCredentials'), {
+        predicates: [ownedSecretChanged],
+      }),
     handles: {
       async RepositoryCredentials(id, { ownerUserIds, signal, logger }) {
         const { outcome, clusterUserId } = await reconciler.reconcile(id, { signal, logger });

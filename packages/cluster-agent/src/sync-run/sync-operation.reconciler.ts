@@ -35,13 +35,12 @@ import {
   collectionPath,
   HttpMethod,
   type KubeConfig,
-  type KubeObject,
   kubeRequest,
   type Logger,
   scrubString,
 } from '@gitops/shared';
 import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
-import { AgentLabel, ApplicationResource, isUuid } from '../argocd.ts';
+import { AgentLabel, ApplicationResource } from '../argocd.ts';
 import {
   isRequestPending,
   type ObservedSync,
@@ -66,8 +65,8 @@ export interface SyncOperationReconciler {
     id: string,
     options: { signal: AbortSignal; logger: Logger },
   ): Promise<ResourceOutcome>;
-  /** An Application changed: its running sync (if any) is re-checked. */
-  onApplicationChanged(oldApp: KubeObject, app: KubeObject): void;
+  /** Queues the application's running sync (its first unfinished one), if any, to be looked at again. */
+  wakeRunningSync(applicationId: string): Promise<void>;
 }
 
 function isUnfinished(row: SyncOperationRow): boolean {
@@ -271,20 +270,5 @@ export function createSyncOperationReconciler(
     return { status: 'pending', reason: 'Argo CD runs the sync', requeueAfterMs: RUNNING_RECHECK_MS };
   }
 
-  function onApplicationChanged(oldApp: KubeObject, app: KubeObject) {
-    const oldState = (oldApp.status as { operationState?: unknown } | undefined)?.operationState;
-    const state = (app.status as { operationState?: unknown } | undefined)?.operationState;
-    if (
-      JSON.stringify(oldState) === JSON.stringify(state) &&
-      JSON.stringify(oldApp.operation) === JSON.stringify(app.operation)
-    )
-      return;
-    const applicationId = app.metadata.labels?.[AgentLabel.DatabaseId];
-    if (!isUuid(applicationId)) return;
-    enqueueHead(applicationId).catch((err: unknown) =>
-      ctx.logger.warn({ err }, 'could not enqueue the running sync of an Application'),
-    );
-  }
-
-  return { reconcileSyncOperation, onApplicationChanged };
+  return { reconcileSyncOperation, wakeRunningSync: enqueueHead };
 }

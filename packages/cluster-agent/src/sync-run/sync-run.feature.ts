@@ -1,22 +1,54 @@
 /**
  * Syncs (GitOpsDeploymentSyncRun → sync_operation) as one feature: `SyncOperation` resources are requested
- * from Argo CD one at a time per application, and an Application update wakes its running sync.
+ * from Argo CD one at a time per application, and an Application whose sync moved (its `operation` or
+ * `status.operationState` changed) wakes its running sync at once, through a controller of Applications.
  */
+import {
+  allOf,
+  ignoreCreates,
+  ignoreDeletes,
+  jsonEqual,
+  type KubeObject,
+  newController,
+  splitObjectKey,
+  updatePredicate,
+} from '@gitops/shared';
 import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
+import { AgentLabel, isUuid } from '../argocd.ts';
 import { createSyncOperationReconciler } from './sync-operation.reconciler.ts';
+
+const operationStateOf = (app: KubeObject) =>
+  (app.status as { operationState?: unknown } | undefined)?.operationState;
+
+/** The Application's sync moved: Argo CD took, ran or ended the operation we requested. */
+export const syncMoved = allOf(
+  ignoreCreates,
+  ignoreDeletes,
+  updatePredicate(
+    'operation or operationState changed',
+    (old, app) =>
+      !jsonEqual(old.operation, app.operation) || !jsonEqual(operationStateOf(old), operationStateOf(app)),
+  ),
+);
 
 export function createSyncRunFeature(ctx: FeatureContext): AgentFeature {
   const reconciler = createSyncOperationReconciler(ctx, {
     enqueue: (id) => ctx.enqueue('SyncOperation', id),
   });
-  ctx.applications.onUpdate((old, app) => reconciler.onApplicationChanged(old, app));
+  const wakeups = newController('cluster-agent-sync-wakeups', ctx)
+    .for(ctx.applications, { predicates: [syncMoved] })
+    .complete(async (key) => {
+      const { namespace, name } = splitObjectKey(key);
+      const id = ctx.applications.get(namespace, name)?.metadata.labels?.[AgentLabel.DatabaseId];
+      if (isUuid(id)) await reconciler.wakeRunningSync(id);
+    });
   return {
     name: 'sync-run',
-    informers: [ctx.applications],
+    informers: wakeups.informers,
     handles: {
       SyncOperation: (id, { signal, logger }) => reconciler.reconcileSyncOperation(id, { signal, logger }),
     },
-    start: () => undefined,
-    stop: async () => undefined,
+    start: wakeups.start,
+    stop: wakeups.stop,
   };
 }
