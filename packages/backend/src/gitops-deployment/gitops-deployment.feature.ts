@@ -12,7 +12,10 @@ import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
 import { GitOpsDeploymentCr } from '../kinds.ts';
 import { createEnvironmentResolver } from '../managed-environment/environment.resolver.ts';
-import type { ManagedEnvironmentFeature } from '../managed-environment/managed-environment.feature.ts';
+import {
+  connectionChanged,
+  type ManagedEnvironmentFeature,
+} from '../managed-environment/managed-environment.feature.ts';
 import { createDeploymentApplications, type DeploymentApplications } from './deployment-applications.ts';
 import { conditionsOf, isBeingDeleted } from './gitops-deployment.object.ts';
 import { createGitOpsDeploymentReconciler } from './gitops-deployment.reconciler.ts';
@@ -36,8 +39,15 @@ export function createGitOpsDeploymentFeature(
   const controller = createCrController(ctx, {
     kind: GitOpsDeploymentCr,
     informer,
-    alsoReads: [deps.environments.informer],
     skipSettledOnRelist: true,
+    // An environment's connection changed, or it is gone: the namespace's deployments look again.
+    watches: (builder) =>
+      builder.watches(
+        deps.environments.informer,
+        (environment) =>
+          environment.metadata.namespace ? informer.list(environment.metadata.namespace).map(objectKey) : [],
+        { predicates: [connectionChanged] },
+      ),
     // The reconcile reads only whether the application's operations are pending or how the last one ended.
     ownerOnlyWhenFinished: true,
     // A Completed operation changes nothing for a live deployment that shows no error: no reconcile (it would
@@ -65,6 +75,7 @@ export function createGitOpsDeploymentFeature(
       applications,
     }),
   });
+  // The reconcile of an environment changed its rows: the same.
   deps.environments.onEnvironmentChanged((namespace) => {
     for (const deployment of informer.list(namespace)) controller.queue.add(objectKey(deployment));
   });

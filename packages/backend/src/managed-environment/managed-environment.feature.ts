@@ -2,10 +2,11 @@
  * The GitOpsDeploymentManagedEnvironment feature: its CRs (this shard) and the credential Secrets (by type,
  * mapped to the CRs of the same namespace that reference them) → the reconciler's work queue. The
  * reconciler's `requeueAfter` is the periodic connection re-check. Other features subscribe to
- * `onEnvironmentChanged` (a namespace's environments changed rows or connection condition).
+ * `onEnvironmentChanged` (the reconcile changed a namespace's environment rows), and watch its informer with
+ * `connectionChanged` (a connection condition changed in the cache, or an environment is gone).
  */
 import { SecretType } from '@gitops/api';
-import { isJsonObject, jsonEqual, type KubeObject } from '@gitops/shared';
+import { isJsonObject, jsonEqual, type KubeObject, type Predicate } from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController, watchNamedSecrets } from '../cr-controller.ts';
 import { ManagedEnvironmentCr } from '../kinds.ts';
@@ -15,7 +16,7 @@ import { createManagedEnvironmentReconciler } from './managed-environment.reconc
 export const MANAGED_ENVIRONMENT_SECRET_SELECTOR = `type=${SecretType.ManagedEnvironment}`;
 
 export interface ManagedEnvironmentFeature extends CrController {
-  /** Calls `listener(namespace)` when an environment of that namespace changed its rows or its condition. */
+  /** Calls `listener(namespace)` when the reconcile changed the rows of an environment of that namespace. */
   onEnvironmentChanged(listener: (namespace: string) => void): void;
 }
 
@@ -28,6 +29,13 @@ function credentialsSecretOf(object: KubeObject): string | undefined {
 
 const conditionsOf = (object: KubeObject) =>
   isJsonObject(object.status) ? object.status.conditions : undefined;
+
+/** An environment whose connection condition changed, or that is gone: the users of its namespace look again. */
+export const connectionChanged: Predicate = {
+  name: 'connection condition changed, or deleted',
+  create: () => false,
+  update: (a, b) => !jsonEqual(conditionsOf(a), conditionsOf(b)),
+};
 
 export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnvironmentFeature {
   const informer = ctx.informer(ManagedEnvironmentCr.resource, { sharded: true });
@@ -56,25 +64,10 @@ export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnv
     // A credentials Secret changed (not a relist): the environments of its namespace that name it.
     watches: watchNamedSecrets(informer, credentialsSecretOf, [secrets]),
   });
-  const unsubscribe = [
-    // A connection condition changed (seen in the cache): users of the namespace's environments look again.
-    informer.onUpdate((a, b) => {
-      if (b.metadata.namespace && !jsonEqual(conditionsOf(a), conditionsOf(b))) {
-        environmentChanged(b.metadata.namespace);
-      }
-    }),
-    informer.onDelete((o) => {
-      if (o.metadata.namespace) environmentChanged(o.metadata.namespace);
-    }),
-  ];
   return {
     ...controller,
     onEnvironmentChanged(listener) {
       listeners.push(listener);
-    },
-    async stop() {
-      for (const u of unsubscribe) u();
-      await controller.stop();
     },
   };
 }
