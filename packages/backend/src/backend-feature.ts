@@ -18,15 +18,14 @@ import {
 import {
   createEventRecorder,
   createInformer,
-  createLogger,
-  createMetricsRegistry,
   type EventRecorder,
   type Feature,
   type Informer,
   type KubeConfig,
   type KubeObject,
   type Logger,
-  loadKubeConfig,
+  type ProcessOptions,
+  processDeps,
   type Registry,
   type StartStep,
 } from '@gitops/shared';
@@ -83,12 +82,7 @@ export interface BackendContext {
   ): Informer<KubeObject>;
 }
 
-export interface BackendContextOptions {
-  logger?: Logger;
-  registry?: Registry;
-  /** Default: loaded from `config.kubeconfigPath` (in-cluster when unset). */
-  kubeConfig?: KubeConfig;
-}
+export type BackendContextOptions = ProcessOptions;
 
 /** A migration that failed by itself (not because the database went away) is not retried at start. */
 export function isPermanentStartError(err: unknown): boolean {
@@ -99,9 +93,7 @@ export function createBackendContext(
   config: BackendConfig,
   options: BackendContextOptions = {},
 ): BackendContext {
-  const logger = options.logger ?? createLogger({ name: 'backend', level: config.logLevel });
-  const registry = options.registry ?? createMetricsRegistry({ defaultLabels: { component: 'backend' } });
-  const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
+  const { logger, registry, kc } = processDeps('backend', config, options);
   const db = createDb(config.databaseUrl, {
     applicationName: 'gitops-backend',
     preparedStatements: config.databasePreparedStatements,

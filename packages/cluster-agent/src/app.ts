@@ -9,15 +9,7 @@
  * (queues, then periodic safety nets). ready() is true from then on, and while it waits as the standby.
  */
 import { createDb, type Db, type EngineInstanceRow } from '@gitops/db';
-import {
-  createLogger,
-  createManager,
-  createMetricsRegistry,
-  type KubeConfig,
-  type Logger,
-  loadKubeConfig,
-  type Registry,
-} from '@gitops/shared';
+import { createManager, type ProcessOptions, processDeps } from '@gitops/shared';
 import { createActiveReplica } from './active-replica.ts';
 import { type AgentFeature, createFeatureContext } from './agent-feature.ts';
 import { createApplicationFeature } from './application/application.feature.ts';
@@ -50,11 +42,7 @@ export interface Agent {
   whenIdle(): Promise<void>;
 }
 
-export interface BuildAgentOptions {
-  logger?: Logger;
-  registry?: Registry;
-  /** Defaults to the kubeconfig of `config.kubeconfigPath` (in-cluster when unset). */
-  kubeConfig?: KubeConfig;
+export interface BuildAgentOptions extends ProcessOptions {
   /**
    * Called after the agent stopped because another replica became the active one while its lock session was
    * lost: the process should exit, to be restarted as the standby (main.ts exits 1). Default: nothing more
@@ -64,10 +52,7 @@ export interface BuildAgentOptions {
 }
 
 export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {}): Agent {
-  const logger = options.logger ?? createLogger({ name: 'cluster-agent', level: config.logLevel });
-  const registry =
-    options.registry ?? createMetricsRegistry({ defaultLabels: { component: 'cluster-agent' } });
-  const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
+  const { logger, registry, kc } = processDeps('cluster-agent', config, options);
   const db: Db = createDb(config.databaseUrl, {
     // A reconcile holds a connection only for its statements (no transaction spans an API call), and the
     // status writes and completions go in batches: 20 at the default concurrency of 16, as 8 × 2 + 4 was.

@@ -5,12 +5,10 @@
  */
 import {
   createEventRecorder,
-  createLogger,
   createManager,
-  createMetricsRegistry,
-  type KubeConfig,
   type Logger,
-  loadKubeConfig,
+  type ProcessOptions,
+  processDeps,
   type Registry,
 } from '@gitops/shared';
 import { type CloudServicesClient, createCloudServicesClient } from './cloud-services-client.ts';
@@ -22,11 +20,7 @@ import { registryConnectionProcessor } from './registry-connection/registry-conn
 import { createRhoasKindFeature, type RhoasKindFeature } from './rhoas-feature.ts';
 import { serviceAccountRequestProcessor } from './service-account-request/service-account-request.processor.ts';
 
-export interface BuildRhoasOperatorOptions {
-  logger?: Logger;
-  registry?: Registry;
-  /** Default: loaded from `config.kubeconfigPath` (in-cluster when unset). */
-  kubeConfig?: KubeConfig;
+export interface BuildRhoasOperatorOptions extends ProcessOptions {
   client?: CloudServicesClient;
   now?: () => Date;
 }
@@ -51,10 +45,7 @@ export function buildRhoasOperator(
   config: RhoasOperatorConfig,
   options: BuildRhoasOperatorOptions = {},
 ): RhoasOperator {
-  const logger = options.logger ?? createLogger({ name: 'rhoas-operator', level: config.logLevel });
-  const registry =
-    options.registry ?? createMetricsRegistry({ defaultLabels: { component: 'rhoas-operator' } });
-  const kc = options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath);
+  const { logger, registry, kc } = processDeps('rhoas-operator', config, options);
   const ctx: RhoasContext = {
     config,
     kc,

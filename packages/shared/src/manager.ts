@@ -18,10 +18,37 @@
  * start") and leaves nothing running. ready() is true from the end of start() until close().
  */
 import { retryAtStart } from './backoff.ts';
+import type { LogLevel } from './config.ts';
 import { isTerminalError } from './errors.ts';
 import { createFeatureSet, type Feature, type FeatureSet } from './feature.ts';
-import type { Logger } from './logger.ts';
+import { type KubeConfig, loadKubeConfig } from './kube.ts';
+import { createLogger, type Logger } from './logger.ts';
+import { createMetricsRegistry, type Registry } from './metrics.ts';
 import type { Service } from './service.ts';
+
+/** What a test may give a process instead of its own (`buildBackend(config, options)`, ...). */
+export interface ProcessOptions {
+  logger?: Logger;
+  registry?: Registry;
+  /** Default: loaded from the configuration's `kubeconfigPath` (in-cluster when unset). */
+  kubeConfig?: KubeConfig;
+}
+
+/**
+ * The logger, metrics registry and API server configuration of a process named `name` (its log name and the
+ * metrics' `component` label): the ones `options` gives, else its own.
+ */
+export function processDeps(
+  name: string,
+  config: { logLevel: LogLevel; kubeconfigPath?: string },
+  options: ProcessOptions,
+): { logger: Logger; registry: Registry; kc: KubeConfig } {
+  return {
+    logger: options.logger ?? createLogger({ name, level: config.logLevel }),
+    registry: options.registry ?? createMetricsRegistry({ defaultLabels: { component: name } }),
+    kc: options.kubeConfig ?? loadKubeConfig(config.kubeconfigPath),
+  };
+}
 
 /** How long a start step is retried by default (two minutes: a pod waits that long for its dependencies). */
 export const DEFAULT_START_RETRY_MS = 120_000;
