@@ -39,6 +39,7 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { type ErrorState, reportUnknownError, writeErrorConditions } from '../error-occurred.ts';
+import type { JsonObject } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace, type TenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
@@ -47,12 +48,14 @@ import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
 import { PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
 import { type WorkspaceAccess, WorkspaceAccessNeededError } from '../workspace-access/workspace-access.ts';
 import {
+  type ApplyResult,
   applicationOperationsOutcome,
   applyDesiredApplication,
   createNewApplication,
   type DeletedApplication,
   deleteMappedApplications,
   findDeploymentMappings,
+  type MappedDeletes,
   RELEASE_WAIT_MS,
   unchangedApplication,
 } from './application.store.ts';
@@ -276,40 +279,46 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     );
   }
 
-  async function reconcileLive(
-    object: KubeObject,
-    context: ReconcileContext,
-  ): Promise<ReconcileResult | undefined> {
-    const { logger, signal } = context;
+  /**
+   * Rows of earlier incarnations of the deployment (a delete and re-create under the same name): they go in any
+   * case; those waiting for a move's release before they can go make the reconcile look again later.
+   */
+  function staleRowsOf(object: KubeObject) {
     const { namespace = '', name, uid = '' } = object.metadata;
-    const deployment = { namespace, name, uid };
-
-    /** Rows of earlier incarnations waiting for a move's release before they can go (looked at again). */
-    let staleWaiting = 0;
-    /** Rows of earlier incarnations with the same name (delete-recreate) go in any case. */
-    const deleteStale = async () => {
-      const { deleted, waitingForRelease } = await db.transaction().execute(async (trx) => {
-        await GitOpsDeploymentCr.lock(trx, namespace, name);
-        return await deleteMappedApplications(
-          trx,
-          await findDeploymentMappings(trx, namespace, name, { exceptUid: uid }),
-        );
-      });
-      staleWaiting += waitingForRelease;
-      await recordDeletes(object, deleted);
+    let waiting = 0;
+    return {
+      async deleteNow() {
+        const { deleted, waitingForRelease } = await db.transaction().execute(async (trx) => {
+          await GitOpsDeploymentCr.lock(trx, namespace, name);
+          return await deleteMappedApplications(
+            trx,
+            await findDeploymentMappings(trx, namespace, name, { exceptUid: uid }),
+          );
+        });
+        waiting += waitingForRelease;
+        await recordDeletes(object, deleted);
+      },
+      /** Rows the transaction already deleted with the application's change. */
+      async deleted(stale: MappedDeletes) {
+        waiting += stale.waitingForRelease;
+        await recordDeletes(object, stale.deleted);
+      },
+      later: (): ReconcileResult | undefined => (waiting > 0 ? { requeueAfter: RELEASE_WAIT_MS } : undefined),
     };
-    const staleLater = () => (staleWaiting > 0 ? { requeueAfter: RELEASE_WAIT_MS } : undefined);
+  }
 
+  /** The desired application of a live deployment: its spec and environment, or why there is none. */
+  async function desiredOf(
+    object: KubeObject,
+    logger: Logger,
+  ): Promise<
+    { ok: true; spec: JsonObject; managedEnvironmentId: string | undefined } | { ok: false; message: string }
+  > {
+    const namespace = object.metadata.namespace ?? '';
     const parsed = parseGitOpsDeploymentSpec(object.spec);
     if (!parsed.ok) {
       logger.warn({ problem: parsed.problem }, 'malformed GitOpsDeployment');
-      await deleteStale();
-      await writeErrorOccurred(
-        object,
-        { status: 'error', message: DeploymentErrorMessage.invalidSpec(parsed.problem) },
-        logger,
-      );
-      return staleLater();
+      return { ok: false, message: DeploymentErrorMessage.invalidSpec(parsed.problem) };
     }
     const environmentName = parsed.spec.destination?.environment;
     let managedEnvironmentId: string | undefined;
@@ -317,22 +326,110 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       // Missing or not connected: the application row is kept as it is (the agent renders an empty
       // destination once the environment row is gone); the user sees the documented error.
       const resolved = (await options.resolveEnvironment?.(namespace, environmentName)) ?? { ok: false };
-      if (!resolved.ok) {
-        await deleteStale();
-        await writeErrorOccurred(
-          object,
-          { status: 'error', message: GitOpsDeploymentMessage.ManagedEnvironmentUnusable },
-          logger,
-        );
-        return staleLater();
-      }
+      if (!resolved.ok) return { ok: false, message: GitOpsDeploymentMessage.ManagedEnvironmentUnusable };
       managedEnvironmentId = resolved.managedEnvironmentId;
     }
-
     const spec = desiredApplicationSpec(
       parsed.spec,
       environmentName ? parsed.spec.destination?.namespace || namespace : namespace,
     );
+    return { ok: true, spec, managedEnvironmentId };
+  }
+
+  /**
+   * The locked transaction: the name's lock, its mappings, the rows of earlier incarnations deleted, the
+   * application created or updated with its operation. A refused placement or a tenant that needs workspace
+   * credentials first is the answer, not an error.
+   */
+  function applyLocked(input: {
+    deployment: { namespace: string; name: string; uid: string };
+    tenant: TenantNamespace;
+    spec: JsonObject;
+    managedEnvironmentId: string | undefined;
+    workspaceCredentials?: ClusterCredentialsInput;
+  }) {
+    const { deployment, tenant, workspaceCredentials } = input;
+    const { namespace, name, uid } = deployment;
+    return db
+      .transaction()
+      .execute(async (trx) => {
+        await GitOpsDeploymentCr.lock(trx, namespace, name);
+        const mappings = await findDeploymentMappings(trx, namespace, name);
+        const stale = await deleteMappedApplications(
+          trx,
+          mappings.filter((m) => m.cr_uid !== uid),
+        );
+        const result = await applyDesiredApplication(
+          trx,
+          {
+            deployment,
+            namespaceUid: tenant.uid,
+            requestedEngineInstance: tenant.engineInstance,
+            spec: input.spec,
+            managedEnvironmentId: input.managedEnvironmentId,
+            tenantClusterIdentity: options.tenantClusterIdentity(),
+            ...(workspaceCredentials ? { workspaceCredentials } : {}),
+          },
+          mappings.find((m) => m.cr_uid === uid),
+        );
+        return { stale, result };
+      })
+      .catch((err: unknown) => {
+        if (err instanceof PlacementRefusedError || err instanceof WorkspaceAccessNeededError) return err;
+        throw err;
+      });
+  }
+
+  /**
+   * The locked transaction; when the tenant's instance runs on another cluster, credentials for its namespace
+   * first (API calls, so outside the transaction), then the same transaction again with them.
+   */
+  async function applyWithWorkspaceAccess(
+    input: Parameters<typeof applyLocked>[0],
+    { logger, signal }: ReconcileContext,
+  ) {
+    const applied = await applyLocked(input);
+    if (!(applied instanceof WorkspaceAccessNeededError)) return applied;
+    if (!options.workspaceAccess) throw applied;
+    logger.info({ engineInstance: applied.instance }, 'provisioning workspace access for another cluster');
+    const workspaceCredentials = await options.workspaceAccess.provision(input.deployment.namespace, signal);
+    const again = await applyLocked({ ...input, workspaceCredentials });
+    if (again instanceof WorkspaceAccessNeededError) throw again;
+    return again;
+  }
+
+  /** A created or updated application: said in the log and in a Normal Event on the deployment. */
+  async function announceChange(object: KubeObject, result: ApplyResult, logger: Logger) {
+    if (result.change === 'none') return;
+    logger.info(
+      { application: result.application.id, operation: result.operation.id, change: result.change },
+      `application ${result.change}`,
+    );
+    const created = result.change === 'created';
+    await events.event(
+      GitOpsDeploymentCr.withTypeMeta(object),
+      'Normal',
+      created ? DeploymentEventReason.ApplicationCreated : DeploymentEventReason.ApplicationUpdated,
+      `${created ? 'Created' : 'Updated'} application ${result.application.name} in the database (operation ${result.operation.id})`,
+    );
+  }
+
+  async function reconcileLive(
+    object: KubeObject,
+    context: ReconcileContext,
+  ): Promise<ReconcileResult | undefined> {
+    const { logger, signal } = context;
+    const { namespace = '', name, uid = '' } = object.metadata;
+    const deployment = { namespace, name, uid };
+    const stale = staleRowsOf(object);
+    const desired = await desiredOf(object, logger);
+    if (!desired.ok) {
+      await stale.deleteNow();
+      await writeErrorOccurred(object, { status: 'error', message: desired.message }, logger);
+      return stale.later();
+    }
+    const { spec, managedEnvironmentId } = desired;
+
     // An object without any status yet is almost always new (nothing has reported on it), so the look for an
     // unchanged row outside a transaction is skipped: the transaction reads the mappings and decides alone.
     const existingMappings =
@@ -360,82 +457,35 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
           tenantClusterIdentity: options.tenantClusterIdentity(),
         })
       : undefined;
-    // The namespace's label matters only when the tenant is placed, i.e. for a new application: read from etcd.
-    let tenant: TenantNamespace | undefined = ownMapping && {
-      uid: ownMapping.cr_namespace_uid,
-      engineInstance: undefined,
-    };
-    const apply = async (workspaceCredentials?: ClusterCredentialsInput) => {
-      tenant ??= await readTenantNamespace(kc, namespace, signal);
-      const { uid: namespaceUid, engineInstance: requestedEngineInstance } = tenant;
-      return db
-        .transaction()
-        .execute(async (trx) => {
-          await GitOpsDeploymentCr.lock(trx, namespace, name);
-          const mappings = await findDeploymentMappings(trx, namespace, name);
-          const stale = await deleteMappedApplications(
-            trx,
-            mappings.filter((m) => m.cr_uid !== uid),
-          );
-          const result = await applyDesiredApplication(
-            trx,
-            {
-              deployment,
-              namespaceUid,
-              requestedEngineInstance,
-              spec,
-              managedEnvironmentId,
-              tenantClusterIdentity: options.tenantClusterIdentity(),
-              ...(workspaceCredentials ? { workspaceCredentials } : {}),
-            },
-            mappings.find((m) => m.cr_uid === uid),
-          );
-          return { stale, result };
-        })
-        .catch((err: unknown) => {
-          if (err instanceof PlacementRefusedError || err instanceof WorkspaceAccessNeededError) return err;
-          throw err;
-        });
-    };
-    let applied = createdAtOnce
+    const applied = createdAtOnce
       ? { stale: { deleted: [], waitingForRelease: 0 }, result: createdAtOnce }
-      : await apply();
-    if (applied instanceof WorkspaceAccessNeededError) {
-      // The tenant's instance runs on another cluster: credentials for its namespace first (API calls, so
-      // outside the transaction), then the same transaction again with them.
-      if (!options.workspaceAccess) throw applied;
-      logger.info({ engineInstance: applied.instance }, 'provisioning workspace access for another cluster');
-      applied = await apply(await options.workspaceAccess.provision(namespace, signal));
-      if (applied instanceof WorkspaceAccessNeededError) throw applied;
-    }
+      : await applyWithWorkspaceAccess(
+          {
+            deployment,
+            // The namespace's label matters only when the tenant is placed, i.e. for a new application: read
+            // from etcd.
+            tenant: ownMapping
+              ? { uid: ownMapping.cr_namespace_uid, engineInstance: undefined }
+              : await readTenantNamespace(kc, namespace, signal),
+            spec,
+            managedEnvironmentId,
+          },
+          context,
+        );
     if (applied instanceof PlacementRefusedError) {
       logger.warn({ refusal: applied.refusal }, 'the tenant has no engine instance');
       await writeErrorOccurred(object, { status: 'error', message: applied.message }, logger);
       // The instance may be registered or uncordoned, or the label fixed, without any event of ours.
       return { requeueAfter: PLACEMENT_RECHECK_MS };
     }
-    const { stale, result } = applied;
+    const { result } = applied;
     options.applications?.remember(uid, result.application.id, `${namespace}/${name}`);
-    await recordDeletes(object, stale.deleted);
-    staleWaiting += stale.waitingForRelease;
-    if (result.change !== 'none') {
-      logger.info(
-        { application: result.application.id, operation: result.operation.id, change: result.change },
-        `application ${result.change}`,
-      );
-      const created = result.change === 'created';
-      await events.event(
-        GitOpsDeploymentCr.withTypeMeta(object),
-        'Normal',
-        created ? DeploymentEventReason.ApplicationCreated : DeploymentEventReason.ApplicationUpdated,
-        `${created ? 'Created' : 'Updated'} application ${result.application.name} in the database (operation ${result.operation.id})`,
-      );
-    }
-
+    await stale.deleted(applied.stale);
+    await announceChange(object, result, logger);
     // A change just queued an operation: one is pending, so there is nothing to read to know it.
     if (result.change === 'none') await reportOperationOutcome(object, uid, result.application.id, logger);
     else await writeErrorOccurred(object, { status: 'ok' }, logger);
-    return staleLater();
+    return stale.later();
   }
 
   /** ErrorOccurred from the outcome of the application's operations (a failure shows until the next one). */
