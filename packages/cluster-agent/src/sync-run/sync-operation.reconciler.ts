@@ -18,6 +18,7 @@
  * whose application moved to another engine instance (its tenant moved) is left to that instance.
  */
 import {
+  type ApplicationRow,
   getApplication,
   getSyncOperation,
   hasUnfinishedOperation,
@@ -35,6 +36,7 @@ import {
   collectionPath,
   HttpMethod,
   type KubeConfig,
+  type KubeObject,
   kubeRequest,
   type Logger,
   scrubString,
@@ -134,44 +136,50 @@ export function createSyncOperationReconciler(
     if (next) options.enqueue(next.id);
   }
 
-  async function reconcileSyncOperation(
-    id: string,
-    { signal, logger }: { signal: AbortSignal; logger: Logger },
-  ): Promise<ResourceOutcome> {
-    const row = await getSyncOperation(db, id);
-    if (!row) return { status: 'done', changed: false, message: 'the sync no longer exists' };
-    if (row.outcome !== null) return { status: 'done', changed: false, message: `sync ${row.outcome}` };
-    if (row.desired_state === 'Terminated' && row.requested_at === null) {
-      return await finish(row, 'Terminated', 'terminated before it was requested in Argo CD', logger);
-    }
+  /**
+   * The row's application, and its live Argo CD Application when that is the one serving the row now; else the
+   * outcome (finished, elsewhere, or waiting: an earlier sync runs, or the Application is missing or replaced).
+   */
+  async function locate(
+    row: SyncOperationRow,
+    logger: Logger,
+  ): Promise<{ outcome: ResourceOutcome } | { application: ApplicationRow; live: KubeObject }> {
     const application = row.application_id ? await getApplication(db, row.application_id) : undefined;
     if (!application) {
-      return await finish(
-        row,
-        'Error',
-        "the GitOpsDeployment's Argo CD Application no longer exists",
-        logger,
-      );
+      return {
+        outcome: await finish(
+          row,
+          'Error',
+          "the GitOpsDeployment's Argo CD Application no longer exists",
+          logger,
+        ),
+      };
     }
     if (application.engine_instance_id !== ctx.engineInstanceId) {
       // Its tenant moved: the new instance was told (moveTenant) and runs the sync on its Application; one
       // running here ends when this instance releases the old Application.
-      return { status: 'done', changed: false, message: 'the application is on another engine instance' };
+      return {
+        outcome: { status: 'done', changed: false, message: 'the application is on another engine instance' },
+      };
     }
     const head = (await listSyncOperationsOfApplication(db, application.id)).find(isUnfinished);
     if (head && head.id !== row.id) {
       return {
-        status: 'pending',
-        reason: 'an earlier sync of the application runs',
-        requeueAfterMs: QUEUED_RECHECK_MS,
+        outcome: {
+          status: 'pending',
+          reason: 'an earlier sync of the application runs',
+          requeueAfterMs: QUEUED_RECHECK_MS,
+        },
       };
     }
     const live = ctx.applications.get(namespace, application.name);
     if (!live) {
       return {
-        status: 'pending',
-        reason: 'the Argo CD Application does not exist yet',
-        requeueAfterMs: MISSING_APPLICATION_RECHECK_MS,
+        outcome: {
+          status: 'pending',
+          reason: 'the Argo CD Application does not exist yet',
+          requeueAfterMs: MISSING_APPLICATION_RECHECK_MS,
+        },
       };
     }
 
@@ -180,25 +188,33 @@ export function createSyncOperationReconciler(
     // the same name is on its way out, and the agent re-creates the right one once it is gone.
     if (live.metadata.deletionTimestamp || live.metadata.labels?.[AgentLabel.DatabaseId] !== application.id) {
       return {
-        status: 'pending',
-        reason: 'the Argo CD Application is being replaced',
-        requeueAfterMs: MISSING_APPLICATION_RECHECK_MS,
+        outcome: {
+          status: 'pending',
+          reason: 'the Argo CD Application is being replaced',
+          requeueAfterMs: MISSING_APPLICATION_RECHECK_MS,
+        },
       };
     }
+    return { application, live };
+  }
+
+  /** Not requested on the live Application yet: ask Argo CD once (a refresh, then the operation). */
+  async function requestSync(
+    row: SyncOperationRow,
+    application: ApplicationRow,
+    live: KubeObject,
+    { signal, logger }: { signal: AbortSignal; logger: Logger },
+  ): Promise<ResourceOutcome> {
     const liveUid = live.metadata.uid ?? '';
-    // A request made on an Application that was replaced since died with it (rows requested before the uid
-    // was recorded count as this Application's).
-    const requestedHere = row.requested_at !== null && (row.requested_application_uid ?? liveUid) === liveUid;
-    if (!requestedHere && row.desired_state === 'Terminated') {
+    if (row.desired_state === 'Terminated') {
       return await finish(row, 'Terminated', 'terminated before it was requested in Argo CD', logger);
     }
     if (
-      !requestedHere &&
-      (await hasUnfinishedOperation(db, {
+      await hasUnfinishedOperation(db, {
         engineInstanceId: ctx.engineInstanceId,
         resourceType: 'Application',
         resourceId: application.id,
-      }))
+      })
     ) {
       // A change of the Application is on its way (e.g. a new path, then a SyncRun at once): sync what it
       // becomes, not what it was.
@@ -208,34 +224,40 @@ export function createSyncOperationReconciler(
         requeueAfterMs: APPLICATION_CHANGE_RECHECK_MS,
       };
     }
-    if (!requestedHere) {
-      // A previous process may have patched Argo CD and died before recording it: never request twice.
-      if (!isRequestPending(live, row.id) && !observedSync(live, { id: row.id, requested_at: null })) {
-        await patchApplication(
-          kc,
-          namespace,
-          application.name,
-          { metadata: { annotations: { [REFRESH_ANNOTATION]: 'normal' } } },
-          signal,
-        );
-        await patchApplication(
-          kc,
-          namespace,
-          application.name,
-          { operation: syncOperationRequest(row, live) },
-          signal,
-        );
-        logger.info({ syncOperation: row.id, application: application.name }, 'sync requested in Argo CD');
-      }
-      await markSyncOperationRequested(db, row.id, liveUid);
-      return {
-        status: 'pending',
-        reason: 'Argo CD runs the sync',
-        requeueAfterMs: RUNNING_RECHECK_MS,
-        changed: true,
-      };
+    // A previous process may have patched Argo CD and died before recording it: never request twice.
+    if (!isRequestPending(live, row.id) && !observedSync(live, { id: row.id, requested_at: null })) {
+      await patchApplication(
+        kc,
+        namespace,
+        application.name,
+        { metadata: { annotations: { [REFRESH_ANNOTATION]: 'normal' } } },
+        signal,
+      );
+      await patchApplication(
+        kc,
+        namespace,
+        application.name,
+        { operation: syncOperationRequest(row, live) },
+        signal,
+      );
+      logger.info({ syncOperation: row.id, application: application.name }, 'sync requested in Argo CD');
     }
+    await markSyncOperationRequested(db, row.id, liveUid);
+    return {
+      status: 'pending',
+      reason: 'Argo CD runs the sync',
+      requeueAfterMs: RUNNING_RECHECK_MS,
+      changed: true,
+    };
+  }
 
+  /** Requested on the live Application: report what Argo CD did with it, and carry out a termination. */
+  async function followSync(
+    row: SyncOperationRow,
+    application: ApplicationRow,
+    live: KubeObject,
+    { signal, logger }: { signal: AbortSignal; logger: Logger },
+  ): Promise<ResourceOutcome> {
     const observed = observedSync(live, row);
     if (observed?.finished) {
       const outcome = outcomeOfPhase(observed.phase, row.desired_state === 'Terminated');
@@ -268,6 +290,29 @@ export function createSyncOperationReconciler(
       }
     }
     return { status: 'pending', reason: 'Argo CD runs the sync', requeueAfterMs: RUNNING_RECHECK_MS };
+  }
+
+  async function reconcileSyncOperation(
+    id: string,
+    context: { signal: AbortSignal; logger: Logger },
+  ): Promise<ResourceOutcome> {
+    const { logger } = context;
+    const row = await getSyncOperation(db, id);
+    if (!row) return { status: 'done', changed: false, message: 'the sync no longer exists' };
+    if (row.outcome !== null) return { status: 'done', changed: false, message: `sync ${row.outcome}` };
+    if (row.desired_state === 'Terminated' && row.requested_at === null) {
+      return await finish(row, 'Terminated', 'terminated before it was requested in Argo CD', logger);
+    }
+    const located = await locate(row, logger);
+    if ('outcome' in located) return located.outcome;
+    const { application, live } = located;
+    const liveUid = live.metadata.uid ?? '';
+    // A request made on an Application that was replaced since died with it (rows requested before the uid
+    // was recorded count as this Application's).
+    const requestedHere = row.requested_at !== null && (row.requested_application_uid ?? liveUid) === liveUid;
+    return requestedHere
+      ? await followSync(row, application, live, context)
+      : await requestSync(row, application, live, context);
   }
 
   return { reconcileSyncOperation, wakeRunningSync: enqueueHead };
