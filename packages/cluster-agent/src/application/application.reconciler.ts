@@ -577,6 +577,71 @@ export function createApplicationReconciler(
     return { status: 'done', changed };
   }
 
+  /** The desired Application of a row; a row that can never become one has nothing to take over either. */
+  async function renderOrFail(
+    input: Omit<Parameters<typeof renderApplication>[0], 'namespace'>,
+    adopted: () => Promise<void>,
+  ): Promise<KubeObject> {
+    try {
+      return renderApplication({ ...input, namespace });
+    } catch (err) {
+      // The move is over too.
+      await adopted();
+      throw err;
+    }
+  }
+
+  /**
+   * Server-side applies the desired Application, noting the versions of it the watch delivers meanwhile
+   * (`isOwnApply` decides about them with the answer).
+   */
+  async function applyNoting(name: string, desired: KubeObject, signal: AbortSignal) {
+    const seenMeanwhile: string[] = [];
+    applying.set(name, seenMeanwhile);
+    try {
+      const applied = await serverSideApply(kc, desired, {
+        fieldManager: FIELD_MANAGER,
+        force: true,
+        signal,
+      });
+      return { applied, seenMeanwhile };
+    } finally {
+      if (applying.get(name) === seenMeanwhile) applying.delete(name);
+    }
+  }
+
+  /**
+   * After an apply: a version other than ours that arrived meanwhile (another writer, just before or after us)
+   * makes it look again; when the apply left it as desired (`settled`), the echo of ours wakes nothing and the
+   * row and Application are remembered as matching.
+   */
+  function noteApplied(row: ApplicationRow, applied: KubeObject, seenMeanwhile: string[], settled: boolean) {
+    const version = applied.metadata.resourceVersion;
+    if (seenMeanwhile.some((seen) => seen !== version)) ctx.enqueue('Application', row.id);
+    if (!settled || !version) return;
+    if (!seenMeanwhile.includes(version)) ownApplies.set(row.name, version);
+    settledApplications.set(row.id, { row: rowState(row), live: ownedState(applied) });
+  }
+
+  /** Fields we own but do not declare (set by another manager; apply cannot remove them), set to null. */
+  async function removeUndeclaredFields(
+    name: string,
+    fields: readonly string[],
+    revisionLeft: boolean,
+    signal: AbortSignal,
+  ) {
+    const patch: Record<string, unknown> = Object.fromEntries(fields.map((field) => [field, null]));
+    if (revisionLeft) patch.source = { targetRevision: null };
+    await kubeRequest(kc, {
+      method: HttpMethod.PATCH,
+      path: `${collectionPath({ ...ApplicationResource, namespace })}/${encodeURIComponent(name)}`,
+      query: { fieldManager: FIELD_MANAGER },
+      body: { spec: patch },
+      contentType: 'application/merge-patch+json',
+      signal,
+    });
+  }
+
   async function reconcileApplication(
     id: string,
     options: ReconcileApplicationOptions,
@@ -607,22 +672,17 @@ export function createApplicationReconciler(
         );
     };
     const environment = environmentOf(found.environment);
-    let desired: KubeObject;
-    try {
-      desired = renderApplication({
+    const desired = await renderOrFail(
+      {
         id: row.id,
         name: row.name,
         clusterUserId: row.cluster_user_id,
         spec: row.spec,
         environment,
         owner: found.owner,
-        namespace,
-      });
-    } catch (err) {
-      // A row that can never become an Application has nothing to take over: the move is over too.
-      await adopted();
-      throw err;
-    }
+      },
+      adopted,
+    );
     const projectName = applicationProjectName(
       row.cluster_user_id,
       environment,
@@ -650,50 +710,19 @@ export function createApplicationReconciler(
       settledApplications.set(row.id, { row: rowState(row), live: ownedState(live) });
       return { status: 'done', changed: project.status === 'done' && project.changed };
     }
-    const seenMeanwhile: string[] = [];
-    applying.set(row.name, seenMeanwhile);
-    let applied: KubeObject;
-    try {
-      applied = await serverSideApply(kc, desired, {
-        fieldManager: FIELD_MANAGER,
-        force: true,
-        signal: options.signal,
-      });
-    } finally {
-      if (applying.get(row.name) === seenMeanwhile) applying.delete(row.name);
-    }
+    const { applied, seenMeanwhile } = await applyNoting(row.name, desired, options.signal);
     await adopted();
-    // A version other than ours arrived meanwhile (another writer, just before or after us): look again.
-    if (seenMeanwhile.some((version) => version !== applied.metadata.resourceVersion))
-      ctx.enqueue('Application', row.id);
     // Fields we own but do not declare, set by another manager: apply cannot remove them.
     const revisionLeft = staleRevision && !!sourceOf(applied).targetRevision;
-    if (comparison.unexpectedSpecFields.length === 0 && !revisionLeft && applied.metadata.resourceVersion) {
-      if (!seenMeanwhile.includes(applied.metadata.resourceVersion))
-        ownApplies.set(row.name, applied.metadata.resourceVersion);
-      settledApplications.set(row.id, { row: rowState(row), live: ownedState(applied) });
-    }
-    if (comparison.unexpectedSpecFields.length > 0 || revisionLeft) {
-      const patch: Record<string, unknown> = Object.fromEntries(
-        comparison.unexpectedSpecFields.map((field) => [field, null]),
-      );
-      if (revisionLeft) patch.source = { targetRevision: null };
-      await kubeRequest(kc, {
-        method: HttpMethod.PATCH,
-        path: `${collectionPath({ ...ApplicationResource, namespace })}/${encodeURIComponent(row.name)}`,
-        query: { fieldManager: FIELD_MANAGER },
-        body: { spec: patch },
-        contentType: 'application/merge-patch+json',
-        signal: options.signal,
-      });
-    }
+    noteApplied(row, applied, seenMeanwhile, comparison.unexpectedSpecFields.length === 0 && !revisionLeft);
+    if (comparison.unexpectedSpecFields.length > 0 || revisionLeft)
+      await removeUndeclaredFields(row.name, comparison.unexpectedSpecFields, revisionLeft, options.signal);
     options.logger.info({ application: row.name, created: live === undefined }, 'Application applied');
     const liveProject = (live?.spec as { project?: unknown } | undefined)?.project;
-    if (typeof liveProject === 'string' && liveProject !== projectName) {
-      // It moved between the tenant's projects (its environment's scope changed): the one it left may be
-      // unused now. The informer may not have seen the move yet, so this Application does not count.
+    // It moved between the tenant's projects (its environment's scope changed): the one it left may be
+    // unused now. The informer may not have seen the move yet, so this Application does not count.
+    if (typeof liveProject === 'string' && liveProject !== projectName)
       await reconcileAppProject(row.cluster_user_id, { ...options, goneApplicationIds: [row.id] });
-    }
     return { status: 'done', changed: true };
   }
 
