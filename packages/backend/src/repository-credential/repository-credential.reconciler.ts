@@ -272,6 +272,64 @@ export function createRepositoryCredentialReconciler(
     });
   }
 
+  /**
+   * The sealed row with its operation, under the CR name's lock; the namespace's label matters only when the
+   * tenant is placed, i.e. for a new row. A refused placement is the answer, not an error.
+   */
+  async function applyLocked(
+    object: KubeObject,
+    spec: { repository: string; secret: string },
+    credentials: Parameters<typeof applyRepositoryCredentials>[2]['credentials'],
+    signal: AbortSignal,
+  ) {
+    const { namespace = '', name, uid = '' } = object.metadata;
+    const mappings = await findRepositoryCredentialMappings(db, namespace, name);
+    const ownNamespaceUid = mappings.find((m) => m.cr_uid === uid)?.cr_namespace_uid;
+    const tenant = ownNamespaceUid
+      ? { uid: ownNamespaceUid, engineInstance: undefined }
+      : await readTenantNamespace(kc, namespace, signal);
+    return db
+      .transaction()
+      .execute(async (trx) => {
+        await RepositoryCredentialCr.lock(trx, namespace, name);
+        return await applyRepositoryCredentials(trx, sealer, {
+          cr: { namespace, name, uid },
+          namespaceUid: tenant.uid,
+          requestedEngineInstance: tenant.engineInstance,
+          tenantClusterIdentity: options.tenantClusterIdentity?.(),
+          repositoryUrl: spec.repository,
+          secretName: spec.secret,
+          credentials,
+        });
+      })
+      .catch((err: unknown) => {
+        if (err instanceof PlacementRefusedError) return err;
+        throw err;
+      });
+  }
+
+  /** Created or updated credentials: said in the log and in a Normal Event on the CR. */
+  async function announceChange(
+    object: KubeObject,
+    result: Exclude<Awaited<ReturnType<typeof applyLocked>>, PlacementRefusedError>,
+    logger: Logger,
+  ) {
+    if (result.change === 'none') return;
+    logger.info(
+      { repositoryCredentials: result.row.id, operation: result.operation.id, change: result.change },
+      `repository credentials ${result.change}`,
+    );
+    const created = result.change === 'created';
+    await events.event(
+      RepositoryCredentialCr.withTypeMeta(object),
+      'Normal',
+      created
+        ? RepositoryCredentialEventReason.RepositoryCredentialCreated
+        : RepositoryCredentialEventReason.RepositoryCredentialUpdated,
+      `${created ? 'Created' : 'Updated'} repository credentials ${result.row.id} in the database (operation ${result.operation.id})`,
+    );
+  }
+
   async function reconcileLive(
     key: string,
     object: KubeObject,
@@ -304,51 +362,14 @@ export function createRepositoryCredentialReconciler(
       logger,
     );
 
-    const mappings = await findRepositoryCredentialMappings(db, namespace, name);
-    const ownNamespaceUid = mappings.find((m) => m.cr_uid === uid)?.cr_namespace_uid;
-    // The namespace's label matters only when the tenant is placed, i.e. for a new row.
-    const tenant = ownNamespaceUid
-      ? { uid: ownNamespaceUid, engineInstance: undefined }
-      : await readTenantNamespace(kc, namespace, signal);
-    const result = await db
-      .transaction()
-      .execute(async (trx) => {
-        await RepositoryCredentialCr.lock(trx, namespace, name);
-        return await applyRepositoryCredentials(trx, sealer, {
-          cr: { namespace, name, uid },
-          namespaceUid: tenant.uid,
-          requestedEngineInstance: tenant.engineInstance,
-          tenantClusterIdentity: options.tenantClusterIdentity?.(),
-          repositoryUrl: spec.repository,
-          secretName: spec.secret,
-          credentials: read.credentials,
-        });
-      })
-      .catch((err: unknown) => {
-        if (err instanceof PlacementRefusedError) return err;
-        throw err;
-      });
+    const result = await applyLocked(object, spec, read.credentials, signal);
     if (result instanceof PlacementRefusedError) {
       logger.warn({ refusal: result.refusal }, 'the tenant has no engine instance');
       await writeConditions(object, { kind: 'error', message: result.message }, logger);
       // The instance may be registered or uncordoned, or the label fixed, without any event of ours.
       return { requeueAfter: PLACEMENT_RECHECK_MS };
     }
-    if (result.change !== 'none') {
-      logger.info(
-        { repositoryCredentials: result.row.id, operation: result.operation.id, change: result.change },
-        `repository credentials ${result.change}`,
-      );
-      const created = result.change === 'created';
-      await events.event(
-        RepositoryCredentialCr.withTypeMeta(object),
-        'Normal',
-        created
-          ? RepositoryCredentialEventReason.RepositoryCredentialCreated
-          : RepositoryCredentialEventReason.RepositoryCredentialUpdated,
-        `${created ? 'Created' : 'Updated'} repository credentials ${result.row.id} in the database (operation ${result.operation.id})`,
-      );
-    }
+    await announceChange(object, result, logger);
 
     const outcome: RepositoryCredentialOutcome =
       check.result === 'valid'
