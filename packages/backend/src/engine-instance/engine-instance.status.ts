@@ -58,6 +58,52 @@ export function isBeingDeleted(object: KubeObject): boolean {
   return typeof object.metadata.deletionTimestamp === 'string';
 }
 
+/** Available: an agent of the instance listens, or none does. */
+function availableCondition(name: string, overview: EngineInstanceOverview): ConditionInput {
+  return overview.listening
+    ? {
+        type: EngineInstanceConditionType.Available,
+        status: 'True',
+        reason: EngineInstanceReason.AgentListening,
+        message: EngineInstanceMessage.agentListening(name),
+      }
+    : {
+        type: EngineInstanceConditionType.Available,
+        status: 'False',
+        reason: EngineInstanceReason.AgentAway,
+        message: EngineInstanceMessage.agentAway(name),
+      };
+}
+
+/** Drained (asked for by `spec.drain`): nothing left, tenants left with nowhere to go, or on their way. */
+function drainedCondition(
+  name: string,
+  overview: EngineInstanceOverview,
+  noDrainTarget: boolean,
+): ConditionInput {
+  const type = EngineInstanceConditionType.Drained;
+  if (overview.tenants === 0 && overview.applications === 0 && overview.releasing === 0)
+    return {
+      type,
+      status: 'True',
+      reason: EngineInstanceReason.Drained,
+      message: EngineInstanceMessage.drained(name),
+    };
+  return noDrainTarget
+    ? {
+        type,
+        status: 'False',
+        reason: EngineInstanceReason.NoDrainTarget,
+        message: EngineInstanceMessage.noDrainTarget(name, overview.tenants),
+      }
+    : {
+        type,
+        status: 'False',
+        reason: EngineInstanceReason.Draining,
+        message: EngineInstanceMessage.draining(name, overview.tenants, overview.releasing),
+      };
+}
+
 /**
  * The status `object` should have given its instance's `overview` (undefined: no agent registered an instance
  * of its name), once its spec is applied. Condition times are kept while a condition's status, reason and
@@ -104,46 +150,8 @@ export function desiredStatus(
     reason: EngineInstanceReason.Registered,
     message: EngineInstanceMessage.registered(name, overview.namespace_name, overview.cluster_identity),
   });
-  put(
-    overview.listening
-      ? {
-          type: EngineInstanceConditionType.Available,
-          status: 'True',
-          reason: EngineInstanceReason.AgentListening,
-          message: EngineInstanceMessage.agentListening(name),
-        }
-      : {
-          type: EngineInstanceConditionType.Available,
-          status: 'False',
-          reason: EngineInstanceReason.AgentAway,
-          message: EngineInstanceMessage.agentAway(name),
-        },
-  );
-  if (specDrain(object)) {
-    const drained = overview.tenants === 0 && overview.applications === 0 && overview.releasing === 0;
-    put(
-      drained
-        ? {
-            type: EngineInstanceConditionType.Drained,
-            status: 'True',
-            reason: EngineInstanceReason.Drained,
-            message: EngineInstanceMessage.drained(name),
-          }
-        : noDrainTarget
-          ? {
-              type: EngineInstanceConditionType.Drained,
-              status: 'False',
-              reason: EngineInstanceReason.NoDrainTarget,
-              message: EngineInstanceMessage.noDrainTarget(name, overview.tenants),
-            }
-          : {
-              type: EngineInstanceConditionType.Drained,
-              status: 'False',
-              reason: EngineInstanceReason.Draining,
-              message: EngineInstanceMessage.draining(name, overview.tenants, overview.releasing),
-            },
-    );
-  }
+  put(availableCondition(name, overview));
+  if (specDrain(object)) put(drainedCondition(name, overview, noDrainTarget));
   if (isBeingDeleted(object))
     put({
       type: EngineInstanceConditionType.DeletionBlocked,
