@@ -7,6 +7,7 @@
 import {
   type ApiCrMappingRow,
   type ClusterCredentialsInput,
+  type ClusterCredentialsRow,
   type Database,
   deleteApiCrMapping,
   deleteManagedEnvironment,
@@ -85,6 +86,29 @@ export type ApplyEnvironmentResult = {
   operationId?: string;
 };
 
+/** Whether the stored credentials already are `desired` (and sealed with the active key). */
+function sameCredentials(
+  sealer: Sealer,
+  stored: ClusterCredentialsRow,
+  desired: DesiredCredentials,
+): boolean {
+  let token: string | undefined;
+  try {
+    token = sealer.openString(stored.bearer_token_sealed, BEARER_TOKEN_CONTEXT);
+  } catch {
+    token = undefined;
+  }
+  return (
+    stored.api_url === desired.apiUrl &&
+    token === desired.bearerToken &&
+    !sealer.needsResealing(stored.bearer_token_sealed) &&
+    stored.allow_insecure_skip_tls_verify === desired.allowInsecureSkipTlsVerify &&
+    stored.cluster_resources === desired.clusterResources &&
+    stored.ca_data === (desired.caData ?? null) &&
+    jsonEqual(stored.namespaces, desired.namespaces)
+  );
+}
+
 /**
  * Makes the rows of a connected ManagedEnvironment match `desired`; announces a change to the tenant's engine
  * instance (placing the tenant first when needed: PlacementRefusedError, and nothing is written, when it
@@ -121,22 +145,8 @@ export async function applyEnvironment(
   });
 
   if (existing?.credentials) {
-    const c = existing.credentials;
-    let token: string | undefined;
-    try {
-      token = sealer.openString(c.bearer_token_sealed, BEARER_TOKEN_CONTEXT);
-    } catch {
-      token = undefined;
-    }
-    const same =
-      c.api_url === desired.apiUrl &&
-      token === desired.bearerToken &&
-      !sealer.needsResealing(c.bearer_token_sealed) &&
-      c.allow_insecure_skip_tls_verify === desired.allowInsecureSkipTlsVerify &&
-      c.cluster_resources === desired.clusterResources &&
-      c.ca_data === (desired.caData ?? null) &&
-      jsonEqual(c.namespaces, desired.namespaces);
-    if (same) return { change: 'none', environmentId: existing.environment.id };
+    if (sameCredentials(sealer, existing.credentials, desired))
+      return { change: 'none', environmentId: existing.environment.id };
     const instance = await tenantEngineInstance(
       trx,
       existing.environment.cluster_user_id,
