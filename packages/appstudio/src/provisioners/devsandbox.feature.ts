@@ -154,6 +154,72 @@ export function createDevSandboxProvisioner(
     return { kind: 'waiting', requeueAfter: RECHECK_MS };
   }
 
+  /** A SpaceRequest whose claim is gone: deleted when every devsandbox class it may come from says Delete. */
+  async function cleanUpOrphan(sr: KubeObject, claimName: string, logger: Logger) {
+    const className = annotationOf(sr, CLASS_ANNOTATION);
+    const classes = deps.classes
+      .list()
+      .filter(
+        (c) =>
+          text(specOf(c).provisioner) === ProvisionerName.DevSandbox &&
+          (className === undefined || c.metadata.name === className),
+      );
+    if (classes.length > 0 && classes.every((c) => text(specOf(c).reclaimPolicy) === ReclaimPolicy.Delete)) {
+      await deleteIfExists(kc, refOfKind(SpaceRequest, sr), { uid: sr.metadata.uid });
+      logger.info(
+        { claim: claimName },
+        'SpaceRequest of a claim that is gone deleted (reclaim policy Delete)',
+      );
+    } else {
+      logger.warn(
+        { claim: claimName },
+        'SpaceRequest of a claim that is gone kept: no devsandbox class says Delete',
+      );
+    }
+  }
+
+  /** The DeploymentTarget of a claim, from its Ready SpaceRequest's namespace access; Available at once. */
+  async function createTarget(
+    claim: ClaimCr,
+    sr: KubeObject,
+    access: Record<string, unknown>,
+  ): Promise<TargetCr> {
+    const namespace = sr.metadata.namespace ?? '';
+    const claimName = claim.metadata.name;
+    const provisionerLabel = annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner);
+    const target = kindParser<TargetCr>(Target)(
+      await kubeRequest(kc, {
+        method: HttpMethod.POST,
+        path: collectionPath({ ...Target.resource, namespace }),
+        body: {
+          apiVersion: Target.apiVersion,
+          kind: Target.kind,
+          metadata: {
+            name: provisionedTargetName(claimName),
+            namespace,
+            labels: {
+              ...ctx.shardLabels,
+              ...(provisionerLabel ? { [DT_PROVISIONER_LABEL]: provisionerLabel } : {}),
+            },
+            annotations: { [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.DevSandbox },
+          },
+          spec: {
+            deploymentTargetClassName: classNameOf(claim),
+            kubernetesCredentials: {
+              defaultNamespace: text(access.name),
+              apiURL: text(statusOf(sr).targetClusterURL),
+              clusterCredentialsSecret: text(access.secretRef),
+              allowInsecureSkipTLSVerify: deps.allowInsecureSkipTLSVerify === true,
+            },
+            claimRef: claimName,
+          },
+        },
+      }),
+    );
+    await setPhase(kc, Target, target, DeploymentTargetPhase.Available);
+    return target;
+  }
+
   /** A SpaceRequest event: orphan cleanup, then the target from a Ready SpaceRequest. */
   async function reconcile(
     key: string,
@@ -170,29 +236,7 @@ export function createDevSandboxProvisioner(
       { parse: kindParser<ClaimCr>(Claim) },
     );
     if (!claim) {
-      const className = annotationOf(sr, CLASS_ANNOTATION);
-      const classes = deps.classes
-        .list()
-        .filter(
-          (c) =>
-            text(specOf(c).provisioner) === ProvisionerName.DevSandbox &&
-            (className === undefined || c.metadata.name === className),
-        );
-      if (
-        classes.length > 0 &&
-        classes.every((c) => text(specOf(c).reclaimPolicy) === ReclaimPolicy.Delete)
-      ) {
-        await deleteIfExists(kc, refOfKind(SpaceRequest, sr), { uid: sr.metadata.uid });
-        logger.info(
-          { claim: claimName },
-          'SpaceRequest of a claim that is gone deleted (reclaim policy Delete)',
-        );
-      } else {
-        logger.warn(
-          { claim: claimName },
-          'SpaceRequest of a claim that is gone kept: no devsandbox class says Delete',
-        );
-      }
+      await cleanUpOrphan(sr, claimName, logger);
       return undefined;
     }
     const access = list(statusOf(sr).namespaceAccess).map(record);
@@ -206,37 +250,7 @@ export function createDevSandboxProvisioner(
       (labelled ? deps.targets.get(namespace, labelled) : undefined) ??
       targetsByClaimRef(namespace, claimName)[0];
     if (!target) {
-      const provisionerLabel = annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner);
-      target = kindParser<TargetCr>(Target)(
-        await kubeRequest(kc, {
-          method: HttpMethod.POST,
-          path: collectionPath({ ...Target.resource, namespace }),
-          body: {
-            apiVersion: Target.apiVersion,
-            kind: Target.kind,
-            metadata: {
-              name: provisionedTargetName(claimName),
-              namespace,
-              labels: {
-                ...ctx.shardLabels,
-                ...(provisionerLabel ? { [DT_PROVISIONER_LABEL]: provisionerLabel } : {}),
-              },
-              annotations: { [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.DevSandbox },
-            },
-            spec: {
-              deploymentTargetClassName: classNameOf(claim),
-              kubernetesCredentials: {
-                defaultNamespace: text(access[0]?.name),
-                apiURL: text(statusOf(sr).targetClusterURL),
-                clusterCredentialsSecret: text(access[0]?.secretRef),
-                allowInsecureSkipTLSVerify: deps.allowInsecureSkipTLSVerify === true,
-              },
-              claimRef: claimName,
-            },
-          },
-        }),
-      );
-      await setPhase(kc, Target, target, DeploymentTargetPhase.Available);
+      target = await createTarget(claim, sr, access[0] ?? {});
       logger.info({ target: target.metadata.name }, 'DeploymentTarget created from the Ready SpaceRequest');
     }
     if (labelled !== target.metadata.name)
