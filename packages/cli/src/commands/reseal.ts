@@ -7,16 +7,18 @@
  * id, never its content.
  */
 import {
+  type Db,
   listSealedValues,
   replaceSealedValue,
   SEALED_COLUMNS,
   type SealedColumn,
+  type Sealer,
   SealingError,
   sealedColumnName,
 } from '@gitops/db';
 import type { Command } from '../command.ts';
 import { CliError, ExitCode } from '../context.ts';
-import { formatTable, toJson } from '../output.ts';
+import { formatTable, type Io, toJson } from '../output.ts';
 
 const DEFAULT_BATCH = 100;
 
@@ -37,8 +39,20 @@ export const reseal: Command = async ({ args, options, format, ctx, io }) => {
   }
   const dryRun = options['dry-run'] === true;
   const sealer = ctx.sealer();
-  const db = await ctx.db();
+  const counts = await resealAll(await ctx.db(), sealer, { batch, dryRun });
+  const failed = counts.some((c) => c.failed.length > 0);
+  const activeKeyId = sealer.activeKeyId;
+  if (format === 'json') io.out(toJson({ activeKeyId, dryRun, columns: counts }));
+  else report(io, counts, { activeKeyId, dryRun, batch, failed });
+  return failed ? ExitCode.failed : ExitCode.ok;
+};
 
+/** Every sealed column, page by page: each value not under the active key is resealed (unless a dry run). */
+async function resealAll(
+  db: Db,
+  sealer: Sealer,
+  { batch, dryRun }: { batch: number; dryRun: boolean },
+): Promise<ColumnCounts[]> {
   const counts: ColumnCounts[] = [];
   for (const column of SEALED_COLUMNS) {
     const c: ColumnCounts = {
@@ -57,6 +71,7 @@ export const reseal: Command = async ({ args, options, format, ctx, io }) => {
       afterId = page.at(-1)!.id;
     }
   }
+  return counts;
 
   async function resealOne(column: SealedColumn, id: string, value: Buffer, c: ColumnCounts) {
     let keyId: string | null = null;
@@ -83,13 +98,19 @@ export const reseal: Command = async ({ args, options, format, ctx, io }) => {
       c.failed.push({ id, keyId, reason: err.code });
     }
   }
+}
 
-  const failed = counts.some((c) => c.failed.length > 0);
-  const activeKeyId = sealer.activeKeyId;
-  if (format === 'json') {
-    io.out(toJson({ activeKeyId, dryRun, columns: counts }));
-    return failed ? ExitCode.failed : ExitCode.ok;
-  }
+/** The table of counts, every value that failed (row id and key id, never its content), and what is next. */
+function report(
+  io: Io,
+  counts: ColumnCounts[],
+  {
+    activeKeyId,
+    dryRun,
+    batch,
+    failed,
+  }: { activeKeyId: string; dryRun: boolean; batch: number; failed: boolean },
+) {
   io.out(
     `${dryRun ? 'dry run: would reseal' : 'resealed'} under the active key '${activeKeyId}' (${batch} rows a batch):`,
   );
@@ -122,8 +143,7 @@ export const reseal: Command = async ({ args, options, format, ctx, io }) => {
         : `every stored value is now sealed under '${activeKeyId}': keys other than the active one can be removed from GITOPS_ENCRYPTION_KEYS once every process runs with '${activeKeyId}' first`,
     );
   }
-  return failed ? ExitCode.failed : ExitCode.ok;
-};
+}
 
 function explain(code: string): string {
   switch (code) {
