@@ -121,6 +121,21 @@ function sameCredentials(sealer: Sealer, row: RepositoryCredentialsRow, c: GitCr
   );
 }
 
+/** The row's columns for `desired`, each credential sealed under its own context. */
+function columnsOf(sealer: Sealer, desired: DesiredRepositoryCredentials) {
+  const { credentials } = desired;
+  const seal = (value: string | undefined, context: SealContext) =>
+    value !== undefined ? sealer.seal(value, context) : null;
+  return {
+    repositoryUrl: desired.repositoryUrl,
+    normalizedRepositoryUrl: normalizeRepositoryUrl(desired.repositoryUrl),
+    secretName: desired.secretName,
+    usernameSealed: seal(credentials.username, SealContext.username),
+    passwordSealed: seal(credentials.password, SealContext.password),
+    sshPrivateKeySealed: seal(credentials.sshPrivateKey, SealContext.sshPrivateKey),
+  };
+}
+
 /**
  * Makes the row of a live CR match `desired`; writes (and announces) only when the URL, Secret name or a
  * credential changed (credentials are compared after opening them). A new row goes to the tenant's engine
@@ -139,19 +154,7 @@ export async function applyRepositoryCredentials(
     mapping?.repository_credentials_id != null
       ? await getRepositoryCredentials(trx, mapping.repository_credentials_id)
       : undefined;
-  const columns = {
-    repositoryUrl: desired.repositoryUrl,
-    normalizedRepositoryUrl: normalizeRepositoryUrl(desired.repositoryUrl),
-    secretName: desired.secretName,
-    usernameSealed:
-      credentials.username !== undefined ? sealer.seal(credentials.username, SealContext.username) : null,
-    passwordSealed:
-      credentials.password !== undefined ? sealer.seal(credentials.password, SealContext.password) : null,
-    sshPrivateKeySealed:
-      credentials.sshPrivateKey !== undefined
-        ? sealer.seal(credentials.sshPrivateKey, SealContext.sshPrivateKey)
-        : null,
-  };
+  const columns = columnsOf(sealer, desired);
   const ownerCr = { kind: RepositoryCredentialCr.kind, ...cr } as const;
 
   if (existing) {
