@@ -99,6 +99,32 @@ export async function pointBindingAt(
 }
 
 /**
+ * Creates an object of `kind` in `namespace` (its apiVersion, kind and namespace filled in) and answers it as
+ * stored, parsed as that kind.
+ */
+export async function createObject<T extends KubeObject>(
+  kc: KubeConfig,
+  kind: KindDescriptor,
+  namespace: string,
+  object: { metadata: Omit<KubeObject['metadata'], 'name' | 'namespace'> & { name?: string } } & Record<
+    string,
+    unknown
+  >,
+): Promise<T> {
+  const created = await kubeRequest(kc, {
+    method: HttpMethod.POST,
+    path: collectionPath({ ...kind.resource, namespace }),
+    body: {
+      apiVersion: kind.apiVersion,
+      kind: kind.kind,
+      ...object,
+      metadata: { ...object.metadata, namespace },
+    },
+  });
+  return kindParser<T>(kind)(created);
+}
+
+/**
  * Creates the SnapshotEnvironmentBinding of (application, environment) pointed at `snapshot` with these
  * components, labelled for lookups and for this shard (a PromotionRun generates it when missing).
  */
@@ -115,31 +141,22 @@ export async function createBinding(
   },
 ): Promise<BindingCr> {
   const { namespace, name, application, environment } = binding;
-  const kind = AppStudioKinds.SnapshotEnvironmentBinding;
-  const created = await kubeRequest(kc, {
-    method: HttpMethod.POST,
-    path: collectionPath({ ...kind.resource, namespace }),
-    body: {
-      apiVersion: kind.apiVersion,
-      kind: kind.kind,
-      metadata: {
-        name,
-        namespace,
-        labels: {
-          [AppStudioLabel.BindingApplication]: application,
-          [AppStudioLabel.BindingEnvironment]: environment,
-          ...binding.shardLabels,
-        },
-      },
-      spec: {
-        application,
-        environment,
-        snapshot: binding.snapshot,
-        components: binding.components.map((component) => ({ name: component })),
+  return await createObject<BindingCr>(kc, AppStudioKinds.SnapshotEnvironmentBinding, namespace, {
+    metadata: {
+      name,
+      labels: {
+        [AppStudioLabel.BindingApplication]: application,
+        [AppStudioLabel.BindingEnvironment]: environment,
+        ...binding.shardLabels,
       },
     },
+    spec: {
+      application,
+      environment,
+      snapshot: binding.snapshot,
+      components: binding.components.map((component) => ({ name: component })),
+    },
   });
-  return kindParser<BindingCr>(kind)(created);
 }
 
 export async function addFinalizer<T extends KubeObject>(

@@ -14,25 +14,21 @@ import {
   DeploymentTargetFinalizer,
   DeploymentTargetMessage,
   DeploymentTargetPhase,
-  DT_PROVISIONER_LABEL,
   Provisioner as ProvisionerName,
   ReclaimPolicy,
   SPACE_REQUEST_TIER,
   SpaceRequestLabel,
 } from '@gitops/api';
 import {
-  collectionPath,
   deleteIfExists,
   type Feature,
   getObject,
-  HttpMethod,
   type Informer,
   ignoreCreates,
   ignoreUpdates,
   isConflict,
   type KubeObject,
   kindParser,
-  kubeRequest,
   type Logger,
   objectKey,
   type ReconcileResult,
@@ -53,8 +49,13 @@ import {
 } from '../deployment-target.ts';
 import { byClaimRef, bySpaceRequestLabel, type spaceRequestLabels } from '../indexes.ts';
 import { list, record, specOf, statusOf, text } from '../objects.ts';
-import { addFinalizer, mergePatch, setPhase } from '../writes.ts';
-import { DEPROVISION_TIMEOUT_MS, type Deprovisioned, type Provisioner } from './provisioner.ts';
+import { addFinalizer, createObject, mergePatch, setPhase } from '../writes.ts';
+import {
+  DEPROVISION_TIMEOUT_MS,
+  type Deprovisioned,
+  type Provisioner,
+  provisionedTargetLabels,
+} from './provisioner.ts';
 
 const SpaceRequest = AppStudioKinds.SpaceRequest;
 const Target = AppStudioKinds.DeploymentTarget;
@@ -100,20 +101,13 @@ export function createDevSandboxProvisioner(
   async function provision(claim: ClaimCr, deploymentTargetClass: ClassCr, logger: Logger) {
     const namespace = claim.metadata.namespace ?? '';
     if (spaceRequestsOf(namespace, SpaceRequestLabel.Claim, claim.metadata.name).length > 0) return undefined;
-    await kubeRequest(kc, {
-      method: HttpMethod.POST,
-      path: collectionPath({ ...SpaceRequest.resource, namespace }),
-      body: {
-        apiVersion: SpaceRequest.apiVersion,
-        kind: SpaceRequest.kind,
-        metadata: {
-          generateName: `${claim.metadata.name}-`,
-          namespace,
-          labels: { ...ctx.shardLabels, [SpaceRequestLabel.Claim]: claim.metadata.name },
-          annotations: { [CLASS_ANNOTATION]: deploymentTargetClass.metadata.name },
-        },
-        spec: { tierName: SPACE_REQUEST_TIER, targetClusterRoles: [] },
+    await createObject(kc, SpaceRequest, namespace, {
+      metadata: {
+        generateName: `${claim.metadata.name}-`,
+        labels: { ...ctx.shardLabels, [SpaceRequestLabel.Claim]: claim.metadata.name },
+        annotations: { [CLASS_ANNOTATION]: deploymentTargetClass.metadata.name },
       },
+      spec: { tierName: SPACE_REQUEST_TIER, targetClusterRoles: [] },
     });
     logger.info('SpaceRequest created for the claim');
     return undefined;
@@ -186,36 +180,23 @@ export function createDevSandboxProvisioner(
   ): Promise<TargetCr> {
     const namespace = sr.metadata.namespace ?? '';
     const claimName = claim.metadata.name;
-    const provisionerLabel = annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner);
-    const target = kindParser<TargetCr>(Target)(
-      await kubeRequest(kc, {
-        method: HttpMethod.POST,
-        path: collectionPath({ ...Target.resource, namespace }),
-        body: {
-          apiVersion: Target.apiVersion,
-          kind: Target.kind,
-          metadata: {
-            name: provisionedTargetName(claimName),
-            namespace,
-            labels: {
-              ...ctx.shardLabels,
-              ...(provisionerLabel ? { [DT_PROVISIONER_LABEL]: provisionerLabel } : {}),
-            },
-            annotations: { [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.DevSandbox },
-          },
-          spec: {
-            deploymentTargetClassName: classNameOf(claim),
-            kubernetesCredentials: {
-              defaultNamespace: text(access.name),
-              apiURL: text(statusOf(sr).targetClusterURL),
-              clusterCredentialsSecret: text(access.secretRef),
-              allowInsecureSkipTLSVerify: deps.allowInsecureSkipTLSVerify === true,
-            },
-            claimRef: claimName,
-          },
+    const target = await createObject<TargetCr>(kc, Target, namespace, {
+      metadata: {
+        name: provisionedTargetName(claimName),
+        labels: provisionedTargetLabels(ctx.shardLabels, claim),
+        annotations: { [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.DevSandbox },
+      },
+      spec: {
+        deploymentTargetClassName: classNameOf(claim),
+        kubernetesCredentials: {
+          defaultNamespace: text(access.name),
+          apiURL: text(statusOf(sr).targetClusterURL),
+          clusterCredentialsSecret: text(access.secretRef),
+          allowInsecureSkipTLSVerify: deps.allowInsecureSkipTLSVerify === true,
         },
-      }),
-    );
+        claimRef: claimName,
+      },
+    });
     await setPhase(kc, Target, target, DeploymentTargetPhase.Available);
     return target;
   }

@@ -29,7 +29,6 @@ import {
   DeploymentTargetAnnotation,
   DeploymentTargetMessage,
   DeploymentTargetPhase,
-  DT_PROVISIONER_LABEL,
   PROVISIONED_FOR_CLAIM_REF_ANNOTATION,
   Provisioner as ProvisionerName,
   SecretType,
@@ -44,7 +43,6 @@ import {
   isAlreadyExists,
   type KubeConfig,
   type KubeObject,
-  kindParser,
   kubeRequest,
   type Logger,
   type Registry,
@@ -58,8 +56,13 @@ import {
   credentialsOf,
   type TargetCr,
 } from '../deployment-target.ts';
-import { setPhase } from '../writes.ts';
-import { DEPROVISION_TIMEOUT_MS, type Deprovisioned, type Provisioner } from './provisioner.ts';
+import { createObject, setPhase } from '../writes.ts';
+import {
+  DEPROVISION_TIMEOUT_MS,
+  type Deprovisioned,
+  type Provisioner,
+  provisionedTargetLabels,
+} from './provisioner.ts';
 
 const Target = AppStudioKinds.DeploymentTarget;
 const Claim = AppStudioKinds.DeploymentTargetClaim;
@@ -285,38 +288,26 @@ export function createNamespaceProvisioner(
         stringData: { kubeconfig: deployerKubeconfig(cluster, namespace, token) },
       },
     });
-    const provisionerLabel = annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner);
-    const target = kindParser<TargetCr>(Target)(
-      await kubeRequest(kc, {
-        method: HttpMethod.POST,
-        path: collectionPath({ ...Target.resource, namespace: claimNamespace }),
-        body: {
-          apiVersion: Target.apiVersion,
-          kind: Target.kind,
-          metadata: {
-            name: targetName,
-            labels: {
-              ...ctx.shardLabels,
-              ...(provisionerLabel ? { [DT_PROVISIONER_LABEL]: provisionerLabel } : {}),
-            },
-            annotations: {
-              [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.Namespace,
-              [DeploymentTargetAnnotation.ProvisionedForClaimUid]: claim.metadata.uid ?? '',
-            },
-          },
-          spec: {
-            deploymentTargetClassName: classNameOf(claim),
-            kubernetesCredentials: {
-              defaultNamespace: namespace,
-              apiURL,
-              clusterCredentialsSecret: secretName,
-              allowInsecureSkipTLSVerify: false,
-            },
-            claimRef: claim.metadata.name,
-          },
+    const target = await createObject<TargetCr>(kc, Target, claimNamespace, {
+      metadata: {
+        name: targetName,
+        labels: provisionedTargetLabels(ctx.shardLabels, claim),
+        annotations: {
+          [DeploymentTargetAnnotation.ProvisionedBy]: ProvisionerName.Namespace,
+          [DeploymentTargetAnnotation.ProvisionedForClaimUid]: claim.metadata.uid ?? '',
         },
-      }),
-    );
+      },
+      spec: {
+        deploymentTargetClassName: classNameOf(claim),
+        kubernetesCredentials: {
+          defaultNamespace: namespace,
+          apiURL,
+          clusterCredentialsSecret: secretName,
+          allowInsecureSkipTLSVerify: false,
+        },
+        claimRef: claim.metadata.name,
+      },
+    });
     await setPhase(kc, Target, target, DeploymentTargetPhase.Available);
     logger.info({ namespace, target: targetName }, 'namespace provisioned for the claim');
     return undefined;

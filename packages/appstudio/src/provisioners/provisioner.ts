@@ -4,8 +4,9 @@
  * such a class being deleted under reclaim policy Delete, and removes the target's finalizer only once it
  * answers `gone`.
  */
+import { DeploymentTargetAnnotation, DT_PROVISIONER_LABEL } from '@gitops/api';
 import type { Logger } from '@gitops/shared';
-import type { ClaimCr, ClassCr, TargetCr } from '../deployment-target.ts';
+import { annotationOf, type ClaimCr, type ClassCr, type TargetCr } from '../deployment-target.ts';
 
 export type Deprovisioned =
   | { kind: 'gone' }
@@ -26,3 +27,12 @@ export interface Provisioner {
 
 /** The original's limit: a deprovisioning still going after 2 minutes makes the target Failed. */
 export const DEPROVISION_TIMEOUT_MS = 2 * 60_000;
+
+/** The labels of a target provisioned for `claim`: this shard's, and the claim's provisioner annotation as a label. */
+export function provisionedTargetLabels(
+  shardLabels: Readonly<Record<string, string>>,
+  claim: ClaimCr,
+): Record<string, string> {
+  const provisionerLabel = annotationOf(claim, DeploymentTargetAnnotation.DTProvisioner);
+  return { ...shardLabels, ...(provisionerLabel ? { [DT_PROVISIONER_LABEL]: provisionerLabel } : {}) };
+}
