@@ -23,7 +23,7 @@ import {
   TerminalError,
 } from '@gitops/shared';
 import { type AgentContext, type ResourceOutcome, resourceKey } from './agent-context.ts';
-import { AgentLabel, ApplicationResource, AppProjectResource, isUuid } from './argocd.ts';
+import { AgentLabel, ApplicationResource, AppProjectResource, databaseIdOf, isUuid } from './argocd.ts';
 import type { AgentConfig } from './config.ts';
 import type { ResourceHandler } from './operation/operation.processor.ts';
 
@@ -59,8 +59,8 @@ export interface AgentFeature extends Feature {
  */
 export function keysOfDatabaseId(resourceType: OperationResourceType): MapToKeys<KubeObject> {
   return (object) => {
-    const id = object.metadata.labels?.[AgentLabel.DatabaseId];
-    return isUuid(id) ? [resourceKey(resourceType, id)] : [];
+    const id = databaseIdOf(object);
+    return id ? [resourceKey(resourceType, id)] : [];
   };
 }
 

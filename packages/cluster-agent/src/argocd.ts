@@ -3,6 +3,7 @@
  * docs/contracts/core-pipeline.md "What the agent derives").
  */
 import { FieldManager, Finalizer, Label } from '@gitops/api';
+import type { KubeObject } from '@gitops/shared';
 
 export const ARGOCD_API_VERSION = 'argoproj.io/v1alpha1';
 export const ApplicationResource = {
@@ -69,6 +70,12 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** True for a uuid (row ids, database-id label values). */
 export function isUuid(value: unknown): value is string {
   return typeof value === 'string' && UUID.test(value);
+}
+
+/** The database id an object of ours carries in its database-id label, when that is a valid one. */
+export function databaseIdOf(object: Pick<KubeObject, 'metadata'>): string | undefined {
+  const id = object.metadata.labels?.[Label.DatabaseId];
+  return isUuid(id) ? id : undefined;
 }
 
 /** True for a valid Kubernetes label value (max 63 characters, alphanumeric at both ends). */

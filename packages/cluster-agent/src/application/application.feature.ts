@@ -5,7 +5,7 @@
  */
 import { type Periodic, type Predicate, runPeriodically } from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, keysOfDatabaseId } from '../agent-feature.ts';
-import { AgentLabel, isUuid } from '../argocd.ts';
+import { databaseIdOf } from '../argocd.ts';
 import { resyncOnce } from '../resync/drift.resync.ts';
 import {
   type ApplicationReconciler,
@@ -33,8 +33,8 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
     name: 'appeared unexpectedly or changed in what we own',
     // A project that appears unexpectedly (e.g. one created just before it stopped being wanted): look again.
     create: (project) => {
-      const tenant = project.metadata.labels?.[AgentLabel.DatabaseId];
-      return isUuid(tenant) && !reconciler.isProjectSettled(tenant);
+      const tenant = databaseIdOf(project);
+      return tenant !== undefined && !reconciler.isProjectSettled(tenant);
     },
     update: (old, project) => ownedState(old) !== ownedState(project),
   };

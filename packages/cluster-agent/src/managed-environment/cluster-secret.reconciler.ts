@@ -29,7 +29,7 @@ import {
   serverSideApply,
 } from '@gitops/shared';
 import type { ResourceOutcome } from '../agent-context.ts';
-import { FIELD_MANAGER, isUuid, managedEnvironmentClusterName } from '../argocd.ts';
+import { databaseIdOf, FIELD_MANAGER, isUuid, managedEnvironmentClusterName } from '../argocd.ts';
 import { renderClusterSecret } from './cluster-secret.render.ts';
 
 /** Label selector of the cluster Secrets we own. */
@@ -193,8 +193,8 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
       await listClusterSecretEnvironmentIds(db, { engineInstanceId: options.engineInstanceId }),
     );
     for (const secret of await listOwnedSecrets(signal)) {
-      const id = secret.metadata.labels?.[Label.DatabaseId];
-      if (isUuid(id)) ids.add(id);
+      const id = databaseIdOf(secret);
+      if (id) ids.add(id);
     }
     return [...ids];
   }

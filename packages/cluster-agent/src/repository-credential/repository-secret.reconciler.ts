@@ -28,7 +28,7 @@ import {
   TerminalError,
 } from '@gitops/shared';
 import type { ResourceOutcome } from '../agent-context.ts';
-import { AgentLabel, FIELD_MANAGER, isUuid } from '../argocd.ts';
+import { AgentLabel, databaseIdOf, FIELD_MANAGER, isUuid } from '../argocd.ts';
 import {
   REPOSITORY_SECRET_SELECTOR,
   type renderRepositorySecret,
@@ -152,8 +152,8 @@ export function createRepositorySecretReconciler(
         queued++;
       }
       for (const secret of secrets.list(namespace)) {
-        const id = secret.metadata.labels?.[AgentLabel.DatabaseId];
-        if (isUuid(id) && !ids.has(id)) {
+        const id = databaseIdOf(secret);
+        if (id && !ids.has(id)) {
           enqueue(id);
           queued++;
         }

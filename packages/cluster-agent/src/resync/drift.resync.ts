@@ -13,7 +13,7 @@ import {
   listClusterUserIdsOfEngineInstance,
 } from '@gitops/db';
 import type { Informer, KubeObject, Logger } from '@gitops/shared';
-import { AgentLabel, isUuid } from '../argocd.ts';
+import { databaseIdOf } from '../argocd.ts';
 
 const PAGE_SIZE = 200;
 
@@ -55,8 +55,8 @@ export async function resyncOnce(options: DriftResyncOptions, signal: AbortSigna
     ...new Set(
       options.applications
         .list(options.namespace)
-        .map((app) => app.metadata.labels?.[AgentLabel.DatabaseId])
-        .filter(isUuid),
+        .map(databaseIdOf)
+        .filter((id) => id !== undefined),
     ),
   ];
   for (let i = 0; i < liveIds.length && !signal.aborted; i += PAGE_SIZE) {
@@ -71,8 +71,8 @@ export async function resyncOnce(options: DriftResyncOptions, signal: AbortSigna
   // AppProjects: of every tenant with rows here, and every live one (deleted when its tenant has nothing left).
   const tenants = new Set(await listClusterUserIdsOfEngineInstance(db, engineInstanceId));
   for (const project of options.appProjects.list(options.namespace)) {
-    const tenant = project.metadata.labels?.[AgentLabel.DatabaseId];
-    if (isUuid(tenant)) tenants.add(tenant);
+    const tenant = databaseIdOf(project);
+    if (tenant) tenants.add(tenant);
   }
   for (const tenant of tenants) {
     if (!unsettledTenants.has(tenant) && options.isProjectSettled?.(tenant)) continue;

@@ -14,7 +14,7 @@ import {
   updatePredicate,
 } from '@gitops/shared';
 import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
-import { AgentLabel, isUuid } from '../argocd.ts';
+import { databaseIdOf } from '../argocd.ts';
 import { createSyncOperationReconciler } from './sync-operation.reconciler.ts';
 
 const operationStateOf = (app: KubeObject) =>
@@ -39,8 +39,9 @@ export function createSyncRunFeature(ctx: FeatureContext): AgentFeature {
     .for(ctx.applications, { predicates: [syncMoved] })
     .complete(async (key) => {
       const { namespace, name } = splitObjectKey(key);
-      const id = ctx.applications.get(namespace, name)?.metadata.labels?.[AgentLabel.DatabaseId];
-      if (isUuid(id)) await reconciler.wakeRunningSync(id);
+      const application = ctx.applications.get(namespace, name);
+      const id = application && databaseIdOf(application);
+      if (id) await reconciler.wakeRunningSync(id);
     });
   return {
     name: 'sync-run',
