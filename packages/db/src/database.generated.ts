@@ -82,6 +82,7 @@ export interface EngineInstance {
   cluster_identity: string;
   cordoned: Generated<boolean>;
   created_at: Generated<Timestamp>;
+  db_role: string | null;
   id: Generated<string>;
   name: string;
   namespace_name: string;

@@ -68,16 +68,19 @@ export async function ensureEngineInstance(
 ): Promise<EngineInstanceRow> {
   const existing = await getEngineInstanceByName(db, instance.name);
   const identity = await clusterIdentity();
+  // An admitted instance whose agent has not started yet has no cluster recorded ('').
   if (
     existing &&
-    (existing.cluster_identity !== identity || existing.namespace_name !== instance.namespaceName)
+    ((existing.cluster_identity !== '' && existing.cluster_identity !== identity) ||
+      existing.namespace_name !== instance.namespaceName)
   ) {
     throw new TerminalError(
       ErrorCode.invalidObject,
       `the engine instance "${instance.name}" is registered for Argo CD namespace "${existing.namespace_name}" on cluster ${existing.cluster_identity}; this process serves namespace "${instance.namespaceName}" on cluster ${identity}. One ENGINE_INSTANCE_NAME is one Argo CD: give this one a name of its own`,
     );
   }
-  if (existing && existing.namespace_uid === instance.namespaceUid) return existing;
+  if (existing && existing.namespace_uid === instance.namespaceUid && existing.cluster_identity !== '')
+    return existing;
   return await upsertEngineInstance(db, { ...instance, clusterIdentity: identity });
 }
 
@@ -147,6 +150,7 @@ export async function getPlacedTenant(
       namespace_uid: row.namespace_uid,
       cluster_identity: row.cluster_identity,
       cordoned: row.cordoned,
+      db_role: row.db_role,
       created_at: row.created_at,
       updated_at: row.updated_at,
     },

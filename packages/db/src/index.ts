@@ -7,6 +7,7 @@ export * from './connection.ts';
 export * from './database.ts';
 export * from './encryption-keys.ts';
 export * from './engine-instance.repository.ts';
+export * from './engine-instance-role.repository.ts';
 export * from './managed-environment.repository.ts';
 export * from './migrator.ts';
 export * from './notify.ts';

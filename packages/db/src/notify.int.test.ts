@@ -5,13 +5,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { afterEach, describe, test } from 'vitest';
 import { writeApplicationState } from './application-state.repository.ts';
+import { engineInstanceChannel, resourceOfInstanceNotification } from './engine-instance-role.repository.ts';
 import { type Listener, listen, NOTIFICATION_CHANNELS, type Notification, notify } from './notify.ts';
-import {
-  getOperation,
-  insertOperation,
-  operationOfNotification,
-  startOperation,
-} from './operation.repository.ts';
+import { insertOperation, operationOfNotification, startOperation } from './operation.repository.ts';
 import {
   markSyncOperationRequested,
   recordSyncProgress,
@@ -196,54 +192,45 @@ describe('notify and listen', () => {
 });
 
 describe('notifications sent by the schema triggers', () => {
-  test('inserting an operation and changing its state notify with the row; one too large for a payload with its id', async () => {
+  test("an operation is announced by ids only: its id to the backend, its resource on its own instance's channel", async () => {
+    const instance = await givenEngineInstance(testDb.db);
+    const other = await givenEngineInstance(testDb.db);
     const { inbox, listener } = startListening([
       NOTIFICATION_CHANNELS.operationCreated,
       NOTIFICATION_CHANNELS.operationStateChanged,
+      engineInstanceChannel(instance.id),
+      engineInstanceChannel(other.id),
     ]);
     await listener.ready;
-    const instance = await givenEngineInstance(testDb.db);
+    const resourceId = randomUUID();
     const { operation } = await testDb.db.transaction().execute((trx) =>
       insertOperation(trx, {
         engineInstanceId: instance.id,
         resourceType: 'AppProject',
-        resourceId: randomUUID(),
+        resourceId,
+        ownerCr: { kind: 'GitOpsDeployment', namespace: 'tenant-secret-name', name: 'd', uid: randomUUID() },
       }),
     );
     const created = await inbox.next(
-      (n) => n.channel === NOTIFICATION_CHANNELS.operationCreated && n.payload.includes(operation.id),
+      (n) => n.channel === NOTIFICATION_CHANNELS.operationCreated && n.payload === operation.id,
     );
-    assert.equal(JSON.parse(created.payload).id, operation.id);
-    // The row as inserted, timestamps as Dates, without reading the table.
+    const forAgent = await inbox.next((n) => n.channel === engineInstanceChannel(instance.id));
+    assert.equal(forAgent.payload, `AppProject/${resourceId}`);
+    assert.deepEqual(resourceOfInstanceNotification(forAgent.payload), {
+      type: 'AppProject',
+      id: resourceId,
+    });
+    // Read through the reader's own role: the row as it is.
     assert.deepEqual(await operationOfNotification(testDb.db, created.payload), operation);
 
     await startOperation(testDb.db, operation.id);
     const started = await inbox.next(
-      (n) => n.channel === NOTIFICATION_CHANNELS.operationStateChanged && n.payload.includes(operation.id),
+      (n) => n.channel === NOTIFICATION_CHANNELS.operationStateChanged && n.payload === operation.id,
     );
-    const startedRow = await operationOfNotification(testDb.db, started.payload);
-    assert.equal(startedRow?.state, 'In_Progress');
-    assert.deepEqual(startedRow, await getOperation(testDb.db, operation.id));
-
-    // 2,000 four-byte characters (the most the column takes; our writers cut messages shorter) do not fit a
-    // NOTIFY payload: the id is sent instead.
-    const message = '\u{1F680}'.repeat(2000);
-    await testDb.db
-      .updateTable('operation')
-      .set({ state: 'Failed', message, finished_at: new Date() })
-      .where('id', '=', operation.id)
-      .execute();
-    const failed = await inbox.next(
-      (n) =>
-        n.channel === NOTIFICATION_CHANNELS.operationStateChanged &&
-        inbox.received.filter((r) => r.channel === n.channel && r.payload.includes(operation.id)).length ===
-          2 &&
-        n !== started,
-    );
-    assert.equal(failed.payload, operation.id);
-    const failedRow = await operationOfNotification(testDb.db, failed.payload);
-    assert.equal(failedRow?.state, 'Failed');
-    assert.equal(failedRow?.message, message);
+    assert.equal((await operationOfNotification(testDb.db, started.payload))?.state, 'In_Progress');
+    // Nothing of the owner (a tenant's namespace) in any payload, and nothing on another instance's channel.
+    assert.ok(inbox.received.every((n) => !n.payload.includes('tenant-secret-name')));
+    assert.ok(inbox.received.every((n) => n.channel !== engineInstanceChannel(other.id)));
   });
 
   test('a payload that is neither an operation row nor an id announces no operation', async () => {

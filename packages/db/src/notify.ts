@@ -18,11 +18,12 @@ import type { Database } from './database.ts';
  */
 export const NOTIFICATION_CHANNELS = {
   /**
-   * An operation row was inserted: wakes the agents and the relay. Payload: the row as JSON, or its id when
-   * the row is too large for a payload (read it with `operationOfNotification`).
+   * An operation row was inserted: wakes the relay. Payload: its id (migration 0012: payloads carry nothing
+   * another engine instance could use; any role may LISTEN on any channel). The instance's agents hear it on
+   * their own channel, `engineInstanceChannel(id)`.
    */
   operationCreated: 'gitops_operation_created',
-  /** An operation's state changed: the backend re-enqueues its owner. Payload: as operationCreated's. */
+  /** An operation's state changed: the backend re-enqueues its owner. Payload: its id (read it). */
   operationStateChanged: 'gitops_operation_state_changed',
   /**
    * An application_state row was inserted or its state changed, or its application moved to another engine

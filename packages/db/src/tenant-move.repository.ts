@@ -152,24 +152,13 @@ export async function completeApplicationRelease(
   applicationId: string,
   engineInstanceId: string,
 ): Promise<boolean> {
-  return await db.transaction().execute(async (trx) => {
-    const released = await trx
-      .updateTable('application')
-      .set({ releasing_engine_instance_id: sql<string>`engine_instance_id` })
-      .where('id', '=', applicationId)
-      .where('releasing_engine_instance_id', '=', engineInstanceId)
-      .where('engine_instance_id', '<>', engineInstanceId)
-      .returning(['engine_instance_id', 'cluster_user_id'])
-      .executeTakeFirst();
-    if (!released) return false;
-    await insertOperation(trx, {
-      engineInstanceId: released.engine_instance_id,
-      resourceType: 'Application',
-      resourceId: applicationId,
-      ownerUserId: released.cluster_user_id,
-    });
-    return true;
-  });
+  // A security-definer function (migration 0012): the operation it inserts is the new instance's, which the
+  // releasing agent's own role can neither see nor write.
+  const { rows } = await sql<{ released: boolean }>`
+    select gitops_complete_application_release(${applicationId}::uuid, ${engineInstanceId}::uuid) as released`.execute(
+    db,
+  );
+  return rows[0]?.released === true;
 }
 
 /**

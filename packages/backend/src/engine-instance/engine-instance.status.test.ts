@@ -20,6 +20,7 @@ const overview = (fields: Partial<EngineInstanceOverview> = {}): EngineInstanceO
   namespace_uid: 'ns-uid',
   cluster_identity: 'cluster-uid',
   cordoned: false,
+  db_role: null,
   created_at: now,
   updated_at: now,
   tenants: 2,
