@@ -195,6 +195,56 @@ describe('own writes', () => {
     assert.equal(passesDelete([own.predicate], object('7')), true);
     assert.equal(own.size(), 0);
   });
+
+  it('drops the create that delivers exactly the object our write created, once', () => {
+    const own = createOwnWrites();
+    write(own, '7');
+    assert.equal(passesCreate([own.predicate], object('7')), false);
+    assert.equal(own.size(), 0);
+    // Deleted and created again by someone else: that create passes.
+    assert.equal(passesDelete([own.predicate], object('7')), true);
+    assert.equal(passesCreate([own.predicate], object('9')), true);
+  });
+
+  it('a create of another version after our write passes and forgets our record', () => {
+    const own = createOwnWrites();
+    write(own, '7');
+    assert.equal(passesCreate([own.predicate], object('8')), true);
+    assert.equal(own.size(), 0);
+    assert.equal(passesUpdate([own.predicate], object('8'), object('7')), true);
+  });
+
+  it('holds back a create during the write: our own is dropped, another one is reported by end', () => {
+    const own = createOwnWrites();
+    let passed: boolean | undefined;
+    // The watch delivers the created object before the write's answer.
+    assert.equal(
+      write(own, '7', () => {
+        passed = passesCreate([own.predicate], object('7'));
+      }),
+      false,
+    );
+    assert.equal(passed, false);
+    assert.equal(own.size(), 0);
+    // Another writer created it just before our write (which then updated it to 8).
+    assert.equal(
+      write(own, '8', () => {
+        passed = passesCreate([own.predicate], object('6'));
+      }),
+      true,
+    );
+    assert.equal(passed, false);
+    assert.equal(passesUpdate([own.predicate], object('6'), object('8')), false);
+  });
+
+  it('end without the written object registers no echo and reports every held version, ours included', () => {
+    const own = createOwnWrites();
+    own.begin('ns/a');
+    assert.equal(passesCreate([own.predicate], object('7')), false);
+    assert.equal(own.end('ns/a', undefined), true);
+    assert.equal(own.size(), 0);
+    assert.equal(passesUpdate([own.predicate], object('7'), object('8')), true);
+  });
 });
 
 describe('settled versions', () => {

@@ -175,19 +175,22 @@ export const ignoreUpdates: Predicate = { name: 'not an update', update: () => f
 
 /**
  * The controller's own writes, so that their echo does not wake it again. Around each write of an object:
- * `begin(key)`, then `end(key, written)` with the object the write returned (or nothing when it failed).
- * The update that delivers exactly the written resourceVersion is dropped, whether it arrives after the
- * write's answer or — as a watch event often does — before it. Other updates that arrive during the write are
- * held back, and `end` says whether there were any: the caller then queues the key again (they may be
- * another writer's). Outside a write every update passes except that echo; relists and creates always pass; a
- * delete forgets the key. One write per key at a time (the work queue never runs one key twice at once).
+ * `begin(key)`, then `end(key, written)` with the object the write returned (or nothing when it failed, or
+ * when its echo should wake the controller after all). The event that delivers exactly the written
+ * resourceVersion is dropped, whether it arrives after the write's answer or — as a watch event often does —
+ * before it: an update, or a create when the write created the object (server-side apply). Other updates and
+ * creates that arrive during the write are held back, and `end` says whether there were any: the caller then
+ * queues the key again (they may be another writer's). Outside a write every update and create passes except
+ * that echo; relists always pass; a delete forgets the key. One write per key at a time (the work queue never
+ * runs one key twice at once).
  */
 export interface OwnWrites {
   readonly predicate: Predicate;
   /** A write of the object of `key` starts. */
   begin(key: string): void;
   /**
-   * The write ended: `written` is what it returned (undefined when it failed). True when other versions of the
+   * The write ended: `written` is what it returned (undefined when it failed, or when its echo is to pass:
+   * then every version held meanwhile, its own included, counts as another). True when other versions of the
    * object arrived meanwhile (held back by the predicate): queue the key again.
    */
   end(key: string, written: Pick<KubeObject, 'metadata'> | undefined): boolean;
@@ -200,22 +203,24 @@ export function createOwnWrites(): OwnWrites {
   const echoes = new Map<string, string>();
   /** Key → the versions that arrived while our write was in progress. */
   const writing = new Map<string, Set<string>>();
+  /** Whether an update or create delivering `object` passes: held during a write, dropped if our echo. */
+  const passes = (object: KubeObject): boolean => {
+    const version = object.metadata.resourceVersion;
+    const key = objectKey(object);
+    const held = writing.get(key);
+    if (held) {
+      if (version !== undefined) held.add(version);
+      return false;
+    }
+    const echo = echoes.get(key);
+    echoes.delete(key);
+    return echo === undefined || echo !== version;
+  };
   return {
     predicate: {
       name: 'not our own write',
-      update(a, b) {
-        const version = b.metadata.resourceVersion;
-        if (a.metadata.resourceVersion === version) return true;
-        const key = objectKey(b);
-        const held = writing.get(key);
-        if (held) {
-          if (version !== undefined) held.add(version);
-          return false;
-        }
-        const echo = echoes.get(key);
-        echoes.delete(key);
-        return echo === undefined || echo !== version;
-      },
+      create: passes,
+      update: (a, b) => a.metadata.resourceVersion === b.metadata.resourceVersion || passes(b),
       delete(o) {
         echoes.delete(objectKey(o));
         writing.delete(objectKey(o));
