@@ -3,7 +3,7 @@
  * docs/contracts/core-pipeline.md "What the agent derives").
  */
 import { FieldManager, Finalizer, Label } from '@gitops/api';
-import type { KubeObject } from '@gitops/shared';
+import type { KubeObject, ObjectRef } from '@gitops/shared';
 
 export const ARGOCD_API_VERSION = 'argoproj.io/v1alpha1';
 export const ApplicationResource = {
@@ -16,6 +16,16 @@ export const AppProjectResource = {
   kind: 'AppProject',
   plural: 'appprojects',
 };
+
+/** The ref of Argo CD Application `name` in `namespace` (for getObject, mergePatch, deleteIfExists). */
+export function applicationRef(namespace: string, name: string): ObjectRef {
+  return { apiVersion: ApplicationResource.apiVersion, kind: ApplicationResource.kind, name, namespace };
+}
+
+/** The ref of Argo CD AppProject `name` in `namespace`. */
+export function appProjectRef(namespace: string, name: string): ObjectRef {
+  return { apiVersion: AppProjectResource.apiVersion, kind: AppProjectResource.kind, name, namespace };
+}
 
 /** Our server-side apply field manager (never another tool's). */
 export const FIELD_MANAGER = FieldManager.ClusterAgent;

@@ -3,15 +3,21 @@
  * repair (a change to the fields we own, or a deletion, re-checks the object against its row) and the
  * periodic drift resync (rows, live orphans and AppProjects → resource queue).
  */
-import { type Periodic, type Predicate, runPeriodically } from '@gitops/shared';
+import {
+  jsonEqual,
+  type KubeObject,
+  type Periodic,
+  type Predicate,
+  passesCreate,
+  passesDelete,
+  passesUpdate,
+  runPeriodically,
+} from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, keysOfDatabaseId } from '../agent-feature.ts';
 import { databaseIdOf } from '../argocd.ts';
 import { resyncOnce } from '../resync/drift.resync.ts';
-import {
-  type ApplicationReconciler,
-  createApplicationReconciler,
-  ownedState,
-} from './application.reconciler.ts';
+import { type ApplicationReconciler, createApplicationReconciler } from './application.reconciler.ts';
+import { ownedFields } from './settled.ts';
 
 export interface ApplicationFeature extends AgentFeature {
   /** The tenant's AppProject, for the features whose rows it lists (repository credentials, environments). */
@@ -21,13 +27,17 @@ export interface ApplicationFeature extends AgentFeature {
 export function createApplicationFeature(ctx: FeatureContext): ApplicationFeature {
   const { applications, appProjects, config, logger } = ctx;
   const reconciler = createApplicationReconciler(ctx);
+  const ownApplies = [reconciler.ownApplies];
+  const ownedChanged = (a: KubeObject, b: KubeObject) => !jsonEqual(ownedFields(a), ownedFields(b));
 
   /** An Application changed by someone else in what we own (or created by someone else): re-check it. */
   const changedByOthers: Predicate = {
     name: 'created or changed in what we own, not by our own apply',
-    create: (app) => !reconciler.isOwnApply(app),
-    // isOwnApply keeps state: asked only about a change to what we own.
-    update: (old, app) => ownedState(old) !== ownedState(app) && !reconciler.isOwnApply(app),
+    create: (app) => passesCreate(ownApplies, app),
+    // The echo filter keeps state: asked only about a change to what we own.
+    update: (old, app) => ownedChanged(old, app) && passesUpdate(ownApplies, old, app),
+    // Always passes (a deleted Application is re-created or its row finished); the filter forgets it.
+    delete: (app) => passesDelete(ownApplies, app),
   };
   const projectChanged: Predicate = {
     name: 'appeared unexpectedly or changed in what we own',
@@ -36,7 +46,7 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
       const tenant = databaseIdOf(project);
       return tenant !== undefined && !reconciler.isProjectSettled(tenant);
     },
-    update: (old, project) => ownedState(old) !== ownedState(project),
+    update: (old, project) => ownedChanged(old, project),
   };
 
   let resync: Periodic | undefined;

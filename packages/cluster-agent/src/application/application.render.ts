@@ -4,12 +4,14 @@
  * The row's `spec` comes from storage, so it is `unknown` here and parsed once with zod.
  */
 import { SyncOption } from '@gitops/api';
+import type { ApplicationWithDestination } from '@gitops/db';
 import { ErrorCode, type KubeObject, TerminalError } from '@gitops/shared';
 import { z } from 'zod';
 import {
   AgentLabel,
   ApplicationResource,
   ARGOCD_RESOURCES_FINALIZER,
+  allowsClusterResources,
   appProjectName,
   clusterAppProjectName,
   IN_CLUSTER,
@@ -71,6 +73,27 @@ export type DestinationEnvironment =
   /** `allowsClusterResources`: its credentials allow cluster-scoped objects (argocd.ts allowsClusterResources). */
   | { kind: 'External'; id: string; allowsClusterResources: boolean }
   | { kind: 'None' };
+
+/** The Argo CD destination of an Application row's environment (its managed environment, if any). */
+export function environmentOf(
+  environment: ApplicationWithDestination['environment'],
+): DestinationEnvironment {
+  if (!environment) return { kind: 'None' };
+  const { credentials } = environment;
+  // A Workspace with credentials is the tenant's namespace on another cluster than this instance's: it is
+  // reached through its cluster Secret, exactly like an External environment (namespace-scoped token).
+  if (environment.kind === 'Workspace' && credentials === undefined) return { kind: 'Workspace' };
+  return {
+    kind: 'External',
+    id: environment.id,
+    allowsClusterResources:
+      credentials !== undefined &&
+      allowsClusterResources({
+        namespaces: credentials.namespaces,
+        clusterResources: credentials.cluster_resources,
+      }),
+  };
+}
 
 /**
  * True when a row's spec (stored, so `unknown`) asks Argo CD to create the destination namespace
