@@ -5,6 +5,7 @@ import {
   applicationProjectName,
   type DestinationEnvironment,
   destinationName,
+  environmentOf,
   renderApplication,
 } from './application.render.ts';
 
@@ -129,5 +130,44 @@ describe('renderApplication', () => {
         (err: unknown) => err instanceof TerminalError && /malformed application spec/.test(err.message),
       );
     }
+  });
+});
+
+describe('environmentOf', () => {
+  const id = '44444444-4444-4444-8444-444444444444';
+  const scope = (namespaces: string[], cluster_resources: boolean) => ({ namespaces, cluster_resources });
+
+  it('no environment: none; a Workspace without credentials: the host cluster', () => {
+    assert.deepEqual(environmentOf(undefined), { kind: 'None' });
+    assert.deepEqual(environmentOf({ id, kind: 'Workspace' }), { kind: 'Workspace' });
+  });
+
+  it('External, or a Workspace with credentials (on another cluster): through its cluster Secret', () => {
+    assert.deepEqual(environmentOf({ id, kind: 'External', credentials: scope([], false) }), {
+      kind: 'External',
+      id,
+      allowsClusterResources: true,
+    });
+    assert.deepEqual(environmentOf({ id, kind: 'External', credentials: scope(['a'], false) }), {
+      kind: 'External',
+      id,
+      allowsClusterResources: false,
+    });
+    assert.deepEqual(environmentOf({ id, kind: 'External', credentials: scope(['a'], true) }), {
+      kind: 'External',
+      id,
+      allowsClusterResources: true,
+    });
+    assert.deepEqual(environmentOf({ id, kind: 'Workspace', credentials: scope(['jane'], false) }), {
+      kind: 'External',
+      id,
+      allowsClusterResources: false,
+    });
+    // External without stored credentials: never cluster-scoped.
+    assert.deepEqual(environmentOf({ id, kind: 'External' }), {
+      kind: 'External',
+      id,
+      allowsClusterResources: false,
+    });
   });
 });
