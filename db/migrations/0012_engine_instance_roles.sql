@@ -175,7 +175,7 @@ BEGIN
   EXECUTE format('GRANT UPDATE (releasing_engine_instance_id) ON application TO %I', p_role);
   EXECUTE format('GRANT INSERT, UPDATE, DELETE ON application_state TO %I', p_role);
   EXECUTE format('GRANT UPDATE (requested_at, requested_application_uid, argocd_phase, synced_revision, started_at,'
-    ' finished_at, argocd_message, outcome, outcome_message) ON sync_operation TO %I', p_role);
+    ' finished_at, argocd_message, outcome, outcome_message, updated_at) ON sync_operation TO %I', p_role);
   EXECUTE format('GRANT UPDATE (state, message, attempts, next_attempt_at, last_attempt_at, finished_at)'
     ' ON operation TO %I', p_role);
   EXECUTE format('GRANT DELETE ON operation TO %I', p_role);

@@ -1,10 +1,18 @@
 /**
  * What the agent does before any cache (its start steps, run by the manager and retried while the API server
  * or PostgreSQL is briefly away): check the Argo CD namespace and settings, wait for the backend to migrate
- * the database, and register the engine_instance row. The name registered for another namespace or cluster is
- * refused (a start-up error): two agents never share one instance.
+ * the database, and register with the engine_instance row its database role is bound to (docs/threat-model.md).
+ * A role bound to another instance or to none, another namespace or another cluster is refused (a start-up
+ * error, nothing written): two agents never share one instance, and no agent acts as another.
  */
-import { type Db, type EngineInstanceRow, ensureEngineInstance, waitForMigrations } from '@gitops/db';
+import {
+  type Db,
+  type EngineInstanceRow,
+  ensureEngineInstance,
+  registerAgent,
+  sessionRole,
+  waitForMigrations,
+} from '@gitops/db';
 import {
   clusterIdentity,
   ErrorCode,
@@ -74,12 +82,23 @@ export function createAgentRegistration(deps: {
         what: 'registering the engine instance',
         async run() {
           if (!namespaceUid) throw new Error('the Argo CD namespace was not read before the registration');
-          // Idempotent, as the backend does it: no write when the row already says so.
-          registered = await ensureEngineInstance(
-            db,
-            { name: config.engineInstanceName, namespaceName: namespace, namespaceUid },
-            () => clusterIdentity(kc, { logger }),
-          );
+          const instance = { name: config.engineInstanceName, namespaceName: namespace, namespaceUid };
+          const me = await sessionRole(db);
+          if (me.engineInstanceId === undefined && me.ownsTables) {
+            // The 0.1.0 way (docs/upgrades.md): the backend's role, which sees every tenant. Still served so an
+            // upgrade needs no downtime; admit the instance and give the agent its own role.
+            logger.warn(
+              { engineInstance: config.engineInstanceName, role: me.role },
+              "connected with the backend's database role, which reads every engine instance's rows: admit this instance (kubectl gitops instances admit) and give the agent its own connection string",
+            );
+            registered = await ensureEngineInstance(db, instance, () => clusterIdentity(kc, { logger }));
+          } else {
+            // Bound to its instance by the database: another name, namespace or cluster is refused, nothing written.
+            registered = await registerAgent(db, {
+              ...instance,
+              clusterIdentity: await clusterIdentity(kc, { logger }),
+            });
+          }
           logger.info(
             { engineInstance: config.engineInstanceName, engineInstanceId: registered.id, namespace },
             'engine instance registered',

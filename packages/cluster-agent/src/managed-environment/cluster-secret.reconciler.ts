@@ -29,7 +29,7 @@ import {
   serverSideApply,
 } from '@gitops/shared';
 import type { ResourceOutcome } from '../agent-context.ts';
-import { databaseIdOf, FIELD_MANAGER, isUuid, managedEnvironmentClusterName } from '../argocd.ts';
+import { AgentLabel, databaseIdOf, FIELD_MANAGER, isUuid, managedEnvironmentClusterName } from '../argocd.ts';
 import { renderClusterSecret } from './cluster-secret.render.ts';
 
 /** Label selector of the cluster Secrets we own. */
@@ -133,6 +133,12 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
       (await isManagedEnvironmentOnEngineInstance(db, id, options.engineInstanceId));
     if (found && !here) tenants.add(found.environment.cluster_user_id);
     if (!found || !here || !found.credentials) {
+      // A row this instance no longer sees (its tenant moved away, its release done: the instance's role reads
+      // only what it serves) names its tenant on the Secret we wrote: its AppProjects are looked at too.
+      const tenantOfSecret = found
+        ? undefined
+        : (await liveSecret(name, signal))?.metadata.labels?.[AgentLabel.ClusterUserId];
+      if (isUuid(tenantOfSecret)) tenants.add(tenantOfSecret);
       changed = await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Secret', name, namespace }, { signal });
       if (changed)
         logger.info(

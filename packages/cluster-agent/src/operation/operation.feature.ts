@@ -7,12 +7,12 @@
  */
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import {
+  engineInstanceChannel,
   holdAgentListeningLock,
   type Listener,
   listDueWaitingOperations,
   listen,
-  NOTIFICATION_CHANNELS,
-  operationOfNotification,
+  resourceOfInstanceNotification,
 } from '@gitops/db';
 import { createInformer, type KubeObject, type Periodic, runPeriodically } from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, resourceHandlerOf } from '../agent-feature.ts';
@@ -80,11 +80,13 @@ export function createOperationFeature(
   let listener: Listener | undefined;
   const log = logger.child({ component: 'operation-listener' });
 
-  /** A new operation (NOTIFY payload: its row): queue its resource when it is this instance's and Waiting. */
-  async function onOperationCreated(payload: string): Promise<void> {
-    const row = await operationOfNotification(db, payload);
-    if (row?.engine_instance_id !== engineInstanceId || row.state !== 'Waiting') return;
-    enqueueResource(row.resource_type, row.resource_id);
+  /**
+   * A new operation of this instance (NOTIFY on the instance's own channel, payload `<type>/<id>`, nothing
+   * more: migration 0012): queue its resource; the processor reads its operations through this agent's role.
+   */
+  function onOperationCreated(payload: string): void {
+    const resource = resourceOfInstanceNotification(payload);
+    if (resource) enqueueResource(resource.type, resource.id);
   }
 
   /** After a (re)connect: what was announced while nobody listened (the relay may also have sent CRs). */
@@ -111,7 +113,7 @@ export function createOperationFeature(
       for (const controller of controllers) controller.start();
       listener = listen(
         config.databaseUrl,
-        [NOTIFICATION_CHANNELS.operationCreated],
+        [engineInstanceChannel(engineInstanceId)],
         ({ payload }) => onOperationCreated(payload),
         {
           applicationName: 'gitops-cluster-agent-listen',

@@ -8,12 +8,19 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
+  type AdmittedEngineInstance,
   type ApplicationRow,
+  admitEngineInstance,
+  agentDatabaseUrl,
   type ClusterUserRow,
   type Database,
   ensureWorkspaceEnvironment,
+  getClusterUser,
+  getEngineInstance,
+  getEngineInstanceByName,
   insertApplication,
   type OperationRow,
+  placeTenant,
   upsertClusterUser,
 } from '@gitops/db';
 import { createTestDatabase, givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
@@ -54,12 +61,21 @@ export interface AgentFixture {
   env(extra?: Record<string, string>): Record<string, string>;
   /** loadAgentConfig(env(extra)). */
   config(extra?: Record<string, string>): AgentConfig;
-  /** Builds and starts an agent in-process (closed at cleanup). */
+  /**
+   * Builds and starts an agent in-process (closed at cleanup). With the test database's own URL (the default),
+   * the agent runs as production agents do: its instance is admitted first and it connects with its own role.
+   */
   startAgent(config?: AgentConfig, registry?: Registry): Promise<Agent>;
+  /** `config` with the connection string of its instance's own role (admitting the instance the first time). */
+  withOwnRole(config: AgentConfig): Promise<AgentConfig>;
   /** Creates (server-side apply) a namespace, deleted at cleanup. */
   createNamespace(name: string): Promise<KubeObject>;
   /** The cluster_user row of a tenant namespace, as the backend writes it (and its workspace environment). */
-  givenTenant(namespace: string, options?: { workspaceEnvironment?: boolean }): Promise<ClusterUserRow>;
+  givenTenant(
+    namespace: string,
+    /** `engineInstanceName`: the instance it is placed on (default: the fixture's, once registered). */
+    options?: { workspaceEnvironment?: boolean; engineInstanceName?: string },
+  ): Promise<ClusterUserRow>;
   /**
    * What the backend writes for a new manual GitOpsDeployment of `tenant` (in `namespace`), in one
    * transaction: the application row on `engineInstanceId`, its mapping and the Application operation.
@@ -101,6 +117,8 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
   const encryptionKey = randomBytes(32).toString('base64');
   const namespaces: string[] = [];
   const agents = new Set<Agent>();
+  /** Instance name → its admission (admitted once: a new password would lock out agents already running). */
+  const admitted = new Map<string, Promise<AdmittedEngineInstance>>();
   const applicationsPath = collectionPath({
     apiVersion: ARGO_GROUP_VERSION,
     plural: 'applications',
@@ -124,8 +142,18 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
       ...extra,
     }),
     config: (extra) => loadAgentConfig(fixture.env(extra)),
+    async withOwnRole(config) {
+      const name = config.engineInstanceName;
+      let admission = admitted.get(name);
+      if (!admission) {
+        admission = admitEngineInstance(database.db, { name, namespaceName: config.argoCdNamespace });
+        admitted.set(name, admission);
+      }
+      return { ...config, databaseUrl: agentDatabaseUrl(database.url, await admission) };
+    },
     async startAgent(config = fixture.config(), registry = createMetricsRegistry({ defaultMetrics: false })) {
-      const agent = buildAgent(config, { logger: createSilentLogger(), registry });
+      const own = config.databaseUrl === database.url ? await fixture.withOwnRole(config) : config;
+      const agent = buildAgent(own, { logger: createSilentLogger(), registry });
       agents.add(agent);
       await agent.start();
       return agent;
@@ -138,18 +166,27 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
         { fieldManager: 'test' },
       );
     },
-    async givenTenant(namespace, { workspaceEnvironment = true } = {}) {
+    async givenTenant(namespace, { workspaceEnvironment = true, engineInstanceName: placedOn } = {}) {
       const ns = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
       if (!ns?.metadata.uid) throw new Error(`namespace ${namespace} does not exist`);
       const user = await upsertClusterUser(database.db, { uid: ns.metadata.uid, name: namespace });
+      // Placed on the fixture's instance once it is registered, as the backend places a tenant before it
+      // writes anything for it (an instance's role sees only the tenants placed on it).
+      const instanceName = placedOn ?? engineInstanceName;
+      if (await getEngineInstanceByName(database.db, instanceName)) {
+        await database.db.transaction().execute((trx) => placeTenant(trx, user.id, instanceName));
+      }
       if (workspaceEnvironment) {
         await ensureWorkspaceEnvironment(database.db, { id: user.id, namespaceName: namespace });
       }
-      return user;
+      return (await getClusterUser(database.db, user.id)) ?? user;
     },
     async givenDeployment(tenant, namespace, engineInstanceId) {
       const crUid = randomUUID();
       return await database.db.transaction().execute(async (trx) => {
+        // Placed first, as the backend does (an instance's role sees only the tenants placed on it).
+        const instance = await getEngineInstance(trx, engineInstanceId);
+        if (instance) await placeTenant(trx, tenant.id, instance.name);
         const env = await ensureWorkspaceEnvironment(trx, { id: tenant.id, namespaceName: namespace });
         const application = await insertApplication(trx, {
           name: `gitopsdepl-${crUid}`,
