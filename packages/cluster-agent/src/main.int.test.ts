@@ -2,7 +2,9 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { admitEngineInstance, agentDatabaseUrl, getEngineInstanceByName } from '@gitops/db';
 import { eventually } from '@gitops/shared/testing';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type AgentFixture, createAgentFixture } from './testing/agent-fixture.ts';
 
@@ -55,7 +57,9 @@ describe('cluster-agent process', () => {
 
   it('serves /healthz, /readyz and /metrics once synced, exits 0 on SIGTERM, and logs no secret', async () => {
     await f.createNamespace(f.argoCdNamespace);
-    const agent = run(env());
+    // With its instance's own database role, as every agent runs (docs/engine-instances.md).
+    const ownEnv = await f.agentEnv({ HTTP_PORT: '0', HTTP_HOST: '127.0.0.1', LOG_LEVEL: 'info' });
+    const agent = run(ownEnv);
     try {
       const address = await eventually('health server address', async () => {
         const match = /"address":"(http:\/\/[^"]+)"/.exec(agent.output());
@@ -73,7 +77,50 @@ describe('cluster-agent process', () => {
     assert.equal(await agent.exited, 0);
     const output = agent.output();
     assert.doesNotMatch(output, new RegExp(f.encryptionKey.replace(/[+/=]/g, '\\$&')));
-    const password = new URL(f.database.url).password;
-    if (password) assert.ok(!output.includes(`:${password}@`), 'the database password was logged');
+    for (const url of [f.database.url, ownEnv.DATABASE_URL!]) {
+      const password = decodeURIComponent(new URL(url).password);
+      if (password) assert.ok(!output.includes(password), 'a database password was logged');
+    }
+    assert.doesNotMatch(output, /backend's database role/);
+    const sessions = await sql<{ usename: string }>`
+      select distinct usename from pg_stat_activity where datname = current_database() and usename <> current_user`.execute(
+      f.db,
+    );
+    assert.deepEqual(sessions.rows, [], 'the agent left sessions open');
+  });
+
+  it("refuses to start with another engine instance's database role, naming both, and writes nothing", async () => {
+    const other = await admitEngineInstance(f.db, {
+      name: `other-${f.suffix}`,
+      namespaceName: f.argoCdNamespace,
+    });
+    const mine = `mine-${f.suffix}`;
+    const agent = run({
+      ...env(),
+      ENGINE_INSTANCE_NAME: mine,
+      DATABASE_URL: agentDatabaseUrl(f.database.url, other),
+    });
+    assert.equal(await agent.exited, 1);
+    assert.match(
+      agent.output(),
+      new RegExp(
+        `belongs to engine instance \\W+${other.instance.name}\\W+; this agent is configured as engine instance \\W+${mine}\\W`,
+      ),
+    );
+    assert.equal(await getEngineInstanceByName(f.db, mine), undefined);
+    const after = await getEngineInstanceByName(f.db, other.instance.name);
+    assert.equal(after?.cluster_identity, '', 'the other instance was registered by this agent');
+  });
+
+  it("still starts with the backend's role (an upgrade from 0.1.0), and says it should not", async () => {
+    const agent = run(env());
+    try {
+      await eventually('the warning', async () =>
+        /backend's database role/.test(agent.output()) ? true : undefined,
+      );
+    } finally {
+      agent.child.kill('SIGTERM');
+    }
+    await agent.exited;
   });
 });

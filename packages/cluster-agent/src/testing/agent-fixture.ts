@@ -68,6 +68,8 @@ export interface AgentFixture {
   startAgent(config?: AgentConfig, registry?: Registry): Promise<Agent>;
   /** `config` with the connection string of its instance's own role (admitting the instance the first time). */
   withOwnRole(config: AgentConfig): Promise<AgentConfig>;
+  /** env(extra) with DATABASE_URL the connection string of the instance's own role, for an agent process. */
+  agentEnv(extra?: Record<string, string>): Promise<Record<string, string>>;
   /** Creates (server-side apply) a namespace, deleted at cleanup. */
   createNamespace(name: string): Promise<KubeObject>;
   /** The cluster_user row of a tenant namespace, as the backend writes it (and its workspace environment). */
@@ -150,6 +152,10 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
         admitted.set(name, admission);
       }
       return { ...config, databaseUrl: agentDatabaseUrl(database.url, await admission) };
+    },
+    async agentEnv(extra) {
+      const env = fixture.env(extra);
+      return { ...env, DATABASE_URL: (await fixture.withOwnRole(loadAgentConfig(env))).databaseUrl };
     },
     async startAgent(config = fixture.config(), registry = createMetricsRegistry({ defaultMetrics: false })) {
       const own = config.databaseUrl === database.url ? await fixture.withOwnRole(config) : config;
