@@ -18,6 +18,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { admitEngineInstance, agentDatabaseUrl, createDb, migrateToLatest } from '@gitops/db';
 import {
   type ArgoCd,
   type CloudServicesApi,
@@ -235,13 +236,31 @@ try {
     CLOUD_SERVICES_SSO: cloudServices.ssoUrl,
     MAS_AUTH_URL: `${cloudServices.url}/auth`,
   };
+  // Each engine instance is admitted (its own database role, docs/engine-instances.md) and its agents connect
+  // with that role, as in production. The schema first (the backend would migrate it too; the migrator is
+  // idempotent and locked), then a new password for each role on every start.
+  const admin = createDb(databaseUrl, { max: 1 });
+  const agentUrls = new Map<string, string>();
+  try {
+    await migrateToLatest(admin);
+    for (const { namespace, name } of devInstances) {
+      const admitted = await admitEngineInstance(admin, { name, namespaceName: namespace });
+      agentUrls.set(name, agentDatabaseUrl(databaseUrl, admitted));
+    }
+  } finally {
+    await admin.destroy();
+  }
   // Each process: its name (log prefix), its package, and its own environment. One cluster-agent per instance.
   const processes: { name: string; pkg: string; env: Record<string, string> }[] = [
     { name: 'backend', pkg: 'backend', env: backendEnv },
     ...devInstances.map(({ suffix, namespace, name }) => ({
       name: `cluster-agent${suffix}`,
       pkg: 'cluster-agent',
-      env: { ARGOCD_NAMESPACE: namespace, ENGINE_INSTANCE_NAME: name },
+      env: {
+        ARGOCD_NAMESPACE: namespace,
+        ENGINE_INSTANCE_NAME: name,
+        DATABASE_URL: agentUrls.get(name) ?? '',
+      },
     })),
     { name: 'rhoas-operator', pkg: 'rhoas-operator', env: rhoasEnv },
   ];
