@@ -84,9 +84,29 @@ export interface EngineInstance {
   created_at: Generated<Timestamp>;
   db_role: string | null;
   id: Generated<string>;
+  key_rotation_requested_at: Timestamp | null;
   name: string;
   namespace_name: string;
   namespace_uid: string;
+  sealing_key_id: string | null;
+  updated_at: Generated<Timestamp>;
+}
+
+export interface EngineInstanceKey {
+  created_at: Generated<Timestamp>;
+  engine_instance_id: string;
+  key_id: string;
+  public_key: Buffer;
+}
+
+export interface InstanceSealedValue {
+  cluster_credentials_id: string | null;
+  engine_instance_id: string;
+  field: string;
+  key_id: string;
+  repository_credentials_id: string | null;
+  sealed: Buffer;
+  source_updated_at: Timestamp;
   updated_at: Generated<Timestamp>;
 }
 
@@ -164,6 +184,8 @@ export interface DB {
   cluster_credentials: ClusterCredentials;
   cluster_user: ClusterUser;
   engine_instance: EngineInstance;
+  engine_instance_key: EngineInstanceKey;
+  instance_sealed_value: InstanceSealedValue;
   managed_environment: ManagedEnvironment;
   operation: Operation;
   repository_credentials: RepositoryCredentials;

@@ -151,6 +151,8 @@ export async function getPlacedTenant(
       cluster_identity: row.cluster_identity,
       cordoned: row.cordoned,
       db_role: row.db_role,
+      sealing_key_id: row.sealing_key_id,
+      key_rotation_requested_at: row.key_rotation_requested_at,
       created_at: row.created_at,
       updated_at: row.updated_at,
     },

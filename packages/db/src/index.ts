@@ -8,6 +8,8 @@ export * from './database.ts';
 export * from './encryption-keys.ts';
 export * from './engine-instance.repository.ts';
 export * from './engine-instance-role.repository.ts';
+export * from './instance-sealed-values.repository.ts';
+export * from './instance-sealing.ts';
 export * from './managed-environment.repository.ts';
 export * from './migrator.ts';
 export * from './notify.ts';

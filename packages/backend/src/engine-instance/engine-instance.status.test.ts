@@ -21,6 +21,8 @@ const overview = (fields: Partial<EngineInstanceOverview> = {}): EngineInstanceO
   cluster_identity: 'cluster-uid',
   cordoned: false,
   db_role: null,
+  sealing_key_id: null,
+  key_rotation_requested_at: null,
   created_at: now,
   updated_at: now,
   tenants: 2,
