@@ -52,10 +52,11 @@ export interface ObjectRef {
 
 /**
  * Loads a kubeconfig: from `path` when given, else the client-go order (`KUBECONFIG`,
- * `~/.kube/config`, the in-cluster service account).
- * @throws TerminalError KUBECONFIG_INVALID when it cannot be read or has no current cluster.
+ * `~/.kube/config`, the in-cluster service account). `options.context` selects that context of it instead of
+ * its `current-context` (kubectl's `--context`).
+ * @throws TerminalError KUBECONFIG_INVALID when it cannot be read, has no such context, or has no current cluster.
  */
-export function loadKubeConfig(path?: string): KubeConfig {
+export function loadKubeConfig(path?: string, options: { context?: string } = {}): KubeConfig {
   const kc = new KubeConfig();
   try {
     if (path) kc.loadFromFile(path);
@@ -64,6 +65,16 @@ export function loadKubeConfig(path?: string): KubeConfig {
     throw new TerminalError(ErrorCode.kubeconfigInvalid, `cannot load kubeconfig ${path ?? '(default)'}`, {
       cause: err,
     });
+  }
+  if (options.context !== undefined) {
+    if (!kc.getContextObject(options.context)) {
+      const names = kc.getContexts().map((c) => c.name);
+      throw new TerminalError(
+        ErrorCode.kubeconfigInvalid,
+        `kubeconfig ${path ?? '(default)'} has no context "${options.context}" (it has: ${names.join(', ') || 'none'})`,
+      );
+    }
+    kc.setCurrentContext(options.context);
   }
   if (!kc.getCurrentCluster()) {
     throw new TerminalError(
