@@ -1,11 +1,15 @@
 /**
  * The admin CLI as a process (src/main.ts, and once through bin/kubectl-gitops) against the test run's real
  * PostgreSQL and API server, with a backend running in-process (packages/backend's fixture) to make real rows and
- * objects: status, operations (and retry), instances (and cordon/drain through the GitOpsEngineInstance),
- * doctor, the errors for missing or unreachable configuration, and that no output holds a secret.
+ * objects: status (with kubectl's -n, -A, -o json|yaml and --context), operations (and retry), instances (and
+ * cordon/drain through the GitOpsEngineInstance), doctor, the errors for missing or unreachable configuration,
+ * and that no output holds a secret. `instances admit`: instances-admit.int.test.ts.
  */
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { API_GROUP_VERSION, Label, PlacementMessage, Plural } from '@gitops/api';
 import type { Backend } from '@gitops/backend';
 import { automatedTestDataSpec, useBackendFixture } from '@gitops/backend/testing';
@@ -25,6 +29,7 @@ import { givenListeningAgentSession } from '@gitops/db/testing';
 import { HttpMethod, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { type CliRun, described, runCli, wrapperPath } from './testing/run-cli.ts';
 
 const spec = automatedTestDataSpec;
@@ -137,6 +142,128 @@ describe('kubectl gitops status', () => {
     assert.ok(run.stdout.includes(PlacementMessage.unknownInstance('nowhere')), described(run));
   });
 
+  test('-n, and -o json and -o yaml: the same fields', async () => {
+    const byFlag = await cli(['status', '-n', tenant.name]);
+    assert.equal(byFlag.code, 0, described(byFlag));
+    assert.match(
+      byFlag.stdout,
+      new RegExp(`^namespace ${tenant.name}: tenant placed on engine instance ${instance}\n`),
+    );
+    assert.match(byFlag.stdout, new RegExp(`app-a\\s+-\\s+-\\s+${instance}\\s+Waiting`));
+    const long = await cli(['status', `--namespace=${tenant.name}`]);
+    assert.equal(long.stdout.split('\n')[0], byFlag.stdout.split('\n')[0]);
+
+    type View = {
+      namespace: string;
+      tenant: { placedOn: string };
+      deployments: { name: string; engineInstance: string; lastOperation: { id: string } }[];
+    };
+    const summary = (view: View) => ({
+      namespace: view.namespace,
+      placedOn: view.tenant.placedOn,
+      deployments: view.deployments.map((d) => [d.name, d.engineInstance, d.lastOperation.id]),
+    });
+    const asJson = await cli(['status', '-n', tenant.name, '-o', 'json']);
+    const asYaml = await cli(['-o', 'yaml', 'status', '-n', tenant.name]);
+    assert.equal(asYaml.code, 0, described(asYaml));
+    assert.doesNotMatch(asYaml.stdout, /^\{/, 'YAML, not JSON');
+    const fromYaml = parseYaml(asYaml.stdout) as View;
+    assert.deepEqual(summary(fromYaml), summary(json<View>(asJson)));
+    assert.deepEqual(summary(fromYaml).deployments, [
+      ['app-a', instance, (await operationOf('app-a')).id],
+      ['app-b', instance, (await operationOf('app-b')).id],
+    ]);
+
+    const wide = await cli(['status', '-n', tenant.name, '-o', 'wide']);
+    assert.match(
+      wide.stdout,
+      /NAME\s+SYNC\s+HEALTH\s+INSTANCE\s+LAST OPERATION\s+AGE\s+APPLICATION\s+OPERATION\s+ERROR/,
+    );
+    assert.ok(wide.stdout.includes((await operationOf('app-a')).id), described(wide));
+  });
+
+  test('-A: every namespace with GitOpsDeployments, with a NAMESPACE column', async () => {
+    const table = await cli(['status', '-A']);
+    assert.equal(table.code, 0, described(table));
+    assert.match(table.stdout, /^NAMESPACE\s+NAME\s+SYNC\s+HEALTH\s+INSTANCE/);
+    assert.match(
+      table.stdout,
+      new RegExp(`^${tenant.name}\\s+app-a\\s+-\\s+-\\s+${instance}\\s+Waiting`, 'm'),
+    );
+    assert.match(table.stdout, new RegExp(`^${tenant.name}\\s+app-b\\s`, 'm'));
+    assert.match(table.stdout, new RegExp(`^${refused.name}\\s+app-c\\s`, 'm'));
+
+    const all = parseYaml((await cli(['status', '--all-namespaces', '-o', 'yaml'])).stdout) as {
+      namespaces: {
+        namespace: string;
+        tenant: { placedOn: string } | null;
+        deployments: { name: string }[];
+      }[];
+    };
+    const ours = all.namespaces.find((n) => n.namespace === tenant.name);
+    assert.equal(ours?.tenant?.placedOn, instance);
+    assert.deepEqual(
+      ours?.deployments.map((d) => d.name),
+      ['app-a', 'app-b'],
+    );
+    assert.deepEqual(
+      all.namespaces.find((n) => n.namespace === refused.name)?.deployments.map((d) => d.name),
+      ['app-c'],
+    );
+  });
+
+  test("--context selects that context of the kubeconfig for every call; without a namespace, the context's", async () => {
+    // The test's kubeconfig with its context renamed, a current context whose API server does not answer, and
+    // a third context naming the tenant's namespace.
+    const dir = await mkdtemp(join(tmpdir(), 'cli-context-'));
+    try {
+      const original = parseYaml(await readFile(process.env.KUBECONFIG!, 'utf8')) as {
+        clusters: { name: string; cluster: Record<string, unknown> }[];
+        users: { name: string }[];
+        contexts: { name: string; context: { cluster: string; user: string } }[];
+        'current-context': string;
+      };
+      const real = original.contexts.find((c) => c.name === original['current-context'])!.context;
+      const file = join(dir, 'kubeconfig');
+      await writeFile(
+        file,
+        JSON.stringify({
+          ...original,
+          clusters: [...original.clusters, { name: 'nowhere', cluster: { server: 'https://127.0.0.1:1' } }],
+          contexts: [
+            { name: 'nowhere', context: { cluster: 'nowhere', user: real.user } },
+            { name: 'the-test-cluster', context: real },
+            { name: 'the-tenant', context: { ...real, namespace: tenant.name } },
+          ],
+          'current-context': 'nowhere',
+        }),
+      );
+      const unreachable = await cli(['status', '-n', tenant.name, '--kubeconfig', file]);
+      assert.equal(unreachable.code, 2, described(unreachable));
+      assert.match(unreachable.stderr, /cannot reach the Kubernetes API server https:\/\/127\.0\.0\.1:1/);
+
+      const chosen = await cli(['status', '-n', tenant.name, '--context', 'the-test-cluster'], {
+        KUBECONFIG: file,
+      });
+      assert.equal(chosen.code, 0, described(chosen));
+      assert.match(chosen.stdout, new RegExp(`tenant placed on engine instance ${instance}`));
+
+      const byContext = json<{ namespace: string }>(
+        await cli(['status', '-o', 'json', '--kubeconfig', file, '--context=the-tenant']),
+      );
+      assert.equal(byContext.namespace, tenant.name);
+
+      const unknown = await cli(['status', '-n', tenant.name, '--kubeconfig', file, '--context', 'staging']);
+      assert.equal(unknown.code, 2, described(unknown));
+      assert.match(
+        unknown.stderr,
+        /^kubectl gitops status: --context staging: kubeconfig .* has no context "staging" \(it has: nowhere, the-test-cluster, the-tenant\) \(--kubeconfig\)\n$/,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   test('an unknown namespace is exit code 1 with one line', async () => {
     const run = await cli(['status', `no-such-${randomUUID().slice(0, 8)}`]);
     assert.equal(run.code, 1, described(run));
@@ -198,6 +325,25 @@ describe('kubectl gitops operations', () => {
     assert.deepEqual(elsewhere.operations, []);
   });
 
+  test('-n: the operations whose owner is in that namespace', async () => {
+    type Listed = { operations: { id: string; owner: { namespace: string } | null }[] };
+    const mine = json<Listed>(
+      await cli(['operations', '--stuck=0s', '--failed', '-n', tenant.name, '-o', 'json']),
+    );
+    assert.ok(mine.operations.length >= 1, JSON.stringify(mine));
+    assert.ok(mine.operations.every((o) => o.owner?.namespace === tenant.name));
+    assert.ok(mine.operations.some((o) => o.id === failed.id));
+    const none = await cli(['operations', '--stuck=0s', '-n', refused.name]);
+    assert.equal(none.code, 0, described(none));
+    assert.match(none.stdout, new RegExp(`^no operations of namespace ${refused.name} `));
+    const wide = await cli(['operations', '--failed', '-n', tenant.name, '-o', 'wide']);
+    assert.match(wide.stdout, /ID\s+STATE\s+AGE\s+UPDATED\s+LAST ATTEMPT\s+INSTANCE/);
+    const elsewhere = await cli(['operations', 'retry', '--all-failed', '-n', refused.name]);
+    assert.equal(elsewhere.code, 0, described(elsewhere));
+    assert.match(elsewhere.stdout, new RegExp(`^no Failed operations of namespace ${refused.name}\n$`));
+    assert.equal((await getOperation(f.db, failed.id))?.state, 'Failed', 'another namespace is not retried');
+  });
+
   test('retry puts a Failed operation back to Waiting, due now, where the agent sweep finds it', async () => {
     const run = await cli(['operations', 'retry', failed.id]);
     assert.equal(run.code, 0, described(run));
@@ -256,6 +402,11 @@ describe('kubectl gitops instances', () => {
       view.instances.map((i) => [i.name, i.tenants, i.object?.cordoned]),
       [[instance, 1, false]],
     );
+    const wide = await cli(['instances', '-n', f.argoCdNamespace, '-o', 'wide']);
+    assert.match(wide.stdout, /APPLICATIONS\s+RELEASING\s+CORDONED\s+DRAIN\s+AVAILABLE/);
+    assert.match(wide.stdout, new RegExp(`^${instance}\\s+${f.argoCdNamespace}\\s`, 'm'));
+    const other = await cli(['instances', '-n', 'no-such-namespace']);
+    assert.match(other.stdout, /^no engine instance of namespace no-such-namespace\n$/);
   });
 
   test('cordon and uncordon patch spec.cordoned of the GitOpsEngineInstance, and the backend applies it', async () => {
@@ -391,6 +542,7 @@ describe('errors and secrets', () => {
       ],
       [['bogus'], {}, /^kubectl gitops: unknown command 'bogus'/],
       [['reseal', '--stuck=1m'], {}, /^kubectl gitops reseal: does not take --stuck/],
+      [['status', '-n', 'x', '--bogus'], {}, /^kubectl gitops status: unknown option '--bogus'\n/],
     ];
     for (const [args, extra, expected] of cases) {
       const run = await cli(args, extra);

@@ -1,8 +1,10 @@
 /**
- * The admin CLI (`kubectl gitops ...`, docs/admin-cli.md): parses the command line with node:util's parseArgs,
- * runs one command, and maps errors to exit codes: 0 done, 1 the command found a problem, 2 it could not run
- * (bad arguments, missing configuration, database or API server unreachable). Expected errors are one line
- * without a stack trace; every line printed goes through the secret filter (output.ts).
+ * The admin CLI (`kubectl gitops ...`, docs/admin-cli.md): parses the command line with node:util's parseArgs
+ * (kubectl's options of every command: -n/--namespace, -A/--all-namespaces, -o/--output, --kubeconfig,
+ * --context; then each command's own), runs one command, and maps errors to exit codes: 0 done, 1 the command
+ * found a problem, 2 it could not run (bad arguments, missing configuration, database or API server
+ * unreachable). Expected errors are one line without a stack trace; every line printed goes through the secret
+ * filter (output.ts).
  */
 import { parseArgs } from 'node:util';
 import type { Command, Options } from './command.ts';
@@ -12,24 +14,52 @@ import { operations } from './commands/operations.ts';
 import { reseal } from './commands/reseal.ts';
 import { status } from './commands/status.ts';
 import { CliError, createContext, ExitCode } from './context.ts';
-import { type Io, type OutputFormat, redactingWriter } from './output.ts';
+import { type Io, isOutputFormat, type OutputFormat, outputFormats, redactingWriter } from './output.ts';
 
-const commands: Record<string, { run: Command; options: (keyof Options)[]; help: string }> = {
+/** The options every command takes, as kubectl spells them. */
+const globalOptionSpecs = {
+  namespace: { type: 'string', short: 'n' },
+  'all-namespaces': { type: 'boolean', short: 'A' },
+  output: { type: 'string', short: 'o' },
+  kubeconfig: { type: 'string' },
+  context: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** The options of one command or another; `commands[...].options` says which takes which. */
+const commandOptionSpecs = {
+  stuck: { type: 'string' },
+  failed: { type: 'boolean' },
+  instance: { type: 'string' },
+  'all-failed': { type: 'boolean' },
+  batch: { type: 'string' },
+  'dry-run': { type: 'boolean' },
+  wait: { type: 'boolean' },
+} as const;
+
+type CommandOption = keyof typeof commandOptionSpecs;
+
+const commands: Record<string, { run: Command; options: CommandOption[]; help: string }> = {
   status: {
     run: status,
     options: [],
-    help: `kubectl gitops status <namespace>
+    help: `kubectl gitops status [<namespace> | -n <namespace> | -A]
   A tenant's GitOpsDeployments: sync, health, engine instance, ErrorOccurred, and the latest operation of
-  each (state, age, message). Reads the objects from the API server and the rows from the database.`,
+  each (state, age, message). Reads the objects from the API server and the rows from the database. Without a
+  namespace, the kubeconfig context's; -A: every namespace that has GitOpsDeployments (a NAMESPACE column).
+  -o wide adds APPLICATION (the Argo CD Application) and OPERATION (the latest operation's id).`,
   },
   operations: {
     run: operations,
     options: ['stuck', 'failed', 'instance', 'all-failed'],
-    help: `kubectl gitops operations [--stuck=<duration>] [--failed] [--instance <name>]
+    help: `kubectl gitops operations [--stuck=<duration>] [--failed] [--instance <name>] [-n <namespace> | -A]
   Operations Waiting or In_Progress for longer than --stuck (default 5m) and Failed ones (both without a
   flag), with resource, instance, owner, attempts, message and whether an agent of the instance listens.
-kubectl gitops operations retry <id>... | --all-failed [--instance <name>]
-  Puts Failed operations back to Waiting, due now (a Waiting one becomes due now); the agent takes them.`,
+  -n: those whose owner is in that namespace; -A (the default): every namespace.
+  -o wide adds UPDATED and LAST ATTEMPT (ages).
+kubectl gitops operations retry <id>... | --all-failed [--instance <name>] [-n <namespace>]
+  Puts Failed operations back to Waiting, due now (a Waiting one becomes due now); the agent takes them.
+  With --all-failed, -n retries only those whose owner is in that namespace.`,
   },
   reseal: {
     run: reseal,
@@ -50,15 +80,14 @@ kubectl gitops operations retry <id>... | --all-failed [--instance <name>]
   instances: {
     run: instances,
     options: ['wait'],
-    help: `kubectl gitops instances
-  Every engine instance: namespace, cluster, agents, listening, tenants, applications, cordoned, drain.
+    help: `kubectl gitops instances [-n <argocd-namespace>]
+  Every engine instance: namespace, cluster, agents, listening, tenants, applications, cordoned, drain;
+  -n: the instance of that Argo CD namespace. -o wide adds RELEASING and AVAILABLE.
 kubectl gitops instances cordon|uncordon|drain|undrain <name> [--wait]
   Sets spec.cordoned / spec.drain of its GitOpsEngineInstance (the backend applies it); --wait waits up to
   60 s until the backend has taken it.`,
   },
 };
-
-const globalOptions: (keyof Options)[] = ['output', 'kubeconfig', 'help'];
 
 export const usage = `kubectl gitops: the GitOps Service's admin CLI (docs/admin-cli.md)
 
@@ -67,13 +96,101 @@ ${Object.values(commands)
   .map((c) => c.help)
   .join('\n')}
 
-Options of every command:
-  -o, --output table|wide|json   output format (default table; wide does not shorten messages)
+Options of every command (kubectl's):
+  -n, --namespace <name>         the namespace: a tenant's (status, operations), an engine instance's Argo CD
+                                 namespace (instances); commands of cluster-wide things (doctor, reseal,
+                                 instances cordon/drain) take it and ignore it, as kubectl does
+  -A, --all-namespaces           every namespace (status; the default of operations and instances)
+  -o, --output table|wide|json|yaml
+                                 default table; wide adds the columns named above where a command has
+                                 hidden ones and does not shorten messages, else it is the same table;
+                                 json and yaml print the same fields
   --kubeconfig <file>            instead of KUBECONFIG
+  --context <name>               this context of the kubeconfig for every Kubernetes call
   -h, --help                     this help
 
 Configuration (as the backend takes it): DATABASE_URL, KUBECONFIG, GITOPS_ENCRYPTION_KEYS (reseal, doctor).
 Exit codes: 0 done, 1 the command found a problem, 2 it could not run (arguments, configuration, connection).`;
+
+/** A command line that cannot be run: its message, the command it is about, and the help to show after it. */
+export class UsageError extends Error {
+  readonly command: string | undefined;
+  readonly help: string;
+
+  constructor(message: string, command: string | undefined, help: string) {
+    super(message);
+    this.name = 'UsageError';
+    this.command = command;
+    this.help = help;
+  }
+}
+
+export interface CommandLine {
+  /** The command's name; undefined with none (help). */
+  name: string | undefined;
+  /** The positional arguments after the name. */
+  args: string[];
+  options: Options;
+  format: OutputFormat;
+}
+
+/**
+ * Parses `args` (without node and the script) with parseArgs: options anywhere (kubectl's `kubectl gitops -n x
+ * status` works too), kubectl's spellings (`-n x`, `-nx`, `-n=x`, `--namespace=x`). Throws a UsageError for an
+ * unknown option (naming it), a command's option given to another command, an unknown -o, or -n with -A.
+ */
+export function parseCommandLine(args: readonly string[]): CommandLine {
+  const given = args[0] === '--' ? args.slice(1) : [...args];
+  // kubectl (pflag) reads `-o=json` as `-o json`; parseArgs would take "=json" as the value.
+  const normalized = given.flatMap((arg) => {
+    const inline = /^-([no])=(.*)$/s.exec(arg);
+    return inline ? [`-${inline[1]}`, inline[2]!] : [arg];
+  });
+  // For the messages of a line parseArgs refuses (it says nothing of positionals then).
+  const named = normalized.find((arg) => Object.hasOwn(commands, arg));
+  const help = named ? commands[named]!.help : "run 'kubectl gitops --help' for the commands";
+  let parsed: ReturnType<typeof parseAll>;
+  try {
+    parsed = parseAll(normalized);
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    const unknown = /^Unknown option '([^']+)'/.exec((err as Error).message);
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && unknown) {
+      throw new UsageError(`unknown option '${unknown[1]}'`, named, help);
+    }
+    throw new UsageError((err as Error).message, named, help);
+  }
+  const options = parsed.values as Options;
+  const [name, ...rest] = parsed.positionals;
+  const command = name !== undefined && Object.hasOwn(commands, name) ? commands[name] : undefined;
+  const about = command ? name : undefined;
+  if (command) {
+    const foreign = (Object.keys(options) as (keyof Options)[]).filter(
+      (o) => o in commandOptionSpecs && !command.options.includes(o as CommandOption),
+    );
+    if (foreign.length > 0) throw new UsageError(`does not take --${foreign.join(', --')}`, about, help);
+  }
+  const format = options.output ?? 'table';
+  if (!isOutputFormat(format)) {
+    throw new UsageError(`--output must be ${outputFormats.join(', ')} (got "${format}")`, about, help);
+  }
+  if (options.namespace !== undefined && options['all-namespaces']) {
+    throw new UsageError('-n/--namespace and -A/--all-namespaces: give one of them', about, help);
+  }
+  for (const option of ['namespace', 'context', 'kubeconfig'] as const) {
+    if (options[option] === '') throw new UsageError(`--${option} needs a value`, about, help);
+  }
+  return { name, args: rest, options, format };
+}
+
+function parseAll(args: string[]) {
+  return parseArgs({
+    args,
+    allowPositionals: true,
+    strict: true,
+    options: { ...globalOptionSpecs, ...commandOptionSpecs },
+  });
+}
 
 export interface RunOptions {
   env: Readonly<Record<string, string | undefined>>;
@@ -82,45 +199,32 @@ export interface RunOptions {
 
 /** Runs the CLI with `argv` (without node and the script); resolves to the exit code. */
 export async function runCli(argv: readonly string[], { env, io: rawIo }: RunOptions): Promise<number> {
-  // `pnpm gitops -- status x` passes the `--` along.
-  const args = argv[0] === '--' ? argv.slice(1) : [...argv];
   let secrets: () => readonly string[] = () => [];
   const io: Io = {
     out: redactingWriter(rawIo.out, () => secrets()),
     err: redactingWriter(rawIo.err, () => secrets()),
   };
-  let parsed: ReturnType<typeof parse>;
+  let line: CommandLine;
   try {
-    parsed = parse(args);
+    line = parseCommandLine(argv);
   } catch (err) {
-    io.err(`kubectl gitops: ${(err as Error).message}`);
-    io.err("run 'kubectl gitops --help' for the commands");
+    if (!(err instanceof UsageError)) throw err;
+    io.err(`kubectl gitops${err.command ? ` ${err.command}` : ''}: ${err.message}`);
+    io.err(err.help);
     return ExitCode.cannotRun;
   }
-  const { values, positionals } = parsed;
-  const [name, ...rest] = positionals;
+  const { name, args: rest, options: values, format } = line;
   if (values.help || name === undefined || name === 'help') {
     const command = name === 'help' ? commands[rest[0] ?? ''] : name ? commands[name] : undefined;
     (name === undefined && !values.help ? io.err : io.out)(command?.help ?? usage);
     return name === undefined && !values.help ? ExitCode.cannotRun : ExitCode.ok;
   }
-  const command = commands[name];
+  const command = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!command) {
     io.err(`kubectl gitops: unknown command '${name}'; commands: ${Object.keys(commands).join(', ')}`);
     return ExitCode.cannotRun;
   }
-  const given = Object.keys(values) as (keyof Options)[];
-  const foreign = given.filter((o) => !globalOptions.includes(o) && !command.options.includes(o));
-  if (foreign.length > 0) {
-    io.err(`kubectl gitops ${name}: does not take --${foreign.join(', --')}\n${command.help}`);
-    return ExitCode.cannotRun;
-  }
-  const format = (values.output ?? 'table') as OutputFormat;
-  if (!['table', 'wide', 'json'].includes(format)) {
-    io.err(`kubectl gitops: --output must be table, wide or json (got "${values.output}")`);
-    return ExitCode.cannotRun;
-  }
-  const ctx = createContext({ env, kubeconfigPath: values.kubeconfig });
+  const ctx = createContext({ env, kubeconfigPath: values.kubeconfig, contextName: values.context });
   secrets = () => ctx.secrets();
   try {
     return await command.run({ args: rest, options: values, format, ctx, io });
@@ -136,24 +240,4 @@ export async function runCli(argv: readonly string[], { env, io: rawIo }: RunOpt
   } finally {
     await ctx.close();
   }
-}
-
-function parse(args: string[]) {
-  return parseArgs({
-    args,
-    allowPositionals: true,
-    strict: true,
-    options: {
-      output: { type: 'string', short: 'o' },
-      kubeconfig: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-      stuck: { type: 'string' },
-      failed: { type: 'boolean' },
-      instance: { type: 'string' },
-      'all-failed': { type: 'boolean' },
-      batch: { type: 'string' },
-      'dry-run': { type: 'boolean' },
-      wait: { type: 'boolean' },
-    },
-  });
 }

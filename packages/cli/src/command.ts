@@ -3,9 +3,14 @@ import type { Io, OutputFormat } from './output.ts';
 
 /** The options the CLI knows (node:util parseArgs); each command says which of them it takes. */
 export interface Options {
+  /** Options of every command, kubectl's (docs/admin-cli.md#options-of-every-command). */
   output?: string;
   kubeconfig?: string;
+  context?: string;
+  namespace?: string;
+  'all-namespaces'?: boolean;
   help?: boolean;
+  /** Options of one command. */
   stuck?: string;
   failed?: boolean;
   instance?: string;

@@ -1,7 +1,7 @@
 /**
  * The CLI's configuration, taken the way the services take it (docs/admin-cli.md#configuration):
- * `DATABASE_URL`, `KUBECONFIG` (or `--kubeconfig`; else ~/.kube/config or the in-cluster service account)
- * and `GITOPS_ENCRYPTION_KEYS`, parsed by the same definitions as the backend's (@gitops/shared's
+ * `DATABASE_URL`, `KUBECONFIG` (or `--kubeconfig`; else ~/.kube/config or the in-cluster service account; its
+ * current context, or `--context`'s) and `GITOPS_ENCRYPTION_KEYS`, parsed by the same definitions as the backend's (@gitops/shared's
  * databaseUrlVar, @gitops/db's encryptionKeysVar) and opened with the same functions (createDb,
  * loadKubeConfig, createSealer). Each is loaded only when a command needs it; what is missing or unreachable
  * is a `CliError` with exit code 2 and one line naming it.
@@ -81,10 +81,15 @@ function reasonOf(err: unknown): string {
   return message || (typeof code === 'string' ? code : 'unknown error');
 }
 
+const kubeConfigHasNoContext = (err: unknown) =>
+  err instanceof Error && / has no context "/.test(err.message);
+
 export interface ContextOptions {
   env: Readonly<Record<string, string | undefined>>;
   /** `--kubeconfig`: wins over KUBECONFIG. */
   kubeconfigPath?: string;
+  /** `--context`: this context of the kubeconfig for every Kubernetes call, instead of its current-context. */
+  contextName?: string;
 }
 
 export interface Context {
@@ -92,8 +97,10 @@ export interface Context {
   db(): Promise<Db>;
   /** The kubeconfig, with the API server reachable (GET /version), or a CliError. */
   kube(): Promise<KubeConfig>;
-  /** The kubeconfig as loaded, without contacting the API server. */
+  /** The kubeconfig as loaded (its context selected), without contacting the API server. */
   kubeConfig(): KubeConfig;
+  /** The namespace of the kubeconfig's selected context, if it names one (kubectl's default for -n). */
+  contextNamespace(): string | undefined;
   /** The sealing keys of GITOPS_ENCRYPTION_KEYS, or a CliError (exit 2). */
   encryptionKeys(): EncryptionKeys;
   sealer(): Sealer;
@@ -147,11 +154,16 @@ export function createContext(options: ContextOptions): Context {
       }
     }
     try {
-      kc = loadKubeConfig(path);
+      kc = loadKubeConfig(path, { context: options.contextName });
     } catch (err) {
       const where = path === undefined ? 'the default kubeconfig' : `kubeconfig ${path}`;
       const source = options.kubeconfigPath ? ' (--kubeconfig)' : path ? ' (KUBECONFIG)' : '';
-      throw new CliError(`cannot load ${where}${source}: ${reasonOf((err as Error).cause ?? err)}`);
+      const cause = (err as Error).cause;
+      // Read, but without the context asked for: the loader's message names the contexts it has.
+      if (cause === undefined && options.contextName !== undefined && kubeConfigHasNoContext(err)) {
+        throw new CliError(`--context ${options.contextName}: ${reasonOf(err)}${source}`);
+      }
+      throw new CliError(`cannot load ${where}${source}: ${reasonOf(cause ?? err)}`);
     }
     for (const user of kc.users) {
       for (const value of [user.token, user.password, user.keyData]) if (value) secrets.push(value);
@@ -223,6 +235,10 @@ export function createContext(options: ContextOptions): Context {
       return kubeReady;
     },
     kubeConfig,
+    contextNamespace() {
+      const config = kubeConfig();
+      return config.getContextObject(config.getCurrentContext())?.namespace || undefined;
+    },
     encryptionKeys,
     sealer() {
       const { keys: list, activeKeyId } = encryptionKeys();

@@ -42,7 +42,8 @@ export function conditionOf(object: KubeObject | undefined, type: string): Condi
 
 export const namespacePath = (name: string) => `/api/v1/namespaces/${encodeURIComponent(name)}`;
 
-export const gitOpsDeploymentsPath = (namespace: string) =>
+/** The GitOpsDeployments of one namespace, or of every namespace (`undefined`: -A). */
+export const gitOpsDeploymentsPath = (namespace: string | undefined) =>
   collectionPath({ ...Kinds.GitOpsDeployment.resource, namespace });
 
 export const engineInstancesPath = () => collectionPath(Kinds.GitOpsEngineInstance.resource);

@@ -1,10 +1,25 @@
 /**
- * What the CLI prints: aligned tables for people, JSON for scripts, ages, and the one place every line goes
- * through before it is written, which removes secrets (docs/admin-cli.md: no secret is ever printed).
+ * What the CLI prints: aligned tables for people, JSON or YAML for scripts (`-o`), ages, and the one place every
+ * line goes through before it is written, which removes secrets (docs/admin-cli.md: no secret is ever printed).
  */
 import { REDACTED, scrubString } from '@gitops/shared';
+import { stringify as toYamlText } from 'yaml';
 
-export type OutputFormat = 'table' | 'wide' | 'json';
+/** `-o`: kubectl's names; `table` is the default (kubectl has no name for it). */
+export const outputFormats = ['table', 'wide', 'json', 'yaml'] as const;
+export type OutputFormat = (typeof outputFormats)[number];
+
+export const isOutputFormat = (value: string): value is OutputFormat =>
+  (outputFormats as readonly string[]).includes(value);
+
+/** `-o json` and `-o yaml` print one document of the command's data instead of lines for people. */
+export const isStructured = (format: OutputFormat): format is 'json' | 'yaml' =>
+  format === 'json' || format === 'yaml';
+
+/** The command's data as `-o json` or `-o yaml` prints it (the same fields either way). */
+export function formatStructured(format: 'json' | 'yaml', value: unknown): string {
+  return format === 'json' ? toJson(value) : toYamlText(value, { lineWidth: 0 }).trimEnd();
+}
 
 /** Where a command writes: stdout for results, stderr for errors and notes. */
 export interface Io {

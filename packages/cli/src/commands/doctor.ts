@@ -22,7 +22,7 @@ import { clusterIdentity, HttpMethod, type KubeConfig, kubeRequest } from '@gito
 import type { Command } from '../command.ts';
 import { CliError, ExitCode } from '../context.ts';
 import { conditionOf, configMapPath, crdPath, engineInstancePath, getOrUndefined } from '../kube.ts';
-import { toJson } from '../output.ts';
+import { formatStructured, isStructured } from '../output.ts';
 
 /** What the cluster-agent reads at start (packages/cluster-agent/src/argocd-settings.ts; docs/api.md). */
 const ARGOCD_CMD_PARAMS_CONFIGMAP = 'argocd-cmd-params-cm';
@@ -47,7 +47,7 @@ export const doctor: Command = async ({ args, format, ctx, io }) => {
   const checks: Check[] = [];
   const check = (name: string, status: CheckStatus, reason: string) => {
     checks.push({ name, status, reason });
-    if (format !== 'json') io.out(`${status.padEnd(4)}  ${name}: ${reason}`);
+    if (!isStructured(format)) io.out(`${status.padEnd(4)}  ${name}: ${reason}`);
   };
   let unreachable = false;
 
@@ -105,7 +105,7 @@ export const doctor: Command = async ({ args, format, ctx, io }) => {
 
   const failed = checks.filter((c) => c.status === 'FAIL').length;
   const code = unreachable ? ExitCode.cannotRun : failed > 0 ? ExitCode.failed : ExitCode.ok;
-  if (format === 'json') io.out(toJson({ ok: code === ExitCode.ok, checks }));
+  if (isStructured(format)) io.out(formatStructured(format, { ok: code === ExitCode.ok, checks }));
   else io.out(failed === 0 ? 'all checks passed' : `${failed} check${failed === 1 ? '' : 's'} failed`);
   return code;
 };

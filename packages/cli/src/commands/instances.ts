@@ -1,7 +1,7 @@
 /**
- * `kubectl gitops instances`: every engine instance as the database has it (namespace, cluster, agents, whether
- * one listens, tenants, applications, cordon) with its GitOpsEngineInstance's drain state;
- * `kubectl gitops instances cordon|uncordon|drain|undrain <name> [--wait]`: the declared way to steer an
+ * `kubectl gitops instances [-n <argocd-namespace>]`: every engine instance as the database has it (namespace,
+ * cluster, agents, whether one listens, tenants, applications, cordon) with its GitOpsEngineInstance's drain
+ * state; `kubectl gitops instances cordon|uncordon|drain|undrain <name> [--wait]`: the declared way to steer an
  * instance, a merge patch of its GitOpsEngineInstance's `spec.cordoned` / `spec.drain` through the API server
  * (the backend applies it to the database; docs/engine-instances.md). Nothing here writes the database.
  */
@@ -18,7 +18,7 @@ import {
   listObjects,
   mergePatch,
 } from '../kube.ts';
-import { formatTable, toJson } from '../output.ts';
+import { formatStructured, formatTable, isStructured } from '../output.ts';
 
 /** How long `--wait` waits for the backend to take the new spec (it reacts to the object's change at once). */
 const WAIT_TIMEOUT_MS = 60_000;
@@ -37,7 +37,7 @@ export const instances: Command = async (input) => {
     if (rest.length > 0) throw new CliError('usage: kubectl gitops instances');
     return await list(input);
   }
-  if (sub in actions) return await steer(sub as Action, { ...input, args: rest });
+  if (Object.hasOwn(actions, sub)) return await steer(sub as Action, { ...input, args: rest });
   throw new CliError(
     `unknown instances subcommand '${sub}': use cordon, uncordon, drain or undrain, or none to list`,
   );
@@ -68,10 +68,14 @@ function objectView(object: KubeObject): ObjectView {
   };
 }
 
-async function list({ format, ctx, io }: CommandInput): Promise<number> {
+async function list({ options, format, ctx, io }: CommandInput): Promise<number> {
+  if (options.wait) throw new CliError('--wait goes with cordon, uncordon, drain and undrain');
   const db = await ctx.db();
   const kc = await ctx.kube();
-  const rows = await listEngineInstanceOverviews(db);
+  // -n: the instance(s) of that Argo CD namespace.
+  const rows = (await listEngineInstanceOverviews(db)).filter(
+    (r) => options.namespace === undefined || r.namespace_name === options.namespace,
+  );
   // Without the GitOpsEngineInstance CRD (an older installation) the database's view is still shown.
   const listed = await listObjects(kc, engineInstancesPath()).catch((err: unknown) => {
     if (isNotFound(err)) return [];
@@ -90,27 +94,47 @@ async function list({ format, ctx, io }: CommandInput): Promise<number> {
     cordoned: r.cordoned,
     object: objects.get(r.name) ?? null,
   }));
-  if (format === 'json') {
-    io.out(toJson({ instances: view }));
+  if (isStructured(format)) {
+    io.out(formatStructured(format, { instances: view }));
     return ExitCode.ok;
   }
   if (view.length === 0) {
-    io.out('no engine instances registered (none starts before its cluster-agent or a backend has run)');
+    io.out(
+      options.namespace === undefined
+        ? 'no engine instances registered (none starts before its cluster-agent or a backend has run)'
+        : `no engine instance of namespace ${options.namespace}`,
+    );
     return ExitCode.ok;
   }
+  // -o wide: the applications it still releases in a move, and its object's Available condition.
+  const wide = format === 'wide';
   io.out(
     formatTable(
-      ['NAME', 'NAMESPACE', 'CLUSTER', 'AGENTS', 'LISTENING', 'TENANTS', 'APPLICATIONS', 'CORDONED', 'DRAIN'],
+      [
+        'NAME',
+        'NAMESPACE',
+        'CLUSTER',
+        'AGENTS',
+        'LISTENING',
+        'TENANTS',
+        'APPLICATIONS',
+        ...(wide ? ['RELEASING'] : []),
+        'CORDONED',
+        'DRAIN',
+        ...(wide ? ['AVAILABLE'] : []),
+      ],
       view.map((v) => [
         v.name,
         v.namespace,
-        v.cluster,
+        v.cluster || '-',
         String(v.agents),
         v.listening ? 'true' : 'false',
         String(v.tenants),
         String(v.applications),
+        ...(wide ? [String(v.releasing)] : []),
         String(v.cordoned),
         drainText(v.object),
+        ...(wide ? [v.object?.available ?? '-'] : []),
       ]),
     ),
   );
@@ -145,9 +169,9 @@ async function steer(action: Action, { args, options, format, ctx, io }: Command
   const after = unchanged ? before : await mergePatch(kc, path, { spec: { [field]: value } });
   let taken: boolean | undefined;
   if (options.wait) taken = await waitForBackend(kc, path, after.metadata.generation ?? 0);
-  if (format === 'json') {
+  if (isStructured(format)) {
     io.out(
-      toJson({
+      formatStructured(format, {
         name,
         action,
         changed: !unchanged,

@@ -1,10 +1,12 @@
 /**
- * `kubectl gitops operations [--stuck=<duration>] [--failed] [--instance <name>]`: operations that have waited or
- * run longer than the threshold (default 5m) and Failed ones, with why; `kubectl gitops operations retry
- * <id>... | --all-failed [--instance <name>]` puts them back to Waiting, due now (docs/data-model.md, "The
- * operation lifecycle": the agent's Waiting sweep takes them within seconds).
+ * `kubectl gitops operations [--stuck=<duration>] [--failed] [--instance <name>] [-n <namespace>]`: operations
+ * that have waited or run longer than the threshold (default 5m) and Failed ones, with why (-n: those whose
+ * owner is in that namespace); `kubectl gitops operations retry <id>... | --all-failed [--instance <name>]
+ * [-n <namespace>]` puts them back to Waiting, due now (docs/data-model.md, "The operation lifecycle": the
+ * agent's Waiting sweep takes them within seconds).
  */
 import {
+  type Db,
   listFailedOperationIds,
   listOperationsNeedingAttention,
   type OperationInView,
@@ -14,11 +16,13 @@ import {
 import { formatDuration, parseDuration } from '@gitops/shared';
 import type { Command, CommandInput } from '../command.ts';
 import { CliError, ExitCode } from '../context.ts';
-import { formatAge, formatTable, oneLine, toJson } from '../output.ts';
+import { formatAge, formatStructured, formatTable, isStructured, oneLine } from '../output.ts';
 
 const DEFAULT_STUCK = '5m';
 /** At most this many are listed, oldest first (the table says so when it is cut). */
 const LIST_LIMIT = 500;
+/** `retry --all-failed -n` looks at this many Failed operations, oldest first (run again for more). */
+const RETRY_SCAN_LIMIT = 10_000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const operations: Command = async (input) => {
@@ -41,14 +45,18 @@ async function list({ options, format, ctx, io }: CommandInput): Promise<number>
   }
   const failed = options.failed === true || both;
   const db = await ctx.db();
-  const rows = await listOperationsNeedingAttention(db, {
+  const listed = await listOperationsNeedingAttention(db, {
     stuckForMs,
     failed,
     engineInstanceName: options.instance,
     limit: LIST_LIMIT,
   });
-  if (format === 'json') {
-    io.out(toJson({ operations: rows.map(view) }));
+  // -n filters the owner's namespace here (the query has no such filter): of the oldest LIST_LIMIT only.
+  const namespace = options.namespace;
+  const rows = namespace === undefined ? listed : listed.filter((o) => o.owner_namespace === namespace);
+  const cut = listed.length === LIST_LIMIT;
+  if (isStructured(format)) {
+    io.out(formatStructured(format, { operations: rows.map(view) }));
     return ExitCode.ok;
   }
   const what = [
@@ -59,20 +67,37 @@ async function list({ options, format, ctx, io }: CommandInput): Promise<number>
   ]
     .filter(Boolean)
     .join(', or ');
-  const where = options.instance === undefined ? '' : ` of engine instance ${options.instance}`;
+  const where = [
+    options.instance === undefined ? '' : ` of engine instance ${options.instance}`,
+    namespace === undefined ? '' : ` of namespace ${namespace}`,
+  ].join('');
+  const cutNote = `(of the oldest ${LIST_LIMIT} only; narrow with --instance or --failed)`;
   if (rows.length === 0) {
-    io.out(`no operations${where} ${what}`);
+    io.out(`no operations${where} ${what}${cut && namespace !== undefined ? ` ${cutNote}` : ''}`);
     return ExitCode.ok;
   }
   io.out(`${rows.length} operation${rows.length === 1 ? '' : 's'}${where} ${what}:`);
+  // -o wide: when it last changed and when it was last attempted; messages whole.
   const wide = format === 'wide';
   io.out(
     formatTable(
-      ['ID', 'STATE', 'AGE', 'INSTANCE', 'AGENT', 'RESOURCE', 'OWNER', 'ATTEMPTS', 'MESSAGE'],
+      [
+        'ID',
+        'STATE',
+        'AGE',
+        ...(wide ? ['UPDATED', 'LAST ATTEMPT'] : []),
+        'INSTANCE',
+        'AGENT',
+        'RESOURCE',
+        'OWNER',
+        'ATTEMPTS',
+        'MESSAGE',
+      ],
       rows.map((o) => [
         o.id,
         o.state,
         formatAge(o.created_at),
+        ...(wide ? [formatAge(o.updated_at), formatAge(o.last_attempt_at)] : []),
         o.engine_instance_name,
         o.agent_listening ? 'listening' : 'AWAY',
         `${o.resource_type}/${o.resource_id}`,
@@ -82,8 +107,7 @@ async function list({ options, format, ctx, io }: CommandInput): Promise<number>
       ]),
     ),
   );
-  if (rows.length === LIST_LIMIT)
-    io.out(`(the oldest ${LIST_LIMIT} only; narrow with --instance or --failed)`);
+  if (cut) io.out(cutNote);
   if (rows.some((o) => !o.agent_listening)) {
     io.out(
       'AWAY: no agent of that engine instance listens now; its operations wait until one is back (kubectl gitops doctor).',
@@ -135,18 +159,23 @@ async function retry({ args, options, format, ctx, io }: CommandInput): Promise<
   if (args.length > 0 && options.instance !== undefined) {
     throw new CliError('--instance goes with --all-failed only');
   }
+  if (args.length > 0 && options.namespace !== undefined) {
+    throw new CliError('-n/--namespace goes with --all-failed only (operation ids name their operations)');
+  }
   for (const id of args) if (!UUID.test(id)) throw new CliError(`'${id}' is not an operation id (a uuid)`);
   const db = await ctx.db();
-  const ids = options['all-failed']
-    ? await listFailedOperationIds(db, { engineInstanceName: options.instance })
-    : args;
+  const ids = !options['all-failed']
+    ? args
+    : options.namespace === undefined
+      ? await listFailedOperationIds(db, { engineInstanceName: options.instance })
+      : await failedOfNamespace(db, options.namespace, options.instance);
   const results: { id: string; result: OperationRetryResult }[] = [];
   for (const id of ids) results.push({ id, result: await retryOperationNow(db, id) });
   const ok = (r: OperationRetryResult) =>
     r.status === 'retried' || r.status === 'due-now' || r.status === 'superseded';
-  if (format === 'json') {
+  if (isStructured(format)) {
     io.out(
-      toJson({
+      formatStructured(format, {
         results: results.map(({ id, result }) => ({
           id,
           status: result.status,
@@ -157,7 +186,7 @@ async function retry({ args, options, format, ctx, io }: CommandInput): Promise<
     );
   } else if (results.length === 0) {
     io.out(
-      `no Failed operations${options.instance === undefined ? '' : ` of engine instance ${options.instance}`}`,
+      `no Failed operations${options.instance === undefined ? '' : ` of engine instance ${options.instance}`}${options.namespace === undefined ? '' : ` of namespace ${options.namespace}`}`,
     );
   } else {
     for (const { id, result } of results) io.out(`${id}: ${describe(result)}`);
@@ -168,6 +197,19 @@ async function retry({ args, options, format, ctx, io }: CommandInput): Promise<
     }
   }
   return results.every((r) => ok(r.result)) ? ExitCode.ok : ExitCode.failed;
+}
+
+/**
+ * The Failed operations whose owner is in `namespace` (`retry --all-failed -n`): read with the list's query, the
+ * oldest RETRY_SCAN_LIMIT Failed ones; a namespace with more is retried again by running the command again.
+ */
+async function failedOfNamespace(db: Db, namespace: string, instance: string | undefined): Promise<string[]> {
+  const failed = await listOperationsNeedingAttention(db, {
+    failed: true,
+    engineInstanceName: instance,
+    limit: RETRY_SCAN_LIMIT,
+  });
+  return failed.filter((o) => o.state === 'Failed' && o.owner_namespace === namespace).map((o) => o.id);
 }
 
 function describe(result: OperationRetryResult): string {

@@ -18,7 +18,7 @@ import {
 } from '@gitops/db';
 import type { Command } from '../command.ts';
 import { CliError, ExitCode } from '../context.ts';
-import { formatTable, type Io, toJson } from '../output.ts';
+import { formatStructured, formatTable, type Io, isStructured } from '../output.ts';
 
 const DEFAULT_BATCH = 100;
 
@@ -42,7 +42,7 @@ export const reseal: Command = async ({ args, options, format, ctx, io }) => {
   const counts = await resealAll(await ctx.db(), sealer, { batch, dryRun });
   const failed = counts.some((c) => c.failed.length > 0);
   const activeKeyId = sealer.activeKeyId;
-  if (format === 'json') io.out(toJson({ activeKeyId, dryRun, columns: counts }));
+  if (isStructured(format)) io.out(formatStructured(format, { activeKeyId, dryRun, columns: counts }));
   else report(io, counts, { activeKeyId, dryRun, batch, failed });
   return failed ? ExitCode.failed : ExitCode.ok;
 };

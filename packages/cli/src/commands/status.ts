@@ -1,10 +1,10 @@
 /**
- * `kubectl gitops status <namespace>`: a tenant's GitOpsDeployments as the API server has them (sync, health,
+ * `kubectl gitops status <namespace> | -n <namespace> | -A`: a tenant's (or every tenant's) GitOpsDeployments as the API server has them (sync, health,
  * engine instance, ErrorOccurred) next to what the database has (the application row's instance, its latest
  * operation).
  */
 import { GitOpsDeploymentConditionType } from '@gitops/api';
-import { getTenantInView, type TenantDeploymentInView } from '@gitops/db';
+import { type Db, getTenantInView, type TenantDeploymentInView } from '@gitops/db';
 import type { KubeObject } from '@gitops/shared';
 import type { Command } from '../command.ts';
 import { CliError, ExitCode } from '../context.ts';
@@ -16,7 +16,14 @@ import {
   listObjects,
   namespacePath,
 } from '../kube.ts';
-import { formatAge, formatTable, oneLine, toJson } from '../output.ts';
+import {
+  formatAge,
+  formatStructured,
+  formatTable,
+  isStructured,
+  type OutputFormat,
+  oneLine,
+} from '../output.ts';
 
 interface DeploymentStatus {
   name: string;
@@ -46,20 +53,97 @@ interface DeploymentStatus {
 
 const text = (value: unknown): string | null => (typeof value === 'string' && value !== '' ? value : null);
 
-export const status: Command = async ({ args, format, ctx, io }) => {
-  const [namespace, ...extra] = args;
-  if (!namespace || extra.length > 0) throw new CliError('usage: kubectl gitops status <namespace>');
+/** One namespace's view: what `-o json|yaml` prints for it. */
+interface NamespaceStatus {
+  namespace: string;
+  tenant: { placedOn: string | null } | null;
+  deployments: DeploymentStatus[];
+}
+
+export const status: Command = async ({ args, options, format, ctx, io }) => {
+  const [positional, ...extra] = args;
+  if (extra.length > 0) throw new CliError(USAGE);
+  if (options['all-namespaces'] && positional !== undefined) {
+    throw new CliError(`-A/--all-namespaces and namespace ${positional}: give one of them`);
+  }
+  if (positional !== undefined && options.namespace !== undefined && positional !== options.namespace) {
+    throw new CliError(`two namespaces: ${positional} and -n ${options.namespace}; give one`);
+  }
+  if (options['all-namespaces']) {
+    const db = await ctx.db();
+    const kc = await ctx.kube();
+    const objects = await listObjects(kc, gitOpsDeploymentsPath(undefined));
+    const names = [...new Set(objects.map((o) => o.metadata.namespace ?? ''))].filter(Boolean).sort();
+    const views: NamespaceStatus[] = [];
+    for (const namespace of names) {
+      const ns = await getOrUndefined(kc, namespacePath(namespace));
+      // Deleted since the list: its objects are going too.
+      if (!ns?.metadata.uid) continue;
+      const own = objects.filter((o) => o.metadata.namespace === namespace);
+      views.push(await namespaceStatus(db, namespace, ns.metadata.uid, own));
+    }
+    if (isStructured(format)) {
+      io.out(formatStructured(format, { namespaces: views }));
+      return ExitCode.ok;
+    }
+    const rows = views.flatMap((v) => v.deployments.map((d) => ({ namespace: v.namespace, d })));
+    if (rows.length === 0) {
+      io.out('no GitOpsDeployments in any namespace');
+      return ExitCode.ok;
+    }
+    io.out(table(rows, { format, namespaces: true }));
+    return ExitCode.ok;
+  }
+
+  const namespace = positional ?? options.namespace ?? ctx.contextNamespace();
+  if (!namespace) {
+    throw new CliError(`${USAGE} (the kubeconfig's context names no namespace)`);
+  }
   const db = await ctx.db();
   const kc = await ctx.kube();
   const ns = await getOrUndefined(kc, namespacePath(namespace));
   if (!ns?.metadata.uid) throw new CliError(`namespace ${namespace} does not exist`, ExitCode.failed);
   const objects = await listObjects(kc, gitOpsDeploymentsPath(namespace));
-  const tenant = await getTenantInView(db, ns.metadata.uid);
+  const view = await namespaceStatus(db, namespace, ns.metadata.uid, objects);
+  if (isStructured(format)) {
+    io.out(formatStructured(format, view));
+    return ExitCode.ok;
+  }
+  const placement = view.tenant?.placedOn ?? null;
+  io.out(
+    !view.tenant
+      ? `namespace ${namespace}: no tenant in the database yet (nothing of it was reconciled)`
+      : placement === null
+        ? `namespace ${namespace}: tenant not placed on an engine instance yet`
+        : `namespace ${namespace}: tenant placed on engine instance ${placement}`,
+  );
+  if (view.deployments.length === 0) {
+    io.out('no GitOpsDeployments');
+    return ExitCode.ok;
+  }
+  io.out(
+    table(
+      view.deployments.map((d) => ({ namespace, d })),
+      { format, namespaces: false },
+    ),
+  );
+  return ExitCode.ok;
+};
+
+const USAGE = 'usage: kubectl gitops status <namespace> | -n <namespace> | -A';
+
+/** The objects of one namespace next to its tenant's rows (`getTenantInView`). */
+async function namespaceStatus(
+  db: Db,
+  namespace: string,
+  namespaceUid: string,
+  objects: KubeObject[],
+): Promise<NamespaceStatus> {
+  const tenant = await getTenantInView(db, namespaceUid);
   const rowsByUid = new Map<string, TenantDeploymentInView>(
     (tenant?.deployments ?? []).map((d) => [d.cr_uid, d]),
   );
-
-  const deployments: DeploymentStatus[] = objects
+  const deployments: DeploymentStatus[] = [...objects]
     .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name))
     .map((object) => {
       const row = object.metadata.uid ? rowsByUid.get(object.metadata.uid) : undefined;
@@ -69,57 +153,59 @@ export const status: Command = async ({ args, format, ctx, io }) => {
   for (const row of rowsByUid.values()) {
     deployments.push({ ...deploymentStatus(undefined, row, null), objectGone: true });
   }
+  return {
+    namespace,
+    tenant: tenant ? { placedOn: tenant.engine_instance_name ?? null } : null,
+    deployments,
+  };
+}
 
-  const placement = tenant?.engine_instance_name ?? null;
-  if (format === 'json') {
-    io.out(
-      toJson({
-        namespace,
-        tenant: tenant ? { placedOn: placement } : null,
-        deployments,
-      }),
-    );
-    return ExitCode.ok;
-  }
-  io.out(
-    !tenant
-      ? `namespace ${namespace}: no tenant in the database yet (nothing of it was reconciled)`
-      : placement === null
-        ? `namespace ${namespace}: tenant not placed on an engine instance yet`
-        : `namespace ${namespace}: tenant placed on engine instance ${placement}`,
-  );
-  if (deployments.length === 0) {
-    io.out('no GitOpsDeployments');
-    return ExitCode.ok;
-  }
+/**
+ * The table: NAMESPACE first with -A (kubectl's), APPLICATION and OPERATION (the latest operation's id) with
+ * `-o wide`, which also prints messages whole.
+ */
+function table(
+  rows: { namespace: string; d: DeploymentStatus }[],
+  { format, namespaces }: { format: OutputFormat; namespaces: boolean },
+): string {
   const wide = format === 'wide';
-  io.out(
-    formatTable(
-      ['NAME', 'SYNC', 'HEALTH', 'INSTANCE', 'LAST OPERATION', 'AGE', 'ERROR / MESSAGE'],
-      deployments.map((d) => {
-        const op = d.lastOperation;
-        const instance = d.releasingEngineInstance
-          ? `${d.engineInstance ?? '-'} (from ${d.releasingEngineInstance})`
-          : (d.engineInstance ?? '-');
-        const note = d.objectGone
-          ? 'no GitOpsDeployment: its rows are being deleted'
-          : (d.error ??
-            d.conditions.map((c) => `${c.type}: ${c.message}`)[0] ??
-            (op && op.state !== 'Completed' ? op.message : ''));
-        return [
-          d.deleting ? `${d.name} (deleting)` : d.name,
-          d.sync ?? '-',
-          d.health ?? '-',
-          instance,
-          op ? `${op.state}${op.attempts > 1 ? ` (${op.attempts} attempts)` : ''}` : '-',
-          op ? formatAge(op.createdAt) : '-',
-          wide ? note.replace(/\s+/g, ' ') : oneLine(note, 90),
-        ];
-      }),
-    ),
+  const headers = [
+    ...(namespaces ? ['NAMESPACE'] : []),
+    'NAME',
+    'SYNC',
+    'HEALTH',
+    'INSTANCE',
+    'LAST OPERATION',
+    'AGE',
+    ...(wide ? ['APPLICATION', 'OPERATION'] : []),
+    'ERROR / MESSAGE',
+  ];
+  return formatTable(
+    headers,
+    rows.map(({ namespace, d }) => {
+      const op = d.lastOperation;
+      const instance = d.releasingEngineInstance
+        ? `${d.engineInstance ?? '-'} (from ${d.releasingEngineInstance})`
+        : (d.engineInstance ?? '-');
+      const note = d.objectGone
+        ? 'no GitOpsDeployment: its rows are being deleted'
+        : (d.error ??
+          d.conditions.map((c) => `${c.type}: ${c.message}`)[0] ??
+          (op && op.state !== 'Completed' ? op.message : ''));
+      return [
+        ...(namespaces ? [namespace] : []),
+        d.deleting ? `${d.name} (deleting)` : d.name,
+        d.sync ?? '-',
+        d.health ?? '-',
+        instance,
+        op ? `${op.state}${op.attempts > 1 ? ` (${op.attempts} attempts)` : ''}` : '-',
+        op ? formatAge(op.createdAt) : '-',
+        ...(wide ? [d.application ?? '-', op?.id ?? '-'] : []),
+        wide ? note.replace(/\s+/g, ' ') : oneLine(note, 90),
+      ];
+    }),
   );
-  return ExitCode.ok;
-};
+}
 
 function deploymentStatus(
   object: KubeObject | undefined,
