@@ -11,12 +11,13 @@
  * GITOPS_DEV_INSTANCES=2 adds a second engine instance (docs/engine-instances.md): another Argo CD in
  * namespace `<ARGOCD_NAMESPACE>-2` (.dev/argocd-2) with its own cluster-agent (`cluster-agent-2`,
  * ENGINE_INSTANCE_NAME `instance-2`); the default is one instance, as before.
- * Writes .dev/kubeconfig, prints `READY kubeconfig=<path>` when all is up, prefixes every process's
- * logs, and stops everything on Ctrl-C / SIGTERM. State survives restarts; `rm -rf .dev` resets it.
+ * Writes .dev/kubeconfig and .dev/cli.env (the admin CLI's environment: `source .dev/cli.env`, then
+ * `kubectl gitops ...`; docs/admin-cli.md), prints `READY kubeconfig=<path>` when all is up, prefixes every
+ * process's logs, and stops everything on Ctrl-C / SIGTERM. State survives restarts; `rm -rf .dev` resets it.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { admitEngineInstance, agentDatabaseUrl, createDb, migrateToLatest } from '@gitops/db';
 import {
@@ -129,6 +130,31 @@ async function nodeMode(): Promise<{ node: boolean; why: string }> {
   return support.ok ? { node: true, why: '' } : { node: false, why: support.reason ?? 'unknown' };
 }
 
+/** A value quoted for a POSIX shell. */
+const shellQuote = (value: string) => `'${value.replaceAll("'", `'\\''`)}'`;
+
+/**
+ * .dev/cli.env: what the admin CLI needs against this system (docs/admin-cli.md), for `source .dev/cli.env`.
+ * Holds the local encryption key and the database URL, so it is readable by the owner only, like
+ * .dev/encryption-keys. Rewritten on every start (PostgreSQL's port changes).
+ */
+async function writeCliEnv(env: {
+  KUBECONFIG: string;
+  DATABASE_URL: string;
+  GITOPS_ENCRYPTION_KEYS: string;
+}) {
+  const file = join(devDir, 'cli.env');
+  const lines = [
+    '# Written by pnpm dev (scripts/dev.ts) on every start: source it, then run kubectl gitops <command>.',
+    `export KUBECONFIG=${shellQuote(env.KUBECONFIG)}`,
+    `export DATABASE_URL=${shellQuote(env.DATABASE_URL)}`,
+    `export GITOPS_ENCRYPTION_KEYS=${shellQuote(env.GITOPS_ENCRYPTION_KEYS)}`,
+    `export PATH=${shellQuote(join(repoRoot, 'packages', 'cli', 'bin'))}:"$PATH"`,
+  ];
+  await writeFile(file, `${lines.join('\n')}\n`, { mode: 0o600 });
+  await chmod(file, 0o600);
+}
+
 async function ensureDatabase(adminUrl: string, name: string): Promise<string> {
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
@@ -215,6 +241,7 @@ try {
     GITOPS_ENCRYPTION_KEYS: await devEncryptionKeys(),
     LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
   };
+  await writeCliEnv(common);
   // The namespace provisioner's kubeconfigs name the local API server and its CA (Argo CD and the agent run
   // here too); the devsandbox provisioner runs, as the dev overlay installs the SpaceRequest CRD.
   const caFile = join(devDir, 'cluster-ca.crt');
@@ -301,6 +328,7 @@ try {
   say(
     `cloud services API: ${cloudServices.url} (SSO realm ${cloudServices.ssoUrl}; seed ${seedFile}; request log: GET ${cloudServices.url}/_local/requests)`,
   );
+  say('cli: source .dev/cli.env && kubectl gitops doctor (the admin CLI, docs/admin-cli.md)');
   say(
     `up in ${((Date.now() - started) / 1000).toFixed(1)}s; ${processes.map(({ name }) => `${name} :${ports[name]}`).join(', ')}`,
   );
