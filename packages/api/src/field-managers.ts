@@ -9,4 +9,6 @@ export const FieldManager = {
   ClusterAgentSync: 'gitops-cluster-agent-sync',
   AppStudio: 'gitops-appstudio',
   RhoasOperator: 'rhoas-operator',
+  /** The admin CLI: the Secret `kubectl gitops instances admit --secret` writes (docs/admin-cli.md). */
+  Cli: 'kubectl-gitops',
 } as const;

@@ -86,6 +86,9 @@ describe('the command line', () => {
       assert.equal(line.options.namespace, 'x');
       assert.equal(line.format, 'yaml');
     }
+    const admit = parseCommandLine(['instances', 'admit', 'i2', '--namespace', 'argocd-2', '--secret', 's']);
+    assert.deepEqual(admit.args, ['admit', 'i2']);
+    assert.equal(admit.options.secret, 's');
   });
 
   test('an unknown option is refused naming it, with the help of the command', () => {
@@ -99,6 +102,7 @@ describe('the command line', () => {
 
   test("a command's option on another command, a bad -o, -n with -A, an empty value are refused", () => {
     assert.equal(refusal(['reseal', '--stuck=1m']).message, 'does not take --stuck');
+    assert.equal(refusal(['status', '--secret', 's']).message, 'does not take --secret');
     assert.match(refusal(['status', 'x', '-o', 'xml']).message, /--output must be table, wide, json, yaml/);
     assert.match(refusal(['status', '-n', 'x', '-A']).message, /give one of them/);
     assert.match(refusal(['status', '--context=']).message, /--context needs a value/);
@@ -123,6 +127,7 @@ describe('the command line', () => {
     ]) {
       assert.ok(help.stdout.includes(option), option);
     }
+    assert.match(help.stdout, /instances admit <name> --namespace <argocd-namespace> \[--secret <name>\]/);
   });
 });
 

@@ -35,6 +35,7 @@ const commandOptionSpecs = {
   batch: { type: 'string' },
   'dry-run': { type: 'boolean' },
   wait: { type: 'boolean' },
+  secret: { type: 'string' },
 } as const;
 
 type CommandOption = keyof typeof commandOptionSpecs;
@@ -79,13 +80,17 @@ kubectl gitops operations retry <id>... | --all-failed [--instance <name>] [-n <
   },
   instances: {
     run: instances,
-    options: ['wait'],
+    options: ['wait', 'secret'],
     help: `kubectl gitops instances [-n <argocd-namespace>]
   Every engine instance: namespace, cluster, agents, listening, tenants, applications, cordoned, drain;
   -n: the instance of that Argo CD namespace. -o wide adds RELEASING and AVAILABLE.
 kubectl gitops instances cordon|uncordon|drain|undrain <name> [--wait]
   Sets spec.cordoned / spec.drain of its GitOpsEngineInstance (the backend applies it); --wait waits up to
-  60 s until the backend has taken it.`,
+  60 s until the backend has taken it.
+kubectl gitops instances admit <name> --namespace <argocd-namespace> [--secret <name>]
+  Admits an engine instance: its database role, with a new password (an admitted one gets a new password; the
+  old one stops working for new connections). Prints the agent's DATABASE_URL once, or with --secret writes
+  it into that Secret of the instance's namespace (key DATABASE_URL, server-side apply) and prints its name.`,
   },
 };
 
@@ -226,8 +231,11 @@ export async function runCli(argv: readonly string[], { env, io: rawIo }: RunOpt
   }
   const ctx = createContext({ env, kubeconfigPath: values.kubeconfig, contextName: values.context });
   secrets = () => ctx.secrets();
+  // Unfiltered: it prints only the credential a command has just issued (an exact-value filter would mangle it
+  // wherever a configured secret is a common word, e.g. a local database's password "postgres").
+  const revealOnce = (text: string) => rawIo.out(text);
   try {
-    return await command.run({ args: rest, options: values, format, ctx, io });
+    return await command.run({ args: rest, options: values, format, ctx, io, revealOnce });
   } catch (err) {
     if (err instanceof CliError) {
       io.err(`kubectl gitops ${name}: ${err.message}`);

@@ -18,6 +18,7 @@ export interface Options {
   batch?: string;
   'dry-run'?: boolean;
   wait?: boolean;
+  secret?: string;
 }
 
 export interface CommandInput {
@@ -27,6 +28,11 @@ export interface CommandInput {
   format: OutputFormat;
   ctx: Context;
   io: Io;
+  /**
+   * Writes to stdout without the secret filter `io.out` applies: only for the one credential a command issues
+   * to be shown once (`instances admit`: the agent's connection string). Nothing else goes through it.
+   */
+  revealOnce: (text: string) => void;
 }
 
 /** Runs one command; resolves to its exit code. Expected errors are thrown as CliError. */

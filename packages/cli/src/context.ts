@@ -101,6 +101,10 @@ export interface Context {
   kubeConfig(): KubeConfig;
   /** The namespace of the kubeconfig's selected context, if it names one (kubectl's default for -n). */
   contextNamespace(): string | undefined;
+  /** DATABASE_URL as configured (with its password: never print it), or a CliError. */
+  databaseUrl(): string;
+  /** A secret a command came to hold (e.g. a password it issued): no filtered line prints it. */
+  addSecret(value: string): void;
   /** The sealing keys of GITOPS_ENCRYPTION_KEYS, or a CliError (exit 2). */
   encryptionKeys(): EncryptionKeys;
   sealer(): Sealer;
@@ -238,6 +242,10 @@ export function createContext(options: ContextOptions): Context {
     contextNamespace() {
       const config = kubeConfig();
       return config.getContextObject(config.getCurrentContext())?.namespace || undefined;
+    },
+    databaseUrl,
+    addSecret(value) {
+      if (value) secrets.push(value, encodeURIComponent(value));
     },
     encryptionKeys,
     sealer() {

@@ -31,7 +31,8 @@ export interface Io {
  * Wraps `write` so that whatever passes it is scrubbed: connection strings with a password, `password=`,
  * bearer tokens and private keys (the logger's scrubString), and every exact secret value the CLI was
  * configured with (the database password, the encryption keys). A last line of defence: commands never
- * format a secret on purpose.
+ * format a secret on purpose (the one exception, `instances admit`'s connection string, is written around it:
+ * CommandInput.revealOnce).
  */
 export function redactingWriter(write: (text: string) => void, secrets: () => readonly string[]) {
   return (text: string) => {

@@ -3,11 +3,29 @@
  * cluster, agents, whether one listens, tenants, applications, cordon) with its GitOpsEngineInstance's drain
  * state; `kubectl gitops instances cordon|uncordon|drain|undrain <name> [--wait]`: the declared way to steer an
  * instance, a merge patch of its GitOpsEngineInstance's `spec.cordoned` / `spec.drain` through the API server
- * (the backend applies it to the database; docs/engine-instances.md). Nothing here writes the database.
+ * (the backend applies it to the database; docs/engine-instances.md). Those never write the database.
+ * `kubectl gitops instances admit <name> --namespace <argocd-namespace> [--secret <name>]`: the instance's own
+ * database role (`admitEngineInstance`, migration 0012) with a new password, and the agent's connection string,
+ * printed once or written into a Secret.
  */
-import { EngineInstanceConditionType } from '@gitops/api';
-import { listEngineInstanceOverviews } from '@gitops/db';
-import { isNotFound, type KubeConfig, type KubeObject, sleep, systemClock } from '@gitops/shared';
+import { EngineInstanceConditionType, FieldManager } from '@gitops/api';
+import {
+  type AdmittedEngineInstance,
+  admitEngineInstance,
+  agentDatabaseUrl,
+  type Db,
+  listEngineInstanceOverviews,
+} from '@gitops/db';
+import {
+  isNotFound,
+  KubeApiError,
+  type KubeConfig,
+  type KubeObject,
+  serverSideApply,
+  sleep,
+  systemClock,
+  TerminalError,
+} from '@gitops/shared';
 import type { Command, CommandInput } from '../command.ts';
 import { CliError, ExitCode } from '../context.ts';
 import {
@@ -37,9 +55,13 @@ export const instances: Command = async (input) => {
     if (rest.length > 0) throw new CliError('usage: kubectl gitops instances');
     return await list(input);
   }
+  if (input.options.secret !== undefined && sub !== 'admit') {
+    throw new CliError("--secret goes with 'instances admit' only");
+  }
   if (Object.hasOwn(actions, sub)) return await steer(sub as Action, { ...input, args: rest });
+  if (sub === 'admit') return await admit({ ...input, args: rest });
   throw new CliError(
-    `unknown instances subcommand '${sub}': use cordon, uncordon, drain or undrain, or none to list`,
+    `unknown instances subcommand '${sub}': use cordon, uncordon, drain, undrain or admit, or none to list`,
   );
 };
 
@@ -101,7 +123,7 @@ async function list({ options, format, ctx, io }: CommandInput): Promise<number>
   if (view.length === 0) {
     io.out(
       options.namespace === undefined
-        ? 'no engine instances registered (none starts before its cluster-agent or a backend has run)'
+        ? 'no engine instances registered (one is when it is admitted, or when its cluster-agent or a backend first runs)'
         : `no engine instance of namespace ${options.namespace}`,
     );
     return ExitCode.ok;
@@ -220,4 +242,133 @@ async function waitForBackend(kc: KubeConfig, path: string, generation: number):
     await sleep(systemClock, 500);
   }
   return false;
+}
+
+const ADMIT_USAGE =
+  'usage: kubectl gitops instances admit <name> --namespace <argocd-namespace> [--secret <name>]';
+/** The key of the agent's Secret the connection string goes under (the agent's DATABASE_URL). */
+const SECRET_KEY = 'DATABASE_URL';
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/**
+ * `instances admit <name> --namespace <argocd-namespace> [--secret <name>]`: admits the instance with the CLI's
+ * database connection (the backend's role, which may create roles) and gives the operator the agent's
+ * connection string: printed once (through `revealOnce`, the only unscrubbed line), or with --secret written
+ * into that Secret of the instance's namespace (server-side apply) and never shown. Every run issues a new
+ * password: the old one stops working for new connections.
+ */
+async function admit({ args, options, format, ctx, io, revealOnce }: CommandInput): Promise<number> {
+  const [name, ...extra] = args;
+  const namespace = options.namespace;
+  if (!name || extra.length > 0 || namespace === undefined) throw new CliError(ADMIT_USAGE);
+  if (options['all-namespaces']) throw new CliError(`-A does not go with admit: ${ADMIT_USAGE}`);
+  if (options.wait) throw new CliError('--wait goes with cordon, uncordon, drain and undrain');
+  if (namespace.length > 63 || !DNS_LABEL.test(namespace)) {
+    throw new CliError(`--namespace '${namespace}' is not a namespace name (a DNS-1123 label)`);
+  }
+  const secretName = options.secret;
+  if (secretName !== undefined && (secretName.length > 253 || !DNS_SUBDOMAIN.test(secretName))) {
+    throw new CliError(`--secret '${secretName}' is not a Secret name (a DNS-1123 subdomain)`);
+  }
+  const db = await ctx.db();
+  const secret = secretName === undefined ? undefined : { namespace, name: secretName };
+  let kc: KubeConfig | undefined;
+  if (secret) {
+    kc = await ctx.kube();
+    // Before a new password is issued (which ends the old one): the Secret can be written (its namespace
+    // exists, we may write Secrets there). A dry run of the same apply, with a placeholder.
+    await writeSecret(kc, secret, 'postgres://placeholder', { dryRun: true }).catch((err: unknown) => {
+      throw secretError(secret, err, 'nothing was changed');
+    });
+  }
+  const admitted = await admitInstance(db, name, namespace);
+  const databaseUrl = agentDatabaseUrl(ctx.databaseUrl(), admitted);
+  const again = 'running admit again issues a new password (the old one stops working for new connections)';
+
+  if (!secret || !kc) {
+    if (isStructured(format)) {
+      revealOnce(formatStructured(format, { name, role: admitted.role, databaseUrl }));
+    } else {
+      io.out(admittedLine(name, namespace, admitted));
+      revealOnce(`${SECRET_KEY}=${databaseUrl}`);
+      io.out(
+        `store it in the agent's Secret (key ${SECRET_KEY}) in namespace ${namespace}: it is not shown again; ${again}`,
+      );
+      io.out(
+        `to write it into the Secret without showing it: kubectl gitops instances admit ${name} --namespace ${namespace} --secret <name>`,
+      );
+    }
+    ctx.addSecret(admitted.password);
+    return ExitCode.ok;
+  }
+
+  // From here no line may hold the password, whatever an error message quotes.
+  ctx.addSecret(admitted.password);
+  ctx.addSecret(databaseUrl);
+  await writeSecret(kc, secret, databaseUrl).catch((err: unknown) => {
+    throw secretError(
+      secret,
+      err,
+      `the role ${admitted.role} already has a new password (the old one no longer logs in): run admit again`,
+    );
+  });
+  if (isStructured(format)) {
+    io.out(formatStructured(format, { name, role: admitted.role, secret }));
+    return ExitCode.ok;
+  }
+  io.out(admittedLine(name, namespace, admitted));
+  io.out(
+    `secret/${secret.name} in namespace ${namespace}: ${SECRET_KEY} written (server-side apply, field manager ${FieldManager.Cli})`,
+  );
+  io.out(`the instance's agents use it when they start again (restart them); ${again}`);
+  return ExitCode.ok;
+}
+
+function admittedLine(name: string, namespace: string, admitted: AdmittedEngineInstance): string {
+  return `engine instance ${name} (Argo CD namespace ${namespace}) admitted: database role ${admitted.role}, with a new password`;
+}
+
+async function admitInstance(db: Db, name: string, namespace: string): Promise<AdmittedEngineInstance> {
+  try {
+    return await admitEngineInstance(db, { name, namespaceName: namespace });
+  } catch (err) {
+    // Registered for another namespace: the message names both.
+    if (err instanceof TerminalError) throw new CliError(err.message, ExitCode.failed);
+    if ((err as { code?: unknown }).code === '42501') {
+      throw new CliError(
+        `the database role of DATABASE_URL may not create or alter roles (it needs CREATEROLE, as the backend's role has): ${(err as Error).message}`,
+        ExitCode.failed,
+      );
+    }
+    throw err;
+  }
+}
+
+/** Server-side apply of the Secret's one key (forced: the operator means to replace the value). */
+async function writeSecret(
+  kc: KubeConfig,
+  secret: { namespace: string; name: string },
+  databaseUrl: string,
+  options: { dryRun?: boolean } = {},
+): Promise<void> {
+  await serverSideApply(
+    kc,
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: secret.name, namespace: secret.namespace },
+      data: { [SECRET_KEY]: Buffer.from(databaseUrl).toString('base64') },
+    },
+    { fieldManager: FieldManager.Cli, force: true, dryRun: options.dryRun },
+  );
+}
+
+function secretError(secret: { namespace: string; name: string }, err: unknown, then: string): CliError {
+  // The API server answered (no such namespace, forbidden, invalid): a problem found; else it is unreachable.
+  const answered = err instanceof KubeApiError && err.statusCode !== 0;
+  return new CliError(
+    `cannot write Secret ${secret.namespace}/${secret.name}: ${(err as Error)?.message ?? String(err)}; ${then}`,
+    answered ? ExitCode.failed : ExitCode.cannotRun,
+  );
 }
