@@ -283,10 +283,12 @@ try {
     ...devInstances.map(({ suffix, namespace, name }) => ({
       name: `cluster-agent${suffix}`,
       pkg: 'cluster-agent',
+      // Its own role and its own key (made at its first start): none of the backend's keys.
       env: {
         ARGOCD_NAMESPACE: namespace,
         ENGINE_INSTANCE_NAME: name,
         DATABASE_URL: agentUrls.get(name) ?? '',
+        GITOPS_ENCRYPTION_KEYS: '',
       },
     })),
     { name: 'rhoas-operator', pkg: 'rhoas-operator', env: rhoasEnv },

@@ -31,6 +31,7 @@ import {
   createGitOpsDeploymentFeature,
   type GitOpsDeploymentFeature,
 } from './gitops-deployment/gitops-deployment.feature.ts';
+import { createInstanceSealingFeature } from './instance-sealing/instance-sealing.feature.ts';
 import {
   createManagedEnvironmentFeature,
   type ManagedEnvironmentFeature,
@@ -103,6 +104,7 @@ export function buildBackend(config: BackendConfig, options: BuildBackendOptions
     createTenantSweepFeature(ctx),
     tenantMoves,
     createWorkspaceTokenRenewalFeature(ctx),
+    createInstanceSealingFeature(ctx),
     ...appStudio.features,
   ];
   const manager = createManager({

@@ -6,9 +6,9 @@
 import {
   createSealer,
   type Db,
+  type InstanceKeyring,
   type OperationResourceType,
   type OperationRow,
-  type Sealer,
 } from '@gitops/db';
 import {
   createInformer,
@@ -25,6 +25,7 @@ import {
 import { type AgentContext, type ResourceOutcome, resourceKey } from './agent-context.ts';
 import { AgentLabel, ApplicationResource, AppProjectResource, databaseIdOf, isUuid } from './argocd.ts';
 import type { AgentConfig } from './config.ts';
+import { type CredentialOpener, createCredentialOpener } from './credentials.ts';
 import type { ResourceHandler } from './operation/operation.processor.ts';
 
 /** What a feature gets for one reconcile of one of its resources. */
@@ -67,7 +68,8 @@ export function keysOfDatabaseId(resourceType: OperationResourceType): MapToKeys
 /** What every agent feature is built from (after the engine instance is registered). */
 export interface FeatureContext extends AgentContext {
   readonly config: AgentConfig;
-  readonly sealer: Sealer;
+  /** Opens stored credentials: those sealed for this instance, with its key (credentials.ts). */
+  readonly credentials: CredentialOpener;
   /** Queues `<resourceType>/<resourceId>` on the operation processor (operations and drift repair alike). */
   enqueue(resourceType: OperationResourceType, resourceId: string): void;
 }
@@ -81,6 +83,8 @@ export function createFeatureContext(deps: {
   registry: Registry;
   engineInstanceId: string;
   enqueue: FeatureContext['enqueue'];
+  /** The instance's private keys (undefined: the agent runs with the backend's role). */
+  keyring: () => InstanceKeyring | undefined;
 }): FeatureContext {
   const { config, kc, logger, registry } = deps;
   const namespace = config.argoCdNamespace;
@@ -97,7 +101,12 @@ export function createFeatureContext(deps: {
   return {
     ...deps,
     namespace,
-    sealer: createSealer(config.encryptionKeys),
+    credentials: createCredentialOpener({
+      db: deps.db,
+      engineInstanceId: deps.engineInstanceId,
+      keyring: deps.keyring,
+      sealer: config.encryptionKeys ? createSealer(config.encryptionKeys) : undefined,
+    }),
     applications: argoCdInformer(ApplicationResource),
     appProjects: argoCdInformer(AppProjectResource),
   };

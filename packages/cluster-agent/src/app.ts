@@ -14,6 +14,7 @@ import { createActiveReplica } from './active-replica.ts';
 import { type AgentFeature, createFeatureContext } from './agent-feature.ts';
 import { createApplicationFeature } from './application/application.feature.ts';
 import type { AgentConfig } from './config.ts';
+import { createInstanceKeys } from './instance-key.ts';
 import { createManagedEnvironmentFeature } from './managed-environment/managed-environment.feature.ts';
 import { createOperationFeature, type OperationFeature } from './operation/operation.feature.ts';
 import { createAgentRegistration } from './registration.ts';
@@ -67,6 +68,14 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     if (!row) throw new Error('the engine instance is not registered');
     return row.id;
   };
+  const instanceKeys = createInstanceKeys({
+    kc,
+    db,
+    namespace: config.argoCdNamespace,
+    logger,
+    engineInstanceId,
+    ownRole: registration.ownRole,
+  });
   const replica = createActiveReplica({
     databaseUrl: config.databaseUrl,
     logger,
@@ -79,7 +88,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
   const manager = createManager({
     name: 'cluster-agent',
     logger,
-    steps: [...registration.steps, replica.step],
+    steps: [...registration.steps, instanceKeys.step, replica.step],
     // Built once the engine instance is known. Started in this order: the queues (status, operations) before
     // the periodic passes that feed them; stopped in reverse.
     features: () => {
@@ -92,6 +101,7 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
         engineInstanceId: engineInstanceId(),
         // Informer events reach it only once the informers start, after `operations` exists.
         enqueue: (type, id) => operations?.enqueue(type, id),
+        keyring: instanceKeys.keyring,
       });
       const application = createApplicationFeature(context);
       const resourceFeatures: AgentFeature[] = [
@@ -101,7 +111,13 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
         createManagedEnvironmentFeature(context, application),
       ];
       operations = createOperationFeature(context, resourceFeatures);
-      return [createStatusFeature(context), operations, ...resourceFeatures];
+      const keyChecks = {
+        name: 'instance-key',
+        informers: [],
+        start: instanceKeys.start,
+        stop: instanceKeys.stop,
+      };
+      return [createStatusFeature(context), operations, ...resourceFeatures, keyChecks];
     },
     release: async () => {
       // After everything stopped, so the standby starts only once this one does nothing more.

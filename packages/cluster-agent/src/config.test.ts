@@ -15,7 +15,12 @@ describe('loadAgentConfig', () => {
     assert.equal(config.httpPort, 8081);
     assert.equal(config.resyncIntervalMs, 600_000);
     assert.equal(config.operationRetentionMs, 24 * 3_600_000);
-    assert.equal(config.encryptionKeys.activeKeyId, 'k1');
+    assert.equal(config.encryptionKeys?.activeKeyId, 'k1');
+  });
+
+  it('needs no GITOPS_ENCRYPTION_KEYS: an agent with its own role opens credentials with its instance key', () => {
+    const config = loadAgentConfig({ DATABASE_URL: required.DATABASE_URL });
+    assert.equal(config.encryptionKeys, undefined);
   });
 
   it('reports every bad variable and never echoes secrets', () => {

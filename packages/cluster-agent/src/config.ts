@@ -2,7 +2,7 @@
  * The cluster-agent's configuration: every knob is an environment variable with a default and bounds,
  * validated once at start (docs/contracts/core-pipeline.md, "Configuration").
  */
-import { type EncryptionKeys, encryptionKeysVar } from '@gitops/db';
+import { type EncryptionKeys, encryptionKeysVar, optionalEncryptionKeysVar } from '@gitops/db';
 import {
   type ConfigOf,
   commonConfig,
@@ -36,7 +36,11 @@ export const agentConfigSchema = {
   shutdownTimeoutMs: commonConfig.shutdownTimeoutMs,
   databaseUrl: databaseUrlVar,
   databasePreparedStatements: databasePreparedStatementsVar,
-  encryptionKeys: encryptionKeysVar(),
+  /**
+   * Only for an agent with the backend's database role (the 0.1.0 way) or during the upgrade: an agent with its
+   * own role opens what is sealed for its instance with its own key (docs/threat-model.md).
+   */
+  encryptionKeys: optionalEncryptionKeysVar(),
   argoCdNamespace: stringVar('ARGOCD_NAMESPACE', {
     default: 'gitops-service-argocd',
     maxLength: 63,

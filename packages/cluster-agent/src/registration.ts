@@ -33,6 +33,8 @@ export interface AgentRegistration {
   readonly steps: readonly StartStep[];
   /** The registered row (undefined before the last step). */
   engineInstance(): EngineInstanceRow | undefined;
+  /** True when the agent connects with its instance's own database role (false: the backend's, 0.1.0 way). */
+  ownRole(): boolean;
 }
 
 export function createAgentRegistration(deps: {
@@ -46,8 +48,10 @@ export function createAgentRegistration(deps: {
   const namespace = config.argoCdNamespace;
   let namespaceUid: string | undefined;
   let registered: EngineInstanceRow | undefined;
+  let bound = false;
   return {
     engineInstance: () => registered,
+    ownRole: () => bound,
     steps: [
       {
         what: 'reading the Argo CD namespace',
@@ -98,6 +102,11 @@ export function createAgentRegistration(deps: {
               ...instance,
               clusterIdentity: await clusterIdentity(kc, { logger }),
             });
+            bound = true;
+            if (config.encryptionKeys)
+              logger.warn(
+                'GITOPS_ENCRYPTION_KEYS is set: an agent with its own database role needs only its engine instance key; remove the backend keys from its environment (docs/upgrades.md)',
+              );
           }
           logger.info(
             { engineInstance: config.engineInstanceName, engineInstanceId: registered.id, namespace },

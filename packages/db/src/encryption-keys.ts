@@ -39,10 +39,22 @@ export function parseEncryptionKeys(raw: string): { value: EncryptionKeys } | { 
 
 /** The config variable (secret: its value is never echoed); required. */
 export function encryptionKeysVar(name = 'GITOPS_ENCRYPTION_KEYS'): EnvVar<EncryptionKeys> {
+  return keysVar(name, true) as EnvVar<EncryptionKeys>;
+}
+
+/** The same keys, not required: unset is `undefined` (a cluster-agent with its own instance key needs none). */
+export function optionalEncryptionKeysVar(
+  name = 'GITOPS_ENCRYPTION_KEYS',
+): EnvVar<EncryptionKeys | undefined> {
+  return keysVar(name, false);
+}
+
+function keysVar(name: string, required: boolean): EnvVar<EncryptionKeys | undefined> {
   const schema = z
     .string()
     .optional()
     .transform((raw, ctx) => {
+      if ((raw === undefined || raw === '') && !required) return undefined;
       const result = raw === undefined ? { error: 'is required' } : parseEncryptionKeys(raw);
       if ('error' in result) {
         ctx.addIssue({ code: 'custom', message: result.error });
@@ -54,6 +66,6 @@ export function encryptionKeysVar(name = 'GITOPS_ENCRYPTION_KEYS'): EnvVar<Encry
     name,
     schema,
     secret: true,
-    description: 'sealing keys id=<base64 32 bytes>[,id2=...]; the first is active',
+    description: `sealing keys id=<base64 32 bytes>[,id2=...]; the first is active${required ? '' : ' (optional)'}`,
   };
 }

@@ -46,12 +46,21 @@ export interface InstanceKeyState {
 export async function getInstanceKeyState(
   db: Kysely<Database>,
   engineInstanceId: string,
+  /** `keysInUse: false`: skip listing the key ids in use (an agent holding one key needs no answer). */
+  options: { keysInUse?: boolean } = {},
 ): Promise<InstanceKeyState> {
   const instance = await db
     .selectFrom('engine_instance')
     .select(['sealing_key_id', 'key_rotation_requested_at'])
     .where('id', '=', engineInstanceId)
     .executeTakeFirst();
+  if (options.keysInUse === false) {
+    return {
+      sealingKeyId: instance?.sealing_key_id ?? null,
+      rotationRequested: instance?.key_rotation_requested_at != null,
+      keyIdsInUse: [],
+    };
+  }
   const inUse = await db
     .selectFrom('instance_sealed_value')
     .select('key_id')

@@ -35,6 +35,11 @@ export const NOTIFICATION_CHANNELS = {
    * outcome): the backend rewrites the owning SyncRun's status. Payload: sync_operation id.
    */
   syncOperationChanged: 'gitops_sync_operation_changed',
+  /**
+   * What an engine instance needs sealed for it may have changed (migration 0013): the backend seals. Payload:
+   * `tenant:<cluster_user id>` or `instance:<engine_instance id>`.
+   */
+  instanceSealing: 'gitops_instance_sealing',
 } as const;
 
 /** PostgreSQL rejects NOTIFY payloads of 8000 bytes or more. */

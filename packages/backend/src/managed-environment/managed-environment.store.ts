@@ -24,6 +24,7 @@ import {
   type OperationRequest,
   SealContext,
   type Sealer,
+  sealCredentialsForInstances,
   touchManagedEnvironment,
   updateEnvironmentCredentials,
   upsertClusterUser,
@@ -155,6 +156,10 @@ export async function applyEnvironment(
     );
     await updateEnvironmentCredentials(trx, existing.environment.id, sealed());
     await touchManagedEnvironment(trx, existing.environment.id);
+    // Sealed for the instance in this transaction: its agent reads them with the operation.
+    await sealCredentialsForInstances(trx, sealer, {
+      clusterUserIds: [existing.environment.cluster_user_id],
+    });
     const { operation } = await insertOperation(trx, {
       engineInstanceId: instance.id,
       resourceType: 'ManagedEnvironment',
@@ -179,6 +184,7 @@ export async function applyEnvironment(
     name: environment.name,
     credentials: sealed(),
   });
+  await sealCredentialsForInstances(trx, sealer, { clusterUserIds: [clusterUser.id] });
   if (mapping) await deleteApiCrMapping(trx, mapping.id);
   await insertApiCrMapping(
     trx,

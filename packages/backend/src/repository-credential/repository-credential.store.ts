@@ -18,6 +18,7 @@ import {
   type RepositoryCredentialsRow,
   SealContext,
   type Sealer,
+  sealCredentialsForInstances,
   updateRepositoryCredentials,
   upsertClusterUser,
 } from '@gitops/db';
@@ -167,6 +168,8 @@ export async function applyRepositoryCredentials(
     }
     const updated = await updateRepositoryCredentials(trx, existing.id, columns);
     if (!updated) throw new Error(`repository_credentials ${existing.id} vanished inside its transaction`);
+    // Sealed for the instance in this transaction: its agent reads them with the operation.
+    await sealCredentialsForInstances(trx, sealer, { clusterUserIds: [updated.cluster_user_id] });
     const { operation } = await insertOperation(trx, {
       engineInstanceId: updated.engine_instance_id,
       resourceType: 'RepositoryCredentials',
@@ -192,6 +195,7 @@ export async function applyRepositoryCredentials(
     engineInstanceId: instance.id,
     ...columns,
   });
+  await sealCredentialsForInstances(trx, sealer, { clusterUserIds: [tenant.id] });
   if (mapping) {
     // A mapping whose row is gone cannot exist (CASCADE), but be safe: replace it.
     await deleteApiCrMapping(trx, mapping.id);

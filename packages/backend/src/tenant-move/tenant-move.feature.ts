@@ -19,6 +19,7 @@ import {
   getWorkspaceEnvironment,
   hasWorkspaceApplications,
   moveTenant,
+  sealCredentialsForInstances,
   setWorkspaceCredentials,
 } from '@gitops/db';
 import {
@@ -113,6 +114,8 @@ export function createTenantMoveFeature(ctx: BackendContext): TenantMoveFeature 
         const tenantRef = { id: tenant.id, namespaceName: name };
         if (toOwnCluster) await setWorkspaceCredentials(trx, tenantRef, null);
         else if (workspaceCredentials) await setWorkspaceCredentials(trx, tenantRef, workspaceCredentials);
+        // The new instance's copy of the tenant's credentials, sealed with its key, in the move's transaction.
+        if (move) await sealCredentialsForInstances(trx, ctx.sealer, { clusterUserIds: [tenant.id] });
         return move;
       });
       if (!moved) return;

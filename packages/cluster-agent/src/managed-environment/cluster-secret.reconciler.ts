@@ -11,8 +11,6 @@ import {
   isManagedEnvironmentOnEngineInstance,
   listApplicationsOfManagedEnvironment,
   listClusterSecretEnvironmentIds,
-  SealContext,
-  type Sealer,
 } from '@gitops/db';
 import {
   createInformer,
@@ -30,6 +28,7 @@ import {
 } from '@gitops/shared';
 import type { ResourceOutcome } from '../agent-context.ts';
 import { AgentLabel, databaseIdOf, FIELD_MANAGER, isUuid, managedEnvironmentClusterName } from '../argocd.ts';
+import { type CredentialOpener, SEALING_WAIT_MS } from '../credentials.ts';
 import { renderClusterSecret } from './cluster-secret.render.ts';
 
 /** Label selector of the cluster Secrets we own. */
@@ -62,7 +61,8 @@ export function clusterSecretInformer(options: {
 export interface ClusterSecretReconcilerOptions {
   kc: KubeConfig;
   db: Db;
-  sealer: Sealer;
+  /** Opens the environment's token (sealed for this instance: credentials.ts). */
+  credentials: CredentialOpener;
   namespace: string;
   engineInstanceId: string;
   /**
@@ -91,7 +91,7 @@ function sameData(live: KubeObject | undefined, desired: KubeObject): boolean {
 }
 
 export function createClusterSecretReconciler(options: ClusterSecretReconcilerOptions) {
-  const { kc, db, sealer, namespace } = options;
+  const { kc, db, namespace } = options;
   const secretPath = (name: string) =>
     `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}`;
 
@@ -150,15 +150,15 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
     } else {
       tenants.add(found.environment.cluster_user_id);
       const c = found.credentials;
-      let bearerToken: string;
-      try {
-        bearerToken = sealer.openString(c.bearer_token_sealed, SealContext.bearerToken);
-      } catch (err) {
-        // A key that is not configured here: say which, never the value.
-        throw new Error(
-          `the credentials of managed environment ${id} cannot be unsealed (key ${safeKeyId(sealer, c.bearer_token_sealed)}): ${(err as Error).message}`,
-        );
-      }
+      const opened = await options.credentials.open({
+        table: 'cluster_credentials',
+        id: c.id,
+        updatedAt: c.updated_at,
+        fields: { bearer_token: c.bearer_token_sealed },
+      });
+      if ('waiting' in opened)
+        return { status: 'pending', reason: opened.waiting, requeueAfterMs: SEALING_WAIT_MS };
+      const bearerToken = opened.values.bearer_token ?? '';
       const desired = renderClusterSecret({
         environmentId: id,
         clusterUserId: found.environment.cluster_user_id,
@@ -206,12 +206,4 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
   }
 
   return { reconcileManagedEnvironment, driftIds };
-}
-
-function safeKeyId(sealer: Sealer, sealed: Uint8Array): string {
-  try {
-    return sealer.keyIdOf(sealed);
-  } catch {
-    return 'unknown';
-  }
 }

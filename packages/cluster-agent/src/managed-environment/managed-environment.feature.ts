@@ -16,7 +16,7 @@ export function createManagedEnvironmentFeature(
   const reconciler = createClusterSecretReconciler({
     kc: ctx.kc,
     db: ctx.db,
-    sealer: ctx.sealer,
+    credentials: ctx.credentials,
     namespace: ctx.namespace,
     engineInstanceId: ctx.engineInstanceId,
     enqueueApplication: (id) => ctx.enqueue('Application', id),

@@ -48,7 +48,7 @@ export function createRepositoryCredentialFeature(
   const reconciler = createRepositorySecretReconciler({
     kc: ctx.kc,
     db: ctx.db,
-    sealer: ctx.sealer,
+    credentials: ctx.credentials,
     namespace: ctx.namespace,
     engineInstanceId: ctx.engineInstanceId,
     secrets,
@@ -72,6 +72,8 @@ export function createRepositoryCredentialFeature(
           const project = await deps.reconcileAppProject(tenant, { signal, logger });
           changed = changed || (project.status === 'done' && project.changed);
         }
+        // Not sealed for this instance yet: looked at again shortly (the operation stays in progress).
+        if (outcome.status === 'pending') return { ...outcome, changed };
         return { status: 'done', changed };
       },
     },

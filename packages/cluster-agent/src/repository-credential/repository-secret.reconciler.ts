@@ -10,8 +10,7 @@ import {
   type Db,
   getRepositoryCredentials,
   listRepositoryCredentialIdsOfEngineInstance,
-  SealContext,
-  type Sealer,
+  type RepositoryCredentialsRow,
 } from '@gitops/db';
 import {
   collectionPath,
@@ -29,6 +28,7 @@ import {
 } from '@gitops/shared';
 import type { ResourceOutcome } from '../agent-context.ts';
 import { AgentLabel, databaseIdOf, FIELD_MANAGER, isUuid } from '../argocd.ts';
+import { type CredentialOpener, SEALING_WAIT_MS, UnreadableCredentialError } from '../credentials.ts';
 import {
   REPOSITORY_SECRET_SELECTOR,
   type renderRepositorySecret,
@@ -39,7 +39,8 @@ import {
 export interface RepositorySecretReconcilerOptions {
   kc: KubeConfig;
   db: Db;
-  sealer: Sealer;
+  /** Opens the row's credentials (sealed for this instance: credentials.ts). */
+  credentials: CredentialOpener;
   namespace: string;
   engineInstanceId: string;
   /** Our repository Secrets in the Argo CD namespace ({@link REPOSITORY_SECRET_SELECTOR}). */
@@ -59,18 +60,29 @@ export interface RepositorySecretReconciler {
 export function createRepositorySecretReconciler(
   options: RepositorySecretReconcilerOptions,
 ): RepositorySecretReconciler {
-  const { kc, db, sealer, namespace, engineInstanceId, secrets } = options;
+  const { kc, db, credentials, namespace, engineInstanceId, secrets } = options;
 
-  function open(value: Buffer | null, context: string): string | undefined {
-    if (value === null) return undefined;
+  /** The row's username, password and SSH key, opened (credentials.ts), or why they must be waited for. */
+  async function openRow(row: RepositoryCredentialsRow) {
     try {
-      return sealer.openString(value, context);
-    } catch {
+      return await credentials.open({
+        table: 'repository_credentials',
+        id: row.id,
+        updatedAt: row.updated_at,
+        fields: {
+          username: row.username_sealed,
+          password: row.password_sealed,
+          ssh_private_key: row.ssh_private_key_sealed,
+        },
+      });
+    } catch (err) {
       // Never retried: a value sealed with a key this agent does not have needs a configuration change.
-      throw new TerminalError(
-        ErrorCode.invalidObject,
-        'a repository credential could not be decrypted (is the key in GITOPS_ENCRYPTION_KEYS?)',
-      );
+      if (err instanceof UnreadableCredentialError)
+        throw new TerminalError(
+          ErrorCode.invalidObject,
+          'a repository credential could not be decrypted (is the key in GITOPS_ENCRYPTION_KEYS?)',
+        );
+      throw err;
     }
   }
 
@@ -127,13 +139,20 @@ export function createRepositorySecretReconciler(
         }
         return { outcome: { status: 'done', changed: deleted } };
       }
+      const opened = await openRow(row);
+      if ('waiting' in opened) {
+        return {
+          outcome: { status: 'pending', reason: opened.waiting, requeueAfterMs: SEALING_WAIT_MS },
+          clusterUserId: row.cluster_user_id,
+        };
+      }
       const secretsOfRow = renderRepositorySecrets({
         id: row.id,
         clusterUserId: row.cluster_user_id,
         repositoryUrl: row.repository_url,
-        username: open(row.username_sealed, SealContext.username),
-        password: open(row.password_sealed, SealContext.password),
-        sshPrivateKey: open(row.ssh_private_key_sealed, SealContext.sshPrivateKey),
+        username: opened.values.username,
+        password: opened.values.password,
+        sshPrivateKey: opened.values.ssh_private_key,
         namespace,
       });
       let changed = false;

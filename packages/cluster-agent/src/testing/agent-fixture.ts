@@ -13,7 +13,9 @@ import {
   admitEngineInstance,
   agentDatabaseUrl,
   type ClusterUserRow,
+  createSealer,
   type Database,
+  decodeSealingKey,
   ensureWorkspaceEnvironment,
   getClusterUser,
   getEngineInstance,
@@ -21,6 +23,7 @@ import {
   insertApplication,
   type OperationRow,
   placeTenant,
+  sealCredentialsForInstances,
   upsertClusterUser,
 } from '@gitops/db';
 import { createTestDatabase, givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
@@ -35,7 +38,9 @@ import {
   type KubeObject,
   kubeRequest,
   loadKubeConfig,
+  type Periodic,
   type Registry,
+  runPeriodically,
   serverSideApply,
 } from '@gitops/shared';
 import { useFixture } from '@gitops/shared/testing';
@@ -121,6 +126,15 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
   const agents = new Set<Agent>();
   /** Instance name → its admission (admitted once: a new password would lock out agents already running). */
   const admitted = new Map<string, Promise<AdmittedEngineInstance>>();
+  /**
+   * Plays the backend's sealing (backend instance-sealing.feature.ts) while agents with their own role run: what
+   * the tests store sealed with the fixture's key is sealed for each instance with the key its agent published.
+   */
+  const backendSealer = createSealer({
+    keys: [{ id: 'test', key: decodeSealingKey(encryptionKey) }],
+    activeKeyId: 'test',
+  });
+  let sealing: Periodic | undefined;
   const applicationsPath = collectionPath({
     apiVersion: ARGO_GROUP_VERSION,
     plural: 'applications',
@@ -151,14 +165,25 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
         admission = admitEngineInstance(database.db, { name, namespaceName: config.argoCdNamespace });
         admitted.set(name, admission);
       }
-      return { ...config, databaseUrl: agentDatabaseUrl(database.url, await admission) };
+      // No backend key: an agent with its own role opens only what is sealed for its instance.
+      return {
+        ...config,
+        databaseUrl: agentDatabaseUrl(database.url, await admission),
+        encryptionKeys: undefined,
+      };
     },
     async agentEnv(extra) {
-      const env = fixture.env(extra);
+      const { GITOPS_ENCRYPTION_KEYS: _backendKeys, ...env } = fixture.env(extra);
       return { ...env, DATABASE_URL: (await fixture.withOwnRole(loadAgentConfig(env))).databaseUrl };
     },
     async startAgent(config = fixture.config(), registry = createMetricsRegistry({ defaultMetrics: false })) {
       const own = config.databaseUrl === database.url ? await fixture.withOwnRole(config) : config;
+      sealing ??= runPeriodically(
+        'fixture: sealing for engine instances',
+        100,
+        () => sealCredentialsForInstances(database.db, backendSealer, 'all').then(() => undefined),
+        { logger: createSilentLogger(), jitter: 0 },
+      );
       const agent = buildAgent(own, { logger: createSilentLogger(), registry });
       agents.add(agent);
       await agent.start();
@@ -253,6 +278,7 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
       }),
     async cleanup() {
       for (const agent of agents) await agent.close().catch(() => undefined);
+      await sealing?.stop();
       agents.clear();
       const list = (await kubeRequest(kc, { method: HttpMethod.GET, path: applicationsPath }).catch(() => ({
         items: [],
