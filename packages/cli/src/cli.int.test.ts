@@ -403,7 +403,7 @@ describe('kubectl gitops instances', () => {
       [[instance, 1, false]],
     );
     const wide = await cli(['instances', '-n', f.argoCdNamespace, '-o', 'wide']);
-    assert.match(wide.stdout, /APPLICATIONS\s+RELEASING\s+CORDONED\s+DRAIN\s+AVAILABLE/);
+    assert.match(wide.stdout, /APPLICATIONS\s+RELEASING\s+CORDONED\s+DRAIN\s+AVAILABLE\s+ROLE\s+KEY/);
     assert.match(wide.stdout, new RegExp(`^${instance}\\s+${f.argoCdNamespace}\\s`, 'm'));
     const other = await cli(['instances', '-n', 'no-such-namespace']);
     assert.match(other.stdout, /^no engine instance of namespace no-such-namespace\n$/);

@@ -36,6 +36,7 @@ const commandOptionSpecs = {
   'dry-run': { type: 'boolean' },
   wait: { type: 'boolean' },
   secret: { type: 'string' },
+  'secret-namespace': { type: 'string' },
 } as const;
 
 type CommandOption = keyof typeof commandOptionSpecs;
@@ -80,7 +81,7 @@ kubectl gitops operations retry <id>... | --all-failed [--instance <name>] [-n <
   },
   instances: {
     run: instances,
-    options: ['wait', 'secret'],
+    options: ['wait', 'secret', 'secret-namespace'],
     help: `kubectl gitops instances [-n <argocd-namespace>]
   Every engine instance: namespace, cluster, agents, listening, tenants, applications, cordoned, drain;
   -n: the instance of that Argo CD namespace. -o wide adds RELEASING and AVAILABLE.

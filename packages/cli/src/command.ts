@@ -19,6 +19,7 @@ export interface Options {
   'dry-run'?: boolean;
   wait?: boolean;
   secret?: string;
+  'secret-namespace'?: string;
 }
 
 export interface CommandInput {

@@ -50,8 +50,8 @@ async function secretUrl(name: string): Promise<{ url: string; object: KubeObjec
     method: HttpMethod.GET,
     path: `/api/v1/namespaces/${namespace}/secrets/${name}`,
   })) as KubeObject & { data?: Record<string, string> };
-  const encoded = object.data?.DATABASE_URL;
-  assert.ok(encoded, 'the Secret has DATABASE_URL');
+  const encoded = object.data?.url;
+  assert.ok(encoded, 'the Secret has url (the agent reads it as DATABASE_URL)');
   return { url: Buffer.from(encoded, 'base64').toString('utf8'), object };
 }
 
@@ -101,7 +101,10 @@ describe('kubectl gitops instances admit', () => {
     printedUrl = line[1]!;
     assert.equal(decodeURIComponent(new URL(printedUrl).username), role);
     assert.equal(new URL(printedUrl).host, new URL(testDb.url).host);
-    assert.match(run.stdout, /store it in the agent's Secret \(key DATABASE_URL\)/);
+    assert.match(
+      run.stdout,
+      /store it as the agent's DATABASE_URL \(manifests\/base: Secret gitops-service-agent-database, key url\)/,
+    );
     assert.match(run.stdout, /running admit again issues a new password \(the old one stops working/);
     assert.equal(run.stdout.split(passwordOf(printedUrl)).length, 2, 'the password appears once');
     const backendPassword = new URL(testDb.url).password;
@@ -124,7 +127,7 @@ describe('kubectl gitops instances admit', () => {
     printedUrl = admitted.databaseUrl;
   });
 
-  test('--secret writes the Secret (server-side apply) whose DATABASE_URL logs in; the password is never printed', async () => {
+  test('--secret writes the Secret (server-side apply) whose url logs in; the password is never printed', async () => {
     const run = await cli(['instances', 'admit', instance, '--namespace', namespace, '--secret', 'agent-db']);
     assert.equal(run.code, 0, described(run));
     const { url, object } = await secretUrl('agent-db');
@@ -135,10 +138,7 @@ describe('kubectl gitops instances admit', () => {
     assert.ok(!(run.stdout + run.stderr).includes('DATABASE_URL=postgres'), described(run));
     assert.match(
       run.stdout,
-      new RegExp(
-        `^secret/agent-db in namespace ${namespace}: DATABASE_URL written \\(server-side apply`,
-        'm',
-      ),
+      new RegExp(`^secret/agent-db in namespace ${namespace}: url written \\(server-side apply`, 'm'),
     );
     const managers = (object.metadata.managedFields ?? []) as { manager?: string; operation?: string }[];
     assert.ok(
@@ -189,8 +189,72 @@ describe('kubectl gitops instances admit', () => {
     assert.ok(!other.stdout.includes('DATABASE_URL'), described(other));
     assert.equal((await loginOf(printedUrl)).role, role);
 
+    const stray = await cli([
+      'instances',
+      'admit',
+      instance,
+      '-n',
+      namespace,
+      '--secret-namespace',
+      'default',
+    ]);
+    assert.equal(stray.code, 2, described(stray));
+    assert.match(stray.stderr, /--secret-namespace goes with --secret/);
+
     const usage = await cli(['instances', 'admit', instance]);
     assert.equal(usage.code, 2, described(usage));
     assert.match(usage.stderr, /usage: kubectl gitops instances admit <name> --namespace <argocd-namespace>/);
+  });
+
+  test("--secret-namespace: the Secret goes where the agent's Pod reads it (manifests/base: gitops-service)", async () => {
+    const name = `agent-db-${suffix}`;
+    try {
+      const run = await cli([
+        'instances',
+        'admit',
+        instance,
+        '-n',
+        namespace,
+        '--secret',
+        name,
+        '--secret-namespace',
+        'default',
+      ]);
+      assert.equal(run.code, 0, described(run));
+      assert.match(run.stdout, new RegExp(`^secret/${name} in namespace default: url written`, 'm'));
+      const object = (await kubeRequest(kc, {
+        method: HttpMethod.GET,
+        path: `/api/v1/namespaces/default/secrets/${name}`,
+      })) as KubeObject & {
+        data?: Record<string, string>;
+      };
+      const url = Buffer.from(object.data?.url ?? '', 'base64').toString('utf8');
+      assert.equal((await loginOf(url)).role, role);
+      printedUrl = url;
+    } finally {
+      await kubeRequest(kc, {
+        method: HttpMethod.DELETE,
+        path: `/api/v1/namespaces/default/secrets/${name}`,
+      }).catch(() => {});
+    }
+  });
+
+  test('rotate-key asks the instance for a new key (the database says so until its agent publishes one); an unknown name is refused', async () => {
+    const run = await cli(['instances', 'rotate-key', instance]);
+    assert.equal(run.code, 0, described(run));
+    assert.match(run.stdout, new RegExp(`^engine instance ${instance}: a new key is asked for`, 'm'));
+    const row = await getEngineInstanceByName(testDb.db, instance);
+    assert.ok(row?.key_rotation_requested_at, 'the request is recorded');
+    const listed = await cli(['instances', '-o', 'json']);
+    const shown = json<{ instances: { name: string; role: string | null; keyRotationRequested: boolean }[] }>(
+      listed,
+    );
+    assert.deepEqual(
+      shown.instances.filter((i) => i.name === instance).map((i) => [i.role, i.keyRotationRequested]),
+      [[role, true]],
+    );
+    const unknown = await cli(['instances', 'rotate-key', `nobody-${suffix}`]);
+    assert.equal(unknown.code, 1, described(unknown));
+    assert.match(unknown.stderr, /no engine instance nobody-\S+ is registered/);
   });
 });

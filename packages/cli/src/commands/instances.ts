@@ -15,6 +15,7 @@ import {
   agentDatabaseUrl,
   type Db,
   listEngineInstanceOverviews,
+  requestInstanceKeyRotation,
 } from '@gitops/db';
 import {
   isNotFound,
@@ -60,8 +61,9 @@ export const instances: Command = async (input) => {
   }
   if (Object.hasOwn(actions, sub)) return await steer(sub as Action, { ...input, args: rest });
   if (sub === 'admit') return await admit({ ...input, args: rest });
+  if (sub === 'rotate-key') return await rotateKey({ ...input, args: rest });
   throw new CliError(
-    `unknown instances subcommand '${sub}': use cordon, uncordon, drain, undrain or admit, or none to list`,
+    `unknown instances subcommand '${sub}': use cordon, uncordon, drain, undrain, admit or rotate-key, or none to list`,
   );
 };
 
@@ -114,6 +116,10 @@ async function list({ options, format, ctx, io }: CommandInput): Promise<number>
     applications: r.applications,
     releasing: r.releasing,
     cordoned: r.cordoned,
+    /** Its database role (null: not admitted, its agents use the backend's) and the key sealed with. */
+    role: r.db_role,
+    key: r.sealing_key_id,
+    keyRotationRequested: r.key_rotation_requested_at !== null,
     object: objects.get(r.name) ?? null,
   }));
   if (isStructured(format)) {
@@ -128,7 +134,8 @@ async function list({ options, format, ctx, io }: CommandInput): Promise<number>
     );
     return ExitCode.ok;
   }
-  // -o wide: the applications it still releases in a move, and its object's Available condition.
+  // -o wide: the applications it still releases in a move, its object's Available condition, its database role
+  // and the key the backend seals with for it (`rotating` while a new one is asked for).
   const wide = format === 'wide';
   io.out(
     formatTable(
@@ -143,7 +150,7 @@ async function list({ options, format, ctx, io }: CommandInput): Promise<number>
         ...(wide ? ['RELEASING'] : []),
         'CORDONED',
         'DRAIN',
-        ...(wide ? ['AVAILABLE'] : []),
+        ...(wide ? ['AVAILABLE', 'ROLE', 'KEY'] : []),
       ],
       view.map((v) => [
         v.name,
@@ -156,7 +163,13 @@ async function list({ options, format, ctx, io }: CommandInput): Promise<number>
         ...(wide ? [String(v.releasing)] : []),
         String(v.cordoned),
         drainText(v.object),
-        ...(wide ? [v.object?.available ?? '-'] : []),
+        ...(wide
+          ? [
+              v.object?.available ?? '-',
+              v.role ?? "- (backend's)",
+              `${v.key ?? '-'}${v.keyRotationRequested ? ' (rotating)' : ''}`,
+            ]
+          : []),
       ]),
     ),
   );
@@ -245,9 +258,12 @@ async function waitForBackend(kc: KubeConfig, path: string, generation: number):
 }
 
 const ADMIT_USAGE =
-  'usage: kubectl gitops instances admit <name> --namespace <argocd-namespace> [--secret <name>]';
-/** The key of the agent's Secret the connection string goes under (the agent's DATABASE_URL). */
-const SECRET_KEY = 'DATABASE_URL';
+  'usage: kubectl gitops instances admit <name> --namespace <argocd-namespace> [--secret <name> [--secret-namespace <namespace>]]';
+/**
+ * The key of the agent's Secret the connection string goes under, as in the backend's `gitops-service-database`
+ * (manifests/base/deployments.yaml: the agent's DATABASE_URL comes from `gitops-service-agent-database`'s `url`).
+ */
+const SECRET_KEY = 'url';
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
@@ -272,7 +288,15 @@ async function admit({ args, options, format, ctx, io, revealOnce }: CommandInpu
     throw new CliError(`--secret '${secretName}' is not a Secret name (a DNS-1123 subdomain)`);
   }
   const db = await ctx.db();
-  const secret = secretName === undefined ? undefined : { namespace, name: secretName };
+  // The agent's Pod reads it: in the agent's namespace (gitops-service in manifests/base), else the instance's.
+  const secretNamespace = options['secret-namespace'] ?? namespace;
+  if (secretNamespace.length > 63 || !DNS_LABEL.test(secretNamespace)) {
+    throw new CliError(`--secret-namespace '${secretNamespace}' is not a namespace name (a DNS-1123 label)`);
+  }
+  if (options['secret-namespace'] !== undefined && secretName === undefined) {
+    throw new CliError(`--secret-namespace goes with --secret: ${ADMIT_USAGE}`);
+  }
+  const secret = secretName === undefined ? undefined : { namespace: secretNamespace, name: secretName };
   let kc: KubeConfig | undefined;
   if (secret) {
     kc = await ctx.kube();
@@ -291,9 +315,9 @@ async function admit({ args, options, format, ctx, io, revealOnce }: CommandInpu
       revealOnce(formatStructured(format, { name, role: admitted.role, databaseUrl }));
     } else {
       io.out(admittedLine(name, namespace, admitted));
-      revealOnce(`${SECRET_KEY}=${databaseUrl}`);
+      revealOnce(`DATABASE_URL=${databaseUrl}`);
       io.out(
-        `store it in the agent's Secret (key ${SECRET_KEY}) in namespace ${namespace}: it is not shown again; ${again}`,
+        `store it as the agent's DATABASE_URL (manifests/base: Secret gitops-service-agent-database, key ${SECRET_KEY}): it is not shown again; ${again}`,
       );
       io.out(
         `to write it into the Secret without showing it: kubectl gitops instances admit ${name} --namespace ${namespace} --secret <name>`,
@@ -319,9 +343,36 @@ async function admit({ args, options, format, ctx, io, revealOnce }: CommandInpu
   }
   io.out(admittedLine(name, namespace, admitted));
   io.out(
-    `secret/${secret.name} in namespace ${namespace}: ${SECRET_KEY} written (server-side apply, field manager ${FieldManager.Cli})`,
+    `secret/${secret.name} in namespace ${secret.namespace}: ${SECRET_KEY} written (server-side apply, field manager ${FieldManager.Cli})`,
   );
   io.out(`the instance's agents use it when they start again (restart them); ${again}`);
+  return ExitCode.ok;
+}
+
+/**
+ * `instances rotate-key <name>`: asks the instance's agent for a new key pair (docs/engine-instances.md). The agent
+ * makes it within seconds, keeps the old private key, and publishes the new public key; the backend re-seals
+ * everything the instance needs with it, then the agent drops the old key. Nothing stops meanwhile.
+ */
+async function rotateKey({ args, options, format, ctx, io }: CommandInput): Promise<number> {
+  const [name, ...extra] = args;
+  if (!name || extra.length > 0) throw new CliError('usage: kubectl gitops instances rotate-key <name>');
+  if (options.wait) throw new CliError('--wait goes with cordon, uncordon, drain and undrain');
+  const db = await ctx.db();
+  if (!(await requestInstanceKeyRotation(db, name))) {
+    throw new CliError(
+      `no engine instance ${name} is registered (kubectl gitops instances lists them)`,
+      ExitCode.failed,
+    );
+  }
+  if (isStructured(format)) {
+    io.out(formatStructured(format, { name, rotationRequested: true }));
+    return ExitCode.ok;
+  }
+  io.out(`engine instance ${name}: a new key is asked for; its agent makes and publishes it within seconds`);
+  io.out(
+    'the backend then re-seals what the instance needs with it, and the agent drops the old key once nothing uses it; follow with: kubectl gitops instances -o wide (KEY)',
+  );
   return ExitCode.ok;
 }
 
