@@ -12,6 +12,7 @@ import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { createDb } from './connection.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
+import { deleteEngineInstanceIfUnused } from './engine-instance.repository.ts';
 import {
   type AdmittedEngineInstance,
   admitEngineInstance,
@@ -21,6 +22,8 @@ import {
   registerAgent,
   sessionRole,
 } from './engine-instance-role.repository.ts';
+import { publishInstanceKey } from './instance-sealed-values.repository.ts';
+import { generateInstanceKeyPair } from './instance-sealing.ts';
 import { type Listener, listen, type Notification } from './notify.ts';
 import { insertOperation } from './operation.repository.ts';
 import { completeApplicationRelease, moveTenant } from './tenant-move.repository.ts';
@@ -50,6 +53,9 @@ interface Served {
 async function givenServed(db: Kysely<Database>, name: string): Promise<Served> {
   const admitted = await admitEngineInstance(db, { name, namespaceName: `argocd-${name}` });
   const instance = admitted.instance;
+  // Its agent's key, published through its own role (migration 0013).
+  const asInstance = createDb(agentDatabaseUrl(testDb.url, admitted), { max: 1 });
+  await publishInstanceKey(asInstance, await generateInstanceKeyPair()).finally(() => asInstance.destroy());
   const tenant = await givenClusterUser(db);
   await db
     .updateTable('cluster_user')
@@ -144,6 +150,12 @@ function rowsOf(served: Served): { table: keyof Database; column: string; id: st
     },
     { table: 'api_cr_mapping', column: 'application_id', id: served.applicationId, writable: 'cr_name' },
     { table: 'operation', column: 'id', id: served.operationId, writable: 'message' },
+    {
+      table: 'engine_instance_key',
+      column: 'engine_instance_id',
+      id: served.instance.id,
+      writable: 'public_key',
+    },
   ];
 }
 
@@ -296,6 +308,13 @@ describe('an agent connected as instance B reaches nothing of instance A', () =>
         "credentials for A's tenant",
         () =>
           sql`insert into repository_credentials (cluster_user_id, engine_instance_id, repository_url, normalized_repository_url, secret_name) values (${a.tenantId}::uuid, ${b.instance.id}::uuid, 'u', 'u', 's')`.execute(
+            asB,
+          ),
+      ],
+      [
+        "a key of A's, to be sealed for",
+        () =>
+          sql`insert into engine_instance_key (engine_instance_id, key_id, public_key) values (${a.instance.id}::uuid, 'stolen', ${Buffer.alloc(32)})`.execute(
             asB,
           ),
       ],
@@ -504,7 +523,7 @@ describe('an agent connected as instance B reaches nothing of instance A', () =>
     }
   });
 
-  test('a retired role can no longer connect', async () => {
+  test("a retired instance's role is dropped: it can no longer connect", async () => {
     const d = await admitEngineInstance(testDb.db, {
       name: `d-${randomUUID().slice(0, 8)}`,
       namespaceName: 'argocd-d',
@@ -513,7 +532,9 @@ describe('an agent connected as instance B reaches nothing of instance A', () =>
     try {
       assert.equal((await sessionRole(asD)).engineInstanceId, d.instance.id);
       await asD.destroy();
-      assert.equal(await dropEngineInstanceRole(testDb.db, d.instance.id), true);
+      // Retired (its row deleted once nothing is placed on it): its role goes with it.
+      assert.equal(await deleteEngineInstanceIfUnused(testDb.db, d.instance.name), 'deleted');
+      assert.equal(await dropEngineInstanceRole(testDb.db, d.instance.id), false, 'the role was left behind');
       const again = createDb(agentDatabaseUrl(testDb.url, d), { max: 1 });
       try {
         await assert.rejects(sql`select 1`.execute(again), { code: '28P01' });

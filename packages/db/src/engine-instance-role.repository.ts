@@ -101,21 +101,27 @@ export async function dropEngineInstanceRole(
   db: Kysely<Database>,
   engineInstanceId: string,
 ): Promise<boolean> {
+  const unbound = await db
+    .updateTable('engine_instance')
+    .set({ db_role: null })
+    .where('id', '=', engineInstanceId)
+    .where('db_role', 'is not', null)
+    .returning('db_role')
+    .executeTakeFirst();
+  return (await dropRole(db, engineInstanceRoleName(engineInstanceId))) || unbound !== undefined;
+}
+
+/**
+ * Drops a login role of an instance if it exists: its sessions ended, its privileges in this database revoked
+ * (DROP ROLE refuses a role that still holds any), the role gone. True when there was one.
+ */
+export async function dropRole(db: Kysely<Database>, role: string): Promise<boolean> {
   return await db.transaction().execute(async (trx) => {
-    const row = await trx
-      .updateTable('engine_instance')
-      .set({ db_role: null })
-      .where('id', '=', engineInstanceId)
-      .where('db_role', 'is not', null)
-      .returning('db_role')
-      .executeTakeFirst();
-    const role = engineInstanceRoleName(engineInstanceId);
     const exists = await sql<{
       n: number;
     }>`select count(*)::int as n from pg_roles where rolname = ${role}`.execute(trx);
-    if ((exists.rows[0]?.n ?? 0) === 0) return row !== undefined;
+    if ((exists.rows[0]?.n ?? 0) === 0) return false;
     await sql`select pg_terminate_backend(pid) from pg_stat_activity where usename = ${role}`.execute(trx);
-    // Its privileges in this database first (DROP ROLE refuses a role that still holds any).
     await sql`drop owned by ${sql.id(role)}`.execute(trx);
     await sql`drop role ${sql.id(role)}`.execute(trx);
     return true;

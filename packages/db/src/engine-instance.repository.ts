@@ -2,6 +2,7 @@ import { ErrorCode, TerminalError } from '@gitops/shared';
 import { type Kysely, sql, type Transaction } from 'kysely';
 import { AGENT_ACTIVE_LOCK_CLASS } from './active-lock.ts';
 import type { ClusterUserRow, Database, EngineInstanceRow } from './database.ts';
+import { dropRole } from './engine-instance-role.repository.ts';
 import { agentListening } from './operation.repository.ts';
 
 export interface EngineInstanceInput {
@@ -344,8 +345,8 @@ export type EngineInstanceDeletion =
  * Deletes the instance's row when nothing refers to it any more: no tenant placed on it, no application and
  * no repository credentials on it (its operation rows go with it: they only announced work to its agent). One
  * statement; a tenant placed on it concurrently makes it fail on the foreign key (RESTRICT), which is
- * reported as `inUse` like any other reference the database still holds. An agent that registers the name
- * again later creates a new row.
+ * reported as `inUse` like any other reference the database still holds. The instance's database role is dropped
+ * with it (migration 0012): its agents cannot connect any more, and the name must be admitted again to return.
  */
 export async function deleteEngineInstanceIfUnused(
   db: Kysely<Database>,
@@ -380,8 +381,14 @@ export async function deleteEngineInstanceIfUnused(
           ),
         ]),
       )
+      .returning('ei.db_role')
       .executeTakeFirst();
-    if (result.numDeletedRows > 0n) return 'deleted';
+    if (result) {
+      // Its agents' role goes with it (they can no longer connect). Best effort: without the privilege to drop
+      // it, the role stays bound to no instance, and row-level security gives it nothing to read.
+      if (result.db_role) await dropRole(db, result.db_role).catch(() => false);
+      return 'deleted';
+    }
   } catch (err) {
     // 23503: a row referring to it was written meanwhile, or by a column this statement does not look at.
     if ((err as { code?: unknown }).code === '23503') return 'inUse';
