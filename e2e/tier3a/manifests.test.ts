@@ -98,6 +98,45 @@ describe('the production manifests', () => {
     assert.equal(await can(agent, 'patch', 'applications', 'argoproj.io', 'default'), false);
   });
 
+  it("give the agent its engine instance's own database Secret and none of the backend's keys", () => {
+    type Container = {
+      env?: { name: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+      volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+    };
+    type PodSpec = {
+      containers: Container[];
+      volumes?: { name: string; configMap?: { name: string; optional?: boolean } }[];
+    };
+    const specOf = (name: string) =>
+      (
+        objects.find((o) => o.kind === 'Deployment' && o.metadata.name === name) as unknown as {
+          spec: { template: { spec: PodSpec } };
+        }
+      ).spec.template.spec;
+    const secretOf = (spec: PodSpec, variable: string) =>
+      spec.containers[0]?.env?.find((e) => e.name === variable)?.valueFrom?.secretKeyRef;
+    const agent = specOf('gitops-cluster-agent');
+    const backend = specOf('gitops-backend');
+    assert.deepEqual(secretOf(agent, 'DATABASE_URL'), { name: 'gitops-service-agent-database', key: 'url' });
+    assert.equal(secretOf(agent, 'GITOPS_ENCRYPTION_KEYS'), undefined);
+    assert.deepEqual(secretOf(backend, 'DATABASE_URL'), { name: 'gitops-service-database', key: 'url' });
+    assert.deepEqual(secretOf(backend, 'GITOPS_ENCRYPTION_KEYS'), {
+      name: 'gitops-service-encryption',
+      key: 'keys',
+    });
+    // Both may verify PostgreSQL's certificate (sslrootcert), from a ConfigMap that need not exist.
+    for (const spec of [agent, backend]) {
+      assert.deepEqual(spec.volumes?.find((v) => v.name === 'postgres-ca')?.configMap, {
+        name: 'gitops-service-postgres-ca',
+        optional: true,
+      });
+      assert.deepEqual(
+        spec.containers[0]?.volumeMounts?.find((m) => m.name === 'postgres-ca'),
+        { name: 'postgres-ca', mountPath: '/etc/gitops-service/postgres-ca', readOnly: true },
+      );
+    }
+  });
+
   it('let the backend watch user objects everywhere and create Operations only in the Argo CD namespace', async () => {
     await allowed(backend, 'watch', 'gitopsdeployments', 'managed-gitops.redhat.com');
     await allowed(backend, 'patch', 'gitopsdeployments/status', 'managed-gitops.redhat.com', 'tenant-x');
