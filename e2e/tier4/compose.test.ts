@@ -2,8 +2,9 @@
  * Tier 4 (`pnpm test:cluster`): the repository's docker-compose.yml, driven through testcontainers' compose
  * support (Debian's docker-compose), from the images `pnpm images` built: PostgreSQL, the backend and the
  * cluster-agent come up and become ready against a local control plane, as uid 1000 with a kubeconfig only
- * root could read on the host; a user's GitOpsDeployment reaches its Argo CD Application; down leaves nothing
- * running. testcontainers' reaper is off (it would need an image from a registry): the test downs what it
+ * root could read on the host; the agent with its engine instance's own database role (admitted by the
+ * one-shot `agent-database`) and no backend key; a user's GitOpsDeployment reaches its Argo CD Application;
+ * down leaves nothing running. testcontainers' reaper is off (it would need an image from a registry): the test downs what it
  * upped, and checks that nothing is left.
  */
 import assert from 'node:assert/strict';
@@ -39,6 +40,8 @@ describe('tier 4: docker-compose.yml through testcontainers', () => {
   let workDir: string;
   let environment: StartedEnvironment | undefined;
   const project = `gitops-compose-${randomBytes(3).toString('hex')}`;
+  /** The settings of the compose file this run uses (its variables). */
+  let settings: Record<string, string>;
   /** `docker <command> --filter` this project's label (and `filters`) `--format <format>`. */
   const ofProject = (command: string[], format: string, ...filters: string[]) =>
     docker(
@@ -61,17 +64,18 @@ describe('tier 4: docker-compose.yml through testcontainers', () => {
     await chmod(workDir, 0o700);
     await chmod(kubeconfig, 0o600);
     const ports = { pg: await freePort(), backend: await freePort(), agent: await freePort() };
+    settings = {
+      KUBECONFIG_FILE: kubeconfig,
+      GITOPS_ENCRYPTION_KEYS: `k1=${randomBytes(32).toString('base64')}`,
+      GITOPS_COMPOSE_PG_PORT: String(ports.pg),
+      GITOPS_COMPOSE_PG_PASSWORD: randomBytes(12).toString('hex'),
+      GITOPS_BACKEND_PORT: String(ports.backend),
+      GITOPS_AGENT_PORT: String(ports.agent),
+    };
     environment = await new DockerComposeEnvironment(repoRoot, 'docker-compose.yml')
       .withProjectName(project)
       .withClientOptions({ executable: { standalone: true } })
-      .withEnvironment({
-        KUBECONFIG_FILE: kubeconfig,
-        GITOPS_ENCRYPTION_KEYS: `k1=${randomBytes(32).toString('base64')}`,
-        GITOPS_COMPOSE_PG_PORT: String(ports.pg),
-        GITOPS_COMPOSE_PG_PASSWORD: randomBytes(12).toString('hex'),
-        GITOPS_BACKEND_PORT: String(ports.backend),
-        GITOPS_AGENT_PORT: String(ports.agent),
-      })
+      .withEnvironment(settings)
       .withDefaultWaitStrategy(Wait.forHealthCheck())
       .withStartupTimeout(300_000)
       .up();
@@ -103,6 +107,58 @@ describe('tier 4: docker-compose.yml through testcontainers', () => {
       'label=com.docker.compose.service=kubeconfig',
     );
     assert.match(copier, /^Exited \(0\)/, 'the one-shot copy finished');
+  });
+
+  it("the cluster-agent connects with its engine instance's own role and holds none of the backend's secrets", async () => {
+    const admit = await ofProject(
+      ['ps', '-a'],
+      '{{.Status}}',
+      'label=com.docker.compose.service=agent-database',
+    );
+    assert.match(admit, /^Exited \(0\)/, 'the one-shot admission finished');
+    const agent = await ofProject(['ps'], '{{.Names}}', 'label=com.docker.compose.service=cluster-agent');
+    // Its connection string: its own, readable by it alone.
+    assert.equal(await docker('exec', agent, 'stat', '-c', '%u %a', '/agent-database/url'), '1000 600');
+    // Neither the container's configuration nor its running process (PID 1) has the backend's connection
+    // string or keys: names and counts only, never values.
+    const configured = (
+      JSON.parse(await docker('inspect', '--format', '{{json .Config.Env}}', agent)) as string[]
+    ).map((entry) => entry.split('=')[0]);
+    assert.ok(!configured.includes('GITOPS_ENCRYPTION_KEYS'), `configured: ${configured.join(' ')}`);
+    assert.ok(!configured.includes('DATABASE_URL'), `configured: ${configured.join(' ')}`);
+    const count = async (pattern: string) =>
+      Number(
+        await docker(
+          'exec',
+          agent,
+          'sh',
+          '-c',
+          `tr '\\0' '\\n' </proc/1/environ | grep -c '${pattern}' || true`,
+        ),
+      );
+    assert.equal(await count('^GITOPS_ENCRYPTION_KEYS='), 0, 'the agent process has no backend key');
+    assert.equal(
+      await count('^DATABASE_URL=postgres://gitops_ei_'),
+      1,
+      "the agent process uses an instance's role",
+    );
+    const logs = await eventually(
+      'the agent registered its engine instance',
+      async () => {
+        const { stdout, stderr } = await execFileAsync('docker', ['logs', agent]);
+        const text = stdout + stderr;
+        return /"msg":"engine instance registered"/.test(text) && text;
+      },
+      120_000,
+    );
+    assert.doesNotMatch(logs, /backend's database role/);
+    // The instance's key pair, made by the agent in its Argo CD namespace.
+    const key = await kubeRequest(
+      controlPlane.endpoint,
+      'GET',
+      `/api/v1/namespaces/${ARGOCD_NS}/secrets/gitops-service-instance-key`,
+    );
+    assert.equal(key.status, 200, 'the agent made the Secret gitops-service-instance-key');
   });
 
   it('a GitOpsDeployment through it reaches its Argo CD Application', async () => {
@@ -138,6 +194,36 @@ describe('tier 4: docker-compose.yml through testcontainers', () => {
       180_000,
     );
     assert.equal(app.spec.source.path, 'dev');
+  });
+
+  it("a second up keeps the running agent's connection string: no new password, the agent untouched", async () => {
+    const agentId = () => ofProject(['ps'], '{{.ID}}', 'label=com.docker.compose.service=cluster-agent');
+    const before = await agentId();
+    await execFileAsync(
+      'docker-compose',
+      ['-p', project, '-f', join(repoRoot, 'docker-compose.yml'), 'up', '-d'],
+      {
+        cwd: repoRoot,
+        env: { ...process.env, ...settings },
+      },
+    );
+    const admit = await ofProject(
+      ['ps', '-a'],
+      '{{.Names}}',
+      'label=com.docker.compose.service=agent-database',
+    );
+    const { stdout } = await execFileAsync('docker', ['logs', admit]);
+    const last = stdout.trim().split('\n').at(-1) ?? '';
+    assert.match(last, /still logs in: kept/, stdout);
+    assert.equal(await agentId(), before, 'the same agent container runs on');
+    await eventually(
+      'the agent healthy',
+      async () =>
+        /\(healthy\)/.test(
+          await ofProject(['ps'], '{{.Status}}', 'label=com.docker.compose.service=cluster-agent'),
+        ),
+      60_000,
+    );
   });
 
   it('down leaves nothing running', async () => {
