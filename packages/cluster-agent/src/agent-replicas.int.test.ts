@@ -28,8 +28,10 @@ describe('cluster-agent replicas', () => {
   });
 
   /** An agent of the fixture's instance, started without waiting for it to become active. */
-  function replica(onActiveLost?: () => void) {
-    const agent = buildAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }), {
+  async function replica(onActiveLost?: () => void) {
+    // With the instance's own database role, as every agent runs.
+    const config = await f.withOwnRole(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
+    const agent = buildAgent(config, {
       logger: createSilentLogger(),
       registry: createMetricsRegistry({ defaultMetrics: false }),
       ...(onActiveLost ? { onActiveLost } : {}),
@@ -58,7 +60,7 @@ describe('cluster-agent replicas', () => {
 
   it('a lost lock session is taken again; with a standby waiting, the standby takes over at once and the old active one stops', async () => {
     let stoppedFirst = 0;
-    const first = replica(() => stoppedFirst++);
+    const first = await replica(() => stoppedFirst++);
     await first.started;
     assert.equal(first.agent.isActive(), true);
     tenant = await f.givenTenant(tenantNamespace);
@@ -75,7 +77,7 @@ describe('cluster-agent replicas', () => {
     await eventually('the Application of the next deployment', () => f.getApplication(two));
 
     // A second replica waits, ready, as the standby (blocked on the lock inside PostgreSQL).
-    const second = replica();
+    const second = await replica();
     await eventually('the second replica waits as the standby, ready', () =>
       second.agent.ready() && !second.agent.isActive() ? true : undefined,
     );
