@@ -12,9 +12,12 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createGitRepo, type GitRepo, manifest, NODE_GATEWAY, repoRoot } from '@gitops/local-env';
 import { eventually } from '@gitops/shared/testing';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
+  AGENT_DATABASE_SECRET,
   ARGOCD_NS,
+  ENGINE_INSTANCE,
   isTrue,
   type KubeItem,
   SERVICE_NS,
@@ -26,6 +29,11 @@ import {
 const execFileAsync = promisify(execFile);
 const IMAGE = 'gitops-service:local';
 const CONVERGE_MS = 300_000;
+
+interface PodContainer {
+  env?: { name: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+  envFrom?: unknown[];
+}
 const log = (line: string) => {
   if (process.env.E2E_VERBOSE) process.stderr.write(`[tier4] ${line}\n`);
 };
@@ -98,6 +106,73 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
     assert.equal(agents.length, 2, 'both agent replicas ready: the active one and the standby');
     // Exactly one of them is the active agent of the engine instance.
     assert.equal(await env.activeAgents(), 1, 'one active agent, one standby');
+  });
+
+  it("the agents run with their engine instance's own database role and key, never the backend's", async () => {
+    const agents = await readyPods(SERVICE_NS, 'app.kubernetes.io/name=gitops-cluster-agent');
+    assert.equal(agents.length, 2);
+    const instance = await instanceRow();
+    assert.ok(instance.db_role, 'engine instance default is admitted (a role of its own)');
+    for (const pod of agents) {
+      const name = pod.metadata.name;
+      // Their Pods get the Secret the operator made for them, and no backend key.
+      const container = (pod.spec as { containers: PodContainer[] }).containers[0]!;
+      const env = container.env ?? [];
+      assert.deepEqual(env.find((e) => e.name === 'DATABASE_URL')?.valueFrom?.secretKeyRef, {
+        name: AGENT_DATABASE_SECRET,
+        key: 'url',
+      });
+      assert.ok(!env.some((e) => e.name === 'GITOPS_ENCRYPTION_KEYS'), `${name}: no GITOPS_ENCRYPTION_KEYS`);
+      assert.equal(container.envFrom, undefined, `${name}: no variables from a whole Secret or ConfigMap`);
+      // ... and the running process (PID 1) has exactly that: counted, never printed.
+      const count = async (pattern: string) =>
+        Number(
+          (
+            await kubectl(
+              'exec',
+              '-n',
+              SERVICE_NS,
+              name,
+              '--',
+              'sh',
+              '-c',
+              `tr '\\0' '\\n' </proc/1/environ | grep -c '${pattern}' || true`,
+            )
+          ).trim(),
+        );
+      assert.equal(await count('^GITOPS_ENCRYPTION_KEYS='), 0, `${name}'s process has no backend key`);
+      assert.equal(
+        await count(`^DATABASE_URL=postgres://${instance.db_role}:`),
+        1,
+        `${name}'s process connects as the instance's role`,
+      );
+      // Registered through its own role: its log says so once the start got there, without the warning an
+      // agent on the backend's role logs.
+      const text = await eventually(
+        `${name} registered the engine instance`,
+        async () => {
+          const logs = await kubectl('logs', '-n', SERVICE_NS, name, '--tail=-1');
+          return /"msg":"engine instance registered"/.test(logs) && logs;
+        },
+        CONVERGE_MS,
+      );
+      assert.doesNotMatch(text, /backend's database role/, `${name} warned about the backend's role`);
+      assert.doesNotMatch(text, /GITOPS_ENCRYPTION_KEYS is set/, `${name} warned about backend keys`);
+    }
+    // The instance's key pair, made by its first agent in the Argo CD namespace; its public key published.
+    const keySecret = await getJson('secret', '-n', ARGOCD_NS, 'gitops-service-instance-key');
+    assert.ok(keySecret.data?.keys, 'the instance key Secret holds the keys');
+    const labels = (keySecret.metadata as { labels?: Record<string, string> }).labels ?? {};
+    assert.equal(labels['app.kubernetes.io/managed-by'], 'gitops-service');
+    const published = await eventually(
+      'the instance public key published',
+      async () => {
+        const row = await instanceRow();
+        return row.sealing_key_id !== null && row.keys > 0 && row;
+      },
+      CONVERGE_MS,
+    );
+    assert.ok(published.sealing_key_id);
   });
 
   it('the service namespace enforces Pod Security restricted: our Pods run under it, a privileged Pod is refused', async () => {
@@ -250,7 +325,14 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
         assert.ok(entry.level !== undefined && typeof entry.msg === 'string', `${deployment}: ${line}`);
       }
       const keyMaterial = encryptionKeys.split('=').slice(1).join('=');
-      for (const secret of [databaseUrl, keyMaterial, `${new URL(databaseUrl).password}@`]) {
+      const agentPassword = new URL(env.agentDatabaseUrl ?? databaseUrl).password;
+      for (const secret of [
+        databaseUrl,
+        keyMaterial,
+        `${new URL(databaseUrl).password}@`,
+        env.agentDatabaseUrl ?? databaseUrl,
+        agentPassword,
+      ]) {
         assert.ok(!text.includes(secret), `${deployment}'s log holds a secret`);
       }
     }
@@ -314,6 +396,34 @@ describe('tier 4: the images, a real node, the two Deployments', () => {
       'the backend keeps running',
     );
   });
+
+  /** Engine instance `default` as the database has it (read with the backend's role, on the host). */
+  async function instanceRow(): Promise<{
+    db_role: string | null;
+    sealing_key_id: string | null;
+    keys: number;
+  }> {
+    const url = new URL(env.postgres.url);
+    url.pathname = '/gitops';
+    const db = new pg.Client({ connectionString: url.toString() });
+    await db.connect();
+    try {
+      const { rows } = await db.query<{
+        db_role: string | null;
+        sealing_key_id: string | null;
+        keys: number;
+      }>(
+        `select e.db_role, e.sealing_key_id,
+           (select count(*)::int from engine_instance_key k where k.engine_instance_id = e.id) as keys
+         from engine_instance e where e.name = $1`,
+        [ENGINE_INSTANCE],
+      );
+      assert.ok(rows[0], `engine instance ${ENGINE_INSTANCE} is registered`);
+      return rows[0];
+    } finally {
+      await db.end();
+    }
+  }
 
   async function applyGitOpsDeployment(namespace: string, name: string, path: string): Promise<void> {
     const body = {

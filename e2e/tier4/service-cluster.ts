@@ -1,15 +1,18 @@
 /**
  * What the tier 4 node tests share: a control plane with a real node (images imported from the local Docker
  * engine), PostgreSQL reachable from Pods on the node network's gateway with a `gitops` database, a real
- * Argo CD in `gitops-service-argocd`, and the service's namespace with the two Secrets an operator creates
- * before applying an overlay (docs/testing.md, tier 4). Driven with kubectl, as a user would.
+ * Argo CD in `gitops-service-argocd`, and the service's namespace with the Secrets an operator creates before
+ * applying an overlay (manifests/base/deployments.yaml; docs/testing.md, tier 4): the backend's connection
+ * string and keys, and, once the database is migrated and engine instance `default` admitted, the agent's own
+ * connection string. Driven with kubectl, as a user would.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { admitEngineInstance, agentDatabaseUrl, createDb, migrateToLatest } from '@gitops/db';
 import {
   type ArgoCd,
   type Cluster,
@@ -27,6 +30,10 @@ import pg from 'pg';
 const execFileAsync = promisify(execFile);
 export const SERVICE_NS = 'gitops-service';
 export const ARGOCD_NS = 'gitops-service-argocd';
+/** The engine instance the overlays' agent serves (its ENGINE_INSTANCE_NAME), in ARGOCD_NS. */
+export const ENGINE_INSTANCE = 'default';
+/** The Secret with the agent's connection string (key `url`), in SERVICE_NS. */
+export const AGENT_DATABASE_SECRET = 'gitops-service-agent-database';
 
 export interface KubeItem {
   metadata: { name: string; namespace?: string; deletionTimestamp?: string; uid?: string };
@@ -57,6 +64,16 @@ export interface ServiceCluster {
   readonly databaseUrl: string;
   /** The Secret gitops-service-encryption's `keys`. */
   readonly encryptionKeys: string;
+  /**
+   * What an operator does before the agent of this version starts (manifests/base/deployments.yaml): migrates
+   * the database (as the backend's first Pod would; idempotent), admits engine instance `default` for
+   * ARGOCD_NS (its own database role, a new password) and writes the agent's connection string, as the Pods
+   * reach the database, into the Secret gitops-service-agent-database (key `url`). Returns that string.
+   * Done by startServiceCluster unless `admit: false`.
+   */
+  admitAgent(): Promise<string>;
+  /** The agent's connection string of the last admitAgent(), if any (a secret: never in a log). */
+  readonly agentDatabaseUrl: string | undefined;
   kubectl(...args: string[]): Promise<string>;
   /** `kubectl apply --server-side -k <dir>`, as an operator applies an overlay (taking over conflicting fields). */
   applyKustomization(dir: string): Promise<void>;
@@ -83,6 +100,11 @@ export async function startServiceCluster(options: {
   log: (line: string) => void;
   /** Default true: a real Argo CD as local processes (`startArgoCd`) in gitops-service-argocd. */
   argoCd?: boolean;
+  /**
+   * Default true: the database migrated and the agent's Secret made at once (`admitAgent`). False for a
+   * version whose agent still uses the backend's Secret (upgrade.test.ts admits before the roll).
+   */
+  admit?: boolean;
 }): Promise<ServiceCluster> {
   const support = await nodeSupport([PAUSE_IMAGE, ...options.images]);
   if (!support.ok) throw new Error(`tier 4 needs a machine that can run a node: ${support.reason}`);
@@ -120,7 +142,17 @@ export async function startServiceCluster(options: {
             onLine: options.log,
           });
     if (argoCd) started.push(() => argoCd.stop());
-    return await connect({ cluster, postgres, argoCd, workDir, databaseUrl, encryptionKeys, stop: stopAll });
+    const env = await connect({
+      cluster,
+      postgres,
+      argoCd,
+      workDir,
+      databaseUrl,
+      encryptionKeys,
+      stop: stopAll,
+    });
+    if (options.admit !== false) await env.admitAgent();
+    return env;
   } catch (error) {
     await stopAll();
     throw error;
@@ -144,7 +176,7 @@ async function connect(
     JSON.parse(await kubectl('get', '-o', 'json', ...args)) as T;
   const items = async (...args: string[]) => (await getJson<{ items: KubeItem[] }>(...args)).items;
 
-  // What an operator does before applying an overlay: the namespace and the two Secrets.
+  // What an operator does before applying an overlay: the namespace and the backend's two Secrets.
   await kubectl('create', 'namespace', SERVICE_NS);
   for (const [secret, value] of [
     ['gitops-service-database', `url=${databaseUrl}`],
@@ -157,8 +189,43 @@ async function connect(
     (await items('pods', '-n', namespace, '-l', selector)).filter(
       (p) => !p.metadata.deletionTimestamp && p.status?.phase === 'Running' && isTrue(p, 'Ready'),
     );
+  let agentUrl: string | undefined;
+  async function admitAgent(): Promise<string> {
+    // The host reaches PostgreSQL on loopback, the Pods on the node network's gateway: same server, same role.
+    const hostUrl = new URL(pieces.postgres.url);
+    hostUrl.pathname = '/gitops';
+    const admin = createDb(hostUrl.toString(), { max: 1 });
+    try {
+      await migrateToLatest(admin);
+      const admitted = await admitEngineInstance(admin, { name: ENGINE_INSTANCE, namespaceName: ARGOCD_NS });
+      agentUrl = agentDatabaseUrl(databaseUrl, admitted);
+    } finally {
+      await admin.destroy();
+    }
+    // Replaced when it exists (a second admission issued a new password), as `instances admit --secret` does.
+    const secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: AGENT_DATABASE_SECRET, namespace: SERVICE_NS },
+      type: 'Opaque',
+      data: { url: Buffer.from(agentUrl).toString('base64') },
+    };
+    const file = join(pieces.workDir, `${AGENT_DATABASE_SECRET}.json`);
+    await writeFile(file, JSON.stringify(secret), { mode: 0o600 });
+    try {
+      await kubectl('apply', '--server-side', '--force-conflicts', '-f', file);
+    } finally {
+      await rm(file, { force: true });
+    }
+    return agentUrl;
+  }
+
   return {
     ...pieces,
+    admitAgent,
+    get agentDatabaseUrl() {
+      return agentUrl;
+    },
     kubectl,
     async applyKustomization(dir) {
       await kubectl('apply', '--server-side', '--force-conflicts', '-k', dir);

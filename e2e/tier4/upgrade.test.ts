@@ -2,8 +2,10 @@
  * Tier 4: a rolling upgrade (docs/upgrades.md). The image of an earlier commit (`UPGRADE_FROM`, default
  * fa28c24: the last commit before migration 0010, so the roll crosses 0010 and 0011) is built from a git
  * worktree of that commit and installed with that commit's own manifests on the real node; with deployments
- * present, HEAD's manifests are applied (backend first, the agent paused until the backend has rolled) while
- * creates, spec changes, deletes and Git commits keep coming. Versions N-1 and N run side by side against
+ * present, the database is migrated and the engine instance admitted (HEAD's agent connects with the
+ * instance's own role: the Secret gitops-service-agent-database), then HEAD's manifests are applied (backend
+ * first, the agent paused until the backend has rolled) while creates, spec changes, deletes and Git commits
+ * keep coming. Versions N-1 and N run side by side against
  * N's schema throughout. Afterwards nothing is lost, nothing reports an error, nothing waits.
  */
 import assert from 'node:assert/strict';
@@ -108,7 +110,8 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
     await execFileAsync('git', ['-C', repoRoot, 'worktree', 'add', '--detach', worktree, sha]);
     await buildImageOnce(worktree, oldImage, sha.slice(0, 12));
 
-    env = await startServiceCluster({ images: [IMAGE, oldImage], name: 'tier4-upgrade', log });
+    // Version N-1's agent uses the backend's Secret; the agent's own one is made before the roll (below).
+    env = await startServiceCluster({ images: [IMAGE, oldImage], name: 'tier4-upgrade', log, admit: false });
     // Version N-1 installed as its own commit documented it: its overlay, with its image.
     const oldOverlay = join(worktree, 'manifests/overlays/upgrade-from');
     await mkdir(oldOverlay, { recursive: true });
@@ -177,7 +180,11 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
     })();
     const errors = watchErrors(() => churning);
 
-    // What an operator does (docs/upgrades.md): the agent waits while the backend rolls and migrates.
+    // What an operator does (docs/upgrades.md): HEAD's agent connects with its engine instance's own role, so
+    // first the database is migrated (version N-1 keeps serving against N's schema) and the instance admitted,
+    // its connection string in the Secret gitops-service-agent-database; then the agent waits while the
+    // backend rolls.
+    await env.admitAgent();
     await kubectl('rollout', 'pause', 'deployment/gitops-cluster-agent', '-n', SERVICE_NS);
     await env.applyKustomization(join(repoRoot, 'manifests/overlays/local-cluster'));
     phase = 'backend rolling';
@@ -269,6 +276,12 @@ describe(`tier 4: a rolling upgrade from ${FROM} to HEAD with deployments presen
         assert.equal(answer.component, component.replace(/^gitops-/, ''));
         assert.equal(answer.version, version);
         assert.match(answer.revision, /^[0-9a-f]{12}(-dirty)?$/, 'the commit the image was built from');
+        if (component === 'gitops-cluster-agent') {
+          // HEAD's agents took the instance's own role from the Secret made before the roll.
+          const text = await kubectl('logs', '-n', SERVICE_NS, pod.metadata.name, '--tail=-1');
+          assert.match(text, /"msg":"engine instance registered"/);
+          assert.doesNotMatch(text, /backend's database role/, `${pod.metadata.name}: the backend's role`);
+        }
       }
     }
     assert.equal(await env.activeAgents(), 1, 'one active agent, one standby');
