@@ -84,14 +84,19 @@ kubectl gitops operations retry <id>... | --all-failed [--instance <name>] [-n <
     options: ['wait', 'secret', 'secret-namespace'],
     help: `kubectl gitops instances [-n <argocd-namespace>]
   Every engine instance: namespace, cluster, agents, listening, tenants, applications, cordoned, drain;
-  -n: the instance of that Argo CD namespace. -o wide adds RELEASING and AVAILABLE.
+  -n: the instance of that Argo CD namespace. -o wide adds RELEASING, AVAILABLE, ROLE (its database role)
+  and KEY (the key the backend seals with for it).
 kubectl gitops instances cordon|uncordon|drain|undrain <name> [--wait]
   Sets spec.cordoned / spec.drain of its GitOpsEngineInstance (the backend applies it); --wait waits up to
   60 s until the backend has taken it.
-kubectl gitops instances admit <name> --namespace <argocd-namespace> [--secret <name>]
+kubectl gitops instances admit <name> --namespace <argocd-namespace> [--secret <name> [--secret-namespace <ns>]]
   Admits an engine instance: its database role, with a new password (an admitted one gets a new password; the
   old one stops working for new connections). Prints the agent's DATABASE_URL once, or with --secret writes
-  it into that Secret of the instance's namespace (key DATABASE_URL, server-side apply) and prints its name.`,
+  it as key url of that Secret (in --secret-namespace, default the instance's namespace; server-side apply)
+  and prints its name.
+kubectl gitops instances rotate-key <name>
+  Asks the instance's agent for a new key pair; the backend re-seals its credentials with it, then the agent
+  drops the old key. Nothing stops meanwhile.`,
   },
 };
 

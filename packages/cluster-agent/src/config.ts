@@ -18,8 +18,9 @@ import {
 const namespacePattern = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 /**
- * `GITOPS_ENCRYPTION_KEYS` (the backend's parser, from @gitops/db). The agent needs the keys once it writes
- * cluster and repository Secrets; it validates them at start so a bad deployment fails at once.
+ * `GITOPS_ENCRYPTION_KEYS` (the backend's parser, from @gitops/db). An agent with its own database role needs
+ * none (it opens what is sealed for its instance with its own key); one with the backend's role (0.1.0) does.
+ * Validated at start when set, so a bad deployment fails at once.
  */
 export { type EncryptionKeys, encryptionKeysVar };
 

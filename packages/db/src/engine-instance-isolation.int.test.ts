@@ -19,6 +19,7 @@ import {
   agentDatabaseUrl,
   dropEngineInstanceRole,
   engineInstanceChannel,
+  ROLE_CONNECTION_LIMIT,
   registerAgent,
   sessionRole,
 } from './engine-instance-role.repository.ts';
@@ -195,6 +196,11 @@ describe('an agent connected as instance B reaches nothing of instance A', () =>
     assert.equal(me.role, b.admitted.role);
     assert.equal(me.engineInstanceId, b.instance.id);
     assert.equal(me.ownsTables, false);
+    // Nor can it take every connection of the server.
+    const limit = await sql<{
+      n: number;
+    }>`select rolconnlimit as n from pg_roles where rolname = ${b.admitted.role}`.execute(testDb.db);
+    assert.equal(limit.rows[0]?.n, ROLE_CONNECTION_LIMIT);
   });
 
   test("selecting A's rows in every table finds none; B's own are found", async () => {

@@ -10,6 +10,12 @@ import { ErrorCode, TerminalError } from '@gitops/shared';
 import { type Kysely, sql } from 'kysely';
 import type { Database, EngineInstanceRow } from './database.ts';
 
+/**
+ * Sessions one instance's role may hold at once: its replicas' pools (at most 32 each), LISTEN and lock sessions,
+ * with room to spare. One instance cannot take every connection of the server from the others.
+ */
+export const ROLE_CONNECTION_LIMIT = 100;
+
 /** An admitted instance, with the password of its role (shown once: store it in the agent's Secret). */
 export interface AdmittedEngineInstance {
   instance: EngineInstanceRow;
@@ -77,9 +83,13 @@ export async function admitEngineInstance(
     // A password cannot be a bind parameter of CREATE/ALTER ROLE: it is a quoted literal (base64url, no quotes).
     const secret = sql.lit(password);
     if ((exists.rows[0]?.n ?? 0) === 0) {
-      await sql`create role ${sql.id(role)} login noinherit password ${secret}`.execute(trx);
+      await sql`create role ${sql.id(role)} login noinherit connection limit ${sql.lit(ROLE_CONNECTION_LIMIT)} password ${secret}`.execute(
+        trx,
+      );
     } else {
-      await sql`alter role ${sql.id(role)} login password ${secret}`.execute(trx);
+      await sql`alter role ${sql.id(role)} login connection limit ${sql.lit(ROLE_CONNECTION_LIMIT)} password ${secret}`.execute(
+        trx,
+      );
     }
     await sql`select gitops_grant_engine_instance_role(${role})`.execute(trx);
     const instance = await trx
@@ -93,8 +103,8 @@ export async function admitEngineInstance(
 }
 
 /**
- * Drops the role of an instance (its agents can no longer connect or read anything) and unbinds it. Run by
- * `retireEngineInstance` once nothing is placed on the instance, and by itself to cut off an instance at once.
+ * Drops the role of an instance (its agents can no longer connect or read anything) and unbinds it, to cut off an
+ * instance at once. Retiring an instance (`deleteEngineInstanceIfUnused`) drops it with the row.
  * Sessions already open keep running their current statement and are terminated.
  */
 export async function dropEngineInstanceRole(

@@ -194,10 +194,10 @@ function operationRowOfPayload(payload: string): OperationRow | undefined {
 }
 
 /**
- * The operation a `gitops_operation_created` or `gitops_operation_state_changed` notification announces. The
- * payload is the row as it was when the notification was sent (migration 0007), so no read is needed; a row too
- * large for a payload is announced by its id, and read here (then it is the row as it is now). Anything else
- * (not a row, not an id) is undefined.
+ * The operation a `gitops_operation_created` or `gitops_operation_state_changed` notification announces. Since
+ * migration 0012 the payload is its id (nothing another engine instance could use), read here through the
+ * reader's own role; the row as JSON of 0007 is still understood (a notification sent just before the
+ * migration committed) and needs no read. Anything else (not a row, not an id) is undefined.
  */
 export async function operationOfNotification(
   db: Kysely<Database>,

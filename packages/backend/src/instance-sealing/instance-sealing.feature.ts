@@ -2,7 +2,7 @@
  * Credentials sealed for the engine instance that uses them (docs/threat-model.md, migration 0013): the backend
  * holds the only key that opens the stored credentials, and seals for each instance, with the instance's
  * published public key, what that instance's agents may read. The stores seal in the transaction that writes a
- * credential (sealForTenant); this feature is what makes it level-based: a notification (`gitops_instance_sealing`:
+ * credential or moves a tenant (sealCredentialsForInstances); this feature is what makes it level-based: a notification (`gitops_instance_sealing`:
  * a tenant placed or moved, a release done, a credential written by any path, a key published) seals the scope
  * it names within moments, and a periodic pass over everything repairs whatever was missed.
  */
