@@ -127,7 +127,11 @@ describe('the command line', () => {
     ]) {
       assert.ok(help.stdout.includes(option), option);
     }
-    assert.match(help.stdout, /instances admit <name> --namespace <argocd-namespace> \[--secret <name>\]/);
+    assert.match(
+      help.stdout,
+      /instances admit <name> --namespace <argocd-namespace> \[--secret <name> \[--secret-namespace <ns>\]\]/,
+    );
+    assert.match(help.stdout, /instances rotate-key <name>/);
   });
 });
 
