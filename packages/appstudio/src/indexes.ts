@@ -6,6 +6,7 @@
  */
 import { SpaceRequestLabel } from '@gitops/api';
 import { type Informer, type KubeObject, namespacedIndexValue } from '@gitops/shared';
+import { type BindingCr, ownerReferences, type PromotionRunCr } from './objects.ts';
 import {
   type ClaimCr,
   claimNameOfEnvironment,
@@ -16,8 +17,7 @@ import {
   isBindComplete,
   type TargetCr,
   targetNameOf,
-} from './deployment-target.ts';
-import { type BindingCr, ownerReferences, type PromotionRunCr } from './objects.ts';
+} from './target-matching.ts';
 
 /** The objects of one namespace an index holds under `value`. */
 export type NamespacedLookup<T extends KubeObject = KubeObject> = (

@@ -31,7 +31,10 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { type BackendConfig, shardSelector } from './config.ts';
-import { registerEngineInstance, registerEngineInstanceMetrics } from './engine-instance.ts';
+import {
+  registerEngineInstance,
+  registerEngineInstanceMetrics,
+} from './engine-instance/engine-instance.registration.ts';
 import { type LabelSelector, parseLabelSelector } from './label-selector.ts';
 import { createWorkspaceAccess, type WorkspaceAccess } from './workspace-access/workspace-access.ts';
 

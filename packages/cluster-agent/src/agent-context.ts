@@ -1,4 +1,4 @@
-import type { Db } from '@gitops/db';
+import type { Db, OperationRow } from '@gitops/db';
 import type { Informer, KubeConfig, KubeObject, Logger, Registry } from '@gitops/shared';
 
 /** What the agent's controllers share once it has started. */
@@ -36,3 +36,13 @@ export function parseResourceKey(key: string): { type: string; id: string } | un
   if (slash <= 0 || slash === key.length - 1) return undefined;
   return { type: key.slice(0, slash), id: key.slice(slash + 1) };
 }
+
+/**
+ * Makes Argo CD consistent with the database for one resource (`<type>/<id>`), given the operations that
+ * announced it (none: drift repair). Assembled from the features' handlers (agent-feature.ts); run by the
+ * operation processor (operation/operation.processor.ts).
+ */
+export type ResourceHandler = (
+  resource: { type: string; id: string },
+  context: { operations: readonly OperationRow[]; signal: AbortSignal; logger: Logger },
+) => Promise<ResourceOutcome>;

@@ -22,11 +22,15 @@ import {
   type Registry,
   TerminalError,
 } from '@gitops/shared';
-import { type AgentContext, type ResourceOutcome, resourceKey } from './agent-context.ts';
+import {
+  type AgentContext,
+  type ResourceHandler,
+  type ResourceOutcome,
+  resourceKey,
+} from './agent-context.ts';
 import { AgentLabel, ApplicationResource, AppProjectResource, databaseIdOf, isUuid } from './argocd.ts';
 import type { AgentConfig } from './config.ts';
 import { type CredentialOpener, createCredentialOpener } from './credentials.ts';
-import type { ResourceHandler } from './operation/operation.processor.ts';
 
 /** What a feature gets for one reconcile of one of its resources. */
 export interface ResourceContext {

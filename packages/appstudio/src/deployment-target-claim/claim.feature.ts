@@ -51,6 +51,8 @@ import {
   newAppStudioController,
   quietInTerminatingNamespace,
 } from '../controller.ts';
+import { byClassName, claimsOfTargetIn, waitingForTarget } from '../indexes.ts';
+import type { Provisioner } from '../provisioners/provisioner.ts';
 import {
   annotationOf,
   autoMatch,
@@ -67,9 +69,7 @@ import {
   targetMismatch,
   targetNameOf,
   wantsProvisioning,
-} from '../deployment-target.ts';
-import { byClassName, claimsOfTargetIn, waitingForTarget } from '../indexes.ts';
-import type { Provisioner } from '../provisioners/provisioner.ts';
+} from '../target-matching.ts';
 import { addFinalizer, mergePatch, removeFinalizer, setErrorOccurred, setPhase } from '../writes.ts';
 
 const Claim = AppStudioKinds.DeploymentTargetClaim;

@@ -42,6 +42,9 @@ import {
   newAppStudioController,
   quietInTerminatingNamespace,
 } from '../controller.ts';
+import { byClaimRef, byClassName } from '../indexes.ts';
+import { targetKeysOfSpaceRequest } from '../provisioners/devsandbox.feature.ts';
+import type { Provisioner } from '../provisioners/provisioner.ts';
 import {
   annotationOf,
   type ClaimCr,
@@ -51,10 +54,7 @@ import {
   phaseOf,
   type TargetCr,
   targetNameOf,
-} from '../deployment-target.ts';
-import { byClaimRef, byClassName } from '../indexes.ts';
-import { targetKeysOfSpaceRequest } from '../provisioners/devsandbox.feature.ts';
-import type { Provisioner } from '../provisioners/provisioner.ts';
+} from '../target-matching.ts';
 import { addFinalizer, mergePatch, removeFinalizer, setErrorOccurred, setPhase } from '../writes.ts';
 
 const Target = AppStudioKinds.DeploymentTarget;

@@ -53,6 +53,8 @@ import {
   newAppStudioController,
   quietInTerminatingNamespace,
 } from '../controller.ts';
+import { byClaimOfEnvironment, byCredentialsSecret, byTargetSecret, claimsOfTargetIn } from '../indexes.ts';
+import { type AppStudioCr, type Json, ownerReferences, record, specOf, strings, text } from '../objects.ts';
 import {
   boundTargetOf,
   type ClaimCr,
@@ -60,9 +62,7 @@ import {
   credentialsOf,
   isBound,
   type TargetCr,
-} from '../deployment-target.ts';
-import { byClaimOfEnvironment, byCredentialsSecret, byTargetSecret, claimsOfTargetIn } from '../indexes.ts';
-import { type AppStudioCr, type Json, ownerReferences, record, specOf, strings, text } from '../objects.ts';
+} from '../target-matching.ts';
 
 const Environment = AppStudioKinds.Environment;
 const ManagedEnvironment = Kinds.GitOpsDeploymentManagedEnvironment;

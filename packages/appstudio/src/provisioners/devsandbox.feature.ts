@@ -38,6 +38,8 @@ import {
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
 import { newAppStudioController, quietInTerminatingNamespace } from '../controller.ts';
+import { byClaimRef, bySpaceRequestLabel, type spaceRequestLabels } from '../indexes.ts';
+import { list, record, specOf, statusOf, text } from '../objects.ts';
 import {
   annotationOf,
   type ClaimCr,
@@ -46,9 +48,7 @@ import {
   classNameOf,
   phaseOf,
   type TargetCr,
-} from '../deployment-target.ts';
-import { byClaimRef, bySpaceRequestLabel, type spaceRequestLabels } from '../indexes.ts';
-import { list, record, specOf, statusOf, text } from '../objects.ts';
+} from '../target-matching.ts';
 import { addFinalizer, createObject, mergePatch, setPhase } from '../writes.ts';
 import {
   DEPROVISION_TIMEOUT_MS,

@@ -30,7 +30,7 @@ import {
   type Periodic,
   runPeriodically,
 } from '@gitops/shared';
-import type { ClaimCr, TargetCr } from '../deployment-target.ts';
+import type { ClaimCr, TargetCr } from '../target-matching.ts';
 import {
   claimOfProvisionedTarget,
   DEFAULT_TOKEN_CHECK_INTERVAL_MS,

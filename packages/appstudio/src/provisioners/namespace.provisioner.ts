@@ -55,7 +55,7 @@ import {
   classNameOf,
   credentialsOf,
   type TargetCr,
-} from '../deployment-target.ts';
+} from '../target-matching.ts';
 import { createObject, setPhase } from '../writes.ts';
 import {
   DEPROVISION_TIMEOUT_MS,

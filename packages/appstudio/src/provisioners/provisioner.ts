@@ -6,7 +6,7 @@
  */
 import { DeploymentTargetAnnotation, DT_PROVISIONER_LABEL } from '@gitops/api';
 import type { Logger } from '@gitops/shared';
-import { annotationOf, type ClaimCr, type ClassCr, type TargetCr } from '../deployment-target.ts';
+import { annotationOf, type ClaimCr, type ClassCr, type TargetCr } from '../target-matching.ts';
 
 export type Deprovisioned =
   | { kind: 'gone' }

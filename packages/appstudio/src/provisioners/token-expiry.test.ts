@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { DeploymentTargetAnnotation, Provisioner } from '@gitops/api';
 import { createMetricsRegistry, type KubeObject } from '@gitops/shared';
 import { describe, test } from 'vitest';
-import type { TargetCr } from '../deployment-target.ts';
+import type { TargetCr } from '../target-matching.ts';
 import {
   jwtExpiry,
   registerProvisionedTokenExpiry,

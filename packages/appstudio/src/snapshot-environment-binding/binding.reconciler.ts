@@ -39,14 +39,14 @@ import {
 } from '@gitops/shared';
 import { parseConditions, sameConditions, withError, withSuccess } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
+import { byApplication, controlledObjects } from '../indexes.ts';
+import { ageMs, type BindingCr, createdBefore, type Json, ownerReferences } from '../objects.ts';
 import {
   boundTargetOf,
   claimNameOfEnvironment,
   credentialsOf,
   type EnvironmentCr,
-} from '../deployment-target.ts';
-import { byApplication, controlledObjects } from '../indexes.ts';
-import { ageMs, type BindingCr, createdBefore, type Json, ownerReferences } from '../objects.ts';
+} from '../target-matching.ts';
 import { writeChangedStatus } from '../writes.ts';
 import {
   type ComponentStatus,

@@ -24,9 +24,9 @@ import {
   relist,
   statusFieldsChanged,
 } from '@gitops/shared';
-import type { ClaimCr, EnvironmentCr, TargetCr } from '../deployment-target.ts';
 import { byApplication, byClaimOfEnvironment, byEnvironment, claimsOfTargetIn } from '../indexes.ts';
 import { applicationOf, type BindingCr, environmentOf } from '../objects.ts';
+import type { ClaimCr, EnvironmentCr, TargetCr } from '../target-matching.ts';
 
 export interface BindingWatchDeps {
   bindings: Informer<BindingCr>;

@@ -41,7 +41,12 @@ import {
   scrubString,
   type WorkQueue,
 } from '@gitops/shared';
-import { parseResourceKey, type ResourceOutcome, resourceKey } from '../agent-context.ts';
+import {
+  parseResourceKey,
+  type ResourceHandler,
+  type ResourceOutcome,
+  resourceKey,
+} from '../agent-context.ts';
 
 /** Operation CRs deleted by one request at most, and how long a batch collects before it is sent. */
 const CR_DELETE_BATCH = 100;
@@ -49,11 +54,6 @@ const CR_DELETE_WINDOW_MS = 200;
 
 /** First retry delay of a failed operation; doubles per attempt up to OPERATION_RETRY_MAX_DELAY. */
 const RETRY_INITIAL_DELAY_MS = 1_000;
-
-export type ResourceHandler = (
-  resource: { type: string; id: string },
-  context: { operations: readonly OperationRow[]; signal: AbortSignal; logger: Logger },
-) => Promise<ResourceOutcome>;
 
 /** What both work queues of the instance's operations (the processor, the Operation CR controller) run with. */
 export interface OperationQueueContext {

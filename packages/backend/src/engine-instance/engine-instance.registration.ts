@@ -23,7 +23,7 @@ import {
   TerminalError,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { isJsonObject } from './json.ts';
+import { isJsonObject } from '../json.ts';
 
 async function namespaceUid(kc: KubeConfig, name: string): Promise<string | undefined> {
   try {

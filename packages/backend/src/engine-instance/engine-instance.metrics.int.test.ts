@@ -4,7 +4,7 @@ import { createDb, failOperation, insertOperation, startOperation } from '@gitop
 import { givenEngineInstance, givenListeningAgentSession, useTestDatabase } from '@gitops/db/testing';
 import { createLogger, createMetricsRegistry, type Registry } from '@gitops/shared';
 import { describe, test } from 'vitest';
-import { registerEngineInstanceMetrics } from './engine-instance.ts';
+import { registerEngineInstanceMetrics } from './engine-instance.registration.ts';
 
 const testDb = useTestDatabase();
 

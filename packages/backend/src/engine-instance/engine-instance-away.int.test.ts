@@ -9,9 +9,9 @@ import { completeOperation, startOperation } from '@gitops/db';
 import { givenListeningAgentSession } from '@gitops/db/testing';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
-import type { Backend } from './app.ts';
-import { conditionsOf } from './gitops-deployment/gitops-deployment.object.ts';
-import { automatedTestDataSpec, useBackendFixture } from './testing/backend-fixture.ts';
+import type { Backend } from '../app.ts';
+import { conditionsOf } from '../gitops-deployment/gitops-deployment.object.ts';
+import { automatedTestDataSpec, useBackendFixture } from '../testing/backend-fixture.ts';
 
 const spec = automatedTestDataSpec;
 
