@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import type {
   ApplicationRow,
   ClusterCredentialsRow,
@@ -62,6 +62,18 @@ export async function updateApplication(
 
 export async function getApplication(db: Kysely<Database>, id: string): Promise<ApplicationRow | undefined> {
   return await db.selectFrom('application').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/**
+ * The application row, locked until `trx` ends (FOR UPDATE): a concurrent tenant move (which locks its rows the
+ * same way) either committed before, and this is the row as it moved, or waits for `trx`. A decision taken from
+ * it (delete now, or wait for a release) cannot be overtaken by the move.
+ */
+export async function lockApplication(
+  trx: Transaction<Database>,
+  id: string,
+): Promise<ApplicationRow | undefined> {
+  return await trx.selectFrom('application').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
 }
 
 /** An application with what rendering its Argo CD Application needs from other tables. */

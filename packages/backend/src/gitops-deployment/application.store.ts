@@ -24,6 +24,7 @@ import {
   insertApiCrMapping,
   insertApplicationWithMappingAndOperation,
   insertOperation,
+  lockApplication,
   type ManagedEnvironmentRow,
   type OperationRow,
   setWorkspaceCredentials,
@@ -79,7 +80,10 @@ export async function deleteMappedApplications(
   let waitingForRelease = 0;
   for (const mapping of mappings) {
     if (mapping.application_id === null) continue;
-    const application = await getApplication(trx, mapping.application_id);
+    // Locked: a move committing meanwhile would otherwise be missed (the row read before it, the delete applied
+    // after it, announced to the instance the tenant left, which may already have released the Application
+    // without pruning: its resources left to no Argo CD).
+    const application = await lockApplication(trx, mapping.application_id);
     if (!application) continue;
     if (application.releasing_engine_instance_id !== null) {
       waitingForRelease++;
