@@ -217,7 +217,7 @@ export async function sealCredentialsForInstances(
       plaintext,
       instanceSealContext(row.field, rowId),
     );
-    const written = await upsert(db, row, rowId, sealed);
+    const written = await upsert(db, row, sealed);
     // A row changed meanwhile (its own notification seals it again), or the credential is gone.
     if (written) result.sealed++;
   }
@@ -226,7 +226,7 @@ export async function sealCredentialsForInstances(
 }
 
 /** Writes one sealed value unless a newer one is there; false when nothing was written. */
-async function upsert(db: Kysely<Database>, row: NeededRow, rowId: string, sealed: Buffer): Promise<boolean> {
+async function upsert(db: Kysely<Database>, row: NeededRow, sealed: Buffer): Promise<boolean> {
   try {
     const written = await sql`
       insert into instance_sealed_value

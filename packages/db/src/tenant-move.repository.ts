@@ -2,12 +2,7 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import type { Database } from './database.ts';
 import { leastLoadedEngineInstance } from './engine-instance.repository.ts';
 import { NOTIFICATION_CHANNELS, notify } from './notify.ts';
-import {
-  type InsertedOperation,
-  insertOperation,
-  insertOperations,
-  type OperationRequest,
-} from './operation.repository.ts';
+import { type InsertedOperation, insertOperations, type OperationRequest } from './operation.repository.ts';
 
 /**
  * Moving a tenant between engine instances (docs/architecture.md, "Moving a tenant"):

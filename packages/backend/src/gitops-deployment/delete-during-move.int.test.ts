@@ -97,7 +97,7 @@ describe('a deployment deleted while its tenant moves', () => {
   });
 
   test('the delete commits first: the move leaves the row alone, and the instance holding it is told', async () => {
-    const { a, b, tenant, application, mappings } = await givenDeployment(testDb.db);
+    const { a, b, tenant, mappings } = await givenDeployment(testDb.db);
     const deleting = openTransaction(testDb.db, (trx) => deleteMappedApplications(trx, mappings));
     await deleting.ready;
     const moving = testDb.db.transaction().execute((trx) => moveTenant(trx, tenant.id, b.id));
