@@ -185,19 +185,37 @@ END;
 $$;
 REVOKE EXECUTE ON FUNCTION gitops_grant_engine_instance_role(text) FROM PUBLIC;
 
--- Notifications carry nothing another instance could use (any role may LISTEN on any channel): ids only.
--- * gitops_operation_created (the relay, the backend): the operation id.
+-- Notifications carry nothing another instance could use (any role may LISTEN on any channel it can name):
+-- * gitops_operation_created (the relay): the operation id.
 -- * gitops_engine_instance_<instance id without dashes> (that instance's agents): `<resource_type>/<resource id>`
 --   of the new operation, which the agent then reads through its own role.
--- * gitops_operation_state_changed (the backend): the operation id; the backend reads the row.
--- Readers of 0007's row payloads accept an id too, so agents and backends of 0.1.0 keep working.
+-- * gitops_operation_state_changed: the operation id (what 0.1.0 backends read back during an upgrade).
+-- * the backend's own channel, named in backend_channel: the row as JSON, as 0007 sent it (the backend
+--   re-enqueues the owner from it without a read; the id when it would not fit). Its name holds 122 random bits
+--   that only the backend's role can read (the table has no grant to any other role), so only the backend can
+--   LISTEN on it: a capability, like a password. The trigger function is a security definer to read it.
+CREATE TABLE backend_channel (
+  singleton boolean PRIMARY KEY DEFAULT true CONSTRAINT backend_channel_singleton_check CHECK (singleton),
+  name text NOT NULL
+);
+INSERT INTO backend_channel (name) VALUES ('gitops_backend_' || replace(gen_random_uuid()::text, '-', ''));
+ALTER TABLE backend_channel ENABLE ROW LEVEL SECURITY;
+
 CREATE OR REPLACE FUNCTION gitops_notify_operation_row() RETURNS trigger
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+DECLARE
+  payload text;
 BEGIN
   PERFORM pg_notify(TG_ARGV[0], NEW.id::text);
   IF TG_ARGV[0] = 'gitops_operation_created' THEN
     PERFORM pg_notify('gitops_engine_instance_' || replace(NEW.engine_instance_id::text, '-', ''),
       NEW.resource_type || '/' || NEW.resource_id::text);
+  ELSE
+    payload := row_to_json(NEW)::text;
+    IF octet_length(payload) >= 8000 THEN
+      payload := NEW.id::text;
+    END IF;
+    PERFORM pg_notify((SELECT name FROM backend_channel), payload);
   END IF;
   RETURN NULL;
 END;

@@ -56,6 +56,11 @@ export interface ApplicationState {
   updated_at: Generated<Timestamp>;
 }
 
+export interface BackendChannel {
+  name: string;
+  singleton: Generated<boolean>;
+}
+
 export interface ClusterCredentials {
   allow_insecure_skip_tls_verify: Generated<boolean>;
   api_url: string;
@@ -181,6 +186,7 @@ export interface DB {
   api_cr_mapping: ApiCrMapping;
   application: Application;
   application_state: ApplicationState;
+  backend_channel: BackendChannel;
   cluster_credentials: ClusterCredentials;
   cluster_user: ClusterUser;
   engine_instance: EngineInstance;

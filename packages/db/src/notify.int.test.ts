@@ -6,8 +6,20 @@ import { sql } from 'kysely';
 import { afterEach, describe, test } from 'vitest';
 import { writeApplicationState } from './application-state.repository.ts';
 import { engineInstanceChannel, resourceOfInstanceNotification } from './engine-instance-role.repository.ts';
-import { type Listener, listen, NOTIFICATION_CHANNELS, type Notification, notify } from './notify.ts';
-import { insertOperation, operationOfNotification, startOperation } from './operation.repository.ts';
+import {
+  backendChannelName,
+  type Listener,
+  listen,
+  NOTIFICATION_CHANNELS,
+  type Notification,
+  notify,
+} from './notify.ts';
+import {
+  getOperation,
+  insertOperation,
+  operationOfNotification,
+  startOperation,
+} from './operation.repository.ts';
 import {
   markSyncOperationRequested,
   recordSyncProgress,
@@ -200,6 +212,7 @@ describe('notifications sent by the schema triggers', () => {
       NOTIFICATION_CHANNELS.operationStateChanged,
       engineInstanceChannel(instance.id),
       engineInstanceChannel(other.id),
+      await backendChannelName(testDb.db),
     ]);
     await listener.ready;
     const resourceId = randomUUID();
@@ -228,8 +241,18 @@ describe('notifications sent by the schema triggers', () => {
       (n) => n.channel === NOTIFICATION_CHANNELS.operationStateChanged && n.payload === operation.id,
     );
     assert.equal((await operationOfNotification(testDb.db, started.payload))?.state, 'In_Progress');
+    // The backend's own channel has the row itself (no read): only its role can name that channel.
+    const backend = await backendChannelName(testDb.db);
+    const withRow = await inbox.next((n) => n.channel === backend && n.payload.includes(operation.id));
+    assert.equal(JSON.parse(withRow.payload).state, 'In_Progress');
+    assert.deepEqual(
+      await operationOfNotification(testDb.db, withRow.payload),
+      await getOperation(testDb.db, operation.id),
+    );
     // Nothing of the owner (a tenant's namespace) in any payload, and nothing on another instance's channel.
-    assert.ok(inbox.received.every((n) => !n.payload.includes('tenant-secret-name')));
+    assert.ok(
+      inbox.received.every((n) => n.channel === backend || !n.payload.includes('tenant-secret-name')),
+    );
     assert.ok(inbox.received.every((n) => n.channel !== engineInstanceChannel(other.id)));
   });
 

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffCeiling } from '@gitops/shared';
-import { sql, type Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { connectionConfig } from './connection.ts';
 import type { Database } from './database.ts';
@@ -23,7 +23,11 @@ export const NOTIFICATION_CHANNELS = {
    * their own channel, `engineInstanceChannel(id)`.
    */
   operationCreated: 'gitops_operation_created',
-  /** An operation's state changed: the backend re-enqueues its owner. Payload: its id (read it). */
+  /**
+   * An operation's state changed: the backend re-enqueues its owner. Payload here: its id (0.1.0 backends read
+   * it back during an upgrade). The backend listens instead on its own channel (`backendChannelName`), where
+   * the payload is the row as JSON (0007), or its id when too large.
+   */
   operationStateChanged: 'gitops_operation_state_changed',
   /**
    * An application_state row was inserted or its state changed, or its application moved to another engine
@@ -227,4 +231,13 @@ export function listen(
       await loop;
     },
   };
+}
+
+/**
+ * The backend's own channel (migration 0012): operation state changes with the row as payload. Its name is
+ * random and readable only by the backend's role, so no engine instance's role can LISTEN on it.
+ */
+export async function backendChannelName(db: Kysely<Database>): Promise<string> {
+  const row = await db.selectFrom('backend_channel').select('name').executeTakeFirstOrThrow();
+  return row.name;
 }

@@ -6,6 +6,7 @@
  * feature resyncs. Listed last, so it stops first and no notification reaches a stopped feature.
  */
 import {
+  backendChannelName,
   type Listener,
   listen,
   NOTIFICATION_CHANNELS,
@@ -27,7 +28,10 @@ export function createNotificationFeature(
 ): Feature {
   const { config, db, logger } = ctx;
   const channelOf = new Map<string, NotificationChannel>(
-    Object.entries(NOTIFICATION_CHANNELS).map(([key, channel]) => [channel, key as NotificationChannel]),
+    Object.entries(NOTIFICATION_CHANNELS)
+      // State changes come on the backend's own channel (below), with the row: no read per notification.
+      .filter(([key]) => key !== 'operationStateChanged')
+      .map(([key, channel]) => [channel, key as NotificationChannel]),
   );
   const onNotification = async ({ channel, payload }: Notification) => {
     const key = channelOf.get(channel);
@@ -46,7 +50,8 @@ export function createNotificationFeature(
     name: 'notifications',
     informers: [],
     async open() {
-      listener = listen(config.databaseUrl, Object.values(NOTIFICATION_CHANNELS), onNotification, {
+      channelOf.set(await backendChannelName(db), 'operationStateChanged');
+      listener = listen(config.databaseUrl, [...channelOf.keys()], onNotification, {
         applicationName: 'gitops-backend-listen',
         onConnected: ({ reconnected }) => {
           if (!reconnected) return;
