@@ -9,6 +9,9 @@
 -- * gitops_agent_instance(): the instance of the session's login role (session_user, so a security-definer
 --   function called by an agent still answers for the agent), NULL for any other role.
 -- * The policies name the instance through `(SELECT gitops_agent_instance())`: one evaluation per statement.
+--   A policy that looks at another table does so with a correlated EXISTS on an indexed column, never with
+--   `IN (SELECT ...)` over the instance's rows: that would be a hashed scan of every application of the instance
+--   on every statement, O(deployments) per read.
 -- * Where an agent must act beyond its own rows (hand a released application to the instance it moved to,
 --   register its namespace and cluster), it calls a security-definer function that checks who it is.
 -- * Grants are given per role at admission by gitops_grant_engine_instance_role (one place; a migration that
@@ -45,40 +48,45 @@ CREATE POLICY application_agent_adopt ON application FOR UPDATE
 ALTER TABLE cluster_user ENABLE ROW LEVEL SECURITY;
 CREATE POLICY cluster_user_agent_read ON cluster_user FOR SELECT
   USING (engine_instance_id = (SELECT gitops_agent_instance())
-    OR id IN (SELECT a.cluster_user_id FROM application a
-              WHERE a.releasing_engine_instance_id = (SELECT gitops_agent_instance())));
+    OR EXISTS (SELECT 1 FROM application a WHERE a.cluster_user_id = cluster_user.id
+               AND a.releasing_engine_instance_id = (SELECT gitops_agent_instance())));
 
 -- application_state: only the instance holding an application's Argo CD Application reports its status (the
 -- releasing one during a move, else its own: application-state.repository.ts).
 ALTER TABLE application_state ENABLE ROW LEVEL SECURITY;
 CREATE POLICY application_state_agent_all ON application_state FOR ALL
-  USING (application_id IN (SELECT a.id FROM application a
-    WHERE coalesce(a.releasing_engine_instance_id, a.engine_instance_id) = (SELECT gitops_agent_instance())))
-  WITH CHECK (application_id IN (SELECT a.id FROM application a
-    WHERE coalesce(a.releasing_engine_instance_id, a.engine_instance_id) = (SELECT gitops_agent_instance())));
+  USING (EXISTS (SELECT 1 FROM application a WHERE a.id = application_state.application_id
+    AND coalesce(a.releasing_engine_instance_id, a.engine_instance_id) = (SELECT gitops_agent_instance())))
+  WITH CHECK (EXISTS (SELECT 1 FROM application a WHERE a.id = application_state.application_id
+    AND coalesce(a.releasing_engine_instance_id, a.engine_instance_id) = (SELECT gitops_agent_instance())));
 
 -- sync_operation: those of the instance's tenants and applications.
 ALTER TABLE sync_operation ENABLE ROW LEVEL SECURITY;
 CREATE POLICY sync_operation_agent_read ON sync_operation FOR SELECT
-  USING (cluster_user_id IN (SELECT u.id FROM cluster_user u
-                             WHERE u.engine_instance_id = (SELECT gitops_agent_instance()))
-    OR application_id IN (SELECT a.id FROM application a));
+  USING (EXISTS (SELECT 1 FROM cluster_user u WHERE u.id = sync_operation.cluster_user_id
+                 AND u.engine_instance_id = (SELECT gitops_agent_instance()))
+    OR EXISTS (SELECT 1 FROM application a WHERE a.id = sync_operation.application_id
+               AND (a.engine_instance_id = (SELECT gitops_agent_instance())
+                    OR a.releasing_engine_instance_id = (SELECT gitops_agent_instance()))));
 CREATE POLICY sync_operation_agent_update ON sync_operation FOR UPDATE
-  USING (cluster_user_id IN (SELECT u.id FROM cluster_user u
-                             WHERE u.engine_instance_id = (SELECT gitops_agent_instance()))
-    OR application_id IN (SELECT a.id FROM application a));
+  USING (EXISTS (SELECT 1 FROM cluster_user u WHERE u.id = sync_operation.cluster_user_id
+                 AND u.engine_instance_id = (SELECT gitops_agent_instance()))
+    OR EXISTS (SELECT 1 FROM application a WHERE a.id = sync_operation.application_id
+               AND (a.engine_instance_id = (SELECT gitops_agent_instance())
+                    OR a.releasing_engine_instance_id = (SELECT gitops_agent_instance()))));
 
 -- managed_environment and cluster_credentials: the environments of the instance's tenants, and those its
 -- applications (held or still being released) target. Unplaced tenants' environments are no instance's.
 ALTER TABLE managed_environment ENABLE ROW LEVEL SECURITY;
 CREATE POLICY managed_environment_agent_read ON managed_environment FOR SELECT
-  USING (cluster_user_id IN (SELECT u.id FROM cluster_user u
-                             WHERE u.engine_instance_id = (SELECT gitops_agent_instance()))
-    OR id IN (SELECT a.managed_environment_id FROM application a WHERE a.managed_environment_id IS NOT NULL));
+  USING (EXISTS (SELECT 1 FROM cluster_user u WHERE u.id = managed_environment.cluster_user_id
+                 AND u.engine_instance_id = (SELECT gitops_agent_instance()))
+    OR EXISTS (SELECT 1 FROM application a WHERE a.managed_environment_id = managed_environment.id
+               AND (a.engine_instance_id = (SELECT gitops_agent_instance())
+                    OR a.releasing_engine_instance_id = (SELECT gitops_agent_instance()))));
 ALTER TABLE cluster_credentials ENABLE ROW LEVEL SECURITY;
 CREATE POLICY cluster_credentials_agent_read ON cluster_credentials FOR SELECT
-  USING (id IN (SELECT e.cluster_credentials_id FROM managed_environment e
-                WHERE e.cluster_credentials_id IS NOT NULL));
+  USING (EXISTS (SELECT 1 FROM managed_environment e WHERE e.cluster_credentials_id = cluster_credentials.id));
 
 -- repository_credentials: those placed on the instance.
 ALTER TABLE repository_credentials ENABLE ROW LEVEL SECURITY;
@@ -88,7 +96,7 @@ CREATE POLICY repository_credentials_agent_read ON repository_credentials FOR SE
 -- api_cr_mapping: the owner (namespace/name) of the instance's applications.
 ALTER TABLE api_cr_mapping ENABLE ROW LEVEL SECURITY;
 CREATE POLICY api_cr_mapping_agent_read ON api_cr_mapping FOR SELECT
-  USING (application_id IN (SELECT a.id FROM application a));
+  USING (EXISTS (SELECT 1 FROM application a WHERE a.id = api_cr_mapping.application_id));
 
 -- operation: the instance's own; it runs them (state columns) and deletes them past retention.
 ALTER TABLE operation ENABLE ROW LEVEL SECURITY;
