@@ -23,9 +23,18 @@
 ALTER TABLE engine_instance ADD COLUMN db_role text;
 ALTER TABLE engine_instance ADD CONSTRAINT engine_instance_db_role_key UNIQUE (db_role);
 
-CREATE FUNCTION gitops_agent_instance() RETURNS uuid
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path FROM CURRENT AS $$
-  SELECT id FROM engine_instance WHERE db_role = session_user
+-- Security definer functions must not resolve a name through the caller's search path: any role may create a
+-- temporary table, and pg_temp is searched first for tables unless placed last. So this one, called by every
+-- policy, names its table with the schema (written at migration time; no SET clause, which would cost a
+-- configuration save and restore on each call), and the others run with `search_path = <schema>, pg_temp`
+-- (set at the end of this file). The hostile-agent suite creates such a temporary table.
+DO $$
+BEGIN
+  EXECUTE format($f$
+    CREATE FUNCTION gitops_agent_instance() RETURNS uuid
+    LANGUAGE sql STABLE SECURITY DEFINER AS 'SELECT id FROM %I.engine_instance WHERE db_role = session_user'
+  $f$, current_schema());
+END;
 $$;
 
 -- engine_instance: its own row only; written only through gitops_agent_register.
@@ -114,7 +123,7 @@ CREATE POLICY operation_agent_delete ON operation FOR DELETE
 -- updates the row. Errors name the role and both values; nothing is written then.
 CREATE FUNCTION gitops_agent_register(p_namespace_name text, p_namespace_uid text, p_cluster_identity text)
 RETURNS SETOF engine_instance
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
   mine engine_instance;
 BEGIN
@@ -144,7 +153,7 @@ $$;
 -- An agent may hand over only what it releases itself; the backend's role may act for any instance.
 CREATE FUNCTION gitops_complete_application_release(p_application_id uuid, p_engine_instance_id uuid)
 RETURNS boolean
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
   caller uuid := gitops_agent_instance();
   released record;
@@ -209,22 +218,39 @@ CREATE TABLE backend_channel (
 INSERT INTO backend_channel (name) VALUES ('gitops_backend_' || replace(gen_random_uuid()::text, '-', ''));
 ALTER TABLE backend_channel ENABLE ROW LEVEL SECURITY;
 
-CREATE OR REPLACE FUNCTION gitops_notify_operation_row() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
-DECLARE
-  payload text;
+-- A security definer (to read backend_channel) that fires on every operation insert and state change: the table
+-- named with its schema, no SET clause (as gitops_agent_instance above).
+DO $$
 BEGIN
-  PERFORM pg_notify(TG_ARGV[0], NEW.id::text);
-  IF TG_ARGV[0] = 'gitops_operation_created' THEN
-    PERFORM pg_notify('gitops_engine_instance_' || replace(NEW.engine_instance_id::text, '-', ''),
-      NEW.resource_type || '/' || NEW.resource_id::text);
-  ELSE
-    payload := row_to_json(NEW)::text;
-    IF octet_length(payload) >= 8000 THEN
-      payload := NEW.id::text;
-    END IF;
-    PERFORM pg_notify((SELECT name FROM backend_channel), payload);
-  END IF;
-  RETURN NULL;
+  EXECUTE format($f$
+    CREATE OR REPLACE FUNCTION gitops_notify_operation_row() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER AS $body$
+    DECLARE
+      payload text;
+    BEGIN
+      PERFORM pg_notify(TG_ARGV[0], NEW.id::text);
+      IF TG_ARGV[0] = 'gitops_operation_created' THEN
+        PERFORM pg_notify('gitops_engine_instance_' || replace(NEW.engine_instance_id::text, '-', ''),
+          NEW.resource_type || '/' || NEW.resource_id::text);
+      ELSE
+        payload := row_to_json(NEW)::text;
+        IF octet_length(payload) >= 8000 THEN
+          payload := NEW.id::text;
+        END IF;
+        PERFORM pg_notify((SELECT name FROM %I.backend_channel), payload);
+      END IF;
+      RETURN NULL;
+    END;
+    $body$
+  $f$, current_schema());
+END;
+$$;
+
+-- The search path of the other security definer functions: this schema, then pg_temp (searched last).
+DO $$
+BEGIN
+  EXECUTE format('ALTER FUNCTION gitops_agent_register(text, text, text) SET search_path = %I, pg_temp', current_schema());
+  EXECUTE format('ALTER FUNCTION gitops_complete_application_release(uuid, uuid) SET search_path = %I, pg_temp',
+    current_schema());
 END;
 $$;

@@ -93,7 +93,7 @@ CREATE TRIGGER engine_instance_key_notify_instance_sealing AFTER INSERT ON engin
 -- An agent publishes a public key of its own instance and makes it the one to seal with (idempotent: the same
 -- key again changes nothing). Clears a rotation request.
 CREATE FUNCTION gitops_agent_publish_key(p_key_id text, p_public_key bytea) RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER AS $$
 DECLARE
   me uuid := gitops_agent_instance();
 BEGIN
@@ -113,6 +113,12 @@ BEGIN
 END;
 $$;
 REVOKE EXECUTE ON FUNCTION gitops_agent_publish_key(text, bytea) FROM PUBLIC;
+-- As the security definer functions of 0012: this schema, then pg_temp (never a caller's temporary table).
+DO $$
+BEGIN
+  EXECUTE format('ALTER FUNCTION gitops_agent_publish_key(text, bytea) SET search_path = %I, pg_temp', current_schema());
+END;
+$$;
 
 -- The grants of 0012, with the new tables; applied again to every role admitted before this migration.
 CREATE OR REPLACE FUNCTION gitops_grant_engine_instance_role(p_role text) RETURNS void

@@ -428,6 +428,30 @@ describe('an agent connected as instance B reaches nothing of instance A', () =>
     assert.equal(after.find((row) => row.id === b.instance.id)?.cluster_identity, 'cluster-b');
   });
 
+  test('a temporary table named like ours does not make the database take B for A', async () => {
+    // One session: a temporary table lives as long as its session, and pg_temp is searched first for tables.
+    const session = createDb(agentDatabaseUrl(testDb.url, b.admitted), { max: 1 });
+    try {
+      await sql`create temp table engine_instance (id uuid, db_role text, name text, namespace_name text, cluster_identity text, namespace_uid text)`.execute(
+        session,
+      );
+      await sql`insert into pg_temp.engine_instance values (${a.instance.id}::uuid, session_user, ${a.instance.name}, ${a.instance.namespace_name}, '', '')`.execute(
+        session,
+      );
+      await sql`create temp table backend_channel (singleton boolean, name text)`.execute(session);
+      assert.equal((await sessionRole(session)).engineInstanceId, b.instance.id);
+      const seen = await sql`select id from application where id = ${a.applicationId}::uuid`.execute(session);
+      assert.deepEqual(seen.rows, []);
+      await assert.rejects(
+        sql`select * from gitops_agent_register(${a.instance.namespace_name}, 'x', 'x')`.execute(session),
+        /admitted for Argo CD namespace/,
+      );
+      assert.equal(await completeApplicationRelease(session, a.applicationId, b.instance.id), false);
+    } finally {
+      await session.destroy();
+    }
+  });
+
   test("taking A's role, or switching the policies off, is refused", async () => {
     await assert.rejects(sql`set role ${sql.id(a.admitted.role)}`.execute(asB), { code: '42501' });
     await assert.rejects(sql`set session authorization ${sql.id(a.admitted.role)}`.execute(asB), {
