@@ -176,6 +176,8 @@ export function createInstanceKeys(deps: {
   async function check(signal: AbortSignal) {
     if (!keys) return;
     const state = await getInstanceKeyState(db, deps.engineInstanceId(), { keysInUse: keys.keys.length > 1 });
+    // The usual look: one key, the one sealed with, no rotation asked for. Nothing to do, no API request.
+    if (!state.rotationRequested && keys.keys.length === 1 && state.sealingKeyId === keys.active) return;
     const current = await read(signal);
     if (!current.keys) return;
     use(current.keys);
