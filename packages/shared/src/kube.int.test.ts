@@ -1,14 +1,16 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { ErrorCode, isAlreadyExists, isConflict, KubeApiError } from './errors.ts';
+import { ErrorCode, isAlreadyExists, isConflict, isTransientError, KubeApiError } from './errors.ts';
 import {
+  clusterIdentity,
   createEventRecorder,
   deleteIfExists,
   getObject,
   HttpMethod,
-  type KubeConfig,
+  KubeConfig,
   type KubeObject,
   kubeRequest,
   loadKubeConfig,
@@ -235,5 +237,31 @@ describe('Kubernetes helpers against the API server', () => {
     }).catch((e) => e);
     assert.equal(err.code, ErrorCode.kubeUnknownKind);
     assert.equal(err.retryable, true);
+  });
+
+  it("identifies the cluster by kube-system's uid, by the URL when RBAC hides it, and never by a silent API server", async () => {
+    const kubeSystem = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: 'kube-system' });
+    assert.ok(kubeSystem?.metadata.uid);
+    assert.equal(await clusterIdentity(kc), kubeSystem.metadata.uid);
+    // A user who may not read namespaces (403): the API server URL, always the same for that user.
+    const user = loadKubeConfig(process.env.GITOPS_TEST_USER_KUBECONFIG);
+    assert.equal(await clusterIdentity(user), user.getCurrentCluster()?.server);
+    // Nothing listens at the address (an API server restarting): an error to retry, not another cluster's URL.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const { port } = closed.address() as { port: number };
+    await new Promise((resolve) => closed.close(resolve));
+    const away = new KubeConfig();
+    away.loadFromOptions({
+      clusters: [{ ...kc.getCurrentCluster(), name: 'away', server: `https://127.0.0.1:${port}` }],
+      users: [kc.getCurrentUser() ?? { name: 'none' }],
+      contexts: [{ name: 'away', cluster: 'away', user: kc.getCurrentUser()?.name ?? 'none' }],
+      currentContext: 'away',
+    });
+    const err = await clusterIdentity(away).then(
+      (identity) => assert.fail(`an identity without an API server: ${identity}`),
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof KubeApiError && isTransientError(err), String(err));
   });
 });

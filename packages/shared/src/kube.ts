@@ -472,13 +472,17 @@ export async function getObject<T extends KubeObject = KubeObject>(
 
 /**
  * What identifies the cluster behind `kc` across API server URLs: kube-system's uid, or the API server URL
- * when kube-system is not readable (RBAC). Recorded as `engine_instance.cluster_identity`.
+ * when kube-system is not readable (RBAC: 403) or not there. Recorded as `engine_instance.cluster_identity`.
+ * Any other failure (the API server away or restarting, a timeout, a 5xx) is thrown, to be retried: the URL
+ * in its place would be another cluster's identity, and a registered instance's agent would be refused as
+ * running on another cluster (issue 37).
  */
 export async function clusterIdentity(kc: KubeConfig, options: { logger?: Logger } = {}): Promise<string> {
   try {
     const kubeSystem = await getObject(kc, { apiVersion: 'v1', kind: 'Namespace', name: 'kube-system' });
     if (kubeSystem?.metadata.uid) return kubeSystem.metadata.uid;
   } catch (err) {
+    if (!(err instanceof KubeApiError && err.statusCode === 403)) throw err;
     options.logger?.debug(
       { err },
       'kube-system is not readable; using the API server URL as cluster identity',
