@@ -14,7 +14,8 @@
  *
  * start(): each step in order, retried with backoff while it fails for a reason that may pass (the database or
  * the API server is briefly away) for up to `startRetryMs`; then the features' informers, their `open`, the
- * caches, their `beforeStart`, and their `start`. A close() during start ends it with an error ("closed during
+ * caches, their `beforeStart` (retried as a step is: every feature's again, so each must be idempotent), and
+ * their `start`. A close() during start ends it with an error ("closed during
  * start") and leaves nothing running. ready() is true from the end of start() until close().
  */
 import { retryAtStart } from './backoff.ts';
@@ -120,17 +121,19 @@ export function createManager(options: ManagerOptions): Manager {
         throwIfClosed();
       }
       const features = typeof options.features === 'function' ? options.features() : options.features;
-      set = createFeatureSet(features, { logger });
-      set.startInformers();
-      await set.open(closed.signal);
+      const featureSet = createFeatureSet(features, { logger });
+      set = featureSet;
+      featureSet.startInformers();
+      await featureSet.open(closed.signal);
       throwIfClosed();
-      if (!(await set.waitForSync(closed.signal))) {
+      if (!(await featureSet.waitForSync(closed.signal))) {
         throwIfClosed();
         throw new Error(`an informer of the ${name} stopped before it synced`);
       }
-      await set.beforeStart(closed.signal);
+      // Retried as a step is: it reads the database (the agent's crash recovery), which may be away a moment.
+      await runStep({ what: 'the recovery before start', run: (signal) => featureSet.beforeStart(signal) });
       throwIfClosed();
-      set.start();
+      featureSet.start();
       ready = true;
       logger.info(options.readyFields ?? {}, `${name} ready`);
     },

@@ -1,12 +1,17 @@
 /**
- * The agent's start steps (registration.ts) when the API server is away for a moment, as when it restarts while
- * an agent starts (the chaos tier restarts it): the registration waits for it (its step fails with an error the
- * manager retries), it never takes the API server's URL for the identity of another cluster and refuses itself.
+ * An agent that starts while the API server or PostgreSQL is away for a moment, as when one restarts while an
+ * agent starts (the chaos tier restarts both, and kills agents): what may pass is waited for (the manager retries
+ * it, logging what it waits for), never taken for a permanent refusal that ends the process.
+ *
+ * - The registration (registration.ts) with the API server gone: it never takes the API server's URL for the
+ *   identity of another cluster and refuses itself.
+ * - The recovery before start (the operation sweep, after the caches synced) with PostgreSQL gone.
  */
 import assert from 'node:assert/strict';
 import { createDb, getEngineInstanceByName } from '@gitops/db';
 import { startTcpProxy, type TcpProxy } from '@gitops/local-env';
 import {
+  createLogger,
   createMetricsRegistry,
   createSilentLogger,
   getObject,
@@ -14,12 +19,14 @@ import {
   isTransientError,
   KubeConfig,
 } from '@gitops/shared';
+import { eventually } from '@gitops/shared/testing';
 import { afterEach, describe, it } from 'vitest';
+import { buildAgent } from './app.ts';
 import { createAgentRegistration } from './registration.ts';
 import { useAgentFixture } from './testing/agent-fixture.ts';
 
-describe('the agent registration while the API server is away', () => {
-  const f = useAgentFixture({ prefix: 'agent-registration' });
+describe('an agent starting while the API server or PostgreSQL is away', () => {
+  const f = useAgentFixture({ prefix: 'agent-start' });
   const closing: (() => Promise<unknown>)[] = [];
   afterEach(async () => {
     for (const close of closing.splice(0).reverse()) await close();
@@ -94,5 +101,49 @@ describe('the agent registration while the API server is away', () => {
     await register.run(signal);
     assert.equal(restarted.engineInstance()?.cluster_identity, thisCluster);
     assert.equal(restarted.ownRole(), true);
+  });
+
+  it('waits for PostgreSQL gone just before its recovery before start, then starts', async () => {
+    const own = await f.withOwnRole(f.config());
+    const database = new URL(own.databaseUrl);
+    const target = { host: database.hostname, port: Number(database.port) };
+    let proxy = await startTcpProxy({ target });
+    closing.push(() => proxy.stop());
+    const throughProxy = new URL(own.databaseUrl);
+    throughProxy.hostname = '127.0.0.1';
+    throughProxy.port = String(proxy.port);
+    const lines: string[] = [];
+    let gone: Promise<void> | undefined;
+    let back: Promise<TcpProxy> | undefined;
+    // Played at the agent's own log lines, so at the same point of its start every run: PostgreSQL goes away
+    // once the last start step (the active lock) is done, before the caches synced and the sweep reads it ...
+    const logger = createLogger({
+      name: 'cluster-agent',
+      level: 'info',
+      destination: {
+        write(line: string) {
+          lines.push(line);
+          if (!gone && line.includes('"active agent of this engine instance"')) gone = proxy.stop();
+          // ... and comes back on the same address once the agent said it waits for it.
+          if (gone && !back && line.includes('the recovery before start failed; retrying')) {
+            back = gone.then(() => startTcpProxy({ target, port: proxy.port }));
+          }
+        },
+      },
+    });
+    const agent = buildAgent(
+      { ...own, databaseUrl: throughProxy.toString() },
+      { logger, registry: createMetricsRegistry({ defaultMetrics: false }) },
+    );
+    closing.push(() => agent.close());
+    await agent.start().catch((err: unknown) => {
+      throw new Error(`the agent did not start: ${String(err)}\n${lines.slice(-10).join('')}`);
+    });
+    assert.ok(gone, 'PostgreSQL was not taken away');
+    assert.ok(back, 'the agent did not say it waits for PostgreSQL');
+    proxy = await back;
+    assert.equal(agent.ready(), true);
+    // Its active-lock session went with PostgreSQL: it takes the lock again.
+    await eventually('the active lock taken again', async () => agent.isActive() || undefined);
   });
 });
