@@ -82,7 +82,7 @@ function supervise(system: System, env: Record<string, string>, log: (line: stri
         name,
         system
           .start(name, env)
-          .catch((error: unknown) => log(`${name} did not become ready: ${String(error).split('\n')[0]}`))
+          .catch((error: unknown) => log(`${name} did not become ready: ${whyNotReady(error)}`))
           .finally(() => starting.delete(name)),
       );
     }
@@ -108,6 +108,25 @@ function supervise(system: System, env: Record<string, string>, log: (line: stri
       await Promise.all(starting.values());
     },
   };
+}
+
+/**
+ * Why a (re)start did not reach /readyz, on one line: killed by the test meanwhile (the kill loop does not wait
+ * for a restarted service to be ready), or the service's own last fatal log line (why it exited by itself).
+ */
+function whyNotReady(error: unknown): string {
+  const [first = '', ...output] = String(error).split('\n');
+  const fatal = output
+    .map((line) => /^\[[\w-]+\] (\{.*\})$/.exec(line)?.[1])
+    .map((json) => {
+      try {
+        return json ? (JSON.parse(json) as { level?: number; msg?: string; err?: { message?: string } }) : {};
+      } catch {
+        return {};
+      }
+    })
+    .findLast((entry) => (entry.level ?? 0) >= 60);
+  return fatal ? `${first}: ${fatal.msg} (${fatal.err?.message ?? 'no error'})` : first;
 }
 
 export interface ChaosEnvironment {
