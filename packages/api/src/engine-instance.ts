@@ -14,6 +14,11 @@ export const EngineInstanceConditionType = {
   DeletionBlocked: 'DeletionBlocked',
   /** Only while spec.drain is set: True once no tenant and no application is left on the instance. */
   Drained: 'Drained',
+  /**
+   * True while the deletion guard holds deletes of Argo CD Applications (docs/deletion-guard.md); False once
+   * none is held any more (absent before the first hold).
+   */
+  DeletionsHeld: 'DeletionsHeld',
 } as const;
 
 /** Reasons of a GitOpsEngineInstance's conditions. */
@@ -34,6 +39,10 @@ export const EngineInstanceReason = {
   Draining: 'Draining',
   /** Drained False: tenants are left and no other instance takes new tenants. */
   NoDrainTarget: 'NoDrainTarget',
+  /** DeletionsHeld True: deletes are held without proof or beyond the deletion budget. */
+  DeletionGuardTripped: 'DeletionGuardTripped',
+  /** DeletionsHeld False: none is held (confirmed, or no longer to be deleted). */
+  NoDeletionHeld: 'NoDeletionHeld',
 } as const;
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
@@ -62,6 +71,10 @@ export const EngineInstanceMessage = {
     `the engine instance '${instance}' cannot be drained: ${plural(tenants, 'tenant')} left and no other instance takes new tenants (all cordoned, or none registered); uncordon or add one`,
   tenantsMoved: (instance: string, moves: readonly { tenant: string; to: string }[]): string =>
     `moved ${plural(moves.length, 'tenant')} off the draining engine instance '${instance}': ${moves.map((m) => `${m.tenant} → ${m.to}`).join(', ')}`,
+  deletionsHeld: (instance: string, held: number): string =>
+    `the engine instance '${instance}' holds the deletion of ${plural(held, 'Argo CD Application')} (no proof that its GitOpsDeployment is gone, or more deleted at once than its deletion budget allows): nothing they deployed is pruned until each is no longer to be deleted or an operator confirms with \`kubectl gitops instances confirm-deletions ${instance}\``,
+  noDeletionHeld: (instance: string): string =>
+    `the engine instance '${instance}' holds no deletion of an Argo CD Application`,
   cordoned: (instance: string): string =>
     `the engine instance '${instance}' is cordoned: it takes no new tenants`,
   uncordoned: (instance: string): string =>

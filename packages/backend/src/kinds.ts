@@ -29,8 +29,9 @@ export const BACKEND_FIELD_MANAGER = FieldManager.Backend;
 
 /**
  * The shard rule: what a reconcile makes of an object of its kind that carries another backend shard's label
- * (seen by a live read when this shard's cache lacks it): `absent` (its rows go, as for a deleted object) or
- * `untouched` (nothing is done; its rows stay). `kube-reads.ts` applies it; reconcilers do not re-decide it.
+ * (seen by a live read when this shard's cache lacks it; `kube-reads.ts` answers `null`): `absent` (its rows
+ * go, as for a deleted object, but without the proof of a deletion that lets an agent prune:
+ * docs/deletion-guard.md) or `untouched` (nothing is done; its rows stay).
  */
 export type OtherShardObject = 'absent' | 'untouched';
 

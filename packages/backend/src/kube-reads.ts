@@ -88,7 +88,11 @@ export async function readCurrentObject(
       path: `/apis/${resource.apiVersion}/namespaces/${encodeURIComponent(ref.namespace)}/${resource.plural}/${encodeURIComponent(ref.name)}`,
       signal: options.signal,
     });
-    if (!isJsonObject(live) || !isJsonObject(live.metadata)) return undefined;
+    // An answer that is not an object is no proof that it is gone (rows would be deleted for it).
+    if (!isJsonObject(live) || !isJsonObject(live.metadata) || typeof live.metadata.name !== 'string')
+      throw new Error(
+        `the API server answered ${ref.namespace}/${ref.name} with something that is not an object`,
+      );
     const object = live as unknown as KubeObject;
     if (options.selector && !options.selector.matches(object.metadata.labels)) return null;
     return object;
@@ -99,29 +103,17 @@ export async function readCurrentObject(
 }
 
 /**
- * `readCurrentObject` bound to one kind's cache and this backend's shard, with the kind's shard rule applied
- * (`kinds.ts`): what every CR reconciler calls with the key it was given. Another shard's object is
- * `undefined` (absent) for kinds whose rule is `absent`, `null` (leave it alone) for `untouched` ones.
+ * `readCurrentObject` bound to one kind's cache and this backend's shard: what every CR reconciler calls with
+ * the key it was given. Another shard's object is `null`, which the kind's shard rule (`kinds.ts`) makes
+ * absent (`absent`: its rows go, but nothing it deployed is pruned on that ground) or left alone
+ * (`untouched`).
  */
-export function currentObjectReader<S extends OtherShardObject>(
+export function currentObjectReader(
   kc: KubeConfig,
   informer: Pick<Informer<KubeObject>, 'get'>,
-  kind: { resource: { apiVersion: string; plural: string }; otherShard: S },
+  kind: { resource: { apiVersion: string; plural: string }; otherShard: OtherShardObject },
   selector: LabelSelector | undefined,
-): (
-  namespace: string,
-  name: string,
-  signal: AbortSignal,
-) => Promise<KubeObject | undefined | (S extends 'untouched' ? null : never)> {
-  return async (namespace, name, signal) => {
-    const object = await readCurrentObject(
-      kc,
-      informer,
-      kind.resource,
-      { namespace, name },
-      { selector, signal },
-    );
-    if (object !== null) return object;
-    return (kind.otherShard === 'untouched' ? null : undefined) as S extends 'untouched' ? null : never;
-  };
+): (namespace: string, name: string, signal: AbortSignal) => Promise<KubeObject | undefined | null> {
+  return async (namespace, name, signal) =>
+    await readCurrentObject(kc, informer, kind.resource, { namespace, name }, { selector, signal });
 }

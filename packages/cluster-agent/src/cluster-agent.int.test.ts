@@ -157,7 +157,7 @@ describe('cluster-agent', () => {
   /** What the backend writes when a GitOpsDeployment is deleted. */
   async function undeploy(tenant: ClusterUserRow, applicationId: string) {
     const operation = await database.db.transaction().execute(async (trx) => {
-      await deleteApplication(trx, applicationId);
+      await deleteApplication(trx, applicationId, { proven: true });
       return (
         await insertOperation(trx, {
           engineInstanceId,
@@ -591,9 +591,20 @@ describe('cluster-agent', () => {
     });
   });
 
-  it('an Application with our label and no row is deleted (orphan)', async () => {
+  it('an Application with our label and no row is deleted once the deletion of its row was recorded (orphan)', async () => {
     const tenant = await givenTenant(tenantNamespaces[2]!);
     const orphanId = randomUUID();
+    // The backend's proof (application_deletion), as deleteApplication writes it; without it the orphan is kept
+    // (deletion-guard.int.test.ts).
+    await database.db
+      .insertInto('application_deletion')
+      .values({
+        application_id: orphanId,
+        engine_instance_id: engineInstanceId,
+        cluster_user_id: tenant.id,
+        application_name: `orphan-${suffix}`,
+      })
+      .execute();
     await serverSideApply(
       kc,
       {

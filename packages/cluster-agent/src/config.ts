@@ -97,6 +97,40 @@ export const agentConfigSchema = {
     description:
       'an In_Progress row not held by this process for this long is retried (all of them at start: agent crashed)',
   }),
+  // The deletion budget (docs/deletion-guard.md): within one window, an instance deletes with cascading at
+  // most max(MIN, PERCENT % of its Applications), a tenant at most max(TENANT_MIN, TENANT_PERCENT %); a
+  // delete beyond either is held until an operator confirms it or it is no longer wanted.
+  deletionBudgetWindowMs: durationVar('GITOPS_DELETION_BUDGET_WINDOW', {
+    default: '10m',
+    min: '1s',
+    max: '24h',
+    description: 'the window over which the deletion budgets count Applications deleted with cascading',
+  }),
+  deletionBudgetPercent: intVar('GITOPS_DELETION_BUDGET_PERCENT', {
+    default: 10,
+    min: 0,
+    max: 100,
+    description: "share of the instance's Applications it may delete with cascading within one window",
+  }),
+  deletionBudgetMin: intVar('GITOPS_DELETION_BUDGET_MIN', {
+    default: 50,
+    min: 0,
+    max: 1_000_000,
+    description: 'Applications an instance may delete with cascading within one window, whatever its size',
+  }),
+  tenantDeletionBudgetPercent: intVar('GITOPS_TENANT_DELETION_BUDGET_PERCENT', {
+    default: 50,
+    min: 0,
+    max: 100,
+    description: "share of a tenant's Applications the instance may delete with cascading within one window",
+  }),
+  tenantDeletionBudgetMin: intVar('GITOPS_TENANT_DELETION_BUDGET_MIN', {
+    default: 25,
+    min: 0,
+    max: 1_000_000,
+    description:
+      "Applications of one tenant deleted with cascading within one window, whatever the tenant's size",
+  }),
 } as const;
 
 export type AgentConfig = ConfigOf<typeof agentConfigSchema>;

@@ -164,10 +164,39 @@ export async function getApplicationByName(
   return await db.selectFrom('application').selectAll().where('name', '=', name).executeTakeFirst();
 }
 
-/** Deletes the row; its application_state and api_cr_mapping go with it, sync operations keep a NULL link. */
-export async function deleteApplication(db: Kysely<Database>, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('application').where('id', '=', id).executeTakeFirst();
-  return result.numDeletedRows > 0n;
+/**
+ * Deletes the row; its application_state and api_cr_mapping go with it, sync operations keep a NULL link.
+ * `proven`: its GitOpsDeployment was found gone by a live read, so the same statement records the proof that
+ * lets the instance's agent delete the Argo CD Application with cascading (`application_deletion`,
+ * docs/deletion-guard.md). Without it (the deployment still exists, e.g. it moved to another backend shard),
+ * the agent keeps the Application for whichever row comes next under its name.
+ */
+export async function deleteApplication(
+  db: Kysely<Database>,
+  id: string,
+  options: { proven: boolean },
+): Promise<boolean> {
+  if (!options.proven) {
+    const result = await db.deleteFrom('application').where('id', '=', id).executeTakeFirst();
+    return result.numDeletedRows > 0n;
+  }
+  const recorded = await db
+    .with('gone', (q) =>
+      q
+        .deleteFrom('application')
+        .where('id', '=', id)
+        .returning(['id', 'engine_instance_id', 'cluster_user_id', 'name']),
+    )
+    .insertInto('application_deletion')
+    .columns(['application_id', 'engine_instance_id', 'cluster_user_id', 'application_name'])
+    .expression((eb) =>
+      eb
+        .selectFrom('gone')
+        .select(['gone.id', 'gone.engine_instance_id', 'gone.cluster_user_id', 'gone.name']),
+    )
+    .onConflict((oc) => oc.column('application_id').doNothing())
+    .executeTakeFirst();
+  return (recorded.numInsertedOrUpdatedRows ?? 0n) > 0n;
 }
 
 /** One page of an engine instance's applications in id order, for incremental resyncs. */

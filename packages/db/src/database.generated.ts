@@ -49,6 +49,26 @@ export interface Application {
   updated_at: Generated<Timestamp>;
 }
 
+export interface ApplicationDeletion {
+  application_id: string;
+  application_name: string;
+  cluster_user_id: string;
+  deleted_at: Generated<Timestamp>;
+  engine_instance_id: string;
+  pruned_at: Timestamp | null;
+}
+
+export interface ApplicationDeletionHold {
+  application_id: string;
+  application_name: string;
+  cluster_user_id: string | null;
+  confirmed_at: Timestamp | null;
+  engine_instance_id: string;
+  held_at: Generated<Timestamp>;
+  message: string;
+  reason: "Unproven" | "InstanceBudget" | "TenantBudget";
+}
+
 export interface ApplicationState {
   application_id: string;
   created_at: Generated<Timestamp>;
@@ -185,6 +205,8 @@ export interface SyncOperation {
 export interface DB {
   api_cr_mapping: ApiCrMapping;
   application: Application;
+  application_deletion: ApplicationDeletion;
+  application_deletion_hold: ApplicationDeletionHold;
   application_state: ApplicationState;
   backend_channel: BackendChannel;
   cluster_credentials: ClusterCredentials;

@@ -348,6 +348,103 @@ describe('an agent connected as instance B reaches nothing of instance A', () =>
     }
   });
 
+  test("the deletion guard: B cannot forge a proof of deletion, confirm its own holds, or see or hold A's", async () => {
+    const proofFor = (instanceId: string) => ({
+      application_id: randomUUID(),
+      engine_instance_id: instanceId,
+      cluster_user_id: b.tenantId,
+      application_name: 'x',
+    });
+    // A proof is the backend's word: no agent writes one, not even for itself.
+    assert.equal(
+      await attempt(() =>
+        asB
+          .insertInto('application_deletion')
+          .values(proofFor(b.instance.id))
+          .execute()
+          .then((r) => ({ rows: r })),
+      ),
+      'refused',
+    );
+    const hold = (instanceId: string, confirmed: boolean) => ({
+      application_id: randomUUID(),
+      engine_instance_id: instanceId,
+      application_name: 'x',
+      reason: 'Unproven' as const,
+      message: 'held',
+      ...(confirmed ? { confirmed_at: new Date() } : {}),
+    });
+    // Its own hold, yes; one for A, or one already confirmed, no.
+    const own = hold(b.instance.id, false);
+    await asB.insertInto('application_deletion_hold').values(own).execute();
+    assert.equal(
+      await attempt(() =>
+        asB
+          .insertInto('application_deletion_hold')
+          .values(hold(a.instance.id, false))
+          .execute()
+          .then((r) => ({ rows: r })),
+      ),
+      'refused',
+    );
+    assert.equal(
+      await attempt(() =>
+        asB
+          .insertInto('application_deletion_hold')
+          .values(hold(b.instance.id, true))
+          .execute()
+          .then((r) => ({ rows: r })),
+      ),
+      'refused',
+    );
+    // Confirming is an operator's: refused to the agent.
+    assert.equal(
+      await attempt(() =>
+        asB
+          .updateTable('application_deletion_hold')
+          .set({ confirmed_at: new Date() })
+          .where('application_id', '=', own.application_id)
+          .execute()
+          .then((r) => ({ rows: r })),
+      ),
+      'refused',
+    );
+    // A's proofs and holds are invisible to B.
+    const theirs = proofFor(a.instance.id);
+    await testDb.db.insertInto('application_deletion').values(theirs).execute();
+    await testDb.db.insertInto('application_deletion_hold').values(hold(a.instance.id, false)).execute();
+    assert.equal(
+      (await asB.selectFrom('application_deletion').select('engine_instance_id').execute()).some(
+        (r) => r.engine_instance_id === a.instance.id,
+      ),
+      false,
+    );
+    assert.deepEqual(
+      new Set(
+        (await asB.selectFrom('application_deletion_hold').select('engine_instance_id').execute()).map(
+          (r) => r.engine_instance_id,
+        ),
+      ),
+      new Set([b.instance.id]),
+    );
+    // Stamping or deleting A's proof changes nothing.
+    await asB
+      .updateTable('application_deletion')
+      .set({ pruned_at: new Date() })
+      .where('application_id', '=', theirs.application_id)
+      .execute();
+    await asB
+      .deleteFrom('application_deletion')
+      .where('application_id', '=', theirs.application_id)
+      .execute();
+    const intact = await testDb.db
+      .selectFrom('application_deletion')
+      .selectAll()
+      .where('application_id', '=', theirs.application_id)
+      .executeTakeFirst();
+    assert.equal(intact?.pruned_at, null);
+  });
+
   test("functions do not cross over: A's release, another role's grants, a register as A", async () => {
     // B cannot hand over (or learn about) an application A releases.
     await testDb.db

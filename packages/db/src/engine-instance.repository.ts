@@ -264,6 +264,8 @@ export interface EngineInstanceOverview extends EngineInstanceRow {
   applications: number;
   /** Applications moved away whose Argo CD Application this instance has not released yet. */
   releasing: number;
+  /** Deletes of Argo CD Applications the instance's agent holds, not confirmed yet (docs/deletion-guard.md). */
+  deletionsHeld: number;
   /** An agent of the instance listens for its operations now (holds the agent-listening lock). */
   listening: boolean;
   /**
@@ -313,6 +315,12 @@ export async function listEngineInstanceOverviews(
         // An application its new instance is adopting names that instance: not one it still releases.
         .whereRef('a.engine_instance_id', '<>', 'ei.id')
         .as('releasing'),
+      eb
+        .selectFrom('application_deletion_hold as h')
+        .select((c) => c.fn.countAll<number>().as('n'))
+        .whereRef('h.engine_instance_id', '=', 'ei.id')
+        .where('h.confirmed_at', 'is', null)
+        .as('deletions_held'),
       agentListening('ei.id').as('listening'),
       agentSessions('ei.id').as('agents'),
     ])
@@ -326,6 +334,7 @@ export async function listEngineInstanceOverviews(
       tenants: Number(r.tenants),
       applications: Number(r.applications),
       releasing: Number(r.releasing),
+      deletionsHeld: Number(r.deletions_held),
       listening,
       agents: Math.max(Number(r.agents), listening ? 1 : 0),
     };

@@ -5,6 +5,7 @@ export * from './application-state.repository.ts';
 export * from './cluster-user.repository.ts';
 export * from './connection.ts';
 export * from './database.ts';
+export * from './deletion-guard.repository.ts';
 export * from './encryption-keys.ts';
 export * from './engine-instance.repository.ts';
 export * from './engine-instance-role.repository.ts';

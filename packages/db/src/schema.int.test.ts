@@ -248,7 +248,7 @@ describe('applications', () => {
       revision: 'main',
     });
 
-    assert.equal(await deleteApplication(db, application.id), true);
+    assert.equal(await deleteApplication(db, application.id, { proven: true }), true);
     assert.equal(await getApplicationState(db, application.id), undefined);
     assert.equal(await getApiCrMappingByUid(db, crUid), undefined);
     const unlinked = await getSyncOperation(db, syncOperation.id);

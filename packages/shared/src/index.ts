@@ -24,4 +24,5 @@ export * from './periodic.ts';
 export * from './predicates.ts';
 export * from './rate-limiter.ts';
 export * from './service.ts';
+export * from './turns.ts';
 export * from './work-queue.ts';

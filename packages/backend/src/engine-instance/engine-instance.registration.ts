@@ -72,8 +72,8 @@ const OPERATION_GAUGE_STATES = ['Waiting', 'In_Progress', 'Failed'] as const;
 /**
  * Per-instance gauges, read from the database when /metrics is scraped (no cost between scrapes):
  * `gitops_engine_instance_tenants`, `gitops_engine_instance_applications`, `gitops_engine_instance_cordoned`
- * (1 when cordoned) and `gitops_engine_instance_agent_listening` (1 while an agent of the instance holds the
- * listening lock), labelled `engine_instance` with the instance's name; `gitops_operations` (how many) and
+ * (1 when cordoned), `gitops_engine_instance_agent_listening` (1 while an agent of the instance holds the
+ * listening lock) and `gitops_engine_instance_deletions_held` (deletes its deletion guard holds), labelled `engine_instance` with the instance's name; `gitops_operations` (how many) and
  * `gitops_operations_oldest_seconds` (age of the oldest), labelled `engine_instance` and `state` (Waiting,
  * In_Progress, Failed; 0 when there are none). Every backend replica reports the same values; aggregate with
  * max() rather than sum(). `gitops_database_up` is this replica's own: 1 when that read answered within
@@ -103,6 +103,11 @@ export function registerEngineInstanceMetrics(
       cordoned: {
         name: 'gitops_engine_instance_cordoned',
         help: '1 when the engine instance is cordoned (takes no new tenants), else 0',
+        labelNames,
+      },
+      deletionsHeld: {
+        name: 'gitops_engine_instance_deletions_held',
+        help: 'Deletes of Argo CD Applications held by the deletion guard of each engine instance, not confirmed yet',
         labelNames,
       },
       listening: {
@@ -145,6 +150,7 @@ export function registerEngineInstanceMetrics(
           gauges.applications.set(labels, load.applications);
           gauges.cordoned.set(labels, load.cordoned ? 1 : 0);
           gauges.listening.set(labels, load.listening ? 1 : 0);
+          gauges.deletionsHeld.set(labels, load.deletionsHeld);
           for (const state of OPERATION_GAUGE_STATES) {
             gauges.operations.set({ ...labels, state }, 0);
             gauges.oldest.set({ ...labels, state }, 0);

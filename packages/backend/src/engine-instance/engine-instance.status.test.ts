@@ -28,6 +28,7 @@ const overview = (fields: Partial<EngineInstanceOverview> = {}): EngineInstanceO
   tenants: 2,
   applications: 5,
   releasing: 0,
+  deletionsHeld: 0,
   listening: true,
   agents: 2,
   ...fields,
@@ -90,6 +91,28 @@ describe('GitOpsEngineInstance status', () => {
     assert.equal(
       available?.message,
       "no agent of the engine instance 'east' listens now: its tenants' changes wait in the database until one is back",
+    );
+  });
+
+  test('held deletes: DeletionsHeld True with how many and the command to confirm; none left: False, and a reconcile', () => {
+    const status = desiredStatus(object(), overview({ deletionsHeld: 3 }), now);
+    const held = status.conditions?.find((c) => c.type === EngineInstanceConditionType.DeletionsHeld);
+    assert.equal(held?.status, 'True');
+    assert.equal(held?.reason, EngineInstanceReason.DeletionGuardTripped);
+    assert.match(held?.message ?? '', /holds the deletion of 3 Argo CD Applications/);
+    assert.match(held?.message ?? '', /kubectl gitops instances confirm-deletions east/);
+    // None held any more: the condition turns False (it was shown), which is a status to write.
+    assert.equal(needsReconcile(object({ status }), overview(), later), true);
+    const after = desiredStatus(object({ status }), overview(), later);
+    const released = after.conditions?.find((c) => c.type === EngineInstanceConditionType.DeletionsHeld);
+    assert.equal(released?.status, 'False');
+    assert.equal(released?.reason, EngineInstanceReason.NoDeletionHeld);
+    // Never held: no such condition at all.
+    assert.equal(
+      desiredStatus(object(), overview(), now).conditions?.some(
+        (c) => c.type === EngineInstanceConditionType.DeletionsHeld,
+      ),
+      false,
     );
   });
 

@@ -104,6 +104,30 @@ function drainedCondition(
       };
 }
 
+/** DeletionsHeld: True while deletes are held, False once none is (only after it was ever True). */
+function deletionsHeldCondition(
+  name: string,
+  overview: EngineInstanceOverview,
+  shown: boolean,
+): ConditionInput | undefined {
+  const type = EngineInstanceConditionType.DeletionsHeld;
+  if (overview.deletionsHeld > 0)
+    return {
+      type,
+      status: 'True',
+      reason: EngineInstanceReason.DeletionGuardTripped,
+      message: EngineInstanceMessage.deletionsHeld(name, overview.deletionsHeld),
+    };
+  return shown
+    ? {
+        type,
+        status: 'False',
+        reason: EngineInstanceReason.NoDeletionHeld,
+        message: EngineInstanceMessage.noDeletionHeld(name),
+      }
+    : undefined;
+}
+
 /**
  * The status `object` should have given its instance's `overview` (undefined: no agent registered an instance
  * of its name), once its spec is applied. Condition times are kept while a condition's status, reason and
@@ -152,6 +176,12 @@ export function desiredStatus(
   });
   put(availableCondition(name, overview));
   if (specDrain(object)) put(drainedCondition(name, overview, noDrainTarget));
+  const held = deletionsHeldCondition(
+    name,
+    overview,
+    findCondition(existing, EngineInstanceConditionType.DeletionsHeld) !== undefined,
+  );
+  if (held) put(held);
   if (isBeingDeleted(object))
     put({
       type: EngineInstanceConditionType.DeletionBlocked,

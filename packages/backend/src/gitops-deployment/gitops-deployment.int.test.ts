@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
-import { Finalizer, GitOpsDeploymentMessage } from '@gitops/api';
+import { Finalizer, GitOpsDeploymentMessage, Label } from '@gitops/api';
 import {
   completeOperation,
   failOperation,
   getApiCrMappingByUid,
   getApplicationByName,
+  getApplicationDeletion,
   getClusterUser,
   getManagedEnvironment,
   startOperation,
@@ -216,6 +217,35 @@ describe('GitOpsDeployment reconciler', () => {
     assert.equal(last?.owner_uid, cr.metadata.uid);
     assert.equal(last?.state, 'Waiting');
     await eventually('delete announced with an Operation CR', () => f.getOperationCr(last!.id));
+  });
+
+  test('a deleted GitOpsDeployment leaves the proof the agent needs to prune; one relabelled to another backend shard does not', async () => {
+    const proofOf = (applicationId: string) => getApplicationDeletion(f.db, applicationId);
+    const deleted = await applicationOf(await f.applyDeployment(tenant.name, 'proven', automatedSpec));
+    await f.deleteDeployment(tenant.name, 'proven');
+    const proof = await eventually('proof of the deletion recorded', () => proofOf(deleted.id));
+    assert.equal(proof.application_name, deleted.name);
+    assert.equal(proof.engine_instance_id, deleted.engine_instance_id);
+    assert.equal(proof.pruned_at, null);
+
+    // Relabelled to another shard: this backend's rows go (the other shard's take over the Application by its
+    // name), but the GitOpsDeployment exists, so nothing may be pruned for it.
+    const moved = await applicationOf(await f.applyDeployment(tenant.name, 'resharded', automatedSpec));
+    await kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${tenant.name}/gitopsdeployments/resharded`,
+      body: { metadata: { labels: { [Label.BackendShard]: `elsewhere-${f.runLabel}` } } },
+      contentType: 'application/merge-patch+json',
+    });
+    await eventually('row of the relabelled deployment deleted', async () =>
+      (await getApplicationByName(f.db, moved.name)) ? undefined : true,
+    );
+    assert.equal(
+      (await operationsOf(moved.id)).at(-1)?.resource_type,
+      'Application',
+      'the delete is announced',
+    );
+    assert.equal(await proofOf(moved.id), undefined);
   });
 
   test('deleting and re-creating a GitOpsDeployment with the same name three times replaces its application each time', async () => {

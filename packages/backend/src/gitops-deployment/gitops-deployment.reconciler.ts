@@ -181,10 +181,16 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
    * Deletes every application of the GitOpsDeployment `namespace/name` (under its lock), each announced, and
    * logs each with `why` the GitOpsDeployment lets it go.
    */
-  async function deleteApplicationsOf(namespace: string, name: string, logger: Logger, why: string) {
+  async function deleteApplicationsOf(
+    namespace: string,
+    name: string,
+    logger: Logger,
+    why: string,
+    proof: { proven: boolean },
+  ) {
     const result = await db.transaction().execute(async (trx) => {
       await GitOpsDeploymentCr.lock(trx, namespace, name);
-      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
+      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name), proof);
     });
     for (const d of result.deleted) {
       logger.info(
@@ -195,13 +201,23 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     return result;
   }
 
-  /** The CR is gone: every application of this name goes, each announced. */
+  /**
+   * The CR is gone, or another backend shard's (`otherShard`): every application of this name goes, each
+   * announced; only a proven absence lets the agent prune (another shard's rows take the Applications over).
+   */
   async function reconcileGone(
     namespace: string,
     name: string,
     logger: Logger,
+    otherShard: boolean,
   ): Promise<ReconcileResult | undefined> {
-    const { waitingForRelease } = await deleteApplicationsOf(namespace, name, logger, 'is gone');
+    const { waitingForRelease } = await deleteApplicationsOf(
+      namespace,
+      name,
+      logger,
+      otherShard ? 'belongs to another backend shard' : 'is gone',
+      { proven: !otherShard },
+    );
     return waitingForRelease > 0 ? { requeueAfter: RELEASE_WAIT_MS } : undefined;
   }
 
@@ -238,6 +254,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       name,
       logger,
       'is being deleted',
+      { proven: true },
     );
     await recordDeletes(object, deleted);
     // A move's release is on its way: the delete (and so the finalizer) waits for it.
@@ -293,6 +310,8 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
           return await deleteMappedApplications(
             trx,
             await findDeploymentMappings(trx, namespace, name, { exceptUid: uid }),
+            // Another incarnation of the name is live: this one is gone.
+            { proven: true },
           );
         });
         waiting += waitingForRelease;
@@ -358,6 +377,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
         const stale = await deleteMappedApplications(
           trx,
           mappings.filter((m) => m.cr_uid !== uid),
+          { proven: true },
         );
         const result = await applyDesiredApplication(
           trx,
@@ -525,14 +545,14 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    // Undefined also for another shard's object (the kind's shard rule, kinds.ts).
+    // Null for another shard's object (gone for this shard, but not proven gone: kinds.ts).
     const object = await currentObject(namespace, name, context.signal);
     try {
-      if (!object) return await reconcileGone(namespace, name, context.logger);
+      if (!object) return await reconcileGone(namespace, name, context.logger, object === null);
       else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);
       else return await reconcileLive(object, context);
     } catch (err) {
-      await reportUnknownError(object, err, context, writeErrorOccurred);
+      await reportUnknownError(object ?? undefined, err, context, writeErrorOccurred);
       throw err;
     }
   };

@@ -392,7 +392,7 @@ export function createRepositoryCredentialReconciler(
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    // Undefined also for another shard's object (the kind's shard rule, kinds.ts).
+    // Null for another shard's object, absent for this kind (its shard rule, kinds.ts).
     const object = await currentObject(namespace, name, context.signal);
     try {
       if (!object || typeof object.metadata.deletionTimestamp === 'string') {

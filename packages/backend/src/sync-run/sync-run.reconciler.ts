@@ -363,13 +363,13 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    // Undefined also for another shard's object (the kind's shard rule, kinds.ts).
+    // Null for another shard's object, absent for this kind (its shard rule, kinds.ts).
     const object = await currentObject(namespace, name, context.signal);
     try {
       if (!object || isBeingDeleted(object)) await reconcileGone(namespace, name, context.logger);
       else return await reconcileLive(object, context);
     } catch (err) {
-      await reportUnknownError(object, err, context, writeCondition);
+      await reportUnknownError(object ?? undefined, err, context, writeCondition);
       throw err;
     }
     return undefined;

@@ -6,14 +6,18 @@
  * (the backend applies it to the database; docs/engine-instances.md). Those never write the database.
  * `kubectl gitops instances admit <name> --namespace <argocd-namespace> [--secret <name>]`: the instance's own
  * database role (`admitEngineInstance`, migration 0012) with a new password, and the agent's connection string,
- * printed once or written into a Secret.
+ * printed once or written into a Secret. `instances holds|confirm-deletions <name>`: the deletes its deletion
+ * guard holds, and an operator's word that they may go ahead (docs/deletion-guard.md).
  */
 import { EngineInstanceConditionType, FieldManager } from '@gitops/api';
 import {
   type AdmittedEngineInstance,
   admitEngineInstance,
   agentDatabaseUrl,
+  confirmDeletionHolds,
   type Db,
+  getEngineInstanceByName,
+  listDeletionHolds,
   listEngineInstanceOverviews,
   requestInstanceKeyRotation,
 } from '@gitops/db';
@@ -62,8 +66,10 @@ export const instances: Command = async (input) => {
   if (Object.hasOwn(actions, sub)) return await steer(sub as Action, { ...input, args: rest });
   if (sub === 'admit') return await admit({ ...input, args: rest });
   if (sub === 'rotate-key') return await rotateKey({ ...input, args: rest });
+  if (sub === 'holds' || sub === 'confirm-deletions')
+    return await deletionHolds(sub, { ...input, args: rest });
   throw new CliError(
-    `unknown instances subcommand '${sub}': use cordon, uncordon, drain, undrain, admit or rotate-key, or none to list`,
+    `unknown instances subcommand '${sub}': use cordon, uncordon, drain, undrain, admit, rotate-key, holds or confirm-deletions, or none to list`,
   );
 };
 
@@ -372,6 +378,63 @@ async function rotateKey({ args, options, format, ctx, io }: CommandInput): Prom
   io.out(`engine instance ${name}: a new key is asked for; its agent makes and publishes it within seconds`);
   io.out(
     'the backend then re-seals what the instance needs with it, and the agent drops the old key once nothing uses it; follow with: kubectl gitops instances -o wide (KEY)',
+  );
+  return ExitCode.ok;
+}
+
+/**
+ * `instances holds <name>`: the deletes of Argo CD Applications the instance's deletion guard holds, with why
+ * (docs/deletion-guard.md). `instances confirm-deletions <name>`: an operator's word that every delete held now
+ * may go ahead (the agent deletes them, pruning, within seconds); one held later needs its own confirmation.
+ */
+async function deletionHolds(
+  sub: 'holds' | 'confirm-deletions',
+  { args, options, format, ctx, io }: CommandInput,
+): Promise<number> {
+  const [name, ...extra] = args;
+  if (!name || extra.length > 0) throw new CliError(`usage: kubectl gitops instances ${sub} <name>`);
+  if (options.wait) throw new CliError('--wait goes with cordon, uncordon, drain and undrain');
+  const db = await ctx.db();
+  const instance = await getEngineInstanceByName(db, name);
+  if (!instance) {
+    throw new CliError(
+      `no engine instance ${name} is registered (kubectl gitops instances lists them)`,
+      ExitCode.failed,
+    );
+  }
+  const rows =
+    sub === 'holds' ? await listDeletionHolds(db, instance.id) : await confirmDeletionHolds(db, instance.id);
+  const view = rows.map((h) => ({
+    application: h.application_name,
+    applicationId: h.application_id,
+    tenant: h.cluster_user_id,
+    reason: h.reason,
+    heldAt: h.held_at.toISOString(),
+    confirmed: h.confirmed_at !== null,
+    message: h.message,
+  }));
+  if (isStructured(format)) {
+    io.out(formatStructured(format, { name, [sub === 'holds' ? 'holds' : 'confirmed']: view }));
+    return ExitCode.ok;
+  }
+  if (view.length === 0) {
+    io.out(
+      sub === 'holds'
+        ? `engine instance ${name} holds no deletion`
+        : `engine instance ${name}: no unconfirmed deletion to confirm`,
+    );
+    return ExitCode.ok;
+  }
+  io.out(
+    formatTable(
+      ['APPLICATION', 'REASON', 'HELD AT', 'CONFIRMED'],
+      view.map((h) => [h.application, h.reason, h.heldAt, h.confirmed ? 'yes' : 'no']),
+    ),
+  );
+  io.out(
+    sub === 'holds'
+      ? `to let them go ahead (Argo CD prunes what they deployed): kubectl gitops instances confirm-deletions ${name}`
+      : `confirmed ${view.length}: the agent of ${name} deletes them (pruning) within seconds`,
   );
   return ExitCode.ok;
 }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import type { Db } from '@gitops/db';
-import type { KubeConfig, KubeObject, Logger } from '@gitops/shared';
+import { createTurns, type KubeConfig, type KubeObject, type Logger } from '@gitops/shared';
 import { describe, it } from 'vitest';
 import { AgentLabel, appProjectName, clusterAppProjectName } from '../argocd.ts';
 import {
@@ -40,7 +40,7 @@ function depsOf(projects: KubeObject[], applications: KubeObject[] = []): AppPro
     applications: { list: () => applications },
     appProjects: { get: (_namespace, name) => projects.find((p) => p.metadata.name === name) },
     settledProjects: createSettled(),
-    projectQueues: new Map(),
+    projectTurns: createTurns(),
   };
 }
 const options = {
@@ -146,21 +146,22 @@ describe('reconcileProject without writes', () => {
     assert.equal(deps.settledProjects.matches(appProjectName('not-a-uuid'), ABSENT), true);
     assert.equal(deps.settledProjects.matches(clusterAppProjectName('not-a-uuid'), ABSENT), true);
     await new Promise((resolve) => setImmediate(resolve));
-    assert.equal(deps.projectQueues.size, 0);
+    assert.equal(deps.projectTurns.size, 0);
   });
 
   it("one tenant's reconciles run one after the other", async () => {
     const deps = depsOf([]);
     const order: string[] = [];
     let release = () => {};
-    deps.projectQueues.set(
+    void deps.projectTurns.run(
       'not-a-uuid',
-      new Promise<void>((resolve) => {
-        release = () => {
-          order.push('earlier');
-          resolve();
-        };
-      }),
+      () =>
+        new Promise<void>((resolve) => {
+          release = () => {
+            order.push('earlier');
+            resolve();
+          };
+        }),
     );
     const run = reconcileAppProject(deps, 'not-a-uuid', options).then(() => order.push('this'));
     await new Promise((resolve) => setImmediate(resolve));

@@ -12,6 +12,7 @@ import {
   type Logger,
   mergePatch,
   serverSideApply,
+  type Turns,
 } from '@gitops/shared';
 import type { ResourceOutcome } from '../agent-context.ts';
 import {
@@ -45,8 +46,8 @@ export interface AppProjectDeps {
   appProjects: Pick<Informer<KubeObject>, 'get'>;
   /** AppProject name → its owned fields when last found matching, or ABSENT when last found rightly absent. */
   settledProjects: Settled;
-  /** Tenant → the tail of its AppProject reconciles (`reconcileAppProject`). */
-  projectQueues: Map<string, Promise<unknown>>;
+  /** One tenant's AppProject reconciles run one at a time (`reconcileAppProject`). */
+  projectTurns: Turns;
 }
 
 export interface AppProjectOptions {
@@ -164,16 +165,7 @@ export function reconcileAppProject(
   clusterUserId: string,
   options: AppProjectOptions,
 ): Promise<ResourceOutcome> {
-  const queues = deps.projectQueues;
-  const previous = queues.get(clusterUserId) ?? Promise.resolve();
-  const run = previous.catch(() => {}).then(() => reconcileAppProjectNow(deps, clusterUserId, options));
-  queues.set(clusterUserId, run);
-  void run
-    .catch(() => {})
-    .finally(() => {
-      if (queues.get(clusterUserId) === run) queues.delete(clusterUserId);
-    });
-  return run;
+  return deps.projectTurns.run(clusterUserId, () => reconcileAppProjectNow(deps, clusterUserId, options));
 }
 
 /** The tenant's AppProjects from its rows now: applied, or deleted when it has nothing left. */

@@ -1,8 +1,10 @@
 /**
  * Argo CD Applications and AppProjects as one feature: the `Application` and `AppProject` handlers, fast
  * repair (a change to the fields we own, or a deletion, re-checks the object against its row) and the
- * periodic drift resync (rows, live orphans and AppProjects → resource queue).
+ * periodic drift resync (rows, live orphans and AppProjects → resource queue), followed by the deletion
+ * guard's sweep (holds no longer needed, old proofs).
  */
+import { existingApplicationIds } from '@gitops/db';
 import {
   jsonEqual,
   type KubeObject,
@@ -17,6 +19,7 @@ import { type AgentFeature, type FeatureContext, keysOfDatabaseId } from '../age
 import { databaseIdOf } from '../argocd.ts';
 import { resyncOnce } from '../resync/drift.resync.ts';
 import { type ApplicationReconciler, createApplicationReconciler } from './application.reconciler.ts';
+import { deletionBudgetOf, sweepDeletionGuard } from './deletion-guard.ts';
 import { ownedFields } from './settled.ts';
 
 export interface ApplicationFeature extends AgentFeature {
@@ -73,8 +76,8 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
       resync = runPeriodically(
         'drift-resync',
         config.resyncIntervalMs,
-        (signal) =>
-          resyncOnce(
+        async (signal) => {
+          await resyncOnce(
             {
               db: ctx.db,
               logger,
@@ -87,7 +90,19 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
               isProjectSettled: reconciler.isProjectSettled,
             },
             signal,
-          ),
+          );
+          await sweepDeletionGuard(
+            {
+              db: ctx.db,
+              engineInstanceId: ctx.engineInstanceId,
+              namespace: ctx.namespace,
+              applications,
+              deletionBudget: deletionBudgetOf(config),
+              rowExists: (ids) => existingApplicationIds(ctx.db, ctx.engineInstanceId, ids),
+            },
+            logger,
+          );
+        },
         { logger, jitter: 0.25 },
       );
     },

@@ -14,6 +14,7 @@ import {
 } from '@gitops/db';
 import {
   createOwnWrites,
+  createTurns,
   type Informer,
   type KubeObject,
   type Logger,
@@ -50,6 +51,7 @@ import {
   renderApplication,
   requestsNamespaceCreation,
 } from './application.render.ts';
+import { deletionBudgetOf } from './deletion-guard.ts';
 import { createSettled, ownedFields, type Settled } from './settled.ts';
 import { awaitingRelease, completeAdoption, moveStepOf, releaseApplicationsOf } from './tenant-move.ts';
 
@@ -325,8 +327,9 @@ export async function reconcileApplication(
 
 /** The reconciler of the `application` feature: its steps over one set of memos. */
 export function createApplicationReconciler(
-  ctx: AgentContext & Pick<FeatureContext, 'enqueue'>,
+  ctx: AgentContext & Pick<FeatureContext, 'enqueue' | 'config'>,
 ): ApplicationReconciler {
+  const { config } = ctx;
   const deps: ApplicationDeps = {
     kc: ctx.kc,
     db: ctx.db,
@@ -337,11 +340,13 @@ export function createApplicationReconciler(
     enqueue: (type, id) => ctx.enqueue(type, id),
     settledApplications: createSettled(),
     settledProjects: createSettled(),
-    projectQueues: new Map(),
+    projectTurns: createTurns(),
+    deletionTurns: createTurns(),
     tenantsOfPendingDeletes: new Map(),
     syncEnds: boundedWaits(SYNC_END_WAIT_MAX_MS),
     destinationWaits: boundedWaits(DESTINATION_WAIT_MAX_MS),
     ownApplies: createOwnWrites(),
+    deletionBudget: deletionBudgetOf(config),
     reconcileAppProject: (clusterUserId, options) => reconcileAppProject(deps, clusterUserId, options),
   };
   return {

@@ -14,6 +14,7 @@ import {
   type SyncStep,
   syncStepBeforeDelete,
 } from './application.removal.ts';
+import { HOLD_RECHECK_MS } from './deletion-guard.ts';
 
 const ENV = '44444444-4444-4444-8444-444444444444';
 
@@ -149,19 +150,28 @@ describe('the destination of an Application being deleted', () => {
 });
 
 describe('pendingRemoval', () => {
-  it('a sync in the way first, then a destination, then Argo CD deleting; nothing once none is left', () => {
-    assert.deepEqual(pendingRemoval({ syncing: ['a'], waitingFor: ['secret x'], live: ['a', 'b'] }), {
-      reason: 'waiting for the sync of Application a to end before deleting it',
-      requeueAfterMs: SYNC_END_RECHECK_MS,
+  it('a held delete first (the guard decides before anything is touched), then a sync', () => {
+    assert.deepEqual(pendingRemoval({ held: ['held x'], syncing: ['a'], waitingFor: [], live: ['a'] }), {
+      reason: 'held x',
+      requeueAfterMs: HOLD_RECHECK_MS,
     });
-    assert.deepEqual(pendingRemoval({ syncing: [], waitingFor: ['x', 'y'], live: ['a'] }), {
+  });
+  it('a sync in the way first, then a destination, then Argo CD deleting; nothing once none is left', () => {
+    assert.deepEqual(
+      pendingRemoval({ held: [], syncing: ['a'], waitingFor: ['secret x'], live: ['a', 'b'] }),
+      {
+        reason: 'waiting for the sync of Application a to end before deleting it',
+        requeueAfterMs: SYNC_END_RECHECK_MS,
+      },
+    );
+    assert.deepEqual(pendingRemoval({ held: [], syncing: [], waitingFor: ['x', 'y'], live: ['a'] }), {
       reason: 'x; y',
       requeueAfterMs: 2_000,
     });
-    assert.deepEqual(pendingRemoval({ syncing: [], waitingFor: [], live: ['a', 'b'] }), {
+    assert.deepEqual(pendingRemoval({ held: [], syncing: [], waitingFor: [], live: ['a', 'b'] }), {
       reason: 'waiting for Argo CD to delete Application a, b',
       requeueAfterMs: PENDING_DELETE_RECHECK_MS,
     });
-    assert.equal(pendingRemoval({ syncing: [], waitingFor: [], live: [] }), undefined);
+    assert.equal(pendingRemoval({ held: [], syncing: [], waitingFor: [], live: [] }), undefined);
   });
 });

@@ -2,9 +2,10 @@
  * The delete path of an Application row: once the row is gone its Argo CD Application is deleted (with
  * cascading: Argo CD prunes what it deployed), but only when nothing is in the way of that prune — no sync of
  * it running (`endSyncBeforeDelete`) and Argo CD knowing its destination cluster (`destinationNotReady`).
- * Once none is left, the tenant's AppProjects are updated. Every step is a function over `RemovalDeps`.
+ * It must also be proven and within the deletion budget (deletion-guard.ts). Once none is left, the tenant's
+ * AppProjects are updated. Every step is a function over `RemovalDeps`.
  */
-import { type Db, isManagedEnvironmentOnEngineInstance } from '@gitops/db';
+import { type Db, isManagedEnvironmentOnEngineInstance, settleApplicationDeletion } from '@gitops/db';
 import {
   collectionPath,
   deleteIfExists,
@@ -28,6 +29,7 @@ import {
   managedEnvironmentClusterName,
 } from '../argocd.ts';
 import type { AppProjectOptions } from './app-project.reconciler.ts';
+import { admitDeletion, type DeletionGuardDeps, HOLD_RECHECK_MS } from './deletion-guard.ts';
 
 /** How often a pending delete is re-checked if the Application's delete event is missed. */
 export const PENDING_DELETE_RECHECK_MS = 10_000;
@@ -66,7 +68,7 @@ export function boundedWaits(maxMs: number, now: () => number = Date.now): Bound
   };
 }
 
-export interface RemovalDeps {
+export interface RemovalDeps extends DeletionGuardDeps {
   kc: KubeConfig;
   db: Db;
   /** The Argo CD namespace. */
@@ -262,11 +264,17 @@ export async function destinationNotReady(
 /** What became of one live Application on the delete path. */
 type Removal =
   | { step: 'deleting' }
+  | { step: 'held'; reason: string }
   | { step: 'syncing' }
   | { step: 'waiting'; reason: string }
   | { step: 'deleted'; accepted: boolean };
 
-async function removeApplication(deps: RemovalDeps, app: KubeObject, options: StepOptions): Promise<Removal> {
+async function removeApplication(
+  deps: RemovalDeps,
+  id: string,
+  app: KubeObject,
+  options: StepOptions,
+): Promise<Removal> {
   const { name, uid } = app.metadata;
   if (app.metadata.deletionTimestamp) {
     // Deleted with an operation still set (e.g. by a process before a restart): Argo CD would never
@@ -274,6 +282,9 @@ async function removeApplication(deps: RemovalDeps, app: KubeObject, options: St
     if (hasOperation(app)) await withdrawOperation(deps, app, options);
     return { step: 'deleting' };
   }
+  // Before anything is touched (a sync withdrawn is a change too): is this delete proven and within budget?
+  const verdict = await admitDeletion(deps, id, app, options.logger);
+  if (!verdict.admitted) return { step: 'held', reason: verdict.message };
   if (await endSyncBeforeDelete(deps, app, options)) return { step: 'syncing' };
   const notReady = await destinationNotReady(deps, app, options);
   if (notReady !== undefined) return { step: 'waiting', reason: notReady };
@@ -291,10 +302,12 @@ async function removeApplication(deps: RemovalDeps, app: KubeObject, options: St
  * `live`: names of all the Applications found.
  */
 export function pendingRemoval(found: {
+  held: readonly string[];
   syncing: readonly string[];
   waitingFor: readonly string[];
   live: readonly string[];
 }): { reason: string; requeueAfterMs: number } | undefined {
+  if (found.held.length > 0) return { reason: found.held.join('; '), requeueAfterMs: HOLD_RECHECK_MS };
   if (found.syncing.length > 0)
     return {
       reason: `waiting for the sync of Application ${found.syncing.join(', ')} to end before deleting it`,
@@ -323,23 +336,27 @@ export async function deleteApplicationsOf(
   const tenants = deps.tenantsOfPendingDeletes.get(id) ?? new Set<string>();
   for (const owner of options.ownerUserIds) tenants.add(owner);
   let deleted = false;
+  const held: string[] = [];
   const syncing: string[] = [];
   const waitingFor: string[] = [];
   for (const app of live) {
     const tenant = app.metadata.labels?.[AgentLabel.ClusterUserId];
     if (tenant) tenants.add(tenant);
-    const removal = await removeApplication(deps, app, options);
+    const removal = await removeApplication(deps, id, app, options);
+    if (removal.step === 'held') held.push(removal.reason);
     if (removal.step === 'syncing') syncing.push(app.metadata.name);
     if (removal.step === 'waiting') waitingFor.push(removal.reason);
     if (removal.step === 'deleted') deleted = removal.accepted || deleted;
   }
-  const pending = pendingRemoval({ syncing, waitingFor, live: live.map((app) => app.metadata.name) });
+  const pending = pendingRemoval({ held, syncing, waitingFor, live: live.map((app) => app.metadata.name) });
   if (pending) {
     // Not gone yet: its tenants are kept (their AppProjects are updated once it is).
     deps.tenantsOfPendingDeletes.set(id, tenants);
     return { status: 'pending', ...pending, changed: deleted };
   }
   deps.tenantsOfPendingDeletes.delete(id);
+  // Nothing of it is left: its hold (if any) and an unused proof go.
+  await settleApplicationDeletion(deps.db, id);
   for (const tenant of tenants) {
     await deps.reconcileAppProject(tenant, { ...options, goneApplicationIds: [id] });
   }

@@ -375,7 +375,7 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
     assert.equal(await secret(), undefined);
 
     // When its row is deleted and the agent is told
-    await deleteApplication(f.db, app.id);
+    await deleteApplication(f.db, app.id, { proven: true });
     const operationId = await announce({
       resourceType: 'Application',
       resourceId: app.id,
