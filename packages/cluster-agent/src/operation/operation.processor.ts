@@ -13,7 +13,9 @@
 import { API_GROUP_VERSION, Kind, Label, operationCrName, Plural } from '@gitops/api';
 import {
   type Db,
+  FINISHED_OPERATION_STATES,
   finishOperations,
+  OPERATION_RESOURCE_TYPES,
   type OperationResourceType,
   type OperationRow,
   retryOperation,
@@ -115,6 +117,10 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
     help: 'Operations finished by the cluster-agent, by resource type and final state',
     labelNames: ['resource_type', 'state'],
   });
+  // Every series exists from the start at 0: `increase()` (GitOpsOperationsFailing) counts a series' first
+  // sample as its baseline, so a series born at 1 would hide the first failure after every start.
+  for (const resource_type of OPERATION_RESOURCE_TYPES)
+    for (const state of FINISHED_OPERATION_STATES) finished.inc({ resource_type, state }, 0);
   const retried = getOrCreateCounter(options.registry, {
     name: 'operations_retried_total',
     help: 'Operation attempts that failed and were scheduled again',
