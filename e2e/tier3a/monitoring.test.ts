@@ -1,13 +1,16 @@
 /**
  * Tier 3a: the monitoring component (manifests/components/monitoring) against a real Prometheus (Debian's
  * `prometheus`, installed by scripts/setup-machine.sh) scraping the backend and the cluster-agent every second.
- * Every query of every dashboard panel returns series; the alerts fire on their fault and resolve after it:
- * the agent stopped (operations pending, an instance without a listening agent), the backend's database
- * connection refused (database unreachable).
+ * Every query of every dashboard panel returns series; every alert fires on its fault, caused for real, and
+ * resolves after it: the agent stopped (operations pending, an instance without a listening agent), the
+ * backend's database connection refused (database unreachable, reconcile errors), an admission policy of the
+ * cluster refusing the agent's Applications (operations failing), a transaction holding a lock on
+ * application_state (status lag), a provisioned namespace's ServiceAccount deleted so its short token cannot be
+ * renewed (token expiring).
  *
  * The rules Prometheus loads are the PrometheusRule's `spec` with two changes for a test's time scale: every
- * `for:` is 1 s, and the thresholds in TEST_THRESHOLDS are lowered (each must be found in the rule as written,
- * so a changed rule fails here rather than silently testing something else).
+ * `for:` is 1 s, and the thresholds and range windows in TEST_CHANGES are lowered (each must be found in the rule
+ * as written, so a changed rule fails here rather than silently testing something else).
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -23,17 +26,38 @@ import {
   type TcpProxy,
   waitFor,
 } from '@gitops/local-env';
+import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { get, paths, remove } from '../fixture/kube.ts';
-import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import { create, get, paths, remove } from '../fixture/kube.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem, syncedAndHealthy } from '../fixture/played-argo-cd.ts';
+import { randomSuffix } from '../fixture/system.ts';
 
 const componentDir = join(repoRoot, 'manifests', 'components', 'monitoring');
+const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+const ADMISSION = '/apis/admissionregistration.k8s.io/v1';
+const APPSTUDIO = '/apis/appstudio.redhat.com/v1alpha1';
 
-/** Alert → [the threshold as the rule writes it, the one this test uses]. */
-const TEST_THRESHOLDS: Record<string, [string, string]> = {
-  GitOpsOperationsPending: ['> 600', '> 3'],
+/** Alert → [text of its expr as the rule writes it, what this test uses instead] (every occurrence). */
+const TEST_CHANGES: Record<string, [string, string][]> = {
+  GitOpsOperationsPending: [['> 600', '> 3']],
+  GitOpsOperationsFailing: [['[15m]', '[20s]']],
+  GitOpsReconcileErrors: [['[5m]', '[20s]']],
+  GitOpsStatusLag: [
+    ['[5m]', '[20s]'],
+    ['> 30', '> 3'],
+  ],
+  // The backend below asks for 10 min tokens and renews them within 580 s of expiry: 560 s left means the
+  // renewal has been failing for 20 s (as 14 days do for 1 year tokens renewed within 30 days of expiry).
+  GitOpsNamespaceProvisionerTokenExpiring: [['< 14 * 86400', '< 560']],
+};
+/** The backend's token times that go with GitOpsNamespaceProvisionerTokenExpiring's test threshold. */
+const TOKEN_ENV = {
+  GITOPS_NAMESPACE_PROVISIONER_TOKEN_LIFETIME: '10m',
+  GITOPS_NAMESPACE_PROVISIONER_TOKEN_RENEW_BEFORE: '580s',
+  GITOPS_NAMESPACE_PROVISIONER_TOKEN_CHECK_INTERVAL: '1s',
 };
 
 interface Rule {
@@ -49,10 +73,9 @@ async function testRules(): Promise<{ groups: { name: string; rules: Rule[] }[] 
   for (const group of rule.spec.groups) {
     for (const r of group.rules) {
       if (r.for !== undefined) r.for = '1s';
-      const threshold = r.alert ? TEST_THRESHOLDS[r.alert] : undefined;
-      if (threshold) {
-        assert.ok(r.expr.includes(threshold[0]), `${r.alert}: "${threshold[0]}" not in its expr`);
-        r.expr = r.expr.replace(threshold[0], threshold[1]);
+      for (const [written, used] of (r.alert && TEST_CHANGES[r.alert]) || []) {
+        assert.ok(r.expr.includes(written), `${r.alert}: "${written}" not in its expr`);
+        r.expr = r.expr.replaceAll(written, used);
       }
     }
   }
@@ -83,6 +106,10 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
   let work: string;
   let tenant: string;
   const ports = { backend: 0, agent: 0 };
+  /** The agent gives an operation up after 2 attempts (10 by default, minutes apart). */
+  const agentEnv = () => ({ HTTP_PORT: String(ports.agent), OPERATION_MAX_ATTEMPTS: '2' });
+  /** Cluster-scoped objects a test made (deleted in afterAll too, should it fail before it does). */
+  const clusterObjects: string[] = [];
   const promLogs: string[] = [];
 
   const api = async <T>(path: string): Promise<T> => {
@@ -112,8 +139,12 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
     dbUrl.host = `127.0.0.1:${proxy.port}`;
     ports.backend = await freePort();
     ports.agent = await freePort();
-    await f.system.start('backend', { HTTP_PORT: String(ports.backend), DATABASE_URL: dbUrl.toString() });
-    await f.system.start('cluster-agent', { HTTP_PORT: String(ports.agent) });
+    await f.system.start('backend', {
+      HTTP_PORT: String(ports.backend),
+      DATABASE_URL: dbUrl.toString(),
+      ...TOKEN_ENV,
+    });
+    await f.system.start('cluster-agent', agentEnv());
     tenant = await f.given.tenant();
 
     work = await mkdtemp(join(tmpdir(), 'tier3a-prometheus-'));
@@ -150,6 +181,7 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
   }, 300_000);
 
   afterAll(async () => {
+    for (const path of clusterObjects) await remove(f.system.kc, path).catch(() => {});
     await prometheus?.stop();
     await f?.system.kill('backend');
     await proxy?.stop();
@@ -206,7 +238,7 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
         (await alertState('GitOpsOperationsPending', { ...instance, state: 'Waiting' })) === 'firing',
       120_000,
     );
-    await f.system.start('cluster-agent', { HTTP_PORT: String(ports.agent) });
+    await f.system.start('cluster-agent', agentEnv());
     await eventually(
       'both alerts resolved',
       async () =>
@@ -216,23 +248,238 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
     );
   });
 
-  it("the backend's database refused: database unreachable fires; reachable again: it resolves", async () => {
+  it("the backend's database refused: database unreachable and reconcile errors fire; reachable again: both resolve", async () => {
+    const backend = { component: 'backend' };
     assert.equal(await alertState('GitOpsDatabaseUnreachable'), undefined);
+    assert.equal(await alertState('GitOpsReconcileErrors', backend), undefined);
     // Close the proxy (new connections refused) and cut what it forwards (the pool's connections die).
     const port = proxy.port;
     proxy.cut();
     await proxy.stop();
+    // A change meanwhile: the backend's reconciles of it fail (and are retried) while the database refuses.
+    const gd = await f.when.deployed(tenant, 'during-outage', {
+      repoURL: 'https://github.com/example/repo',
+      path: 'c',
+    });
     await eventually(
-      'GitOpsDatabaseUnreachable firing',
-      async () => (await alertState('GitOpsDatabaseUnreachable', { component: 'backend' })) === 'firing',
+      'GitOpsDatabaseUnreachable and GitOpsReconcileErrors firing',
+      async () =>
+        (await alertState('GitOpsDatabaseUnreachable', backend)) === 'firing' &&
+        (await alertState('GitOpsReconcileErrors', backend)) === 'firing',
       120_000,
     );
     proxy = await startTcpProxy({ target: dbTarget, port });
+    // The change goes through once the database answers; then no reconcile fails any more.
+    await eventually('the Application of the change', () =>
+      get(f.system.kc, paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`)),
+    );
     await eventually(
-      'GitOpsDatabaseUnreachable resolved',
-      async () => (await alertState('GitOpsDatabaseUnreachable')) === undefined,
+      'GitOpsDatabaseUnreachable and GitOpsReconcileErrors resolved',
+      async () =>
+        (await alertState('GitOpsDatabaseUnreachable')) === undefined &&
+        (await alertState('GitOpsReconcileErrors', backend)) === undefined,
       120_000,
     );
     await remove(f.system.kc, paths.gitopsDeployment(tenant, 'while-away')).catch(() => {});
+  });
+
+  it("an admission policy refuses the agent's Applications: operations failing fires; the policy gone: it resolves", async () => {
+    const applications = { resource_type: 'Application' };
+    assert.equal(await alertState('GitOpsOperationsFailing', applications), undefined);
+    // A change freeze of the cluster: a ValidatingAdmissionPolicy that denies new Applications in the
+    // instance's Argo CD namespace.
+    const policy = `e2e-freeze-${randomSuffix()}`;
+    const message = `a change freeze denies new Applications (${policy})`;
+    await create(f.system.kc, `${ADMISSION}/validatingadmissionpolicies`, {
+      metadata: { name: policy },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': f.system.argoCdNamespace } },
+          resourceRules: [
+            {
+              apiGroups: ['argoproj.io'],
+              apiVersions: ['*'],
+              operations: ['CREATE'],
+              resources: ['applications'],
+            },
+          ],
+        },
+        validations: [{ expression: 'false', message }],
+      },
+    });
+    clusterObjects.push(`${ADMISSION}/validatingadmissionpolicies/${policy}`);
+    await create(f.system.kc, `${ADMISSION}/validatingadmissionpolicybindings`, {
+      metadata: { name: policy },
+      spec: { policyName: policy, validationActions: ['Deny'] },
+    });
+    clusterObjects.push(`${ADMISSION}/validatingadmissionpolicybindings/${policy}`);
+    // In force once the API server has loaded it: an Application (dry run) is refused.
+    const refused = async () => {
+      try {
+        await kubeRequest(f.system.kc, {
+          method: HttpMethod.POST,
+          path: paths.applications(f.system.argoCdNamespace),
+          query: { dryRun: 'All' },
+          body: {
+            apiVersion: 'argoproj.io/v1alpha1',
+            kind: 'Application',
+            metadata: { name: 'dry-run' },
+            spec: { project: 'default', destination: {}, source: { repoURL: 'https://example.com/r' } },
+          },
+        });
+        return false;
+      } catch (error) {
+        if (String(error).includes(message)) return true;
+        throw error;
+      }
+    };
+    await eventually('the policy in force', refused);
+
+    const gd = await f.when.deployed(tenant, 'frozen', {
+      repoURL: 'https://github.com/example/repo',
+      path: 'd',
+    });
+    try {
+      await eventually(
+        'GitOpsOperationsFailing firing',
+        async () => (await alertState('GitOpsOperationsFailing', applications)) === 'firing',
+        120_000,
+      );
+      assert.ok(
+        f.logs.some((line) => line.startsWith('[cluster-agent]') && line.includes('operation failed')),
+        'the agent logged the failed operation',
+      );
+    } finally {
+      // The freeze lifted (also when the alert did not fire: the next tests need Applications).
+      for (const path of clusterObjects.splice(0).reverse()) await remove(f.system.kc, path);
+    }
+    await eventually('the policy lifted', async () => !(await refused()));
+    // The deployment changed again: its Application is made, and nothing fails any more.
+    await f.when.edited(gd, { source: { repoURL: 'https://github.com/example/repo', path: 'e' } });
+    await eventually('the Application of the deployment', () =>
+      get(f.system.kc, paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`)),
+    );
+    await eventually(
+      'GitOpsOperationsFailing resolved',
+      async () => (await alertState('GitOpsOperationsFailing')) === undefined,
+      120_000,
+    );
+  });
+
+  it('a transaction holds a lock on application_state: status lag fires; committed: it resolves', async () => {
+    const agentQueue = { component: 'cluster-agent', name: 'cluster-agent-application-status' };
+    assert.equal(await alertState('GitOpsStatusLag', agentQueue), undefined);
+    const gd = await f.when.deployed(tenant, 'lagging', {
+      repoURL: 'https://github.com/example/repo',
+      path: 'f',
+    });
+    const appName = `gitopsdepl-${gd.metadata.uid}`;
+    await eventually('the Application', () =>
+      get(f.system.kc, paths.application(f.system.argoCdNamespace, appName)),
+    );
+    await f.argoCd.reportStatus(appName, { sync: { status: 'Synced' }, health: { status: 'Healthy' } });
+    await f.expect.deployment(gd).is('Synced and Healthy', syncedAndHealthy);
+
+    // A long transaction (a manual session, a migration) locks application_state against writes.
+    const holder = new pg.Client({ connectionString: f.system.database.url });
+    const observer = new pg.Client({ connectionString: f.system.database.url });
+    await holder.connect();
+    await observer.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE application_state IN SHARE MODE');
+      // Argo CD's status changes: the agent's write of it waits for the lock ...
+      await f.argoCd.reportStatus(appName, { sync: { status: 'OutOfSync' }, health: { status: 'Healthy' } });
+      await eventually('the agent waiting for the lock on application_state', async () => {
+        const { rows } = await observer.query<{ waiting: number }>(
+          `SELECT count(*)::int AS waiting FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+           WHERE c.relname = 'application_state' AND NOT l.granted`,
+        );
+        return rows[0]?.waiting === 1;
+      });
+      // ... and the next change waits in the status queue behind it, as long as the transaction stays open.
+      await f.argoCd.reportStatus(appName, { sync: { status: 'OutOfSync' }, health: { status: 'Degraded' } });
+      await new Promise((resolve) => setTimeout(resolve, 6_000));
+      await holder.query('COMMIT');
+    } finally {
+      await holder.end();
+      await observer.end();
+    }
+    await f.expect.deployment(gd).is('Degraded', (status) => status.health?.status === 'Degraded');
+    await eventually(
+      'GitOpsStatusLag firing',
+      async () => (await alertState('GitOpsStatusLag', agentQueue)) === 'firing',
+      120_000,
+    );
+    await eventually(
+      'GitOpsStatusLag resolved',
+      async () => (await alertState('GitOpsStatusLag')) === undefined,
+      120_000,
+    );
+  });
+
+  it("a provisioned namespace's ServiceAccount deleted: its token is not renewed and token expiring fires; back: it resolves", async () => {
+    // A DeploymentTargetClaim provisioned a namespace, a ServiceAccount there and a kubeconfig Secret holding
+    // its 10 min token (TOKEN_ENV).
+    const className = `e2e-monitoring-${randomSuffix()}`;
+    await create(f.system.kc, `${APPSTUDIO}/deploymenttargetclasses`, {
+      apiVersion: 'appstudio.redhat.com/v1alpha1',
+      kind: 'DeploymentTargetClass',
+      metadata: { name: className },
+      spec: { provisioner: 'managed-gitops.redhat.com/namespace', reclaimPolicy: 'Delete' },
+    });
+    clusterObjects.push(`${APPSTUDIO}/deploymenttargetclasses/${className}`);
+    const claimPath = `${APPSTUDIO}/namespaces/${tenant}/deploymenttargetclaims/expiring-dtc`;
+    await create(f.system.kc, `${APPSTUDIO}/namespaces/${tenant}/deploymenttargetclaims`, {
+      apiVersion: 'appstudio.redhat.com/v1alpha1',
+      kind: 'DeploymentTargetClaim',
+      metadata: { name: 'expiring-dtc', labels: { [SHARD_LABEL]: f.system.shard } },
+      spec: { deploymentTargetClassName: className },
+    });
+    const target = await eventually(
+      'the provisioned target Bound',
+      async () => {
+        const t = await get(
+          f.system.kc,
+          `${APPSTUDIO}/namespaces/${tenant}/deploymenttargets/expiring-dtc-dt`,
+        );
+        return (t?.status as { phase?: string } | undefined)?.phase === 'Bound' ? t : undefined;
+      },
+      120_000,
+    );
+    const provisioned = (target.spec as { kubernetesCredentials: { defaultNamespace: string } })
+      .kubernetesCredentials.defaultNamespace;
+    const labels = { namespace: tenant, deployment_target: 'expiring-dtc-dt' };
+    assert.equal(await alertState('GitOpsNamespaceProvisionerTokenExpiring', labels), undefined);
+
+    // Without its ServiceAccount, the token cannot be renewed when due: it runs towards its expiry.
+    const serviceAccounts = `/api/v1/namespaces/${provisioned}/serviceaccounts`;
+    await remove(f.system.kc, `${serviceAccounts}/gitops-deployer`);
+    await eventually(
+      'GitOpsNamespaceProvisionerTokenExpiring firing',
+      async () => (await alertState('GitOpsNamespaceProvisionerTokenExpiring', labels)) === 'firing',
+      120_000,
+    );
+    assert.ok(
+      f.logs.some((line) => line.includes('provisioned namespace token renewal failed')),
+      'the backend logged the failed renewal',
+    );
+
+    // The ServiceAccount back: the next round renews the token, and the alert resolves.
+    await create<KubeObject>(f.system.kc, serviceAccounts, { metadata: { name: 'gitops-deployer' } });
+    await eventually(
+      'GitOpsNamespaceProvisionerTokenExpiring resolved',
+      async () => (await alertState('GitOpsNamespaceProvisionerTokenExpiring')) === undefined,
+      120_000,
+    );
+    await remove(f.system.kc, claimPath);
+    await eventually(
+      'the claim and its namespace gone',
+      async () =>
+        (await get(f.system.kc, claimPath)) === undefined &&
+        (await get(f.system.kc, paths.namespace(provisioned))) === undefined,
+      120_000,
+    );
   });
 });
