@@ -18,9 +18,11 @@ import {
   failOperation,
   getEngineInstanceByName,
   getOperation,
+  holdDeletion,
   insertRepositoryCredentials,
   listDueWaitingOperations,
   type OperationRow,
+  releaseDeletionHold,
   SealContext,
   startOperation,
   upsertClusterUser,
@@ -30,6 +32,7 @@ import { HttpMethod, type KubeObject, kubeRequest, loadKubeConfig } from '@gitop
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { conditionOf } from './kube.ts';
 import { type CliRun, described, runCli, wrapperPath } from './testing/run-cli.ts';
 
 const spec = automatedTestDataSpec;
@@ -422,6 +425,51 @@ describe('kubectl gitops instances', () => {
     const uncordon = await cli(['instances', 'uncordon', instance, '--wait']);
     assert.equal(uncordon.code, 0, described(uncordon));
     await eventually('uncordoned in the database', async () => (await cordonedInDb()) === false || undefined);
+  });
+
+  test('holds lists the deletes the deletion guard holds (DeletionsHeld on the object); confirm-deletions lets them go', async () => {
+    const row = await getEngineInstanceByName(f.db, instance);
+    assert.ok(row);
+    const applicationId = randomUUID();
+    // What the agent records when it holds a delete (deletion-guard.ts).
+    await holdDeletion(f.db, {
+      applicationId,
+      engineInstanceId: row.id,
+      clusterUserId: undefined,
+      applicationName: 'gitopsdepl-held',
+      reason: 'Unproven',
+      message: 'Application gitopsdepl-held is not deleted: held for the test',
+    });
+    const holds = await cli(['instances', 'holds', instance]);
+    assert.equal(holds.code, 0, described(holds));
+    assert.match(holds.stdout, /^APPLICATION\s+REASON\s+HELD AT\s+CONFIRMED\n/);
+    assert.match(holds.stdout, /^gitopsdepl-held\s+Unproven\s+\S+\s+no$/m);
+    assert.match(holds.stdout, new RegExp(`kubectl gitops instances confirm-deletions ${instance}`));
+    const held = await eventually('DeletionsHeld True on the GitOpsEngineInstance', async () => {
+      const condition = conditionOf(await engineInstanceObject(instance), 'DeletionsHeld');
+      return condition?.status === 'True' ? condition : undefined;
+    });
+    assert.match(held.message ?? '', /holds the deletion of 1 Argo CD Application /);
+
+    const confirm = await cli(['instances', 'confirm-deletions', instance, '-o', 'json']);
+    assert.equal(confirm.code, 0, described(confirm));
+    const confirmed = json<{ name: string; confirmed: { application: string; confirmed: boolean }[] }>(
+      confirm,
+    );
+    assert.deepEqual(
+      confirmed.confirmed.map((c) => [c.application, c.confirmed]),
+      [['gitopsdepl-held', true]],
+    );
+    const nothingLeft = await cli(['instances', 'confirm-deletions', instance]);
+    assert.match(nothingLeft.stdout, /no unconfirmed deletion to confirm/);
+    await eventually('DeletionsHeld False once none waits for a confirmation', async () =>
+      conditionOf(await engineInstanceObject(instance), 'DeletionsHeld')?.status === 'False'
+        ? true
+        : undefined,
+    );
+    const unknown = await cli(['instances', 'holds', `no-such-${randomUUID().slice(0, 8)}`]);
+    assert.equal(unknown.code, 1, described(unknown));
+    await releaseDeletionHold(f.db, applicationId);
   });
 
   test('drain and undrain patch spec.drain; an unknown instance is exit code 1', async () => {

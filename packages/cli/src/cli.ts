@@ -96,7 +96,12 @@ kubectl gitops instances admit <name> --namespace <argocd-namespace> [--secret <
   and prints its name.
 kubectl gitops instances rotate-key <name>
   Asks the instance's agent for a new key pair; the backend re-seals its credentials with it, then the agent
-  drops the old key. Nothing stops meanwhile.`,
+  drops the old key. Nothing stops meanwhile.
+kubectl gitops instances holds <name>
+  The deletes of Argo CD Applications the instance's deletion guard holds (no proof that the GitOpsDeployment
+  is gone, or beyond the deletion budget), with why (docs/deletion-guard.md).
+kubectl gitops instances confirm-deletions <name>
+  An operator's word: every delete held now goes ahead (Argo CD prunes what those Applications deployed).`,
   },
 };
 
