@@ -94,8 +94,15 @@ async function dashboardQueries(): Promise<{ panel: string; expr: string }[]> {
 
 interface Alert {
   labels: Record<string, string>;
+  annotations: Record<string, string>;
   state: 'pending' | 'firing';
 }
+
+/**
+ * Target labels the Prometheus Operator gives every series it scrapes through the base's ServiceMonitor
+ * (manifests/base/servicemonitor.yaml): a metric label of the same name is renamed `exported_<name>`.
+ */
+const operatorLabels = (service: string) => ({ namespace: 'gitops-service', service, endpoint: 'http' });
 
 describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)', () => {
   let f: PlayedSystem;
@@ -121,10 +128,12 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
   const query = (expr: string) =>
     api<{ result: { metric: Record<string, string> }[] }>(`/api/v1/query?query=${encodeURIComponent(expr)}`);
   const alerts = async () => (await api<{ alerts: Alert[] }>('/api/v1/alerts')).alerts;
-  const alertState = async (name: string, labels: Record<string, string> = {}) =>
+  const alertOf = async (name: string, labels: Record<string, string> = {}) =>
     (await alerts()).find(
       (a) => a.labels.alertname === name && Object.entries(labels).every(([k, v]) => a.labels[k] === v),
-    )?.state;
+    );
+  const alertState = async (name: string, labels: Record<string, string> = {}) =>
+    (await alertOf(name, labels))?.state;
 
   beforeAll(async () => {
     try {
@@ -155,8 +164,21 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
         global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
         rule_files: [join(work, 'rules.yaml')],
         scrape_configs: [
-          { job_name: 'gitops-backend', static_configs: [{ targets: [`127.0.0.1:${ports.backend}`] }] },
-          { job_name: 'gitops-cluster-agent', static_configs: [{ targets: [`127.0.0.1:${ports.agent}`] }] },
+          {
+            job_name: 'gitops-backend',
+            static_configs: [
+              { targets: [`127.0.0.1:${ports.backend}`], labels: operatorLabels('gitops-backend-metrics') },
+            ],
+          },
+          {
+            job_name: 'gitops-cluster-agent',
+            static_configs: [
+              {
+                targets: [`127.0.0.1:${ports.agent}`],
+                labels: operatorLabels('gitops-cluster-agent-metrics'),
+              },
+            ],
+          },
         ],
       }),
     );
@@ -450,7 +472,7 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
     );
     const provisioned = (target.spec as { kubernetesCredentials: { defaultNamespace: string } })
       .kubernetesCredentials.defaultNamespace;
-    const labels = { namespace: tenant, deployment_target: 'expiring-dtc-dt' };
+    const labels = { deployment_target_namespace: tenant, deployment_target: 'expiring-dtc-dt' };
     assert.equal(await alertState('GitOpsNamespaceProvisionerTokenExpiring', labels), undefined);
 
     // Without its ServiceAccount, the token cannot be renewed when due: it runs towards its expiry.
@@ -464,6 +486,10 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
     assert.ok(
       f.logs.some((line) => line.includes('provisioned namespace token renewal failed')),
       'the backend logged the failed renewal',
+    );
+    assert.match(
+      (await alertOf('GitOpsNamespaceProvisionerTokenExpiring', labels))?.annotations.summary ?? '',
+      new RegExp(`DeploymentTarget ${tenant}/expiring-dtc-dt expires`),
     );
 
     // The ServiceAccount back: the next round renews the token, and the alert resolves.

@@ -393,9 +393,11 @@ export function jwtExpiry(token: string): number | undefined {
 }
 
 /**
- * `gitops_namespace_provisioner_token_expiry_timestamp_seconds{namespace, deployment_target}`: when the token in
- * the kubeconfig Secret of each DeploymentTarget this provisioner made expires (the JWT's `exp`), computed from
- * the informers' caches when /metrics is scraped, so it survives restarts and costs nothing between scrapes.
+ * `gitops_namespace_provisioner_token_expiry_timestamp_seconds{deployment_target_namespace, deployment_target}`:
+ * when the token in the kubeconfig Secret of each DeploymentTarget this provisioner made expires (the JWT's
+ * `exp`), computed from the informers' caches when /metrics is scraped, so it survives restarts and costs nothing
+ * between scrapes. Not `namespace`: the Prometheus Operator gives every series of a ServiceMonitor's target the
+ * label `namespace` (the Service's), which would rename ours to `exported_namespace`.
  */
 export function registerProvisionedTokenExpiry(
   registry: Registry,
@@ -409,7 +411,7 @@ export function registerProvisionedTokenExpiry(
     {
       name: 'gitops_namespace_provisioner_token_expiry_timestamp_seconds',
       help: "Expiry time (Unix seconds) of the ServiceAccount token in each namespace-provisioned DeploymentTarget's kubeconfig Secret",
-      labelNames: ['namespace', 'deployment_target'],
+      labelNames: ['deployment_target_namespace', 'deployment_target'],
     },
     (gauge) => {
       gauge.reset();
@@ -423,7 +425,10 @@ export function registerProvisionedTokenExpiry(
         const exp = token === undefined ? undefined : jwtExpiry(token);
         if (exp !== undefined)
           gauge.set(
-            { namespace: target.metadata.namespace ?? '', deployment_target: target.metadata.name },
+            {
+              deployment_target_namespace: target.metadata.namespace ?? '',
+              deployment_target: target.metadata.name,
+            },
             exp,
           );
       }

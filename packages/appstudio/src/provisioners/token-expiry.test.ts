@@ -66,7 +66,7 @@ describe('token expiry of namespace-provisioned targets', () => {
       .split('\n')
       .filter((l) => l.startsWith('gitops_namespace_provisioner_token_expiry_timestamp_seconds{'));
     assert.deepEqual(lines, [
-      'gitops_namespace_provisioner_token_expiry_timestamp_seconds{namespace="team-a",deployment_target="mine"} 1900000000',
+      'gitops_namespace_provisioner_token_expiry_timestamp_seconds{deployment_target_namespace="team-a",deployment_target="mine"} 1900000000',
     ]);
     secrets.delete('mine-kubeconfig');
     assert.doesNotMatch(await registry.metrics(), /deployment_target="mine"/);
