@@ -130,15 +130,29 @@ export function createCrController(ctx: BackendContext, options: CrControllerOpt
     start() {
       controller.start();
       // Rows whose CR vanished while no backend watched (missed delete events): now and every resync period.
+      let firstSweep: Promise<unknown> | undefined;
       sweeper = runPeriodically(
         `${kind.kind} orphan sweep`,
         ctx.config.resyncIntervalMs,
-        () => sweepOrphans(),
+        () => {
+          const sweep = sweepOrphans();
+          firstSweep ??= sweep;
+          return sweep;
+        },
         {
           logger,
           jitter: 0.25,
         },
       );
+      // Every CR of the cache was queued at start, and the first sweep queued the rows of those gone: once the
+      // queue is idle, the rows say what the CRs say. After a database restore the agents start only then
+      // (docs/backup-and-restore.md): before, they would make Argo CD match the restored, older rows.
+      void (async () => {
+        await firstSweep?.catch(() => {});
+        await queue.whenIdle();
+        if (!queue.isShuttingDown())
+          logger.info({ kind: kind.kind }, `every ${kind.kind} reconciled once since start`);
+      })();
     },
     resync: enqueueAll,
     enqueueAll,

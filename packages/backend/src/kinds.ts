@@ -27,18 +27,7 @@ import type { Transaction } from 'kysely';
 /** The field manager of every server-side apply and status patch the backend makes. */
 export const BACKEND_FIELD_MANAGER = FieldManager.Backend;
 
-/**
- * The shard rule: what a reconcile makes of an object of its kind that carries another backend shard's label
- * (seen by a live read when this shard's cache lacks it; `kube-reads.ts` answers `null`): `absent` (its rows
- * go, as for a deleted object, but without the proof of a deletion that lets an agent prune:
- * docs/deletion-guard.md) or `untouched` (nothing is done; its rows stay).
- */
-export type OtherShardObject = 'absent' | 'untouched';
-
-export interface CrKindDescriptor<K extends CrKind = CrKind, S extends OtherShardObject = OtherShardObject>
-  extends KindDescriptor<K> {
-  /** The shard rule of the kind (see `OtherShardObject`). */
-  readonly otherShard: S;
+export interface CrKindDescriptor<K extends CrKind = CrKind> extends KindDescriptor<K> {
   /** Serialises reconciles of one CR name across backend replicas until `trx` ends. */
   lock(trx: Transaction<Database>, namespace: string, name: string): Promise<void>;
   /** The reference of an object of this kind (cached objects may lack apiVersion/kind). */
@@ -58,14 +47,12 @@ interface ReconcileInputs {
   finalizers?: boolean;
 }
 
-function describeCrKind<K extends CrKind, S extends OtherShardObject>(
+function describeCrKind<K extends CrKind>(
   type: KindDescriptor<K>,
-  otherShard: S,
   inputs: ReconcileInputs = {},
-): CrKindDescriptor<K, S> {
+): CrKindDescriptor<K> {
   return {
     ...type,
-    otherShard,
     lock: (trx, namespace, name) => lockCrName(trx, { kind: type.kind, namespace, name }),
     ref: (object) => refOfKind(type, object),
     withTypeMeta: (object) => withTypeMeta(type, object),
@@ -81,14 +68,18 @@ function describeCrKind<K extends CrKind, S extends OtherShardObject>(
   };
 }
 
-/** GitOpsDeployment: labels (the shard) and finalizers (the user's deletion finalizer) matter too. */
-export const GitOpsDeploymentCr = describeCrKind(Kinds.GitOpsDeployment, 'absent', {
+/**
+ * GitOpsDeployment: labels (the shard) and finalizers (the user's deletion finalizer) matter too.
+ * The shard rule, the same for every kind: an object labelled for another backend shard (seen by a live read
+ * when this shard's cache lacks it; `kube-reads.ts` answers `null`) is never treated as gone. Its rows are that
+ * shard's, which finds them by the object's uid (a relabel moves an object between shards that way); deleting
+ * them would stop its status and, with several shards on one database, make each shard's orphan sweep delete
+ * the others' rows.
+ */
+export const GitOpsDeploymentCr = describeCrKind(Kinds.GitOpsDeployment, { labels: true, finalizers: true });
+export const SyncRunCr = describeCrKind(Kinds.GitOpsDeploymentSyncRun);
+/** ManagedEnvironment: labels (the shard) matter too. */
+export const ManagedEnvironmentCr = describeCrKind(Kinds.GitOpsDeploymentManagedEnvironment, {
   labels: true,
-  finalizers: true,
 });
-export const SyncRunCr = describeCrKind(Kinds.GitOpsDeploymentSyncRun, 'absent');
-/** ManagedEnvironment: labels (the shard) matter too; another shard's environment is never treated as gone. */
-export const ManagedEnvironmentCr = describeCrKind(Kinds.GitOpsDeploymentManagedEnvironment, 'untouched', {
-  labels: true,
-});
-export const RepositoryCredentialCr = describeCrKind(Kinds.GitOpsDeploymentRepositoryCredential, 'absent');
+export const RepositoryCredentialCr = describeCrKind(Kinds.GitOpsDeploymentRepositoryCredential);

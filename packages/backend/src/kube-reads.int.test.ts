@@ -42,7 +42,7 @@ describe("the shard rule of the reconcilers' reads, against the API server", () 
     if (kc) await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name: namespace });
   });
 
-  test("another shard's GitOpsDeployment reads as null (its rows go, but it is not proven gone); ours as itself", async () => {
+  test("another shard's GitOpsDeployment reads as null (left alone); ours as itself", async () => {
     const read = currentObjectReader(kc, emptyCache, GitOpsDeploymentCr, selector);
     assert.equal((await read(namespace, 'ours', signal))?.metadata.name, 'ours');
     assert.equal(await read(namespace, 'theirs', signal), null);

@@ -10,7 +10,6 @@ import {
   kubeRequest,
 } from '@gitops/shared';
 import { isJsonObject } from './json.ts';
-import type { OtherShardObject } from './kinds.ts';
 import type { LabelSelector } from './label-selector.ts';
 
 /** What a reconcile needs of a tenant's namespace. */
@@ -104,14 +103,13 @@ export async function readCurrentObject(
 
 /**
  * `readCurrentObject` bound to one kind's cache and this backend's shard: what every CR reconciler calls with
- * the key it was given. Another shard's object is `null`, which the kind's shard rule (`kinds.ts`) makes
- * absent (`absent`: its rows go, but nothing it deployed is pruned on that ground) or left alone
- * (`untouched`).
+ * the key it was given. Another shard's object is `null`: left alone, never taken for gone (the shard rule,
+ * `kinds.ts`).
  */
 export function currentObjectReader(
   kc: KubeConfig,
   informer: Pick<Informer<KubeObject>, 'get'>,
-  kind: { resource: { apiVersion: string; plural: string }; otherShard: OtherShardObject },
+  kind: { resource: { apiVersion: string; plural: string } },
   selector: LabelSelector | undefined,
 ): (namespace: string, name: string, signal: AbortSignal) => Promise<KubeObject | undefined | null> {
   return async (namespace, name, signal) =>

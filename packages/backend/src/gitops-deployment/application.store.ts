@@ -75,11 +75,6 @@ export const RELEASE_WAIT_MS = 1_000;
 export async function deleteMappedApplications(
   trx: Transaction<Database>,
   mappings: readonly ApiCrMappingRow[],
-  /**
-   * The GitOpsDeployments of these mappings are proven gone (a live read found none, or another incarnation,
-   * or it is being deleted): the deletes carry the proof that lets the agent prune (docs/deletion-guard.md).
-   */
-  options: { proven: boolean },
 ): Promise<MappedDeletes> {
   const deleted: DeletedApplication[] = [];
   let waitingForRelease = 0;
@@ -94,7 +89,9 @@ export async function deleteMappedApplications(
       waitingForRelease++;
       continue;
     }
-    await deleteApplication(trx, application.id, options);
+    // Every caller found the GitOpsDeployment of the mapping gone (a live read found none, or another
+    // incarnation, or it is being deleted): the delete carries the proof that lets the agent prune.
+    await deleteApplication(trx, application.id, { proven: true });
     const owner = { namespace: mapping.cr_namespace, name: mapping.cr_name, uid: mapping.cr_uid };
     const { operation } = await insertOperation(trx, {
       engineInstanceId: application.engine_instance_id,

@@ -79,9 +79,7 @@ describe('a deployment deleted while its tenant moves', () => {
     const { b, tenant, application, mappings } = await givenDeployment(testDb.db);
     const move = openTransaction(testDb.db, (trx) => moveTenant(trx, tenant.id, b.id));
     await move.ready;
-    const deleting = testDb.db
-      .transaction()
-      .execute((trx) => deleteMappedApplications(trx, mappings, { proven: true }));
+    const deleting = testDb.db.transaction().execute((trx) => deleteMappedApplications(trx, mappings));
     // The delete waits for the move's row lock…
     assert.equal(await stillPending(deleting), true, 'the delete did not wait for the move');
     move.release();
@@ -100,9 +98,7 @@ describe('a deployment deleted while its tenant moves', () => {
 
   test('the delete commits first: the move leaves the row alone, and the instance holding it is told', async () => {
     const { a, b, tenant, mappings } = await givenDeployment(testDb.db);
-    const deleting = openTransaction(testDb.db, (trx) =>
-      deleteMappedApplications(trx, mappings, { proven: true }),
-    );
+    const deleting = openTransaction(testDb.db, (trx) => deleteMappedApplications(trx, mappings));
     await deleting.ready;
     const moving = testDb.db.transaction().execute((trx) => moveTenant(trx, tenant.id, b.id));
     assert.equal(await stillPending(moving), true, 'the move did not wait for the delete');

@@ -181,16 +181,10 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
    * Deletes every application of the GitOpsDeployment `namespace/name` (under its lock), each announced, and
    * logs each with `why` the GitOpsDeployment lets it go.
    */
-  async function deleteApplicationsOf(
-    namespace: string,
-    name: string,
-    logger: Logger,
-    why: string,
-    proof: { proven: boolean },
-  ) {
+  async function deleteApplicationsOf(namespace: string, name: string, logger: Logger, why: string) {
     const result = await db.transaction().execute(async (trx) => {
       await GitOpsDeploymentCr.lock(trx, namespace, name);
-      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name), proof);
+      return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
     });
     for (const d of result.deleted) {
       logger.info(
@@ -201,23 +195,13 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     return result;
   }
 
-  /**
-   * The CR is gone, or another backend shard's (`otherShard`): every application of this name goes, each
-   * announced; only a proven absence lets the agent prune (another shard's rows take the Applications over).
-   */
+  /** The CR is gone (a live read found none): every application of this name goes, each announced. */
   async function reconcileGone(
     namespace: string,
     name: string,
     logger: Logger,
-    otherShard: boolean,
   ): Promise<ReconcileResult | undefined> {
-    const { waitingForRelease } = await deleteApplicationsOf(
-      namespace,
-      name,
-      logger,
-      otherShard ? 'belongs to another backend shard' : 'is gone',
-      { proven: !otherShard },
-    );
+    const { waitingForRelease } = await deleteApplicationsOf(namespace, name, logger, 'is gone');
     return waitingForRelease > 0 ? { requeueAfter: RELEASE_WAIT_MS } : undefined;
   }
 
@@ -254,7 +238,6 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       name,
       logger,
       'is being deleted',
-      { proven: true },
     );
     await recordDeletes(object, deleted);
     // A move's release is on its way: the delete (and so the finalizer) waits for it.
@@ -310,8 +293,6 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
           return await deleteMappedApplications(
             trx,
             await findDeploymentMappings(trx, namespace, name, { exceptUid: uid }),
-            // Another incarnation of the name is live: this one is gone.
-            { proven: true },
           );
         });
         waiting += waitingForRelease;
@@ -377,7 +358,6 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
         const stale = await deleteMappedApplications(
           trx,
           mappings.filter((m) => m.cr_uid !== uid),
-          { proven: true },
         );
         const result = await applyDesiredApplication(
           trx,
@@ -545,14 +525,15 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    // Null for another shard's object (gone for this shard, but not proven gone: kinds.ts).
     const object = await currentObject(namespace, name, context.signal);
+    // Another shard's deployment is left alone: its rows are that shard's (kinds.ts).
+    if (object === null) return;
     try {
-      if (!object) return await reconcileGone(namespace, name, context.logger, object === null);
+      if (!object) return await reconcileGone(namespace, name, context.logger);
       else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);
       else return await reconcileLive(object, context);
     } catch (err) {
-      await reportUnknownError(object ?? undefined, err, context, writeErrorOccurred);
+      await reportUnknownError(object, err, context, writeErrorOccurred);
       throw err;
     }
   };

@@ -466,7 +466,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
     const object = await currentObject(namespace, name, context.signal);
-    // Another shard's environment is left alone (the kind's shard rule, kinds.ts).
+    // Another shard's environment is left alone (the shard rule, kinds.ts).
     if (object === null) return;
     try {
       if (!object) {

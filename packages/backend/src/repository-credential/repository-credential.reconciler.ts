@@ -392,8 +392,9 @@ export function createRepositoryCredentialReconciler(
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    // Null for another shard's object, absent for this kind (its shard rule, kinds.ts).
     const object = await currentObject(namespace, name, context.signal);
+    // Another shard's object is left alone (the shard rule, kinds.ts).
+    if (object === null) return;
     try {
       if (!object || typeof object.metadata.deletionTimestamp === 'string') {
         memo.forget(key);

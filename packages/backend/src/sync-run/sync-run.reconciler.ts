@@ -105,13 +105,19 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     typeof o.metadata.creationTimestamp === 'string' ? o.metadata.creationTimestamp : '',
     seen.get(o.metadata.uid ?? '') ?? Number.MAX_SAFE_INTEGER,
   ];
+  const phaseOf = (object: KubeObject) => (object.status as { phase?: string } | undefined)?.phase;
+  /** The SyncRun's status says its sync ended (Succeeded, Failed, Terminated): nothing changes any more. */
+  const hasEnded = (object: KubeObject) => FINISHED_SYNC_RUN_PHASES.has(phaseOf(object) as SyncRunPhase);
   const isBefore = (a: KubeObject, b: KubeObject) => {
     const [ta, sa] = creationOrder(a);
     const [tb, sb] = creationOrder(b);
     return ta < tb || (ta === tb && sa < sb);
   };
 
-  /** True when an earlier SyncRun of the same deployment has no sync row yet (it must be requested first). */
+  /**
+   * True when an earlier SyncRun of the same deployment has no sync row yet (it must be requested first); one
+   * whose sync ended is not waited for (its rows are gone only when the database lost them: never requested again).
+   */
   async function earlierSyncRunPending(object: KubeObject, parentName: string): Promise<boolean> {
     for (const other of informer.list()) {
       if (
@@ -121,6 +127,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
         !isJsonObject(other.spec) ||
         other.spec.gitopsDeploymentName !== parentName ||
         other.spec.terminate === true ||
+        hasEnded(other) ||
         !isBefore(other, object)
       ) {
         continue;
@@ -313,6 +320,16 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     const existing = await syncOperationOf(db, uid);
     if (existing) return await reportRequested(object, existing, parsed.ok && parsed.spec.terminate, logger);
     follow(`${namespace}/${name}`, undefined);
+    // Its sync was requested and ended, and its rows are gone while it lives on: the database lost them (a
+    // restore from a backup, a failover that lost the last commits). Its status is the true outcome; asking
+    // for the sync again would report another one, and could deploy an older revision than a later sync did.
+    if (hasEnded(object)) {
+      logger.info(
+        { phase: phaseOf(object) },
+        'sync not requested again: it ended before, and its rows are gone (a restored database)',
+      );
+      return;
+    }
 
     const checked = refusalOrParent(object, parsed);
     if ('refused' in checked) {
@@ -363,13 +380,14 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
   return async (key, context) => {
     const { namespace, name } = splitObjectKey(key);
     if (namespace === undefined) return;
-    // Null for another shard's object, absent for this kind (its shard rule, kinds.ts).
     const object = await currentObject(namespace, name, context.signal);
+    // Another shard's object is left alone (the shard rule, kinds.ts).
+    if (object === null) return;
     try {
       if (!object || isBeingDeleted(object)) await reconcileGone(namespace, name, context.logger);
       else return await reconcileLive(object, context);
     } catch (err) {
-      await reportUnknownError(object ?? undefined, err, context, writeCondition);
+      await reportUnknownError(object, err, context, writeCondition);
       throw err;
     }
     return undefined;
