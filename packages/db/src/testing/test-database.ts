@@ -81,13 +81,45 @@ export async function dropDatabase(adminUrl: string, name: string): Promise<void
   });
 }
 
+/**
+ * Creates database `target` as a file-level copy of `source` (`CREATE DATABASE ... TEMPLATE`), which needs
+ * `source` free of sessions: one that is still closing (a process just stopped, a pool just ended) is waited
+ * for, a little, as in createTestDatabase.
+ */
+async function copyDatabase(client: pg.Client, source: string, target: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await client.query(
+        `CREATE DATABASE ${quoteDatabaseName(target)} TEMPLATE ${quoteDatabaseName(source)}`,
+      );
+      return;
+    } catch (error) {
+      if ((error as { code?: string }).code !== OBJECT_IN_USE || attempt >= 20) throw error;
+      await sleep(50 * attempt);
+    }
+  }
+}
+
 export interface TestDatabase {
   /** Database name, `gitops_test_<random>`. */
   name: string;
   /** Superuser URL of this database (for extra connections, LISTEN, kysely-codegen). */
   url: string;
-  db: Kysely<Database>;
-  /** Closes `db` and drops the database. Safe to call twice. */
+  /** The test's pool (a new one after `backup()` and `restore()`: read it when used, do not keep it). */
+  readonly db: Kysely<Database>;
+  /**
+   * A backup of the database as it is now: a file-level copy into a new database (what a base backup holds;
+   * roles are the server's, not the database's, so they are neither copied nor restored). Nobody may be
+   * connected meanwhile: stop every service first; the test's own pool is closed for the copy and opened
+   * again after. Returns the backup's name, for `restore()`.
+   */
+  backup(): Promise<string>;
+  /**
+   * Restores `backup`: the database is dropped, whoever is still connected disconnected (`WITH (FORCE)`), and
+   * created again as a copy of the backup (which is kept); `db` is a new pool after. Stop the services first.
+   */
+  restore(backup: string): Promise<void>;
+  /** Closes `db` and drops the database (and its backups). Safe to call twice. */
   destroy(): Promise<void>;
 }
 
@@ -123,16 +155,44 @@ export async function createTestDatabase(options: { max?: number } = {}): Promis
     }
   });
   const url = databaseUrl(serverUrl, name);
-  const db = createDb(url, { max: options.max ?? 5, applicationName: 'gitops-test' });
+  const connect = () => createDb(url, { max: options.max ?? 5, applicationName: 'gitops-test' });
+  let db = connect();
+  const backups: string[] = [];
   let destroyed: Promise<void> | undefined;
   return {
     name,
     url,
-    db,
+    get db() {
+      return db;
+    },
+    async backup() {
+      const backup = `${name}_backup_${backups.length + 1}`;
+      await db.destroy();
+      try {
+        await withAdminClient(serverUrl, (client) => copyDatabase(client, name, backup));
+        backups.push(backup);
+      } finally {
+        db = connect();
+      }
+      return backup;
+    },
+    async restore(backup) {
+      if (!backups.includes(backup)) throw new Error(`${backup} is no backup of ${name}`);
+      await db.destroy();
+      try {
+        await withAdminClient(serverUrl, async (client) => {
+          await client.query(`DROP DATABASE ${quoteDatabaseName(name)} WITH (FORCE)`);
+          await copyDatabase(client, backup, name);
+        });
+      } finally {
+        db = connect();
+      }
+    },
     destroy() {
       destroyed ??= (async () => {
         await db.destroy();
         await dropDatabase(serverUrl, name);
+        for (const backup of backups) await dropDatabase(serverUrl, backup);
       })();
       return destroyed;
     },
