@@ -18,6 +18,12 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  confirmDeletionHolds,
+  deleteApplication,
+  getApplicationByName,
+  getEngineInstanceByName,
+} from '@gitops/db';
+import {
   freePort,
   type ManagedProcess,
   repoRoot,
@@ -507,5 +513,50 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
         (await get(f.system.kc, paths.namespace(provisioned))) === undefined,
       120_000,
     );
+  });
+  it('an application row removed by hand (as a restored database lacks it): deletions held fires; confirmed: it resolves', async () => {
+    const instance = { engine_instance: f.system.engineInstanceName };
+    assert.equal(await alertState('GitOpsDeletionsHeld', instance), undefined);
+    const gd = await f.when.deployed(tenant, 'held', {
+      repoURL: 'https://github.com/example/repo',
+      path: 'h',
+    });
+    const appName = `gitopsdepl-${gd.metadata.uid}`;
+    const app = await eventually('the Application', () =>
+      get<KubeObject>(f.system.kc, paths.application(f.system.argoCdNamespace, appName)),
+    );
+    const row = await getApplicationByName(f.system.database.db, appName);
+    assert.ok(row);
+    // The row goes without the backend's proof of a deletion; the agent's next drift resync (at its start)
+    // finds the Application without a row.
+    await deleteApplication(f.system.database.db, row.id, { proven: false });
+    await f.system.kill('cluster-agent');
+    await f.system.start('cluster-agent', agentEnv());
+    await eventually(
+      'GitOpsDeletionsHeld firing',
+      async () => (await alertState('GitOpsDeletionsHeld', instance)) === 'firing',
+      120_000,
+    );
+    const kept = await get<KubeObject>(f.system.kc, paths.application(f.system.argoCdNamespace, appName));
+    assert.equal(kept?.metadata.uid, app.metadata.uid, 'the Application was deleted or re-created');
+    assert.equal(kept?.metadata.deletionTimestamp, undefined, 'the Application is being deleted');
+    assert.match(
+      (await alertOf('GitOpsDeletionsHeld', instance))?.annotations.description ?? '',
+      new RegExp(`kubectl gitops instances confirm-deletions ${f.system.engineInstanceName}`),
+    );
+
+    // An operator confirms (what `kubectl gitops instances confirm-deletions` does): the delete goes ahead.
+    const registered = await getEngineInstanceByName(f.system.database.db, f.system.engineInstanceName);
+    assert.ok(registered);
+    assert.equal((await confirmDeletionHolds(f.system.database.db, registered.id)).length, 1);
+    await eventually(
+      'GitOpsDeletionsHeld resolved',
+      async () => (await alertState('GitOpsDeletionsHeld', instance)) === undefined,
+      120_000,
+    );
+    await eventually('the Application deleted', async () =>
+      (await get(f.system.kc, paths.application(f.system.argoCdNamespace, appName))) ? undefined : true,
+    );
+    await remove(f.system.kc, paths.gitopsDeployment(tenant, 'held'));
   });
 });
