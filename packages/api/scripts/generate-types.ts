@@ -24,6 +24,7 @@ import {
   crdDirectory,
   loadCrds,
 } from '../src/crds.ts';
+import { SUPPORTED_SYNC_OPTIONS } from '../src/index.ts';
 import { rhoasCrdDirectory } from '../src/rhoas.ts';
 
 /**
@@ -38,7 +39,7 @@ import { rhoasCrdDirectory } from '../src/rhoas.ts';
 const guaranteedByCelRules: Record<string, { required?: string[]; values?: Record<string, string[]> }> = {
   ApplicationSource: { required: ['path'] },
   GitOpsDeploymentSpec: { values: { type: ['automated', 'manual'] } },
-  SyncPolicy: { values: { syncOptions: ['CreateNamespace=true', 'CreateNamespace=false'] } },
+  SyncPolicy: { values: { syncOptions: [...SUPPORTED_SYNC_OPTIONS] } },
 };
 
 type Schema = Record<string, unknown>;

@@ -18,6 +18,7 @@ import {
   Kinds,
   loadCrds,
   Plural,
+  SUPPORTED_SYNC_OPTIONS,
 } from './index.ts';
 
 // ---------------------------------------------------------------------------------------------------
@@ -250,14 +251,17 @@ describe('GitOpsDeployment admission', () => {
     await expectRejected(Kind.GitOpsDeployment, { source }, 'spec.type: Required value');
   });
 
-  test('rejects a sync option other than CreateNamespace=true|false with the mispelled-sync-option message', async () => {
+  test('rejects a sync option Argo CD does not have or a tenant may not set with the mispelled-sync-option message, listing what is supported', async () => {
     const message =
-      'the specified sync option in .spec.syncPolicy.syncOptions is either mispelled or is not supported by GitOpsDeployment';
+      'the specified sync option in .spec.syncPolicy.syncOptions is either mispelled or is not supported by GitOpsDeployment; supported are CreateNamespace=true, CreateNamespace=false, ServerSideApply=true';
     for (const option of [
       'CreateNamespace=True',
       'CreateNamspace=true',
-      'Validate=false',
-      'PruneLast=true',
+      'Validate=False',
+      // Resource-level options (annotations of one resource in Argo CD), not the Application's.
+      'SkipDryRunOnMissingResource=true',
+      'Prune=false',
+      'PrunePropagationPolicy=sometimes',
       '',
     ]) {
       await expectRejected(
@@ -266,6 +270,150 @@ describe('GitOpsDeployment admission', () => {
         message,
       );
     }
+  });
+
+  test("accepts every supported sync option, and Argo CD's sync, diff, Helm, Kustomize and directory controls, storing them as written", async () => {
+    for (let i = 0; i < SUPPORTED_SYNC_OPTIONS.length; i += 10) {
+      const syncOptions = SUPPORTED_SYNC_OPTIONS.slice(i, i + 10);
+      const stored = await expectAccepted(Kind.GitOpsDeployment, {
+        source,
+        type: 'automated',
+        syncPolicy: { syncOptions },
+      });
+      assert.deepEqual((stored.spec as { syncPolicy: unknown }).syncPolicy, { syncOptions });
+    }
+    const helm = {
+      source: {
+        ...source,
+        targetRevision: 'v1.2.0',
+        helm: {
+          valueFiles: ['values-prod.yaml'],
+          values: 'replicas: 2\n',
+          parameters: [
+            { name: 'image.tag', value: 'v2' },
+            { name: 'port', value: '8080', forceString: true },
+          ],
+          releaseName: 'web',
+          skipCrds: true,
+        },
+      },
+      type: 'automated',
+      syncPolicy: {
+        automated: { prune: false, selfHeal: false, allowEmpty: false },
+        retry: { limit: 3, backoff: { duration: '10s', factor: 3, maxDuration: '5m' } },
+        syncOptions: ['ServerSideApply=true', 'PruneLast=true'],
+      },
+      ignoreDifferences: [
+        { group: 'apps', kind: 'Deployment', jsonPointers: ['/spec/replicas'] },
+        { kind: 'ConfigMap', name: 'generated', namespace: 'jane', jqPathExpressions: ['.data.injected'] },
+        { group: 'apps', kind: 'Deployment', managedFieldsManagers: ['kube-controller-manager'] },
+      ],
+      revisionHistoryLimit: 3,
+    };
+    assert.deepEqual((await expectAccepted(Kind.GitOpsDeployment, helm)).spec, helm);
+    const valuesObject = {
+      source: { ...source, helm: { valuesObject: { replicas: 2, image: { tag: 'v2' }, list: [1, 'two'] } } },
+      type: 'manual',
+      syncPolicy: { retry: { limit: -1 } },
+    };
+    assert.deepEqual((await expectAccepted(Kind.GitOpsDeployment, valuesObject)).spec, valuesObject);
+    const kustomize = {
+      source: {
+        ...source,
+        kustomize: {
+          images: ['registry.example/app:v2', 'app=registry.example/app@sha256:0123abcd'],
+          namePrefix: 'prod-',
+          nameSuffix: '-v2',
+          commonLabels: { team: 'payments' },
+          commonAnnotations: { 'example.com/owner': 'Jane Doe' },
+          patches: [
+            {
+              target: { kind: 'Deployment', name: 'web' },
+              patch: '- op: replace\n  path: /spec/replicas\n  value: 3\n',
+            },
+            { path: 'patches/memory.yaml' },
+          ],
+          namespace: 'jane',
+        },
+      },
+      type: 'automated',
+    };
+    assert.deepEqual((await expectAccepted(Kind.GitOpsDeployment, kustomize)).spec, kustomize);
+    const directory = {
+      source: { ...source, directory: { recurse: true, include: '{a.yaml,b.yaml}', exclude: 'test-*' } },
+      type: 'automated',
+    };
+    assert.deepEqual((await expectAccepted(Kind.GitOpsDeployment, directory)).spec, directory);
+  });
+
+  test('rejects Argo CD controls a tenant got wrong, each with its message', async () => {
+    const cases: [Spec, string][] = [
+      [
+        { source, type: 'manual', syncPolicy: { automated: { prune: false } } },
+        'spec.syncPolicy.automated is only for type automated',
+      ],
+      [
+        { source: { ...source, helm: {}, kustomize: {} }, type: 'automated' },
+        'set at most one of spec.source.helm, spec.source.kustomize and spec.source.directory',
+      ],
+      [
+        { source: { ...source, helm: { values: 'a: 1', valuesObject: { a: 1 } } }, type: 'automated' },
+        'set spec.source.helm.values or spec.source.helm.valuesObject, not both',
+      ],
+      [
+        { source: { ...source, helm: { releaseName: 'Web_1' } }, type: 'automated' },
+        'spec.source.helm.releaseName must be a Helm release name',
+      ],
+      [
+        { source: { ...source, helm: { values: 'x'.repeat(65_537) } }, type: 'automated' },
+        'spec.source.helm.values: Too long',
+      ],
+      [
+        { source: { ...source, helm: { parameters: [{ value: 'v' }] } }, type: 'automated' },
+        'spec.source.helm.parameters[0].name: Required value',
+      ],
+      [
+        { source: { ...source, kustomize: { patches: [{ patch: 'a', path: 'b' }] } }, type: 'automated' },
+        'each of spec.source.kustomize.patches needs exactly one of patch and path',
+      ],
+      [
+        { source: { ...source, kustomize: { namespace: 'Not_A_Namespace' } }, type: 'automated' },
+        'spec.source.kustomize.namespace must be a namespace name',
+      ],
+      [
+        { source: { ...source, kustomize: { images: ['app:v1 --load-restrictor'] } }, type: 'automated' },
+        'spec.source.kustomize.images must not contain spaces or control characters',
+      ],
+      [
+        { source, type: 'automated', syncPolicy: { retry: { backoff: { duration: '5 seconds' } } } },
+        'spec.syncPolicy.retry.backoff.duration must be a duration such as 5s',
+      ],
+      [
+        { source, type: 'automated', syncPolicy: { retry: { limit: -2 } } },
+        'spec.syncPolicy.retry.limit: Invalid value: -2',
+      ],
+      [
+        {
+          source,
+          type: 'automated',
+          ignoreDifferences: [{ group: 'apps', jsonPointers: ['/spec/replicas'] }],
+        },
+        'spec.ignoreDifferences[0].kind: Required value',
+      ],
+      [
+        {
+          source,
+          type: 'automated',
+          ignoreDifferences: [{ kind: 'Deployment', jsonPointers: ['spec/replicas'] }],
+        },
+        "each of spec.ignoreDifferences[].jsonPointers must start with '/'",
+      ],
+      [
+        { source, type: 'automated', revisionHistoryLimit: 101 },
+        'spec.revisionHistoryLimit: Invalid value: 101',
+      ],
+    ];
+    for (const [spec, message] of cases) await expectRejected(Kind.GitOpsDeployment, spec, message);
   });
 
   test('rejects a destination namespace without an environment', async () => {
@@ -358,7 +506,7 @@ describe('GitOpsDeployment admission', () => {
       manifest(Kind.GitOpsDeployment, {
         source: { repoURL: source.repoURL, path: '/' },
         destination: { namespace: 'jane' },
-        syncPolicy: { syncOptions: ['Validate=false'] },
+        syncPolicy: { syncOptions: ['Validate=False'] },
         type: 'Manual',
       }),
     );

@@ -86,7 +86,34 @@ export const SyncOption = {
   CreateNamespaceTrue: 'CreateNamespace=true',
   CreateNamespaceFalse: 'CreateNamespace=false',
 } as const;
-export type SyncOption = (typeof SyncOption)[keyof typeof SyncOption];
+
+/**
+ * Every whole-application sync option of Argo CD a tenant may set in `spec.syncPolicy.syncOptions` (the CRD's
+ * admission rule lists the same; `crds.test.ts` checks they agree). Options that reach outside the tenant's
+ * destination do not exist at this level: the AppProject still decides what a sync may touch.
+ */
+export const SUPPORTED_SYNC_OPTIONS = [
+  'CreateNamespace=true',
+  'CreateNamespace=false',
+  'ServerSideApply=true',
+  'ServerSideApply=false',
+  'PruneLast=true',
+  'PruneLast=false',
+  'ApplyOutOfSyncOnly=true',
+  'ApplyOutOfSyncOnly=false',
+  'PrunePropagationPolicy=foreground',
+  'PrunePropagationPolicy=background',
+  'PrunePropagationPolicy=orphan',
+  'RespectIgnoreDifferences=true',
+  'RespectIgnoreDifferences=false',
+  'Replace=true',
+  'Replace=false',
+  'Validate=true',
+  'Validate=false',
+  'FailOnSharedResource=true',
+  'FailOnSharedResource=false',
+] as const;
+export type SyncOption = (typeof SUPPORTED_SYNC_OPTIONS)[number];
 
 /** `status.sync.status` of a GitOpsDeployment (and of each resource), as Argo CD reports it. */
 export const SyncStatusCode = {

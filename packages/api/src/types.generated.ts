@@ -166,6 +166,16 @@ export interface GitOpsDeploymentSpec {
   destination?: ApplicationDestination;
   syncPolicy?: SyncPolicy;
   /**
+   * IgnoreDifferences are fields left out of the comparison of desired and live state (Argo CD's spec.ignoreDifferences), e.g. the replicas an autoscaler owns.
+   *
+   * @maxItems 32
+   */
+  ignoreDifferences?: ResourceIgnoreDifferences[];
+  /**
+   * RevisionHistoryLimit is how many past syncs Argo CD keeps in its history (default 10).
+   */
+  revisionHistoryLimit?: number;
+  /**
    * Type is "automated" (Argo CD syncs whenever Git or the cluster drift) or "manual" (syncs only through GitOpsDeploymentSyncRun).
    */
   type: 'automated' | 'manual';
@@ -186,6 +196,118 @@ export interface ApplicationSource {
    * TargetRevision is the branch, tag or commit SHA to deploy. Empty means HEAD.
    */
   targetRevision?: string;
+  helm?: ApplicationSourceHelm;
+  kustomize?: ApplicationSourceKustomize;
+  directory?: ApplicationSourceDirectory;
+}
+/**
+ * Helm renders the path as a Helm chart with these values and parameters (Argo CD's spec.source.helm).
+ */
+export interface ApplicationSourceHelm {
+  /**
+   * ValueFiles are values files of the chart's repository, relative to the path.
+   *
+   * @maxItems 16
+   */
+  valueFiles?: string[];
+  /**
+   * Values is a values file written inline (YAML), at most 64 KiB.
+   */
+  values?: string;
+  /**
+   * ValuesObject is the values as an object (it takes precedence over values in Argo CD; set one of the two). At most 64 KiB once serialised (the backend reports a larger one).
+   */
+  valuesObject?: {
+    [k: string]: unknown | undefined;
+  };
+  /**
+   * Parameters override single values (helm --set).
+   *
+   * @maxItems 128
+   */
+  parameters?: HelmParameter[];
+  /**
+   * ReleaseName is the Helm release name (default the Application's name).
+   */
+  releaseName?: string;
+  /**
+   * SkipCrds leaves the chart's CRDs out.
+   */
+  skipCrds?: boolean;
+}
+export interface HelmParameter {
+  name: string;
+  value?: string;
+  /**
+   * ForceString passes the value as a string (helm --set-string).
+   */
+  forceString?: boolean;
+}
+/**
+ * Kustomize options applied to the path's kustomization (Argo CD's spec.source.kustomize).
+ */
+export interface ApplicationSourceKustomize {
+  /**
+   * Images override image names and tags (kustomize edit set image), e.g. registry/app:v2 or app=registry/app@sha256:...
+   *
+   * @maxItems 64
+   */
+  images?: string[];
+  namePrefix?: string;
+  nameSuffix?: string;
+  commonLabels?: {
+    [k: string]: string | undefined;
+  };
+  commonAnnotations?: {
+    [k: string]: string | undefined;
+  };
+  /**
+   * Patches are strategic merge or JSON 6902 patches applied to the rendered resources.
+   *
+   * @maxItems 32
+   */
+  patches?: KustomizePatch[];
+  /**
+   * Namespace sets the namespace of every namespaced resource; it must be the destination namespace (the backend reports another one).
+   */
+  namespace?: string;
+}
+export interface KustomizePatch {
+  /**
+   * Patch is the patch itself (YAML or JSON).
+   */
+  patch?: string;
+  /**
+   * Path is a patch file of the repository, relative to the source path.
+   */
+  path?: string;
+  target?: KustomizeSelector;
+}
+export interface KustomizeSelector {
+  group?: string;
+  version?: string;
+  kind?: string;
+  name?: string;
+  namespace?: string;
+  labelSelector?: string;
+  annotationSelector?: string;
+}
+/**
+ * Directory options for a path of plain manifests (Argo CD's spec.source.directory).
+ */
+export interface ApplicationSourceDirectory {
+  /**
+   * Recurse reads the manifests of subdirectories too.
+   */
+  recurse?: boolean;
+  /**
+   * Include is a glob of the files to read, e.g. '*.yaml' or '{a.yaml,b.yaml}'.
+   */
+  include?: string;
+  /**
+   * Exclude is a glob of the files to leave out.
+   */
+  exclude?: string;
 }
 /**
  * Destination is the cluster and namespace to deploy to. When empty, the deployment goes to this object's own namespace.
@@ -204,12 +326,99 @@ export interface ApplicationDestination {
  * SyncPolicy controls how Argo CD syncs.
  */
 export interface SyncPolicy {
+  automated?: SyncPolicyAutomated;
+  retry?: RetryStrategy;
   /**
-   * SyncOptions are whole-application sync options. Supported values are CreateNamespace=true and CreateNamespace=false.
+   * SyncOptions are whole-application sync options of Argo CD. Supported values are CreateNamespace=true, CreateNamespace=false, ServerSideApply=true, ServerSideApply=false, PruneLast=true, PruneLast=false, ApplyOutOfSyncOnly=true, ApplyOutOfSyncOnly=false, PrunePropagationPolicy=foreground, PrunePropagationPolicy=background, PrunePropagationPolicy=orphan, RespectIgnoreDifferences=true, RespectIgnoreDifferences=false, Replace=true, Replace=false, Validate=true, Validate=false, FailOnSharedResource=true, FailOnSharedResource=false.
    *
    * @maxItems 16
    */
-  syncOptions?: ('CreateNamespace=true' | 'CreateNamespace=false')[];
+  syncOptions?: (
+    | 'CreateNamespace=true'
+    | 'CreateNamespace=false'
+    | 'ServerSideApply=true'
+    | 'ServerSideApply=false'
+    | 'PruneLast=true'
+    | 'PruneLast=false'
+    | 'ApplyOutOfSyncOnly=true'
+    | 'ApplyOutOfSyncOnly=false'
+    | 'PrunePropagationPolicy=foreground'
+    | 'PrunePropagationPolicy=background'
+    | 'PrunePropagationPolicy=orphan'
+    | 'RespectIgnoreDifferences=true'
+    | 'RespectIgnoreDifferences=false'
+    | 'Replace=true'
+    | 'Replace=false'
+    | 'Validate=true'
+    | 'Validate=false'
+    | 'FailOnSharedResource=true'
+    | 'FailOnSharedResource=false'
+  )[];
+}
+/**
+ * Automated tunes the automated sync of type automated (by default prune, selfHeal and allowEmpty are all true, as Argo CD's automated policy of the original service); only with type automated.
+ */
+export interface SyncPolicyAutomated {
+  /**
+   * Prune deletes resources no longer in the source (default true).
+   */
+  prune?: boolean;
+  /**
+   * SelfHeal syncs again when the live state drifts (default true).
+   */
+  selfHeal?: boolean;
+  /**
+   * AllowEmpty lets a sync prune every resource when the source renders none (default true).
+   */
+  allowEmpty?: boolean;
+}
+/**
+ * Retry of a failed sync (default for type automated; limit -1, backoff 5s, factor 2, at most 3m).
+ */
+export interface RetryStrategy {
+  /**
+   * Limit is how many times a failed sync is retried; -1 for no limit.
+   */
+  limit?: number;
+  backoff?: Backoff;
+}
+export interface Backoff {
+  /**
+   * Duration is the first wait (a Go duration such as 5s or 2m).
+   */
+  duration?: string;
+  /**
+   * Factor multiplies the wait after each retry.
+   */
+  factor?: number;
+  /**
+   * MaxDuration caps the wait (a Go duration).
+   */
+  maxDuration?: string;
+}
+export interface ResourceIgnoreDifferences {
+  group?: string;
+  kind: string;
+  name?: string;
+  namespace?: string;
+  /**
+   * JSONPointers (RFC 6901) of the fields to ignore, e.g. /spec/replicas.
+   *
+   * @maxItems 32
+   */
+  jsonPointers?: string[];
+  /**
+   * JQPathExpressions of the fields to ignore, e.g. .spec.template.spec.containers[] | select(.name == "sidecar").
+   *
+   * @maxItems 32
+   */
+  jqPathExpressions?: string[];
+  /**
+   * ManagedFieldsManagers are field managers whose fields are ignored.
+   *
+   * @maxItems 16
+   */
+  managedFieldsManagers?: string[];
 }
 /**
  * GitOpsDeploymentStatus is the observed state, projected from the Argo CD Application.
