@@ -166,7 +166,7 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
     const mSecond = await repoM.commit({
       'dev/config.yaml': manifest.configMap('restore-m', { release: 'second' }),
     });
-    await f.system.createSyncRun(tenant, 'restore-m-2', {
+    const m2Run = await f.system.createSyncRun(tenant, 'restore-m-2', {
       gitopsDeploymentName: 'restore-m',
       revisionID: mSecond,
     });
@@ -236,20 +236,14 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
         const state = s.operationState as OperationState | undefined;
         return state?.phase === 'Succeeded' && state.syncResult?.revision === mSecond;
       });
-      // (the backend looked at the SyncRun the restored database does not know: its sync ended before)
-      await eventually(
-        'the backend to have looked at SyncRun restore-m-2',
-        async () =>
-          f.logs.some(
-            (line) =>
-              line.startsWith('[backend]') &&
-              line.includes('restore-m-2') &&
-              line.includes('sync not requested again'),
-          )
-            ? true
-            : undefined,
-        CONVERGE_MS,
-      );
+      // and the SyncRun whose sync ended after the backup is not run again: the backend, which reconciled every
+      // SyncRun before the agent started, asked for no sync of it
+      const m2Rows = await f.system.db
+        .selectFrom('api_cr_mapping')
+        .select('sync_operation_id')
+        .where('cr_uid', '=', m2Run.metadata.uid ?? '')
+        .execute();
+      assert.deepEqual(m2Rows, []);
       // and the SyncRun still reports the sync it ran, not another: same phase, revision and times
       const after = await syncRunPhase('restore-m-2', 'Succeeded');
       assert.deepEqual(
