@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'vitest';
 import {
   desiredApplicationSpec,
+  destinationProblem,
   INVALID_DESTINATION_NAMESPACE,
   parseGitOpsDeploymentSpec,
 } from './desired-application.ts';
@@ -48,6 +49,150 @@ describe('desired Argo CD Application spec of a GitOpsDeployment', () => {
         syncOptions: ['CreateNamespace=false'],
       },
     );
+  });
+
+  test("Argo CD's controls: the automated policy's switches (a false one left out, as Argo CD writes it), the user's retry and propagation policy", () => {
+    assert.deepEqual(
+      desired({
+        source,
+        type: 'automated',
+        syncPolicy: {
+          automated: { prune: false, selfHeal: true },
+          retry: { limit: 3, backoff: { duration: '10s', factor: 3 } },
+          syncOptions: ['PrunePropagationPolicy=foreground', 'ServerSideApply=true'],
+        },
+      }).syncPolicy,
+      {
+        automated: { selfHeal: true, allowEmpty: true },
+        syncOptions: ['PrunePropagationPolicy=foreground', 'ServerSideApply=true'],
+        retry: { limit: 3, backoff: { duration: '10s', factor: 3 } },
+      },
+    );
+    // Every switch off: still automated (an empty policy), not manual.
+    assert.deepEqual(
+      desired({
+        source,
+        type: 'automated',
+        syncPolicy: { automated: { prune: false, selfHeal: false, allowEmpty: false } },
+      }).syncPolicy,
+      {
+        automated: {},
+        syncOptions: ['PrunePropagationPolicy=background'],
+        retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
+      },
+    );
+    assert.deepEqual(desired({ source, type: 'manual', syncPolicy: { retry: { limit: 2 } } }).syncPolicy, {
+      retry: { limit: 2 },
+    });
+  });
+
+  test('Helm, Kustomize and directory options in Argo CD shape, empty values left out but the user values kept as written', () => {
+    const helm = desired({
+      source: {
+        ...source,
+        helm: {
+          valueFiles: ['values-prod.yaml'],
+          values: '',
+          valuesObject: { debug: false, replicas: 0, name: '' },
+          parameters: [
+            { name: 'image.tag', value: 'v2', forceString: false },
+            { name: 'port', value: '8080', forceString: true },
+          ],
+          skipCrds: false,
+        },
+      },
+      type: 'manual',
+    }).source;
+    assert.deepEqual(helm, {
+      ...source,
+      targetRevision: '',
+      helm: {
+        valueFiles: ['values-prod.yaml'],
+        valuesObject: { debug: false, replicas: 0, name: '' },
+        parameters: [
+          { name: 'image.tag', value: 'v2' },
+          { name: 'port', value: '8080', forceString: true },
+        ],
+      },
+    });
+    const kustomize = desired({
+      source: {
+        ...source,
+        kustomize: {
+          images: ['registry.example/app:v2'],
+          namePrefix: '',
+          commonLabels: { team: 'payments', empty: '' },
+          patches: [{ patch: 'x', target: { kind: 'Deployment', name: '' } }],
+          namespace: 'jane',
+        },
+      },
+      type: 'manual',
+    }).source as { kustomize: unknown };
+    assert.deepEqual(kustomize.kustomize, {
+      images: ['registry.example/app:v2'],
+      commonLabels: { team: 'payments', empty: '' },
+      patches: [{ patch: 'x', target: { kind: 'Deployment' } }],
+      namespace: 'jane',
+    });
+    assert.deepEqual(
+      (
+        desired({
+          source: { ...source, directory: { recurse: true, include: '*.yaml', exclude: '' } },
+          type: 'manual',
+        }).source as { directory: unknown }
+      ).directory,
+      { recurse: true, include: '*.yaml' },
+    );
+    // Nothing set in them: no section at all.
+    assert.equal(
+      (
+        desired({ source: { ...source, directory: { recurse: false } }, type: 'manual' }).source as {
+          directory?: unknown;
+        }
+      ).directory,
+      undefined,
+    );
+  });
+
+  test('ignoreDifferences and revisionHistoryLimit at the top, as in an Application', () => {
+    const spec = desired({
+      source,
+      type: 'automated',
+      ignoreDifferences: [{ group: 'apps', kind: 'Deployment', name: '', jsonPointers: ['/spec/replicas'] }],
+      revisionHistoryLimit: 0,
+    });
+    assert.deepEqual(spec.ignoreDifferences, [
+      { group: 'apps', kind: 'Deployment', jsonPointers: ['/spec/replicas'] },
+    ]);
+    assert.equal(spec.revisionHistoryLimit, 0);
+  });
+
+  test('a Kustomize namespace other than the destination namespace is refused, naming both; the same one is fine', () => {
+    const parsed = parseGitOpsDeploymentSpec({
+      source: { ...source, kustomize: { namespace: 'other' } },
+      type: 'automated',
+    });
+    assert.ok(parsed.ok);
+    assert.equal(
+      destinationProblem(parsed.spec, 'jane'),
+      'spec.source.kustomize.namespace must be the destination namespace jane (or empty), not other',
+    );
+    assert.equal(destinationProblem(parsed.spec, 'other'), undefined);
+  });
+
+  test('Helm values over 64 KiB as an object, or two of helm, kustomize and directory, are reported', () => {
+    const big = parseGitOpsDeploymentSpec({
+      source: { ...source, helm: { valuesObject: { blob: 'x'.repeat(70_000) } } },
+      type: 'automated',
+    });
+    assert.equal(big.ok, false);
+    if (!big.ok) assert.match(big.problem, /^spec\.source\.helm\.valuesObject: must be at most 65536 bytes/);
+    const two = parseGitOpsDeploymentSpec({
+      source: { ...source, helm: {}, directory: {} },
+      type: 'automated',
+    });
+    assert.equal(two.ok, false);
+    if (!two.ok) assert.match(two.problem, /set at most one of spec.source.helm/);
   });
 
   test('never contains project or destination.name (the agent derives them)', () => {

@@ -3,7 +3,7 @@
  * (docs/contracts/core-pipeline.md): without `project` and `destination.name`, which the agent derives.
  * Pure: parsing at the boundary, no I/O.
  */
-import { GitOpsDeploymentMessage, GitOpsDeploymentType, SyncOption } from '@gitops/api';
+import { GitOpsDeploymentMessage, GitOpsDeploymentType, SUPPORTED_SYNC_OPTIONS } from '@gitops/api';
 import { z } from 'zod';
 import type { JsonObject } from '../json.ts';
 import { DNS1123_LABEL } from '../managed-environment/connection.check.ts';
@@ -16,16 +16,93 @@ export const INVALID_DESTINATION_NAMESPACE = `${GitOpsDeploymentMessage.InvalidD
 
 const isNamespaceName = (namespace: string) => namespace.length <= 63 && DNS1123_LABEL.test(namespace);
 
+const boundedString = (max: number) => z.string().max(max);
+const duration = z.string().regex(/^([0-9]+(ms|s|m|h))+$/, 'must be a duration such as 5s, 2m or 1h30m');
+/** At most this much of Helm values, inline or as an object once serialised (the CRD bounds the string). */
+export const MAX_HELM_VALUES_BYTES = 65_536;
+
+const helmSchema = z.object({
+  valueFiles: z.array(boundedString(1024).min(1)).max(16).optional(),
+  values: boundedString(MAX_HELM_VALUES_BYTES).optional(),
+  valuesObject: z
+    .record(z.string(), z.unknown())
+    .refine(
+      (values) => Buffer.byteLength(JSON.stringify(values)) <= MAX_HELM_VALUES_BYTES,
+      `must be at most ${MAX_HELM_VALUES_BYTES} bytes once serialised`,
+    )
+    .optional(),
+  parameters: z
+    .array(
+      z.object({
+        name: boundedString(1024).min(1),
+        value: boundedString(8192).optional(),
+        forceString: z.boolean().optional(),
+      }),
+    )
+    .max(128)
+    .optional(),
+  releaseName: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/)
+    .max(53)
+    .optional(),
+  skipCrds: z.boolean().optional(),
+});
+const kustomizeSelector = z.object({
+  group: boundedString(253).optional(),
+  version: boundedString(63).optional(),
+  kind: boundedString(63).optional(),
+  name: boundedString(253).optional(),
+  namespace: boundedString(63).optional(),
+  labelSelector: boundedString(1024).optional(),
+  annotationSelector: boundedString(1024).optional(),
+});
+const kustomizeSchema = z.object({
+  images: z.array(boundedString(1024).min(1)).max(64).optional(),
+  namePrefix: boundedString(63).optional(),
+  nameSuffix: boundedString(63).optional(),
+  commonLabels: z.record(z.string(), boundedString(63)).optional(),
+  commonAnnotations: z.record(z.string(), boundedString(8192)).optional(),
+  patches: z
+    .array(
+      z.object({
+        patch: boundedString(65_536).optional(),
+        path: boundedString(1024).optional(),
+        target: kustomizeSelector.optional(),
+      }),
+    )
+    .max(32)
+    .optional(),
+  namespace: z
+    .string()
+    .refine((n) => n === '' || isNamespaceName(n), 'must be a namespace name')
+    .optional(),
+});
+const directorySchema = z.object({
+  recurse: z.boolean().optional(),
+  include: boundedString(1024).optional(),
+  exclude: boundedString(1024).optional(),
+});
+
 /** What the backend reads from a GitOpsDeployment's spec (the CRD's admission rules, re-checked). */
 export const gitOpsDeploymentSpecSchema = z.object({
-  source: z.object({
-    repoURL: z.string().min(1),
-    path: z
-      .string()
-      .min(1)
-      .refine((p) => p !== '/', "spec.source.path cannot be '/'"),
-    targetRevision: z.string().optional(),
-  }),
+  source: z
+    .object({
+      repoURL: z.string().min(1),
+      path: z
+        .string()
+        .min(1)
+        .refine((p) => p !== '/', "spec.source.path cannot be '/'"),
+      targetRevision: z.string().optional(),
+      helm: helmSchema.optional(),
+      kustomize: kustomizeSchema.optional(),
+      directory: directorySchema.optional(),
+    })
+    .refine(
+      (source) =>
+        [source.helm, source.kustomize, source.directory].filter((x) => x !== undefined).length <= 1,
+      'set at most one of spec.source.helm, spec.source.kustomize and spec.source.directory',
+    ),
   destination: z
     .object({
       environment: z.string().optional(),
@@ -37,11 +114,43 @@ export const gitOpsDeploymentSpecSchema = z.object({
     .optional(),
   syncPolicy: z
     .object({
-      syncOptions: z
-        .array(z.enum([SyncOption.CreateNamespaceTrue, SyncOption.CreateNamespaceFalse]))
+      automated: z
+        .object({
+          prune: z.boolean().optional(),
+          selfHeal: z.boolean().optional(),
+          allowEmpty: z.boolean().optional(),
+        })
         .optional(),
+      retry: z
+        .object({
+          limit: z.number().int().min(-1).max(1000).optional(),
+          backoff: z
+            .object({
+              duration: duration.optional(),
+              factor: z.number().int().min(1).max(100).optional(),
+              maxDuration: duration.optional(),
+            })
+            .optional(),
+        })
+        .optional(),
+      syncOptions: z.array(z.enum(SUPPORTED_SYNC_OPTIONS)).max(16).optional(),
     })
     .optional(),
+  ignoreDifferences: z
+    .array(
+      z.object({
+        group: boundedString(253).optional(),
+        kind: boundedString(63).min(1),
+        name: boundedString(253).optional(),
+        namespace: boundedString(63).optional(),
+        jsonPointers: z.array(boundedString(1024).startsWith('/')).max(32).optional(),
+        jqPathExpressions: z.array(boundedString(1024).min(1)).max(32).optional(),
+        managedFieldsManagers: z.array(boundedString(128).min(1)).max(16).optional(),
+      }),
+    )
+    .max(32)
+    .optional(),
+  revisionHistoryLimit: z.number().int().min(0).max(100).optional(),
   type: z.enum([GitOpsDeploymentType.Automated, GitOpsDeploymentType.Manual]),
 });
 export type ParsedGitOpsDeploymentSpec = z.infer<typeof gitOpsDeploymentSpecSchema>;
@@ -60,32 +169,164 @@ export function parseGitOpsDeploymentSpec(spec: unknown): SpecParseResult {
 /** The sync option Argo CD needs so that pruned resources are deleted in the background. */
 export const PRUNE_PROPAGATION_BACKGROUND = 'PrunePropagationPolicy=background';
 
+/** The retry of type automated when the GitOpsDeployment says none (the original service's). */
+const DEFAULT_RETRY = { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } };
+
+/**
+ * Why a spec that admission let through cannot become an Application here: a Kustomize namespace other than
+ * the destination's (it would move every resource out of what the tenant targets).
+ */
+export function destinationProblem(
+  spec: ParsedGitOpsDeploymentSpec,
+  destinationNamespace: string,
+): string | undefined {
+  const namespace = spec.source.kustomize?.namespace;
+  return namespace && namespace !== destinationNamespace
+    ? `spec.source.kustomize.namespace must be the destination namespace ${destinationNamespace} (or empty), not ${namespace}`
+    : undefined;
+}
+
+/** Keys whose value is undefined, '', false or an empty list or object are left out. */
+type Entry = [string, unknown];
+const present = ([, value]: Entry) =>
+  !(
+    value === undefined ||
+    value === '' ||
+    value === false ||
+    (Array.isArray(value) && value.length === 0) ||
+    (typeof value === 'object' && value !== null && !Array.isArray(value) && Object.keys(value).length === 0)
+  );
+/**
+ * `entries` without empty values, or undefined when none is left. Argo CD's Go types drop such values whenever
+ * it writes an Application (omitempty), so sending them would look like drift after every sync.
+ */
+function compact(entries: Entry[]): JsonObject | undefined {
+  const kept = entries.filter(present);
+  return kept.length > 0 ? (Object.fromEntries(kept) as JsonObject) : undefined;
+}
+
+function helmOf(helm: NonNullable<ParsedGitOpsDeploymentSpec['source']['helm']>): JsonObject | undefined {
+  return compact([
+    ['valueFiles', helm.valueFiles],
+    ['values', helm.values],
+    // The user's values as written: a false or empty value in them means something.
+    ['valuesObject', helm.valuesObject],
+    [
+      'parameters',
+      helm.parameters?.map((p) =>
+        compact([
+          ['name', p.name],
+          ['value', p.value],
+          ['forceString', p.forceString],
+        ]),
+      ),
+    ],
+    ['releaseName', helm.releaseName],
+    ['skipCrds', helm.skipCrds],
+  ]);
+}
+
+function kustomizeOf(
+  kustomize: NonNullable<ParsedGitOpsDeploymentSpec['source']['kustomize']>,
+): JsonObject | undefined {
+  return compact([
+    ['images', kustomize.images],
+    ['namePrefix', kustomize.namePrefix],
+    ['nameSuffix', kustomize.nameSuffix],
+    // Label and annotation values as written ('' is a value).
+    ['commonLabels', kustomize.commonLabels],
+    ['commonAnnotations', kustomize.commonAnnotations],
+    [
+      'patches',
+      kustomize.patches?.map((p) =>
+        compact([
+          ['patch', p.patch],
+          ['path', p.path],
+          ['target', p.target && compact(Object.entries(p.target))],
+        ]),
+      ),
+    ],
+    ['namespace', kustomize.namespace],
+  ]);
+}
+
+function sourceOf(source: ParsedGitOpsDeploymentSpec['source']): JsonObject {
+  const desired: JsonObject = {
+    repoURL: source.repoURL,
+    path: source.path,
+    targetRevision: source.targetRevision ?? '',
+  };
+  const helm = source.helm && helmOf(source.helm);
+  const kustomize = source.kustomize && kustomizeOf(source.kustomize);
+  const directory = source.directory && compact(Object.entries(source.directory));
+  if (helm) desired.helm = helm;
+  if (kustomize) desired.kustomize = kustomize;
+  if (directory) desired.directory = directory;
+  return desired;
+}
+
+/**
+ * The sync options: the user's, and for type automated background prune propagation first unless the user
+ * chose a propagation policy.
+ */
+function syncOptionsOf(spec: ParsedGitOpsDeploymentSpec): string[] {
+  const user = spec.syncPolicy?.syncOptions ?? [];
+  const ownPropagation = user.some((o) => o.startsWith('PrunePropagationPolicy='));
+  return spec.type === GitOpsDeploymentType.Automated && !ownPropagation
+    ? [PRUNE_PROPAGATION_BACKGROUND, ...user]
+    : [...user];
+}
+
+function syncPolicyOf(spec: ParsedGitOpsDeploymentSpec): JsonObject | undefined {
+  const retry = spec.syncPolicy?.retry;
+  const userRetry =
+    retry &&
+    compact([
+      ['limit', retry.limit === 0 ? undefined : retry.limit],
+      ['backoff', retry.backoff && compact(Object.entries(retry.backoff))],
+    ]);
+  const syncOptions = syncOptionsOf(spec);
+  if (spec.type === GitOpsDeploymentType.Automated) {
+    const automated = spec.syncPolicy?.automated ?? {};
+    // Each defaults to true (the original service's policy); a false one is left out, as Argo CD writes it.
+    const policy: JsonObject = {
+      automated:
+        compact([
+          ['prune', automated.prune ?? true],
+          ['selfHeal', automated.selfHeal ?? true],
+          ['allowEmpty', automated.allowEmpty ?? true],
+        ]) ?? {},
+      syncOptions,
+      retry: userRetry ?? DEFAULT_RETRY,
+    };
+    return policy;
+  }
+  return compact([
+    ['syncOptions', syncOptions],
+    ['retry', userRetry],
+  ]);
+}
+
 /**
  * The desired Argo CD Application spec of a GitOpsDeployment deploying to `destinationNamespace`:
- * `{source: {repoURL, path, targetRevision}, destination: {namespace}, syncPolicy?}`.
- * `targetRevision` is always present ("" = HEAD), so the stored document has one shape.
+ * `{source: {repoURL, path, targetRevision, helm? | kustomize? | directory?}, destination: {namespace},
+ * syncPolicy?, ignoreDifferences?, revisionHistoryLimit?}` in Argo CD's shape (docs/api.md). `targetRevision`
+ * is always present ("" = HEAD), so the stored document has one shape.
  */
 export function desiredApplicationSpec(
   spec: ParsedGitOpsDeploymentSpec,
   destinationNamespace: string,
 ): JsonObject {
-  const userOptions = spec.syncPolicy?.syncOptions ?? [];
   const desired: JsonObject = {
-    source: {
-      repoURL: spec.source.repoURL,
-      path: spec.source.path,
-      targetRevision: spec.source.targetRevision ?? '',
-    },
+    source: sourceOf(spec.source),
     destination: { namespace: destinationNamespace },
   };
-  if (spec.type === GitOpsDeploymentType.Automated) {
-    desired.syncPolicy = {
-      automated: { prune: true, selfHeal: true, allowEmpty: true },
-      syncOptions: [PRUNE_PROPAGATION_BACKGROUND, ...userOptions],
-      retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
-    };
-  } else if (userOptions.length > 0) {
-    desired.syncPolicy = { syncOptions: [...userOptions] };
-  }
+  const syncPolicy = syncPolicyOf(spec);
+  if (syncPolicy) desired.syncPolicy = syncPolicy;
+  const ignoreDifferences = spec.ignoreDifferences
+    ?.map((entry) => compact(Object.entries(entry)))
+    .filter((entry) => entry !== undefined);
+  if (ignoreDifferences && ignoreDifferences.length > 0) desired.ignoreDifferences = ignoreDifferences;
+  if (spec.revisionHistoryLimit !== undefined) desired.revisionHistoryLimit = spec.revisionHistoryLimit;
   return desired;
 }

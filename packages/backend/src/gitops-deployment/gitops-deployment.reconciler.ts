@@ -60,7 +60,11 @@ import {
   unchangedApplication,
 } from './application.store.ts';
 import type { DeploymentApplications } from './deployment-applications.ts';
-import { desiredApplicationSpec, parseGitOpsDeploymentSpec } from './desired-application.ts';
+import {
+  desiredApplicationSpec,
+  destinationProblem,
+  parseGitOpsDeploymentSpec,
+} from './desired-application.ts';
 import { conditionsOf, finalizersOf, isBeingDeleted } from './gitops-deployment.object.ts';
 
 /** ErrorOccurred messages of this reconciler beyond the ones fixed by docs/api.md. */
@@ -329,10 +333,15 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
       if (!resolved.ok) return { ok: false, message: GitOpsDeploymentMessage.ManagedEnvironmentUnusable };
       managedEnvironmentId = resolved.managedEnvironmentId;
     }
-    const spec = desiredApplicationSpec(
-      parsed.spec,
-      environmentName ? parsed.spec.destination?.namespace || namespace : namespace,
-    );
+    const destinationNamespace = environmentName
+      ? parsed.spec.destination?.namespace || namespace
+      : namespace;
+    const problem = destinationProblem(parsed.spec, destinationNamespace);
+    if (problem) {
+      logger.warn({ problem }, 'GitOpsDeployment reaching outside its destination');
+      return { ok: false, message: DeploymentErrorMessage.invalidSpec(problem) };
+    }
+    const spec = desiredApplicationSpec(parsed.spec, destinationNamespace);
     return { ok: true, spec, managedEnvironmentId };
   }
 

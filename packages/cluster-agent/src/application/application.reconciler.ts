@@ -27,7 +27,7 @@ import {
 import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
 import type { FeatureContext, ResourceContext } from '../agent-feature.ts';
 import { applicationRef, FIELD_MANAGER, isUuid } from '../argocd.ts';
-import { compareOwnedFields } from '../resync/owned-fields.ts';
+import { compareOwnedFields, nullPatchOf } from '../resync/owned-fields.ts';
 import { canonicalJson } from '../status/application-state.projection.ts';
 import {
   type AppProjectDeps,
@@ -196,6 +196,19 @@ export async function applyNoting(
   return { applied, settled };
 }
 
+/**
+ * Spec fields of an Application that are ours whether we declare them or not: one we do not declare for a row
+ * must be absent (a syncPolicy a manual deployment does not have, a Helm section a deployment dropped).
+ */
+export const OWNED_SPEC_FIELDS = [
+  'syncPolicy',
+  'ignoreDifferences',
+  'revisionHistoryLimit',
+  'source.helm',
+  'source.kustomize',
+  'source.directory',
+] as const;
+
 /** Fields we own but do not declare (set by another manager; apply cannot remove them), set to null. */
 async function removeUndeclaredFields(
   deps: Pick<ApplicationDeps, 'kc' | 'namespace'>,
@@ -204,8 +217,7 @@ async function removeUndeclaredFields(
   revisionLeft: boolean,
   signal: AbortSignal,
 ): Promise<void> {
-  const spec: Record<string, unknown> = Object.fromEntries(fields.map((field) => [field, null]));
-  if (revisionLeft) spec.source = { targetRevision: null };
+  const spec = nullPatchOf([...fields, ...(revisionLeft ? ['source.targetRevision'] : [])]);
   await mergePatch(
     deps.kc,
     applicationRef(deps.namespace, name),
@@ -292,7 +304,7 @@ export async function applyApplication(
       requeueAfterMs: PENDING_DELETE_RECHECK_MS,
     };
   }
-  const { drifted, unexpectedSpecFields } = compareOwnedFields(live, desired, ['syncPolicy']);
+  const { drifted, unexpectedSpecFields } = compareOwnedFields(live, desired, OWNED_SPEC_FIELDS);
   const staleRevision = hasStaleRevision(desired, live);
   if (live && !drifted && !staleRevision)
     return await settleUnchanged(deps, row, live, project, options.logger);

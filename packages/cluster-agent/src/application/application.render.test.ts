@@ -65,6 +65,34 @@ describe('renderApplication', () => {
     });
   });
 
+  it("passes Argo CD's controls through as the backend wrote them: Helm, Kustomize or directory, ignoreDifferences, revisionHistoryLimit", () => {
+    const spec = {
+      ...automatedSpec,
+      source: {
+        ...automatedSpec.source,
+        helm: {
+          valuesObject: { replicas: 2, debug: false },
+          parameters: [{ name: 'image.tag', value: 'v2' }],
+        },
+      },
+      ignoreDifferences: [{ group: 'apps', kind: 'Deployment', jsonPointers: ['/spec/replicas'] }],
+      revisionHistoryLimit: 3,
+    };
+    const rendered = renderApplication({ ...input, spec }).spec as Record<string, unknown>;
+    assert.deepEqual(rendered.source, spec.source);
+    assert.deepEqual(rendered.ignoreDifferences, spec.ignoreDifferences);
+    assert.equal(rendered.revisionHistoryLimit, 3);
+    // A section that is not an object is a malformed row.
+    assert.throws(
+      () =>
+        renderApplication({
+          ...input,
+          spec: { ...automatedSpec, source: { ...automatedSpec.source, helm: 'x' } },
+        }),
+      (err: unknown) => err instanceof TerminalError && /source\.helm/.test(err.message),
+    );
+  });
+
   it('a manual deployment without options has no syncPolicy', () => {
     const app = renderApplication({
       ...input,

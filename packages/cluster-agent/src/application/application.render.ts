@@ -42,15 +42,26 @@ const syncPolicySchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * An Argo CD option section as the backend wrote it (Helm, Kustomize, directory, one ignoreDifferences entry):
+ * an object, in Argo CD's own shape, passed through as it is (the backend checked each field: desired-application.ts).
+ */
+const argoCdSection = z.record(z.string(), z.json());
+
 /** `application.spec` as the backend writes it: Argo CD's spec without `project` and `destination.name`. */
 export const applicationRowSpecSchema = z.strictObject({
   source: z.strictObject({
     repoURL: z.string().min(1),
     path: z.string(),
     targetRevision: z.string().optional(),
+    helm: argoCdSection.optional(),
+    kustomize: argoCdSection.optional(),
+    directory: argoCdSection.optional(),
   }),
   destination: z.strictObject({ namespace: z.string() }),
   syncPolicy: syncPolicySchema.optional(),
+  ignoreDifferences: z.array(argoCdSection).max(32).optional(),
+  revisionHistoryLimit: z.number().int().min(0).optional(),
 });
 export type ApplicationRowSpec = z.infer<typeof applicationRowSpecSchema>;
 
@@ -163,16 +174,19 @@ export function renderApplication(input: ApplicationRenderInput): KubeObject {
   if (input.owner && isLabelValue(input.owner.namespace)) {
     labels[AgentLabel.GitOpsDeploymentNamespace] = input.owner.namespace;
   }
-  const source: Record<string, string> = { repoURL: spec.source.repoURL, path: spec.source.path };
+  const { targetRevision, ...rest } = spec.source;
   // "" means HEAD, as no field does; Argo CD drops empty strings whenever it writes the Application, so
   // sending one would look like drift after every sync (one more apply per deployment).
-  if (spec.source.targetRevision) source.targetRevision = spec.source.targetRevision;
+  const source: Record<string, unknown> = targetRevision ? { ...rest, targetRevision } : rest;
   const applicationSpec: Record<string, unknown> = {
     project: applicationProjectName(input.clusterUserId, input.environment, requestsNamespaceCreation(spec)),
     source,
     destination: { name: destinationName(input.environment), namespace: spec.destination.namespace },
   };
   if (spec.syncPolicy !== undefined) applicationSpec.syncPolicy = spec.syncPolicy;
+  if (spec.ignoreDifferences !== undefined) applicationSpec.ignoreDifferences = spec.ignoreDifferences;
+  if (spec.revisionHistoryLimit !== undefined)
+    applicationSpec.revisionHistoryLimit = spec.revisionHistoryLimit;
   return {
     apiVersion: ApplicationResource.apiVersion,
     kind: ApplicationResource.kind,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { compareOwnedFields, containsDeclared } from './owned-fields.ts';
+import { compareOwnedFields, containsDeclared, nullPatchOf } from './owned-fields.ts';
 
 const desired = {
   metadata: { name: 'a', labels: { mine: '1' }, finalizers: ['f'] },
@@ -37,6 +37,21 @@ describe('compareOwnedFields', () => {
     assert.deepEqual(compareOwnedFields(live, desired, ['syncPolicy']), {
       drifted: true,
       unexpectedSpecFields: ['syncPolicy'],
+    });
+  });
+
+  it('owned fields may be nested: a Helm section the row no longer has is unexpected, and its null patch nests', () => {
+    const live = {
+      metadata: desired.metadata,
+      spec: { ...desired.spec, source: { ...desired.spec.source, helm: { values: 'a: 1' } } },
+    };
+    assert.deepEqual(compareOwnedFields(live, desired, ['syncPolicy', 'source.helm', 'source.kustomize']), {
+      drifted: true,
+      unexpectedSpecFields: ['source.helm'],
+    });
+    assert.deepEqual(nullPatchOf(['syncPolicy', 'source.helm', 'source.targetRevision']), {
+      syncPolicy: null,
+      source: { helm: null, targetRevision: null },
     });
   });
 

@@ -33,16 +33,39 @@ export interface OwnedFieldsComparison {
   /** True when the live object must be re-applied (or patched). */
   drifted: boolean;
   /**
-   * Top-level spec fields we own but do not declare for this object that are set on the live object
-   * (e.g. a `syncPolicy` added to a manual Application by hand): apply cannot remove fields another
-   * manager owns, so the caller removes them with a merge patch.
+   * Spec fields (dotted paths: `syncPolicy`, `source.helm`) we own but do not declare for this object that are
+   * set on the live object (e.g. a `syncPolicy` added to a manual Application by hand): apply cannot remove
+   * fields another manager owns, so the caller removes them with a merge patch.
    */
   unexpectedSpecFields: string[];
 }
 
+/** The value at a dotted path of `object` (undefined when a step is missing). */
+export function valueAtPath(object: unknown, path: string): unknown {
+  let value: unknown = object;
+  for (const step of path.split('.')) value = isRecord(value) ? value[step] : undefined;
+  return value;
+}
+
+/** A merge patch setting each dotted path to null (`['source.helm']` → `{ source: { helm: null } }`). */
+export function nullPatchOf(paths: readonly string[]): Record<string, unknown> {
+  const patch: Record<string, unknown> = {};
+  for (const path of paths) {
+    const steps = path.split('.');
+    let at = patch;
+    for (const step of steps.slice(0, -1)) {
+      const next = isRecord(at[step]) ? (at[step] as Record<string, unknown>) : {};
+      at[step] = next;
+      at = next;
+    }
+    at[steps.at(-1)!] = null;
+  }
+  return patch;
+}
+
 /**
- * Compares the fields we own: our labels, our finalizers, and `spec` (declared values, plus `ownedSpecFields`
- * that must be absent when we do not declare them).
+ * Compares the fields we own: our labels, our finalizers, and `spec` (declared values, plus `ownedSpecFields`,
+ * dotted paths that must be absent when we do not declare them).
  */
 export function compareOwnedFields(
   live: KubeObject | undefined,
@@ -52,9 +75,10 @@ export function compareOwnedFields(
   if (!live) return { drifted: true, unexpectedSpecFields: [] };
   const liveSpec = isRecord(live.spec) ? live.spec : {};
   const desiredSpec = isRecord(desired.spec) ? desired.spec : {};
-  const unexpectedSpecFields = ownedSpecFields.filter(
-    (field) => desiredSpec[field] === undefined && liveSpec[field] !== undefined && liveSpec[field] !== null,
-  );
+  const unexpectedSpecFields = ownedSpecFields.filter((field) => {
+    const live = valueAtPath(liveSpec, field);
+    return valueAtPath(desiredSpec, field) === undefined && live !== undefined && live !== null;
+  });
   const labelsMatch = containsDeclared(live.metadata.labels ?? {}, desired.metadata.labels ?? {});
   const finalizersMatch = (desired.metadata.finalizers ?? []).every((finalizer) =>
     (live.metadata.finalizers ?? []).includes(finalizer),
