@@ -7,9 +7,11 @@
  * label) while faults are injected, each loop bounded in count and time:
  *
  * - SIGKILL of a backend replica or an agent every 5–30 s (the harness starts it again, as a kubelet would);
- * - an immediate PostgreSQL restart, and a period where the connections to PostgreSQL are cut and new ones
- *   hang (a TCP proxy between the services and PostgreSQL);
- * - a kube-apiserver restart and an Argo CD application-controller restart.
+ * - once each, in a drawn order at drawn moments: an immediate PostgreSQL restart; every connection to
+ *   PostgreSQL cut and new ones hanging; an agent cut from the API server while PostgreSQL answers, and an
+ *   agent cut from PostgreSQL while the API server answers; a few hundred ms of latency on PostgreSQL, and on
+ *   the API server; the Git server hanging; a kube-apiserver restart; an Argo CD application-controller
+ *   restart (the network faults through a TCP proxy between each process and each server: harness.ts).
  *
  * Then, with the faults stopped, the invariants of invariants.ts must all hold within CONVERGE_SECONDS; no
  * process may have died by itself, and no error-level log line may appear other than the transient ones
@@ -44,6 +46,10 @@ const CHURN_SECONDS = Number(process.env.CHAOS_CHURN_SECONDS ?? 120);
 const CONVERGE_SECONDS = Number(process.env.CHAOS_CONVERGE_SECONDS ?? 300);
 /** How long new connections to PostgreSQL hang. */
 const PARTITION_MS = 10_000;
+/** How long a network fault (an agent cut off, a latency, a hanging Git server) lasts. */
+const NETWORK_FAULT_MS = 15_000;
+/** The latency added on PostgreSQL or the API server, each way. */
+const LATENCY_MS = 300;
 const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 1e9));
 
 /**
@@ -67,7 +73,7 @@ describe('chaos: the whole system under churn and faults', () => {
     await env?.stop();
   });
 
-  it(`${DEPLOYMENTS} GitOpsDeployments churned through process kills, PostgreSQL, API server and Argo CD restarts all converge`, async () => {
+  it(`${DEPLOYMENTS} GitOpsDeployments churned through process kills, restarts and network faults all converge`, async () => {
     const random = seededRandom(SEED);
     const between = (a: number, b: number) => a + random() * (b - a);
     say(`seed ${SEED}: ${DEPLOYMENTS} deployments over ${TENANTS} tenants, churn ${CHURN_SECONDS} s`);
@@ -100,19 +106,28 @@ describe('chaos: the whole system under churn and faults', () => {
         kills[victim]++;
       }
     };
-    const once = async (fraction: number, fault: () => Promise<void>) => {
-      await sleep(startedAt + (fraction + between(-0.05, 0.05)) * CHURN_SECONDS * 1000 - Date.now());
+    // The one-off faults, in a drawn order, one in each slot of the window (at a drawn moment within it).
+    const agents = SERVICES.filter((s) => s.startsWith('cluster-agent'));
+    const anAgent = () => agents[Math.floor(random() * agents.length)] as Service;
+    const [cutFromApiServer, cutFromPostgres] = [anAgent(), anAgent()];
+    const oneOff: (() => Promise<void>)[] = [
+      inject.restartPostgres,
+      () => inject.partitionPostgres(PARTITION_MS),
+      inject.restartApiServer,
+      inject.restartArgoCdController,
+      () => inject.cutFromApiServer(cutFromApiServer, NETWORK_FAULT_MS),
+      () => inject.cutFromPostgres(cutFromPostgres, NETWORK_FAULT_MS),
+      () => inject.postgresLatency(LATENCY_MS, NETWORK_FAULT_MS),
+      () => inject.apiServerLatency(LATENCY_MS, NETWORK_FAULT_MS),
+      () => inject.hangGitServer(NETWORK_FAULT_MS),
+    ].sort(() => random() - 0.5);
+    const slot = 0.85 / oneOff.length;
+    const atSlot = async (index: number, fault: () => Promise<void>) => {
+      await sleep(startedAt + (0.05 + (index + between(0, 0.6)) * slot) * CHURN_SECONDS * 1000 - Date.now());
       await fault();
     };
     const churnDone = churn.run(startedAt);
-    await Promise.all([
-      churnDone,
-      killLoop(),
-      once(0.2, inject.restartPostgres),
-      once(0.45, () => inject.partitionPostgres(PARTITION_MS)),
-      once(0.65, inject.restartApiServer),
-      once(0.8, inject.restartArgoCdController),
-    ]);
+    await Promise.all([churnDone, killLoop(), ...oneOff.map((fault, i) => atSlot(i, fault))]);
     const faultsStopped = Date.now();
     for (const f of timeline.sort((a, b) => a.at - b.at)) say(`t=${f.at}s ${f.fault} (${f.seconds} s)`);
     say(
@@ -120,30 +135,30 @@ describe('chaos: the whole system under churn and faults', () => {
     );
 
     // Converge: every invariant at once, within the bound.
-    let last: Snapshot | undefined;
-    let convergedAt: number | undefined;
-    let lastReport = Date.now();
-    while (Date.now() - faultsStopped < CONVERGE_SECONDS * 1000) {
-      const retried = await churn.retryFailedSyncs().catch(() => 0);
-      if (retried > 0)
-        say(`${retried} manual deployment(s) whose sync Argo CD failed: SyncRun requested again`);
-      last = await checkInvariants(env, churn).catch((error: unknown) => ({
-        problems: [`the check itself failed: ${String(error)}`],
-        live: -1,
-        applications: -1,
-      }));
-      if (last.problems.length === 0) {
-        convergedAt = Date.now();
-        break;
+    const converge = async (since: number) => {
+      let snapshot: Snapshot | undefined;
+      let lastReport = Date.now();
+      while (Date.now() - since < CONVERGE_SECONDS * 1000) {
+        const retried = await churn.retryFailedSyncs().catch(() => 0);
+        if (retried > 0)
+          say(`${retried} manual deployment(s) whose sync Argo CD failed: SyncRun requested again`);
+        snapshot = await checkInvariants(env, churn).catch((error: unknown) => ({
+          problems: [`the check itself failed: ${String(error)}`],
+          live: -1,
+          applications: -1,
+        }));
+        if (snapshot.problems.length === 0) return { last: snapshot, convergedAt: Date.now() };
+        if (Date.now() - lastReport > 30_000) {
+          lastReport = Date.now();
+          say(
+            `${Math.round((Date.now() - since) / 1000)} s after the faults: ${snapshot.problems.length} problems, e.g. ${snapshot.problems.slice(0, 3).join('; ')}`,
+          );
+        }
+        await sleep(5_000);
       }
-      if (Date.now() - lastReport > 30_000) {
-        lastReport = Date.now();
-        say(
-          `${Math.round((Date.now() - faultsStopped) / 1000)} s after the faults: ${last.problems.length} problems, e.g. ${last.problems.slice(0, 3).join('; ')}`,
-        );
-      }
-      await sleep(5_000);
-    }
+      return { last: snapshot, convergedAt: undefined };
+    };
+    const { last, convergedAt } = await converge(faultsStopped);
 
     const errors = errorLines(env.system.logs);
     const unexpected = errors.filter(
@@ -176,9 +191,10 @@ describe('chaos: the whole system under churn and faults', () => {
       postgres_partitions: timeline.filter((f) => f.fault.startsWith('PostgreSQL connections')).length,
       api_server_restarts: timeline.filter((f) => f.fault.startsWith('kube-apiserver')).length,
       argocd_controller_restarts: timeline.filter((f) => f.fault.startsWith('argocd')).length,
+      network_faults: timeline.filter((f) => /cut from|latency|Git server/.test(f.fault)).length,
       restarts: env.supervisor.restarts,
       crashes: env.system.crashes.length,
-      proxy_connections: env.proxy.accepted,
+      proxy_connections: env.proxies.all.reduce((sum, p) => sum + p.accepted, 0),
       error_lines: byMessage(errors),
     };
     process.stdout.write(`${JSON.stringify(figure)}\n`);

@@ -1,11 +1,14 @@
 /**
  * The chaos tier's own infrastructure (it restarts it, so it shares nothing with other test files): an
- * embedded PostgreSQL with a TCP proxy in front of it (the services connect through the proxy, the test
- * directly), a control plane, an HTTPS Git server, two real Argo CDs (two engine instances), and the backend
- * pair (two replicas of one shard) and the agent of each instance as processes, kept running by a supervisor
- * the way a kubelet restarts a container that died. Plus the faults: each one a bounded step the test calls.
+ * embedded PostgreSQL, a control plane, an HTTPS Git server, two real Argo CDs (two engine instances), and the
+ * backend pair (two replicas of one shard) and the agent of each instance as processes, kept running by a
+ * supervisor the way a kubelet restarts a container that died. Between each process and each server it talks
+ * to, a TCP proxy of its own (`startTcpProxy`): each service has one to PostgreSQL and one to the API server
+ * (its KUBECONFIG names its proxy), each Argo CD one to the API server, and the Git server has one in front of
+ * it (the URLs the deployments name go through it); the test itself talks to every server directly. Plus the
+ * faults: each one a bounded step the test calls.
  */
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prepareTemplateDatabase } from '@gitops/db/testing';
@@ -61,7 +64,11 @@ export interface Supervisor {
 }
 
 /** Keeps every service running: one that is gone is started again after {@link RESTART_DELAY_MS}. */
-function supervise(system: System, env: Record<string, string>, log: (line: string) => void): Supervisor {
+function supervise(
+  system: System,
+  envOf: (name: Service) => Record<string, string>,
+  log: (line: string) => void,
+): Supervisor {
   const restarts = Object.fromEntries(SERVICES.map((s) => [s, 0])) as Record<Service, number>;
   const starting = new Map<Service, Promise<void>>();
   const goneSince = new Map<Service, number>();
@@ -81,7 +88,7 @@ function supervise(system: System, env: Record<string, string>, log: (line: stri
       starting.set(
         name,
         system
-          .start(name, env)
+          .start(name, envOf(name))
           .catch((error: unknown) => log(`${name} did not become ready: ${whyNotReady(error)}`))
           .finally(() => starting.delete(name)),
       );
@@ -129,13 +136,28 @@ function whyNotReady(error: unknown): string {
   return fatal ? `${first}: ${fatal.msg} (${fatal.err?.message ?? 'no error'})` : first;
 }
 
+/** The Argo CDs, by the prefix of their log lines. */
+export const ARGO_CDS = ['argocd', 'argocd-b'] as const;
+
+/** The TCP proxies between each process and what it talks to. */
+export interface Proxies {
+  /** Each service's way to PostgreSQL. */
+  readonly postgres: Record<Service, TcpProxy>;
+  /** Each service's and each Argo CD's way to the API server. */
+  readonly apiServer: Record<Service | (typeof ARGO_CDS)[number], TcpProxy>;
+  /** Everyone's way to the Git server (Argo CD's repo-servers, the backends' credential checks). */
+  readonly git: TcpProxy;
+  readonly all: TcpProxy[];
+}
+
 export interface ChaosEnvironment {
   readonly postgres: PostgresServer;
-  readonly proxy: TcpProxy;
+  readonly proxies: Proxies;
   readonly controlPlane: ControlPlane;
   readonly argoCd: ArgoCd;
   /** The second engine instance's Argo CD (namespace `system.secondArgoCdNamespace`, agent `cluster-agent-b`). */
   readonly secondArgoCd: ArgoCd;
+  /** The Git server, its URLs those of its proxy (`proxies.git`). */
   readonly git: GitServer;
   readonly system: System;
   readonly gitRoot: string;
@@ -143,12 +165,30 @@ export interface ChaosEnvironment {
   stop(): Promise<void>;
 }
 
-/** The database URL the services use: the same database, through the proxy. */
+/** A URL of a server, through a proxy in front of it (same scheme, path and credentials). */
 function throughProxy(url: string, proxy: TcpProxy): string {
   const proxied = new URL(url);
   proxied.hostname = '127.0.0.1';
   proxied.port = String(proxy.port);
-  return proxied.toString();
+  return proxied.toString().replace(/\/$/, '');
+}
+
+/** A proxy on a loopback port in front of the server of `url`. */
+const proxyTo = (url: string) =>
+  startTcpProxy({ target: { host: new URL(url).hostname, port: Number(new URL(url).port) } });
+
+/**
+ * A copy of the admin kubeconfig whose server is `proxy` (TLS goes through the proxy untouched: the API
+ * server's certificate names 127.0.0.1, whatever the port).
+ */
+async function kubeconfigThrough(controlPlane: ControlPlane, proxy: TcpProxy, file: string): Promise<string> {
+  const original = await readFile(controlPlane.kubeconfigPath, 'utf8');
+  const server = `server: ${controlPlane.server}`;
+  if (!original.includes(server)) throw new Error(`no "${server}" in ${controlPlane.kubeconfigPath}`);
+  await writeFile(file, original.replace(server, `server: ${throughProxy(controlPlane.server, proxy)}`), {
+    mode: 0o600,
+  });
+  return file;
 }
 
 export async function startChaosEnvironment(log: (line: string) => void): Promise<ChaosEnvironment> {
@@ -163,10 +203,6 @@ export async function startChaosEnvironment(log: (line: string) => void): Promis
     // synchronous_commit stays on: an immediate restart must not lose what the server confirmed.
     const postgres = await startPostgres({ forceEmbedded: true, durableCommits: true });
     cleanups.push(() => postgres.stop());
-    const proxy = await startTcpProxy({
-      target: { host: '127.0.0.1', port: Number(new URL(postgres.url).port) },
-    });
-    cleanups.push(() => proxy.stop());
     const controlPlane = await startControlPlane({ log: (l) => (l.startsWith('[') ? undefined : log(l)) });
     cleanups.push(() => controlPlane.stop());
 
@@ -180,18 +216,51 @@ export async function startChaosEnvironment(log: (line: string) => void): Promis
       GITOPS_TEST_TEMPLATE_DATABASE: template,
     });
 
-    const git = await startGitServer();
-    cleanups.push(() => git.stop());
+    const gitServer = await startGitServer();
+    cleanups.push(() => gitServer.stop());
     const gitRoot = await mkdtemp(join(tmpdir(), 'chaos-git-'));
     cleanups.push(() => rm(gitRoot, { recursive: true, force: true }));
+
+    const all: TcpProxy[] = [];
+    cleanups.push(async () => {
+      for (const proxy of all) await proxy.stop();
+    });
+    const proxy = async (url: string) => {
+      const started = await proxyTo(url);
+      all.push(started);
+      return started;
+    };
+    const each = async <K extends string>(names: readonly K[], url: string) => {
+      const out = {} as Record<K, TcpProxy>;
+      for (const name of names) out[name] = await proxy(url);
+      return out;
+    };
+    const proxies: Proxies = {
+      postgres: await each(SERVICES, postgres.url),
+      apiServer: await each([...SERVICES, ...ARGO_CDS], controlPlane.server),
+      git: await proxy(gitServer.baseUrl),
+      all,
+    };
+    const gitBase = throughProxy(gitServer.baseUrl, proxies.git);
+    const git: GitServer = { ...gitServer, baseUrl: gitBase, url: (name) => `${gitBase}/${name}.git` };
+    const kubeconfigs = await mkdtemp(join(tmpdir(), 'chaos-kubeconfigs-'));
+    cleanups.push(() => rm(kubeconfigs, { recursive: true, force: true }));
+    const kubeconfigOf = Object.fromEntries(
+      await Promise.all(
+        Object.entries<TcpProxy>(proxies.apiServer).map(async ([name, p]) => [
+          name,
+          await kubeconfigThrough(controlPlane, p, join(kubeconfigs, name)),
+        ]),
+      ),
+    ) as Record<keyof Proxies['apiServer'], string>;
 
     const system = await startSystem({ start: [] });
     cleanups.push(() => system.stop());
     const argoWorkDir = await mkdtemp(join(tmpdir(), 'chaos-argocd-'));
     cleanups.push(() => rm(argoWorkDir, { recursive: true, force: true }));
-    const argoCdIn = (namespace: string, workDir: string, prefix: string) =>
+    const argoCdIn = (namespace: string, workDir: string, prefix: (typeof ARGO_CDS)[number]) =>
       startArgoCd({
-        kubeconfigPath: controlPlane.kubeconfigPath,
+        kubeconfigPath: kubeconfigOf[prefix],
         namespace,
         workDir,
         binary: argoCdBinary,
@@ -210,18 +279,19 @@ export async function startChaosEnvironment(log: (line: string) => void): Promis
     const secondArgoCd = await argoCdIn(system.secondArgoCdNamespace, secondWorkDir, 'argocd-b');
     cleanups.push(() => secondArgoCd.stop());
 
-    const env = {
-      DATABASE_URL: throughProxy(system.database.url, proxy),
+    const envOf = (name: Service) => ({
+      DATABASE_URL: throughProxy(system.database.url, proxies.postgres[name]),
+      KUBECONFIG: kubeconfigOf[name],
       GIT_SSL_CAINFO: git.caFile,
       // info, not the debug of the other tiers: a few hundred deployments on two cores.
       LOG_LEVEL: process.env.E2E_LOG_LEVEL ?? 'info',
-    };
-    for (const name of SERVICES) await system.start(name, env);
-    const supervisor = supervise(system, env, log);
+    });
+    for (const name of SERVICES) await system.start(name, envOf(name));
+    const supervisor = supervise(system, envOf, log);
     cleanups.push(() => supervisor.stop());
     return {
       postgres,
-      proxy,
+      proxies,
       controlPlane,
       argoCd,
       secondArgoCd,
@@ -244,6 +314,23 @@ export interface FaultRecord {
   seconds: number;
 }
 
+/** Cuts every connection through `proxies` and holds new ones for `ms`, then lets them through. */
+async function partition(proxies: TcpProxy[], ms: number): Promise<void> {
+  for (const proxy of proxies) {
+    proxy.setMode('hang');
+    proxy.cut();
+  }
+  await sleep(ms);
+  for (const proxy of proxies) proxy.setMode('pass');
+}
+
+/** Delays every chunk through `proxies` by `latencyMs` for `ms`. */
+async function slow(proxies: TcpProxy[], latencyMs: number, ms: number): Promise<void> {
+  for (const proxy of proxies) proxy.setLatency(latencyMs);
+  await sleep(ms);
+  for (const proxy of proxies) proxy.setLatency(0);
+}
+
 /** The faults, each one bounded; every call appends what it did to `timeline`. */
 export function faults(env: ChaosEnvironment, startedAt: number, timeline: FaultRecord[]) {
   const record = async (fault: string, run: () => Promise<void>) => {
@@ -262,12 +349,35 @@ export function faults(env: ChaosEnvironment, startedAt: number, timeline: Fault
     restartPostgres: () => record('PostgreSQL immediate restart', () => env.postgres.restartImmediately()),
     /** Every open connection to PostgreSQL is cut, and new ones hang for `ms`. */
     partitionPostgres: (ms: number) =>
-      record(`PostgreSQL connections cut, new ones hang ${Math.round(ms / 1000)} s`, async () => {
-        env.proxy.setMode('hang');
-        env.proxy.cut();
-        await sleep(ms);
-        env.proxy.setMode('pass');
-      }),
+      record(`PostgreSQL connections cut, new ones hang ${Math.round(ms / 1000)} s`, () =>
+        partition(Object.values(env.proxies.postgres), ms),
+      ),
+    /** One service's connections to PostgreSQL are cut and new ones hang for `ms`; the API server answers. */
+    cutFromPostgres: (name: Service, ms: number) =>
+      record(`${name} cut from PostgreSQL, new connections hang ${Math.round(ms / 1000)} s`, () =>
+        partition([env.proxies.postgres[name]], ms),
+      ),
+    /** One service's connections to the API server are cut and new ones hang for `ms`; PostgreSQL answers. */
+    cutFromApiServer: (name: Service, ms: number) =>
+      record(`${name} cut from the API server, new connections hang ${Math.round(ms / 1000)} s`, () =>
+        partition([env.proxies.apiServer[name]], ms),
+      ),
+    /** Every chunk to and from PostgreSQL (every service's) is delayed `latencyMs` each way for `ms`. */
+    postgresLatency: (latencyMs: number, ms: number) =>
+      record(`PostgreSQL latency ${latencyMs} ms each way for ${Math.round(ms / 1000)} s`, () =>
+        slow(Object.values(env.proxies.postgres), latencyMs, ms),
+      ),
+    /** Every chunk to and from the API server (the services' and Argo CDs') is delayed `latencyMs` for `ms`. */
+    apiServerLatency: (latencyMs: number, ms: number) =>
+      record(`API server latency ${latencyMs} ms each way for ${Math.round(ms / 1000)} s`, () =>
+        slow(Object.values(env.proxies.apiServer), latencyMs, ms),
+      ),
+    /**
+     * The Git server hangs for `ms`: its open connections are cut and new ones are accepted and never answered
+     * (Argo CD's repo-servers and the backends' credential checks meet it); then it answers again.
+     */
+    hangGitServer: (ms: number) =>
+      record(`Git server hangs ${Math.round(ms / 1000)} s`, () => partition([env.proxies.git], ms)),
     /** kube-apiserver stops (SIGTERM) and starts again with the same flags, port, certificates and etcd. */
     restartApiServer: () =>
       record('kube-apiserver restart', async () => {

@@ -111,6 +111,30 @@ describe('the TCP proxy in front of a server', () => {
     assert.equal(proxy.accepted, 3);
   });
 
+  it('with a latency, delivers every chunk both ways, in order, no sooner than the latency each way; without one, at once again', async () => {
+    const { proxy } = await start();
+    const client = await connect(proxy.port);
+    cleanups.push(() => void client.socket.destroy());
+    proxy.setLatency(150);
+    assert.equal(proxy.latencyMs, 150);
+    const sent = Date.now();
+    for (const word of ['a', 'b', 'c', 'd']) client.socket.write(word);
+    await eventually('every answer, in order', async () =>
+      client.received() === 'echo:aecho:becho:cecho:d' || client.received() === 'echo:abcd'
+        ? true
+        : undefined,
+    );
+    // Held on the way there and on the way back: the answer cannot be there before twice the latency.
+    assert.ok(Date.now() - sent >= 300, `answered after ${Date.now() - sent} ms`);
+
+    proxy.setLatency(0);
+    client.socket.write('e');
+    await eventually('the next answer', async () =>
+      client.received().endsWith('echo:e') ? true : undefined,
+    );
+    assert.deepEqual(proxy.open, { forwarded: 1, held: 0 });
+  });
+
   it('closes the client side when the server goes away', async () => {
     const { proxy, target } = await start();
     const client = await connect(proxy.port);
