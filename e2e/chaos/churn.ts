@@ -134,6 +134,12 @@ export interface ChurnPlan {
    * SyncRun (which must then succeed like any other). Returns how many were asked.
    */
   retryFailedSyncs(): Promise<number>;
+  /**
+   * The soak's steady churn: `count` live deployments (drawn; not the re-created ones) switch their spec to
+   * the other version of their ConfigMap (v1 ↔ v2), a manual one with a SyncRun after it. `startedAt` dates
+   * the events. Returns how many were changed.
+   */
+  changeSome(count: number, startedAt: number): Promise<number>;
 }
 
 const isUnanswered = (error: unknown) =>
@@ -609,6 +615,27 @@ export async function planChurn(env: ChaosEnvironment, options: ChurnOptions): P
 
   let componentService: Promise<void> | undefined;
   return {
+    async changeSome(count, startedAt) {
+      const candidates = deployments.filter((d) => !d.deleted && d.uid && d.version !== 'v3');
+      const chosen: DeploymentRecord[] = [];
+      while (chosen.length < Math.min(count, candidates.length)) {
+        const [d] = candidates.splice(Math.floor(rnd() * candidates.length), 1);
+        if (d) chosen.push(d);
+      }
+      await Promise.all(
+        chosen.map(async (d) => {
+          const version = d.version === 'v1' ? 'v2' : 'v1';
+          await persist(`change ${d.namespace}/${d.name}`, () =>
+            mergePatch(kc, deploymentPath(d), { spec: { source: { path: `apps/${d.index}/${version}` } } }),
+          );
+          d.version = version;
+          counts.changed++;
+          d.events.push(`t=${((Date.now() - startedAt) / 1000).toFixed(1)}s changed to ${version} (soak)`);
+          if (d.kind === 'manual') await requestSync(d);
+        }),
+      );
+      return chosen.length;
+    },
     async retryFailedSyncs() {
       let asked = 0;
       for (const d of deployments) {
