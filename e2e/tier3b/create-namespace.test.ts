@@ -15,7 +15,7 @@ import { get, paths } from '../fixture/kube.ts';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
-const CREATE_NAMESPACE = { syncOptions: ['CreateNamespace=true'] };
+const CREATE_NAMESPACE = { syncOptions: ['CreateNamespace=true' as const] };
 
 type Application = KubeObject & { spec: { project: string } };
 
