@@ -110,6 +110,13 @@ export const backendConfigSchema = {
     description:
       'age after which the token of a tenant on an instance of another cluster is renewed (it is asked for a year; the API server may cap it lower: keep this below that cap)',
   }),
+  statusCoalesceMs: durationVar('GITOPS_STATUS_COALESCE_WINDOW', {
+    default: '300ms',
+    min: '0ms',
+    max: '10s',
+    description:
+      "how long a GitOpsDeployment's status write waits after the first change Argo CD reports, so the states Argo CD passes through meanwhile become one write (0: write each at once)",
+  }),
   engineInstanceStatusIntervalMs: durationVar('GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL', {
     default: '15s',
     min: '1s',

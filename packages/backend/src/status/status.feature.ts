@@ -146,17 +146,23 @@ export function createStatusFeature(
     .complete(reconcile);
   const { queue, enqueueAll } = controller;
 
+  /**
+   * A change Argo CD reported is written after GITOPS_STATUS_COALESCE_WINDOW, counted from the first change of
+   * the object not written yet (a later one does not push it back): the states a sync passes through within
+   * the window (OutOfSync, Running, Synced/Progressing, Healthy) become one write of the latest.
+   */
+  const coalesceMs = ctx.config.statusCoalesceMs;
   async function onApplicationStateChanged(applicationId: string) {
     const known = applications.keyOf(applicationId);
     if (known) {
-      queue.add(known);
+      queue.addAfter(known, coalesceMs);
       return;
     }
     const mapping = await getApiCrMappingOfApplication(db, applicationId);
     if (mapping?.cr_kind !== Kind.GitOpsDeployment) return;
     const key = `${mapping.cr_namespace}/${mapping.cr_name}`;
     applications.remember(mapping.cr_uid, applicationId, key);
-    queue.add(key);
+    queue.addAfter(key, coalesceMs);
   }
 
   return {

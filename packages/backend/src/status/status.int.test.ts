@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { writeApplicationState } from '@gitops/db';
-import { HttpMethod, type KubeObject, kubeRequest, kubeTime } from '@gitops/shared';
+import {
+  createInformer,
+  createMetricsRegistry,
+  createSilentLogger,
+  HttpMethod,
+  jsonEqual,
+  type KubeObject,
+  kubeRequest,
+  kubeTime,
+} from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
@@ -346,5 +355,63 @@ describe('status path', () => {
     assert.deepEqual(statusOf(object).health, { status: 'Healthy' });
     assert.deepEqual(statusOf(object).resources, [{ kind: 'ConfigMap', name: 'ok' }]);
     assert.equal(statusOf(object).sync, undefined);
+  });
+});
+
+describe('status path: the states Argo CD passes through within the coalescing window', () => {
+  const f = useBackendFixture();
+  let tenant: { name: string; uid: string };
+
+  beforeAll(async () => {
+    // Long enough that the three states below always land inside one window.
+    await f.startBackend({ GITOPS_STATUS_COALESCE_WINDOW: '3s' });
+    tenant = await f.createNamespace();
+  });
+
+  test('three states reported back to back become one status write, of the last', async () => {
+    const cr = await f.createDeployment(tenant.name, 'coalesced', spec);
+    const application = await f.applicationOf(cr);
+    const writes: string[] = [];
+    const informer = createInformer<KubeObject>({
+      kubeConfig: f.kc,
+      resource: { apiVersion: 'managed-gitops.redhat.com/v1alpha1', plural: 'gitopsdeployments' },
+      namespace: tenant.name,
+      registry: createMetricsRegistry({ defaultMetrics: false }),
+      logger: createSilentLogger(),
+    });
+    informer.onUpdate((old, object) => {
+      const health = (statusOf(object).health as { status?: string } | undefined)?.status;
+      if (object.metadata.name === 'coalesced' && !jsonEqual(statusOf(old), statusOf(object)))
+        writes.push(health ?? 'none');
+    });
+    informer.start();
+    await informer.waitForSync();
+    try {
+      for (const [sync, health] of [
+        ['OutOfSync', 'Missing'],
+        ['Synced', 'Progressing'],
+        ['Synced', 'Healthy'],
+      ]) {
+        await writeApplicationState(f.db, application.id, {
+          sync: { status: sync, revision: 'abc123' },
+          health: { status: health },
+        });
+      }
+      const object = await eventually('Synced/Healthy on the GitOpsDeployment', async () => {
+        const o = await f.getDeployment(tenant.name, 'coalesced');
+        return (statusOf(o ?? cr).health as { status?: string } | undefined)?.status === 'Healthy'
+          ? o
+          : undefined;
+      });
+      // The informer has seen the written version once it is at least as new as what we read.
+      await eventually('the write seen by the watch', async () =>
+        informer.get(tenant.name, 'coalesced')?.metadata.resourceVersion === object?.metadata.resourceVersion
+          ? true
+          : undefined,
+      );
+      assert.deepEqual(writes, ['Healthy']);
+    } finally {
+      await informer.stop();
+    }
   });
 });
