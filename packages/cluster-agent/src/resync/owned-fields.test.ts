@@ -55,6 +55,47 @@ describe('compareOwnedFields', () => {
     });
   });
 
+  it('an owned section is compared whole: a member the row dropped from a section it keeps is drift, other members are not', () => {
+    const withHelm = (helm: Record<string, unknown>) => ({
+      metadata: desired.metadata,
+      spec: { ...desired.spec, source: { ...desired.spec.source, helm } },
+    });
+    const declared = withHelm({ releaseName: 'shop', parameters: [{ name: 'color', value: 'blue' }] });
+    const owned = ['syncPolicy', 'source.helm'];
+    // the user dropped valueFiles, and a parameter's forceString: both still live
+    assert.deepEqual(
+      compareOwnedFields(
+        withHelm({ ...declared.spec.source.helm, valueFiles: ['gone.yaml'] }),
+        declared,
+        owned,
+      ),
+      { drifted: true, unexpectedSpecFields: [] },
+    );
+    assert.equal(
+      compareOwnedFields(
+        withHelm({ releaseName: 'shop', parameters: [{ name: 'color', value: 'blue', forceString: true }] }),
+        declared,
+        owned,
+      ).drifted,
+      true,
+    );
+    // the same section, in any key order: no drift
+    assert.equal(
+      compareOwnedFields(
+        withHelm({ parameters: [{ value: 'blue', name: 'color' }], releaseName: 'shop' }),
+        declared,
+        owned,
+      ).drifted,
+      false,
+    );
+    // a section that is not owned keeps the subset rule (someone else's member of `source`)
+    const otherMember = {
+      ...declared,
+      spec: { ...declared.spec, source: { ...declared.spec.source, chart: 'c' } },
+    };
+    assert.equal(compareOwnedFields(otherMember, declared, owned).drifted, false);
+  });
+
   it('compares arrays element by element', () => {
     assert.equal(containsDeclared(['a', 'b'], ['a', 'b']), true);
     assert.equal(containsDeclared(['a', 'b', 'c'], ['a', 'b']), false);

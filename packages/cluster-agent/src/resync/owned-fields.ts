@@ -2,7 +2,7 @@
  * Drift detection on the fields we own only, so the agent never fights Argo CD (status, operation) or
  * another tool over fields it does not declare. Pure.
  */
-import type { KubeObject } from '@gitops/shared';
+import { jsonEqual, type KubeObject } from '@gitops/shared';
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -65,7 +65,9 @@ export function nullPatchOf(paths: readonly string[]): Record<string, unknown> {
 
 /**
  * Compares the fields we own: our labels, our finalizers, and `spec` (declared values, plus `ownedSpecFields`,
- * dotted paths that must be absent when we do not declare them).
+ * dotted paths that are wholly ours: absent when we do not declare them, exactly as declared when we do, so a
+ * member the row dropped from a section it keeps, e.g. one of `source.helm`'s `valueFiles`, is drift that
+ * the apply removes).
  */
 export function compareOwnedFields(
   live: KubeObject | undefined,
@@ -83,10 +85,15 @@ export function compareOwnedFields(
   const finalizersMatch = (desired.metadata.finalizers ?? []).every((finalizer) =>
     (live.metadata.finalizers ?? []).includes(finalizer),
   );
+  const ownedSectionChanged = ownedSpecFields.some((field) => {
+    const declared = valueAtPath(desiredSpec, field);
+    return declared !== undefined && !jsonEqual(valueAtPath(liveSpec, field), declared);
+  });
   const drifted =
     !labelsMatch ||
     !finalizersMatch ||
     !containsDeclared(liveSpec, desiredSpec) ||
+    ownedSectionChanged ||
     unexpectedSpecFields.length > 0;
   return { drifted, unexpectedSpecFields };
 }
