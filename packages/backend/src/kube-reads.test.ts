@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@gitops/shared';
+import { type ApiServerDouble, startApiServerDouble } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { readCurrentObject } from './kube-reads.ts';
 
@@ -9,14 +7,10 @@ import { readCurrentObject } from './kube-reads.ts';
 // API server never answers so (kube-reads.int.test.ts reads it), which is why this needs a double.
 describe('a live read of a custom resource answered with something that is not an object', () => {
   let answer = '';
-  const server = createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(answer);
-  });
-  const kc = new KubeConfig();
+  let double: ApiServerDouble;
   const read = () =>
     readCurrentObject(
-      kc,
+      double.kc,
       { get: () => undefined },
       { apiVersion: 'managed-gitops.redhat.com/v1alpha1', plural: 'gitopsdeployments' },
       { namespace: 'tenant', name: 'app' },
@@ -24,16 +18,12 @@ describe('a live read of a custom resource answered with something that is not a
     );
 
   beforeAll(async () => {
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as AddressInfo;
-    kc.loadFromOptions({
-      clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-      users: [{ name: 'u', token: 't' }],
-      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-      currentContext: 'x',
+    double = await startApiServerDouble((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(answer);
     });
   });
-  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+  afterAll(() => double.close());
 
   it('is an error, never "it does not exist" (rows would be deleted for an object that may exist)', async () => {
     for (const body of ['[]', '{}', '{"kind":"Status","metadata":{}}', 'null']) {

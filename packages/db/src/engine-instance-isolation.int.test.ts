@@ -349,6 +349,9 @@ describe('an agent connected as instance B reaches nothing of instance A', () =>
   });
 
   test("the deletion guard: B cannot forge a proof of deletion, confirm its own holds, or see or hold A's", async () => {
+    /** What PostgreSQL makes of B's statement: the rows it touched, or 'refused'. */
+    const asBTries = (statement: { execute(): Promise<unknown[]> }) =>
+      attempt(() => statement.execute().then((rows) => ({ rows })));
     const proofFor = (instanceId: string) => ({
       application_id: randomUUID(),
       engine_instance_id: instanceId,
@@ -357,13 +360,7 @@ describe('an agent connected as instance B reaches nothing of instance A', () =>
     });
     // A proof is the backend's word: no agent writes one, not even for itself.
     assert.equal(
-      await attempt(() =>
-        asB
-          .insertInto('application_deletion')
-          .values(proofFor(b.instance.id))
-          .execute()
-          .then((r) => ({ rows: r })),
-      ),
+      await asBTries(asB.insertInto('application_deletion').values(proofFor(b.instance.id))),
       'refused',
     );
     const hold = (instanceId: string, confirmed: boolean) => ({
@@ -377,35 +374,16 @@ describe('an agent connected as instance B reaches nothing of instance A', () =>
     // Its own hold, yes; one for A, or one already confirmed, no.
     const own = hold(b.instance.id, false);
     await asB.insertInto('application_deletion_hold').values(own).execute();
-    assert.equal(
-      await attempt(() =>
-        asB
-          .insertInto('application_deletion_hold')
-          .values(hold(a.instance.id, false))
-          .execute()
-          .then((r) => ({ rows: r })),
-      ),
-      'refused',
-    );
-    assert.equal(
-      await attempt(() =>
-        asB
-          .insertInto('application_deletion_hold')
-          .values(hold(b.instance.id, true))
-          .execute()
-          .then((r) => ({ rows: r })),
-      ),
-      'refused',
-    );
+    for (const forbidden of [hold(a.instance.id, false), hold(b.instance.id, true)]) {
+      assert.equal(await asBTries(asB.insertInto('application_deletion_hold').values(forbidden)), 'refused');
+    }
     // Confirming is an operator's: refused to the agent.
     assert.equal(
-      await attempt(() =>
+      await asBTries(
         asB
           .updateTable('application_deletion_hold')
           .set({ confirmed_at: new Date() })
-          .where('application_id', '=', own.application_id)
-          .execute()
-          .then((r) => ({ rows: r })),
+          .where('application_id', '=', own.application_id),
       ),
       'refused',
     );

@@ -5,35 +5,30 @@ import { HttpMethod, KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, it, test } from 'vitest';
 import { KubeApiError } from './errors.ts';
 import { type KubeObject, kindParser, kubeRequest } from './kube.ts';
+import { type ApiServerDouble, startApiServerDouble } from './testing/index.ts';
 
 // A one-function double of the API server's throttling answer (429 + Retry-After); the real API server
 // is used by kube.int.test.ts.
 describe('kubeRequest on a throttled API server', () => {
   let answers: number[] = [];
   let requests = 0;
-  const server = createServer((_req, res) => {
-    requests++;
-    const status = answers.shift() ?? 200;
-    res.writeHead(status, { 'content-type': 'application/json', 'retry-after': '0' });
-    res.end(
-      JSON.stringify(
-        status === 200 ? { kind: 'ConfigMap', ok: true } : { message: 'storage is (re)initializing' },
-      ),
-    );
-  });
-  const kc = new KubeConfig();
+  let double: ApiServerDouble;
+  let kc: KubeConfig;
 
   beforeAll(async () => {
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address() as AddressInfo;
-    kc.loadFromOptions({
-      clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
-      users: [{ name: 'u', token: 't' }],
-      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-      currentContext: 'x',
+    double = await startApiServerDouble((_req, res) => {
+      requests++;
+      const status = answers.shift() ?? 200;
+      res.writeHead(status, { 'content-type': 'application/json', 'retry-after': '0' });
+      res.end(
+        JSON.stringify(
+          status === 200 ? { kind: 'ConfigMap', ok: true } : { message: 'storage is (re)initializing' },
+        ),
+      );
     });
+    kc = double.kc;
   });
-  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+  afterAll(() => double.close());
 
   it('sends the request again after a 429 and returns the answer', async () => {
     answers = [429, 429];

@@ -3,6 +3,7 @@
  * workspace's dependency graph, so no package's tests create a dependency cycle by importing it). Not
  * part of the production exports of `@gitops/shared`.
  */
+export { type ApiServerDouble, startApiServerDouble } from './api-server-double.ts';
 export { eventually } from './eventually.ts';
 export { useFixture } from './use-fixture.ts';
 export { useNamespace } from './use-namespace.ts';
