@@ -33,7 +33,9 @@ export async function builtArgoCdBinary(): Promise<string | undefined> {
     return override;
   }
   const dir = join(cacheDir(), 'argocd', await argoCdBuildVersion());
-  for (const file of ['argocd', 'git-verify-wrapper.sh', 'gpg-wrapper.sh']) {
+  // Everything build.sh puts there: a folder an older build.sh left without helm is built up (the
+  // repo-server's PATH starts with this folder; it runs `helm template` for a chart).
+  for (const file of ['argocd', 'git-verify-wrapper.sh', 'gpg-wrapper.sh', 'kustomize', 'helm']) {
     if (!(await isExecutable(join(dir, file)))) return undefined;
   }
   return join(dir, 'argocd');
@@ -210,9 +212,10 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
   for (const [host, pem] of Object.entries(options.trustedCertificates ?? {})) {
     await writeFile(join(tlsDir, host), pem);
   }
-  // The repo-server runs `kustomize build <dir>` for a folder with a kustomization.yaml (an Argo CD image
-  // ships the binary). Without one on PATH, kubectl's built-in kustomize does the same build; a real
-  // kustomize on PATH comes first.
+  // The repo-server runs `kustomize build <dir>` for a folder with a kustomization.yaml and `helm template`
+  // for a chart (an Argo CD image ships both binaries; build.sh puts them beside `argocd`, first on PATH).
+  // Without a kustomize there (an ARGOCD_BINARY elsewhere), kubectl's built-in kustomize does the same
+  // build; a real kustomize on PATH comes first.
   const shimDir = join(workDir, 'kustomize-shim');
   await mkdir(shimDir, { recursive: true });
   await writeFile(
