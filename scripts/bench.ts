@@ -5,12 +5,18 @@
  * `BENCH_PEER=managed-gitops pnpm bench`: the core pipeline, ours and the original alternating, `BENCH_PAIRS`
  * pairs (default 2), with a final `peer_comparison` line (e2e/bench/peer.ts). Needs the original's files in
  * `../shared/anchor/managed-gitops/` (or `BENCH_PEER_DIR`); without them it says `skipped: ...` and exits 0.
+ *
+ * `BENCH_PEER=argocd pnpm bench [e2e/bench/argocd.bench.ts]`: the real Argo CD benchmark, Argo CD alone and
+ * the service alternating (alone, service, ... `BENCH_PAIRS` pairs, default 2), each on fresh infrastructure,
+ * with a final `argocd_peer_comparison` line (e2e/bench/argocd-peer.ts). BENCH_ARGOCD_* knobs apply to both;
+ * BENCH_ARGOCD_REFRESH defaults to true here (the cost at rest and per periodic refresh).
  */
 import { spawn } from 'node:child_process';
 import { glob } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { prepareTemplateDatabase } from '@gitops/db/testing';
 import { repoRoot, startControlPlane, startPostgres } from '@gitops/local-env';
+import { argoCdComparison, summarizeArgoCdRun } from '../e2e/bench/argocd-peer.ts';
 import {
   comparison,
   missingPeerFiles,
@@ -168,8 +174,57 @@ async function runWithPeer(peer: string): Promise<number> {
   return result.failed_runs.length > 0 ? 1 : 0;
 }
 
+/** BENCH_PEER=argocd: Argo CD alone and the service alternating, each on fresh infrastructure. */
+async function runWithArgoCdPeer(file: string): Promise<number> {
+  const pairs = Number(process.env.BENCH_PAIRS ?? 2);
+  const settings = {
+    deployments: Number(process.env.BENCH_ARGOCD_DEPLOYMENTS ?? 200),
+    namespaces: Number(process.env.BENCH_ARGOCD_NAMESPACES ?? 20),
+    in_flight: Number(process.env.BENCH_ARGOCD_IN_FLIGHT ?? 16),
+  };
+  const shared = { BENCH_ARGOCD_REFRESH: process.env.BENCH_ARGOCD_REFRESH ?? 'true' };
+  say(
+    `peer argocd: ${pairs} pair(s) of Argo CD alone then the service, ${settings.deployments} deployments over ${settings.namespaces} namespaces, ${settings.in_flight} in flight`,
+  );
+  const runs: PeerRun[] = [];
+  for (let pair = 1; pair <= pairs; pair++) {
+    for (const impl of ['argocd-alone', 'service'] as const) {
+      say(`pair ${pair}/${pairs}: ${impl}`);
+      let run: PeerRun | undefined;
+      const exit = await withInfrastructure(
+        [file],
+        async (f, env) => {
+          run = await runCapturing(impl, pair, process.execPath, [f], {
+            cwd: repoRoot,
+            env: { ...env, ...shared, BENCH_ARGOCD_MODE: impl === 'argocd-alone' ? 'alone' : 'service' },
+          });
+          return run.exit;
+        },
+        // Each run its own PostgreSQL, as the original's peer runs.
+        { forceEmbedded: true },
+      ).catch((e: unknown) => {
+        say(`${impl} failed: ${e instanceof Error ? e.stack : String(e)}`);
+        return 1;
+      });
+      if (!run) continue;
+      const done: PeerRun = { ...run, exit: run.exit || exit };
+      runs.push(done);
+      process.stdout.write(
+        `${JSON.stringify({ figure: 'argocd_peer_run', ...settings, ...summarizeArgoCdRun(done) })}\n`,
+      );
+    }
+  }
+  const result = argoCdComparison(runs, settings);
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+  return result.failed_runs.length > 0 ? 1 : 0;
+}
+
 let code: number;
-if (process.env.BENCH_PEER) {
+if (process.env.BENCH_PEER === 'argocd') {
+  code = await runWithArgoCdPeer(
+    resolve(process.cwd(), process.argv[2] ?? resolve(repoRoot, 'e2e/bench/argocd.bench.ts')),
+  );
+} else if (process.env.BENCH_PEER) {
   code = await runWithPeer(process.env.BENCH_PEER);
 } else {
   const files: string[] = process.argv.slice(2).map((f) => resolve(process.cwd(), f));

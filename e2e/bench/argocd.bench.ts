@@ -24,7 +24,21 @@
  * Every arrival time comes from a watch (informers on GitOpsDeployments and on Applications in every Argo CD
  * namespace), never from polling. BENCH_ARGOCD=false skips it. Everything it starts (both instances) is
  * stopped and removed again, also on failure.
+ *
+ * BENCH_ARGOCD_MODE=alone (issue 34): Argo CD alone, the physical limit of a service in front of it. No backend
+ * and no agent run; the benchmark itself creates, per deployment, the Application the agent would have made
+ * (packages/cluster-agent/src/application/application.render.ts from the row desired-application.ts writes
+ * for an automated GitOpsDeployment: `gitopsdepl-<uuid>`, destination in-cluster + the tenant namespace, the
+ * same repository path, automated prune/selfHeal/allowEmpty, PrunePropagationPolicy=background, retry -1
+ * 5s/2/3m, Argo CD's resources finalizer) in a per-tenant AppProject like the agent's (sourceRepos the
+ * repository, destinations in-cluster + that namespace) created before the timed part, with the same warm-up
+ * and the same creates in flight; create → Argo CD wrote Synced/Healthy (at the head) on the Application, from
+ * the Application watch. The figures have the same names, with `mode`. In the default mode (`service`) the
+ * figure also carries the status lag: Application Synced/Healthy in the Application watch → the
+ * GitOpsDeployment Synced/Healthy in its watch. `BENCH_PEER=argocd pnpm bench e2e/bench/argocd.bench.ts`
+ * runs both, alternating on fresh infrastructure, and compares them (e2e/bench/argocd-peer.ts).
  */
+import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
@@ -87,6 +101,17 @@ const RECONCILIATION_SECONDS = Number(process.env.BENCH_ARGOCD_RECONCILIATION_SE
 const TIMEOUT_SECONDS = Number(process.env.BENCH_ARGOCD_TIMEOUT_SECONDS ?? 480);
 /** Engine instances: 1, or 2 (a second Argo CD with its own agent). */
 const INSTANCES = Number(process.env.BENCH_ARGOCD_INSTANCES ?? 1);
+/** `service` (GitOpsDeployments through the backend and agent) or `alone` (Applications created directly). */
+const MODE = process.env.BENCH_ARGOCD_MODE ?? 'service';
+if (MODE !== 'service' && MODE !== 'alone') {
+  say(`BENCH_ARGOCD_MODE must be service or alone, not ${MODE}`);
+  process.exit(1);
+}
+const ALONE = MODE === 'alone';
+if (ALONE && INSTANCES !== 1) {
+  say('BENCH_ARGOCD_MODE=alone runs one Argo CD (BENCH_ARGOCD_INSTANCES=1)');
+  process.exit(1);
+}
 if (INSTANCES !== 1 && INSTANCES !== 2) {
   say(`BENCH_ARGOCD_INSTANCES must be 1 or 2, not ${process.env.BENCH_ARGOCD_INSTANCES}`);
   process.exit(1);
@@ -101,7 +126,12 @@ if (NAMESPACES < INSTANCES) {
  * informer resync, i.e. within two periods) and print what that round cost (`argocd_periodic_refresh`).
  */
 const REFRESH = process.env.BENCH_ARGOCD_REFRESH === 'true';
-const emit = figureEmitter({ deployments: DEPLOYMENTS, namespaces: NAMESPACES, instances: INSTANCES });
+const emit = figureEmitter({
+  mode: MODE,
+  deployments: DEPLOYMENTS,
+  namespaces: NAMESPACES,
+  instances: INSTANCES,
+});
 
 /** Cleanup steps, run last-registered first, each one also when an earlier one failed. */
 const cleanups: { what: string; run: () => Promise<void> }[] = [];
@@ -125,6 +155,42 @@ interface Instance {
   argoCd?: ArgoCd;
   warmupMs?: number;
 }
+
+/** Alone: the AppProject of the tenant in `namespace` (the agent's is `app-project-<cluster_user id>`). */
+const appProjectOf = (namespace: string) => `app-project-${namespace}`;
+/** A repository URL as the agent writes it into sourceRepos (app-project.render.ts normaliseRepoUrl). */
+const normalisedRepoUrl = (url: string) =>
+  url
+    .trim()
+    .toLowerCase()
+    .replace(/\/+$/, '')
+    .replace(/\.git$/, '')
+    .replace(/\/+$/, '');
+/**
+ * Alone: the Application the agent makes for an automated GitOpsDeployment with no syncPolicy of its own
+ * (desired-application.ts syncPolicyOf + application.render.ts renderApplication), without the agent's labels.
+ */
+const applicationOfAlone = (
+  name: string,
+  argoCdNamespace: string,
+  namespace: string,
+  repoURL: string,
+  path: string,
+) => ({
+  apiVersion: 'argoproj.io/v1alpha1',
+  kind: 'Application',
+  metadata: { name, namespace: argoCdNamespace, finalizers: ['resources-finalizer.argocd.argoproj.io'] },
+  spec: {
+    project: appProjectOf(namespace),
+    source: { repoURL, path },
+    destination: { name: 'in-cluster', namespace },
+    syncPolicy: {
+      automated: { prune: true, selfHeal: true, allowEmpty: true },
+      syncOptions: ['PrunePropagationPolicy=background'],
+      retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
+    },
+  },
+});
 
 const isSyncedHealthy = (status: { sync?: { status?: string }; health?: { status?: string } } | undefined) =>
   status?.sync?.status === 'Synced' && status.health?.status === 'Healthy';
@@ -213,14 +279,22 @@ try {
     cleanups.push({ what: `stop Argo CD ${instance.letter}`, run: () => argoCd.stop() });
   }
   // Runs while every Argo CD and the services still run: deleting the GitOpsDeployments makes the system
-  // delete the Applications and each Argo CD prune its ConfigMaps and drop its finalizer. Whatever Application
-  // is left after that (a failed run) loses its finalizer, so the Argo CD namespaces can go.
+  // delete the Applications (alone: the benchmark deletes them) and each Argo CD prune its ConfigMaps and drop
+  // its finalizer. Whatever Application is left after that (a failed run) loses its finalizer, so the Argo CD
+  // namespaces can go.
   cleanups.push({
     what: 'delete the GitOpsDeployments and their Applications',
     run: async () => {
-      await pool(created, 8, async (ns) => {
-        await kubeRequest(system.kc, { method: HttpMethod.DELETE, path: paths.gitopsDeployments(ns) });
-      });
+      if (ALONE)
+        for (const { argoCdNamespace } of instances)
+          await kubeRequest(system.kc, {
+            method: HttpMethod.DELETE,
+            path: paths.applications(argoCdNamespace),
+          });
+      else
+        await pool(created, 8, async (ns) => {
+          await kubeRequest(system.kc, { method: HttpMethod.DELETE, path: paths.gitopsDeployments(ns) });
+        });
       const deadline = performance.now() + 180_000;
       for (const { argoCdNamespace } of instances) {
         const applications = paths.applications(argoCdNamespace);
@@ -239,18 +313,39 @@ try {
       }
     },
   });
-  await system.start('backend');
-  // Every agent registers its instance before a labelled tenant deploys (a label naming an unregistered
-  // instance is refused and looked at again only every 30 s).
-  for (const instance of instances) await system.start(instance.agent);
+  if (ALONE) {
+    // Each tenant's AppProject, as the agent makes it (app-project.render.ts) for a tenant whose
+    // applications all use the one repository: created before the timed part, as the agent's exist once a
+    // tenant deployed once.
+    const argoCdNamespace = instances[0]?.argoCdNamespace as string;
+    await pool(namespaces, 8, async (namespace) => {
+      await create(system.kc, paths.appProjects(argoCdNamespace), {
+        apiVersion: 'argoproj.io/v1alpha1',
+        kind: 'AppProject',
+        metadata: { name: appProjectOf(namespace), namespace: argoCdNamespace },
+        spec: {
+          sourceRepos: [normalisedRepoUrl(repo.fileUrl)],
+          destinations: [{ name: 'in-cluster', namespace }],
+        },
+      });
+    });
+  } else {
+    await system.start('backend');
+    // Every agent registers its instance before a labelled tenant deploys (a label naming an unregistered
+    // instance is refused and looked at again only every 30 s).
+    for (const instance of instances) await system.start(instance.agent);
+  }
 
   // Arrivals, from watches only: the Application exists; Argo CD wrote Synced/Healthy on it; the
-  // GitOpsDeployment shows Synced (at head) and Healthy.
+  // GitOpsDeployment shows Synced (at head) and Healthy (alone: the Application shows them).
   const appSeen = new Map<string, number>();
   const appSyncedHealthy = new Map<string, number>();
   /** Application name → the letter of the instance whose Argo CD namespace it appeared in. */
   const appInstance = new Map<string, string>();
-  const deploymentSyncedHealthy = new Map<string, number>();
+  /** Deployment key → when it converged: its GitOpsDeployment Synced/Healthy, alone its Application's. */
+  const convergedAt = new Map<string, number>();
+  /** Alone: Application name → deployment key, set before its POST. */
+  const keyOfApplication = new Map<string, string>();
   /** GitOpsDeployment key → `status.engineInstance` when it converged (where the backend placed its tenant). */
   const placedOn = new Map<string, string>();
   let allConverged: () => void = () => {};
@@ -282,13 +377,27 @@ try {
           if (refreshed.size >= reconciledAtBefore.size) allRefreshed();
         }
       }
-      if (ignoredApps.has(app.metadata.name)) return;
+      const status = app.status as Parameters<typeof isSyncedHealthy>[0] & { sync?: { revision?: string } };
+      if (ignoredApps.has(app.metadata.name)) {
+        if (ALONE && isSyncedHealthy(status)) warmups[0]?.done();
+        return;
+      }
       const now = performance.now();
       if (!appSeen.has(app.metadata.name)) appSeen.set(app.metadata.name, now);
       appInstance.set(app.metadata.name, instance.letter);
-      const status = app.status as Parameters<typeof isSyncedHealthy>[0];
       if (!appSyncedHealthy.has(app.metadata.name) && isSyncedHealthy(status))
         appSyncedHealthy.set(app.metadata.name, now);
+      const key = keyOfApplication.get(app.metadata.name);
+      if (
+        ALONE &&
+        key &&
+        !convergedAt.has(key) &&
+        isSyncedHealthy(status) &&
+        status?.sync?.revision === head
+      ) {
+        convergedAt.set(key, now);
+        if (convergedAt.size >= DEPLOYMENTS) allConverged();
+      }
     };
     informer.onAdd(onApp);
     informer.onUpdate((_old, app) => onApp(app));
@@ -320,12 +429,12 @@ try {
       if (done) warmups.find((w) => w.namespace === gd.metadata.namespace)?.done();
       return;
     }
-    if (deploymentSyncedHealthy.has(key)) return;
+    if (convergedAt.has(key)) return;
     if (done) {
-      deploymentSyncedHealthy.set(key, performance.now());
+      convergedAt.set(key, performance.now());
       const placed = (gd.status as { engineInstance?: string } | undefined)?.engineInstance;
       if (placed) placedOn.set(key, placed);
-      if (deploymentSyncedHealthy.size >= DEPLOYMENTS) allConverged();
+      if (convergedAt.size >= DEPLOYMENTS) allConverged();
     }
   };
   deployments.onAdd(onDeployment);
@@ -347,11 +456,22 @@ try {
   await Promise.all(
     warmups.map(async (w) => {
       const warmupStart = performance.now();
-      const warmupGd = await system.createGitOpsDeployment(w.namespace, 'warmup', {
-        source: { repoURL: repo.fileUrl, path: 'apps/warmup' },
-        type: 'automated',
-      });
-      ignoredApps.add(`gitopsdepl-${warmupGd.metadata.uid}`);
+      if (ALONE) {
+        const name = `gitopsdepl-${randomUUID()}`;
+        ignoredApps.add(name);
+        const { argoCdNamespace } = w.instance;
+        await create(
+          system.kc,
+          paths.applications(argoCdNamespace),
+          applicationOfAlone(name, argoCdNamespace, w.namespace, repo.fileUrl, 'apps/warmup'),
+        );
+      } else {
+        const warmupGd = await system.createGitOpsDeployment(w.namespace, 'warmup', {
+          source: { repoURL: repo.fileUrl, path: 'apps/warmup' },
+          type: 'automated',
+        });
+        ignoredApps.add(`gitopsdepl-${warmupGd.metadata.uid}`);
+      }
       let warmupTimedOut = false;
       await Promise.race([
         w.converged,
@@ -443,7 +563,7 @@ try {
   const connectionSampler = setInterval(() => void sampleConnections(), 1000);
   const cpuBefore = await cpuNow();
   const machineBefore = await machineBusySeconds();
-  const apiBefore = await apiRequestCounts();
+  const apiBefore = await apiRequestCounts({ subresource: true });
 
   // Create them, IN_FLIGHT at a time.
   const createdAt = new Map<string, number>();
@@ -457,13 +577,27 @@ try {
     async (i) => {
       const namespace = namespaces[i % NAMESPACES] as string;
       const name = `argocd-${i}`;
+      const key = `${namespace}/${name}`;
       const t = performance.now();
-      const gd = await system.createGitOpsDeployment(namespace, name, {
-        source: { repoURL: repo.fileUrl, path: `apps/${i}` },
-        type: 'automated',
-      });
-      createdAt.set(`${namespace}/${name}`, t);
-      applicationOf.set(`${namespace}/${name}`, `gitopsdepl-${gd.metadata.uid}`);
+      if (ALONE) {
+        const application = `gitopsdepl-${randomUUID()}`;
+        const { argoCdNamespace } = instanceOfNamespaceIndex(i % NAMESPACES);
+        keyOfApplication.set(application, key);
+        createdAt.set(key, t);
+        applicationOf.set(key, application);
+        await create(
+          system.kc,
+          paths.applications(argoCdNamespace),
+          applicationOfAlone(application, argoCdNamespace, namespace, repo.fileUrl, `apps/${i}`),
+        );
+      } else {
+        const gd = await system.createGitOpsDeployment(namespace, name, {
+          source: { repoURL: repo.fileUrl, path: `apps/${i}` },
+          type: 'automated',
+        });
+        createdAt.set(key, t);
+        applicationOf.set(key, `gitopsdepl-${gd.metadata.uid}`);
+      }
       intendedInstance.set(`${namespace}/${name}`, instanceOfNamespaceIndex(i % NAMESPACES));
     },
   );
@@ -471,7 +605,7 @@ try {
   say(`created ${DEPLOYMENTS} in ${round1((createdAll - start) / 1000)} s; waiting for Synced/Healthy`);
   const progress = setInterval(() => {
     say(
-      `${round1((performance.now() - start) / 1000)} s: ${appSeen.size} Applications, ${appSyncedHealthy.size} Synced/Healthy in Argo CD, ${deploymentSyncedHealthy.size} GitOpsDeployments Synced/Healthy`,
+      `${round1((performance.now() - start) / 1000)} s: ${appSeen.size} Applications, ${appSyncedHealthy.size} Synced/Healthy in Argo CD${ALONE ? '' : `, ${convergedAt.size} GitOpsDeployments Synced/Healthy`}`,
     );
   }, 15_000);
   let timedOut = false;
@@ -486,7 +620,11 @@ try {
   const cpuAfter = await cpuNow();
   const machineSeconds = (await machineBusySeconds()) - machineBefore;
   const statementsAfter = statementsCounted ? await statementCalls(system.db) : undefined;
-  const api = deltas(apiBefore, await apiRequestCounts());
+  const api = deltas(apiBefore, await apiRequestCounts({ subresource: true }));
+  const events = await eventsByComponentAndReason(
+    system.kc,
+    (name) => ignoredApps.has(name) || name === 'warmup',
+  );
   const perDeployment = (entries: [string, number][]) =>
     Object.fromEntries(
       entries
@@ -496,7 +634,7 @@ try {
     );
   const sum = (entries: [string, number][]) => round2(entries.reduce((t, [, n]) => t + n, 0) / DEPLOYMENTS);
   const apiWrites = [...api].filter(([key]) => isWrite(key) && key !== 'PUT leases');
-  const apiReads = [...api].filter(([key]) => !isWrite(key));
+  const apiReads = [...api].filter(([key]) => !isWrite(key) && key !== 'GET leases');
   const windowSeconds = (performance.now() - start) / 1000;
   const cpuByProcess = cpuDelta(cpuBefore, cpuAfter);
   const cpuTotal = Object.values(cpuByProcess).reduce((sum, v) => sum + v, 0);
@@ -515,18 +653,28 @@ try {
   const since = (seen: number | undefined, key: string) =>
     seen === undefined ? undefined : seen - (createdAt.get(key) ?? Number.NaN);
   const defined = (values: (number | undefined)[]) => values.filter((v): v is number => v !== undefined);
-  const toSyncedHealthy = defined(keys.map((k) => since(deploymentSyncedHealthy.get(k), k)));
+  const toSyncedHealthy = defined(keys.map((k) => since(convergedAt.get(k), k)));
   const toApplication = defined(keys.map((k) => since(appSeen.get(applicationOf.get(k) ?? ''), k)));
   const toArgoSyncedHealthy = defined(
     keys.map((k) => since(appSyncedHealthy.get(applicationOf.get(k) ?? ''), k)),
   );
-  const last = deploymentSyncedHealthy.size > 0 ? Math.max(...deploymentSyncedHealthy.values()) : start;
+  const last = convergedAt.size > 0 ? Math.max(...convergedAt.values()) : start;
+  /** Service: Argo CD wrote Synced/Healthy on the Application (its watch) → the GitOpsDeployment showed it. */
+  const statusLag = ALONE
+    ? []
+    : defined(
+        keys.map((k) => {
+          const app = appSyncedHealthy.get(applicationOf.get(k) ?? '');
+          const gd = convergedAt.get(k);
+          return app === undefined || gd === undefined ? undefined : gd - app;
+        }),
+      );
   /** Per instance: its deployments' figures, and the CPU of its Argo CD processes and agent. */
   const byInstance = Object.fromEntries(
     instances.map((instance) => {
       const mine = keys.filter((k) => intendedInstance.get(k) === instance);
-      const converged = mine.filter((k) => deploymentSyncedHealthy.has(k));
-      const lastOfMine = Math.max(start, ...converged.map((k) => deploymentSyncedHealthy.get(k) ?? start));
+      const converged = mine.filter((k) => convergedAt.has(k));
+      const lastOfMine = Math.max(start, ...converged.map((k) => convergedAt.get(k) ?? start));
       const { seconds, argoCdSeconds } = instanceCpu(cpuByProcess, instance);
       return [
         instance.letter,
@@ -536,9 +684,9 @@ try {
           warmup_ms: instance.warmupMs,
           deployments: mine.length,
           converged: converged.length,
-          placed_elsewhere: converged.filter((k) => placedOn.get(k) !== instance.name).length,
+          placed_elsewhere: ALONE ? 0 : converged.filter((k) => placedOn.get(k) !== instance.name).length,
           applications_seen_here: [...appInstance.values()].filter((l) => l === instance.letter).length,
-          ...latencySummary(defined(converged.map((k) => since(deploymentSyncedHealthy.get(k), k)))),
+          ...latencySummary(defined(converged.map((k) => since(convergedAt.get(k), k)))),
           throughput_per_s: lastOfMine > start ? round1(converged.length / ((lastOfMine - start) / 1000)) : 0,
           cpu_seconds: round1(seconds),
           cpu_seconds_argocd: round1(argoCdSeconds),
@@ -550,7 +698,9 @@ try {
   );
   const backendSeconds = cpuByProcess.backend ?? 0;
   emit('argocd_create_to_synced_healthy', {
-    method: `${INSTANCES} engine instance(s), each a real Argo CD ${instances[0]?.argoCd?.version} (redis + repo-server + application-controller, reconciliation ${RECONCILIATION_SECONDS} s) with its own agent process, one backend process; tenant namespace i labelled with instance i % ${INSTANCES}; one local file:// Git repository, one ConfigMap per path; one warm-up deployment per instance converged first; automated GitOpsDeployments created ${IN_FLIGHT} in flight; POST → the GitOpsDeployment's status shows sync Synced at the repository's head and health Healthy, seen by a watch`,
+    method: ALONE
+      ? `Argo CD alone: a real Argo CD ${instances[0]?.argoCd?.version} (redis + repo-server + application-controller, reconciliation ${RECONCILIATION_SECONDS} s), no backend, no agent; per tenant namespace an AppProject like the agent's, created first; one local file:// Git repository, one ConfigMap per path; one warm-up Application converged first; the Applications the agent would make (automated, in-cluster + the tenant namespace) POSTed by the benchmark ${IN_FLIGHT} in flight; POST → the Application shows sync Synced at the repository's head and health Healthy, seen by a watch`
+      : `${INSTANCES} engine instance(s), each a real Argo CD ${instances[0]?.argoCd?.version} (redis + repo-server + application-controller, reconciliation ${RECONCILIATION_SECONDS} s) with its own agent process, one backend process; tenant namespace i labelled with instance i % ${INSTANCES}; one local file:// Git repository, one ConfigMap per path; one warm-up deployment per instance converged first; automated GitOpsDeployments created ${IN_FLIGHT} in flight; POST → the GitOpsDeployment's status shows sync Synced at the repository's head and health Healthy, seen by a watch`,
     in_flight: IN_FLIGHT,
     warmup_ms: Object.fromEntries(instances.map((i) => [i.letter, i.warmupMs])),
     converged: toSyncedHealthy.length,
@@ -560,12 +710,23 @@ try {
     client_create_rate_per_s: round1(DEPLOYMENTS / ((createdAll - start) / 1000)),
     create_to_application: latencySummary(toApplication),
     create_to_argocd_application_synced_healthy: latencySummary(toArgoSyncedHealthy),
+    ...(ALONE
+      ? {}
+      : {
+          status_lag: latencySummary(statusLag),
+          status_lag_note:
+            "per deployment: Argo CD's Synced/Healthy on the Application (its watch) → the GitOpsDeployment's (its watch)",
+        }),
     conditions_seen: Object.fromEntries([...conditionsSeen].map(([name, keys]) => [name, keys.size])),
     api_note:
-      "apiserver_request_total deltas over the same window, every client's (ours, Argo CD's, this benchmark's own POST gitopsdeployments), kube-controller-manager's lease left out",
+      "apiserver_request_total deltas over the same window, every client's (ours, Argo CD's, this benchmark's own POST of each GitOpsDeployment or, alone, Application), kube-controller-manager's lease left out; the counter names no client: Events by their reporting component below",
     api_writes_per_deployment: sum(apiWrites),
     api_writes_per_deployment_by_verb_and_resource: perDeployment(apiWrites),
     api_reads_per_deployment: sum(apiReads),
+    api_reads_per_deployment_by_verb_and_resource: perDeployment(apiReads),
+    events_per_deployment_by_component_and_reason: perDeployment([...events]),
+    events_note:
+      'every Event of the run (core/v1, each counted `count` times) but the warm-up objects, by reportingComponent (else source.component) and reason, listed once the window ended',
     cpu_note:
       'CPU seconds (user + system, /proc/<pid>/stat, waited-for children included) from the first create until the last GitOpsDeployment converged; [a]/[b] = the engine instance; each instance = its redis, argocd-repo-server, argocd-application-controller and cluster-agent',
     cpu_seconds_by_process: cpuSorted,
@@ -587,9 +748,12 @@ try {
     say(
       `only ${toSyncedHealthy.length} of ${DEPLOYMENTS} converged within ${TIMEOUT_SECONDS} s (${appSeen.size} Applications, ${appSyncedHealthy.size} Synced/Healthy in Argo CD)`,
     );
-    for (const key of keys.filter((k) => !deploymentSyncedHealthy.has(k)).slice(0, 5)) {
+    for (const key of keys.filter((k) => !convergedAt.has(k)).slice(0, 5)) {
       const [namespace, name] = key.split('/') as [string, string];
-      const status = deployments.get(namespace, name)?.status;
+      const app = appInformers[0]?.get(instances[0]?.argoCdNamespace ?? '', applicationOf.get(key) ?? '');
+      const status = ALONE
+        ? (app?.status as GitOpsDeployment['status'])
+        : deployments.get(namespace, name)?.status;
       say(
         `  ${key}: sync ${status?.sync?.status}, health ${status?.health?.status}, conditions ${JSON.stringify((status?.conditions ?? []).map((c) => `${c.type}/${c.reason}`))}`,
       );
@@ -616,7 +780,7 @@ try {
       [...deltas(before, after)]
         .filter(([query]) => !/pg_stat_statements|pg_stat_activity/.test(query))
         .reduce((t, [, n]) => t + n, 0);
-    const apiRefreshBefore = await apiRequestCounts();
+    const apiRefreshBefore = await apiRequestCounts({ subresource: true });
     const machineRefreshBefore = await machineBusySeconds();
     const readings = [await reading()];
     const allDone = new Promise<void>((resolve) => {
@@ -650,7 +814,7 @@ try {
     await loop;
     const end = await reading();
     const machineRefresh = (await machineBusySeconds()) - machineRefreshBefore;
-    const apiRefresh = deltas(apiRefreshBefore, await apiRequestCounts());
+    const apiRefresh = deltas(apiRefreshBefore, await apiRequestCounts({ subresource: true }));
     const first = readings[0] as Awaited<ReturnType<typeof reading>>;
     const lastQuiet = readings[readings.length - 1] as Awaited<ReturnType<typeof reading>>;
     const quietSeconds = (lastQuiet.at - first.at) / 1000;
@@ -748,3 +912,29 @@ try {
   }
 }
 process.exit(failed ? 1 : 0);
+
+/**
+ * Every core/v1 Event in the cluster (each counted `count` times, as the API server took a write per
+ * occurrence), by `<reporting component>/<reason>`, but those about objects `ignored` names.
+ */
+async function eventsByComponentAndReason(
+  kc: Parameters<typeof kubeRequest>[0],
+  ignored: (name: string) => boolean,
+): Promise<Map<string, number>> {
+  const res = (await kubeRequest(kc, { method: HttpMethod.GET, path: '/api/v1/events' })) as {
+    items: {
+      reason?: string;
+      count?: number;
+      reportingComponent?: string;
+      source?: { component?: string };
+      involvedObject?: { name?: string };
+    }[];
+  };
+  const out = new Map<string, number>();
+  for (const event of res.items) {
+    if (ignored(event.involvedObject?.name ?? '')) continue;
+    const key = `${event.reportingComponent || event.source?.component || '?'}/${event.reason ?? '?'}`;
+    out.set(key, (out.get(key) ?? 0) + (event.count ?? 1));
+  }
+  return out;
+}

@@ -42,7 +42,8 @@ export function missingPeerFiles(dir: string): string[] {
 
 type Figure = Record<string, unknown> & { figure?: string };
 export type PeerRun = {
-  impl: 'ours' | 'go-original';
+  /** The original's peer runs: ours, go-original; argocd-peer.ts's: argocd-alone, service. */
+  impl: 'ours' | 'go-original' | 'argocd-alone' | 'service';
   pair: number;
   exit: number;
   startedAt: string;

@@ -116,16 +116,23 @@ export async function machineBusySeconds(): Promise<number> {
   return [0, 1, 2, 5, 6].reduce((sum, i) => sum + (cpu?.[i] ?? 0), 0) / CLOCK_TICKS_PER_SECOND;
 }
 
-/** apiserver_request_total of the API server scripts/bench.ts started, summed by `<VERB> <resource>`. */
-export async function apiRequestCounts(): Promise<Map<string, number>> {
+/**
+ * apiserver_request_total of the API server scripts/bench.ts started, summed by `<VERB> <resource>` (with
+ * `subresource`: `<VERB> <resource>/<subresource>` where there is one, e.g. `PATCH gitopsdeployments/status`).
+ * The counter has no client label: who wrote is told by the resource, or by comparing runs.
+ */
+export async function apiRequestCounts(
+  options: { subresource?: boolean } = {},
+): Promise<Map<string, number>> {
   const endpoint = JSON.parse(process.env.BENCH_APISERVER_ENDPOINT ?? '{}');
   const res = await kubeRequest(endpoint, 'GET', '/metrics');
   const counts = new Map<string, number>();
   for (const line of String(res.body).split('\n')) {
     if (!line.startsWith('apiserver_request_total{')) continue;
     const verb = /verb="([A-Z]+)"/.exec(line)?.[1] ?? '?';
-    const resource = /resource="([^"]*)"/.exec(line)?.[1] ?? '';
-    const key = `${verb} ${resource}`.trim();
+    const resource = /[{,]resource="([^"]*)"/.exec(line)?.[1] ?? '';
+    const subresource = options.subresource ? /subresource="([^"]+)"/.exec(line)?.[1] : undefined;
+    const key = `${verb} ${resource}${subresource ? `/${subresource}` : ''}`.trim();
     const value = Number(line.slice(line.lastIndexOf(' ') + 1));
     counts.set(key, (counts.get(key) ?? 0) + value);
   }
