@@ -37,6 +37,15 @@ export const AgentLabel = {
   GitOpsDeploymentNamespace: 'managed-gitops.redhat.com/gitopsdeployment-namespace',
 } as const;
 
+/**
+ * Annotations the agent sets on its Applications. `RowVersion`: the `updated_at` of the application row it was
+ * last applied from (ISO 8601); an older row is never applied over it (application.reconciler.ts, a database
+ * restored from an older backup).
+ */
+export const AgentAnnotation = {
+  RowVersion: 'managed-gitops.redhat.com/row-version',
+} as const;
+
 export const ARGOCD_RESOURCES_FINALIZER = Finalizer.ArgoCDResources;
 
 /** The Argo CD cluster name of the cluster Argo CD runs in. */

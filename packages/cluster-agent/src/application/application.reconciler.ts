@@ -26,7 +26,7 @@ import {
 } from '@gitops/shared';
 import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
 import type { FeatureContext, ResourceContext } from '../agent-feature.ts';
-import { applicationRef, FIELD_MANAGER, isUuid } from '../argocd.ts';
+import { AgentAnnotation, applicationRef, FIELD_MANAGER, isUuid } from '../argocd.ts';
 import { compareOwnedFields, nullPatchOf } from '../resync/owned-fields.ts';
 import { canonicalJson } from '../status/application-state.projection.ts';
 import {
@@ -37,6 +37,7 @@ import {
   reconcileAppProject,
 } from './app-project.reconciler.ts';
 import {
+  type BoundedWaits,
   boundedWaits,
   DESTINATION_WAIT_MAX_MS,
   deleteApplicationsOf,
@@ -92,6 +93,8 @@ export type ApplicationDeps = AppProjectDeps &
     settledApplications: Settled;
     /** Our applies of Applications, keyed by object key, whose echo the feature's predicate drops. */
     ownApplies: OwnWrites;
+    /** Rows older than their live Application, waited for (OLDER_ROW_WAIT_MAX_MS). */
+    olderRowWaits: BoundedWaits;
   };
 
 /** What settles an Application: its row (spec, environment, update time) and the live owned fields. */
@@ -140,6 +143,7 @@ async function renderOrFail(
       environment,
       owner: found.owner,
       namespace: deps.namespace,
+      rowVersion: row.updated_at,
     });
   } catch (err) {
     // The move is over too.
@@ -281,6 +285,49 @@ async function writeApplication(
   return { status: 'done', changed: true };
 }
 
+/** How long a row older than its live Application is waited for before it is applied anyway (see olderRow). */
+export const OLDER_ROW_WAIT_MAX_MS = 30 * 60_000;
+const OLDER_ROW_RECHECK_MS = 15_000;
+
+/** The row version recorded on a live Application (AgentAnnotation.RowVersion), if any. */
+export function appliedRowVersion(live: KubeObject | undefined): number | undefined {
+  const recorded = live?.metadata.annotations?.[AgentAnnotation.RowVersion];
+  const time = recorded === undefined ? Number.NaN : Date.parse(recorded);
+  return Number.isNaN(time) ? undefined : time;
+}
+
+/**
+ * A row older than the one its live Application was last applied from is not applied over it: the database
+ * went back in time (restored from an older backup, a failover that lost commits), and applying it would
+ * revert the deployment to an older spec (Argo CD then prunes what was added since). It waits for the backend
+ * to rewrite the row from its GitOpsDeployment (a newer `updated_at`), at most OLDER_ROW_WAIT_MAX_MS (a
+ * GitOpsDeployment changed and changed back since the backup leaves the row as it is), then it is applied.
+ */
+function olderRow(
+  deps: Pick<ApplicationDeps, 'olderRowWaits'>,
+  row: ApplicationRow,
+  live: KubeObject | undefined,
+  logger: Logger,
+): ResourceOutcome | undefined {
+  const applied = appliedRowVersion(live);
+  if (applied === undefined || applied <= row.updated_at.getTime()) {
+    deps.olderRowWaits.done(row.id);
+    return undefined;
+  }
+  if (deps.olderRowWaits.overdue(row.id)) {
+    logger.warn(
+      { application: row.name },
+      'applying an application row older than its Application: nothing newer came',
+    );
+    return undefined;
+  }
+  return {
+    status: 'pending',
+    reason: `the application row of ${row.name} is older than the one its Application was applied from (a database restored from an older backup?): waiting for the backend to write it again from its GitOpsDeployment`,
+    requeueAfterMs: OLDER_ROW_RECHECK_MS,
+  };
+}
+
 /** An Application row that is this instance's: render, project, apply (or find it matching). */
 export async function applyApplication(
   deps: ApplicationDeps,
@@ -308,6 +355,8 @@ export async function applyApplication(
   const staleRevision = hasStaleRevision(desired, live);
   if (live && !drifted && !staleRevision)
     return await settleUnchanged(deps, row, live, project, options.logger);
+  const older = olderRow(deps, row, live, options.logger);
+  if (older) return older;
   return await writeApplication(
     deps,
     row,
@@ -357,6 +406,7 @@ export function createApplicationReconciler(
     tenantsOfPendingDeletes: new Map(),
     syncEnds: boundedWaits(SYNC_END_WAIT_MAX_MS),
     destinationWaits: boundedWaits(DESTINATION_WAIT_MAX_MS),
+    olderRowWaits: boundedWaits(OLDER_ROW_WAIT_MAX_MS),
     ownApplies: createOwnWrites(),
     deletionBudget: deletionBudgetOf(config),
     reconcileAppProject: (clusterUserId, options) => reconcileAppProject(deps, clusterUserId, options),

@@ -27,6 +27,7 @@ const input = {
   environment: { kind: 'Workspace' } as const,
   owner: { name: 'my-deployment', namespace: 'jane' },
   namespace: 'argocd',
+  rowVersion: new Date('2026-03-01T10:00:00.123Z'),
 };
 
 describe('renderApplication', () => {
@@ -43,6 +44,7 @@ describe('renderApplication', () => {
           'managed-gitops.redhat.com/gitopsdeployment-name': 'my-deployment',
           'managed-gitops.redhat.com/gitopsdeployment-namespace': 'jane',
         },
+        annotations: { 'managed-gitops.redhat.com/row-version': '2026-03-01T10:00:00.123Z' },
         finalizers: ['resources-finalizer.argocd.argoproj.io'],
       },
       spec: {

@@ -8,6 +8,7 @@ import type { ApplicationWithDestination } from '@gitops/db';
 import { ErrorCode, type KubeObject, TerminalError } from '@gitops/shared';
 import { z } from 'zod';
 import {
+  AgentAnnotation,
   AgentLabel,
   ApplicationResource,
   ARGOCD_RESOURCES_FINALIZER,
@@ -155,6 +156,8 @@ export interface ApplicationRenderInput {
   owner?: { name: string; namespace: string } | undefined;
   /** The engine instance (Argo CD) namespace. */
   namespace: string;
+  /** The row's `updated_at`, recorded on the Application (AgentAnnotation.RowVersion). */
+  rowVersion: Date;
 }
 
 /**
@@ -194,6 +197,7 @@ export function renderApplication(input: ApplicationRenderInput): KubeObject {
       name: input.name,
       namespace: input.namespace,
       labels,
+      annotations: { [AgentAnnotation.RowVersion]: input.rowVersion.toISOString() },
       finalizers: [ARGOCD_RESOURCES_FINALIZER],
     },
     spec: applicationSpec,

@@ -16,10 +16,12 @@ import {
   insertOperation,
   listDeletionHolds,
   listEngineInstanceOverviews,
+  updateApplication,
 } from '@gitops/db';
 import { givenOwnedOperation } from '@gitops/db/testing';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
+import { sql } from 'kysely';
 import { beforeAll, describe, it } from 'vitest';
 import type { AgentFixture } from '../testing/agent-fixture.ts';
 import { useAgentFixture } from '../testing/agent-fixture.ts';
@@ -97,6 +99,19 @@ describe('deletion guard: no cascading delete without proof that the GitOpsDeplo
   const f = useAgentFixture({ prefix: 'guard' });
   const h = guardHarness(f);
   beforeAll(() => h.start({}));
+  /** An operation announcing a change of the row, as the backend writes one. */
+  const announce = (row: ApplicationRow) =>
+    f.db.transaction().execute(
+      async (trx) =>
+        (
+          await insertOperation(trx, {
+            engineInstanceId: h.engineInstanceId,
+            resourceType: 'Application',
+            resourceId: row.id,
+            ownerUserId: row.cluster_user_id,
+          })
+        ).operation,
+    );
 
   it('a row gone without a recorded deletion (a database restored from an older backup) is held; the row rebuilt from its CR adopts the same Application', async () => {
     const tenant = await h.tenant('restored');
@@ -164,6 +179,59 @@ describe('deletion guard: no cascading delete without proof that the GitOpsDeplo
       (await getDeletionHold(f.db, row.id)) || (await f.getApplication(row.name)) ? undefined : true,
     );
     assert.equal(await h.heldCount(), 0);
+  });
+
+  it('a row older than the one its Application was applied from (a database gone back in time) is not applied over it; the row written again is', async () => {
+    const tenant = await h.tenant('older');
+    const [deployed] = await h.deploy(tenant, 1);
+    const { row, uid } = deployed!;
+    // A change after the backup: the Application is applied from the changed row.
+    const changed = await updateApplication(f.db, row.id, {
+      managedEnvironmentId: row.managed_environment_id,
+      spec: {
+        ...(row.spec as object),
+        source: { repoURL: 'https://github.com/example/repo', path: 'changed', targetRevision: 'main' },
+      },
+    });
+    assert.ok(changed);
+    await f.relay(await announce(row));
+    await eventually('the Application at the changed path', async () => {
+      const live = await h.intact(row.name, uid);
+      return (live.spec as { source?: { path?: string } }).source?.path === 'changed' ? live : undefined;
+    });
+    // The restore: the row is back as it was before the change, its older spec and update time (what a copy of
+    // the database from before the change holds; the trigger that keeps updated_at is what a restore bypasses).
+    await f.db.transaction().execute(async (trx) => {
+      await sql`alter table application disable trigger application_set_updated_at`.execute(trx);
+      await trx
+        .updateTable('application')
+        .set({ spec: JSON.stringify(row.spec), updated_at: row.updated_at })
+        .where('id', '=', row.id)
+        .execute();
+      await sql`alter table application enable trigger application_set_updated_at`.execute(trx);
+    });
+    const operation = await announce(row);
+    await f.relay(operation);
+    // The agent looks at it (its operation stays In_Progress, waiting) and leaves the Application as it is.
+    await eventually('the operation taken and waiting', async () => {
+      const o = await getOperation(f.db, operation.id);
+      return o?.state === 'In_Progress' ? o : undefined;
+    });
+    const kept = await h.intact(row.name, uid);
+    assert.equal((kept.spec as { source?: { path?: string } }).source?.path, 'changed');
+    // The backend writes the row again from its GitOpsDeployment: newer, so it is applied.
+    await updateApplication(f.db, row.id, {
+      managedEnvironmentId: row.managed_environment_id,
+      spec: {
+        ...(row.spec as object),
+        source: { repoURL: 'https://github.com/example/repo', path: 'rebuilt', targetRevision: 'main' },
+      },
+    });
+    await f.relay(await announce(row));
+    await eventually('the rebuilt row applied', async () => {
+      const live = await h.intact(row.name, uid);
+      return (live.spec as { source?: { path?: string } }).source?.path === 'rebuilt' ? live : undefined;
+    });
   });
 
   it('a proven delete within budget goes ahead at once, and its proof is stamped', async () => {
