@@ -119,13 +119,15 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
     await f.when.edited(gd, { source: { repoURL: repoB.fileUrl, path: 'two', targetRevision: 'main' } });
     await f.expect.object(tenant, 'ConfigMap', 'edit-b', (cm) => cm.data?.from === 'b/two');
     await f.expect.noObject(tenant, 'ConfigMap', 'edit-two');
-    const status = await f.expect
-      .deployment(gd)
-      .is(
-        'Synced/Healthy from the second repository',
-        (s) => syncedAndHealthy(s) && s.resources?.length === 1,
-      );
-    assert.equal(status.resources?.[0]?.name, 'edit-b');
+    const status = await f.expect.deployment(gd).is(
+      'Synced/Healthy from the second repository',
+      // Compared against the second repository: a status written before its sync (the first one's) is not it.
+      (s) => syncedAndHealthy(s) && s.reconciledState?.source?.repoURL === repoB.fileUrl,
+    );
+    assert.deepEqual(
+      status.resources?.map((r) => r.name),
+      ['edit-b'],
+    );
 
     // When the GitOpsDeployment is deleted
     const configMapDeletions = await recordDeletions(f.system.kc, `/api/v1/namespaces/${tenant}/configmaps`);
