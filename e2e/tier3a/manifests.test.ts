@@ -1,10 +1,12 @@
 /**
- * The production manifests (manifests/, without the ServiceMonitor as in overlays/dev) are accepted by a real
- * API server, and their RBAC grants each process what it needs and users nothing they should not have.
+ * The production manifests' core (manifests/base) are accepted by a real API server, hold nothing of App Studio
+ * or the Prometheus Operator (components/appstudio and components/monitoring add those; tier 4's base.test.ts
+ * runs base alone), and their RBAC grants each process what it needs and users nothing they should not have.
  */
 import assert from 'node:assert/strict';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { loadCrds } from '@gitops/api';
 import { repoRoot } from '@gitops/local-env';
 import { type KubeObject, loadKubeConfig, serverSideApply } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
@@ -36,9 +38,7 @@ describe('the production manifests', () => {
   let createdArgoNamespace = false;
 
   beforeAll(async () => {
-    objects = (await kustomize(join(repoRoot, 'manifests', 'base'))).filter(
-      (o) => o.kind !== 'ServiceMonitor',
-    );
+    objects = await kustomize(join(repoRoot, 'manifests', 'base'));
     if (!(await get(kc, '/api/v1/namespaces/gitops-service-argocd'))) {
       await create(kc, '/api/v1/namespaces', { metadata: { name: 'gitops-service-argocd' } });
       createdArgoNamespace = true;
@@ -56,6 +56,33 @@ describe('the production manifests', () => {
     }
     await remove(kc, '/api/v1/namespaces/gitops-service');
     if (createdArgoNamespace) await remove(kc, '/api/v1/namespaces/gitops-service-argocd');
+  });
+
+  it('are the core service only: its CRDs, no App Studio or Prometheus Operator kind, App Studio off', async () => {
+    const groups = new Set(objects.map((o) => (o.apiVersion ?? '').split('/').slice(0, -1).join('/')));
+    for (const group of groups) assert.ok(!/appstudio|toolchain|monitoring\.coreos\.com/.test(group), group);
+    assert.deepEqual(
+      objects
+        .filter((o) => o.kind === 'CustomResourceDefinition')
+        .map((o) => o.metadata.name)
+        .sort(),
+      (await loadCrds()).map((crd) => crd.metadata.name).sort(),
+    );
+    const backend = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'gitops-backend') as
+      | (KubeObject & {
+          spec: { template: { spec: { containers: { env: { name: string; value?: string }[] }[] } } };
+        })
+      | undefined;
+    assert.equal(
+      backend?.spec.template.spec.containers[0]?.env.find((e) => e.name === 'GITOPS_APPSTUDIO')?.value,
+      'false',
+    );
+    const rules = objects.flatMap((o) =>
+      o.kind === 'ClusterRole' || o.kind === 'Role'
+        ? ((o as KubeObject & { rules: { apiGroups?: string[] }[] }).rules ?? [])
+        : [],
+    );
+    assert.ok(!rules.some((r) => r.apiGroups?.some((g) => /appstudio|toolchain/.test(g))));
   });
 
   it('server-side apply cleanly, in order', async () => {
@@ -143,6 +170,10 @@ describe('the production manifests', () => {
     await allowed(backend, 'create', 'operations', 'managed-gitops.redhat.com', 'gitops-service-argocd');
     assert.equal(await can(backend, 'create', 'operations', 'managed-gitops.redhat.com', 'tenant-x'), false);
     assert.equal(await can(backend, 'create', 'applications', 'argoproj.io', 'gitops-service-argocd'), false);
+    // What only App Studio needs comes with components/appstudio (tier 4 runs it: argocd.test.ts).
+    assert.equal(await can(backend, 'patch', 'environments', 'appstudio.redhat.com', 'tenant-x'), false);
+    assert.equal(await can(backend, 'create', 'namespaces', ''), false);
+    assert.equal(await can(backend, 'create', 'secrets', '', 'tenant-x'), false);
   });
 
   it('let a namespace editor use the user-facing kinds but never Operations', async () => {
