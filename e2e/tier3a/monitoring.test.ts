@@ -106,7 +106,7 @@ interface Alert {
 
 /**
  * Target labels the Prometheus Operator gives every series it scrapes through the base's ServiceMonitor
- * (manifests/base/servicemonitor.yaml): a metric label of the same name is renamed `exported_<name>`.
+ * (manifests/components/monitoring/servicemonitor.yaml): a metric label of the same name is renamed `exported_<name>`.
  */
 const operatorLabels = (service: string) => ({ namespace: 'gitops-service', service, endpoint: 'http' });
 

@@ -164,7 +164,7 @@ export async function requireAppStudioApi(
         ErrorCode.kubeUnknownKind,
         kind === AppStudioKinds.SpaceRequest
           ? `GITOPS_APPSTUDIO_DEVSANDBOX is on but the API server does not serve SpaceRequest (${kind.apiVersion}): install the Dev Sandbox host operator or manifests/components/devsandbox-dependencies, or set GITOPS_APPSTUDIO_DEVSANDBOX=false`
-          : `GITOPS_APPSTUDIO is on but the API server does not serve ${kind.kind} (${kind.apiVersion}): install the App Studio CRDs (manifests/crds; Application and Component: manifests/components/appstudio-dependencies) or set GITOPS_APPSTUDIO=false`,
+          : `GITOPS_APPSTUDIO is on but the API server does not serve ${kind.kind} (${kind.apiVersion}): install the App Studio CRDs (manifests/components/appstudio; Application and Component: manifests/components/appstudio-dependencies) or set GITOPS_APPSTUDIO=false`,
       );
     }
   }
