@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import { admitEngineInstance, agentDatabaseUrl, createDb, migrateToLatest } from '@gitops/db';
 import {
   type ArgoCd,
+  argoCdCrdFiles,
   type Cluster,
   NODE_GATEWAY,
   NODE_SUBNET,
@@ -105,6 +106,13 @@ export async function startServiceCluster(options: {
    * version whose agent still uses the backend's Secret (upgrade.test.ts admits before the roll).
    */
   admit?: boolean;
+  /**
+   * Default 'all': the harness installs every CRD of packages/api/crds (App Studio's, their dependencies and
+   * the RHOAS kinds included) and Argo CD's. 'argocd': only Argo CD's Application and AppProject, applied with
+   * kubectl as on a cluster where Argo CD is installed, so the service's own CRDs come from the manifests
+   * applied (base.test.ts).
+   */
+  crds?: 'all' | 'argocd';
 }): Promise<ServiceCluster> {
   const support = await nodeSupport([PAUSE_IMAGE, ...options.images]);
   if (!support.ok) throw new Error(`tier 4 needs a machine that can run a node: ${support.reason}`);
@@ -115,8 +123,13 @@ export async function startServiceCluster(options: {
     for (const stop of started.reverse()) await stop().catch(() => {});
   };
   try {
-    const cluster = await startCluster({ images: options.images, log: options.log });
+    const cluster = await startCluster({
+      images: options.images,
+      log: options.log,
+      installCrds: options.crds !== 'argocd',
+    });
     started.push(() => cluster.stop());
+    if (options.crds === 'argocd') await installArgoCdCrds(cluster);
     // The Pods reach the host's PostgreSQL on the node network's gateway.
     const postgres = await startPostgres({
       forceEmbedded: true,
@@ -157,6 +170,22 @@ export async function startServiceCluster(options: {
     await stopAll();
     throw error;
   }
+}
+
+/** Argo CD's Application and AppProject CRDs, server-side applied with kubectl, then Established. */
+async function installArgoCdCrds(cluster: Cluster): Promise<void> {
+  const kubectl = (...args: string[]) =>
+    execFileAsync(cluster.node.kubectl, ['--kubeconfig', cluster.kubeconfigPath, ...args], {
+      maxBuffer: 64 * 1024 * 1024,
+    });
+  for (const file of await argoCdCrdFiles()) await kubectl('apply', '--server-side', '-f', file);
+  await kubectl(
+    'wait',
+    '--for=condition=Established',
+    '--timeout=120s',
+    'crd/applications.argoproj.io',
+    'crd/appprojects.argoproj.io',
+  );
 }
 
 async function connect(
