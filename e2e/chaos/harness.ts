@@ -279,12 +279,26 @@ export async function startChaosEnvironment(log: (line: string) => void): Promis
     const secondArgoCd = await argoCdIn(system.secondArgoCdNamespace, secondWorkDir, 'argocd-b');
     cleanups.push(() => secondArgoCd.stop());
 
-    const envOf = (name: Service) => ({
+    // The churn deletes about a quarter of all deployments within minutes, on purpose: beyond a few hundred that
+    // is more than the deletion guard lets an instance delete without an operator (docs/deletion-guard.md), and
+    // the held deletes would wait for ever. Above the default size the agents get budgets of the run's size;
+    // the default run keeps the production budgets, and no run raises anything else of the guard (a delete
+    // without proof is still held, and fails the run).
+    const deployments = Number(process.env.CHAOS_DEPLOYMENTS ?? 200);
+    const budgets: Record<string, string> =
+      deployments > 200
+        ? {
+            GITOPS_DELETION_BUDGET_MIN: String(deployments),
+            GITOPS_TENANT_DELETION_BUDGET_MIN: String(deployments),
+          }
+        : {};
+    const envOf = (name: Service): Record<string, string> => ({
       DATABASE_URL: throughProxy(system.database.url, proxies.postgres[name]),
       KUBECONFIG: kubeconfigOf[name],
       GIT_SSL_CAINFO: git.caFile,
       // info, not the debug of the other tiers: a few hundred deployments on two cores.
       LOG_LEVEL: process.env.E2E_LOG_LEVEL ?? 'info',
+      ...(name.startsWith('cluster-agent') ? budgets : {}),
     });
     for (const name of SERVICES) await system.start(name, envOf(name));
     const supervisor = supervise(system, envOf, log);
