@@ -77,25 +77,25 @@ export function budgetLimit(total: number, percent: number, min: number): number
 }
 
 /**
- * Which budget one more delete would overspend (pure): `deleted` counts the window's deletes so far, `live`
- * the Applications there now (the share is of those present when the window began: live + deleted).
+ * The budget that holds one more delete (pure), if any: one already spent (its holds wait for an operator:
+ * `spent`), or one this delete would overspend. `deleted` counts the window's deletes so far, `live` the
+ * Applications there now (the share is of those present when the window began: live + deleted).
  */
-export function overspentBudget(
+export function holdingBudget(
   budget: DeletionBudget,
   counts: {
-    instance: { deleted: number; live: number };
-    tenant: { deleted: number; live: number } | undefined;
+    instance: { deleted: number; live: number; spent: boolean };
+    tenant: { deleted: number; live: number; spent: boolean };
   },
 ): { reason: 'InstanceBudget' | 'TenantBudget'; limit: number; total: number } | undefined {
   const { instance, tenant } = counts;
   const instanceTotal = instance.deleted + instance.live;
   const instanceLimit = budgetLimit(instanceTotal, budget.percent, budget.min);
-  if (instance.deleted + 1 > instanceLimit)
+  if (instance.spent || instance.deleted + 1 > instanceLimit)
     return { reason: 'InstanceBudget', limit: instanceLimit, total: instanceTotal };
-  if (tenant === undefined) return undefined;
   const tenantTotal = tenant.deleted + tenant.live;
   const tenantLimit = budgetLimit(tenantTotal, budget.tenantPercent, budget.tenantMin);
-  if (tenant.deleted + 1 > tenantLimit)
+  if (tenant.spent || tenant.deleted + 1 > tenantLimit)
     return { reason: 'TenantBudget', limit: tenantLimit, total: tenantTotal };
   return undefined;
 }
@@ -180,28 +180,21 @@ async function decideDeletion(
   const tenantLive = live.filter(
     (a) => a.metadata.labels?.[AgentLabel.ClusterUserId] === proof.cluster_user_id,
   );
-  const overspent = overspentBudget(budget, {
-    instance: { deleted: pruned.instance, live: live.length },
-    tenant: { deleted: pruned.tenant, live: tenantLive.length },
-  });
-  const detail = (limit: number, total: number) => ({
-    limit,
-    total,
-    windowMs: budget.windowMs,
-    tenant: proof.cluster_user_id,
+  const holding = holdingBudget(budget, {
+    instance: { deleted: pruned.instance, live: live.length, spent: spent.instance },
+    tenant: { deleted: pruned.tenant, live: tenantLive.length, spent: spent.tenant },
   });
   // A spent budget stays spent while its holds wait: nothing of its scope goes before them.
-  if (spent.instance || overspent?.reason === 'InstanceBudget') {
-    const limit = budgetLimit(pruned.instance + live.length, budget.percent, budget.min);
+  if (holding) {
     return await hold(
-      'InstanceBudget',
-      holdMessage('InstanceBudget', application, detail(limit, pruned.instance + live.length)),
+      holding.reason,
+      holdMessage(holding.reason, application, {
+        limit: holding.limit,
+        total: holding.total,
+        windowMs: budget.windowMs,
+        tenant: proof.cluster_user_id,
+      }),
     );
-  }
-  if (spent.tenant || overspent?.reason === 'TenantBudget') {
-    const total = pruned.tenant + tenantLive.length;
-    const limit = budgetLimit(total, budget.tenantPercent, budget.tenantMin);
-    return await hold('TenantBudget', holdMessage('TenantBudget', application, detail(limit, total)));
   }
   return { admitted: true };
 }
