@@ -152,3 +152,32 @@ export function deltas(before: Map<string, number>, after: Map<string, number>):
   }
   return out;
 }
+
+/** A /proc/<pid>/status field in MB (VmRSS, VmHWM, RssAnon); undefined once the process is gone. */
+export async function procStatusMb(
+  pid: number,
+  field: 'VmRSS' | 'VmHWM' | 'RssAnon',
+): Promise<number | undefined> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => undefined);
+  const kb = status && Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]);
+  return kb ? Math.round(kb / 1024) : undefined;
+}
+
+/**
+ * Memory of each part of the run now, in MB, labelled as cpuSecondsByPart labels them: VmRSS of each process
+ * (the processes in `named`, etcd, the API server...), except PostgreSQL, whose processes share its buffers: its
+ * figure is the RssAnon (memory of its own) of all its processes summed, without the shared buffers.
+ */
+export async function memoryMbByPart(
+  named: Record<string, number | undefined>,
+): Promise<Map<string, number>> {
+  const labelOf = new Map<number, string>([[process.pid, 'bench_client']]);
+  for (const [label, pid] of Object.entries(named)) if (pid) labelOf.set(pid, label);
+  const out = new Map<string, number>();
+  for (const { pid, command } of await descendants(process.ppid)) {
+    const label = labelOf.get(pid) ?? command;
+    const mb = await procStatusMb(pid, command === 'postgres' ? 'RssAnon' : 'VmRSS');
+    if (mb !== undefined) out.set(label, (out.get(label) ?? 0) + mb);
+  }
+  return out;
+}

@@ -122,6 +122,19 @@ export async function activeSessions(db: Kysely<Database>): Promise<Record<strin
   return Object.fromEntries(result.rows.map((r) => [r.who, Number(r.n)]));
 }
 
+/**
+ * Benchmarks only: the sessions open on this database now (this one left out), by application name and role:
+ * `<application_name> <role>`, e.g. `gitops-cluster-agent gitops_ei_...`.
+ */
+export async function openSessions(db: Kysely<Database>): Promise<Record<string, number>> {
+  const result = await sql<{ who: string; n: string }>`
+    select coalesce(nullif(application_name, ''), '-') || ' ' || usename as who, count(*) as n
+    from pg_stat_activity
+    where datname = current_database() and pid <> pg_backend_pid()
+    group by 1`.execute(db);
+  return Object.fromEntries(result.rows.map((r) => [r.who, Number(r.n)]));
+}
+
 /** Benchmarks only: autovacuum and autoanalyze runs on this database's tables (catalogs included) so far. */
 export async function countAutovacuumRuns(db: Kysely<Database>): Promise<number> {
   const result = await sql<{ runs: string }>`
