@@ -19,7 +19,6 @@
  * (watch events), so the figures include watch delivery, which is what a user sees.
  */
 
-import { readFile } from 'node:fs/promises';
 import {
   activeSessions,
   countAutovacuumRuns,
@@ -41,9 +40,11 @@ import {
   isWrite,
   percentile,
   pool,
+  procStatusMb,
   round1,
   round2,
   sleep,
+  topStatements,
 } from './support.ts';
 
 const SCALES: Record<string, { deployments: number; namespaces: number }> = {
@@ -64,34 +65,8 @@ const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 
 const emit = figureEmitter({ deployments: DEPLOYMENTS, namespaces: NAMESPACES });
 
-/** The statements run between two pg_stat_statements reads, most frequent first, per `unit`; this script's own left out. */
-function topStatements(
-  before: Map<string, number>,
-  after: Map<string, number>,
-  unit: number,
-  limit: number,
-): Record<string, number> {
-  const out: Record<string, number> = {};
-  const moved = [...deltas(before, after)]
-    .filter(([query]) => !/pg_stat_statements|pg_stat_database|count\(\*\)/.test(query))
-    .sort((x, y) => y[1] - x[1]);
-  let rest = 0;
-  for (const [i, [query, calls]] of moved.entries()) {
-    if (i < limit) out[query.slice(0, 160)] = round2(calls / unit);
-    else rest += calls;
-  }
-  if (rest > 0) out['(all others)'] = round2(rest / unit);
-  return out;
-}
-
-async function procStatusMb(pid: number | undefined, field: 'VmHWM' | 'VmRSS'): Promise<number | undefined> {
-  if (!pid) return undefined;
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const kb = Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]);
-  return Math.round(kb / 1024);
-}
-const peakRss = (pid: number | undefined) => procStatusMb(pid, 'VmHWM');
-const currentRss = (pid: number | undefined) => procStatusMb(pid, 'VmRSS');
+const peakRss = async (pid: number | undefined) => (pid ? procStatusMb(pid, 'VmHWM') : undefined);
+const currentRss = async (pid: number | undefined) => (pid ? procStatusMb(pid, 'VmRSS') : undefined);
 
 const system = await startSystem();
 const statementsCounted = await enableStatementStatistics(system.db);

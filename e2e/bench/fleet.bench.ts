@@ -31,6 +31,7 @@ import { type FleetInstance, startFleet } from '../fixture/fleet.ts';
 import { type GitOpsDeployment, mergePatch, paths } from '../fixture/kube.ts';
 import {
   apiRequestCounts,
+  BENCH_OWN_STATEMENTS,
   cpuSecondsByPart,
   deltas,
   figureEmitter,
@@ -42,6 +43,7 @@ import {
   round1,
   round2,
   sleep,
+  topStatements,
 } from './support.ts';
 
 const N = Number(process.env.BENCH_FLEET_DEPLOYMENTS ?? 10_000);
@@ -102,8 +104,11 @@ function cpuSummary(before: Map<string, number>, after: Map<string, number>, per
     machine_ms: of('machine'),
   };
 }
-const totalStatements = async () =>
-  statementsCounted ? [...(await statementCalls(system.db)).values()].reduce((a, b) => a + b, 0) : Number.NaN;
+const statementsNow = async () =>
+  statementsCounted ? await statementCalls(system.db) : new Map<string, number>();
+/** Statements counted in `calls`, the benchmark's own left out. */
+const sumOf = (calls: Map<string, number>) =>
+  [...calls].filter(([q]) => !BENCH_OWN_STATEMENTS.test(q)).reduce((a, [, n]) => a + n, 0);
 
 /** The most sessions open at once, by `<application> <role>` (roles of instances shortened), while sampling. */
 function sessionSampler() {
@@ -240,7 +245,7 @@ try {
     type: 'automated' as const,
   });
   const cpuBefore = await cpuSecondsByPart(pids());
-  const statementsBefore = await totalStatements();
+  const statementsBefore = await statementsNow();
   const apiBefore = await apiRequestCounts();
   const sessions = sessionSampler();
   const start = performance.now();
@@ -266,7 +271,14 @@ try {
       uids.map((u) => (firstSynced.get(u) ?? 0) - (createdAt.get(u) ?? 0)),
     ),
     cpu_per_deployment: cpuSummary(cpuBefore, cpuAfter, N),
-    statements_per_deployment: round2(((await totalStatements()) - statementsBefore) / N),
+    statements_per_deployment: round2((sumOf(await statementsNow()) - sumOf(statementsBefore)) / N),
+    top_statements_per_deployment: topStatements(
+      statementsBefore,
+      await statementsNow(),
+      N,
+      12,
+      BENCH_OWN_STATEMENTS,
+    ),
     api_writes_per_deployment: round2(writes / N),
     sessions: await sessions(),
     load: await loadAverage(),
@@ -295,7 +307,7 @@ try {
     await sleep(10_000); // the last statuses and the instances' status writes of the create settle first
     const restSessions = sessionSampler();
     const c0 = await cpuSecondsByPart(pids());
-    const s0 = await totalStatements();
+    const s0 = await statementsNow();
     const a0 = await apiRequestCounts();
     await sleep(REST_SECONDS * 1000);
     const a1 = await apiRequestCounts();
@@ -307,7 +319,8 @@ try {
     emit('rest', {
       seconds: REST_SECONDS,
       cpu_per_second: cpuSummary(c0, await cpuSecondsByPart(pids()), REST_SECONDS),
-      statements_per_s: round2(((await totalStatements()) - s0) / REST_SECONDS),
+      statements_per_s: round2((sumOf(await statementsNow()) - sumOf(s0)) / REST_SECONDS),
+      top_statements_per_s: topStatements(s0, await statementsNow(), REST_SECONDS, 8, BENCH_OWN_STATEMENTS),
       api_requests_per_s: requests,
       sessions: await restSessions(),
     });
@@ -333,7 +346,7 @@ try {
     const perMinute = Math.max(1, Math.round((N * CHANGE_PERCENT) / 100));
     log(`changing ${perMinute} deployments a minute for ${CHANGE_MINUTES} min`);
     const c0 = await cpuSecondsByPart(pids());
-    const s0 = await totalStatements();
+    const s0 = await statementsNow();
     const a0 = await apiRequestCounts();
     const changeSessions = sessionSampler();
     const phaseStart = performance.now();
@@ -358,7 +371,8 @@ try {
       change_to_synced: latencySummary(changeLatencies),
       status_lag: latencySummary(statusLags),
       cpu_per_change: cpuSummary(c0, await cpuSecondsByPart(pids()), done),
-      statements_per_change: round2(((await totalStatements()) - s0) / done),
+      statements_per_change: round2((sumOf(await statementsNow()) - sumOf(s0)) / done),
+      top_statements_per_change: topStatements(s0, await statementsNow(), done, 12, BENCH_OWN_STATEMENTS),
       api_writes_per_change: round2(apiWrites.reduce((a, [, v]) => a + v, 0) / done),
       sessions: await changeSessions(),
     });
@@ -377,6 +391,7 @@ try {
     const prunedBefore = fleet.pruned();
     const drainSessions = sessionSampler();
     const c0 = await cpuSecondsByPart(pids());
+    const s0 = await statementsNow();
     gapTracking = true;
     notSyncedSince.clear();
     gapTotal.clear();
@@ -413,6 +428,9 @@ try {
       left_on_drained_argocd: fullest.argoCd.applications(),
       moved_to: Object.fromEntries(targets),
       cpu_per_moved_application: cpuSummary(c0, await cpuSecondsByPart(pids()), Math.max(1, applications)),
+      statements_per_moved_application: round2(
+        (sumOf(await statementsNow()) - sumOf(s0)) / Math.max(1, applications),
+      ),
       sessions: await drainSessions(),
     });
   }

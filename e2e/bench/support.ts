@@ -181,3 +181,29 @@ export async function memoryMbByPart(
   }
   return out;
 }
+
+/** The benchmarks' own statements (statistics, sessions), left out of the statement figures. */
+export const BENCH_OWN_STATEMENTS = /pg_stat_statements|pg_stat_database|pg_stat_activity/;
+
+/**
+ * The statements run between two pg_stat_statements reads, most frequent first, per `unit`; those matching
+ * `own` left out (by default the benchmark's own and every `count(*)`: the core pipeline benchmark counts
+ * operations while it waits).
+ */
+export function topStatements(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  unit: number,
+  limit: number,
+  own: RegExp = /pg_stat_statements|pg_stat_database|pg_stat_activity|count\(\*\)/,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  const moved = [...deltas(before, after)].filter(([query]) => !own.test(query)).sort((x, y) => y[1] - x[1]);
+  let rest = 0;
+  for (const [i, [query, calls]] of moved.entries()) {
+    if (i < limit) out[query.slice(0, 160)] = round2(calls / unit);
+    else rest += calls;
+  }
+  if (rest > 0) out['(all others)'] = round2(rest / unit);
+  return out;
+}
