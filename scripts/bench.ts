@@ -41,7 +41,14 @@ async function withInfrastructure(
   options: { forceEmbedded: boolean },
 ): Promise<number> {
   const [postgres, controlPlane] = await Promise.all([
-    startPostgres({ forceEmbedded: options.forceEmbedded, statementStatistics: true }),
+    startPostgres({
+      forceEmbedded: options.forceEmbedded,
+      statementStatistics: true,
+      // BENCH_POSTGRES_MAX_CONNECTIONS: room for what many instances' pools open (the fleet benchmark).
+      ...(process.env.BENCH_POSTGRES_MAX_CONNECTIONS
+        ? { maxConnections: Number(process.env.BENCH_POSTGRES_MAX_CONNECTIONS) }
+        : {}),
+    }),
     startControlPlane({ log: (l) => (l.startsWith('[') ? undefined : say(l)) }),
   ]);
   const teardown = async () => {

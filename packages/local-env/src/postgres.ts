@@ -33,6 +33,8 @@ export interface PostgresOptions {
   log?: (line: string) => void;
   /** Preload pg_stat_statements (benchmarks count what the database runs); embedded server only. */
   statementStatistics?: boolean;
+  /** The server's max_connections (default 300; the fleet benchmark raises it to see what its pools open). */
+  maxConnections?: number;
   /**
    * Keep `synchronous_commit` on (embedded server only). By default it is off, which is cheap and safe while
    * the server only ever stops cleanly; a server that is restarted immediately (`restartImmediately`, the
@@ -99,7 +101,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
         '-c',
         'full_page_writes=off',
         '-c',
-        'max_connections=300',
+        `max_connections=${options.maxConnections ?? 300}`,
         // Loopback IPv4 only (the URL's address): a server that cannot bind it exits instead of serving ::1 alone.
         '-c',
         `listen_addresses=${['127.0.0.1', ...(options.podNetwork ? [options.podNetwork.address] : [])].join(',')}`,
