@@ -449,6 +449,13 @@ try {
       statements_per_moved_application: round2(
         (sumOf(await statementsNow()) - sumOf(s0)) / Math.max(1, applications),
       ),
+      top_statements_per_moved_application: topStatements(
+        s0,
+        await statementsNow(),
+        Math.max(1, applications),
+        10,
+        BENCH_OWN_STATEMENTS,
+      ),
       sessions: await drainSessions(),
     });
   }

@@ -30,7 +30,7 @@ export function latencySummary(values: number[]): { p50_ms: number; p99_ms: numb
     p50_ms: Math.round(percentile(values, 50)),
     p99_ms: Math.round(percentile(values, 99)),
     // reduce, not Math.max(...values): a spread of 100,000 arguments can overflow the stack.
-    max_ms: Math.round(values.length > 0 ? values.reduce((a, b) => (b > a ? b : a)) : Number.NaN),
+    max_ms: Math.round(values.length > 0 ? values.reduce((a, b) => Math.max(a, b)) : Number.NaN),
   };
 }
 
