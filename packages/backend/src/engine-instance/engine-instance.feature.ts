@@ -5,9 +5,11 @@
  * The objects of this shard (label `managed-gitops.redhat.com/backend-shard`, as for every kind) → the work
  * queue, on creation, spec, finalizer and deletion changes. What changes in the database wakes no object by
  * itself (an agent's listening lock sends no notification), so a look every
- * GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL (15 s), and a second after operations were created (NOTIFY: tenants and
- * applications come and go with them), reads every instance in one query and queues only the objects that
- * need something: a missing object, a finalizer, a cordon, a deletion that can go on, a status that differs.
+ * GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL (15 s), and a second after operations were created (NOTIFY: a new
+ * instance, a drain's step), reads every instance in one query and queues only the objects that need
+ * something: a missing object, a finalizer, a cordon, a deletion that can go on, a status that differs. The
+ * look after a notification leaves a changed load alone (it changes with every burst of creates; rewriting
+ * every instance's status each second grew with the fleet): the periodic look writes it.
  */
 import { Kinds } from '@gitops/api';
 import { listEngineInstanceOverviews } from '@gitops/db';
@@ -61,17 +63,21 @@ export function createEngineInstanceFeature(ctx: BackendContext): EngineInstance
   const { queue } = controller;
   const enqueue = (object: KubeObject) => queue.add(objectKey(object));
 
-  async function look() {
+  /** `load: false` (the look after operations were created): a changed load alone waits for the periodic look. */
+  async function look(options: { load?: boolean } = {}) {
     const overviews = await listEngineInstanceOverviews(ctx.db);
     const now = new Date();
     const registered = new Set<string>();
     for (const overview of overviews) {
       registered.add(overview.name);
       const object = informer.get(undefined, overview.name);
-      if (object ? needsReconcile(object, overview, now) : creatable(overview.name)) queue.add(overview.name);
+      if (object ? needsReconcile(object, overview, now, options) : creatable(overview.name)) {
+        queue.add(overview.name);
+      }
     }
     for (const object of informer.list()) {
-      if (!registered.has(object.metadata.name) && needsReconcile(object, undefined, now)) enqueue(object);
+      if (!registered.has(object.metadata.name) && needsReconcile(object, undefined, now, options))
+        enqueue(object);
     }
   }
 
@@ -82,7 +88,9 @@ export function createEngineInstanceFeature(ctx: BackendContext): EngineInstance
     if (stopped || notified) return;
     notified = setTimeout(() => {
       notified = undefined;
-      look().catch((err: unknown) => logger.warn({ err }, 'could not look at the engine instances'));
+      look({ load: false }).catch((err: unknown) =>
+        logger.warn({ err }, 'could not look at the engine instances'),
+      );
     }, NOTIFIED_LOOK_DELAY_MS);
     notified.unref();
   };
@@ -95,9 +103,14 @@ export function createEngineInstanceFeature(ctx: BackendContext): EngineInstance
     look,
     start() {
       controller.start();
-      periodic = runPeriodically('engine-instance-status', ctx.config.engineInstanceStatusIntervalMs, look, {
-        logger,
-      });
+      periodic = runPeriodically(
+        'engine-instance-status',
+        ctx.config.engineInstanceStatusIntervalMs,
+        () => look(),
+        {
+          logger,
+        },
+      );
     },
     resync() {
       controller.enqueueAll();

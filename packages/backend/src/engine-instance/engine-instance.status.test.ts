@@ -83,6 +83,22 @@ describe('GitOpsEngineInstance status', () => {
     assert.equal(needsReconcile(object({ status }), overview(), later), false);
   });
 
+  test('the look after a notification leaves a changed load alone, not a changed verdict', () => {
+    const status = desiredStatus(object(), overview(), now);
+    const busier = overview({ tenants: 7, applications: 70 });
+    // The periodic look rewrites the counts...
+    assert.equal(needsReconcile(object({ status }), busier, later), true);
+    // ...the look after operations were created does not, as long as nothing else changed.
+    assert.equal(needsReconcile(object({ status }), busier, later, { load: false }), false);
+    assert.equal(
+      needsReconcile(object({ status }), overview({ tenants: 7, listening: false, agents: 0 }), later, {
+        load: false,
+      }),
+      true,
+    );
+    assert.equal(needsReconcile(object({ status, cordoned: true }), busier, later, { load: false }), true);
+  });
+
   test('no agent listening: Available False, AgentAway, naming the instance', () => {
     const status = desiredStatus(object(), overview({ listening: false, agents: 0 }), now);
     const available = status.conditions?.find((c) => c.type === EngineInstanceConditionType.Available);

@@ -210,6 +210,15 @@ export function needsReconcile(
   object: KubeObject,
   overview: EngineInstanceOverview | undefined,
   now: Date,
+  options: {
+    /**
+     * False: a change of the load alone (`status.tenants`, `status.applications`) is nothing to do. The look a
+     * second after operations were created passes it: while deployments are created or moved the load changes
+     * with every burst, and rewriting every instance's status each second costs a write per instance per
+     * second, which grows with the fleet; the load follows at the periodic look instead.
+     */
+    load?: boolean;
+  } = {},
 ): boolean {
   if (isBeingDeleted(object)) {
     if (!hasFinalizer(object)) return false;
@@ -221,5 +230,15 @@ export function needsReconcile(
     // A drain with tenants left (or not cordoned yet) has work to do.
     return true;
   }
-  return !jsonEqual(desiredStatus(object, overview, now), object.status);
+  const desired = desiredStatus(object, overview, now);
+  if (options.load !== false) return !jsonEqual(desired, object.status);
+  const withoutLoad = (status: unknown) => {
+    const {
+      tenants: _tenants,
+      applications: _applications,
+      ...rest
+    } = (status ?? {}) as GitOpsEngineInstanceStatus;
+    return rest;
+  };
+  return !jsonEqual(withoutLoad(desired), withoutLoad(object.status));
 }
