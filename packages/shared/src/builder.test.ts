@@ -13,7 +13,7 @@ import {
 import { type KubeObject, objectKey } from './kube.ts';
 import { createSilentLogger } from './logger.ts';
 import { createMetricsRegistry } from './metrics.ts';
-import { generationChanged } from './predicates.ts';
+import { anyOf, generationChanged, relist } from './predicates.ts';
 
 /**
  * An informer whose events the test delivers by hand (the cache, its indexes and the handlers as the real
@@ -239,6 +239,25 @@ describe('controller builder', () => {
     source.put(obj('a', '2'));
     assert.deepEqual(await drain(), ['ns/a']);
     await c.stop();
+  });
+
+  it('skipSettledOnRelist: a change the predicates drop (a status write) leaves the object settled for the next relist', async () => {
+    const source = handInformer();
+    const { controller, drain } = recording((reconcile) =>
+      newController('settled', deps())
+        .for(source.informer, { skipSettledOnRelist: true, predicates: [anyOf(relist, generationChanged)] })
+        .complete(reconcile),
+    );
+    controller.start();
+    source.put(obj('a', '1'));
+    assert.deepEqual(await drain(), ['ns/a']);
+    source.put(obj('a', '2')); // status only: dropped
+    assert.deepEqual(await drain(), []);
+    source.put(obj('a', '2')); // the periodic relist at the new version: still settled
+    assert.deepEqual(await drain(), []);
+    source.put(obj('a', '3', { generation: 2 })); // a spec change wakes it
+    assert.deepEqual(await drain(), ['ns/a']);
+    await controller.stop();
   });
 
   it('lists each informer once, and after stop() no event reaches the queue', async () => {

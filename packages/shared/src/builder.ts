@@ -66,7 +66,8 @@ export interface ForOptions<T extends KubeObject> {
   type?: TypeMeta;
   /**
    * Drop a relist of an object whose last reconcile settled (succeeded, no requeue) at the same
-   * resourceVersion: an idle resync then costs nothing per settled object. `resync()` still queues all.
+   * resourceVersion, or at an older one followed only by changes the predicates dropped (status writes): an
+   * idle resync then costs nothing per settled object. `resync()` still queues all.
    */
   skipSettledOnRelist?: boolean;
 }
@@ -148,6 +149,8 @@ function sourceOf<O extends KubeObject>(
   informer: Informer<O>,
   mapToKeys: MapToKeys<O>,
   predicates: readonly Predicate<O>[],
+  /** Told of every update the predicates dropped. */
+  onUpdateDropped?: (oldObject: O, newObject: O) => void,
 ): Source {
   return {
     informer: informer as unknown as Informer<KubeObject>,
@@ -161,6 +164,7 @@ function sourceOf<O extends KubeObject>(
         }),
         informer.onUpdate((a, b) => {
           if (passesUpdate(predicates, a, b)) enqueueAll(new Set([...mapToKeys(a), ...mapToKeys(b)]));
+          else onUpdateDropped?.(a, b);
         }),
         informer.onDelete((o) => {
           if (passesDelete(predicates, o)) enqueueAll(mapToKeys(o));
@@ -206,10 +210,14 @@ export function newController(name: string, deps: { registry: Registry; logger: 
       const settled = forOptions.skipSettledOnRelist
         ? createSettledVersions(informer as unknown as Informer<KubeObject>)
         : undefined;
-      const primary = sourceOf(informer, (o) => [objectKey(o)], [
-        ...(settled ? [settled.predicate as Predicate<T>] : []),
-        ...(forOptions.predicates ?? []),
-      ]);
+      const primary = sourceOf(
+        informer,
+        (o) => [objectKey(o)],
+        [...(settled ? [settled.predicate as Predicate<T>] : []), ...(forOptions.predicates ?? [])],
+        // A change the predicates drop (e.g. a status write) leaves a settled object settled.
+        settled &&
+          ((a, b) => settled.carry(objectKey(b), a.metadata.resourceVersion, b.metadata.resourceVersion)),
+      );
       const parts = { sources: [primary], readOnly: [] as Informer<KubeObject>[], queueOptions: {} };
       const builder: ControllerBuilder<T> = {
         owns(owned, options = {}) {

@@ -253,6 +253,12 @@ export interface SettledVersions {
   begin(key: string): string | undefined;
   /** Call after a reconcile that asked for nothing more; `version` is what `begin` returned. */
   settle(key: string, version: string | undefined): void;
+  /**
+   * Call for an update the controller's predicates dropped (a change it needs no reconcile for, e.g. its own
+   * status write): an object settled at the old version stays settled at the new one, so the next relist
+   * does not reconcile it for a change that was never its business.
+   */
+  carry(key: string, from: string | undefined, to: string | undefined): void;
 }
 
 export function createSettledVersions(informer: Pick<Informer<KubeObject>, 'get'>): SettledVersions {
@@ -279,6 +285,9 @@ export function createSettledVersions(informer: Pick<Informer<KubeObject>, 'get'
     },
     settle(key, version) {
       if (version !== undefined) settled.set(key, version);
+    },
+    carry(key, from, to) {
+      if (from !== undefined && to !== undefined && settled.get(key) === from) settled.set(key, to);
     },
   };
 }
