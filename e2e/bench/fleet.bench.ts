@@ -22,7 +22,9 @@
  *   memory            RSS now and at peak of the backend, each agent, the API server, etcd, PostgreSQL
  * Knobs: BENCH_FLEET_DEPLOYMENTS (default 10,000), BENCH_FLEET_INSTANCES (default 4 at 10,000, 10 at 30,000,
  * 20 at 100,000, else N/2,500 rounded up, at least 2), BENCH_FLEET_PHASES (comma list, default all of
- * rest,changes,drain,add,away).
+ * rest,changes,drain,add,away), BENCH_FLEET_RESYNC_SECONDS (below), BENCH_FLEET_REST_SECONDS (60),
+ * BENCH_FLEET_CHANGE_MINUTES (10), BENCH_FLEET_CHANGE_PERCENT (1), BENCH_FLEET_AWAY_SECONDS (300). With
+ * BENCH_POSTGRES_MAX_CONNECTIONS (scripts/bench.ts) PostgreSQL takes more sessions than its local 300.
  */
 import { readFile } from 'node:fs/promises';
 import { enableStatementStatistics, openSessions, statementCalls } from '@gitops/db';
@@ -73,10 +75,19 @@ interface Tracked {
   synced: boolean;
 }
 
+/**
+ * BENCH_FLEET_RESYNC_SECONDS: the periodic relist of every informer (backend and agents) this often instead of
+ * every 10 min, so that a rest window longer than it measures what a relist costs at this size.
+ */
+const RESYNC_SECONDS = process.env.BENCH_FLEET_RESYNC_SECONDS;
+const resync: Record<string, string> = RESYNC_SECONDS
+  ? { GITOPS_RESYNC_SECONDS: RESYNC_SECONDS, RESYNC_INTERVAL: `${RESYNC_SECONDS}s` }
+  : {};
 const fleet = await startFleet({
   instances: I,
   // The instances' status every 5 s (default 15) so Drained and Available are read close to when they happen.
-  backendEnv: { GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL: '5s' },
+  backendEnv: { GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL: '5s', ...resync },
+  agentEnv: resync,
   argoCdConcurrency: 4,
 });
 const { system } = fleet;
@@ -505,7 +516,7 @@ try {
     await sleep(AWAY_SECONDS * 1000);
     const t0 = performance.now();
     const c0 = await cpuSecondsByPart(pids());
-    await system.start(busiest.agent);
+    await system.start(busiest.agent, resync);
     const ready = performance.now();
     await until('every change made while away Synced', () => changeWanted.size === 0, 10 * 60_000);
     const converged = performance.now();
