@@ -14,6 +14,7 @@ import {
   type NOTIFICATION_CHANNELS,
   type OperationRow,
   type Sealer,
+  sessionDatabaseUrl,
 } from '@gitops/db';
 import {
   createEventRecorder,
@@ -106,6 +107,26 @@ export function createBackendContext(
   const selector = parseLabelSelector(shardSelector(config.backendShard));
   registerEngineInstanceMetrics(registry, db, logger);
   let engineInstance: EngineInstanceRow | undefined;
+  const sessionUrl = sessionDatabaseUrl(config.databaseUrl, config.databaseSessionAddress);
+  /**
+   * Kysely's migrator holds a session advisory lock around the migration: lock, transaction, unlock, on one
+   * pooled connection. Past a transaction-mode pooler those could be three server sessions, and the lock would
+   * stay with the first, blocking the next replica's migration. With DATABASE_SESSION_ADDRESS it runs on a
+   * session of PostgreSQL's own, closed after it.
+   */
+  async function migrateOnSession(): Promise<{ applied: string[]; newer: string[] }> {
+    if (sessionUrl === config.databaseUrl) return await migrateToLatest(db);
+    const session = createDb(sessionUrl, {
+      max: 1,
+      applicationName: 'gitops-backend-migrate',
+      onConnectionError: (err) => logger.warn({ err }, 'database connection failed'),
+    });
+    try {
+      return await migrateToLatest(session);
+    } finally {
+      await session.destroy();
+    }
+  }
   return {
     config,
     db,
@@ -123,7 +144,7 @@ export function createBackendContext(
       {
         what: 'database migration',
         async run() {
-          const { applied, newer } = await migrateToLatest(db);
+          const { applied, newer } = await migrateOnSession();
           if (applied.length > 0) logger.info({ applied }, 'database migrated');
           // A newer version's schema (a rolling upgrade, or a rollback): compatible by docs/upgrades.md.
           if (newer.length > 0) logger.info({ newer }, 'the database has migrations of a newer version');

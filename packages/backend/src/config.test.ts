@@ -10,6 +10,19 @@ const required = {
   GITOPS_ENCRYPTION_KEYS: `k1=${key()}`,
 };
 
+test('DATABASE_SESSION_ADDRESS: unset by default, host:port when set', () => {
+  assert.equal(loadBackendConfig(required).databaseSessionAddress, undefined);
+  assert.deepEqual(
+    loadBackendConfig({ ...required, DATABASE_SESSION_ADDRESS: 'postgres.db.svc:5432' })
+      .databaseSessionAddress,
+    { host: 'postgres.db.svc', port: 5432 },
+  );
+  assert.throws(
+    () => loadBackendConfig({ ...required, DATABASE_SESSION_ADDRESS: 'postgres://postgres.db.svc:5432' }),
+    ConfigError,
+  );
+});
+
 test('defaults follow the contract', () => {
   const config = loadBackendConfig(required);
   assert.equal(config.argoCdNamespace, 'gitops-service-argocd');

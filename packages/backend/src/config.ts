@@ -10,6 +10,7 @@ import {
   type ConfigOf,
   commonConfig,
   databasePreparedStatementsVar,
+  databaseSessionAddressVar,
   databaseUrlVar,
   durationVar,
   formatDuration,
@@ -53,6 +54,7 @@ export const backendConfigSchema = {
     description: 'concurrent reconciles per controller',
   }),
   databaseUrl: databaseUrlVar,
+  databaseSessionAddress: databaseSessionAddressVar,
   databasePreparedStatements: databasePreparedStatementsVar,
   argoCdNamespace: stringVar('ARGOCD_NAMESPACE', {
     default: 'gitops-service-argocd',

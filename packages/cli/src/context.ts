@@ -1,7 +1,7 @@
 /**
  * The CLI's configuration, taken the way the services take it (docs/admin-cli.md#configuration):
- * `DATABASE_URL`, `KUBECONFIG` (or `--kubeconfig`; else ~/.kube/config or the in-cluster service account; its
- * current context, or `--context`'s) and `GITOPS_ENCRYPTION_KEYS`, parsed by the same definitions as the backend's (@gitops/shared's
+ * `DATABASE_URL` (and `GITOPS_DATABASE_PREPARED_STATEMENTS`), `KUBECONFIG` (or `--kubeconfig`; else ~/.kube/config
+ * or the in-cluster service account; its current context, or `--context`'s) and `GITOPS_ENCRYPTION_KEYS`, parsed by the same definitions as the backend's (@gitops/shared's
  * databaseUrlVar, @gitops/db's encryptionKeysVar) and opened with the same functions (createDb,
  * loadKubeConfig, createSealer). Each is loaded only when a command needs it; what is missing or unreachable
  * is a `CliError` with exit code 2 and one line naming it.
@@ -19,6 +19,7 @@ import {
 } from '@gitops/db';
 import {
   ConfigError,
+  databasePreparedStatementsVar,
   databaseUrlVar,
   HttpMethod,
   KubeApiError,
@@ -143,6 +144,16 @@ export function createContext(options: ContextOptions): Context {
     }
   }
 
+  /** GITOPS_DATABASE_PREPARED_STATEMENTS, as the services take it: false behind a transaction-mode pooler. */
+  function preparedStatements(): boolean {
+    try {
+      return loadConfig({ prepared: databasePreparedStatementsVar }, env).prepared;
+    } catch (err) {
+      if (err instanceof ConfigError) throw new CliError(err.issues.map((i) => i.message).join('; '));
+      throw err;
+    }
+  }
+
   function kubeConfig(): KubeConfig {
     if (kc) return kc;
     const path = options.kubeconfigPath || env.KUBECONFIG || undefined;
@@ -206,7 +217,11 @@ export function createContext(options: ContextOptions): Context {
     db() {
       dbReady ??= (async () => {
         const url = databaseUrl();
-        db = createDb(url, { max: 4, applicationName: 'kubectl-gitops' });
+        db = createDb(url, {
+          max: 4,
+          applicationName: 'kubectl-gitops',
+          preparedStatements: preparedStatements(),
+        });
         try {
           await withTimeout(db.selectNoFrom((eb) => eb.lit(1).as('one')).execute(), 'connecting');
         } catch (err) {

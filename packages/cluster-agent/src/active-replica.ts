@@ -19,7 +19,11 @@ export interface ActiveReplica {
 }
 
 export function createActiveReplica(deps: {
-  databaseUrl: string;
+  /**
+   * The lock's session: PostgreSQL's own, never a transaction-mode pooler's (`sessionDatabaseUrl` of
+   * @gitops/db).
+   */
+  sessionUrl: string;
   logger: Logger;
   registry: Registry;
   /** The registered instance's id (known once the step runs). */
@@ -40,7 +44,7 @@ export function createActiveReplica(deps: {
   async function acquire(signal: AbortSignal): Promise<void> {
     signal.throwIfAborted();
     const held = holdActiveLock(
-      deps.databaseUrl,
+      deps.sessionUrl,
       { classId: AGENT_ACTIVE_LOCK_CLASS, key: deps.engineInstanceId() },
       {
         applicationName: 'gitops-cluster-agent-active',

@@ -8,7 +8,7 @@
  * synced, the crash recovery sweep run (the operation feature's beforeStart), and the features started
  * (queues, then periodic safety nets). ready() is true from then on, and while it waits as the standby.
  */
-import { createDb, type Db, type EngineInstanceRow } from '@gitops/db';
+import { createDb, type Db, type EngineInstanceRow, sessionDatabaseUrl } from '@gitops/db';
 import { createManager, type ProcessOptions, processDeps } from '@gitops/shared';
 import { createActiveReplica } from './active-replica.ts';
 import { type AgentFeature, createFeatureContext } from './agent-feature.ts';
@@ -77,7 +77,8 @@ export function buildAgent(config: AgentConfig, options: BuildAgentOptions = {})
     ownRole: registration.ownRole,
   });
   const replica = createActiveReplica({
-    databaseUrl: config.databaseUrl,
+    // DATABASE_SESSION_ADDRESS: past a transaction-mode pooler (DATABASE_URL may be one), to PostgreSQL itself.
+    sessionUrl: sessionDatabaseUrl(config.databaseUrl, config.databaseSessionAddress),
     logger,
     registry,
     engineInstanceId,

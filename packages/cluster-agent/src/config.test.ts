@@ -18,6 +18,17 @@ describe('loadAgentConfig', () => {
     assert.equal(config.encryptionKeys?.activeKeyId, 'k1');
   });
 
+  it('sends its sessions to DATABASE_SESSION_ADDRESS when set (host:port), else to DATABASE_URL', () => {
+    assert.equal(loadAgentConfig(required).databaseSessionAddress, undefined);
+    assert.deepEqual(
+      loadAgentConfig({ ...required, DATABASE_SESSION_ADDRESS: '[fd00::7]:5432' }).databaseSessionAddress,
+      {
+        host: 'fd00::7',
+        port: 5432,
+      },
+    );
+  });
+
   it('needs no GITOPS_ENCRYPTION_KEYS: an agent with its own role opens credentials with its instance key', () => {
     const config = loadAgentConfig({ DATABASE_URL: required.DATABASE_URL });
     assert.equal(config.encryptionKeys, undefined);

@@ -7,6 +7,7 @@ import {
   type ConfigOf,
   commonConfig,
   databasePreparedStatementsVar,
+  databaseSessionAddressVar,
   databaseUrlVar,
   durationVar,
   intVar,
@@ -36,6 +37,7 @@ export const agentConfigSchema = {
   kubeconfigPath: commonConfig.kubeconfigPath,
   shutdownTimeoutMs: commonConfig.shutdownTimeoutMs,
   databaseUrl: databaseUrlVar,
+  databaseSessionAddress: databaseSessionAddressVar,
   databasePreparedStatements: databasePreparedStatementsVar,
   /**
    * Only for an agent with the backend's database role (the 0.1.0 way) or during the upgrade: an agent with its

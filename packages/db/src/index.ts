@@ -21,6 +21,7 @@ export * from './repository-credentials.repository.ts';
 export * from './schema-values.ts';
 export * from './sealed-values.repository.ts';
 export * from './sealing.ts';
+export * from './session-url.ts';
 export * from './sync-operation.repository.ts';
 export * from './tenant-move.repository.ts';
 export * from './tenant-overview.repository.ts';

@@ -57,6 +57,13 @@ export {
   startCluster,
 } from './node.ts';
 export { cacheDir, repoRoot } from './paths.ts';
+export {
+  findPgBouncerBinary,
+  type PgBouncer,
+  type PgBouncerOptions,
+  type PgBouncerServer,
+  startPgBouncer,
+} from './pgbouncer.ts';
 export { freePort, hostAddress } from './ports.ts';
 export { type PostgresOptions, type PostgresServer, startPostgres } from './postgres.ts';
 export {

@@ -44,6 +44,13 @@ export interface PostgresOptions {
   durableCommits?: boolean;
   /** The port tried first (embedded server only); default a free one. Taken, another free one is used. */
   port?: number;
+  /**
+   * How the server checks passwords over TCP (pg_hba.conf of a new embedded server): `password` (default: the
+   * client sends it, the server compares it with the stored SCRAM secret) or `scram-sha-256` (nothing
+   * reusable crosses the wire). A pooler that logs clients in with their stored secrets (PgBouncer's
+   * `auth_query`: `startPgBouncer`) needs `scram-sha-256`.
+   */
+  authMethod?: 'password' | 'scram-sha-256';
 }
 
 /**
@@ -88,6 +95,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
       port,
       user: 'postgres',
       password,
+      authMethod: options.authMethod ?? 'password',
       persistent,
       createPostgresUser: process.getuid?.() === 0,
       // Without this, initdb takes the encoding from the caller's locale: with no LANG set (as in CI) that is
@@ -116,7 +124,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Post
   if (!alreadyInitialised) await pg.initialise();
   if (options.podNetwork) {
     const hba = join(dataDir, 'pg_hba.conf');
-    const line = `host all all ${options.podNetwork.subnet} password`;
+    const line = `host all all ${options.podNetwork.subnet} ${options.authMethod ?? 'password'}`;
     if (!(await readFile(hba, 'utf8')).includes(line)) await appendFile(hba, `${line}\n`);
   }
   // freePort() gives the port back before PostgreSQL binds it, so another process may take it meanwhile (a

@@ -3,6 +3,7 @@ import { describe, it } from 'vitest';
 import {
   boolVar,
   commonConfig,
+  databaseSessionAddressVar,
   databaseUrlVar,
   durationVar,
   enumVar,
@@ -10,6 +11,7 @@ import {
   intVar,
   loadConfig,
   optionalStringVar,
+  parseDatabaseAddress,
   parseDuration,
   urlVar,
 } from './config.ts';
@@ -127,6 +129,42 @@ describe('loadConfig', () => {
 
     const ok = loadConfig({ databaseUrl: databaseUrlVar }, { DATABASE_URL: 'postgres://u:p@db:5432/gitops' });
     assert.equal(ok.databaseUrl, 'postgres://u:p@db:5432/gitops');
+  });
+
+  it('reads DATABASE_SESSION_ADDRESS as host:port, unset when empty', () => {
+    const load = (value?: string) =>
+      loadConfig({ sessionAddress: databaseSessionAddressVar }, { DATABASE_SESSION_ADDRESS: value })
+        .sessionAddress;
+    assert.equal(load(), undefined);
+    assert.equal(load(''), undefined);
+    assert.deepEqual(load('postgres.db.svc:5432'), { host: 'postgres.db.svc', port: 5432 });
+    assert.deepEqual(load(' 10.0.0.7:5433 '), { host: '10.0.0.7', port: 5433 });
+    assert.deepEqual(load('[fd00::7]:5432'), { host: 'fd00::7', port: 5432 });
+    const err = configErrorOf(() =>
+      loadConfig({ sessionAddress: databaseSessionAddressVar }, { DATABASE_SESSION_ADDRESS: 'postgres' }),
+    );
+    assert.equal(
+      err.issues[0]?.message,
+      'DATABASE_SESSION_ADDRESS must be host:port of PostgreSQL, e.g. postgres.db.svc:5432 or [fd00::7]:5432 (got "postgres")',
+    );
+  });
+
+  it('refuses anything but host:port as a database address', () => {
+    for (const text of [
+      'postgres',
+      'postgres:',
+      'postgres:0',
+      'postgres:65536',
+      'fd00::7:5432',
+      '[10.0.0.7]:5432',
+      'postgres://db:5432',
+      'user@db:5432',
+      'db:5432/gitops',
+      '-db:5432',
+    ]) {
+      assert.equal(parseDatabaseAddress(text), undefined, text);
+    }
+    assert.deepEqual(parseDatabaseAddress('db:65535'), { host: 'db', port: 65535 });
   });
 
   it('composes the common fields', () => {

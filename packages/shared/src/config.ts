@@ -294,3 +294,47 @@ export const databaseUrlVar = requiredUrlVar('DATABASE_URL', {
   secret: true,
   description: 'PostgreSQL connection string',
 });
+
+/** A PostgreSQL server's address: a host name, an IPv4 address or a bracketed IPv6 address, and a port. */
+export interface DatabaseAddress {
+  /** As written, brackets of an IPv6 address removed. */
+  readonly host: string;
+  readonly port: number;
+}
+
+/**
+ * Reads `host:port`: `db.example:5432`, `10.0.0.7:5432`, `[fd00::7]:5432`. Undefined for anything else (no
+ * port, a port outside 1-65535, a scheme, a user, a path).
+ */
+export function parseDatabaseAddress(text: string): DatabaseAddress | undefined {
+  const match = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?)):(\d{1,5})$/.exec(
+    text.trim(),
+  );
+  if (!match) return undefined;
+  const host = match[1] ?? match[2];
+  const port = Number(match[3]);
+  if (host === undefined || port < 1 || port > 65535) return undefined;
+  if (match[1] !== undefined && !match[1].includes(':')) return undefined;
+  return { host, port };
+}
+
+/**
+ * `DATABASE_SESSION_ADDRESS`: where the sessions that must be PostgreSQL's own go (LISTEN, the session advisory
+ * locks, the backend's migration), when `DATABASE_URL` points at a transaction-mode pooler such as PgBouncer.
+ * They use `DATABASE_URL`'s user, password, database and parameters (`sessionDatabaseUrl` of @gitops/db).
+ * Unset: everything goes to `DATABASE_URL`.
+ */
+export const databaseSessionAddressVar = envVar<DatabaseAddress | undefined>(
+  'DATABASE_SESSION_ADDRESS',
+  {
+    description:
+      "host:port of PostgreSQL itself for the LISTEN, advisory-lock and migration sessions, when DATABASE_URL is a transaction-mode pooler's (DATABASE_URL's user, password, database and parameters); unset: DATABASE_URL's",
+  },
+  (raw) => {
+    if (raw === undefined) return { value: undefined };
+    const address = parseDatabaseAddress(raw);
+    return address
+      ? { value: address }
+      : { error: 'must be host:port of PostgreSQL, e.g. postgres.db.svc:5432 or [fd00::7]:5432' };
+  },
+);

@@ -13,6 +13,7 @@ import {
   type Notification,
   type OperationRow,
   operationOfNotification,
+  sessionDatabaseUrl,
 } from '@gitops/db';
 import type { Feature } from '@gitops/shared';
 import type {
@@ -51,7 +52,9 @@ export function createNotificationFeature(
     informers: [],
     async open() {
       channelOf.set(await backendChannelName(db), 'operationStateChanged');
-      listener = listen(config.databaseUrl, [...channelOf.keys()], onNotification, {
+      // LISTEN lives on the session: PostgreSQL's own, past a transaction-mode pooler (DATABASE_SESSION_ADDRESS).
+      const sessionUrl = sessionDatabaseUrl(config.databaseUrl, config.databaseSessionAddress);
+      listener = listen(sessionUrl, [...channelOf.keys()], onNotification, {
         applicationName: 'gitops-backend-listen',
         onConnected: ({ reconnected }) => {
           if (!reconnected) return;

@@ -13,6 +13,7 @@ import {
   listDueWaitingOperations,
   listen,
   resourceOfInstanceNotification,
+  sessionDatabaseUrl,
 } from '@gitops/db';
 import { createInformer, type KubeObject, type Periodic, runPeriodically } from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, resourceHandlerOf } from '../agent-feature.ts';
@@ -112,7 +113,8 @@ export function createOperationFeature(
     start() {
       for (const controller of controllers) controller.start();
       listener = listen(
-        config.databaseUrl,
+        // LISTEN and the listening lock live on the session: PostgreSQL's own, past a transaction-mode pooler.
+        sessionDatabaseUrl(config.databaseUrl, config.databaseSessionAddress),
         [engineInstanceChannel(engineInstanceId)],
         ({ payload }) => onOperationCreated(payload),
         {
