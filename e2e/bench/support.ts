@@ -99,15 +99,27 @@ export async function descendants(root: number): Promise<{ pid: number; command:
 export async function cpuSecondsByPart(
   named: Record<string, number | undefined>,
 ): Promise<Map<string, number>> {
+  const out = await sumByPart(named, (pid) => cpuSeconds(pid));
+  out.set('machine', await machineBusySeconds());
+  return out;
+}
+
+/**
+ * `read` of every process scripts/bench.ts started and of this script, summed by part: the label `named` gives
+ * a pid (`bench_client` for this script), else the process's command name.
+ */
+async function sumByPart(
+  named: Record<string, number | undefined>,
+  read: (pid: number, command: string) => Promise<number | undefined>,
+): Promise<Map<string, number>> {
   const labelOf = new Map<number, string>([[process.pid, 'bench_client']]);
   for (const [label, pid] of Object.entries(named)) if (pid) labelOf.set(pid, label);
   const out = new Map<string, number>();
   for (const { pid, command } of await descendants(process.ppid)) {
-    const seconds = await cpuSeconds(pid);
     const label = labelOf.get(pid) ?? command;
-    if (seconds !== undefined) out.set(label, (out.get(label) ?? 0) + seconds);
+    const value = await read(pid, command);
+    if (value !== undefined) out.set(label, (out.get(label) ?? 0) + value);
   }
-  out.set('machine', await machineBusySeconds());
   return out;
 }
 
@@ -169,18 +181,8 @@ export async function procStatusMb(
  * (the processes in `named`, etcd, the API server...), except PostgreSQL, whose processes share its buffers: its
  * figure is the RssAnon (memory of its own) of all its processes summed, without the shared buffers.
  */
-export async function memoryMbByPart(
-  named: Record<string, number | undefined>,
-): Promise<Map<string, number>> {
-  const labelOf = new Map<number, string>([[process.pid, 'bench_client']]);
-  for (const [label, pid] of Object.entries(named)) if (pid) labelOf.set(pid, label);
-  const out = new Map<string, number>();
-  for (const { pid, command } of await descendants(process.ppid)) {
-    const label = labelOf.get(pid) ?? command;
-    const mb = await procStatusMb(pid, command === 'postgres' ? 'RssAnon' : 'VmRSS');
-    if (mb !== undefined) out.set(label, (out.get(label) ?? 0) + mb);
-  }
-  return out;
+export function memoryMbByPart(named: Record<string, number | undefined>): Promise<Map<string, number>> {
+  return sumByPart(named, (pid, command) => procStatusMb(pid, command === 'postgres' ? 'RssAnon' : 'VmRSS'));
 }
 
 /** The benchmarks' own statements (statistics, sessions), left out of the statement figures. */
