@@ -180,7 +180,7 @@ describe('behind PgBouncer in transaction mode (tier 3a)', () => {
     });
     await converges([gd]);
     const metrics = await f.system.metrics('cluster-agent-2');
-    assert.match(metrics, /^gitops_agent_active 1$/m);
+    assert.match(metrics, /^gitops_agent_active(\{[^}]*\})? 1$/m);
     assert.deepEqual(f.system.crashes, []);
     assert.equal(
       bouncerLog.some((line) => /prepared statement|unsupported startup parameter/i.test(line)),
