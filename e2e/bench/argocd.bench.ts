@@ -44,7 +44,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Label } from '@gitops/api';
-import { enableStatementStatistics, statementCalls } from '@gitops/db';
+import { enableStatementStatistics, openSessions, statementCalls } from '@gitops/db';
 import { type ArgoCd, builtArgoCdBinary, createGitRepo, manifest, startArgoCd } from '@gitops/local-env';
 import {
   createInformer,
@@ -53,7 +53,6 @@ import {
   HttpMethod,
   kubeRequest,
 } from '@gitops/shared';
-import { sql } from 'kysely';
 import {
   type ArgoApplication,
   create,
@@ -200,12 +199,14 @@ try {
   const system = await startSystem({ start: [] });
   cleanups.push({ what: 'stop the backend and agents, drop the database', run: () => system.stop() });
   const statementsCounted = await enableStatementStatistics(system.db);
-  /** Open sessions on the run's database now, by application_name (this script's own under `-`). */
+  /** Open sessions on the run's database now, by application_name (this script's own left out). */
   const connections = async () => {
-    const result = await sql<{ name: string; n: number }>`
-      select coalesce(nullif(application_name, ''), '-') as name, count(*)::int as n
-      from pg_stat_activity where datname = current_database() group by 1`.execute(system.db);
-    return Object.fromEntries(result.rows.map((r) => [r.name, r.n]));
+    const byName: Record<string, number> = {};
+    for (const [who, n] of Object.entries(await openSessions(system.db))) {
+      const name = who.slice(0, who.lastIndexOf(' '));
+      byName[name] = (byName[name] ?? 0) + n;
+    }
+    return byName;
   };
   const gitRoot = await mkdtemp(join(tmpdir(), 'bench-argocd-git-'));
   tempDirs.push(gitRoot);
