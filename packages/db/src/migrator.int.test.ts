@@ -238,6 +238,53 @@ describe('migrateToLatest', () => {
     }
   });
 
+  test('a migration that deadlocks with a process serving on the old schema is tried again and applied', async () => {
+    // Its own database: the extra migration must not stay in testDb's history.
+    const own = await createTestDatabase();
+    const dir = await mkdtemp(join(tmpdir(), 'gitops-migrations-deadlock-'));
+    const serving = new pg.Client({ connectionString: own.url });
+    await serving.connect();
+    try {
+      for (const file of (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql'))) {
+        await copyFile(join(MIGRATIONS_DIR, file), join(dir, file));
+      }
+      await sql`create table lock_a (id int); create table lock_b (id int)`.execute(own.db);
+      await writeFile(
+        join(dir, '9999_locks.sql'),
+        'LOCK TABLE lock_a IN ACCESS EXCLUSIVE MODE;\nLOCK TABLE lock_b IN ACCESS EXCLUSIVE MODE;\nCREATE TABLE after_locks (id int);\n',
+      );
+      // A running process holds lock_b; the migration takes lock_a and waits for lock_b; then the process asks
+      // for lock_a. PostgreSQL ends the cycle by aborting the waiter whose deadlock check fires first, the
+      // migration (it waited first; the process's check is put off).
+      await serving.query('begin');
+      await serving.query(`set local deadlock_timeout = '30s'`);
+      await serving.query('lock table lock_b in access exclusive mode');
+      const migrating = migrateToLatest(own.db, { migrationsDir: dir });
+      for (let i = 0; ; i++) {
+        const { rows } = await serving.query<{ waiting: number }>(
+          `select count(*)::int as waiting from pg_stat_activity
+           where datname = current_database() and wait_event_type = 'Lock' and wait_event = 'relation'`,
+        );
+        if (rows[0]?.waiting === 1) break;
+        if (i > 600) throw new Error('the migration never waited for lock_b');
+        await sleep(50);
+      }
+      // Granted only because the migration's transaction was aborted as the deadlock's victim.
+      await serving.query('lock table lock_a in access exclusive mode');
+      await serving.query('commit');
+      const result = await migrating;
+      assert.deepEqual(result, { applied: ['9999_locks'], newer: [] });
+      const { rows } = await sql<{
+        exists: boolean;
+      }>`select to_regclass('after_locks') is not null as exists`.execute(own.db);
+      assert.equal(rows[0]?.exists, true);
+    } finally {
+      await serving.end();
+      await own.destroy();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   test('a .sql file that is not named NNNN_name.sql is an error, not silently skipped', async () => {
     await writeFile(join(scratchDir, 'fix-later.sql'), 'SELECT 1;');
     await assert.rejects(migrateToLatest(testDb.db, { migrationsDir: scratchDir }), /fix-later\.sql/);

@@ -68,12 +68,34 @@ export class MigrationFailedError extends Error {
  * this build does not ship. Those come from a newer version during a rolling upgrade (or after a rollback):
  * when every migration of this build is applied and each unknown one sorts after the last of ours, this
  * build runs against the newer schema, as docs/upgrades.md promises (Kysely's own check would refuse to
- * start). Unknown migrations between ours are a different history: an error. Throws MigrationFailedError
- * on failure (nothing of the failed run is kept).
+ * start). Unknown migrations between ours are a different history: an error. A transient failure (a
+ * deadlock with a running process, a lost session) is tried again up to MIGRATION_ATTEMPTS times. Throws
+ * MigrationFailedError on failure (nothing of the failed run is kept).
  */
 export async function migrateToLatest(
   db: Kysely<Database>,
   options: { migrationsDir?: string } = {},
+): Promise<{ applied: string[]; newer: string[] }> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await migrateOnce(db, options);
+    } catch (error) {
+      // A transient failure applied nothing (one transaction). The common one is a lock lost to a process
+      // still serving on the old schema during a rolling upgrade (a deadlock, 40P01): the next try wins it.
+      if (!(error instanceof MigrationFailedError) || !error.transient || attempt >= MIGRATION_ATTEMPTS) {
+        throw error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
+    }
+  }
+}
+
+/** Tries of a migration that fails transiently, before its error is thrown (the caller may try later). */
+const MIGRATION_ATTEMPTS = 4;
+
+async function migrateOnce(
+  db: Kysely<Database>,
+  options: { migrationsDir?: string },
 ): Promise<{ applied: string[]; newer: string[] }> {
   const provider = new SqlFileMigrationProvider(options.migrationsDir);
   const newer = await newerMigrations(db, provider);
