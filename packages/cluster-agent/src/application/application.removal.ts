@@ -102,6 +102,21 @@ export async function liveApplicationsOf(
   return Array.isArray(list.items) ? list.items.filter(isKubeObject) : [];
 }
 
+/**
+ * The live Application of a row whose name is known, read by that name (as strong a read as the list of
+ * liveApplicationsOf, without making the API server filter every Application of the namespace: a drain of
+ * an instance releases thousands, docs/performance.md "A fleet, measured"). One of that name carrying another
+ * row's database id is not this row's and is left alone.
+ */
+export async function liveApplicationOfRow(
+  deps: Pick<RemovalDeps, 'kc' | 'namespace'>,
+  row: { id: string; name: string },
+  signal: AbortSignal,
+): Promise<KubeObject[]> {
+  const app = await getObject(deps.kc, applicationRef(deps.namespace, row.name), { signal });
+  return app?.metadata.labels?.[AgentLabel.DatabaseId] === row.id ? [app] : [];
+}
+
 /** True when the Application has an `operation` (a sync asked for, or retrying). */
 export function hasOperation(app: KubeObject): boolean {
   return app.operation !== undefined && app.operation !== null;

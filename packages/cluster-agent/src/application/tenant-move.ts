@@ -25,7 +25,7 @@ import type { ResourceOutcome } from '../agent-context.ts';
 import { ARGOCD_RESOURCES_FINALIZER, applicationRef, FIELD_MANAGER } from '../argocd.ts';
 import {
   endSyncBeforeDelete,
-  liveApplicationsOf,
+  liveApplicationOfRow,
   type RemovalDeps,
   SYNC_END_RECHECK_MS,
 } from './application.removal.ts';
@@ -121,7 +121,7 @@ export async function releaseApplicationsOf(
   row: ApplicationRow,
   options: StepOptions,
 ): Promise<ResourceOutcome> {
-  const live = await liveApplicationsOf(deps, row.id, options.signal);
+  const live = await liveApplicationOfRow(deps, row, options.signal);
   let changed = false;
   const syncing: string[] = [];
   for (const app of live) {
