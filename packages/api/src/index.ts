@@ -222,10 +222,8 @@ export const SyncRunEventReason = {
   ErrorOccurredResolved: 'ErrorOccurredResolved',
 } as const;
 
-/** Event reasons of the status path. */
+/** Event reasons of the status path (a sync's start and success are in the status only). */
 export const SyncEventReason = {
-  SyncStarted: 'SyncStarted',
-  SyncSucceeded: 'SyncSucceeded',
   SyncFailed: 'SyncFailed',
 } as const;
 

@@ -195,30 +195,33 @@ describe('GitOpsDeployment status from the application_state projection', () => 
 });
 
 describe('sync Events from operationState transitions', () => {
-  test('a new run, its success and its failure are notable; the same state again is not', () => {
+  test('a failed run is an Event once; a run starting or succeeding is not (the status says it)', () => {
     const running = { phase: 'Running', startedAt: 't1', operation: { sync: { revision: 'abc' } } };
-    assert.deepEqual(syncTransitionEvent(undefined, running), {
-      type: 'Normal',
-      reason: 'SyncStarted',
-      message: 'Argo CD started a sync at revision abc',
-    });
-    assert.equal(syncTransitionEvent(running, { ...running }), undefined);
+    assert.equal(syncTransitionEvent(undefined, running), undefined);
+    assert.equal(
+      syncTransitionEvent(running, { phase: 'Succeeded', startedAt: 't1', syncResult: { revision: 'abc' } }),
+      undefined,
+    );
     assert.deepEqual(
-      syncTransitionEvent(running, {
-        phase: 'Succeeded',
-        startedAt: 't1',
-        message: 'done',
-        syncResult: { revision: 'abc' },
-      }),
-      { type: 'Normal', reason: 'SyncSucceeded', message: 'Argo CD synced at revision abc: done' },
+      syncTransitionEvent(running, { ...running, phase: 'Failed', message: 'one or more objects failed' }),
+      {
+        type: 'Warning',
+        reason: 'SyncFailed',
+        message: 'Argo CD sync failed at revision abc: one or more objects failed',
+      },
     );
     assert.equal(
-      syncTransitionEvent(undefined, { phase: 'Failed', startedAt: 't2', message: 'x' })?.reason,
+      syncTransitionEvent(undefined, { phase: 'Error', startedAt: 't2', message: 'x' })?.reason,
       'SyncFailed',
     );
     assert.equal(
       syncTransitionEvent({ phase: 'Failed', startedAt: 't2' }, { phase: 'Failed', startedAt: 't2' }),
       undefined,
+    );
+    // The next run failing again is a new failure.
+    assert.equal(
+      syncTransitionEvent({ phase: 'Failed', startedAt: 't2' }, { phase: 'Failed', startedAt: 't3' })?.reason,
+      'SyncFailed',
     );
     assert.equal(syncTransitionEvent({ phase: 'Running' }, undefined), undefined);
   });

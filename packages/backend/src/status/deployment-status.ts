@@ -222,39 +222,23 @@ function field(object: unknown, ...path: string[]): unknown {
 }
 
 /**
- * The Event for an Argo CD sync that started or finished between two `operationState`s (a run is
- * identified by `startedAt`), or `undefined` when nothing notable happened.
+ * The Event for an Argo CD sync that failed between two `operationState`s (a run is identified by
+ * `startedAt`), or `undefined`. Only a failure is an Event: it is what a user acts on. A run's start and its
+ * success are in the status (`operationState`, `sync`, `health`) as they happen; as Events they were two of
+ * the API writes each change cost on top of Argo CD's own (docs/performance.md, "On top of Argo CD alone").
  */
 export function syncTransitionEvent(previous: unknown, next: unknown): SyncEvent | undefined {
   const phase = field(next, 'phase');
-  if (typeof phase !== 'string') return undefined;
+  if (phase !== 'Failed' && phase !== 'Error') return undefined;
   const sameRun = field(previous, 'startedAt') === field(next, 'startedAt');
   if (sameRun && field(previous, 'phase') === phase) return undefined;
   const revision = field(next, 'syncResult', 'revision') ?? field(next, 'operation', 'sync', 'revision');
   const atRevision = typeof revision === 'string' && revision !== '' ? ` at revision ${revision}` : '';
   const message = field(next, 'message');
   const detail = typeof message === 'string' && message !== '' ? `: ${bounded(message)}` : '';
-  switch (phase) {
-    case 'Running':
-      return {
-        type: 'Normal',
-        reason: SyncEventReason.SyncStarted,
-        message: `Argo CD started a sync${atRevision}`,
-      };
-    case 'Succeeded':
-      return {
-        type: 'Normal',
-        reason: SyncEventReason.SyncSucceeded,
-        message: `Argo CD synced${atRevision}${detail}`,
-      };
-    case 'Failed':
-    case 'Error':
-      return {
-        type: 'Warning',
-        reason: SyncEventReason.SyncFailed,
-        message: `Argo CD sync failed${atRevision}${detail}`,
-      };
-    default:
-      return undefined;
-  }
+  return {
+    type: 'Warning',
+    reason: SyncEventReason.SyncFailed,
+    message: `Argo CD sync failed${atRevision}${detail}`,
+  };
 }

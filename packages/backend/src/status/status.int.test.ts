@@ -129,14 +129,6 @@ describe('status path', () => {
     assert.equal(comparison?.reason, 'ComparisonError');
     assert.equal(comparison?.message, 'rpc error: repository not found');
     assert.equal(conditions.find((c) => c.type === 'SyncError')?.status, 'True');
-    const syncEvent = await eventually('a SyncSucceeded event', async () => {
-      const list = (await kubeRequest(f.kc, {
-        method: HttpMethod.GET,
-        path: `/api/v1/namespaces/${tenant.name}/events`,
-      })) as { items: Array<{ reason: string; message: string; involvedObject: { name: string } }> };
-      return list.items.find((e) => e.involvedObject.name === 'observed' && e.reason === 'SyncSucceeded');
-    });
-    assert.equal(syncEvent.message, 'Argo CD synced at revision abc123: successfully synced (all tasks run)');
     const errorOccurred = conditions.find((c) => c.type === 'ErrorOccurred');
     assert.equal(errorOccurred?.status, 'True', 'the status path leaves ErrorOccurred alone');
 
@@ -178,6 +170,53 @@ describe('status path', () => {
     await backend.status.queue.whenIdle();
     const afterward = await f.getDeployment(tenant.name, 'observed');
     assert.equal(afterward?.metadata.resourceVersion, before?.metadata.resourceVersion);
+  });
+
+  test('a failed sync is a Warning Event; a sync starting or succeeding is in the status only', async () => {
+    const { application } = await deploymentWithApplication('runs');
+    const run = (startedAt: string, phase: string, message: string) => ({
+      operation: { sync: { revision: 'abc123' } },
+      phase,
+      message,
+      syncResult: { revision: 'abc123', resources: [] },
+      startedAt,
+    });
+    // Each state reaches the status before the next is written, as Argo CD's come seconds apart.
+    for (const operationState of [
+      run('2026-01-01T00:00:00Z', 'Running', 'syncing'),
+      run('2026-01-01T00:00:00Z', 'Succeeded', 'successfully synced (all tasks run)'),
+      run('2026-01-01T00:01:00Z', 'Running', 'syncing'),
+      run('2026-01-01T00:01:00Z', 'Failed', 'one or more objects failed to apply'),
+    ]) {
+      await writeApplicationState(f.db, application.id, { sync: { status: 'Synced' }, operationState });
+      await statusWhen('runs', `operationState ${operationState.phase}`, (s) => {
+        const state = s.operationState as { phase?: string; startedAt?: string } | undefined;
+        return state?.phase === operationState.phase && state.startedAt === operationState.startedAt;
+      });
+    }
+    const syncEvents = await eventually('the SyncFailed Event', async () => {
+      const list = (await kubeRequest(f.kc, {
+        method: HttpMethod.GET,
+        path: `/api/v1/namespaces/${tenant.name}/events`,
+      })) as {
+        items: Array<{ type: string; reason: string; message: string; involvedObject: { name: string } }>;
+      };
+      const ofRuns = list.items.filter(
+        (e) => e.involvedObject.name === 'runs' && e.reason.startsWith('Sync'),
+      );
+      return ofRuns.some((e) => e.reason === 'SyncFailed') ? ofRuns : undefined;
+    });
+    assert.deepEqual(
+      syncEvents.map((e) => [e.type, e.reason, e.message]),
+      [
+        [
+          'Warning',
+          'SyncFailed',
+          'Argo CD sync failed at revision abc123: one or more objects failed to apply',
+        ],
+      ],
+      'the runs that started and the one that succeeded wrote no Event',
+    );
   });
 
   test(`more than ${RESOURCES_LIMIT} resources are truncated and a condition says so`, async () => {
