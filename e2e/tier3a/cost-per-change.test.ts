@@ -1,0 +1,194 @@
+/**
+ * Tier 3a: the API writes the service adds to Argo CD's own, counted for one created deployment and for one
+ * change (issue 34's regression guard; the figures under load are the benchmark's, docs/performance.md "On top
+ * of Argo CD alone"). Counts do not vary with load when each of Argo CD's states reaches the GitOpsDeployment
+ * before the next is written, as Argo CD's come seconds apart: so a change of the code that adds a write fails
+ * here. Every write is seen on a watch (each is a new resourceVersion); the played Argo CD's own writes are
+ * known (one per state it reports) and taken off.
+ */
+import assert from 'node:assert/strict';
+import type { KubeObject } from '@gitops/shared';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { type GitOpsDeployment, paths, watchEvents } from '../fixture/kube.ts';
+import {
+  type DeploymentStatus,
+  type PlayedSystem,
+  startPlayedArgoCdSystem,
+} from '../fixture/played-argo-cd.ts';
+
+/** Who wrote what, from the watches: versions of one GitOpsDeployment, of its Application, and its Events. */
+interface Writes {
+  deployment: number;
+  application: number;
+  events: string[];
+}
+
+/**
+ * Argo CD's states for one sync of `path` at `revision`, as its application-controller writes them; the first
+ * keeps the last sync's `operationState` (`previous`), as Argo CD does until a new one starts.
+ */
+function argoCdStates(
+  path: string,
+  revision: string,
+  startedAt: string,
+  previous?: Record<string, unknown>,
+): Record<string, unknown>[] {
+  const source = { repoURL: 'https://github.com/org/cost', path, targetRevision: 'HEAD' };
+  const comparedTo = { source, destination: {} };
+  const operation = { sync: { revision }, initiatedBy: { automated: true } };
+  const succeeded = {
+    operation,
+    phase: 'Succeeded',
+    message: 'successfully synced (all tasks run)',
+    syncResult: { revision, source, resources: [] },
+    startedAt,
+    finishedAt: startedAt,
+  };
+  return [
+    {
+      sync: { status: 'OutOfSync', revision, comparedTo },
+      health: { status: 'Missing' },
+      ...(previous ? { operationState: previous } : {}),
+    },
+    {
+      sync: { status: 'OutOfSync', revision, comparedTo },
+      health: { status: 'Missing' },
+      operationState: { operation, phase: 'Running', message: 'syncing', startedAt },
+    },
+    {
+      sync: { status: 'Synced', revision, comparedTo },
+      health: { status: 'Progressing' },
+      operationState: succeeded,
+    },
+    {
+      sync: { status: 'Synced', revision, comparedTo },
+      health: { status: 'Healthy' },
+      operationState: succeeded,
+    },
+  ];
+}
+
+/** What the GitOpsDeployment shows once it mirrors `state`. */
+const mirrors = (state: Record<string, unknown>) => (status: DeploymentStatus) => {
+  const want = state as { sync: { status: string; revision: string }; health: { status: string } } & {
+    operationState?: { phase: string };
+  };
+  return (
+    status.sync?.status === want.sync.status &&
+    status.sync?.revision === want.sync.revision &&
+    status.health?.status === want.health.status &&
+    (status.operationState as { phase?: string } | undefined)?.phase === want.operationState?.phase
+  );
+};
+
+describe('API writes per created deployment and per change (tier 3a)', () => {
+  let f: PlayedSystem;
+  let tenant: string;
+  const stops: Array<() => void> = [];
+  let counting: Writes = { deployment: 0, application: 0, events: [] };
+  let gd: GitOpsDeployment | undefined;
+
+  beforeAll(async () => {
+    f = await startPlayedArgoCdSystem();
+    tenant = await f.given.tenant('cost');
+    // Watches from before the create: every version of the deployment named `web`, of Applications (matched to
+    // it by its uid once known) and of Events about it.
+    const named = (object: KubeObject) => object.metadata.name === 'web';
+    stops.push(
+      (
+        await watchEvents(f.system.kc, paths.gitopsDeployments(tenant), (type, object) => {
+          if (named(object) && (type === 'ADDED' || type === 'MODIFIED')) counting.deployment++;
+        })
+      ).stop,
+      (
+        await watchEvents(f.system.kc, paths.applications(f.system.argoCdNamespace), (type, object) => {
+          if (gd && object.metadata.name === `gitopsdepl-${gd.metadata.uid}` && type !== 'DELETED')
+            counting.application++;
+        })
+      ).stop,
+      (
+        await watchEvents(f.system.kc, `/api/v1/namespaces/${tenant}/events`, (type, object) => {
+          const event = object as KubeObject & { reason?: string; involvedObject?: { name?: string } };
+          if (event.involvedObject?.name === 'web' && type !== 'DELETED')
+            counting.events.push(event.reason ?? '');
+        })
+      ).stop,
+    );
+  });
+  afterAll(async () => {
+    for (const stop of stops) stop();
+    await f?.stop();
+  });
+
+  /** Counts what happens from now until `run` is over and a later deployment converged after it. */
+  async function count(label: string, run: () => Promise<void>): Promise<Writes> {
+    counting = { deployment: 0, application: 0, events: [] };
+    await run();
+    // A barrier instead of a sleep: a deployment created after the run, Synced and Healthy, went through the
+    // same queues after everything the run caused.
+    const later = await f.when.deployed(tenant, `after-${label}`, {
+      repoURL: 'https://github.com/org/cost',
+      path: 'later',
+    });
+    const app = await f.expect.application(later);
+    const [state] = argoCdStates('later', 'b'.repeat(40), new Date().toISOString()).slice(-1);
+    await f.argoCd.reportStatus(app.metadata.name, state!);
+    await f.expect.deployment(later).is('the later deployment Synced and Healthy', mirrors(state!));
+    return counting;
+  }
+
+  /** Plays Argo CD's states of one sync, each mirrored on the deployment before the next is written. */
+  async function playSync(deployment: GitOpsDeployment, path: string, revision: string): Promise<number> {
+    const app = await f.expect.application(
+      deployment,
+      (a) => (a.spec as { source?: { path?: string } }).source?.path === path,
+    );
+    const previous = (app as { status?: { operationState?: Record<string, unknown> } }).status
+      ?.operationState;
+    const states = argoCdStates(path, revision, new Date().toISOString(), previous);
+    for (const [i, state] of states.entries()) {
+      await f.argoCd.reportStatus(app.metadata.name, state);
+      await f.expect.deployment(deployment).is(`Argo CD's state ${i + 1} of ${path}`, mirrors(state));
+    }
+    return states.length;
+  }
+
+  it('a created deployment: its Application written once, one status write per Argo CD state, one Event', async () => {
+    let played = 0;
+    const created = await count('create', async () => {
+      gd = await f.when.deployed(tenant, 'web', { repoURL: 'https://github.com/org/cost', path: 'dev' });
+      played = await playSync(gd, 'dev', 'a'.repeat(40));
+    });
+    // The user's create is one version; the backend's writes are the rest.
+    assert.deepEqual(
+      {
+        deployment: created.deployment - 1,
+        application: created.application - played,
+        events: created.events,
+      },
+      { deployment: played + 1, application: 1, events: ['ApplicationCreated'] },
+      'backend writes: the first status (conditions, engine instance) and one per Argo CD state; the agent creates the Application once',
+    );
+  });
+
+  it('a change made Synced/Healthy: the Application written once, one status write per Argo CD state, one Event', async () => {
+    assert.ok(gd, 'the created deployment of the test before');
+    const deployment = gd;
+    let played = 0;
+    const changed = await count('change', async () => {
+      await f.when.edited(deployment, {
+        source: { repoURL: 'https://github.com/org/cost', path: 'prod' },
+      });
+      played = await playSync(deployment, 'prod', 'c'.repeat(40));
+    });
+    assert.deepEqual(
+      {
+        deployment: changed.deployment - 1,
+        application: changed.application - played,
+        events: changed.events,
+      },
+      { deployment: played, application: 1, events: ['ApplicationUpdated'] },
+      'backend writes: one per Argo CD state; the agent applies the new spec once',
+    );
+  });
+});
