@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { eventually } from '@gitops/shared/testing';
-import { type ControlledTransaction, type Kysely, sql } from 'kysely';
+import { type CompiledQuery, type ControlledTransaction, Kysely, PostgresDialect, sql } from 'kysely';
+import pg from 'pg';
 import { beforeAll, describe, test } from 'vitest';
 import {
   createApplicationOfNewDeployment,
@@ -514,6 +515,45 @@ describe('claimUndeliveredOperations', () => {
     assert.equal(await hasUndeliveredOperations(db, CLUSTER), true);
     await drainRelayQueue();
     assert.equal(await hasUndeliveredOperations(db, CLUSTER), false);
+  });
+
+  test('a relay pass asks whether an agent listens once per engine instance, not once per waiting operation', async () => {
+    // A drain leaves thousands of operations waiting for the instances that adopt; each asking reads pg_locks.
+    await drainRelayQueue();
+    const queries: CompiledQuery[] = [];
+    const pool = new pg.Pool({ connectionString: testDb.url, max: 1 });
+    const logged = new Kysely<Database>({
+      dialect: new PostgresDialect({ pool }),
+      log: (event) => {
+        if (event.level === 'query') queries.push(event.query);
+      },
+    });
+    const instances = [await givenEngineInstance(db), await givenEngineInstance(db)];
+    const agents = await Promise.all(instances.map((i) => givenListeningAgentSession(testDb.url, i.id)));
+    try {
+      for (const i of instances)
+        await sql`insert into operation (engine_instance_id, resource_type, resource_id)
+          select ${i.id}::uuid, 'Application', gen_random_uuid() from generate_series(1, 300)`.execute(db);
+      assert.equal(await hasUndeliveredOperations(logged, CLUSTER), false, 'their agents listen');
+      const [query] = queries;
+      assert.ok(query);
+      const plan = await pool.query(`explain (analyze, format json) ${query.sql}`, [...query.parameters]);
+      const lockScans: number[] = [];
+      const walk = (node: Record<string, unknown>) => {
+        if (node['Function Name'] === 'pg_lock_status') lockScans.push(Number(node['Actual Loops']));
+        for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+      };
+      walk((plan.rows[0]['QUERY PLAN'] as Array<{ Plan: Record<string, unknown> }>)[0]!.Plan);
+      assert.ok(lockScans.length > 0, 'the plan reads pg_locks');
+      assert.ok(
+        lockScans.every((loops) => loops <= instances.length + 1),
+        `pg_locks read ${lockScans.join(', ')} times for 600 waiting operations of ${instances.length} instances`,
+      );
+    } finally {
+      await Promise.all(agents.map((a) => a.end()));
+      await logged.destroy();
+      await drainRelayQueue();
+    }
   });
 
   test('delivered, finished and delivery-backoff operations are not claimed', async () => {

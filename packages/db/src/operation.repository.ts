@@ -305,17 +305,31 @@ export async function hasUndeliveredOperations(
 /**
  * Operations that need an Operation CR now: undelivered, unfinished, delivery due, no agent listening, and of
  * an instance on `clusterIdentity`'s cluster (an instance elsewhere hears its operations only through its
- * agent's LISTEN and sweep: they wait there until an agent is back).
+ * agent's LISTEN and sweep: they wait there until an agent is back). Whether an agent listens is asked once
+ * per instance, not once per operation: each asking reads pg_locks, and a drain leaves thousands of
+ * operations waiting for the instances that adopt, which every relay pass went through.
  */
 function deliverable(db: Kysely<Database>, clusterIdentity: string) {
-  return db
-    .selectFrom('operation as o')
-    .innerJoin('engine_instance as e', 'e.id', 'o.engine_instance_id')
-    .where('e.cluster_identity', '=', clusterIdentity)
-    .where('o.delivered_at', 'is', null)
-    .where('o.state', 'in', ['Waiting', 'In_Progress'])
-    .where('o.next_delivery_at', '<=', sql<Date>`now()`)
-    .where(sql<boolean>`not ${agentListening('o.engine_instance_id')}`);
+  return (
+    db
+      // MATERIALIZED: asked once per instance. Inlined, the planner turns it into an anti join run once per
+      // operation row, rescanning pg_locks each time (120 ms a pass with 6,000 operations waiting).
+      .with(
+        (cte) => cte('unheard').materialized(),
+        (qb) =>
+          qb
+            .selectFrom('engine_instance as i')
+            .select('i.id')
+            .where('i.cluster_identity', '=', clusterIdentity)
+            .where(sql<boolean>`not ${agentListening('i.id')}`),
+      )
+      .selectFrom('operation as o')
+      .innerJoin('engine_instance as e', 'e.id', 'o.engine_instance_id')
+      .where('o.engine_instance_id', 'in', (eb) => eb.selectFrom('unheard').select('unheard.id'))
+      .where('o.delivered_at', 'is', null)
+      .where('o.state', 'in', ['Waiting', 'In_Progress'])
+      .where('o.next_delivery_at', '<=', sql<Date>`now()`)
+  );
 }
 
 /** Records that the Operation CRs exist. Returns the number of rows changed. */
