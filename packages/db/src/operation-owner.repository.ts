@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Database, OperationRow } from './database.ts';
-import { agentListening } from './operation.repository.ts';
+import { withUnheardInstances } from './operation.repository.ts';
 import type { CrKind, OperationResourceType } from './schema-values.ts';
 
 /**
@@ -54,14 +54,14 @@ export async function listOwnersWaitingForAbsentAgents(
   ownerKind: CrKind,
   olderThanMs: number,
 ): Promise<{ namespace: string; name: string }[]> {
-  const rows = await db
+  const rows = await withUnheardInstances(db)
     .selectFrom('operation as o')
     .select(['o.owner_namespace', 'o.owner_name'])
     .distinct()
     .where('o.state', '=', 'Waiting')
     .where('o.owner_kind', '=', ownerKind)
     .where('o.created_at', '<', sql<Date>`now() - make_interval(secs => ${olderThanMs / 1000})`)
-    .where(sql<boolean>`not ${agentListening('o.engine_instance_id')}`)
+    .where('o.engine_instance_id', 'in', (eb) => eb.selectFrom('unheard').select('unheard.id'))
     .execute();
   return rows.flatMap((r) =>
     r.owner_namespace !== null && r.owner_name !== null
