@@ -14,17 +14,12 @@ import {
   type Controller,
   type ForOptions,
   type Informer,
-  KubeApiError,
+  isNamespaceTerminating,
   type KubeObject,
   newController,
   type Reconciler,
 } from '@gitops/shared';
 import type { AppStudioContext } from './context.ts';
-
-/** The API server refuses to create objects in a namespace that is being deleted (403, "... being terminated"). */
-export function isNamespaceTerminating(err: unknown): boolean {
-  return err instanceof KubeApiError && err.statusCode === 403 && err.message.includes('being terminated');
-}
 
 export type AppStudioController = Controller<KubeObject>;
 

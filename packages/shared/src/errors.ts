@@ -105,16 +105,26 @@ export class KubeApiError extends RetryableError {
   readonly statusCode: number;
   /** `reason` of the returned `Status` object (e.g. `AlreadyExists`, `Conflict`), if any. */
   readonly reason: string | undefined;
+  /** `details.causes[].reason` of the returned `Status` (e.g. `NamespaceTerminating`, `FieldValueInvalid`). */
+  readonly causes: readonly string[];
   readonly method: string;
   readonly path: string;
 
   constructor(
-    init: { statusCode: number; reason?: string; method: string; path: string; message: string },
+    init: {
+      statusCode: number;
+      reason?: string;
+      causes?: readonly string[];
+      method: string;
+      path: string;
+      message: string;
+    },
     options?: GitOpsErrorOptions,
   ) {
     super(kubeErrorCode(init.statusCode), init.message, options);
     this.statusCode = init.statusCode;
     this.reason = init.reason;
+    this.causes = init.causes ?? [];
     this.method = init.method;
     this.path = init.path;
   }
@@ -156,6 +166,14 @@ export function isNotFound(err: unknown): boolean {
  */
 export function isAlreadyExists(err: unknown): boolean {
   return err instanceof KubeApiError && err.statusCode === 409 && err.reason === 'AlreadyExists';
+}
+
+/**
+ * True when the API server refused a create because the namespace is being deleted: 403 with the cause
+ * `NamespaceTerminating` its namespace lifecycle admission adds (by the Status's fields, not its words).
+ */
+export function isNamespaceTerminating(err: unknown): boolean {
+  return err instanceof KubeApiError && err.statusCode === 403 && err.causes.includes('NamespaceTerminating');
 }
 
 /** True for a 409 from the API server (stale resourceVersion, apply conflict, AlreadyExists). */

@@ -3,7 +3,14 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { ErrorCode, isAlreadyExists, isConflict, isTransientError, KubeApiError } from './errors.ts';
+import {
+  ErrorCode,
+  isAlreadyExists,
+  isConflict,
+  isNamespaceTerminating,
+  isTransientError,
+  KubeApiError,
+} from './errors.ts';
 import {
   clusterIdentity,
   createEventRecorder,
@@ -226,6 +233,54 @@ describe('Kubernetes helpers against the API server', () => {
     );
     assert.ok(isConflict(stale), 'a stale resourceVersion is a conflict');
     assert.equal(isAlreadyExists(stale), false);
+  });
+
+  it('tells a create refused because its namespace is being deleted (isNamespaceTerminating) by the Status cause, not by a 403 alone', async () => {
+    const doomed = `shared-kube-doomed-${suffix}`;
+    const configMap = (name: string): KubeObject => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name, namespace: doomed },
+    });
+    await serverSideApply(
+      kc,
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: doomed } },
+      {
+        fieldManager: 'shared-test',
+      },
+    );
+    // A 403 of another kind (RBAC) is not it.
+    assert.equal(
+      isNamespaceTerminating(
+        new KubeApiError({ statusCode: 403, method: 'POST', path: '/x', message: 'being terminated' }),
+      ),
+      false,
+    );
+    // The namespace stays Terminating while its `kubernetes` finalizer is there (no namespace controller runs
+    // here to remove it; the test removes it at the end, as that controller would).
+    await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Namespace', name: doomed });
+    try {
+      const refusal = await eventually('a create in the terminating namespace refused', async () => {
+        try {
+          await kubeRequest(kc, {
+            method: HttpMethod.POST,
+            path: `/api/v1/namespaces/${doomed}/configmaps`,
+            body: configMap(`late-${randomBytes(3).toString('hex')}`),
+          });
+          return undefined;
+        } catch (err) {
+          return err instanceof KubeApiError && err.statusCode === 403 ? err : undefined;
+        }
+      });
+      assert.deepEqual(refusal.causes, ['NamespaceTerminating']);
+      assert.equal(isNamespaceTerminating(refusal), true);
+    } finally {
+      await kubeRequest(kc, {
+        method: HttpMethod.PUT,
+        path: `/api/v1/namespaces/${doomed}/finalize`,
+        body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: doomed }, spec: { finalizers: [] } },
+      }).catch(() => undefined);
+    }
   });
 
   it('reports an unknown kind as a retryable error', async () => {

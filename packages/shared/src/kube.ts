@@ -256,11 +256,18 @@ function parseJson(text: string): unknown {
 
 function apiError(request: KubeRequest, statusCode: number, body: unknown): KubeApiError {
   const status =
-    typeof body === 'object' && body !== null ? (body as { message?: unknown; reason?: unknown }) : {};
+    typeof body === 'object' && body !== null
+      ? (body as { message?: unknown; reason?: unknown; details?: { causes?: unknown } })
+      : {};
   const detail = typeof status.message === 'string' ? status.message : typeof body === 'string' ? body : '';
+  const causes = Array.isArray(status.details?.causes) ? status.details.causes : [];
   return new KubeApiError({
     statusCode,
     reason: typeof status.reason === 'string' ? status.reason : undefined,
+    causes: causes.flatMap((cause: unknown) => {
+      const reason = (cause as { reason?: unknown } | null)?.reason;
+      return typeof reason === 'string' ? [reason] : [];
+    }),
     method: request.method,
     path: request.path,
     message: `${request.method} ${request.path}: ${statusCode} ${detail}`.trim(),
