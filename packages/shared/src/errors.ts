@@ -107,6 +107,8 @@ export class KubeApiError extends RetryableError {
   readonly reason: string | undefined;
   /** `details.causes[].reason` of the returned `Status` (e.g. `NamespaceTerminating`, `FieldValueInvalid`). */
   readonly causes: readonly string[];
+  /** `message` of the returned `Status` alone (what the API server said, e.g. a CEL rule's message); '' if none. */
+  readonly statusMessage: string;
   readonly method: string;
   readonly path: string;
 
@@ -115,6 +117,7 @@ export class KubeApiError extends RetryableError {
       statusCode: number;
       reason?: string;
       causes?: readonly string[];
+      statusMessage?: string;
       method: string;
       path: string;
       message: string;
@@ -125,6 +128,7 @@ export class KubeApiError extends RetryableError {
     this.statusCode = init.statusCode;
     this.reason = init.reason;
     this.causes = init.causes ?? [];
+    this.statusMessage = init.statusMessage ?? '';
     this.method = init.method;
     this.path = init.path;
   }

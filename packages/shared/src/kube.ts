@@ -268,6 +268,7 @@ function apiError(request: KubeRequest, statusCode: number, body: unknown): Kube
       const reason = (cause as { reason?: unknown } | null)?.reason;
       return typeof reason === 'string' ? [reason] : [];
     }),
+    statusMessage: detail,
     method: request.method,
     path: request.path,
     message: `${request.method} ${request.path}: ${statusCode} ${detail}`.trim(),

@@ -366,7 +366,7 @@ export function createEnvironmentFeature(
       live = await serverSideApply(kc, object, { fieldManager: APPSTUDIO_FIELD_MANAGER, force: true });
     } catch (err) {
       if (err instanceof KubeApiError && err.statusCode === 422)
-        return { rejected: err.message.replace(/^.*?: 422 /, '').slice(0, 1024) };
+        return { rejected: err.statusMessage.slice(0, 1024) };
       throw err;
     }
     if (existing && live.metadata.resourceVersion === existing.metadata.resourceVersion)

@@ -279,7 +279,7 @@ export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReco
       return live;
     } catch (err) {
       // The API server refused what the component service wrote (e.g. an empty path): the user's to fix.
-      if (err instanceof KubeApiError && err.statusCode === 422) return err.message.replace(/^.*?: 422 /, '');
+      if (err instanceof KubeApiError && err.statusCode === 422) return err.statusMessage;
       throw err;
     }
   }
