@@ -24,7 +24,9 @@ import {
   kindParser,
   kubeRequest,
   patchStatus,
+  refOfKind,
   setKubeCondition,
+  mergePatch as sharedMergePatch,
 } from '@gitops/shared';
 import { type BindingCr, statusOf, text } from './objects.ts';
 
@@ -51,12 +53,9 @@ async function patchObject<T extends KubeObject>(
   body: Record<string, unknown>,
   subresource?: 'status',
 ): Promise<T> {
-  const stored = await kubeRequest(kc, {
-    method: HttpMethod.PATCH,
-    path: pathOf(kind, object, subresource),
-    query: { fieldManager: APPSTUDIO_FIELD_MANAGER },
-    body,
-    contentType: 'application/merge-patch+json',
+  const stored = await sharedMergePatch(kc, refOfKind(kind, object), body, {
+    fieldManager: APPSTUDIO_FIELD_MANAGER,
+    ...(subresource ? { subresource } : {}),
   });
   return kindParser<T>(kind)(stored);
 }

@@ -19,7 +19,7 @@ import {
   ServiceAccountSecretKey,
   type ServiceRegistryConnection,
 } from '@gitops/api';
-import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
+import { HttpMethod, isNotFound, type KubeObject, kubeRequest, mergePatch } from '@gitops/shared';
 import {
   accessToken,
   checked,
@@ -132,17 +132,15 @@ async function writeOwnedBinding(
       .map((key) => [key, null]),
   );
   try {
-    await kubeRequest(ctx.kc, {
-      method: HttpMethod.PATCH,
-      path: `${collection}/${encodeURIComponent(content.name)}`,
-      query: { fieldManager: ctx.config.fieldManager },
-      body: {
+    await mergePatch(
+      ctx.kc,
+      { apiVersion: 'v1', kind: 'Secret', name: content.name, namespace },
+      {
         metadata: { resourceVersion: existing.metadata.resourceVersion },
         data: { ...content.data, ...removed },
       },
-      contentType: 'application/merge-patch+json',
-      signal,
-    });
+      { fieldManager: ctx.config.fieldManager, signal },
+    );
   } catch (err) {
     // Deleted since it was read: retried, and the next processing creates it.
     if (isNotFound(err))

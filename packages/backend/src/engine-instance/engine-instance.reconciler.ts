@@ -47,6 +47,7 @@ import {
   type KubeObject,
   kubeRequest,
   type Logger,
+  mergePatch,
   patchStatus,
   type Reconciler,
   refOfKind,
@@ -103,7 +104,6 @@ export function createEngineInstanceReconciler(
   const badNames = new Set<string>();
   /** Name → when its creation found another shard's object. */
   const otherShard = new Map<string, number>();
-  const objectPath = (name: string) => `${collectionPath(kind.resource)}/${encodeURIComponent(name)}`;
 
   function creatable(name: string): boolean {
     if (!isObjectName(name)) {
@@ -163,14 +163,12 @@ export function createEngineInstanceReconciler(
   /** Merge-patches the object, on the resourceVersion the patch was computed from; returns the live object. */
   async function patchObject(object: KubeObject, patch: Record<string, unknown>, signal: AbortSignal) {
     const metadata = isJsonObject(patch.metadata) ? patch.metadata : {};
-    return (await kubeRequest(kc, {
-      method: HttpMethod.PATCH,
-      path: objectPath(object.metadata.name),
-      query: { fieldManager: BACKEND_FIELD_MANAGER },
-      body: { ...patch, metadata: { ...metadata, resourceVersion: object.metadata.resourceVersion } },
-      contentType: 'application/merge-patch+json',
-      signal,
-    })) as KubeObject;
+    return await mergePatch(
+      kc,
+      refOfKind(kind, object),
+      { ...patch, metadata: { ...metadata, resourceVersion: object.metadata.resourceVersion } },
+      { fieldManager: BACKEND_FIELD_MANAGER, signal },
+    );
   }
   const patchFinalizers = (object: KubeObject, finalizers: string[], signal: AbortSignal) =>
     patchObject(object, { metadata: { finalizers } }, signal);

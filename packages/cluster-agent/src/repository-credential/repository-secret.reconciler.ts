@@ -23,6 +23,7 @@ import {
   type KubeObject,
   kubeRequest,
   type Logger,
+  mergePatch,
   serverSideApply,
   TerminalError,
 } from '@gitops/shared';
@@ -110,14 +111,12 @@ export function createRepositorySecretReconciler(
     );
     if (extra.length > 0) {
       // Keys another manager added (or we owned before, e.g. password → sshPrivateKey): remove them.
-      await kubeRequest(kc, {
-        method: HttpMethod.PATCH,
-        path: `${collectionPath({ apiVersion: 'v1', plural: 'secrets', namespace })}/${encodeURIComponent(desired.metadata.name)}`,
-        query: { fieldManager: FIELD_MANAGER },
-        body: { data: Object.fromEntries(extra.map((key) => [key, null])) },
-        contentType: 'application/merge-patch+json',
-        signal,
-      });
+      await mergePatch(
+        kc,
+        { apiVersion: 'v1', kind: 'Secret', name: desired.metadata.name, namespace },
+        { data: Object.fromEntries(extra.map((key) => [key, null])) },
+        { fieldManager: FIELD_MANAGER, signal },
+      );
     }
     logger.info({ secret: desired.metadata.name, created: live === undefined }, 'repository Secret applied');
     return true;

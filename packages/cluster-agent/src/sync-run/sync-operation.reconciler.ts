@@ -32,17 +32,9 @@ import {
   setSyncOperationOutcome,
   syncProgressOf,
 } from '@gitops/db';
-import {
-  collectionPath,
-  HttpMethod,
-  type KubeConfig,
-  type KubeObject,
-  kubeRequest,
-  type Logger,
-  scrubString,
-} from '@gitops/shared';
+import { type KubeConfig, type KubeObject, type Logger, mergePatch, scrubString } from '@gitops/shared';
 import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
-import { AgentLabel, ApplicationResource } from '../argocd.ts';
+import { AgentLabel, applicationRef } from '../argocd.ts';
 import {
   isRequestPending,
   type ObservedSync,
@@ -83,14 +75,7 @@ async function patchApplication(
   body: Record<string, unknown>,
   signal: AbortSignal,
 ) {
-  await kubeRequest(kc, {
-    method: HttpMethod.PATCH,
-    path: `${collectionPath({ ...ApplicationResource, namespace })}/${encodeURIComponent(name)}`,
-    query: { fieldManager: SYNC_FIELD_MANAGER },
-    body,
-    contentType: 'application/merge-patch+json',
-    signal,
-  });
+  await mergePatch(kc, applicationRef(namespace, name), body, { fieldManager: SYNC_FIELD_MANAGER, signal });
 }
 
 export function createSyncOperationReconciler(
