@@ -4,10 +4,11 @@ import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { createDb } from './connection.ts';
+import type { Database } from './database.ts';
 import {
   MIGRATIONS_DIR,
   MigrationFailedError,
@@ -34,6 +35,21 @@ async function createEmptyDatabase(): Promise<string> {
     await client.end();
   }
   return name;
+}
+
+/** Whether the database has table `name`. */
+async function tableExists(db: Kysely<Database>, name: string): Promise<boolean> {
+  const { rows } = await sql<{ exists: boolean }>`select to_regclass(${name}) is not null as exists`.execute(
+    db,
+  );
+  return rows[0]?.exists === true;
+}
+
+/** Copies every released migration into `dir` (a build with one more of its own is then written beside them). */
+async function copyReleasedMigrations(dir: string): Promise<void> {
+  for (const file of (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql'))) {
+    await copyFile(join(MIGRATIONS_DIR, file), join(dir, file));
+  }
 }
 
 /** The advisory lock id Kysely's PostgresAdapter takes around migrations (kysely/dist/dialect/postgres). */
@@ -161,9 +177,7 @@ describe('migrateToLatest', () => {
     const db = createDb(databaseUrl(serverUrl(), name), { max: 1 });
     const newerDir = await mkdtemp(join(tmpdir(), 'gitops-migrations-newer-'));
     try {
-      for (const file of (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql'))) {
-        await copyFile(join(MIGRATIONS_DIR, file), join(newerDir, file));
-      }
+      await copyReleasedMigrations(newerDir);
       await writeFile(
         join(newerDir, '9998_newer_column.sql'),
         'ALTER TABLE operation ADD COLUMN later int;\n',
@@ -192,9 +206,7 @@ describe('migrateToLatest', () => {
 
   test('a failing migration is rolled back completely and reported by name', async () => {
     // The released migrations (all applied to testDb) followed by a broken one.
-    for (const file of (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql'))) {
-      await copyFile(join(MIGRATIONS_DIR, file), join(scratchDir, file));
-    }
+    await copyReleasedMigrations(scratchDir);
     await writeFile(join(scratchDir, '9999_broken.sql'), 'CREATE TABLE half_done (id int);\nSELECT 1 / 0;\n');
     const error = await migrateToLatest(testDb.db, { migrationsDir: scratchDir }).then(
       () => undefined,
@@ -204,17 +216,12 @@ describe('migrateToLatest', () => {
     assert.equal(error.migrationName, '9999_broken');
     assert.match(error.message, /division by zero/);
     assert.equal(error.transient, false, 'a migration that fails by itself is not tried again');
-    const { rows } = await sql<{
-      exists: boolean;
-    }>`select to_regclass('half_done') is not null as exists`.execute(testDb.db);
-    assert.equal(rows[0]?.exists, false);
+    assert.equal(await tableExists(testDb.db, 'half_done'), false);
     await rm(join(scratchDir, '9999_broken.sql'));
   });
 
   test('a migration whose database session is lost (a restart, a cut connection) fails as transient, with nothing applied', async () => {
-    for (const file of (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql'))) {
-      await copyFile(join(MIGRATIONS_DIR, file), join(scratchDir, file));
-    }
+    await copyReleasedMigrations(scratchDir);
     // The server ends the session running the migration, as a PostgreSQL restart does.
     await writeFile(
       join(scratchDir, '9999_cut.sql'),
@@ -228,10 +235,7 @@ describe('migrateToLatest', () => {
       );
       assert.ok(error instanceof MigrationFailedError);
       assert.equal(error.transient, true, `a process starting up tries again (${error.message})`);
-      const { rows } = await sql<{
-        exists: boolean;
-      }>`select to_regclass('cut_short') is not null as exists`.execute(testDb.db);
-      assert.equal(rows[0]?.exists, false);
+      assert.equal(await tableExists(testDb.db, 'cut_short'), false);
     } finally {
       await db.destroy();
       await rm(join(scratchDir, '9999_cut.sql'));
@@ -245,9 +249,7 @@ describe('migrateToLatest', () => {
     const serving = new pg.Client({ connectionString: own.url });
     await serving.connect();
     try {
-      for (const file of (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql'))) {
-        await copyFile(join(MIGRATIONS_DIR, file), join(dir, file));
-      }
+      await copyReleasedMigrations(dir);
       await sql`create table lock_a (id int); create table lock_b (id int)`.execute(own.db);
       await writeFile(
         join(dir, '9999_locks.sql'),
@@ -274,10 +276,7 @@ describe('migrateToLatest', () => {
       await serving.query('commit');
       const result = await migrating;
       assert.deepEqual(result, { applied: ['9999_locks'], newer: [] });
-      const { rows } = await sql<{
-        exists: boolean;
-      }>`select to_regclass('after_locks') is not null as exists`.execute(own.db);
-      assert.equal(rows[0]?.exists, true);
+      assert.equal(await tableExists(own.db, 'after_locks'), true);
     } finally {
       await serving.end();
       await own.destroy();
