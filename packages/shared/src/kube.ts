@@ -227,7 +227,13 @@ async function send(kc: KubeConfig, request: KubeRequest): Promise<KubeResponse>
       // The answer's headers come at once even for a watch; its body may then be silent for minutes.
       headersTimeout: defaultRequestTimeoutMs,
       bodyTimeout: timeoutMs,
-    });
+      // HTTP/1.1, not HTTP/2 (undici offers h2 by default and the API server accepts it). Aborting requests on
+      // a shared h2 session at shutdown sometimes sent the process into a loop of RST_STREAM writes in Node's
+      // http2 (gdb: Http2Stream::RstStream → SendPendingData → CopyDataIntoOutgoing) that grew it to 20 GB
+      // until std::bad_alloc: the backend main test's exit on SIGTERM failed in loaded full runs and in CI.
+      // Each watch then has a connection of its own, as client-go's HTTP/1.1 transport does.
+      allowH2: false,
+    } as Dispatcher.RequestOptions);
   } catch (err) {
     if (request.signal?.aborted) throw request.signal.reason ?? err;
     throw transportError(request, err);
