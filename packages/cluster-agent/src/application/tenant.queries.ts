@@ -12,12 +12,12 @@ import {
 } from '@gitops/db';
 import { allowsClusterResources } from '../argocd.ts';
 import type { TenantResources } from './app-project.render.ts';
-import { requestsNamespaceCreation } from './application.render.ts';
+import { requestsNamespaceCreation, sourceRepoUrls } from './application.render.ts';
 
 /**
  * What the AppProject of `clusterUserId` is computed from, or `undefined` when the tenant row is gone.
- * Application repo URLs are read from the stored specs; a malformed spec contributes nothing (its own
- * operation fails and reports it).
+ * Application repo URLs are read from the stored specs (every source of one with several); a malformed spec
+ * contributes nothing (its own operation fails and reports it).
  */
 export async function readTenantResources(
   db: Db,
@@ -38,8 +38,8 @@ export async function readTenantResources(
   const applicationRepoUrls: string[] = [];
   const namespaceCreatingEnvironmentIds = new Set<string>();
   for (const { spec, managedEnvironmentId } of specs) {
-    const repoURL = (spec as { source?: { repoURL?: unknown } } | null)?.source?.repoURL;
-    if (typeof repoURL === 'string' && repoURL !== '') applicationRepoUrls.push(repoURL);
+    // Every source's repository, exactly as a single source's (issue 35).
+    applicationRepoUrls.push(...sourceRepoUrls(spec));
     if (managedEnvironmentId !== null && requestsNamespaceCreation(spec))
       namespaceCreatingEnvironmentIds.add(managedEnvironmentId);
   }
