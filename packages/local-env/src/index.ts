@@ -66,6 +66,7 @@ export {
   type PgBouncerServer,
   startPgBouncer,
 } from './pgbouncer.ts';
+export { selfSignedCertificate } from './pki.ts';
 export { freePort, hostAddress } from './ports.ts';
 export { type PostgresOptions, type PostgresServer, startPostgres } from './postgres.ts';
 export {
