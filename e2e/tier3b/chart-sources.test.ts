@@ -8,6 +8,7 @@
 
 import assert from 'node:assert/strict';
 import { dirname, join } from 'node:path';
+import { repositoryCredential } from '@gitops/api/testing';
 import {
   ensureArgoCdBinary,
   type Files,
@@ -16,7 +17,9 @@ import {
   startHelmRepository,
   startOciRegistry,
 } from '@gitops/local-env';
+import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { create, GROUP_VERSION, get } from '../fixture/kube.ts';
 import {
   type DeploymentStatus,
   type RealSystem,
@@ -41,6 +44,10 @@ const settingsChart = (version: string): Files => ({
   ].join('\n'),
 });
 
+const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+const SECRET_TYPE = 'managed-gitops.redhat.com/repository-credential';
+const PASSWORD = 'tier3b-Ch4rts-Pa55word';
+
 /** The True conditions of `type` whose message matches `pattern`. */
 const saying = (status: DeploymentStatus, type: string, pattern: RegExp) =>
   (status.conditions ?? []).filter(
@@ -50,6 +57,8 @@ const saying = (status: DeploymentStatus, type: string, pattern: RegExp) =>
 describe('tier 3b: charts of Helm repositories and OCI registries, and several sources, with a real Argo CD', () => {
   let f: RealSystem;
   let charts: HelmRepository;
+  /** A Helm repository behind basic auth (jane / PASSWORD). */
+  let privateCharts: HelmRepository;
   let registry: OciRegistry;
 
   beforeAll(async () => {
@@ -57,6 +66,8 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
     charts = await startHelmRepository({ helm });
     await charts.publish(settingsChart('0.1.0'));
     await charts.publish(settingsChart('0.2.0'));
+    privateCharts = await startHelmRepository({ helm, auth: { username: 'jane', password: PASSWORD } });
+    await privateCharts.publish(settingsChart('3.0.0'));
     registry = await startOciRegistry({ helm });
     // Argo CD's repo-server trusts the registry's certificate for its host, as it would a Git server's.
     f = await startRealSystem({ trustedCertificates: { '127.0.0.1': registry.certificate } });
@@ -65,6 +76,7 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
     await f?.stop();
     await registry?.stop();
     await charts?.stop();
+    await privateCharts?.stop();
   });
 
   it('deploys a chart of a Helm repository at the version targetRevision names, follows a new version, and reports a version the repository does not have', async ({
@@ -167,5 +179,96 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
       (cm) => cm.data?.color === 'purple',
     );
     assert.deepEqual(changed.data, { ...rendered.data, color: 'purple' });
+  });
+
+  it("a private Helm repository: deployed with the tenant's RepositoryCredential of type helm, which says it is valid; a tenant without one is refused by its project, even once Argo CD has the chart", async ({
+    annotate,
+  }) => {
+    // Given a Helm repository behind basic auth, and a tenant that deploys one of its charts without credentials
+    const intruder = await f.given.tenant('chart-intruder');
+    const stolen = await f.when.deployed(intruder, 'stolen', {
+      repoURL: privateCharts.url,
+      chart: 'settings',
+      targetRevision: '3.0.0',
+      helm: { releaseName: 'stolen' },
+    });
+    // Then Argo CD cannot read the repository: its error is a condition of the GitOpsDeployment
+    const refused = await f.expect
+      .deployment(stolen)
+      .is('a ComparisonError', (s) => saying(s, 'ComparisonError', /./).length > 0);
+    await annotate(`Argo CD said: ${saying(refused, 'ComparisonError', /./)[0]?.message}`);
+
+    // When another tenant creates a RepositoryCredential of type helm for the repository
+    const owner = await f.given.tenant('chart-owner');
+    await create(f.system.kc, `/api/v1/namespaces/${owner}/secrets`, {
+      metadata: { name: 'chart-creds' },
+      type: SECRET_TYPE,
+      stringData: { username: 'jane', password: PASSWORD },
+    });
+    const credentialPath = `/apis/${GROUP_VERSION}/namespaces/${owner}/gitopsdeploymentrepositorycredentials/charts`;
+    await create(
+      f.system.kc,
+      `/apis/${GROUP_VERSION}/namespaces/${owner}/gitopsdeploymentrepositorycredentials`,
+      repositoryCredential(
+        'charts',
+        { repository: privateCharts.url, type: 'helm', secret: 'chart-creds' },
+        { labels: { [SHARD_LABEL]: f.system.shard } },
+      ),
+    );
+
+    // Then the backend's check of the repository and credentials says they are valid
+    type Conditions = { status?: { conditions?: { type: string; status: string }[] } };
+    const conditions = await eventually(
+      'the RepositoryCredential checked',
+      async () => {
+        const c = (await get<Conditions>(f.system.kc, credentialPath))?.status?.conditions ?? [];
+        return c.some((x) => x.type === 'ValidRepositoryCredential') ? c : undefined;
+      },
+      60_000,
+    );
+    assert.deepEqual(
+      conditions.map((c) => [c.type, c.status]),
+      [
+        ['ErrorOccurred', 'False'],
+        ['ValidRepositoryURL', 'True'],
+        ['ValidRepositoryCredential', 'True'],
+      ],
+    );
+
+    // When that tenant deploys the chart
+    const gd = await f.when.deployed(owner, 'settings', {
+      repoURL: privateCharts.url,
+      chart: 'settings',
+      targetRevision: '3.0.0',
+      helm: { releaseName: 'private' },
+    });
+
+    // Then Argo CD reads it with the credential and deploys it
+    await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
+    assert.equal((await f.expect.object(owner, 'ConfigMap', 'private-settings')).data?.version, '3.0.0');
+
+    // and the first tenant, whose project no longer lists the now private repository, is refused by Argo CD
+    // although its repo-server has the chart in its cache: nothing is deployed for it
+    const notPermitted = /not permitted in project/;
+    const withheld = await f.expect
+      .deployment(stolen)
+      .is('refused by its project', (s) =>
+        (s.conditions ?? []).some((c) => c.status === 'True' && notPermitted.test(c.message ?? '')),
+      );
+    await annotate(
+      `Argo CD said: ${withheld.conditions?.find((c) => notPermitted.test(c.message ?? ''))?.message}`,
+    );
+    assert.notEqual(withheld.sync?.status, 'Synced');
+    assert.equal(await f.expect.readObject(intruder, 'ConfigMap', 'stolen-settings'), undefined);
+    // When it edits its deployment (a new operation, a new look at its project), it is refused all the same
+    await f.when.edited(stolen, { source: { helm: { releaseName: 'stolen-again' } } });
+    await f.expect
+      .deployment(stolen)
+      .is('still refused', (s) =>
+        (s.conditions ?? []).some((c) => c.status === 'True' && notPermitted.test(c.message ?? '')),
+      );
+    assert.equal(await f.expect.readObject(intruder, 'ConfigMap', 'stolen-again-settings'), undefined);
+    // and the password appears in no log line of any process
+    assert.equal(f.logs.filter((l) => l.includes(PASSWORD)).length, 0);
   });
 });

@@ -84,6 +84,20 @@ export async function listRepositoryCredentialsOfUser(
   return await query.orderBy('id').execute();
 }
 
+/** The normalised URLs of every repository credential on the engine instance (each once). */
+export async function listRepositoryCredentialUrlsOfEngineInstance(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom('repository_credentials')
+    .select('normalized_repository_url')
+    .distinct()
+    .where('engine_instance_id', '=', engineInstanceId)
+    .execute();
+  return rows.map((row) => row.normalized_repository_url);
+}
+
 /** Ids of every repository credential on the engine instance. */
 export async function listRepositoryCredentialIdsOfEngineInstance(
   db: Kysely<Database>,

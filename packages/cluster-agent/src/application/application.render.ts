@@ -80,12 +80,28 @@ export type ApplicationRowSpec = z.infer<typeof applicationRowSpecSchema>;
  * (the tenant's AppProject must list every one of them).
  */
 export function sourceRepoUrls(spec: unknown): string[] {
+  return sourcesOf(spec).flatMap((s) =>
+    typeof s.repoURL === 'string' && s.repoURL !== '' ? [s.repoURL] : [],
+  );
+}
+
+/**
+ * The repository URLs of a spec's sources that are charts of a Helm repository (`chart`) or of an OCI
+ * registry (`oci://`): those Argo CD's repo-server reads into a chart cache shared by all its Applications.
+ */
+export function chartRepoUrls(spec: unknown): string[] {
+  return sourcesOf(spec).flatMap((s) =>
+    typeof s.repoURL === 'string' && (typeof s.chart === 'string' || /^oci:\/\//i.test(s.repoURL))
+      ? [s.repoURL]
+      : [],
+  );
+}
+
+function sourcesOf(spec: unknown): { repoURL?: unknown; chart?: unknown }[] {
   const { source, sources } = (spec ?? {}) as { source?: unknown; sources?: unknown };
-  const all = [source, ...(Array.isArray(sources) ? sources : [])];
-  return all.flatMap((s) => {
-    const repoURL = (s as { repoURL?: unknown } | null | undefined)?.repoURL;
-    return typeof repoURL === 'string' && repoURL !== '' ? [repoURL] : [];
-  });
+  return [source, ...(Array.isArray(sources) ? sources : [])].filter(
+    (s): s is { repoURL?: unknown; chart?: unknown } => typeof s === 'object' && s !== null,
+  );
 }
 
 /**
