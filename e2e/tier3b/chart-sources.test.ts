@@ -163,8 +163,10 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
       ],
     });
 
-    // Then the chart is rendered with the file's values
-    await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
+    // Then the chart is rendered with the file's values, and the status names each source's revision: the
+    // chart's version and the Git commit
+    const deployed = await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
+    assert.deepEqual(deployed.sync?.revisions, ['0.2.0', await values.head()]);
     const rendered = await f.expect.object(tenant, 'ConfigMap', 'multi-settings');
     assert.deepEqual(rendered.data, { version: '0.2.0', greeting: 'from-git-values', color: 'green' });
 

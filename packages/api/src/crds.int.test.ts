@@ -513,6 +513,10 @@ describe('GitOpsDeployment admission', () => {
         'each ref of spec.sources must be unique',
       ],
       [
+        { sources: [{ ...chartSource, ref: 'values' }], type: 'automated' },
+        'spec.sources[].ref and spec.sources[].chart are exclusive',
+      ],
+      [
         { sources: [{ ...source, ref: '$values' }], type: 'automated' },
         "spec.sources[].ref must be letters, digits, '_' and '-'",
       ],

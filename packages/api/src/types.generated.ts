@@ -505,6 +505,10 @@ export interface SyncStatus {
    * Revision is the commit the comparison was performed against.
    */
   revision?: string;
+  /**
+   * Revisions are the revisions (commit, chart version or tag) the comparison was performed against, one per source of spec.sources, in its order.
+   */
+  revisions?: string[];
 }
 /**
  * Health is the application's current health.

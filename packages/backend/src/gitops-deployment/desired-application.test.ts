@@ -271,6 +271,7 @@ describe('desired Argo CD Application spec of a GitOpsDeployment', () => {
         },
         /^spec\.sources: each ref of spec\.sources must be unique/,
       ],
+      [{ sources: [{ ...chart, ref: 'values' }] }, /^spec\.sources\.0: ref and chart are exclusive/],
     ] as const) {
       const parsed = parseGitOpsDeploymentSpec({ ...bad, type: 'manual' });
       assert.equal(parsed.ok, false, JSON.stringify(bad));

@@ -139,10 +139,12 @@ export const gitOpsDeploymentSpecSchema = z
       .optional(),
     sources: z
       .array(
-        sourceSchema.refine(
-          (source) => source.chart !== undefined || source.ref !== undefined || !!source.path,
-          'each of spec.sources needs a path, a chart or a ref',
-        ),
+        sourceSchema
+          .refine(
+            (source) => source.chart !== undefined || source.ref !== undefined || !!source.path,
+            'each of spec.sources needs a path, a chart or a ref',
+          )
+          .refine((source) => !(source.ref && source.chart), 'ref and chart are exclusive'),
       )
       .min(1)
       .max(MAX_SOURCES)

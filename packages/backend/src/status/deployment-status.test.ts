@@ -71,6 +71,17 @@ describe('GitOpsDeployment status from the application_state projection', () => 
     assert.equal(managedEnvironmentIdOf('in-cluster'), undefined);
   });
 
+  test('several sources: their revisions, one per source, are in status.sync', () => {
+    const state = parseApplicationState({
+      sync: { status: 'Synced', revision: '', revisions: ['1.2.0', 'abc'] },
+    });
+    assert.deepEqual(desiredStatus(state, { currentConditions: [], destinationName: '', now }).sync, {
+      status: 'Synced',
+      revision: '',
+      revisions: ['1.2.0', 'abc'],
+    });
+  });
+
   test('Argo CD conditions pass through as T/True/T/M; dropped ones become <T>Resolved; ErrorOccurred is never touched', () => {
     const current: GitOpsDeploymentCondition[] = [
       errorOccurred,

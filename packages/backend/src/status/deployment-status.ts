@@ -51,7 +51,14 @@ const resourceSchema = z.object({
 
 /** Each field is parsed on its own: one malformed field is dropped, the rest still shows. */
 export const applicationStateSchema = z.object({
-  sync: z.object({ status: text, revision: optionalText }).optional().catch(undefined),
+  sync: z
+    .object({
+      status: text,
+      revision: optionalText,
+      revisions: z.array(z.string()).optional().catch(undefined),
+    })
+    .optional()
+    .catch(undefined),
   health: health.optional().catch(undefined),
   resources: z
     .array(z.unknown())
@@ -122,7 +129,14 @@ export function desiredStatus(state: ApplicationStateProjection, context: Desire
   const limit = context.resourcesLimit ?? RESOURCES_LIMIT;
   const status: Record<string, unknown> = {};
   if (context.engineInstance) status.engineInstance = context.engineInstance;
-  if (state.sync) status.sync = { status: state.sync.status, revision: state.sync.revision };
+  if (state.sync) {
+    // With spec.sources, one revision per source (Argo CD's status.sync.revisions).
+    status.sync = {
+      status: state.sync.status,
+      revision: state.sync.revision,
+      ...(state.sync.revisions ? { revisions: state.sync.revisions } : {}),
+    };
+  }
   if (state.health) status.health = { status: state.health.status, message: state.health.message };
   const resources = state.resources;
   if (resources) {

@@ -70,6 +70,15 @@ describe('projectApplicationState', () => {
     });
   });
 
+  it('several sources: one revision per source, in their order', () => {
+    const multi = { status: { sync: { status: 'Synced', revisions: ['1.2.0', 'abc123'] } } };
+    assert.deepEqual((projectApplicationState(multi) as { sync: unknown }).sync, {
+      status: 'Synced',
+      revision: '',
+      revisions: ['1.2.0', 'abc123'],
+    });
+  });
+
   it('an Application without status projects Unknown and leaves operationState out', () => {
     assert.deepEqual(projectApplicationState({ metadata: { name: 'x' } }), {
       sync: { status: 'Unknown', revision: '' },

@@ -83,8 +83,14 @@ export function projectApplicationState(
     return resource;
   });
 
+  // Several sources: Argo CD reports one revision per source, in the order of spec.sources.
+  const revisions = Array.isArray(sync.revisions) ? sync.revisions.map((r) => text(r)) : [];
   const projection: JsonObject = {
-    sync: { status: text(sync.status, 'Unknown'), revision: text(sync.revision) },
+    sync: {
+      status: text(sync.status, 'Unknown'),
+      revision: text(sync.revision),
+      ...(revisions.length > 0 ? { revisions } : {}),
+    },
     health: health(status.health),
     resources,
     reconciledState: {
