@@ -60,6 +60,8 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
   /** A Helm repository behind basic auth (jane / PASSWORD). */
   let privateCharts: HelmRepository;
   let registry: OciRegistry;
+  /** An OCI registry that wants a bearer token its token service gives for jane / PASSWORD. */
+  let privateRegistry: OciRegistry;
 
   beforeAll(async () => {
     const helm = join(dirname(await ensureArgoCdBinary()), 'helm');
@@ -69,12 +71,18 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
     privateCharts = await startHelmRepository({ helm, auth: { username: 'jane', password: PASSWORD } });
     await privateCharts.publish(settingsChart('3.0.0'));
     registry = await startOciRegistry({ helm });
-    // Argo CD's repo-server trusts the registry's certificate for its host, as it would a Git server's.
-    f = await startRealSystem({ trustedCertificates: { '127.0.0.1': registry.certificate } });
+    privateRegistry = await startOciRegistry({ helm, auth: { username: 'jane', password: PASSWORD } });
+    // Argo CD's repo-server trusts the registries' certificates for their host, as it would a Git server's;
+    // the backend checks the private one with its certificate (GIT_SSL_CAINFO).
+    f = await startRealSystem({
+      trustedCertificates: { '127.0.0.1': registry.certificate + privateRegistry.certificate },
+      caFile: privateRegistry.caFile,
+    });
   });
   afterAll(async () => {
     await f?.stop();
     await registry?.stop();
+    await privateRegistry?.stop();
     await charts?.stop();
     await privateCharts?.stop();
   });
@@ -271,6 +279,78 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
       );
     assert.equal(await f.expect.readObject(intruder, 'ConfigMap', 'stolen-again-settings'), undefined);
     // and the password appears in no log line of any process
+    assert.equal(f.logs.filter((l) => l.includes(PASSWORD)).length, 0);
+  });
+
+  it("a private OCI registry: deployed with the tenant's RepositoryCredential of type oci, checked through the registry's token service; a tenant without one is refused by its project", async () => {
+    // Given a chart in an OCI registry that wants a token, and a tenant with a RepositoryCredential of type oci
+    const repoURL = await privateRegistry.pushChart('charts', settingsChart('2.0.0'));
+    const owner = await f.given.tenant('oci-owner');
+    await create(f.system.kc, `/api/v1/namespaces/${owner}/secrets`, {
+      metadata: { name: 'registry-creds' },
+      type: SECRET_TYPE,
+      stringData: { username: 'jane', password: PASSWORD },
+    });
+    const credentials = `/apis/${GROUP_VERSION}/namespaces/${owner}/gitopsdeploymentrepositorycredentials`;
+    await create(
+      f.system.kc,
+      credentials,
+      repositoryCredential(
+        'registry',
+        { repository: repoURL, type: 'oci', secret: 'registry-creds' },
+        { labels: { [SHARD_LABEL]: f.system.shard } },
+      ),
+    );
+
+    // Then the backend's check (a token for the credentials, then the registry) says they are valid
+    type Conditions = { status?: { conditions?: { type: string; status: string }[] } };
+    const conditions = await eventually(
+      'the RepositoryCredential checked',
+      async () => {
+        const c = (await get<Conditions>(f.system.kc, `${credentials}/registry`))?.status?.conditions ?? [];
+        return c.some((x) => x.type === 'ValidRepositoryCredential') ? c : undefined;
+      },
+      60_000,
+    );
+    assert.deepEqual(
+      conditions.map((c) => [c.type, c.status]),
+      [
+        ['ErrorOccurred', 'False'],
+        ['ValidRepositoryURL', 'True'],
+        ['ValidRepositoryCredential', 'True'],
+      ],
+    );
+
+    // When the tenant deploys the chart
+    const gd = await f.when.deployed(owner, 'settings', {
+      repoURL,
+      path: '.',
+      targetRevision: '2.0.0',
+      helm: { releaseName: 'registry' },
+    });
+
+    // Then Argo CD pulls it with the credential and deploys it
+    await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
+    assert.equal((await f.expect.object(owner, 'ConfigMap', 'registry-settings')).data?.version, '2.0.0');
+
+    // When another tenant deploys the same chart without a credential of its own
+    const intruder = await f.given.tenant('oci-intruder');
+    const stolen = await f.when.deployed(intruder, 'stolen', {
+      repoURL,
+      path: '.',
+      targetRevision: '2.0.0',
+      helm: { releaseName: 'stolen' },
+    });
+
+    // Then its project does not list the registry: Argo CD refuses it, and nothing is deployed
+    const notPermitted = /not permitted in project/;
+    const refused = await f.expect
+      .deployment(stolen)
+      .is('refused by its project', (s) =>
+        (s.conditions ?? []).some((c) => c.status === 'True' && notPermitted.test(c.message ?? '')),
+      );
+    assert.notEqual(refused.sync?.status, 'Synced');
+    assert.equal(await f.expect.readObject(intruder, 'ConfigMap', 'stolen-settings'), undefined);
     assert.equal(f.logs.filter((l) => l.includes(PASSWORD)).length, 0);
   });
 });
