@@ -175,6 +175,13 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
     // chart's version and the Git commit
     const deployed = await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     assert.deepEqual(deployed.sync?.revisions, ['0.2.0', await values.head()]);
+    assert.deepEqual(
+      deployed.reconciledState?.sources?.map((s) => [s.repoURL, s.chart, s.branch]),
+      [
+        [charts.url, 'settings', '0.2.0'],
+        [values.fileUrl, undefined, ''],
+      ],
+    );
     const rendered = await f.expect.object(tenant, 'ConfigMap', 'multi-settings');
     assert.deepEqual(rendered.data, { version: '0.2.0', greeting: 'from-git-values', color: 'green' });
 

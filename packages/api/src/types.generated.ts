@@ -543,6 +543,10 @@ export interface ResourceStatus {
  */
 export interface ReconciledState {
   source?: GitOpsDeploymentSource;
+  /**
+   * Sources are what Argo CD compared each of spec.sources against, in order.
+   */
+  sources?: GitOpsDeploymentSource[];
   destination?: GitOpsDeploymentDestination;
 }
 export interface GitOpsDeploymentSource {
@@ -552,6 +556,10 @@ export interface GitOpsDeploymentSource {
    * Branch is the targetRevision Argo CD compared against.
    */
   branch?: string;
+  /**
+   * Chart is the chart of a Helm repository (a source with a chart, no path).
+   */
+  chart?: string;
 }
 export interface GitOpsDeploymentDestination {
   /**

@@ -49,6 +49,21 @@ const resourceSchema = z.object({
   health: health.optional().catch(undefined),
 });
 
+const comparedSource = z.object({
+  repoURL: optionalText,
+  path: optionalText,
+  targetRevision: optionalText,
+  chart: z.string().optional().catch(undefined),
+});
+type ComparedSource = z.infer<typeof comparedSource>;
+/** A compared source as users see it: Argo CD's targetRevision is `branch` (the original API's name). */
+const comparedSourceStatus = (source: ComparedSource) => ({
+  path: source.path,
+  repoURL: source.repoURL,
+  branch: source.targetRevision,
+  ...(source.chart ? { chart: source.chart } : {}),
+});
+
 /** Each field is parsed on its own: one malformed field is dropped, the rest still shows. */
 export const applicationStateSchema = z.object({
   sync: z
@@ -72,10 +87,8 @@ export const applicationStateSchema = z.object({
     .catch(undefined),
   reconciledState: z
     .object({
-      source: z
-        .object({ repoURL: optionalText, path: optionalText, targetRevision: optionalText })
-        .optional()
-        .catch(undefined),
+      source: comparedSource.optional().catch(undefined),
+      sources: z.array(comparedSource).optional().catch(undefined),
       destination: z.object({ name: optionalText, namespace: optionalText }).optional().catch(undefined),
     })
     .optional()
@@ -148,9 +161,10 @@ export function desiredStatus(state: ApplicationStateProjection, context: Desire
     }));
   }
   if (state.reconciledState) {
-    const { source, destination } = state.reconciledState;
+    const { source, sources, destination } = state.reconciledState;
     status.reconciledState = {
-      source: source && { path: source.path, repoURL: source.repoURL, branch: source.targetRevision },
+      source: source && comparedSourceStatus(source),
+      ...(sources ? { sources: sources.map(comparedSourceStatus) } : {}),
       destination: destination && { name: context.destinationName, namespace: destination.namespace },
     };
   }
