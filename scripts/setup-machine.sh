@@ -4,7 +4,9 @@
 #   redis-server (Argo CD's cache), docker.io (engine: builds the images) + docker-compose, containerd + runc +
 #   containernetworking-plugins (the local cluster's node), debootstrap (local base image), git, prometheus (tier 3a's
 #   e2e/tier3a/monitoring.test.ts runs the alert rules and the dashboard's queries against it; not started as a service),
-#   pgbouncer (e2e/tier3a/pgbouncer.test.ts runs the service behind it: @gitops/local-env startPgBouncer starts its own)
+#   pgbouncer (e2e/tier3a/pgbouncer.test.ts runs the service behind it: @gitops/local-env startPgBouncer starts its own),
+#   docker-registry (an OCI registry: e2e/tier3b/chart-sources.test.ts pushes a Helm chart to one that
+#   @gitops/local-env startOciRegistry starts with a configuration of its own; the package's own service is not used)
 # and starts dockerd when it is not running. Quiet when nothing is missing; idempotent.
 # Where it cannot act (not root, not Debian) it says what is missing and exits 0: `pnpm dev` and
 # `pnpm test` then run without what needs those packages, and say so. `--require` makes that an error (CI).
@@ -12,7 +14,7 @@ set -euo pipefail
 require=false
 [[ "${1:-}" == "--require" ]] && require=true
 
-packages=(redis-server docker.io docker-compose containerd runc containernetworking-plugins debootstrap git prometheus pgbouncer)
+packages=(redis-server docker.io docker-compose containerd runc containernetworking-plugins debootstrap git prometheus pgbouncer docker-registry)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then missing+=("$p"); fi

@@ -87,7 +87,8 @@ export async function checkInvariants(env: ChaosEnvironment, plan: ChurnPlan): P
       continue;
     }
     if (app.metadata.deletionTimestamp) problem(`${id}: its Application is being deleted`);
-    const want = gd.spec.source;
+    // The churn's deployments each have one source (spec.source).
+    const want = gd.spec.source ?? { repoURL: '' };
     const got = app.spec.source;
     if (
       got.repoURL !== want.repoURL ||
@@ -159,8 +160,8 @@ export async function checkInvariants(env: ChaosEnvironment, plan: ChurnPlan): P
       problem(`${id} is gone, but the test never deleted it`);
       continue;
     }
-    if (gd.spec.source.path !== `apps/${d.index}/${d.version}`)
-      problem(`${id}: spec path is ${gd.spec.source.path}`);
+    if (gd.spec.source?.path !== `apps/${d.index}/${d.version}`)
+      problem(`${id}: spec path is ${gd.spec.source?.path}`);
     if (cm?.data?.version !== d.version)
       problem(
         `${id}: ConfigMap ${d.destinationNamespace}/${current} has ${cm ? cm.data?.version : 'nothing'}, want ${d.version}`,

@@ -37,7 +37,6 @@ import { rhoasCrdDirectory } from '../src/rhoas.ts';
  * The integration tests (src/crds.int.test.ts) check the rules behind each entry against the API server.
  */
 const guaranteedByCelRules: Record<string, { required?: string[]; values?: Record<string, string[]> }> = {
-  ApplicationSource: { required: ['path'] },
   GitOpsDeploymentSpec: { values: { type: ['automated', 'manual'] } },
   SyncPolicy: { values: { syncOptions: [...SUPPORTED_SYNC_OPTIONS] } },
 };

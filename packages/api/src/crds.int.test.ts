@@ -416,6 +416,118 @@ describe('GitOpsDeployment admission', () => {
     for (const [spec, message] of cases) await expectRejected(Kind.GitOpsDeployment, spec, message);
   });
 
+  test('accepts a chart of a Helm repository, an OCI repository and several sources with a ref, storing them as written', async () => {
+    const helmRepository = {
+      source: {
+        repoURL: 'https://charts.example.com/stable',
+        chart: 'sealed-secrets',
+        targetRevision: '1.16.1',
+        helm: { releaseName: 'sealed-secrets', valuesObject: { replicas: 2 } },
+      },
+      type: 'automated',
+    };
+    assert.deepEqual((await expectAccepted(Kind.GitOpsDeployment, helmRepository)).spec, helmRepository);
+    const oci = {
+      source: { repoURL: 'oci://registry.example.com/charts/nginx', path: '.', targetRevision: '15.9.0' },
+      type: 'manual',
+    };
+    assert.deepEqual((await expectAccepted(Kind.GitOpsDeployment, oci)).spec, oci);
+    const sources = {
+      sources: [
+        {
+          repoURL: 'http://charts.example.com',
+          chart: 'web',
+          targetRevision: '2.0.0',
+          helm: { valueFiles: ['$values/web/values-prod.yaml'] },
+        },
+        { repoURL: source.repoURL, targetRevision: 'main', ref: 'values' },
+        { repoURL: source.repoURL, path: 'extra', directory: { recurse: true } },
+      ],
+      type: 'automated',
+    };
+    assert.deepEqual((await expectAccepted(Kind.GitOpsDeployment, sources)).spec, sources);
+  });
+
+  test('rejects a chart, a ref or sources a tenant got wrong, each with its message', async () => {
+    const chartSource = { repoURL: 'https://charts.example.com', chart: 'web', targetRevision: '1.0.0' };
+    const cases: [Spec, string][] = [
+      [
+        { source: { ...chartSource, path: 'web' }, type: 'automated' },
+        'spec.source.chart and spec.source.path are exclusive: a chart of a Helm repository has no path',
+      ],
+      [
+        { source: { ...chartSource, repoURL: 'file:///srv/git/charts.git' }, type: 'automated' },
+        'spec.source.chart needs a Helm repository in spec.source.repoURL (http:// or https://)',
+      ],
+      [
+        { source: { ...chartSource, repoURL: 'oci://registry.example.com/charts' }, type: 'automated' },
+        "a chart in an OCI registry by repoURL oci://<registry>/<repository>/<chart> and path '.'",
+      ],
+      [
+        { source: { ...chartSource, kustomize: { namePrefix: 'a-' } }, type: 'automated' },
+        'spec.source.chart is a Helm chart, so spec.source.helm applies to it, not kustomize or directory',
+      ],
+      [
+        { source: { ...chartSource, chart: '../web' }, type: 'automated' },
+        "spec.source.chart must be a chart name (letters, digits, '-', '_' and '.')",
+      ],
+      [
+        { source: { ...source, ref: 'values' }, type: 'automated' },
+        'spec.source.ref is only for one of spec.sources',
+      ],
+      [{ type: 'automated' }, 'set exactly one of spec.source and spec.sources'],
+      [{ source, sources: [source], type: 'automated' }, 'set exactly one of spec.source and spec.sources'],
+      [
+        { sources: [], type: 'automated' },
+        'spec.sources: Invalid value: 0: spec.sources in body should have at least 1 items',
+      ],
+      [
+        { sources: Array.from({ length: 9 }, () => source), type: 'automated' },
+        'spec.sources: Too many: 9: must have at most 8 items',
+      ],
+      [
+        { sources: [{ repoURL: source.repoURL }], type: 'automated' },
+        'each of spec.sources needs a path, a chart (of a Helm repository) or a ref',
+      ],
+      [{ sources: [{ ...source, path: '/' }], type: 'automated' }, "spec.sources[].path cannot be '/'"],
+      [
+        { sources: [{ ...chartSource, path: 'web' }], type: 'automated' },
+        'spec.sources[].chart and spec.sources[].path are exclusive',
+      ],
+      [
+        { sources: [{ ...chartSource, repoURL: 'ssh://git@git.example.com/charts.git' }], type: 'automated' },
+        'spec.sources[].chart needs a Helm repository in repoURL (http:// or https://)',
+      ],
+      [
+        { sources: [{ ...source, helm: {}, directory: {} }], type: 'automated' },
+        'set at most one of helm, kustomize and directory in each of spec.sources',
+      ],
+      [
+        {
+          sources: [
+            { ...source, ref: 'values' },
+            { ...source, path: 'other', ref: 'values' },
+          ],
+          type: 'automated',
+        },
+        'each ref of spec.sources must be unique',
+      ],
+      [
+        { sources: [{ ...chartSource, ref: 'values' }], type: 'automated' },
+        'spec.sources[].ref and spec.sources[].chart are exclusive',
+      ],
+      [
+        { sources: [{ ...source, ref: '$values' }], type: 'automated' },
+        "spec.sources[].ref must be letters, digits, '_' and '-'",
+      ],
+      [
+        { sources: [{ ...source, repoURL: `${source.repoURL}\u0000` }], type: 'automated' },
+        'spec.sources[].repoURL must not contain control characters',
+      ],
+    ];
+    for (const [spec, message] of cases) await expectRejected(Kind.GitOpsDeployment, spec, message);
+  });
+
   test('rejects a destination namespace without an environment', async () => {
     const message = 'the environment field should not be empty when the namespace is non-empty';
     await expectRejected(
@@ -986,6 +1098,45 @@ describe('GitOpsDeploymentRepositoryCredential admission', () => {
           'repository must begin with ssh:// or https://',
         );
       }
+    }
+  });
+
+  test('accepts a Helm repository (type helm, http:// or https://) and an OCI registry (type oci, oci://); git is the default type', async () => {
+    for (const spec of [
+      { repository: 'https://charts.example.com/stable', type: 'helm', secret: 's' },
+      { url: 'http://charts.example.com', type: 'helm', secret: 's' },
+      { repository: 'oci://registry.example.com/charts/nginx', type: 'oci', secret: 's' },
+      { repository: 'https://github.com/org/private', type: 'git', secret: 's' },
+    ]) {
+      assert.deepEqual((await expectAccepted(Kind.GitOpsDeploymentRepositoryCredential, spec)).spec, spec);
+    }
+  });
+
+  test('rejects a type other than git, helm or oci, and a repository that is not of its type', async () => {
+    const cases: [Spec, string][] = [
+      [
+        { repository: 'https://charts.example.com', type: 'Helm', secret: 's' },
+        'spec.type must be git, helm or oci',
+      ],
+      [
+        { repository: 'ssh://git@git.example.com/charts.git', type: 'helm', secret: 's' },
+        'a repository of type helm is a Helm repository, so it must begin with https:// or http://',
+      ],
+      [
+        { repository: 'https://registry.example.com/charts', type: 'oci', secret: 's' },
+        'a repository of type oci is an OCI registry, so it must begin with oci://',
+      ],
+      [
+        { repository: 'oci://registry.example.com/charts', secret: 's' },
+        'repository must begin with ssh:// or https://',
+      ],
+      [
+        { url: 'oci://registry.example.com/charts', type: 'git', secret: 's' },
+        'repository must begin with ssh:// or https://',
+      ],
+    ];
+    for (const [spec, message] of cases) {
+      await expectRejected(Kind.GitOpsDeploymentRepositoryCredential, spec, message);
     }
   });
 

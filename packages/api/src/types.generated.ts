@@ -132,6 +132,10 @@ export interface GitOpsDeploymentRepositoryCredentialSpec {
    * Secret is the name of a Secret in this namespace, of type managed-gitops.redhat.com/repository-credential, with username/password or sshPrivateKey.
    */
   secret: string;
+  /**
+   * Type is the kind of repository, as Argo CD's repository Secrets have it - git (the default), helm (a Helm repository, http:// or https://) or oci (an OCI registry, oci://).
+   */
+  type?: string;
 }
 /**
  * GitOpsDeploymentRepositoryCredentialStatus reports whether the repository and credentials work.
@@ -162,7 +166,14 @@ export interface GitOpsDeployment {
  * GitOpsDeploymentSpec defines the desired state of GitOpsDeployment.
  */
 export interface GitOpsDeploymentSpec {
-  source: ApplicationSource;
+  source?: ApplicationSource;
+  /**
+   * Sources deploy several sources as one application (Argo CD's spec.sources), at most 8; a source with a ref lends its files to the others' helm.valueFiles ($<ref>/<file>). Set spec.source or spec.sources, not both.
+   *
+   * @minItems 1
+   * @maxItems 8
+   */
+  sources?: ApplicationSourceOfSources[];
   destination?: ApplicationDestination;
   syncPolicy?: SyncPolicy;
   /**
@@ -191,11 +202,19 @@ export interface ApplicationSource {
   /**
    * Path is a directory within the Git repository. Required; must not be empty or '/'.
    */
-  path: string;
+  path?: string;
   /**
-   * TargetRevision is the branch, tag or commit SHA to deploy. Empty means HEAD.
+   * TargetRevision is the branch, tag or commit SHA to deploy (empty is HEAD); for a chart or an OCI repository, the chart version or image tag.
    */
   targetRevision?: string;
+  /**
+   * Chart is the name of a Helm chart of the Helm repository repoURL (http:// or https://), deployed at the version targetRevision; such a source has no path. A chart in Git is a path; a chart in an OCI registry is repoURL oci://<registry>/<repository>/<chart> with path '.'.
+   */
+  chart?: string;
+  /**
+   * Ref names a source of spec.sources for the others, whose helm.valueFiles read its files as $<ref>/<file>. Only in spec.sources.
+   */
+  ref?: string;
   helm?: ApplicationSourceHelm;
   kustomize?: ApplicationSourceKustomize;
   directory?: ApplicationSourceDirectory;
@@ -308,6 +327,34 @@ export interface ApplicationSourceDirectory {
    * Exclude is a glob of the files to leave out.
    */
   exclude?: string;
+}
+/**
+ * One source of several (Argo CD's spec.sources[]); the same fields as spec.source, and ref.
+ */
+export interface ApplicationSourceOfSources {
+  /**
+   * RepoURL is the URL of the Git repository that contains the manifests.
+   */
+  repoURL: string;
+  /**
+   * Path is a directory within the Git repository. Required; must not be empty or '/'.
+   */
+  path?: string;
+  /**
+   * TargetRevision is the branch, tag or commit SHA to deploy (empty is HEAD); for a chart or an OCI repository, the chart version or image tag.
+   */
+  targetRevision?: string;
+  /**
+   * Chart is the name of a Helm chart of the Helm repository repoURL (http:// or https://), deployed at the version targetRevision; such a source has no path. A chart in Git is a path; a chart in an OCI registry is repoURL oci://<registry>/<repository>/<chart> with path '.'.
+   */
+  chart?: string;
+  /**
+   * Ref names a source of spec.sources for the others, whose helm.valueFiles read its files as $<ref>/<file>. Only in spec.sources.
+   */
+  ref?: string;
+  helm?: ApplicationSourceHelm;
+  kustomize?: ApplicationSourceKustomize;
+  directory?: ApplicationSourceDirectory;
 }
 /**
  * Destination is the cluster and namespace to deploy to. When empty, the deployment goes to this object's own namespace.
@@ -458,6 +505,10 @@ export interface SyncStatus {
    * Revision is the commit the comparison was performed against.
    */
   revision?: string;
+  /**
+   * Revisions are the revisions (commit, chart version or tag) the comparison was performed against, one per source of spec.sources, in its order.
+   */
+  revisions?: string[];
 }
 /**
  * Health is the application's current health.
@@ -492,6 +543,10 @@ export interface ResourceStatus {
  */
 export interface ReconciledState {
   source?: GitOpsDeploymentSource;
+  /**
+   * Sources are what Argo CD compared each of spec.sources against, in order.
+   */
+  sources?: GitOpsDeploymentSource[];
   destination?: GitOpsDeploymentDestination;
 }
 export interface GitOpsDeploymentSource {
@@ -501,6 +556,10 @@ export interface GitOpsDeploymentSource {
    * Branch is the targetRevision Argo CD compared against.
    */
   branch?: string;
+  /**
+   * Chart is the chart of a Helm repository (a source with a chart, no path).
+   */
+  chart?: string;
 }
 export interface GitOpsDeploymentDestination {
   /**

@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import type {
   ApplicationRow,
   ClusterCredentialsRow,
@@ -243,6 +243,27 @@ export async function listApplicationSpecsOfTenant(
     .where('engine_instance_id', '=', engineInstanceId)
     .execute();
   return rows.map((row) => ({ spec: row.spec, managedEnvironmentId: row.managed_environment_id }));
+}
+
+/**
+ * The tenants (cluster_user ids) of an engine instance with an application that deploys a chart of a Helm
+ * repository or of an OCI registry (a source, or one of its sources, with `chart` or an `oci://` repoURL),
+ * with those specs: whose AppProjects depend on which chart repositories are private (issue 35).
+ */
+export async function listChartApplicationSpecsOfEngineInstance(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+): Promise<{ clusterUserId: string; spec: JsonValue }[]> {
+  const chartSource = '(exists(@.chart) || @.repoURL like_regex "^oci://" flag "i")';
+  const rows = await db
+    .selectFrom('application')
+    .select(['cluster_user_id', 'spec'])
+    .where('engine_instance_id', '=', engineInstanceId)
+    .where(
+      sql<boolean>`(jsonb_path_exists(spec, ${`$.source ? ${chartSource}`}::jsonpath) OR jsonb_path_exists(spec, ${`$.sources[*] ? ${chartSource}`}::jsonpath))`,
+    )
+    .execute();
+  return rows.map((row) => ({ clusterUserId: row.cluster_user_id, spec: row.spec }));
 }
 
 /** Which of `ids` exist as application rows of the engine instance. */

@@ -175,6 +175,7 @@ export interface RepositoryCredentials {
   id: Generated<string>;
   normalized_repository_url: string;
   password_sealed: Buffer | null;
+  repository_type: Generated<"git" | "helm" | "oci">;
   repository_url: string;
   secret_name: string;
   ssh_private_key_sealed: Buffer | null;

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, RepositoryCredentialsRow } from './database.ts';
+import type { RepositoryType } from './schema-values.ts';
 
 /**
  * One row per GitOpsDeploymentRepositoryCredential. Credential columns hold sealed bytes (sealing.ts).
@@ -11,6 +12,8 @@ export interface RepositoryCredentialsInput {
   engineInstanceId: string;
   repositoryUrl: string;
   normalizedRepositoryUrl: string;
+  /** What kind of repository it is (git when absent). */
+  repositoryType?: RepositoryType;
   /** Name of the user's Secret holding the credentials. */
   secretName: string;
   usernameSealed: Buffer | null;
@@ -22,6 +25,7 @@ function columns(input: Omit<RepositoryCredentialsInput, 'clusterUserId' | 'engi
   return {
     repository_url: input.repositoryUrl,
     normalized_repository_url: input.normalizedRepositoryUrl,
+    repository_type: input.repositoryType ?? 'git',
     secret_name: input.secretName,
     username_sealed: input.usernameSealed,
     password_sealed: input.passwordSealed,
@@ -78,6 +82,20 @@ export async function listRepositoryCredentialsOfUser(
     query = query.where('engine_instance_id', '=', filter.engineInstanceId);
   }
   return await query.orderBy('id').execute();
+}
+
+/** The normalised URLs of every repository credential on the engine instance (each once). */
+export async function listRepositoryCredentialUrlsOfEngineInstance(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+): Promise<string[]> {
+  const rows = await db
+    .selectFrom('repository_credentials')
+    .select('normalized_repository_url')
+    .distinct()
+    .where('engine_instance_id', '=', engineInstanceId)
+    .execute();
+  return rows.map((row) => row.normalized_repository_url);
 }
 
 /** Ids of every repository credential on the engine instance. */

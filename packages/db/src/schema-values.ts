@@ -40,6 +40,10 @@ export type SyncDesiredState = (typeof SYNC_DESIRED_STATES)[number];
 export const SYNC_OUTCOMES = ['Succeeded', 'Failed', 'Error', 'Terminated'] as const;
 export type SyncOutcome = (typeof SYNC_OUTCOMES)[number];
 
+/** Kinds of repository a repository credential is for (Argo CD's repository Secret `type`). */
+export const REPOSITORY_TYPES = ['git', 'helm', 'oci'] as const;
+export type RepositoryType = (typeof REPOSITORY_TYPES)[number];
+
 // Compile-time checks: each list equals the union generated from the schema.
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 type Assert<T extends true> = T;
@@ -55,4 +59,5 @@ export type SchemaValuesMatchDatabase = [
   Assert<Equal<ManagedEnvironmentKind, Column<'managed_environment', 'kind'>>>,
   Assert<Equal<SyncDesiredState, Column<'sync_operation', 'desired_state'>>>,
   Assert<Equal<SyncOutcome, Column<'sync_operation', 'outcome'>>>,
+  Assert<Equal<RepositoryType, Column<'repository_credentials', 'repository_type'>>>,
 ];

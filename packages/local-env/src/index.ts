@@ -43,6 +43,7 @@ export {
 export { createGitRepo, type Files, GIT_ENV, type GitRepo, manifest } from './git-repo.ts';
 export { type GitServer, startGitServer } from './git-server.ts';
 export { type GitSshServer, generateSshKey, startGitSshServer } from './git-ssh-server.ts';
+export { type HelmRepository, helmCommand, startHelmRepository } from './helm-repository.ts';
 export { type KubeEndpoint, type KubeResponse, kubeRequest } from './kube-request.ts';
 export {
   CLUSTER_API_PORT,
@@ -56,6 +57,7 @@ export {
   PAUSE_IMAGE,
   startCluster,
 } from './node.ts';
+export { DOCKER_REGISTRY_BINARY, type OciRegistry, startOciRegistry } from './oci-registry.ts';
 export { cacheDir, repoRoot } from './paths.ts';
 export {
   findPgBouncerBinary,
@@ -64,6 +66,7 @@ export {
   type PgBouncerServer,
   startPgBouncer,
 } from './pgbouncer.ts';
+export { selfSignedCertificate } from './pki.ts';
 export { freePort, hostAddress } from './ports.ts';
 export { type PostgresOptions, type PostgresServer, startPostgres } from './postgres.ts';
 export {

@@ -128,3 +128,36 @@ export async function ensureClusterPki(workDir: string, serverIps: string[]): Pr
     kubeletClientKey: kubeletClient.key,
   };
 }
+
+/**
+ * A self-signed serving certificate for `host` (an IP address), valid two days, written to `<dir>/cert.pem`
+ * and `<dir>/key.pem`: what a test's local HTTPS server (Git, an OCI registry) presents and its clients trust.
+ */
+export async function selfSignedCertificate(
+  dir: string,
+  host: string,
+): Promise<{ cert: string; key: string }> {
+  const key = join(dir, 'key.pem');
+  const cert = join(dir, 'cert.pem');
+  await openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${host}`,
+      '-addext',
+      `subjectAltName=IP:${host}`,
+    ],
+    dir,
+  );
+  return { cert, key };
+}

@@ -192,7 +192,91 @@ describe('desired Argo CD Application spec of a GitOpsDeployment', () => {
       type: 'automated',
     });
     assert.equal(two.ok, false);
-    if (!two.ok) assert.match(two.problem, /set at most one of spec.source.helm/);
+    if (!two.ok) assert.match(two.problem, /^spec\.source: set at most one of helm, kustomize and directory/);
+  });
+
+  test("a chart of a Helm repository: chart instead of path, the version as targetRevision, in Argo CD's shape", () => {
+    const chart = { repoURL: 'https://charts.example.com', chart: 'web', targetRevision: '1.2.0' };
+    assert.deepEqual(desired({ source: { ...chart, helm: { releaseName: 'shop' } }, type: 'manual' }), {
+      source: { ...chart, helm: { releaseName: 'shop' } },
+      destination: { namespace: 'jane' },
+    });
+    const oci = { repoURL: 'oci://registry.example.com/charts/web', path: '.', targetRevision: '1.2.0' };
+    assert.deepEqual(desired({ source: oci, type: 'manual' }).source, oci);
+  });
+
+  test("several sources: each in Argo CD's shape, in order, a ref kept; no spec.source", () => {
+    const spec = desired({
+      sources: [
+        {
+          repoURL: 'http://charts.example.com',
+          chart: 'web',
+          targetRevision: '1.2.0',
+          helm: { valueFiles: ['$values/web/prod.yaml'] },
+        },
+        { repoURL: source.repoURL, ref: 'values' },
+        { ...source, kustomize: { namePrefix: 'x-' } },
+      ],
+      type: 'manual',
+    });
+    assert.deepEqual(spec, {
+      sources: [
+        {
+          repoURL: 'http://charts.example.com',
+          chart: 'web',
+          targetRevision: '1.2.0',
+          helm: { valueFiles: ['$values/web/prod.yaml'] },
+        },
+        { repoURL: source.repoURL, targetRevision: '', ref: 'values' },
+        { ...source, targetRevision: '', kustomize: { namePrefix: 'x-' } },
+      ],
+      destination: { namespace: 'jane' },
+    });
+  });
+
+  test('a Kustomize namespace other than the destination is refused in any of the sources', () => {
+    const parsed = parseGitOpsDeploymentSpec({
+      sources: [source, { ...source, kustomize: { namespace: 'other' } }],
+      type: 'automated',
+    });
+    assert.ok(parsed.ok);
+    assert.equal(
+      destinationProblem(parsed.spec, 'jane'),
+      'spec.sources[1].kustomize.namespace must be the destination namespace jane (or empty), not other',
+    );
+  });
+
+  test('a chart, a ref or sources that admission would refuse are reported (objects stored before the rules)', () => {
+    const chart = { repoURL: 'https://charts.example.com', chart: 'web' };
+    for (const [bad, problem] of [
+      [{ source: { ...chart, path: 'web' } }, /^spec\.source: chart and path are exclusive/],
+      [
+        { source: { ...chart, repoURL: 'file:///srv/charts.git' } },
+        /^spec\.source: a chart needs a Helm repository/,
+      ],
+      [{ source: { ...source, ref: 'values' } }, /^spec\.source: ref is only for one of spec\.sources/],
+      [{ source, sources: [source] }, /^spec\.source: set exactly one of spec\.source and spec\.sources/],
+      [{}, /^spec\.source: set exactly one of spec\.source and spec\.sources/],
+      [{ sources: Array.from({ length: 9 }, () => source) }, /^spec\.sources: /],
+      [
+        { sources: [{ repoURL: source.repoURL }] },
+        /^spec\.sources\.0: each of spec\.sources needs a path, a chart or a ref/,
+      ],
+      [
+        {
+          sources: [
+            { ...source, ref: 'a' },
+            { ...source, ref: 'a' },
+          ],
+        },
+        /^spec\.sources: each ref of spec\.sources must be unique/,
+      ],
+      [{ sources: [{ ...chart, ref: 'values' }] }, /^spec\.sources\.0: ref and chart are exclusive/],
+    ] as const) {
+      const parsed = parseGitOpsDeploymentSpec({ ...bad, type: 'manual' });
+      assert.equal(parsed.ok, false, JSON.stringify(bad));
+      if (!parsed.ok) assert.match(parsed.problem, problem);
+    }
   });
 
   test('never contains project or destination.name (the agent derives them)', () => {

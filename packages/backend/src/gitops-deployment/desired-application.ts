@@ -84,75 +84,129 @@ const directorySchema = z.object({
   exclude: boundedString(1024).optional(),
 });
 
+/** The most sources one GitOpsDeployment may have (the CRD's `maxItems` of spec.sources). */
+export const MAX_SOURCES = 8;
+
+const helmRepositoryUrl = /^https?:\/\//i;
+
+/** One source: a path of a Git or OCI repository, or a chart of a Helm repository (the CRD's rules, re-checked). */
+const sourceSchema = z
+  .object({
+    repoURL: z.string().min(1),
+    path: z
+      .string()
+      .refine((p) => p !== '/', "path cannot be '/'")
+      .optional(),
+    targetRevision: z.string().optional(),
+    chart: z
+      .string()
+      .regex(/^[A-Za-z0-9][-A-Za-z0-9_.]*$/)
+      .max(253)
+      .optional(),
+    ref: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]+$/)
+      .max(63)
+      .optional(),
+    helm: helmSchema.optional(),
+    kustomize: kustomizeSchema.optional(),
+    directory: directorySchema.optional(),
+  })
+  .refine(
+    (source) => [source.helm, source.kustomize, source.directory].filter((x) => x !== undefined).length <= 1,
+    'set at most one of helm, kustomize and directory',
+  )
+  .refine((source) => !(source.chart && source.path), 'chart and path are exclusive')
+  .refine(
+    (source) => !source.chart || helmRepositoryUrl.test(source.repoURL),
+    'a chart needs a Helm repository (http:// or https://) in repoURL',
+  )
+  .refine(
+    (source) => !source.chart || (!source.kustomize && !source.directory),
+    'a chart takes helm, not kustomize or directory',
+  );
+type ParsedSource = z.infer<typeof sourceSchema>;
+
 /** What the backend reads from a GitOpsDeployment's spec (the CRD's admission rules, re-checked). */
-export const gitOpsDeploymentSpecSchema = z.object({
-  source: z
-    .object({
-      repoURL: z.string().min(1),
-      path: z
-        .string()
-        .min(1)
-        .refine((p) => p !== '/', "spec.source.path cannot be '/'"),
-      targetRevision: z.string().optional(),
-      helm: helmSchema.optional(),
-      kustomize: kustomizeSchema.optional(),
-      directory: directorySchema.optional(),
-    })
-    .refine(
-      (source) =>
-        [source.helm, source.kustomize, source.directory].filter((x) => x !== undefined).length <= 1,
-      'set at most one of spec.source.helm, spec.source.kustomize and spec.source.directory',
-    ),
-  destination: z
-    .object({
-      environment: z.string().optional(),
-      namespace: z
-        .string()
-        .refine((n) => n === '' || isNamespaceName(n), INVALID_DESTINATION_NAMESPACE)
-        .optional(),
-    })
-    .optional(),
-  syncPolicy: z
-    .object({
-      automated: z
-        .object({
-          prune: z.boolean().optional(),
-          selfHeal: z.boolean().optional(),
-          allowEmpty: z.boolean().optional(),
-        })
-        .optional(),
-      retry: z
-        .object({
-          limit: z.number().int().min(-1).max(1000).optional(),
-          backoff: z
-            .object({
-              duration: duration.optional(),
-              factor: z.number().int().min(1).max(100).optional(),
-              maxDuration: duration.optional(),
-            })
-            .optional(),
-        })
-        .optional(),
-      syncOptions: z.array(z.enum(SUPPORTED_SYNC_OPTIONS)).max(16).optional(),
-    })
-    .optional(),
-  ignoreDifferences: z
-    .array(
-      z.object({
-        group: boundedString(253).optional(),
-        kind: boundedString(63).min(1),
-        name: boundedString(253).optional(),
-        namespace: boundedString(63).optional(),
-        jsonPointers: z.array(boundedString(1024).startsWith('/')).max(32).optional(),
-        jqPathExpressions: z.array(boundedString(1024).min(1)).max(32).optional(),
-        managedFieldsManagers: z.array(boundedString(128).min(1)).max(16).optional(),
-      }),
-    )
-    .max(32)
-    .optional(),
-  revisionHistoryLimit: z.number().int().min(0).max(100).optional(),
-  type: z.enum([GitOpsDeploymentType.Automated, GitOpsDeploymentType.Manual]),
-});
+export const gitOpsDeploymentSpecSchema = z
+  .object({
+    source: sourceSchema
+      .refine(
+        (source) => source.chart !== undefined || !!source.path,
+        'spec.source.path is a required field and it cannot be empty',
+      )
+      .refine((source) => source.ref === undefined, 'ref is only for one of spec.sources')
+      .optional(),
+    sources: z
+      .array(
+        sourceSchema
+          .refine(
+            (source) => source.chart !== undefined || source.ref !== undefined || !!source.path,
+            'each of spec.sources needs a path, a chart or a ref',
+          )
+          .refine((source) => !(source.ref && source.chart), 'ref and chart are exclusive'),
+      )
+      .min(1)
+      .max(MAX_SOURCES)
+      .refine((sources) => {
+        const refs = sources.flatMap((s) => (s.ref === undefined ? [] : [s.ref]));
+        return new Set(refs).size === refs.length;
+      }, 'each ref of spec.sources must be unique')
+      .optional(),
+    destination: z
+      .object({
+        environment: z.string().optional(),
+        namespace: z
+          .string()
+          .refine((n) => n === '' || isNamespaceName(n), INVALID_DESTINATION_NAMESPACE)
+          .optional(),
+      })
+      .optional(),
+    syncPolicy: z
+      .object({
+        automated: z
+          .object({
+            prune: z.boolean().optional(),
+            selfHeal: z.boolean().optional(),
+            allowEmpty: z.boolean().optional(),
+          })
+          .optional(),
+        retry: z
+          .object({
+            limit: z.number().int().min(-1).max(1000).optional(),
+            backoff: z
+              .object({
+                duration: duration.optional(),
+                factor: z.number().int().min(1).max(100).optional(),
+                maxDuration: duration.optional(),
+              })
+              .optional(),
+          })
+          .optional(),
+        syncOptions: z.array(z.enum(SUPPORTED_SYNC_OPTIONS)).max(16).optional(),
+      })
+      .optional(),
+    ignoreDifferences: z
+      .array(
+        z.object({
+          group: boundedString(253).optional(),
+          kind: boundedString(63).min(1),
+          name: boundedString(253).optional(),
+          namespace: boundedString(63).optional(),
+          jsonPointers: z.array(boundedString(1024).startsWith('/')).max(32).optional(),
+          jqPathExpressions: z.array(boundedString(1024).min(1)).max(32).optional(),
+          managedFieldsManagers: z.array(boundedString(128).min(1)).max(16).optional(),
+        }),
+      )
+      .max(32)
+      .optional(),
+    revisionHistoryLimit: z.number().int().min(0).max(100).optional(),
+    type: z.enum([GitOpsDeploymentType.Automated, GitOpsDeploymentType.Manual]),
+  })
+  .refine((spec) => (spec.source === undefined) !== (spec.sources === undefined), {
+    message: 'set exactly one of spec.source and spec.sources',
+    path: ['source'],
+  });
 export type ParsedGitOpsDeploymentSpec = z.infer<typeof gitOpsDeploymentSpecSchema>;
 
 export type SpecParseResult = { ok: true; spec: ParsedGitOpsDeploymentSpec } | { ok: false; problem: string };
@@ -180,10 +234,17 @@ export function destinationProblem(
   spec: ParsedGitOpsDeploymentSpec,
   destinationNamespace: string,
 ): string | undefined {
-  const namespace = spec.source.kustomize?.namespace;
-  return namespace && namespace !== destinationNamespace
-    ? `spec.source.kustomize.namespace must be the destination namespace ${destinationNamespace} (or empty), not ${namespace}`
-    : undefined;
+  const named = spec.sources
+    ? spec.sources.map((source, i) => [`spec.sources[${i}]`, source] as const)
+    : spec.source
+      ? [['spec.source', spec.source] as const]
+      : [];
+  for (const [field, source] of named) {
+    const namespace = source.kustomize?.namespace;
+    if (namespace && namespace !== destinationNamespace)
+      return `${field}.kustomize.namespace must be the destination namespace ${destinationNamespace} (or empty), not ${namespace}`;
+  }
+  return undefined;
 }
 
 /** Keys whose value is undefined, '', false or an empty list or object are left out. */
@@ -205,7 +266,7 @@ function compact(entries: Entry[]): JsonObject | undefined {
   return kept.length > 0 ? (Object.fromEntries(kept) as JsonObject) : undefined;
 }
 
-function helmOf(helm: NonNullable<ParsedGitOpsDeploymentSpec['source']['helm']>): JsonObject | undefined {
+function helmOf(helm: NonNullable<ParsedSource['helm']>): JsonObject | undefined {
   return compact([
     ['valueFiles', helm.valueFiles],
     ['values', helm.values],
@@ -226,9 +287,7 @@ function helmOf(helm: NonNullable<ParsedGitOpsDeploymentSpec['source']['helm']>)
   ]);
 }
 
-function kustomizeOf(
-  kustomize: NonNullable<ParsedGitOpsDeploymentSpec['source']['kustomize']>,
-): JsonObject | undefined {
+function kustomizeOf(kustomize: NonNullable<ParsedSource['kustomize']>): JsonObject | undefined {
   return compact([
     ['images', kustomize.images],
     ['namePrefix', kustomize.namePrefix],
@@ -250,12 +309,16 @@ function kustomizeOf(
   ]);
 }
 
-function sourceOf(source: ParsedGitOpsDeploymentSpec['source']): JsonObject {
-  const desired: JsonObject = {
-    repoURL: source.repoURL,
-    path: source.path,
-    targetRevision: source.targetRevision ?? '',
-  };
+/**
+ * One source in Argo CD's shape: `repoURL`, then `path` or `chart` (a chart of a Helm repository has no path),
+ * `targetRevision` always ("" = HEAD, so the stored document has one shape), `ref` when named, and the options.
+ */
+function sourceOf(source: ParsedSource): JsonObject {
+  const desired: JsonObject = { repoURL: source.repoURL };
+  if (source.chart !== undefined) desired.chart = source.chart;
+  else if (source.path !== undefined) desired.path = source.path;
+  desired.targetRevision = source.targetRevision ?? '';
+  if (source.ref !== undefined) desired.ref = source.ref;
   const helm = source.helm && helmOf(source.helm);
   const kustomize = source.kustomize && kustomizeOf(source.kustomize);
   const directory = source.directory && compact(Object.entries(source.directory));
@@ -309,18 +372,18 @@ function syncPolicyOf(spec: ParsedGitOpsDeploymentSpec): JsonObject | undefined 
 
 /**
  * The desired Argo CD Application spec of a GitOpsDeployment deploying to `destinationNamespace`:
- * `{source: {repoURL, path, targetRevision, helm? | kustomize? | directory?}, destination: {namespace},
- * syncPolicy?, ignoreDifferences?, revisionHistoryLimit?}` in Argo CD's shape (docs/api.md). `targetRevision`
- * is always present ("" = HEAD), so the stored document has one shape.
+ * `{source | sources: {repoURL, path | chart, targetRevision, ref?, helm? | kustomize? | directory?},
+ * destination: {namespace}, syncPolicy?, ignoreDifferences?, revisionHistoryLimit?}` in Argo CD's shape
+ * (docs/api.md). `targetRevision` is always present ("" = HEAD), so the stored document has one shape.
  */
 export function desiredApplicationSpec(
   spec: ParsedGitOpsDeploymentSpec,
   destinationNamespace: string,
 ): JsonObject {
-  const desired: JsonObject = {
-    source: sourceOf(spec.source),
-    destination: { namespace: destinationNamespace },
-  };
+  // Exactly one of the two (the schema's rule).
+  const desired: JsonObject = spec.sources ? { sources: spec.sources.map(sourceOf) } : {};
+  if (spec.source) desired.source = sourceOf(spec.source);
+  desired.destination = { namespace: destinationNamespace };
   const syncPolicy = syncPolicyOf(spec);
   if (syncPolicy) desired.syncPolicy = syncPolicy;
   const ignoreDifferences = spec.ignoreDifferences

@@ -106,10 +106,34 @@ describe('RepositoryCredential spec and Secret parsing', () => {
     assert.deepEqual(parseRepositoryCredentialSpec({ url: 'https://h/r', secret: 's' }), {
       repository: 'https://h/r',
       secret: 's',
+      type: 'git',
     });
     assert.deepEqual(parseRepositoryCredentialSpec({ repository: 'https://h/a', secret: '' }), {
       repository: 'https://h/a',
       secret: '',
+      type: 'git',
+    });
+  });
+
+  it('reads spec.type: helm or oci as written, git otherwise', () => {
+    for (const type of ['helm', 'oci'] as const) {
+      assert.equal(parseRepositoryCredentialSpec({ repository: 'x', secret: 's', type }).type, type);
+    }
+    assert.equal(parseRepositoryCredentialSpec({ repository: 'x', secret: 's', type: 'svn' }).type, 'git');
+  });
+
+  it('a Helm repository or an OCI registry takes username and password, never an SSH key', () => {
+    assert.deepEqual(credentialsOfSecret('s', secret(TYPE, { username: 'u', password: 'p' }), 'helm'), {
+      ok: true,
+      credentials: { username: 'u', password: 'p' },
+    });
+    assert.deepEqual(credentialsOfSecret('s', secret(TYPE, { sshPrivateKey: 'KEY' }), 'oci'), {
+      ok: false,
+      outcome: {
+        kind: 'secretInvalidContent',
+        secret: 's',
+        problem: 'a repository of type oci takes username and password, not sshPrivateKey',
+      },
     });
   });
 

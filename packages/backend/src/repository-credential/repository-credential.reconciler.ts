@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 import type { Condition } from '@gitops/api';
 import { RepositoryCredentialEventReason, SecretKey, SecretType } from '@gitops/api';
-import type { Database, OperationRow, Sealer } from '@gitops/db';
+import type { Database, OperationRow, RepositoryType, Sealer } from '@gitops/db';
 import {
   conditionsOfStatus,
   type EventRecorder,
@@ -36,6 +36,7 @@ import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
 import { PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
+import { checkChartRepository } from './chart-repository-check.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
 import { nextConditions, type RepositoryCredentialOutcome } from './repository-credential.conditions.ts';
 import {
@@ -62,22 +63,36 @@ export interface RepositoryCredentialReconcilerOptions {
   revalidateIntervalMs?: number;
   failureBackoffMs?: number;
   /** Replaceable for unit tests. */
-  validate?: (url: string, credentials: GitCredentials, signal: AbortSignal) => Promise<LsRemoteOutcome>;
+  validate?: (
+    url: string,
+    credentials: GitCredentials,
+    signal: AbortSignal,
+    type: RepositoryType,
+  ) => Promise<LsRemoteOutcome>;
   /** GITOPS_SSH_KNOWN_HOSTS_FILE: the SSH host keys the check trusts ('' = accept on first use). */
   sshKnownHostsFile?: string;
   now?: () => Date;
 }
 
-/** spec.repository, or its alias spec.url. */
-export function parseRepositoryCredentialSpec(spec: unknown): { repository: string; secret: string } {
+/** What a RepositoryCredential asks for: spec.repository (or its alias spec.url), spec.secret, spec.type. */
+export interface RepositoryCredentialSpec {
+  repository: string;
+  secret: string;
+  /** git unless spec.type says helm or oci. */
+  type: RepositoryType;
+}
+
+/** spec.repository, or its alias spec.url; the type, git by default. */
+export function parseRepositoryCredentialSpec(spec: unknown): RepositoryCredentialSpec {
   const s = isJsonObject(spec) ? spec : {};
+  const type: RepositoryType = s.type === 'helm' || s.type === 'oci' ? s.type : 'git';
   const repository =
     typeof s.repository === 'string' && s.repository !== ''
       ? s.repository
       : typeof s.url === 'string'
         ? s.url
         : '';
-  return { repository, secret: typeof s.secret === 'string' ? s.secret : '' };
+  return { repository, secret: typeof s.secret === 'string' ? s.secret : '', type };
 }
 
 type SecretRead =
@@ -115,8 +130,15 @@ function unusableValue(key: string, value: string | undefined | null, multiline 
   return undefined;
 }
 
-/** A user Secret's credentials (pure; exported for tests). */
-export function credentialsOfSecret(secretName: string, secret: unknown): SecretRead {
+/**
+ * A user Secret's credentials (pure; exported for tests). A Helm repository or an OCI registry takes a
+ * username and password only (Argo CD has no SSH for them).
+ */
+export function credentialsOfSecret(
+  secretName: string,
+  secret: unknown,
+  repositoryType: RepositoryType = 'git',
+): SecretRead {
   const object = isJsonObject(secret) ? secret : {};
   // The API server writes `Opaque` for a Secret created without a type (as the public API document shows it).
   const type = typeof object.type === 'string' && object.type !== '' ? object.type : SecretType.Opaque;
@@ -135,6 +157,16 @@ export function credentialsOfSecret(secretName: string, secret: unknown): Secret
     return { ok: false, outcome: { kind: 'secretInvalidContent', secret: secretName, problem } };
   }
   if (typeof sshPrivateKey === 'string' && sshPrivateKey.trim() !== '') {
+    if (repositoryType !== 'git') {
+      return {
+        ok: false,
+        outcome: {
+          kind: 'secretInvalidContent',
+          secret: secretName,
+          problem: `a repository of type ${repositoryType} takes username and password, not sshPrivateKey`,
+        },
+      };
+    }
     return { ok: true, credentials: { sshPrivateKey } };
   }
   if (typeof username === 'string' || typeof password === 'string') {
@@ -160,10 +192,12 @@ export function credentialsOfSecret(secretName: string, secret: unknown): Secret
   };
 }
 
-function fingerprintOf(uid: string, url: string, credentials: GitCredentials): string {
+function fingerprintOf(uid: string, url: string, type: RepositoryType, credentials: GitCredentials): string {
   // In memory only; a hash, so the memo never holds a credential.
   return createHash('sha256')
-    .update(JSON.stringify([uid, url, credentials.username, credentials.password, credentials.sshPrivateKey]))
+    .update(
+      JSON.stringify([uid, url, type, credentials.username, credentials.password, credentials.sshPrivateKey]),
+    )
     .digest('hex');
 }
 
@@ -176,8 +210,10 @@ export function createRepositoryCredentialReconciler(
   const failureBackoffMs = options.failureBackoffMs ?? DEFAULT_FAILURE_BACKOFF_MS;
   const validate =
     options.validate ??
-    ((url: string, credentials: GitCredentials, signal: AbortSignal) =>
-      lsRemote(url, credentials, { signal, sshKnownHostsFile: options.sshKnownHostsFile }));
+    ((url: string, credentials: GitCredentials, signal: AbortSignal, type: RepositoryType) =>
+      type === 'git'
+        ? lsRemote(url, credentials, { signal, sshKnownHostsFile: options.sshKnownHostsFile })
+        : checkChartRepository(type, url, credentials, { signal }));
   const memo = createValidationMemo({ revalidateMs, failureBackoffMs });
 
   const currentObject = currentObjectReader(kc, informer, RepositoryCredentialCr, options.selector);
@@ -199,13 +235,16 @@ export function createRepositoryCredentialReconciler(
   async function validated(
     key: string,
     fingerprint: string,
-    url: string,
+    spec: RepositoryCredentialSpec,
     credentials: GitCredentials,
     signal: AbortSignal,
     logger: Logger,
   ): Promise<{ outcome: LsRemoteOutcome; requeueAfter: number }> {
-    const result = await memo.check(key, fingerprint, () => validate(url, credentials, signal));
-    if (result.ran) logger.info({ result: result.outcome.result }, 'repository validated with git ls-remote');
+    const result = await memo.check(key, fingerprint, () =>
+      validate(spec.repository, credentials, signal, spec.type),
+    );
+    if (result.ran)
+      logger.info({ result: result.outcome.result, type: spec.type }, 'repository and credentials checked');
     return result;
   }
 
@@ -278,7 +317,7 @@ export function createRepositoryCredentialReconciler(
    */
   async function applyLocked(
     object: KubeObject,
-    spec: { repository: string; secret: string },
+    spec: RepositoryCredentialSpec,
     credentials: Parameters<typeof applyRepositoryCredentials>[2]['credentials'],
     signal: AbortSignal,
   ) {
@@ -298,6 +337,7 @@ export function createRepositoryCredentialReconciler(
           requestedEngineInstance: tenant.engineInstance,
           tenantClusterIdentity: options.tenantClusterIdentity?.(),
           repositoryUrl: spec.repository,
+          repositoryType: spec.type,
           secretName: spec.secret,
           credentials,
         });
@@ -349,14 +389,14 @@ export function createRepositoryCredentialReconciler(
     // References resolve in the CR's own namespace only.
     const secret = await readSecret(namespace, spec.secret, signal);
     if (secret === undefined) return void (await unusable({ kind: 'secretNotFound', secret: spec.secret }));
-    const read = credentialsOfSecret(spec.secret, secret);
+    const read = credentialsOfSecret(spec.secret, secret, spec.type);
     if (!read.ok) return void (await unusable(read.outcome));
 
-    const fingerprint = fingerprintOf(uid, spec.repository, read.credentials);
+    const fingerprint = fingerprintOf(uid, spec.repository, spec.type, read.credentials);
     const { outcome: check, requeueAfter } = await validated(
       key,
       fingerprint,
-      spec.repository,
+      spec,
       read.credentials,
       signal,
       logger,

@@ -16,6 +16,7 @@ import {
   insertRepositoryCredentials,
   type OperationRow,
   type RepositoryCredentialsRow,
+  type RepositoryType,
   SealContext,
   type Sealer,
   sealCredentialsForInstances,
@@ -82,6 +83,8 @@ export interface DesiredRepositoryCredentials {
   /** The cluster the tenant's namespace lives on (placement without a label stays on it). */
   tenantClusterIdentity?: string;
   repositoryUrl: string;
+  /** git, helm or oci (spec.type; git when absent). */
+  repositoryType: RepositoryType;
   secretName: string;
   credentials: GitCredentials;
 }
@@ -130,6 +133,7 @@ function columnsOf(sealer: Sealer, desired: DesiredRepositoryCredentials) {
   return {
     repositoryUrl: desired.repositoryUrl,
     normalizedRepositoryUrl: normalizeRepositoryUrl(desired.repositoryUrl),
+    repositoryType: desired.repositoryType,
     secretName: desired.secretName,
     usernameSealed: seal(credentials.username, SealContext.username),
     passwordSealed: seal(credentials.password, SealContext.password),
@@ -161,6 +165,7 @@ export async function applyRepositoryCredentials(
   if (existing) {
     if (
       existing.repository_url === desired.repositoryUrl &&
+      existing.repository_type === desired.repositoryType &&
       existing.secret_name === desired.secretName &&
       sameCredentials(sealer, existing, credentials)
     ) {

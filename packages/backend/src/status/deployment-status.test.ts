@@ -71,6 +71,26 @@ describe('GitOpsDeployment status from the application_state projection', () => 
     assert.equal(managedEnvironmentIdOf('in-cluster'), undefined);
   });
 
+  test('several sources: their revisions are in status.sync and what each was compared against in reconciledState', () => {
+    const state = parseApplicationState({
+      sync: { status: 'Synced', revision: '', revisions: ['1.2.0', 'abc'] },
+      reconciledState: {
+        source: { repoURL: '', path: '', targetRevision: '' },
+        sources: [
+          { repoURL: 'https://charts.example.com', path: '', targetRevision: '1.2.0', chart: 'web' },
+          { repoURL: 'https://github.com/org/values', path: '', targetRevision: 'main' },
+        ],
+        destination: { name: 'in-cluster', namespace: 'n' },
+      },
+    });
+    const status = desiredStatus(state, { currentConditions: [], destinationName: '', now });
+    assert.deepEqual(status.sync, { status: 'Synced', revision: '', revisions: ['1.2.0', 'abc'] });
+    assert.deepEqual((status.reconciledState as { sources: unknown }).sources, [
+      { path: '', repoURL: 'https://charts.example.com', branch: '1.2.0', chart: 'web' },
+      { path: '', repoURL: 'https://github.com/org/values', branch: 'main' },
+    ]);
+  });
+
   test('Argo CD conditions pass through as T/True/T/M; dropped ones become <T>Resolved; ErrorOccurred is never touched', () => {
     const current: GitOpsDeploymentCondition[] = [
       errorOccurred,

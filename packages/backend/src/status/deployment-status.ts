@@ -49,9 +49,31 @@ const resourceSchema = z.object({
   health: health.optional().catch(undefined),
 });
 
+const comparedSource = z.object({
+  repoURL: optionalText,
+  path: optionalText,
+  targetRevision: optionalText,
+  chart: z.string().optional().catch(undefined),
+});
+type ComparedSource = z.infer<typeof comparedSource>;
+/** A compared source as users see it: Argo CD's targetRevision is `branch` (the original API's name). */
+const comparedSourceStatus = (source: ComparedSource) => ({
+  path: source.path,
+  repoURL: source.repoURL,
+  branch: source.targetRevision,
+  ...(source.chart ? { chart: source.chart } : {}),
+});
+
 /** Each field is parsed on its own: one malformed field is dropped, the rest still shows. */
 export const applicationStateSchema = z.object({
-  sync: z.object({ status: text, revision: optionalText }).optional().catch(undefined),
+  sync: z
+    .object({
+      status: text,
+      revision: optionalText,
+      revisions: z.array(z.string()).optional().catch(undefined),
+    })
+    .optional()
+    .catch(undefined),
   health: health.optional().catch(undefined),
   resources: z
     .array(z.unknown())
@@ -65,10 +87,8 @@ export const applicationStateSchema = z.object({
     .catch(undefined),
   reconciledState: z
     .object({
-      source: z
-        .object({ repoURL: optionalText, path: optionalText, targetRevision: optionalText })
-        .optional()
-        .catch(undefined),
+      source: comparedSource.optional().catch(undefined),
+      sources: z.array(comparedSource).optional().catch(undefined),
       destination: z.object({ name: optionalText, namespace: optionalText }).optional().catch(undefined),
     })
     .optional()
@@ -122,7 +142,14 @@ export function desiredStatus(state: ApplicationStateProjection, context: Desire
   const limit = context.resourcesLimit ?? RESOURCES_LIMIT;
   const status: Record<string, unknown> = {};
   if (context.engineInstance) status.engineInstance = context.engineInstance;
-  if (state.sync) status.sync = { status: state.sync.status, revision: state.sync.revision };
+  if (state.sync) {
+    // With spec.sources, one revision per source (Argo CD's status.sync.revisions).
+    status.sync = {
+      status: state.sync.status,
+      revision: state.sync.revision,
+      ...(state.sync.revisions ? { revisions: state.sync.revisions } : {}),
+    };
+  }
   if (state.health) status.health = { status: state.health.status, message: state.health.message };
   const resources = state.resources;
   if (resources) {
@@ -134,9 +161,10 @@ export function desiredStatus(state: ApplicationStateProjection, context: Desire
     }));
   }
   if (state.reconciledState) {
-    const { source, destination } = state.reconciledState;
+    const { source, sources, destination } = state.reconciledState;
     status.reconciledState = {
-      source: source && { path: source.path, repoURL: source.repoURL, branch: source.targetRevision },
+      source: source && comparedSourceStatus(source),
+      ...(sources ? { sources: sources.map(comparedSourceStatus) } : {}),
       destination: destination && { name: context.destinationName, namespace: destination.namespace },
     };
   }

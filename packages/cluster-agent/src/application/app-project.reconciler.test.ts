@@ -123,6 +123,41 @@ describe('projectCovers', () => {
   });
 });
 
+describe('projectCovers with several sources (issue 35)', () => {
+  const deps = () => {
+    const twoRepos = project(MAIN, {
+      sourceRepos: ['http://charts.example.com', 'https://github.com/org/repo'],
+      destinations: [{ name: 'in-cluster', namespace: 'jane' }],
+    });
+    const d = depsOf([twoRepos]);
+    d.settledProjects.settle(MAIN, ownedState(twoRepos));
+    d.settledProjects.settle(CLUSTER, ABSENT);
+    return d;
+  };
+  const withSources = (...repoURLs: string[]): KubeObject => ({
+    ...application('s', MAIN),
+    spec: {
+      project: MAIN,
+      sources: repoURLs.map((repoURL) => ({ repoURL })),
+      destination: { name: 'in-cluster' },
+    },
+  });
+
+  it('covers an Application only when the project lists every source’s repository', () => {
+    const both = withSources('http://charts.example.com/', 'https://github.com/org/repo.git');
+    assert.equal(projectCovers(deps(), TENANT, MAIN, both, undefined), true);
+    const third = withSources('http://charts.example.com', 'https://github.com/org/other');
+    assert.equal(projectCovers(deps(), TENANT, MAIN, third, undefined), false);
+  });
+
+  it('not when the live Application had other sources (one may have left the tenant list)', () => {
+    const both = withSources('http://charts.example.com', 'https://github.com/org/repo');
+    const liveOne = withSources('https://github.com/org/repo');
+    assert.equal(projectCovers(deps(), TENANT, MAIN, both, liveOne), false);
+    assert.equal(projectCovers(deps(), TENANT, MAIN, both, both), true);
+  });
+});
+
 describe('reconcileProject without writes', () => {
   it('a wanted project found matching is settled as it is', async () => {
     const deps = depsOf([mainProject]);

@@ -25,6 +25,7 @@ import {
 } from '../argocd.ts';
 import { compareOwnedFields } from '../resync/owned-fields.ts';
 import { normaliseRepoUrl, renderAppProject, renderClusterAppProject } from './app-project.render.ts';
+import { sourceRepoUrls } from './application.render.ts';
 import { ABSENT, ownedState, type Settled } from './settled.ts';
 import { readTenantResources } from './tenant.queries.ts';
 
@@ -209,8 +210,8 @@ export function isProjectSettled(deps: ProjectLookup, clusterUserId: string): bo
 
 /**
  * True when the tenant's projects need no recompute for this Application's operation: they are as we last
- * computed them, the Application's repository and destination are in the project it uses, and the live
- * Application (if any) already had that repository (so none may have left the tenant's list). The
+ * computed them, the Application's repositories (every source's) and destination are in the project it uses,
+ * and the live Application (if any) already had those repositories (so none may have left the tenant's list). The
  * recompute reads every application row of the tenant, so a tenant's n-th Application of a known
  * repository would otherwise cost O(n).
  */
@@ -221,21 +222,20 @@ export function projectCovers(
   desired: KubeObject,
   live: KubeObject | undefined,
 ): boolean {
-  const desiredSpec = desired.spec as { source?: { repoURL?: unknown }; destination?: { name?: unknown } };
-  const repo =
-    typeof desiredSpec.source?.repoURL === 'string' ? normaliseRepoUrl(desiredSpec.source.repoURL) : '';
-  if (repo === '' || !isProjectSettled(deps, clusterUserId)) return false;
+  const desiredSpec = desired.spec as { destination?: { name?: unknown } };
+  const repos = [...new Set(sourceRepoUrls(desired.spec).map(normaliseRepoUrl))].sort();
+  if (repos.length === 0 || !isProjectSettled(deps, clusterUserId)) return false;
   if (live) {
-    const liveRepo = (live.spec as { source?: { repoURL?: unknown } } | undefined)?.source?.repoURL;
-    if (typeof liveRepo !== 'string' || normaliseRepoUrl(liveRepo) !== repo) return false;
+    const liveRepos = [...new Set(sourceRepoUrls(live.spec).map(normaliseRepoUrl))].sort();
+    if (liveRepos.join('\n') !== repos.join('\n')) return false;
   }
   const projectSpec = deps.appProjects.get(deps.namespace, projectName)?.spec as
     | { sourceRepos?: unknown; destinations?: unknown }
     | undefined;
-  const repos = Array.isArray(projectSpec?.sourceRepos) ? projectSpec.sourceRepos : [];
+  const listed = Array.isArray(projectSpec?.sourceRepos) ? projectSpec.sourceRepos : [];
   const destinations = Array.isArray(projectSpec?.destinations) ? projectSpec.destinations : [];
   return (
-    repos.includes(repo) &&
+    repos.every((repo) => listed.includes(repo)) &&
     destinations.some((d) => (d as { name?: unknown } | null)?.name === desiredSpec.destination?.name)
   );
 }

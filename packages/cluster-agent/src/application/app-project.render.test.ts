@@ -58,6 +58,27 @@ describe('renderAppProject', () => {
     );
   });
 
+  it('leaves out a withheld repository (a private chart repository without own credentials), yet the project stays while applications use it', () => {
+    const charts = 'https://charts.example.com';
+    const withheld = {
+      ...tenant,
+      applicationRepoUrls: [`${charts}/`],
+      repositoryCredentialUrls: [],
+      clusterSecretEnvironmentIds: [],
+      withheldRepoUrls: [charts],
+    };
+    assert.deepEqual(
+      (renderAppProject(withheld, 'argocd')?.spec as { sourceRepos?: string[] } | undefined)?.sourceRepos,
+      [],
+    );
+    // with its own credentials for it, the tenant's project lists it
+    const own = { ...withheld, repositoryCredentialUrls: [charts] };
+    assert.deepEqual(
+      (renderAppProject(own, 'argocd')?.spec as { sourceRepos?: string[] } | undefined)?.sourceRepos,
+      [charts],
+    );
+  });
+
   it('has no cluster resource whitelist, whatever the environments allow (it lists in-cluster)', () => {
     const project = renderAppProject(tenant, 'argocd');
     assert.equal((project!.spec as Record<string, unknown>).clusterResourceWhitelist, undefined);

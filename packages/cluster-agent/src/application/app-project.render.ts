@@ -37,6 +37,11 @@ export interface TenantResources {
   namespace: string;
   /** repoURLs of the tenant's applications on this engine instance (any form; normalised here). */
   applicationRepoUrls: readonly string[];
+  /**
+   * Normalised repoURLs of the tenant's applications its projects must not list: private chart repositories
+   * it has no credentials for (tenant.queries.ts withheldChartRepositories). Absent: none.
+   */
+  withheldRepoUrls?: readonly string[];
   /** normalized_repository_url of the tenant's repository credentials on this engine instance. */
   repositoryCredentialUrls: readonly string[];
   /**
@@ -74,9 +79,9 @@ const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
  * repository credential left (the project is then deleted). Deterministic: sorted, de-duplicated lists.
  */
 function sourceReposOf(tenant: TenantResources): string[] {
-  return [
-    ...new Set([...tenant.applicationRepoUrls, ...tenant.repositoryCredentialUrls].map(normaliseRepoUrl)),
-  ]
+  const withheld = new Set(tenant.withheldRepoUrls ?? []);
+  const applications = tenant.applicationRepoUrls.map(normaliseRepoUrl).filter((url) => !withheld.has(url));
+  return [...new Set([...applications, ...tenant.repositoryCredentialUrls.map(normaliseRepoUrl)])]
     .filter((url) => url !== '')
     .sort(byString);
 }

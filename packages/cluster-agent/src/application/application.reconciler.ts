@@ -208,6 +208,10 @@ export const OWNED_SPEC_FIELDS = [
   'syncPolicy',
   'ignoreDifferences',
   'revisionHistoryLimit',
+  // The source as a whole (a path the row replaced by a chart, a source the row replaced by sources) and each
+  // of its sections, which other managers may have added to one the row keeps.
+  'source',
+  'sources',
   'source.helm',
   'source.kustomize',
   'source.directory',

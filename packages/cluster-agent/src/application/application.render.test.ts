@@ -95,6 +95,30 @@ describe('renderApplication', () => {
     );
   });
 
+  it('renders a chart of a Helm repository and several sources as the backend wrote them, each without an empty targetRevision', () => {
+    const chart = { repoURL: 'https://charts.example.com', chart: 'web', targetRevision: '1.2.0' };
+    const single = renderApplication({ ...input, spec: { ...automatedSpec, source: chart } }).spec as Record<
+      string,
+      unknown
+    >;
+    assert.deepEqual(single.source, chart);
+    const sources = [
+      { ...chart, helm: { valueFiles: ['$values/web/prod.yaml'] } },
+      { repoURL: 'https://github.com/org/values', targetRevision: '', ref: 'values' },
+    ];
+    const several = renderApplication({ ...input, spec: { ...automatedSpec, source: undefined, sources } })
+      .spec as Record<string, unknown>;
+    assert.equal(several.source, undefined);
+    assert.deepEqual(several.sources, [
+      sources[0],
+      { repoURL: 'https://github.com/org/values', ref: 'values' },
+    ]);
+    assert.throws(
+      () => renderApplication({ ...input, spec: { ...automatedSpec, sources } }),
+      (err: unknown) => err instanceof TerminalError && /exactly one of source and sources/.test(err.message),
+    );
+  });
+
   it('a manual deployment without options has no syncPolicy', () => {
     const app = renderApplication({
       ...input,

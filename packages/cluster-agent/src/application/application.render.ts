@@ -49,22 +49,60 @@ const syncPolicySchema = z.strictObject({
  */
 const argoCdSection = z.record(z.string(), z.json());
 
-/** `application.spec` as the backend writes it: Argo CD's spec without `project` and `destination.name`. */
+/** One source as the backend writes it: a path (Git, OCI) or a chart (Helm repository), `ref` in `sources`. */
+const rowSourceSchema = z.strictObject({
+  repoURL: z.string().min(1),
+  path: z.string().optional(),
+  chart: z.string().min(1).optional(),
+  targetRevision: z.string().optional(),
+  ref: z.string().min(1).optional(),
+  helm: argoCdSection.optional(),
+  kustomize: argoCdSection.optional(),
+  directory: argoCdSection.optional(),
+});
+
+/**
+ * `application.spec` as the backend writes it: Argo CD's spec without `project` and `destination.name`;
+ * one `source`, or several `sources` (desired-application.ts).
+ */
 export const applicationRowSpecSchema = z.strictObject({
-  source: z.strictObject({
-    repoURL: z.string().min(1),
-    path: z.string(),
-    targetRevision: z.string().optional(),
-    helm: argoCdSection.optional(),
-    kustomize: argoCdSection.optional(),
-    directory: argoCdSection.optional(),
-  }),
+  source: rowSourceSchema.optional(),
+  sources: z.array(rowSourceSchema).min(1).max(8).optional(),
   destination: z.strictObject({ namespace: z.string() }),
   syncPolicy: syncPolicySchema.optional(),
   ignoreDifferences: z.array(argoCdSection).max(32).optional(),
   revisionHistoryLimit: z.number().int().min(0).optional(),
 });
 export type ApplicationRowSpec = z.infer<typeof applicationRowSpecSchema>;
+
+/**
+ * The repository URLs of a spec (stored or live, so `unknown`): its `source`'s, or each of its `sources`'
+ * (the tenant's AppProject must list every one of them).
+ */
+export function sourceRepoUrls(spec: unknown): string[] {
+  return sourcesOf(spec).flatMap((s) =>
+    typeof s.repoURL === 'string' && s.repoURL !== '' ? [s.repoURL] : [],
+  );
+}
+
+/**
+ * The repository URLs of a spec's sources that are charts of a Helm repository (`chart`) or of an OCI
+ * registry (`oci://`): those Argo CD's repo-server reads into a chart cache shared by all its Applications.
+ */
+export function chartRepoUrls(spec: unknown): string[] {
+  return sourcesOf(spec).flatMap((s) =>
+    typeof s.repoURL === 'string' && (typeof s.chart === 'string' || /^oci:\/\//i.test(s.repoURL))
+      ? [s.repoURL]
+      : [],
+  );
+}
+
+function sourcesOf(spec: unknown): { repoURL?: unknown; chart?: unknown }[] {
+  const { source, sources } = (spec ?? {}) as { source?: unknown; sources?: unknown };
+  return [source, ...(Array.isArray(sources) ? sources : [])].filter(
+    (s): s is { repoURL?: unknown; chart?: unknown } => typeof s === 'object' && s !== null,
+  );
+}
 
 /**
  * Parses a row's spec.
@@ -161,6 +199,15 @@ export interface ApplicationRenderInput {
 }
 
 /**
+ * One source as Argo CD stores it. "" means HEAD, as no field does; Argo CD drops empty strings whenever it
+ * writes the Application, so sending one would look like drift after every sync (one more apply per deployment).
+ */
+function renderSource(source: z.infer<typeof rowSourceSchema>): Record<string, unknown> {
+  const { targetRevision, ...rest } = source;
+  return targetRevision ? { ...rest, targetRevision } : rest;
+}
+
+/**
  * Renders the Application we server-side apply: our labels, Argo CD's cascading finalizer, the tenant's
  * project, the destination cluster derived from the environment, and the row's source/sync policy.
  * @throws TerminalError when the row's spec is malformed.
@@ -177,14 +224,20 @@ export function renderApplication(input: ApplicationRenderInput): KubeObject {
   if (input.owner && isLabelValue(input.owner.namespace)) {
     labels[AgentLabel.GitOpsDeploymentNamespace] = input.owner.namespace;
   }
-  const { targetRevision, ...rest } = spec.source;
-  // "" means HEAD, as no field does; Argo CD drops empty strings whenever it writes the Application, so
-  // sending one would look like drift after every sync (one more apply per deployment).
-  const source: Record<string, unknown> = targetRevision ? { ...rest, targetRevision } : rest;
+  if ((spec.source === undefined) === (spec.sources === undefined)) {
+    throw new TerminalError(
+      ErrorCode.invalidObject,
+      'malformed application spec: exactly one of source and sources must be set',
+    );
+  }
   const applicationSpec: Record<string, unknown> = {
     project: applicationProjectName(input.clusterUserId, input.environment, requestsNamespaceCreation(spec)),
-    source,
-    destination: { name: destinationName(input.environment), namespace: spec.destination.namespace },
+  };
+  if (spec.source) applicationSpec.source = renderSource(spec.source);
+  if (spec.sources) applicationSpec.sources = spec.sources.map(renderSource);
+  applicationSpec.destination = {
+    name: destinationName(input.environment),
+    namespace: spec.destination.namespace,
   };
   if (spec.syncPolicy !== undefined) applicationSpec.syncPolicy = spec.syncPolicy;
   if (spec.ignoreDifferences !== undefined) applicationSpec.ignoreDifferences = spec.ignoreDifferences;

@@ -9,15 +9,16 @@ import {
   listClusterSecretEnvironmentIds,
   listClusterSecretEnvironmentScopes,
   listRepositoryCredentialsOfUser,
+  listRepositoryCredentialUrlsOfEngineInstance,
 } from '@gitops/db';
 import { allowsClusterResources } from '../argocd.ts';
-import type { TenantResources } from './app-project.render.ts';
-import { requestsNamespaceCreation } from './application.render.ts';
+import { normaliseRepoUrl, type TenantResources } from './app-project.render.ts';
+import { chartRepoUrls, requestsNamespaceCreation, sourceRepoUrls } from './application.render.ts';
 
 /**
  * What the AppProject of `clusterUserId` is computed from, or `undefined` when the tenant row is gone.
- * Application repo URLs are read from the stored specs; a malformed spec contributes nothing (its own
- * operation fails and reports it).
+ * Application repo URLs are read from the stored specs (every source of one with several); a malformed spec
+ * contributes nothing (its own operation fails and reports it).
  */
 export async function readTenantResources(
   db: Db,
@@ -26,20 +27,26 @@ export async function readTenantResources(
 ): Promise<TenantResources | undefined> {
   const tenant = await getClusterUser(db, clusterUserId);
   if (!tenant) return undefined;
-  const [specs, credentials, allEnvironments, here] = await Promise.all([
+  const [specs, credentials, allEnvironments, here, credentialUrlsHere] = await Promise.all([
     listApplicationSpecsOfTenant(db, clusterUserId, engineInstanceId),
     listRepositoryCredentialsOfUser(db, clusterUserId, { engineInstanceId }),
     listClusterSecretEnvironmentScopes(db, clusterUserId),
     listClusterSecretEnvironmentIds(db, { clusterUserId, engineInstanceId }),
+    listRepositoryCredentialUrlsOfEngineInstance(db, engineInstanceId),
   ]);
+  const withheld = withheldChartRepositories(
+    specs.map((s) => s.spec),
+    credentials.map((c) => c.normalized_repository_url),
+    credentialUrlsHere,
+  );
   // Only the environments whose cluster Secret is on this instance: a tenant that moved away keeps none here
   // (so its project goes once its Applications are released).
   const environments = allEnvironments.filter((e) => here.includes(e.id));
   const applicationRepoUrls: string[] = [];
   const namespaceCreatingEnvironmentIds = new Set<string>();
   for (const { spec, managedEnvironmentId } of specs) {
-    const repoURL = (spec as { source?: { repoURL?: unknown } } | null)?.source?.repoURL;
-    if (typeof repoURL === 'string' && repoURL !== '') applicationRepoUrls.push(repoURL);
+    // Every source's repository, exactly as a single source's (issue 35).
+    applicationRepoUrls.push(...sourceRepoUrls(spec));
     if (managedEnvironmentId !== null && requestsNamespaceCreation(spec))
       namespaceCreatingEnvironmentIds.add(managedEnvironmentId);
   }
@@ -47,6 +54,7 @@ export async function readTenantResources(
     clusterUserId,
     namespace: tenant.namespace_name,
     applicationRepoUrls,
+    withheldRepoUrls: [...withheld],
     repositoryCredentialUrls: credentials.map((c) => c.normalized_repository_url),
     clusterSecretEnvironmentIds: environments.map((e) => e.id),
     // An environment without stored credentials has no cluster Secret: nothing is allowed through it.
@@ -66,4 +74,28 @@ export async function readTenantResources(
       .filter((e) => e.namespaces !== null && namespaceCreatingEnvironmentIds.has(e.id))
       .map((e) => e.id),
   };
+}
+
+/**
+ * The chart repositories (Helm repositories, OCI registries; normalised URLs) the tenant's AppProject must not
+ * list although its applications use them: those another tenant of this engine instance holds credentials for
+ * (`credentialUrlsHere`) and the tenant does not (`ownCredentialUrls`). Argo CD's repo-server (v3.5
+ * util/helm `ExtractChart`) keeps a downloaded chart in a cache keyed by repository URL, chart and version
+ * only, and serves it again without asking the repository, whoever's Application asks; Git, by contrast, asks
+ * the server with the Application's own credentials on every refresh. So a private chart is used only
+ * with the tenant's own credentials, and Argo CD refuses the others' Applications as not permitted by their
+ * project (docs/api.md). Pure.
+ */
+export function withheldChartRepositories(
+  specs: readonly unknown[],
+  ownCredentialUrls: readonly string[],
+  credentialUrlsHere: readonly string[],
+): Set<string> {
+  const own = new Set(ownCredentialUrls);
+  const privateHere = new Set(credentialUrlsHere);
+  return new Set(
+    specs
+      .flatMap((spec) => chartRepoUrls(spec).map(normaliseRepoUrl))
+      .filter((url) => privateHere.has(url) && !own.has(url)),
+  );
 }

@@ -1,8 +1,12 @@
 /**
  * RepositoryCredentials as one feature: the informer on our repository Secrets (fast drift repair: an
- * edited or deleted Secret re-queues its row), the `RepositoryCredentials` handler (Secret, then the
- * tenant's AppProject whose sourceRepos include the URL) and the periodic drift/orphan pass.
+ * edited or deleted Secret re-queues its row), the `RepositoryCredentials` handler (the projects of other
+ * tenants deploying charts of the URL, which may no longer list it: tenant.queries.ts
+ * withheldChartRepositories; the Secret; then the tenant's AppProject whose sourceRepos include the URL) and
+ * the periodic drift/orphan pass.
  */
+
+import { getRepositoryCredentials, listChartApplicationSpecsOfEngineInstance } from '@gitops/db';
 import {
   createInformer,
   jsonEqual,
@@ -12,7 +16,9 @@ import {
   updatePredicate,
 } from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, keysOfDatabaseId } from '../agent-feature.ts';
+import { normaliseRepoUrl } from '../application/app-project.render.ts';
 import type { ApplicationFeature } from '../application/application.feature.ts';
+import { chartRepoUrls } from '../application/application.render.ts';
 import { createRepositorySecretReconciler } from './repository-secret.reconciler.ts';
 import { REPOSITORY_SECRET_SELECTOR } from './repository-secret.render.ts';
 
@@ -53,6 +59,23 @@ export function createRepositoryCredentialFeature(
     engineInstanceId: ctx.engineInstanceId,
     secrets,
   });
+  /**
+   * The other tenants of this instance whose applications deploy a chart of the row's repository (none when
+   * the row is gone: a tenant's project keeps withholding it until its own next recompute).
+   */
+  async function otherChartRepositoryUsers(id: string): Promise<string[]> {
+    const row = await getRepositoryCredentials(ctx.db, id);
+    if (!row) return [];
+    const users = await listChartApplicationSpecsOfEngineInstance(ctx.db, ctx.engineInstanceId);
+    const tenants = users
+      .filter(
+        ({ clusterUserId, spec }) =>
+          clusterUserId !== row.cluster_user_id &&
+          chartRepoUrls(spec).some((url) => normaliseRepoUrl(url) === row.normalized_repository_url),
+      )
+      .map((user) => user.clusterUserId);
+    return [...new Set(tenants)];
+  }
   let resync: Periodic | undefined;
   return {
     name: 'repository-credential',
@@ -63,8 +86,15 @@ export function createRepositoryCredentialFeature(
       }),
     handles: {
       async RepositoryCredentials(id, { ownerUserIds, signal, logger }) {
+        let changed = false;
+        // A chart repository with credentials is private: before Argo CD can download one of its charts with
+        // them (into a cache every Application reads), the other tenants' projects stop listing it.
+        for (const tenant of await otherChartRepositoryUsers(id)) {
+          const project = await deps.reconcileAppProject(tenant, { signal, logger });
+          changed = changed || (project.status === 'done' && project.changed);
+        }
         const { outcome, clusterUserId } = await reconciler.reconcile(id, { signal, logger });
-        let changed = outcome.status === 'done' && outcome.changed;
+        changed = changed || (outcome.status === 'done' && outcome.changed);
         // The AppProject lists the credential's URL: recompute it for the row's tenant and the operations' owners.
         const tenants = new Set(ownerUserIds);
         if (clusterUserId) tenants.add(clusterUserId);

@@ -149,6 +149,7 @@ export function createRepositorySecretReconciler(
         id: row.id,
         clusterUserId: row.cluster_user_id,
         repositoryUrl: row.repository_url,
+        repositoryType: row.repository_type,
         username: opened.values.username,
         password: opened.values.password,
         sshPrivateKey: opened.values.ssh_private_key,

@@ -36,6 +36,17 @@ describe('repository Secret render', () => {
     });
   });
 
+  it("a Helm repository's or an OCI registry's Secret says its type, as Argo CD reads it; a Git one has none (Argo CD's default)", () => {
+    for (const repositoryType of ['helm', 'oci'] as const) {
+      const secret = renderRepositorySecret({ ...withPassword, repositoryUrl: 'https://c', repositoryType });
+      assert.equal(decode(secret.data).type, repositoryType);
+    }
+    assert.equal(
+      decode(renderRepositorySecret({ ...withPassword, repositoryType: 'git' }).data).type,
+      undefined,
+    );
+  });
+
   it('a row has one Secret per tenant AppProject, the same credentials in both', () => {
     const [main, cluster] = renderRepositorySecrets(withPassword);
     assert.equal(main?.metadata.name, `repo-cred-${ID}`);

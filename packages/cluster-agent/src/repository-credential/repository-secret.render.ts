@@ -29,6 +29,12 @@ export interface RepositorySecretInput {
   id: string;
   clusterUserId: string;
   repositoryUrl: string;
+  /**
+   * git, helm or oci: the Secret's `type` key, as Argo CD reads it (v3.5 `secretToRepository`: a Helm
+   * repository's index and an OCI registry are read only through a Secret of their type). Left out for git,
+   * Argo CD's default, so the Secrets of git rows stay as they were.
+   */
+  repositoryType?: 'git' | 'helm' | 'oci';
   username?: string;
   password?: string;
   sshPrivateKey?: string;
@@ -53,6 +59,8 @@ export function renderRepositorySecret(input: RepositorySecretInput): KubeObject
         : appProjectName(input.clusterUserId),
     ),
   };
+  if (input.repositoryType !== undefined && input.repositoryType !== 'git')
+    data.type = b64(input.repositoryType);
   if (input.sshPrivateKey !== undefined) data.sshPrivateKey = b64(input.sshPrivateKey);
   if (input.username !== undefined) data.username = b64(input.username);
   if (input.password !== undefined) data.password = b64(input.password);

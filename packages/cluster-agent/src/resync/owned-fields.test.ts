@@ -55,6 +55,31 @@ describe('compareOwnedFields', () => {
     });
   });
 
+  it('a source the row replaced (a path by a chart, a source by sources) is drift, and its null patch is the whole field', () => {
+    const owned = ['source', 'sources', 'source.helm'];
+    const chart = {
+      metadata: desired.metadata,
+      spec: { project: 'p', source: { repoURL: 'https://charts.example.com', chart: 'web' } },
+    };
+    const livePath = {
+      metadata: desired.metadata,
+      spec: { project: 'p', source: { repoURL: 'https://charts.example.com', path: 'web' } },
+    };
+    assert.equal(compareOwnedFields(livePath, chart, owned).drifted, true);
+    assert.equal(compareOwnedFields(chart, chart, owned).drifted, false);
+    const sources = {
+      metadata: desired.metadata,
+      spec: { project: 'p', sources: [{ repoURL: 'r', path: 'x' }] },
+    };
+    const liveSource = {
+      metadata: desired.metadata,
+      spec: { project: 'p', source: { repoURL: 'r', path: 'x', helm: { values: 'a: 1' } } },
+    };
+    const comparison = compareOwnedFields(liveSource, sources, owned);
+    assert.deepEqual(comparison, { drifted: true, unexpectedSpecFields: ['source', 'source.helm'] });
+    assert.deepEqual(nullPatchOf(comparison.unexpectedSpecFields), { source: null });
+  });
+
   it('an owned section is compared whole: a member the row dropped from a section it keeps is drift, other members are not', () => {
     const withHelm = (helm: Record<string, unknown>) => ({
       metadata: desired.metadata,

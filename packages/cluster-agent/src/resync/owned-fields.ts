@@ -47,10 +47,14 @@ export function valueAtPath(object: unknown, path: string): unknown {
   return value;
 }
 
-/** A merge patch setting each dotted path to null (`['source.helm']` → `{ source: { helm: null } }`). */
+/**
+ * A merge patch setting each dotted path to null (`['source.helm']` → `{ source: { helm: null } }`); a path
+ * under one that is nulled already is left out (`['source', 'source.helm']` → `{ source: null }`).
+ */
 export function nullPatchOf(paths: readonly string[]): Record<string, unknown> {
   const patch: Record<string, unknown> = {};
-  for (const path of paths) {
+  const covered = (path: string) => paths.some((other) => path.startsWith(`${other}.`));
+  for (const path of paths.filter((p) => !covered(p))) {
     const steps = path.split('.');
     let at = patch;
     for (const step of steps.slice(0, -1)) {

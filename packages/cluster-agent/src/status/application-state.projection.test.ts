@@ -70,6 +70,33 @@ describe('projectApplicationState', () => {
     });
   });
 
+  it('several sources: one revision and one compared source per source, in their order', () => {
+    const multi = {
+      status: {
+        sync: {
+          status: 'Synced',
+          revisions: ['1.2.0', 'abc123'],
+          comparedTo: {
+            sources: [
+              { repoURL: 'https://charts.example.com', chart: 'web', targetRevision: '1.2.0' },
+              { repoURL: 'https://github.com/org/values', ref: 'values' },
+            ],
+            destination: { namespace: 'jane' },
+          },
+        },
+      },
+    };
+    const projected = projectApplicationState(multi) as {
+      sync: unknown;
+      reconciledState: { sources: unknown };
+    };
+    assert.deepEqual(projected.sync, { status: 'Synced', revision: '', revisions: ['1.2.0', 'abc123'] });
+    assert.deepEqual(projected.reconciledState.sources, [
+      { repoURL: 'https://charts.example.com', path: '', targetRevision: '1.2.0', chart: 'web' },
+      { repoURL: 'https://github.com/org/values', path: '', targetRevision: '' },
+    ]);
+  });
+
   it('an Application without status projects Unknown and leaves operationState out', () => {
     assert.deepEqual(projectApplicationState({ metadata: { name: 'x' } }), {
       sync: { status: 'Unknown', revision: '' },

@@ -51,6 +51,17 @@ const operationStateFields = [
   'retryCount',
 ] as const;
 
+/** One source Argo CD compared against: repoURL, path, targetRevision, and chart when it has one. */
+function comparedSourceOf(source: Record<string, unknown>): JsonObject {
+  const compared: JsonObject = {
+    repoURL: text(source.repoURL),
+    path: text(source.path),
+    targetRevision: text(source.targetRevision),
+  };
+  if (typeof source.chart === 'string' && source.chart !== '') compared.chart = source.chart;
+  return compared;
+}
+
 /**
  * Projects an Argo CD Application (as read from the API server) to the stored state:
  * `sync`, `health`, `resources` (health only where Argo CD has one), `reconciledState` (from
@@ -83,16 +94,21 @@ export function projectApplicationState(
     return resource;
   });
 
+  // Several sources: Argo CD reports one revision per source, in the order of spec.sources.
+  const revisions = Array.isArray(sync.revisions) ? sync.revisions.map((r) => text(r)) : [];
   const projection: JsonObject = {
-    sync: { status: text(sync.status, 'Unknown'), revision: text(sync.revision) },
+    sync: {
+      status: text(sync.status, 'Unknown'),
+      revision: text(sync.revision),
+      ...(revisions.length > 0 ? { revisions } : {}),
+    },
     health: health(status.health),
     resources,
     reconciledState: {
-      source: {
-        repoURL: text(comparedSource.repoURL),
-        path: text(comparedSource.path),
-        targetRevision: text(comparedSource.targetRevision),
-      },
+      source: comparedSourceOf(comparedSource),
+      ...(Array.isArray(comparedTo.sources) && comparedTo.sources.length > 0
+        ? { sources: comparedTo.sources.map((item) => comparedSourceOf(record(item))) }
+        : {}),
       destination: { name: text(comparedDestination.name), namespace: text(comparedDestination.namespace) },
     },
     conditions: (Array.isArray(status.conditions) ? status.conditions : [])
