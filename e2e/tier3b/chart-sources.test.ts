@@ -87,6 +87,27 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
     await privateCharts?.stop();
   });
 
+  /** Waits until the backend has checked the RepositoryCredential at `path`, and asserts it found it valid. */
+  async function expectCredentialValid(path: string): Promise<void> {
+    type Conditions = { status?: { conditions?: { type: string; status: string }[] } };
+    const conditions = await eventually(
+      'the RepositoryCredential checked',
+      async () => {
+        const c = (await get<Conditions>(f.system.kc, path))?.status?.conditions ?? [];
+        return c.some((x) => x.type === 'ValidRepositoryCredential') ? c : undefined;
+      },
+      60_000,
+    );
+    assert.deepEqual(
+      conditions.map((c) => [c.type, c.status]),
+      [
+        ['ErrorOccurred', 'False'],
+        ['ValidRepositoryURL', 'True'],
+        ['ValidRepositoryCredential', 'True'],
+      ],
+    );
+  }
+
   it('deploys a chart of a Helm repository at the version targetRevision names, follows a new version, and reports a version the repository does not have', async ({
     annotate,
   }) => {
@@ -234,23 +255,7 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
     );
 
     // Then the backend's check of the repository and credentials says they are valid
-    type Conditions = { status?: { conditions?: { type: string; status: string }[] } };
-    const conditions = await eventually(
-      'the RepositoryCredential checked',
-      async () => {
-        const c = (await get<Conditions>(f.system.kc, credentialPath))?.status?.conditions ?? [];
-        return c.some((x) => x.type === 'ValidRepositoryCredential') ? c : undefined;
-      },
-      60_000,
-    );
-    assert.deepEqual(
-      conditions.map((c) => [c.type, c.status]),
-      [
-        ['ErrorOccurred', 'False'],
-        ['ValidRepositoryURL', 'True'],
-        ['ValidRepositoryCredential', 'True'],
-      ],
-    );
+    await expectCredentialValid(credentialPath);
 
     // When that tenant deploys the chart
     const gd = await f.when.deployed(owner, 'settings', {
@@ -310,23 +315,7 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
     );
 
     // Then the backend's check (a token for the credentials, then the registry) says they are valid
-    type Conditions = { status?: { conditions?: { type: string; status: string }[] } };
-    const conditions = await eventually(
-      'the RepositoryCredential checked',
-      async () => {
-        const c = (await get<Conditions>(f.system.kc, `${credentials}/registry`))?.status?.conditions ?? [];
-        return c.some((x) => x.type === 'ValidRepositoryCredential') ? c : undefined;
-      },
-      60_000,
-    );
-    assert.deepEqual(
-      conditions.map((c) => [c.type, c.status]),
-      [
-        ['ErrorOccurred', 'False'],
-        ['ValidRepositoryURL', 'True'],
-        ['ValidRepositoryCredential', 'True'],
-      ],
-    );
+    await expectCredentialValid(`${credentials}/registry`);
 
     // When the tenant deploys the chart
     const gd = await f.when.deployed(owner, 'settings', {
