@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'vitest';
-import { createMergePatch, jsonEqual, normalizeJson } from './json.ts';
+import { createMergePatch, jsonEqual, jsonFingerprint, normalizeJson } from './json.ts';
 
 describe('semantic JSON equality', () => {
   test('key order and undefined members do not matter; values do', () => {
@@ -24,6 +24,26 @@ describe('semantic JSON equality', () => {
       c: [null, 1],
       d: {},
     });
+  });
+});
+
+describe('JSON fingerprints', () => {
+  test('two documents share a fingerprint exactly when jsonEqual finds them equal', () => {
+    const pairs: [unknown, unknown][] = [
+      [
+        { a: 1, b: [{ c: 2, d: 3 }] },
+        { b: [{ d: 3, c: 2 }], a: 1 },
+      ],
+      [{ a: 1, gone: undefined, dropped: null }, { a: 1 }],
+      [{ a: [1, 2] }, { a: [2, 1] }],
+      [{ a: '1' }, { a: 1 }],
+      [{ a: { b: {} } }, { a: {} }],
+      [[], {}],
+    ];
+    for (const [x, y] of pairs) {
+      assert.equal(jsonFingerprint(x) === jsonFingerprint(y), jsonEqual(x, y), JSON.stringify([x, y]));
+    }
+    assert.equal(jsonFingerprint({ b: 1, a: 2 }), '{"a":2,"b":1}');
   });
 });
 

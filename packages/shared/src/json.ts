@@ -37,6 +37,25 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
 }
 
 /**
+ * A string two documents share exactly when jsonEqual finds them equal (normalized, keys sorted): a cheap key
+ * for "has this changed since" memos that keep strings instead of documents.
+ */
+export function jsonFingerprint(value: unknown): string {
+  return canonical(normalizeJson(value));
+}
+
+function canonical(value: JsonValue | undefined): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (isJsonObject(value)) {
+    const entries = Object.keys(value)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${canonical(value[key] as JsonValue)}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/**
  * The JSON merge patch (RFC 7386) that turns `source` into `target`; `undefined` when they are equal.
  * Objects are patched member by member (removed members become `null`); anything else is replaced.
  * `target` must be normalized (no `null` members), since `null` means "remove" in a merge patch.

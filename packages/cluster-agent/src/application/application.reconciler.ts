@@ -16,6 +16,7 @@ import {
   createOwnWrites,
   createTurns,
   type Informer,
+  jsonFingerprint,
   type KubeObject,
   type Logger,
   mergePatch,
@@ -28,7 +29,6 @@ import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
 import type { FeatureContext, ResourceContext } from '../agent-feature.ts';
 import { AgentAnnotation, applicationRef, FIELD_MANAGER, isUuid } from '../argocd.ts';
 import { compareOwnedFields, nullPatchOf } from '../resync/owned-fields.ts';
-import { canonicalJson } from '../status/application-state.projection.ts';
 import {
   type AppProjectDeps,
   type AppProjectOptions,
@@ -99,7 +99,7 @@ export type ApplicationDeps = AppProjectDeps &
 
 /** What settles an Application: its row (spec, environment, update time) and the live owned fields. */
 export function applicationFingerprint(row: ApplicationRow, live: KubeObject): string {
-  return canonicalJson({
+  return jsonFingerprint({
     row: { spec: row.spec, environment: row.managed_environment_id, updated: row.updated_at.getTime() },
     live: ownedFields(live),
   });

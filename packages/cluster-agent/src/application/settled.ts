@@ -7,8 +7,9 @@
  *   settled AppProjects    key: the project name; fingerprint: the live owned fields, or ABSENT for a project
  *                          found rightly absent (a tenant's cluster-resource project usually is)
  */
+
 import type { KubeObject } from '@gitops/shared';
-import { canonicalJson } from '../status/application-state.projection.ts';
+import { jsonFingerprint } from '@gitops/shared';
 
 export interface Settled {
   /** `key` was found matching as `fingerprint`. */
@@ -46,5 +47,5 @@ export function ownedFields(object: KubeObject) {
  * `jsonEqual(ownedFields(a), ownedFields(b))`.
  */
 export function ownedState(object: KubeObject): string {
-  return canonicalJson(ownedFields(object));
+  return jsonFingerprint(ownedFields(object));
 }

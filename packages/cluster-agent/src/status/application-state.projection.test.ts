@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
+import { jsonFingerprint } from '@gitops/shared';
 import { describe, it } from 'vitest';
 import {
-  canonicalJson,
   PROJECT_CACHE_GRACE_MS,
   projectApplicationState,
   projectCacheLag,
@@ -121,13 +121,16 @@ describe('projectApplicationState', () => {
     const later = structuredClone(application);
     later.status.reconciledAt = '2026-01-01T00:10:00Z';
     assert.equal(
-      canonicalJson(projectApplicationState(later)),
-      canonicalJson(projectApplicationState(application)),
+      jsonFingerprint(projectApplicationState(later)),
+      jsonFingerprint(projectApplicationState(application)),
     );
   });
 
-  it('canonicalJson does not depend on key order', () => {
-    assert.equal(canonicalJson({ a: 1, b: [{ c: 2, d: 3 }] }), canonicalJson({ b: [{ d: 3, c: 2 }], a: 1 }));
+  it('jsonFingerprint does not depend on key order', () => {
+    assert.equal(
+      jsonFingerprint({ a: 1, b: [{ c: 2, d: 3 }] }),
+      jsonFingerprint({ b: [{ d: 3, c: 2 }], a: 1 }),
+    );
   });
 });
 

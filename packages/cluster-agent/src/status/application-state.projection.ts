@@ -131,18 +131,6 @@ export function projectApplicationState(
   return projection;
 }
 
-/** A canonical string of a JSON value (sorted keys), to compare projections cheaply. */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (typeof value === 'object' && value !== null) {
-    const entries = Object.keys(value as Record<string, unknown>)
-      .sort()
-      .map((key) => `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`);
-    return `{${entries.join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}
-
 /** How long after its AppProject was created an Application's "project does not exist" is Argo CD's cache lag. */
 export const PROJECT_CACHE_GRACE_MS = 60_000;
 

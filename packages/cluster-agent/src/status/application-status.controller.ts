@@ -10,6 +10,7 @@ import {
   getOrCreateCounter,
   type Informer,
   ignoreDeletes,
+  jsonFingerprint,
   type KubeObject,
   type Logger,
   newController,
@@ -17,7 +18,7 @@ import {
   splitObjectKey,
 } from '@gitops/shared';
 import { AgentLabel, isUuid } from '../argocd.ts';
-import { canonicalJson, projectApplicationState, projectCacheLag } from './application-state.projection.ts';
+import { projectApplicationState, projectCacheLag } from './application-state.projection.ts';
 
 export interface ApplicationStatusControllerOptions {
   db: Db;
@@ -89,7 +90,7 @@ export function createApplicationStatusController(
         },
       });
       const requeue = graceMs > 0 ? { requeueAfter: graceMs + 1_000 } : undefined;
-      const canonical = canonicalJson(projection);
+      const canonical = jsonFingerprint(projection);
       if (stored.get(id) === canonical) return requeue;
       const result = await writing.submit({ applicationId: id, state: projection });
       if (result === 'application-missing') {
