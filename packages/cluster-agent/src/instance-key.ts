@@ -31,6 +31,7 @@ import {
   type Periodic,
   runPeriodically,
   type StartStep,
+  secretRef,
 } from '@gitops/shared';
 import { FIELD_MANAGER } from './argocd.ts';
 
@@ -118,11 +119,7 @@ export function createInstanceKeys(deps: {
   }
 
   async function read(signal?: AbortSignal) {
-    const secret = await getObject(
-      kc,
-      { apiVersion: 'v1', kind: 'Secret', name: INSTANCE_KEY_SECRET, namespace },
-      { signal },
-    );
+    const secret = await getObject(kc, secretRef(namespace, INSTANCE_KEY_SECRET), { signal });
     return { secret, keys: parseStoredKeys(secret) };
   }
 

@@ -19,7 +19,7 @@ import {
   ServiceAccountSecretKey,
   type ServiceRegistryConnection,
 } from '@gitops/api';
-import { HttpMethod, isNotFound, type KubeObject, kubeRequest, mergePatch } from '@gitops/shared';
+import { HttpMethod, isNotFound, type KubeObject, kubeRequest, mergePatch, secretRef } from '@gitops/shared';
 import {
   accessToken,
   checked,
@@ -134,7 +134,7 @@ async function writeOwnedBinding(
   try {
     await mergePatch(
       ctx.kc,
-      { apiVersion: 'v1', kind: 'Secret', name: content.name, namespace },
+      secretRef(namespace, content.name),
       {
         metadata: { resourceVersion: existing.metadata.resourceVersion },
         data: { ...content.data, ...removed },

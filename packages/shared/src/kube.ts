@@ -444,6 +444,11 @@ export function kindParser<T extends KubeObject>(type: TypeMeta): (raw: unknown)
   };
 }
 
+/** The `ObjectRef` of Secret `name` in `namespace`. */
+export function secretRef(namespace: string, name: string): ObjectRef {
+  return { apiVersion: 'v1', kind: 'Secret', name, namespace };
+}
+
 /** The `ObjectRef` of an object that carries apiVersion and kind. */
 export function refOf(object: KubeObject): ObjectRef {
   if (typeof object.apiVersion !== 'string' || typeof object.kind !== 'string') {

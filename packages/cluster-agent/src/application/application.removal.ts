@@ -17,6 +17,7 @@ import {
   kubeRequest,
   type Logger,
   mergePatch,
+  secretRef,
 } from '@gitops/shared';
 import type { ResourceOutcome } from '../agent-context.ts';
 import type { FeatureContext } from '../agent-feature.ts';
@@ -253,11 +254,7 @@ export async function destinationNotReady(
   const environmentId = destinationEnvironmentId(app);
   if (environmentId === undefined) return undefined;
   const secretName = managedEnvironmentClusterName(environmentId);
-  const secret = await getObject(
-    deps.kc,
-    { apiVersion: 'v1', kind: 'Secret', name: secretName, namespace: deps.namespace },
-    { signal: options.signal },
-  );
+  const secret = await getObject(deps.kc, secretRef(deps.namespace, secretName), { signal: options.signal });
   if (
     clusterSecretSettled(secret, Date.now()) ||
     !(await isManagedEnvironmentOnEngineInstance(deps.db, environmentId, deps.engineInstanceId))

@@ -24,6 +24,7 @@ import {
   kubeRequest,
   type Logger,
   type Registry,
+  secretRef,
   serverSideApply,
 } from '@gitops/shared';
 import type { ResourceOutcome } from '../agent-context.ts';
@@ -139,7 +140,7 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
         ? undefined
         : (await liveSecret(name, signal))?.metadata.labels?.[AgentLabel.ClusterUserId];
       if (isUuid(tenantOfSecret)) tenants.add(tenantOfSecret);
-      changed = await deleteIfExists(kc, { apiVersion: 'v1', kind: 'Secret', name, namespace }, { signal });
+      changed = await deleteIfExists(kc, secretRef(namespace, name), { signal });
       if (changed)
         logger.info(
           { clusterSecret: name },

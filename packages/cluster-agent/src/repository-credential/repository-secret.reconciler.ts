@@ -24,6 +24,7 @@ import {
   kubeRequest,
   type Logger,
   mergePatch,
+  secretRef,
   serverSideApply,
   TerminalError,
 } from '@gitops/shared';
@@ -113,7 +114,7 @@ export function createRepositorySecretReconciler(
       // Keys another manager added (or we owned before, e.g. password → sshPrivateKey): remove them.
       await mergePatch(
         kc,
-        { apiVersion: 'v1', kind: 'Secret', name: desired.metadata.name, namespace },
+        secretRef(namespace, desired.metadata.name),
         { data: Object.fromEntries(extra.map((key) => [key, null])) },
         { fieldManager: FIELD_MANAGER, signal },
       );
@@ -129,11 +130,10 @@ export function createRepositorySecretReconciler(
         let deleted = false;
         for (const secret of await liveSecretsOf(id, signal)) {
           deleted =
-            (await deleteIfExists(
-              kc,
-              { apiVersion: 'v1', kind: 'Secret', name: secret.metadata.name, namespace },
-              { uid: secret.metadata.uid, signal },
-            )) || deleted;
+            (await deleteIfExists(kc, secretRef(namespace, secret.metadata.name), {
+              uid: secret.metadata.uid,
+              signal,
+            })) || deleted;
           logger.info({ secret: secret.metadata.name }, 'repository Secret deleted (its row is gone)');
         }
         return { outcome: { status: 'done', changed: deleted } };
