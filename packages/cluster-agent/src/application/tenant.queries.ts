@@ -27,13 +27,17 @@ export async function readTenantResources(
 ): Promise<TenantResources | undefined> {
   const tenant = await getClusterUser(db, clusterUserId);
   if (!tenant) return undefined;
-  const [specs, credentials, allEnvironments, here, credentialUrlsHere] = await Promise.all([
+  const [specs, credentials, allEnvironments, here] = await Promise.all([
     listApplicationSpecsOfTenant(db, clusterUserId, engineInstanceId),
     listRepositoryCredentialsOfUser(db, clusterUserId, { engineInstanceId }),
     listClusterSecretEnvironmentScopes(db, clusterUserId),
     listClusterSecretEnvironmentIds(db, { clusterUserId, engineInstanceId }),
-    listRepositoryCredentialUrlsOfEngineInstance(db, engineInstanceId),
   ]);
+  // Other tenants' credentials matter only for a tenant that deploys charts: the AppProjects of the others
+  // (most, and every one in a drain's recomputes) are built without reading every credential of the instance.
+  const credentialUrlsHere = specs.some((s) => chartRepoUrls(s.spec).length > 0)
+    ? await listRepositoryCredentialUrlsOfEngineInstance(db, engineInstanceId)
+    : [];
   const withheld = withheldChartRepositories(
     specs.map((s) => s.spec),
     credentials.map((c) => c.normalized_repository_url),
