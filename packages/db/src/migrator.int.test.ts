@@ -250,33 +250,66 @@ describe('migrateToLatest', () => {
     await serving.connect();
     try {
       await copyReleasedMigrations(dir);
-      await sql`create table lock_a (id int); create table lock_b (id int)`.execute(own.db);
+      // The schema's tables are taken before a migration starts (the next test); a cycle can still close on
+      // other locks its statements take, here two advisory locks.
       await writeFile(
         join(dir, '9999_locks.sql'),
-        'LOCK TABLE lock_a IN ACCESS EXCLUSIVE MODE;\nLOCK TABLE lock_b IN ACCESS EXCLUSIVE MODE;\nCREATE TABLE after_locks (id int);\n',
+        'SELECT pg_advisory_xact_lock(9001);\nSELECT pg_advisory_xact_lock(9002);\nCREATE TABLE after_locks (id int);\n',
       );
-      // A running process holds lock_b; the migration takes lock_a and waits for lock_b; then the process asks
-      // for lock_a. PostgreSQL ends the cycle by aborting the waiter whose deadlock check fires first, the
+      // A running process holds lock 9002; the migration takes 9001 and waits for 9002; then the process asks
+      // for 9001. PostgreSQL ends the cycle by aborting the waiter whose deadlock check fires first, the
       // migration (it waited first; the process's check is put off).
       await serving.query('begin');
       await serving.query(`set local deadlock_timeout = '30s'`);
-      await serving.query('lock table lock_b in access exclusive mode');
+      await serving.query('select pg_advisory_xact_lock(9002)');
       const migrating = migrateToLatest(own.db, { migrationsDir: dir });
-      for (let i = 0; ; i++) {
-        const { rows } = await serving.query<{ waiting: number }>(
-          `select count(*)::int as waiting from pg_stat_activity
-           where datname = current_database() and wait_event_type = 'Lock' and wait_event = 'relation'`,
-        );
-        if (rows[0]?.waiting === 1) break;
-        if (i > 600) throw new Error('the migration never waited for lock_b');
-        await sleep(50);
-      }
+      await waitForLockWait(serving, 'advisory', 'the migration never waited for lock 9002');
       // Granted only because the migration's transaction was aborted as the deadlock's victim.
-      await serving.query('lock table lock_a in access exclusive mode');
+      await serving.query('select pg_advisory_xact_lock(9001)');
       await serving.query('commit');
       const result = await migrating;
       assert.deepEqual(result, { applied: ['9999_locks'], newer: [] });
       assert.equal(await tableExists(own.db, 'after_locks'), true);
+    } finally {
+      await serving.end();
+      await own.destroy();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a migration never makes a process serving on the old schema the victim of a deadlock: it takes every table before it starts', async () => {
+    const own = await createTestDatabase();
+    const dir = await mkdtemp(join(tmpdir(), 'gitops-migrations-serving-'));
+    const serving = new pg.Client({ connectionString: own.url });
+    await serving.connect();
+    try {
+      await copyReleasedMigrations(dir);
+      await sql`create table lock_a (id int); create table lock_b (id int)`.execute(own.db);
+      await writeFile(
+        join(dir, '9999_alter.sql'),
+        'ALTER TABLE lock_a ADD COLUMN a int;\nALTER TABLE lock_b ADD COLUMN b int;\n',
+      );
+      // A process serving on the old schema reads lock_b in a transaction, then lock_a, and its deadlock check
+      // fires first: were the migration holding lock_a while waiting for lock_b (statement by statement, as
+      // its SQL reads), the process would be aborted ("deadlock detected") and its user would see an error.
+      await serving.query('begin');
+      await serving.query(`set local deadlock_timeout = '50ms'`);
+      await serving.query('select * from lock_b');
+      const migrating = migrateToLatest(own.db, { migrationsDir: dir });
+      // The migration is in its transaction (Kysely's advisory lock); given time to reach its tables, it waits
+      // on none of them (so this wait runs out): it holds none while lock_b is busy.
+      await waitForLockWait(serving, 'advisory-held', 'the migration never started');
+      await waitForLockWait(serving, 'relation', '', 2_000).catch(() => {});
+      await serving.query('select * from lock_a');
+      await serving.query('commit');
+      assert.deepEqual(await migrating, { applied: ['9999_alter'], newer: [] });
+      const { rows } = await sql<{ column: string }>`
+        select table_name || '.' || column_name as column from information_schema.columns
+        where table_name in ('lock_a', 'lock_b') and column_name in ('a', 'b') order by 1`.execute(own.db);
+      assert.deepEqual(
+        rows.map((r) => r.column),
+        ['lock_a.a', 'lock_b.b'],
+      );
     } finally {
       await serving.end();
       await own.destroy();
@@ -290,3 +323,28 @@ describe('migrateToLatest', () => {
     await rm(join(scratchDir, 'fix-later.sql'));
   });
 });
+
+/**
+ * Until another session of the database waits for a lock of `kind` (`relation`, `advisory`), or, for
+ * `advisory-held`, holds an advisory lock (a migrator in its transaction); throws `message` after `ms`.
+ */
+async function waitForLockWait(
+  client: pg.Client,
+  kind: 'relation' | 'advisory' | 'advisory-held',
+  message: string,
+  ms = 30_000,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const { rows } = await client.query<{ found: boolean }>(
+      // pg_locks, not pg_stat_activity: the latter is read once per transaction, and `client` is in one.
+      `select exists (select 1 from pg_locks l
+         where l.database = (select oid from pg_database where datname = current_database())
+           and l.pid <> pg_backend_pid() and l.locktype = $1 and l.granted = $2) as found`,
+      [kind === 'advisory-held' ? 'advisory' : kind, kind === 'advisory-held'],
+    );
+    if (rows[0]?.found) return;
+    if (Date.now() > deadline) throw new Error(message || `no ${kind} lock wait`);
+    await sleep(20);
+  }
+}

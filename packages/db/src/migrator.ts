@@ -34,11 +34,52 @@ export class SqlFileMigrationProvider implements MigrationProvider {
       const text = await readFile(join(this.#dir, file), 'utf8');
       migrations[match[1]!] = {
         up: async (db) => {
+          await lockSchema(db);
           await sql.raw(text).execute(db);
         },
       };
     }
     return migrations;
+  }
+}
+
+/** How long a migration tries to lock the schema's tables before it fails (transient: tried again). */
+const LOCK_SCHEMA_MS = 20_000;
+
+/**
+ * Before a migration's statements, every table of the schema (Kysely's own two aside) locked
+ * ACCESS EXCLUSIVE in one statement with NOWAIT, tried again under a savepoint until they are all free at once.
+ * A migration that waited for one table while holding another could close a wait cycle with a process still
+ * serving on the old schema during a rolling upgrade, and PostgreSQL aborts whichever waiter checks first:
+ * often the serving process, whose user then reads an error on their object (tier 4's rolling upgrade saw
+ * it). Holding everything before its first statement, the migration never waits on a table while holding
+ * one, so it closes no cycle: serving processes wait for it (milliseconds) instead of failing. Locking again
+ * in the same transaction (the next pending migration) finds the locks already held.
+ */
+async function lockSchema(db: Kysely<unknown>): Promise<void> {
+  const { rows } = await sql<{ relation: string }>`
+    select format('%I.%I', n.nspname, c.relname) as relation
+    from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname = current_schema() and c.relkind in ('r', 'p')
+      and c.relname not in ('kysely_migration', 'kysely_migration_lock')
+    order by c.relname`.execute(db);
+  if (rows.length === 0) return;
+  const lock = sql.raw(
+    `lock table ${rows.map((row) => row.relation).join(', ')} in access exclusive mode nowait`,
+  );
+  const deadline = Date.now() + LOCK_SCHEMA_MS;
+  for (let attempt = 1; ; attempt++) {
+    await sql`savepoint gitops_lock_schema`.execute(db);
+    try {
+      await lock.execute(db);
+      await sql`release savepoint gitops_lock_schema`.execute(db);
+      return;
+    } catch (error) {
+      await sql`rollback to savepoint gitops_lock_schema`.execute(db);
+      // 55P03: a table is in use by another session. Anything else is the migration's own failure.
+      if ((error as { code?: unknown }).code !== '55P03' || Date.now() >= deadline) throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, Math.min(10 * attempt, 200) * (0.5 + Math.random())));
   }
 }
 
