@@ -121,6 +121,13 @@ export const backendConfigSchema = {
     description:
       "how long a GitOpsDeployment's status write waits after the first change Argo CD reports, so the states Argo CD passes through meanwhile become one write (0: write each at once)",
   }),
+  statusProgressIntervalMs: durationVar('GITOPS_STATUS_PROGRESS_INTERVAL', {
+    default: '5s',
+    min: '0ms',
+    max: '10m',
+    description:
+      "how often at most a GitOpsDeployment's status is written while Argo CD is on its way (a sync running, health Progressing, an automated deployment OutOfSync, nothing reported yet); a settled state is written at once (0: every state at once)",
+  }),
   engineInstanceStatusIntervalMs: durationVar('GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL', {
     default: '15s',
     min: '1s',

@@ -3,6 +3,7 @@ import type { GitOpsDeploymentCondition } from '@gitops/api';
 import { describe, test } from 'vitest';
 import {
   desiredStatus,
+  isOnItsWay,
   managedEnvironmentIdOf,
   parseApplicationState,
   RESOURCES_TRUNCATED_CONDITION,
@@ -244,5 +245,55 @@ describe('sync Events from operationState transitions', () => {
       'SyncFailed',
     );
     assert.equal(syncTransitionEvent({ phase: 'Running' }, undefined), undefined);
+  });
+});
+
+describe('states Argo CD is on its way from (written at most every GITOPS_STATUS_PROGRESS_INTERVAL)', () => {
+  const state = (sync?: string, health?: string, phase?: string, condition?: string) => ({
+    ...(sync ? { sync: { status: sync } } : {}),
+    ...(health ? { health: { status: health } } : {}),
+    ...(phase ? { operationState: { phase } } : {}),
+    ...(condition
+      ? { conditions: [{ type: condition, status: 'True', reason: condition, message: 'm' }] }
+      : {}),
+  });
+  test.each([
+    ['nothing reported yet', state(), true, true],
+    ['not compared yet (Unknown/Unknown)', state('Unknown', 'Unknown'), false, true],
+    [
+      'not compared yet, the reconciler reporting an error',
+      state('Unknown', 'Unknown', undefined, 'ErrorOccurred'),
+      false,
+      true,
+    ],
+    ['a sync running', state('OutOfSync', 'Missing', 'Running'), false, true],
+    ['a sync terminating', state('Synced', 'Healthy', 'Terminating'), false, true],
+    ['health Progressing after a sync', state('Synced', 'Progressing', 'Succeeded'), false, true],
+    ['automated, OutOfSync, about to sync', state('OutOfSync', 'Missing'), true, true],
+    [
+      'automated, OutOfSync after an earlier sync succeeded',
+      state('OutOfSync', 'Healthy', 'Succeeded'),
+      true,
+      true,
+    ],
+  ])('on its way: %s', (_, desired, automated, expected) => {
+    assert.equal(isOnItsWay(desired, automated), expected);
+  });
+  test.each([
+    ['Synced and Healthy', state('Synced', 'Healthy', 'Succeeded'), true],
+    ['Synced and Degraded', state('Synced', 'Degraded', 'Succeeded'), true],
+    ['manual, OutOfSync (the user syncs it)', state('OutOfSync', 'Missing'), false],
+    ['automated, OutOfSync after a failed sync', state('OutOfSync', 'Missing', 'Failed'), true],
+    ['automated, OutOfSync after a sync error', state('OutOfSync', 'Missing', 'Error'), true],
+    ['a comparison that failed (Unknown)', state('Unknown', 'Missing'), true],
+    [
+      'a comparison error (Unknown/Unknown and a condition)',
+      state('Unknown', 'Unknown', undefined, 'ComparisonError'),
+      true,
+    ],
+    ['Unknown/Unknown after a sync', state('Unknown', 'Unknown', 'Succeeded'), true],
+    ['health reported alone', state(undefined, 'Healthy'), true],
+  ])('settled, written at once: %s', (_, desired, automated) => {
+    assert.equal(isOnItsWay(desired, automated), false);
   });
 });

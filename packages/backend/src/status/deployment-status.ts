@@ -237,6 +237,37 @@ export function statusPatch(
   return createMergePatch(current, desired);
 }
 
+/**
+ * Whether `desired` is a state Argo CD is still on its way from: a sync running (or terminating), health
+ * Progressing, nothing compared yet (no state, or the agent's Unknown/Unknown of an Application Argo CD has
+ * not looked at: no operation, no condition of Argo CD's), or an automated deployment OutOfSync that no
+ * failed sync explains (Argo CD is about to sync it). Such states are written at most every
+ * GITOPS_STATUS_PROGRESS_INTERVAL; a settled one (Synced, a manual deployment OutOfSync, a failed sync, a
+ * comparison error, Degraded) at once, so what a user waits for or acts on shows without delay while the
+ * states a sync passes through cost no write each.
+ */
+export function isOnItsWay(desired: JsonObject, automated: boolean): boolean {
+  const phase = field(desired, 'operationState', 'phase');
+  if (phase === 'Running' || phase === 'Terminating') return true;
+  const sync = field(desired, 'sync', 'status');
+  const health = field(desired, 'health', 'status');
+  if (sync === undefined && health === undefined) return true;
+  if (health === 'Progressing') return true;
+  if (sync === 'Unknown' && health === 'Unknown' && phase === undefined && !argoCdReportsCondition(desired))
+    return true;
+  return automated && sync === 'OutOfSync' && phase !== 'Failed' && phase !== 'Error';
+}
+
+/** Whether `desired` carries a True condition of Argo CD's (ErrorOccurred is the reconciler's own). */
+function argoCdReportsCondition(desired: JsonObject): boolean {
+  const conditions = Array.isArray(desired.conditions) ? desired.conditions : [];
+  return conditions.some(
+    (c) =>
+      field(c, 'status') === ConditionStatus.True &&
+      field(c, 'type') !== GitOpsDeploymentConditionType.ErrorOccurred,
+  );
+}
+
 export interface SyncEvent {
   type: 'Normal' | 'Warning';
   reason: string;

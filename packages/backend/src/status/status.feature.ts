@@ -1,13 +1,15 @@
 /**
  * The status path: NOTIFY `gitops_application_state_changed` (payload application id) → api_cr_mapping →
  * the GitOpsDeployment's key → read the current projection → merge-patch `/status` when it differs.
- * Keys, not payloads, are queued, so a burst of changes collapses into one write of the latest state. Built
+ * Keys, not payloads, are queued, so a burst of changes collapses into one write of the latest state. A state
+ * Argo CD is on its way from (isOnItsWay) waits up to GITOPS_STATUS_PROGRESS_INTERVAL for the settled one,
+ * which is written at once: a sync's four or five states cost one write, not one each (issue 34). Built
  * with the controller builder `for` the GitOpsDeployment cache: a real change of an object wakes it, not a
  * relist, not a delete and not the echo of its own status write (`createOwnWrites`).
  * Writes carry the cached resourceVersion: a concurrent ErrorOccurred write makes ours fail with 409 and
  * the queue retries on fresh data, so neither writer loses the other's conditions.
  */
-import { Kind } from '@gitops/api';
+import { GitOpsDeploymentType, Kind } from '@gitops/api';
 import {
   type Database,
   getApiCrMappingByUid,
@@ -35,6 +37,7 @@ import { conditionsOf, isBeingDeleted, statusOf } from '../gitops-deployment/git
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
 import {
   desiredStatus,
+  isOnItsWay,
   managedEnvironmentIdOf,
   parseApplicationState,
   statusPatch,
@@ -83,10 +86,17 @@ export function createStatusFeature(
     return row ? { applicationId: mapping.application_id, row } : undefined;
   }
 
+  /** When each object's first state on the way (isOnItsWay) was put off; written by the interval's end. */
+  const onItsWaySince = new Map<string, number>();
+  const progressMs = ctx.config.statusProgressIntervalMs;
+
   const reconcile: Reconciler = async (key, { logger }) => {
     const { namespace, name } = splitObjectKey(key);
     const object = namespace === undefined ? undefined : informer.get(namespace, name);
-    if (!object || isBeingDeleted(object) || !object.metadata.uid) return;
+    if (!object || isBeingDeleted(object) || !object.metadata.uid) {
+      onItsWaySince.delete(key);
+      return;
+    }
     const found = await stateOf(object.metadata.uid, key);
     if (!found) return;
     const { applicationId, row } = found;
@@ -99,7 +109,20 @@ export function createStatusFeature(
       now: now(),
     });
     const patch = statusPatch(statusOf(object), desired);
-    if (patch === undefined) return;
+    if (patch === undefined) {
+      onItsWaySince.delete(key);
+      return;
+    }
+    // A state Argo CD is on its way from waits, counted from the first such state not written: what follows
+    // within the interval replaces it (a sync's states become one write, of the settled one).
+    const automated = isJsonObject(object.spec) && object.spec.type === GitOpsDeploymentType.Automated;
+    if (progressMs > 0 && isOnItsWay(desired, automated)) {
+      const since = onItsWaySince.get(key) ?? performance.now();
+      onItsWaySince.set(key, since);
+      const wait = since + progressMs - performance.now();
+      if (wait > 0) return { requeueAfter: wait };
+    }
+    onItsWaySince.delete(key);
     ownWrites.begin(key);
     let written: KubeObject | undefined;
     try {

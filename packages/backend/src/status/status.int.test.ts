@@ -362,12 +362,13 @@ describe('status path', () => {
     await settled(await statusWhen('echo', 'health from the projection', healthIs('Healthy')));
     const before = await reconciles();
 
-    // A change of Argo CD's state: one reconcile and one status write, whose echo wakes nothing.
+    // A change of Argo CD's state (a settled one: written at once): one reconcile and one status write, whose
+    // echo wakes nothing.
     await writeApplicationState(f.db, application.id, {
       sync: { status: 'Synced', revision: 'abc123' },
-      health: { status: 'Progressing' },
+      health: { status: 'Suspended' },
     });
-    const ours = await statusWhen('echo', 'the new health', healthIs('Progressing'));
+    const ours = await statusWhen('echo', 'the new health', healthIs('Suspended'));
     await settled(ours);
     assert.equal((await reconciles()) - before, 1);
 
@@ -376,7 +377,7 @@ describe('status path', () => {
     const restored = await statusWhen(
       'echo',
       'health written back',
-      (s, o) => o.metadata.resourceVersion !== ours.metadata.resourceVersion && healthIs('Progressing')(s),
+      (s, o) => o.metadata.resourceVersion !== ours.metadata.resourceVersion && healthIs('Suspended')(s),
     );
     await settled(restored);
     assert.equal((await reconciles()) - before, 2);
@@ -397,34 +398,150 @@ describe('status path', () => {
   });
 });
 
+/**
+ * Every status write of deployment `name` in `namespace`, as the health it showed, from a watch started now;
+ * `stop` ends it.
+ */
+async function recordStatusWrites(
+  f: ReturnType<typeof useBackendFixture>,
+  namespace: string,
+  name: string,
+): Promise<{
+  writes: string[];
+  seen: (resourceVersion: string | undefined) => Promise<void>;
+  stop: () => Promise<void>;
+}> {
+  const writes: string[] = [];
+  const informer = createInformer<KubeObject>({
+    kubeConfig: f.kc,
+    resource: { apiVersion: 'managed-gitops.redhat.com/v1alpha1', plural: 'gitopsdeployments' },
+    namespace,
+    registry: createMetricsRegistry({ defaultMetrics: false }),
+    logger: createSilentLogger(),
+  });
+  informer.onUpdate((old, object) => {
+    const health = (statusOf(object).health as { status?: string } | undefined)?.status;
+    const phase = (statusOf(object).operationState as { phase?: string } | undefined)?.phase;
+    if (object.metadata.name === name && !jsonEqual(statusOf(old), statusOf(object)))
+      writes.push([health ?? 'none', phase].filter(Boolean).join('/'));
+  });
+  informer.start();
+  await informer.waitForSync();
+  return {
+    writes,
+    // The informer has seen a written version once it is at least as new as what was read.
+    seen: async (resourceVersion) => {
+      await eventually('the write seen by the watch', async () =>
+        informer.get(namespace, name)?.metadata.resourceVersion === resourceVersion ? true : undefined,
+      );
+    },
+    stop: () => informer.stop(),
+  };
+}
+
+/** The deployment once its status health is `health` (and, given, its operationState phase `phase`). */
+async function deploymentShowing(
+  f: ReturnType<typeof useBackendFixture>,
+  namespace: string,
+  name: string,
+  health: string,
+  phase?: string,
+): Promise<KubeObject> {
+  return eventually(`${health}${phase ? `/${phase}` : ''} on the GitOpsDeployment`, async () => {
+    const o = await f.getDeployment(namespace, name);
+    const status = o ? statusOf(o) : {};
+    return (status.health as { status?: string } | undefined)?.status === health &&
+      (phase === undefined || (status.operationState as { phase?: string } | undefined)?.phase === phase)
+      ? o
+      : undefined;
+  });
+}
+
+const running = { operation: { sync: { revision: 'abc123' } }, phase: 'Running', message: 'syncing' };
+
+describe('status path: the states Argo CD passes through on its way are put off, the settled one written at once', () => {
+  const f = useBackendFixture();
+  let tenant: { name: string; uid: string };
+
+  beforeAll(async () => {
+    // Far longer than the test: no state on the way can be written before the settled one arrives.
+    await f.startBackend({ GITOPS_STATUS_PROGRESS_INTERVAL: '10m' });
+    tenant = await f.createNamespace();
+  });
+
+  test("a sync's states become one status write, of the settled one", async () => {
+    const cr = await f.createDeployment(tenant.name, 'one-write', spec);
+    const application = await f.applicationOf(cr);
+    const watch = await recordStatusWrites(f, tenant.name, 'one-write');
+    try {
+      for (const state of [
+        { sync: { status: 'OutOfSync', revision: 'abc123' }, health: { status: 'Missing' } },
+        {
+          sync: { status: 'OutOfSync', revision: 'abc123' },
+          health: { status: 'Missing' },
+          operationState: running,
+        },
+        { sync: { status: 'Synced', revision: 'abc123' }, health: { status: 'Progressing' }, operationState },
+        { sync: { status: 'Synced', revision: 'abc123' }, health: { status: 'Healthy' }, operationState },
+      ]) {
+        await writeApplicationState(f.db, application.id, state);
+      }
+      const object = await deploymentShowing(f, tenant.name, 'one-write', 'Healthy', 'Succeeded');
+      await watch.seen(object.metadata.resourceVersion);
+      assert.deepEqual(watch.writes, ['Healthy/Succeeded']);
+    } finally {
+      await watch.stop();
+    }
+  });
+
+  test('a failed sync is settled: written at once', async () => {
+    const cr = await f.createDeployment(tenant.name, 'failing', spec);
+    const application = await f.applicationOf(cr);
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'OutOfSync', revision: 'abc123' },
+      health: { status: 'Missing' },
+      operationState: { ...running, phase: 'Failed', message: 'one or more objects failed to apply' },
+    });
+    await deploymentShowing(f, tenant.name, 'failing', 'Missing', 'Failed');
+  });
+});
+
+describe('status path: a state on the way that lasts is written when the interval ends', () => {
+  const f = useBackendFixture();
+  let tenant: { name: string; uid: string };
+
+  beforeAll(async () => {
+    await f.startBackend({ GITOPS_STATUS_PROGRESS_INTERVAL: '1s' });
+    tenant = await f.createNamespace();
+  });
+
+  test('a sync still running shows, with nothing after it to wake the status path', async () => {
+    const cr = await f.createDeployment(tenant.name, 'long-sync', spec);
+    const application = await f.applicationOf(cr);
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'OutOfSync', revision: 'abc123' },
+      health: { status: 'Missing' },
+      operationState: running,
+    });
+    await deploymentShowing(f, tenant.name, 'long-sync', 'Missing', 'Running');
+  });
+});
+
 describe('status path: the states Argo CD passes through within the coalescing window', () => {
   const f = useBackendFixture();
   let tenant: { name: string; uid: string };
 
   beforeAll(async () => {
     // Long enough that the three states below always land inside one window.
-    await f.startBackend({ GITOPS_STATUS_COALESCE_WINDOW: '3s' });
+    // The window alone: every state written as it comes once the window has passed.
+    await f.startBackend({ GITOPS_STATUS_COALESCE_WINDOW: '3s', GITOPS_STATUS_PROGRESS_INTERVAL: '0ms' });
     tenant = await f.createNamespace();
   });
 
   test('three states reported back to back become one status write, of the last', async () => {
     const cr = await f.createDeployment(tenant.name, 'coalesced', spec);
     const application = await f.applicationOf(cr);
-    const writes: string[] = [];
-    const informer = createInformer<KubeObject>({
-      kubeConfig: f.kc,
-      resource: { apiVersion: 'managed-gitops.redhat.com/v1alpha1', plural: 'gitopsdeployments' },
-      namespace: tenant.name,
-      registry: createMetricsRegistry({ defaultMetrics: false }),
-      logger: createSilentLogger(),
-    });
-    informer.onUpdate((old, object) => {
-      const health = (statusOf(object).health as { status?: string } | undefined)?.status;
-      if (object.metadata.name === 'coalesced' && !jsonEqual(statusOf(old), statusOf(object)))
-        writes.push(health ?? 'none');
-    });
-    informer.start();
-    await informer.waitForSync();
+    const watch = await recordStatusWrites(f, tenant.name, 'coalesced');
     try {
       for (const [sync, health] of [
         ['OutOfSync', 'Missing'],
@@ -436,21 +553,11 @@ describe('status path: the states Argo CD passes through within the coalescing w
           health: { status: health },
         });
       }
-      const object = await eventually('Synced/Healthy on the GitOpsDeployment', async () => {
-        const o = await f.getDeployment(tenant.name, 'coalesced');
-        return (statusOf(o ?? cr).health as { status?: string } | undefined)?.status === 'Healthy'
-          ? o
-          : undefined;
-      });
-      // The informer has seen the written version once it is at least as new as what we read.
-      await eventually('the write seen by the watch', async () =>
-        informer.get(tenant.name, 'coalesced')?.metadata.resourceVersion === object?.metadata.resourceVersion
-          ? true
-          : undefined,
-      );
-      assert.deepEqual(writes, ['Healthy']);
+      const object = await deploymentShowing(f, tenant.name, 'coalesced', 'Healthy');
+      await watch.seen(object.metadata.resourceVersion);
+      assert.deepEqual(watch.writes, ['Healthy']);
     } finally {
-      await informer.stop();
+      await watch.stop();
     }
   });
 });
