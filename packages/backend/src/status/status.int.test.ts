@@ -474,7 +474,7 @@ describe('status path: the states Argo CD passes through on its way are put off,
     const application = await f.applicationOf(cr);
     const watch = await recordStatusWrites(f, tenant.name, 'one-write');
     try {
-      for (const state of [
+      const states: Parameters<typeof writeApplicationState>[2][] = [
         { sync: { status: 'OutOfSync', revision: 'abc123' }, health: { status: 'Missing' } },
         {
           sync: { status: 'OutOfSync', revision: 'abc123' },
@@ -483,9 +483,8 @@ describe('status path: the states Argo CD passes through on its way are put off,
         },
         { sync: { status: 'Synced', revision: 'abc123' }, health: { status: 'Progressing' }, operationState },
         { sync: { status: 'Synced', revision: 'abc123' }, health: { status: 'Healthy' }, operationState },
-      ]) {
-        await writeApplicationState(f.db, application.id, state);
-      }
+      ];
+      for (const state of states) await writeApplicationState(f.db, application.id, state);
       const object = await deploymentShowing(f, tenant.name, 'one-write', 'Healthy', 'Succeeded');
       await watch.seen(object.metadata.resourceVersion);
       assert.deepEqual(watch.writes, ['Healthy/Succeeded']);
