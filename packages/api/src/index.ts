@@ -202,8 +202,6 @@ export const RepositoryCredentialEventReason = {
 
 /** Event reasons on GitOpsDeployments (kubectl describe). */
 export const DeploymentEventReason = {
-  ApplicationCreated: 'ApplicationCreated',
-  ApplicationUpdated: 'ApplicationUpdated',
   ApplicationDeleted: 'ApplicationDeleted',
   FinalizerRemoved: 'FinalizerRemoved',
   ErrorOccurred: 'ErrorOccurred',

@@ -407,19 +407,15 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     return again;
   }
 
-  /** A created or updated application: said in the log and in a Normal Event on the deployment. */
-  async function announceChange(object: KubeObject, result: ApplyResult, logger: Logger) {
+  /**
+   * A created or updated application: said in the log. Not an Event: the status says it when Argo CD has
+   * acted on it, and as an Event it was one API write per change that nobody acts on (issue 34).
+   */
+  function announceChange(result: ApplyResult, logger: Logger) {
     if (result.change === 'none') return;
     logger.info(
       { application: result.application.id, operation: result.operation.id, change: result.change },
       `application ${result.change}`,
-    );
-    const created = result.change === 'created';
-    await events.event(
-      GitOpsDeploymentCr.withTypeMeta(object),
-      'Normal',
-      created ? DeploymentEventReason.ApplicationCreated : DeploymentEventReason.ApplicationUpdated,
-      `${created ? 'Created' : 'Updated'} application ${result.application.name} in the database (operation ${result.operation.id})`,
     );
   }
 
@@ -490,7 +486,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     const { result } = applied;
     options.applications?.remember(uid, result.application.id, `${namespace}/${name}`);
     await stale.deleted(applied.stale);
-    await announceChange(object, result, logger);
+    announceChange(result, logger);
     // A change just queued an operation: one is pending, so there is nothing to read to know it.
     if (result.change === 'none') await reportOperationOutcome(object, uid, result.application.id, logger);
     else await writeErrorOccurred(object, { status: 'ok' }, logger);
