@@ -180,6 +180,29 @@ describe('desired Argo CD Application spec of a GitOpsDeployment', () => {
     assert.equal(destinationProblem(parsed.spec, 'other'), undefined);
   });
 
+  test('a NUL anywhere in the spec (PostgreSQL cannot store it) is reported with its path, in values and in keys', () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ source: { ...source, helm: { values: 'a: b\u0000' } } }, 'spec.source.helm.values'],
+      [
+        { source: { ...source, helm: { valuesObject: { deep: [{ x: 'ok' }, { y: '\u0000' }] } } } },
+        'spec.source.helm.valuesObject.deep[1].y',
+      ],
+      [
+        { source: { ...source, helm: { valuesObject: { 'k\u0000': 1 } } } },
+        'spec.source.helm.valuesObject.k\\0',
+      ],
+      [
+        { sources: [source, { ...source, helm: { parameters: [{ name: 'p', value: '\u0000' }] } }] },
+        'spec.sources[1].helm.parameters[0].value',
+      ],
+    ];
+    for (const [spec, path] of cases) {
+      const parsed = parseGitOpsDeploymentSpec({ ...spec, type: 'automated' });
+      assert.equal(parsed.ok, false, path);
+      if (!parsed.ok) assert.equal(parsed.problem, `${path}: must not contain the NUL character`);
+    }
+  });
+
   test('Helm values over 64 KiB as an object, or two of helm, kustomize and directory, are reported', () => {
     const big = parseGitOpsDeploymentSpec({
       source: { ...source, helm: { valuesObject: { blob: 'x'.repeat(70_000) } } },

@@ -211,8 +211,32 @@ export type ParsedGitOpsDeploymentSpec = z.infer<typeof gitOpsDeploymentSpecSche
 
 export type SpecParseResult = { ok: true; spec: ParsedGitOpsDeploymentSpec } | { ok: false; problem: string };
 
+/**
+ * The path of the first string of `value` (a value or a key, at any depth) holding NUL, which PostgreSQL cannot
+ * store in JSON; undefined when there is none. Admission refuses control characters in most fields; this
+ * covers the rest (Helm's valuesObject, parameters, Kustomize's fields) and objects stored before a rule.
+ */
+function nulPath(value: unknown, path: readonly string[]): readonly string[] | undefined {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : undefined;
+  if (typeof value !== 'object' || value === null) return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    // A key is named with its NUL written as \0: the path goes into a condition message.
+    const itemPath = [...path, Array.isArray(value) ? `[${key}]` : key.replaceAll('\u0000', '\\0')];
+    if (key.includes('\u0000')) return itemPath;
+    const found = nulPath(item, itemPath);
+    if (found) return found;
+  }
+  return undefined;
+}
+
 /** Parses `spec` of a GitOpsDeployment read from the API server (never throws). */
 export function parseGitOpsDeploymentSpec(spec: unknown): SpecParseResult {
+  const nul = nulPath(spec, ['spec']);
+  if (nul)
+    return {
+      ok: false,
+      problem: `${nul.join('.').replaceAll('.[', '[')}: must not contain the NUL character`,
+    };
   const result = gitOpsDeploymentSpecSchema.safeParse(spec);
   if (result.success) return { ok: true, spec: result.data };
   const issue = result.error.issues[0];
