@@ -17,11 +17,8 @@ import {
 import { createRenderFeature } from './gitops-repository/render.feature.ts';
 import { createPromotionRunFeature } from './promotion-run/promotion-run.feature.ts';
 import { createDevSandboxProvisioner } from './provisioners/devsandbox.feature.ts';
-import {
-  createNamespaceProvisioner,
-  registerProvisionedTokenExpiry,
-  tokenTimesProblem,
-} from './provisioners/namespace.provisioner.ts';
+import { createNamespaceProvisioner } from './provisioners/namespace.provisioner.ts';
+import { registerProvisionedTokenExpiry, tokenTimesProblem } from './provisioners/namespace-token.ts';
 import {
   createNamespaceTokenRenewal,
   type NamespaceTokenRenewal,
