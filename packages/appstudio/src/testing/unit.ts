@@ -15,7 +15,15 @@ import {
   newController,
 } from '@gitops/shared';
 import { recordingController } from '@gitops/shared/testing';
-import type { ClaimCr, ClassCr, EnvironmentCr, TargetCr } from '../objects.ts';
+import type {
+  ApplicationCr,
+  BindingCr,
+  ClaimCr,
+  ClassCr,
+  EnvironmentCr,
+  PromotionRunCr,
+  TargetCr,
+} from '../objects.ts';
 
 export const NS = 'ns';
 
@@ -90,6 +98,48 @@ export function deploymentTargetClass(name: string, spec: Partial<ClassCr['spec'
     metadata: { name, uid: `uid-${name}`, resourceVersion: '1', generation: 1 },
     spec: { provisioner: 'example.com/provisioner', reclaimPolicy: 'Delete', ...spec },
   } as ClassCr;
+}
+
+export function binding(
+  name: string,
+  spec: Partial<BindingCr['spec']> = {},
+  status: BindingCr['status'] = {},
+  meta: Meta = {},
+): BindingCr {
+  return {
+    ...typeOf(AppStudioKinds.SnapshotEnvironmentBinding),
+    metadata: metadata(name, meta),
+    spec: {
+      application: 'app',
+      environment: 'dev',
+      snapshot: 'snap-1',
+      components: [{ name: 'web' }],
+      ...spec,
+    },
+    status,
+  } as BindingCr;
+}
+
+export function promotionRun(
+  name: string,
+  spec: Partial<NonNullable<PromotionRunCr['spec']>> = {},
+  status: PromotionRunCr['status'] = {},
+  meta: Meta = {},
+): PromotionRunCr {
+  return {
+    ...typeOf(AppStudioKinds.PromotionRun),
+    metadata: metadata(name, meta),
+    spec: { application: 'app', snapshot: 'snap-1', manualPromotion: { targetEnvironment: 'dev' }, ...spec },
+    status,
+  } as PromotionRunCr;
+}
+
+export function application(name: string, meta: Meta = {}): ApplicationCr {
+  return {
+    ...typeOf(AppStudioKinds.Application),
+    metadata: metadata(name, meta),
+    spec: { displayName: name },
+  } as ApplicationCr;
 }
 
 /** Any other object (a Secret, a ManagedEnvironment, a SpaceRequest, ...). */
