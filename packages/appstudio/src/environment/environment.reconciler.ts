@@ -21,7 +21,6 @@ import {
   EnvironmentEventReason,
   EnvironmentMessage,
   EnvironmentReason,
-  EnvironmentTargetMessage,
   Kinds,
   managedEnvironmentName,
   managedEnvironmentSecretName,
@@ -32,7 +31,6 @@ import {
   type EventRecorder,
   getObject,
   type Informer,
-  jsonEqual,
   KubeApiError,
   type KubeConfig,
   type KubeObject,
@@ -45,45 +43,21 @@ import {
 } from '@gitops/shared';
 import { parseConditions, resolved, sameConditions, withError } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
-import { type EnvironmentCr, type Json, ownerReferences, record, specOf, strings, text } from '../objects.ts';
+import { type EnvironmentCr, record } from '../objects.ts';
+import type { ClaimCr, TargetCr } from '../target-matching.ts';
 import {
-  boundTargetOf,
-  type ClaimCr,
-  claimNameOfEnvironment,
-  credentialsOf,
-  isBound,
-  type TargetCr,
-} from '../target-matching.ts';
+  type Desired,
+  desiredOf,
+  ENVIRONMENT_RECHECK_MS,
+  type EnvironmentError,
+  isSecretCopyOf,
+  type ManagedEnvironmentSpec,
+  managedEnvironmentAction,
+} from './environment.render.ts';
 import { environmentOwnerOf } from './environment.watches.ts';
 
 const Environment = AppStudioKinds.Environment;
 const ManagedEnvironment = Kinds.GitOpsDeploymentManagedEnvironment;
-
-/** While a claim or a Secret is missing, look again this often (their kinds are not all watched). */
-const RECHECK_MS = 30_000;
-
-export interface ManagedEnvironmentSpec {
-  apiURL: string;
-  credentialsSecret: string;
-  allowInsecureSkipTLSVerify: boolean;
-  namespaces?: string[];
-  clusterResources: boolean;
-}
-
-/** What the Environment asks for. */
-export type Desired =
-  | { kind: 'error'; reason: string; message: string; requeueAfter?: number }
-  | { kind: 'wait' }
-  | { kind: 'none' }
-  /** `viaClaim`: the Secret is the target's, copied when it is not of the managed-environment type. */
-  | { kind: 'cluster'; spec: ManagedEnvironmentSpec; viaClaim?: boolean };
-
-/** A condition to report: the reason, the message, and when to look again (undefined: at the next event). */
-export interface EnvironmentError {
-  reason: string;
-  message: string;
-  requeueAfter?: number;
-}
 
 type Cache<T extends KubeObject> = Pick<Informer<T>, 'get' | 'list'>;
 
@@ -99,79 +73,6 @@ export interface EnvironmentReconcilerDeps {
   opaqueSecrets: Cache<KubeObject>;
   claims: Cache<ClaimCr>;
   targets: Cache<TargetCr>;
-}
-
-/** What the Environment asks for, from its spec and the cached claim and targets (no API call). */
-export function desiredOf(
-  deps: Pick<EnvironmentReconcilerDeps, 'claims' | 'targets'>,
-  env: EnvironmentCr,
-): Desired {
-  const namespace = env.metadata.namespace ?? '';
-  const claimName = claimNameOfEnvironment(env);
-  const unstable = env.spec?.unstableConfigurationFields;
-  if (claimName && unstable !== undefined)
-    return {
-      kind: 'error',
-      reason: EnvironmentReason.InvalidEnvironment,
-      message: EnvironmentMessage.BothTargets,
-    };
-  if (claimName) return desiredOfClaim(deps, namespace, claimName);
-  if (unstable !== undefined) {
-    const credentials = unstable.kubernetesCredentials;
-    const namespaces = credentials?.namespaces ?? [];
-    return {
-      kind: 'cluster',
-      spec: {
-        apiURL: credentials?.apiURL ?? '',
-        credentialsSecret: credentials?.clusterCredentialsSecret ?? '',
-        allowInsecureSkipTLSVerify: credentials?.allowInsecureSkipTLSVerify === true,
-        ...(namespaces.length > 0 ? { namespaces } : {}),
-        clusterResources: credentials?.clusterResources === true,
-      },
-    };
-  }
-  return { kind: 'none' };
-}
-
-/** The cluster of the target bound to the claim `claimName`, or why there is none yet. */
-function desiredOfClaim(
-  deps: Pick<EnvironmentReconcilerDeps, 'claims' | 'targets'>,
-  namespace: string,
-  claimName: string,
-): Desired {
-  const claim = deps.claims.get(namespace, claimName);
-  if (!claim)
-    return {
-      kind: 'error',
-      reason: EnvironmentReason.DeploymentTargetClaimNotFound,
-      message: EnvironmentMessage.ClaimNotFound,
-      requeueAfter: RECHECK_MS,
-    };
-  if (!isBound(claim)) return { kind: 'wait' };
-  const bound = boundTargetOf(claim, deps.targets.list(namespace));
-  if (bound.kind !== 'found')
-    return {
-      kind: 'error',
-      reason: EnvironmentReason.DeploymentTargetNotFound,
-      message:
-        bound.kind === 'missing'
-          ? EnvironmentTargetMessage.Missing
-          : bound.kind === 'error'
-            ? EnvironmentTargetMessage.Unreadable
-            : EnvironmentTargetMessage.NotFound,
-    };
-  const target = credentialsOf(bound.target);
-  return {
-    kind: 'cluster',
-    viaClaim: true,
-    spec: {
-      apiURL: target.apiURL,
-      credentialsSecret: target.clusterCredentialsSecret,
-      allowInsecureSkipTLSVerify: target.allowInsecureSkipTLSVerify,
-      ...(target.defaultNamespace ? { namespaces: [target.defaultNamespace] } : {}),
-      clusterResources: false,
-    },
-  };
 }
 
 /** Deletes `managed-environment-<name>` if it belongs to the Environment `name` (never someone else's). */
@@ -236,15 +137,6 @@ async function secretNamed(
   );
 }
 
-/** Whether `existing` is the copy of `data` made for the Environment `env` (nothing to write). */
-export function isSecretCopyOf(existing: KubeObject | undefined, env: KubeObject, data: Json): boolean {
-  return (
-    existing !== undefined &&
-    jsonEqual(record(existing.data), data) &&
-    existing.metadata.labels?.[AppStudioLabel.EnvironmentSecret] === env.metadata.name
-  );
-}
-
 /** `managed-environment-secret-<env>`: the target's Secret data under the managed-environment type. */
 export async function applySecretCopy(
   deps: Pick<EnvironmentReconcilerDeps, 'kc' | 'shardLabels' | 'secrets'>,
@@ -285,26 +177,6 @@ export async function deleteSecretCopy(
   if (!existing || existing.metadata.labels?.[AppStudioLabel.EnvironmentSecret] !== env.metadata.name) return;
   if (await deleteIfExists(deps.kc, { ...CoreKinds.Secret, namespace, name }, { uid: existing.metadata.uid }))
     logger.info({ secret: name }, "Secret copy deleted: the target's Secret is gone");
-}
-
-/**
- * What to do with the cached ManagedEnvironment `existing` of `env`: leave it ('foreign': an object of that
- * name another object controls), nothing ('unchanged': our spec and controller ownerReference), or apply.
- */
-export function managedEnvironmentAction(
-  existing: KubeObject | undefined,
-  env: EnvironmentCr,
-  spec: ManagedEnvironmentSpec,
-): 'foreign' | 'unchanged' | 'apply' {
-  if (!existing) return 'apply';
-  const controller = ownerReferences(existing).find((r) => r.controller);
-  if (controller && environmentOwnerOf(existing) !== env.metadata.name) return 'foreign';
-  if (
-    jsonEqual(normalisedSpec(specOf(existing)), normalisedSpec(spec as unknown as Json)) &&
-    hasOurOwnerReference(existing, env)
-  )
-    return 'unchanged';
-  return 'apply';
 }
 
 /**
@@ -377,7 +249,7 @@ export async function deployToCluster(
     return {
       reason: EnvironmentReason.SecretNotFound,
       message: EnvironmentMessage.secretNotFound(secretName),
-      requeueAfter: RECHECK_MS,
+      requeueAfter: ENVIRONMENT_RECHECK_MS,
     };
   }
   const spec = { ...desired.spec };
@@ -471,25 +343,4 @@ export function createEnvironmentReconciler(
     ...caches,
   };
   return (key, { logger }) => reconcileEnvironment(deps, key, logger);
-}
-
-function hasOurOwnerReference(existing: KubeObject, env: KubeObject): boolean {
-  return ownerReferences(existing).some(
-    (r) =>
-      r.apiVersion === Environment.apiVersion &&
-      r.kind === Environment.kind &&
-      r.uid === env.metadata.uid &&
-      r.controller,
-  );
-}
-
-/** The ManagedEnvironment spec fields we set, with absent and empty treated alike. */
-function normalisedSpec(spec: Json): Json {
-  return {
-    apiURL: text(spec.apiURL),
-    credentialsSecret: text(spec.credentialsSecret),
-    allowInsecureSkipTLSVerify: spec.allowInsecureSkipTLSVerify === true,
-    namespaces: strings(spec.namespaces),
-    clusterResources: spec.clusterResources === true,
-  };
 }

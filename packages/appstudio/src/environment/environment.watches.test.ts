@@ -4,23 +4,19 @@ import type { KubeObject } from '@gitops/shared';
 import { handInformer } from '@gitops/shared/testing';
 import { afterEach, beforeEach, describe, it } from 'vitest';
 import type { ClaimCr, EnvironmentCr, TargetCr } from '../objects.ts';
-import { claim, environment, object, target, updated, wiredController } from '../testing/unit.ts';
+import {
+  claim,
+  claimedEnvironment,
+  credentialsEnvironment,
+  environment,
+  object,
+  target,
+  updated,
+  wiredController,
+} from '../testing/unit.ts';
 import { environmentChanged, environmentOwnerOf, watchEnvironmentSources } from './environment.watches.ts';
 
 const Environment = AppStudioKinds.Environment;
-const claimed = (name: string, claimName: string) =>
-  environment(name, { configuration: { target: { deploymentTargetClaim: { claimName } } } });
-const withCredentials = (name: string, secret: string) =>
-  environment(name, {
-    unstableConfigurationFields: {
-      kubernetesCredentials: {
-        targetNamespace: 'apps',
-        apiURL: 'https://c.example',
-        clusterCredentialsSecret: secret,
-        allowInsecureSkipTLSVerify: false,
-      },
-    },
-  });
 const ownedBy = (name: string, owner: string, apiVersion = Environment.apiVersion, controller = true) =>
   object(
     `managed-environment-${name}`,
@@ -95,9 +91,9 @@ describe('Environment watches: which events wake which Environments', () => {
   });
 
   it('a Secret wakes the Environments naming it, those whose claim is bound to a target naming it, and the one its copy was made for', async () => {
-    sources.environments.put(withCredentials('direct', 'creds'));
-    sources.environments.put(withCredentials('other', 'unrelated'));
-    sources.environments.put(claimed('via-claim', 'c1'));
+    sources.environments.put(credentialsEnvironment('direct'));
+    sources.environments.put(credentialsEnvironment('other', { clusterCredentialsSecret: 'unrelated' }));
+    sources.environments.put(claimedEnvironment('via-claim', 'c1'));
     sources.environments.put(environment('copied'));
     sources.claims.put(claim('c1', { targetName: 't1' }));
     sources.targets.put(
@@ -131,8 +127,8 @@ describe('Environment watches: which events wake which Environments', () => {
   });
 
   it('a claim wakes the Environments naming it (every event); a target, those of its claims on spec changes', async () => {
-    sources.environments.put(claimed('dev', 'c1'));
-    sources.environments.put(claimed('prod', 'c2'));
+    sources.environments.put(claimedEnvironment('dev', 'c1'));
+    sources.environments.put(claimedEnvironment('prod', 'c2'));
     const c1 = claim('c1');
     assert.deepEqual(await controller.wakes(() => sources.claims.put(c1)), ['ns/dev']);
     assert.deepEqual(
