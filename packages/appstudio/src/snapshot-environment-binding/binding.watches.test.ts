@@ -8,6 +8,7 @@ import {
   application,
   binding,
   claim,
+  claimedEnvironment,
   environment,
   object,
   target,
@@ -28,8 +29,6 @@ const controlledBy = (b: BindingCr, controller = true) => ({
     },
   ],
 });
-const claimed = (name: string, claimName: string) =>
-  environment(name, { configuration: { target: { deploymentTargetClaim: { claimName } } } });
 
 describe('SnapshotEnvironmentBinding watches: which events wake which bindings', () => {
   let sources: ReturnType<typeof informers>;
@@ -128,7 +127,7 @@ describe('SnapshotEnvironmentBinding watches: which events wake which bindings',
 
   it("the claim of its Environment (every event) and that claim's target (spec, creation, deletion) wake it", async () => {
     sources.bindings.put(binding('b'));
-    sources.environments.put(claimed('dev', 'c'));
+    sources.environments.put(claimedEnvironment('dev', 'c'));
     const c = claim('c');
     assert.deepEqual(await controller.wakes(() => sources.claims.put(c)), ['ns/b']);
     assert.deepEqual(

@@ -3,7 +3,7 @@
  * predicates and watches of a feature around a reconcile that only records its keys, fed by hand-fed
  * informers (`handInformer`): an event in, the keys it wakes out.
  */
-import { AppStudioKinds } from '@gitops/api';
+import { AppStudioKinds, DeploymentTargetAnnotation } from '@gitops/api';
 import {
   type ControllerBuilder,
   createMetricsRegistry,
@@ -55,6 +55,27 @@ export function environment(
   } as EnvironmentCr;
 }
 
+/** An Environment deploying to the target bound to the claim `claimName`. */
+export const claimedEnvironment = (name: string, claimName: string, meta: Meta = {}): EnvironmentCr =>
+  environment(name, { configuration: { target: { deploymentTargetClaim: { claimName } } } }, meta);
+
+/** The credentials of an Environment's `unstableConfigurationFields` (the Secret `creds`, namespace `apps`). */
+export const CREDENTIALS = {
+  targetNamespace: 'apps',
+  apiURL: 'https://c.example',
+  clusterCredentialsSecret: 'creds',
+  allowInsecureSkipTLSVerify: false,
+};
+
+/** An Environment deploying with credentials (`CREDENTIALS` with `overrides`). */
+export const credentialsEnvironment = (
+  name: string,
+  overrides: Partial<typeof CREDENTIALS> & { namespaces?: string[] } = {},
+): EnvironmentCr =>
+  environment(name, {
+    unstableConfigurationFields: { kubernetesCredentials: { ...CREDENTIALS, ...overrides } },
+  });
+
 export function claim(
   name: string,
   spec: Partial<ClaimCr['spec']> = {},
@@ -68,6 +89,15 @@ export function claim(
     status,
   } as ClaimCr;
 }
+
+/** A claim bound to the target `targetName` (Bound, bind-complete). */
+export const boundClaim = (name: string, targetName: string): ClaimCr =>
+  claim(
+    name,
+    { targetName },
+    { phase: 'Bound' },
+    { annotations: { [DeploymentTargetAnnotation.BindComplete]: 'true' } },
+  );
 
 export function target(
   name: string,
