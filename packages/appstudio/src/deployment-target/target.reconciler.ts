@@ -88,6 +88,12 @@ export function reclaimOf(
   return { kind: 'policy', policy, deploymentTargetClass, provisioner };
 }
 
+/** The target's finalizer removed: it goes. */
+async function released(deps: Pick<TargetReconcilerDeps, 'kc'>, target: TargetCr): Promise<Outcome> {
+  await removeFinalizer(deps.kc, Target, target, DeploymentTargetFinalizer.Target);
+  return { gone: true };
+}
+
 /**
  * A target whose claimRef names a claim that is gone (read live): under Retain its claimRef is cleared; under
  * Delete, when a provisioner of this process made it, it is deleted.
@@ -124,14 +130,12 @@ export async function reclaim(
   logger: Logger,
 ): Promise<Outcome> {
   if (how.policy === ReclaimPolicy.Retain || !how.provisioner) {
-    await removeFinalizer(deps.kc, Target, target, DeploymentTargetFinalizer.Target);
-    return { gone: true };
+    return released(deps, target);
   }
   const result = await how.provisioner.deprovision(target, how.deploymentTargetClass, logger);
   switch (result.kind) {
     case 'gone':
-      await removeFinalizer(deps.kc, Target, target, DeploymentTargetFinalizer.Target);
-      return { gone: true };
+      return released(deps, target);
     case 'waiting':
       return { requeueAfter: result.requeueAfter };
     case 'failed':
@@ -158,8 +162,7 @@ export async function targetPass(
   const how = reclaimOf(deps, target);
   if (how.kind === 'no-class') {
     if (!deleting) return {};
-    await removeFinalizer(deps.kc, Target, target, DeploymentTargetFinalizer.Target);
-    return { gone: true };
+    return released(deps, target);
   }
   if (how.kind === 'invalid-policy') return { error: DeploymentTargetMessage.UnexpectedReclaimPolicy };
   if (deleting) return reclaim(deps, target, how, logger);

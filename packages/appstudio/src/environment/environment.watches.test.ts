@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { AppStudioKinds, AppStudioLabel, LEGACY_ENVIRONMENT_OWNER_API_VERSION } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
 import { handInformer } from '@gitops/shared/testing';
-import { afterEach, beforeEach, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import type { ClaimCr, EnvironmentCr, TargetCr } from '../objects.ts';
 import {
   claim,
@@ -12,6 +12,7 @@ import {
   object,
   target,
   updated,
+  useWatches,
   wiredController,
 } from '../testing/unit.ts';
 import { environmentChanged, environmentOwnerOf, watchEnvironmentSources } from './environment.watches.ts';
@@ -27,59 +28,48 @@ const ownedBy = (name: string, owner: string, apiVersion = Environment.apiVersio
   );
 
 describe('Environment watches: which events wake which Environments', () => {
-  let sources: ReturnType<typeof informers>;
-  let controller: ReturnType<typeof wiredController>;
-  const informers = () => ({
-    environments: handInformer<EnvironmentCr>(),
-    managedEnvironments: handInformer<KubeObject>(),
-    secrets: handInformer<KubeObject>(),
-    opaqueSecrets: handInformer<KubeObject>(),
-    claims: handInformer<ClaimCr>(),
-    targets: handInformer<TargetCr>(),
-  });
-  beforeEach(() => {
-    sources = informers();
-    const deps = {
-      environments: sources.environments.informer,
-      managedEnvironments: sources.managedEnvironments.informer,
-      secrets: sources.secrets.informer,
-      opaqueSecrets: sources.opaqueSecrets.informer,
-      claims: sources.claims.informer,
-      targets: sources.targets.informer,
-    };
-    controller = wiredController(deps.environments, { predicates: [environmentChanged] }, (b) =>
-      watchEnvironmentSources(b, deps),
-    );
-  });
-  afterEach(() => controller.stop());
+  const watch = useWatches(
+    () => ({
+      environments: handInformer<EnvironmentCr>(),
+      managedEnvironments: handInformer<KubeObject>(),
+      secrets: handInformer<KubeObject>(),
+      opaqueSecrets: handInformer<KubeObject>(),
+      claims: handInformer<ClaimCr>(),
+      targets: handInformer<TargetCr>(),
+    }),
+    (deps) =>
+      wiredController(deps.environments, { predicates: [environmentChanged] }, (b) =>
+        watchEnvironmentSources(b, deps),
+      ),
+  );
 
   it('the Environment: created, its spec, a relist, its deletion wake it; a status write does not', async () => {
     const env = environment('dev');
-    assert.deepEqual(await controller.wakes(() => sources.environments.put(env)), ['ns/dev']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(env)), ['ns/dev']);
     const written = updated(env, { status: { conditions: [] } });
-    assert.deepEqual(await controller.wakes(() => sources.environments.put(written)), []);
-    assert.deepEqual(await controller.wakes(() => sources.environments.put(written)), ['ns/dev'], 'relist');
+    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(written)), []);
+    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(written)), ['ns/dev'], 'relist');
     const changed = updated(written, { spec: { displayName: 'Dev' } });
-    assert.deepEqual(await controller.wakes(() => sources.environments.put(changed)), ['ns/dev']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(changed)), ['ns/dev']);
     const deleting = updated(changed, { metadata: { deletionTimestamp: '2026-01-01T00:00:00Z' } });
-    assert.deepEqual(await controller.wakes(() => sources.environments.put(deleting)), ['ns/dev']);
-    assert.deepEqual(await controller.wakes(() => sources.environments.remove(deleting)), ['ns/dev']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(deleting)), ['ns/dev']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.environments.remove(deleting)), ['ns/dev']);
   });
 
   it('a ManagedEnvironment wakes the Environment that owns it (either owner form), on spec changes only', async () => {
     const me = ownedBy('dev', 'dev');
-    assert.deepEqual(await controller.wakes(() => sources.managedEnvironments.put(me)), ['ns/dev']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.managedEnvironments.put(me)), ['ns/dev']);
     const statusOnly = updated(me, { status: { conditions: [] } });
-    assert.deepEqual(await controller.wakes(() => sources.managedEnvironments.put(statusOnly)), []);
+    assert.deepEqual(await watch.wakes(() => watch.sources.managedEnvironments.put(statusOnly)), []);
     assert.deepEqual(
-      await controller.wakes(() => sources.managedEnvironments.put(updated(statusOnly, { spec: {} }))),
+      await watch.wakes(() => watch.sources.managedEnvironments.put(updated(statusOnly, { spec: {} }))),
       ['ns/dev'],
     );
-    assert.deepEqual(await controller.wakes(() => sources.managedEnvironments.remove(statusOnly)), [
+    assert.deepEqual(await watch.wakes(() => watch.sources.managedEnvironments.remove(statusOnly)), [
       'ns/dev',
     ]);
     const legacy = ownedBy('old', 'old', LEGACY_ENVIRONMENT_OWNER_API_VERSION, false);
-    assert.deepEqual(await controller.wakes(() => sources.managedEnvironments.put(legacy)), ['ns/old']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.managedEnvironments.put(legacy)), ['ns/old']);
     const foreign = object(
       'managed-environment-x',
       {},
@@ -87,16 +77,18 @@ describe('Environment watches: which events wake which Environments', () => {
         ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', uid: 'u' }],
       },
     );
-    assert.deepEqual(await controller.wakes(() => sources.managedEnvironments.put(foreign)), []);
+    assert.deepEqual(await watch.wakes(() => watch.sources.managedEnvironments.put(foreign)), []);
   });
 
   it('a Secret wakes the Environments naming it, those whose claim is bound to a target naming it, and the one its copy was made for', async () => {
-    sources.environments.put(credentialsEnvironment('direct'));
-    sources.environments.put(credentialsEnvironment('other', { clusterCredentialsSecret: 'unrelated' }));
-    sources.environments.put(claimedEnvironment('via-claim', 'c1'));
-    sources.environments.put(environment('copied'));
-    sources.claims.put(claim('c1', { targetName: 't1' }));
-    sources.targets.put(
+    watch.sources.environments.put(credentialsEnvironment('direct'));
+    watch.sources.environments.put(
+      credentialsEnvironment('other', { clusterCredentialsSecret: 'unrelated' }),
+    );
+    watch.sources.environments.put(claimedEnvironment('via-claim', 'c1'));
+    watch.sources.environments.put(environment('copied'));
+    watch.sources.claims.put(claim('c1', { targetName: 't1' }));
+    watch.sources.targets.put(
       target('t1', {
         kubernetesCredentials: {
           defaultNamespace: 'x',
@@ -106,11 +98,11 @@ describe('Environment watches: which events wake which Environments', () => {
         },
       }),
     );
-    assert.deepEqual(await controller.wakes(() => sources.secrets.put(object('creds'))), [
+    assert.deepEqual(await watch.wakes(() => watch.sources.secrets.put(object('creds'))), [
       'ns/direct',
       'ns/via-claim',
     ]);
-    assert.deepEqual(await controller.wakes(() => sources.opaqueSecrets.put(object('creds'))), [
+    assert.deepEqual(await watch.wakes(() => watch.sources.opaqueSecrets.put(object('creds'))), [
       'ns/direct',
       'ns/via-claim',
     ]);
@@ -121,28 +113,28 @@ describe('Environment watches: which events wake which Environments', () => {
         labels: { [AppStudioLabel.EnvironmentSecret]: 'copied' },
       },
     );
-    assert.deepEqual(await controller.wakes(() => sources.secrets.put(copy)), ['ns/copied']);
-    assert.deepEqual(await controller.wakes(() => sources.secrets.remove(copy)), ['ns/copied']);
-    assert.deepEqual(await controller.wakes(() => sources.secrets.put(object('nobodys'))), []);
+    assert.deepEqual(await watch.wakes(() => watch.sources.secrets.put(copy)), ['ns/copied']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.secrets.remove(copy)), ['ns/copied']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.secrets.put(object('nobodys'))), []);
   });
 
   it('a claim wakes the Environments naming it (every event); a target, those of its claims on spec changes', async () => {
-    sources.environments.put(claimedEnvironment('dev', 'c1'));
-    sources.environments.put(claimedEnvironment('prod', 'c2'));
+    watch.sources.environments.put(claimedEnvironment('dev', 'c1'));
+    watch.sources.environments.put(claimedEnvironment('prod', 'c2'));
     const c1 = claim('c1');
-    assert.deepEqual(await controller.wakes(() => sources.claims.put(c1)), ['ns/dev']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(c1)), ['ns/dev']);
     assert.deepEqual(
-      await controller.wakes(() => sources.claims.put(updated(c1, { status: { phase: 'Bound' } }))),
+      await watch.wakes(() => watch.sources.claims.put(updated(c1, { status: { phase: 'Bound' } }))),
       ['ns/dev'],
     );
     const t = target('t1', { claimRef: 'c1' });
-    assert.deepEqual(await controller.wakes(() => sources.targets.put(t)), ['ns/dev']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.targets.put(t)), ['ns/dev']);
     const statusOnly = updated(t, { status: { phase: 'Bound' } });
-    assert.deepEqual(await controller.wakes(() => sources.targets.put(statusOnly)), []);
+    assert.deepEqual(await watch.wakes(() => watch.sources.targets.put(statusOnly)), []);
     // A target named by a claim's targetName (no claimRef yet).
-    sources.claims.put(claim('c2', { targetName: 't2' }));
-    assert.deepEqual(await controller.wakes(() => sources.targets.put(target('t2'))), ['ns/prod']);
-    assert.deepEqual(await controller.wakes(() => sources.targets.remove(statusOnly)), ['ns/dev']);
+    watch.sources.claims.put(claim('c2', { targetName: 't2' }));
+    assert.deepEqual(await watch.wakes(() => watch.sources.targets.put(target('t2'))), ['ns/prod']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.targets.remove(statusOnly)), ['ns/dev']);
   });
 });
 

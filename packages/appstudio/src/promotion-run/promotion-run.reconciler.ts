@@ -115,13 +115,6 @@ export interface PromotionRunSteps {
 
 const writeStatus = (deps: Pick<PromotionRunSteps, 'kc'>, run: PromotionRunCr, patch: Json) =>
   writeChangedStatus(deps.kc, PromotionRun, run, patch);
-const event = (
-  deps: Pick<PromotionRunSteps, 'events'>,
-  run: PromotionRunCr,
-  type: 'Normal' | 'Warning',
-  reason: string,
-  message: string,
-) => deps.events.event(run, type, reason, message);
 /** While waiting, look again at least every POLL_MS, and at the step's timeout. */
 const poll = (pass: StepPass) => Math.min(POLL_MS, pass.remainingMs);
 
@@ -134,7 +127,7 @@ async function fail(
   const conditions = errorCondition(run, 'True', 'ErrorOccurred', message, deps.now());
   if (!sameConditions(conditions, parseConditions(run.status?.conditions))) {
     await writeStatus(deps, run, { conditions });
-    await event(deps, run, 'Warning', PromotionEventReason.ErrorOccurred, message);
+    await deps.events.event(run, 'Warning', PromotionEventReason.ErrorOccurred, message);
   }
   return requeueAfter === undefined ? undefined : { requeueAfter };
 }
@@ -149,7 +142,7 @@ export async function waitForEarlierRun(deps: PromotionRunSteps, run: PromotionR
   if (!earlier) return false;
   const message = PromotionRunMessage.waitingForRun(earlier.metadata.name, application);
   if (run.status?.state !== PromotionRunState.Waiting)
-    await event(deps, run, 'Normal', PromotionEventReason.PromotionWaiting, message);
+    await deps.events.event(run, 'Normal', PromotionEventReason.PromotionWaiting, message);
   await writeStatus(deps, run, {
     state: PromotionRunState.Waiting,
     conditions: errorCondition(run, 'False', 'WaitingForActivePromotion', message, deps.now()),
@@ -196,7 +189,7 @@ export async function startStep(
     );
     stepStart = kubeTime(now);
     const message = `promoting snapshot ${snapshot} to ${current}`;
-    await event(deps, run, 'Normal', PromotionEventReason.PromotionStarted, message);
+    await deps.events.event(run, 'Normal', PromotionEventReason.PromotionStarted, message);
   }
   const recorded = await writeStatus(deps, run, {
     state: PromotionRunState.Active,
@@ -235,7 +228,7 @@ async function complete(
     state: PromotionRunState.Complete,
     completionResult: PromotionRunResult.Success,
   });
-  await event(deps, cached, 'Normal', PromotionEventReason.PromotionSucceeded, message);
+  await deps.events.event(cached, 'Normal', PromotionEventReason.PromotionSucceeded, message);
   return undefined;
 }
 
@@ -255,7 +248,7 @@ async function endInFailure(deps: PromotionRunSteps, pass: StepPass, message: st
     ),
     conditions: errorCondition(pass.run, 'True', 'ErrorOccurred', message, deps.now()),
   });
-  await event(deps, pass.cached, 'Warning', PromotionEventReason.PromotionFailed, message);
+  await deps.events.event(pass.cached, 'Warning', PromotionEventReason.PromotionFailed, message);
   return undefined;
 }
 
@@ -297,7 +290,7 @@ async function bindingFor(
     throw err;
   });
   const message = `SnapshotEnvironmentBinding ${name} generated for environment ${environment}`;
-  await event(deps, run, 'Normal', PromotionEventReason.BindingGenerated, message);
+  await deps.events.event(run, 'Normal', PromotionEventReason.BindingGenerated, message);
   return created;
 }
 
@@ -380,7 +373,7 @@ export async function followDeployments(
     PromotionRunMessage.AllSyncedHealthy,
   );
   const message = `snapshot ${pass.snapshot} deployed to ${current}`;
-  await event(deps, pass.cached, 'Normal', PromotionEventReason.EnvironmentPromoted, message);
+  await deps.events.event(pass.cached, 'Normal', PromotionEventReason.EnvironmentPromoted, message);
   const started = new Set(steps.map((s) => s.environmentName));
   const more = pass.automated
     ? nextAutomatedEnvironment(

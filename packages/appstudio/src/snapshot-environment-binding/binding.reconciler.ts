@@ -119,13 +119,6 @@ export interface BindingSteps {
 
 const writeStatus = (deps: Pick<BindingSteps, 'kc'>, binding: BindingCr, patch: Json) =>
   writeChangedStatus(deps.kc, Binding, binding, patch);
-const event = (
-  deps: Pick<BindingSteps, 'events'>,
-  binding: BindingCr,
-  type: 'Normal' | 'Warning',
-  reason: string,
-  message: string,
-) => deps.events.event(binding, type, reason, message);
 
 async function fail(
   deps: BindingSteps,
@@ -137,7 +130,7 @@ async function fail(
   const next = withError(pass.conditions, reason, message, pass.now);
   if (!sameConditions(pass.conditions, next)) {
     await writeStatus(deps, pass.binding, { bindingConditions: next });
-    await event(deps, pass.binding, 'Warning', BindingEventReason.ErrorOccurred, message);
+    await deps.events.event(pass.binding, 'Warning', BindingEventReason.ErrorOccurred, message);
   }
   return requeueAfter === undefined ? undefined : { requeueAfter };
 }
@@ -153,8 +146,7 @@ async function deleteStale(deps: BindingSteps, pass: Pass, keep: ReadonlySet<str
     const ref = { ...GitOpsDeployment, namespace: d.metadata.namespace, name: d.metadata.name };
     if (!(await deleteIfExists(deps.kc, ref, { uid: d.metadata.uid }))) continue;
     pass.logger.info({ deployment: d.metadata.name }, 'GitOpsDeployment deleted');
-    await event(
-      deps,
+    await deps.events.event(
       binding,
       'Normal',
       BindingEventReason.GitOpsDeploymentDeleted,
@@ -172,7 +164,7 @@ export async function applicationMissing(deps: BindingSteps, pass: Pass): Promis
   if (await deleteIfExists(deps.kc, ref, { uid: binding.metadata.uid })) {
     pass.logger.info({ application }, 'binding deleted: its Application does not exist');
     const message = `binding deleted: Application '${application}' does not exist`;
-    await event(deps, binding, 'Warning', BindingEventReason.ApplicationNotFound, message);
+    await deps.events.event(binding, 'Warning', BindingEventReason.ApplicationNotFound, message);
   }
   return undefined;
 }
@@ -319,8 +311,7 @@ async function applyDeployment(
       force: true,
     });
     if (before?.metadata.resourceVersion !== live.metadata.resourceVersion)
-      await event(
-        deps,
+      await deps.events.event(
         binding,
         'Normal',
         before ? BindingEventReason.GitOpsDeploymentUpdated : BindingEventReason.GitOpsDeploymentCreated,
@@ -369,8 +360,7 @@ export async function writeResult(
     ...(sameConditions(pass.conditions, next) ? {} : { bindingConditions: next }),
   });
   if (pass.conditions.some((c) => c.type === 'ErrorOccurred' && c.status === 'True'))
-    await event(
-      deps,
+    await deps.events.event(
       binding,
       'Normal',
       BindingEventReason.ErrorOccurredResolved,

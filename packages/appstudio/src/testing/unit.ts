@@ -14,7 +14,8 @@ import {
   type KubeObject,
   newController,
 } from '@gitops/shared';
-import { recordingController } from '@gitops/shared/testing';
+import { type HandInformer, recordingController } from '@gitops/shared/testing';
+import { afterEach, beforeEach } from 'vitest';
 import type {
   ApplicationCr,
   BindingCr,
@@ -238,4 +239,38 @@ export function cacheOf<T extends KubeObject>(...objects: T[]): Pick<Informer<T>
       objects.find((o) => o.metadata.name === name && o.metadata.namespace === namespace),
     list: (namespace) => objects.filter((o) => namespace === undefined || o.metadata.namespace === namespace),
   };
+}
+
+/** The informers of hand-fed sources, by the same names (what a feature's deps take). */
+export type InformersOf<S extends Record<string, HandInformer<KubeObject>>> = {
+  [K in keyof S]: S[K]['informer'];
+};
+
+/**
+ * A watches test's setup: before each test, fresh hand-fed `sources` (`given()`) and the controller `wire`
+ * builds from their informers (with `wiredController`); stopped after each. `wakes(event)` answers the keys
+ * one event woke.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: any kind of object per source.
+export function useWatches<S extends Record<string, HandInformer<any>>>(
+  given: () => S,
+  wire: (deps: InformersOf<S>) => ReturnType<typeof wiredController>,
+) {
+  const state = {
+    sources: {} as S,
+    controller: undefined as ReturnType<typeof wiredController> | undefined,
+    wakes: (event: () => void): Promise<string[]> => {
+      if (!state.controller) throw new Error('useWatches: no controller (outside a test?)');
+      return state.controller.wakes(event);
+    },
+  };
+  beforeEach(() => {
+    state.sources = given();
+    const deps = Object.fromEntries(
+      Object.entries(state.sources).map(([name, source]) => [name, source.informer]),
+    );
+    state.controller = wire(deps as InformersOf<S>);
+  });
+  afterEach(() => state.controller?.stop());
+  return state;
 }
