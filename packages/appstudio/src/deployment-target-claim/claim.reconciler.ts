@@ -27,12 +27,10 @@ import {
 import {
   collectionPath,
   deleteIfExists,
-  type EventRecorder,
   getObject,
   HttpMethod,
   type Informer,
   isConflict,
-  type KubeConfig,
   kindParser,
   kubeRequest,
   type Logger,
@@ -43,6 +41,7 @@ import {
   withTypeMeta,
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
+import { type StepContext, stepContext } from '../controller.ts';
 import type { Provisioner } from '../provisioners/provisioner.ts';
 import {
   annotationOf,
@@ -72,10 +71,7 @@ export interface Outcome {
 }
 
 /** What the steps use: the context's client, recorder and clock, the caches they read, the provisioners. */
-export interface ClaimReconcilerDeps {
-  kc: KubeConfig;
-  events: Pick<EventRecorder, 'event'>;
-  now: () => Date;
+export interface ClaimReconcilerDeps extends Pick<StepContext, 'kc' | 'events' | 'now'> {
   claims: Pick<Informer<ClaimCr>, 'get'>;
   targets: Pick<Informer<TargetCr>, 'get' | 'list'>;
   classes: Pick<Informer<ClassCr>, 'get'>;
@@ -390,6 +386,6 @@ export function createClaimReconciler(
   ctx: AppStudioContext,
   caches: Omit<ClaimReconcilerDeps, 'kc' | 'events' | 'now'>,
 ): Reconciler {
-  const deps: ClaimReconcilerDeps = { kc: ctx.kc, events: ctx.events, now: ctx.now, ...caches };
+  const deps: ClaimReconcilerDeps = { ...stepContext(ctx), ...caches };
   return (key, context) => reconcileClaim(deps, key, context);
 }

@@ -23,7 +23,6 @@ import {
   getObject,
   type Informer,
   isConflict,
-  type KubeConfig,
   type Logger,
   type ReconcileResult,
   type Reconciler,
@@ -31,6 +30,7 @@ import {
   splitObjectKey,
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
+import { type StepContext, stepContext } from '../controller.ts';
 import type { Provisioner } from '../provisioners/provisioner.ts';
 import {
   annotationOf,
@@ -56,9 +56,7 @@ export interface Outcome {
 }
 
 /** What the steps use: the context's client and clock, the caches they read, the provisioners. */
-export interface TargetReconcilerDeps {
-  kc: KubeConfig;
-  now: () => Date;
+export interface TargetReconcilerDeps extends Pick<StepContext, 'kc' | 'now'> {
   targets: Pick<Informer<TargetCr>, 'get'>;
   classes: Pick<Informer<ClassCr>, 'get'>;
   provisioners: readonly Provisioner[];
@@ -196,6 +194,6 @@ export function createTargetReconciler(
   ctx: AppStudioContext,
   caches: Omit<TargetReconcilerDeps, 'kc' | 'now'>,
 ): Reconciler {
-  const deps: TargetReconcilerDeps = { kc: ctx.kc, now: ctx.now, ...caches };
+  const deps: TargetReconcilerDeps = { ...stepContext(ctx), ...caches };
   return (key, { logger }) => reconcileTarget(deps, key, logger);
 }

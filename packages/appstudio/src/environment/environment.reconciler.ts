@@ -28,11 +28,9 @@ import {
 } from '@gitops/api';
 import {
   deleteIfExists,
-  type EventRecorder,
   getObject,
   type Informer,
   KubeApiError,
-  type KubeConfig,
   type KubeObject,
   type Logger,
   patchStatus,
@@ -43,6 +41,7 @@ import {
 } from '@gitops/shared';
 import { parseConditions, resolved, sameConditions, withError } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
+import { type StepContext, stepContext } from '../controller.ts';
 import { type EnvironmentCr, record } from '../objects.ts';
 import type { ClaimCr, TargetCr } from '../target-matching.ts';
 import {
@@ -62,11 +61,7 @@ const ManagedEnvironment = Kinds.GitOpsDeploymentManagedEnvironment;
 type Cache<T extends KubeObject> = Pick<Informer<T>, 'get' | 'list'>;
 
 /** What the steps use: the context's client, recorder, clock and shard labels, and the caches they read. */
-export interface EnvironmentReconcilerDeps {
-  kc: KubeConfig;
-  events: Pick<EventRecorder, 'event'>;
-  now: () => Date;
-  shardLabels: Readonly<Record<string, string>>;
+export interface EnvironmentReconcilerDeps extends StepContext {
   environments: Cache<EnvironmentCr>;
   managedEnvironments: Cache<KubeObject>;
   secrets: Cache<KubeObject>;
@@ -335,12 +330,6 @@ export function createEnvironmentReconciler(
   ctx: AppStudioContext,
   caches: Omit<EnvironmentReconcilerDeps, 'kc' | 'events' | 'now' | 'shardLabels'>,
 ): Reconciler {
-  const deps: EnvironmentReconcilerDeps = {
-    kc: ctx.kc,
-    events: ctx.events,
-    now: ctx.now,
-    shardLabels: ctx.shardLabels,
-    ...caches,
-  };
+  const deps: EnvironmentReconcilerDeps = { ...stepContext(ctx), ...caches };
   return (key, { logger }) => reconcileEnvironment(deps, key, logger);
 }

@@ -28,11 +28,9 @@ import {
 } from '@gitops/api';
 import {
   collectionPath,
-  type EventRecorder,
   getObject,
   HttpMethod,
   type Informer,
-  type KubeConfig,
   type KubeObject,
   kubeRequest,
   kubeTime,
@@ -43,6 +41,7 @@ import {
 } from '@gitops/shared';
 import { parseConditions, sameConditions } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
+import { type StepContext, stepContext } from '../controller.ts';
 import { renderStateOf } from '../gitops-repository/render.status.ts';
 import { byApplication, type NamespacedLookup } from '../indexes.ts';
 import {
@@ -100,11 +99,7 @@ export interface StepPass {
 export type Outcome = ReconcileResult | undefined;
 
 /** What the steps use: the context's client, recorder, clock and settings, the caches and lookups they read. */
-export interface PromotionRunSteps {
-  kc: KubeConfig;
-  events: Pick<EventRecorder, 'event'>;
-  now: () => Date;
-  shardLabels: Readonly<Record<string, string>>;
+export interface PromotionRunSteps extends StepContext {
   promotionTimeoutMs: number;
   promotionRuns: Pick<Informer<PromotionRunCr>, 'get'>;
   bindings: Pick<Informer<BindingCr>, 'get'>;
@@ -413,10 +408,7 @@ export function createPromotionRunReconciler(
   deps: PromotionRunReconcilerDeps,
 ): Reconciler {
   const steps: PromotionRunSteps = {
-    kc: ctx.kc,
-    events: ctx.events,
-    now: ctx.now,
-    shardLabels: ctx.shardLabels,
+    ...stepContext(ctx),
     promotionTimeoutMs: ctx.promotionTimeoutMs,
     ...deps,
     runsOfApplication: byApplication(deps.promotionRuns),

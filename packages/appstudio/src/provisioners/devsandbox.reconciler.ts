@@ -27,7 +27,6 @@ import {
   getObject,
   type Informer,
   isConflict,
-  type KubeConfig,
   type KubeObject,
   kindParser,
   type Logger,
@@ -37,6 +36,7 @@ import {
   splitObjectKey,
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
+import { type StepContext, stepContext } from '../controller.ts';
 import type { NamespacedLookup } from '../indexes.ts';
 import { type Json, list, record, specOf, statusOf, text } from '../objects.ts';
 import {
@@ -65,10 +65,7 @@ const RECHECK_MS = 30_000;
 export const provisionedTargetName = (claim: string): string => `${claim}-dt`;
 
 /** What the steps use: the context's client, clock and shard labels, the caches and lookups they read. */
-export interface DevSandboxDeps {
-  kc: KubeConfig;
-  now: () => Date;
-  shardLabels: Readonly<Record<string, string>>;
+export interface DevSandboxDeps extends Pick<StepContext, 'kc' | 'now' | 'shardLabels'> {
   spaceRequests: Pick<Informer<KubeObject>, 'get'>;
   /** The SpaceRequests of the provisioner's tier by their claim or target label. */
   spaceRequestsOf: SpaceRequestsOf;
@@ -278,12 +275,12 @@ export function createSpaceRequestReconciler(deps: DevSandboxDeps): Reconciler {
 
 /** The steps' deps from the context and the provisioner's informers. */
 export function devSandboxDeps(
-  ctx: Pick<AppStudioContext, 'kc' | 'now' | 'shardLabels'>,
+  ctx: AppStudioContext,
   caches: Pick<
     DevSandboxDeps,
     'spaceRequests' | 'spaceRequestsOf' | 'targets' | 'targetsByClaimRef' | 'classes'
   >,
   allowInsecureSkipTLSVerify?: boolean,
 ): DevSandboxDeps {
-  return { kc: ctx.kc, now: ctx.now, shardLabels: ctx.shardLabels, ...caches, allowInsecureSkipTLSVerify };
+  return { ...stepContext(ctx), ...caches, allowInsecureSkipTLSVerify };
 }

@@ -32,6 +32,7 @@ import {
   kubeRequest,
   type Logger,
 } from '@gitops/shared';
+import type { StepContext } from '../controller.ts';
 import {
   annotationOf,
   type ClaimCr,
@@ -50,10 +51,7 @@ const Claim = AppStudioKinds.DeploymentTargetClaim;
 const NAMESPACE_RECHECK_MS = 2_000;
 
 /** What the steps use. */
-export interface NamespaceProvisionerDeps {
-  kc: KubeConfig;
-  now: () => Date;
-  shardLabels: Readonly<Record<string, string>>;
+export interface NamespaceProvisionerDeps extends Pick<StepContext, 'kc' | 'now' | 'shardLabels'> {
   /** The API server URL and CA its kubeconfigs name. */
   cluster: { apiURL: string; caPem?: string };
   /** How long a ServiceAccount token is asked for. */

@@ -29,12 +29,10 @@ import {
 } from '@gitops/api';
 import {
   deleteIfExists,
-  type EventRecorder,
   getObject,
   type Informer,
   KubeApiError,
   type KubeCondition,
-  type KubeConfig,
   type KubeObject,
   type Logger,
   type ReconcileResult,
@@ -44,6 +42,7 @@ import {
 } from '@gitops/shared';
 import { parseConditions, sameConditions, withError, withSuccess } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
+import { type StepContext, stepContext } from '../controller.ts';
 import { byApplication, controlledObjects, type NamespacedLookup } from '../indexes.ts';
 import { ageMs, type BindingCr, createdBefore, type Json, ownerReferences } from '../objects.ts';
 import {
@@ -100,11 +99,7 @@ function controlledBy(deployment: KubeObject, binding: KubeObject): boolean {
 }
 
 /** What the steps use: the context's client, recorder, clock and settings, the caches and lookups they read. */
-export interface BindingSteps {
-  kc: KubeConfig;
-  events: Pick<EventRecorder, 'event'>;
-  now: () => Date;
-  shardLabels: Readonly<Record<string, string>>;
+export interface BindingSteps extends StepContext {
   applicationGracePeriodMs: number;
   bindings: Pick<Informer<BindingCr>, 'get'>;
   environments: Pick<Informer<EnvironmentCr>, 'get'>;
@@ -406,10 +401,7 @@ export async function reconcileBinding(deps: BindingSteps, key: string, logger: 
 /** The binding reconciler over the context and the feature's informers. */
 export function createBindingReconciler(ctx: AppStudioContext, deps: BindingReconcilerDeps): Reconciler {
   const steps: BindingSteps = {
-    kc: ctx.kc,
-    events: ctx.events,
-    now: ctx.now,
-    shardLabels: ctx.shardLabels,
+    ...stepContext(ctx),
     applicationGracePeriodMs: ctx.applicationGracePeriodMs,
     ...deps,
     bindingsOfApplication: byApplication(deps.bindings),
