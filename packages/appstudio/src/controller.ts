@@ -12,9 +12,11 @@
  */
 import {
   type Controller,
+  type EventRecorder,
   type ForOptions,
   type Informer,
   isNamespaceTerminating,
+  type KubeConfig,
   type KubeObject,
   newController,
   type Reconciler,
@@ -45,4 +47,20 @@ export function newAppStudioController(ctx: AppStudioContext, name: string) {
     for: (informer: Informer<KubeObject>, options?: ForOptions<KubeObject>) =>
       builder.for(informer, options).withOptions({ concurrency: ctx.concurrency }),
   };
+}
+
+/**
+ * What a reconciler's steps take from the context (each step's `deps` picks what it uses, next to the caches
+ * it reads): plain enough that a unit test passes its own (a recorder that keeps the Events, a fixed clock).
+ */
+export interface StepContext {
+  kc: KubeConfig;
+  events: Pick<EventRecorder, 'event'>;
+  now: () => Date;
+  shardLabels: Readonly<Record<string, string>>;
+}
+
+/** The step context of `ctx`. */
+export function stepContext(ctx: AppStudioContext): StepContext {
+  return { kc: ctx.kc, events: ctx.events, now: ctx.now, shardLabels: ctx.shardLabels };
 }

@@ -17,11 +17,8 @@ import {
 import { createRenderFeature } from './gitops-repository/render.feature.ts';
 import { createPromotionRunFeature } from './promotion-run/promotion-run.feature.ts';
 import { createDevSandboxProvisioner } from './provisioners/devsandbox.feature.ts';
-import {
-  createNamespaceProvisioner,
-  registerProvisionedTokenExpiry,
-  tokenTimesProblem,
-} from './provisioners/namespace.provisioner.ts';
+import { createNamespaceProvisioner } from './provisioners/namespace.provisioner.ts';
+import { registerProvisionedTokenExpiry, tokenTimesProblem } from './provisioners/namespace-token.ts';
 import {
   createNamespaceTokenRenewal,
   type NamespaceTokenRenewal,
@@ -30,7 +27,7 @@ import type { Provisioner } from './provisioners/provisioner.ts';
 import { createBindingFeature } from './snapshot-environment-binding/binding.feature.ts';
 
 export { type AppStudioContext, type AppStudioOptions, requireAppStudioApi } from './context.ts';
-export { environmentOwnerOf } from './environment/environment.feature.ts';
+export { environmentOwnerOf } from './environment/environment.watches.ts';
 export { RENDER_ANNOTATION } from './gitops-repository/render.ts';
 export { gitOpsDeploymentName } from './snapshot-environment-binding/binding.render.ts';
 

@@ -1,77 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { controllerOwnerKeys, type KeyController, keysFromIndex, newController } from './builder.ts';
-import {
-  type AddHandler,
-  createCacheIndexes,
-  type DeleteHandler,
-  type IndexFunc,
-  type Informer,
-  namespacedIndexValue,
-  type UpdateHandler,
-} from './informer.ts';
+import { controllerOwnerKeys, keysFromIndex, newController } from './builder.ts';
+import { createCacheIndexes, namespacedIndexValue } from './informer.ts';
 import { type KubeObject, objectKey } from './kube.ts';
 import { createSilentLogger } from './logger.ts';
 import { createMetricsRegistry } from './metrics.ts';
 import { anyOf, generationChanged, relist } from './predicates.ts';
-
-/**
- * An informer whose events the test delivers by hand (the cache, its indexes and the handlers as the real
- * one keeps them): what the builder subscribes to. The real informer's indexes against the API server are
- * tested in informer.int.test.ts.
- */
-function handInformer<T extends KubeObject = KubeObject>() {
-  const cache = new Map<string, T>();
-  const indexes = createCacheIndexes<T>();
-  const adds = new Set<AddHandler<T>>();
-  const updates = new Set<UpdateHandler<T>>();
-  const deletes = new Set<DeleteHandler<T>>();
-  const byIndex = (name: string, value: string) =>
-    indexes.keys(name, value).flatMap((key) => cache.get(key) ?? []);
-  const informer: Informer<T> = {
-    start: () => undefined,
-    stop: async () => undefined,
-    hasSynced: () => true,
-    waitForSync: async () => true,
-    list: (namespace) =>
-      [...cache.values()].filter((o) => namespace === undefined || o.metadata.namespace === namespace),
-    get: (namespace, name) => cache.get(namespace ? `${namespace}/${name}` : name),
-    addIndexers: (indexers: Record<string, IndexFunc<T>>) => indexes.add(indexers, cache),
-    byIndex,
-    onAdd: (h) => {
-      adds.add(h);
-      return () => adds.delete(h);
-    },
-    onUpdate: (h) => {
-      updates.add(h);
-      return () => updates.delete(h);
-    },
-    onDelete: (h) => {
-      deletes.add(h);
-      return () => deletes.delete(h);
-    },
-    lastResourceVersion: () => '',
-  };
-  return {
-    informer,
-    /** Adds or updates the object (an update when its key is cached). */
-    put(object: T) {
-      const key = objectKey(object);
-      const old = cache.get(key);
-      cache.set(key, object);
-      indexes.update(key, old, object);
-      if (old) for (const h of updates) h(old, object);
-      else for (const h of adds) h(object);
-    },
-    remove(object: T) {
-      const key = objectKey(object);
-      const old = cache.get(key);
-      cache.delete(key);
-      indexes.update(key, old, undefined);
-      for (const h of deletes) h(object);
-    },
-  };
-}
+import { handInformer, recordingController as recording } from './testing/hand-informer.ts';
 
 function obj(
   name: string,
@@ -82,29 +17,6 @@ function obj(
   return {
     metadata: { name, namespace: 'ns', uid: `uid-${name}`, generation, resourceVersion: rv, ...metadata },
     ...rest,
-  };
-}
-
-/** A controller whose reconcile records the keys it was given, in order. */
-function recording<C extends KeyController>(
-  build: (reconcile: (key: string) => Promise<{ requeueAfter?: number } | undefined>) => C,
-) {
-  const reconciled: string[] = [];
-  let answer: { requeueAfter?: number } | undefined;
-  const controller = build(async (key) => {
-    reconciled.push(key);
-    return answer;
-  });
-  return {
-    controller,
-    /** Keys reconciled since the last call (after the queue went idle). */
-    async drain() {
-      await controller.queue.whenIdle();
-      return reconciled.splice(0).sort();
-    },
-    answer(next: { requeueAfter?: number } | undefined) {
-      answer = next;
-    },
   };
 }
 

@@ -32,64 +32,64 @@ const SUCCESS = { status: 'False', reason: 'Success', message: '' };
 const annotations = (o: KubeObject | undefined) => o?.metadata.annotations ?? {};
 const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 
-describe('DeploymentTargetClaim binder and DeploymentTarget reclaimer', () => {
-  const f: AppStudioFixture = createAppStudioFixture();
-  let ns: string;
-  /** Class names are cluster-wide: unique per run. */
-  const suffix = randomSuffix();
-  const retainClass = `test-retain-${suffix}`;
-  const deleteClass = `test-delete-${suffix}`;
-  /** Retain too, for targets left unclaimed (a claim of retainClass would auto-bind them). */
-  const retainClass2 = `test-retain2-${suffix}`;
+const f: AppStudioFixture = createAppStudioFixture();
+let ns: string;
+/** Class names are cluster-wide: unique per run. */
+const suffix = randomSuffix();
+const retainClass = `test-retain-${suffix}`;
+const deleteClass = `test-delete-${suffix}`;
+/** Retain too, for targets left unclaimed (a claim of retainClass would auto-bind them). */
+const retainClass2 = `test-retain2-${suffix}`;
 
-  const claim = (name: string, spec: Record<string, unknown> = {}, metadata: Record<string, unknown> = {}) =>
-    f.create(Kind.DeploymentTargetClaim, ns, name, {
-      metadata,
-      spec: { deploymentTargetClassName: retainClass, ...spec },
-    });
-  const target = (name: string, spec: Record<string, unknown> = {}) =>
-    f.create(Kind.DeploymentTarget, ns, name, {
-      spec: {
-        deploymentTargetClassName: retainClass,
-        kubernetesCredentials: {
-          defaultNamespace: 'test-ns',
-          apiURL: 'https://api-url/api',
-          clusterCredentialsSecret: 'test-secret',
-          allowInsecureSkipTLSVerify: false,
-        },
-        ...spec,
-      },
-    });
-  const getClaim = (name: string) => f.get(Kind.DeploymentTargetClaim, ns, name);
-  const getTarget = (name: string) => f.get(Kind.DeploymentTarget, ns, name);
-  const phase = (what: string, read: () => Promise<KubeObject | undefined>, want: string) =>
-    eventually(`${what} ${want}`, async () => {
-      const o = await read();
-      // A claim is Bound for the test once bind-complete is written too (the binder writes it last).
-      const complete =
-        want !== 'Bound' ||
-        o?.kind !== 'DeploymentTargetClaim' ||
-        o.metadata.annotations?.['dt.appstudio.redhat.com/bind-complete'] === 'true';
-      return statusOf(o).phase === want && complete ? o : undefined;
-    });
-  const errorCondition = (what: string, read: () => Promise<KubeObject | undefined>, message: string) =>
-    eventually(`${what}: ${message}`, async () => {
-      const o = await read();
-      return errorOf(o)?.message === message ? o : undefined;
-    });
-  const gone = (what: string, read: () => Promise<KubeObject | undefined>) =>
-    eventually(`${what} gone`, async () => ((await read()) === undefined ? true : undefined));
-
-  beforeAll(async () => {
-    ns = await f.createNamespace('appstudio-dtc');
-    // A provisioner nobody serves: claims wait for targets the user creates.
-    await f.createClass(retainClass, { provisioner: 'example.com/manual', reclaimPolicy: 'Retain' });
-    await f.createClass(deleteClass, { provisioner: 'example.com/manual', reclaimPolicy: 'Delete' });
-    await f.createClass(retainClass2, { provisioner: 'example.com/manual', reclaimPolicy: 'Retain' });
-    await f.start();
+const claim = (name: string, spec: Record<string, unknown> = {}, metadata: Record<string, unknown> = {}) =>
+  f.create(Kind.DeploymentTargetClaim, ns, name, {
+    metadata,
+    spec: { deploymentTargetClassName: retainClass, ...spec },
   });
-  afterAll(() => f.cleanup());
+const target = (name: string, spec: Record<string, unknown> = {}) =>
+  f.create(Kind.DeploymentTarget, ns, name, {
+    spec: {
+      deploymentTargetClassName: retainClass,
+      kubernetesCredentials: {
+        defaultNamespace: 'test-ns',
+        apiURL: 'https://api-url/api',
+        clusterCredentialsSecret: 'test-secret',
+        allowInsecureSkipTLSVerify: false,
+      },
+      ...spec,
+    },
+  });
+const getClaim = (name: string) => f.get(Kind.DeploymentTargetClaim, ns, name);
+const getTarget = (name: string) => f.get(Kind.DeploymentTarget, ns, name);
+const phase = (what: string, read: () => Promise<KubeObject | undefined>, want: string) =>
+  eventually(`${what} ${want}`, async () => {
+    const o = await read();
+    // A claim is Bound for the test once bind-complete is written too (the binder writes it last).
+    const complete =
+      want !== 'Bound' ||
+      o?.kind !== 'DeploymentTargetClaim' ||
+      o.metadata.annotations?.['dt.appstudio.redhat.com/bind-complete'] === 'true';
+    return statusOf(o).phase === want && complete ? o : undefined;
+  });
+const errorCondition = (what: string, read: () => Promise<KubeObject | undefined>, message: string) =>
+  eventually(`${what}: ${message}`, async () => {
+    const o = await read();
+    return errorOf(o)?.message === message ? o : undefined;
+  });
+const gone = (what: string, read: () => Promise<KubeObject | undefined>) =>
+  eventually(`${what} gone`, async () => ((await read()) === undefined ? true : undefined));
 
+beforeAll(async () => {
+  ns = await f.createNamespace('appstudio-dtc');
+  // A provisioner nobody serves: claims wait for targets the user creates.
+  await f.createClass(retainClass, { provisioner: 'example.com/manual', reclaimPolicy: 'Retain' });
+  await f.createClass(deleteClass, { provisioner: 'example.com/manual', reclaimPolicy: 'Delete' });
+  await f.createClass(retainClass2, { provisioner: 'example.com/manual', reclaimPolicy: 'Retain' });
+  await f.start();
+});
+afterAll(() => f.cleanup());
+
+describe('DeploymentTargetClaim binder and DeploymentTarget reclaimer: binding', () => {
   it('a claim without target waits Pending with the dt-provisioner annotation (the class name); a target claiming it binds both', async () => {
     await claim('dynamic');
     await phase('claim', () => getClaim('dynamic'), 'Pending');
@@ -252,7 +252,9 @@ describe('DeploymentTargetClaim binder and DeploymentTarget reclaimer', () => {
     const c = await phase('claim', () => getClaim('classless'), 'Pending');
     assert.equal(annotations(c)['provisioner.appstudio.redhat.com/dt-provisioner'], undefined);
   });
+});
 
+describe('DeploymentTargetClaim binder and DeploymentTarget reclaimer: Lost, release and reclaim', () => {
   it('deleting the target of a bound claim makes the claim Lost; the claim stays', async () => {
     await claim('losing', { targetName: 'losing-dt' });
     await target('losing-dt');

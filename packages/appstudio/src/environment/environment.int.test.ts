@@ -17,33 +17,33 @@ import {
 
 const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 
-describe('Environment controller', () => {
-  const f: AppStudioFixture = createAppStudioFixture();
-  let ns: string;
+const f: AppStudioFixture = createAppStudioFixture();
+let ns: string;
 
-  const credentials = (fields: Record<string, unknown> = {}) => ({
-    targetNamespace: 'target-ns',
-    apiURL: 'https://api.cluster.example:6443',
-    clusterCredentialsSecret: 'cluster-secret',
-    allowInsecureSkipTLSVerify: true,
-    ...fields,
+const credentials = (fields: Record<string, unknown> = {}) => ({
+  targetNamespace: 'target-ns',
+  apiURL: 'https://api.cluster.example:6443',
+  clusterCredentialsSecret: 'cluster-secret',
+  allowInsecureSkipTLSVerify: true,
+  ...fields,
+});
+const environment = (name: string, spec: Record<string, unknown> = {}) =>
+  f.create(Kind.Environment, ns, name, {
+    spec: { displayName: '', deploymentStrategy: 'AppStudioAutomated', ...spec },
   });
-  const environment = (name: string, spec: Record<string, unknown> = {}) =>
-    f.create(Kind.Environment, ns, name, {
-      spec: { displayName: '', deploymentStrategy: 'AppStudioAutomated', ...spec },
-    });
-  const managedEnvironment = (env: string) =>
-    f.get(Kind.GitOpsDeploymentManagedEnvironment, ns, `managed-environment-${env}`);
-  const secret = (name: string, type: string = SecretType.ManagedEnvironment) =>
-    f.create(Kind.Secret, ns, name, { type, stringData: { kubeconfig: 'not-a-real-kubeconfig' } });
+const managedEnvironment = (env: string) =>
+  f.get(Kind.GitOpsDeploymentManagedEnvironment, ns, `managed-environment-${env}`);
+const secret = (name: string, type: string = SecretType.ManagedEnvironment) =>
+  f.create(Kind.Secret, ns, name, { type, stringData: { kubeconfig: 'not-a-real-kubeconfig' } });
 
-  beforeAll(async () => {
-    ns = await f.createNamespace('appstudio-env');
-    await secret('cluster-secret');
-    await f.start();
-  });
-  afterAll(() => f.cleanup());
+beforeAll(async () => {
+  ns = await f.createNamespace('appstudio-env');
+  await secret('cluster-secret');
+  await f.start();
+});
+afterAll(() => f.cleanup());
 
+describe('Environment controller: credentials and Secrets', () => {
   it('an Environment with cluster credentials gets managed-environment-<env> with the same fields, owned by it, and no conditions', async () => {
     const env = await environment('staging', {
       unstableConfigurationFields: {
@@ -182,7 +182,9 @@ describe('Environment controller', () => {
     await secret('late-secret');
     await eventually('the ManagedEnvironment', () => managedEnvironment('late-secret'));
   });
+});
 
+describe('Environment controller: invalid targets and ownership', () => {
   it('both a DeploymentTargetClaim and credentials is InvalidEnvironment', async () => {
     await environment('both', {
       configuration: { target: { deploymentTargetClaim: { claimName: 'testdtc' } } },

@@ -26,128 +26,128 @@ const withoutTimes = (conditions: unknown) =>
     reason,
   }));
 
-describe('PromotionRun controller', () => {
-  const f: AppStudioFixture = createAppStudioFixture();
-  let ns: string;
-  /** What the core reports per deployment (default: Synced/Healthy at the component's commit). */
-  const verdicts = new Map<string, { sync: string; health: string; revision?: string }>();
-  let actorStopped = false;
-  let actor: Promise<void> | undefined;
+const f: AppStudioFixture = createAppStudioFixture();
+let ns: string;
+/** What the core reports per deployment (default: Synced/Healthy at the component's commit). */
+const verdicts = new Map<string, { sync: string; health: string; revision?: string }>();
+let actorStopped = false;
+let actor: Promise<void> | undefined;
 
-  const environment = (name: string, spec: Record<string, unknown> = {}) =>
-    f.create(Kind.Environment, ns, name, {
-      spec: { displayName: '', deploymentStrategy: 'Manual', ...spec },
-    });
-  const promotion = (name: string, spec: Record<string, unknown>) =>
-    f.create(Kind.PromotionRun, ns, name, { spec: { snapshot: 'my-snapshot', application: APP, ...spec } });
-  const run = (name: string) => f.get(Kind.PromotionRun, ns, name);
-  const completed = (name: string, timeoutMs = 90_000) =>
-    eventually(
-      `${name} Complete`,
-      async () => {
-        const r = await run(name);
-        return statusOf(r).state === 'Complete' ? r : undefined;
+const environment = (name: string, spec: Record<string, unknown> = {}) =>
+  f.create(Kind.Environment, ns, name, {
+    spec: { displayName: '', deploymentStrategy: 'Manual', ...spec },
+  });
+const promotion = (name: string, spec: Record<string, unknown>) =>
+  f.create(Kind.PromotionRun, ns, name, { spec: { snapshot: 'my-snapshot', application: APP, ...spec } });
+const run = (name: string) => f.get(Kind.PromotionRun, ns, name);
+const completed = (name: string, timeoutMs = 90_000) =>
+  eventually(
+    `${name} Complete`,
+    async () => {
+      const r = await run(name);
+      return statusOf(r).state === 'Complete' ? r : undefined;
+    },
+    timeoutMs,
+  );
+const binding = (name: string, application: string, env: string, commitID = '') =>
+  f
+    .create(Kind.SnapshotEnvironmentBinding, ns, name, {
+      spec: {
+        application,
+        environment: env,
+        snapshot: 'older-snapshot',
+        components: [{ name: 'component-a' }],
       },
-      timeoutMs,
-    );
-  const binding = (name: string, application: string, env: string, commitID = '') =>
-    f
-      .create(Kind.SnapshotEnvironmentBinding, ns, name, {
-        spec: {
-          application,
-          environment: env,
-          snapshot: 'older-snapshot',
-          components: [{ name: 'component-a' }],
-        },
-      })
-      .then(async (b) => {
+    })
+    .then(async (b) => {
+      await f.patch(
+        Kind.SnapshotEnvironmentBinding,
+        ns,
+        name,
+        { status: { components: [componentStatus('component-a', env, commitID)] } },
+        'status',
+      );
+      return b;
+    });
+const componentStatus = (component: string, env: string, commitID = '') => ({
+  name: component,
+  gitopsRepository: {
+    url: REPO,
+    branch: 'main',
+    path: `components/${component}/overlays/${env}`,
+    generatedResources: [],
+    commitID,
+  },
+});
+
+/** The test as the component service and the core, polling the namespace. */
+async function playServices(): Promise<void> {
+  while (!actorStopped) {
+    try {
+      for (const b of await f.list(Kind.SnapshotEnvironmentBinding, ns)) {
+        if (statusOf(b).components) continue;
+        const env = String(specOf(b).environment);
+        const components = ((specOf(b).components as { name: string }[]) ?? []).map((c) =>
+          componentStatus(c.name, env),
+        );
         await f.patch(
           Kind.SnapshotEnvironmentBinding,
           ns,
-          name,
-          { status: { components: [componentStatus('component-a', env, commitID)] } },
+          b.metadata.name,
+          { status: { components } },
           'status',
         );
-        return b;
-      });
-  const componentStatus = (component: string, env: string, commitID = '') => ({
-    name: component,
-    gitopsRepository: {
-      url: REPO,
-      branch: 'main',
-      path: `components/${component}/overlays/${env}`,
-      generatedResources: [],
-      commitID,
+      }
+      for (const d of await f.list(Kind.GitOpsDeployment, ns)) {
+        const verdict = verdicts.get(d.metadata.name) ?? { sync: 'Synced', health: 'Healthy' };
+        const status = statusOf(d) as {
+          sync?: { status?: string; revision?: string };
+          health?: { status?: string };
+        };
+        const revision = verdict.revision ?? '';
+        if (
+          status.sync?.status === verdict.sync &&
+          status.health?.status === verdict.health &&
+          (status.sync?.revision ?? '') === revision
+        )
+          continue;
+        await f.patch(
+          Kind.GitOpsDeployment,
+          ns,
+          d.metadata.name,
+          { status: { sync: { status: verdict.sync, revision }, health: { status: verdict.health } } },
+          'status',
+        );
+      }
+    } catch {
+      // Objects come and go while the controllers work: the next round sees the current state.
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+beforeAll(async () => {
+  ns = await f.createNamespace('appstudio-pr');
+  await f.create(Kind.Application, ns, APP, { spec: { displayName: APP } });
+  await f.create(Kind.Snapshot, ns, 'my-snapshot', {
+    spec: {
+      application: APP,
+      components: [{ name: 'component-a', containerImage: 'images.example/org/a@sha256:1' }],
     },
   });
+  await f.create(Kind.Component, ns, 'comp1', { spec: { componentName: 'component-a', application: APP } });
+  await environment('staging');
+  await environment('prod');
+  await f.start({ promotionTimeoutMs: TIMEOUT_MS });
+  actor = playServices();
+});
+afterAll(async () => {
+  actorStopped = true;
+  await actor;
+  await f.cleanup();
+});
 
-  /** The test as the component service and the core, polling the namespace. */
-  async function playServices(): Promise<void> {
-    while (!actorStopped) {
-      try {
-        for (const b of await f.list(Kind.SnapshotEnvironmentBinding, ns)) {
-          if (statusOf(b).components) continue;
-          const env = String(specOf(b).environment);
-          const components = ((specOf(b).components as { name: string }[]) ?? []).map((c) =>
-            componentStatus(c.name, env),
-          );
-          await f.patch(
-            Kind.SnapshotEnvironmentBinding,
-            ns,
-            b.metadata.name,
-            { status: { components } },
-            'status',
-          );
-        }
-        for (const d of await f.list(Kind.GitOpsDeployment, ns)) {
-          const verdict = verdicts.get(d.metadata.name) ?? { sync: 'Synced', health: 'Healthy' };
-          const status = statusOf(d) as {
-            sync?: { status?: string; revision?: string };
-            health?: { status?: string };
-          };
-          const revision = verdict.revision ?? '';
-          if (
-            status.sync?.status === verdict.sync &&
-            status.health?.status === verdict.health &&
-            (status.sync?.revision ?? '') === revision
-          )
-            continue;
-          await f.patch(
-            Kind.GitOpsDeployment,
-            ns,
-            d.metadata.name,
-            { status: { sync: { status: verdict.sync, revision }, health: { status: verdict.health } } },
-            'status',
-          );
-        }
-      } catch {
-        // Objects come and go while the controllers work: the next round sees the current state.
-      }
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
-
-  beforeAll(async () => {
-    ns = await f.createNamespace('appstudio-pr');
-    await f.create(Kind.Application, ns, APP, { spec: { displayName: APP } });
-    await f.create(Kind.Snapshot, ns, 'my-snapshot', {
-      spec: {
-        application: APP,
-        components: [{ name: 'component-a', containerImage: 'images.example/org/a@sha256:1' }],
-      },
-    });
-    await f.create(Kind.Component, ns, 'comp1', { spec: { componentName: 'component-a', application: APP } });
-    await environment('staging');
-    await environment('prod');
-    await f.start({ promotionTimeoutMs: TIMEOUT_MS });
-    actor = playServices();
-  });
-  afterAll(async () => {
-    actorStopped = true;
-    await actor;
-    await f.cleanup();
-  });
-
+describe('PromotionRun controller: manual promotion and what stops it', () => {
   it('a manual promotion to prod points the binding at the snapshot and completes with exactly the original final status', async () => {
     await binding('appa-prod-binding', APP, 'prod');
     await promotion('to-prod', { manualPromotion: { targetEnvironment: 'prod' } });
@@ -248,7 +248,9 @@ describe('PromotionRun controller', () => {
       ),
     );
   });
+});
 
+describe('PromotionRun controller: commits, timeouts, queues and automated promotion', () => {
   it('Synced and Healthy at another commit than the component status is not done (fix: the original counted it, and anything not Synced, as done)', async () => {
     await environment('commit-env');
     await f.create(Kind.Application, ns, 'commit-app', { spec: { displayName: 'c' } });

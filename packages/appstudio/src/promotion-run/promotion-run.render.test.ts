@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict';
+import { DeploymentStrategy, PromotionRunMessage } from '@gitops/api';
 import { describe, it } from 'vitest';
+import { environment } from '../testing/unit.ts';
 import {
   deploymentVerdicts,
   generatedBindingName,
+  nextAutomatedEnvironment,
   timeoutText,
+  waitingFor,
   withEnvironmentStatus,
 } from './promotion-run.render.ts';
 
@@ -52,5 +56,47 @@ describe('PromotionRun pure parts', () => {
       { name: 'd', done: false },
     ]);
     assert.deepEqual(deploymentVerdicts(status('', '', '', '')), [{ name: 'd', done: false }]);
+  });
+});
+
+describe('PromotionRun step helpers', () => {
+  const verdict = (name: string, done: boolean) => ({ name, done });
+
+  it('waitingFor: every deployment of the binding is awaited until all exist, then the ones not done', () => {
+    assert.equal(waitingFor([], 2), PromotionRunMessage.WaitingForDeployments);
+    assert.equal(waitingFor([verdict('a', true)], 2), PromotionRunMessage.WaitingForDeployments);
+    assert.equal(
+      waitingFor([verdict('a', true), verdict('b', false)], 2),
+      PromotionRunMessage.waitingFor(['b']),
+    );
+    assert.equal(waitingFor([verdict('a', true), verdict('b', true)], 2), undefined);
+  });
+
+  it('nextAutomatedEnvironment: the first by name whose parent is done, automated, not started yet', () => {
+    const env = (
+      name: string,
+      parentEnvironment: string,
+      deploymentStrategy: string = DeploymentStrategy.AppStudioAutomated,
+    ) => environment(name, { parentEnvironment, deploymentStrategy });
+    const environments = [
+      env('staging-b', 'dev'),
+      env('staging-a', 'dev'),
+      env('manual', 'dev', 'Manual'),
+      env('prod', 'staging-a'),
+    ];
+    assert.equal(nextAutomatedEnvironment(environments, new Set(['dev']), new Set(['dev'])), 'staging-a');
+    assert.equal(
+      nextAutomatedEnvironment(environments, new Set(['dev']), new Set(['dev', 'staging-a'])),
+      'staging-b',
+    );
+    assert.equal(
+      nextAutomatedEnvironment(
+        environments,
+        new Set(['dev', 'staging-a']),
+        new Set(['dev', 'staging-a', 'staging-b']),
+      ),
+      'prod',
+    );
+    assert.equal(nextAutomatedEnvironment(environments, new Set(['prod']), new Set(['prod'])), undefined);
   });
 });

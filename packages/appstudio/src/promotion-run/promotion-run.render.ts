@@ -1,8 +1,9 @@
 /** The pure parts of the PromotionRun controller (README: "PromotionRun"). */
 import { createHash } from 'node:crypto';
-import { PromotionRunMessage } from '@gitops/api';
-import { formatDuration } from '@gitops/shared';
-import type { BindingCr, PromotionRunCr } from '../objects.ts';
+import { DeploymentStrategy, PromotionRunMessage } from '@gitops/api';
+import { formatDuration, type KubeCondition, setCondition } from '@gitops/shared';
+import { parseConditions } from '../condition-pair.ts';
+import type { BindingCr, EnvironmentCr, PromotionRunCr } from '../objects.ts';
 
 /**
  * The binding a PromotionRun generates when (application, environment) has none:
@@ -73,4 +74,47 @@ export function deploymentVerdicts(bindingStatus: BindingCr['status']): Deployme
         d.syncStatus === 'Synced' && d.health === 'Healthy' && (expected === '' || d.commitID === expected),
     };
   });
+}
+
+/** What a step still waits for (the step's In Progress message), or undefined when every deployment is done. */
+export function waitingFor(verdicts: readonly DeploymentVerdict[], expected: number): string | undefined {
+  const waiting = verdicts.filter((v) => !v.done).map((v) => v.name);
+  if (verdicts.length === 0 || verdicts.length < expected) return PromotionRunMessage.WaitingForDeployments;
+  return waiting.length > 0 ? PromotionRunMessage.waitingFor(waiting) : undefined;
+}
+
+/**
+ * The next environment of an automated promotion among `environments` (the run's namespace's): one whose
+ * parentEnvironment is `done` (completed steps), of strategy AppStudioAutomated, not `started`; the first by
+ * name.
+ */
+export function nextAutomatedEnvironment(
+  environments: readonly EnvironmentCr[],
+  done: ReadonlySet<string>,
+  started: ReadonlySet<string>,
+): string | undefined {
+  return environments
+    .filter(
+      (env) =>
+        done.has(env.spec?.parentEnvironment ?? '') &&
+        env.spec?.deploymentStrategy === DeploymentStrategy.AppStudioAutomated &&
+        !started.has(env.metadata.name),
+    )
+    .map((env) => env.metadata.name)
+    .sort()[0];
+}
+
+/** The run's conditions with its single ErrorOccurred condition set (the original's own condition shape). */
+export function errorCondition(
+  run: PromotionRunCr,
+  status: 'True' | 'False',
+  reason: string,
+  message: string,
+  now: Date,
+): KubeCondition[] {
+  return setCondition(
+    parseConditions(run.status?.conditions),
+    { type: 'ErrorOccurred', status, reason, message },
+    now,
+  );
 }

@@ -29,154 +29,151 @@ const errorOf = (o: KubeObject | undefined) => {
   return c ? { status: c.status, reason: c.reason, message: c.message } : undefined;
 };
 
-describe('devsandbox provisioner (the test plays the Dev Sandbox host operator)', () => {
-  const f: AppStudioFixture = createAppStudioFixture();
-  let ns: string;
-  let clockOffsetMs = 0;
-  const suffix = randomSuffix();
-  const deleteClass = `test-isolation-delete-${suffix}`;
-  const retainClass = `test-isolation-retain-${suffix}`;
-  const otherClass = `test-non-sandbox-${suffix}`;
-  /** The provisioner of the classes under test. */
-  const provisioner = 'appstudio.redhat.com/devsandbox';
+const f: AppStudioFixture = createAppStudioFixture();
+let ns: string;
+let clockOffsetMs = 0;
+const suffix = randomSuffix();
+const deleteClass = `test-isolation-delete-${suffix}`;
+const retainClass = `test-isolation-retain-${suffix}`;
+const otherClass = `test-non-sandbox-${suffix}`;
+/** The provisioner of the classes under test. */
+const provisioner = 'appstudio.redhat.com/devsandbox';
 
-  const spaceRequestsOf = async (claim: string) =>
-    (await f.list(Kind.SpaceRequest, ns)).filter(
-      (sr) => sr.metadata.labels?.['appstudio.openshift.io/dtc'] === claim,
-    );
-  const getClaim = (name: string) => f.get(Kind.DeploymentTargetClaim, ns, name);
-  const getTarget = (name: string) => f.get(Kind.DeploymentTarget, ns, name);
-  const getSpaceRequest = (name: string) => f.get(Kind.SpaceRequest, ns, name);
-  const gone = (what: string, read: () => Promise<KubeObject | undefined>) =>
-    eventually(`${what} gone`, async () => ((await read()) === undefined ? true : undefined));
+const spaceRequestsOf = async (claim: string) =>
+  (await f.list(Kind.SpaceRequest, ns)).filter(
+    (sr) => sr.metadata.labels?.['appstudio.openshift.io/dtc'] === claim,
+  );
+const getClaim = (name: string) => f.get(Kind.DeploymentTargetClaim, ns, name);
+const getTarget = (name: string) => f.get(Kind.DeploymentTarget, ns, name);
+const getSpaceRequest = (name: string) => f.get(Kind.SpaceRequest, ns, name);
+const gone = (what: string, read: () => Promise<KubeObject | undefined>) =>
+  eventually(`${what} gone`, async () => ((await read()) === undefined ? true : undefined));
 
-  /** The host operator: finalizer, a namespace and a Secret, then Ready with one namespaceAccess entry. */
-  async function hostOperatorProvisions(sr: KubeObject, namespace: string, secret: string): Promise<void> {
-    await f.patch(Kind.SpaceRequest, ns, sr.metadata.name, { metadata: { finalizers: [HOST_FINALIZER] } });
-    await f.create(Kind.Secret, ns, secret, {
-      type: 'Opaque',
-      stringData: { kubeconfig: `kubeconfig-of-${namespace}` },
-    });
-    await f.patch(
-      Kind.SpaceRequest,
-      ns,
-      sr.metadata.name,
-      {
-        status: {
-          targetClusterURL: 'https://fake-client-api',
-          namespaceAccess: [{ name: namespace, secretRef: secret }],
-          conditions: [{ type: 'Ready', status: 'True', reason: 'Provisioned', message: '' }],
-        },
-      },
-      'status',
-    );
-  }
-  const setReadyReason = (sr: string, status: string, reason: string) =>
-    f.patch(
-      Kind.SpaceRequest,
-      ns,
-      sr,
-      { status: { conditions: [{ type: 'Ready', status, reason, message: '' }] } },
-      'status',
-    );
-
-  /** §8.10's shared sequence: class → claim → Environment → SpaceRequest Ready → target → bound → ManagedEnvironment. */
-  async function provisioned(claim: string, className: string, env: string) {
-    await f.create(Kind.DeploymentTargetClaim, ns, claim, { spec: { deploymentTargetClassName: className } });
-    await f.create(Kind.Environment, ns, env, {
-      spec: {
-        displayName: '',
-        deploymentStrategy: 'AppStudioAutomated',
-        configuration: { target: { deploymentTargetClaim: { claimName: claim } } },
-      },
-    });
-    const pending = await eventually('claim Pending with the annotation', async () => {
-      const c = await getClaim(claim);
-      return statusOf(c).phase === 'Pending' &&
-        c?.metadata.annotations?.['provisioner.appstudio.redhat.com/dt-provisioner'] === className
-        ? c
-        : undefined;
-    });
-    assert.ok(pending);
-    const [sr] = await eventually('one SpaceRequest', async () => {
-      const list = await spaceRequestsOf(claim);
-      return list.length > 0 ? list : undefined;
-    });
-    assert.ok(sr);
-    assert.ok(sr.metadata.name.startsWith(`${claim}-`));
-    assert.equal(specOf(sr).tierName, 'appstudio-env');
-    await hostOperatorProvisions(sr, `${claim}-space`, `${claim}-space-secret`);
-
-    const target = await eventually('the provisioned target Bound', async () => {
-      const t = await getTarget(`${claim}-dt`);
-      return statusOf(t).phase === 'Bound' ? t : undefined;
-    });
-    assert.equal(
-      target.metadata.annotations?.['provisioner.appstudio.redhat.com/provisioned-by'],
-      'appstudio.redhat.com/devsandbox',
-    );
-    assert.equal(target.metadata.labels?.['provisioner.appstudio.redhat.com/dt-provisioner'], className);
-    assert.deepEqual(specOf(target), {
-      deploymentTargetClassName: className,
-      claimRef: claim,
-      kubernetesCredentials: {
-        defaultNamespace: `${claim}-space`,
-        apiURL: 'https://fake-client-api',
-        clusterCredentialsSecret: `${claim}-space-secret`,
-        allowInsecureSkipTLSVerify: false,
-      },
-    });
-    assert.ok(target.metadata.finalizers?.includes('dt.appstudio.redhat.com/finalizer'));
-    const bound = await eventually('claim Bound', async () => {
-      const c = await getClaim(claim);
-      return statusOf(c).phase === 'Bound' &&
-        errorOf(c)?.reason === 'Success' &&
-        c?.metadata.annotations?.['dt.appstudio.redhat.com/bind-complete'] === 'true'
-        ? c
-        : undefined;
-    });
-    assert.equal(specOf(bound).targetName, `${claim}-dt`);
-    assert.equal(bound.metadata.annotations?.['dt.appstudio.redhat.com/bind-complete'], 'true');
-    assert.equal(bound.metadata.annotations?.['dt.appstudio.redhat.com/bound-by-controller'], 'true');
-    await eventually('SpaceRequest labelled with the target', async () =>
-      (await getSpaceRequest(sr.metadata.name))?.metadata.labels?.['appstudio.openshift.io/dt'] ===
-      `${claim}-dt`
-        ? true
-        : undefined,
-    );
-    // The Environment: its ManagedEnvironment uses a managed-environment copy of the Opaque Secret.
-    const me = await eventually('the ManagedEnvironment', () =>
-      f.get(Kind.GitOpsDeploymentManagedEnvironment, ns, `managed-environment-${env}`),
-    );
-    assert.deepEqual(specOf(me), {
-      apiURL: 'https://fake-client-api',
-      credentialsSecret: `managed-environment-secret-${env}`,
-      allowInsecureSkipTLSVerify: false,
-      namespaces: [`${claim}-space`],
-      clusterResources: false,
-    });
-    const copy = await f.get(Kind.Secret, ns, `managed-environment-secret-${env}`);
-    assert.equal(copy?.type, SecretType.ManagedEnvironment);
-    assert.equal(
-      Buffer.from(
-        String((copy?.data as Record<string, string> | undefined)?.kubeconfig),
-        'base64',
-      ).toString(),
-      `kubeconfig-of-${claim}-space`,
-    );
-    assert.equal(copy?.metadata.labels?.['appstudio.openshift.io/environment-secret'], env);
-    return { sr: sr.metadata.name, target: `${claim}-dt` };
-  }
-
-  beforeAll(async () => {
-    ns = await f.createNamespace('appstudio-sandbox');
-    await f.createClass(deleteClass, { provisioner, reclaimPolicy: 'Delete' });
-    await f.createClass(retainClass, { provisioner, reclaimPolicy: 'Retain' });
-    await f.createClass(otherClass, { provisioner: 'non-sandbox', reclaimPolicy: 'Delete' });
-    await f.start({ now: () => new Date(Date.now() + clockOffsetMs) });
+/** The host operator: finalizer, a namespace and a Secret, then Ready with one namespaceAccess entry. */
+async function hostOperatorProvisions(sr: KubeObject, namespace: string, secret: string): Promise<void> {
+  await f.patch(Kind.SpaceRequest, ns, sr.metadata.name, { metadata: { finalizers: [HOST_FINALIZER] } });
+  await f.create(Kind.Secret, ns, secret, {
+    type: 'Opaque',
+    stringData: { kubeconfig: `kubeconfig-of-${namespace}` },
   });
-  afterAll(() => f.cleanup());
+  await f.patch(
+    Kind.SpaceRequest,
+    ns,
+    sr.metadata.name,
+    {
+      status: {
+        targetClusterURL: 'https://fake-client-api',
+        namespaceAccess: [{ name: namespace, secretRef: secret }],
+        conditions: [{ type: 'Ready', status: 'True', reason: 'Provisioned', message: '' }],
+      },
+    },
+    'status',
+  );
+}
+const setReadyReason = (sr: string, status: string, reason: string) =>
+  f.patch(
+    Kind.SpaceRequest,
+    ns,
+    sr,
+    { status: { conditions: [{ type: 'Ready', status, reason, message: '' }] } },
+    'status',
+  );
 
+/** §8.10's shared sequence: class → claim → Environment → SpaceRequest Ready → target → bound → ManagedEnvironment. */
+async function provisioned(claim: string, className: string, env: string) {
+  await f.create(Kind.DeploymentTargetClaim, ns, claim, { spec: { deploymentTargetClassName: className } });
+  await f.create(Kind.Environment, ns, env, {
+    spec: {
+      displayName: '',
+      deploymentStrategy: 'AppStudioAutomated',
+      configuration: { target: { deploymentTargetClaim: { claimName: claim } } },
+    },
+  });
+  const pending = await eventually('claim Pending with the annotation', async () => {
+    const c = await getClaim(claim);
+    return statusOf(c).phase === 'Pending' &&
+      c?.metadata.annotations?.['provisioner.appstudio.redhat.com/dt-provisioner'] === className
+      ? c
+      : undefined;
+  });
+  assert.ok(pending);
+  const [sr] = await eventually('one SpaceRequest', async () => {
+    const list = await spaceRequestsOf(claim);
+    return list.length > 0 ? list : undefined;
+  });
+  assert.ok(sr);
+  assert.ok(sr.metadata.name.startsWith(`${claim}-`));
+  assert.equal(specOf(sr).tierName, 'appstudio-env');
+  await hostOperatorProvisions(sr, `${claim}-space`, `${claim}-space-secret`);
+
+  const target = await eventually('the provisioned target Bound', async () => {
+    const t = await getTarget(`${claim}-dt`);
+    return statusOf(t).phase === 'Bound' ? t : undefined;
+  });
+  assert.equal(
+    target.metadata.annotations?.['provisioner.appstudio.redhat.com/provisioned-by'],
+    'appstudio.redhat.com/devsandbox',
+  );
+  assert.equal(target.metadata.labels?.['provisioner.appstudio.redhat.com/dt-provisioner'], className);
+  assert.deepEqual(specOf(target), {
+    deploymentTargetClassName: className,
+    claimRef: claim,
+    kubernetesCredentials: {
+      defaultNamespace: `${claim}-space`,
+      apiURL: 'https://fake-client-api',
+      clusterCredentialsSecret: `${claim}-space-secret`,
+      allowInsecureSkipTLSVerify: false,
+    },
+  });
+  assert.ok(target.metadata.finalizers?.includes('dt.appstudio.redhat.com/finalizer'));
+  const bound = await eventually('claim Bound', async () => {
+    const c = await getClaim(claim);
+    return statusOf(c).phase === 'Bound' &&
+      errorOf(c)?.reason === 'Success' &&
+      c?.metadata.annotations?.['dt.appstudio.redhat.com/bind-complete'] === 'true'
+      ? c
+      : undefined;
+  });
+  assert.equal(specOf(bound).targetName, `${claim}-dt`);
+  assert.equal(bound.metadata.annotations?.['dt.appstudio.redhat.com/bind-complete'], 'true');
+  assert.equal(bound.metadata.annotations?.['dt.appstudio.redhat.com/bound-by-controller'], 'true');
+  await eventually('SpaceRequest labelled with the target', async () =>
+    (await getSpaceRequest(sr.metadata.name))?.metadata.labels?.['appstudio.openshift.io/dt'] ===
+    `${claim}-dt`
+      ? true
+      : undefined,
+  );
+  // The Environment: its ManagedEnvironment uses a managed-environment copy of the Opaque Secret.
+  const me = await eventually('the ManagedEnvironment', () =>
+    f.get(Kind.GitOpsDeploymentManagedEnvironment, ns, `managed-environment-${env}`),
+  );
+  assert.deepEqual(specOf(me), {
+    apiURL: 'https://fake-client-api',
+    credentialsSecret: `managed-environment-secret-${env}`,
+    allowInsecureSkipTLSVerify: false,
+    namespaces: [`${claim}-space`],
+    clusterResources: false,
+  });
+  const copy = await f.get(Kind.Secret, ns, `managed-environment-secret-${env}`);
+  assert.equal(copy?.type, SecretType.ManagedEnvironment);
+  assert.equal(
+    Buffer.from(String((copy?.data as Record<string, string> | undefined)?.kubeconfig), 'base64').toString(),
+    `kubeconfig-of-${claim}-space`,
+  );
+  assert.equal(copy?.metadata.labels?.['appstudio.openshift.io/environment-secret'], env);
+  return { sr: sr.metadata.name, target: `${claim}-dt` };
+}
+
+beforeAll(async () => {
+  ns = await f.createNamespace('appstudio-sandbox');
+  await f.createClass(deleteClass, { provisioner, reclaimPolicy: 'Delete' });
+  await f.createClass(retainClass, { provisioner, reclaimPolicy: 'Retain' });
+  await f.createClass(otherClass, { provisioner: 'non-sandbox', reclaimPolicy: 'Delete' });
+  await f.start({ now: () => new Date(Date.now() + clockOffsetMs) });
+});
+afterAll(() => f.cleanup());
+
+describe('devsandbox provisioner (the test plays the Dev Sandbox host operator): reclaim', () => {
   it('Delete: deleting the Environment then the claim deprovisions the SpaceRequest; target and then claim go once the host operator is done (appstudio README promise 6)', async () => {
     const { sr, target } = await provisioned('staging-dtc', deleteClass, 'my-env');
     await f.remove(Kind.Environment, ns, 'my-env');
@@ -254,7 +251,9 @@ describe('devsandbox provisioner (the test plays the Dev Sandbox host operator)'
       statusOf(await getClaim('stripped-dtc')).phase === 'Lost' ? true : undefined,
     );
   });
+});
 
+describe('devsandbox provisioner (the test plays the Dev Sandbox host operator): provisioning', () => {
   it('a claim naming a class that does not exist gets the original’s condition, and provisions once the class appears', async () => {
     const missing = `abc-${suffix}`;
     await f.create(Kind.DeploymentTargetClaim, ns, 'no-class-dtc', {

@@ -16,7 +16,7 @@ import {
   Kind,
   randomSuffix,
 } from '../testing/appstudio-fixture.ts';
-import { jwtExpiry, tokenOfKubeconfigSecret } from './namespace.provisioner.ts';
+import { jwtExpiry, tokenOfKubeconfigSecret } from './namespace-token.ts';
 
 const MINUTE = 60_000;
 const statusOf = (o: KubeObject | undefined) => (o?.status ?? {}) as { phase?: string };

@@ -1,7 +1,7 @@
 /**
  * Renewal of the ServiceAccount tokens the `managed-gitops.redhat.com/namespace` provisioner writes
- * (namespace.provisioner.ts): at start and then every GITOPS_NAMESPACE_PROVISIONER_TOKEN_CHECK_INTERVAL
- * (default 1h), each DeploymentTarget this provisioner made whose kubeconfig Secret holds a token that
+ * (namespace.provisioner.ts, namespace.reconciler.ts): at start and then every
+ * GITOPS_NAMESPACE_PROVISIONER_TOKEN_CHECK_INTERVAL (default 1h), each DeploymentTarget this provisioner made whose kubeconfig Secret holds a token that
  * expires within GITOPS_NAMESPACE_PROVISIONER_TOKEN_RENEW_BEFORE (default 720h), or one whose expiry cannot
  * be read, gets a new token (a TokenRequest for `gitops-deployer` in the target's namespace) written into that
  * Secret in place (a merge patch guarded by the cached resourceVersion: the ManagedEnvironment reading it
@@ -9,7 +9,7 @@
  *
  * The token, the expiry and the Secret are read from the informers' caches (those of the expiry metric).
  * Only a target that is provably this provisioner's is touched (the check reclaim uses too, in
- * namespace.provisioner.ts): annotated provisioned-by, named `<claim>-dt` after its claimRef, naming the
+ * namespace.reconciler.ts): annotated provisioned-by, named `<claim>-dt` after its claimRef, naming the
  * Secret `<claim>-dt-kubeconfig` and the namespace the provisioner derives for that claim
  * (`claimOfProvisionedTarget`), whose label `provisioned-for-claim` holds the uid of that claim in the
  * target's namespace (`provisionedForClaim`, with the live claim's uid). So no one gets a token for a
@@ -33,19 +33,21 @@ import {
 import type { ClaimCr, TargetCr } from '../target-matching.ts';
 import {
   claimOfProvisionedTarget,
+  kubeconfigSecretName,
+  provisionedForClaim,
+  provisionedNamespaceName,
+} from './namespace.reconciler.ts';
+import {
   DEFAULT_TOKEN_CHECK_INTERVAL_MS,
   DEFAULT_TOKEN_LIFETIME_MS,
   DEFAULT_TOKEN_RENEW_BEFORE_MS,
   deployerKubeconfig,
   jwtExpiry,
-  kubeconfigSecretName,
   type NamespaceProvisionerOptions,
   provisionedCluster,
-  provisionedForClaim,
-  provisionedNamespaceName,
   requestDeployerToken,
   tokenOfKubeconfigSecret,
-} from './namespace.provisioner.ts';
+} from './namespace-token.ts';
 
 /** What one round did. */
 export interface TokenRenewalRound {

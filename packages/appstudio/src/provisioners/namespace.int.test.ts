@@ -21,95 +21,95 @@ const statusOf = (o: KubeObject | undefined) =>
   (o?.status ?? {}) as { phase?: string; conditions?: { type: string; message: string }[] };
 const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 
-describe('namespace provisioner', () => {
-  const f: AppStudioFixture = createAppStudioFixture();
-  let ns = '';
-  const suffix = randomSuffix();
-  const deleteClass = `test-namespace-delete-${suffix}`;
-  const retainClass = `test-namespace-retain-${suffix}`;
-  /** The provisioner of the classes under test. */
-  const provisioner = 'managed-gitops.redhat.com/namespace';
-  const provisionedNamespaces: string[] = [];
-  /** Claim namespaces made here rather than by the fixture (a chosen name): their finalizers go in afterAll. */
-  const claimNamespaces: string[] = [];
+const f: AppStudioFixture = createAppStudioFixture();
+let ns = '';
+const suffix = randomSuffix();
+const deleteClass = `test-namespace-delete-${suffix}`;
+const retainClass = `test-namespace-retain-${suffix}`;
+/** The provisioner of the classes under test. */
+const provisioner = 'managed-gitops.redhat.com/namespace';
+const provisionedNamespaces: string[] = [];
+/** Claim namespaces made here rather than by the fixture (a chosen name): their finalizers go in afterAll. */
+const claimNamespaces: string[] = [];
 
-  const getNamespace = (name: string) =>
-    kubeRequest(f.kc, { method: HttpMethod.GET, path: `/api/v1/namespaces/${name}` }).then(
-      (o) => o as KubeObject,
-      () => undefined,
-    );
-  const getClaim = (name: string, namespace = ns) => f.get(Kind.DeploymentTargetClaim, namespace, name);
-  const getTarget = (name: string, namespace = ns) => f.get(Kind.DeploymentTarget, namespace, name);
+const getNamespace = (name: string) =>
+  kubeRequest(f.kc, { method: HttpMethod.GET, path: `/api/v1/namespaces/${name}` }).then(
+    (o) => o as KubeObject,
+    () => undefined,
+  );
+const getClaim = (name: string, namespace = ns) => f.get(Kind.DeploymentTargetClaim, namespace, name);
+const getTarget = (name: string, namespace = ns) => f.get(Kind.DeploymentTarget, namespace, name);
 
-  async function provisioned(claim: string, className: string, claimNs = ns) {
-    await f.create(Kind.DeploymentTargetClaim, claimNs, claim, {
-      spec: { deploymentTargetClassName: className },
-    });
-    const bound = await eventually('claim Bound', async () => {
-      const c = await getClaim(claim, claimNs);
-      return statusOf(c).phase === 'Bound' &&
-        c?.metadata.annotations?.['dt.appstudio.redhat.com/bind-complete'] === 'true'
-        ? c
-        : undefined;
-    });
-    assert.equal(specOf(bound).targetName, `${claim}-dt`);
-    const target = await eventually('target Bound', async () => {
-      const t = await getTarget(`${claim}-dt`, claimNs);
-      return statusOf(t).phase === 'Bound' ? t : undefined;
-    });
-    const credentials = specOf(target).kubernetesCredentials as Record<string, unknown>;
-    const namespace = String(credentials.defaultNamespace);
-    provisionedNamespaces.push(namespace);
-    assert.equal(namespace, `${claimNs}-${claim}`);
-    assert.equal(credentials.clusterCredentialsSecret, `${claim}-dt-kubeconfig`);
-    assert.equal(
-      target.metadata.annotations?.['provisioner.appstudio.redhat.com/provisioned-by'],
-      'managed-gitops.redhat.com/namespace',
+async function provisioned(claim: string, className: string, claimNs = ns) {
+  await f.create(Kind.DeploymentTargetClaim, claimNs, claim, {
+    spec: { deploymentTargetClassName: className },
+  });
+  const bound = await eventually('claim Bound', async () => {
+    const c = await getClaim(claim, claimNs);
+    return statusOf(c).phase === 'Bound' &&
+      c?.metadata.annotations?.['dt.appstudio.redhat.com/bind-complete'] === 'true'
+      ? c
+      : undefined;
+  });
+  assert.equal(specOf(bound).targetName, `${claim}-dt`);
+  const target = await eventually('target Bound', async () => {
+    const t = await getTarget(`${claim}-dt`, claimNs);
+    return statusOf(t).phase === 'Bound' ? t : undefined;
+  });
+  const credentials = specOf(target).kubernetesCredentials as Record<string, unknown>;
+  const namespace = String(credentials.defaultNamespace);
+  provisionedNamespaces.push(namespace);
+  assert.equal(namespace, `${claimNs}-${claim}`);
+  assert.equal(credentials.clusterCredentialsSecret, `${claim}-dt-kubeconfig`);
+  assert.equal(
+    target.metadata.annotations?.['provisioner.appstudio.redhat.com/provisioned-by'],
+    'managed-gitops.redhat.com/namespace',
+  );
+  assert.equal(
+    target.metadata.annotations?.['managed-gitops.redhat.com/provisioned-for-claim-uid'],
+    bound.metadata.uid,
+  );
+  const created = await getNamespace(namespace);
+  assert.equal(
+    created?.metadata.labels?.['managed-gitops.redhat.com/provisioned-for-claim'],
+    bound.metadata.uid,
+  );
+  assert.equal(
+    created?.metadata.annotations?.['managed-gitops.redhat.com/provisioned-for-claim-ref'],
+    `${claimNs}/${claim}`,
+  );
+  const secret = await f.get(Kind.Secret, claimNs, `${claim}-dt-kubeconfig`);
+  assert.equal(secret?.type, 'managed-gitops.redhat.com/managed-environment');
+  const text = Buffer.from(
+    String((secret?.data as Record<string, string> | undefined)?.kubeconfig),
+    'base64',
+  ).toString();
+  return { namespace, target: `${claim}-dt`, kubeconfig: text, uid: String(bound.metadata.uid) };
+}
+
+beforeAll(async () => {
+  ns = await f.createNamespace('appstudio-nsprov');
+  await f.createClass(deleteClass, { provisioner, reclaimPolicy: 'Delete' });
+  await f.createClass(retainClass, { provisioner, reclaimPolicy: 'Retain' });
+  await f.start();
+});
+afterAll(async () => {
+  await f.cleanup();
+  for (const name of claimNamespaces) {
+    for (const kind of [Kind.DeploymentTargetClaim, Kind.DeploymentTarget])
+      for (const o of await f.list(kind, name).catch(() => []))
+        await f.patch(kind, name, o.metadata.name, { metadata: { finalizers: null } }).catch(() => {});
+    await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${name}` }).catch(
+      () => {},
     );
-    assert.equal(
-      target.metadata.annotations?.['managed-gitops.redhat.com/provisioned-for-claim-uid'],
-      bound.metadata.uid,
-    );
-    const created = await getNamespace(namespace);
-    assert.equal(
-      created?.metadata.labels?.['managed-gitops.redhat.com/provisioned-for-claim'],
-      bound.metadata.uid,
-    );
-    assert.equal(
-      created?.metadata.annotations?.['managed-gitops.redhat.com/provisioned-for-claim-ref'],
-      `${claimNs}/${claim}`,
-    );
-    const secret = await f.get(Kind.Secret, claimNs, `${claim}-dt-kubeconfig`);
-    assert.equal(secret?.type, 'managed-gitops.redhat.com/managed-environment');
-    const text = Buffer.from(
-      String((secret?.data as Record<string, string> | undefined)?.kubeconfig),
-      'base64',
-    ).toString();
-    return { namespace, target: `${claim}-dt`, kubeconfig: text, uid: String(bound.metadata.uid) };
   }
+  for (const name of provisionedNamespaces)
+    await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${name}` }).catch(
+      () => {},
+    );
+});
 
-  beforeAll(async () => {
-    ns = await f.createNamespace('appstudio-nsprov');
-    await f.createClass(deleteClass, { provisioner, reclaimPolicy: 'Delete' });
-    await f.createClass(retainClass, { provisioner, reclaimPolicy: 'Retain' });
-    await f.start();
-  });
-  afterAll(async () => {
-    await f.cleanup();
-    for (const name of claimNamespaces) {
-      for (const kind of [Kind.DeploymentTargetClaim, Kind.DeploymentTarget])
-        for (const o of await f.list(kind, name).catch(() => []))
-          await f.patch(kind, name, o.metadata.name, { metadata: { finalizers: null } }).catch(() => {});
-      await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${name}` }).catch(
-        () => {},
-      );
-    }
-    for (const name of provisionedNamespaces)
-      await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: `/api/v1/namespaces/${name}` }).catch(
-        () => {},
-      );
-  });
-
+describe('namespace provisioner: provision and reclaim', () => {
   it('a claim gets a namespace whose kubeconfig may administer it and nothing else; Delete removes it all, the claim last', async () => {
     const { namespace, target, kubeconfig } = await provisioned('team-dtc', deleteClass);
     const user = new KubeConfig();
@@ -165,7 +165,9 @@ describe('namespace provisioner', () => {
     assert.equal((await getNamespace(namespace))?.metadata.deletionTimestamp, undefined);
     assert.ok(await f.get(Kind.Secret, ns, 'kept-dtc-dt-kubeconfig'));
   });
+});
 
+describe('namespace provisioner: namespaces that are not its own', () => {
   it('a namespace of that name that was not provisioned for the claim is a condition, and is never touched', async () => {
     const taken = `${ns}-taken-dtc`;
     provisionedNamespaces.push(taken);

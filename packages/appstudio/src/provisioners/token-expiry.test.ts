@@ -8,7 +8,7 @@ import {
   registerProvisionedTokenExpiry,
   tokenOfKubeconfigSecret,
   tokenTimesProblem,
-} from './namespace.provisioner.ts';
+} from './namespace-token.ts';
 
 const jwt = (payload: object) =>
   ['{"alg":"none"}', JSON.stringify(payload), ''].map((p) => Buffer.from(p).toString('base64url')).join('.');

@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { DeploymentTargetAnnotation } from '@gitops/api';
+import { handInformer } from '@gitops/shared/testing';
+import { describe, it } from 'vitest';
+import type { ClaimCr, ClassCr, EnvironmentCr, TargetCr } from '../objects.ts';
+import {
+  claim,
+  deploymentTargetClass,
+  environment,
+  target,
+  updated,
+  useWatches,
+  wiredController,
+} from '../testing/unit.ts';
+import { claimChanged, watchClaimSources } from './claim.watches.ts';
+
+const provisioning = (name: string, className: string) =>
+  claim(
+    name,
+    { deploymentTargetClassName: className },
+    {},
+    {
+      annotations: { [DeploymentTargetAnnotation.DTProvisioner]: className },
+    },
+  );
+const bindComplete = { annotations: { [DeploymentTargetAnnotation.BindComplete]: 'true' } };
+
+describe('DeploymentTargetClaim watches: which events wake which claims', () => {
+  const watch = useWatches(
+    () => ({
+      claims: handInformer<ClaimCr>(),
+      targets: handInformer<TargetCr>(),
+      classes: handInformer<ClassCr>(),
+      environments: handInformer<EnvironmentCr>(),
+    }),
+    (deps) => wiredController(deps.claims, { predicates: [claimChanged] }, (b) => watchClaimSources(b, deps)),
+  );
+
+  it('the claim: created, its spec, annotations, finalizers, deletion and a relist wake it; a status write does not', async () => {
+    const c = claim('c');
+    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(c)), ['ns/c']);
+    const phase = updated(c, { status: { phase: 'Pending' } });
+    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(phase)), []);
+    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(phase)), ['ns/c'], 'relist');
+    const annotated = updated(phase, { metadata: bindComplete });
+    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(annotated)), ['ns/c']);
+    const finalized = updated(annotated, {
+      metadata: { finalizers: ['binder.appstudio.redhat.com/finalizer'] },
+    });
+    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(finalized)), ['ns/c']);
+    const deleting = updated(finalized, { metadata: { deletionTimestamp: '2026-01-01T00:00:00Z' } });
+    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(deleting)), ['ns/c']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.claims.remove(deleting)), ['ns/c']);
+  });
+
+  it('a target wakes the claims linked to it and the waiting claims of its namespace, not bound or named ones', async () => {
+    watch.sources.claims.put(claim('referenced', { targetName: 'other' }));
+    watch.sources.claims.put(claim('naming', { targetName: 't' }));
+    watch.sources.claims.put(claim('waiting'));
+    watch.sources.claims.put(claim('bound', {}, { phase: 'Bound' }, bindComplete));
+    watch.sources.claims.put(claim('elsewhere', {}, {}, { namespace: 'other-ns' }));
+    const t = target('t', { claimRef: 'referenced' });
+    const expected = ['ns/naming', 'ns/referenced', 'ns/waiting'];
+    assert.deepEqual(await watch.wakes(() => watch.sources.targets.put(t)), expected);
+    assert.deepEqual(
+      await watch.wakes(() => watch.sources.targets.put(updated(t, { status: { phase: 'Bound' } }))),
+      expected,
+    );
+    assert.deepEqual(await watch.wakes(() => watch.sources.targets.remove(t)), expected);
+  });
+
+  it('a class wakes only its claims that asked for provisioning', async () => {
+    watch.sources.claims.put(provisioning('asked', 'sandbox'));
+    watch.sources.claims.put(claim('not-asked', { deploymentTargetClassName: 'sandbox' }));
+    watch.sources.claims.put(provisioning('other-class', 'other'));
+    const cls = deploymentTargetClass('sandbox');
+    assert.deepEqual(await watch.wakes(() => watch.sources.classes.put(cls)), ['ns/asked']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.classes.remove(cls)), ['ns/asked']);
+  });
+
+  it('an Environment wakes the claim it names, whether or not the claim exists; one without a claim wakes none', async () => {
+    const env = environment('dev', {
+      configuration: { target: { deploymentTargetClaim: { claimName: 'c' } } },
+    });
+    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(env)), ['ns/c']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.environments.remove(env)), ['ns/c']);
+    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(environment('plain'))), []);
+  });
+});
