@@ -106,9 +106,13 @@ async function provisioned(claim: string, className: string, env: string) {
   assert.equal(specOf(sr).tierName, 'appstudio-env');
   await hostOperatorProvisions(sr, `${claim}-space`, `${claim}-space-secret`);
 
-  const target = await eventually('the provisioned target Bound', async () => {
+  // Bound (the binder) and the finalizer (the reclaimer) are two controllers' writes, in either order.
+  const target = await eventually('the provisioned target Bound, with the reclaimer finalizer', async () => {
     const t = await getTarget(`${claim}-dt`);
-    return statusOf(t).phase === 'Bound' ? t : undefined;
+    return statusOf(t).phase === 'Bound' &&
+      t?.metadata.finalizers?.includes('dt.appstudio.redhat.com/finalizer')
+      ? t
+      : undefined;
   });
   assert.equal(
     target.metadata.annotations?.['provisioner.appstudio.redhat.com/provisioned-by'],
@@ -125,7 +129,6 @@ async function provisioned(claim: string, className: string, env: string) {
       allowInsecureSkipTLSVerify: false,
     },
   });
-  assert.ok(target.metadata.finalizers?.includes('dt.appstudio.redhat.com/finalizer'));
   const bound = await eventually('claim Bound', async () => {
     const c = await getClaim(claim);
     return statusOf(c).phase === 'Bound' &&
