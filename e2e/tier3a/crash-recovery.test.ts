@@ -1,7 +1,7 @@
 /** Tier 3a: crashes (SIGKILL) of either process lose nothing; malformed rows fail one operation, not the agent. */
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import {
   type ArgoApplication,
   type GitOpsDeployment,
@@ -11,34 +11,27 @@ import {
   paths,
   remove,
 } from '../fixture/kube.ts';
-import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
-import type { System } from '../fixture/system.ts';
+import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 describe('crash recovery (tier 3a)', () => {
-  let f: PlayedSystem;
-  let system: System;
+  const f = usePlayedArgoCdSystem({ start: [] });
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startPlayedArgoCdSystem({ start: [] });
-    ({ system } = f);
     tenant = await f.given.tenant();
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   /** Waits until no operation is Waiting or In_Progress, then checks that none Failed. */
   async function everyOperationCompleted() {
     await eventually('every operation to be terminal', async () => {
-      const open = await system.db
+      const open = await f.system.db
         .selectFrom('operation')
         .select('id')
         .where('state', 'in', ['Waiting', 'In_Progress'])
         .execute();
       return open.length === 0 ? true : undefined;
     });
-    const failed = await system.db
+    const failed = await f.system.db
       .selectFrom('operation')
       .select(['id', 'message'])
       .where('state', '=', 'Failed')
@@ -49,36 +42,36 @@ describe('crash recovery (tier 3a)', () => {
   const applicationFor = (gd: GitOpsDeployment) =>
     eventually(`Application of ${gd.metadata.name}`, () =>
       get<ArgoApplication>(
-        system.kc,
-        paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
+        f.system.kc,
+        paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
       ),
     );
 
   it('a backend killed after committing, before any Operation CR exists, delivers the operation after restart', async () => {
     // The relay is off: the reconcile commits rows + operation, but no Operation CR is ever created. That is
     // exactly the state a SIGKILL between commit and CR creation leaves behind.
-    await system.start('backend', { GITOPS_RELAY_ENABLED: 'false' });
-    const gd = await system.createGitOpsDeployment(tenant, 'committed-only', {
+    await f.system.start('backend', { GITOPS_RELAY_ENABLED: 'false' });
+    const gd = await f.system.createGitOpsDeployment(tenant, 'committed-only', {
       source: { repoURL: 'https://github.com/example/repo', path: 'committed' },
       type: 'automated',
     });
     const operation = await eventually('the committed operation row', () =>
-      system.db
+      f.system.db
         .selectFrom('operation')
         .selectAll()
         .where('owner_uid', '=', gd.metadata.uid ?? '')
         .executeTakeFirst(),
     );
     assert.equal(operation.delivered_at, null);
-    assert.deepEqual(await list(system.kc, paths.operations(system.argoCdNamespace)), []);
-    await system.kill('backend');
+    assert.deepEqual(await list(f.system.kc, paths.operations(f.system.argoCdNamespace)), []);
+    await f.system.kill('backend');
 
-    await system.start('backend');
-    await system.start('cluster-agent');
+    await f.system.start('backend');
+    await f.system.start('cluster-agent');
     const app = await applicationFor(gd);
     assert.equal(app.spec.source.path, 'committed');
     const finished = await eventually('the operation to complete', async () => {
-      const row = await system.db
+      const row = await f.system.db
         .selectFrom('operation')
         .selectAll()
         .where('id', '=', operation.id)
@@ -92,7 +85,7 @@ describe('crash recovery (tier 3a)', () => {
     const created: GitOpsDeployment[] = [];
     for (let i = 0; i < 10; i++) {
       created.push(
-        await system.createGitOpsDeployment(tenant, `burst-${i}`, {
+        await f.system.createGitOpsDeployment(tenant, `burst-${i}`, {
           source: { repoURL: 'https://github.com/example/repo', path: `burst/${i}` },
           type: 'automated',
         }),
@@ -100,45 +93,45 @@ describe('crash recovery (tier 3a)', () => {
     }
     // Kill the agent as soon as it has started working on the burst.
     await eventually('the agent to pick up work', async () => {
-      const rows = await system.db
+      const rows = await f.system.db
         .selectFrom('operation')
         .select('state')
         .where('owner_name', 'like', 'burst-%')
         .execute();
       return rows.some((r) => r.state !== 'Waiting') ? true : undefined;
     });
-    await system.kill('cluster-agent');
-    await system.start('cluster-agent');
+    await f.system.kill('cluster-agent');
+    await f.system.start('cluster-agent');
     for (const gd of created) await applicationFor(gd);
     await everyOperationCompleted();
   });
 
   it('two agent replicas: the standby waits; SIGKILL of the active one and the standby finishes every operation', async () => {
     // The first replica is the active one (earlier tests left the agent running); the second waits, ready.
-    if (!system.isRunning('cluster-agent')) await system.start('cluster-agent');
-    await system.start('cluster-agent-2');
+    if (!f.system.isRunning('cluster-agent')) await f.system.start('cluster-agent');
+    await f.system.start('cluster-agent-2');
     const metric = async (name: 'cluster-agent' | 'cluster-agent-2') =>
-      /^gitops_agent_active(?:\{[^}]*\})? 1$/m.test(await system.metrics(name));
+      /^gitops_agent_active(?:\{[^}]*\})? 1$/m.test(await f.system.metrics(name));
     assert.equal(await metric('cluster-agent'), true, 'the first replica is active');
     assert.equal(await metric('cluster-agent-2'), false, 'the second replica waits as the standby');
 
     const created: GitOpsDeployment[] = [];
     for (let i = 0; i < 6; i++) {
       created.push(
-        await system.createGitOpsDeployment(tenant, `failover-${i}`, {
+        await f.system.createGitOpsDeployment(tenant, `failover-${i}`, {
           source: { repoURL: 'https://github.com/example/repo', path: `failover/${i}` },
           type: 'automated',
         }),
       );
     }
-    await system.kill('cluster-agent');
+    await f.system.kill('cluster-agent');
     await eventually('the standby became the active agent', () => metric('cluster-agent-2'), 30_000);
     for (const gd of created) await applicationFor(gd);
     await everyOperationCompleted();
     // The killed replica comes back (as a kubelet restarts it) and waits as the standby now.
-    await system.start('cluster-agent');
+    await f.system.start('cluster-agent');
     assert.equal(await metric('cluster-agent'), false);
-    await system.kill('cluster-agent-2');
+    await f.system.kill('cluster-agent-2');
     await eventually('the first replica is active again', () => metric('cluster-agent'), 30_000);
   });
 
@@ -146,24 +139,27 @@ describe('crash recovery (tier 3a)', () => {
     const gds: GitOpsDeployment[] = [];
     for (let i = 0; i < 4; i++) {
       gds.push(
-        await system.createGitOpsDeployment(tenant, `churn-${i}`, {
+        await f.system.createGitOpsDeployment(tenant, `churn-${i}`, {
           source: { repoURL: 'https://github.com/example/repo', path: `churn/${i}` },
           type: 'automated',
         }),
       );
     }
     for (const gd of gds) await applicationFor(gd);
-    await system.kill('backend');
+    await f.system.kill('backend');
     // While the backend is down: delete two, update one.
-    await remove(system.kc, paths.gitopsDeployment(tenant, 'churn-0'));
-    await remove(system.kc, paths.gitopsDeployment(tenant, 'churn-1'));
-    await mergePatch(system.kc, paths.gitopsDeployment(tenant, 'churn-2'), {
+    await remove(f.system.kc, paths.gitopsDeployment(tenant, 'churn-0'));
+    await remove(f.system.kc, paths.gitopsDeployment(tenant, 'churn-1'));
+    await mergePatch(f.system.kc, paths.gitopsDeployment(tenant, 'churn-2'), {
       spec: { source: { path: 'churn/2-updated' } },
     });
-    await system.start('backend');
+    await f.system.start('backend');
     for (const gone of gds.slice(0, 2)) {
       await eventually(`${gone.metadata.name}'s Application to be deleted`, async () =>
-        (await get(system.kc, paths.application(system.argoCdNamespace, `gitopsdepl-${gone.metadata.uid}`)))
+        (await get(
+          f.system.kc,
+          paths.application(f.system.argoCdNamespace, `gitopsdepl-${gone.metadata.uid}`),
+        ))
           ? undefined
           : true,
       );
@@ -176,17 +172,17 @@ describe('crash recovery (tier 3a)', () => {
   });
 
   it('a malformed application row fails its operation with a message and the agent keeps working', async () => {
-    const tenantRow = await system.db
+    const tenantRow = await f.system.db
       .selectFrom('cluster_user')
       .selectAll()
       .where('namespace_name', '=', tenant)
       .executeTakeFirstOrThrow();
-    const engine = await system.db
+    const engine = await f.system.db
       .selectFrom('engine_instance')
       .selectAll()
-      .where('name', '=', system.engineInstanceName)
+      .where('name', '=', f.system.engineInstanceName)
       .executeTakeFirstOrThrow();
-    const bad = await system.db
+    const bad = await f.system.db
       .insertInto('application')
       .values({
         name: 'gitopsdepl-malformed',
@@ -197,13 +193,13 @@ describe('crash recovery (tier 3a)', () => {
       })
       .returning('id')
       .executeTakeFirstOrThrow();
-    const operation = await system.db
+    const operation = await f.system.db
       .insertInto('operation')
       .values({ engine_instance_id: engine.id, resource_type: 'Application', resource_id: bad.id })
       .returning('id')
       .executeTakeFirstOrThrow();
     const failed = await eventually('the malformed row to fail its operation', async () => {
-      const row = await system.db
+      const row = await f.system.db
         .selectFrom('operation')
         .selectAll()
         .where('id', '=', operation.id)
@@ -212,16 +208,16 @@ describe('crash recovery (tier 3a)', () => {
     });
     assert.notEqual(failed.message, '');
     assert.equal(
-      await get(system.kc, paths.application(system.argoCdNamespace, 'gitopsdepl-malformed')),
+      await get(f.system.kc, paths.application(f.system.argoCdNamespace, 'gitopsdepl-malformed')),
       undefined,
     );
 
     // Still working: a new deployment gets its Application, and neither process crashed.
-    const next = await system.createGitOpsDeployment(tenant, 'after-malformed', {
+    const next = await f.system.createGitOpsDeployment(tenant, 'after-malformed', {
       source: { repoURL: 'https://github.com/example/repo', path: 'after' },
       type: 'automated',
     });
     await applicationFor(next);
-    assert.deepEqual(system.crashes, []);
+    assert.deepEqual(f.system.crashes, []);
   });
 });

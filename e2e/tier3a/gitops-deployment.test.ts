@@ -4,8 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
+import { beforeAll, describe, it } from 'vitest';
 import {
   type ArgoApplication,
   type GitOpsDeployment,
@@ -14,8 +13,7 @@ import {
   mergePatch,
   paths,
 } from '../fixture/kube.ts';
-import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
-import type { System } from '../fixture/system.ts';
+import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 const AUTOMATED_SYNC_POLICY = {
   automated: { prune: true, selfHeal: true, allowEmpty: true },
@@ -24,23 +22,16 @@ const AUTOMATED_SYNC_POLICY = {
 };
 
 describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
-  let f: PlayedSystem;
-  let system: System;
-  let argoCd: ArgoCdActor;
+  const f = usePlayedArgoCdSystem();
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startPlayedArgoCdSystem();
-    ({ system, argoCd } = f);
     tenant = await f.given.tenant();
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   const applicationOf = (gd: GitOpsDeployment) => f.expect.application(gd);
   const tenantId = async () => {
-    const row = await system.db
+    const row = await f.system.db
       .selectFrom('cluster_user')
       .select('id')
       .where('namespace_name', '=', tenant)
@@ -69,7 +60,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
     assert.equal(app.spec.project, `app-project-${await tenantId()}`);
     assert.deepEqual(app.spec.syncPolicy, AUTOMATED_SYNC_POLICY);
     assert.ok(app.metadata.finalizers?.includes('resources-finalizer.argocd.argoproj.io'));
-    const applicationRow = await system.db
+    const applicationRow = await f.system.db
       .selectFrom('application')
       .select('id')
       .where('name', '=', app.metadata.name)
@@ -125,10 +116,10 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
       targetRevision: 'v2',
     });
 
-    const operationsBefore = await system.db.selectFrom('operation').select('id').execute();
+    const operationsBefore = await f.system.db.selectFrom('operation').select('id').execute();
     const resourceVersionBefore = updated.metadata.resourceVersion;
     // Same spec again, plus a label change: a new generation of the CR, but the desired state is unchanged.
-    await mergePatch(system.kc, paths.gitopsDeployment(tenant, 'updated-app'), {
+    await mergePatch(f.system.kc, paths.gitopsDeployment(tenant, 'updated-app'), {
       metadata: { labels: { touched: 'yes' } },
       spec: { source: { repoURL: 'https://github.com/example/two', path: 'b', targetRevision: 'v2' } },
     });
@@ -140,9 +131,9 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
       { type: 'automated' },
     );
     await applicationOf(marker);
-    const operationsAfter = await system.db.selectFrom('operation').select(['id', 'resource_id']).execute();
+    const operationsAfter = await f.system.db.selectFrom('operation').select(['id', 'resource_id']).execute();
     const newOperations = operationsAfter.filter((o) => !operationsBefore.some((b) => b.id === o.id));
-    const appRow = await system.db
+    const appRow = await f.system.db
       .selectFrom('application')
       .select('id')
       .where('name', '=', `gitopsdepl-${gd.metadata.uid}`)
@@ -183,9 +174,11 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
     const app = await applicationOf(gd);
     await f.when.deleted(gd);
     await eventually('the Application to be gone', async () =>
-      (await get(system.kc, paths.application(system.argoCdNamespace, app.metadata.name))) ? undefined : true,
+      (await get(f.system.kc, paths.application(f.system.argoCdNamespace, app.metadata.name)))
+        ? undefined
+        : true,
     );
-    const rows = await system.db
+    const rows = await f.system.db
       .selectFrom('application')
       .select('id')
       .where('name', '=', app.metadata.name)
@@ -201,27 +194,27 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
       { type: 'automated', finalizers: ['resources-finalizer.managed-gitops.redhat.com'] },
     );
     const app = await applicationOf(gd);
-    argoCd.pauseDeletions();
+    f.argoCd.pauseDeletions();
     await f.when.deleted(gd);
     // Argo CD is still pruning: the Application is marked for deletion but exists.
     await eventually('the Application to be marked for deletion', async () => {
       const current = await get<ArgoApplication>(
-        system.kc,
-        paths.application(system.argoCdNamespace, app.metadata.name),
+        f.system.kc,
+        paths.application(f.system.argoCdNamespace, app.metadata.name),
       );
       return current?.metadata.deletionTimestamp ? true : undefined;
     });
     const stillThere = await get<GitOpsDeployment>(
-      system.kc,
+      f.system.kc,
       paths.gitopsDeployment(tenant, 'finalized-app'),
     );
     assert.ok(stillThere?.metadata.deletionTimestamp, 'the GitOpsDeployment waits for Argo CD');
     assert.deepEqual(stillThere?.metadata.finalizers, ['resources-finalizer.managed-gitops.redhat.com']);
 
-    await argoCd.resumeDeletions();
+    await f.argoCd.resumeDeletions();
     await f.expect.deployment(gd).gone();
     assert.equal(
-      await get(system.kc, paths.application(system.argoCdNamespace, app.metadata.name)),
+      await get(f.system.kc, paths.application(f.system.argoCdNamespace, app.metadata.name)),
       undefined,
     );
   });
@@ -229,7 +222,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   it('recreating the same name three times gives a new Application each time and leaves no old one', async () => {
     const seen: string[] = [];
     for (let round = 1; round <= 3; round++) {
-      const gd = await system.createGitOpsDeployment(tenant, 'recreated-app', {
+      const gd = await f.system.createGitOpsDeployment(tenant, 'recreated-app', {
         source: { repoURL: 'https://github.com/example/repo', path: `round-${round}` },
         type: 'automated',
       });
@@ -242,15 +235,15 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
     assert.equal(new Set(seen).size, 3);
     for (const name of seen) {
       await eventually(`${name} to be gone`, async () =>
-        (await get(system.kc, paths.application(system.argoCdNamespace, name))) ? undefined : true,
+        (await get(f.system.kc, paths.application(f.system.argoCdNamespace, name))) ? undefined : true,
       );
     }
     const left = await list<ArgoApplication>(
-      system.kc,
-      paths.applications(system.argoCdNamespace),
+      f.system.kc,
+      paths.applications(f.system.argoCdNamespace),
       'managed-gitops.redhat.com/database-id',
     );
     assert.ok(!left.some((a) => seen.includes(a.metadata.name)));
-    assert.deepEqual(system.crashes, []);
+    assert.deepEqual(f.system.crashes, []);
   });
 });

@@ -1,10 +1,9 @@
 /** Tier 3a: one AppProject per tenant, exactly the tenant's repos and destinations; drift is put back. */
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import { type ArgoApplication, get, mergePatch, paths, remove } from '../fixture/kube.ts';
-import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
-import type { System } from '../fixture/system.ts';
+import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 interface AppProject {
   metadata: { name: string };
@@ -16,24 +15,18 @@ interface AppProject {
 }
 
 describe('tenant isolation and drift repair (tier 3a)', () => {
-  let f: PlayedSystem;
-  let system: System;
+  const f = usePlayedArgoCdSystem();
   let tenantA: string;
   let tenantB: string;
 
   beforeAll(async () => {
-    f = await startPlayedArgoCdSystem();
-    ({ system } = f);
     tenantA = await f.given.tenant('tenant-a');
     tenantB = await f.given.tenant('tenant-b');
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   const projectOf = async (namespace: string) => {
     const row = await eventually(`tenant row of ${namespace}`, () =>
-      system.db
+      f.system.db
         .selectFrom('cluster_user')
         .select('id')
         .where('namespace_name', '=', namespace)
@@ -66,7 +59,10 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
     assert.notEqual(projectA, projectB);
 
     const a = await eventually('tenant A AppProject with both repositories', async () => {
-      const project = await get<AppProject>(system.kc, paths.appProject(system.argoCdNamespace, projectA));
+      const project = await get<AppProject>(
+        f.system.kc,
+        paths.appProject(f.system.argoCdNamespace, projectA),
+      );
       return project?.spec.sourceRepos?.length === 2 ? project : undefined;
     });
     assert.deepEqual(a.spec.sourceRepos, [
@@ -77,15 +73,15 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
     assert.deepEqual(a.spec.clusterResourceWhitelist ?? [], []);
 
     const b = await eventually('tenant B AppProject', () =>
-      get<AppProject>(system.kc, paths.appProject(system.argoCdNamespace, projectB)),
+      get<AppProject>(f.system.kc, paths.appProject(f.system.argoCdNamespace, projectB)),
     );
     assert.deepEqual(b.spec.sourceRepos, ['https://github.com/tenant-b/only']);
     assert.deepEqual(b.spec.destinations, [{ name: 'in-cluster', namespace: tenantB }]);
 
     const appA = await eventually('tenant A Application', () =>
       get<ArgoApplication>(
-        system.kc,
-        paths.application(system.argoCdNamespace, `gitopsdepl-${a1.metadata.uid}`),
+        f.system.kc,
+        paths.application(f.system.argoCdNamespace, `gitopsdepl-${a1.metadata.uid}`),
       ),
     );
     assert.equal(appA.spec.project, projectA);
@@ -93,7 +89,7 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
 
   it("rejects a deployment that names another tenant's namespace without an environment", async () => {
     await assert.rejects(
-      system.createGitOpsDeployment(tenantA, 'sneaky', {
+      f.system.createGitOpsDeployment(tenantA, 'sneaky', {
         source: { repoURL: 'https://github.com/tenant-a/first', path: 'p' },
         destination: { namespace: tenantB },
         type: 'automated',
@@ -104,12 +100,12 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
 
   it("removes the tenant's AppProject with its last deployment", async () => {
     const projectB = await projectOf(tenantB);
-    await remove(system.kc, paths.gitopsDeployment(tenantB, 'one'));
+    await remove(f.system.kc, paths.gitopsDeployment(tenantB, 'one'));
     await eventually('tenant B AppProject to be deleted', async () =>
-      (await get(system.kc, paths.appProject(system.argoCdNamespace, projectB))) ? undefined : true,
+      (await get(f.system.kc, paths.appProject(f.system.argoCdNamespace, projectB))) ? undefined : true,
     );
     // Tenant A is untouched.
-    assert.ok(await get(system.kc, paths.appProject(system.argoCdNamespace, await projectOf(tenantA))));
+    assert.ok(await get(f.system.kc, paths.appProject(f.system.argoCdNamespace, await projectOf(tenantA))));
   });
 
   it('puts back an Application a user edited or deleted in the Argo CD namespace', async () => {
@@ -121,28 +117,28 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
     );
     const name = `gitopsdepl-${gd.metadata.uid}`;
     await eventually('the Application', () =>
-      get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, name)),
+      get<ArgoApplication>(f.system.kc, paths.application(f.system.argoCdNamespace, name)),
     );
 
-    await mergePatch(system.kc, paths.application(system.argoCdNamespace, name), {
+    await mergePatch(f.system.kc, paths.application(f.system.argoCdNamespace, name), {
       spec: { source: { path: 'hijacked' }, destination: { namespace: tenantB } },
     });
     const repaired = await eventually('the edited Application to be repaired', async () => {
-      const app = await get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, name));
+      const app = await get<ArgoApplication>(f.system.kc, paths.application(f.system.argoCdNamespace, name));
       return app?.spec.source.path === 'guarded' && app.spec.destination.namespace === tenantA
         ? app
         : undefined;
     });
     assert.equal(repaired.spec.destination.name, 'in-cluster');
 
-    await remove(system.kc, paths.application(system.argoCdNamespace, name));
+    await remove(f.system.kc, paths.application(f.system.argoCdNamespace, name));
     const recreated = await eventually('the deleted Application to be recreated', async () => {
-      const app = await get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, name));
+      const app = await get<ArgoApplication>(f.system.kc, paths.application(f.system.argoCdNamespace, name));
       return app && !app.metadata.deletionTimestamp && app.metadata.uid !== repaired.metadata.uid
         ? app
         : undefined;
     });
     assert.equal(recreated.spec.source.path, 'guarded');
-    assert.deepEqual(system.crashes, []);
+    assert.deepEqual(f.system.crashes, []);
   });
 });

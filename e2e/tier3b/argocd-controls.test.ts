@@ -9,14 +9,13 @@ import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { get, paths } from '../fixture/kube.ts';
 import {
   CONVERGE_MS,
   type DeploymentStatus,
-  type RealSystem,
-  startRealSystem,
   syncedAndHealthy,
+  useRealSystem,
 } from '../fixture/real-argo-cd.ts';
 
 type Resource = NonNullable<DeploymentStatus['resources']>[number];
@@ -25,14 +24,7 @@ const resourceOf = (status: DeploymentStatus, name: string): Resource | undefine
 const synced = (status: DeploymentStatus) => status.sync?.status === 'Synced';
 
 describe("tier 3b: Argo CD's controls on a GitOpsDeployment, with a real Argo CD", () => {
-  let f: RealSystem;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-  });
-  afterAll(async () => {
-    await f?.stop();
-  });
+  const f = useRealSystem();
 
   /** Another manager (a controller, an autoscaler) changes a ConfigMap's data. */
   const changedByAnother = (namespace: string, name: string, data: Record<string, string>) =>

@@ -9,10 +9,9 @@ import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
+import { describe, it } from 'vitest';
 import { GROUP_VERSION, get, paths, remove } from '../fixture/kube.ts';
-import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
 const RBAC = '/apis/rbac.authorization.k8s.io/v1';
@@ -33,17 +32,7 @@ function clusterRoleManifest(name: string): string {
 }
 
 describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
-  let f: RealSystem;
-  let external: ExternalCluster;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-    external = externalCluster(f.system.kc, f.system.shard);
-  });
-  afterAll(async () => {
-    await f?.stop();
-    await external?.cleanUp();
-  });
+  const f = useRealSystem();
 
   const clusterRole = (name: string) => get(f.system.kc, `${RBAC}/clusterroles/${name}`);
 
@@ -52,8 +41,8 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
   }) => {
     // Given a tenant with an environment that allows cluster resources, whose token may manage ClusterRoles
     const tenant = await f.given.tenant('cres');
-    const target = await external.target('cres-target', { manageClusterRoles: true });
-    await external.environment(tenant, 'cluster-admin-ish', target, { clusterResources: true });
+    const target = await f.external.target('cres-target', { manageClusterRoles: true });
+    await f.external.environment(tenant, 'cluster-admin-ish', target, { clusterResources: true });
     const roleName = `cres-role-${randomSuffix()}`;
     const repo = await f.given.repository('cres-app', {
       'dev/role.yaml': clusterRoleManifest(roleName),
@@ -124,8 +113,8 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
   it('an environment with clusterResources: false refuses a ClusterRole', async ({ annotate }) => {
     // Given a tenant whose environment does not allow cluster resources (the token could create ClusterRoles)
     const tenant = await f.given.tenant('cres-off');
-    const target = await external.target('cres-off-target', { manageClusterRoles: true });
-    await external.environment(tenant, 'namespaced', target, { clusterResources: false });
+    const target = await f.external.target('cres-off-target', { manageClusterRoles: true });
+    await f.external.environment(tenant, 'namespaced', target, { clusterResources: false });
     const roleName = `cres-off-role-${randomSuffix()}`;
     const repo = await f.given.repository('cres-off-app', {
       'dev/role.yaml': clusterRoleManifest(roleName),

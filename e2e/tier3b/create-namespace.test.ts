@@ -9,10 +9,9 @@
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
+import { describe, it } from 'vitest';
 import { get, paths } from '../fixture/kube.ts';
-import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
 const CREATE_NAMESPACE = { syncOptions: ['CreateNamespace=true' as const] };
@@ -20,17 +19,7 @@ const CREATE_NAMESPACE = { syncOptions: ['CreateNamespace=true' as const] };
 type Application = KubeObject & { spec: { project: string } };
 
 describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
-  let f: RealSystem;
-  let external: ExternalCluster;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-    external = externalCluster(f.system.kc, f.system.shard);
-  });
-  afterAll(async () => {
-    await f?.stop();
-    await external?.cleanUp();
-  });
+  const f = useRealSystem();
 
   const applicationOf = (gd: KubeObject) =>
     get<Application>(
@@ -61,13 +50,13 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
     // Given an environment limited to its namespace and one that does not exist yet, whose token may create
     // namespaces (and ClusterRoles: only Argo CD's namespaced cluster cache stands in the way of those)
     const tenant = await f.given.tenant('cns-lim');
-    const target = await external.target('cns-lim-target', {
+    const target = await f.external.target('cns-lim-target', {
       createNamespaces: true,
       manageClusterRoles: true,
     });
     const created = `cns-new-${randomSuffix()}`;
-    external.track(created);
-    await external.environment(tenant, 'limited', target, {
+    f.external.track(created);
+    await f.external.environment(tenant, 'limited', target, {
       namespaces: [target.namespace, created],
       clusterResources: false,
     });
@@ -126,10 +115,10 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
   }) => {
     // Given an environment whose token may administer only its own namespace, listing one that does not exist
     const tenant = await f.given.tenant('cns-deny');
-    const target = await external.target('cns-deny-target');
+    const target = await f.external.target('cns-deny-target');
     const missing = `cns-missing-${randomSuffix()}`;
-    external.track(missing);
-    await external.environment(tenant, 'narrow', target, { namespaces: [target.namespace, missing] });
+    f.external.track(missing);
+    await f.external.environment(tenant, 'narrow', target, { namespaces: [target.namespace, missing] });
     const repo = await f.given.repository('cns-deny-app', {
       'dev/config.yaml': manifest.configMap('cns-deny-config', { where: 'missing' }),
     });

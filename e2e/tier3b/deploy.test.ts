@@ -6,22 +6,18 @@
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import { paths, recordDeletions } from '../fixture/kube.ts';
-import { hasCondition, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { hasCondition, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 const USER_FINALIZER = 'resources-finalizer.managed-gitops.redhat.com';
 
 describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
-  let f: RealSystem;
+  const f = useRealSystem();
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startRealSystem();
     tenant = await f.given.tenant();
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   it('deploys the repository: Synced/Healthy, status.resources lists the objects, the objects exist', async () => {

@@ -9,32 +9,27 @@ import { Label, TenantMoveEventReason } from '@gitops/api';
 import { manifest } from '@gitops/local-env';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import { type GitOpsDeployment, get, mergePatch, paths, watchEvents } from '../fixture/kube.ts';
 import {
   CONVERGE_MS,
   type DeploymentStatus,
-  type RealSystem,
-  startRealSystem,
   syncedAndHealthy,
+  useRealSystem,
 } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: two Argo CD instances', () => {
-  let f: RealSystem;
+  // An instance whose agents are away is reported after 3 s (default 2 min).
+  const f = useRealSystem({
+    secondInstance: true,
+    backendEnv: { GITOPS_ENGINE_INSTANCE_AWAY_AFTER: '3s' },
+  });
   let a: string;
   let b: string;
 
-  beforeAll(async () => {
-    // An instance whose agents are away is reported after 3 s (default 2 min).
-    f = await startRealSystem({
-      secondInstance: true,
-      backendEnv: { GITOPS_ENGINE_INSTANCE_AWAY_AFTER: '3s' },
-    });
+  beforeAll(() => {
     a = f.system.engineInstanceName;
     b = f.system.secondEngineInstanceName;
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   const engineInstanceOf = (status: object) => (status as { engineInstance?: string }).engineInstance;

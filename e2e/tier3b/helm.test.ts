@@ -8,13 +8,8 @@
 
 import assert from 'node:assert/strict';
 import type { Files } from '@gitops/local-env';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import {
-  type DeploymentStatus,
-  type RealSystem,
-  startRealSystem,
-  syncedAndHealthy,
-} from '../fixture/real-argo-cd.ts';
+import { describe, it } from 'vitest';
+import { type DeploymentStatus, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 /**
  * A chart whose one ConfigMap shows every value and the release name; `target`, when set, is the namespace
@@ -56,14 +51,7 @@ const saying = (status: DeploymentStatus, type: string, pattern: RegExp) =>
   );
 
 describe('tier 3b: Helm charts with a real Argo CD', () => {
-  let f: RealSystem;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-  });
-  afterAll(async () => {
-    await f?.stop();
-  });
+  const f = useRealSystem();
 
   it("renders a chart with the user's inline values, value file and parameters; a changed parameter reaches the ConfigMap", async () => {
     // Given a Helm chart in Git

@@ -7,31 +7,20 @@
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
+import { describe, it } from 'vitest';
 import { createTenantNamespace, list } from '../fixture/kube.ts';
-import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
-  let f: RealSystem;
-  let external: ExternalCluster;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-    external = externalCluster(f.system.kc, f.system.shard);
-  });
-  afterAll(async () => {
-    await f?.stop();
-    await external?.cleanUp();
-  });
+  const f = useRealSystem();
 
   it('deploys through a namespace-limited environment; another namespace through it fails with Argo CD’s error', async ({
     annotate,
   }) => {
     // Given a tenant with an environment whose ServiceAccount may administer only one namespace
     const tenant = await f.given.tenant('menv');
-    const target = await external.target('menv-target');
-    await external.environment(tenant, 'staging', target);
+    const target = await f.external.target('menv-target');
+    await f.external.environment(tenant, 'staging', target);
     const repo = await f.given.repository('menv-app', {
       'dev/config.yaml': manifest.configMap('menv-config', { where: 'staging' }),
     });
@@ -50,7 +39,7 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
 
     // When the tenant deploys into another namespace through the same environment
     const elsewhere = await createTenantNamespace(f.system.kc, 'menv-elsewhere');
-    external.track(elsewhere);
+    f.external.track(elsewhere);
     const denied = await f.when.deployed(
       tenant,
       'to-elsewhere',
@@ -82,10 +71,10 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
     // Given two tenants, each with an environment for a namespace of its own, with the same name
     const tenantA = await f.given.tenant('menv-a');
     const tenantB = await f.given.tenant('menv-b');
-    const targetA = await external.target('menv-a-target');
-    const targetB = await external.target('menv-b-target');
-    await external.environment(tenantA, 'prod', targetA);
-    await external.environment(tenantB, 'prod', targetB);
+    const targetA = await f.external.target('menv-a-target');
+    const targetB = await f.external.target('menv-b-target');
+    await f.external.environment(tenantA, 'prod', targetA);
+    await f.external.environment(tenantB, 'prod', targetB);
     const repo = await f.given.repository('menv-shared', {
       'dev/config.yaml': manifest.configMap('shared-config', { from: 'repo' }),
       'intrusion/config.yaml': manifest.configMap('intruder', { from: 'tenant A' }),

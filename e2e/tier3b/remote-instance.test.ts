@@ -8,31 +8,28 @@
  */
 import assert from 'node:assert/strict';
 import { Label } from '@gitops/api';
-import { type ControlPlane, manifest, startControlPlane } from '@gitops/local-env';
+import { manifest, startControlPlane } from '@gitops/local-env';
 import { clusterIdentity, loadKubeConfig } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { eventually, useFixture } from '@gitops/shared/testing';
+import { beforeAll, describe, it } from 'vitest';
 import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
 import { create, GROUP_VERSION, get, mergePatch, paths } from '../fixture/kube.ts';
-import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: an Argo CD instance on another cluster', () => {
-  let workload: ControlPlane;
-  let f: RealSystem;
+  const workload = useFixture(
+    () => startControlPlane(),
+    (plane) => plane.stop(),
+  );
+  const f = useRealSystem(() => ({ secondInstance: { kubeconfigPath: workload.kubeconfigPath } }));
   let remote: ExternalCluster;
   let a: string;
   let b: string;
 
-  beforeAll(async () => {
-    workload = await startControlPlane();
-    f = await startRealSystem({ secondInstance: { kubeconfigPath: workload.kubeconfigPath } });
+  beforeAll(() => {
     remote = externalCluster(loadKubeConfig(workload.kubeconfigPath), f.system.shard);
     a = f.system.engineInstanceName;
     b = f.system.secondEngineInstanceName;
-  });
-  afterAll(async () => {
-    await f?.stop();
-    await workload?.stop();
   });
 
   const workloadKc = () => loadKubeConfig(workload.kubeconfigPath);

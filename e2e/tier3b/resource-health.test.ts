@@ -6,19 +6,15 @@
 import assert from 'node:assert/strict';
 import type { ResourceStatus } from '@gitops/api';
 import { manifest } from '@gitops/local-env';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { beforeAll, describe, it } from 'vitest';
+import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: per-resource health with a real Argo CD', () => {
-  let f: RealSystem;
+  const f = useRealSystem();
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startRealSystem();
     tenant = await f.given.tenant();
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   it('a Service carries its health in status.resources; a ConfigMap, which has none in Argo CD, carries none', async () => {

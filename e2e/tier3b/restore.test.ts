@@ -13,9 +13,9 @@ import { Label } from '@gitops/api';
 import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import { type GitOpsDeployment, get, watchEvents } from '../fixture/kube.ts';
-import { CONVERGE_MS, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { CONVERGE_MS, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 const syncRunPath = (ns: string, name: string) =>
   `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
@@ -34,15 +34,11 @@ interface OperationState {
 }
 
 describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () => {
-  let f: RealSystem;
+  const f = useRealSystem();
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startRealSystem();
     tenant = await f.given.tenant('restore');
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   /** The services stopped, as the procedure stops them before a backup or a restore (Argo CD runs on). */

@@ -7,13 +7,8 @@
 
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import {
-  type DeploymentStatus,
-  type RealSystem,
-  startRealSystem,
-  syncedAndHealthy,
-} from '../fixture/real-argo-cd.ts';
+import { describe, it } from 'vitest';
+import { type DeploymentStatus, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 /** A PreSync hook the API server refuses: its name has an upper case letter and an underscore. */
 const refusedHook = [
@@ -32,14 +27,7 @@ type OperationState = { phase?: string; message?: string; retryCount?: number };
 const operation = (s: DeploymentStatus) => s.operationState as OperationState | undefined;
 
 describe('tier 3b: retry with backoff on a failing hook, with a real Argo CD', () => {
-  let f: RealSystem;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-  });
-  afterAll(async () => {
-    await f?.stop();
-  });
+  const f = useRealSystem();
 
   it("a PreSync hook the API server refuses: Argo CD retries the sync with the user's backoff until the limit, the retry count grows in status, and the SyncError condition says why", async ({
     annotate,

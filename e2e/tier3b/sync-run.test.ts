@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import {
   type ArgoApplication,
   type GitOpsDeployment,
@@ -15,7 +15,7 @@ import {
   paths,
   remove,
 } from '../fixture/kube.ts';
-import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
+import { CONVERGE_MS, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 const syncRunPath = (ns: string, name: string) =>
   `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
@@ -61,15 +61,11 @@ const neverEndingHook = [
 ].join('\n');
 
 describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', () => {
-  let f: RealSystem;
+  const f = useRealSystem();
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startRealSystem();
     tenant = await f.given.tenant('syncrun');
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   const application = (uid: string) =>
