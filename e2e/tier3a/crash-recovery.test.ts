@@ -2,15 +2,7 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
-import {
-  type ArgoApplication,
-  type GitOpsDeployment,
-  get,
-  list,
-  mergePatch,
-  paths,
-  remove,
-} from '../fixture/kube.ts';
+import { type GitOpsDeployment, get, list, mergePatch, paths, remove } from '../fixture/kube.ts';
 import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 describe('crash recovery (tier 3a)', () => {
@@ -39,13 +31,7 @@ describe('crash recovery (tier 3a)', () => {
     assert.deepEqual(failed, []);
   }
 
-  const applicationFor = (gd: GitOpsDeployment) =>
-    eventually(`Application of ${gd.metadata.name}`, () =>
-      get<ArgoApplication>(
-        f.system.kc,
-        paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-      ),
-    );
+  const applicationFor = (gd: GitOpsDeployment) => f.expect.application(gd);
 
   it('a backend killed after committing, before any Operation CR exists, delivers the operation after restart', async () => {
     // The relay is off: the reconcile commits rows + operation, but no Operation CR is ever created. That is

@@ -96,12 +96,11 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('sends path, repoURL and targetRevision updates to the Application; an identical re-apply writes nothing', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'updated-app',
-      { repoURL: 'https://github.com/example/one', path: 'a', targetRevision: 'v1' },
-      { type: 'automated' },
-    );
+    const gd = await f.when.deployed(tenant, 'updated-app', {
+      repoURL: 'https://github.com/example/one',
+      path: 'a',
+      targetRevision: 'v1',
+    });
     await applicationOf(gd);
     await f.when.edited(gd, {
       source: { repoURL: 'https://github.com/example/two', path: 'b', targetRevision: 'v2' },
@@ -124,12 +123,10 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
       spec: { source: { repoURL: 'https://github.com/example/two', path: 'b', targetRevision: 'v2' } },
     });
     // Prove the backend has processed the change: touch another deployment and wait for its Application.
-    const marker = await f.when.deployed(
-      tenant,
-      'marker-app',
-      { repoURL: 'https://github.com/example/one', path: 'marker' },
-      { type: 'automated' },
-    );
+    const marker = await f.when.deployed(tenant, 'marker-app', {
+      repoURL: 'https://github.com/example/one',
+      path: 'marker',
+    });
     await applicationOf(marker);
     const operationsAfter = await f.system.db.selectFrom('operation').select(['id', 'resource_id']).execute();
     const newOperations = operationsAfter.filter((o) => !operationsBefore.some((b) => b.id === o.id));
@@ -148,12 +145,11 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('a targetRevision removed from the spec leaves the Application without one (HEAD), as Argo CD writes it', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'head-app',
-      { repoURL: 'https://github.com/example/head', path: 'h', targetRevision: 'v1' },
-      { type: 'automated' },
-    );
+    const gd = await f.when.deployed(tenant, 'head-app', {
+      repoURL: 'https://github.com/example/head',
+      path: 'h',
+      targetRevision: 'v1',
+    });
     assert.equal((await applicationOf(gd)).spec.source.targetRevision, 'v1');
     // A JSON merge patch with null removes the field from the GitOpsDeployment.
     await f.when.edited(gd, { source: { targetRevision: null } });
@@ -165,12 +161,10 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('deletes the Application when the GitOpsDeployment is deleted', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'deleted-app',
-      { repoURL: 'https://github.com/example/repo', path: 'deleted' },
-      { type: 'automated' },
-    );
+    const gd = await f.when.deployed(tenant, 'deleted-app', {
+      repoURL: 'https://github.com/example/repo',
+      path: 'deleted',
+    });
     const app = await applicationOf(gd);
     await f.when.deleted(gd);
     await eventually('the Application to be gone', async () =>

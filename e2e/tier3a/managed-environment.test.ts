@@ -361,13 +361,8 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
       { repoURL: 'https://github.com/example/repo', path: 'p' },
       { type: 'manual', destination: { environment: 'target', namespace: 'remote-ns' } },
     );
-    const app = await eventually('Application with the environment', async () => {
-      const a = await get<ArgoApplication>(
-        f.system.kc,
-        paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-      );
-      return a?.spec.destination.name === `managed-env-${id}` ? a : undefined;
-    });
+    // The Application with the environment
+    const app = await f.expect.application(gd, (a) => a.spec.destination.name === `managed-env-${id}`);
     assert.equal(app.spec.destination.namespace, 'remote-ns');
     const project = await eventually('AppProject lists the environment', async () => {
       const p = await get<KubeObject & { spec: { destinations: { name: string; namespace: string }[] } }>(
@@ -400,13 +395,8 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     });
 
     await remove(f.system.kc, envPath(tenant, 'target'));
-    await eventually('Application with an empty destination name', async () => {
-      const a = await get<ArgoApplication>(
-        f.system.kc,
-        paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-      );
-      return a && (a.spec.destination.name ?? '') === '' ? a : undefined;
-    });
+    // The Application with an empty destination name
+    await f.expect.application(gd, (a) => (a.spec.destination.name ?? '') === '');
     await eventually('cluster Secret deleted', async () => ((await clusterSecret(id)) ? undefined : true));
     await eventually('GitOpsDeployment reports the unusable environment', async () => {
       const current = await get<GitOpsDeployment>(f.system.kc, paths.gitopsDeployment(tenant, 'to-target'));
@@ -546,13 +536,8 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     });
     const env = await createEnvironment(tenant, 'late', { apiURL: server, credentialsSecret: 'late' });
     const id = await environmentId(env.metadata.uid!);
-    const app = await eventually('Application on the environment', async () => {
-      const a = await get<ArgoApplication>(
-        f.system.kc,
-        paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-      );
-      return a?.spec.destination.name === `managed-env-${id}` ? a : undefined;
-    });
+    // The Application on the environment
+    const app = await f.expect.application(gd, (a) => a.spec.destination.name === `managed-env-${id}`);
     assert.equal(app.spec.destination.namespace, tenant);
     await eventually('ErrorOccurred resolved', async () => {
       const current = await get<GitOpsDeployment>(f.system.kc, paths.gitopsDeployment(tenant, 'early'));

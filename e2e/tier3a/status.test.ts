@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
-import { type ArgoApplication, type GitOpsDeployment, get, paths } from '../fixture/kube.ts';
+import { type GitOpsDeployment, get, paths } from '../fixture/kube.ts';
 import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
@@ -19,16 +19,12 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
     gd?.status?.conditions?.find((c) => c.type === type);
 
   it('copies sync, health, resources, reconciledState, operationState and Argo CD conditions, and resolves dropped ones', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'observed',
-      { repoURL: 'https://github.com/example/repo', path: 'observed', targetRevision: 'main' },
-      { type: 'automated' },
-    );
-    const appName = `gitopsdepl-${gd.metadata.uid}`;
-    await eventually('the Application', () =>
-      get<ArgoApplication>(f.system.kc, paths.application(f.system.argoCdNamespace, appName)),
-    );
+    const gd = await f.when.deployed(tenant, 'observed', {
+      repoURL: 'https://github.com/example/repo',
+      path: 'observed',
+      targetRevision: 'main',
+    });
+    const appName = (await f.expect.application(gd)).metadata.name;
 
     const resources = [
       {
@@ -119,16 +115,11 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
   });
 
   it('follows every status change Argo CD makes, ending on the last one', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'flapping',
-      { repoURL: 'https://github.com/example/repo', path: 'flapping' },
-      { type: 'automated' },
-    );
-    const appName = `gitopsdepl-${gd.metadata.uid}`;
-    await eventually('the Application', () =>
-      get<ArgoApplication>(f.system.kc, paths.application(f.system.argoCdNamespace, appName)),
-    );
+    const gd = await f.when.deployed(tenant, 'flapping', {
+      repoURL: 'https://github.com/example/repo',
+      path: 'flapping',
+    });
+    const appName = (await f.expect.application(gd)).metadata.name;
     const healths = ['Progressing', 'Degraded', 'Progressing', 'Healthy'];
     for (const health of healths) {
       await f.argoCd.reportStatus(appName, {

@@ -14,27 +14,16 @@ import {
   mergePatch,
   paths,
   remove,
+  type SyncRun,
+  type SyncRunStatus,
 } from '../fixture/kube.ts';
 import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
-const syncRunPath = (ns: string, name: string) =>
-  `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
-
-interface SyncRunObject {
-  metadata: { name: string; uid: string };
-  status?: {
-    phase?: string;
-    health?: string;
-    syncStatus?: string;
-    conditions?: { type: string; status: string; reason?: string; message?: string }[];
-  };
-}
+/** The backend's SyncRun controller (its work queue's name in /metrics). */
+const SYNC_RUN_CONTROLLER = 'gitopsdeploymentsyncrun';
 
 /** RFC 3339 in whole seconds, as Argo CD writes metav1.Time. */
 const kubeTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-
-/** A settle period before asserting that something did NOT happen (never a timing assertion). */
-const settle = () => new Promise((r) => setTimeout(r, 3_000));
 
 describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
   const f = usePlayedArgoCdSystem();
@@ -90,11 +79,23 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     expect: (c: { status: string; reason?: string; message?: string }) => boolean,
   ) =>
     eventually(`ErrorOccurred on SyncRun ${name}`, async () => {
-      const run = await get<SyncRunObject>(f.system.kc, syncRunPath(ns, name));
+      const run = await get<SyncRun>(f.system.kc, paths.syncRun(ns, name));
       const conditions = run?.status?.conditions ?? [];
       const c = conditions.find((x) => x.type === 'ErrorOccurred');
-      return c && expect(c) ? { run: run as SyncRunObject, conditions } : undefined;
+      return c && expect(c) ? { run: run as SyncRun, conditions } : undefined;
     });
+  /**
+   * Waits until the backend has handled every SyncRun event so far, before a check that one of them did NOT
+   * cause something: a SyncRun created now, of a deployment that does not exist, reports that, so the backend's
+   * one watch of SyncRuns has delivered every earlier event (in order); then its SyncRun queue is idle, so a
+   * reconcile any of them asked for has run.
+   */
+  async function backendHandledSyncRunEvents(marker: string) {
+    await f.system.createSyncRun(tenant, marker, { gitopsDeploymentName: `${marker}-missing` });
+    await errorCondition(tenant, marker, (c) => c.status === 'True');
+    await f.system.idle('backend', SYNC_RUN_CONTROLLER);
+    await remove(f.system.kc, paths.syncRun(tenant, marker));
+  }
   const syncRowsOf = (uid: string) =>
     f.system.db
       .selectFrom('api_cr_mapping')
@@ -134,10 +135,10 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     assert.equal(rows[0]?.outcome, 'Succeeded');
 
     // Updating the SyncRun (a label) never triggers a second sync.
-    await mergePatch(f.system.kc, syncRunPath(tenant, 'sync-one'), {
+    await mergePatch(f.system.kc, paths.syncRun(tenant, 'sync-one'), {
       metadata: { labels: { touched: 'yes' } },
     });
-    await settle();
+    await backendHandledSyncRunEvents('sync-one-after-label');
     assert.equal((await application(gd))?.operation, undefined);
     assert.equal((await syncRowsOf(run.metadata.uid as string)).length, 1);
     const syncOperations = await f.system.db
@@ -152,13 +153,9 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     const gd = await manualDeployment('manual-health');
     await eventually('Application', () => application(gd));
     const appName = `gitopsdepl-${gd.metadata.uid}`;
-    const statusOf = (
-      name: string,
-      what: string,
-      check: (s: NonNullable<SyncRunObject['status']>) => boolean,
-    ) =>
+    const statusOf = (name: string, what: string, check: (s: SyncRunStatus) => boolean) =>
       eventually(`SyncRun ${name}: ${what}`, async () => {
-        const run = await get<SyncRunObject>(f.system.kc, syncRunPath(tenant, name));
+        const run = await get<SyncRun>(f.system.kc, paths.syncRun(tenant, name));
         return run?.status && check(run.status) ? run.status : undefined;
       });
     // What Argo CD shows before anything was synced.
@@ -200,8 +197,10 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
       (s) => s.phase === 'Running' && s.health === 'Degraded',
     );
     assert.equal(second.syncStatus, 'OutOfSync');
-    await settle();
-    const first = (await get<SyncRunObject>(f.system.kc, syncRunPath(tenant, 'health-1')))?.status;
+    // The Application's change woke every SyncRun that shows it at once: health-2 has shown it, so once the
+    // backend's SyncRun queue is idle, health-1 has been reconciled after it too.
+    await f.system.idle('backend', SYNC_RUN_CONTROLLER);
+    const first = (await get<SyncRun>(f.system.kc, paths.syncRun(tenant, 'health-1')))?.status;
     assert.deepEqual([first?.phase, first?.health, first?.syncStatus], ['Succeeded', 'Healthy', 'Synced']);
     await finishOperation(gd, 'Succeeded');
   });
@@ -212,7 +211,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
       revisionID: 'a',
     });
     await assert.rejects(
-      mergePatch(f.system.kc, syncRunPath(tenant, 'immutable'), { spec: { revisionID: 'b' } }),
+      mergePatch(f.system.kc, paths.syncRun(tenant, 'immutable'), { spec: { revisionID: 'b' } }),
     );
   });
 
@@ -298,7 +297,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
       const rows = await syncRowsOf(running.metadata.uid as string);
       return rows[0]?.requested_at ? rows : undefined;
     });
-    await remove(f.system.kc, syncRunPath(tenant, 'sync-running'));
+    await remove(f.system.kc, paths.syncRun(tenant, 'sync-running'));
     await eventually('operationState Terminating', async () => {
       const a = await application(gd);
       const state = a?.status?.operationState as { phase?: string } | undefined;
@@ -316,7 +315,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     await finishOperation(gd, 'Succeeded');
     await errorCondition(tenant, 'sync-finished', (c) => c.status === 'False');
     const before = await application(gd);
-    await remove(f.system.kc, syncRunPath(tenant, 'sync-finished'));
+    await remove(f.system.kc, paths.syncRun(tenant, 'sync-finished'));
     await eventually('the finished sync rows are collected', async () =>
       (await syncRowsOf(finished.metadata.uid as string)).length === 0 ? true : undefined,
     );

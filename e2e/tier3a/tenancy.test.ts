@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
-import { type ArgoApplication, get, mergePatch, paths, remove } from '../fixture/kube.ts';
+import { get, mergePatch, paths, remove } from '../fixture/kube.ts';
 import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 interface AppProject {
@@ -78,12 +78,7 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
     assert.deepEqual(b.spec.sourceRepos, ['https://github.com/tenant-b/only']);
     assert.deepEqual(b.spec.destinations, [{ name: 'in-cluster', namespace: tenantB }]);
 
-    const appA = await eventually('tenant A Application', () =>
-      get<ArgoApplication>(
-        f.system.kc,
-        paths.application(f.system.argoCdNamespace, `gitopsdepl-${a1.metadata.uid}`),
-      ),
-    );
+    const appA = await f.expect.application(a1);
     assert.equal(appA.spec.project, projectA);
   });
 
@@ -109,35 +104,28 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
   });
 
   it('puts back an Application a user edited or deleted in the Argo CD namespace', async () => {
-    const gd = await f.when.deployed(
-      tenantA,
-      'guarded',
-      { repoURL: 'https://github.com/tenant-a/first', path: 'guarded' },
-      { type: 'automated' },
-    );
-    const name = `gitopsdepl-${gd.metadata.uid}`;
-    await eventually('the Application', () =>
-      get<ArgoApplication>(f.system.kc, paths.application(f.system.argoCdNamespace, name)),
-    );
+    const gd = await f.when.deployed(tenantA, 'guarded', {
+      repoURL: 'https://github.com/tenant-a/first',
+      path: 'guarded',
+    });
+    const path = paths.application(f.system.argoCdNamespace, (await f.expect.application(gd)).metadata.name);
 
-    await mergePatch(f.system.kc, paths.application(f.system.argoCdNamespace, name), {
+    await mergePatch(f.system.kc, path, {
       spec: { source: { path: 'hijacked' }, destination: { namespace: tenantB } },
     });
-    const repaired = await eventually('the edited Application to be repaired', async () => {
-      const app = await get<ArgoApplication>(f.system.kc, paths.application(f.system.argoCdNamespace, name));
-      return app?.spec.source.path === 'guarded' && app.spec.destination.namespace === tenantA
-        ? app
-        : undefined;
-    });
+    // Then the edited Application repaired
+    const repaired = await f.expect.application(
+      gd,
+      (app) => app.spec.source.path === 'guarded' && app.spec.destination.namespace === tenantA,
+    );
     assert.equal(repaired.spec.destination.name, 'in-cluster');
 
-    await remove(f.system.kc, paths.application(f.system.argoCdNamespace, name));
-    const recreated = await eventually('the deleted Application to be recreated', async () => {
-      const app = await get<ArgoApplication>(f.system.kc, paths.application(f.system.argoCdNamespace, name));
-      return app && !app.metadata.deletionTimestamp && app.metadata.uid !== repaired.metadata.uid
-        ? app
-        : undefined;
-    });
+    await remove(f.system.kc, path);
+    // Then the deleted Application recreated
+    const recreated = await f.expect.application(
+      gd,
+      (app) => !app.metadata.deletionTimestamp && app.metadata.uid !== repaired.metadata.uid,
+    );
     assert.equal(recreated.spec.source.path, 'guarded');
     assert.deepEqual(f.system.crashes, []);
   });

@@ -10,7 +10,7 @@ import { manifest } from '@gitops/local-env';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
-import { get, paths } from '../fixture/kube.ts';
+import { type ArgoApplication, type GitOpsDeployment, get } from '../fixture/kube.ts';
 import {
   CONVERGE_MS,
   type DeploymentStatus,
@@ -35,11 +35,10 @@ describe("tier 3b: Argo CD's controls on a GitOpsDeployment, with a real Argo CD
       body: { data },
       contentType: 'application/merge-patch+json',
     });
-  const applicationOf = (gd: KubeObject) =>
-    get<KubeObject & { spec: Record<string, unknown>; status?: { history?: unknown[] } }>(
-      f.system.kc,
-      paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-    );
+  const applicationOf = (gd: GitOpsDeployment) =>
+    f.expect.readApplication<
+      ArgoApplication & { spec: { revisionHistoryLimit?: number }; status?: { history?: unknown[] } }
+    >(gd);
 
   it('Kustomize: images, a name prefix and common labels change what Argo CD deploys', async () => {
     const tenant = await f.given.tenant('ctl-kust');

@@ -42,7 +42,9 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
     // Given a tenant with an environment that allows cluster resources, whose token may manage ClusterRoles
     const tenant = await f.given.tenant('cres');
     const target = await f.external.target('cres-target', { manageClusterRoles: true });
-    await f.external.environment(tenant, 'cluster-admin-ish', target, { clusterResources: true });
+    const destination = await f.external.environment(tenant, 'cluster-admin-ish', target, {
+      clusterResources: true,
+    });
     const roleName = `cres-role-${randomSuffix()}`;
     const repo = await f.given.repository('cres-app', {
       'dev/role.yaml': clusterRoleManifest(roleName),
@@ -50,22 +52,15 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
     });
 
     // When the tenant deploys the ClusterRole and a ConfigMap through it
-    const gd = await f.when.deployed(
-      tenant,
-      'with-cluster-role',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { destination: { environment: 'cluster-admin-ish', namespace: target.namespace } },
-    );
+    const source = { repoURL: repo.fileUrl, path: 'dev' };
+    const gd = await f.when.deployed(tenant, 'with-cluster-role', source, { destination });
     // Then Argo CD syncs both with the environment's credentials
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     assert.ok(await clusterRole(roleName), 'the ClusterRole exists');
     const cm = await f.expect.object(target.namespace, 'ConfigMap', 'cres-config');
     assert.equal(cm.data?.where, 'target');
     // and its Application is in the tenant's cluster-resource project, which never lists in-cluster
-    const app = await get<KubeObject & { spec: { project: string } }>(
-      f.system.kc,
-      paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-    );
+    const app = await f.expect.readApplication(gd);
     assert.match(app?.spec.project ?? '', /^app-project-.+-cluster$/);
     const project = await get<KubeObject & { spec: { destinations: { name: string }[] } }>(
       f.system.kc,
@@ -114,7 +109,9 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
     // Given a tenant whose environment does not allow cluster resources (the token could create ClusterRoles)
     const tenant = await f.given.tenant('cres-off');
     const target = await f.external.target('cres-off-target', { manageClusterRoles: true });
-    await f.external.environment(tenant, 'namespaced', target, { clusterResources: false });
+    const destination = await f.external.environment(tenant, 'namespaced', target, {
+      clusterResources: false,
+    });
     const roleName = `cres-off-role-${randomSuffix()}`;
     const repo = await f.given.repository('cres-off-app', {
       'dev/role.yaml': clusterRoleManifest(roleName),
@@ -122,23 +119,16 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
     });
 
     // When the tenant deploys the ClusterRole through it
-    const gd = await f.when.deployed(
-      tenant,
-      'cluster-role-refused',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { destination: { environment: 'namespaced', namespace: target.namespace } },
-    );
+    const source = { repoURL: repo.fileUrl, path: 'dev' };
+    const gd = await f.when.deployed(tenant, 'cluster-role-refused', source, { destination });
     // Then Argo CD refuses it (its cluster cache manages no cluster-level object in namespaced mode), and
     // no ClusterRole is created
     const refusal =
       /ClusterRole.{0,120}?(is not permitted in project|can not be managed when in namespaced mode)/;
-    const status = await f.expect
+    const { status, condition: said } = await f.expect
       .deployment(gd)
-      .is('an Argo CD refusal of the ClusterRole', (s) =>
-        (s.conditions ?? []).some((c) => c.status === 'True' && refusal.test(c.message ?? '')),
-      );
-    const said = status.conditions?.find((c) => refusal.test(c.message ?? ''));
-    await annotate(`Argo CD said (${said?.type}): ${said?.message}`);
+      .reports('an Argo CD refusal of the ClusterRole', refusal);
+    await annotate(`Argo CD said (${said.type}): ${said.message}`);
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(await clusterRole(roleName), undefined);
   });

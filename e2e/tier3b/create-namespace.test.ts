@@ -8,7 +8,6 @@
 
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
-import type { KubeObject } from '@gitops/shared';
 import { describe, it } from 'vitest';
 import { get, paths } from '../fixture/kube.ts';
 import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
@@ -16,16 +15,8 @@ import { randomSuffix } from '../fixture/system.ts';
 
 const CREATE_NAMESPACE = { syncOptions: ['CreateNamespace=true' as const] };
 
-type Application = KubeObject & { spec: { project: string } };
-
 describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
   const f = useRealSystem();
-
-  const applicationOf = (gd: KubeObject) =>
-    get<Application>(
-      f.system.kc,
-      paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-    );
 
   it("into the tenant's own namespace, which exists: synced, in the tenant's main project", async () => {
     const tenant = await f.given.tenant('cns-own');
@@ -41,7 +32,7 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     assert.equal((await f.expect.object(tenant, 'ConfigMap', 'cns-own-config')).data?.where, 'own');
     // The host is deployed to with Argo CD's own credentials: its project never permits a Namespace.
-    assert.doesNotMatch((await applicationOf(gd))?.spec.project ?? '', /-cluster$/);
+    assert.doesNotMatch((await f.expect.readApplication(gd))?.spec.project ?? '', /-cluster$/);
   });
 
   it('through a namespace-limited environment (clusterResources: false): Argo CD creates a listed namespace with its token; cluster-scoped objects of the repository stay refused', async ({
@@ -56,7 +47,7 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
     });
     const created = `cns-new-${randomSuffix()}`;
     f.external.track(created);
-    await f.external.environment(tenant, 'limited', target, {
+    const limited = await f.external.environment(tenant, 'limited', target, {
       namespaces: [target.namespace, created],
       clusterResources: false,
     });
@@ -69,13 +60,13 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
       tenant,
       'to-new-namespace',
       { repoURL: repo.fileUrl, path: 'dev' },
-      { destination: { environment: 'limited', namespace: created }, syncPolicy: CREATE_NAMESPACE },
+      { destination: { ...limited, namespace: created }, syncPolicy: CREATE_NAMESPACE },
     );
     // Then Argo CD creates the namespace and deploys into it
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     assert.ok(await get(f.system.kc, paths.namespace(created)), `namespace ${created} exists`);
     assert.equal((await f.expect.object(created, 'ConfigMap', 'cns-lim-config')).data?.where, 'created');
-    assert.match((await applicationOf(gd))?.spec.project ?? '', /-cluster$/);
+    assert.match((await f.expect.readApplication(gd))?.spec.project ?? '', /-cluster$/);
 
     // When the same tenant deploys a ClusterRole through that environment, also with CreateNamespace=true
     const roleName = `cns-role-${randomSuffix()}`;
@@ -93,16 +84,16 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
       tenant,
       'cluster-role',
       { repoURL: withRole.fileUrl, path: 'dev' },
-      { destination: { environment: 'limited', namespace: target.namespace }, syncPolicy: CREATE_NAMESPACE },
+      { destination: limited, syncPolicy: CREATE_NAMESPACE },
     );
     // Then Argo CD refuses it (the environment manages no cluster-scoped object of the repository)
-    const refusal = /ClusterRole.{0,120}?can not be managed when in namespaced mode/;
-    const status = await f.expect
+    const { status, condition } = await f.expect
       .deployment(refused)
-      .is('Argo CD refuses the ClusterRole', (s) =>
-        (s.conditions ?? []).some((c) => c.status === 'True' && refusal.test(c.message ?? '')),
+      .reports(
+        'Argo CD refuses the ClusterRole',
+        /ClusterRole.{0,120}?can not be managed when in namespaced mode/,
       );
-    await annotate(`Argo CD said: ${status.conditions?.find((c) => refusal.test(c.message ?? ''))?.message}`);
+    await annotate(`Argo CD said: ${condition.message}`);
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(
       await get(f.system.kc, `/apis/rbac.authorization.k8s.io/v1/clusterroles/${roleName}`),
@@ -118,7 +109,9 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
     const target = await f.external.target('cns-deny-target');
     const missing = `cns-missing-${randomSuffix()}`;
     f.external.track(missing);
-    await f.external.environment(tenant, 'narrow', target, { namespaces: [target.namespace, missing] });
+    const narrow = await f.external.environment(tenant, 'narrow', target, {
+      namespaces: [target.namespace, missing],
+    });
     const repo = await f.given.repository('cns-deny-app', {
       'dev/config.yaml': manifest.configMap('cns-deny-config', { where: 'missing' }),
     });
@@ -128,18 +121,12 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
       tenant,
       'to-missing',
       { repoURL: repo.fileUrl, path: 'dev' },
-      { destination: { environment: 'narrow', namespace: missing }, syncPolicy: CREATE_NAMESPACE },
+      { destination: { ...narrow, namespace: missing }, syncPolicy: CREATE_NAMESPACE },
     );
     // Then the GitOpsDeployment carries Argo CD's error naming the token's missing permission in that namespace
     const forbidden = new RegExp(`cannot [a-z]+ resource .{0,80}in the namespace .?${missing}`);
-    const status = await f.expect
-      .deployment(gd)
-      .is('Argo CD’s "forbidden"', (s) =>
-        (s.conditions ?? []).some((c) => c.status === 'True' && forbidden.test(c.message ?? '')),
-      );
-    await annotate(
-      `Argo CD said: ${status.conditions?.find((c) => forbidden.test(c.message ?? ''))?.message}`,
-    );
+    const { status, condition } = await f.expect.deployment(gd).reports('Argo CD’s "forbidden"', forbidden);
+    await annotate(`Argo CD said: ${condition.message}`);
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(await get(f.system.kc, paths.namespace(missing)), undefined);
   });

@@ -208,20 +208,24 @@ describe('tier 3b: two Argo CD instances', () => {
 
     // When a's agent is down and the tenant is moved to b
     await f.system.kill('cluster-agent');
+    const from = f.system.logs.length;
     await mergePatch(f.system.kc, paths.namespace(tenant), {
       metadata: { labels: { [Label.EngineInstance]: b } },
     });
     await f.expect.deployment(gd).is('placed on b', (s) => engineInstanceOf(s) === b);
 
-    // Then, while a's Application is still there, b creates none (its agent waits for a's release)
-    const observed: string[] = [];
-    for (let i = 0; i < 10; i++) {
-      const onA = await applicationIn(argoCdNamespaceOf(a), gd);
-      const onB = await applicationIn(argoCdNamespaceOf(b), gd);
-      observed.push(`${onA ? 'a' : '-'}${onB ? 'b' : '-'}`);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-    }
-    assert.deepEqual([...new Set(observed)], ['a-']);
+    // Then b's agent has taken the move of the Application and decided to wait for a's release (its own line
+    // about it), and b has no Application while a's is still there
+    const application = `gitopsdepl-${gd.metadata.uid}`;
+    await f.system.logged(
+      'cluster-agent-b',
+      new RegExp(
+        `^(?=.*resource pending)(?=.*waiting for engine instance \\S+ to release Application ${application})`,
+      ),
+      { from, timeoutMs: CONVERGE_MS },
+    );
+    assert.ok(await applicationIn(argoCdNamespaceOf(a), gd), "a's Application is still there");
+    assert.equal(await applicationIn(argoCdNamespaceOf(b), gd), undefined);
 
     // When a's agent starts again, it releases the Application and b takes the resources over
     await f.system.start('cluster-agent');

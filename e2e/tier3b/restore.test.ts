@@ -14,20 +14,9 @@ import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
-import { type GitOpsDeployment, get, watchEvents } from '../fixture/kube.ts';
+import { type GitOpsDeployment, get, paths, type SyncRunStatus, watchEvents } from '../fixture/kube.ts';
 import { CONVERGE_MS, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
-const syncRunPath = (ns: string, name: string) =>
-  `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
-
-interface SyncRunStatus {
-  phase?: string;
-  startedAt?: string;
-  finishedAt?: string;
-  revision?: string;
-  message?: string;
-  conditions?: { type: string; status: string; reason?: string; message?: string }[];
-}
 interface OperationState {
   phase?: string;
   syncResult?: { revision?: string };
@@ -78,7 +67,7 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
     return await eventually(
       `SyncRun ${name} ${phase}`,
       async () => {
-        last = (await get<KubeObject & { status?: SyncRunStatus }>(f.system.kc, syncRunPath(tenant, name)))
+        last = (await get<KubeObject & { status?: SyncRunStatus }>(f.system.kc, paths.syncRun(tenant, name)))
           ?.status;
         if (last?.phase && last.phase !== phase && ['Succeeded', 'Failed', 'Terminated'].includes(last.phase))
           throw new Error(`SyncRun ${name} ended ${last.phase}: ${last.message}`);

@@ -4,7 +4,6 @@
  */
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
-import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
 import {
@@ -14,23 +13,11 @@ import {
   mergePatch,
   paths,
   remove,
+  type SyncRun,
+  type SyncRunStatus,
 } from '../fixture/kube.ts';
 import { CONVERGE_MS, useRealSystem } from '../fixture/real-argo-cd.ts';
 
-const syncRunPath = (ns: string, name: string) =>
-  `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
-
-interface SyncRunStatus {
-  phase?: string;
-  revision?: string;
-  startedAt?: string;
-  finishedAt?: string;
-  message?: string;
-  conditions?: { type: string; status: string; reason?: string; message?: string }[];
-}
-interface SyncRun extends KubeObject {
-  status?: SyncRunStatus;
-}
 interface OperationState {
   phase?: string;
   message?: string;
@@ -68,8 +55,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     tenant = await f.given.tenant('syncrun');
   });
 
-  const application = (uid: string) =>
-    get<Application>(f.system.kc, paths.application(f.system.argoCdNamespace, `gitopsdepl-${uid}`));
+  const application = (gd: GitOpsDeployment) => f.expect.readApplication<Application>(gd);
   /**
    * The SyncRun reports no error. (Its single ErrorOccurred condition is False from the moment the sync is
    * requested, so it says "no error so far", not "done": the outcome is in the GitOpsDeployment's
@@ -79,7 +65,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     eventually(
       `SyncRun ${name} without error`,
       async () => {
-        const run = await get<SyncRun>(f.system.kc, syncRunPath(tenant, name));
+        const run = await get<SyncRun>(f.system.kc, paths.syncRun(tenant, name));
         const c = run?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
         if (c?.status === 'True') throw new Error(`SyncRun ${name} failed: ${c.message}`);
         return c?.status === 'False' ? run : undefined;
@@ -93,7 +79,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     return await eventually(
       `SyncRun ${name} ${phase}`,
       async () => {
-        last = (await get<SyncRun>(f.system.kc, syncRunPath(tenant, name)))?.status;
+        last = (await get<SyncRun>(f.system.kc, paths.syncRun(tenant, name)))?.status;
         if (last?.phase && last.phase !== phase && ['Succeeded', 'Failed', 'Terminated'].includes(last.phase))
           throw new Error(`SyncRun ${name} ended ${last.phase}: ${last.message}`);
         return last?.phase === phase ? last : undefined;
@@ -148,7 +134,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     await syncedTo(gd, first);
     const cm = await f.expect.object(tenant, 'ConfigMap', 'manual-config');
     assert.equal(cm.data?.release, 'first');
-    const app = await application(gd.metadata.uid ?? '');
+    const app = await application(gd);
     assert.equal(app?.status?.operationState?.phase, 'Succeeded');
     assert.equal(app?.status?.operationState?.syncResult?.revision, first);
     assert.equal(status.startedAt, app?.status?.operationState?.startedAt);
@@ -190,12 +176,12 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     const app = await eventually(
       'three entries in Argo CD’s history',
       async () => {
-        const a = await application(gd.metadata.uid ?? '');
+        const a = await application(gd);
         return (a?.status?.history?.length ?? 0) >= 3 ? a : undefined;
       },
       CONVERGE_MS,
     ).catch(async (error: unknown) => {
-      const a = await application(gd.metadata.uid ?? '');
+      const a = await application(gd);
       throw new Error(`${String(error)}; history: ${JSON.stringify(a?.status?.history)}`);
     });
     const revisions = (app.status?.history ?? []).map((h) => h.revision);
@@ -220,22 +206,21 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     );
     await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
     await f.system.createSyncRun(tenant, 'hook-run', { gitopsDeploymentName: 'hook' });
-    const uid = gd.metadata.uid ?? '';
     await eventually(
       'the sync to be Running, waiting on the hook',
       async () => {
-        const app = await application(uid);
+        const app = await application(gd);
         return app?.status?.operationState?.phase === 'Running' ? app : undefined;
       },
       CONVERGE_MS,
     );
     // When the SyncRun is deleted
-    await remove(f.system.kc, syncRunPath(tenant, 'hook-run'));
+    await remove(f.system.kc, paths.syncRun(tenant, 'hook-run'));
     // Then Argo CD terminates the operation: it ends Failed with "Operation terminated"
     const app = await eventually(
       'the operation to end Failed',
       async () => {
-        const a = await application(uid);
+        const a = await application(gd);
         return a?.status?.operationState?.phase === 'Failed' ? a : undefined;
       },
       CONVERGE_MS,
@@ -261,7 +246,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     await f.system.createSyncRun(tenant, 'refused-run', { gitopsDeploymentName: 'refused' });
     // Then the SyncRun ends Failed with Argo CD's own message, and says so in ErrorOccurred
     const status = await syncRunPhase('refused-run', 'Failed');
-    const app = await application(gd.metadata.uid ?? '');
+    const app = await application(gd);
     const argo = app?.status?.operationState;
     assert.equal(argo?.phase, 'Failed');
     assert.ok(status.message, JSON.stringify(status));
@@ -274,7 +259,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     const condition = await eventually(
       'ErrorOccurred True',
       async () => {
-        const run = await get<SyncRun>(f.system.kc, syncRunPath(tenant, 'refused-run'));
+        const run = await get<SyncRun>(f.system.kc, paths.syncRun(tenant, 'refused-run'));
         const c = run?.status ? errorOccurred(run.status) : undefined;
         return c?.status === 'True' ? c : undefined;
       },
@@ -302,17 +287,17 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     assert.ok(running.startedAt, JSON.stringify(running));
     assert.equal(running.finishedAt, undefined);
     // When the user terminates it
-    await mergePatch(f.system.kc, syncRunPath(tenant, 'stop-run'), { spec: { terminate: true } });
+    await mergePatch(f.system.kc, paths.syncRun(tenant, 'stop-run'), { spec: { terminate: true } });
     // Then Argo CD terminates the operation and the SyncRun, still there, says Terminated
     const status = await syncRunPhase('stop-run', 'Terminated');
     assert.match(status.message ?? '', /Operation terminated/);
     assert.equal(status.startedAt, running.startedAt);
     assert.ok(status.finishedAt && Date.parse(running.startedAt) <= Date.parse(status.finishedAt));
-    const app = await application(gd.metadata.uid ?? '');
+    const app = await application(gd);
     assert.equal(app?.status?.operationState?.phase, 'Failed');
     assert.match(app?.status?.operationState?.message ?? '', /Operation terminated/);
     assert.equal(await f.expect.readObject(tenant, 'ConfigMap', 'stop-config'), undefined);
-    const run = await get<SyncRun>(f.system.kc, syncRunPath(tenant, 'stop-run'));
+    const run = await get<SyncRun>(f.system.kc, paths.syncRun(tenant, 'stop-run'));
     assert.equal(run?.status?.phase, 'Terminated');
   });
 });
