@@ -167,11 +167,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
     });
     const app = await applicationOf(gd);
     await f.when.deleted(gd);
-    await eventually('the Application to be gone', async () =>
-      (await get(f.system.kc, paths.application(f.system.argoCdNamespace, app.metadata.name)))
-        ? undefined
-        : true,
-    );
+    await f.expect.noApplication(gd);
     const rows = await f.system.db
       .selectFrom('application')
       .select('id')
@@ -187,17 +183,11 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
       { repoURL: 'https://github.com/example/repo', path: 'finalized' },
       { type: 'automated', finalizers: ['resources-finalizer.managed-gitops.redhat.com'] },
     );
-    const app = await applicationOf(gd);
+    await applicationOf(gd);
     f.argoCd.pauseDeletions();
     await f.when.deleted(gd);
     // Argo CD is still pruning: the Application is marked for deletion but exists.
-    await eventually('the Application to be marked for deletion', async () => {
-      const current = await get<ArgoApplication>(
-        f.system.kc,
-        paths.application(f.system.argoCdNamespace, app.metadata.name),
-      );
-      return current?.metadata.deletionTimestamp ? true : undefined;
-    });
+    await f.expect.application(gd, (current) => Boolean(current.metadata.deletionTimestamp));
     const stillThere = await get<GitOpsDeployment>(
       f.system.kc,
       paths.gitopsDeployment(tenant, 'finalized-app'),
@@ -207,14 +197,12 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
 
     await f.argoCd.resumeDeletions();
     await f.expect.deployment(gd).gone();
-    assert.equal(
-      await get(f.system.kc, paths.application(f.system.argoCdNamespace, app.metadata.name)),
-      undefined,
-    );
+    assert.equal(await f.expect.readApplication(gd), undefined);
   });
 
   it('recreating the same name three times gives a new Application each time and leaves no old one', async () => {
     const seen: string[] = [];
+    const deleted: GitOpsDeployment[] = [];
     for (let round = 1; round <= 3; round++) {
       const gd = await f.system.createGitOpsDeployment(tenant, 'recreated-app', {
         source: { repoURL: 'https://github.com/example/repo', path: `round-${round}` },
@@ -223,15 +211,12 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
       const app = await applicationOf(gd);
       assert.equal(app.spec.source.path, `round-${round}`);
       seen.push(app.metadata.name);
+      deleted.push(gd);
       await f.when.deleted(gd);
       await f.expect.deployment(gd).gone();
     }
     assert.equal(new Set(seen).size, 3);
-    for (const name of seen) {
-      await eventually(`${name} to be gone`, async () =>
-        (await get(f.system.kc, paths.application(f.system.argoCdNamespace, name))) ? undefined : true,
-      );
-    }
+    for (const gd of deleted) await f.expect.noApplication(gd);
     const left = await list<ArgoApplication>(
       f.system.kc,
       paths.applications(f.system.argoCdNamespace),

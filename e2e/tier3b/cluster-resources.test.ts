@@ -16,20 +16,9 @@ import { randomSuffix } from '../fixture/system.ts';
 
 const RBAC = '/apis/rbac.authorization.k8s.io/v1';
 
-/** A ClusterRole manifest (cluster-scoped: no namespace). */
-function clusterRoleManifest(name: string): string {
-  return [
-    'apiVersion: rbac.authorization.k8s.io/v1',
-    'kind: ClusterRole',
-    'metadata:',
-    `  name: ${name}`,
-    'rules:',
-    '  - apiGroups: [""]',
-    '    resources: ["configmaps"]',
-    '    verbs: ["get"]',
-    '',
-  ].join('\n');
-}
+/** A ClusterRole that may read ConfigMaps. */
+const clusterRoleManifest = (name: string) =>
+  manifest.clusterRole(name, [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get'] }]);
 
 describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
   const f = useRealSystem();

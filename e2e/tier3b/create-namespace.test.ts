@@ -71,14 +71,7 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
     // When the same tenant deploys a ClusterRole through that environment, also with CreateNamespace=true
     const roleName = `cns-role-${randomSuffix()}`;
     const withRole = await f.given.repository('cns-lim-role', {
-      'dev/role.yaml': [
-        'apiVersion: rbac.authorization.k8s.io/v1',
-        'kind: ClusterRole',
-        'metadata:',
-        `  name: ${roleName}`,
-        'rules: []',
-        '',
-      ].join('\n'),
+      'dev/role.yaml': manifest.clusterRole(roleName),
     });
     const refused = await f.when.deployed(
       tenant,

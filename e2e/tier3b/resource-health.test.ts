@@ -6,19 +6,15 @@
 import assert from 'node:assert/strict';
 import type { ResourceStatus } from '@gitops/api';
 import { manifest } from '@gitops/local-env';
-import { beforeAll, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: per-resource health with a real Argo CD', () => {
   const f = useRealSystem();
-  let tenant: string;
-
-  beforeAll(async () => {
-    tenant = await f.given.tenant();
-  });
 
   it('a Service carries its health in status.resources; a ConfigMap, which has none in Argo CD, carries none', async () => {
-    // Given a repository with a Service and a ConfigMap
+    // Given a tenant's repository with a Service and a ConfigMap
+    const tenant = await f.given.tenant();
     const repo = await f.given.repository('health', {
       'app/service.yaml': manifest.service('health-svc', 8080),
       'app/config.yaml': manifest.configMap('health-config', { a: 'b' }),

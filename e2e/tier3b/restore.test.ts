@@ -11,10 +11,9 @@
 import assert from 'node:assert/strict';
 import { Label } from '@gitops/api';
 import { manifest } from '@gitops/local-env';
-import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
-import { type GitOpsDeployment, get, paths, type SyncRunStatus, watchEvents } from '../fixture/kube.ts';
+import { type GitOpsDeployment, watchEvents } from '../fixture/kube.ts';
 import { CONVERGE_MS, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 interface OperationState {
@@ -59,24 +58,6 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
         CONVERGE_MS,
       );
     await f.system.start('cluster-agent');
-  }
-
-  /** Waits until the SyncRun's phase is `phase`; one that ends in another finished phase fails at once. */
-  async function syncRunPhase(name: string, phase: string): Promise<SyncRunStatus> {
-    let last: SyncRunStatus | undefined;
-    return await eventually(
-      `SyncRun ${name} ${phase}`,
-      async () => {
-        last = (await get<KubeObject & { status?: SyncRunStatus }>(f.system.kc, paths.syncRun(tenant, name)))
-          ?.status;
-        if (last?.phase && last.phase !== phase && ['Succeeded', 'Failed', 'Terminated'].includes(last.phase))
-          throw new Error(`SyncRun ${name} ended ${last.phase}: ${last.message}`);
-        return last?.phase === phase ? last : undefined;
-      },
-      CONVERGE_MS,
-    ).catch((error: unknown) => {
-      throw new Error(`${String(error)}; status: ${JSON.stringify(last)}`);
-    });
   }
 
   /** The revisions and ids of Argo CD's sync history of the GitOpsDeployment's Application. */
@@ -134,7 +115,7 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
     });
     await f.expect.deployment(a).is('Synced/Healthy', syncedAndHealthy);
     await f.expect.deployment(c).is('Synced/Healthy', syncedAndHealthy);
-    await syncRunPhase('restore-m-1', 'Succeeded');
+    await f.expect.syncRunPhase(tenant, 'restore-m-1', 'Succeeded');
     await f.expect.object(tenant, 'ConfigMap', 'restore-a-first');
     await f.expect.object(tenant, 'ConfigMap', 'restore-c');
     const sharedUid = await uidOf('restore-a-shared');
@@ -165,7 +146,7 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
     await f.expect.deployment(c).gone();
     await f.expect.noObject(tenant, 'ConfigMap', 'restore-a-first');
     await f.expect.noObject(tenant, 'ConfigMap', 'restore-c');
-    const m2 = await syncRunPhase('restore-m-2', 'Succeeded');
+    const m2 = await f.expect.syncRunPhase(tenant, 'restore-m-2', 'Succeeded');
     assert.equal(m2.revision, mSecond);
     const mHistory = await historyOf(m);
     await f.expect.object(tenant, 'ConfigMap', 'restore-m', (cm) => cm.data?.release === 'second');
@@ -230,7 +211,7 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
         .execute();
       assert.deepEqual(m2Rows, []);
       // and the SyncRun still reports the sync it ran, not another: same phase, revision and times
-      const after = await syncRunPhase('restore-m-2', 'Succeeded');
+      const after = await f.expect.syncRunPhase(tenant, 'restore-m-2', 'Succeeded');
       assert.deepEqual(
         {
           phase: after.phase,
@@ -245,7 +226,7 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
         'True',
         JSON.stringify(after),
       );
-      assert.equal((await syncRunPhase('restore-m-1', 'Succeeded')).revision, mFirst);
+      assert.equal((await f.expect.syncRunPhase(tenant, 'restore-m-1', 'Succeeded')).revision, mFirst);
       // and Argo CD ran no sync of M again
       assert.deepEqual(await historyOf(m), mHistory);
       // and no delete is left held by the deletion guard

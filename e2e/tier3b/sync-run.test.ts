@@ -3,7 +3,7 @@
  * a SyncRun says about its sync (phase, revision, start and finish, Argo CD's message).
  */
 import assert from 'node:assert/strict';
-import { manifest } from '@gitops/local-env';
+import { type GitRepo, manifest } from '@gitops/local-env';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
 import {
@@ -56,6 +56,20 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
   });
 
   const application = (gd: GitOpsDeployment) => f.expect.readApplication<Application>(gd);
+  /** The user deploys `dev/` of `repo` with a manual policy; Argo CD compares it and syncs nothing: OutOfSync. */
+  async function manualDeployment(name: string, repo: GitRepo) {
+    const gd = await f.when.deployed(
+      tenant,
+      name,
+      { repoURL: repo.fileUrl, path: 'dev' },
+      { type: 'manual' },
+    );
+    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    return gd;
+  }
+  /** Waits until Argo CD's operation on the deployment's Application is in `phase`. */
+  const operationPhase = (gd: GitOpsDeployment, phase: string) =>
+    f.expect.application<Application>(gd, (app) => app.status?.operationState?.phase === phase);
   /**
    * The SyncRun reports no error. (Its single ErrorOccurred condition is False from the moment the sync is
    * requested, so it says "no error so far", not "done": the outcome is in the GitOpsDeployment's
@@ -73,22 +87,6 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
       CONVERGE_MS,
     );
 
-  /** Waits until the SyncRun's status.phase is `phase`; a SyncRun that reaches another finished phase fails. */
-  const syncRunPhase = async (name: string, phase: string) => {
-    let last: SyncRunStatus | undefined;
-    return await eventually(
-      `SyncRun ${name} ${phase}`,
-      async () => {
-        last = (await get<SyncRun>(f.system.kc, paths.syncRun(tenant, name)))?.status;
-        if (last?.phase && last.phase !== phase && ['Succeeded', 'Failed', 'Terminated'].includes(last.phase))
-          throw new Error(`SyncRun ${name} ended ${last.phase}: ${last.message}`);
-        return last?.phase === phase ? last : undefined;
-      },
-      CONVERGE_MS,
-    ).catch((error: unknown) => {
-      throw new Error(`${String(error)}; status: ${JSON.stringify(last)}`);
-    });
-  };
   const errorOccurred = (status: SyncRunStatus) => status.conditions?.find((c) => c.type === 'ErrorOccurred');
 
   /** Waits until the GitOpsDeployment shows Argo CD's operation Succeeded at `revision`. */
@@ -108,12 +106,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
       'dev/config.yaml': manifest.configMap('manual-config', { release: 'second' }),
     });
     // When a manual GitOpsDeployment is created
-    const gd = await f.when.deployed(
-      tenant,
-      'manual',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
+    const gd = await manualDeployment('manual', repo);
     // Then nothing is deployed: Argo CD reports OutOfSync and Missing
     await f.expect
       .deployment(gd)
@@ -125,7 +118,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     // Then that commit is deployed (not the head of main)
     await syncRunWithoutError('to-first');
     // and the SyncRun itself says the sync finished: Succeeded at that commit, with Argo CD's times and message
-    const status = await syncRunPhase('to-first', 'Succeeded');
+    const status = await f.expect.syncRunPhase(tenant, 'to-first', 'Succeeded');
     assert.equal(status.revision, first);
     assert.ok(status.startedAt && status.finishedAt, JSON.stringify(status));
     assert.ok(Date.parse(status.startedAt) <= Date.parse(status.finishedAt), JSON.stringify(status));
@@ -156,13 +149,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     const shas = [await repo.head()];
     shas.push(await repo.commit({ 'dev/config.yaml': manifest.configMap('history-config', { step: '2' }) }));
     shas.push(await repo.commit({ 'dev/config.yaml': manifest.configMap('history-config', { step: '3' }) }));
-    const gd = await f.when.deployed(
-      tenant,
-      'history',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
-    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    const gd = await manualDeployment('history', repo);
     // When three SyncRuns are created at once, one per commit
     for (const [i, sha] of shas.entries()) {
       await f.system.createSyncRun(tenant, `history-${i + 1}`, {
@@ -198,33 +185,14 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
       'dev/hook.yaml': neverEndingHook,
       'dev/config.yaml': manifest.configMap('hook-config', { a: 'b' }),
     });
-    const gd = await f.when.deployed(
-      tenant,
-      'hook',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
-    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    const gd = await manualDeployment('hook', repo);
     await f.system.createSyncRun(tenant, 'hook-run', { gitopsDeploymentName: 'hook' });
-    await eventually(
-      'the sync to be Running, waiting on the hook',
-      async () => {
-        const app = await application(gd);
-        return app?.status?.operationState?.phase === 'Running' ? app : undefined;
-      },
-      CONVERGE_MS,
-    );
+    // (the sync Running, waiting on the hook)
+    await operationPhase(gd, 'Running');
     // When the SyncRun is deleted
     await remove(f.system.kc, paths.syncRun(tenant, 'hook-run'));
     // Then Argo CD terminates the operation: it ends Failed with "Operation terminated"
-    const app = await eventually(
-      'the operation to end Failed',
-      async () => {
-        const a = await application(gd);
-        return a?.status?.operationState?.phase === 'Failed' ? a : undefined;
-      },
-      CONVERGE_MS,
-    );
+    const app = await operationPhase(gd, 'Failed');
     assert.match(app.status?.operationState?.message ?? '', /Operation terminated/);
     // and the ConfigMap after the hook was never applied
     assert.equal(await f.expect.readObject(tenant, 'ConfigMap', 'hook-config'), undefined);
@@ -235,17 +203,11 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     const repo = await f.given.repository('refused', {
       'dev/config.yaml': manifest.configMap('Refused_Name', { a: 'b' }),
     });
-    const gd = await f.when.deployed(
-      tenant,
-      'refused',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
-    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    const gd = await manualDeployment('refused', repo);
     // When a SyncRun syncs it
     await f.system.createSyncRun(tenant, 'refused-run', { gitopsDeploymentName: 'refused' });
     // Then the SyncRun ends Failed with Argo CD's own message, and says so in ErrorOccurred
-    const status = await syncRunPhase('refused-run', 'Failed');
+    const status = await f.expect.syncRunPhase(tenant, 'refused-run', 'Failed');
     const app = await application(gd);
     const argo = app?.status?.operationState;
     assert.equal(argo?.phase, 'Failed');
@@ -274,22 +236,16 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
       'dev/hook.yaml': neverEndingHook,
       'dev/config.yaml': manifest.configMap('stop-config', { a: 'b' }),
     });
-    const gd = await f.when.deployed(
-      tenant,
-      'stop',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
-    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    const gd = await manualDeployment('stop', repo);
     await f.system.createSyncRun(tenant, 'stop-run', { gitopsDeploymentName: 'stop' });
     // Then the SyncRun says its sync runs, since when, and what Argo CD waits for
-    const running = await syncRunPhase('stop-run', 'Running');
+    const running = await f.expect.syncRunPhase(tenant, 'stop-run', 'Running');
     assert.ok(running.startedAt, JSON.stringify(running));
     assert.equal(running.finishedAt, undefined);
     // When the user terminates it
     await mergePatch(f.system.kc, paths.syncRun(tenant, 'stop-run'), { spec: { terminate: true } });
     // Then Argo CD terminates the operation and the SyncRun, still there, says Terminated
-    const status = await syncRunPhase('stop-run', 'Terminated');
+    const status = await f.expect.syncRunPhase(tenant, 'stop-run', 'Terminated');
     assert.match(status.message ?? '', /Operation terminated/);
     assert.equal(status.startedAt, running.startedAt);
     assert.ok(status.finishedAt && Date.parse(running.startedAt) <= Date.parse(status.finishedAt));
