@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
 import { type GitOpsDeployment, get, list, mergePatch, paths, remove } from '../fixture/kube.ts';
-import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import { exampleSource, usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 describe('crash recovery (tier 3a)', () => {
   const f = usePlayedArgoCdSystem({ start: [] });
@@ -32,13 +32,36 @@ describe('crash recovery (tier 3a)', () => {
   }
 
   const applicationFor = (gd: GitOpsDeployment) => f.expect.application(gd);
+  /** `count` automated deployments `<prefix>-<i>` of the paths `<prefix>/<i>`, created one after the other. */
+  async function deployments(prefix: string, count: number): Promise<GitOpsDeployment[]> {
+    const created: GitOpsDeployment[] = [];
+    for (let i = 0; i < count; i++) {
+      created.push(
+        await f.system.createGitOpsDeployment(tenant, `${prefix}-${i}`, {
+          source: exampleSource(`${prefix}/${i}`),
+          type: 'automated',
+        }),
+      );
+    }
+    return created;
+  }
+  /** Waits until operation row `id` is in `state`; returns the row. */
+  const operationIn = (id: string, state: 'Completed' | 'Failed') =>
+    eventually(`operation ${id} ${state}`, async () => {
+      const row = await f.system.db
+        .selectFrom('operation')
+        .selectAll()
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return row?.state === state ? row : undefined;
+    });
 
   it('a backend killed after committing, before any Operation CR exists, delivers the operation after restart', async () => {
     // The relay is off: the reconcile commits rows + operation, but no Operation CR is ever created. That is
     // exactly the state a SIGKILL between commit and CR creation leaves behind.
     await f.system.start('backend', { GITOPS_RELAY_ENABLED: 'false' });
     const gd = await f.system.createGitOpsDeployment(tenant, 'committed-only', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'committed' },
+      source: exampleSource('committed'),
       type: 'automated',
     });
     const operation = await eventually('the committed operation row', () =>
@@ -56,27 +79,12 @@ describe('crash recovery (tier 3a)', () => {
     await f.system.start('cluster-agent');
     const app = await applicationFor(gd);
     assert.equal(app.spec.source.path, 'committed');
-    const finished = await eventually('the operation to complete', async () => {
-      const row = await f.system.db
-        .selectFrom('operation')
-        .selectAll()
-        .where('id', '=', operation.id)
-        .executeTakeFirst();
-      return row?.state === 'Completed' ? row : undefined;
-    });
+    const finished = await operationIn(operation.id, 'Completed');
     assert.equal(finished.message.includes('password'), false);
   });
 
   it('an agent killed mid-operation finishes every operation after restart', async () => {
-    const created: GitOpsDeployment[] = [];
-    for (let i = 0; i < 10; i++) {
-      created.push(
-        await f.system.createGitOpsDeployment(tenant, `burst-${i}`, {
-          source: { repoURL: 'https://github.com/example/repo', path: `burst/${i}` },
-          type: 'automated',
-        }),
-      );
-    }
+    const created = await deployments('burst', 10);
     // Kill the agent as soon as it has started working on the burst.
     await eventually('the agent to pick up work', async () => {
       const rows = await f.system.db
@@ -101,15 +109,7 @@ describe('crash recovery (tier 3a)', () => {
     assert.equal(await metric('cluster-agent'), true, 'the first replica is active');
     assert.equal(await metric('cluster-agent-2'), false, 'the second replica waits as the standby');
 
-    const created: GitOpsDeployment[] = [];
-    for (let i = 0; i < 6; i++) {
-      created.push(
-        await f.system.createGitOpsDeployment(tenant, `failover-${i}`, {
-          source: { repoURL: 'https://github.com/example/repo', path: `failover/${i}` },
-          type: 'automated',
-        }),
-      );
-    }
+    const created = await deployments('failover', 6);
     await f.system.kill('cluster-agent');
     await eventually('the standby became the active agent', () => metric('cluster-agent-2'), 30_000);
     for (const gd of created) await applicationFor(gd);
@@ -122,15 +122,7 @@ describe('crash recovery (tier 3a)', () => {
   });
 
   it('a backend killed while deployments churn converges after restart: deletes and updates made meanwhile are applied', async () => {
-    const gds: GitOpsDeployment[] = [];
-    for (let i = 0; i < 4; i++) {
-      gds.push(
-        await f.system.createGitOpsDeployment(tenant, `churn-${i}`, {
-          source: { repoURL: 'https://github.com/example/repo', path: `churn/${i}` },
-          type: 'automated',
-        }),
-      );
-    }
+    const gds = await deployments('churn', 4);
     for (const gd of gds) await applicationFor(gd);
     await f.system.kill('backend');
     // While the backend is down: delete two, update one.
@@ -140,16 +132,7 @@ describe('crash recovery (tier 3a)', () => {
       spec: { source: { path: 'churn/2-updated' } },
     });
     await f.system.start('backend');
-    for (const gone of gds.slice(0, 2)) {
-      await eventually(`${gone.metadata.name}'s Application to be deleted`, async () =>
-        (await get(
-          f.system.kc,
-          paths.application(f.system.argoCdNamespace, `gitopsdepl-${gone.metadata.uid}`),
-        ))
-          ? undefined
-          : true,
-      );
-    }
+    for (const gone of gds.slice(0, 2)) await f.expect.noApplication(gone);
     await eventually('the update made while the backend was down', async () => {
       const app = await applicationFor(gds[2] as GitOpsDeployment);
       return app.spec.source.path === 'churn/2-updated' ? true : undefined;
@@ -184,14 +167,8 @@ describe('crash recovery (tier 3a)', () => {
       .values({ engine_instance_id: engine.id, resource_type: 'Application', resource_id: bad.id })
       .returning('id')
       .executeTakeFirstOrThrow();
-    const failed = await eventually('the malformed row to fail its operation', async () => {
-      const row = await f.system.db
-        .selectFrom('operation')
-        .selectAll()
-        .where('id', '=', operation.id)
-        .executeTakeFirst();
-      return row?.state === 'Failed' ? row : undefined;
-    });
+    // (the malformed row fails its operation)
+    const failed = await operationIn(operation.id, 'Failed');
     assert.notEqual(failed.message, '');
     assert.equal(
       await get(f.system.kc, paths.application(f.system.argoCdNamespace, 'gitopsdepl-malformed')),
@@ -200,7 +177,7 @@ describe('crash recovery (tier 3a)', () => {
 
     // Still working: a new deployment gets its Application, and neither process crashed.
     const next = await f.system.createGitOpsDeployment(tenant, 'after-malformed', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'after' },
+      source: exampleSource('after'),
       type: 'automated',
     });
     await applicationFor(next);

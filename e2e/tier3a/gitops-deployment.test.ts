@@ -13,7 +13,7 @@ import {
   mergePatch,
   paths,
 } from '../fixture/kube.ts';
-import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import { exampleSource, usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 const AUTOMATED_SYNC_POLICY = {
   automated: { prune: true, selfHeal: true, allowEmpty: true },
@@ -40,16 +40,9 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   };
 
   it('creates gitopsdepl-<uid> with the source, in-cluster destination, tenant project and automated policy', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'automated-app',
-      {
-        repoURL: 'https://github.com/example/repo',
-        path: 'environments/dev',
-        targetRevision: 'main',
-      },
-      { type: 'automated' },
-    );
+    const gd = await f.when.deployed(tenant, 'automated-app', exampleSource('environments/dev', 'main'), {
+      type: 'automated',
+    });
     const app = await applicationOf(gd);
     assert.deepEqual(app.spec.source, {
       repoURL: 'https://github.com/example/repo',
@@ -69,12 +62,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('gives a manual deployment no automated policy, and follows sync options added and removed', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'manual-app',
-      { repoURL: 'https://github.com/example/repo', path: 'manual' },
-      { type: 'manual' },
-    );
+    const gd = await f.when.deployed(tenant, 'manual-app', exampleSource('manual'), { type: 'manual' });
     const app = await applicationOf(gd);
     assert.equal(app.spec.syncPolicy?.automated, undefined);
     assert.deepEqual(app.spec.syncPolicy?.syncOptions ?? [], []);
@@ -161,10 +149,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('deletes the Application when the GitOpsDeployment is deleted', async () => {
-    const gd = await f.when.deployed(tenant, 'deleted-app', {
-      repoURL: 'https://github.com/example/repo',
-      path: 'deleted',
-    });
+    const gd = await f.when.deployed(tenant, 'deleted-app', exampleSource('deleted'));
     const app = await applicationOf(gd);
     await f.when.deleted(gd);
     await f.expect.noApplication(gd);
@@ -177,12 +162,10 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('keeps a GitOpsDeployment with the user finalizer until Argo CD has removed the Application', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'finalized-app',
-      { repoURL: 'https://github.com/example/repo', path: 'finalized' },
-      { type: 'automated', finalizers: ['resources-finalizer.managed-gitops.redhat.com'] },
-    );
+    const gd = await f.when.deployed(tenant, 'finalized-app', exampleSource('finalized'), {
+      type: 'automated',
+      finalizers: ['resources-finalizer.managed-gitops.redhat.com'],
+    });
     await applicationOf(gd);
     f.argoCd.pauseDeletions();
     await f.when.deleted(gd);
@@ -205,7 +188,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
     const deleted: GitOpsDeployment[] = [];
     for (let round = 1; round <= 3; round++) {
       const gd = await f.system.createGitOpsDeployment(tenant, 'recreated-app', {
-        source: { repoURL: 'https://github.com/example/repo', path: `round-${round}` },
+        source: exampleSource(`round-${round}`),
         type: 'automated',
       });
       const app = await applicationOf(gd);

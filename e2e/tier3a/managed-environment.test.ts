@@ -22,7 +22,7 @@ import {
   remove,
   untilAllowed,
 } from '../fixture/kube.ts';
-import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import { exampleSource, usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
 const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
@@ -214,6 +214,16 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
       assert.ok(!Buffer.from(c.bearer_token_sealed).toString('latin1').includes(token));
   });
 
+  /**
+   * A failure row's setup: a Secret holding `data` (of `type`, the environment kind's by default) and an
+   * environment of `apiURL` (this API server's by default) naming it.
+   */
+  const withSecret =
+    (data: () => Promise<Record<string, string>> | Record<string, string>, apiURL?: string, type?: string) =>
+    async (name: string) => {
+      await createSecret(tenant, name, await data(), type);
+      return { apiURL: apiURL ?? server, credentialsSecret: name };
+    };
   const failures: {
     title: string;
     reason: string;
@@ -224,69 +234,53 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
       title: 'a Secret of the wrong type',
       reason: 'InvalidSecretType',
       message: 'invalid secret type: Opaque',
-      setup: async (name) => {
-        await createSecret(tenant, name, { kubeconfig: kubeconfig(server, 'x', caData) }, 'Opaque');
-        return { apiURL: server, credentialsSecret: name };
-      },
+      setup: withSecret(() => ({ kubeconfig: kubeconfig(server, 'x', caData) }), undefined, 'Opaque'),
     },
     {
       title: 'a Secret without the kubeconfig key',
       reason: 'MissingKubeConfigField',
       message: 'missing kubeconfig field in Secret',
-      setup: async (name) => {
-        await createSecret(tenant, name, { other: 'x' });
-        return { apiURL: server, credentialsSecret: name };
-      },
+      setup: withSecret(() => ({ other: 'x' })),
     },
     {
       title: 'a garbage kubeconfig',
       reason: 'UnableToParseKubeconfigData',
       message: /kubeconfig/,
-      setup: async (name) => {
-        await createSecret(tenant, name, { kubeconfig: ': not [valid yaml' });
-        return { apiURL: server, credentialsSecret: name };
-      },
+      setup: withSecret(() => ({ kubeconfig: ': not [valid yaml' })),
     },
     {
       title: 'a kubeconfig without a cluster for apiURL',
       reason: 'UnableToLocateContext',
       message:
         "the kubeconfig did not have a cluster entry that matched the API URL 'https://other.example.com:6443'",
-      setup: async (name) => {
-        await createSecret(tenant, name, { kubeconfig: kubeconfig(server, 'x', caData) });
-        return { apiURL: 'https://other.example.com:6443', credentialsSecret: name };
-      },
+      setup: withSecret(
+        () => ({ kubeconfig: kubeconfig(server, 'x', caData) }),
+        'https://other.example.com:6443',
+      ),
     },
     {
       title: 'an unresolvable host',
       reason: 'UnableToCreateClient',
       message: /does-not-exist\.invalid|ENOTFOUND|EAI_AGAIN/,
-      setup: async (name) => {
-        const url = 'https://does-not-exist.invalid:6443';
-        await createSecret(tenant, name, { kubeconfig: kubeconfig(url, 'x') });
-        return { apiURL: url, credentialsSecret: name };
-      },
+      setup: withSecret(
+        () => ({ kubeconfig: kubeconfig('https://does-not-exist.invalid:6443', 'x') }),
+        'https://does-not-exist.invalid:6443',
+      ),
     },
     {
       title: 'a rejected token',
       reason: 'UnableToValidateClusterCredentials',
       message: /401/,
-      setup: async (name) => {
-        await createSecret(tenant, name, { kubeconfig: kubeconfig(server, 'not-a-valid-token', caData) });
-        return { apiURL: server, credentialsSecret: name };
-      },
+      setup: withSecret(() => ({ kubeconfig: kubeconfig(server, 'not-a-valid-token', caData) })),
     },
     {
       title: 'a ServiceAccount without permissions',
       reason: 'UnableToValidateClusterCredentials',
       message:
         'Provided service account does not have permission to access resources in the cluster. Verify that the service account has the correct Role and RoleBinding.',
-      setup: async (name) => {
-        await createSecret(tenant, name, {
-          kubeconfig: kubeconfig(server, await serviceAccountToken(false), caData),
-        });
-        return { apiURL: server, credentialsSecret: name };
-      },
+      setup: withSecret(async () => ({
+        kubeconfig: kubeconfig(server, await serviceAccountToken(false), caData),
+      })),
     },
     {
       title: 'a missing Secret',
@@ -355,12 +349,10 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const env = await createEnvironment(tenant, 'target', { apiURL: server, credentialsSecret: 'target' });
     await conditionOf(tenant, 'target', (c) => c.status === 'True');
     const id = await environmentId(env.metadata.uid!);
-    const gd = await f.when.deployed(
-      tenant,
-      'to-target',
-      { repoURL: 'https://github.com/example/repo', path: 'p' },
-      { type: 'manual', destination: { environment: 'target', namespace: 'remote-ns' } },
-    );
+    const gd = await f.when.deployed(tenant, 'to-target', exampleSource('p'), {
+      type: 'manual',
+      destination: { environment: 'target', namespace: 'remote-ns' },
+    });
     // The Application with the environment
     const app = await f.expect.application(gd, (a) => a.spec.destination.name === `managed-env-${id}`);
     assert.equal(app.spec.destination.namespace, 'remote-ns');
@@ -383,7 +375,7 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
         status: 'Synced',
         revision: 'abc',
         comparedTo: {
-          source: { repoURL: 'https://github.com/example/repo', path: 'p', targetRevision: '' },
+          source: exampleSource('p', ''),
           destination: { name: `managed-env-${id}`, namespace: 'remote-ns' },
         },
       },
@@ -421,12 +413,10 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const condition = await conditionOf(otherTenant, 'borrowed', (c) => c.reason === 'SecretNotFound');
     assert.equal(condition.status, 'False');
     // And a GitOpsDeployment of the other tenant naming our environment gets the error.
-    await f.when.deployed(
-      otherTenant,
-      'borrower',
-      { repoURL: 'https://github.com/example/repo', path: 'p' },
-      { type: 'manual', destination: { environment: 'mine' } },
-    );
+    await f.when.deployed(otherTenant, 'borrower', exampleSource('p'), {
+      type: 'manual',
+      destination: { environment: 'mine' },
+    });
     await eventually('borrowing GitOpsDeployment reports the error', async () => {
       const current = await get<GitOpsDeployment>(
         f.system.kc,
@@ -520,12 +510,10 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
   });
 
   it('a GitOpsDeployment created before its environment connects deploys to it once connected', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'early',
-      { repoURL: 'https://github.com/example/repo', path: 'p' },
-      { type: 'manual', destination: { environment: 'late' } },
-    );
+    const gd = await f.when.deployed(tenant, 'early', exampleSource('p'), {
+      type: 'manual',
+      destination: { environment: 'late' },
+    });
     await eventually('ErrorOccurred while the environment is missing', async () => {
       const current = await get<GitOpsDeployment>(f.system.kc, paths.gitopsDeployment(tenant, 'early'));
       const c = current?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');

@@ -107,6 +107,20 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
     );
   const repoSecret = (id: string) =>
     get<Secret>(f.system.kc, secretPath(f.system.argoCdNamespace, `repo-cred-${id}`));
+  const repoSecretGone = (id: string, what = 'repository Secret deleted') =>
+    eventually(what, async () => ((await repoSecret(id)) ? undefined : true));
+  /**
+   * Given jane's Secret `<name>-creds` and a RepositoryCredential `name` of `repository` with it: valid, with its
+   * row and its Argo CD repository Secret. Returns the row.
+   */
+  async function validCredential(name: string, repository = 'private') {
+    await createSecret(tenantA, `${name}-creds`, { username: 'jane', password: PASSWORD });
+    await createRepoCred(tenantA, name, { repository: git.url(repository), secret: `${name}-creds` });
+    await conditionsBecome(tenantA, name, VALID);
+    const row = await rowOf(tenantA, name);
+    await eventually('repository Secret', () => repoSecret(row.id));
+    return row;
+  }
 
   it('valid credentials: the valid triple, and a project-scoped Argo CD repository Secret with them', async () => {
     await createSecret(tenantA, 'private-creds', { username: 'jane', password: PASSWORD });
@@ -196,11 +210,7 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
   });
 
   it('a password rotation reaches the Argo CD Secret; deleting the CR removes it', async () => {
-    await createSecret(tenantA, 'rotating-creds', { username: 'jane', password: PASSWORD });
-    await createRepoCred(tenantA, 'rotating', { repository: git.url('rotating'), secret: 'rotating-creds' });
-    await conditionsBecome(tenantA, 'rotating', VALID);
-    const row = await rowOf(tenantA, 'rotating');
-    await eventually('repository Secret', () => repoSecret(row.id));
+    const row = await validCredential('rotating', 'rotating');
 
     git.setPassword('rotating', 'jane', ROTATED_PASSWORD);
     await mergePatch(f.system.kc, secretPath(tenantA, 'rotating-creds'), {
@@ -213,9 +223,7 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
     await conditionsBecome(tenantA, 'rotating', VALID);
 
     await remove(f.system.kc, repoCredPath(tenantA, 'rotating'));
-    await eventually('repository Secret deleted', async () =>
-      (await repoSecret(row.id)) ? undefined : true,
-    );
+    await repoSecretGone(row.id);
   });
 
   it('delete and re-create with the same name is a new object: the old repository Secret goes, a new one comes', async () => {
@@ -242,30 +250,18 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
       return row.id !== oldRow.id ? row : undefined;
     });
     await eventually('new repository Secret', () => repoSecret(newRow.id));
-    await eventually('old repository Secret deleted', async () =>
-      (await repoSecret(oldRow.id)) ? undefined : true,
-    );
+    await repoSecretGone(oldRow.id, 'old repository Secret deleted');
   });
 
   it('deleting the user Secret removes the Argo CD Secret and reports SecretNotFound', async () => {
-    await createSecret(tenantA, 'doomed-creds', { username: 'jane', password: PASSWORD });
-    await createRepoCred(tenantA, 'doomed', { repository: git.url('private'), secret: 'doomed-creds' });
-    await conditionsBecome(tenantA, 'doomed', VALID);
-    const row = await rowOf(tenantA, 'doomed');
-    await eventually('repository Secret', () => repoSecret(row.id));
+    const row = await validCredential('doomed');
     await remove(f.system.kc, secretPath(tenantA, 'doomed-creds'));
     await conditionsBecome(tenantA, 'doomed', failed('SecretNotFound'));
-    await eventually('repository Secret deleted', async () =>
-      (await repoSecret(row.id)) ? undefined : true,
-    );
+    await repoSecretGone(row.id);
   });
 
   it('the agent repairs a hand-edited or deleted repository Secret and deletes orphans carrying our label', async () => {
-    await createSecret(tenantA, 'drift-creds', { username: 'jane', password: PASSWORD });
-    await createRepoCred(tenantA, 'drift', { repository: git.url('private'), secret: 'drift-creds' });
-    await conditionsBecome(tenantA, 'drift', VALID);
-    const row = await rowOf(tenantA, 'drift');
-    await eventually('repository Secret', () => repoSecret(row.id));
+    const row = await validCredential('drift');
 
     await mergePatch(f.system.kc, secretPath(f.system.argoCdNamespace, `repo-cred-${row.id}`), {
       data: {
@@ -293,7 +289,7 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
       },
       stringData: { url: 'https://example.com/orphan' },
     });
-    await eventually('orphan deleted', async () => ((await repoSecret(orphanId)) ? undefined : true));
+    await repoSecretGone(orphanId, 'orphan deleted');
   });
 
   it('no password appears in any log line, Event, condition or operation message', async () => {

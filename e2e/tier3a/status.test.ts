@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
 import { type GitOpsDeployment, get, paths } from '../fixture/kube.ts';
-import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import { exampleSource, usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
   const f = usePlayedArgoCdSystem();
@@ -19,11 +19,7 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
     gd?.status?.conditions?.find((c) => c.type === type);
 
   it('copies sync, health, resources, reconciledState, operationState and Argo CD conditions, and resolves dropped ones', async () => {
-    const gd = await f.when.deployed(tenant, 'observed', {
-      repoURL: 'https://github.com/example/repo',
-      path: 'observed',
-      targetRevision: 'main',
-    });
+    const gd = await f.when.deployed(tenant, 'observed', exampleSource('observed', 'main'));
     const appName = (await f.expect.application(gd)).metadata.name;
 
     const resources = [
@@ -52,7 +48,7 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
         status: 'Synced',
         revision: '0123456789abcdef0123456789abcdef01234567',
         comparedTo: {
-          source: { repoURL: 'https://github.com/example/repo', path: 'observed', targetRevision: 'main' },
+          source: exampleSource('observed', 'main'),
           destination: { name: 'in-cluster', namespace: tenant },
         },
       },
@@ -115,10 +111,7 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
   });
 
   it('follows every status change Argo CD makes, ending on the last one', async () => {
-    const gd = await f.when.deployed(tenant, 'flapping', {
-      repoURL: 'https://github.com/example/repo',
-      path: 'flapping',
-    });
+    const gd = await f.when.deployed(tenant, 'flapping', exampleSource('flapping'));
     const appName = (await f.expect.application(gd)).metadata.name;
     const healths = ['Progressing', 'Degraded', 'Progressing', 'Healthy'];
     for (const health of healths) {

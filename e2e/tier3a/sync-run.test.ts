@@ -17,7 +17,7 @@ import {
   type SyncRun,
   type SyncRunStatus,
 } from '../fixture/kube.ts';
-import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import { exampleSource, usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 /** The backend's SyncRun controller (its work queue's name in /metrics). */
 const SYNC_RUN_CONTROLLER = 'gitopsdeploymentsyncrun';
@@ -34,12 +34,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
   });
 
   const manualDeployment = (name: string, type: 'manual' | 'automated' = 'manual') =>
-    f.when.deployed(
-      tenant,
-      name,
-      { repoURL: 'https://github.com/example/repo', path: 'environments/dev', targetRevision: 'main' },
-      { type },
-    );
+    f.when.deployed(tenant, name, exampleSource('environments/dev', 'main'), { type });
   const appPath = (gd: GitOpsDeployment) =>
     paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`);
   const application = (gd: GitOpsDeployment) => get<ArgoApplication>(f.system.kc, appPath(gd));

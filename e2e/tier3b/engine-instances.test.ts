@@ -36,6 +36,14 @@ describe('tier 3b: two Argo CD instances', () => {
   /** Synced and Healthy, reported as deployed through `instance`. */
   const syncedOn = (instance: string) => (status: DeploymentStatus) =>
     syncedAndHealthy(status) && engineInstanceOf(status) === instance;
+  /** Given a tenant on instance a whose deployment `app` of one ConfigMap `configMap` is Synced/Healthy there. */
+  async function deployedOnA(name: string, configMap: string) {
+    const tenant = await f.given.tenant(name, { [Label.EngineInstance]: a });
+    const repo = await f.given.repository(name, { 'app/cm.yaml': manifest.configMap(configMap, { k: 'v' }) });
+    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
+    return { tenant, gd };
+  }
   const argoCdNamespaceOf = (instance: string) =>
     instance === a ? f.system.argoCdNamespace : f.system.secondArgoCdNamespace;
   const applicationIn = (namespace: string, gd: GitOpsDeployment) =>
@@ -141,12 +149,7 @@ describe('tier 3b: two Argo CD instances', () => {
   });
 
   it('a label naming an unknown instance moves nothing and says so on the namespace', async () => {
-    const tenant = await f.given.tenant('unknown', { [Label.EngineInstance]: a });
-    const repo = await f.given.repository('unknown', {
-      'app/cm.yaml': manifest.configMap('stay', { k: 'v' }),
-    });
-    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
+    const { tenant, gd } = await deployedOnA('unknown', 'stay');
 
     await mergePatch(f.system.kc, paths.namespace(tenant), {
       metadata: { labels: { [Label.EngineInstance]: 'no-such-instance' } },
@@ -200,10 +203,7 @@ describe('tier 3b: two Argo CD instances', () => {
   });
 
   it("a move while the old instance's agent is stopped waits for it: the new instance takes nothing over before the old one released it", async () => {
-    const tenant = await f.given.tenant('held', { [Label.EngineInstance]: a });
-    const repo = await f.given.repository('held', { 'app/cm.yaml': manifest.configMap('held', { k: 'v' }) });
-    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
+    const { tenant, gd } = await deployedOnA('held', 'held');
     const before = await f.expect.object(tenant, 'ConfigMap', 'held');
 
     // When a's agent is down and the tenant is moved to b
@@ -257,12 +257,7 @@ describe('tier 3b: two Argo CD instances', () => {
   });
 
   it('draining an instance moves all its tenants to the other one, their resources in place; Drained at the end', async () => {
-    const tenant = await f.given.tenant('drained', { [Label.EngineInstance]: a });
-    const repo = await f.given.repository('drained', {
-      'app/cm.yaml': manifest.configMap('kept', { k: 'v' }),
-    });
-    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
+    const { tenant, gd } = await deployedOnA('drained', 'kept');
     const before = await f.expect.object(tenant, 'ConfigMap', 'kept');
     const instancePath = `/apis/managed-gitops.redhat.com/v1alpha1/gitopsengineinstances/${a}`;
     await eventually('the GitOpsEngineInstance of a', () => get(f.system.kc, instancePath), CONVERGE_MS);

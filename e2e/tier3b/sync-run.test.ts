@@ -67,6 +67,15 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
     return gd;
   }
+  /** A manual deployment of a PreSync hook that never completes and a ConfigMap `<name>-config` after it. */
+  const manualDeploymentWaitingOnHook = async (name: string) =>
+    manualDeployment(
+      name,
+      await f.given.repository(name, {
+        'dev/hook.yaml': neverEndingHook,
+        'dev/config.yaml': manifest.configMap(`${name}-config`, { a: 'b' }),
+      }),
+    );
   /** Waits until Argo CD's operation on the deployment's Application is in `phase`. */
   const operationPhase = (gd: GitOpsDeployment, phase: string) =>
     f.expect.application<Application>(gd, (app) => app.status?.operationState?.phase === phase);
@@ -181,11 +190,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
 
   it('deleting a SyncRun while its sync waits on a hook terminates the operation: Failed, Operation terminated', async () => {
     // Given a manual deployment whose sync waits on a PreSync hook that never completes
-    const repo = await f.given.repository('hook', {
-      'dev/hook.yaml': neverEndingHook,
-      'dev/config.yaml': manifest.configMap('hook-config', { a: 'b' }),
-    });
-    const gd = await manualDeployment('hook', repo);
+    const gd = await manualDeploymentWaitingOnHook('hook');
     await f.system.createSyncRun(tenant, 'hook-run', { gitopsDeploymentName: 'hook' });
     // (the sync Running, waiting on the hook)
     await operationPhase(gd, 'Running');
@@ -232,11 +237,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
 
   it('spec.terminate stops a sync that hangs on a hook: the SyncRun goes Running, then Terminated, and stays', async () => {
     // Given a manual deployment whose sync waits on a PreSync hook that never completes
-    const repo = await f.given.repository('stop', {
-      'dev/hook.yaml': neverEndingHook,
-      'dev/config.yaml': manifest.configMap('stop-config', { a: 'b' }),
-    });
-    const gd = await manualDeployment('stop', repo);
+    const gd = await manualDeploymentWaitingOnHook('stop');
     await f.system.createSyncRun(tenant, 'stop-run', { gitopsDeploymentName: 'stop' });
     // Then the SyncRun says its sync runs, since when, and what Argo CD waits for
     const running = await f.expect.syncRunPhase(tenant, 'stop-run', 'Running');
