@@ -24,12 +24,7 @@ import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import type { GitOpsDeployment } from '../fixture/kube.ts';
-import {
-  exampleSource,
-  type PlayedSystem,
-  startPlayedArgoCdSystem,
-  syncedAndHealthy,
-} from '../fixture/played-argo-cd.ts';
+import { type PlayedSystem, startPlayedArgoCdSystem, syncedAndHealthy } from '../fixture/played-argo-cd.ts';
 
 /** PgBouncer's sessions with PostgreSQL for the whole database, all roles together. */
 const MAX_DB_CONNECTIONS = 4;
@@ -107,7 +102,12 @@ describe('behind PgBouncer in transaction mode (tier 3a)', () => {
   it('GitOpsDeployments converge with every pool through PgBouncer', async () => {
     const gds: GitOpsDeployment[] = [];
     for (let i = 0; i < 4; i++) {
-      gds.push(await f.when.deployed(tenant, `pooled-${i}`, exampleSource(`pooled/${i}`)));
+      gds.push(
+        await f.when.deployed(tenant, `pooled-${i}`, {
+          repoURL: 'https://github.com/example/repo',
+          path: `pooled/${i}`,
+        }),
+      );
     }
     await converges(gds);
   });
@@ -174,7 +174,10 @@ describe('behind PgBouncer in transaction mode (tier 3a)', () => {
 
   it('the standby takes over on its direct lock session and serves through PgBouncer', async () => {
     await f.system.kill('cluster-agent');
-    const gd = await f.when.deployed(tenant, 'after-takeover', exampleSource('after-takeover'));
+    const gd = await f.when.deployed(tenant, 'after-takeover', {
+      repoURL: 'https://github.com/example/repo',
+      path: 'after-takeover',
+    });
     await converges([gd]);
     const metrics = await f.system.metrics('cluster-agent-2');
     assert.match(metrics, /^gitops_agent_active(\{[^}]*\})? 1$/m);

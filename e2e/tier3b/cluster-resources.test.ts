@@ -11,7 +11,7 @@ import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
 import { GROUP_VERSION, get, paths, remove } from '../fixture/kube.ts';
-import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
+import { gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
 const RBAC = '/apis/rbac.authorization.k8s.io/v1';
@@ -41,7 +41,7 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
     });
 
     // When the tenant deploys the ClusterRole and a ConfigMap through it
-    const source = { repoURL: repo.fileUrl, path: 'dev' };
+    const source = gitSource(repo, 'dev');
     const gd = await f.when.deployed(tenant, 'with-cluster-role', source, { destination });
     // Then Argo CD syncs both with the environment's credentials
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
@@ -63,7 +63,7 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
       'dev/role.yaml': clusterRoleManifest(ownRoleName),
       'dev/config.yaml': manifest.configMap('cres-config', { where: 'own' }),
     });
-    const refused = await f.when.deployed(tenant, 'to-own-namespace', { repoURL: own.fileUrl, path: 'dev' });
+    const refused = await f.when.deployed(tenant, 'to-own-namespace', gitSource(own, 'dev'));
     // Then Argo CD refuses the ClusterRole as not permitted in the tenant's project, and creates none
     const status = await f.expect
       .deployment(refused)
@@ -108,7 +108,7 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
     });
 
     // When the tenant deploys the ClusterRole through it
-    const source = { repoURL: repo.fileUrl, path: 'dev' };
+    const source = gitSource(repo, 'dev');
     const gd = await f.when.deployed(tenant, 'cluster-role-refused', source, { destination });
     // Then Argo CD refuses it (its cluster cache manages no cluster-level object in namespaced mode), and
     // no ClusterRole is created

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import { describe, it } from 'vitest';
 import { get, paths } from '../fixture/kube.ts';
-import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
+import { gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
 const CREATE_NAMESPACE = { syncOptions: ['CreateNamespace=true' as const] };
@@ -23,12 +23,7 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
     const repo = await f.given.repository('cns-own-app', {
       'dev/config.yaml': manifest.configMap('cns-own-config', { where: 'own' }),
     });
-    const gd = await f.when.deployed(
-      tenant,
-      'own',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { syncPolicy: CREATE_NAMESPACE },
-    );
+    const gd = await f.when.deployed(tenant, 'own', gitSource(repo, 'dev'), { syncPolicy: CREATE_NAMESPACE });
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     assert.equal((await f.expect.object(tenant, 'ConfigMap', 'cns-own-config')).data?.where, 'own');
     // The host is deployed to with Argo CD's own credentials: its project never permits a Namespace.
@@ -56,12 +51,10 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
     });
 
     // When the tenant deploys into the namespace that does not exist, with CreateNamespace=true
-    const gd = await f.when.deployed(
-      tenant,
-      'to-new-namespace',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { destination: { ...limited, namespace: created }, syncPolicy: CREATE_NAMESPACE },
-    );
+    const gd = await f.when.deployed(tenant, 'to-new-namespace', gitSource(repo, 'dev'), {
+      destination: { ...limited, namespace: created },
+      syncPolicy: CREATE_NAMESPACE,
+    });
     // Then Argo CD creates the namespace and deploys into it
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     assert.ok(await get(f.system.kc, paths.namespace(created)), `namespace ${created} exists`);
@@ -73,12 +66,10 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
     const withRole = await f.given.repository('cns-lim-role', {
       'dev/role.yaml': manifest.clusterRole(roleName),
     });
-    const refused = await f.when.deployed(
-      tenant,
-      'cluster-role',
-      { repoURL: withRole.fileUrl, path: 'dev' },
-      { destination: limited, syncPolicy: CREATE_NAMESPACE },
-    );
+    const refused = await f.when.deployed(tenant, 'cluster-role', gitSource(withRole, 'dev'), {
+      destination: limited,
+      syncPolicy: CREATE_NAMESPACE,
+    });
     // Then Argo CD refuses it (the environment manages no cluster-scoped object of the repository)
     const { status, condition } = await f.expect
       .deployment(refused)
@@ -110,12 +101,10 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
     });
 
     // When the tenant deploys there with CreateNamespace=true
-    const gd = await f.when.deployed(
-      tenant,
-      'to-missing',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { destination: { ...narrow, namespace: missing }, syncPolicy: CREATE_NAMESPACE },
-    );
+    const gd = await f.when.deployed(tenant, 'to-missing', gitSource(repo, 'dev'), {
+      destination: { ...narrow, namespace: missing },
+      syncPolicy: CREATE_NAMESPACE,
+    });
     // Then the GitOpsDeployment carries Argo CD's error naming the token's missing permission in that namespace
     const forbidden = new RegExp(`cannot [a-z]+ resource .{0,80}in the namespace .?${missing}`);
     const { status, condition } = await f.expect.deployment(gd).reports('Argo CD’s "forbidden"', forbidden);

@@ -14,6 +14,7 @@ import { type GitOpsDeployment, get, mergePatch, paths, watchEvents } from '../f
 import {
   CONVERGE_MS,
   type DeploymentStatus,
+  gitSource,
   syncedAndHealthy,
   useRealSystem,
 } from '../fixture/real-argo-cd.ts';
@@ -40,7 +41,7 @@ describe('tier 3b: two Argo CD instances', () => {
   async function deployedOnA(name: string, configMap: string) {
     const tenant = await f.given.tenant(name, { [Label.EngineInstance]: a });
     const repo = await f.given.repository(name, { 'app/cm.yaml': manifest.configMap(configMap, { k: 'v' }) });
-    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    const gd = await f.when.deployed(tenant, 'app', gitSource(repo, 'app'));
     await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
     return { tenant, gd };
   }
@@ -65,10 +66,10 @@ describe('tier 3b: two Argo CD instances', () => {
       'app/cm.yaml': manifest.configMap('placed', { k: 'v' }),
     });
     // When the labelled one deploys first, then the other
-    const first = await f.when.deployed(labelled, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    const first = await f.when.deployed(labelled, 'app', gitSource(repo, 'app'));
     const onB = await f.expect.deployment(first).is('Synced/Healthy on b', syncedOn(b));
     assert.equal(engineInstanceOf(onB), b);
-    const second = await f.when.deployed(unlabelled, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    const second = await f.when.deployed(unlabelled, 'app', gitSource(repo, 'app'));
     // Then the first is on b (the label), the second on a (b holds one application, a none)
     await f.expect.deployment(second).is('Synced/Healthy on a', syncedOn(a));
     await f.expect.application(first, () => true, f.system.secondArgoCdNamespace);
@@ -86,13 +87,8 @@ describe('tier 3b: two Argo CD instances', () => {
       'one/cm.yaml': manifest.configMap('one', { v: '1' }),
       'two/cm.yaml': manifest.configMap('two', { v: '1' }),
     });
-    const one = await f.when.deployed(tenant, 'one', { repoURL: repo.fileUrl, path: 'one' });
-    const two = await f.when.deployed(
-      tenant,
-      'two',
-      { repoURL: repo.fileUrl, path: 'two' },
-      { type: 'manual' },
-    );
+    const one = await f.when.deployed(tenant, 'one', gitSource(repo, 'one'));
+    const two = await f.when.deployed(tenant, 'two', gitSource(repo, 'two'), { type: 'manual' });
     await f.expect.deployment(one).is('Synced/Healthy on a', syncedOn(a));
     await f.system.createSyncRun(tenant, 'first-sync', { gitopsDeploymentName: 'two' });
     await f.expect.deployment(two).is('Synced/Healthy on a', syncedOn(a));
@@ -171,8 +167,8 @@ describe('tier 3b: two Argo CD instances', () => {
 
     // When b's agent is stopped and a tenant of each instance deploys
     await f.system.kill('cluster-agent-b');
-    const waiting = await f.when.deployed(onB, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    const unaffected = await f.when.deployed(onA, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    const waiting = await f.when.deployed(onB, 'app', gitSource(repo, 'app'));
+    const unaffected = await f.when.deployed(onA, 'app', gitSource(repo, 'app'));
 
     // Then the one on b says its instance is away, and the one on a converges
     const away = await f.expect
@@ -242,12 +238,12 @@ describe('tier 3b: two Argo CD instances', () => {
       'second/cm.yaml': manifest.configMap('second', { k: 'v' }),
     });
     await f.system.start('cluster-agent-2');
-    const first = await f.when.deployed(tenant, 'first', { repoURL: repo.fileUrl, path: 'first' });
+    const first = await f.when.deployed(tenant, 'first', gitSource(repo, 'first'));
     await f.expect.deployment(first).is('Synced/Healthy', syncedAndHealthy);
 
     // When the active agent dies (whichever of the two it is) and the user deploys again
     await f.system.kill('cluster-agent');
-    const second = await f.when.deployed(tenant, 'second', { repoURL: repo.fileUrl, path: 'second' });
+    const second = await f.when.deployed(tenant, 'second', gitSource(repo, 'second'));
 
     // Then the other replica takes it: deployed through a's Argo CD
     await f.expect.deployment(second).is('Synced/Healthy on a', syncedOn(a));

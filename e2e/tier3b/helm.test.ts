@@ -9,40 +9,43 @@
 import assert from 'node:assert/strict';
 import type { Files } from '@gitops/local-env';
 import { describe, it } from 'vitest';
-import { type DeploymentStatus, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
+import { configMapChart } from '../fixture/charts.ts';
+import {
+  type DeploymentStatus,
+  gitSource,
+  syncedAndHealthy,
+  useRealSystem,
+} from '../fixture/real-argo-cd.ts';
 
 /**
  * A chart whose one ConfigMap shows every value and the release name; `target`, when set, is the namespace
  * the chart puts it into (else Helm's, the destination's).
  */
-const chart = (path: string): Files => ({
-  [`${path}/Chart.yaml`]: ['apiVersion: v2', 'name: settings', 'version: 0.1.0', ''].join('\n'),
-  [`${path}/values.yaml`]: [
-    'greeting: from-chart-defaults',
-    'color: grey',
-    'size: small',
-    'untouched: chart-default',
-    'target: ""',
-    '',
-  ].join('\n'),
-  [`${path}/values-large.yaml`]: ['size: large', ''].join('\n'),
-  [`${path}/templates/configmap.yaml`]: [
-    'apiVersion: v1',
-    'kind: ConfigMap',
-    'metadata:',
-    '  name: {{ .Release.Name }}-settings',
-    '  {{- with .Values.target }}',
-    '  namespace: {{ . }}',
-    '  {{- end }}',
-    'data:',
-    '  release: {{ .Release.Name | quote }}',
-    '  greeting: {{ .Values.greeting | quote }}',
-    '  color: {{ .Values.color | quote }}',
-    '  size: {{ .Values.size | quote }}',
-    '  untouched: {{ .Values.untouched | quote }}',
-    '',
-  ].join('\n'),
-});
+const chart = (path: string): Files =>
+  configMapChart(
+    {
+      name: 'settings',
+      version: '0.1.0',
+      values: {
+        greeting: 'from-chart-defaults',
+        color: 'grey',
+        size: 'small',
+        untouched: 'chart-default',
+        target: '',
+      },
+      configMap: '{{ .Release.Name }}-settings',
+      metadata: ['  {{- with .Values.target }}', '  namespace: {{ . }}', '  {{- end }}'],
+      data: {
+        release: '{{ .Release.Name | quote }}',
+        greeting: '{{ .Values.greeting | quote }}',
+        color: '{{ .Values.color | quote }}',
+        size: '{{ .Values.size | quote }}',
+        untouched: '{{ .Values.untouched | quote }}',
+      },
+      files: { 'values-large.yaml': ['size: large', ''].join('\n') },
+    },
+    path,
+  );
 
 /** The True conditions of `type` whose message matches `pattern`. */
 const saying = (status: DeploymentStatus, type: string, pattern: RegExp) =>
@@ -61,8 +64,7 @@ describe('tier 3b: Helm charts with a real Argo CD', () => {
     // When the tenant deploys it with a release name, inline values, a value file of the chart's repository
     // and a parameter
     const gd = await f.when.deployed(tenant, 'settings', {
-      repoURL: repo.fileUrl,
-      path: 'chart',
+      ...gitSource(repo, 'chart'),
       helm: {
         releaseName: 'shop',
         values: 'greeting: hello-from-values\n',
@@ -101,8 +103,7 @@ describe('tier 3b: Helm charts with a real Argo CD', () => {
     const repo = await f.given.repository('helm-object-app', chart('chart'));
 
     const gd = await f.when.deployed(tenant, 'settings', {
-      repoURL: repo.fileUrl,
-      path: 'chart',
+      ...gitSource(repo, 'chart'),
       helm: {
         valuesObject: { greeting: 'hello-from-object', size: 'medium' },
         parameters: [{ name: 'color', value: '1234', forceString: true }],
@@ -130,8 +131,7 @@ describe('tier 3b: Helm charts with a real Argo CD', () => {
 
     // When the tenant names a value file that is not in the repository
     const gd = await f.when.deployed(tenant, 'settings', {
-      repoURL: repo.fileUrl,
-      path: 'chart',
+      ...gitSource(repo, 'chart'),
       helm: { releaseName: 'missing', valueFiles: ['values-nowhere.yaml'] },
     });
 
@@ -163,8 +163,7 @@ describe('tier 3b: Helm charts with a real Argo CD', () => {
     const victim = await f.given.tenant('helm-victim');
     const repo = await f.given.repository('helm-intruder-app', chart('chart'));
     const intoVictim = (releaseName: string) => ({
-      repoURL: repo.fileUrl,
-      path: 'chart',
+      ...gitSource(repo, 'chart'),
       helm: { releaseName, parameters: [{ name: 'target', value: victim }] },
     });
     const refusal = new RegExp(`namespace ${victim} is not permitted in project`);

@@ -9,7 +9,7 @@ import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { describe, it } from 'vitest';
 import { createTenantNamespace, list } from '../fixture/kube.ts';
-import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
+import { gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
   const f = useRealSystem();
@@ -26,7 +26,7 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
     });
 
     // When the tenant deploys there through the environment
-    const source = { repoURL: repo.fileUrl, path: 'dev' };
+    const source = gitSource(repo, 'dev');
     const gd = await f.when.deployed(tenant, 'to-staging', source, { destination: staging });
     // Then Argo CD deploys into that namespace with the ServiceAccount's credentials
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
@@ -63,7 +63,7 @@ describe('tier 3b: ManagedEnvironments with a real Argo CD', () => {
     });
 
     // When each deploys through its own "prod"
-    const source = { repoURL: repo.fileUrl, path: 'dev' };
+    const source = gitSource(repo, 'dev');
     const a = await f.when.deployed(tenantA, 'app', source, { destination: prodA });
     const b = await f.when.deployed(tenantB, 'app', source, { destination: prodB });
     // Then each lands in its own namespace

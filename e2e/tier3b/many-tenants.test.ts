@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import { describe, it } from 'vitest';
 import { watchEvents } from '../fixture/kube.ts';
-import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
+import { gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 const TENANTS = 10;
 
@@ -39,7 +39,7 @@ describe('tier 3b: many tenants with a real Argo CD', () => {
     );
     // When all of them create their GitOpsDeployment at once
     const deployments = await Promise.all(
-      tenants.map((t) => f.when.deployed(t.namespace, 'app', { repoURL: t.repo.fileUrl, path: 'app' })),
+      tenants.map((t) => f.when.deployed(t.namespace, 'app', gitSource(t.repo, 'app'))),
     );
     // Then every one becomes Synced/Healthy at its own head, with its own objects in its own namespace
     await Promise.all(

@@ -14,7 +14,7 @@ import { eventually, useFixture } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
 import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
 import { create, GROUP_VERSION, get, mergePatch, paths } from '../fixture/kube.ts';
-import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
+import { gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: an Argo CD instance on another cluster', () => {
   const workload = useFixture(
@@ -55,12 +55,9 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
     const tenant = await f.given.tenant(prefix, { [Label.EngineInstance]: instance });
     const namespace = await workloadEnvironment(tenant, 'workload');
     const repo = await f.given.repository(prefix, { 'app/object.yaml': object });
-    const gd = await f.when.deployed(
-      tenant,
-      'app',
-      { repoURL: repo.fileUrl, path: 'app' },
-      { destination: { environment: 'workload', namespace } },
-    );
+    const gd = await f.when.deployed(tenant, 'app', gitSource(repo, 'app'), {
+      destination: { environment: 'workload', namespace },
+    });
     await f.expect
       .deployment(gd)
       .is(`Synced/Healthy on ${instance}`, (s) => syncedAndHealthy(s) && engineInstanceOf(s) === instance);
@@ -101,7 +98,7 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
 
     // Without an environment: into the tenant's own namespace, on the first cluster, by the remote Argo CD.
     const near = await repo.commit({ 'app/object.yaml': manifest.configMap('near', { k: 'here' }) });
-    const local = await f.when.deployed(tenant, 'local', { repoURL: repo.fileUrl, path: 'app' });
+    const local = await f.when.deployed(tenant, 'local', gitSource(repo, 'app'));
     await f.expect
       .deployment(local)
       .is(
@@ -126,7 +123,7 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
     const repo = await f.given.repository('roundtrip', {
       'app/object.yaml': manifest.configMap('home', { v: '1' }),
     });
-    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    const gd = await f.when.deployed(tenant, 'app', gitSource(repo, 'app'));
     await f.expect
       .deployment(gd)
       .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);

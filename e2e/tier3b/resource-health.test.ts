@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import type { ResourceStatus } from '@gitops/api';
 import { manifest } from '@gitops/local-env';
 import { describe, it } from 'vitest';
-import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
+import { gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: per-resource health with a real Argo CD', () => {
   const f = useRealSystem();
@@ -20,7 +20,7 @@ describe('tier 3b: per-resource health with a real Argo CD', () => {
       'app/config.yaml': manifest.configMap('health-config', { a: 'b' }),
     });
     // When the tenant deploys it
-    const gd = await f.when.deployed(tenant, 'health', { repoURL: repo.fileUrl, path: 'app' });
+    const gd = await f.when.deployed(tenant, 'health', gitSource(repo, 'app'));
     // Then the Service's entry in status.resources says Healthy
     const status = await f.expect
       .deployment(gd)

@@ -14,7 +14,7 @@ import { manifest } from '@gitops/local-env';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
 import { type GitOpsDeployment, watchEvents } from '../fixture/kube.ts';
-import { CONVERGE_MS, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
+import { CONVERGE_MS, gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 interface OperationState {
   phase?: string;
@@ -101,14 +101,9 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
       'dev/config.yaml': manifest.configMap('restore-m', { release: 'first' }),
     });
     const mFirst = await repoM.head();
-    const a = await f.when.deployed(tenant, 'restore-a', { repoURL: repoA.fileUrl, path: 'one' });
-    const c = await f.when.deployed(tenant, 'restore-c', { repoURL: repoC.fileUrl, path: 'dev' });
-    const m = await f.when.deployed(
-      tenant,
-      'restore-m',
-      { repoURL: repoM.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
+    const a = await f.when.deployed(tenant, 'restore-a', gitSource(repoA, 'one'));
+    const c = await f.when.deployed(tenant, 'restore-c', gitSource(repoC, 'dev'));
+    const m = await f.when.deployed(tenant, 'restore-m', gitSource(repoM, 'dev'), { type: 'manual' });
     await f.system.createSyncRun(tenant, 'restore-m-1', {
       gitopsDeploymentName: 'restore-m',
       revisionID: mFirst,
@@ -126,8 +121,8 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
     await startServices();
 
     // and after the backup B is created, A's path changes, C is deleted and M is synced to a new commit
-    const b = await f.when.deployed(tenant, 'restore-b', { repoURL: repoB.fileUrl, path: 'dev' });
-    await f.when.edited(a, { source: { repoURL: repoA.fileUrl, path: 'two' } });
+    const b = await f.when.deployed(tenant, 'restore-b', gitSource(repoB, 'dev'));
+    await f.when.edited(a, { source: gitSource(repoA, 'two') });
     await f.when.deleted(c);
     const mSecond = await repoM.commit({
       'dev/config.yaml': manifest.configMap('restore-m', { release: 'second' }),

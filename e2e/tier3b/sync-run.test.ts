@@ -16,7 +16,7 @@ import {
   type SyncRun,
   type SyncRunStatus,
 } from '../fixture/kube.ts';
-import { CONVERGE_MS, useRealSystem } from '../fixture/real-argo-cd.ts';
+import { CONVERGE_MS, gitSource, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 interface OperationState {
   phase?: string;
@@ -58,12 +58,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
   const application = (gd: GitOpsDeployment) => f.expect.readApplication<Application>(gd);
   /** The user deploys `dev/` of `repo` with a manual policy; Argo CD compares it and syncs nothing: OutOfSync. */
   async function manualDeployment(name: string, repo: GitRepo) {
-    const gd = await f.when.deployed(
-      tenant,
-      name,
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
+    const gd = await f.when.deployed(tenant, name, gitSource(repo, 'dev'), { type: 'manual' });
     await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
     return gd;
   }
