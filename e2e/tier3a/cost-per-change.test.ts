@@ -26,6 +26,16 @@ interface Writes {
 }
 
 /**
+ * The service's own writes among those counted: without the user's one version of the GitOpsDeployment and the
+ * `played` Application writes of the test playing Argo CD.
+ */
+const serviceWrites = (counted: Writes, played: number): Writes => ({
+  deployment: counted.deployment - 1,
+  application: counted.application - played,
+  events: counted.events,
+});
+
+/**
  * Argo CD's states for one sync of `path` at `revision`, as its application-controller writes them; the first
  * keeps the last sync's `operationState` (`previous`), as Argo CD does until a new one starts.
  */
@@ -161,11 +171,7 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
     });
     // The user's create is one version; the backend's writes are the rest.
     assert.deepEqual(
-      {
-        deployment: created.deployment - 1,
-        application: created.application - played,
-        events: created.events,
-      },
+      serviceWrites(created, played),
       { deployment: 1, application: 1, events: [] },
       "backend writes: one status, of Argo CD's settled state (the engine instance and conditions with it); the agent creates the Application once",
     );
@@ -182,11 +188,7 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
       played = await playSync(deployment, 'prod', 'c'.repeat(40));
     });
     assert.deepEqual(
-      {
-        deployment: changed.deployment - 1,
-        application: changed.application - played,
-        events: changed.events,
-      },
+      serviceWrites(changed, played),
       { deployment: 1, application: 1, events: [] },
       "backend writes: one status, of Argo CD's settled state; the agent applies the new spec once",
     );

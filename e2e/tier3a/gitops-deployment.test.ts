@@ -4,8 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
+import { beforeAll, describe, it } from 'vitest';
 import {
   type ArgoApplication,
   type GitOpsDeployment,
@@ -14,8 +13,7 @@ import {
   mergePatch,
   paths,
 } from '../fixture/kube.ts';
-import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
-import type { System } from '../fixture/system.ts';
+import { exampleSource, usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 const AUTOMATED_SYNC_POLICY = {
   automated: { prune: true, selfHeal: true, allowEmpty: true },
@@ -24,23 +22,16 @@ const AUTOMATED_SYNC_POLICY = {
 };
 
 describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
-  let f: PlayedSystem;
-  let system: System;
-  let argoCd: ArgoCdActor;
+  const f = usePlayedArgoCdSystem();
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startPlayedArgoCdSystem();
-    ({ system, argoCd } = f);
     tenant = await f.given.tenant();
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   const applicationOf = (gd: GitOpsDeployment) => f.expect.application(gd);
   const tenantId = async () => {
-    const row = await system.db
+    const row = await f.system.db
       .selectFrom('cluster_user')
       .select('id')
       .where('namespace_name', '=', tenant)
@@ -49,16 +40,9 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   };
 
   it('creates gitopsdepl-<uid> with the source, in-cluster destination, tenant project and automated policy', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'automated-app',
-      {
-        repoURL: 'https://github.com/example/repo',
-        path: 'environments/dev',
-        targetRevision: 'main',
-      },
-      { type: 'automated' },
-    );
+    const gd = await f.when.deployed(tenant, 'automated-app', exampleSource('environments/dev', 'main'), {
+      type: 'automated',
+    });
     const app = await applicationOf(gd);
     assert.deepEqual(app.spec.source, {
       repoURL: 'https://github.com/example/repo',
@@ -69,7 +53,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
     assert.equal(app.spec.project, `app-project-${await tenantId()}`);
     assert.deepEqual(app.spec.syncPolicy, AUTOMATED_SYNC_POLICY);
     assert.ok(app.metadata.finalizers?.includes('resources-finalizer.argocd.argoproj.io'));
-    const applicationRow = await system.db
+    const applicationRow = await f.system.db
       .selectFrom('application')
       .select('id')
       .where('name', '=', app.metadata.name)
@@ -78,12 +62,7 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('gives a manual deployment no automated policy, and follows sync options added and removed', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'manual-app',
-      { repoURL: 'https://github.com/example/repo', path: 'manual' },
-      { type: 'manual' },
-    );
+    const gd = await f.when.deployed(tenant, 'manual-app', exampleSource('manual'), { type: 'manual' });
     const app = await applicationOf(gd);
     assert.equal(app.spec.syncPolicy?.automated, undefined);
     assert.deepEqual(app.spec.syncPolicy?.syncOptions ?? [], []);
@@ -105,12 +84,11 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('sends path, repoURL and targetRevision updates to the Application; an identical re-apply writes nothing', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'updated-app',
-      { repoURL: 'https://github.com/example/one', path: 'a', targetRevision: 'v1' },
-      { type: 'automated' },
-    );
+    const gd = await f.when.deployed(tenant, 'updated-app', {
+      repoURL: 'https://github.com/example/one',
+      path: 'a',
+      targetRevision: 'v1',
+    });
     await applicationOf(gd);
     await f.when.edited(gd, {
       source: { repoURL: 'https://github.com/example/two', path: 'b', targetRevision: 'v2' },
@@ -125,24 +103,22 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
       targetRevision: 'v2',
     });
 
-    const operationsBefore = await system.db.selectFrom('operation').select('id').execute();
+    const operationsBefore = await f.system.db.selectFrom('operation').select('id').execute();
     const resourceVersionBefore = updated.metadata.resourceVersion;
     // Same spec again, plus a label change: a new generation of the CR, but the desired state is unchanged.
-    await mergePatch(system.kc, paths.gitopsDeployment(tenant, 'updated-app'), {
+    await mergePatch(f.system.kc, paths.gitopsDeployment(tenant, 'updated-app'), {
       metadata: { labels: { touched: 'yes' } },
       spec: { source: { repoURL: 'https://github.com/example/two', path: 'b', targetRevision: 'v2' } },
     });
     // Prove the backend has processed the change: touch another deployment and wait for its Application.
-    const marker = await f.when.deployed(
-      tenant,
-      'marker-app',
-      { repoURL: 'https://github.com/example/one', path: 'marker' },
-      { type: 'automated' },
-    );
+    const marker = await f.when.deployed(tenant, 'marker-app', {
+      repoURL: 'https://github.com/example/one',
+      path: 'marker',
+    });
     await applicationOf(marker);
-    const operationsAfter = await system.db.selectFrom('operation').select(['id', 'resource_id']).execute();
+    const operationsAfter = await f.system.db.selectFrom('operation').select(['id', 'resource_id']).execute();
     const newOperations = operationsAfter.filter((o) => !operationsBefore.some((b) => b.id === o.id));
-    const appRow = await system.db
+    const appRow = await f.system.db
       .selectFrom('application')
       .select('id')
       .where('name', '=', `gitopsdepl-${gd.metadata.uid}`)
@@ -157,12 +133,11 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('a targetRevision removed from the spec leaves the Application without one (HEAD), as Argo CD writes it', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'head-app',
-      { repoURL: 'https://github.com/example/head', path: 'h', targetRevision: 'v1' },
-      { type: 'automated' },
-    );
+    const gd = await f.when.deployed(tenant, 'head-app', {
+      repoURL: 'https://github.com/example/head',
+      path: 'h',
+      targetRevision: 'v1',
+    });
     assert.equal((await applicationOf(gd)).spec.source.targetRevision, 'v1');
     // A JSON merge patch with null removes the field from the GitOpsDeployment.
     await f.when.edited(gd, { source: { targetRevision: null } });
@@ -174,18 +149,11 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('deletes the Application when the GitOpsDeployment is deleted', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'deleted-app',
-      { repoURL: 'https://github.com/example/repo', path: 'deleted' },
-      { type: 'automated' },
-    );
+    const gd = await f.when.deployed(tenant, 'deleted-app', exampleSource('deleted'));
     const app = await applicationOf(gd);
     await f.when.deleted(gd);
-    await eventually('the Application to be gone', async () =>
-      (await get(system.kc, paths.application(system.argoCdNamespace, app.metadata.name))) ? undefined : true,
-    );
-    const rows = await system.db
+    await f.expect.noApplication(gd);
+    const rows = await f.system.db
       .selectFrom('application')
       .select('id')
       .where('name', '=', app.metadata.name)
@@ -194,63 +162,50 @@ describe('GitOpsDeployment to Argo CD Application (tier 3a)', () => {
   });
 
   it('keeps a GitOpsDeployment with the user finalizer until Argo CD has removed the Application', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'finalized-app',
-      { repoURL: 'https://github.com/example/repo', path: 'finalized' },
-      { type: 'automated', finalizers: ['resources-finalizer.managed-gitops.redhat.com'] },
-    );
-    const app = await applicationOf(gd);
-    argoCd.pauseDeletions();
+    const gd = await f.when.deployed(tenant, 'finalized-app', exampleSource('finalized'), {
+      type: 'automated',
+      finalizers: ['resources-finalizer.managed-gitops.redhat.com'],
+    });
+    await applicationOf(gd);
+    f.argoCd.pauseDeletions();
     await f.when.deleted(gd);
     // Argo CD is still pruning: the Application is marked for deletion but exists.
-    await eventually('the Application to be marked for deletion', async () => {
-      const current = await get<ArgoApplication>(
-        system.kc,
-        paths.application(system.argoCdNamespace, app.metadata.name),
-      );
-      return current?.metadata.deletionTimestamp ? true : undefined;
-    });
+    await f.expect.application(gd, (current) => Boolean(current.metadata.deletionTimestamp));
     const stillThere = await get<GitOpsDeployment>(
-      system.kc,
+      f.system.kc,
       paths.gitopsDeployment(tenant, 'finalized-app'),
     );
     assert.ok(stillThere?.metadata.deletionTimestamp, 'the GitOpsDeployment waits for Argo CD');
     assert.deepEqual(stillThere?.metadata.finalizers, ['resources-finalizer.managed-gitops.redhat.com']);
 
-    await argoCd.resumeDeletions();
+    await f.argoCd.resumeDeletions();
     await f.expect.deployment(gd).gone();
-    assert.equal(
-      await get(system.kc, paths.application(system.argoCdNamespace, app.metadata.name)),
-      undefined,
-    );
+    assert.equal(await f.expect.readApplication(gd), undefined);
   });
 
   it('recreating the same name three times gives a new Application each time and leaves no old one', async () => {
     const seen: string[] = [];
+    const deleted: GitOpsDeployment[] = [];
     for (let round = 1; round <= 3; round++) {
-      const gd = await system.createGitOpsDeployment(tenant, 'recreated-app', {
-        source: { repoURL: 'https://github.com/example/repo', path: `round-${round}` },
+      const gd = await f.system.createGitOpsDeployment(tenant, 'recreated-app', {
+        source: exampleSource(`round-${round}`),
         type: 'automated',
       });
       const app = await applicationOf(gd);
       assert.equal(app.spec.source.path, `round-${round}`);
       seen.push(app.metadata.name);
+      deleted.push(gd);
       await f.when.deleted(gd);
       await f.expect.deployment(gd).gone();
     }
     assert.equal(new Set(seen).size, 3);
-    for (const name of seen) {
-      await eventually(`${name} to be gone`, async () =>
-        (await get(system.kc, paths.application(system.argoCdNamespace, name))) ? undefined : true,
-      );
-    }
+    for (const gd of deleted) await f.expect.noApplication(gd);
     const left = await list<ArgoApplication>(
-      system.kc,
-      paths.applications(system.argoCdNamespace),
+      f.system.kc,
+      paths.applications(f.system.argoCdNamespace),
       'managed-gitops.redhat.com/database-id',
     );
     assert.ok(!left.some((a) => seen.includes(a.metadata.name)));
-    assert.deepEqual(system.crashes, []);
+    assert.deepEqual(f.system.crashes, []);
   });
 });

@@ -10,7 +10,6 @@ import { managedEnvironment } from '@gitops/api/testing';
 import type { KubeConfig, KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
 import {
   type ArgoApplication,
   create,
@@ -23,8 +22,8 @@ import {
   remove,
   untilAllowed,
 } from '../fixture/kube.ts';
-import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
-import { randomSuffix, type System } from '../fixture/system.ts';
+import { exampleSource, usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
+import { randomSuffix } from '../fixture/system.ts';
 
 const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const SECRET_TYPE = 'managed-gitops.redhat.com/managed-environment';
@@ -73,9 +72,7 @@ function kubeconfig(
 }
 
 describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
-  let f: PlayedSystem;
-  let system: System;
-  let argoCd: ArgoCdActor;
+  const f = usePlayedArgoCdSystem();
   let tenant: string;
   let otherTenant: string;
   let saNamespace: string;
@@ -84,28 +81,25 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
   const clusterScoped: string[] = [];
 
   beforeAll(async () => {
-    f = await startPlayedArgoCdSystem();
-    ({ system, argoCd } = f);
     tenant = await f.given.tenant('menv');
     otherTenant = await f.given.tenant('menv-other');
     saNamespace = await f.given.tenant('menv-sa');
-    ({ server, caData } = clusterOf(system.kc));
+    ({ server, caData } = clusterOf(f.system.kc));
   });
   afterAll(async () => {
-    await f?.stop();
-    for (const path of clusterScoped) await remove(system.kc, path);
+    for (const path of clusterScoped) await remove(f.system.kc, path);
   });
 
   /** A ServiceAccount token from the TokenRequest API; `canList` binds a ClusterRole that may read namespaces. */
   async function serviceAccountToken(canList: boolean): Promise<string> {
     const name = `sa-${randomSuffix()}`;
-    await create(system.kc, `/api/v1/namespaces/${saNamespace}/serviceaccounts`, { metadata: { name } });
+    await create(f.system.kc, `/api/v1/namespaces/${saNamespace}/serviceaccounts`, { metadata: { name } });
     if (canList) {
-      await create(system.kc, '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      await create(f.system.kc, '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
         metadata: { name },
         rules: [{ apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list'] }],
       });
-      await create(system.kc, '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      await create(f.system.kc, '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
         metadata: { name },
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
         subjects: [{ kind: 'ServiceAccount', name, namespace: saNamespace }],
@@ -115,13 +109,13 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
         `/apis/rbac.authorization.k8s.io/v1/clusterroles/${name}`,
       );
       // The grant counts before the token is used (the RBAC authorizer reads a cache).
-      await untilAllowed(system.kc, `system:serviceaccount:${saNamespace}:${name}`, {
+      await untilAllowed(f.system.kc, `system:serviceaccount:${saNamespace}:${name}`, {
         verb: 'list',
         resource: 'namespaces',
       });
     }
     const answer = await create<{ status: { token: string } }>(
-      system.kc,
+      f.system.kc,
       `/api/v1/namespaces/${saNamespace}/serviceaccounts/${name}/token`,
       { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
     );
@@ -129,7 +123,7 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
   }
 
   async function createSecret(ns: string, name: string, data: Record<string, string>, type = SECRET_TYPE) {
-    await create(system.kc, secretPath(ns), {
+    await create(f.system.kc, secretPath(ns), {
       metadata: { name },
       type,
       data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
@@ -142,10 +136,10 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     spec: Record<string, unknown>,
   ): Promise<KubeObject> {
     return await create<KubeObject>(
-      system.kc,
+      f.system.kc,
       envPath(ns),
       managedEnvironment(name, spec as Parameters<typeof managedEnvironment>[1], {
-        labels: { [SHARD_LABEL]: system.shard },
+        labels: { [SHARD_LABEL]: f.system.shard },
       }),
     );
   }
@@ -158,7 +152,7 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
   ): Promise<Condition> {
     return await eventually(`${CONDITION} of ${ns}/${name}`, async () => {
       const env = await get<KubeObject & { status?: { conditions?: Condition[] } }>(
-        system.kc,
+        f.system.kc,
         envPath(ns, name),
       );
       const condition = env?.status?.conditions?.find((c) => c.type === CONDITION);
@@ -168,7 +162,7 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
 
   async function environmentId(uid: string): Promise<string> {
     return await eventually(`environment row of ${uid}`, async () => {
-      const row = await system.db
+      const row = await f.system.db
         .selectFrom('api_cr_mapping')
         .select('managed_environment_id')
         .where('cr_uid', '=', uid)
@@ -179,8 +173,8 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
 
   const clusterSecret = (id: string) =>
     get<KubeObject & { data?: Record<string, string> }>(
-      system.kc,
-      secretPath(system.argoCdNamespace, `managed-env-${id}`),
+      f.system.kc,
+      secretPath(f.system.argoCdNamespace, `managed-env-${id}`),
     );
   const decoded = (secret: { data?: Record<string, string> }) =>
     Object.fromEntries(
@@ -207,7 +201,7 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
       bearerToken: token,
       tlsClientConfig: { insecure: false, caData },
     });
-    const tenantRow = await system.db
+    const tenantRow = await f.system.db
       .selectFrom('cluster_user')
       .select('id')
       .where('namespace_name', '=', tenant)
@@ -215,11 +209,21 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     assert.equal(data.project, `app-project-${tenantRow.id}`);
     assert.equal(data.namespaces, undefined);
     // The stored token is sealed, never plaintext.
-    const credentials = await system.db.selectFrom('cluster_credentials').selectAll().execute();
+    const credentials = await f.system.db.selectFrom('cluster_credentials').selectAll().execute();
     for (const c of credentials)
       assert.ok(!Buffer.from(c.bearer_token_sealed).toString('latin1').includes(token));
   });
 
+  /**
+   * A failure row's setup: a Secret holding `data` (of `type`, the environment kind's by default) and an
+   * environment of `apiURL` (this API server's by default) naming it.
+   */
+  const withSecret =
+    (data: () => Promise<Record<string, string>> | Record<string, string>, apiURL?: string, type?: string) =>
+    async (name: string) => {
+      await createSecret(tenant, name, await data(), type);
+      return { apiURL: apiURL ?? server, credentialsSecret: name };
+    };
   const failures: {
     title: string;
     reason: string;
@@ -230,69 +234,53 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
       title: 'a Secret of the wrong type',
       reason: 'InvalidSecretType',
       message: 'invalid secret type: Opaque',
-      setup: async (name) => {
-        await createSecret(tenant, name, { kubeconfig: kubeconfig(server, 'x', caData) }, 'Opaque');
-        return { apiURL: server, credentialsSecret: name };
-      },
+      setup: withSecret(() => ({ kubeconfig: kubeconfig(server, 'x', caData) }), undefined, 'Opaque'),
     },
     {
       title: 'a Secret without the kubeconfig key',
       reason: 'MissingKubeConfigField',
       message: 'missing kubeconfig field in Secret',
-      setup: async (name) => {
-        await createSecret(tenant, name, { other: 'x' });
-        return { apiURL: server, credentialsSecret: name };
-      },
+      setup: withSecret(() => ({ other: 'x' })),
     },
     {
       title: 'a garbage kubeconfig',
       reason: 'UnableToParseKubeconfigData',
       message: /kubeconfig/,
-      setup: async (name) => {
-        await createSecret(tenant, name, { kubeconfig: ': not [valid yaml' });
-        return { apiURL: server, credentialsSecret: name };
-      },
+      setup: withSecret(() => ({ kubeconfig: ': not [valid yaml' })),
     },
     {
       title: 'a kubeconfig without a cluster for apiURL',
       reason: 'UnableToLocateContext',
       message:
         "the kubeconfig did not have a cluster entry that matched the API URL 'https://other.example.com:6443'",
-      setup: async (name) => {
-        await createSecret(tenant, name, { kubeconfig: kubeconfig(server, 'x', caData) });
-        return { apiURL: 'https://other.example.com:6443', credentialsSecret: name };
-      },
+      setup: withSecret(
+        () => ({ kubeconfig: kubeconfig(server, 'x', caData) }),
+        'https://other.example.com:6443',
+      ),
     },
     {
       title: 'an unresolvable host',
       reason: 'UnableToCreateClient',
       message: /does-not-exist\.invalid|ENOTFOUND|EAI_AGAIN/,
-      setup: async (name) => {
-        const url = 'https://does-not-exist.invalid:6443';
-        await createSecret(tenant, name, { kubeconfig: kubeconfig(url, 'x') });
-        return { apiURL: url, credentialsSecret: name };
-      },
+      setup: withSecret(
+        () => ({ kubeconfig: kubeconfig('https://does-not-exist.invalid:6443', 'x') }),
+        'https://does-not-exist.invalid:6443',
+      ),
     },
     {
       title: 'a rejected token',
       reason: 'UnableToValidateClusterCredentials',
       message: /401/,
-      setup: async (name) => {
-        await createSecret(tenant, name, { kubeconfig: kubeconfig(server, 'not-a-valid-token', caData) });
-        return { apiURL: server, credentialsSecret: name };
-      },
+      setup: withSecret(() => ({ kubeconfig: kubeconfig(server, 'not-a-valid-token', caData) })),
     },
     {
       title: 'a ServiceAccount without permissions',
       reason: 'UnableToValidateClusterCredentials',
       message:
         'Provided service account does not have permission to access resources in the cluster. Verify that the service account has the correct Role and RoleBinding.',
-      setup: async (name) => {
-        await createSecret(tenant, name, {
-          kubeconfig: kubeconfig(server, await serviceAccountToken(false), caData),
-        });
-        return { apiURL: server, credentialsSecret: name };
-      },
+      setup: withSecret(async () => ({
+        kubeconfig: kubeconfig(server, await serviceAccountToken(false), caData),
+      })),
     },
     {
       title: 'a missing Secret',
@@ -326,7 +314,7 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
       return s && JSON.parse(decoded(s).config!).bearerToken === first ? true : undefined;
     });
     const second = await serviceAccountToken(true);
-    await mergePatch(system.kc, secretPath(tenant, 'rotating'), {
+    await mergePatch(f.system.kc, secretPath(tenant, 'rotating'), {
       data: { kubeconfig: Buffer.from(kubeconfig(server, second, caData)).toString('base64') },
     });
     await eventually('rotated token in Argo CD', async () => {
@@ -361,24 +349,17 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const env = await createEnvironment(tenant, 'target', { apiURL: server, credentialsSecret: 'target' });
     await conditionOf(tenant, 'target', (c) => c.status === 'True');
     const id = await environmentId(env.metadata.uid!);
-    const gd = await f.when.deployed(
-      tenant,
-      'to-target',
-      { repoURL: 'https://github.com/example/repo', path: 'p' },
-      { type: 'manual', destination: { environment: 'target', namespace: 'remote-ns' } },
-    );
-    const app = await eventually('Application with the environment', async () => {
-      const a = await get<ArgoApplication>(
-        system.kc,
-        paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-      );
-      return a?.spec.destination.name === `managed-env-${id}` ? a : undefined;
+    const gd = await f.when.deployed(tenant, 'to-target', exampleSource('p'), {
+      type: 'manual',
+      destination: { environment: 'target', namespace: 'remote-ns' },
     });
+    // The Application with the environment
+    const app = await f.expect.application(gd, (a) => a.spec.destination.name === `managed-env-${id}`);
     assert.equal(app.spec.destination.namespace, 'remote-ns');
     const project = await eventually('AppProject lists the environment', async () => {
       const p = await get<KubeObject & { spec: { destinations: { name: string; namespace: string }[] } }>(
-        system.kc,
-        paths.appProject(system.argoCdNamespace, app.spec.project),
+        f.system.kc,
+        paths.appProject(f.system.argoCdNamespace, app.spec.project),
       );
       return p?.spec.destinations.some((d) => d.name === `managed-env-${id}`) ? p : undefined;
     });
@@ -389,37 +370,32 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     );
     assert.equal(project.metadata.name, app.spec.project);
     // Argo CD reports what it reconciled: the user sees the ManagedEnvironment's name, not managed-env-<id>.
-    await argoCd.reportStatus(app.metadata.name, {
+    await f.argoCd.reportStatus(app.metadata.name, {
       sync: {
         status: 'Synced',
         revision: 'abc',
         comparedTo: {
-          source: { repoURL: 'https://github.com/example/repo', path: 'p', targetRevision: '' },
+          source: exampleSource('p', ''),
           destination: { name: `managed-env-${id}`, namespace: 'remote-ns' },
         },
       },
       health: { status: 'Healthy' },
     });
     await eventually('reconciledState names the environment', async () => {
-      const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(tenant, 'to-target'));
+      const current = await get<GitOpsDeployment>(f.system.kc, paths.gitopsDeployment(tenant, 'to-target'));
       return current?.status?.reconciledState?.destination?.name === 'target' ? true : undefined;
     });
 
-    await remove(system.kc, envPath(tenant, 'target'));
-    await eventually('Application with an empty destination name', async () => {
-      const a = await get<ArgoApplication>(
-        system.kc,
-        paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-      );
-      return a && (a.spec.destination.name ?? '') === '' ? a : undefined;
-    });
+    await remove(f.system.kc, envPath(tenant, 'target'));
+    // The Application with an empty destination name
+    await f.expect.application(gd, (a) => (a.spec.destination.name ?? '') === '');
     await eventually('cluster Secret deleted', async () => ((await clusterSecret(id)) ? undefined : true));
     await eventually('GitOpsDeployment reports the unusable environment', async () => {
-      const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(tenant, 'to-target'));
+      const current = await get<GitOpsDeployment>(f.system.kc, paths.gitopsDeployment(tenant, 'to-target'));
       const c = current?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
       return c?.status === 'True' && c.message === UNUSABLE ? true : undefined;
     });
-    const rows = await system.db
+    const rows = await f.system.db
       .selectFrom('managed_environment')
       .select('id')
       .where('id', '=', id)
@@ -437,18 +413,19 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const condition = await conditionOf(otherTenant, 'borrowed', (c) => c.reason === 'SecretNotFound');
     assert.equal(condition.status, 'False');
     // And a GitOpsDeployment of the other tenant naming our environment gets the error.
-    await f.when.deployed(
-      otherTenant,
-      'borrower',
-      { repoURL: 'https://github.com/example/repo', path: 'p' },
-      { type: 'manual', destination: { environment: 'mine' } },
-    );
+    await f.when.deployed(otherTenant, 'borrower', exampleSource('p'), {
+      type: 'manual',
+      destination: { environment: 'mine' },
+    });
     await eventually('borrowing GitOpsDeployment reports the error', async () => {
-      const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(otherTenant, 'borrower'));
+      const current = await get<GitOpsDeployment>(
+        f.system.kc,
+        paths.gitopsDeployment(otherTenant, 'borrower'),
+      );
       const c = current?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
       return c?.status === 'True' && c.message === UNUSABLE ? true : undefined;
     });
-    const apps = await list<ArgoApplication>(system.kc, paths.applications(system.argoCdNamespace));
+    const apps = await list<ArgoApplication>(f.system.kc, paths.applications(f.system.argoCdNamespace));
     assert.ok(
       !apps.some(
         (a) =>
@@ -463,21 +440,21 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const adminToken = await serviceAccountToken(false);
     const name = `sa-admin-${randomSuffix()}`;
     void adminToken;
-    await create(system.kc, `/api/v1/namespaces/${saNamespace}/serviceaccounts`, { metadata: { name } });
-    await create(system.kc, '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+    await create(f.system.kc, `/api/v1/namespaces/${saNamespace}/serviceaccounts`, { metadata: { name } });
+    await create(f.system.kc, '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
       metadata: { name },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
       subjects: [{ kind: 'ServiceAccount', name, namespace: saNamespace }],
     });
     clusterScoped.push(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${name}`);
-    await untilAllowed(system.kc, `system:serviceaccount:${saNamespace}:${name}`, {
+    await untilAllowed(f.system.kc, `system:serviceaccount:${saNamespace}:${name}`, {
       verb: 'create',
       resource: 'serviceaccounts',
       namespace: 'kube-system',
     });
     const userToken = (
       await create<{ status: { token: string } }>(
-        system.kc,
+        f.system.kc,
         `/api/v1/namespaces/${saNamespace}/serviceaccounts/${name}/token`,
         {
           apiVersion: 'authentication.k8s.io/v1',
@@ -494,25 +471,28 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     });
     await conditionOf(tenant, 'new-sa', (c) => c.status === 'True');
     const saName = `argocd-manager-${env.metadata.uid}`;
-    assert.ok(await get(system.kc, `/api/v1/namespaces/kube-system/serviceaccounts/${saName}`));
-    assert.ok(await get(system.kc, `/apis/rbac.authorization.k8s.io/v1/clusterroles/${saName}`));
-    assert.ok(await get(system.kc, `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${saName}`));
+    assert.ok(await get(f.system.kc, `/api/v1/namespaces/kube-system/serviceaccounts/${saName}`));
+    assert.ok(await get(f.system.kc, `/apis/rbac.authorization.k8s.io/v1/clusterroles/${saName}`));
+    assert.ok(await get(f.system.kc, `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${saName}`));
     const id = await environmentId(env.metadata.uid!);
     const secret = decoded(await eventually('cluster Secret', () => clusterSecret(id)));
     const bearer = JSON.parse(secret.config!).bearerToken as string;
     assert.notEqual(bearer, userToken);
 
-    await remove(system.kc, envPath(tenant, 'new-sa'));
+    await remove(f.system.kc, envPath(tenant, 'new-sa'));
     await eventually('ManagedEnvironment gone', async () =>
-      (await get(system.kc, envPath(tenant, 'new-sa'))) ? undefined : true,
+      (await get(f.system.kc, envPath(tenant, 'new-sa'))) ? undefined : true,
     );
-    assert.equal(await get(system.kc, `/api/v1/namespaces/kube-system/serviceaccounts/${saName}`), undefined);
     assert.equal(
-      await get(system.kc, `/apis/rbac.authorization.k8s.io/v1/clusterroles/${saName}`),
+      await get(f.system.kc, `/api/v1/namespaces/kube-system/serviceaccounts/${saName}`),
       undefined,
     );
     assert.equal(
-      await get(system.kc, `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${saName}`),
+      await get(f.system.kc, `/apis/rbac.authorization.k8s.io/v1/clusterroles/${saName}`),
+      undefined,
+    );
+    assert.equal(
+      await get(f.system.kc, `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${saName}`),
       undefined,
     );
   });
@@ -524,20 +504,18 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const failed = await conditionOf(tenant, 'no-ca', (c) => c.status === 'False');
     assert.equal(failed.reason, 'UnableToValidateClusterCredentials');
     assert.match(failed.message, /\.spec\.allowInsecureSkipTLSVerify/);
-    await mergePatch(system.kc, envPath(tenant, 'no-ca'), { spec: { allowInsecureSkipTLSVerify: true } });
+    await mergePatch(f.system.kc, envPath(tenant, 'no-ca'), { spec: { allowInsecureSkipTLSVerify: true } });
     const ok = await conditionOf(tenant, 'no-ca', (c) => c.status === 'True');
     assert.equal(ok.observedGeneration, 2);
   });
 
   it('a GitOpsDeployment created before its environment connects deploys to it once connected', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'early',
-      { repoURL: 'https://github.com/example/repo', path: 'p' },
-      { type: 'manual', destination: { environment: 'late' } },
-    );
+    const gd = await f.when.deployed(tenant, 'early', exampleSource('p'), {
+      type: 'manual',
+      destination: { environment: 'late' },
+    });
     await eventually('ErrorOccurred while the environment is missing', async () => {
-      const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(tenant, 'early'));
+      const current = await get<GitOpsDeployment>(f.system.kc, paths.gitopsDeployment(tenant, 'early'));
       const c = current?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
       return c?.status === 'True' && c.message === UNUSABLE ? true : undefined;
     });
@@ -546,16 +524,11 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     });
     const env = await createEnvironment(tenant, 'late', { apiURL: server, credentialsSecret: 'late' });
     const id = await environmentId(env.metadata.uid!);
-    const app = await eventually('Application on the environment', async () => {
-      const a = await get<ArgoApplication>(
-        system.kc,
-        paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-      );
-      return a?.spec.destination.name === `managed-env-${id}` ? a : undefined;
-    });
+    // The Application on the environment
+    const app = await f.expect.application(gd, (a) => a.spec.destination.name === `managed-env-${id}`);
     assert.equal(app.spec.destination.namespace, tenant);
     await eventually('ErrorOccurred resolved', async () => {
-      const current = await get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(tenant, 'early'));
+      const current = await get<GitOpsDeployment>(f.system.kc, paths.gitopsDeployment(tenant, 'early'));
       const c = current?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
       return c?.status === 'False' ? true : undefined;
     });
@@ -567,39 +540,39 @@ describe('GitOpsDeploymentManagedEnvironment (tier 3a)', () => {
     const env = await createEnvironment(tenant, 'drift', { apiURL: server, credentialsSecret: 'drift' });
     const id = await environmentId(env.metadata.uid!);
     await eventually('cluster Secret', () => clusterSecret(id));
-    await mergePatch(system.kc, secretPath(system.argoCdNamespace, `managed-env-${id}`), {
+    await mergePatch(f.system.kc, secretPath(f.system.argoCdNamespace, `managed-env-${id}`), {
       data: { server: Buffer.from('https://evil.example.com').toString('base64') },
     });
     await eventually('server repaired', async () => {
       const s = await clusterSecret(id);
       return s && decoded(s).server === `${server}?managedEnvironment=${id}` ? true : undefined;
     });
-    await remove(system.kc, secretPath(system.argoCdNamespace, `managed-env-${id}`));
+    await remove(f.system.kc, secretPath(f.system.argoCdNamespace, `managed-env-${id}`));
     await eventually('cluster Secret re-created', () => clusterSecret(id));
   });
 
   it('no token appears in any log line or operation message', async () => {
-    const tokens = (await system.db.selectFrom('cluster_credentials').select('id').execute()).length;
+    const tokens = (await f.system.db.selectFrom('cluster_credentials').select('id').execute()).length;
     assert.ok(tokens > 0);
     const secrets = await list<KubeObject & { data?: Record<string, string> }>(
-      system.kc,
-      secretPath(system.argoCdNamespace),
+      f.system.kc,
+      secretPath(f.system.argoCdNamespace),
       'argocd.argoproj.io/secret-type=cluster',
     );
     const bearerTokens = secrets
       .map((s) => JSON.parse(decoded(s).config ?? '{}').bearerToken)
       .filter(Boolean);
     assert.ok(bearerTokens.length > 0);
-    const messages = (await system.db.selectFrom('operation').select('message').execute()).map(
+    const messages = (await f.system.db.selectFrom('operation').select('message').execute()).map(
       (o) => o.message,
     );
     const events = await list<KubeObject & { message?: string }>(
-      system.kc,
+      f.system.kc,
       `/api/v1/namespaces/${tenant}/events`,
     );
     assert.ok(events.length > 0);
     for (const token of bearerTokens) {
-      assert.ok(!system.logs.some((line) => line.includes(token)), 'a token appears in a log line');
+      assert.ok(!f.system.logs.some((line) => line.includes(token)), 'a token appears in a log line');
       assert.ok(!events.some((e) => e.message?.includes(token)), 'a token appears in an Event');
       assert.ok(!messages.some((m) => m?.includes(token)), 'a token appears in an operation message');
     }

@@ -4,33 +4,14 @@
  * runs base alone), and their RBAC grants each process what it needs and users nothing they should not have.
  */
 import assert from 'node:assert/strict';
-import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadCrds } from '@gitops/api';
 import { repoRoot } from '@gitops/local-env';
 import { type KubeObject, loadKubeConfig, serverSideApply } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { parseAllDocuments } from 'yaml';
-import { create, get, isAllowed, remove } from '../fixture/kube.ts';
-
-/** The resources of a kustomization, depth first (only the plain `resources:` list that ours use). */
-async function kustomize(dir: string): Promise<KubeObject[]> {
-  const kustomization = parseAllDocuments(
-    await readFile(join(dir, 'kustomization.yaml'), 'utf8'),
-  )[0]?.toJS() as {
-    resources?: string[];
-  };
-  const objects: KubeObject[] = [];
-  for (const entry of kustomization.resources ?? []) {
-    const path = join(dir, entry);
-    if ((await stat(path)).isDirectory()) objects.push(...(await kustomize(path)));
-    else
-      for (const doc of parseAllDocuments(await readFile(path, 'utf8')))
-        objects.push(doc.toJS() as KubeObject);
-  }
-  return objects;
-}
+import { create, get, isAllowed, remove, untilAllowed } from '../fixture/kube.ts';
+import { kustomize } from '../fixture/manifests.ts';
 
 describe('the production manifests', () => {
   const kc = loadKubeConfig(process.env.KUBECONFIG);
@@ -112,9 +93,7 @@ describe('the production manifests', () => {
    * of the same binding was seen, so it is not refused only because the cache lags.)
    */
   const allowed = (user: string, verb: string, resource: string, group: string, namespace?: string) =>
-    eventually(`${user} may ${verb} ${resource} in ${namespace ?? 'every namespace'}`, async () =>
-      (await can(user, verb, resource, group, namespace)) ? true : undefined,
-    );
+    untilAllowed(kc, user, { verb, resource, group, namespace });
   const agent = 'system:serviceaccount:gitops-service:gitops-cluster-agent';
   const backend = 'system:serviceaccount:gitops-service:gitops-backend';
 

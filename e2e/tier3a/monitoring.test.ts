@@ -38,7 +38,12 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { create, get, paths, remove } from '../fixture/kube.ts';
-import { type PlayedSystem, startPlayedArgoCdSystem, syncedAndHealthy } from '../fixture/played-argo-cd.ts';
+import {
+  exampleSource,
+  type PlayedSystem,
+  startPlayedArgoCdSystem,
+  syncedAndHealthy,
+} from '../fixture/played-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
 const componentDir = join(repoRoot, 'manifests', 'components', 'monitoring');
@@ -228,14 +233,8 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
   it('every query of every dashboard panel returns series', async () => {
     // Traffic for the rate and latency panels: a deployment (an operation the agent finishes) and a status
     // change of its Application (the status queues).
-    const gd = await f.when.deployed(tenant, 'observed', {
-      repoURL: 'https://github.com/example/repo',
-      path: 'a',
-    });
-    const appName = `gitopsdepl-${gd.metadata.uid}`;
-    await eventually('the Application', () =>
-      get(f.system.kc, paths.application(f.system.argoCdNamespace, appName)),
-    );
+    const gd = await f.when.deployed(tenant, 'observed', exampleSource('a'));
+    const appName = (await f.expect.application(gd)).metadata.name;
     await f.argoCd.reportStatus(appName, {
       sync: { status: 'Synced' },
       health: { status: 'Healthy' },
@@ -255,7 +254,7 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
     await f.system.kill('cluster-agent');
     // A change while no agent listens: its operation stays Waiting.
     await f.system.createGitOpsDeployment(tenant, 'while-away', {
-      source: { repoURL: 'https://github.com/example/repo', path: 'b' },
+      source: exampleSource('b'),
       destination: {},
       type: 'manual',
     });
@@ -285,10 +284,7 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
     proxy.cut();
     await proxy.stop();
     // A change meanwhile: the backend's reconciles of it fail (and are retried) while the database refuses.
-    const gd = await f.when.deployed(tenant, 'during-outage', {
-      repoURL: 'https://github.com/example/repo',
-      path: 'c',
-    });
+    const gd = await f.when.deployed(tenant, 'during-outage', exampleSource('c'));
     await eventually(
       'GitOpsDatabaseUnreachable and GitOpsReconcileErrors firing',
       async () =>
@@ -364,10 +360,7 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
     };
     await eventually('the policy in force', refused);
 
-    const gd = await f.when.deployed(tenant, 'frozen', {
-      repoURL: 'https://github.com/example/repo',
-      path: 'd',
-    });
+    const gd = await f.when.deployed(tenant, 'frozen', exampleSource('d'));
     try {
       await eventually(
         'GitOpsOperationsFailing firing',
@@ -384,7 +377,7 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
     }
     await eventually('the policy lifted', async () => !(await refused()));
     // The deployment changed again: its Application is made, and nothing fails any more.
-    await f.when.edited(gd, { source: { repoURL: 'https://github.com/example/repo', path: 'e' } });
+    await f.when.edited(gd, { source: exampleSource('e') });
     await eventually('the Application of the deployment', () =>
       get(f.system.kc, paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`)),
     );
@@ -398,14 +391,8 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
   it('a transaction holds a lock on application_state: status lag fires; committed: it resolves', async () => {
     const agentQueue = { component: 'cluster-agent', name: 'cluster-agent-application-status' };
     assert.equal(await alertState('GitOpsStatusLag', agentQueue), undefined);
-    const gd = await f.when.deployed(tenant, 'lagging', {
-      repoURL: 'https://github.com/example/repo',
-      path: 'f',
-    });
-    const appName = `gitopsdepl-${gd.metadata.uid}`;
-    await eventually('the Application', () =>
-      get(f.system.kc, paths.application(f.system.argoCdNamespace, appName)),
-    );
+    const gd = await f.when.deployed(tenant, 'lagging', exampleSource('f'));
+    const appName = (await f.expect.application(gd)).metadata.name;
     await f.argoCd.reportStatus(appName, { sync: { status: 'Synced' }, health: { status: 'Healthy' } });
     await f.expect.deployment(gd).is('Synced and Healthy', syncedAndHealthy);
 
@@ -517,10 +504,7 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
   it('an application row removed by hand (as a restored database lacks it): deletions held fires; confirmed: it resolves', async () => {
     const instance = { engine_instance: f.system.engineInstanceName };
     assert.equal(await alertState('GitOpsDeletionsHeld', instance), undefined);
-    const gd = await f.when.deployed(tenant, 'held', {
-      repoURL: 'https://github.com/example/repo',
-      path: 'h',
-    });
+    const gd = await f.when.deployed(tenant, 'held', exampleSource('h'));
     const appName = `gitopsdepl-${gd.metadata.uid}`;
     const app = await eventually('the Application', () =>
       get<KubeObject>(f.system.kc, paths.application(f.system.argoCdNamespace, appName)),

@@ -11,8 +11,7 @@ import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { create, GROUP_VERSION, get, list, mergePatch, paths, remove } from '../fixture/kube.ts';
-import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
-import type { System } from '../fixture/system.ts';
+import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const SECRET_TYPE = 'managed-gitops.redhat.com/repository-credential';
@@ -59,8 +58,7 @@ const failed = (reason: string) => [
 ];
 
 describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
-  let f: PlayedSystem;
-  let system: System;
+  const f = usePlayedArgoCdSystem({ start: [] });
   let git: GitServer;
   let tenantA: string;
   let tenantB: string;
@@ -69,36 +67,33 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
     git = await startGitServer();
     await git.createRepository('private', { username: 'jane', password: PASSWORD });
     await git.createRepository('rotating', { username: 'jane', password: PASSWORD });
-    f = await startPlayedArgoCdSystem({ start: [] });
-    system = f.system;
-    await system.start('backend', { GIT_SSL_CAINFO: git.caFile });
-    await system.start('cluster-agent');
+    await f.system.start('backend', { GIT_SSL_CAINFO: git.caFile });
+    await f.system.start('cluster-agent');
     tenantA = await f.given.tenant();
     tenantB = await f.given.tenant();
   });
   afterAll(async () => {
-    await f?.stop();
     await git?.stop();
   });
 
   const createSecret = (ns: string, name: string, stringData: Record<string, string>, type = SECRET_TYPE) =>
-    create(system.kc, secretPath(ns), { metadata: { name }, type, stringData });
+    create(f.system.kc, secretPath(ns), { metadata: { name }, type, stringData });
   const createRepoCred = (ns: string, name: string, spec: Record<string, string>) =>
     create<RepositoryCredential>(
-      system.kc,
+      f.system.kc,
       repoCredPath(ns),
       repositoryCredential(name, spec as unknown as Parameters<typeof repositoryCredential>[1], {
-        labels: { [BACKEND_SHARD_LABEL]: system.shard },
+        labels: { [BACKEND_SHARD_LABEL]: f.system.shard },
       }),
     );
   const conditionsBecome = (ns: string, name: string, expected: string[][]) =>
     eventually(`${ns}/${name} conditions ${JSON.stringify(expected)}`, async () => {
-      const rc = await get<RepositoryCredential>(system.kc, repoCredPath(ns, name));
+      const rc = await get<RepositoryCredential>(f.system.kc, repoCredPath(ns, name));
       return JSON.stringify(summary(rc)) === JSON.stringify(expected) ? rc : undefined;
     });
   const rowOf = (ns: string, name: string) =>
     eventually(`repository_credentials row of ${ns}/${name}`, () =>
-      system.db
+      f.system.db
         .selectFrom('api_cr_mapping')
         .innerJoin(
           'repository_credentials',
@@ -111,7 +106,21 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
         .executeTakeFirst(),
     );
   const repoSecret = (id: string) =>
-    get<Secret>(system.kc, secretPath(system.argoCdNamespace, `repo-cred-${id}`));
+    get<Secret>(f.system.kc, secretPath(f.system.argoCdNamespace, `repo-cred-${id}`));
+  const repoSecretGone = (id: string, what = 'repository Secret deleted') =>
+    eventually(what, async () => ((await repoSecret(id)) ? undefined : true));
+  /**
+   * Given jane's Secret `<name>-creds` and a RepositoryCredential `name` of `repository` with it: valid, with its
+   * row and its Argo CD repository Secret. Returns the row.
+   */
+  async function validCredential(name: string, repository = 'private') {
+    await createSecret(tenantA, `${name}-creds`, { username: 'jane', password: PASSWORD });
+    await createRepoCred(tenantA, name, { repository: git.url(repository), secret: `${name}-creds` });
+    await conditionsBecome(tenantA, name, VALID);
+    const row = await rowOf(tenantA, name);
+    await eventually('repository Secret', () => repoSecret(row.id));
+    return row;
+  }
 
   it('valid credentials: the valid triple, and a project-scoped Argo CD repository Secret with them', async () => {
     await createSecret(tenantA, 'private-creds', { username: 'jane', password: PASSWORD });
@@ -133,8 +142,8 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
     });
     const project = await eventually('AppProject with the repository', async () => {
       const p = await get<KubeObject & { spec?: { sourceRepos?: string[] } }>(
-        system.kc,
-        paths.appProject(system.argoCdNamespace, `app-project-${row.cluster_user_id}`),
+        f.system.kc,
+        paths.appProject(f.system.argoCdNamespace, `app-project-${row.cluster_user_id}`),
       );
       return p?.spec?.sourceRepos?.includes(git.url('private').replace(/\.git$/, '')) ? p : undefined;
     });
@@ -153,7 +162,7 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
       ['ValidRepositoryCredential', 'False', 'InvalidCredentials'],
     ]);
     assert.equal(rc.status!.conditions![1]!.message, `Repository ${git.url('private')} exists`);
-    await mergePatch(system.kc, secretPath(tenantA, 'wrong-creds'), { stringData: { password: PASSWORD } });
+    await mergePatch(f.system.kc, secretPath(tenantA, 'wrong-creds'), { stringData: { password: PASSWORD } });
     await conditionsBecome(tenantA, 'wrong', VALID);
   });
 
@@ -191,7 +200,7 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
     await createSecret(tenantB, 'b-only-creds', { username: 'jane', password: PASSWORD });
     await createRepoCred(tenantA, 'borrow', { repository: git.url('private'), secret: 'b-only-creds' });
     await conditionsBecome(tenantA, 'borrow', failed('SecretNotFound'));
-    const rows = await system.db
+    const rows = await f.system.db
       .selectFrom('api_cr_mapping')
       .select('repository_credentials_id')
       .where('cr_namespace', '=', tenantA)
@@ -201,14 +210,10 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
   });
 
   it('a password rotation reaches the Argo CD Secret; deleting the CR removes it', async () => {
-    await createSecret(tenantA, 'rotating-creds', { username: 'jane', password: PASSWORD });
-    await createRepoCred(tenantA, 'rotating', { repository: git.url('rotating'), secret: 'rotating-creds' });
-    await conditionsBecome(tenantA, 'rotating', VALID);
-    const row = await rowOf(tenantA, 'rotating');
-    await eventually('repository Secret', () => repoSecret(row.id));
+    const row = await validCredential('rotating', 'rotating');
 
     git.setPassword('rotating', 'jane', ROTATED_PASSWORD);
-    await mergePatch(system.kc, secretPath(tenantA, 'rotating-creds'), {
+    await mergePatch(f.system.kc, secretPath(tenantA, 'rotating-creds'), {
       stringData: { password: ROTATED_PASSWORD },
     });
     await eventually('rotated password in the Argo CD Secret', async () => {
@@ -217,10 +222,8 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
     });
     await conditionsBecome(tenantA, 'rotating', VALID);
 
-    await remove(system.kc, repoCredPath(tenantA, 'rotating'));
-    await eventually('repository Secret deleted', async () =>
-      (await repoSecret(row.id)) ? undefined : true,
-    );
+    await remove(f.system.kc, repoCredPath(tenantA, 'rotating'));
+    await repoSecretGone(row.id);
   });
 
   it('delete and re-create with the same name is a new object: the old repository Secret goes, a new one comes', async () => {
@@ -232,9 +235,9 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
     await conditionsBecome(tenantA, 'again', VALID);
     const oldRow = await rowOf(tenantA, 'again');
     await eventually('first repository Secret', () => repoSecret(oldRow.id));
-    await remove(system.kc, repoCredPath(tenantA, 'again'));
+    await remove(f.system.kc, repoCredPath(tenantA, 'again'));
     await eventually('first CR gone', async () =>
-      (await get(system.kc, repoCredPath(tenantA, 'again'))) ? undefined : true,
+      (await get(f.system.kc, repoCredPath(tenantA, 'again'))) ? undefined : true,
     );
     const second = await createRepoCred(tenantA, 'again', {
       repository: git.url('private'),
@@ -247,32 +250,20 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
       return row.id !== oldRow.id ? row : undefined;
     });
     await eventually('new repository Secret', () => repoSecret(newRow.id));
-    await eventually('old repository Secret deleted', async () =>
-      (await repoSecret(oldRow.id)) ? undefined : true,
-    );
+    await repoSecretGone(oldRow.id, 'old repository Secret deleted');
   });
 
   it('deleting the user Secret removes the Argo CD Secret and reports SecretNotFound', async () => {
-    await createSecret(tenantA, 'doomed-creds', { username: 'jane', password: PASSWORD });
-    await createRepoCred(tenantA, 'doomed', { repository: git.url('private'), secret: 'doomed-creds' });
-    await conditionsBecome(tenantA, 'doomed', VALID);
-    const row = await rowOf(tenantA, 'doomed');
-    await eventually('repository Secret', () => repoSecret(row.id));
-    await remove(system.kc, secretPath(tenantA, 'doomed-creds'));
+    const row = await validCredential('doomed');
+    await remove(f.system.kc, secretPath(tenantA, 'doomed-creds'));
     await conditionsBecome(tenantA, 'doomed', failed('SecretNotFound'));
-    await eventually('repository Secret deleted', async () =>
-      (await repoSecret(row.id)) ? undefined : true,
-    );
+    await repoSecretGone(row.id);
   });
 
   it('the agent repairs a hand-edited or deleted repository Secret and deletes orphans carrying our label', async () => {
-    await createSecret(tenantA, 'drift-creds', { username: 'jane', password: PASSWORD });
-    await createRepoCred(tenantA, 'drift', { repository: git.url('private'), secret: 'drift-creds' });
-    await conditionsBecome(tenantA, 'drift', VALID);
-    const row = await rowOf(tenantA, 'drift');
-    await eventually('repository Secret', () => repoSecret(row.id));
+    const row = await validCredential('drift');
 
-    await mergePatch(system.kc, secretPath(system.argoCdNamespace, `repo-cred-${row.id}`), {
+    await mergePatch(f.system.kc, secretPath(f.system.argoCdNamespace, `repo-cred-${row.id}`), {
       data: {
         password: Buffer.from('tampered').toString('base64'),
         extra: Buffer.from('x').toString('base64'),
@@ -282,13 +273,13 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
       const data = decode((await repoSecret(row.id))?.data);
       return data.password === PASSWORD && data.extra === undefined ? true : undefined;
     });
-    await remove(system.kc, secretPath(system.argoCdNamespace, `repo-cred-${row.id}`));
+    await remove(f.system.kc, secretPath(f.system.argoCdNamespace, `repo-cred-${row.id}`));
     await eventually('deleted repository Secret re-created', async () =>
       decode((await repoSecret(row.id))?.data).password === PASSWORD ? true : undefined,
     );
 
     const orphanId = '00000000-0000-4000-8000-0000000000aa';
-    await create(system.kc, secretPath(system.argoCdNamespace), {
+    await create(f.system.kc, secretPath(f.system.argoCdNamespace), {
       metadata: {
         name: `repo-cred-${orphanId}`,
         labels: {
@@ -298,29 +289,29 @@ describe('GitOpsDeploymentRepositoryCredential (tier 3a)', () => {
       },
       stringData: { url: 'https://example.com/orphan' },
     });
-    await eventually('orphan deleted', async () => ((await repoSecret(orphanId)) ? undefined : true));
+    await repoSecretGone(orphanId, 'orphan deleted');
   });
 
   it('no password appears in any log line, Event, condition or operation message', async () => {
     const secrets = [PASSWORD, ROTATED_PASSWORD, WRONG_PASSWORD];
-    for (const line of system.logs) {
+    for (const line of f.system.logs) {
       for (const s of secrets)
         assert.ok(!line.includes(s), `a log line contains a password: ${line.slice(0, 80)}`);
     }
     for (const ns of [tenantA, tenantB]) {
       const events = await list<KubeObject & { message?: string }>(
-        system.kc,
+        f.system.kc,
         `/api/v1/namespaces/${ns}/events`,
       );
       if (ns === tenantA) assert.ok(events.length > 0, 'the RepositoryCredentials recorded Events');
       for (const e of events) for (const s of secrets) assert.ok(!(e.message ?? '').includes(s));
-      const crs = await list<RepositoryCredential>(system.kc, repoCredPath(ns));
+      const crs = await list<RepositoryCredential>(f.system.kc, repoCredPath(ns));
       for (const cr of crs) {
         const text = JSON.stringify(cr.status ?? {});
         for (const s of secrets) assert.ok(!text.includes(s));
       }
     }
-    const operations = await system.db.selectFrom('operation').select('message').execute();
+    const operations = await f.system.db.selectFrom('operation').select('message').execute();
     assert.ok(operations.length > 0);
     for (const op of operations) for (const s of secrets) assert.ok(!op.message.includes(s));
   });

@@ -5,33 +5,13 @@
  * may run at once.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { repoRoot } from '@gitops/local-env';
 import { type KubeObject, loadKubeConfig, serverSideApply } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { parseAllDocuments } from 'yaml';
-import { create, get, isAllowed, remove } from '../fixture/kube.ts';
-
-/** The resources of a kustomization or component, depth first (the plain `resources:` list ours use). */
-async function kustomize(dir: string): Promise<KubeObject[]> {
-  const kustomization = parseAllDocuments(
-    await readFile(join(dir, 'kustomization.yaml'), 'utf8'),
-  )[0]?.toJS() as {
-    resources?: string[];
-  };
-  const objects: KubeObject[] = [];
-  for (const entry of kustomization.resources ?? []) {
-    const path = join(dir, entry);
-    if ((await stat(path)).isDirectory()) objects.push(...(await kustomize(path)));
-    else
-      for (const doc of parseAllDocuments(await readFile(path, 'utf8')))
-        objects.push(doc.toJS() as KubeObject);
-  }
-  return objects;
-}
+import { create, get, isAllowed, remove, untilAllowed } from '../fixture/kube.ts';
+import { kustomize } from '../fixture/manifests.ts';
+import { randomSuffix } from '../fixture/system.ts';
 
 const clusterPlural: Record<string, string> = {
   ClusterRole: 'clusterroles',
@@ -40,7 +20,7 @@ const clusterPlural: Record<string, string> = {
 
 describe('the RHOAS operator component', () => {
   const kc = loadKubeConfig(process.env.KUBECONFIG);
-  const namespace = `rhoas-manifests-${randomBytes(3).toString('hex')}`;
+  const namespace = `rhoas-manifests-${randomSuffix()}`;
   const operator = `system:serviceaccount:${namespace}:gitops-rhoas-operator`;
   let objects: KubeObject[] = [];
 
@@ -95,14 +75,9 @@ describe('the RHOAS operator component', () => {
   const can = (user: string, verb: string, resource: string, group: string, ns?: string) =>
     isAllowed(kc, user, { verb, resource, group, namespace: ns });
 
-  /**
-   * Waits until `user` may do it: the API server's RBAC authorizer reads roles and bindings from its cache, so
-   * a grant applied a moment ago may not count yet.
-   */
+  /** Waits until `user` may do it (a grant applied a moment ago may not count yet: `untilAllowed`). */
   const allowed = (user: string, verb: string, resource: string, group: string, ns?: string) =>
-    eventually(`${user} may ${verb} ${resource} in ${ns ?? 'every namespace'}`, async () =>
-      (await can(user, verb, resource, group, ns)) ? true : undefined,
-    );
+    untilAllowed(kc, user, { verb, resource, group, namespace: ns });
 
   it('lets the operator do what it does, in any namespace', async () => {
     for (const plural of [

@@ -1,43 +1,26 @@
 /** Tier 3a: what Argo CD writes on an Application shows up on the GitOpsDeployment, event-driven. */
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import type { ArgoCdActor } from '../fixture/argo-cd-actor.ts';
-import { type ArgoApplication, type GitOpsDeployment, get, paths } from '../fixture/kube.ts';
-import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
-import type { System } from '../fixture/system.ts';
+import { beforeAll, describe, it } from 'vitest';
+import { type GitOpsDeployment, get, paths } from '../fixture/kube.ts';
+import { exampleSource, usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
-  let f: PlayedSystem;
-  let system: System;
-  let argoCd: ArgoCdActor;
+  const f = usePlayedArgoCdSystem();
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startPlayedArgoCdSystem();
-    ({ system, argoCd } = f);
     tenant = await f.given.tenant();
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   const readDeployment = (name: string) =>
-    get<GitOpsDeployment>(system.kc, paths.gitopsDeployment(tenant, name));
+    get<GitOpsDeployment>(f.system.kc, paths.gitopsDeployment(tenant, name));
   const condition = (gd: GitOpsDeployment | undefined, type: string) =>
     gd?.status?.conditions?.find((c) => c.type === type);
 
   it('copies sync, health, resources, reconciledState, operationState and Argo CD conditions, and resolves dropped ones', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'observed',
-      { repoURL: 'https://github.com/example/repo', path: 'observed', targetRevision: 'main' },
-      { type: 'automated' },
-    );
-    const appName = `gitopsdepl-${gd.metadata.uid}`;
-    await eventually('the Application', () =>
-      get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, appName)),
-    );
+    const gd = await f.when.deployed(tenant, 'observed', exampleSource('observed', 'main'));
+    const appName = (await f.expect.application(gd)).metadata.name;
 
     const resources = [
       {
@@ -60,12 +43,12 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
       },
       { group: '', version: 'v1', kind: 'Service', namespace: tenant, name: 'web', status: 'OutOfSync' },
     ];
-    await argoCd.reportStatus(appName, {
+    await f.argoCd.reportStatus(appName, {
       sync: {
         status: 'Synced',
         revision: '0123456789abcdef0123456789abcdef01234567',
         comparedTo: {
-          source: { repoURL: 'https://github.com/example/repo', path: 'observed', targetRevision: 'main' },
+          source: exampleSource('observed', 'main'),
           destination: { name: 'in-cluster', namespace: tenant },
         },
       },
@@ -114,7 +97,7 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
     const errorOccurredBefore = condition(observed, 'ErrorOccurred');
 
     // Argo CD drops the condition and the app becomes healthy.
-    await argoCd.reportStatus(appName, { conditions: null, health: { status: 'Healthy' } });
+    await f.argoCd.reportStatus(appName, { conditions: null, health: { status: 'Healthy' } });
     const resolved = await eventually('the dropped condition to be resolved', async () => {
       const current = await readDeployment('observed');
       return condition(current, 'SyncError')?.status === 'False' ? current : undefined;
@@ -128,19 +111,11 @@ describe('Argo CD status on the GitOpsDeployment (tier 3a)', () => {
   });
 
   it('follows every status change Argo CD makes, ending on the last one', async () => {
-    const gd = await f.when.deployed(
-      tenant,
-      'flapping',
-      { repoURL: 'https://github.com/example/repo', path: 'flapping' },
-      { type: 'automated' },
-    );
-    const appName = `gitopsdepl-${gd.metadata.uid}`;
-    await eventually('the Application', () =>
-      get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, appName)),
-    );
+    const gd = await f.when.deployed(tenant, 'flapping', exampleSource('flapping'));
+    const appName = (await f.expect.application(gd)).metadata.name;
     const healths = ['Progressing', 'Degraded', 'Progressing', 'Healthy'];
     for (const health of healths) {
-      await argoCd.reportStatus(appName, {
+      await f.argoCd.reportStatus(appName, {
         health: { status: health },
         sync: { status: 'Synced', revision: health },
       });

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import {
   type ArgoApplication,
   type GitOpsDeployment,
@@ -14,53 +14,30 @@ import {
   mergePatch,
   paths,
   remove,
+  type SyncRun,
+  type SyncRunStatus,
 } from '../fixture/kube.ts';
-import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
-import type { System } from '../fixture/system.ts';
+import { exampleSource, usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
-const syncRunPath = (ns: string, name: string) =>
-  `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
-
-interface SyncRunObject {
-  metadata: { name: string; uid: string };
-  status?: {
-    phase?: string;
-    health?: string;
-    syncStatus?: string;
-    conditions?: { type: string; status: string; reason?: string; message?: string }[];
-  };
-}
+/** The backend's SyncRun controller (its work queue's name in /metrics). */
+const SYNC_RUN_CONTROLLER = 'gitopsdeploymentsyncrun';
 
 /** RFC 3339 in whole seconds, as Argo CD writes metav1.Time. */
 const kubeTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 
-/** A settle period before asserting that something did NOT happen (never a timing assertion). */
-const settle = () => new Promise((r) => setTimeout(r, 3_000));
-
 describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
-  let f: PlayedSystem;
-  let system: System;
+  const f = usePlayedArgoCdSystem();
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startPlayedArgoCdSystem();
-    ({ system } = f);
     tenant = await f.given.tenant();
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   const manualDeployment = (name: string, type: 'manual' | 'automated' = 'manual') =>
-    f.when.deployed(
-      tenant,
-      name,
-      { repoURL: 'https://github.com/example/repo', path: 'environments/dev', targetRevision: 'main' },
-      { type },
-    );
+    f.when.deployed(tenant, name, exampleSource('environments/dev', 'main'), { type });
   const appPath = (gd: GitOpsDeployment) =>
-    paths.application(system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`);
-  const application = (gd: GitOpsDeployment) => get<ArgoApplication>(system.kc, appPath(gd));
+    paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`);
+  const application = (gd: GitOpsDeployment) => get<ArgoApplication>(f.system.kc, appPath(gd));
 
   /** Waits for a sync request on the Application and starts it, as Argo CD does: operation → operationState. */
   async function takeOperation(gd: GitOpsDeployment) {
@@ -69,7 +46,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
       return a?.operation ? a : undefined;
     });
     const operation = app.operation as Record<string, unknown>;
-    await mergePatch(system.kc, appPath(gd), {
+    await mergePatch(f.system.kc, appPath(gd), {
       status: {
         operationState: {
           operation,
@@ -83,7 +60,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     return operation;
   }
   async function finishOperation(gd: GitOpsDeployment, phase: string, message = 'successfully synced') {
-    await mergePatch(system.kc, appPath(gd), {
+    await mergePatch(f.system.kc, appPath(gd), {
       operation: null,
       status: { operationState: { phase, message, finishedAt: kubeTime() } },
     });
@@ -97,13 +74,25 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     expect: (c: { status: string; reason?: string; message?: string }) => boolean,
   ) =>
     eventually(`ErrorOccurred on SyncRun ${name}`, async () => {
-      const run = await get<SyncRunObject>(system.kc, syncRunPath(ns, name));
+      const run = await get<SyncRun>(f.system.kc, paths.syncRun(ns, name));
       const conditions = run?.status?.conditions ?? [];
       const c = conditions.find((x) => x.type === 'ErrorOccurred');
-      return c && expect(c) ? { run: run as SyncRunObject, conditions } : undefined;
+      return c && expect(c) ? { run: run as SyncRun, conditions } : undefined;
     });
+  /**
+   * Waits until the backend has handled every SyncRun event so far, before a check that one of them did NOT
+   * cause something: a SyncRun created now, of a deployment that does not exist, reports that, so the backend's
+   * one watch of SyncRuns has delivered every earlier event (in order); then its SyncRun queue is idle, so a
+   * reconcile any of them asked for has run.
+   */
+  async function backendHandledSyncRunEvents(marker: string) {
+    await f.system.createSyncRun(tenant, marker, { gitopsDeploymentName: `${marker}-missing` });
+    await errorCondition(tenant, marker, (c) => c.status === 'True');
+    await f.system.idle('backend', SYNC_RUN_CONTROLLER);
+    await remove(f.system.kc, paths.syncRun(tenant, marker));
+  }
   const syncRowsOf = (uid: string) =>
-    system.db
+    f.system.db
       .selectFrom('api_cr_mapping')
       .innerJoin('sync_operation', 'sync_operation.id', 'api_cr_mapping.sync_operation_id')
       .selectAll('sync_operation')
@@ -113,7 +102,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
   it('a SyncRun on a manual deployment requests one sync (refresh first, revision, gitops-service) and succeeds', async () => {
     const gd = await manualDeployment('manual-one');
     await eventually('Application', () => application(gd));
-    const run = await system.createSyncRun(tenant, 'sync-one', {
+    const run = await f.system.createSyncRun(tenant, 'sync-one', {
       gitopsDeploymentName: 'manual-one',
       revisionID: 'v1.2.3',
     });
@@ -141,13 +130,13 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     assert.equal(rows[0]?.outcome, 'Succeeded');
 
     // Updating the SyncRun (a label) never triggers a second sync.
-    await mergePatch(system.kc, syncRunPath(tenant, 'sync-one'), {
+    await mergePatch(f.system.kc, paths.syncRun(tenant, 'sync-one'), {
       metadata: { labels: { touched: 'yes' } },
     });
-    await settle();
+    await backendHandledSyncRunEvents('sync-one-after-label');
     assert.equal((await application(gd))?.operation, undefined);
     assert.equal((await syncRowsOf(run.metadata.uid as string)).length, 1);
-    const syncOperations = await system.db
+    const syncOperations = await f.system.db
       .selectFrom('operation')
       .select('id')
       .where('owner_uid', '=', run.metadata.uid as string)
@@ -159,19 +148,15 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     const gd = await manualDeployment('manual-health');
     await eventually('Application', () => application(gd));
     const appName = `gitopsdepl-${gd.metadata.uid}`;
-    const statusOf = (
-      name: string,
-      what: string,
-      check: (s: NonNullable<SyncRunObject['status']>) => boolean,
-    ) =>
+    const statusOf = (name: string, what: string, check: (s: SyncRunStatus) => boolean) =>
       eventually(`SyncRun ${name}: ${what}`, async () => {
-        const run = await get<SyncRunObject>(system.kc, syncRunPath(tenant, name));
+        const run = await get<SyncRun>(f.system.kc, paths.syncRun(tenant, name));
         return run?.status && check(run.status) ? run.status : undefined;
       });
     // What Argo CD shows before anything was synced.
     await f.argoCd.reportStatus(appName, { sync: { status: 'OutOfSync' }, health: { status: 'Missing' } });
 
-    await system.createSyncRun(tenant, 'health-1', { gitopsDeploymentName: 'manual-health' });
+    await f.system.createSyncRun(tenant, 'health-1', { gitopsDeploymentName: 'manual-health' });
     await eventually('sync request', async () => ((await application(gd))?.operation ? true : undefined));
     const requested = await statusOf('health-1', 'Pending', (s) => s.phase === 'Pending');
     // Not started in Argo CD yet: the Application's state says nothing about this sync.
@@ -198,7 +183,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     assert.deepEqual([synced.phase, synced.syncStatus], ['Succeeded', 'Synced']);
 
     // A later SyncRun's sync: it shows the Application from then on; the first keeps what it showed.
-    await system.createSyncRun(tenant, 'health-2', { gitopsDeploymentName: 'manual-health' });
+    await f.system.createSyncRun(tenant, 'health-2', { gitopsDeploymentName: 'manual-health' });
     await takeOperation(gd);
     await f.argoCd.reportStatus(appName, { sync: { status: 'OutOfSync' }, health: { status: 'Degraded' } });
     const second = await statusOf(
@@ -207,23 +192,28 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
       (s) => s.phase === 'Running' && s.health === 'Degraded',
     );
     assert.equal(second.syncStatus, 'OutOfSync');
-    await settle();
-    const first = (await get<SyncRunObject>(system.kc, syncRunPath(tenant, 'health-1')))?.status;
+    // The Application's change woke every SyncRun that shows it at once: health-2 has shown it, so once the
+    // backend's SyncRun queue is idle, health-1 has been reconciled after it too.
+    await f.system.idle('backend', SYNC_RUN_CONTROLLER);
+    const first = (await get<SyncRun>(f.system.kc, paths.syncRun(tenant, 'health-1')))?.status;
     assert.deepEqual([first?.phase, first?.health, first?.syncStatus], ['Succeeded', 'Healthy', 'Synced']);
     await finishOperation(gd, 'Succeeded');
   });
 
   it('changing revisionID is rejected at admission', async () => {
-    await system.createSyncRun(tenant, 'immutable', { gitopsDeploymentName: 'manual-one', revisionID: 'a' });
+    await f.system.createSyncRun(tenant, 'immutable', {
+      gitopsDeploymentName: 'manual-one',
+      revisionID: 'a',
+    });
     await assert.rejects(
-      mergePatch(system.kc, syncRunPath(tenant, 'immutable'), { spec: { revisionID: 'b' } }),
+      mergePatch(f.system.kc, paths.syncRun(tenant, 'immutable'), { spec: { revisionID: 'b' } }),
     );
   });
 
   it('a failed sync is reported in the SyncRun condition', async () => {
     const gd = await manualDeployment('manual-fail');
     await eventually('Application', () => application(gd));
-    await system.createSyncRun(tenant, 'sync-fail', { gitopsDeploymentName: 'manual-fail' });
+    await f.system.createSyncRun(tenant, 'sync-fail', { gitopsDeploymentName: 'manual-fail' });
     const operation = await takeOperation(gd);
     assert.equal(revisionOf(operation), 'main', 'without revisionID the targetRevision is synced');
     await finishOperation(gd, 'Failed', 'one or more objects failed to apply');
@@ -238,7 +228,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
     const runs: { metadata: { uid?: string } }[] = [];
     for (const n of [1, 2, 3]) {
       runs.push(
-        await system.createSyncRun(tenant, `sync-three-${n}`, {
+        await f.system.createSyncRun(tenant, `sync-three-${n}`, {
           gitopsDeploymentName: 'manual-three',
           revisionID: `r${n}`,
         }),
@@ -255,9 +245,9 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
         const rows = await syncRowsOf(run.metadata.uid as string);
         return rows.length > 0 ? rows : undefined;
       });
-      const from = system.logs.length;
+      const from = f.system.logs.length;
       await eventually(`the agent holding back the sync of sync-three-${n}`, () =>
-        system.logs
+        f.system.logs
           .slice(from)
           .some(
             (line) =>
@@ -294,7 +284,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
   it('deleting a SyncRun whose sync runs terminates it; deleting a finished one changes nothing', async () => {
     const gd = await manualDeployment('manual-delete');
     await eventually('Application', () => application(gd));
-    const running = await system.createSyncRun(tenant, 'sync-running', {
+    const running = await f.system.createSyncRun(tenant, 'sync-running', {
       gitopsDeploymentName: 'manual-delete',
     });
     await takeOperation(gd);
@@ -302,7 +292,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
       const rows = await syncRowsOf(running.metadata.uid as string);
       return rows[0]?.requested_at ? rows : undefined;
     });
-    await remove(system.kc, syncRunPath(tenant, 'sync-running'));
+    await remove(f.system.kc, paths.syncRun(tenant, 'sync-running'));
     await eventually('operationState Terminating', async () => {
       const a = await application(gd);
       const state = a?.status?.operationState as { phase?: string } | undefined;
@@ -313,14 +303,14 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
       (await syncRowsOf(running.metadata.uid as string)).length === 0 ? true : undefined,
     );
 
-    const finished = await system.createSyncRun(tenant, 'sync-finished', {
+    const finished = await f.system.createSyncRun(tenant, 'sync-finished', {
       gitopsDeploymentName: 'manual-delete',
     });
     await takeOperation(gd);
     await finishOperation(gd, 'Succeeded');
     await errorCondition(tenant, 'sync-finished', (c) => c.status === 'False');
     const before = await application(gd);
-    await remove(system.kc, syncRunPath(tenant, 'sync-finished'));
+    await remove(f.system.kc, paths.syncRun(tenant, 'sync-finished'));
     await eventually('the finished sync rows are collected', async () =>
       (await syncRowsOf(finished.metadata.uid as string)).length === 0 ? true : undefined,
     );
@@ -331,7 +321,7 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
 
   it('a SyncRun for an automated deployment is rejected with the documented error', async () => {
     await manualDeployment('automated-one', 'automated');
-    await system.createSyncRun(tenant, 'sync-automated', { gitopsDeploymentName: 'automated-one' });
+    await f.system.createSyncRun(tenant, 'sync-automated', { gitopsDeploymentName: 'automated-one' });
     const { conditions } = await errorCondition(tenant, 'sync-automated', (c) => c.status === 'True');
     assert.equal(conditions[0]?.reason, 'ErrorOccurred');
     assert.equal(
@@ -341,7 +331,10 @@ describe('GitOpsDeploymentSyncRun (tier 3a)', () => {
   });
 
   it('a SyncRun whose deployment is missing reports it, and proceeds once the deployment exists', async () => {
-    await system.createSyncRun(tenant, 'sync-early', { gitopsDeploymentName: 'late-depl', revisionID: 'v9' });
+    await f.system.createSyncRun(tenant, 'sync-early', {
+      gitopsDeploymentName: 'late-depl',
+      revisionID: 'v9',
+    });
     const { conditions } = await errorCondition(tenant, 'sync-early', (c) => c.status === 'True');
     assert.equal(
       conditions[0]?.message,

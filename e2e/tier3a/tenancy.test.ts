@@ -1,10 +1,9 @@
 /** Tier 3a: one AppProject per tenant, exactly the tenant's repos and destinations; drift is put back. */
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type ArgoApplication, get, mergePatch, paths, remove } from '../fixture/kube.ts';
-import { type PlayedSystem, startPlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
-import type { System } from '../fixture/system.ts';
+import { beforeAll, describe, it } from 'vitest';
+import { get, mergePatch, paths, remove } from '../fixture/kube.ts';
+import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 interface AppProject {
   metadata: { name: string };
@@ -16,24 +15,18 @@ interface AppProject {
 }
 
 describe('tenant isolation and drift repair (tier 3a)', () => {
-  let f: PlayedSystem;
-  let system: System;
+  const f = usePlayedArgoCdSystem();
   let tenantA: string;
   let tenantB: string;
 
   beforeAll(async () => {
-    f = await startPlayedArgoCdSystem();
-    ({ system } = f);
     tenantA = await f.given.tenant('tenant-a');
     tenantB = await f.given.tenant('tenant-b');
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   const projectOf = async (namespace: string) => {
     const row = await eventually(`tenant row of ${namespace}`, () =>
-      system.db
+      f.system.db
         .selectFrom('cluster_user')
         .select('id')
         .where('namespace_name', '=', namespace)
@@ -66,7 +59,10 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
     assert.notEqual(projectA, projectB);
 
     const a = await eventually('tenant A AppProject with both repositories', async () => {
-      const project = await get<AppProject>(system.kc, paths.appProject(system.argoCdNamespace, projectA));
+      const project = await get<AppProject>(
+        f.system.kc,
+        paths.appProject(f.system.argoCdNamespace, projectA),
+      );
       return project?.spec.sourceRepos?.length === 2 ? project : undefined;
     });
     assert.deepEqual(a.spec.sourceRepos, [
@@ -77,23 +73,18 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
     assert.deepEqual(a.spec.clusterResourceWhitelist ?? [], []);
 
     const b = await eventually('tenant B AppProject', () =>
-      get<AppProject>(system.kc, paths.appProject(system.argoCdNamespace, projectB)),
+      get<AppProject>(f.system.kc, paths.appProject(f.system.argoCdNamespace, projectB)),
     );
     assert.deepEqual(b.spec.sourceRepos, ['https://github.com/tenant-b/only']);
     assert.deepEqual(b.spec.destinations, [{ name: 'in-cluster', namespace: tenantB }]);
 
-    const appA = await eventually('tenant A Application', () =>
-      get<ArgoApplication>(
-        system.kc,
-        paths.application(system.argoCdNamespace, `gitopsdepl-${a1.metadata.uid}`),
-      ),
-    );
+    const appA = await f.expect.application(a1);
     assert.equal(appA.spec.project, projectA);
   });
 
   it("rejects a deployment that names another tenant's namespace without an environment", async () => {
     await assert.rejects(
-      system.createGitOpsDeployment(tenantA, 'sneaky', {
+      f.system.createGitOpsDeployment(tenantA, 'sneaky', {
         source: { repoURL: 'https://github.com/tenant-a/first', path: 'p' },
         destination: { namespace: tenantB },
         type: 'automated',
@@ -104,45 +95,38 @@ describe('tenant isolation and drift repair (tier 3a)', () => {
 
   it("removes the tenant's AppProject with its last deployment", async () => {
     const projectB = await projectOf(tenantB);
-    await remove(system.kc, paths.gitopsDeployment(tenantB, 'one'));
+    await remove(f.system.kc, paths.gitopsDeployment(tenantB, 'one'));
     await eventually('tenant B AppProject to be deleted', async () =>
-      (await get(system.kc, paths.appProject(system.argoCdNamespace, projectB))) ? undefined : true,
+      (await get(f.system.kc, paths.appProject(f.system.argoCdNamespace, projectB))) ? undefined : true,
     );
     // Tenant A is untouched.
-    assert.ok(await get(system.kc, paths.appProject(system.argoCdNamespace, await projectOf(tenantA))));
+    assert.ok(await get(f.system.kc, paths.appProject(f.system.argoCdNamespace, await projectOf(tenantA))));
   });
 
   it('puts back an Application a user edited or deleted in the Argo CD namespace', async () => {
-    const gd = await f.when.deployed(
-      tenantA,
-      'guarded',
-      { repoURL: 'https://github.com/tenant-a/first', path: 'guarded' },
-      { type: 'automated' },
-    );
-    const name = `gitopsdepl-${gd.metadata.uid}`;
-    await eventually('the Application', () =>
-      get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, name)),
-    );
+    const gd = await f.when.deployed(tenantA, 'guarded', {
+      repoURL: 'https://github.com/tenant-a/first',
+      path: 'guarded',
+    });
+    const path = paths.application(f.system.argoCdNamespace, (await f.expect.application(gd)).metadata.name);
 
-    await mergePatch(system.kc, paths.application(system.argoCdNamespace, name), {
+    await mergePatch(f.system.kc, path, {
       spec: { source: { path: 'hijacked' }, destination: { namespace: tenantB } },
     });
-    const repaired = await eventually('the edited Application to be repaired', async () => {
-      const app = await get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, name));
-      return app?.spec.source.path === 'guarded' && app.spec.destination.namespace === tenantA
-        ? app
-        : undefined;
-    });
+    // Then the edited Application repaired
+    const repaired = await f.expect.application(
+      gd,
+      (app) => app.spec.source.path === 'guarded' && app.spec.destination.namespace === tenantA,
+    );
     assert.equal(repaired.spec.destination.name, 'in-cluster');
 
-    await remove(system.kc, paths.application(system.argoCdNamespace, name));
-    const recreated = await eventually('the deleted Application to be recreated', async () => {
-      const app = await get<ArgoApplication>(system.kc, paths.application(system.argoCdNamespace, name));
-      return app && !app.metadata.deletionTimestamp && app.metadata.uid !== repaired.metadata.uid
-        ? app
-        : undefined;
-    });
+    await remove(f.system.kc, path);
+    // Then the deleted Application recreated
+    const recreated = await f.expect.application(
+      gd,
+      (app) => !app.metadata.deletionTimestamp && app.metadata.uid !== repaired.metadata.uid,
+    );
     assert.equal(recreated.spec.source.path, 'guarded');
-    assert.deepEqual(system.crashes, []);
+    assert.deepEqual(f.system.crashes, []);
   });
 });

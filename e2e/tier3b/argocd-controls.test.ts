@@ -9,14 +9,14 @@ import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { get, paths } from '../fixture/kube.ts';
+import { describe, it } from 'vitest';
+import { type ArgoApplication, type GitOpsDeployment, get } from '../fixture/kube.ts';
 import {
   CONVERGE_MS,
   type DeploymentStatus,
-  type RealSystem,
-  startRealSystem,
+  gitSource,
   syncedAndHealthy,
+  useRealSystem,
 } from '../fixture/real-argo-cd.ts';
 
 type Resource = NonNullable<DeploymentStatus['resources']>[number];
@@ -25,14 +25,7 @@ const resourceOf = (status: DeploymentStatus, name: string): Resource | undefine
 const synced = (status: DeploymentStatus) => status.sync?.status === 'Synced';
 
 describe("tier 3b: Argo CD's controls on a GitOpsDeployment, with a real Argo CD", () => {
-  let f: RealSystem;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-  });
-  afterAll(async () => {
-    await f?.stop();
-  });
+  const f = useRealSystem();
 
   /** Another manager (a controller, an autoscaler) changes a ConfigMap's data. */
   const changedByAnother = (namespace: string, name: string, data: Record<string, string>) =>
@@ -43,11 +36,10 @@ describe("tier 3b: Argo CD's controls on a GitOpsDeployment, with a real Argo CD
       body: { data },
       contentType: 'application/merge-patch+json',
     });
-  const applicationOf = (gd: KubeObject) =>
-    get<KubeObject & { spec: Record<string, unknown>; status?: { history?: unknown[] } }>(
-      f.system.kc,
-      paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-    );
+  const applicationOf = (gd: GitOpsDeployment) =>
+    f.expect.readApplication<
+      ArgoApplication & { spec: { revisionHistoryLimit?: number }; status?: { history?: unknown[] } }
+    >(gd);
 
   it('Kustomize: images, a name prefix and common labels change what Argo CD deploys', async () => {
     const tenant = await f.given.tenant('ctl-kust');
@@ -74,8 +66,7 @@ describe("tier 3b: Argo CD's controls on a GitOpsDeployment, with a real Argo CD
       ].join('\n'),
     });
     const gd = await f.when.deployed(tenant, 'kust', {
-      repoURL: repo.fileUrl,
-      path: 'base',
+      ...gitSource(repo, 'base'),
       kustomize: {
         images: ['registry.example/web=registry.example/web:2.0'],
         namePrefix: 'prod-',
@@ -103,8 +94,7 @@ describe("tier 3b: Argo CD's controls on a GitOpsDeployment, with a real Argo CD
       'dev/skip.yaml': manifest.configMap('dir-skip', { at: 'skipped' }),
     });
     const gd = await f.when.deployed(tenant, 'dir', {
-      repoURL: repo.fileUrl,
-      path: 'dev',
+      ...gitSource(repo, 'dev'),
       directory: { recurse: true, exclude: 'skip.yaml' },
     });
     const status = await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
@@ -119,12 +109,9 @@ describe("tier 3b: Argo CD's controls on a GitOpsDeployment, with a real Argo CD
       'dev/kept.yaml': manifest.configMap('prune-kept', { v: '1' }),
       'dev/removed.yaml': manifest.configMap('prune-removed', { v: '1' }),
     });
-    const gd = await f.when.deployed(
-      tenant,
-      'noprune',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { syncPolicy: { automated: { prune: false } } },
-    );
+    const gd = await f.when.deployed(tenant, 'noprune', gitSource(repo, 'dev'), {
+      syncPolicy: { automated: { prune: false } },
+    });
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     const sha = await repo.commit({
       'dev/removed.yaml': null,
@@ -154,13 +141,10 @@ describe("tier 3b: Argo CD's controls on a GitOpsDeployment, with a real Argo CD
       'manual-heal/cm.yaml': manifest.configMap('heal-off', { v: 'git' }),
       'auto-heal/cm.yaml': manifest.configMap('heal-on', { v: 'git' }),
     });
-    const off = await f.when.deployed(
-      tenant,
-      'heal-off',
-      { repoURL: repo.fileUrl, path: 'manual-heal' },
-      { syncPolicy: { automated: { selfHeal: false } } },
-    );
-    const on = await f.when.deployed(tenant, 'heal-on', { repoURL: repo.fileUrl, path: 'auto-heal' });
+    const off = await f.when.deployed(tenant, 'heal-off', gitSource(repo, 'manual-heal'), {
+      syncPolicy: { automated: { selfHeal: false } },
+    });
+    const on = await f.when.deployed(tenant, 'heal-on', gitSource(repo, 'auto-heal'));
     await f.expect.deployment(off).is('Synced/Healthy', syncedAndHealthy);
     await f.expect.deployment(on).is('Synced/Healthy', syncedAndHealthy);
     await changedByAnother(tenant, 'heal-off', { v: 'edited' });
@@ -176,16 +160,11 @@ describe("tier 3b: Argo CD's controls on a GitOpsDeployment, with a real Argo CD
       'dev/ignored.yaml': manifest.configMap('ignored', { injected: 'git', kept: 'k' }),
       'dev/compared.yaml': manifest.configMap('compared', { injected: 'git', kept: 'k' }),
     });
-    const gd = await f.when.deployed(
-      tenant,
-      'ignore',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      {
-        // Not healed either, so the compared one's change stays visible.
-        syncPolicy: { automated: { selfHeal: false } },
-        ignoreDifferences: [{ kind: 'ConfigMap', name: 'ignored', jsonPointers: ['/data/injected'] }],
-      },
-    );
+    const gd = await f.when.deployed(tenant, 'ignore', gitSource(repo, 'dev'), {
+      // Not healed either, so the compared one's change stays visible.
+      syncPolicy: { automated: { selfHeal: false } },
+      ignoreDifferences: [{ kind: 'ConfigMap', name: 'ignored', jsonPointers: ['/data/injected'] }],
+    });
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     await changedByAnother(tenant, 'ignored', { injected: 'controller' });
     await changedByAnother(tenant, 'compared', { injected: 'controller' });
@@ -202,12 +181,10 @@ describe("tier 3b: Argo CD's controls on a GitOpsDeployment, with a real Argo CD
     const repo = await f.given.repository('ctl-ssa-app', {
       'dev/cm.yaml': manifest.configMap('ssa', { v: '1' }),
     });
-    const gd = await f.when.deployed(
-      tenant,
-      'ssa',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { syncPolicy: { syncOptions: ['ServerSideApply=true'] }, revisionHistoryLimit: 1 },
-    );
+    const gd = await f.when.deployed(tenant, 'ssa', gitSource(repo, 'dev'), {
+      syncPolicy: { syncOptions: ['ServerSideApply=true'] },
+      revisionHistoryLimit: 1,
+    });
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     const cm = await f.expect.object(tenant, 'ConfigMap', 'ssa');
     const managers = (cm.metadata.managedFields as { manager: string; operation: string }[]).map(

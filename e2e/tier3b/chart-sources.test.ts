@@ -19,6 +19,7 @@ import {
 } from '@gitops/local-env';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { configMapChart } from '../fixture/charts.ts';
 import { create, GROUP_VERSION, get } from '../fixture/kube.ts';
 import {
   type DeploymentStatus,
@@ -28,21 +29,18 @@ import {
 } from '../fixture/real-argo-cd.ts';
 
 /** A chart `settings` at `version`, whose one ConfigMap shows its version and two values. */
-const settingsChart = (version: string): Files => ({
-  'Chart.yaml': ['apiVersion: v2', 'name: settings', `version: ${version}`, ''].join('\n'),
-  'values.yaml': ['greeting: from-chart-defaults', 'color: grey', ''].join('\n'),
-  'templates/configmap.yaml': [
-    'apiVersion: v1',
-    'kind: ConfigMap',
-    'metadata:',
-    '  name: {{ .Release.Name }}-settings',
-    'data:',
-    '  version: {{ .Chart.Version | quote }}',
-    '  greeting: {{ .Values.greeting | quote }}',
-    '  color: {{ .Values.color | quote }}',
-    '',
-  ].join('\n'),
-});
+const settingsChart = (version: string): Files =>
+  configMapChart({
+    name: 'settings',
+    version,
+    values: { greeting: 'from-chart-defaults', color: 'grey' },
+    configMap: '{{ .Release.Name }}-settings',
+    data: {
+      version: '{{ .Chart.Version | quote }}',
+      greeting: '{{ .Values.greeting | quote }}',
+      color: '{{ .Values.color | quote }}',
+    },
+  });
 
 const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const SECRET_TYPE = 'managed-gitops.redhat.com/repository-credential';

@@ -9,41 +9,19 @@ import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
+import { describe, it } from 'vitest';
 import { GROUP_VERSION, get, paths, remove } from '../fixture/kube.ts';
-import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
 const RBAC = '/apis/rbac.authorization.k8s.io/v1';
 
-/** A ClusterRole manifest (cluster-scoped: no namespace). */
-function clusterRoleManifest(name: string): string {
-  return [
-    'apiVersion: rbac.authorization.k8s.io/v1',
-    'kind: ClusterRole',
-    'metadata:',
-    `  name: ${name}`,
-    'rules:',
-    '  - apiGroups: [""]',
-    '    resources: ["configmaps"]',
-    '    verbs: ["get"]',
-    '',
-  ].join('\n');
-}
+/** A ClusterRole that may read ConfigMaps. */
+const clusterRoleManifest = (name: string) =>
+  manifest.clusterRole(name, [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get'] }]);
 
 describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
-  let f: RealSystem;
-  let external: ExternalCluster;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-    external = externalCluster(f.system.kc, f.system.shard);
-  });
-  afterAll(async () => {
-    await f?.stop();
-    await external?.cleanUp();
-  });
+  const f = useRealSystem();
 
   const clusterRole = (name: string) => get(f.system.kc, `${RBAC}/clusterroles/${name}`);
 
@@ -52,8 +30,10 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
   }) => {
     // Given a tenant with an environment that allows cluster resources, whose token may manage ClusterRoles
     const tenant = await f.given.tenant('cres');
-    const target = await external.target('cres-target', { manageClusterRoles: true });
-    await external.environment(tenant, 'cluster-admin-ish', target, { clusterResources: true });
+    const target = await f.external.target('cres-target', { manageClusterRoles: true });
+    const destination = await f.external.environment(tenant, 'cluster-admin-ish', target, {
+      clusterResources: true,
+    });
     const roleName = `cres-role-${randomSuffix()}`;
     const repo = await f.given.repository('cres-app', {
       'dev/role.yaml': clusterRoleManifest(roleName),
@@ -61,22 +41,15 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
     });
 
     // When the tenant deploys the ClusterRole and a ConfigMap through it
-    const gd = await f.when.deployed(
-      tenant,
-      'with-cluster-role',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { destination: { environment: 'cluster-admin-ish', namespace: target.namespace } },
-    );
+    const source = gitSource(repo, 'dev');
+    const gd = await f.when.deployed(tenant, 'with-cluster-role', source, { destination });
     // Then Argo CD syncs both with the environment's credentials
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     assert.ok(await clusterRole(roleName), 'the ClusterRole exists');
     const cm = await f.expect.object(target.namespace, 'ConfigMap', 'cres-config');
     assert.equal(cm.data?.where, 'target');
     // and its Application is in the tenant's cluster-resource project, which never lists in-cluster
-    const app = await get<KubeObject & { spec: { project: string } }>(
-      f.system.kc,
-      paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-    );
+    const app = await f.expect.readApplication(gd);
     assert.match(app?.spec.project ?? '', /^app-project-.+-cluster$/);
     const project = await get<KubeObject & { spec: { destinations: { name: string }[] } }>(
       f.system.kc,
@@ -90,7 +63,7 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
       'dev/role.yaml': clusterRoleManifest(ownRoleName),
       'dev/config.yaml': manifest.configMap('cres-config', { where: 'own' }),
     });
-    const refused = await f.when.deployed(tenant, 'to-own-namespace', { repoURL: own.fileUrl, path: 'dev' });
+    const refused = await f.when.deployed(tenant, 'to-own-namespace', gitSource(own, 'dev'));
     // Then Argo CD refuses the ClusterRole as not permitted in the tenant's project, and creates none
     const status = await f.expect
       .deployment(refused)
@@ -124,8 +97,10 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
   it('an environment with clusterResources: false refuses a ClusterRole', async ({ annotate }) => {
     // Given a tenant whose environment does not allow cluster resources (the token could create ClusterRoles)
     const tenant = await f.given.tenant('cres-off');
-    const target = await external.target('cres-off-target', { manageClusterRoles: true });
-    await external.environment(tenant, 'namespaced', target, { clusterResources: false });
+    const target = await f.external.target('cres-off-target', { manageClusterRoles: true });
+    const destination = await f.external.environment(tenant, 'namespaced', target, {
+      clusterResources: false,
+    });
     const roleName = `cres-off-role-${randomSuffix()}`;
     const repo = await f.given.repository('cres-off-app', {
       'dev/role.yaml': clusterRoleManifest(roleName),
@@ -133,23 +108,16 @@ describe('tier 3b: cluster-scoped resources with a real Argo CD', () => {
     });
 
     // When the tenant deploys the ClusterRole through it
-    const gd = await f.when.deployed(
-      tenant,
-      'cluster-role-refused',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { destination: { environment: 'namespaced', namespace: target.namespace } },
-    );
+    const source = gitSource(repo, 'dev');
+    const gd = await f.when.deployed(tenant, 'cluster-role-refused', source, { destination });
     // Then Argo CD refuses it (its cluster cache manages no cluster-level object in namespaced mode), and
     // no ClusterRole is created
     const refusal =
       /ClusterRole.{0,120}?(is not permitted in project|can not be managed when in namespaced mode)/;
-    const status = await f.expect
+    const { status, condition: said } = await f.expect
       .deployment(gd)
-      .is('an Argo CD refusal of the ClusterRole', (s) =>
-        (s.conditions ?? []).some((c) => c.status === 'True' && refusal.test(c.message ?? '')),
-      );
-    const said = status.conditions?.find((c) => refusal.test(c.message ?? ''));
-    await annotate(`Argo CD said (${said?.type}): ${said?.message}`);
+      .reports('an Argo CD refusal of the ClusterRole', refusal);
+    await annotate(`Argo CD said (${said.type}): ${said.message}`);
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(await clusterRole(roleName), undefined);
   });

@@ -8,51 +8,26 @@
 
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
-import type { KubeObject } from '@gitops/shared';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
+import { describe, it } from 'vitest';
 import { get, paths } from '../fixture/kube.ts';
-import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
 const CREATE_NAMESPACE = { syncOptions: ['CreateNamespace=true' as const] };
 
-type Application = KubeObject & { spec: { project: string } };
-
 describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
-  let f: RealSystem;
-  let external: ExternalCluster;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-    external = externalCluster(f.system.kc, f.system.shard);
-  });
-  afterAll(async () => {
-    await f?.stop();
-    await external?.cleanUp();
-  });
-
-  const applicationOf = (gd: KubeObject) =>
-    get<Application>(
-      f.system.kc,
-      paths.application(f.system.argoCdNamespace, `gitopsdepl-${gd.metadata.uid}`),
-    );
+  const f = useRealSystem();
 
   it("into the tenant's own namespace, which exists: synced, in the tenant's main project", async () => {
     const tenant = await f.given.tenant('cns-own');
     const repo = await f.given.repository('cns-own-app', {
       'dev/config.yaml': manifest.configMap('cns-own-config', { where: 'own' }),
     });
-    const gd = await f.when.deployed(
-      tenant,
-      'own',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { syncPolicy: CREATE_NAMESPACE },
-    );
+    const gd = await f.when.deployed(tenant, 'own', gitSource(repo, 'dev'), { syncPolicy: CREATE_NAMESPACE });
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     assert.equal((await f.expect.object(tenant, 'ConfigMap', 'cns-own-config')).data?.where, 'own');
     // The host is deployed to with Argo CD's own credentials: its project never permits a Namespace.
-    assert.doesNotMatch((await applicationOf(gd))?.spec.project ?? '', /-cluster$/);
+    assert.doesNotMatch((await f.expect.readApplication(gd))?.spec.project ?? '', /-cluster$/);
   });
 
   it('through a namespace-limited environment (clusterResources: false): Argo CD creates a listed namespace with its token; cluster-scoped objects of the repository stay refused', async ({
@@ -61,13 +36,13 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
     // Given an environment limited to its namespace and one that does not exist yet, whose token may create
     // namespaces (and ClusterRoles: only Argo CD's namespaced cluster cache stands in the way of those)
     const tenant = await f.given.tenant('cns-lim');
-    const target = await external.target('cns-lim-target', {
+    const target = await f.external.target('cns-lim-target', {
       createNamespaces: true,
       manageClusterRoles: true,
     });
     const created = `cns-new-${randomSuffix()}`;
-    external.track(created);
-    await external.environment(tenant, 'limited', target, {
+    f.external.track(created);
+    const limited = await f.external.environment(tenant, 'limited', target, {
       namespaces: [target.namespace, created],
       clusterResources: false,
     });
@@ -76,44 +51,33 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
     });
 
     // When the tenant deploys into the namespace that does not exist, with CreateNamespace=true
-    const gd = await f.when.deployed(
-      tenant,
-      'to-new-namespace',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { destination: { environment: 'limited', namespace: created }, syncPolicy: CREATE_NAMESPACE },
-    );
+    const gd = await f.when.deployed(tenant, 'to-new-namespace', gitSource(repo, 'dev'), {
+      destination: { ...limited, namespace: created },
+      syncPolicy: CREATE_NAMESPACE,
+    });
     // Then Argo CD creates the namespace and deploys into it
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     assert.ok(await get(f.system.kc, paths.namespace(created)), `namespace ${created} exists`);
     assert.equal((await f.expect.object(created, 'ConfigMap', 'cns-lim-config')).data?.where, 'created');
-    assert.match((await applicationOf(gd))?.spec.project ?? '', /-cluster$/);
+    assert.match((await f.expect.readApplication(gd))?.spec.project ?? '', /-cluster$/);
 
     // When the same tenant deploys a ClusterRole through that environment, also with CreateNamespace=true
     const roleName = `cns-role-${randomSuffix()}`;
     const withRole = await f.given.repository('cns-lim-role', {
-      'dev/role.yaml': [
-        'apiVersion: rbac.authorization.k8s.io/v1',
-        'kind: ClusterRole',
-        'metadata:',
-        `  name: ${roleName}`,
-        'rules: []',
-        '',
-      ].join('\n'),
+      'dev/role.yaml': manifest.clusterRole(roleName),
     });
-    const refused = await f.when.deployed(
-      tenant,
-      'cluster-role',
-      { repoURL: withRole.fileUrl, path: 'dev' },
-      { destination: { environment: 'limited', namespace: target.namespace }, syncPolicy: CREATE_NAMESPACE },
-    );
+    const refused = await f.when.deployed(tenant, 'cluster-role', gitSource(withRole, 'dev'), {
+      destination: limited,
+      syncPolicy: CREATE_NAMESPACE,
+    });
     // Then Argo CD refuses it (the environment manages no cluster-scoped object of the repository)
-    const refusal = /ClusterRole.{0,120}?can not be managed when in namespaced mode/;
-    const status = await f.expect
+    const { status, condition } = await f.expect
       .deployment(refused)
-      .is('Argo CD refuses the ClusterRole', (s) =>
-        (s.conditions ?? []).some((c) => c.status === 'True' && refusal.test(c.message ?? '')),
+      .reports(
+        'Argo CD refuses the ClusterRole',
+        /ClusterRole.{0,120}?can not be managed when in namespaced mode/,
       );
-    await annotate(`Argo CD said: ${status.conditions?.find((c) => refusal.test(c.message ?? ''))?.message}`);
+    await annotate(`Argo CD said: ${condition.message}`);
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(
       await get(f.system.kc, `/apis/rbac.authorization.k8s.io/v1/clusterroles/${roleName}`),
@@ -126,31 +90,25 @@ describe('tier 3b: CreateNamespace=true with a real Argo CD', () => {
   }) => {
     // Given an environment whose token may administer only its own namespace, listing one that does not exist
     const tenant = await f.given.tenant('cns-deny');
-    const target = await external.target('cns-deny-target');
+    const target = await f.external.target('cns-deny-target');
     const missing = `cns-missing-${randomSuffix()}`;
-    external.track(missing);
-    await external.environment(tenant, 'narrow', target, { namespaces: [target.namespace, missing] });
+    f.external.track(missing);
+    const narrow = await f.external.environment(tenant, 'narrow', target, {
+      namespaces: [target.namespace, missing],
+    });
     const repo = await f.given.repository('cns-deny-app', {
       'dev/config.yaml': manifest.configMap('cns-deny-config', { where: 'missing' }),
     });
 
     // When the tenant deploys there with CreateNamespace=true
-    const gd = await f.when.deployed(
-      tenant,
-      'to-missing',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { destination: { environment: 'narrow', namespace: missing }, syncPolicy: CREATE_NAMESPACE },
-    );
+    const gd = await f.when.deployed(tenant, 'to-missing', gitSource(repo, 'dev'), {
+      destination: { ...narrow, namespace: missing },
+      syncPolicy: CREATE_NAMESPACE,
+    });
     // Then the GitOpsDeployment carries Argo CD's error naming the token's missing permission in that namespace
     const forbidden = new RegExp(`cannot [a-z]+ resource .{0,80}in the namespace .?${missing}`);
-    const status = await f.expect
-      .deployment(gd)
-      .is('Argo CD’s "forbidden"', (s) =>
-        (s.conditions ?? []).some((c) => c.status === 'True' && forbidden.test(c.message ?? '')),
-      );
-    await annotate(
-      `Argo CD said: ${status.conditions?.find((c) => forbidden.test(c.message ?? ''))?.message}`,
-    );
+    const { status, condition } = await f.expect.deployment(gd).reports('Argo CD’s "forbidden"', forbidden);
+    await annotate(`Argo CD said: ${condition.message}`);
     assert.notEqual(status.sync?.status, 'Synced');
     assert.equal(await get(f.system.kc, paths.namespace(missing)), undefined);
   });

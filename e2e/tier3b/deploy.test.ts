@@ -6,22 +6,18 @@
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import { paths, recordDeletions } from '../fixture/kube.ts';
-import { hasCondition, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { gitSource, hasCondition, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 const USER_FINALIZER = 'resources-finalizer.managed-gitops.redhat.com';
 
 describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
-  let f: RealSystem;
+  const f = useRealSystem();
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startRealSystem();
     tenant = await f.given.tenant();
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   it('deploys the repository: Synced/Healthy, status.resources lists the objects, the objects exist', async () => {
@@ -32,7 +28,7 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
       'dev/secret.yaml': manifest.secret('basic-secret', { token: 'not-a-real-token' }),
     });
     // When the tenant creates an automated GitOpsDeployment for it
-    const gd = await f.when.deployed(tenant, 'basic', { repoURL: repo.fileUrl, path: 'dev' });
+    const gd = await f.when.deployed(tenant, 'basic', gitSource(repo, 'dev'));
     // Then Argo CD reports it Synced and Healthy at the repository's head
     const head = await repo.head();
     const status = await f.expect
@@ -61,7 +57,7 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
     const repo = await f.given.repository('app-commits', {
       'dev/config.yaml': manifest.configMap('commits-config', { version: 'one' }),
     });
-    const gd = await f.when.deployed(tenant, 'commits', { repoURL: repo.fileUrl, path: 'dev' });
+    const gd = await f.when.deployed(tenant, 'commits', gitSource(repo, 'dev'));
     const first = await repo.head();
     await f.expect.deployment(gd).is('Synced at the first commit', (s) => s.sync?.revision === first);
     // When a new commit changes the ConfigMap and adds a Service
@@ -95,28 +91,25 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
       'two/config.yaml': manifest.configMap('edit-b', { from: 'b/two' }),
     });
     // and a GitOpsDeployment of path one, with the user finalizer
-    const gd = await f.when.deployed(
-      tenant,
-      'edits',
-      { repoURL: repoA.fileUrl, path: 'one', targetRevision: 'main' },
-      { finalizers: [USER_FINALIZER] },
-    );
+    const gd = await f.when.deployed(tenant, 'edits', gitSource(repoA, 'one', 'main'), {
+      finalizers: [USER_FINALIZER],
+    });
     await f.expect.object(tenant, 'ConfigMap', 'edit-one', (cm) => cm.data?.from === 'a/one');
 
     // When the path changes: the new path's object is deployed and the old one pruned
-    await f.when.edited(gd, { source: { repoURL: repoA.fileUrl, path: 'two', targetRevision: 'main' } });
+    await f.when.edited(gd, { source: gitSource(repoA, 'two', 'main') });
     await f.expect.object(tenant, 'ConfigMap', 'edit-two', (cm) => cm.data?.from === 'a/two');
     await f.expect.noObject(tenant, 'ConfigMap', 'edit-one');
 
     // When the targetRevision changes to the release branch: its content is deployed at its commit
-    await f.when.edited(gd, { source: { repoURL: repoA.fileUrl, path: 'two', targetRevision: 'release' } });
+    await f.when.edited(gd, { source: gitSource(repoA, 'two', 'release') });
     await f.expect.object(tenant, 'ConfigMap', 'edit-two', (cm) => cm.data?.from === 'a/two@release');
     await f.expect
       .deployment(gd)
       .is('Synced at the release branch', (s) => syncedAndHealthy(s) && s.sync?.revision === branchSha);
 
     // When the repoURL changes: the other repository's object replaces it
-    await f.when.edited(gd, { source: { repoURL: repoB.fileUrl, path: 'two', targetRevision: 'main' } });
+    await f.when.edited(gd, { source: gitSource(repoB, 'two', 'main') });
     await f.expect.object(tenant, 'ConfigMap', 'edit-b', (cm) => cm.data?.from === 'b/two');
     await f.expect.noObject(tenant, 'ConfigMap', 'edit-two');
     const status = await f.expect.deployment(gd).is(

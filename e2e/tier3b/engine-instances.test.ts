@@ -9,38 +9,42 @@ import { Label, TenantMoveEventReason } from '@gitops/api';
 import { manifest } from '@gitops/local-env';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import { type GitOpsDeployment, get, mergePatch, paths, watchEvents } from '../fixture/kube.ts';
 import {
   CONVERGE_MS,
   type DeploymentStatus,
-  type RealSystem,
-  startRealSystem,
+  gitSource,
   syncedAndHealthy,
+  useRealSystem,
 } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: two Argo CD instances', () => {
-  let f: RealSystem;
+  // An instance whose agents are away is reported after 3 s (default 2 min).
+  const f = useRealSystem({
+    secondInstance: true,
+    backendEnv: { GITOPS_ENGINE_INSTANCE_AWAY_AFTER: '3s' },
+  });
   let a: string;
   let b: string;
 
-  beforeAll(async () => {
-    // An instance whose agents are away is reported after 3 s (default 2 min).
-    f = await startRealSystem({
-      secondInstance: true,
-      backendEnv: { GITOPS_ENGINE_INSTANCE_AWAY_AFTER: '3s' },
-    });
+  beforeAll(() => {
     a = f.system.engineInstanceName;
     b = f.system.secondEngineInstanceName;
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   const engineInstanceOf = (status: object) => (status as { engineInstance?: string }).engineInstance;
   /** Synced and Healthy, reported as deployed through `instance`. */
   const syncedOn = (instance: string) => (status: DeploymentStatus) =>
     syncedAndHealthy(status) && engineInstanceOf(status) === instance;
+  /** Given a tenant on instance a whose deployment `app` of one ConfigMap `configMap` is Synced/Healthy there. */
+  async function deployedOnA(name: string, configMap: string) {
+    const tenant = await f.given.tenant(name, { [Label.EngineInstance]: a });
+    const repo = await f.given.repository(name, { 'app/cm.yaml': manifest.configMap(configMap, { k: 'v' }) });
+    const gd = await f.when.deployed(tenant, 'app', gitSource(repo, 'app'));
+    await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
+    return { tenant, gd };
+  }
   const argoCdNamespaceOf = (instance: string) =>
     instance === a ? f.system.argoCdNamespace : f.system.secondArgoCdNamespace;
   const applicationIn = (namespace: string, gd: GitOpsDeployment) =>
@@ -62,10 +66,10 @@ describe('tier 3b: two Argo CD instances', () => {
       'app/cm.yaml': manifest.configMap('placed', { k: 'v' }),
     });
     // When the labelled one deploys first, then the other
-    const first = await f.when.deployed(labelled, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    const first = await f.when.deployed(labelled, 'app', gitSource(repo, 'app'));
     const onB = await f.expect.deployment(first).is('Synced/Healthy on b', syncedOn(b));
     assert.equal(engineInstanceOf(onB), b);
-    const second = await f.when.deployed(unlabelled, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    const second = await f.when.deployed(unlabelled, 'app', gitSource(repo, 'app'));
     // Then the first is on b (the label), the second on a (b holds one application, a none)
     await f.expect.deployment(second).is('Synced/Healthy on a', syncedOn(a));
     await f.expect.application(first, () => true, f.system.secondArgoCdNamespace);
@@ -83,13 +87,8 @@ describe('tier 3b: two Argo CD instances', () => {
       'one/cm.yaml': manifest.configMap('one', { v: '1' }),
       'two/cm.yaml': manifest.configMap('two', { v: '1' }),
     });
-    const one = await f.when.deployed(tenant, 'one', { repoURL: repo.fileUrl, path: 'one' });
-    const two = await f.when.deployed(
-      tenant,
-      'two',
-      { repoURL: repo.fileUrl, path: 'two' },
-      { type: 'manual' },
-    );
+    const one = await f.when.deployed(tenant, 'one', gitSource(repo, 'one'));
+    const two = await f.when.deployed(tenant, 'two', gitSource(repo, 'two'), { type: 'manual' });
     await f.expect.deployment(one).is('Synced/Healthy on a', syncedOn(a));
     await f.system.createSyncRun(tenant, 'first-sync', { gitopsDeploymentName: 'two' });
     await f.expect.deployment(two).is('Synced/Healthy on a', syncedOn(a));
@@ -146,12 +145,7 @@ describe('tier 3b: two Argo CD instances', () => {
   });
 
   it('a label naming an unknown instance moves nothing and says so on the namespace', async () => {
-    const tenant = await f.given.tenant('unknown', { [Label.EngineInstance]: a });
-    const repo = await f.given.repository('unknown', {
-      'app/cm.yaml': manifest.configMap('stay', { k: 'v' }),
-    });
-    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
+    const { tenant, gd } = await deployedOnA('unknown', 'stay');
 
     await mergePatch(f.system.kc, paths.namespace(tenant), {
       metadata: { labels: { [Label.EngineInstance]: 'no-such-instance' } },
@@ -173,8 +167,8 @@ describe('tier 3b: two Argo CD instances', () => {
 
     // When b's agent is stopped and a tenant of each instance deploys
     await f.system.kill('cluster-agent-b');
-    const waiting = await f.when.deployed(onB, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    const unaffected = await f.when.deployed(onA, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    const waiting = await f.when.deployed(onB, 'app', gitSource(repo, 'app'));
+    const unaffected = await f.when.deployed(onA, 'app', gitSource(repo, 'app'));
 
     // Then the one on b says its instance is away, and the one on a converges
     const away = await f.expect
@@ -205,28 +199,29 @@ describe('tier 3b: two Argo CD instances', () => {
   });
 
   it("a move while the old instance's agent is stopped waits for it: the new instance takes nothing over before the old one released it", async () => {
-    const tenant = await f.given.tenant('held', { [Label.EngineInstance]: a });
-    const repo = await f.given.repository('held', { 'app/cm.yaml': manifest.configMap('held', { k: 'v' }) });
-    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
+    const { tenant, gd } = await deployedOnA('held', 'held');
     const before = await f.expect.object(tenant, 'ConfigMap', 'held');
 
     // When a's agent is down and the tenant is moved to b
     await f.system.kill('cluster-agent');
+    const from = f.system.logs.length;
     await mergePatch(f.system.kc, paths.namespace(tenant), {
       metadata: { labels: { [Label.EngineInstance]: b } },
     });
     await f.expect.deployment(gd).is('placed on b', (s) => engineInstanceOf(s) === b);
 
-    // Then, while a's Application is still there, b creates none (its agent waits for a's release)
-    const observed: string[] = [];
-    for (let i = 0; i < 10; i++) {
-      const onA = await applicationIn(argoCdNamespaceOf(a), gd);
-      const onB = await applicationIn(argoCdNamespaceOf(b), gd);
-      observed.push(`${onA ? 'a' : '-'}${onB ? 'b' : '-'}`);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-    }
-    assert.deepEqual([...new Set(observed)], ['a-']);
+    // Then b's agent has taken the move of the Application and decided to wait for a's release (its own line
+    // about it), and b has no Application while a's is still there
+    const application = `gitopsdepl-${gd.metadata.uid}`;
+    await f.system.logged(
+      'cluster-agent-b',
+      new RegExp(
+        `^(?=.*resource pending)(?=.*waiting for engine instance \\S+ to release Application ${application})`,
+      ),
+      { from, timeoutMs: CONVERGE_MS },
+    );
+    assert.ok(await applicationIn(argoCdNamespaceOf(a), gd), "a's Application is still there");
+    assert.equal(await applicationIn(argoCdNamespaceOf(b), gd), undefined);
 
     // When a's agent starts again, it releases the Application and b takes the resources over
     await f.system.start('cluster-agent');
@@ -243,12 +238,12 @@ describe('tier 3b: two Argo CD instances', () => {
       'second/cm.yaml': manifest.configMap('second', { k: 'v' }),
     });
     await f.system.start('cluster-agent-2');
-    const first = await f.when.deployed(tenant, 'first', { repoURL: repo.fileUrl, path: 'first' });
+    const first = await f.when.deployed(tenant, 'first', gitSource(repo, 'first'));
     await f.expect.deployment(first).is('Synced/Healthy', syncedAndHealthy);
 
     // When the active agent dies (whichever of the two it is) and the user deploys again
     await f.system.kill('cluster-agent');
-    const second = await f.when.deployed(tenant, 'second', { repoURL: repo.fileUrl, path: 'second' });
+    const second = await f.when.deployed(tenant, 'second', gitSource(repo, 'second'));
 
     // Then the other replica takes it: deployed through a's Argo CD
     await f.expect.deployment(second).is('Synced/Healthy on a', syncedOn(a));
@@ -258,12 +253,7 @@ describe('tier 3b: two Argo CD instances', () => {
   });
 
   it('draining an instance moves all its tenants to the other one, their resources in place; Drained at the end', async () => {
-    const tenant = await f.given.tenant('drained', { [Label.EngineInstance]: a });
-    const repo = await f.given.repository('drained', {
-      'app/cm.yaml': manifest.configMap('kept', { k: 'v' }),
-    });
-    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
-    await f.expect.deployment(gd).is('Synced/Healthy on a', syncedOn(a));
+    const { tenant, gd } = await deployedOnA('drained', 'kept');
     const before = await f.expect.object(tenant, 'ConfigMap', 'kept');
     const instancePath = `/apis/managed-gitops.redhat.com/v1alpha1/gitopsengineinstances/${a}`;
     await eventually('the GitOpsEngineInstance of a', () => get(f.system.kc, instancePath), CONVERGE_MS);

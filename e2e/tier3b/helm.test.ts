@@ -7,47 +7,48 @@
  */
 
 import assert from 'node:assert/strict';
-import type { Files } from '@gitops/local-env';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import type { GitOpsDeploymentSpec } from '@gitops/api';
+import type { Files, GitRepo } from '@gitops/local-env';
+import { describe, it } from 'vitest';
+import { configMapChart } from '../fixture/charts.ts';
 import {
   type DeploymentStatus,
-  type RealSystem,
-  startRealSystem,
+  gitSource,
   syncedAndHealthy,
+  useRealSystem,
 } from '../fixture/real-argo-cd.ts';
+
+type HelmSource = NonNullable<NonNullable<GitOpsDeploymentSpec['source']>['helm']>;
 
 /**
  * A chart whose one ConfigMap shows every value and the release name; `target`, when set, is the namespace
  * the chart puts it into (else Helm's, the destination's).
  */
-const chart = (path: string): Files => ({
-  [`${path}/Chart.yaml`]: ['apiVersion: v2', 'name: settings', 'version: 0.1.0', ''].join('\n'),
-  [`${path}/values.yaml`]: [
-    'greeting: from-chart-defaults',
-    'color: grey',
-    'size: small',
-    'untouched: chart-default',
-    'target: ""',
-    '',
-  ].join('\n'),
-  [`${path}/values-large.yaml`]: ['size: large', ''].join('\n'),
-  [`${path}/templates/configmap.yaml`]: [
-    'apiVersion: v1',
-    'kind: ConfigMap',
-    'metadata:',
-    '  name: {{ .Release.Name }}-settings',
-    '  {{- with .Values.target }}',
-    '  namespace: {{ . }}',
-    '  {{- end }}',
-    'data:',
-    '  release: {{ .Release.Name | quote }}',
-    '  greeting: {{ .Values.greeting | quote }}',
-    '  color: {{ .Values.color | quote }}',
-    '  size: {{ .Values.size | quote }}',
-    '  untouched: {{ .Values.untouched | quote }}',
-    '',
-  ].join('\n'),
-});
+const chart = (path: string): Files =>
+  configMapChart(
+    {
+      name: 'settings',
+      version: '0.1.0',
+      values: {
+        greeting: 'from-chart-defaults',
+        color: 'grey',
+        size: 'small',
+        untouched: 'chart-default',
+        target: '',
+      },
+      configMap: '{{ .Release.Name }}-settings',
+      metadata: ['  {{- with .Values.target }}', '  namespace: {{ . }}', '  {{- end }}'],
+      data: {
+        release: '{{ .Release.Name | quote }}',
+        greeting: '{{ .Values.greeting | quote }}',
+        color: '{{ .Values.color | quote }}',
+        size: '{{ .Values.size | quote }}',
+        untouched: '{{ .Values.untouched | quote }}',
+      },
+      files: { 'values-large.yaml': ['size: large', ''].join('\n') },
+    },
+    path,
+  );
 
 /** The True conditions of `type` whose message matches `pattern`. */
 const saying = (status: DeploymentStatus, type: string, pattern: RegExp) =>
@@ -56,32 +57,31 @@ const saying = (status: DeploymentStatus, type: string, pattern: RegExp) =>
   );
 
 describe('tier 3b: Helm charts with a real Argo CD', () => {
-  let f: RealSystem;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
+  const f = useRealSystem();
+  /** Given a tenant `<name>` and the chart in a repository `<name>-app`. */
+  const givenChart = async (name: string) => ({
+    tenant: await f.given.tenant(name),
+    repo: await f.given.repository(`${name}-app`, chart('chart')),
   });
-  afterAll(async () => {
-    await f?.stop();
-  });
+  /** The chart (in `repo`) deployed with these Helm settings. */
+  const chartSource = (repo: GitRepo, helm: HelmSource) => ({ ...gitSource(repo, 'chart'), helm });
 
   it("renders a chart with the user's inline values, value file and parameters; a changed parameter reaches the ConfigMap", async () => {
     // Given a Helm chart in Git
-    const tenant = await f.given.tenant('helm-values');
-    const repo = await f.given.repository('helm-values-app', chart('chart'));
+    const { tenant, repo } = await givenChart('helm-values');
 
     // When the tenant deploys it with a release name, inline values, a value file of the chart's repository
     // and a parameter
-    const gd = await f.when.deployed(tenant, 'settings', {
-      repoURL: repo.fileUrl,
-      path: 'chart',
-      helm: {
+    const gd = await f.when.deployed(
+      tenant,
+      'settings',
+      chartSource(repo, {
         releaseName: 'shop',
         values: 'greeting: hello-from-values\n',
         valueFiles: ['values-large.yaml'],
         parameters: [{ name: 'color', value: 'blue' }],
-      },
-    });
+      }),
+    );
 
     // Then the rendered ConfigMap carries each of them, and the chart's default where none overrides it
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
@@ -109,17 +109,16 @@ describe('tier 3b: Helm charts with a real Argo CD', () => {
   });
 
   it('valuesObject and a forced string parameter; the release name defaults to the Application’s', async () => {
-    const tenant = await f.given.tenant('helm-object');
-    const repo = await f.given.repository('helm-object-app', chart('chart'));
+    const { tenant, repo } = await givenChart('helm-object');
 
-    const gd = await f.when.deployed(tenant, 'settings', {
-      repoURL: repo.fileUrl,
-      path: 'chart',
-      helm: {
+    const gd = await f.when.deployed(
+      tenant,
+      'settings',
+      chartSource(repo, {
         valuesObject: { greeting: 'hello-from-object', size: 'medium' },
         parameters: [{ name: 'color', value: '1234', forceString: true }],
-      },
-    });
+      }),
+    );
 
     await f.expect.deployment(gd).is('Synced/Healthy', syncedAndHealthy);
     const release = `gitopsdepl-${gd.metadata.uid}`;
@@ -137,15 +136,14 @@ describe('tier 3b: Helm charts with a real Argo CD', () => {
     annotate,
   }) => {
     // Given a chart in Git
-    const tenant = await f.given.tenant('helm-missing');
-    const repo = await f.given.repository('helm-missing-app', chart('chart'));
+    const { tenant, repo } = await givenChart('helm-missing');
 
     // When the tenant names a value file that is not in the repository
-    const gd = await f.when.deployed(tenant, 'settings', {
-      repoURL: repo.fileUrl,
-      path: 'chart',
-      helm: { releaseName: 'missing', valueFiles: ['values-nowhere.yaml'] },
-    });
+    const gd = await f.when.deployed(
+      tenant,
+      'settings',
+      chartSource(repo, { releaseName: 'missing', valueFiles: ['values-nowhere.yaml'] }),
+    );
 
     // Then Argo CD's error, naming the file, is a condition of the GitOpsDeployment, and nothing is deployed
     const missing = /values-nowhere\.yaml/;
@@ -171,14 +169,10 @@ describe('tier 3b: Helm charts with a real Argo CD', () => {
     annotate,
   }) => {
     // Given two tenants, and a chart whose ConfigMap goes wherever its value `target` says
-    const tenant = await f.given.tenant('helm-intruder');
+    const { tenant, repo } = await givenChart('helm-intruder');
     const victim = await f.given.tenant('helm-victim');
-    const repo = await f.given.repository('helm-intruder-app', chart('chart'));
-    const intoVictim = (releaseName: string) => ({
-      repoURL: repo.fileUrl,
-      path: 'chart',
-      helm: { releaseName, parameters: [{ name: 'target', value: victim }] },
-    });
+    const intoVictim = (releaseName: string) =>
+      chartSource(repo, { releaseName, parameters: [{ name: 'target', value: victim }] });
     const refusal = new RegExp(`namespace ${victim} is not permitted in project`);
 
     // When the first tenant deploys it with `target` set to the other tenant's namespace (Argo CD retries a

@@ -3,21 +3,14 @@
  */
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { watchEvents } from '../fixture/kube.ts';
-import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 const TENANTS = 10;
 
 describe('tier 3b: many tenants with a real Argo CD', () => {
-  let f: RealSystem;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-  });
-  afterAll(async () => {
-    await f?.stop();
-  });
+  const f = useRealSystem();
 
   it(`${TENANTS} tenants deploying concurrently all converge, each in its own namespace`, async () => {
     // Given ten tenants, each with its own repository
@@ -46,7 +39,7 @@ describe('tier 3b: many tenants with a real Argo CD', () => {
     );
     // When all of them create their GitOpsDeployment at once
     const deployments = await Promise.all(
-      tenants.map((t) => f.when.deployed(t.namespace, 'app', { repoURL: t.repo.fileUrl, path: 'app' })),
+      tenants.map((t) => f.when.deployed(t.namespace, 'app', gitSource(t.repo, 'app'))),
     );
     // Then every one becomes Synced/Healthy at its own head, with its own objects in its own namespace
     await Promise.all(

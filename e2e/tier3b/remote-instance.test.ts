@@ -8,31 +8,28 @@
  */
 import assert from 'node:assert/strict';
 import { Label } from '@gitops/api';
-import { type ControlPlane, manifest, startControlPlane } from '@gitops/local-env';
+import { manifest, startControlPlane } from '@gitops/local-env';
 import { clusterIdentity, loadKubeConfig } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { eventually, useFixture } from '@gitops/shared/testing';
+import { beforeAll, describe, it } from 'vitest';
 import { type ExternalCluster, externalCluster } from '../fixture/external-cluster.ts';
 import { create, GROUP_VERSION, get, mergePatch, paths } from '../fixture/kube.ts';
-import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: an Argo CD instance on another cluster', () => {
-  let workload: ControlPlane;
-  let f: RealSystem;
+  const workload = useFixture(
+    () => startControlPlane(),
+    (plane) => plane.stop(),
+  );
+  const f = useRealSystem(() => ({ secondInstance: { kubeconfigPath: workload.kubeconfigPath } }));
   let remote: ExternalCluster;
   let a: string;
   let b: string;
 
-  beforeAll(async () => {
-    workload = await startControlPlane();
-    f = await startRealSystem({ secondInstance: { kubeconfigPath: workload.kubeconfigPath } });
+  beforeAll(() => {
     remote = externalCluster(loadKubeConfig(workload.kubeconfigPath), f.system.shard);
     a = f.system.engineInstanceName;
     b = f.system.secondEngineInstanceName;
-  });
-  afterAll(async () => {
-    await f?.stop();
-    await workload?.stop();
   });
 
   const workloadKc = () => loadKubeConfig(workload.kubeconfigPath);
@@ -58,12 +55,9 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
     const tenant = await f.given.tenant(prefix, { [Label.EngineInstance]: instance });
     const namespace = await workloadEnvironment(tenant, 'workload');
     const repo = await f.given.repository(prefix, { 'app/object.yaml': object });
-    const gd = await f.when.deployed(
-      tenant,
-      'app',
-      { repoURL: repo.fileUrl, path: 'app' },
-      { destination: { environment: 'workload', namespace } },
-    );
+    const gd = await f.when.deployed(tenant, 'app', gitSource(repo, 'app'), {
+      destination: { environment: 'workload', namespace },
+    });
     await f.expect
       .deployment(gd)
       .is(`Synced/Healthy on ${instance}`, (s) => syncedAndHealthy(s) && engineInstanceOf(s) === instance);
@@ -104,7 +98,7 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
 
     // Without an environment: into the tenant's own namespace, on the first cluster, by the remote Argo CD.
     const near = await repo.commit({ 'app/object.yaml': manifest.configMap('near', { k: 'here' }) });
-    const local = await f.when.deployed(tenant, 'local', { repoURL: repo.fileUrl, path: 'app' });
+    const local = await f.when.deployed(tenant, 'local', gitSource(repo, 'app'));
     await f.expect
       .deployment(local)
       .is(
@@ -129,7 +123,7 @@ describe('tier 3b: an Argo CD instance on another cluster', () => {
     const repo = await f.given.repository('roundtrip', {
       'app/object.yaml': manifest.configMap('home', { v: '1' }),
     });
-    const gd = await f.when.deployed(tenant, 'app', { repoURL: repo.fileUrl, path: 'app' });
+    const gd = await f.when.deployed(tenant, 'app', gitSource(repo, 'app'));
     await f.expect
       .deployment(gd)
       .is('Synced/Healthy on a', (s) => syncedAndHealthy(s) && engineInstanceOf(s) === a);

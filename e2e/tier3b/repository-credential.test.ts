@@ -6,28 +6,25 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { repositoryCredential } from '@gitops/api/testing';
-import { createGitRepo, type GitServer, manifest, startGitServer } from '@gitops/local-env';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { createGitRepo, manifest, startGitServer } from '@gitops/local-env';
+import { useFixture } from '@gitops/shared/testing';
+import { describe, it } from 'vitest';
 import { create, GROUP_VERSION } from '../fixture/kube.ts';
-import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const SECRET_TYPE = 'managed-gitops.redhat.com/repository-credential';
 const PASSWORD = 'tier3b-Pa55word-c0ffee';
 
 describe('tier 3b: a private repository with a RepositoryCredential and a real Argo CD', () => {
-  let git: GitServer;
-  let f: RealSystem;
-
-  beforeAll(async () => {
-    git = await startGitServer();
-    const ca = await readFile(git.caFile, 'utf8');
-    f = await startRealSystem({ trustedCertificates: { '127.0.0.1': ca }, caFile: git.caFile });
-  });
-  afterAll(async () => {
-    await f?.stop();
-    await git?.stop();
-  });
+  const git = useFixture(
+    () => startGitServer(),
+    (server) => server.stop(),
+  );
+  const f = useRealSystem(async () => ({
+    trustedCertificates: { '127.0.0.1': await readFile(git.caFile, 'utf8') },
+    caFile: git.caFile,
+  }));
 
   it('deploys with the tenant’s credential; another tenant on the same URL without one cannot read it', async ({
     annotate,

@@ -6,29 +6,21 @@
 import assert from 'node:assert/strict';
 import type { ResourceStatus } from '@gitops/api';
 import { manifest } from '@gitops/local-env';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { describe, it } from 'vitest';
+import { gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 describe('tier 3b: per-resource health with a real Argo CD', () => {
-  let f: RealSystem;
-  let tenant: string;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-    tenant = await f.given.tenant();
-  });
-  afterAll(async () => {
-    await f?.stop();
-  });
+  const f = useRealSystem();
 
   it('a Service carries its health in status.resources; a ConfigMap, which has none in Argo CD, carries none', async () => {
-    // Given a repository with a Service and a ConfigMap
+    // Given a tenant's repository with a Service and a ConfigMap
+    const tenant = await f.given.tenant();
     const repo = await f.given.repository('health', {
       'app/service.yaml': manifest.service('health-svc', 8080),
       'app/config.yaml': manifest.configMap('health-config', { a: 'b' }),
     });
     // When the tenant deploys it
-    const gd = await f.when.deployed(tenant, 'health', { repoURL: repo.fileUrl, path: 'app' });
+    const gd = await f.when.deployed(tenant, 'health', gitSource(repo, 'app'));
     // Then the Service's entry in status.resources says Healthy
     const status = await f.expect
       .deployment(gd)

@@ -11,38 +11,22 @@
 import assert from 'node:assert/strict';
 import { Label } from '@gitops/api';
 import { manifest } from '@gitops/local-env';
-import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type GitOpsDeployment, get, watchEvents } from '../fixture/kube.ts';
-import { CONVERGE_MS, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
+import { beforeAll, describe, it } from 'vitest';
+import { type GitOpsDeployment, watchEvents } from '../fixture/kube.ts';
+import { CONVERGE_MS, gitSource, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
-const syncRunPath = (ns: string, name: string) =>
-  `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
-
-interface SyncRunStatus {
-  phase?: string;
-  startedAt?: string;
-  finishedAt?: string;
-  revision?: string;
-  message?: string;
-  conditions?: { type: string; status: string; reason?: string; message?: string }[];
-}
 interface OperationState {
   phase?: string;
   syncResult?: { revision?: string };
 }
 
 describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () => {
-  let f: RealSystem;
+  const f = useRealSystem();
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startRealSystem();
     tenant = await f.given.tenant('restore');
-  });
-  afterAll(async () => {
-    await f?.stop();
   });
 
   /** The services stopped, as the procedure stops them before a backup or a restore (Argo CD runs on). */
@@ -74,24 +58,6 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
         CONVERGE_MS,
       );
     await f.system.start('cluster-agent');
-  }
-
-  /** Waits until the SyncRun's phase is `phase`; one that ends in another finished phase fails at once. */
-  async function syncRunPhase(name: string, phase: string): Promise<SyncRunStatus> {
-    let last: SyncRunStatus | undefined;
-    return await eventually(
-      `SyncRun ${name} ${phase}`,
-      async () => {
-        last = (await get<KubeObject & { status?: SyncRunStatus }>(f.system.kc, syncRunPath(tenant, name)))
-          ?.status;
-        if (last?.phase && last.phase !== phase && ['Succeeded', 'Failed', 'Terminated'].includes(last.phase))
-          throw new Error(`SyncRun ${name} ended ${last.phase}: ${last.message}`);
-        return last?.phase === phase ? last : undefined;
-      },
-      CONVERGE_MS,
-    ).catch((error: unknown) => {
-      throw new Error(`${String(error)}; status: ${JSON.stringify(last)}`);
-    });
   }
 
   /** The revisions and ids of Argo CD's sync history of the GitOpsDeployment's Application. */
@@ -135,21 +101,16 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
       'dev/config.yaml': manifest.configMap('restore-m', { release: 'first' }),
     });
     const mFirst = await repoM.head();
-    const a = await f.when.deployed(tenant, 'restore-a', { repoURL: repoA.fileUrl, path: 'one' });
-    const c = await f.when.deployed(tenant, 'restore-c', { repoURL: repoC.fileUrl, path: 'dev' });
-    const m = await f.when.deployed(
-      tenant,
-      'restore-m',
-      { repoURL: repoM.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
+    const a = await f.when.deployed(tenant, 'restore-a', gitSource(repoA, 'one'));
+    const c = await f.when.deployed(tenant, 'restore-c', gitSource(repoC, 'dev'));
+    const m = await f.when.deployed(tenant, 'restore-m', gitSource(repoM, 'dev'), { type: 'manual' });
     await f.system.createSyncRun(tenant, 'restore-m-1', {
       gitopsDeploymentName: 'restore-m',
       revisionID: mFirst,
     });
     await f.expect.deployment(a).is('Synced/Healthy', syncedAndHealthy);
     await f.expect.deployment(c).is('Synced/Healthy', syncedAndHealthy);
-    await syncRunPhase('restore-m-1', 'Succeeded');
+    await f.expect.syncRunPhase(tenant, 'restore-m-1', 'Succeeded');
     await f.expect.object(tenant, 'ConfigMap', 'restore-a-first');
     await f.expect.object(tenant, 'ConfigMap', 'restore-c');
     const sharedUid = await uidOf('restore-a-shared');
@@ -160,8 +121,8 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
     await startServices();
 
     // and after the backup B is created, A's path changes, C is deleted and M is synced to a new commit
-    const b = await f.when.deployed(tenant, 'restore-b', { repoURL: repoB.fileUrl, path: 'dev' });
-    await f.when.edited(a, { source: { repoURL: repoA.fileUrl, path: 'two' } });
+    const b = await f.when.deployed(tenant, 'restore-b', gitSource(repoB, 'dev'));
+    await f.when.edited(a, { source: gitSource(repoA, 'two') });
     await f.when.deleted(c);
     const mSecond = await repoM.commit({
       'dev/config.yaml': manifest.configMap('restore-m', { release: 'second' }),
@@ -180,7 +141,7 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
     await f.expect.deployment(c).gone();
     await f.expect.noObject(tenant, 'ConfigMap', 'restore-a-first');
     await f.expect.noObject(tenant, 'ConfigMap', 'restore-c');
-    const m2 = await syncRunPhase('restore-m-2', 'Succeeded');
+    const m2 = await f.expect.syncRunPhase(tenant, 'restore-m-2', 'Succeeded');
     assert.equal(m2.revision, mSecond);
     const mHistory = await historyOf(m);
     await f.expect.object(tenant, 'ConfigMap', 'restore-m', (cm) => cm.data?.release === 'second');
@@ -245,7 +206,7 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
         .execute();
       assert.deepEqual(m2Rows, []);
       // and the SyncRun still reports the sync it ran, not another: same phase, revision and times
-      const after = await syncRunPhase('restore-m-2', 'Succeeded');
+      const after = await f.expect.syncRunPhase(tenant, 'restore-m-2', 'Succeeded');
       assert.deepEqual(
         {
           phase: after.phase,
@@ -260,7 +221,7 @@ describe('tier 3b: PostgreSQL restored from a backup, with a real Argo CD', () =
         'True',
         JSON.stringify(after),
       );
-      assert.equal((await syncRunPhase('restore-m-1', 'Succeeded')).revision, mFirst);
+      assert.equal((await f.expect.syncRunPhase(tenant, 'restore-m-1', 'Succeeded')).revision, mFirst);
       // and Argo CD ran no sync of M again
       assert.deepEqual(await historyOf(m), mHistory);
       // and no delete is left held by the deletion guard

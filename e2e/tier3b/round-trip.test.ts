@@ -20,6 +20,7 @@ import {
 } from '@gitops/local-env';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { configMapChart } from '../fixture/charts.ts';
 import { create, mergePatch, paths, remove } from '../fixture/kube.ts';
 import { type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
@@ -63,20 +64,14 @@ function toGitOpsDeploymentSpec(application: ApplicationSpec): GitOpsDeploymentS
 }
 
 /** The chart the example names, at the version it names: one ConfigMap showing the values it was given. */
-const prometheusChart = (version: string) => ({
-  'Chart.yaml': ['apiVersion: v2', 'name: prometheus', `version: ${version}`, ''].join('\n'),
-  'values.yaml': ['retention: 15d', 'replicas: 1', ''].join('\n'),
-  'templates/configmap.yaml': [
-    'apiVersion: v1',
-    'kind: ConfigMap',
-    'metadata:',
-    '  name: prometheus-settings',
-    'data:',
-    '  retention: {{ .Values.retention | quote }}',
-    '  replicas: {{ .Values.replicas | quote }}',
-    '',
-  ].join('\n'),
-});
+const prometheusChart = (version: string) =>
+  configMapChart({
+    name: 'prometheus',
+    version,
+    values: { retention: '15d', replicas: 1 },
+    configMap: 'prometheus-settings',
+    data: { retention: '{{ .Values.retention | quote }}', replicas: '{{ .Values.replicas | quote }}' },
+  });
 
 describe('tier 3b: an Application of Argo CD’s documentation, as a GitOpsDeployment, deploys the same resources', () => {
   let f: RealSystem;

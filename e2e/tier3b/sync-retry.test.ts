@@ -7,12 +7,12 @@
 
 import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import {
   type DeploymentStatus,
-  type RealSystem,
-  startRealSystem,
+  gitSource,
   syncedAndHealthy,
+  useRealSystem,
 } from '../fixture/real-argo-cd.ts';
 
 /** A PreSync hook the API server refuses: its name has an upper case letter and an underscore. */
@@ -32,14 +32,7 @@ type OperationState = { phase?: string; message?: string; retryCount?: number };
 const operation = (s: DeploymentStatus) => s.operationState as OperationState | undefined;
 
 describe('tier 3b: retry with backoff on a failing hook, with a real Argo CD', () => {
-  let f: RealSystem;
-
-  beforeAll(async () => {
-    f = await startRealSystem();
-  });
-  afterAll(async () => {
-    await f?.stop();
-  });
+  const f = useRealSystem();
 
   it("a PreSync hook the API server refuses: Argo CD retries the sync with the user's backoff until the limit, the retry count grows in status, and the SyncError condition says why", async ({
     annotate,
@@ -52,12 +45,9 @@ describe('tier 3b: retry with backoff on a failing hook, with a real Argo CD', (
     });
 
     // When the tenant deploys it with a retry of at most 3 times, 1 s doubling up to 4 s
-    const gd = await f.when.deployed(
-      tenant,
-      'hooked',
-      { repoURL: repo.fileUrl, path: 'app' },
-      { syncPolicy: { retry: { limit: 3, backoff: { duration: '1s', factor: 2, maxDuration: '4s' } } } },
-    );
+    const gd = await f.when.deployed(tenant, 'hooked', gitSource(repo, 'app'), {
+      syncPolicy: { retry: { limit: 3, backoff: { duration: '1s', factor: 2, maxDuration: '4s' } } },
+    });
 
     // Then Argo CD retries the failing sync: the retry count the GitOpsDeployment shows grows
     const retried = await f.expect

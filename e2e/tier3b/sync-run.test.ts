@@ -3,10 +3,9 @@
  * a SyncRun says about its sync (phase, revision, start and finish, Argo CD's message).
  */
 import assert from 'node:assert/strict';
-import { manifest } from '@gitops/local-env';
-import type { KubeObject } from '@gitops/shared';
+import { type GitRepo, manifest } from '@gitops/local-env';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import {
   type ArgoApplication,
   type GitOpsDeployment,
@@ -14,23 +13,11 @@ import {
   mergePatch,
   paths,
   remove,
+  type SyncRun,
+  type SyncRunStatus,
 } from '../fixture/kube.ts';
-import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
+import { CONVERGE_MS, gitSource, useRealSystem } from '../fixture/real-argo-cd.ts';
 
-const syncRunPath = (ns: string, name: string) =>
-  `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${ns}/gitopsdeploymentsyncruns/${name}`;
-
-interface SyncRunStatus {
-  phase?: string;
-  revision?: string;
-  startedAt?: string;
-  finishedAt?: string;
-  message?: string;
-  conditions?: { type: string; status: string; reason?: string; message?: string }[];
-}
-interface SyncRun extends KubeObject {
-  status?: SyncRunStatus;
-}
 interface OperationState {
   phase?: string;
   message?: string;
@@ -61,19 +48,32 @@ const neverEndingHook = [
 ].join('\n');
 
 describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', () => {
-  let f: RealSystem;
+  const f = useRealSystem();
   let tenant: string;
 
   beforeAll(async () => {
-    f = await startRealSystem();
     tenant = await f.given.tenant('syncrun');
   });
-  afterAll(async () => {
-    await f?.stop();
-  });
 
-  const application = (uid: string) =>
-    get<Application>(f.system.kc, paths.application(f.system.argoCdNamespace, `gitopsdepl-${uid}`));
+  const application = (gd: GitOpsDeployment) => f.expect.readApplication<Application>(gd);
+  /** The user deploys `dev/` of `repo` with a manual policy; Argo CD compares it and syncs nothing: OutOfSync. */
+  async function manualDeployment(name: string, repo: GitRepo) {
+    const gd = await f.when.deployed(tenant, name, gitSource(repo, 'dev'), { type: 'manual' });
+    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    return gd;
+  }
+  /** A manual deployment of a PreSync hook that never completes and a ConfigMap `<name>-config` after it. */
+  const manualDeploymentWaitingOnHook = async (name: string) =>
+    manualDeployment(
+      name,
+      await f.given.repository(name, {
+        'dev/hook.yaml': neverEndingHook,
+        'dev/config.yaml': manifest.configMap(`${name}-config`, { a: 'b' }),
+      }),
+    );
+  /** Waits until Argo CD's operation on the deployment's Application is in `phase`. */
+  const operationPhase = (gd: GitOpsDeployment, phase: string) =>
+    f.expect.application<Application>(gd, (app) => app.status?.operationState?.phase === phase);
   /**
    * The SyncRun reports no error. (Its single ErrorOccurred condition is False from the moment the sync is
    * requested, so it says "no error so far", not "done": the outcome is in the GitOpsDeployment's
@@ -83,7 +83,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     eventually(
       `SyncRun ${name} without error`,
       async () => {
-        const run = await get<SyncRun>(f.system.kc, syncRunPath(tenant, name));
+        const run = await get<SyncRun>(f.system.kc, paths.syncRun(tenant, name));
         const c = run?.status?.conditions?.find((x) => x.type === 'ErrorOccurred');
         if (c?.status === 'True') throw new Error(`SyncRun ${name} failed: ${c.message}`);
         return c?.status === 'False' ? run : undefined;
@@ -91,22 +91,6 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
       CONVERGE_MS,
     );
 
-  /** Waits until the SyncRun's status.phase is `phase`; a SyncRun that reaches another finished phase fails. */
-  const syncRunPhase = async (name: string, phase: string) => {
-    let last: SyncRunStatus | undefined;
-    return await eventually(
-      `SyncRun ${name} ${phase}`,
-      async () => {
-        last = (await get<SyncRun>(f.system.kc, syncRunPath(tenant, name)))?.status;
-        if (last?.phase && last.phase !== phase && ['Succeeded', 'Failed', 'Terminated'].includes(last.phase))
-          throw new Error(`SyncRun ${name} ended ${last.phase}: ${last.message}`);
-        return last?.phase === phase ? last : undefined;
-      },
-      CONVERGE_MS,
-    ).catch((error: unknown) => {
-      throw new Error(`${String(error)}; status: ${JSON.stringify(last)}`);
-    });
-  };
   const errorOccurred = (status: SyncRunStatus) => status.conditions?.find((c) => c.type === 'ErrorOccurred');
 
   /** Waits until the GitOpsDeployment shows Argo CD's operation Succeeded at `revision`. */
@@ -126,12 +110,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
       'dev/config.yaml': manifest.configMap('manual-config', { release: 'second' }),
     });
     // When a manual GitOpsDeployment is created
-    const gd = await f.when.deployed(
-      tenant,
-      'manual',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
+    const gd = await manualDeployment('manual', repo);
     // Then nothing is deployed: Argo CD reports OutOfSync and Missing
     await f.expect
       .deployment(gd)
@@ -143,7 +122,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     // Then that commit is deployed (not the head of main)
     await syncRunWithoutError('to-first');
     // and the SyncRun itself says the sync finished: Succeeded at that commit, with Argo CD's times and message
-    const status = await syncRunPhase('to-first', 'Succeeded');
+    const status = await f.expect.syncRunPhase(tenant, 'to-first', 'Succeeded');
     assert.equal(status.revision, first);
     assert.ok(status.startedAt && status.finishedAt, JSON.stringify(status));
     assert.ok(Date.parse(status.startedAt) <= Date.parse(status.finishedAt), JSON.stringify(status));
@@ -152,7 +131,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     await syncedTo(gd, first);
     const cm = await f.expect.object(tenant, 'ConfigMap', 'manual-config');
     assert.equal(cm.data?.release, 'first');
-    const app = await application(gd.metadata.uid ?? '');
+    const app = await application(gd);
     assert.equal(app?.status?.operationState?.phase, 'Succeeded');
     assert.equal(app?.status?.operationState?.syncResult?.revision, first);
     assert.equal(status.startedAt, app?.status?.operationState?.startedAt);
@@ -174,13 +153,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     const shas = [await repo.head()];
     shas.push(await repo.commit({ 'dev/config.yaml': manifest.configMap('history-config', { step: '2' }) }));
     shas.push(await repo.commit({ 'dev/config.yaml': manifest.configMap('history-config', { step: '3' }) }));
-    const gd = await f.when.deployed(
-      tenant,
-      'history',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
-    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    const gd = await manualDeployment('history', repo);
     // When three SyncRuns are created at once, one per commit
     for (const [i, sha] of shas.entries()) {
       await f.system.createSyncRun(tenant, `history-${i + 1}`, {
@@ -194,12 +167,12 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     const app = await eventually(
       'three entries in Argo CD’s history',
       async () => {
-        const a = await application(gd.metadata.uid ?? '');
+        const a = await application(gd);
         return (a?.status?.history?.length ?? 0) >= 3 ? a : undefined;
       },
       CONVERGE_MS,
     ).catch(async (error: unknown) => {
-      const a = await application(gd.metadata.uid ?? '');
+      const a = await application(gd);
       throw new Error(`${String(error)}; history: ${JSON.stringify(a?.status?.history)}`);
     });
     const revisions = (app.status?.history ?? []).map((h) => h.revision);
@@ -212,38 +185,14 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
 
   it('deleting a SyncRun while its sync waits on a hook terminates the operation: Failed, Operation terminated', async () => {
     // Given a manual deployment whose sync waits on a PreSync hook that never completes
-    const repo = await f.given.repository('hook', {
-      'dev/hook.yaml': neverEndingHook,
-      'dev/config.yaml': manifest.configMap('hook-config', { a: 'b' }),
-    });
-    const gd = await f.when.deployed(
-      tenant,
-      'hook',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
-    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    const gd = await manualDeploymentWaitingOnHook('hook');
     await f.system.createSyncRun(tenant, 'hook-run', { gitopsDeploymentName: 'hook' });
-    const uid = gd.metadata.uid ?? '';
-    await eventually(
-      'the sync to be Running, waiting on the hook',
-      async () => {
-        const app = await application(uid);
-        return app?.status?.operationState?.phase === 'Running' ? app : undefined;
-      },
-      CONVERGE_MS,
-    );
+    // (the sync Running, waiting on the hook)
+    await operationPhase(gd, 'Running');
     // When the SyncRun is deleted
-    await remove(f.system.kc, syncRunPath(tenant, 'hook-run'));
+    await remove(f.system.kc, paths.syncRun(tenant, 'hook-run'));
     // Then Argo CD terminates the operation: it ends Failed with "Operation terminated"
-    const app = await eventually(
-      'the operation to end Failed',
-      async () => {
-        const a = await application(uid);
-        return a?.status?.operationState?.phase === 'Failed' ? a : undefined;
-      },
-      CONVERGE_MS,
-    );
+    const app = await operationPhase(gd, 'Failed');
     assert.match(app.status?.operationState?.message ?? '', /Operation terminated/);
     // and the ConfigMap after the hook was never applied
     assert.equal(await f.expect.readObject(tenant, 'ConfigMap', 'hook-config'), undefined);
@@ -254,18 +203,12 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     const repo = await f.given.repository('refused', {
       'dev/config.yaml': manifest.configMap('Refused_Name', { a: 'b' }),
     });
-    const gd = await f.when.deployed(
-      tenant,
-      'refused',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
-    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    const gd = await manualDeployment('refused', repo);
     // When a SyncRun syncs it
     await f.system.createSyncRun(tenant, 'refused-run', { gitopsDeploymentName: 'refused' });
     // Then the SyncRun ends Failed with Argo CD's own message, and says so in ErrorOccurred
-    const status = await syncRunPhase('refused-run', 'Failed');
-    const app = await application(gd.metadata.uid ?? '');
+    const status = await f.expect.syncRunPhase(tenant, 'refused-run', 'Failed');
+    const app = await application(gd);
     const argo = app?.status?.operationState;
     assert.equal(argo?.phase, 'Failed');
     assert.ok(status.message, JSON.stringify(status));
@@ -278,7 +221,7 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
     const condition = await eventually(
       'ErrorOccurred True',
       async () => {
-        const run = await get<SyncRun>(f.system.kc, syncRunPath(tenant, 'refused-run'));
+        const run = await get<SyncRun>(f.system.kc, paths.syncRun(tenant, 'refused-run'));
         const c = run?.status ? errorOccurred(run.status) : undefined;
         return c?.status === 'True' ? c : undefined;
       },
@@ -289,34 +232,24 @@ describe('tier 3b: manual GitOpsDeployments and SyncRuns with a real Argo CD', (
 
   it('spec.terminate stops a sync that hangs on a hook: the SyncRun goes Running, then Terminated, and stays', async () => {
     // Given a manual deployment whose sync waits on a PreSync hook that never completes
-    const repo = await f.given.repository('stop', {
-      'dev/hook.yaml': neverEndingHook,
-      'dev/config.yaml': manifest.configMap('stop-config', { a: 'b' }),
-    });
-    const gd = await f.when.deployed(
-      tenant,
-      'stop',
-      { repoURL: repo.fileUrl, path: 'dev' },
-      { type: 'manual' },
-    );
-    await f.expect.deployment(gd).is('OutOfSync', (s) => s.sync?.status === 'OutOfSync');
+    const gd = await manualDeploymentWaitingOnHook('stop');
     await f.system.createSyncRun(tenant, 'stop-run', { gitopsDeploymentName: 'stop' });
     // Then the SyncRun says its sync runs, since when, and what Argo CD waits for
-    const running = await syncRunPhase('stop-run', 'Running');
+    const running = await f.expect.syncRunPhase(tenant, 'stop-run', 'Running');
     assert.ok(running.startedAt, JSON.stringify(running));
     assert.equal(running.finishedAt, undefined);
     // When the user terminates it
-    await mergePatch(f.system.kc, syncRunPath(tenant, 'stop-run'), { spec: { terminate: true } });
+    await mergePatch(f.system.kc, paths.syncRun(tenant, 'stop-run'), { spec: { terminate: true } });
     // Then Argo CD terminates the operation and the SyncRun, still there, says Terminated
-    const status = await syncRunPhase('stop-run', 'Terminated');
+    const status = await f.expect.syncRunPhase(tenant, 'stop-run', 'Terminated');
     assert.match(status.message ?? '', /Operation terminated/);
     assert.equal(status.startedAt, running.startedAt);
     assert.ok(status.finishedAt && Date.parse(running.startedAt) <= Date.parse(status.finishedAt));
-    const app = await application(gd.metadata.uid ?? '');
+    const app = await application(gd);
     assert.equal(app?.status?.operationState?.phase, 'Failed');
     assert.match(app?.status?.operationState?.message ?? '', /Operation terminated/);
     assert.equal(await f.expect.readObject(tenant, 'ConfigMap', 'stop-config'), undefined);
-    const run = await get<SyncRun>(f.system.kc, syncRunPath(tenant, 'stop-run'));
+    const run = await get<SyncRun>(f.system.kc, paths.syncRun(tenant, 'stop-run'));
     assert.equal(run?.status?.phase, 'Terminated');
   });
 });
