@@ -29,7 +29,12 @@ import {
 import type { Provisioner } from './provisioners/provisioner.ts';
 import { createBindingFeature } from './snapshot-environment-binding/binding.feature.ts';
 
-export { type AppStudioContext, type AppStudioOptions, requireAppStudioApi } from './context.ts';
+export {
+  type AppStudioContext,
+  type AppStudioOptions,
+  type PushedCommit,
+  requireAppStudioApi,
+} from './context.ts';
 export { environmentOwnerOf } from './environment/environment.feature.ts';
 export { RENDER_ANNOTATION } from './gitops-repository/render.ts';
 export { gitOpsDeploymentName } from './snapshot-environment-binding/binding.render.ts';
