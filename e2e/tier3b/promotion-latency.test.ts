@@ -8,17 +8,19 @@
  *
  * Every promotion after the first must complete within half a poll (RECONCILIATION_SECONDS / 2): without the
  * refresh it could only complete at Argo CD's next poll, about a whole period after the previous step. The
- * measured figures (created → Complete) go to stderr as JSON (docs/performance.md "Promotion latency").
+ * measured figures (created → Complete) go to stderr as JSON (docs/performance.md "Promotion latency"). The same
+ * holds for a RepositoryCredential whose password is corrected: the Application that could not read its
+ * repository reads it at once.
  */
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { AppStudioKinds, type KindDescriptor } from '@gitops/api';
-import { createGitRepo, type GitServer, startGitServer } from '@gitops/local-env';
+import { createGitRepo, type GitServer, manifest, startGitServer } from '@gitops/local-env';
 import { collectionPath, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { create, GROUP_VERSION, get, list, remove } from '../fixture/kube.ts';
-import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
+import { create, GROUP_VERSION, get, list, mergePatch, remove } from '../fixture/kube.ts';
+import { CONVERGE_MS, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
 const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const RENDER_ANNOTATION = 'managed-gitops.redhat.com/render-gitops-repository';
@@ -191,5 +193,60 @@ describe('tier 3b: a promotion does not wait for Argo CD to poll (reconciliation
         max_ms: sorted[sorted.length - 1],
       })}\n`,
     );
+  });
+
+  it('a corrected repository password is used at once, not at the next poll of the Application that could not read it', async () => {
+    // Given a private repository and a RepositoryCredential with a wrong password
+    await createGitRepo(git.reposDir, 'private', {
+      'dev/config.yaml': manifest.configMap('private-config', { k: 'v' }),
+    });
+    git.setPassword('private', 'jane', PASSWORD);
+    const url = git.url('private');
+    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
+      metadata: { name: 'private-creds' },
+      type: 'managed-gitops.redhat.com/repository-credential',
+      stringData: { username: 'jane', password: 'not-the-password' },
+    });
+    await create(
+      f.system.kc,
+      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentrepositorycredentials`,
+      {
+        apiVersion: GROUP_VERSION,
+        kind: 'GitOpsDeploymentRepositoryCredential',
+        metadata: { name: 'private', labels: { [SHARD_LABEL]: f.system.shard } },
+        spec: { repository: url, secret: 'private-creds' },
+      },
+    );
+    // and a deployment of it, which Argo CD cannot read
+    const gd = await f.when.deployed(tenant, 'private-app', { repoURL: url, path: 'dev' });
+    await f.expect
+      .deployment(gd)
+      .is('a ComparisonError', (s) =>
+        (s.conditions ?? []).some((c) => c.type === 'ComparisonError' && c.status === 'True'),
+      );
+    // When the user corrects the password
+    const fixed = Date.now();
+    await mergePatch(f.system.kc, `/api/v1/namespaces/${tenant}/secrets/private-creds`, {
+      stringData: { password: PASSWORD },
+    });
+    // Then Argo CD reads the repository with it well before its next poll of that Application
+    await eventually(
+      'private-app Synced and Healthy',
+      async () => {
+        const status = ((await f.expect.deployment(gd).read())?.status ?? {}) as Parameters<
+          typeof syncedAndHealthy
+        >[0];
+        return syncedAndHealthy(status) ? true : undefined;
+      },
+      (RECONCILIATION_SECONDS * 1000) / 2,
+    );
+    process.stderr.write(
+      `${JSON.stringify({
+        figure: 'credential_fix_to_synced',
+        argocd_reconciliation_seconds: RECONCILIATION_SECONDS,
+        ms: Date.now() - fixed,
+      })}\n`,
+    );
+    assert.equal((await f.expect.object(tenant, 'ConfigMap', 'private-config')).data?.k, 'v');
   });
 });
