@@ -5,8 +5,8 @@
  * An Application row's reconcile (`reconcileApplication`): row gone → removal (application.removal.ts); moved
  * to another instance → release, moved here and not yet released → wait (tenant-move.ts); otherwise render,
  * apply (with the tenant's AppProjects, app-project.reconciler.ts), complete an adoption, and ask Argo CD to
- * refresh once when the row requests it (refresh.ts). Every step is a
- * function over `ApplicationDeps`; `createApplicationReconciler` only assembles them.
+ * refresh once when the row requests it (refresh.ts). Every step is a function over `ApplicationDeps`;
+ * `createApplicationReconciler` only assembles them.
  */
 import {
   type ApplicationRow,
