@@ -20,11 +20,13 @@ export interface RefreshCandidate {
 
 /**
  * The application rows of the GitOpsDeployments of one namespace (`namespace`), or of one tenant
- * (`clusterUserId`), with their specs.
+ * (`clusterUserId`), with their specs. `mentioning`: only specs whose text, in lower case, contains it (a
+ * normalised repository URL: the caller matches the sources exactly; this only spares reading the others).
  */
 export async function listRefreshCandidates(
   db: Kysely<Database>,
   scope: { namespace: string } | { clusterUserId: string },
+  mentioning?: string,
 ): Promise<RefreshCandidate[]> {
   let query = db
     .selectFrom('application as a')
@@ -37,6 +39,8 @@ export async function listRefreshCandidates(
     'namespace' in scope
       ? query.where('m.cr_namespace', '=', scope.namespace)
       : query.where('a.cluster_user_id', '=', scope.clusterUserId);
+  if (mentioning !== undefined)
+    query = query.where(sql<boolean>`strpos(lower(a.spec::text), ${mentioning.toLowerCase()}) > 0`);
   const rows = await query.execute();
   return rows.map((row) => ({
     id: row.id,

@@ -77,7 +77,7 @@ export async function refreshApplicationsOfBranch(db: Kysely<Database>, push: Pu
   const branch = push.branch.trim();
   if (url === '' || branch === '') return 0;
   return await db.transaction().execute(async (trx) => {
-    const candidates = await listRefreshCandidates(trx, { namespace: push.namespace });
+    const candidates = await listRefreshCandidates(trx, { namespace: push.namespace }, url);
     const rows = matching(candidates, (s) => followsBranch(s, url, branch));
     return (await requestApplicationRefresh(trx, rows)).length;
   });
@@ -92,7 +92,7 @@ export async function refreshApplicationsOfRepository(
   clusterUserId: string,
   normalizedUrl: string,
 ): Promise<number> {
-  const candidates = await listRefreshCandidates(trx, { clusterUserId });
+  const candidates = await listRefreshCandidates(trx, { clusterUserId }, normalizedUrl);
   const rows = matching(candidates, (s) => normalizeRepositoryUrl(s.repoURL) === normalizedUrl);
   return (await requestApplicationRefresh(trx, rows)).length;
 }
