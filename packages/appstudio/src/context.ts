@@ -57,6 +57,13 @@ export interface AppStudioOptions {
   readonly sshKnownHostsFile?: string;
   readonly now?: () => Date;
   /**
+   * What the host does after the GitOps repository render pushed a commit (issue 34 item 4): the backend asks
+   * Argo CD, through the database, to refresh the Applications of the namespace's GitOpsDeployments that follow
+   * that branch, so a promotion step does not wait for Argo CD's poll (180 s by default). A rejection makes the
+   * render's reconcile fail and try again (the push is not repeated). Default: nothing.
+   */
+  readonly onPushed?: (push: PushedCommit) => Promise<void>;
+  /**
    * Run the appstudio.redhat.com/devsandbox provisioner (GITOPS_APPSTUDIO_DEVSANDBOX): needs the SpaceRequest
    * CRD (the Dev Sandbox host operator's, or manifests/components/devsandbox-dependencies). Default false.
    */
@@ -77,6 +84,14 @@ export interface AppStudioOptions {
     tokenRenewBeforeMs?: number;
     tokenCheckIntervalMs?: number;
   };
+}
+
+/** A commit the GitOps repository render pushed to `branch` of `repoURL` for a binding of `namespace`. */
+export interface PushedCommit {
+  namespace: string;
+  repoURL: string;
+  branch: string;
+  commit: string;
 }
 
 /** Which objects an informer holds: this shard's (default), every shard's, or those a field selector picks. */
@@ -125,6 +140,7 @@ export function createAppStudioContext(options: AppStudioOptions): AppStudioCont
     renderGitTimeoutMs: DEFAULT_RENDER_GIT_TIMEOUT_MS,
     sshKnownHostsFile: '',
     now: () => new Date(),
+    onPushed: async () => {},
     devSandbox: false,
     devSandboxInsecure: false,
     namespaceProvisioner: {},

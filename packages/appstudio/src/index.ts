@@ -26,7 +26,12 @@ import {
 import type { Provisioner } from './provisioners/provisioner.ts';
 import { createBindingFeature } from './snapshot-environment-binding/binding.feature.ts';
 
-export { type AppStudioContext, type AppStudioOptions, requireAppStudioApi } from './context.ts';
+export {
+  type AppStudioContext,
+  type AppStudioOptions,
+  type PushedCommit,
+  requireAppStudioApi,
+} from './context.ts';
 export { environmentOwnerOf } from './environment/environment.watches.ts';
 export { RENDER_ANNOTATION } from './gitops-repository/render.ts';
 export { gitOpsDeploymentName } from './snapshot-environment-binding/binding.render.ts';

@@ -1,7 +1,9 @@
 /**
  * The App Studio environment API (packages/appstudio) inside the backend (GITOPS_APPSTUDIO, default on):
  * Kubernetes objects only, on the backend's shard, sharing its GitOpsDeployment and ManagedEnvironment caches
- * (one watch of each, not two). Its start step checks that the App Studio CRDs are installed.
+ * (one watch of each, not two). Its start step checks that the App Studio CRDs are installed. After the render
+ * pushed a commit, the applications that follow the branch are refreshed through the database
+ * (gitops-deployment/application-refresh.ts): the one thing it writes there.
  */
 import { readFileSync } from 'node:fs';
 import { createAppStudioFeatures, requireAppStudioApi } from '@gitops/appstudio';
@@ -14,6 +16,7 @@ import {
 } from '@gitops/shared';
 import type { BackendContext } from './backend-feature.ts';
 import { BACKEND_SHARD_LABEL } from './config.ts';
+import { refreshApplicationsOfBranch } from './gitops-deployment/application-refresh.ts';
 
 export function createAppStudio(
   ctx: BackendContext,
@@ -37,6 +40,13 @@ export function createAppStudio(
     promotionTimeoutMs: config.promotionTimeoutMs,
     renderGitTimeoutMs: config.renderGitTimeoutMs,
     sshKnownHostsFile: config.sshKnownHostsFile,
+    onPushed: async (push) => {
+      const refreshed = await refreshApplicationsOfBranch(ctx.db, push);
+      logger.debug(
+        { commit: push.commit, refreshed },
+        'Argo CD asked to refresh the applications of a pushed branch',
+      );
+    },
     devSandbox: config.appStudioDevSandbox,
     devSandboxInsecure: config.devSandboxInsecure,
     namespaceProvisioner: {

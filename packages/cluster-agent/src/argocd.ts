@@ -40,11 +40,19 @@ export const AgentLabel = {
 /**
  * Annotations the agent sets on its Applications. `RowVersion`: the `updated_at` of the application row it was
  * last applied from (ISO 8601); an older row is never applied over it (application.reconciler.ts, a database
- * restored from an older backup).
+ * restored from an older backup). `RefreshServed`: the row's `refresh_requested_at` (ISO 8601) for which Argo CD
+ * was last asked to refresh (application/refresh.ts): one refresh per request, also across restarts.
  */
 export const AgentAnnotation = {
   RowVersion: 'managed-gitops.redhat.com/row-version',
+  RefreshServed: 'managed-gitops.redhat.com/refresh-served',
 } as const;
+
+/**
+ * Argo CD's annotation that asks its application controller to compare the Application with Git again now
+ * (`normal`: the revision resolved afresh); Argo CD removes it once it has refreshed.
+ */
+export const REFRESH_ANNOTATION = 'argocd.argoproj.io/refresh';
 
 export const ARGOCD_RESOURCES_FINALIZER = Finalizer.ArgoCDResources;
 

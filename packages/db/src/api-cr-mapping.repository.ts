@@ -130,6 +130,7 @@ async function insertApplicationFromTarget(
       cluster_user_id: app_cluster_user_id,
       engine_instance_id: app_engine_instance_id,
       managed_environment_id: app_managed_environment_id,
+      refresh_requested_at: null,
       releasing_engine_instance_id: null,
       spec: application.spec,
       created_at: operation.created_at,

@@ -44,6 +44,7 @@ export interface Application {
   id: Generated<string>;
   managed_environment_id: string | null;
   name: string;
+  refresh_requested_at: Timestamp | null;
   releasing_engine_instance_id: string | null;
   spec: Json;
   updated_at: Generated<Timestamp>;

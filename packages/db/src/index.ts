@@ -1,6 +1,7 @@
 export * from './active-lock.ts';
 export * from './api-cr-mapping.repository.ts';
 export * from './application.repository.ts';
+export * from './application-refresh.repository.ts';
 export * from './application-state.repository.ts';
 export * from './cluster-user.repository.ts';
 export * from './connection.ts';

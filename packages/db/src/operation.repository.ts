@@ -645,3 +645,23 @@ export async function hasUnfinishedOperation(
     .executeTakeFirst();
   return row !== undefined;
 }
+
+/**
+ * Whether a change of one of a tenant's resources of this type is still on its way to Argo CD (an operation
+ * Waiting or In_Progress owned by the tenant), e.g. new repository credentials its Applications' refresh needs.
+ */
+export async function hasUnfinishedOperationOfTenant(
+  db: Kysely<Database>,
+  of: { engineInstanceId: string; resourceType: OperationResourceType; ownerUserId: string },
+): Promise<boolean> {
+  const row = await db
+    .selectFrom('operation')
+    .select('id')
+    .where('engine_instance_id', '=', of.engineInstanceId)
+    .where('resource_type', '=', of.resourceType)
+    .where('owner_user_id', '=', of.ownerUserId)
+    .where('state', 'in', ['Waiting', 'In_Progress'])
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}

@@ -22,6 +22,7 @@ import {
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import type { PushedCommit } from '../context.ts';
 import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
 import { RENDER_ANNOTATION } from './render.ts';
 
@@ -90,6 +91,8 @@ describe('rendering a Snapshot into the GitOps repository', () => {
       },
     });
   const get = (name: string) => f.get(Kind.SnapshotEnvironmentBinding, ns, name);
+  /** What the host was told of (ctx.onPushed): the backend refreshes the Applications of each. */
+  const pushes: PushedCommit[] = [];
   /** The binding once its repo condition is about its current generation and has `status`. */
   const rendered = (name: string, status: 'True' | 'False', timeoutMs = 60_000) =>
     eventually(
@@ -161,7 +164,7 @@ describe('rendering a Snapshot into the GitOps repository', () => {
     await snapshot('s1', S1, { api: `${IMAGE}-api:1` });
     await snapshot('s2', S2);
     await snapshot('s2-again', S2);
-    await f.start({}, { only: features });
+    await f.start({ onPushed: async (push) => void pushes.push(push) }, { only: features });
   }, 120_000);
 
   afterAll(async () => {
@@ -200,6 +203,11 @@ describe('rendering a Snapshot into the GitOps repository', () => {
     );
     assert.match(message, /By: SnapshotEnvironmentBinding shop-dev \(no PromotionRun\)/);
     assert.equal(repoCondition(b)?.reason, 'GenerateSuccess');
+    // The host was told of the push (the backend asks Argo CD to refresh what follows the branch).
+    assert.deepEqual(
+      pushes.filter((p) => p.namespace === ns),
+      [{ namespace: ns, repoURL: server.url('gitops'), branch: 'main', commit: head }],
+    );
     // The binding feature generates the deployment of that path.
     const deployment = await eventually('the GitOpsDeployment', () =>
       f.get(Kind.GitOpsDeployment, ns, 'shop-dev-shop-dev-web'),
@@ -223,10 +231,13 @@ describe('rendering a Snapshot into the GitOps repository', () => {
       await show('components/web/overlays/dev/kustomization.yaml'),
       new RegExp(`- name: ${IMAGE}\\n {4}newTag: "2.0"`),
     );
+    assert.equal(pushes.at(-1)?.commit, head);
     const count = await git('rev-list', '--count', 'main');
+    const told = pushes.length;
     await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-dev', { spec: { snapshot: 's2-again' } });
     const again = await rendered('shop-dev', 'True');
     assert.equal(await git('rev-list', '--count', 'main'), count);
+    assert.equal(pushes.length, told, 'no commit, nothing to refresh');
     assert.match(String(repoCondition(again)?.message), /Snapshot s2-again rendered for Environment dev/);
   });
 

@@ -112,6 +112,8 @@ export function createRenderReconciler(ctx: AppStudioContext, deps: RenderDeps) 
   /** key → consecutive unreachable failures, for the backoff. */
   const unreachable = new Map<string, number>();
   const warnedElsewhere = new Set<string>();
+  /** Keys whose pushed commit the host was not yet told of (ctx.onPushed failed): told at the next pass. */
+  const pushNotTold = new Set<string>();
   const gitOptions = { timeoutMs: ctx.renderGitTimeoutMs, sshKnownHostsFile: ctx.sshKnownHostsFile };
   const writeStatus = (binding: BindingCr, patch: Json) => writeChangedStatus(kc, Binding, binding, patch);
 
@@ -170,6 +172,7 @@ export function createRenderReconciler(ctx: AppStudioContext, deps: RenderDeps) 
     if (!cached || cached.metadata.deletionTimestamp) {
       rendered.delete(key);
       unreachable.delete(key);
+      pushNotTold.delete(key);
       return undefined;
     }
     const application = deps.applications.get(namespace, cached.spec.application);
@@ -434,6 +437,14 @@ export function createRenderReconciler(ctx: AppStudioContext, deps: RenderDeps) 
       return failWith(key, binding, run, gitFailureCondition(err, repo));
     }
     unreachable.delete(key);
+    // Argo CD is asked to look at the branch now (not at its next poll); a failure is retried with the
+    // reconcile, whose render then pushes nothing, so the key remembers that the host was not told yet.
+    if (result.pushed) pushNotTold.add(key);
+    if (pushNotTold.has(key)) {
+      const namespace = binding.metadata.namespace ?? '';
+      await ctx.onPushed({ namespace, repoURL: repo.url, branch: repo.branch, commit: result.commit });
+      pushNotTold.delete(key);
+    }
     if (!(await writeRendered(binding, repo, images, result.commit))) return { requeueAfter: 1 };
     rendered.set(key, fingerprint);
     logger.info({ commit: result.commit, pushed: result.pushed, snapshot }, 'rendered');

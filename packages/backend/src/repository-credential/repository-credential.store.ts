@@ -24,12 +24,14 @@ import {
   upsertClusterUser,
 } from '@gitops/db';
 import type { Kysely, Transaction } from 'kysely';
+import { refreshApplicationsOfRepository } from '../gitops-deployment/application-refresh.ts';
 import { RepositoryCredentialCr } from '../kinds.ts';
 import { tenantEngineInstance } from '../placement.ts';
+import { normalizeRepositoryUrl } from '../repository-url.ts';
 import type { GitCredentials } from './git-ls-remote.ts';
 
 /** Additional authenticated data of each sealed column (one definition for both processes, in @gitops/db). */
-export { SealContext };
+export { normalizeRepositoryUrl, SealContext };
 
 export interface RepositoryCredentialIdentity {
   namespace: string;
@@ -92,18 +94,6 @@ export interface DesiredRepositoryCredentials {
 export type RepositoryCredentialsApplyResult =
   | { change: 'none'; row: RepositoryCredentialsRow }
   | { change: 'created' | 'updated'; row: RepositoryCredentialsRow; operation: OperationRow };
-
-/**
- * The AppProject's rule (cluster-agent app-project.render.ts `normaliseRepoUrl`): trimmed, lower-case,
- * without trailing `/` or `.git`, so the stored URL and the AppProject's sourceRepos agree.
- */
-export function normalizeRepositoryUrl(url: string): string {
-  let normalised = url.trim().toLowerCase();
-  while (normalised.endsWith('/')) normalised = normalised.slice(0, -1);
-  if (normalised.endsWith('.git')) normalised = normalised.slice(0, -4);
-  while (normalised.endsWith('/')) normalised = normalised.slice(0, -1);
-  return normalised;
-}
 
 function openOrUndefined(sealer: Sealer, value: Buffer | null, context: string): string | undefined {
   if (value === null) return undefined;
@@ -182,6 +172,8 @@ export async function applyRepositoryCredentials(
       ownerUserId: updated.cluster_user_id,
       ownerCr,
     });
+    // Argo CD uses the new credentials at once, not at its next poll of each application.
+    await refreshApplicationsOfRepository(trx, updated.cluster_user_id, updated.normalized_repository_url);
     return { change: 'updated', row: updated, operation };
   }
 
@@ -217,5 +209,7 @@ export async function applyRepositoryCredentials(
     ownerUserId: tenant.id,
     ownerCr,
   });
+  // An application of that repository that could not read it may now.
+  await refreshApplicationsOfRepository(trx, tenant.id, created.normalized_repository_url);
   return { change: 'created', row: created, operation };
 }

@@ -4,8 +4,9 @@
  *
  * An Application row's reconcile (`reconcileApplication`): row gone → removal (application.removal.ts); moved
  * to another instance → release, moved here and not yet released → wait (tenant-move.ts); otherwise render,
- * apply (with the tenant's AppProjects, app-project.reconciler.ts) and complete an adoption. Every step is a
- * function over `ApplicationDeps`; `createApplicationReconciler` only assembles them.
+ * apply (with the tenant's AppProjects, app-project.reconciler.ts), complete an adoption, and ask Argo CD to
+ * refresh once when the row requests it (refresh.ts). Every step is a function over `ApplicationDeps`;
+ * `createApplicationReconciler` only assembles them.
  */
 import {
   type ApplicationRow,
@@ -53,6 +54,7 @@ import {
   requestsNamespaceCreation,
 } from './application.render.ts';
 import { deletionBudgetOf } from './deletion-guard.ts';
+import { CREDENTIALS_WAIT_MAX_MS, type RefreshDeps, refreshIfRequested } from './refresh.ts';
 import { createSettled, ownedFields, type Settled } from './settled.ts';
 import { awaitingRelease, completeAdoption, moveStepOf, releaseApplicationsOf } from './tenant-move.ts';
 
@@ -87,7 +89,8 @@ export interface ApplicationReconciler {
 }
 
 export type ApplicationDeps = AppProjectDeps &
-  RemovalDeps & {
+  RemovalDeps &
+  RefreshDeps & {
     applications: Pick<Informer<KubeObject>, 'get' | 'list'>;
     /** Application id → its row and live owned fields when last found matching (`applicationFingerprint`). */
     settledApplications: Settled;
@@ -97,10 +100,19 @@ export type ApplicationDeps = AppProjectDeps &
     olderRowWaits: BoundedWaits;
   };
 
-/** What settles an Application: its row (spec, environment, update time) and the live owned fields. */
+/**
+ * What settles an Application: its row (spec, environment, update time, the refresh it requests) and the live
+ * owned fields. A refresh requested since (a stamp that leaves `updated_at` alone) unsettles it, so the drift
+ * resync serves a request whose operation was lost.
+ */
 export function applicationFingerprint(row: ApplicationRow, live: KubeObject): string {
   return jsonFingerprint({
-    row: { spec: row.spec, environment: row.managed_environment_id, updated: row.updated_at.getTime() },
+    row: {
+      spec: row.spec,
+      environment: row.managed_environment_id,
+      updated: row.updated_at.getTime(),
+      refresh: row.refresh_requested_at?.getTime() ?? null,
+    },
     live: ownedFields(live),
   });
 }
@@ -370,7 +382,7 @@ export async function applyApplication(
   );
 }
 
-/** Application row `id`: removed, released, waited for or applied (header). */
+/** Application row `id`: removed, released, waited for or applied and refreshed if it asks (header). */
 export async function reconcileApplication(
   deps: ApplicationDeps,
   id: string,
@@ -378,7 +390,10 @@ export async function reconcileApplication(
 ): Promise<ResourceOutcome> {
   deps.settledApplications.forget(id);
   const found = isUuid(id) ? await getApplicationWithDestination(deps.db, id) : undefined;
-  if (!found) return await deleteApplicationsOf(deps, id, options);
+  if (!found) {
+    deps.servedRefreshes.delete(id);
+    return await deleteApplicationsOf(deps, id, options);
+  }
   switch (moveStepOf(found.application, deps.engineInstanceId)) {
     case 'release':
       // The tenant moved to another instance: what it deployed stays; that instance's Argo CD takes it over.
@@ -386,7 +401,12 @@ export async function reconcileApplication(
     case 'await-release':
       return awaitingRelease(found.application);
     default:
-      return await applyApplication(deps, found, options);
+      return await refreshIfRequested(
+        deps,
+        found.application,
+        await applyApplication(deps, found, options),
+        options,
+      );
   }
 }
 
@@ -411,6 +431,8 @@ export function createApplicationReconciler(
     syncEnds: boundedWaits(SYNC_END_WAIT_MAX_MS),
     destinationWaits: boundedWaits(DESTINATION_WAIT_MAX_MS),
     olderRowWaits: boundedWaits(OLDER_ROW_WAIT_MAX_MS),
+    servedRefreshes: new Map(),
+    credentialWaits: boundedWaits(CREDENTIALS_WAIT_MAX_MS),
     ownApplies: createOwnWrites(),
     deletionBudget: deletionBudgetOf(config),
     reconcileAppProject: (clusterUserId, options) => reconcileAppProject(deps, clusterUserId, options),

@@ -14,7 +14,7 @@ import type { KubeObject } from '@gitops/shared';
 export const SYNC_INITIATOR = 'gitops-service';
 /** Our field manager for the `operation` field and the refresh annotation (not the applier's). */
 export const SYNC_FIELD_MANAGER = FieldManager.ClusterAgentSync;
-export const REFRESH_ANNOTATION = 'argocd.argoproj.io/refresh';
+export { REFRESH_ANNOTATION } from '../argocd.ts';
 
 const TERMINAL_PHASES = new Set<string>(['Succeeded', 'Failed', 'Error', 'Terminated']);
 
