@@ -7,16 +7,16 @@
  * Released (Retain).
  */
 import assert from 'node:assert/strict';
-import { AppStudioKinds, type KindDescriptor } from '@gitops/api';
+import { AppStudioKinds } from '@gitops/api';
 import { type GitRepo, manifest } from '@gitops/local-env';
-import { collectionPath, type KubeObject } from '@gitops/shared';
+import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { type AppStudioObjects, appStudioObjects } from '../fixture/appstudio.ts';
 import { create, get, list, mergePatch, remove } from '../fixture/kube.ts';
 import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
 import { randomSuffix } from '../fixture/system.ts';
 
-const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const CLASSES = '/apis/appstudio.redhat.com/v1alpha1/deploymenttargetclasses';
 
 interface Status {
@@ -33,16 +33,7 @@ describe('tier 3b: App Studio deployment targets with a real Argo CD', () => {
   const classes: string[] = [];
   const namespaces: string[] = [];
 
-  const path = (kind: KindDescriptor, name = '') =>
-    `${collectionPath({ ...kind.resource, namespace: tenant })}${name ? `/${name}` : ''}`;
-  const createObject = (kind: KindDescriptor, name: string, spec: Record<string, unknown>) =>
-    create(f.system.kc, path(kind), {
-      apiVersion: kind.apiVersion,
-      kind: kind.kind,
-      metadata: { name, namespace: tenant, labels: { [SHARD_LABEL]: f.system.shard } },
-      spec,
-    });
-  const read = (kind: KindDescriptor, name: string) => get(f.system.kc, path(kind, name));
+  let apps: AppStudioObjects;
   const namespaceOf = (name: string) => get(f.system.kc, `/api/v1/namespaces/${name}`);
   const deploymentsOf = async (binding: string) =>
     (
@@ -66,22 +57,22 @@ describe('tier 3b: App Studio deployment targets with a real Argo CD', () => {
     });
     const claim = `${env}-dtc`;
     await Promise.all([
-      createObject(AppStudioKinds.DeploymentTargetClaim, claim, { deploymentTargetClassName: className }),
-      createObject(AppStudioKinds.Environment, env, {
+      apps.create(AppStudioKinds.DeploymentTargetClaim, claim, { deploymentTargetClassName: className }),
+      apps.create(AppStudioKinds.Environment, env, {
         displayName: env,
         deploymentStrategy: 'Manual',
         configuration: { target: { deploymentTargetClaim: { claimName: claim } } },
       }),
     ]);
     const binding = `shop-${env}`;
-    await createObject(AppStudioKinds.SnapshotEnvironmentBinding, binding, {
+    await apps.create(AppStudioKinds.SnapshotEnvironmentBinding, binding, {
       application: 'shop',
       environment: env,
       snapshot: 'shop-1',
       components: [{ name: 'web', configuration: { replicas: 1 } }],
     });
     // The component service.
-    await mergePatch(f.system.kc, `${path(AppStudioKinds.SnapshotEnvironmentBinding, binding)}/status`, {
+    await mergePatch(f.system.kc, `${apps.path(AppStudioKinds.SnapshotEnvironmentBinding, binding)}/status`, {
       status: {
         components: [
           {
@@ -100,7 +91,7 @@ describe('tier 3b: App Studio deployment targets with a real Argo CD', () => {
     const target = await eventually(
       'the provisioned target Bound',
       async () => {
-        const t = await read(AppStudioKinds.DeploymentTarget, `${claim}-dt`);
+        const t = await apps.read(AppStudioKinds.DeploymentTarget, `${claim}-dt`);
         return statusOf(t).phase === 'Bound' ? t : undefined;
       },
       CONVERGE_MS,
@@ -144,20 +135,21 @@ describe('tier 3b: App Studio deployment targets with a real Argo CD', () => {
   beforeAll(async () => {
     f = await startRealSystem();
     tenant = await f.given.tenant('appstudio-dt');
+    apps = appStudioObjects(f.system, tenant);
     const files: Record<string, string> = {};
     for (const env of ['dev', 'qa'])
       files[`components/web/overlays/${env}/config.yaml`] = manifest.configMap(`web-${env}`, {
         environment: env,
       });
     repo = await f.given.repository('appstudio-dt-gitops', files);
-    await createObject(AppStudioKinds.Application, 'shop', { displayName: 'shop' });
+    await apps.create(AppStudioKinds.Application, 'shop', { displayName: 'shop' });
   });
 
   afterAll(async () => {
-    for (const b of (await list(f.system.kc, path(AppStudioKinds.SnapshotEnvironmentBinding)).catch(
+    for (const b of (await list(f.system.kc, apps.path(AppStudioKinds.SnapshotEnvironmentBinding)).catch(
       () => [],
     )) as KubeObject[])
-      await remove(f.system.kc, path(AppStudioKinds.SnapshotEnvironmentBinding, b.metadata.name));
+      await remove(f.system.kc, apps.path(AppStudioKinds.SnapshotEnvironmentBinding, b.metadata.name));
     await f?.stop();
     for (const name of classes) await remove(f.system.kc, `${CLASSES}/${name}`).catch(() => {});
     for (const name of namespaces) await remove(f.system.kc, `/api/v1/namespaces/${name}`).catch(() => {});
@@ -166,7 +158,7 @@ describe('tier 3b: App Studio deployment targets with a real Argo CD', () => {
   it('Delete: deploys into the provisioned namespace through its token; deleting the Environment then the claim removes deployments, ManagedEnvironment, target and namespace', async () => {
     const { claim, namespace, binding, target } = await deployedThroughClaim('dev', 'Delete');
 
-    await remove(f.system.kc, path(AppStudioKinds.Environment, 'dev'));
+    await remove(f.system.kc, apps.path(AppStudioKinds.Environment, 'dev'));
     await eventually(
       'the deployments gone',
       async () => ((await deploymentsOf(binding)).length === 0 ? true : undefined),
@@ -180,16 +172,18 @@ describe('tier 3b: App Studio deployment targets with a real Argo CD', () => {
     );
     assert.ok(await namespaceOf(namespace), 'the namespace stays while the claim exists');
 
-    await remove(f.system.kc, path(AppStudioKinds.DeploymentTargetClaim, claim));
+    await remove(f.system.kc, apps.path(AppStudioKinds.DeploymentTargetClaim, claim));
     await eventually(
       'the target being deleted',
       async () =>
-        (await read(AppStudioKinds.DeploymentTarget, target))?.metadata.deletionTimestamp ? true : undefined,
+        (await apps.read(AppStudioKinds.DeploymentTarget, target))?.metadata.deletionTimestamp
+          ? true
+          : undefined,
       CONVERGE_MS,
     );
     await goneEventually('the namespace', () => namespaceOf(namespace));
-    await goneEventually('the target', () => read(AppStudioKinds.DeploymentTarget, target));
-    await goneEventually('the claim', () => read(AppStudioKinds.DeploymentTargetClaim, claim));
+    await goneEventually('the target', () => apps.read(AppStudioKinds.DeploymentTarget, target));
+    await goneEventually('the claim', () => apps.read(AppStudioKinds.DeploymentTargetClaim, claim));
     assert.equal(
       await get(f.system.kc, `/api/v1/namespaces/${tenant}/secrets/${claim}-dt-kubeconfig`),
       undefined,
@@ -198,18 +192,18 @@ describe('tier 3b: App Studio deployment targets with a real Argo CD', () => {
 
   it('Retain: the namespace stays and the target is Released', async () => {
     const { claim, namespace, binding, target } = await deployedThroughClaim('qa', 'Retain');
-    await remove(f.system.kc, path(AppStudioKinds.Environment, 'qa'));
+    await remove(f.system.kc, apps.path(AppStudioKinds.Environment, 'qa'));
     await eventually(
       'the deployments gone',
       async () => ((await deploymentsOf(binding)).length === 0 ? true : undefined),
       CONVERGE_MS,
     );
-    await remove(f.system.kc, path(AppStudioKinds.DeploymentTargetClaim, claim));
-    await goneEventually('the claim', () => read(AppStudioKinds.DeploymentTargetClaim, claim));
+    await remove(f.system.kc, apps.path(AppStudioKinds.DeploymentTargetClaim, claim));
+    await goneEventually('the claim', () => apps.read(AppStudioKinds.DeploymentTargetClaim, claim));
     const released = await eventually(
       'the target Released',
       async () => {
-        const t = await read(AppStudioKinds.DeploymentTarget, target);
+        const t = await apps.read(AppStudioKinds.DeploymentTarget, target);
         return statusOf(t).phase === 'Released' ? t : undefined;
       },
       CONVERGE_MS,

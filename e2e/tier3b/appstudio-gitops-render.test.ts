@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { AppStudioKinds, type KindDescriptor } from '@gitops/api';
+import { AppStudioKinds } from '@gitops/api';
 import {
   createGitRepo,
   type GitRepo,
@@ -20,14 +20,14 @@ import {
   startGitServer,
   startGitSshServer,
 } from '@gitops/local-env';
-import { collectionPath, type KubeObject } from '@gitops/shared';
+import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { create, GROUP_VERSION, get, list, remove } from '../fixture/kube.ts';
+import { type AppStudioObjects, appStudioObjects, cronJobComponent } from '../fixture/appstudio.ts';
+import { GROUP_VERSION, get } from '../fixture/kube.ts';
 import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
 
 const exec = promisify(execFile);
-const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 /** The Application annotation that asks the service to render its GitOps repository (packages/appstudio README). */
 const RENDER_ANNOTATION = 'managed-gitops.redhat.com/render-gitops-repository';
 const PASSWORD = 'tier3b-render-Pa55-feed';
@@ -61,17 +61,7 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
   let tenant: string;
   let repo: GitRepo;
 
-  const path = (kind: KindDescriptor, name = '') =>
-    `${collectionPath({ ...kind.resource, namespace: tenant })}${name ? `/${name}` : ''}`;
-  const createObject = (kind: KindDescriptor, name: string, body: Record<string, unknown>) => {
-    const { metadata = {}, ...rest } = body as { metadata?: Record<string, unknown> };
-    return create(f.system.kc, path(kind), {
-      apiVersion: kind.apiVersion,
-      kind: kind.kind,
-      metadata: { ...metadata, name, namespace: tenant, labels: { [SHARD_LABEL]: f.system.shard } },
-      ...rest,
-    });
-  };
+  let apps: AppStudioObjects;
   const bareGit = async (...args: string[]) =>
     (
       await exec('git', ['-C', repo.bareDir, ...args], {
@@ -82,19 +72,19 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
     eventually(
       `PromotionRun ${name} Complete`,
       async () => {
-        const r = await get(f.system.kc, path(AppStudioKinds.PromotionRun, name));
+        const r = await apps.read(AppStudioKinds.PromotionRun, name);
         return (r?.status as { state?: string } | undefined)?.state === 'Complete' ? r : undefined;
       },
       CONVERGE_MS * 2,
     );
   const promote = (name: string, snapshot: string, spec: Record<string, unknown>) =>
-    createObject(AppStudioKinds.PromotionRun, name, { spec: { snapshot, application: 'shop', ...spec } });
+    apps.create(AppStudioKinds.PromotionRun, name, { snapshot, application: 'shop', ...spec });
 
   /** What a user checks after a step: the commit, the deployed image, the deployment at that commit. */
   async function deployedAt(env: string, snapshot: 's1' | 's2', run: string): Promise<void> {
-    const binding = await get(
-      f.system.kc,
-      path(AppStudioKinds.SnapshotEnvironmentBinding, `shop-${env}-generated-binding`),
+    const binding = await apps.read(
+      AppStudioKinds.SnapshotEnvironmentBinding,
+      `shop-${env}-generated-binding`,
     );
     const components = (
       (binding?.status ?? {}) as { components?: { gitopsRepository: { commitID: string; path: string } }[] }
@@ -163,88 +153,44 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
       sshKnownHosts: [ssh.knownHostsLine],
     });
     tenant = await f.given.tenant('render');
-    const files: Record<string, string> = {
-      'components/web/base/kustomization.yaml': 'resources:\n  - cronjob.yaml\n',
-      'components/web/base/cronjob.yaml': [
-        'apiVersion: batch/v1',
-        'kind: CronJob',
-        'metadata: {name: web}',
-        'spec:',
-        '  suspend: true',
-        '  schedule: "0 0 1 1 *"',
-        '  jobTemplate:',
-        '    spec:',
-        '      template:',
-        '        spec:',
-        '          restartPolicy: Never',
-        `          containers: [{name: web, image: "${IMAGE}:base"}]`,
-        '',
-      ].join('\n'),
-    };
+    apps = appStudioObjects(f.system, tenant);
+    const files: Record<string, string> = cronJobComponent('web', IMAGE);
     for (const env of ENVIRONMENTS) files[`components/web/overlays/${env}/kustomization.yaml`] = overlay(env);
-    // A second application, rendered over SSH: its component's base is the same CronJob named `cart`.
-    files['components/cart/base/kustomization.yaml'] = files['components/web/base/kustomization.yaml'] ?? '';
-    files['components/cart/base/cronjob.yaml'] = (files['components/web/base/cronjob.yaml'] ?? '')
-      .replace('{name: web}', '{name: cart}')
-      .replace(`${IMAGE}:base`, `${CART_IMAGE}:base`);
+    // A second application, rendered over SSH: its component's base is the same kind of CronJob, named `cart`.
+    Object.assign(files, cronJobComponent('cart', CART_IMAGE));
     files['components/cart/overlays/dev/kustomization.yaml'] =
       'resources:\n  - ../../base\nnameSuffix: -dev\n';
     repo = await createGitRepo(git.reposDir, 'shop-gitops', files);
     git.setPassword('shop-gitops', 'jane', PASSWORD);
-    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
-      metadata: { name: 'git-creds' },
-      type: 'managed-gitops.redhat.com/repository-credential',
-      stringData: { username: 'jane', password: PASSWORD },
-    });
-    await create(
-      f.system.kc,
-      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentrepositorycredentials`,
-      {
-        apiVersion: GROUP_VERSION,
-        kind: 'GitOpsDeploymentRepositoryCredential',
-        metadata: { name: 'shop-gitops', labels: { [SHARD_LABEL]: f.system.shard } },
-        spec: { repository: git.url('shop-gitops'), secret: 'git-creds' },
-      },
+    await f.given.repositoryCredential(
+      tenant,
+      'shop-gitops',
+      { repository: git.url('shop-gitops') },
+      { name: 'git-creds', credentials: { username: 'jane', password: PASSWORD } },
     );
-    await createObject(AppStudioKinds.Application, 'shop', {
-      metadata: { annotations: { [RENDER_ANNOTATION]: 'true' } },
-      spec: { displayName: 'shop', gitOpsRepository: { url: git.url('shop-gitops'), branch: 'main' } },
-    });
-    await createObject(AppStudioKinds.Component, 'web', {
-      spec: { componentName: 'web', application: 'shop' },
-    });
+    await apps.create(
+      AppStudioKinds.Application,
+      'shop',
+      { displayName: 'shop', gitOpsRepository: { url: git.url('shop-gitops'), branch: 'main' } },
+      { [RENDER_ANNOTATION]: 'true' },
+    );
+    await apps.create(AppStudioKinds.Component, 'web', { componentName: 'web', application: 'shop' });
     for (const [i, env] of ENVIRONMENTS.entries())
-      await createObject(AppStudioKinds.Environment, env, {
-        spec: {
-          displayName: env,
-          deploymentStrategy: 'AppStudioAutomated',
-          ...(i > 0 ? { parentEnvironment: ENVIRONMENTS[i - 1] } : {}),
-          ...(env === 'dev' ? { configuration: { env: [{ name: 'MODE', value: 'development' }] } } : {}),
-        },
+      await apps.create(AppStudioKinds.Environment, env, {
+        displayName: env,
+        deploymentStrategy: 'AppStudioAutomated',
+        ...(i > 0 ? { parentEnvironment: ENVIRONMENTS[i - 1] } : {}),
+        ...(env === 'dev' ? { configuration: { env: [{ name: 'MODE', value: 'development' }] } } : {}),
       });
     for (const snapshot of ['s1', 's2'] as const)
-      await createObject(AppStudioKinds.Snapshot, snapshot, {
-        spec: {
-          application: 'shop',
-          components: [{ name: 'web', containerImage: `${IMAGE}:${snapshot}@${DIGEST[snapshot]}` }],
-        },
+      await apps.create(AppStudioKinds.Snapshot, snapshot, {
+        application: 'shop',
+        components: [{ name: 'web', containerImage: `${IMAGE}:${snapshot}@${DIGEST[snapshot]}` }],
       });
   });
 
   afterAll(async () => {
-    for (const b of (await list(f.system.kc, path(AppStudioKinds.SnapshotEnvironmentBinding)).catch(
-      () => [],
-    )) as KubeObject[])
-      await remove(f.system.kc, path(AppStudioKinds.SnapshotEnvironmentBinding, b.metadata.name));
-    await eventually(
-      'the generated GitOpsDeployments to be gone',
-      async () =>
-        (await list(f.system.kc, `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeployments`)).length ===
-        0
-          ? true
-          : undefined,
-      120_000,
-    ).catch(() => {});
+    await apps?.removeBindings();
     await f?.stop();
     await ssh?.stop();
     await git?.stop();
@@ -270,33 +216,22 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
   });
 
   it('over SSH: an application whose GitOps repository is an ssh:// URL is rendered with the sshPrivateKey and deployed by Argo CD', async () => {
-    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
-      metadata: { name: 'git-ssh' },
-      type: 'managed-gitops.redhat.com/repository-credential',
-      stringData: { sshPrivateKey: sshKey.privateKey },
-    });
-    await create(
-      f.system.kc,
-      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentrepositorycredentials`,
-      {
-        apiVersion: GROUP_VERSION,
-        kind: 'GitOpsDeploymentRepositoryCredential',
-        metadata: { name: 'shop-gitops-ssh', labels: { [SHARD_LABEL]: f.system.shard } },
-        spec: { repository: ssh.url('shop-gitops'), secret: 'git-ssh' },
-      },
+    await f.given.repositoryCredential(
+      tenant,
+      'shop-gitops-ssh',
+      { repository: ssh.url('shop-gitops') },
+      { name: 'git-ssh', credentials: { sshPrivateKey: sshKey.privateKey } },
     );
-    await createObject(AppStudioKinds.Application, 'cart', {
-      metadata: { annotations: { [RENDER_ANNOTATION]: 'true' } },
-      spec: { displayName: 'cart', gitOpsRepository: { url: ssh.url('shop-gitops') } },
-    });
-    await createObject(AppStudioKinds.Component, 'cart', {
-      spec: { componentName: 'cart', application: 'cart' },
-    });
-    await createObject(AppStudioKinds.Snapshot, 'cart-1', {
-      spec: {
-        application: 'cart',
-        components: [{ name: 'cart', containerImage: `${CART_IMAGE}@${DIGEST.s1}` }],
-      },
+    await apps.create(
+      AppStudioKinds.Application,
+      'cart',
+      { displayName: 'cart', gitOpsRepository: { url: ssh.url('shop-gitops') } },
+      { [RENDER_ANNOTATION]: 'true' },
+    );
+    await apps.create(AppStudioKinds.Component, 'cart', { componentName: 'cart', application: 'cart' });
+    await apps.create(AppStudioKinds.Snapshot, 'cart-1', {
+      application: 'cart',
+      components: [{ name: 'cart', containerImage: `${CART_IMAGE}@${DIGEST.s1}` }],
     });
     await promote('cart-1-to-dev', 'cart-1', {
       application: 'cart',
@@ -305,16 +240,13 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
     const run = await eventually(
       'PromotionRun cart-1-to-dev Complete',
       async () => {
-        const r = await get(f.system.kc, path(AppStudioKinds.PromotionRun, 'cart-1-to-dev'));
+        const r = await apps.read(AppStudioKinds.PromotionRun, 'cart-1-to-dev');
         return (r?.status as { state?: string } | undefined)?.state === 'Complete' ? r : undefined;
       },
       CONVERGE_MS * 2,
     );
     assert.equal((run.status as { completionResult?: string }).completionResult, 'Success');
-    const binding = await get(
-      f.system.kc,
-      path(AppStudioKinds.SnapshotEnvironmentBinding, 'cart-dev-generated-binding'),
-    );
+    const binding = await apps.read(AppStudioKinds.SnapshotEnvironmentBinding, 'cart-dev-generated-binding');
     const source = (
       (binding?.status ?? {}) as { components?: { gitopsRepository: { url: string; commitID: string } }[] }
     ).components?.[0]?.gitopsRepository;

@@ -5,15 +5,14 @@
  * the rest. Success means every deployment Synced and Healthy at the promoted commit (design §4).
  */
 import assert from 'node:assert/strict';
-import { AppStudioKinds, type KindDescriptor } from '@gitops/api';
+import { AppStudioKinds } from '@gitops/api';
 import { type GitRepo, manifest } from '@gitops/local-env';
-import { collectionPath, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { create, get, list, mergePatch, remove } from '../fixture/kube.ts';
+import { type AppStudioObjects, appStudioObjects } from '../fixture/appstudio.ts';
+import { get, list, mergePatch } from '../fixture/kube.ts';
 import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-argo-cd.ts';
 
-const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const ENVIRONMENTS = ['dev', 'staging', 'prod'] as const;
 
 describe('tier 3b: App Studio promotion with a real Argo CD', () => {
@@ -23,16 +22,8 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
   let stopped = false;
   let componentService: Promise<void> | undefined;
 
-  const path = (kind: KindDescriptor, name = '') =>
-    `${collectionPath({ ...kind.resource, namespace: tenant })}${name ? `/${name}` : ''}`;
-  const createObject = (kind: KindDescriptor, name: string, spec: Record<string, unknown>) =>
-    create(f.system.kc, path(kind), {
-      apiVersion: kind.apiVersion,
-      kind: kind.kind,
-      metadata: { name, namespace: tenant, labels: { [SHARD_LABEL]: f.system.shard } },
-      spec,
-    });
-  const run = (name: string) => get(f.system.kc, path(AppStudioKinds.PromotionRun, name));
+  let apps: AppStudioObjects;
+  const run = (name: string) => apps.read(AppStudioKinds.PromotionRun, name);
   const completed = (name: string) =>
     eventually(
       `PromotionRun ${name} Complete`,
@@ -48,12 +39,12 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
     while (!stopped) {
       try {
         const head = await repo.head();
-        for (const b of await list(f.system.kc, path(AppStudioKinds.SnapshotEnvironmentBinding))) {
+        for (const b of await list(f.system.kc, apps.path(AppStudioKinds.SnapshotEnvironmentBinding))) {
           if ((b.status as { components?: unknown } | undefined)?.components) continue;
           const spec = b.spec as { environment: string; components: { name: string }[] };
           await mergePatch(
             f.system.kc,
-            `${path(AppStudioKinds.SnapshotEnvironmentBinding, b.metadata.name)}/status`,
+            `${apps.path(AppStudioKinds.SnapshotEnvironmentBinding, b.metadata.name)}/status`,
             {
               status: {
                 components: spec.components.map((c) => ({
@@ -80,15 +71,16 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
   beforeAll(async () => {
     f = await startRealSystem();
     tenant = await f.given.tenant('appstudio');
+    apps = appStudioObjects(f.system, tenant);
     const files: Record<string, string> = {};
     for (const env of ENVIRONMENTS)
       files[`components/web/overlays/${env}/config.yaml`] = manifest.configMap(`web-${env}`, {
         environment: env,
       });
     repo = await f.given.repository('appstudio-gitops', files);
-    await createObject(AppStudioKinds.Application, 'shop', { displayName: 'shop' });
-    await createObject(AppStudioKinds.Component, 'web', { componentName: 'web', application: 'shop' });
-    await createObject(AppStudioKinds.Snapshot, 'shop-1', {
+    await apps.create(AppStudioKinds.Application, 'shop', { displayName: 'shop' });
+    await apps.create(AppStudioKinds.Component, 'web', { componentName: 'web', application: 'shop' });
+    await apps.create(AppStudioKinds.Snapshot, 'shop-1', {
       application: 'shop',
       components: [{ name: 'web', containerImage: 'images.example/example/web@sha256:1' }],
     });
@@ -99,36 +91,20 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
     stopped = true;
     await componentService;
     // Bindings own the deployments: deleting them lets Argo CD prune before the system stops.
-    for (const b of (await list(f.system.kc, path(AppStudioKinds.SnapshotEnvironmentBinding)).catch(
-      () => [],
-    )) as KubeObject[])
-      await remove(f.system.kc, path(AppStudioKinds.SnapshotEnvironmentBinding, b.metadata.name));
-    await eventually(
-      'the generated GitOpsDeployments to be gone',
-      async () =>
-        (
-          await list(
-            f.system.kc,
-            `/apis/managed-gitops.redhat.com/v1alpha1/namespaces/${tenant}/gitopsdeployments`,
-          )
-        ).length === 0
-          ? true
-          : undefined,
-      120_000,
-    ).catch(() => {});
+    await apps?.removeBindings();
     await f?.stop();
   });
 
   it('a manual promotion staging → prod ends Complete/Success with prod deployed at the promoted commit', async () => {
-    await createObject(AppStudioKinds.Environment, 'staging', {
+    await apps.create(AppStudioKinds.Environment, 'staging', {
       displayName: 'Staging',
       deploymentStrategy: 'Manual',
     });
-    await createObject(AppStudioKinds.Environment, 'prod', {
+    await apps.create(AppStudioKinds.Environment, 'prod', {
       displayName: 'Prod',
       deploymentStrategy: 'Manual',
     });
-    await createObject(AppStudioKinds.PromotionRun, 'shop-1-to-staging', {
+    await apps.create(AppStudioKinds.PromotionRun, 'shop-1-to-staging', {
       snapshot: 'shop-1',
       application: 'shop',
       manualPromotion: { targetEnvironment: 'staging' },
@@ -137,7 +113,7 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
       (((await completed('shop-1-to-staging')).status ?? {}) as Record<string, unknown>).completionResult,
       'Success',
     );
-    await createObject(AppStudioKinds.PromotionRun, 'shop-1-to-prod', {
+    await apps.create(AppStudioKinds.PromotionRun, 'shop-1-to-prod', {
       snapshot: 'shop-1',
       application: 'shop',
       manualPromotion: { targetEnvironment: 'prod' },
@@ -170,16 +146,16 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
   });
 
   it('automated promotion across a three-environment chain ends with three Success steps in order', async () => {
-    await createObject(AppStudioKinds.Environment, 'dev', {
+    await apps.create(AppStudioKinds.Environment, 'dev', {
       displayName: 'Dev',
       deploymentStrategy: 'AppStudioAutomated',
     });
-    await createObject(AppStudioKinds.Environment, 'chain-staging', {
+    await apps.create(AppStudioKinds.Environment, 'chain-staging', {
       displayName: 'Staging',
       deploymentStrategy: 'AppStudioAutomated',
       parentEnvironment: 'dev',
     });
-    await createObject(AppStudioKinds.Environment, 'chain-prod', {
+    await apps.create(AppStudioKinds.Environment, 'chain-prod', {
       displayName: 'Prod',
       deploymentStrategy: 'AppStudioAutomated',
       parentEnvironment: 'chain-staging',
@@ -190,7 +166,7 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
         environment: env,
       });
     await repo.commit(files);
-    await createObject(AppStudioKinds.PromotionRun, 'shop-1-automated', {
+    await apps.create(AppStudioKinds.PromotionRun, 'shop-1-automated', {
       snapshot: 'shop-1',
       application: 'shop',
       automatedPromotion: { initialEnvironment: 'dev' },
@@ -210,11 +186,11 @@ describe('tier 3b: App Studio promotion with a real Argo CD', () => {
     await f.system.kill('backend');
     await f.system.start('backend', { GITOPS_PROMOTION_TIMEOUT: '30s' });
     // No overlay for this environment in the repository: Argo CD can never sync it.
-    await createObject(AppStudioKinds.Environment, 'broken', {
+    await apps.create(AppStudioKinds.Environment, 'broken', {
       displayName: 'Broken',
       deploymentStrategy: 'Manual',
     });
-    await createObject(AppStudioKinds.PromotionRun, 'shop-1-to-broken', {
+    await apps.create(AppStudioKinds.PromotionRun, 'shop-1-to-broken', {
       snapshot: 'shop-1',
       application: 'shop',
       manualPromotion: { targetEnvironment: 'broken' },

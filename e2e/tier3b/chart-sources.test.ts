@@ -8,7 +8,6 @@
 
 import assert from 'node:assert/strict';
 import { dirname, join } from 'node:path';
-import { repositoryCredential } from '@gitops/api/testing';
 import {
   ensureArgoCdBinary,
   type Files,
@@ -20,7 +19,7 @@ import {
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { configMapChart } from '../fixture/charts.ts';
-import { create, GROUP_VERSION, get } from '../fixture/kube.ts';
+import { get } from '../fixture/kube.ts';
 import {
   type DeploymentStatus,
   type RealSystem,
@@ -42,8 +41,6 @@ const settingsChart = (version: string): Files =>
     },
   });
 
-const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
-const SECRET_TYPE = 'managed-gitops.redhat.com/repository-credential';
 const PASSWORD = 'tier3b-Ch4rts-Pa55word';
 
 /** The True conditions of `type` whose message matches `pattern`. */
@@ -236,20 +233,11 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
 
     // When another tenant creates a RepositoryCredential of type helm for the repository
     const owner = await f.given.tenant('chart-owner');
-    await create(f.system.kc, `/api/v1/namespaces/${owner}/secrets`, {
-      metadata: { name: 'chart-creds' },
-      type: SECRET_TYPE,
-      stringData: { username: 'jane', password: PASSWORD },
-    });
-    const credentialPath = `/apis/${GROUP_VERSION}/namespaces/${owner}/gitopsdeploymentrepositorycredentials/charts`;
-    await create(
-      f.system.kc,
-      `/apis/${GROUP_VERSION}/namespaces/${owner}/gitopsdeploymentrepositorycredentials`,
-      repositoryCredential(
-        'charts',
-        { repository: privateCharts.url, type: 'helm', secret: 'chart-creds' },
-        { labels: { [SHARD_LABEL]: f.system.shard } },
-      ),
+    const credentialPath = await f.given.repositoryCredential(
+      owner,
+      'charts',
+      { repository: privateCharts.url, type: 'helm' },
+      { name: 'chart-creds', credentials: { username: 'jane', password: PASSWORD } },
     );
 
     // Then the backend's check of the repository and credentials says they are valid
@@ -296,24 +284,15 @@ describe('tier 3b: charts of Helm repositories and OCI registries, and several s
     // Given a chart in an OCI registry that wants a token, and a tenant with a RepositoryCredential of type oci
     const repoURL = await privateRegistry.pushChart('charts', settingsChart('2.0.0'));
     const owner = await f.given.tenant('oci-owner');
-    await create(f.system.kc, `/api/v1/namespaces/${owner}/secrets`, {
-      metadata: { name: 'registry-creds' },
-      type: SECRET_TYPE,
-      stringData: { username: 'jane', password: PASSWORD },
-    });
-    const credentials = `/apis/${GROUP_VERSION}/namespaces/${owner}/gitopsdeploymentrepositorycredentials`;
-    await create(
-      f.system.kc,
-      credentials,
-      repositoryCredential(
-        'registry',
-        { repository: repoURL, type: 'oci', secret: 'registry-creds' },
-        { labels: { [SHARD_LABEL]: f.system.shard } },
-      ),
+    const credentialPath = await f.given.repositoryCredential(
+      owner,
+      'registry',
+      { repository: repoURL, type: 'oci' },
+      { name: 'registry-creds', credentials: { username: 'jane', password: PASSWORD } },
     );
 
     // Then the backend's check (a token for the credentials, then the registry) says they are valid
-    await expectCredentialValid(`${credentials}/registry`);
+    await expectCredentialValid(credentialPath);
 
     // When the tenant deploys the chart
     const gd = await f.when.deployed(owner, 'settings', {

@@ -14,15 +14,15 @@
  */
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { AppStudioKinds, type KindDescriptor } from '@gitops/api';
+import { AppStudioKinds } from '@gitops/api';
 import { createGitRepo, type GitServer, manifest, startGitServer } from '@gitops/local-env';
-import { collectionPath, type KubeObject } from '@gitops/shared';
+import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { create, GROUP_VERSION, get, list, mergePatch, remove } from '../fixture/kube.ts';
+import { type AppStudioObjects, appStudioObjects, cronJobComponent } from '../fixture/appstudio.ts';
+import { GROUP_VERSION, get, list, mergePatch } from '../fixture/kube.ts';
 import { CONVERGE_MS, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
-const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 const RENDER_ANNOTATION = 'managed-gitops.redhat.com/render-gitops-repository';
 const REFRESH_SERVED = 'managed-gitops.redhat.com/refresh-served';
 /** Argo CD's default timeout.reconciliation. */
@@ -37,28 +37,20 @@ describe('tier 3b: a promotion does not wait for Argo CD to poll (reconciliation
   let f: RealSystem;
   let tenant: string;
 
-  const path = (kind: KindDescriptor, name = '') =>
-    `${collectionPath({ ...kind.resource, namespace: tenant })}${name ? `/${name}` : ''}`;
-  const createObject = (kind: KindDescriptor, name: string, body: Record<string, unknown>) => {
-    const { metadata = {}, ...rest } = body as { metadata?: Record<string, unknown> };
-    return create(f.system.kc, path(kind), {
-      apiVersion: kind.apiVersion,
-      kind: kind.kind,
-      metadata: { ...metadata, name, namespace: tenant, labels: { [SHARD_LABEL]: f.system.shard } },
-      ...rest,
-    });
-  };
+  let apps: AppStudioObjects;
   /** Promotes `snapshot` to dev; resolves with the completed run and the time from creation to Complete. */
   async function promote(snapshot: string, timeoutMs: number): Promise<{ run: KubeObject; ms: number }> {
     const name = `shop-${snapshot}-to-dev`;
     const started = Date.now();
-    await createObject(AppStudioKinds.PromotionRun, name, {
-      spec: { snapshot, application: 'shop', manualPromotion: { targetEnvironment: 'dev' } },
+    await apps.create(AppStudioKinds.PromotionRun, name, {
+      snapshot,
+      application: 'shop',
+      manualPromotion: { targetEnvironment: 'dev' },
     });
     const run = await eventually(
       `PromotionRun ${name} Complete`,
       async () => {
-        const r = await get(f.system.kc, path(AppStudioKinds.PromotionRun, name));
+        const r = await apps.read(AppStudioKinds.PromotionRun, name);
         return (r?.status as { state?: string } | undefined)?.state === 'Complete' ? r : undefined;
       },
       timeoutMs,
@@ -79,74 +71,38 @@ describe('tier 3b: a promotion does not wait for Argo CD to poll (reconciliation
       reconciliationSeconds: RECONCILIATION_SECONDS,
     });
     tenant = await f.given.tenant('latency');
+    apps = appStudioObjects(f.system, tenant);
     await createGitRepo(git.reposDir, 'shop-gitops', {
-      'components/web/base/kustomization.yaml': 'resources:\n  - cronjob.yaml\n',
-      'components/web/base/cronjob.yaml': [
-        'apiVersion: batch/v1',
-        'kind: CronJob',
-        'metadata: {name: web}',
-        'spec:',
-        '  suspend: true',
-        '  schedule: "0 0 1 1 *"',
-        '  jobTemplate:',
-        '    spec:',
-        '      template:',
-        '        spec:',
-        '          restartPolicy: Never',
-        `          containers: [{name: web, image: "${IMAGE}:base"}]`,
-        '',
-      ].join('\n'),
+      ...cronJobComponent('web', IMAGE),
       'components/web/overlays/dev/kustomization.yaml': 'resources:\n  - ../../base\nnameSuffix: -dev\n',
     });
     git.setPassword('shop-gitops', 'jane', PASSWORD);
-    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
-      metadata: { name: 'git-creds' },
-      type: 'managed-gitops.redhat.com/repository-credential',
-      stringData: { username: 'jane', password: PASSWORD },
-    });
-    await create(
-      f.system.kc,
-      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentrepositorycredentials`,
-      {
-        apiVersion: GROUP_VERSION,
-        kind: 'GitOpsDeploymentRepositoryCredential',
-        metadata: { name: 'shop-gitops', labels: { [SHARD_LABEL]: f.system.shard } },
-        spec: { repository: git.url('shop-gitops'), secret: 'git-creds' },
-      },
+    await f.given.repositoryCredential(
+      tenant,
+      'shop-gitops',
+      { repository: git.url('shop-gitops') },
+      { name: 'git-creds', credentials: { username: 'jane', password: PASSWORD } },
     );
-    await createObject(AppStudioKinds.Application, 'shop', {
-      metadata: { annotations: { [RENDER_ANNOTATION]: 'true' } },
-      spec: { displayName: 'shop', gitOpsRepository: { url: git.url('shop-gitops'), branch: 'main' } },
-    });
-    await createObject(AppStudioKinds.Component, 'web', {
-      spec: { componentName: 'web', application: 'shop' },
-    });
-    await createObject(AppStudioKinds.Environment, 'dev', {
-      spec: { displayName: 'dev', deploymentStrategy: 'Manual' },
+    await apps.create(
+      AppStudioKinds.Application,
+      'shop',
+      { displayName: 'shop', gitOpsRepository: { url: git.url('shop-gitops'), branch: 'main' } },
+      { [RENDER_ANNOTATION]: 'true' },
+    );
+    await apps.create(AppStudioKinds.Component, 'web', { componentName: 'web', application: 'shop' });
+    await apps.create(AppStudioKinds.Environment, 'dev', {
+      displayName: 'dev',
+      deploymentStrategy: 'Manual',
     });
     for (const [i, snapshot] of SNAPSHOTS.entries())
-      await createObject(AppStudioKinds.Snapshot, snapshot, {
-        spec: {
-          application: 'shop',
-          components: [{ name: 'web', containerImage: `${IMAGE}:${snapshot}@${digestOf(i)}` }],
-        },
+      await apps.create(AppStudioKinds.Snapshot, snapshot, {
+        application: 'shop',
+        components: [{ name: 'web', containerImage: `${IMAGE}:${snapshot}@${digestOf(i)}` }],
       });
   });
 
   afterAll(async () => {
-    for (const b of (await list(f.system.kc, path(AppStudioKinds.SnapshotEnvironmentBinding)).catch(
-      () => [],
-    )) as KubeObject[])
-      await remove(f.system.kc, path(AppStudioKinds.SnapshotEnvironmentBinding, b.metadata.name));
-    await eventually(
-      'the generated GitOpsDeployments to be gone',
-      async () =>
-        (await list(f.system.kc, `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeployments`)).length ===
-        0
-          ? true
-          : undefined,
-      120_000,
-    ).catch(() => {});
+    await apps?.removeBindings();
     await f?.stop();
     await git?.stop();
   });
@@ -162,9 +118,9 @@ describe('tier 3b: a promotion does not wait for Argo CD to poll (reconciliation
       assert.equal((run.status as { completionResult?: string }).completionResult, 'Success');
       figures.push(ms);
       // Deployed at the rendered commit, through a refresh the agent asked for.
-      const binding = await get(
-        f.system.kc,
-        path(AppStudioKinds.SnapshotEnvironmentBinding, 'shop-dev-generated-binding'),
+      const binding = await apps.read(
+        AppStudioKinds.SnapshotEnvironmentBinding,
+        'shop-dev-generated-binding',
       );
       const commit = (
         (binding?.status ?? {}) as { components?: { gitopsRepository: { commitID: string } }[] }
@@ -202,20 +158,11 @@ describe('tier 3b: a promotion does not wait for Argo CD to poll (reconciliation
     });
     git.setPassword('private', 'jane', PASSWORD);
     const url = git.url('private');
-    await create(f.system.kc, `/api/v1/namespaces/${tenant}/secrets`, {
-      metadata: { name: 'private-creds' },
-      type: 'managed-gitops.redhat.com/repository-credential',
-      stringData: { username: 'jane', password: 'not-the-password' },
-    });
-    await create(
-      f.system.kc,
-      `/apis/${GROUP_VERSION}/namespaces/${tenant}/gitopsdeploymentrepositorycredentials`,
-      {
-        apiVersion: GROUP_VERSION,
-        kind: 'GitOpsDeploymentRepositoryCredential',
-        metadata: { name: 'private', labels: { [SHARD_LABEL]: f.system.shard } },
-        spec: { repository: url, secret: 'private-creds' },
-      },
+    await f.given.repositoryCredential(
+      tenant,
+      'private',
+      { repository: url },
+      { name: 'private-creds', credentials: { username: 'jane', password: 'not-the-password' } },
     );
     // and a deployment of it, which Argo CD cannot read
     const gd = await f.when.deployed(tenant, 'private-app', { repoURL: url, path: 'dev' });

@@ -5,15 +5,11 @@
 
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { repositoryCredential } from '@gitops/api/testing';
 import { createGitRepo, manifest, startGitServer } from '@gitops/local-env';
 import { useFixture } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
-import { create, GROUP_VERSION } from '../fixture/kube.ts';
 import { syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
-const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
-const SECRET_TYPE = 'managed-gitops.redhat.com/repository-credential';
 const PASSWORD = 'tier3b-Pa55word-c0ffee';
 
 describe('tier 3b: a private repository with a RepositoryCredential and a real Argo CD', () => {
@@ -37,19 +33,11 @@ describe('tier 3b: a private repository with a RepositoryCredential and a real A
     const url = git.url('private');
     // and a tenant with a RepositoryCredential for it
     const owner = await f.given.tenant('owner');
-    await create(f.system.kc, `/api/v1/namespaces/${owner}/secrets`, {
-      metadata: { name: 'git-creds' },
-      type: SECRET_TYPE,
-      stringData: { username: 'jane', password: PASSWORD },
-    });
-    await create(
-      f.system.kc,
-      `/apis/${GROUP_VERSION}/namespaces/${owner}/gitopsdeploymentrepositorycredentials`,
-      repositoryCredential(
-        'private',
-        { repository: url, secret: 'git-creds' },
-        { labels: { [SHARD_LABEL]: f.system.shard } },
-      ),
+    await f.given.repositoryCredential(
+      owner,
+      'private',
+      { repository: url },
+      { name: 'git-creds', credentials: { username: 'jane', password: PASSWORD } },
     );
 
     // When the tenant deploys from it
