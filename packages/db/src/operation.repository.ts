@@ -629,37 +629,28 @@ export async function countUnfinishedOperations(db: Kysely<Database>): Promise<n
   return Number(row.n);
 }
 
-/** Whether a change of this resource is still on its way to Argo CD (an operation Waiting or In_Progress). */
+/**
+ * Whether a change is still on its way to Argo CD (an operation Waiting or In_Progress): of one resource
+ * (`resourceId`), or of any of a tenant's resources of the type (`ownerUserId`, e.g. new repository credentials
+ * its Applications' refresh needs).
+ */
 export async function hasUnfinishedOperation(
   db: Kysely<Database>,
-  resource: { engineInstanceId: string; resourceType: OperationResourceType; resourceId: string },
-): Promise<boolean> {
-  const row = await db
-    .selectFrom('operation')
-    .select('id')
-    .where('engine_instance_id', '=', resource.engineInstanceId)
-    .where('resource_type', '=', resource.resourceType)
-    .where('resource_id', '=', resource.resourceId)
-    .where('state', 'in', ['Waiting', 'In_Progress'])
-    .limit(1)
-    .executeTakeFirst();
-  return row !== undefined;
-}
-
-/**
- * Whether a change of one of a tenant's resources of this type is still on its way to Argo CD (an operation
- * Waiting or In_Progress owned by the tenant), e.g. new repository credentials its Applications' refresh needs.
- */
-export async function hasUnfinishedOperationOfTenant(
-  db: Kysely<Database>,
-  of: { engineInstanceId: string; resourceType: OperationResourceType; ownerUserId: string },
+  of: { engineInstanceId: string; resourceType: OperationResourceType } & (
+    | { resourceId: string }
+    | { ownerUserId: string }
+  ),
 ): Promise<boolean> {
   const row = await db
     .selectFrom('operation')
     .select('id')
     .where('engine_instance_id', '=', of.engineInstanceId)
     .where('resource_type', '=', of.resourceType)
-    .where('owner_user_id', '=', of.ownerUserId)
+    .$call((query) =>
+      'resourceId' in of
+        ? query.where('resource_id', '=', of.resourceId)
+        : query.where('owner_user_id', '=', of.ownerUserId),
+    )
     .where('state', 'in', ['Waiting', 'In_Progress'])
     .limit(1)
     .executeTakeFirst();

@@ -9,7 +9,7 @@
  * Argo CD compares again by itself when the spec's source differs from the one it compared.
  */
 import { FieldManager } from '@gitops/api';
-import { type ApplicationRow, type Db, hasUnfinishedOperationOfTenant } from '@gitops/db';
+import { type ApplicationRow, type Db, hasUnfinishedOperation } from '@gitops/db';
 import { type Informer, type KubeConfig, type KubeObject, type Logger, mergePatch } from '@gitops/shared';
 import type { ResourceOutcome } from '../agent-context.ts';
 import { AgentAnnotation, applicationRef, REFRESH_ANNOTATION } from '../argocd.ts';
@@ -70,7 +70,7 @@ export async function refreshIfRequested(
   const live = deps.applications.get(deps.namespace, row.name);
   const served = Math.max(deps.servedRefreshes.get(row.id) ?? -1, servedRefreshOf(live) ?? -1);
   if (served >= at) return applied;
-  const credentialsPending = await hasUnfinishedOperationOfTenant(deps.db, {
+  const credentialsPending = await hasUnfinishedOperation(deps.db, {
     engineInstanceId: deps.engineInstanceId,
     resourceType: 'RepositoryCredentials',
     ownerUserId: row.cluster_user_id,
