@@ -17,6 +17,7 @@ import {
   createSealer,
   decodeSealingKey,
   deleteApplication,
+  deleteManagedEnvironment,
   ensureWorkspaceEnvironment,
   getOperation,
   insertApplication,
@@ -353,6 +354,57 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
       })) === undefined
         ? true
         : undefined,
+    );
+  });
+
+  it('an environment’s cluster Secret stays while an Application being deleted still deploys through it (Argo CD prunes through it), and goes once that Application is gone', async () => {
+    // Given an environment with its cluster Secret and an Application deploying there
+    const tenant = await givenTenant('prunes');
+    const environment = await givenEnvironment(tenant, { namespaces: ['apps'], clusterResources: false });
+    const secret = () =>
+      getObject(f.kc, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        name: `managed-env-${environment}`,
+        namespace: f.argoCdNamespace,
+      });
+    const app = await deployTo(tenant, environment, 'https://git.example.test/org/prunes');
+    await eventually('the Application', () => f.getApplication(app.name));
+    await eventually('the cluster Secret', secret);
+    // When the deployment is deleted: Argo CD holds its Application by the resources finalizer while it prunes
+    // (no Argo CD controller here, so it stays)
+    await deleteApplication(f.db, app.id, { proven: true });
+    await announce({ resourceType: 'Application', resourceId: app.id, ownerUserId: tenant.id });
+    await eventually('the Application being deleted', async () =>
+      (await f.getApplication(app.name))?.metadata.deletionTimestamp ? true : undefined,
+    );
+    // and the environment is deleted too
+    await f.db.transaction().execute((trx) => deleteManagedEnvironment(trx, environment));
+    const operationId = await announce({
+      resourceType: 'ManagedEnvironment',
+      resourceId: environment,
+      ownerUserId: tenant.id,
+    });
+    await eventually('the environment operation taken up', async () =>
+      (await getOperation(f.db, operationId))?.state === 'In_Progress' ? true : undefined,
+    );
+    // Then, through a re-check, the Secret stays and the operation waits
+    await sleep(6_000);
+    assert.ok(await secret(), 'the cluster Secret must stay while Argo CD prunes through it');
+    assert.equal((await getOperation(f.db, operationId))?.state, 'In_Progress');
+    // When Argo CD has pruned and finalized the Application (played: its finalizer removed)
+    await kubeRequest(f.kc, {
+      method: HttpMethod.PATCH,
+      path: `${collectionPath({ apiVersion: ARGO, plural: 'applications', namespace: f.argoCdNamespace })}/${app.name}`,
+      body: { metadata: { finalizers: null } },
+      contentType: 'application/merge-patch+json',
+    });
+    // Then the Secret goes and the operation completes
+    await eventually('the cluster Secret gone', async () =>
+      (await secret()) === undefined ? true : undefined,
+    );
+    await eventually('the operation completed', async () =>
+      (await getOperation(f.db, operationId))?.state === 'Completed' ? true : undefined,
     );
   });
 

@@ -13,6 +13,7 @@ import {
   listClusterSecretEnvironmentIds,
 } from '@gitops/db';
 import {
+  collectionPath,
   createInformer,
   deleteIfExists,
   HttpMethod,
@@ -28,9 +29,19 @@ import {
   serverSideApply,
 } from '@gitops/shared';
 import type { ResourceOutcome } from '../agent-context.ts';
-import { AgentLabel, databaseIdOf, FIELD_MANAGER, isUuid, managedEnvironmentClusterName } from '../argocd.ts';
+import {
+  AgentLabel,
+  ApplicationResource,
+  databaseIdOf,
+  FIELD_MANAGER,
+  isUuid,
+  managedEnvironmentClusterName,
+} from '../argocd.ts';
 import { type CredentialOpener, SEALING_WAIT_MS } from '../credentials.ts';
 import { renderClusterSecret } from './cluster-secret.render.ts';
+
+/** How often a cluster Secret to delete is looked at again while Applications still deploy through it. */
+const APPLICATIONS_GONE_WAIT_MS = 5_000;
 
 /** Label selector of the cluster Secrets we own. */
 export const CLUSTER_SECRET_SELECTOR = `${Label.ArgoCDSecretType}=${ArgoCDSecretType.Cluster},${Label.DatabaseId}`;
@@ -117,6 +128,25 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
     return Array.isArray(list.items) ? list.items.filter(isKubeObject) : [];
   }
 
+  /**
+   * How many Applications of `tenant` in the Argo CD namespace still deploy to cluster `name`, one Argo CD is
+   * deleting included: Argo CD prunes what such an Application deployed through this Secret, and without it
+   * drops the resources from its cache and leaves them where they are.
+   */
+  async function applicationsDeployingTo(name: string, tenant: string, signal: AbortSignal): Promise<number> {
+    const list = (await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path: collectionPath({ ...ApplicationResource, namespace }),
+      query: { labelSelector: `${AgentLabel.ClusterUserId}=${tenant}` },
+      signal,
+    })) as { items?: unknown };
+    const items = Array.isArray(list.items) ? list.items.filter(isKubeObject) : [];
+    return items.filter((app) => {
+      const spec = app.spec as { destination?: { name?: unknown } } | undefined;
+      return spec?.destination?.name === name;
+    }).length;
+  }
+
   async function reconcileManagedEnvironment(
     id: string,
     context: { ownerUserIds: readonly string[]; signal: AbortSignal; logger: Logger },
@@ -140,6 +170,16 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
         ? undefined
         : (await liveSecret(name, signal))?.metadata.labels?.[AgentLabel.ClusterUserId];
       if (isUuid(tenantOfSecret)) tenants.add(tenantOfSecret);
+      // Not while an Application here still deploys there (a deployment deleted as its tenant moves away, or as
+      // its environment goes): Argo CD needs the Secret to prune what it deployed.
+      const tenant = found?.environment.cluster_user_id ?? tenantOfSecret;
+      const deploying = isUuid(tenant) ? await applicationsDeployingTo(name, tenant, signal) : 0;
+      if (deploying > 0)
+        return {
+          status: 'pending',
+          reason: `${deploying} Application(s) here still deploy to ${name}: Argo CD prunes through its cluster Secret`,
+          requeueAfterMs: APPLICATIONS_GONE_WAIT_MS,
+        };
       changed = await deleteIfExists(kc, secretRef(namespace, name), { signal });
       if (changed)
         logger.info(
