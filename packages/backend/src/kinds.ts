@@ -29,6 +29,7 @@ import {
   refOfKind,
   relist,
   specChanged,
+  type TypeMeta,
   uidChanged,
   withTypeMeta,
 } from '@gitops/shared';
@@ -47,7 +48,7 @@ export interface CrKindDescriptor<K extends CrKind = CrKind, T extends KubeObjec
   extends KindDescriptor<K> {
   /**
    * Types an object of this kind read from the API server (kindParser): the informer's `parse` hook and a live
-   * read's. @throws for one without a name or whose spec or status is not an object.
+   * read's. @throws for one without a name, without a spec, or whose spec or status is not an object.
    */
   parse(raw: unknown): T;
   /** Serialises reconciles of one CR name across backend replicas until `trx` ends. */
@@ -69,13 +70,26 @@ interface ReconcileInputs {
   finalizers?: boolean;
 }
 
+/**
+ * kindParser, and a spec required: every CRD of these kinds requires one (so does its generated type), so an
+ * object without one is refused like a malformed one (left out of the cache, logged) rather than read.
+ */
+function parserWithSpec<T extends KubeObject>(type: TypeMeta): (raw: unknown) => T {
+  const parse = kindParser<T>(type);
+  return (raw) => {
+    const object = parse(raw);
+    if (object.spec === undefined) throw new Error('spec is missing');
+    return object;
+  };
+}
+
 function describeCrKind<T extends KubeObject, K extends CrKind>(
   type: KindDescriptor<K>,
   inputs: ReconcileInputs = {},
 ): CrKindDescriptor<K, T> {
   return {
     ...type,
-    parse: kindParser<T>(type),
+    parse: parserWithSpec<T>(type),
     lock: (trx, namespace, name) => lockCrName(trx, { kind: type.kind, namespace, name }),
     ref: (object) => refOfKind(type, object),
     withTypeMeta: (object) => withTypeMeta(type, object),

@@ -35,7 +35,7 @@ describe('a live read of a custom resource answered with something that is not a
     answer = '{"metadata":{"name":"app"},"spec":"nonsense"}';
     await assert.rejects(read(), /spec is not an object/);
     answer =
-      '{"apiVersion":"managed-gitops.redhat.com/v1alpha1","kind":"GitOpsDeployment","metadata":{"name":"app"}}';
+      '{"apiVersion":"managed-gitops.redhat.com/v1alpha1","kind":"GitOpsDeployment","metadata":{"name":"app"},"spec":{"type":"manual"}}';
     assert.equal((await read())?.metadata.name, 'app');
   });
 });
