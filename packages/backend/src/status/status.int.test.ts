@@ -237,7 +237,7 @@ describe('status path', () => {
     const object = await statusWhen('many-resources', 'truncated resources', (s) =>
       Array.isArray(s.resources),
     );
-    assert.equal((object.status?.resources as unknown[]).length, RESOURCES_LIMIT);
+    assert.equal(object.status?.resources?.length, RESOURCES_LIMIT);
     const truncated = (object.status?.conditions ?? []).find((c) => c.type === RESOURCES_TRUNCATED_CONDITION);
     assert.equal(truncated?.status, 'True');
     assert.equal(
