@@ -10,7 +10,16 @@ import { type GitServer, startGitServer } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { create, GROUP_VERSION, get, list, mergePatch, paths, remove } from '../fixture/kube.ts';
+import {
+  create,
+  GROUP_VERSION,
+  get,
+  list,
+  mergePatch,
+  paths,
+  type RepositoryCredential,
+  remove,
+} from '../fixture/kube.ts';
 import { usePlayedArgoCdSystem } from '../fixture/played-argo-cd.ts';
 
 const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
@@ -19,16 +28,6 @@ const PASSWORD = 'first-Pa55word-9d1c';
 const ROTATED_PASSWORD = 'rotated-Pa55word-4e7a';
 const WRONG_PASSWORD = 'wrong-Pa55word-77f0';
 
-interface Condition {
-  type: string;
-  status: string;
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
-}
-interface RepositoryCredential extends KubeObject {
-  status?: { conditions?: Condition[] };
-}
 interface Secret extends KubeObject {
   type?: string;
   data?: Record<string, string>;

@@ -9,14 +9,7 @@
  * reverse). ready() is true from then on.
  */
 import type { Database, EngineInstanceRow, Sealer } from '@gitops/db';
-import {
-  createManager,
-  type Informer,
-  type KubeConfig,
-  type KubeObject,
-  type Logger,
-  type Registry,
-} from '@gitops/shared';
+import { createManager, type Informer, type KubeConfig, type Logger, type Registry } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { createAppStudio } from './appstudio.ts';
 import {
@@ -32,6 +25,7 @@ import {
   type GitOpsDeploymentFeature,
 } from './gitops-deployment/gitops-deployment.feature.ts';
 import { createInstanceSealingFeature } from './instance-sealing/instance-sealing.feature.ts';
+import type { GitOpsDeploymentObject } from './kinds.ts';
 import {
   createManagedEnvironmentFeature,
   type ManagedEnvironmentFeature,
@@ -62,7 +56,7 @@ export interface Backend {
   readonly logger: Logger;
   readonly sealer: Sealer;
   /** The GitOpsDeployment cache. */
-  readonly informer: Informer<KubeObject>;
+  readonly informer: Informer<GitOpsDeploymentObject>;
   readonly deployments: GitOpsDeploymentFeature;
   readonly environments: ManagedEnvironmentFeature;
   readonly status: StatusFeature;

@@ -7,20 +7,18 @@
  */
 import { readFileSync } from 'node:fs';
 import { createAppStudioFeatures, requireAppStudioApi } from '@gitops/appstudio';
-import {
-  createEventRecorder,
-  type Feature,
-  type Informer,
-  type KubeObject,
-  type StartStep,
-} from '@gitops/shared';
+import { createEventRecorder, type Feature, type Informer, type StartStep } from '@gitops/shared';
 import type { BackendContext } from './backend-feature.ts';
 import { BACKEND_SHARD_LABEL } from './config.ts';
 import { refreshApplicationsOfBranch } from './gitops-deployment/application-refresh.ts';
+import type { GitOpsDeploymentObject, ManagedEnvironmentObject } from './kinds.ts';
 
 export function createAppStudio(
   ctx: BackendContext,
-  shared: { deployments: Informer<KubeObject>; managedEnvironments: Informer<KubeObject> },
+  shared: {
+    deployments: Informer<GitOpsDeploymentObject>;
+    managedEnvironments: Informer<ManagedEnvironmentObject>;
+  },
 ): { steps: StartStep[]; features: readonly Feature[] } {
   const { config, kc, logger } = ctx;
   if (!config.appStudioEnabled) return { steps: [], features: [] };

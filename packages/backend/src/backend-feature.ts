@@ -84,6 +84,15 @@ export interface BackendContext {
     resource: { apiVersion: string; plural: string },
     select: { sharded: true } | { fieldSelector: string; transform?: (object: KubeObject) => KubeObject },
   ): Informer<KubeObject>;
+  /**
+   * The informer of one core kind (this shard), its objects typed as the kind's generated type: parsed once
+   * as they arrive with the descriptor's `parse` (kindParser; an object it refuses is left out of the cache
+   * and logged, never crashing the process).
+   */
+  kindInformer<T extends KubeObject>(kind: {
+    resource: { apiVersion: string; plural: string };
+    parse: (raw: unknown) => T;
+  }): Informer<T>;
 }
 
 export type BackendContextOptions = ProcessOptions;
@@ -178,6 +187,20 @@ export function createBackendContext(
         ...('sharded' in select
           ? { labelSelector: selector.text }
           : { fieldSelector: select.fieldSelector, transform: select.transform }),
+        registry,
+        logger,
+        resyncPeriodMs: config.resyncIntervalMs,
+      });
+    },
+    kindInformer<T extends KubeObject>(kind: {
+      resource: { apiVersion: string; plural: string };
+      parse: (raw: unknown) => T;
+    }) {
+      return createInformer<T>({
+        kubeConfig: kc,
+        resource: kind.resource,
+        labelSelector: selector.text,
+        parse: kind.parse,
         registry,
         logger,
         resyncPeriodMs: config.resyncIntervalMs,

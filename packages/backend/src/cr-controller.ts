@@ -25,10 +25,10 @@ import type { BackendContext, BackendFeature, NotificationReads } from './backen
 import type { CrKindDescriptor } from './kinds.ts';
 import { enqueueMappingsMissingFromCache, ownerKeyOf } from './orphan-sweep.ts';
 
-export interface CrController extends BackendFeature {
+export interface CrController<T extends KubeObject = KubeObject> extends BackendFeature {
   readonly queue: WorkQueue;
-  /** The cache of the kind's objects (this shard). */
-  readonly informer: Informer<KubeObject>;
+  /** The cache of the kind's objects (this shard), typed as the kind's generated type. */
+  readonly informer: Informer<T>;
   /** Enqueues every CR in the cache. */
   enqueueAll(): void;
   /** Enqueues the names of mappings whose CR incarnation is not in the cache. Returns how many. */
@@ -41,14 +41,14 @@ export interface CrController extends BackendFeature {
 }
 
 /** What a CR controller needs besides the backend context (which gives it db, metrics, logger and settings). */
-export interface CrControllerOptions {
+export interface CrControllerOptions<T extends KubeObject = KubeObject> {
   kind: CrKindDescriptor;
-  informer: Informer<KubeObject>;
+  informer: Informer<T>;
   /** Other caches the feature reads or watches (started and awaited with the kind's own). */
   alsoReads?: readonly Informer<KubeObject>[];
   reconcile: Reconciler;
   /** More event sources → keys of this kind: `builder.watches(...)` (usually through an index of `informer`). */
-  watches?: (builder: ControllerBuilder<KubeObject>) => ControllerBuilder<KubeObject>;
+  watches?: (builder: ControllerBuilder<T>) => ControllerBuilder<T>;
   /**
    * The periodic relist re-delivers every object; with this set, an object whose last reconcile succeeded at
    * the same resourceVersion is left alone (nothing changed on it since), so a resync costs no database work
@@ -65,7 +65,7 @@ export interface CrControllerOptions {
    * True when the owner (as this cache holds it) needs nothing from this operation's outcome, so no
    * reconcile is queued for it (e.g. a Completed operation of a live GitOpsDeployment that shows no error).
    */
-  ownerNeedsNothing?: (operation: OperationRow, owner: KubeObject | undefined) => boolean;
+  ownerNeedsNothing?: (operation: OperationRow, owner: T | undefined) => boolean;
 }
 
 /**
@@ -73,11 +73,11 @@ export interface CrControllerOptions {
  * (`namespace/name`) and returns the `watches` step that wakes the objects naming a Secret of `secrets` when
  * it is created, changed (not on a relist) or deleted. References never cross namespaces.
  */
-export function watchNamedSecrets(
-  informer: Informer<KubeObject>,
-  secretNameOf: (object: KubeObject) => string | undefined,
+export function watchNamedSecrets<T extends KubeObject>(
+  informer: Informer<T>,
+  secretNameOf: (object: T) => string | undefined,
   secrets: readonly Informer<KubeObject>[],
-): (builder: ControllerBuilder<KubeObject>) => ControllerBuilder<KubeObject> {
+): (builder: ControllerBuilder<T>) => ControllerBuilder<T> {
   const index = 'namedSecret';
   informer.addIndexers({
     [index]: (object) => {
@@ -93,13 +93,16 @@ export function watchNamedSecrets(
     );
 }
 
-export function createCrController(ctx: BackendContext, options: CrControllerOptions): CrController {
+export function createCrController<T extends KubeObject>(
+  ctx: BackendContext,
+  options: CrControllerOptions<T>,
+): CrController<T> {
   const { kind, informer } = options;
   const { db, registry } = ctx;
   const name = kind.kind.toLowerCase();
   const logger = ctx.logger.child({ controller: name });
   const builder = newController(name, { registry, logger })
-    .for(informer, {
+    .for<T>(informer, {
       type: kind,
       predicates: [kind.predicate],
       skipSettledOnRelist: options.skipSettledOnRelist,

@@ -68,11 +68,11 @@ export async function writeErrorConditions(
  * logs the failure itself (at error level only when it is not routine or persists); a failed report is a
  * warning only.
  */
-export async function reportUnknownError(
-  object: KubeObject | undefined,
+export async function reportUnknownError<T extends KubeObject>(
+  object: T | undefined,
   err: unknown,
   context: { signal: AbortSignal; logger: Logger },
-  write: (object: KubeObject, state: ErrorState, logger: Logger) => Promise<unknown>,
+  write: (object: T, state: ErrorState, logger: Logger) => Promise<unknown>,
 ): Promise<void> {
   if (!object || isConflict(err) || context.signal.aborted) return;
   await write(

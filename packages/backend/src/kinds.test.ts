@@ -86,3 +86,30 @@ describe('which GitOpsDeployment events wake the SyncRuns referencing it', () =>
     assert.equal(passesDelete([parentChanged], before), false);
   });
 });
+
+describe("the parser of each kind (the informer's and a live read's)", () => {
+  it("types a well-formed object, giving it the kind's apiVersion and kind", () => {
+    for (const kind of kinds) {
+      const object = kind.parse({ metadata: { name: 'x', namespace: 'ns' }, spec: {} });
+      assert.equal(object.apiVersion, kind.apiVersion);
+      assert.equal(object.kind, kind.kind);
+      assert.equal(object.metadata.name, 'x');
+    }
+  });
+
+  it('refuses a malformed object (never a crash: the informer leaves it out, a live read is an error)', () => {
+    const malformed = [
+      null,
+      [],
+      'text',
+      { metadata: {} },
+      { metadata: { name: 'x' } },
+      { metadata: { name: 'x' }, spec: 'text' },
+      { metadata: { name: 'x' }, spec: [] },
+      { metadata: { name: 'x' }, spec: {}, status: 1 },
+    ];
+    for (const kind of kinds) {
+      for (const raw of malformed) assert.throws(() => kind.parse(raw), JSON.stringify(raw));
+    }
+  });
+});

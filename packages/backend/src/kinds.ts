@@ -3,9 +3,18 @@
  * version, kind, plural), its key in the database (`api_cr_mapping.cr_kind`, `operation.owner_kind`), how
  * to lock one name across replicas, how to address and type an object of it, and which informer updates
  * need a reconcile (its predicate, composed of @gitops/shared's named ones). Controllers, reconcilers and
- * stores take the descriptor; none re-derives these.
+ * stores take the descriptor; none re-derives these. Objects of a kind are read as its generated type
+ * (`@gitops/api`), parsed once with the descriptor's `parse` (kindParser) at the informer and at a live read.
  */
-import { FieldManager, type KindDescriptor, Kinds } from '@gitops/api';
+import {
+  FieldManager,
+  type GitOpsDeployment,
+  type GitOpsDeploymentManagedEnvironment,
+  type GitOpsDeploymentRepositoryCredential,
+  type GitOpsDeploymentSyncRun,
+  type KindDescriptor,
+  Kinds,
+} from '@gitops/api';
 import { type CrKind, type Database, lockCrName } from '@gitops/db';
 import {
   anyOf,
@@ -13,12 +22,14 @@ import {
   finalizersChanged,
   generationChanged,
   type KubeObject,
+  kindParser,
   labelsChanged,
   type ObjectRef,
   type Predicate,
   refOfKind,
   relist,
   specChanged,
+  type TypeMeta,
   uidChanged,
   withTypeMeta,
 } from '@gitops/shared';
@@ -27,7 +38,19 @@ import type { Transaction } from 'kysely';
 /** The field manager of every server-side apply and status patch the backend makes. */
 export const BACKEND_FIELD_MANAGER = FieldManager.Backend;
 
-export interface CrKindDescriptor<K extends CrKind = CrKind> extends KindDescriptor<K> {
+/** An object of a core kind as the API server returns it: its generated type, with a name. */
+export type GitOpsDeploymentObject = GitOpsDeployment & KubeObject;
+export type SyncRunObject = GitOpsDeploymentSyncRun & KubeObject;
+export type ManagedEnvironmentObject = GitOpsDeploymentManagedEnvironment & KubeObject;
+export type RepositoryCredentialObject = GitOpsDeploymentRepositoryCredential & KubeObject;
+
+export interface CrKindDescriptor<K extends CrKind = CrKind, T extends KubeObject = KubeObject>
+  extends KindDescriptor<K> {
+  /**
+   * Types an object of this kind read from the API server (kindParser): the informer's `parse` hook and a live
+   * read's. @throws for one without a name, without a spec, or whose spec or status is not an object.
+   */
+  parse(raw: unknown): T;
   /** Serialises reconciles of one CR name across backend replicas until `trx` ends. */
   lock(trx: Transaction<Database>, namespace: string, name: string): Promise<void>;
   /** The reference of an object of this kind (cached objects may lack apiVersion/kind). */
@@ -47,12 +70,26 @@ interface ReconcileInputs {
   finalizers?: boolean;
 }
 
-function describeCrKind<K extends CrKind>(
+/**
+ * kindParser, and a spec required: every CRD of these kinds requires one (so does its generated type), so an
+ * object without one is refused like a malformed one (left out of the cache, logged) rather than read.
+ */
+function parserWithSpec<T extends KubeObject>(type: TypeMeta): (raw: unknown) => T {
+  const parse = kindParser<T>(type);
+  return (raw) => {
+    const object = parse(raw);
+    if (object.spec === undefined) throw new Error('spec is missing');
+    return object;
+  };
+}
+
+function describeCrKind<T extends KubeObject, K extends CrKind>(
   type: KindDescriptor<K>,
   inputs: ReconcileInputs = {},
-): CrKindDescriptor<K> {
+): CrKindDescriptor<K, T> {
   return {
     ...type,
+    parse: parserWithSpec<T>(type),
     lock: (trx, namespace, name) => lockCrName(trx, { kind: type.kind, namespace, name }),
     ref: (object) => refOfKind(type, object),
     withTypeMeta: (object) => withTypeMeta(type, object),
@@ -76,10 +113,19 @@ function describeCrKind<K extends CrKind>(
  * them would stop its status and, with several shards on one database, make each shard's orphan sweep delete
  * the others' rows.
  */
-export const GitOpsDeploymentCr = describeCrKind(Kinds.GitOpsDeployment, { labels: true, finalizers: true });
-export const SyncRunCr = describeCrKind(Kinds.GitOpsDeploymentSyncRun);
+export const GitOpsDeploymentCr = describeCrKind<GitOpsDeploymentObject, 'GitOpsDeployment'>(
+  Kinds.GitOpsDeployment,
+  { labels: true, finalizers: true },
+);
+export const SyncRunCr = describeCrKind<SyncRunObject, 'GitOpsDeploymentSyncRun'>(
+  Kinds.GitOpsDeploymentSyncRun,
+);
 /** ManagedEnvironment: labels (the shard) matter too. */
-export const ManagedEnvironmentCr = describeCrKind(Kinds.GitOpsDeploymentManagedEnvironment, {
-  labels: true,
-});
-export const RepositoryCredentialCr = describeCrKind(Kinds.GitOpsDeploymentRepositoryCredential);
+export const ManagedEnvironmentCr = describeCrKind<
+  ManagedEnvironmentObject,
+  'GitOpsDeploymentManagedEnvironment'
+>(Kinds.GitOpsDeploymentManagedEnvironment, { labels: true });
+export const RepositoryCredentialCr = describeCrKind<
+  RepositoryCredentialObject,
+  'GitOpsDeploymentRepositoryCredential'
+>(Kinds.GitOpsDeploymentRepositoryCredential);

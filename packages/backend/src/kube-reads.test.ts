@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { type ApiServerDouble, startApiServerDouble } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { GitOpsDeploymentCr } from './kinds.ts';
 import { readCurrentObject } from './kube-reads.ts';
 
 // A one-function double of an API server (or a proxy in front of it) whose answer is not an object: the real
@@ -12,7 +13,7 @@ describe('a live read of a custom resource answered with something that is not a
     readCurrentObject(
       double.kc,
       { get: () => undefined },
-      { apiVersion: 'managed-gitops.redhat.com/v1alpha1', plural: 'gitopsdeployments' },
+      GitOpsDeploymentCr,
       { namespace: 'tenant', name: 'app' },
       { signal: new AbortController().signal },
     );
@@ -30,8 +31,11 @@ describe('a live read of a custom resource answered with something that is not a
       answer = body;
       await assert.rejects(read(), /with something that is not an object/, body);
     }
+    // An object whose spec is not an object is refused by the kind's parser: an error too.
+    answer = '{"metadata":{"name":"app"},"spec":"nonsense"}';
+    await assert.rejects(read(), /spec is not an object/);
     answer =
-      '{"apiVersion":"managed-gitops.redhat.com/v1alpha1","kind":"GitOpsDeployment","metadata":{"name":"app"}}';
+      '{"apiVersion":"managed-gitops.redhat.com/v1alpha1","kind":"GitOpsDeployment","metadata":{"name":"app"},"spec":{"type":"manual"}}';
     assert.equal((await read())?.metadata.name, 'app');
   });
 });

@@ -67,20 +67,28 @@ export async function readNamespaceUid(
   return (await readTenantNamespace(kc, namespace, signal)).uid;
 }
 
+/** What a live read needs of a kind: where its objects are, and its parser (`CrKindDescriptor`). */
+export interface ReadableKind<T extends KubeObject> {
+  readonly resource: { readonly apiVersion: string; readonly plural: string };
+  parse(raw: unknown): T;
+}
+
 /**
  * A custom resource from the cache; when absent there, confirmed with a live read (a replica's cache may
- * lag, and rows must never be deleted for an object that still exists). `undefined` = it does not exist;
- * `null` = it exists but belongs to another backend shard (not ours to reconcile).
+ * lag, and rows must never be deleted for an object that still exists), parsed as the informer parses it.
+ * `undefined` = it does not exist; `null` = it exists but belongs to another backend shard (not ours to
+ * reconcile). @throws when the answer is not an object of the kind (no proof that it is gone).
  */
-export async function readCurrentObject(
+export async function readCurrentObject<T extends KubeObject>(
   kc: KubeConfig,
-  informer: Pick<Informer<KubeObject>, 'get'>,
-  resource: { apiVersion: string; plural: string },
+  informer: Pick<Informer<T>, 'get'>,
+  kind: ReadableKind<T>,
   ref: { namespace: string; name: string },
   options: { selector?: LabelSelector; signal: AbortSignal },
-): Promise<KubeObject | undefined | null> {
+): Promise<T | undefined | null> {
   const cached = informer.get(ref.namespace, ref.name);
   if (cached) return cached;
+  const { resource } = kind;
   try {
     const live = await kubeRequest(kc, {
       method: HttpMethod.GET,
@@ -92,7 +100,7 @@ export async function readCurrentObject(
       throw new Error(
         `the API server answered ${ref.namespace}/${ref.name} with something that is not an object`,
       );
-    const object = live as unknown as KubeObject;
+    const object = kind.parse(live);
     if (options.selector && !options.selector.matches(object.metadata.labels)) return null;
     return object;
   } catch (err) {
@@ -106,12 +114,12 @@ export async function readCurrentObject(
  * the key it was given. Another shard's object is `null`: left alone, never taken for gone (the shard rule,
  * `kinds.ts`).
  */
-export function currentObjectReader(
+export function currentObjectReader<T extends KubeObject>(
   kc: KubeConfig,
-  informer: Pick<Informer<KubeObject>, 'get'>,
-  kind: { resource: { apiVersion: string; plural: string } },
+  informer: Pick<Informer<T>, 'get'>,
+  kind: ReadableKind<T>,
   selector: LabelSelector | undefined,
-): (namespace: string, name: string, signal: AbortSignal) => Promise<KubeObject | undefined | null> {
+): (namespace: string, name: string, signal: AbortSignal) => Promise<T | undefined | null> {
   return async (namespace, name, signal) =>
-    await readCurrentObject(kc, informer, kind.resource, { namespace, name }, { selector, signal });
+    await readCurrentObject(kc, informer, kind, { namespace, name }, { selector, signal });
 }

@@ -34,7 +34,6 @@ import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from './app.ts';
 import { BACKEND_SHARD_LABEL } from './config.ts';
-import { conditionsOf } from './gitops-deployment/gitops-deployment.object.ts';
 import { automatedTestDataSpec, useBackendFixture } from './testing/backend-fixture.ts';
 import { WORKSPACE_SERVICE_ACCOUNT } from './workspace-access/workspace-access.ts';
 
@@ -63,7 +62,7 @@ describe('tenant placement on engine instances', () => {
   const errorOccurred = (namespace: string, name: string) =>
     eventually(`ErrorOccurred of ${namespace}/${name}`, async () => {
       const live = await f.getDeployment(namespace, name);
-      const condition = live && conditionsOf(live).find((c) => c.type === 'ErrorOccurred');
+      const condition = live && (live.status?.conditions ?? []).find((c) => c.type === 'ErrorOccurred');
       return condition?.status === 'True' ? condition : undefined;
     });
   const placedOn = async (namespaceUid: string) =>

@@ -10,7 +10,6 @@ import { givenListeningAgentSession } from '@gitops/db/testing';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
-import { conditionsOf } from '../gitops-deployment/gitops-deployment.object.ts';
 import { automatedTestDataSpec, useBackendFixture } from '../testing/backend-fixture.ts';
 
 const spec = automatedTestDataSpec;
@@ -26,7 +25,7 @@ describe('an engine instance without agents', () => {
   const errorOccurred = (namespace: string, name: string) =>
     f
       .getDeployment(namespace, name)
-      .then((live) => live && conditionsOf(live).find((c) => c.type === 'ErrorOccurred'));
+      .then((live) => live && (live.status?.conditions ?? []).find((c) => c.type === 'ErrorOccurred'));
 
   test('a change waiting longer than GITOPS_ENGINE_INSTANCE_AWAY_AFTER says the instance is away; an agent taking it resolves that', async () => {
     const tenant = await f.createNamespace('away');

@@ -18,7 +18,6 @@ import {
   deletionStarted,
   finalizersChanged,
   generationChanged,
-  type KubeObject,
   newController,
   objectKey,
   type Periodic,
@@ -29,7 +28,7 @@ import {
 import type { BackendContext, BackendFeature } from '../backend-feature.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
 import { createEngineInstanceReconciler } from './engine-instance.reconciler.ts';
-import { needsReconcile } from './engine-instance.status.ts';
+import { type EngineInstanceObject, needsReconcile, parseEngineInstance } from './engine-instance.status.ts';
 
 /** After a notification, the look waits this long, so a burst of operations costs one query. */
 const NOTIFIED_LOOK_DELAY_MS = 1_000;
@@ -43,7 +42,7 @@ export interface EngineInstanceFeature extends BackendFeature {
 export function createEngineInstanceFeature(ctx: BackendContext): EngineInstanceFeature {
   const kind = Kinds.GitOpsEngineInstance;
   const logger = ctx.logger.child({ controller: 'gitopsengineinstance' });
-  const informer = ctx.informer(kind.resource, { sharded: true });
+  const informer = ctx.kindInformer({ resource: kind.resource, parse: parseEngineInstance });
   const { reconcile, creatable } = createEngineInstanceReconciler({
     db: ctx.db,
     kc: ctx.kc,
@@ -61,7 +60,7 @@ export function createEngineInstanceFeature(ctx: BackendContext): EngineInstance
     .withOptions({ concurrency: ctx.config.maxConcurrentReconciles })
     .complete(reconcile);
   const { queue } = controller;
-  const enqueue = (object: KubeObject) => queue.add(objectKey(object));
+  const enqueue = (object: EngineInstanceObject) => queue.add(objectKey(object));
 
   /** `load: false` (the look after operations were created): a changed load alone waits for the periodic look. */
   async function look(options: { load?: boolean } = {}) {

@@ -34,7 +34,6 @@ import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
-import { conditionsOf } from '../gitops-deployment/gitops-deployment.object.ts';
 import { automatedTestDataSpec, randomSuffix, useBackendFixture } from '../testing/backend-fixture.ts';
 
 const spec = automatedTestDataSpec;
@@ -179,7 +178,7 @@ describe('GitOpsEngineInstance', () => {
     await f.createDeployment(refused.name, 'a', spec);
     const condition = await eventually('ErrorOccurred', async () => {
       const live = await f.getDeployment(refused.name, 'a');
-      const c = live && conditionsOf(live).find((x) => x.type === 'ErrorOccurred');
+      const c = live && (live.status?.conditions ?? []).find((x) => x.type === 'ErrorOccurred');
       return c?.status === 'True' ? c : undefined;
     });
     assert.equal(condition.message, PlacementMessage.instanceCordoned(name));

@@ -23,6 +23,7 @@ import {
   EngineInstanceConditionType,
   EngineInstanceEventReason,
   EngineInstanceMessage,
+  type GitOpsEngineInstanceSpec,
   Kind,
   Kinds,
 } from '@gitops/api';
@@ -36,7 +37,6 @@ import {
 } from '@gitops/db';
 import {
   collectionPath,
-  conditionsOfStatus,
   type EventRecorder,
   findCondition,
   getObject,
@@ -44,7 +44,6 @@ import {
   type Informer,
   isConflict,
   type KubeConfig,
-  type KubeObject,
   kubeRequest,
   type Logger,
   mergePatch,
@@ -54,17 +53,15 @@ import {
   withTypeMeta,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { createMergePatch, isJsonObject } from '../json.ts';
+import { createMergePatch } from '../json.ts';
 import { BACKEND_FIELD_MANAGER } from '../kinds.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import {
-  appliedGeneration,
   desiredStatus,
+  type EngineInstanceObject,
   hasFinalizer,
-  isBeingDeleted,
   isObjectName,
-  specCordoned,
-  specDrain,
+  parseEngineInstance,
 } from './engine-instance.status.ts';
 
 /** Tenants a drain moves per step, and how soon the next step follows while tenants are left. */
@@ -76,7 +73,7 @@ const kind = Kinds.GitOpsEngineInstance;
 export interface EngineInstanceReconcilerOptions {
   db: Kysely<Database>;
   kc: KubeConfig;
-  informer: Informer<KubeObject>;
+  informer: Informer<EngineInstanceObject>;
   events: EventRecorder;
   logger: Logger;
   /** This backend's shard: the objects it serves, and the labels of those it creates. */
@@ -122,24 +119,29 @@ export function createEngineInstanceReconciler(
 
   async function create(overview: EngineInstanceOverview, logger: Logger, signal: AbortSignal) {
     const name = overview.name;
-    let created: KubeObject;
+    let created: EngineInstanceObject;
     try {
-      created = (await kubeRequest(kc, {
-        method: HttpMethod.POST,
-        path: collectionPath(kind.resource),
-        query: { fieldManager: BACKEND_FIELD_MANAGER },
-        body: {
-          apiVersion: API_GROUP_VERSION,
-          kind: Kind.GitOpsEngineInstance,
-          metadata: { name, labels: options.shardLabels, finalizers: [ENGINE_INSTANCE_FINALIZER] },
-          spec: { cordoned: overview.cordoned },
-        },
-        signal,
-      })) as KubeObject;
+      created = parseEngineInstance(
+        await kubeRequest(kc, {
+          method: HttpMethod.POST,
+          path: collectionPath(kind.resource),
+          query: { fieldManager: BACKEND_FIELD_MANAGER },
+          body: {
+            apiVersion: API_GROUP_VERSION,
+            kind: Kind.GitOpsEngineInstance,
+            metadata: { name, labels: options.shardLabels, finalizers: [ENGINE_INSTANCE_FINALIZER] },
+            spec: { cordoned: overview.cordoned },
+          },
+          signal,
+        }),
+      );
     } catch (err) {
       if (!isConflict(err)) throw err;
       // AlreadyExists: another replica made it (the watch brings it), or it belongs to another shard.
-      const existing = await getObject(kc, refOfKind(kind, { metadata: { name } }), { signal });
+      const existing = await getObject(kc, refOfKind(kind, { metadata: { name } }), {
+        signal,
+        parse: parseEngineInstance,
+      });
       if (existing && !selector.matches(existing.metadata.labels)) {
         if (!otherShard.has(name))
           logger.info(
@@ -161,21 +163,26 @@ export function createEngineInstanceReconciler(
   }
 
   /** Merge-patches the object, on the resourceVersion the patch was computed from; returns the live object. */
-  async function patchObject(object: KubeObject, patch: Record<string, unknown>, signal: AbortSignal) {
-    const metadata = isJsonObject(patch.metadata) ? patch.metadata : {};
-    return await mergePatch(
-      kc,
-      refOfKind(kind, object),
-      { ...patch, metadata: { ...metadata, resourceVersion: object.metadata.resourceVersion } },
-      { fieldManager: BACKEND_FIELD_MANAGER, signal },
+  async function patchObject(
+    object: EngineInstanceObject,
+    patch: { metadata?: { finalizers: string[] }; spec?: GitOpsEngineInstanceSpec },
+    signal: AbortSignal,
+  ) {
+    return parseEngineInstance(
+      await mergePatch(
+        kc,
+        refOfKind(kind, object),
+        { ...patch, metadata: { ...patch.metadata, resourceVersion: object.metadata.resourceVersion } },
+        { fieldManager: BACKEND_FIELD_MANAGER, signal },
+      ),
     );
   }
-  const patchFinalizers = (object: KubeObject, finalizers: string[], signal: AbortSignal) =>
+  const patchFinalizers = (object: EngineInstanceObject, finalizers: string[], signal: AbortSignal) =>
     patchObject(object, { metadata: { finalizers } }, signal);
 
   /** Writes the status when it differs; true when written. */
   async function writeStatus(
-    object: KubeObject,
+    object: EngineInstanceObject,
     overview: EngineInstanceOverview | undefined,
     signal: AbortSignal,
     noDrainTarget = false,
@@ -194,11 +201,11 @@ export function createEngineInstanceReconciler(
     return true;
   }
 
-  const event = (object: KubeObject, type: 'Normal' | 'Warning', reason: string, message: string) =>
+  const event = (object: EngineInstanceObject, type: 'Normal' | 'Warning', reason: string, message: string) =>
     events.event(withTypeMeta(kind, object), type, reason, message);
 
   async function retire(
-    object: KubeObject,
+    object: EngineInstanceObject,
     overview: EngineInstanceOverview | undefined,
     logger: Logger,
     signal: AbortSignal,
@@ -211,10 +218,7 @@ export function createEngineInstanceReconciler(
       const deletion = await deleteEngineInstanceIfUnused(db, name);
       if (deletion === 'inUse') {
         const [current] = await listEngineInstanceOverviews(db, { name });
-        const before = findCondition(
-          conditionsOfStatus(object.status),
-          EngineInstanceConditionType.DeletionBlocked,
-        );
+        const before = findCondition(object.status?.conditions, EngineInstanceConditionType.DeletionBlocked);
         if (!(await writeStatus(object, current, signal))) return;
         const message = EngineInstanceMessage.deletionBlocked(
           name,
@@ -251,11 +255,11 @@ export function createEngineInstanceReconciler(
       if (overview && creatable(name)) await create(overview, logger, signal);
       return;
     }
-    if (isBeingDeleted(object)) {
+    if (object.metadata.deletionTimestamp) {
       await retire(object, overview, logger, signal);
       return;
     }
-    if (overview && specDrain(object) && !specCordoned(object)) {
+    if (overview && object.spec?.drain === true && object.spec.cordoned !== true) {
       // A drain cordons the instance (and it stays cordoned after the drain, like a drained node).
       object = await patchObject(object, { spec: { cordoned: true } }, signal);
     }
@@ -266,13 +270,19 @@ export function createEngineInstanceReconciler(
           [...(object.metadata.finalizers ?? []), ENGINE_INSTANCE_FINALIZER],
           signal,
         );
-      if (specCordoned(object) !== overview.cordoned) {
+      if ((object.spec?.cordoned === true) !== overview.cordoned) {
         // Which side changed is told by status.observedGeneration: read it live, as the cache may not have our
         // last status write yet (a stale one would take a cordon set in the database for the operator's).
-        object = (await getObject(kc, refOfKind(kind, object), { signal })) ?? object;
+        object =
+          (await getObject(kc, refOfKind(kind, object), { signal, parse: parseEngineInstance })) ?? object;
       }
-      const cordoned = specCordoned(object);
-      if (cordoned !== overview.cordoned && appliedGeneration(object) === object.metadata.generation) {
+      const cordoned = object.spec?.cordoned === true;
+      // status.observedGeneration: the generation whose spec the database has taken (absent while no agent has
+      // registered the instance, so a spec written before that is applied when it registers).
+      if (
+        cordoned !== overview.cordoned &&
+        object.status?.observedGeneration === object.metadata.generation
+      ) {
         // The spec was applied and the database changed since (SQL, another feature): the spec follows it.
         object = await patchObject(object, { spec: { cordoned: overview.cordoned } }, signal);
         logger.info(
@@ -295,7 +305,8 @@ export function createEngineInstanceReconciler(
         );
       }
     }
-    const drain = overview && specDrain(object) ? await drainStep(object, overview, logger) : undefined;
+    const drain =
+      overview && object.spec?.drain === true ? await drainStep(object, overview, logger) : undefined;
     await writeStatus(object, drain?.overview ?? overview, signal, drain?.noTarget);
     return drain?.again ? { requeueAfter: DRAIN_STEP_INTERVAL_MS } : undefined;
   };
@@ -304,7 +315,7 @@ export function createEngineInstanceReconciler(
    * One step of a drain (the instance is cordoned by now): up to DRAIN_BATCH tenants moved to the least loaded
    * instance that takes new tenants, each move as a namespace label change makes it (nothing is pruned).
    */
-  async function drainStep(object: KubeObject, overview: EngineInstanceOverview, logger: Logger) {
+  async function drainStep(object: EngineInstanceObject, overview: EngineInstanceOverview, logger: Logger) {
     const name = object.metadata.name;
     if (!overview.cordoned || overview.tenants === 0) return undefined;
     const step = await drainEngineInstance(db, overview.id, DRAIN_BATCH, options.tenantClusterIdentity());

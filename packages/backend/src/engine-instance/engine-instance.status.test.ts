@@ -6,9 +6,13 @@ import {
   EngineInstanceReason,
 } from '@gitops/api';
 import type { EngineInstanceOverview } from '@gitops/db';
-import type { KubeObject } from '@gitops/shared';
 import { describe, test } from 'vitest';
-import { desiredStatus, isObjectName, needsReconcile } from './engine-instance.status.ts';
+import {
+  desiredStatus,
+  isObjectName,
+  needsReconcile,
+  parseEngineInstance,
+} from './engine-instance.status.ts';
 
 const now = new Date('2026-03-01T10:00:00Z');
 const later = new Date('2026-03-01T11:00:00Z');
@@ -37,7 +41,7 @@ const overview = (fields: Partial<EngineInstanceOverview> = {}): EngineInstanceO
 const object = (
   fields: { status?: unknown; cordoned?: boolean; deleting?: boolean; finalizer?: boolean } = {},
 ) =>
-  ({
+  parseEngineInstance({
     metadata: {
       name: 'east',
       generation: 3,
@@ -46,7 +50,7 @@ const object = (
     },
     spec: { cordoned: fields.cordoned ?? false },
     ...(fields.status === undefined ? {} : { status: fields.status }),
-  }) as KubeObject;
+  });
 
 describe('GitOpsEngineInstance status', () => {
   test('a registered instance: its namespace, cluster, load, agents, cordon and Registered/Available True', () => {

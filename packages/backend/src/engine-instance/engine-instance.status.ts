@@ -8,17 +8,28 @@ import {
   EngineInstanceConditionType,
   EngineInstanceMessage,
   EngineInstanceReason,
+  type GitOpsEngineInstance,
   type GitOpsEngineInstanceStatus,
+  Kinds,
 } from '@gitops/api';
 import type { EngineInstanceOverview } from '@gitops/db';
 import {
   type ConditionInput,
-  conditionsOfStatus,
   findCondition,
   type KubeObject,
+  kindParser,
   nextCondition,
 } from '@gitops/shared';
-import { isJsonObject, jsonEqual } from '../json.ts';
+import { jsonEqual } from '../json.ts';
+
+/** A GitOpsEngineInstance as the API server returns it: its generated type, with a name. */
+export type EngineInstanceObject = GitOpsEngineInstance & KubeObject;
+
+/**
+ * Types a GitOpsEngineInstance read from the API server (kindParser): the informer's parser and a live read's
+ * (@throws for one without a name or whose spec or status is not an object).
+ */
+export const parseEngineInstance = kindParser<EngineInstanceObject>(Kinds.GitOpsEngineInstance);
 
 /** Object names of a cluster-scoped custom resource: DNS-1123 subdomains of at most 253 characters. */
 const dns1123Subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -31,31 +42,8 @@ export function isObjectName(name: string): boolean {
   return name.length <= 253 && dns1123Subdomain.test(name);
 }
 
-/** `spec.cordoned` (false when absent or not a boolean: the schema defaults it to false). */
-export function specCordoned(object: KubeObject): boolean {
-  return isJsonObject(object.spec) && object.spec.cordoned === true;
-}
-
-/** `spec.drain` (false when absent or not a boolean). */
-export function specDrain(object: KubeObject): boolean {
-  return isJsonObject(object.spec) && object.spec.drain === true;
-}
-
-/**
- * The generation whose spec the database has taken (`status.observedGeneration`; absent while no agent has
- * registered the instance, so a spec written before that is applied when it registers).
- */
-export function appliedGeneration(object: KubeObject): number | undefined {
-  const status = isJsonObject(object.status) ? object.status : {};
-  return typeof status.observedGeneration === 'number' ? status.observedGeneration : undefined;
-}
-
-export function hasFinalizer(object: KubeObject): boolean {
+export function hasFinalizer(object: EngineInstanceObject): boolean {
   return (object.metadata.finalizers ?? []).includes(ENGINE_INSTANCE_FINALIZER);
-}
-
-export function isBeingDeleted(object: KubeObject): boolean {
-  return typeof object.metadata.deletionTimestamp === 'string';
 }
 
 /** Available: an agent of the instance listens, or none does. */
@@ -134,7 +122,7 @@ function deletionsHeldCondition(
  * message stay, so an unchanged verdict equals the current status and causes no write.
  */
 export function desiredStatus(
-  object: KubeObject,
+  object: EngineInstanceObject,
   overview: EngineInstanceOverview | undefined,
   now: Date,
   /** A drain found tenants left and no instance to take them. */
@@ -142,7 +130,7 @@ export function desiredStatus(
 ): GitOpsEngineInstanceStatus {
   const name = object.metadata.name;
   const generation = object.metadata.generation;
-  const existing = conditionsOfStatus(object.status);
+  const existing = object.status?.conditions ?? [];
   const conditions: Condition[] = [];
   const put = (input: ConditionInput) =>
     conditions.push(
@@ -175,14 +163,14 @@ export function desiredStatus(
     message: EngineInstanceMessage.registered(name, overview.namespace_name, overview.cluster_identity),
   });
   put(availableCondition(name, overview));
-  if (specDrain(object)) put(drainedCondition(name, overview, noDrainTarget));
+  if (object.spec?.drain === true) put(drainedCondition(name, overview, noDrainTarget));
   const held = deletionsHeldCondition(
     name,
     overview,
     findCondition(existing, EngineInstanceConditionType.DeletionsHeld) !== undefined,
   );
   if (held) put(held);
-  if (isBeingDeleted(object))
+  if (object.metadata.deletionTimestamp)
     put({
       type: EngineInstanceConditionType.DeletionBlocked,
       status: 'True',
@@ -207,7 +195,7 @@ export function desiredStatus(
  * cordon to write, a deletion that can go ahead, or a status to rewrite.
  */
 export function needsReconcile(
-  object: KubeObject,
+  object: EngineInstanceObject,
   overview: EngineInstanceOverview | undefined,
   now: Date,
   options: {
@@ -220,24 +208,20 @@ export function needsReconcile(
     load?: boolean;
   } = {},
 ): boolean {
-  if (isBeingDeleted(object)) {
+  if (object.metadata.deletionTimestamp) {
     if (!hasFinalizer(object)) return false;
     // Gone, to be cordoned (a retiring instance takes no new tenants), or empty: the deletion can go on.
     if (!overview?.cordoned || (overview.tenants === 0 && overview.applications === 0)) return true;
-  } else if (overview && (!hasFinalizer(object) || specCordoned(object) !== overview.cordoned)) {
+  } else if (overview && (!hasFinalizer(object) || (object.spec?.cordoned === true) !== overview.cordoned)) {
     return true;
-  } else if (overview && specDrain(object) && (!overview.cordoned || overview.tenants > 0)) {
+  } else if (overview && object.spec?.drain === true && (!overview.cordoned || overview.tenants > 0)) {
     // A drain with tenants left (or not cordoned yet) has work to do.
     return true;
   }
   const desired = desiredStatus(object, overview, now);
   if (options.load !== false) return !jsonEqual(desired, object.status);
-  const withoutLoad = (status: unknown) => {
-    const {
-      tenants: _tenants,
-      applications: _applications,
-      ...rest
-    } = (status ?? {}) as GitOpsEngineInstanceStatus;
+  const withoutLoad = (status: GitOpsEngineInstanceStatus | undefined) => {
+    const { tenants: _tenants, applications: _applications, ...rest } = status ?? {};
     return rest;
   };
   return !jsonEqual(withoutLoad(desired), withoutLoad(object.status));

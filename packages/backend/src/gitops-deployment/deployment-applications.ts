@@ -18,7 +18,9 @@ export interface DeploymentApplications {
   keyOf(applicationId: string): string | undefined;
 }
 
-export function createDeploymentApplications(informer: Informer<KubeObject>): DeploymentApplications {
+export function createDeploymentApplications<T extends KubeObject>(
+  informer: Informer<T>,
+): DeploymentApplications {
   const applicationOfUid = new Map<string, string>();
   const keyOfApplication = new Map<string, string>();
   informer.onDelete((object) => {

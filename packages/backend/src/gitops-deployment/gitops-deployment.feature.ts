@@ -10,17 +10,16 @@ import { listOwnersWaitingForAbsentAgents } from '@gitops/db';
 import { findCondition, objectKey, type Periodic, runPeriodically } from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
-import { GitOpsDeploymentCr } from '../kinds.ts';
+import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import { createEnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import {
   connectionChanged,
   type ManagedEnvironmentFeature,
 } from '../managed-environment/managed-environment.feature.ts';
 import { createDeploymentApplications, type DeploymentApplications } from './deployment-applications.ts';
-import { conditionsOf, isBeingDeleted } from './gitops-deployment.object.ts';
 import { createGitOpsDeploymentReconciler } from './gitops-deployment.reconciler.ts';
 
-export interface GitOpsDeploymentFeature extends CrController {
+export interface GitOpsDeploymentFeature extends CrController<GitOpsDeploymentObject> {
   /** Which application row each live GitOpsDeployment has (the status path reads it). */
   readonly applications: DeploymentApplications;
 }
@@ -29,7 +28,7 @@ export function createGitOpsDeploymentFeature(
   ctx: BackendContext,
   deps: { environments: ManagedEnvironmentFeature },
 ): GitOpsDeploymentFeature {
-  const informer = ctx.informer(GitOpsDeploymentCr.resource, { sharded: true });
+  const informer = ctx.kindInformer(GitOpsDeploymentCr);
   const applications = createDeploymentApplications(informer);
   /** Uids whose ErrorOccurred=True this process wrote (its own write may not be in the cache yet). */
   const errorReported = new Set<string>();
@@ -56,8 +55,8 @@ export function createGitOpsDeploymentFeature(
       operation.state === 'Completed' &&
       owner !== undefined &&
       owner.metadata.uid === operation.owner_uid &&
-      !isBeingDeleted(owner) &&
-      findCondition(conditionsOf(owner), GitOpsDeploymentConditionType.ErrorOccurred)?.status !==
+      !owner.metadata.deletionTimestamp &&
+      findCondition(owner.status?.conditions, GitOpsDeploymentConditionType.ErrorOccurred)?.status !==
         ConditionStatus.True &&
       !errorReported.has(operation.owner_uid),
     reconcile: createGitOpsDeploymentReconciler({

@@ -15,7 +15,6 @@ import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { useBackendFixture } from '../testing/backend-fixture.ts';
-import { conditionsOf } from './gitops-deployment.object.ts';
 
 const repoURL = 'https://github.com/redhat-appstudio/managed-gitops';
 const automatedSpec = {
@@ -106,7 +105,10 @@ describe('GitOpsDeployment reconciler', () => {
       await finishAsAgent(failingOperation!.id, 'Failed', 'the Application could not be applied');
       await eventually('ErrorOccurred on the failing deployment', async () => {
         const object = await f.getDeployment(tenant.name, 'fails-later');
-        return object && conditionsOf(object).some((c) => c.type === 'ErrorOccurred' && c.status === 'True');
+        return (
+          object &&
+          (object.status?.conditions ?? []).some((c) => c.type === 'ErrorOccurred' && c.status === 'True')
+        );
       });
       await queue.whenIdle();
     } finally {
@@ -114,7 +116,7 @@ describe('GitOpsDeployment reconciler', () => {
     }
     assert.ok(queued.includes(`${tenant.name}/fails-later`), 'the Failed operation queued its owner');
     assert.ok(!queued.includes(`${tenant.name}/quiet`), 'the Completed operation queued nothing');
-    assert.deepEqual(conditionsOf((await f.getDeployment(tenant.name, 'quiet'))!), []);
+    assert.deepEqual((await f.getDeployment(tenant.name, 'quiet'))?.status?.conditions ?? [], []);
   });
 
   test('a manual GitOpsDeployment has no automated policy, and sync option changes follow', async () => {
@@ -289,7 +291,7 @@ describe('GitOpsDeployment reconciler', () => {
     });
     const withError = await eventually('ErrorOccurred', async () => {
       const object = await f.getDeployment(tenant.name, 'with-environment');
-      const condition = object && conditionsOf(object).find((c) => c.type === 'ErrorOccurred');
+      const condition = object && (object.status?.conditions ?? []).find((c) => c.type === 'ErrorOccurred');
       return condition?.status === 'True' ? condition : undefined;
     });
     assert.equal(withError.reason, 'ErrorOccurred');
@@ -311,7 +313,7 @@ describe('GitOpsDeployment reconciler', () => {
     await f.applyDeployment(tenant.name, 'with-environment', automatedSpec);
     const resolved = await eventually('ErrorOccurredResolved', async () => {
       const object = await f.getDeployment(tenant.name, 'with-environment');
-      const condition = object && conditionsOf(object).find((c) => c.type === 'ErrorOccurred');
+      const condition = object && (object.status?.conditions ?? []).find((c) => c.type === 'ErrorOccurred');
       return condition?.status === 'False' ? condition : undefined;
     });
     assert.equal(resolved.reason, 'ErrorOccurredResolved');
@@ -341,7 +343,7 @@ describe('GitOpsDeployment reconciler', () => {
     await finishAsAgent(deleteOperation.id, 'Failed', 'Argo CD refused to delete the Application');
     const failed = await eventually('ErrorOccurred for the failed delete', async () => {
       const object = await f.getDeployment(tenant.name, 'finalized');
-      const condition = object && conditionsOf(object).find((c) => c.type === 'ErrorOccurred');
+      const condition = object && (object.status?.conditions ?? []).find((c) => c.type === 'ErrorOccurred');
       return object && condition?.status === 'True' ? { object, condition } : undefined;
     });
     assert.match(failed.condition.message ?? '', /Argo CD refused to delete the Application/);

@@ -28,7 +28,6 @@ import {
   type Informer,
   isNotFound,
   type KubeConfig,
-  type KubeObject,
   type Logger,
   mergePatch,
   type ReconcileContext,
@@ -40,7 +39,7 @@ import {
 import type { Kysely } from 'kysely';
 import { type ErrorState, reportUnknownError, writeErrorConditions } from '../error-occurred.ts';
 import type { JsonObject } from '../json.ts';
-import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
+import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace, type TenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
@@ -65,7 +64,6 @@ import {
   destinationProblem,
   parseGitOpsDeploymentSpec,
 } from './desired-application.ts';
-import { conditionsOf, finalizersOf, isBeingDeleted } from './gitops-deployment.object.ts';
 
 /** ErrorOccurred messages of this reconciler beyond the ones fixed by docs/api.md. */
 export const DeploymentErrorMessage = {
@@ -81,7 +79,7 @@ export interface GitOpsDeploymentReconcilerOptions {
   kc: KubeConfig;
   /** The identity of the cluster tenants' namespaces live on (the backend's own; read after start). */
   tenantClusterIdentity: () => string;
-  informer: Informer<KubeObject>;
+  informer: Informer<GitOpsDeploymentObject>;
   events: EventRecorder;
   /** Only deployments matching it are served (the informer uses the same selector). */
   selector?: LabelSelector;
@@ -111,7 +109,10 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
 
   const currentObject = currentObjectReader(kc, informer, GitOpsDeploymentCr, options.selector);
 
-  async function recordDeletes(object: KubeObject | undefined, deleted: readonly DeletedApplication[]) {
+  async function recordDeletes(
+    object: GitOpsDeploymentObject | undefined,
+    deleted: readonly DeletedApplication[],
+  ) {
     if (!object) return;
     for (const d of deleted) {
       await events.event(
@@ -124,11 +125,11 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   }
 
   /** Sets ErrorOccurred (only writes when it changes); Events on transitions. */
-  async function writeErrorOccurred(object: KubeObject, state: ErrorState, logger: Logger) {
+  async function writeErrorOccurred(object: GitOpsDeploymentObject, state: ErrorState, logger: Logger) {
     const uid = object.metadata.uid;
     // Before the write: a Completed operation must not be skipped while this error may be on its way.
     if (uid && state.status === 'error') options.errorReported?.add(uid);
-    const conditions = conditionsOf(object);
+    const conditions = object.status?.conditions ?? [];
     const existing = findCondition(conditions, GitOpsDeploymentConditionType.ErrorOccurred);
     let next: typeof conditions;
     if (state.status === 'error') {
@@ -235,7 +236,10 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     return 0;
   }
 
-  async function reconcileDeleting(object: KubeObject, logger: Logger): Promise<ReconcileResult | undefined> {
+  async function reconcileDeleting(
+    object: GitOpsDeploymentObject,
+    logger: Logger,
+  ): Promise<ReconcileResult | undefined> {
     const { namespace = '', name, uid = '' } = object.metadata;
     const { deleted, waitingForRelease } = await deleteApplicationsOf(
       namespace,
@@ -247,7 +251,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     // A move's release is on its way: the delete (and so the finalizer) waits for it.
     if (waitingForRelease > 0) return { requeueAfter: RELEASE_WAIT_MS };
 
-    const finalizers = finalizersOf(object);
+    const finalizers = object.metadata.finalizers ?? [];
     if (!finalizers.includes(Finalizer.GitOpsDeploymentResources)) return;
     const outcome = await applicationOperationsOutcome(db, uid);
     // Completion arrives as gitops_operation_state_changed, which re-enqueues this key: no waiting here.
@@ -287,7 +291,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
    * Rows of earlier incarnations of the deployment (a delete and re-create under the same name): they go in any
    * case; those waiting for a move's release before they can go make the reconcile look again later.
    */
-  function staleRowsOf(object: KubeObject) {
+  function staleRowsOf(object: GitOpsDeploymentObject) {
     const { namespace = '', name, uid = '' } = object.metadata;
     let waiting = 0;
     return {
@@ -313,7 +317,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
 
   /** The desired application of a live deployment: its spec and environment, or why there is none. */
   async function desiredOf(
-    object: KubeObject,
+    object: GitOpsDeploymentObject,
     logger: Logger,
   ): Promise<
     { ok: true; spec: JsonObject; managedEnvironmentId: string | undefined } | { ok: false; message: string }
@@ -420,7 +424,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
   }
 
   async function reconcileLive(
-    object: KubeObject,
+    object: GitOpsDeploymentObject,
     context: ReconcileContext,
   ): Promise<ReconcileResult | undefined> {
     const { logger, signal } = context;
@@ -495,7 +499,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
 
   /** ErrorOccurred from the outcome of the application's operations (a failure shows until the next one). */
   async function reportOperationOutcome(
-    object: KubeObject,
+    object: GitOpsDeploymentObject,
     uid: string,
     applicationId: string,
     logger: Logger,
@@ -535,7 +539,7 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     if (object === null) return;
     try {
       if (!object) return await reconcileGone(namespace, name, context.logger);
-      else if (isBeingDeleted(object)) return await reconcileDeleting(object, context.logger);
+      else if (object.metadata.deletionTimestamp) return await reconcileDeleting(object, context.logger);
       else return await reconcileLive(object, context);
     } catch (err) {
       await reportUnknownError(object, err, context, writeErrorOccurred);

@@ -3,7 +3,6 @@ import { completeOperation, failOperation, getApplicationByName, startOperation 
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import { useBackendFixture } from '../testing/backend-fixture.ts';
-import { conditionsOf } from './gitops-deployment.object.ts';
 
 const spec = { source: { repoURL: 'https://github.com/org/repo', path: 'env/dev' }, type: 'automated' };
 
@@ -79,7 +78,7 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
     );
     const failed = await eventually('ErrorOccurred', async () => {
       const object = await f.getDeployment(tenant.name, 'failing');
-      const condition = object && conditionsOf(object).find((c) => c.type === 'ErrorOccurred');
+      const condition = object && (object.status?.conditions ?? []).find((c) => c.type === 'ErrorOccurred');
       return condition?.status === 'True' ? condition : undefined;
     });
     assert.match(failed.message ?? '', /spec.source.repoURL is not permitted/);
@@ -102,7 +101,7 @@ describe('GitOpsDeployment reconciler: replicas, restarts and failed operations'
     await completeOperation(f.db, next.id);
     const resolved = await eventually('ErrorOccurredResolved', async () => {
       const object = await f.getDeployment(tenant.name, 'failing');
-      const condition = object && conditionsOf(object).find((c) => c.type === 'ErrorOccurred');
+      const condition = object && (object.status?.conditions ?? []).find((c) => c.type === 'ErrorOccurred');
       return condition?.status === 'False' ? condition : undefined;
     });
     assert.equal(resolved.reason, 'ErrorOccurredResolved');

@@ -5,28 +5,26 @@
  */
 import { ManagedEnvironmentConditionType } from '@gitops/api';
 import { type Database, getApiCrMappingByUid } from '@gitops/db';
-import type { Informer, KubeObject } from '@gitops/shared';
+import type { Informer } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { isJsonObject } from '../json.ts';
+import type { ManagedEnvironmentObject } from '../kinds.ts';
 
 export type ResolvedEnvironment = { ok: true; managedEnvironmentId: string } | { ok: false };
 
 export type EnvironmentResolver = (namespace: string, name: string) => Promise<ResolvedEnvironment>;
 
-function isConnected(object: KubeObject): boolean {
-  const status = isJsonObject(object.status) ? object.status : {};
-  const conditions = Array.isArray(status.conditions) ? status.conditions : [];
-  return conditions.some(
-    (c) =>
-      isJsonObject(c) &&
-      c.type === ManagedEnvironmentConditionType.ConnectionInitializationSucceeded &&
-      c.status === 'True',
+function isConnected(object: ManagedEnvironmentObject): boolean {
+  return (
+    object.status?.conditions?.some(
+      (c) =>
+        c.type === ManagedEnvironmentConditionType.ConnectionInitializationSucceeded && c.status === 'True',
+    ) ?? false
   );
 }
 
 export function createEnvironmentResolver(
   db: Kysely<Database>,
-  environments: Informer<KubeObject>,
+  environments: Informer<ManagedEnvironmentObject>,
 ): EnvironmentResolver {
   return async (namespace, name) => {
     const object = environments.get(namespace, name);

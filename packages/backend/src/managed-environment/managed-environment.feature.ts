@@ -6,39 +6,29 @@
  * `connectionChanged` (a connection condition changed in the cache, or an environment is gone).
  */
 import { SecretType } from '@gitops/api';
-import { isJsonObject, jsonEqual, type KubeObject, type Predicate } from '@gitops/shared';
+import { jsonEqual, type Predicate } from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController, watchNamedSecrets } from '../cr-controller.ts';
-import { ManagedEnvironmentCr } from '../kinds.ts';
+import { ManagedEnvironmentCr, type ManagedEnvironmentObject } from '../kinds.ts';
 import { createManagedEnvironmentReconciler } from './managed-environment.reconciler.ts';
 
 /** Field selector of the Secrets watched (only ManagedEnvironment credentials). */
 export const MANAGED_ENVIRONMENT_SECRET_SELECTOR = `type=${SecretType.ManagedEnvironment}`;
 
-export interface ManagedEnvironmentFeature extends CrController {
+export interface ManagedEnvironmentFeature extends CrController<ManagedEnvironmentObject> {
   /** Calls `listener(namespace)` when the reconcile changed the rows of an environment of that namespace. */
   onEnvironmentChanged(listener: (namespace: string) => void): void;
 }
 
-function credentialsSecretOf(object: KubeObject): string | undefined {
-  const spec = object.spec;
-  return isJsonObject(spec) && typeof spec.credentialsSecret === 'string'
-    ? spec.credentialsSecret
-    : undefined;
-}
-
-const conditionsOf = (object: KubeObject) =>
-  isJsonObject(object.status) ? object.status.conditions : undefined;
-
 /** An environment whose connection condition changed, or that is gone: the users of its namespace look again. */
-export const connectionChanged: Predicate = {
+export const connectionChanged: Predicate<ManagedEnvironmentObject> = {
   name: 'connection condition changed, or deleted',
   create: () => false,
-  update: (a, b) => !jsonEqual(conditionsOf(a), conditionsOf(b)),
+  update: (a, b) => !jsonEqual(a.status?.conditions, b.status?.conditions),
 };
 
 export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnvironmentFeature {
-  const informer = ctx.informer(ManagedEnvironmentCr.resource, { sharded: true });
+  const informer = ctx.kindInformer(ManagedEnvironmentCr);
   const secrets = ctx.informer(
     { apiVersion: 'v1', plural: 'secrets' },
     { fieldSelector: MANAGED_ENVIRONMENT_SECRET_SELECTOR },
@@ -62,7 +52,9 @@ export function createManagedEnvironmentFeature(ctx: BackendContext): ManagedEnv
       onEnvironmentChanged: environmentChanged,
     }),
     // A credentials Secret changed (not a relist): the environments of its namespace that name it.
-    watches: watchNamedSecrets(informer, credentialsSecretOf, [secrets]),
+    watches: watchNamedSecrets(informer, (environment) => environment.spec.credentialsSecret || undefined, [
+      secrets,
+    ]),
   });
   return {
     ...controller,

@@ -16,7 +16,6 @@ import {
 } from '@gitops/api';
 import type { Database, Sealer } from '@gitops/db';
 import {
-  conditionsOfStatus,
   type EventRecorder,
   findCondition,
   HttpMethod,
@@ -36,7 +35,7 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
-import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr } from '../kinds.ts';
+import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr, type ManagedEnvironmentObject } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome, reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
@@ -79,7 +78,7 @@ export interface ManagedEnvironmentReconcilerOptions {
   db: Kysely<Database>;
   kc: KubeConfig;
   sealer: Sealer;
-  informer: Informer<KubeObject>;
+  informer: Informer<ManagedEnvironmentObject>;
   events: EventRecorder;
   /** After the agent's operation Failed, it is announced again this long after (GITOPS_OPERATION_RETRY_INTERVAL). */
   operationRetryMs?: number;
@@ -93,11 +92,6 @@ interface ConditionInput {
   status: 'True' | 'False' | 'Unknown';
   reason: string;
   message: string;
-}
-
-function finalizersOf(object: KubeObject): string[] {
-  const f = object.metadata.finalizers;
-  return Array.isArray(f) ? f.filter((x): x is string => typeof x === 'string') : [];
 }
 
 export function createManagedEnvironmentReconciler(options: ManagedEnvironmentReconcilerOptions): Reconciler {
@@ -129,8 +123,8 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
   }
 
   /** Writes the condition when it differs; Events on transitions. Never contains a token. */
-  async function writeCondition(object: KubeObject, input: ConditionInput, logger: Logger) {
-    const conditions = conditionsOfStatus(object.status);
+  async function writeCondition(object: ManagedEnvironmentObject, input: ConditionInput, logger: Logger) {
+    const conditions = object.status?.conditions ?? [];
     const type = ManagedEnvironmentConditionType.ConnectionInitializationSucceeded;
     const existing = findCondition(conditions, type);
     const same =
@@ -169,7 +163,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     }
   }
 
-  async function patchFinalizers(object: KubeObject, finalizers: string[]) {
+  async function patchFinalizers(object: ManagedEnvironmentObject, finalizers: string[]) {
     try {
       await mergePatch(
         kc,
@@ -201,9 +195,9 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
   }
 
   /** The ServiceAccount we created is removed with the user's credentials (or, failing that, its own token). */
-  async function reconcileDeleting(object: KubeObject, context: ReconcileContext) {
+  async function reconcileDeleting(object: ManagedEnvironmentObject, context: ReconcileContext) {
     const { namespace = '', name, uid = '' } = object.metadata;
-    const finalizers = finalizersOf(object);
+    const finalizers = object.metadata.finalizers ?? [];
     if (finalizers.includes(SERVICE_ACCOUNT_FINALIZER)) {
       const parsed = parseManagedEnvironmentSpec(object.spec);
       let removed = false;
@@ -268,7 +262,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
 
   /** Steps 2 and 3: the token to use (ours when createNewServiceAccount), verified by a real request. */
   async function connect(
-    object: KubeObject,
+    object: ManagedEnvironmentObject,
     spec: ManagedEnvironmentSpec,
     target: TargetCluster,
     signal: AbortSignal,
@@ -295,8 +289,9 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
       );
       if (verified.ok) return { ok: true, value: stored.token };
     }
-    if (!finalizersOf(object).includes(SERVICE_ACCOUNT_FINALIZER)) {
-      await patchFinalizers(object, [...finalizersOf(object), SERVICE_ACCOUNT_FINALIZER]);
+    const finalizers = object.metadata.finalizers ?? [];
+    if (!finalizers.includes(SERVICE_ACCOUNT_FINALIZER)) {
+      await patchFinalizers(object, [...finalizers, SERVICE_ACCOUNT_FINALIZER]);
     }
     let token: string;
     try {
@@ -335,7 +330,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     return verified;
   }
 
-  async function reconcileLive(object: KubeObject, context: ReconcileContext) {
+  async function reconcileLive(object: ManagedEnvironmentObject, context: ReconcileContext) {
     const { logger, signal } = context;
     const { namespace = '', name, uid = '' } = object.metadata;
 
@@ -422,7 +417,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
    * Returns how long to wait before looking again when a retry is due later.
    */
   async function reportAgentFailure(
-    object: KubeObject,
+    object: ManagedEnvironmentObject,
     uid: string,
     environmentId: string,
     logger: Logger,
@@ -473,7 +468,7 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
         await deleteRows(namespace, name, context.logger);
         return;
       }
-      if (typeof object.metadata.deletionTimestamp === 'string' && object.metadata.deletionTimestamp !== '') {
+      if (object.metadata.deletionTimestamp) {
         await reconcileDeleting(object, context);
         return;
       }

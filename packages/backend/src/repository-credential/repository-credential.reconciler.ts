@@ -10,18 +10,16 @@
  * Deleted CR: its rows are deleted and announced.
  */
 import { createHash } from 'node:crypto';
-import type { Condition } from '@gitops/api';
+import type { GitOpsDeploymentRepositoryCredentialSpec } from '@gitops/api';
 import { RepositoryCredentialEventReason, SecretKey, SecretType } from '@gitops/api';
 import type { Database, OperationRow, RepositoryType, Sealer } from '@gitops/db';
 import {
-  conditionsOfStatus,
   type EventRecorder,
   HttpMethod,
   type Informer,
   isConflict,
   isNotFound,
   type KubeConfig,
-  type KubeObject,
   kubeRequest,
   type Logger,
   patchStatus,
@@ -31,7 +29,7 @@ import {
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import { isJsonObject, jsonEqual } from '../json.ts';
-import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr } from '../kinds.ts';
+import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr, type RepositoryCredentialObject } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
@@ -56,7 +54,7 @@ export interface RepositoryCredentialReconcilerOptions {
   tenantClusterIdentity?: () => string;
   db: Kysely<Database>;
   kc: KubeConfig;
-  informer: Informer<KubeObject>;
+  informer: Informer<RepositoryCredentialObject>;
   events: EventRecorder;
   sealer: Sealer;
   selector?: LabelSelector;
@@ -83,16 +81,11 @@ export interface RepositoryCredentialSpec {
 }
 
 /** spec.repository, or its alias spec.url; the type, git by default. */
-export function parseRepositoryCredentialSpec(spec: unknown): RepositoryCredentialSpec {
-  const s = isJsonObject(spec) ? spec : {};
-  const type: RepositoryType = s.type === 'helm' || s.type === 'oci' ? s.type : 'git';
-  const repository =
-    typeof s.repository === 'string' && s.repository !== ''
-      ? s.repository
-      : typeof s.url === 'string'
-        ? s.url
-        : '';
-  return { repository, secret: typeof s.secret === 'string' ? s.secret : '', type };
+export function parseRepositoryCredentialSpec(
+  spec: GitOpsDeploymentRepositoryCredentialSpec,
+): RepositoryCredentialSpec {
+  const type: RepositoryType = spec.type === 'helm' || spec.type === 'oci' ? spec.type : 'git';
+  return { repository: spec.repository || spec.url || '', secret: spec.secret, type };
 }
 
 type SecretRead =
@@ -249,15 +242,15 @@ export function createRepositoryCredentialReconciler(
   }
 
   async function writeConditions(
-    object: KubeObject,
+    object: RepositoryCredentialObject,
     outcome: RepositoryCredentialOutcome,
     logger: Logger,
     operationFailure?: string,
   ) {
-    const existing = conditionsOfStatus(object.status) as Condition[];
+    const existing = object.status?.conditions ?? [];
     const generation =
       typeof object.metadata.generation === 'number' ? object.metadata.generation : undefined;
-    const next: Condition[] = nextConditions(existing, outcome, now(), generation, operationFailure);
+    const next = nextConditions(existing, outcome, now(), generation, operationFailure);
     if (jsonEqual(next, existing)) return;
     await patchStatus(
       kc,
@@ -288,7 +281,10 @@ export function createRepositoryCredentialReconciler(
     }
   }
 
-  async function announceDeletes(object: KubeObject | undefined, operations: readonly OperationRow[]) {
+  async function announceDeletes(
+    object: RepositoryCredentialObject | undefined,
+    operations: readonly OperationRow[],
+  ) {
     if (!object) return;
     for (const operation of operations) {
       await events.event(
@@ -316,7 +312,7 @@ export function createRepositoryCredentialReconciler(
    * tenant is placed, i.e. for a new row. A refused placement is the answer, not an error.
    */
   async function applyLocked(
-    object: KubeObject,
+    object: RepositoryCredentialObject,
     spec: RepositoryCredentialSpec,
     credentials: Parameters<typeof applyRepositoryCredentials>[2]['credentials'],
     signal: AbortSignal,
@@ -350,7 +346,7 @@ export function createRepositoryCredentialReconciler(
 
   /** Created or updated credentials: said in the log and in a Normal Event on the CR. */
   async function announceChange(
-    object: KubeObject,
+    object: RepositoryCredentialObject,
     result: Exclude<Awaited<ReturnType<typeof applyLocked>>, PlacementRefusedError>,
     logger: Logger,
   ) {
@@ -372,7 +368,7 @@ export function createRepositoryCredentialReconciler(
 
   async function reconcileLive(
     key: string,
-    object: KubeObject,
+    object: RepositoryCredentialObject,
     signal: AbortSignal,
     logger: Logger,
   ): Promise<ReconcileResult | undefined> {
@@ -436,7 +432,7 @@ export function createRepositoryCredentialReconciler(
     // Another shard's object is left alone (the shard rule, kinds.ts).
     if (object === null) return;
     try {
-      if (!object || typeof object.metadata.deletionTimestamp === 'string') {
+      if (!object || object.metadata.deletionTimestamp) {
         memo.forget(key);
         const deleted = await deleteRows(namespace, name);
         for (const operation of deleted) {

@@ -9,11 +9,8 @@ import { SecretType } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController, watchNamedSecrets } from '../cr-controller.ts';
-import { RepositoryCredentialCr } from '../kinds.ts';
-import {
-  createRepositoryCredentialReconciler,
-  parseRepositoryCredentialSpec,
-} from './repository-credential.reconciler.ts';
+import { RepositoryCredentialCr, type RepositoryCredentialObject } from '../kinds.ts';
+import { createRepositoryCredentialReconciler } from './repository-credential.reconciler.ts';
 
 /** The Secrets the feature watches (field selectors of the two Secret informers). */
 export const REPOSITORY_CREDENTIAL_SECRET_FIELD_SELECTOR = `type=${SecretType.RepositoryCredential}`;
@@ -32,10 +29,10 @@ export function secretMetadataOnly(secret: KubeObject): KubeObject {
   };
 }
 
-export type RepositoryCredentialsFeature = CrController;
+export type RepositoryCredentialsFeature = CrController<RepositoryCredentialObject>;
 
 export function createRepositoryCredentialsFeature(ctx: BackendContext): RepositoryCredentialsFeature {
-  const informer = ctx.informer(RepositoryCredentialCr.resource, { sharded: true });
+  const informer = ctx.kindInformer(RepositoryCredentialCr);
   const secrets = ctx.informer(
     { apiVersion: 'v1', plural: 'secrets' },
     { fieldSelector: REPOSITORY_CREDENTIAL_SECRET_FIELD_SELECTOR },
@@ -59,9 +56,6 @@ export function createRepositoryCredentialsFeature(ctx: BackendContext): Reposit
     }),
     // A Secret changed (not a relist): the CRs of its namespace that reference it. A Secret whose type changes
     // is a new object (type is immutable), so each informer sees all of its life.
-    watches: watchNamedSecrets(informer, (cr) => parseRepositoryCredentialSpec(cr.spec).secret, [
-      secrets,
-      opaqueSecrets,
-    ]),
+    watches: watchNamedSecrets(informer, (cr) => cr.spec.secret || undefined, [secrets, opaqueSecrets]),
   });
 }

@@ -228,7 +228,7 @@ export function desiredStatus(state: ApplicationStateProjection, context: Desire
  * nothing differs (no write).
  */
 export function statusPatch(
-  currentStatus: Record<string, unknown>,
+  currentStatus: { readonly [F in (typeof STATUS_PATH_FIELDS)[number]]?: unknown },
   desired: JsonObject,
 ): JsonValue | undefined {
   const current: Record<string, unknown> = {};

@@ -33,8 +33,7 @@ import {
 import type { Kysely } from 'kysely';
 import type { BackendContext, BackendFeature } from '../backend-feature.ts';
 import type { GitOpsDeploymentFeature } from '../gitops-deployment/gitops-deployment.feature.ts';
-import { conditionsOf, isBeingDeleted, statusOf } from '../gitops-deployment/gitops-deployment.object.ts';
-import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr } from '../kinds.ts';
+import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import {
   desiredStatus,
   isOnItsWay,
@@ -93,7 +92,7 @@ export function createStatusFeature(
   const reconcile: Reconciler = async (key, { logger }) => {
     const { namespace, name } = splitObjectKey(key);
     const object = namespace === undefined ? undefined : informer.get(namespace, name);
-    if (!object || isBeingDeleted(object) || !object.metadata.uid) {
+    if (!object || object.metadata.deletionTimestamp || !object.metadata.uid) {
       onItsWaySince.delete(key);
       return;
     }
@@ -103,19 +102,19 @@ export function createStatusFeature(
     const state = parseApplicationState(row.state);
     if (!isJsonObject(row.state)) logger.warn({ application: applicationId }, 'malformed application_state');
     const desired = desiredStatus(state, {
-      currentConditions: conditionsOf(object),
+      currentConditions: object.status?.conditions ?? [],
       destinationName: await userFacingDestinationName(db, state.reconciledState?.destination?.name),
       engineInstance: row.engine_instance_name,
       now: now(),
     });
-    const patch = statusPatch(statusOf(object), desired);
+    const patch = statusPatch(object.status ?? {}, desired);
     if (patch === undefined) {
       onItsWaySince.delete(key);
       return;
     }
     // A state Argo CD is on its way from waits, counted from the first such state not written: what follows
     // within the interval replaces it (a sync's states become one write, of the settled one).
-    const automated = isJsonObject(object.spec) && object.spec.type === GitOpsDeploymentType.Automated;
+    const automated = object.spec.type === GitOpsDeploymentType.Automated;
     if (progressMs > 0 && isOnItsWay(desired, automated)) {
       const since = onItsWaySince.get(key) ?? performance.now();
       onItsWaySince.set(key, since);
@@ -137,7 +136,7 @@ export function createStatusFeature(
       if (ownWrites.end(key, written)) controller.enqueue(key);
     }
     logger.debug({ application: applicationId }, 'status updated from the Argo CD Application');
-    const event = syncTransitionEvent(statusOf(object).operationState, desired.operationState);
+    const event = syncTransitionEvent(object.status?.operationState, desired.operationState);
     if (event)
       await ctx.events.event(
         GitOpsDeploymentCr.withTypeMeta(object),
@@ -151,7 +150,7 @@ export function createStatusFeature(
    * after a cache holds the object, so its first state arrives by NOTIFY, and looking for it on creation would
    * only cost a read. Objects of the cache's first list are looked at (their state may have changed meanwhile).
    */
-  const notNewlyCreated: Predicate = {
+  const notNewlyCreated: Predicate<GitOpsDeploymentObject> = {
     name: 'not created while watched',
     create: (object) => !informer.hasSynced() || object.status !== undefined,
   };

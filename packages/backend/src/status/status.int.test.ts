@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import type { GitOpsDeploymentStatus } from '@gitops/api';
 import { writeApplicationState } from '@gitops/db';
 import {
   createInformer,
@@ -13,7 +14,7 @@ import {
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
-import { conditionsOf, statusOf } from '../gitops-deployment/gitops-deployment.object.ts';
+import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import { useBackendFixture } from '../testing/backend-fixture.ts';
 import { RESOURCES_LIMIT, RESOURCES_TRUNCATED_CONDITION } from './deployment-status.ts';
 
@@ -50,11 +51,11 @@ describe('status path', () => {
   const statusWhen = async (
     name: string,
     what: string,
-    check: (status: Record<string, unknown>, o: KubeObject) => boolean,
+    check: (status: GitOpsDeploymentStatus, o: GitOpsDeploymentObject) => boolean,
   ) =>
     await eventually(what, async () => {
       const object = await f.getDeployment(tenant.name, name);
-      return object && check(statusOf(object), object) ? object : undefined;
+      return object && check(object.status ?? {}, object) ? object : undefined;
     });
 
   /** Another writer (not the backend) sets the deployment's health to Degraded. */
@@ -72,7 +73,7 @@ describe('status path', () => {
     // ErrorOccurred set by the reconciler must survive the status path's writes.
     await f.applyDeployment(tenant.name, 'observed', { ...spec, destination: { environment: 'nope' } });
     await statusWhen('observed', 'ErrorOccurred', (_s, o) =>
-      conditionsOf(o).some((c) => c.type === 'ErrorOccurred' && c.status === 'True'),
+      (o.status?.conditions ?? []).some((c) => c.type === 'ErrorOccurred' && c.status === 'True'),
     );
 
     const resources = [
@@ -109,7 +110,7 @@ describe('status path', () => {
       ],
     });
     const object = await statusWhen('observed', 'status from application_state', (s) => s.sync !== undefined);
-    const status = statusOf(object);
+    const status = object.status ?? {};
     assert.deepEqual(status.sync, { status: 'OutOfSync', revision: 'abc123' });
     assert.deepEqual(status.health, { status: 'Progressing', message: 'waiting for rollout' });
     assert.equal(
@@ -123,7 +124,7 @@ describe('status path', () => {
       destination: { name: '', namespace: tenant.name },
     });
     assert.deepEqual(status.operationState, operationState);
-    const conditions = conditionsOf(object);
+    const conditions = object.status?.conditions ?? [];
     const comparison = conditions.find((c) => c.type === 'ComparisonError');
     assert.equal(comparison?.status, 'True');
     assert.equal(comparison?.reason, 'ComparisonError');
@@ -148,20 +149,20 @@ describe('status path', () => {
       'Synced',
       (s) => (s.sync as { status?: string }).status === 'Synced',
     );
-    const healedStatus = statusOf(healed);
+    const healedStatus = healed.status ?? {};
     assert.deepEqual(healedStatus.health, { status: 'Healthy' });
     assert.equal(healedStatus.operationState, undefined);
-    const resolved = conditionsOf(healed).find((c) => c.type === 'ComparisonError');
+    const resolved = (healed.status?.conditions ?? []).find((c) => c.type === 'ComparisonError');
     assert.equal(resolved?.status, 'False');
     assert.equal(resolved?.reason, 'ComparisonErrorResolved');
     assert.equal(resolved?.message, '');
-    const syncError = conditionsOf(healed).find((c) => c.type === 'SyncError');
+    const syncError = (healed.status?.conditions ?? []).find((c) => c.type === 'SyncError');
     assert.equal(syncError?.status, 'True');
     assert.equal(
       syncError?.lastTransitionTime,
       conditions.find((c) => c.type === 'SyncError')?.lastTransitionTime,
     );
-    assert.equal(conditionsOf(healed).find((c) => c.type === 'ErrorOccurred')?.status, 'True');
+    assert.equal((healed.status?.conditions ?? []).find((c) => c.type === 'ErrorOccurred')?.status, 'True');
 
     // Writing the same projection again changes nothing on the object.
     await backend.status.queue.whenIdle();
@@ -236,8 +237,8 @@ describe('status path', () => {
     const object = await statusWhen('many-resources', 'truncated resources', (s) =>
       Array.isArray(s.resources),
     );
-    assert.equal((statusOf(object).resources as unknown[]).length, RESOURCES_LIMIT);
-    const truncated = conditionsOf(object).find((c) => c.type === RESOURCES_TRUNCATED_CONDITION);
+    assert.equal(object.status?.resources?.length, RESOURCES_LIMIT);
+    const truncated = (object.status?.conditions ?? []).find((c) => c.type === RESOURCES_TRUNCATED_CONDITION);
     assert.equal(truncated?.status, 'True');
     assert.equal(
       truncated?.message,
@@ -253,14 +254,15 @@ describe('status path', () => {
       'list fits again',
       (s) => (s.resources as unknown[]).length === 3,
     );
-    const resolved = conditionsOf(fits).find((c) => c.type === RESOURCES_TRUNCATED_CONDITION);
+    const resolved = (fits.status?.conditions ?? []).find((c) => c.type === RESOURCES_TRUNCATED_CONDITION);
     assert.equal(resolved?.status, 'False');
     assert.equal(resolved?.reason, `${RESOURCES_TRUNCATED_CONDITION}Resolved`);
   });
 
   test('lastProbeTime says when a condition was last written; lastTransitionTime moves only with its status', async () => {
     const { application } = await deploymentWithApplication('probed');
-    const comparisonError = (o: KubeObject) => conditionsOf(o).find((c) => c.type === 'ComparisonError');
+    const comparisonError = (o: GitOpsDeploymentObject) =>
+      (o.status?.conditions ?? []).find((c) => c.type === 'ComparisonError');
     await writeApplicationState(f.db, application.id, {
       sync: { status: 'Unknown' },
       conditions: [{ type: 'ComparisonError', message: 'rpc error: repository not found' }],
@@ -321,7 +323,7 @@ describe('status path', () => {
       health: { status: 'Healthy' },
     });
     const ours = await statusWhen('overwritten', 'health from the projection', (s) => s.health !== undefined);
-    assert.deepEqual(statusOf(ours).health, { status: 'Healthy' });
+    assert.deepEqual(ours.status?.health, { status: 'Healthy' });
     // Someone else's write right after ours (the status path ignores only the echo of its own).
     await degradedBySomeoneElse(cr.metadata.name);
     const restored = await statusWhen(
@@ -331,7 +333,7 @@ describe('status path', () => {
         o.metadata.resourceVersion !== ours.metadata.resourceVersion &&
         (s.health as { status?: string } | undefined)?.status === 'Healthy',
     );
-    assert.deepEqual(statusOf(restored).health, { status: 'Healthy' });
+    assert.deepEqual(restored.status?.health, { status: 'Healthy' });
   });
 
   test('the echo of its own status write wakes the status queue no second time; another writer does', async () => {
@@ -352,8 +354,7 @@ describe('status path', () => {
       });
       await backend.status.queue.whenIdle();
     };
-    const healthIs = (status: string) => (s: Record<string, unknown>) =>
-      (s.health as { status?: string } | undefined)?.status === status;
+    const healthIs = (status: string) => (s: GitOpsDeploymentStatus) => s.health?.status === status;
     const { cr, application } = await deploymentWithApplication('echo');
     await writeApplicationState(f.db, application.id, {
       sync: { status: 'Synced', revision: 'abc123' },
@@ -392,9 +393,9 @@ describe('status path', () => {
       conditions: [{ message: 'no type' }],
     });
     const object = await statusWhen('malformed-state', 'health', (s) => s.health !== undefined);
-    assert.deepEqual(statusOf(object).health, { status: 'Healthy' });
-    assert.deepEqual(statusOf(object).resources, [{ kind: 'ConfigMap', name: 'ok' }]);
-    assert.equal(statusOf(object).sync, undefined);
+    assert.deepEqual(object.status?.health, { status: 'Healthy' });
+    assert.deepEqual(object.status?.resources, [{ kind: 'ConfigMap', name: 'ok' }]);
+    assert.equal(object.status?.sync, undefined);
   });
 });
 
@@ -412,17 +413,18 @@ async function recordStatusWrites(
   stop: () => Promise<void>;
 }> {
   const writes: string[] = [];
-  const informer = createInformer<KubeObject>({
+  const informer = createInformer<GitOpsDeploymentObject>({
     kubeConfig: f.kc,
-    resource: { apiVersion: 'managed-gitops.redhat.com/v1alpha1', plural: 'gitopsdeployments' },
+    resource: GitOpsDeploymentCr.resource,
+    parse: GitOpsDeploymentCr.parse,
     namespace,
     registry: createMetricsRegistry({ defaultMetrics: false }),
     logger: createSilentLogger(),
   });
   informer.onUpdate((old, object) => {
-    const health = (statusOf(object).health as { status?: string } | undefined)?.status;
-    const phase = (statusOf(object).operationState as { phase?: string } | undefined)?.phase;
-    if (object.metadata.name === name && !jsonEqual(statusOf(old), statusOf(object)))
+    const health = object.status?.health?.status;
+    const phase = object.status?.operationState?.phase as string | undefined;
+    if (object.metadata.name === name && !jsonEqual(old.status ?? {}, object.status ?? {}))
       writes.push([health ?? 'none', phase].filter(Boolean).join('/'));
   });
   informer.start();
@@ -449,7 +451,7 @@ async function deploymentShowing(
 ): Promise<KubeObject> {
   return eventually(`${health}${phase ? `/${phase}` : ''} on the GitOpsDeployment`, async () => {
     const o = await f.getDeployment(namespace, name);
-    const status = o ? statusOf(o) : {};
+    const status = o ? (o.status ?? {}) : {};
     return (status.health as { status?: string } | undefined)?.status === health &&
       (phase === undefined || (status.operationState as { phase?: string } | undefined)?.phase === phase)
       ? o

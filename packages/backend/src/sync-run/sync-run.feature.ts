@@ -12,17 +12,17 @@ import { getApiCrMappingOfSyncOperation } from '@gitops/db';
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
 import type { GitOpsDeploymentFeature } from '../gitops-deployment/gitops-deployment.feature.ts';
-import { SyncRunCr } from '../kinds.ts';
+import { SyncRunCr, type SyncRunObject } from '../kinds.ts';
 import { createSyncRunReconciler } from './sync-run.reconciler.ts';
 import { createApplicationFollowers, parentChanged, syncRunsOfParent } from './sync-run.watches.ts';
 
-export type SyncRunFeature = CrController;
+export type SyncRunFeature = CrController<SyncRunObject>;
 
 export function createSyncRunFeature(
   ctx: BackendContext,
   deps: { deployments: GitOpsDeploymentFeature },
 ): SyncRunFeature {
-  const informer = ctx.informer(SyncRunCr.resource, { sharded: true });
+  const informer = ctx.kindInformer(SyncRunCr);
   const deployments = deps.deployments.informer;
   const ofParent = syncRunsOfParent(informer);
   const followers = createApplicationFollowers();

@@ -23,7 +23,6 @@ import {
   findCondition,
   type Informer,
   type KubeConfig,
-  type KubeObject,
   type Logger,
   type ReconcileContext,
   type Reconciler,
@@ -38,9 +37,8 @@ import {
   type ParsedGitOpsDeploymentSpec,
   parseGitOpsDeploymentSpec,
 } from '../gitops-deployment/desired-application.ts';
-import { conditionsOf, isBeingDeleted } from '../gitops-deployment/gitops-deployment.object.ts';
-import { isJsonObject, jsonEqual } from '../json.ts';
-import { SyncRunCr } from '../kinds.ts';
+import { jsonEqual } from '../json.ts';
+import { type GitOpsDeploymentObject, SyncRunCr, type SyncRunObject } from '../kinds.ts';
 import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { parseApplicationState } from '../status/deployment-status.ts';
@@ -73,9 +71,9 @@ const EARLIER_SYNC_RUN_RETRY_MS = 250;
 export interface SyncRunReconcilerOptions {
   db: Kysely<Database>;
   kc: KubeConfig;
-  informer: Informer<KubeObject>;
+  informer: Informer<SyncRunObject>;
   /** The GitOpsDeployment informer (parents are looked up there). */
-  deployments: Informer<KubeObject>;
+  deployments: Informer<GitOpsDeploymentObject>;
   events: EventRecorder;
   selector?: LabelSelector;
   now?: () => Date;
@@ -101,14 +99,16 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
   informer.onDelete((o) => {
     if (o.metadata.uid) seen.delete(o.metadata.uid);
   });
-  const creationOrder = (o: KubeObject): [string, number] => [
-    typeof o.metadata.creationTimestamp === 'string' ? o.metadata.creationTimestamp : '',
+  const creationOrder = (o: SyncRunObject): [string, number] => [
+    o.metadata.creationTimestamp ?? '',
     seen.get(o.metadata.uid ?? '') ?? Number.MAX_SAFE_INTEGER,
   ];
-  const phaseOf = (object: KubeObject) => (object.status as { phase?: string } | undefined)?.phase;
   /** The SyncRun's status says its sync ended (Succeeded, Failed, Terminated): nothing changes any more. */
-  const hasEnded = (object: KubeObject) => FINISHED_SYNC_RUN_PHASES.has(phaseOf(object) as SyncRunPhase);
-  const isBefore = (a: KubeObject, b: KubeObject) => {
+  const hasEnded = (object: SyncRunObject) => {
+    const phase = object.status?.phase;
+    return phase !== undefined && FINISHED_SYNC_RUN_PHASES.has(phase);
+  };
+  const isBefore = (a: SyncRunObject, b: SyncRunObject) => {
     const [ta, sa] = creationOrder(a);
     const [tb, sb] = creationOrder(b);
     return ta < tb || (ta === tb && sa < sb);
@@ -118,13 +118,12 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
    * True when an earlier SyncRun of the same deployment has no sync row yet (it must be requested first); one
    * whose sync ended is not waited for (its rows are gone only when the database lost them: never requested again).
    */
-  async function earlierSyncRunPending(object: KubeObject, parentName: string): Promise<boolean> {
+  async function earlierSyncRunPending(object: SyncRunObject, parentName: string): Promise<boolean> {
     for (const other of informer.list()) {
       if (
         other.metadata.namespace !== object.metadata.namespace ||
         other.metadata.uid === object.metadata.uid ||
-        isBeingDeleted(other) ||
-        !isJsonObject(other.spec) ||
+        other.metadata.deletionTimestamp ||
         other.spec.gitopsDeploymentName !== parentName ||
         other.spec.terminate === true ||
         hasEnded(other) ||
@@ -143,7 +142,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
   const follow = options.follow ?? (() => {});
 
   /** `status.health` / `status.syncStatus` for the SyncRun `key` whose sync is `row`. */
-  async function applicationStatusOf(key: string, row: SyncOperationRow, object: KubeObject) {
+  async function applicationStatusOf(key: string, row: SyncOperationRow, object: SyncRunObject) {
     let rows: SyncOperationRow[] | undefined;
     let application: ReturnType<typeof parseApplicationState> | undefined;
     if (row.application_id !== null && syncStartedInArgoCd(row)) {
@@ -171,12 +170,12 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
    * only when something changes); Events on transitions.
    */
   async function writeCondition(
-    object: KubeObject,
+    object: SyncRunObject,
     state: SyncRunErrorState,
     logger: Logger,
     sync?: SyncRunSyncStatus,
   ) {
-    const conditions = conditionsOf(object);
+    const conditions = object.status?.conditions ?? [];
     const existing = findCondition(conditions, SyncRunConditionType.ErrorOccurred);
     const changes = sync ? syncStatusChanges(object.status, sync) : {};
     const next = setCondition(
@@ -227,7 +226,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
 
   /** A SyncRun whose sync was requested already: updates never create a second one; only its outcome shows. */
   async function reportRequested(
-    object: KubeObject,
+    object: SyncRunObject,
     existing: SyncOperationRow,
     terminate: boolean,
     logger: Logger,
@@ -249,11 +248,11 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
    * the request, a parent missing or automated), or its valid spec and manual parent.
    */
   function refusalOrParent(
-    object: KubeObject,
+    object: SyncRunObject,
     parsed: SyncRunSpecParseResult,
   ):
     | { refused: string; terminated?: true }
-    | { spec: SyncRunSpec; parent: KubeObject; parentSpec: ParsedGitOpsDeploymentSpec } {
+    | { spec: SyncRunSpec; parent: GitOpsDeploymentObject; parentSpec: ParsedGitOpsDeploymentSpec } {
     const { namespace = '', name } = object.metadata;
     if (!parsed.ok) return { refused: SyncRunErrorMessage.invalidSpec(parsed.problem) };
     // Terminated before anything was requested: nothing happens in Argo CD, ever.
@@ -267,7 +266,8 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
       };
     const parentName = parsed.spec.gitopsDeploymentName;
     const parent = deployments.get(namespace, parentName);
-    const parentSpec = parent && !isBeingDeleted(parent) ? parseGitOpsDeploymentSpec(parent.spec) : undefined;
+    const parentSpec =
+      parent && !parent.metadata.deletionTimestamp ? parseGitOpsDeploymentSpec(parent.spec) : undefined;
     // Re-enqueued when a GitOpsDeployment of this name appears (see the controller).
     if (!parent || !parentSpec?.ok) return { refused: SyncRunMessage.parentNotFound(parentName) };
     if (parentSpec.spec.type === GitOpsDeploymentType.Automated)
@@ -281,8 +281,8 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
    * SyncRun wants the new spec synced; after PARENT_SPEC_WAIT_MS the row is taken as it is).
    */
   async function parentApplication(
-    object: KubeObject,
-    parent: KubeObject,
+    object: SyncRunObject,
+    parent: GitOpsDeploymentObject,
     parentSpec: ParsedGitOpsDeploymentSpec,
     logger: Logger,
   ) {
@@ -302,7 +302,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
       parentSpec,
       environmentName ? parentSpec.destination?.namespace || namespace : namespace,
     );
-    const age = Date.now() - Date.parse(String(object.metadata.creationTimestamp ?? ''));
+    const age = Date.now() - Date.parse(object.metadata.creationTimestamp ?? '');
     if (!jsonEqual(application.spec, desired) && !(age > PARENT_SPEC_WAIT_MS)) {
       logger.debug("the parent GitOpsDeployment's latest spec is not in its application row yet");
       return undefined;
@@ -310,7 +310,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     return { application, mapping };
   }
 
-  async function reconcileLive(object: KubeObject, context: ReconcileContext) {
+  async function reconcileLive(object: SyncRunObject, context: ReconcileContext) {
     const { logger, signal } = context;
     const { namespace = '', name, uid = '' } = object.metadata;
     // Earlier incarnations with the same name (delete-recreate) are handled like deleted ones.
@@ -325,7 +325,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     // for the sync again would report another one, and could deploy an older revision than a later sync did.
     if (hasEnded(object)) {
       logger.info(
-        { phase: phaseOf(object) },
+        { phase: object.status?.phase },
         'sync not requested again: it ended before, and its rows are gone (a restored database)',
       );
       return;
@@ -384,7 +384,7 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     // Another shard's object is left alone (the shard rule, kinds.ts).
     if (object === null) return;
     try {
-      if (!object || isBeingDeleted(object)) await reconcileGone(namespace, name, context.logger);
+      if (!object || object.metadata.deletionTimestamp) await reconcileGone(namespace, name, context.logger);
       else return await reconcileLive(object, context);
     } catch (err) {
       await reportUnknownError(object, err, context, writeCondition);

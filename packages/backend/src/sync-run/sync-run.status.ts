@@ -5,7 +5,12 @@
  * say where the sync is and how it ended, from the sync_operation row (what Argo CD reported about it);
  * `health` and `syncStatus` what the Application shows for this sync (the agent's application_state).
  */
-import { ConditionStatus, SyncRunConditionType, SyncRunReason } from '@gitops/api';
+import {
+  ConditionStatus,
+  type GitOpsDeploymentSyncRunStatus,
+  SyncRunConditionType,
+  SyncRunReason,
+} from '@gitops/api';
 import type { OperationRow, SyncOperationRow } from '@gitops/db';
 import { syncOperationIdOf } from '@gitops/db';
 import type { ConditionInput } from '@gitops/shared';
@@ -203,7 +208,7 @@ export function syncRunApplicationStatus(
         operationState?: { operation?: unknown };
       }
     | undefined,
-  currentStatus: unknown,
+  currentStatus: GitOpsDeploymentSyncRunStatus | undefined,
 ): { health: string | null; syncStatus: string | null; follow: boolean } {
   if (!row || !syncStartedInArgoCd(row)) return { health: null, syncStatus: null, follow: false };
   const index = rowsOfApplication?.findIndex((r) => r.id === row.id) ?? -1;
@@ -220,11 +225,9 @@ export function syncRunApplicationStatus(
       (showsOther && shownIndex < 0) ||
       shownIndex > index);
   if (row.application_id === null || index < 0 || superseded || showsOther || !application) {
-    const current = isJsonObject(currentStatus) ? currentStatus : {};
-    const text = (value: unknown) => (typeof value === 'string' && value !== '' ? value : null);
     return {
-      health: text(current.health),
-      syncStatus: text(current.syncStatus),
+      health: currentStatus?.health || null,
+      syncStatus: currentStatus?.syncStatus || null,
       follow: !superseded && row.application_id !== null && index >= 0,
     };
   }
@@ -236,11 +239,13 @@ export function syncRunApplicationStatus(
 }
 
 /** The fields of `next` that differ from `status` (absent and null are the same); {} when none. */
-export function syncStatusChanges(status: unknown, next: SyncRunSyncStatus): Partial<SyncRunSyncStatus> {
-  const current = isJsonObject(status) ? status : {};
+export function syncStatusChanges(
+  status: GitOpsDeploymentSyncRunStatus | undefined,
+  next: SyncRunSyncStatus,
+): Partial<SyncRunSyncStatus> {
   const changes: Record<string, unknown> = {};
   for (const field of SYNC_STATUS_FIELDS) {
-    if ((current[field] ?? null) !== next[field]) changes[field] = next[field];
+    if ((status?.[field] ?? null) !== next[field]) changes[field] = next[field];
   }
   return changes as Partial<SyncRunSyncStatus>;
 }

@@ -10,14 +10,13 @@ import {
   generationChanged,
   type Informer,
   ignoreDeletes,
-  isJsonObject,
-  type KubeObject,
   keysFromIndex,
   type MapToKeys,
   namespacedIndexValue,
   objectKey,
   uidChanged,
 } from '@gitops/shared';
+import type { GitOpsDeploymentObject, SyncRunObject } from '../kinds.ts';
 
 /** Index of the SyncRun cache: `namespace/name` of the GitOpsDeployment a SyncRun references. */
 export const SYNC_RUN_PARENT_INDEX = 'parent';
@@ -25,17 +24,12 @@ export const SYNC_RUN_PARENT_INDEX = 'parent';
 /** The SyncRuns referencing a GitOpsDeployment look again when it appears, is replaced or changes generation. */
 export const parentChanged = allOf(anyOf(generationChanged, uidChanged), ignoreDeletes);
 
-function parentNameOf(syncRun: KubeObject): string | undefined {
-  const name = isJsonObject(syncRun.spec) ? syncRun.spec.gitopsDeploymentName : undefined;
-  return typeof name === 'string' ? name : undefined;
-}
-
 /** Indexes the SyncRuns by parent; returns the map from a GitOpsDeployment event to their keys. */
-export function syncRunsOfParent(syncRuns: Informer<KubeObject>): MapToKeys<KubeObject> {
+export function syncRunsOfParent(syncRuns: Informer<SyncRunObject>): MapToKeys<GitOpsDeploymentObject> {
   syncRuns.addIndexers({
     [SYNC_RUN_PARENT_INDEX]: (syncRun) => {
-      const parent = parentNameOf(syncRun);
-      return parent === undefined ? [] : [namespacedIndexValue(syncRun.metadata.namespace, parent)];
+      const parent = syncRun.spec.gitopsDeploymentName;
+      return parent ? [namespacedIndexValue(syncRun.metadata.namespace, parent)] : [];
     },
   });
   return keysFromIndex(syncRuns, SYNC_RUN_PARENT_INDEX, objectKey);

@@ -31,6 +31,7 @@ import { eventually, useFixture } from '@gitops/shared/testing';
 import type { Kysely } from 'kysely';
 import { type Backend, buildBackend } from '../app.ts';
 import { BACKEND_SHARD_LABEL, loadBackendConfig } from '../config.ts';
+import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 
 export const randomSuffix = () => randomBytes(4).toString('hex');
 
@@ -57,10 +58,14 @@ export interface BackendFixture {
     name: string,
     spec: Record<string, unknown>,
     options?: { finalizers?: string[] },
-  ): Promise<KubeObject>;
-  getDeployment(namespace: string, name: string): Promise<KubeObject | undefined>;
+  ): Promise<GitOpsDeploymentObject>;
+  getDeployment(namespace: string, name: string): Promise<GitOpsDeploymentObject | undefined>;
   /** Server-side apply of a GitOpsDeployment spec (the `kubectl apply` a user would run). */
-  applyDeployment(namespace: string, name: string, spec: Record<string, unknown>): Promise<KubeObject>;
+  applyDeployment(
+    namespace: string,
+    name: string,
+    spec: Record<string, unknown>,
+  ): Promise<GitOpsDeploymentObject>;
   deleteDeployment(namespace: string, name: string): Promise<void>;
   getOperationCr(operationId: string): Promise<KubeObject | undefined>;
   /** The repository_credentials row of the RepositoryCredential with this uid, once the backend wrote it. */
@@ -183,28 +188,35 @@ export async function createBackendFixture(): Promise<BackendFixture> {
       return { name, uid: ns.metadata.uid ?? '' };
     },
     async createDeployment(namespace, name, spec, options = {}) {
-      return (await kubeRequest(kc, {
-        method: HttpMethod.POST,
-        path: deploymentsPath(namespace),
-        body: gitOpsDeployment(name, spec as unknown as GitOpsDeploymentSpec, {
-          namespace,
-          labels: { [BACKEND_SHARD_LABEL]: runLabel },
-          finalizers: options.finalizers,
+      return GitOpsDeploymentCr.parse(
+        await kubeRequest(kc, {
+          method: HttpMethod.POST,
+          path: deploymentsPath(namespace),
+          body: gitOpsDeployment(name, spec as unknown as GitOpsDeploymentSpec, {
+            namespace,
+            labels: { [BACKEND_SHARD_LABEL]: runLabel },
+            finalizers: options.finalizers,
+          }),
         }),
-      })) as KubeObject;
+      );
     },
-    getDeployment: (namespace, name) => get(`${deploymentsPath(namespace)}/${encodeURIComponent(name)}`),
+    getDeployment: async (namespace, name) => {
+      const object = await get(`${deploymentsPath(namespace)}/${encodeURIComponent(name)}`);
+      return object && GitOpsDeploymentCr.parse(object);
+    },
     async applyDeployment(namespace, name, spec) {
-      return (await kubeRequest(kc, {
-        method: HttpMethod.PATCH,
-        path: `${deploymentsPath(namespace)}/${encodeURIComponent(name)}`,
-        query: { fieldManager: 'backend-test-user', force: true },
-        contentType: 'application/apply-patch+yaml',
-        body: gitOpsDeployment(name, spec as unknown as GitOpsDeploymentSpec, {
-          namespace,
-          labels: { [BACKEND_SHARD_LABEL]: runLabel },
+      return GitOpsDeploymentCr.parse(
+        await kubeRequest(kc, {
+          method: HttpMethod.PATCH,
+          path: `${deploymentsPath(namespace)}/${encodeURIComponent(name)}`,
+          query: { fieldManager: 'backend-test-user', force: true },
+          contentType: 'application/apply-patch+yaml',
+          body: gitOpsDeployment(name, spec as unknown as GitOpsDeploymentSpec, {
+            namespace,
+            labels: { [BACKEND_SHARD_LABEL]: runLabel },
+          }),
         }),
-      })) as KubeObject;
+      );
     },
     async deleteDeployment(namespace, name) {
       await kubeRequest(kc, {
