@@ -16,6 +16,8 @@ export * from './http-server.ts';
 export * from './informer.ts';
 export * from './json.ts';
 export * from './kube.ts';
+export * from './kube-client.ts';
+export * from './kube-events.ts';
 export * from './lifecycle.ts';
 export * from './logger.ts';
 export * from './manager.ts';

@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createInformer, type Informer, type InformerOptions, namespacedIndexValue } from './informer.ts';
-import { deleteIfExists, type KubeConfig, type KubeObject, loadKubeConfig, serverSideApply } from './kube.ts';
+import { deleteIfExists, type KubeObject, serverSideApply } from './kube.ts';
+import { type KubeConfig, loadKubeConfig } from './kube-client.ts';
 import { createSilentLogger } from './logger.ts';
 import { createMetricsRegistry, type Registry } from './metrics.ts';
 

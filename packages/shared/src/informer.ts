@@ -25,16 +25,8 @@
 import { backoffDelay } from './backoff.ts';
 import { type Clock, sleep, systemClock, type TimerHandle } from './clock.ts';
 import { ErrorCode, errorCode, KubeApiError, RetryableError } from './errors.ts';
-import {
-  collectionPath,
-  HttpMethod,
-  isKubeObject,
-  type KubeConfig,
-  type KubeObject,
-  kubeRequest,
-  kubeStream,
-  objectKey,
-} from './kube.ts';
+import { isKubeObject, type KubeObject, objectKey } from './kube.ts';
+import { collectionPath, HttpMethod, type KubeConfig, kubeRequest, kubeStream } from './kube-client.ts';
 import type { Logger } from './logger.ts';
 import { addGaugeCollector, getOrCreateCounter, type Registry } from './metrics.ts';
 
