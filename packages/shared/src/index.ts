@@ -14,6 +14,7 @@ export * from './feature.ts';
 export * from './git-env.ts';
 export * from './http-server.ts';
 export * from './informer.ts';
+export * from './informer-indexes.ts';
 export * from './json.ts';
 export * from './kube.ts';
 export * from './kube-client.ts';

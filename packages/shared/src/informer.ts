@@ -12,8 +12,9 @@
  * - Strips `metadata.managedFields` from cached objects (often half of an object's size).
  * - Treats resourceVersions as opaque strings: stored and sent back, compared only for equality.
  *
- * - Keeps named indexes over the cache (client-go's indexers): `byIndex('parent', 'ns/name')` answers
- *   "which cached objects reference ns/name" without scanning a namespace's list on every event.
+ * - Keeps named indexes over the cache (client-go's indexers, informer-indexes.ts): `byIndex('parent',
+ *   'ns/name')` answers "which cached objects reference ns/name" without scanning a namespace's list on
+ *   every event.
  *
  * Handlers run synchronously after the cache (and its indexes) was updated; they should only map objects
  * to queue keys. Metrics: `watch_restarts_total`, `watch_last_event_age_seconds`, `informer_relists_total`,
@@ -25,6 +26,7 @@
 import { backoffDelay } from './backoff.ts';
 import { type Clock, sleep, systemClock, type TimerHandle } from './clock.ts';
 import { ErrorCode, errorCode, KubeApiError, RetryableError } from './errors.ts';
+import { createCacheIndexes, type IndexFunc, NAMESPACE_INDEX } from './informer-indexes.ts';
 import { isKubeObject, type KubeObject, objectKey } from './kube.ts';
 import { collectionPath, HttpMethod, type KubeConfig, kubeRequest, kubeStream } from './kube-client.ts';
 import type { Logger } from './logger.ts';
@@ -63,20 +65,6 @@ export interface InformerOptions<T extends KubeObject> {
   /** The `resource` label of the metrics. Default `<plural>` or `<plural>.<group>`. */
   metricsLabel?: string;
   clock?: Clock;
-}
-
-/**
- * The values an object is found under in one index (client-go's IndexFunc), e.g. the namespaced name of the
- * parent it references; none when it references nothing. Must be a pure function of the object.
- */
-export type IndexFunc<T> = (object: T) => readonly string[];
-
-/** The index every informer keeps: objects by namespace (`''` for cluster-scoped ones); `list(namespace)` reads it. */
-export const NAMESPACE_INDEX = 'namespace';
-
-/** `namespace/value`: an index value for references that never leave the object's namespace. */
-export function namespacedIndexValue(namespace: string | undefined, value: string): string {
-  return `${namespace ?? ''}/${value}`;
 }
 
 export type AddHandler<T> = (object: T) => void;
@@ -137,67 +125,6 @@ export function stripManagedFields<T extends KubeObject>(object: T): T {
     metadata.annotations = rest;
   }
   return { ...object, metadata };
-}
-
-/**
- * Named indexes over a cache keyed by object key: for each index, value → the keys of the objects found
- * under it. Kept in step by `update` (one object changed) and `rebuild` (a relist replaced the cache).
- */
-export interface CacheIndexes<T> {
-  add(indexers: Readonly<Record<string, IndexFunc<T>>>, cache: ReadonlyMap<string, T>): void;
-  /** One object changed: `previous` is what the cache held, `next` what it holds now (undefined = gone). */
-  update(key: string, previous: T | undefined, next: T | undefined): void;
-  rebuild(cache: ReadonlyMap<string, T>): void;
-  /** The object keys under `value`. @throws on an unknown index name. */
-  keys(indexName: string, value: string): string[];
-}
-
-export function createCacheIndexes<T>(): CacheIndexes<T> {
-  const indexes = new Map<string, { fn: IndexFunc<T>; byValue: Map<string, Set<string>> }>();
-  const insert = (byValue: Map<string, Set<string>>, value: string, key: string) => {
-    const keys = byValue.get(value) ?? new Set<string>();
-    keys.add(key);
-    byValue.set(value, keys);
-  };
-  const remove = (byValue: Map<string, Set<string>>, value: string, key: string) => {
-    const keys = byValue.get(value);
-    keys?.delete(key);
-    if (keys?.size === 0) byValue.delete(value);
-  };
-  const fill = (
-    index: { fn: IndexFunc<T>; byValue: Map<string, Set<string>> },
-    cache: ReadonlyMap<string, T>,
-  ) => {
-    index.byValue.clear();
-    for (const [key, object] of cache)
-      for (const value of index.fn(object)) insert(index.byValue, value, key);
-  };
-  return {
-    add(indexers, cache) {
-      for (const [name, fn] of Object.entries(indexers)) {
-        if (indexes.has(name)) throw new Error(`index ${name} already exists`);
-        const index = { fn, byValue: new Map<string, Set<string>>() };
-        fill(index, cache);
-        indexes.set(name, index);
-      }
-    },
-    update(key, previous, next) {
-      for (const { fn, byValue } of indexes.values()) {
-        const before = previous === undefined ? [] : fn(previous);
-        const after = next === undefined ? [] : fn(next);
-        for (const value of before) if (!after.includes(value)) remove(byValue, value, key);
-        for (const value of after) insert(byValue, value, key);
-      }
-    },
-    rebuild(cache) {
-      for (const index of indexes.values()) fill(index, cache);
-    },
-    keys(indexName, value) {
-      const index = indexes.get(indexName);
-      if (!index) throw new Error(`no index named ${indexName}`);
-      return [...(index.byValue.get(value) ?? [])];
-    },
-  };
 }
 
 function resourceVersionOf(object: unknown): string | undefined {
