@@ -142,6 +142,63 @@ function defaultParse<T extends KubeObject>(object: unknown): T {
   return object as T;
 }
 
+/**
+ * Every object of a paginated list (`limit` `pageSize`, following `continue`) and the list's resourceVersion.
+ * @throws RetryableError when an answer is not a list; KubeApiError as kubeRequest.
+ */
+async function listAll(
+  kc: KubeConfig,
+  path: string,
+  options: { labelSelector?: string; fieldSelector?: string; pageSize: number; signal: AbortSignal },
+): Promise<{ items: unknown[]; resourceVersion: string }> {
+  const items: unknown[] = [];
+  let continueToken: string | undefined;
+  let resourceVersion = '';
+  do {
+    const page = await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path,
+      query: {
+        labelSelector: options.labelSelector,
+        fieldSelector: options.fieldSelector,
+        limit: options.pageSize,
+        continue: continueToken,
+      },
+      signal: options.signal,
+    });
+    const list = page as { items?: unknown; metadata?: { resourceVersion?: unknown; continue?: unknown } };
+    if (!Array.isArray(list.items)) {
+      throw new RetryableError(ErrorCode.kubeRequestFailed, `GET ${path}: the answer is not a list`);
+    }
+    items.push(...list.items);
+    continueToken =
+      typeof list.metadata?.continue === 'string' && list.metadata.continue
+        ? list.metadata.continue
+        : undefined;
+    if (typeof list.metadata?.resourceVersion === 'string') resourceVersion = list.metadata.resourceVersion;
+  } while (continueToken);
+  return { items, resourceVersion };
+}
+
+/**
+ * The lines of a watch answer (one JSON event per line). Lines are cut from the Buffers and decoded whole, so
+ * a character split between two chunks stays intact.
+ */
+async function* linesOf(stream: AsyncIterable<Buffer>): AsyncGenerator<string> {
+  let pending: Buffer[] = [];
+  for await (const chunk of stream) {
+    let start = 0;
+    for (let newline = chunk.indexOf(10); newline >= 0; newline = chunk.indexOf(10, start)) {
+      const piece = chunk.subarray(start, newline);
+      const line = pending.length > 0 ? Buffer.concat([...pending, piece]) : piece;
+      pending = [];
+      start = newline + 1;
+      yield line.toString('utf8');
+    }
+    if (start < chunk.length) pending.push(chunk.subarray(start));
+  }
+}
+
 export function createInformer<T extends KubeObject = KubeObject>(options: InformerOptions<T>): Informer<T> {
   const kc = options.kubeConfig;
   const clock = options.clock ?? systemClock;
@@ -260,34 +317,12 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
   }
 
   async function relist() {
-    const items: unknown[] = [];
-    let continueToken: string | undefined;
-    let listResourceVersion = '';
-    do {
-      const page = await kubeRequest(kc, {
-        method: HttpMethod.GET,
-        path,
-        query: {
-          labelSelector: options.labelSelector,
-          fieldSelector: options.fieldSelector,
-          limit: pageSize,
-          continue: continueToken,
-        },
-        signal: stopController.signal,
-      });
-      const list = page as { items?: unknown; metadata?: { resourceVersion?: unknown; continue?: unknown } };
-      if (!Array.isArray(list.items)) {
-        throw new RetryableError(ErrorCode.kubeRequestFailed, `GET ${path}: the answer is not a list`);
-      }
-      items.push(...list.items);
-      continueToken =
-        typeof list.metadata?.continue === 'string' && list.metadata.continue
-          ? list.metadata.continue
-          : undefined;
-      if (typeof list.metadata?.resourceVersion === 'string')
-        listResourceVersion = list.metadata.resourceVersion;
-    } while (continueToken);
-
+    const { items, resourceVersion: listResourceVersion } = await listAll(kc, path, {
+      labelSelector: options.labelSelector,
+      fieldSelector: options.fieldSelector,
+      pageSize,
+      signal: stopController.signal,
+    });
     const next = new Map<string, T>();
     for (const raw of items) {
       const object = prepare(raw);
@@ -411,21 +446,10 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
       });
       lastEventAt = clock.now();
       armSilenceTimer();
-      // One JSON event per line. Lines are cut from the Buffers and decoded whole, so a character split
-      // between two chunks stays intact.
-      let pending: Buffer[] = [];
       try {
-        for await (const chunk of stream as AsyncIterable<Buffer>) {
-          let start = 0;
-          for (let newline = chunk.indexOf(10); newline >= 0; newline = chunk.indexOf(10, start)) {
-            const piece = chunk.subarray(start, newline);
-            const line = pending.length > 0 ? Buffer.concat([...pending, piece]) : piece;
-            pending = [];
-            start = newline + 1;
-            const outcome = handleLine(line.toString('utf8'));
-            if (outcome) return outcome;
-          }
-          if (start < chunk.length) pending.push(chunk.subarray(start));
+        for await (const line of linesOf(stream as AsyncIterable<Buffer>)) {
+          const outcome = handleLine(line);
+          if (outcome) return outcome;
         }
       } finally {
         stream.destroy();
