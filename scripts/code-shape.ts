@@ -29,7 +29,11 @@ function nameOf(node: ts.Node): string {
   const named = node as ts.Node & { name?: ts.Node };
   if (named.name && ts.isIdentifier(named.name)) return named.name.text;
   const parent = node.parent;
-  if (ts.isVariableDeclaration(parent) || ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent)) {
+  if (
+    ts.isVariableDeclaration(parent) ||
+    ts.isPropertyAssignment(parent) ||
+    ts.isPropertyDeclaration(parent)
+  ) {
     return parent.name.getText();
   }
   if (ts.isCallExpression(parent)) return `<argument of ${parent.expression.getText().slice(0, 40)}>`;
@@ -57,5 +61,7 @@ for (const path of sources(top)) {
   visit(file);
 }
 for (const finding of findings) console.log(finding);
-console.log(`${findings.length} over the limits (files > ${MAX_FILE_LINES} lines, function bodies > ${MAX_FUNCTION_LINES})`);
+console.log(
+  `${findings.length} over the limits (files > ${MAX_FILE_LINES} lines, function bodies > ${MAX_FUNCTION_LINES})`,
+);
 process.exitCode = findings.length > 0 ? 1 : 0;
