@@ -25,15 +25,15 @@ import {
 import { parseConditions } from '../condition-pair.ts';
 import type { AppStudioContext, PushedCommit } from '../context.ts';
 import { type StepContext, stepContext } from '../controller.ts';
-import type {
-  ApplicationCr,
-  BindingCr,
-  EnvironmentCr,
-  Json,
-  PromotionRunCr,
-  SnapshotCr,
+import {
+  type ApplicationCr,
+  type BindingCr,
+  type EnvironmentCr,
+  type Json,
+  type PromotionRunCr,
+  type SnapshotCr,
+  text,
 } from '../objects.ts';
-import { text } from '../objects.ts';
 import { writeChangedStatus } from '../writes.ts';
 import { GitError } from './git.ts';
 import { credentialsFor } from './render.credentials.ts';
