@@ -10,19 +10,13 @@ import { insertApiCrMapping } from './api-cr-mapping.repository.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
 import { placeTenant } from './engine-instance.repository.ts';
 import { insertExternalEnvironment } from './managed-environment.repository.ts';
-import {
-  completeOperation,
-  failOperation,
-  getOperation,
-  insertOperation,
-  type OperationRequest,
-  startOperation,
-} from './operation.repository.ts';
+import { getOperation, insertOperation, type OperationRequest } from './operation.repository.ts';
 import {
   listFailedOperationIds,
   listOperationsNeedingAttention,
   retryOperationNow,
 } from './operation-admin.repository.ts';
+import { completeOperation, failOperation, startOperation } from './operation-lifecycle.repository.ts';
 import { insertRepositoryCredentials } from './repository-credentials.repository.ts';
 import {
   listSealedKeyUsage,

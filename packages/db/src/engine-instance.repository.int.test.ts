@@ -13,7 +13,7 @@ import {
   setEngineInstanceCordoned,
 } from './engine-instance.repository.ts';
 import { ensureWorkspaceEnvironment } from './managed-environment.repository.ts';
-import { isAgentListening } from './operation.repository.ts';
+import { isAgentListening } from './operation-relay.repository.ts';
 import { moveTenant } from './tenant-move.repository.ts';
 import { useTestDatabase } from './testing/per-file-database.ts';
 import {

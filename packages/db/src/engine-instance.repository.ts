@@ -3,7 +3,7 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import { AGENT_ACTIVE_LOCK_CLASS } from './active-lock.ts';
 import type { ClusterUserRow, Database, EngineInstanceRow } from './database.ts';
 import { dropRole } from './engine-instance-role.repository.ts';
-import { agentListening } from './operation.repository.ts';
+import { agentListening } from './operation-relay.repository.ts';
 
 export interface EngineInstanceInput {
   /** Stable identity from configuration. */

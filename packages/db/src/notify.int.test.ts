@@ -14,12 +14,8 @@ import {
   type Notification,
   notify,
 } from './notify.ts';
-import {
-  getOperation,
-  insertOperation,
-  operationOfNotification,
-  startOperation,
-} from './operation.repository.ts';
+import { getOperation, insertOperation, operationOfNotification } from './operation.repository.ts';
+import { startOperation } from './operation-lifecycle.repository.ts';
 import {
   markSyncOperationRequested,
   recordSyncProgress,

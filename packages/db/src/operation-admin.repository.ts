@@ -1,6 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { Database, OperationRow } from './database.ts';
-import { agentListening, boundedOperationMessage } from './operation.repository.ts';
+import { boundedOperationMessage } from './operation.repository.ts';
+import { agentListening } from './operation-relay.repository.ts';
 
 /**
  * Operations as operators look at them (the admin CLI's `kubectl gitops operations`): the ones stuck or failed,

@@ -1,6 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Database, OperationRow } from './database.ts';
-import { withUnheardInstances } from './operation.repository.ts';
+import { withUnheardInstances } from './operation-relay.repository.ts';
 import type { CrKind, OperationResourceType } from './schema-values.ts';
 
 /**

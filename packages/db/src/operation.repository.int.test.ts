@@ -18,25 +18,29 @@ import { upsertEngineInstance } from './engine-instance.repository.ts';
 import { ensureWorkspaceEnvironment, insertExternalEnvironment } from './managed-environment.repository.ts';
 import {
   boundedOperationMessage,
-  claimUndeliveredOperations,
-  completeOperation,
   deleteFinishedOperations,
-  failOperation,
-  finishOperations,
   getOperation,
-  hasUndeliveredOperations,
   insertOperation,
   insertOperations,
-  isAgentListening,
+  type OperationRequest,
+} from './operation.repository.ts';
+import {
+  completeOperation,
+  failOperation,
+  finishOperations,
   listDueWaitingOperations,
   listStaleInProgressOperations,
-  markOperationsDelivered,
-  type OperationRequest,
-  recordDeliveryFailure,
   retryOperation,
   startDueOperationsOfResource,
   startOperation,
-} from './operation.repository.ts';
+} from './operation-lifecycle.repository.ts';
+import {
+  claimUndeliveredOperations,
+  hasUndeliveredOperations,
+  isAgentListening,
+  markOperationsDelivered,
+  recordDeliveryFailure,
+} from './operation-relay.repository.ts';
 import { useTestDatabase } from './testing/per-file-database.ts';
 import {
   givenApplication,

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
 import { controllerOwnerKeys, keysFromIndex, newController } from './builder.ts';
-import { createCacheIndexes, namespacedIndexValue } from './informer.ts';
+import { createCacheIndexes, namespacedIndexValue } from './informer-indexes.ts';
 import { type KubeObject, objectKey } from './kube.ts';
 import { createSilentLogger } from './logger.ts';
 import { createMetricsRegistry } from './metrics.ts';

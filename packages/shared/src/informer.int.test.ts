@@ -2,8 +2,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { createInformer, type Informer, type InformerOptions, namespacedIndexValue } from './informer.ts';
-import { deleteIfExists, type KubeConfig, type KubeObject, loadKubeConfig, serverSideApply } from './kube.ts';
+import { createInformer, type Informer, type InformerOptions } from './informer.ts';
+import { namespacedIndexValue } from './informer-indexes.ts';
+import { deleteIfExists, type KubeObject, serverSideApply } from './kube.ts';
+import { type KubeConfig, loadKubeConfig } from './kube-client.ts';
 import { createSilentLogger } from './logger.ts';
 import { createMetricsRegistry, type Registry } from './metrics.ts';
 

@@ -12,8 +12,9 @@
  * - Strips `metadata.managedFields` from cached objects (often half of an object's size).
  * - Treats resourceVersions as opaque strings: stored and sent back, compared only for equality.
  *
- * - Keeps named indexes over the cache (client-go's indexers): `byIndex('parent', 'ns/name')` answers
- *   "which cached objects reference ns/name" without scanning a namespace's list on every event.
+ * - Keeps named indexes over the cache (client-go's indexers, informer-indexes.ts): `byIndex('parent',
+ *   'ns/name')` answers "which cached objects reference ns/name" without scanning a namespace's list on
+ *   every event.
  *
  * Handlers run synchronously after the cache (and its indexes) was updated; they should only map objects
  * to queue keys. Metrics: `watch_restarts_total`, `watch_last_event_age_seconds`, `informer_relists_total`,
@@ -25,16 +26,9 @@
 import { backoffDelay } from './backoff.ts';
 import { type Clock, sleep, systemClock, type TimerHandle } from './clock.ts';
 import { ErrorCode, errorCode, KubeApiError, RetryableError } from './errors.ts';
-import {
-  collectionPath,
-  HttpMethod,
-  isKubeObject,
-  type KubeConfig,
-  type KubeObject,
-  kubeRequest,
-  kubeStream,
-  objectKey,
-} from './kube.ts';
+import { createCacheIndexes, type IndexFunc, NAMESPACE_INDEX } from './informer-indexes.ts';
+import { isKubeObject, type KubeObject, objectKey } from './kube.ts';
+import { collectionPath, HttpMethod, type KubeConfig, kubeRequest, kubeStream } from './kube-client.ts';
 import type { Logger } from './logger.ts';
 import { addGaugeCollector, getOrCreateCounter, type Registry } from './metrics.ts';
 
@@ -71,20 +65,6 @@ export interface InformerOptions<T extends KubeObject> {
   /** The `resource` label of the metrics. Default `<plural>` or `<plural>.<group>`. */
   metricsLabel?: string;
   clock?: Clock;
-}
-
-/**
- * The values an object is found under in one index (client-go's IndexFunc), e.g. the namespaced name of the
- * parent it references; none when it references nothing. Must be a pure function of the object.
- */
-export type IndexFunc<T> = (object: T) => readonly string[];
-
-/** The index every informer keeps: objects by namespace (`''` for cluster-scoped ones); `list(namespace)` reads it. */
-export const NAMESPACE_INDEX = 'namespace';
-
-/** `namespace/value`: an index value for references that never leave the object's namespace. */
-export function namespacedIndexValue(namespace: string | undefined, value: string): string {
-  return `${namespace ?? ''}/${value}`;
 }
 
 export type AddHandler<T> = (object: T) => void;
@@ -147,67 +127,6 @@ export function stripManagedFields<T extends KubeObject>(object: T): T {
   return { ...object, metadata };
 }
 
-/**
- * Named indexes over a cache keyed by object key: for each index, value → the keys of the objects found
- * under it. Kept in step by `update` (one object changed) and `rebuild` (a relist replaced the cache).
- */
-export interface CacheIndexes<T> {
-  add(indexers: Readonly<Record<string, IndexFunc<T>>>, cache: ReadonlyMap<string, T>): void;
-  /** One object changed: `previous` is what the cache held, `next` what it holds now (undefined = gone). */
-  update(key: string, previous: T | undefined, next: T | undefined): void;
-  rebuild(cache: ReadonlyMap<string, T>): void;
-  /** The object keys under `value`. @throws on an unknown index name. */
-  keys(indexName: string, value: string): string[];
-}
-
-export function createCacheIndexes<T>(): CacheIndexes<T> {
-  const indexes = new Map<string, { fn: IndexFunc<T>; byValue: Map<string, Set<string>> }>();
-  const insert = (byValue: Map<string, Set<string>>, value: string, key: string) => {
-    const keys = byValue.get(value) ?? new Set<string>();
-    keys.add(key);
-    byValue.set(value, keys);
-  };
-  const remove = (byValue: Map<string, Set<string>>, value: string, key: string) => {
-    const keys = byValue.get(value);
-    keys?.delete(key);
-    if (keys?.size === 0) byValue.delete(value);
-  };
-  const fill = (
-    index: { fn: IndexFunc<T>; byValue: Map<string, Set<string>> },
-    cache: ReadonlyMap<string, T>,
-  ) => {
-    index.byValue.clear();
-    for (const [key, object] of cache)
-      for (const value of index.fn(object)) insert(index.byValue, value, key);
-  };
-  return {
-    add(indexers, cache) {
-      for (const [name, fn] of Object.entries(indexers)) {
-        if (indexes.has(name)) throw new Error(`index ${name} already exists`);
-        const index = { fn, byValue: new Map<string, Set<string>>() };
-        fill(index, cache);
-        indexes.set(name, index);
-      }
-    },
-    update(key, previous, next) {
-      for (const { fn, byValue } of indexes.values()) {
-        const before = previous === undefined ? [] : fn(previous);
-        const after = next === undefined ? [] : fn(next);
-        for (const value of before) if (!after.includes(value)) remove(byValue, value, key);
-        for (const value of after) insert(byValue, value, key);
-      }
-    },
-    rebuild(cache) {
-      for (const index of indexes.values()) fill(index, cache);
-    },
-    keys(indexName, value) {
-      const index = indexes.get(indexName);
-      if (!index) throw new Error(`no index named ${indexName}`);
-      return [...(index.byValue.get(value) ?? [])];
-    },
-  };
-}
-
 function resourceVersionOf(object: unknown): string | undefined {
   const metadata =
     typeof object === 'object' && object !== null ? (object as { metadata?: unknown }).metadata : undefined;
@@ -221,6 +140,63 @@ function resourceVersionOf(object: unknown): string | undefined {
 function defaultParse<T extends KubeObject>(object: unknown): T {
   if (!isKubeObject(object)) throw new Error('object has no metadata.name');
   return object as T;
+}
+
+/**
+ * Every object of a paginated list (`limit` `pageSize`, following `continue`) and the list's resourceVersion.
+ * @throws RetryableError when an answer is not a list; KubeApiError as kubeRequest.
+ */
+async function listAll(
+  kc: KubeConfig,
+  path: string,
+  options: { labelSelector?: string; fieldSelector?: string; pageSize: number; signal: AbortSignal },
+): Promise<{ items: unknown[]; resourceVersion: string }> {
+  const items: unknown[] = [];
+  let continueToken: string | undefined;
+  let resourceVersion = '';
+  do {
+    const page = await kubeRequest(kc, {
+      method: HttpMethod.GET,
+      path,
+      query: {
+        labelSelector: options.labelSelector,
+        fieldSelector: options.fieldSelector,
+        limit: options.pageSize,
+        continue: continueToken,
+      },
+      signal: options.signal,
+    });
+    const list = page as { items?: unknown; metadata?: { resourceVersion?: unknown; continue?: unknown } };
+    if (!Array.isArray(list.items)) {
+      throw new RetryableError(ErrorCode.kubeRequestFailed, `GET ${path}: the answer is not a list`);
+    }
+    items.push(...list.items);
+    continueToken =
+      typeof list.metadata?.continue === 'string' && list.metadata.continue
+        ? list.metadata.continue
+        : undefined;
+    if (typeof list.metadata?.resourceVersion === 'string') resourceVersion = list.metadata.resourceVersion;
+  } while (continueToken);
+  return { items, resourceVersion };
+}
+
+/**
+ * The lines of a watch answer (one JSON event per line). Lines are cut from the Buffers and decoded whole, so
+ * a character split between two chunks stays intact.
+ */
+async function* linesOf(stream: AsyncIterable<Buffer>): AsyncGenerator<string> {
+  let pending: Buffer[] = [];
+  for await (const chunk of stream) {
+    let start = 0;
+    for (let newline = chunk.indexOf(10); newline >= 0; newline = chunk.indexOf(10, start)) {
+      const piece = chunk.subarray(start, newline);
+      const line = pending.length > 0 ? Buffer.concat([...pending, piece]) : piece;
+      pending = [];
+      start = newline + 1;
+      yield line.toString('utf8');
+    }
+    if (start < chunk.length) pending.push(chunk.subarray(start));
+  }
 }
 
 export function createInformer<T extends KubeObject = KubeObject>(options: InformerOptions<T>): Informer<T> {
@@ -341,34 +317,12 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
   }
 
   async function relist() {
-    const items: unknown[] = [];
-    let continueToken: string | undefined;
-    let listResourceVersion = '';
-    do {
-      const page = await kubeRequest(kc, {
-        method: HttpMethod.GET,
-        path,
-        query: {
-          labelSelector: options.labelSelector,
-          fieldSelector: options.fieldSelector,
-          limit: pageSize,
-          continue: continueToken,
-        },
-        signal: stopController.signal,
-      });
-      const list = page as { items?: unknown; metadata?: { resourceVersion?: unknown; continue?: unknown } };
-      if (!Array.isArray(list.items)) {
-        throw new RetryableError(ErrorCode.kubeRequestFailed, `GET ${path}: the answer is not a list`);
-      }
-      items.push(...list.items);
-      continueToken =
-        typeof list.metadata?.continue === 'string' && list.metadata.continue
-          ? list.metadata.continue
-          : undefined;
-      if (typeof list.metadata?.resourceVersion === 'string')
-        listResourceVersion = list.metadata.resourceVersion;
-    } while (continueToken);
-
+    const { items, resourceVersion: listResourceVersion } = await listAll(kc, path, {
+      labelSelector: options.labelSelector,
+      fieldSelector: options.fieldSelector,
+      pageSize,
+      signal: stopController.signal,
+    });
     const next = new Map<string, T>();
     for (const raw of items) {
       const object = prepare(raw);
@@ -492,21 +446,10 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
       });
       lastEventAt = clock.now();
       armSilenceTimer();
-      // One JSON event per line. Lines are cut from the Buffers and decoded whole, so a character split
-      // between two chunks stays intact.
-      let pending: Buffer[] = [];
       try {
-        for await (const chunk of stream as AsyncIterable<Buffer>) {
-          let start = 0;
-          for (let newline = chunk.indexOf(10); newline >= 0; newline = chunk.indexOf(10, start)) {
-            const piece = chunk.subarray(start, newline);
-            const line = pending.length > 0 ? Buffer.concat([...pending, piece]) : piece;
-            pending = [];
-            start = newline + 1;
-            const outcome = handleLine(line.toString('utf8'));
-            if (outcome) return outcome;
-          }
-          if (start < chunk.length) pending.push(chunk.subarray(start));
+        for await (const line of linesOf(stream as AsyncIterable<Buffer>)) {
+          const outcome = handleLine(line);
+          if (outcome) return outcome;
         }
       } finally {
         stream.destroy();

@@ -13,17 +13,14 @@ import {
 } from './errors.ts';
 import {
   clusterIdentity,
-  createEventRecorder,
   deleteIfExists,
   getObject,
-  HttpMethod,
-  KubeConfig,
   type KubeObject,
-  kubeRequest,
-  loadKubeConfig,
   patchStatus,
   serverSideApply,
 } from './kube.ts';
+import { HttpMethod, KubeConfig, kubeRequest, loadKubeConfig } from './kube-client.ts';
+import { createEventRecorder } from './kube-events.ts';
 
 const kubeconfigPath = process.env.KUBECONFIG;
 const suffix = randomBytes(4).toString('hex');

@@ -22,7 +22,7 @@ import { retryAtStart } from './backoff.ts';
 import type { LogLevel } from './config.ts';
 import { isTerminalError } from './errors.ts';
 import { createFeatureSet, type Feature, type FeatureSet } from './feature.ts';
-import { type KubeConfig, loadKubeConfig } from './kube.ts';
+import { type KubeConfig, loadKubeConfig } from './kube-client.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { createMetricsRegistry, type Registry } from './metrics.ts';
 import type { Service } from './service.ts';

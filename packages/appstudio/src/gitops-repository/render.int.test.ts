@@ -3,176 +3,33 @@
  * a binding's Snapshot lands in the GitOps repository as a commit, `status.components` points at it, and
  * every failure of issue 23 point 3 is a clear condition with nothing half-written. The App Studio features
  * run alone (the core is not running, so no deployment syncs); the commits are read from the bare repository.
+ * The scenario: testing/render-scenario.ts; over SSH: render-ssh.int.test.ts.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
-import {
-  createGitRepo,
-  type GitRepo,
-  type GitServer,
-  type GitSshServer,
-  generateSshKey,
-  startGitServer,
-  startGitSshServer,
-} from '@gitops/local-env';
+import type { GitRepo, GitServer } from '@gitops/local-env';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import type { PushedCommit } from '../context.ts';
-import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
+import { beforeAll, describe, it } from 'vitest';
+import { Kind } from '../testing/appstudio-fixture.ts';
+import {
+  IMAGE,
+  PASSWORD,
+  repoCondition,
+  specOf,
+  statusOf,
+  USER,
+  useRenderScenario,
+} from '../testing/render-scenario.ts';
 import { RENDER_ANNOTATION } from './render.ts';
 
-const exec = promisify(execFile);
-const USER = 'jane';
-const PASSWORD = 'pw-render-s3cret';
-const IMAGE = 'images.example/shop/web';
-const S1 = `${IMAGE}@sha256:${'1'.repeat(64)}`;
-const S2 = `${IMAGE}:2.0`;
-
-const statusOf = (o: KubeObject | undefined) => (o?.status ?? {}) as Record<string, unknown>;
-const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
-const repoCondition = (o: KubeObject | undefined) =>
-  ((statusOf(o).gitopsRepoConditions as Record<string, unknown>[] | undefined) ?? [])[0];
-
-const base = {
-  'components/web/base/kustomization.yaml': 'resources:\n  - deployment.yaml\n',
-  'components/web/base/deployment.yaml': [
-    'apiVersion: apps/v1',
-    'kind: Deployment',
-    'metadata: {name: web}',
-    'spec:',
-    '  replicas: 0',
-    '  selector: {matchLabels: {app: web}}',
-    '  template:',
-    '    metadata: {labels: {app: web}}',
-    `    spec: {containers: [{name: web, image: "${IMAGE}:base"}]}`,
-    '',
-  ].join('\n'),
-  'components/web/overlays/dev/kustomization.yaml': [
-    'resources:',
-    '  - ../../base',
-    'configMapGenerator:',
-    '  - name: web-environment',
-    '    literals: []',
-    '',
-  ].join('\n'),
-};
-
 describe('rendering a Snapshot into the GitOps repository', () => {
-  const f: AppStudioFixture = createAppStudioFixture();
+  const scenario = useRenderScenario();
+  const { f, pushes, git, show, binding, get, rendered, endedInFailure, environment } = scenario;
   let server: GitServer;
-  let sshServer: GitSshServer;
-  /** The key the SSH server knows, and another one. */
-  let sshKey: { privateKey: string; publicKey: string };
-  let otherKey: { privateKey: string; publicKey: string };
-  const features = ['appstudio-binding', 'appstudio-gitops-render', 'appstudio-promotionrun'];
   let repo: GitRepo;
   let ns: string;
-  let previousCa: string | undefined;
-
-  const git = async (...args: string[]) =>
-    (
-      await exec('git', ['-C', repo.bareDir, ...args], {
-        env: { ...process.env, GIT_CONFIG_GLOBAL: '/dev/null' },
-      })
-    ).stdout.trim();
-  const show = (path: string, rev = 'main') => git('show', `${rev}:${path}`);
-  const binding = (name: string, environment: string, snapshot: string, components = ['web']) =>
-    f.create(Kind.SnapshotEnvironmentBinding, ns, name, {
-      spec: {
-        application: 'shop',
-        environment,
-        snapshot,
-        components: components.map((c) => ({ name: c })),
-      },
-    });
-  const get = (name: string) => f.get(Kind.SnapshotEnvironmentBinding, ns, name);
-  /** What the host was told of (ctx.onPushed): the backend refreshes the Applications of each. */
-  const pushes: PushedCommit[] = [];
-  /** The binding once its repo condition is about its current generation and has `status`. */
-  const rendered = (name: string, status: 'True' | 'False', timeoutMs = 60_000) =>
-    eventually(
-      `${name}'s GitOps repository condition ${status} for its generation`,
-      async () => {
-        const b = await get(name);
-        const c = repoCondition(b);
-        return c && c.status === status && c.observedGeneration === b?.metadata.generation ? b : undefined;
-      },
-      timeoutMs,
-    );
-  /** A PromotionRun once Complete with Failure: its condition's and its step's messages. */
-  const endedInFailure = (name: string) =>
-    eventually(
-      `${name} Complete with Failure`,
-      async () => {
-        const r = statusOf(await f.get(Kind.PromotionRun, ns, name)) as {
-          state?: string;
-          completionResult?: string;
-          conditions?: { status: string; message: string }[];
-          environmentStatus?: { status: string; displayStatus: string }[];
-        };
-        if (r.state !== 'Complete') return undefined;
-        assert.equal(r.completionResult, 'Failure');
-        assert.equal(r.conditions?.[0]?.status, 'True');
-        assert.equal(r.environmentStatus?.[0]?.status, 'Failed');
-        return {
-          condition: r.conditions?.[0]?.message ?? '',
-          step: r.environmentStatus?.[0]?.displayStatus ?? '',
-        };
-      },
-      120_000,
-    );
-  const environment = (name: string, env: { name: string; value: string }[] = []) =>
-    f.create(Kind.Environment, ns, name, {
-      spec: { displayName: name, deploymentStrategy: 'Manual', configuration: { env } },
-    });
-  const snapshot = (name: string, image: string, more: Record<string, string> = {}) =>
-    f.create(Kind.Snapshot, ns, name, {
-      spec: {
-        application: 'shop',
-        components: [
-          { name: 'web', containerImage: image },
-          ...Object.entries(more).map(([name, containerImage]) => ({ name, containerImage })),
-        ],
-      },
-    });
-
-  beforeAll(async () => {
-    server = await startGitServer();
-    previousCa = process.env.GIT_SSL_CAINFO;
-    process.env.GIT_SSL_CAINFO = server.caFile;
-    repo = await createGitRepo(server.reposDir, 'gitops', base);
-    server.setPassword('gitops', USER, PASSWORD);
-    ns = await f.createNamespace('render');
-    await f.create(Kind.Secret, ns, 'gitops-write', {
-      type: 'Opaque',
-      stringData: { username: USER, password: PASSWORD },
-    });
-    await f.create(Kind.GitOpsDeploymentRepositoryCredential, ns, 'gitops', {
-      spec: { repository: server.url('gitops'), secret: 'gitops-write' },
-    });
-    await f.create(Kind.Application, ns, 'shop', {
-      metadata: { annotations: { [RENDER_ANNOTATION]: 'true' } },
-      spec: { displayName: 'shop', gitOpsRepository: { url: server.url('gitops'), branch: 'main' } },
-    });
-    await environment('dev', [{ name: 'MODE', value: 'development' }]);
-    await environment('staging');
-    await snapshot('s1', S1, { api: `${IMAGE}-api:1` });
-    await snapshot('s2', S2);
-    await snapshot('s2-again', S2);
-    await f.start({ onPushed: async (push) => void pushes.push(push) }, { only: features });
-  }, 120_000);
-
-  afterAll(async () => {
-    await f.cleanup();
-    await sshServer?.stop();
-    await server?.stop();
-    if (previousCa === undefined) delete process.env.GIT_SSL_CAINFO;
-    else process.env.GIT_SSL_CAINFO = previousCa;
+  beforeAll(() => {
+    ({ server, repo, ns } = scenario);
   });
 
   it('commits the Snapshot image by digest into the overlay, with the Environment variables, and points status.components at the commit', async () => {
@@ -458,102 +315,6 @@ describe('rendering a Snapshot into the GitOps repository', () => {
         ?.gitopsRepository.commitID;
       return commit === head ? true : undefined;
     });
-  });
-
-  it("renders over SSH with the RepositoryCredential's sshPrivateKey; a key the server does not know is a credentials condition", async () => {
-    sshServer = await startGitSshServer({ reposDir: server.reposDir });
-    const key = await generateSshKey();
-    sshKey = key;
-    sshServer.authorize(key.publicKey);
-    await f.create(Kind.Secret, ns, 'gitops-ssh', {
-      type: 'Opaque',
-      stringData: { sshPrivateKey: key.privateKey },
-    });
-    await f.create(Kind.GitOpsDeploymentRepositoryCredential, ns, 'gitops-ssh', {
-      spec: { repository: sshServer.url('gitops'), secret: 'gitops-ssh' },
-    });
-    await f.create(Kind.Application, ns, 'shop-ssh', {
-      metadata: { annotations: { [RENDER_ANNOTATION]: 'true' } },
-      spec: { displayName: 'shop-ssh', gitOpsRepository: { url: sshServer.url('gitops') } },
-    });
-    await environment('ssh-env');
-    await f.create(Kind.SnapshotEnvironmentBinding, ns, 'shop-ssh-env', {
-      spec: {
-        application: 'shop-ssh',
-        environment: 'ssh-env',
-        snapshot: 's1',
-        components: [{ name: 'web' }],
-      },
-    });
-    const b = await rendered('shop-ssh-env', 'True');
-    assert.equal(
-      (statusOf(b).components as { gitopsRepository: { commitID: string; path: string } }[])[0]
-        ?.gitopsRepository.commitID,
-      await repo.head(),
-    );
-    assert.match(await show('components/web/overlays/ssh-env/kustomization.yaml'), /digest: sha256:1{64}/);
-    assert.match(await git('log', '-1', '--format=%B'), /^Promote Snapshot s1 to Environment ssh-env\n/);
-
-    const other = await generateSshKey();
-    otherKey = other;
-    await f.patch(Kind.Secret, ns, 'gitops-ssh', { stringData: { sshPrivateKey: other.privateKey } });
-    await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-ssh-env', { spec: { snapshot: 's2' } });
-    const refused = await rendered('shop-ssh-env', 'False');
-    assert.match(
-      String(repoCondition(refused)?.message),
-      /^the credentials for the GitOps repository ssh:\/\/127\.0\.0\.1:\d+\/gitops\.git \(branch main\) were refused/,
-    );
-    const shown = JSON.stringify([await get('shop-ssh-env'), await f.events(ns, 'shop-ssh-env')]);
-    for (const secret of [key.privateKey, other.privateKey])
-      assert.ok(
-        !shown.includes(secret.split('\n')[1] ?? 'unreachable'),
-        'no private key in status or Events',
-      );
-  });
-
-  it('with known hosts configured (GITOPS_SSH_KNOWN_HOSTS_FILE) the SSH server must present their key: the matching one renders; another key, or none listed for the host, is a HostKeyNotTrusted condition and nothing is pushed', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'known-hosts-'));
-    const knownHosts = join(dir, 'ssh_known_hosts');
-    await writeFile(knownHosts, `${sshServer.knownHostsLine}\n`);
-    // The key the server knows again; shop-ssh-env waits at s2 (refused above).
-    await f.patch(Kind.Secret, ns, 'gitops-ssh', { stringData: { sshPrivateKey: sshKey.privateKey } });
-    await f.stop();
-    await f.start({ sshKnownHostsFile: knownHosts }, { only: features });
-    try {
-      const b = await rendered('shop-ssh-env', 'True', 90_000);
-      const head = await repo.head();
-      assert.equal(
-        (statusOf(b).components as { gitopsRepository: { commitID: string } }[])[0]?.gitopsRepository
-          .commitID,
-        head,
-      );
-      assert.match(await show('components/web/overlays/ssh-env/kustomization.yaml'), /newTag: "2.0"/);
-
-      // The server's address with another key: ssh refuses it (a changed host key), nothing is pushed.
-      const host = sshServer.knownHostsLine.split(' ')[0] ?? '';
-      await writeFile(knownHosts, `${host} ${otherKey.publicKey}\n`);
-      await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-ssh-env', { spec: { snapshot: 's1' } });
-      const changed = await rendered('shop-ssh-env', 'False');
-      assert.equal(repoCondition(changed)?.reason, 'HostKeyNotTrusted');
-      assert.match(
-        String(repoCondition(changed)?.message),
-        /^the SSH host key of the GitOps repository ssh:\/\/\S+ \(branch main\) is not trusted \(not the key GITOPS_SSH_KNOWN_HOSTS_FILE lists for it\): fetching branch main: Host key for \[127\.0\.0\.1\]:\d+ has changed and you have requested strict checking\. the server's key is SHA256:\S+$/,
-      );
-      assert.equal(await repo.head(), head);
-      assert.match(await show('components/web/overlays/ssh-env/kustomization.yaml'), /newTag: "2.0"/);
-
-      // No key for the host at all: refused too (strict, not trust on first use).
-      await writeFile(knownHosts, '');
-      await f.patch(Kind.SnapshotEnvironmentBinding, ns, 'shop-ssh-env', { spec: { snapshot: 's2-again' } });
-      const unknown = await rendered('shop-ssh-env', 'False');
-      assert.equal(repoCondition(unknown)?.reason, 'HostKeyNotTrusted');
-      assert.match(String(repoCondition(unknown)?.message), /host key is known for \[127\.0\.0\.1\]:\d+/);
-      assert.equal(await repo.head(), head);
-    } finally {
-      await f.stop();
-      await f.start({}, { only: features });
-      await rm(dir, { recursive: true, force: true });
-    }
   });
 
   it('stays out of the way of another writer of status.components, and of Applications that do not ask', async () => {

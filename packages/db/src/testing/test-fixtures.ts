@@ -13,7 +13,8 @@ import type {
   SyncOperationRow,
 } from '../database.ts';
 import { upsertEngineInstance } from '../engine-instance.repository.ts';
-import { holdAgentListeningLock, insertOperation } from '../operation.repository.ts';
+import { insertOperation } from '../operation.repository.ts';
+import { holdAgentListeningLock } from '../operation-relay.repository.ts';
 import type { OperationResourceType } from '../schema-values.ts';
 import { insertSyncOperation } from '../sync-operation.repository.ts';
 

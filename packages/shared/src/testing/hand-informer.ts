@@ -1,12 +1,6 @@
 import type { KeyController } from '../builder.ts';
-import {
-  type AddHandler,
-  createCacheIndexes,
-  type DeleteHandler,
-  type IndexFunc,
-  type Informer,
-  type UpdateHandler,
-} from '../informer.ts';
+import type { AddHandler, DeleteHandler, Informer, UpdateHandler } from '../informer.ts';
+import { createCacheIndexes, type IndexFunc } from '../informer-indexes.ts';
 import { type KubeObject, objectKey } from '../kube.ts';
 
 /** An informer whose events a test delivers by hand, and the way it delivers them. */

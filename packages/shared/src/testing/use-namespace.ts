@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
-import { HttpMethod, type KubeConfig, kubeRequest } from '../kube.ts';
+import { HttpMethod, type KubeConfig, kubeRequest } from '../kube-client.ts';
 
 /**
  * Namespace `name` on the test run's API server for the tests of the enclosing file or describe block:
