@@ -25,10 +25,12 @@
  */
 import { backoffDelay } from './backoff.ts';
 import { type Clock, sleep, systemClock, type TimerHandle } from './clock.ts';
-import { ErrorCode, errorCode, KubeApiError, RetryableError } from './errors.ts';
-import { createCacheIndexes, type IndexFunc, NAMESPACE_INDEX } from './informer-indexes.ts';
+import { errorCode, KubeApiError } from './errors.ts';
+import type { IndexFunc } from './informer-indexes.ts';
+import { createInformerStore, type StoreReader } from './informer-store.ts';
+import { applyWatchEvent, linesOf, listAll, type WatchEvent, type WatchOutcome } from './informer-watch.ts';
 import { isKubeObject, type KubeObject, objectKey } from './kube.ts';
-import { collectionPath, HttpMethod, type KubeConfig, kubeRequest, kubeStream } from './kube-client.ts';
+import { collectionPath, type KubeConfig, kubeStream } from './kube-client.ts';
 import type { Logger } from './logger.ts';
 import { addGaugeCollector, getOrCreateCounter, type Registry } from './metrics.ts';
 
@@ -67,11 +69,10 @@ export interface InformerOptions<T extends KubeObject> {
   clock?: Clock;
 }
 
-export type AddHandler<T> = (object: T) => void;
-export type UpdateHandler<T> = (oldObject: T, newObject: T) => void;
-export type DeleteHandler<T> = (object: T) => void;
+export type { AddHandler, DeleteHandler, UpdateHandler } from './informer-store.ts';
 
-export interface Informer<T extends KubeObject> {
+/** A list+watch cache of one resource: its store's reads and subscriptions (informer-store.ts), and its life. */
+export interface Informer<T extends KubeObject> extends StoreReader<T> {
   /** Starts listing and watching in the background. Idempotent. */
   start(): void;
   /** Stops watching; resolves when the background loop has ended. */
@@ -80,33 +81,9 @@ export interface Informer<T extends KubeObject> {
   hasSynced(): boolean;
   /** Resolves once synced (or when `signal` aborts / the informer stops). */
   waitForSync(signal?: AbortSignal): Promise<boolean>;
-  /** Cached objects (optionally of one namespace). */
-  list(namespace?: string): T[];
-  /** A cached object; pass `undefined` as namespace for cluster-scoped objects. */
-  get(namespace: string | undefined, name: string): T | undefined;
-  /** Adds named indexes (built at once over what is cached). @throws on a name already used. */
-  addIndexers(indexers: Readonly<Record<string, IndexFunc<T>>>): void;
-  /** The cached objects an index holds under `value`. @throws on an unknown index name. */
-  byIndex(indexName: string, value: string): T[];
-  onAdd(handler: AddHandler<T>): () => void;
-  onUpdate(handler: UpdateHandler<T>): () => void;
-  onDelete(handler: DeleteHandler<T>): () => void;
   /** The last resourceVersion seen (opaque). */
   lastResourceVersion(): string;
 }
-
-interface WatchEvent {
-  type?: unknown;
-  object?: unknown;
-}
-
-type WatchOutcome =
-  | { kind: 'closed' }
-  | { kind: 'gone' }
-  | { kind: 'relist' }
-  | { kind: 'silent' }
-  | { kind: 'stopped' }
-  | { kind: 'error'; err: unknown; delivered: boolean };
 
 /** The annotation `kubectl apply` keeps: a full copy of the applied object, never read by a controller. */
 export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-configuration';
@@ -127,75 +104,101 @@ export function stripManagedFields<T extends KubeObject>(object: T): T {
   return { ...object, metadata };
 }
 
-function resourceVersionOf(object: unknown): string | undefined {
-  const metadata =
-    typeof object === 'object' && object !== null ? (object as { metadata?: unknown }).metadata : undefined;
-  const rv =
-    typeof metadata === 'object' && metadata !== null
-      ? (metadata as { resourceVersion?: unknown }).resourceVersion
-      : undefined;
-  return typeof rv === 'string' && rv !== '' ? rv : undefined;
-}
-
 function defaultParse<T extends KubeObject>(object: unknown): T {
   if (!isKubeObject(object)) throw new Error('object has no metadata.name');
   return object as T;
 }
 
-/**
- * Every object of a paginated list (`limit` `pageSize`, following `continue`) and the list's resourceVersion.
- * @throws RetryableError when an answer is not a list; KubeApiError as kubeRequest.
- */
-async function listAll(
-  kc: KubeConfig,
-  path: string,
-  options: { labelSelector?: string; fieldSelector?: string; pageSize: number; signal: AbortSignal },
-): Promise<{ items: unknown[]; resourceVersion: string }> {
-  const items: unknown[] = [];
-  let continueToken: string | undefined;
-  let resourceVersion = '';
-  do {
-    const page = await kubeRequest(kc, {
-      method: HttpMethod.GET,
-      path,
-      query: {
-        labelSelector: options.labelSelector,
-        fieldSelector: options.fieldSelector,
-        limit: options.pageSize,
-        continue: continueToken,
-      },
-      signal: options.signal,
-    });
-    const list = page as { items?: unknown; metadata?: { resourceVersion?: unknown; continue?: unknown } };
-    if (!Array.isArray(list.items)) {
-      throw new RetryableError(ErrorCode.kubeRequestFailed, `GET ${path}: the answer is not a list`);
-    }
-    items.push(...list.items);
-    continueToken =
-      typeof list.metadata?.continue === 'string' && list.metadata.continue
-        ? list.metadata.continue
-        : undefined;
-    if (typeof list.metadata?.resourceVersion === 'string') resourceVersion = list.metadata.resourceVersion;
-  } while (continueToken);
-  return { items, resourceVersion };
+/** Resolves its waiters with true once set, or with false when cancelled (the informer stopped first). */
+function createSyncLatch() {
+  let synced = false;
+  let waiters: Array<(synced: boolean) => void> = [];
+  const release = (value: boolean) => {
+    for (const resolve of waiters) resolve(value);
+    waiters = [];
+  };
+  return {
+    isSet: () => synced,
+    set() {
+      synced = true;
+      release(true);
+    },
+    cancel: () => release(false),
+    wait(stopped: boolean, signal?: AbortSignal): Promise<boolean> {
+      if (synced) return Promise.resolve(true);
+      if (stopped || signal?.aborted) return Promise.resolve(false);
+      return new Promise((resolve) => {
+        const onAbort = () => {
+          waiters = waiters.filter((waiter) => waiter !== settle);
+          resolve(false);
+        };
+        const settle = (value: boolean) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(value);
+        };
+        waiters.push(settle);
+        signal?.addEventListener('abort', onAbort, { once: true });
+      });
+    },
+  };
+}
+
+/** An informer's metrics, labelled with its resource; `lastEventAt` feeds the last-event age gauge. */
+function informerMetrics(
+  registry: Registry,
+  resource: string,
+  clock: Clock,
+  lastEventAt: () => number | undefined,
+) {
+  const labels = { resource };
+  const restarts = getOrCreateCounter(registry, {
+    name: 'watch_restarts_total',
+    help: 'Watches restarted after they ended (normal close, error, 410 Gone, silence or periodic relist)',
+    labelNames: ['resource'],
+  });
+  const relists = getOrCreateCounter(registry, {
+    name: 'informer_relists_total',
+    help: 'Full lists after the initial one (410 Gone, silent watch, periodic resync)',
+    labelNames: ['resource'],
+  });
+  restarts.inc(labels, 0);
+  relists.inc(labels, 0);
+  const lastEventAge = addGaugeCollector(
+    registry,
+    {
+      name: 'watch_last_event_age_seconds',
+      help: 'Seconds since the watch delivered its last event or bookmark (or since it connected)',
+      labelNames: ['resource'],
+    },
+    (gauge) => {
+      const at = lastEventAt();
+      if (at !== undefined) gauge.set(labels, (clock.now() - at) / 1000);
+    },
+  );
+  return {
+    restarted: () => restarts.inc(labels),
+    relisted: () => relists.inc(labels),
+    remove: () => lastEventAge.remove(),
+  };
 }
 
 /**
- * The lines of a watch answer (one JSON event per line). Lines are cut from the Buffers and decoded whole, so
- * a character split between two chunks stays intact.
+ * An object as the cache keeps it: parsed, without managedFields, trimmed by `transform`; `undefined` (and a
+ * log line) for one the parser rejects, which stays out of the cache.
  */
-async function* linesOf(stream: AsyncIterable<Buffer>): AsyncGenerator<string> {
-  let pending: Buffer[] = [];
-  for await (const chunk of stream) {
-    let start = 0;
-    for (let newline = chunk.indexOf(10); newline >= 0; newline = chunk.indexOf(10, start)) {
-      const piece = chunk.subarray(start, newline);
-      const line = pending.length > 0 ? Buffer.concat([...pending, piece]) : piece;
-      pending = [];
-      start = newline + 1;
-      yield line.toString('utf8');
-    }
-    if (start < chunk.length) pending.push(chunk.subarray(start));
+function prepareObject<T extends KubeObject>(
+  raw: unknown,
+  parse: (object: unknown) => T,
+  transform: ((object: T) => T) | undefined,
+  logger: Logger,
+): T | undefined {
+  try {
+    const object = stripManagedFields(parse(raw));
+    return transform ? transform(object) : object;
+  } catch (err) {
+    const name = isKubeObject(raw) ? objectKey(raw) : '(unknown)';
+    logger.error({ err, object: name }, 'object rejected by the informer parser, left out of the cache');
+    return undefined;
   }
 }
 
@@ -214,47 +217,16 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
     options.metricsLabel ?? (group ? `${options.resource.plural}.${group}` : options.resource.plural);
   const path = collectionPath({ ...options.resource, namespace: options.namespace });
   const logger = options.logger.child({ informer: resourceLabel, namespace: options.namespace });
-  const labels = { resource: resourceLabel };
 
-  const restarts = getOrCreateCounter(options.registry, {
-    name: 'watch_restarts_total',
-    help: 'Watches restarted after they ended (normal close, error, 410 Gone, silence or periodic relist)',
-    labelNames: ['resource'],
-  });
-  const relists = getOrCreateCounter(options.registry, {
-    name: 'informer_relists_total',
-    help: 'Full lists after the initial one (410 Gone, silent watch, periodic resync)',
-    labelNames: ['resource'],
-  });
-  restarts.inc(labels, 0);
-  relists.inc(labels, 0);
   let lastEventAt: number | undefined;
-  const lastEventAge = addGaugeCollector(
-    options.registry,
-    {
-      name: 'watch_last_event_age_seconds',
-      help: 'Seconds since the watch delivered its last event or bookmark (or since it connected)',
-      labelNames: ['resource'],
-    },
-    (gauge) => {
-      if (lastEventAt !== undefined) gauge.set(labels, (clock.now() - lastEventAt) / 1000);
-    },
-  );
+  const metrics = informerMetrics(options.registry, resourceLabel, clock, () => lastEventAt);
 
-  let cache = new Map<string, T>();
-  const indexes = createCacheIndexes<T>();
-  indexes.add({ [NAMESPACE_INDEX]: (object) => [object.metadata.namespace ?? ''] }, cache);
-  if (options.indexers) indexes.add(options.indexers, cache);
-  function byIndex(indexName: string, value: string): T[] {
-    const objects: T[] = [];
-    for (const key of indexes.keys(indexName, value)) {
-      const object = cache.get(key);
-      if (object) objects.push(object);
-    }
-    return objects;
-  }
+  const store = createInformerStore<T>({
+    indexers: options.indexers,
+    handlerFailed: (err) => logger.error({ err }, 'informer event handler threw'),
+  });
   let resourceVersion = '';
-  let synced = false;
+  const sync = createSyncLatch();
   let listed = false;
   let running: Promise<void> | undefined;
   let stopped = false;
@@ -264,31 +236,8 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
   let relistRequested = false;
   let relistTimer: TimerHandle | undefined;
   let silenceTimer: TimerHandle | undefined;
-  let syncWaiters: Array<(synced: boolean) => void> = [];
-  const addHandlers = new Set<AddHandler<T>>();
-  const updateHandlers = new Set<UpdateHandler<T>>();
-  const deleteHandlers = new Set<DeleteHandler<T>>();
 
-  function notify<A extends unknown[]>(handlers: Set<(...args: A) => void>, ...args: A) {
-    for (const handler of handlers) {
-      try {
-        handler(...args);
-      } catch (err) {
-        logger.error({ err }, 'informer event handler threw');
-      }
-    }
-  }
-
-  function prepare(raw: unknown): T | undefined {
-    try {
-      const object = stripManagedFields(parse(raw));
-      return options.transform ? options.transform(object) : object;
-    } catch (err) {
-      const name = isKubeObject(raw) ? objectKey(raw) : '(unknown)';
-      logger.error({ err, object: name }, 'object rejected by the informer parser, left out of the cache');
-      return undefined;
-    }
-  }
+  const prepare = (raw: unknown) => prepareObject(raw, parse, options.transform, logger);
 
   function scheduleRelist() {
     relistTimer?.cancel();
@@ -323,28 +272,18 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
       pageSize,
       signal: stopController.signal,
     });
-    const next = new Map<string, T>();
+    const objects: T[] = [];
     for (const raw of items) {
       const object = prepare(raw);
-      if (object) next.set(objectKey(object), object);
+      if (object) objects.push(object);
     }
-    const previous = cache;
-    cache = next;
-    indexes.rebuild(cache);
     resourceVersion = listResourceVersion;
-    if (listed) relists.inc(labels);
+    if (listed) metrics.relisted();
     listed = true;
-    for (const [key, object] of next) {
-      const old = previous.get(key);
-      if (old) notify(updateHandlers, old, object);
-      else notify(addHandlers, object);
-    }
-    for (const [key, old] of previous) if (!next.has(key)) notify(deleteHandlers, old);
-    if (!synced) {
-      synced = true;
-      logger.info({ objects: next.size }, 'informer synced');
-      for (const resolve of syncWaiters) resolve(true);
-      syncWaiters = [];
+    store.replace(objects);
+    if (!sync.isSet()) {
+      logger.info({ objects: store.size() }, 'informer synced');
+      sync.set();
     }
     scheduleRelist();
   }
@@ -352,55 +291,9 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
   /** Handles one watch event; returns an outcome when the watch must end. */
   function handleEvent(event: WatchEvent): WatchOutcome | undefined {
     lastEventAt = clock.now();
-    const { type } = event;
-    if (type === 'ERROR') {
-      const status = (event.object ?? {}) as { code?: unknown; message?: unknown; reason?: unknown };
-      if (status.code === 410) return { kind: 'gone' };
-      return {
-        kind: 'error',
-        delivered: true,
-        err: new KubeApiError({
-          statusCode: typeof status.code === 'number' ? status.code : 0,
-          reason: typeof status.reason === 'string' ? status.reason : undefined,
-          method: 'GET',
-          path,
-          message: `watch ${path}: ${String(status.message ?? 'error event')}`,
-        }),
-      };
-    }
-    // Bookmarks carry only metadata.resourceVersion (no name), so read it without isKubeObject.
-    const rv = resourceVersionOf(event.object);
-    if (type === 'BOOKMARK') {
-      if (rv) resourceVersion = rv;
-      return undefined;
-    }
-    if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return undefined;
-    const object = prepare(event.object);
-    if (rv) resourceVersion = rv;
-    if (!object) return undefined;
-    const key = objectKey(object);
-    const old = cache.get(key);
-    if (type === 'DELETED') {
-      cache.delete(key);
-      indexes.update(key, old, undefined);
-      notify(deleteHandlers, object); // the final state, as client-go delivers it
-    } else if (old) {
-      // Same object version delivered twice (e.g. replayed after a reconnect): nothing changed.
-      if (
-        old.metadata.resourceVersion !== undefined &&
-        old.metadata.resourceVersion === object.metadata.resourceVersion
-      ) {
-        return undefined;
-      }
-      cache.set(key, object);
-      indexes.update(key, old, object);
-      notify(updateHandlers, old, object);
-    } else {
-      cache.set(key, object);
-      indexes.update(key, undefined, object);
-      notify(addHandlers, object);
-    }
-    return undefined;
+    const applied = applyWatchEvent(event, store, prepare, path);
+    if (applied.resourceVersion) resourceVersion = applied.resourceVersion;
+    return applied.outcome;
   }
 
   async function watchOnce(): Promise<WatchOutcome> {
@@ -490,7 +383,7 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
       }
       const outcome = await watchOnce();
       if (stopped || outcome.kind === 'stopped') break;
-      restarts.inc(labels);
+      metrics.restarted();
       switch (outcome.kind) {
         case 'closed':
           failures = 0;
@@ -535,51 +428,20 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
         stopController.abort();
         relistTimer?.cancel();
         silenceTimer?.cancel();
-        lastEventAge.remove();
-        for (const resolve of syncWaiters) resolve(false);
-        syncWaiters = [];
+        metrics.remove();
+        sync.cancel();
       }
       await running;
     },
-    hasSynced: () => synced,
-    waitForSync(signal) {
-      if (synced) return Promise.resolve(true);
-      if (stopped || signal?.aborted) return Promise.resolve(false);
-      return new Promise((resolve) => {
-        const onAbort = () => {
-          syncWaiters = syncWaiters.filter((waiter) => waiter !== settle);
-          resolve(false);
-        };
-        const settle = (value: boolean) => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve(value);
-        };
-        syncWaiters.push(settle);
-        signal?.addEventListener('abort', onAbort, { once: true });
-      });
-    },
-    list(namespace) {
-      return namespace === undefined ? [...cache.values()] : byIndex(NAMESPACE_INDEX, namespace);
-    },
-    get(namespace, name) {
-      return cache.get(namespace ? `${namespace}/${name}` : name);
-    },
-    addIndexers(indexers) {
-      indexes.add(indexers, cache);
-    },
-    byIndex,
-    onAdd(handler) {
-      addHandlers.add(handler);
-      return () => addHandlers.delete(handler);
-    },
-    onUpdate(handler) {
-      updateHandlers.add(handler);
-      return () => updateHandlers.delete(handler);
-    },
-    onDelete(handler) {
-      deleteHandlers.add(handler);
-      return () => deleteHandlers.delete(handler);
-    },
+    hasSynced: () => sync.isSet(),
+    waitForSync: (signal) => sync.wait(stopped, signal),
+    list: store.list,
+    get: store.get,
+    addIndexers: store.addIndexers,
+    byIndex: store.byIndex,
+    onAdd: store.onAdd,
+    onUpdate: store.onUpdate,
+    onDelete: store.onDelete,
     lastResourceVersion: () => resourceVersion,
   };
 }

@@ -1,7 +1,7 @@
 import type { KeyController } from '../builder.ts';
-import type { AddHandler, DeleteHandler, Informer, UpdateHandler } from '../informer.ts';
-import { createCacheIndexes, type IndexFunc } from '../informer-indexes.ts';
-import { type KubeObject, objectKey } from '../kube.ts';
+import type { Informer } from '../informer.ts';
+import { createInformerStore } from '../informer-store.ts';
+import type { KubeObject } from '../kube.ts';
 
 /** An informer whose events a test delivers by hand, and the way it delivers them. */
 export interface HandInformer<T extends KubeObject = KubeObject> {
@@ -13,60 +13,31 @@ export interface HandInformer<T extends KubeObject = KubeObject> {
 }
 
 /**
- * An informer whose events the test delivers by hand (the cache, its indexes and the handlers as the real
- * one keeps them): what the controller builder subscribes to, for tests of which events wake which keys. The
- * real informer's indexes against the API server are tested in informer.int.test.ts.
+ * An informer whose events the test delivers by hand (the real one's store: its cache, indexes and handlers):
+ * what the controller builder subscribes to, for tests of which events wake which keys. The real informer's
+ * indexes against the API server are tested in informer.int.test.ts.
  */
 export function handInformer<T extends KubeObject = KubeObject>(): HandInformer<T> {
-  const cache = new Map<string, T>();
-  const indexes = createCacheIndexes<T>();
-  const adds = new Set<AddHandler<T>>();
-  const updates = new Set<UpdateHandler<T>>();
-  const deletes = new Set<DeleteHandler<T>>();
-  const byIndex = (name: string, value: string) =>
-    indexes.keys(name, value).flatMap((key) => cache.get(key) ?? []);
+  const store = createInformerStore<T>({
+    handlerFailed: (err) => {
+      throw err;
+    },
+  });
   const informer: Informer<T> = {
     start: () => undefined,
     stop: async () => undefined,
     hasSynced: () => true,
     waitForSync: async () => true,
-    list: (namespace) =>
-      [...cache.values()].filter((o) => namespace === undefined || o.metadata.namespace === namespace),
-    get: (namespace, name) => cache.get(namespace ? `${namespace}/${name}` : name),
-    addIndexers: (indexers: Record<string, IndexFunc<T>>) => indexes.add(indexers, cache),
-    byIndex,
-    onAdd: (h) => {
-      adds.add(h);
-      return () => adds.delete(h);
-    },
-    onUpdate: (h) => {
-      updates.add(h);
-      return () => updates.delete(h);
-    },
-    onDelete: (h) => {
-      deletes.add(h);
-      return () => deletes.delete(h);
-    },
+    list: store.list,
+    get: store.get,
+    addIndexers: store.addIndexers,
+    byIndex: store.byIndex,
+    onAdd: store.onAdd,
+    onUpdate: store.onUpdate,
+    onDelete: store.onDelete,
     lastResourceVersion: () => '',
   };
-  return {
-    informer,
-    put(object) {
-      const key = objectKey(object);
-      const old = cache.get(key);
-      cache.set(key, object);
-      indexes.update(key, old, object);
-      if (old) for (const h of updates) h(old, object);
-      else for (const h of adds) h(object);
-    },
-    remove(object) {
-      const key = objectKey(object);
-      const old = cache.get(key);
-      cache.delete(key);
-      indexes.update(key, old, undefined);
-      for (const h of deletes) h(object);
-    },
-  };
+  return { informer, put: store.put, remove: store.remove };
 }
 
 /**
