@@ -1,17 +1,12 @@
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseAllDocuments, stringify } from 'yaml';
-import {
-  argoCdCrdFiles,
-  ensureControlPlaneBinaries,
-  ensureNodeBinaries,
-  hasControllerManager,
-} from './binaries.ts';
+import { stringify } from 'yaml';
+import { ensureControlPlaneBinaries, ensureNodeBinaries, hasControllerManager } from './binaries.ts';
+import { crdDocuments, installCrds } from './crds.ts';
 import { type KubeEndpoint, kubeRequest } from './kube-request.ts';
-import { repoRoot } from './paths.ts';
-import { ensureClusterPki } from './pki.ts';
+import { type ClusterPki, ensureClusterPki } from './pki.ts';
 import { freePort, hostAddress } from './ports.ts';
 import { type ManagedProcess, startProcess, waitFor } from './process.ts';
 
@@ -104,66 +99,69 @@ function kubeconfig(server: string, caPem: string, user: string, token: string):
   });
 }
 
-/**
- * Reads every CRD document from our packages/api/crds (the managed-gitops kinds), the App Studio kinds in
- * crds/appstudio and, as a cluster without the App Studio application service needs them, Application and
- * Component from crds/appstudio-dependencies and SpaceRequest from crds/devsandbox-dependencies; the RHOAS operator's packages/api/crds/rhoas (a separate set);
- * and Argo CD's Application/AppProject CRDs.
- */
-export async function crdDocuments(): Promise<Record<string, unknown>[]> {
-  const files: string[] = [];
-  for (const ours of [
-    join(repoRoot, 'packages', 'api', 'crds'),
-    join(repoRoot, 'packages', 'api', 'crds', 'appstudio'),
-    join(repoRoot, 'packages', 'api', 'crds', 'appstudio-dependencies'),
-    join(repoRoot, 'packages', 'api', 'crds', 'devsandbox-dependencies'),
-    join(repoRoot, 'packages', 'api', 'crds', 'rhoas'),
-  ]) {
-    files.push(
-      ...(await readdir(ours).catch(() => [] as string[]))
-        .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
-        .sort()
-        .map((f) => join(ours, f)),
-    );
-  }
-  files.push(...(await argoCdCrdFiles()));
-  const docs: Record<string, unknown>[] = [];
-  for (const file of files) {
-    for (const doc of parseAllDocuments(await readFile(file, 'utf8'))) {
-      const value = doc.toJS() as Record<string, unknown> | null;
-      if (value && value.kind === 'CustomResourceDefinition') docs.push(value);
-    }
-  }
-  return docs;
+/** etcd's flags: one member on loopback, no fsync (a test store), progress notifications for watches. */
+function etcdArgs(workDir: string, state: State, etcdUrl: string): string[] {
+  return [
+    `--name=local`,
+    `--data-dir=${join(workDir, 'etcd')}`,
+    `--listen-client-urls=${etcdUrl}`,
+    `--advertise-client-urls=${etcdUrl}`,
+    `--listen-peer-urls=http://127.0.0.1:${state.etcdPeerPort}`,
+    `--initial-advertise-peer-urls=http://127.0.0.1:${state.etcdPeerPort}`,
+    `--initial-cluster=local=http://127.0.0.1:${state.etcdPeerPort}`,
+    '--unsafe-no-fsync=true',
+    '--watch-progress-notify-interval=5s',
+    // 8 GiB, etcd's largest recommended quota, instead of its 2 GiB default: the fleet benchmark's 100,000
+    // deployments and Applications, with their status revisions between the API server's compactions
+    // (every 5 min), outgrow 2 GiB.
+    '--quota-backend-bytes=8589934592',
+    '--log-level=warn',
+  ];
 }
 
-/** Server-side applies CRDs (Argo CD's Application CRD is ~400 KB: never client-side apply) and waits for Established. */
-export async function installCrds(endpoint: KubeEndpoint, crds: Record<string, unknown>[]): Promise<void> {
-  for (const crd of crds) {
-    const name = (crd.metadata as { name: string }).name;
-    const res = await kubeRequest(
-      endpoint,
-      'PATCH',
-      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}?fieldManager=gitops-local-env&force=true`,
-      crd,
-      'application/apply-patch+yaml',
-    );
-    if (res.status >= 300)
-      throw new Error(`applying CRD ${name} failed (${res.status}): ${JSON.stringify(res.body)}`);
-  }
-  for (const crd of crds) {
-    const name = (crd.metadata as { name: string }).name;
-    await waitFor(`CRD ${name} Established`, async () => {
-      const res = await kubeRequest(
-        endpoint,
-        'GET',
-        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${name}`,
-      );
-      const conditions = (res.body as { status?: { conditions?: { type: string; status: string }[] } }).status
-        ?.conditions;
-      return conditions?.some((c) => c.type === 'Established' && c.status === 'True') ?? false;
-    });
-  }
+/**
+ * kube-apiserver's flags: token authentication (tokens.csv), the service-account keys of `certDir`; in cluster
+ * mode our own PKI, Node+RBAC authorization and the kubelet client certificate, else a self-signed certificate.
+ */
+function kubeApiServerArgs(o: {
+  etcdUrl: string;
+  bindAddress: string;
+  state: State;
+  tokenFile: string;
+  certDir: string;
+  pki: ClusterPki | undefined;
+  cluster: boolean;
+}): string[] {
+  const { etcdUrl, bindAddress, state, tokenFile, certDir, pki, cluster } = o;
+  const saPubFile = join(certDir, 'sa.pub');
+  const saKeyFile = join(certDir, 'sa.key');
+  return [
+    `--etcd-servers=${etcdUrl}`,
+    `--bind-address=${bindAddress}`,
+    `--secure-port=${state.apiServerPort}`,
+    `--token-auth-file=${tokenFile}`,
+    '--service-cluster-ip-range=10.0.0.0/24',
+    '--service-account-issuer=https://kubernetes.default.svc',
+    `--service-account-key-file=${saPubFile}`,
+    `--service-account-signing-key-file=${saKeyFile}`,
+    '--endpoint-reconciler-type=none',
+    `--advertise-address=${cluster ? bindAddress : hostAddress()}`,
+    '--allow-privileged=true',
+    '--v=0',
+    ...(pki
+      ? [
+          `--tls-cert-file=${pki.apiServerCert}`,
+          `--tls-private-key-file=${pki.apiServerKey}`,
+          `--client-ca-file=${pki.caCert}`,
+          '--authorization-mode=Node,RBAC',
+          '--enable-admission-plugins=NodeRestriction',
+          `--kubelet-client-certificate=${pki.kubeletClientCert}`,
+          `--kubelet-client-key=${pki.kubeletClientKey}`,
+          '--kubelet-preferred-address-types=InternalIP,Hostname',
+          '--profiling=false',
+        ]
+      : [`--cert-dir=${certDir}`, '--authorization-mode=RBAC', '--disable-admission-plugins=ServiceAccount']),
+  ];
 }
 
 /**
@@ -220,27 +218,9 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
 
   try {
     const etcdUrl = `http://127.0.0.1:${state.etcdClientPort}`;
-    const etcd = startProcess(
-      'etcd',
-      join(binDir, 'etcd'),
-      [
-        `--name=local`,
-        `--data-dir=${join(workDir, 'etcd')}`,
-        `--listen-client-urls=${etcdUrl}`,
-        `--advertise-client-urls=${etcdUrl}`,
-        `--listen-peer-urls=http://127.0.0.1:${state.etcdPeerPort}`,
-        `--initial-advertise-peer-urls=http://127.0.0.1:${state.etcdPeerPort}`,
-        `--initial-cluster=local=http://127.0.0.1:${state.etcdPeerPort}`,
-        '--unsafe-no-fsync=true',
-        '--watch-progress-notify-interval=5s',
-        // 8 GiB, etcd's largest recommended quota, instead of its 2 GiB default: the fleet benchmark's 100,000
-        // deployments and Applications, with their status revisions between the API server's compactions
-        // (every 5 min), outgrow 2 GiB.
-        '--quota-backend-bytes=8589934592',
-        '--log-level=warn',
-      ],
-      { logFile: logFile('etcd') },
-    );
+    const etcd = startProcess('etcd', join(binDir, 'etcd'), etcdArgs(workDir, state, etcdUrl), {
+      logFile: logFile('etcd'),
+    });
     processes.push(etcd);
     await waitFor(
       'etcd health',
@@ -254,37 +234,15 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
 
     const bindAddress = cluster?.bindAddress ?? '127.0.0.1';
     const server = `https://${bindAddress}:${state.apiServerPort}`;
-    const apiServerArgs = [
-      `--etcd-servers=${etcdUrl}`,
-      `--bind-address=${bindAddress}`,
-      `--secure-port=${state.apiServerPort}`,
-      `--token-auth-file=${tokenFile}`,
-      '--service-cluster-ip-range=10.0.0.0/24',
-      '--service-account-issuer=https://kubernetes.default.svc',
-      `--service-account-key-file=${saPubFile}`,
-      `--service-account-signing-key-file=${saKeyFile}`,
-      '--endpoint-reconciler-type=none',
-      `--advertise-address=${cluster ? bindAddress : hostAddress()}`,
-      '--allow-privileged=true',
-      '--v=0',
-      ...(pki
-        ? [
-            `--tls-cert-file=${pki.apiServerCert}`,
-            `--tls-private-key-file=${pki.apiServerKey}`,
-            `--client-ca-file=${pki.caCert}`,
-            '--authorization-mode=Node,RBAC',
-            '--enable-admission-plugins=NodeRestriction',
-            `--kubelet-client-certificate=${pki.kubeletClientCert}`,
-            `--kubelet-client-key=${pki.kubeletClientKey}`,
-            '--kubelet-preferred-address-types=InternalIP,Hostname',
-            '--profiling=false',
-          ]
-        : [
-            `--cert-dir=${certDir}`,
-            '--authorization-mode=RBAC',
-            '--disable-admission-plugins=ServiceAccount',
-          ]),
-    ];
+    const apiServerArgs = kubeApiServerArgs({
+      etcdUrl,
+      bindAddress,
+      state,
+      tokenFile,
+      certDir,
+      pki,
+      cluster: cluster !== undefined,
+    });
     let caPem = '';
     const endpoint: KubeEndpoint = { server, token: state.adminToken, ca: '' };
     let apiServer: ManagedProcess | undefined;

@@ -35,11 +35,10 @@ export {
 export {
   type ControlPlane,
   type ControlPlaneOptions,
-  crdDocuments,
-  installCrds,
   startControlPlane,
   TEST_USER,
 } from './control-plane.ts';
+export { crdDocuments, installCrds } from './crds.ts';
 export { createGitRepo, type Files, GIT_ENV, type GitRepo, manifest } from './git-repo.ts';
 export { type GitServer, startGitServer } from './git-server.ts';
 export { type GitSshServer, generateSshKey, startGitSshServer } from './git-ssh-server.ts';
