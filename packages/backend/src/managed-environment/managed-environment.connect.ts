@@ -1,8 +1,9 @@
 /**
  * The connection steps of the ManagedEnvironment reconcile (docs/api.md's steps 2 and 3): the credentials
  * Secret, the token to use (ours when createNewServiceAccount, with the finalizer that removes it again) and
- * its verification by a real request, re-tried briefly for credentials created a moment ago. Top-level
- * functions over the reconcile's deps (`ManagedEnvironmentSteps`).
+ * its verification by a real request, re-tried briefly for credentials created a moment ago; and the CR's
+ * writes every step shares (its finalizers, its Events). Top-level functions over the reconcile's deps
+ * (`ManagedEnvironmentSteps`).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ManagedEnvironmentReason } from '@gitops/api';
@@ -79,6 +80,15 @@ export async function patchFinalizers(
     if (!isNotFound(err)) throw err;
   }
 }
+
+/** An Event on the CR. */
+export const environmentEvent = (
+  deps: Pick<ManagedEnvironmentSteps, 'events'>,
+  object: ManagedEnvironmentObject,
+  type: 'Normal' | 'Warning',
+  reason: string,
+  message: string,
+) => deps.events.event(ManagedEnvironmentCr.withTypeMeta(object), type, reason, message);
 
 /** Steps 2 and 3: the token to use (ours when createNewServiceAccount), verified by a real request. */
 export async function connect(

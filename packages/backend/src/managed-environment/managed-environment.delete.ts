@@ -14,7 +14,12 @@ import {
   type TargetCluster,
   targetKubeConfig,
 } from './connection.check.ts';
-import { getSecret, patchFinalizers, SERVICE_ACCOUNT_FINALIZER } from './managed-environment.connect.ts';
+import {
+  environmentEvent,
+  getSecret,
+  patchFinalizers,
+  SERVICE_ACCOUNT_FINALIZER,
+} from './managed-environment.connect.ts';
 import type { ManagedEnvironmentSteps } from './managed-environment.reconciler.ts';
 import {
   deleteMappedEnvironments,
@@ -59,8 +64,9 @@ export async function reconcileDeleting(
   if (finalizers.includes(SERVICE_ACCOUNT_FINALIZER)) {
     const problem = await removeCreatedServiceAccount(deps, object, context.signal);
     if (problem === undefined) {
-      await deps.events.event(
-        ManagedEnvironmentCr.withTypeMeta(object),
+      await environmentEvent(
+        deps,
+        object,
         'Normal',
         ManagedEnvironmentEventReason.ServiceAccountRemoved,
         'Removed the ServiceAccount, ClusterRole and ClusterRoleBinding created on the cluster',
@@ -68,8 +74,9 @@ export async function reconcileDeleting(
     } else {
       // Never block the delete forever: say what is left behind.
       context.logger.warn({ problem }, 'could not remove the created ServiceAccount');
-      await deps.events.event(
-        ManagedEnvironmentCr.withTypeMeta(object),
+      await environmentEvent(
+        deps,
+        object,
         'Warning',
         ManagedEnvironmentEventReason.ServiceAccountRemovalFailed,
         `Could not remove the ServiceAccount argocd-manager-${uid} (and its ClusterRole/Binding) from the cluster: ${problem}`,

@@ -45,7 +45,7 @@ import {
   readTargetCluster,
   type TargetCluster,
 } from './connection.check.ts';
-import { connect, getSecret, isNewSecret } from './managed-environment.connect.ts';
+import { connect, environmentEvent, getSecret, isNewSecret } from './managed-environment.connect.ts';
 import { deleteRows, reconcileDeleting } from './managed-environment.delete.ts';
 import {
   applyEnvironment,
@@ -139,16 +139,18 @@ async function writeCondition(
   );
   if (change.same) return;
   if (input.status === ConditionStatus.True) {
-    await deps.events.event(
-      ManagedEnvironmentCr.withTypeMeta(object),
+    await environmentEvent(
+      deps,
+      object,
       'Normal',
       ManagedEnvironmentEventReason.ConnectionSucceeded,
       'Connection to the cluster succeeded',
     );
   } else {
     logger.info({ reason: input.reason, message: input.message }, 'ManagedEnvironment connection failed');
-    await deps.events.event(
-      ManagedEnvironmentCr.withTypeMeta(object),
+    await environmentEvent(
+      deps,
+      object,
       'Warning',
       ManagedEnvironmentEventReason.ConnectionFailed,
       `${input.reason}: ${input.message}`,
@@ -228,8 +230,9 @@ async function announceChange(
     { environment: result.environmentId, operation: result.operationId, change: result.change },
     `managed environment ${result.change}`,
   );
-  await deps.events.event(
-    ManagedEnvironmentCr.withTypeMeta(object),
+  await environmentEvent(
+    deps,
+    object,
     'Normal',
     ManagedEnvironmentEventReason.EnvironmentUpdated,
     `${result.change === 'created' ? 'Created' : 'Updated'} managed environment ${result.environmentId} in the database (operation ${result.operationId})`,
@@ -301,8 +304,9 @@ export async function reportAgentFailure(
       { operation: failed.id, environment: environmentId },
       'the agent failed to apply the environment',
     );
-    await deps.events.event(
-      ManagedEnvironmentCr.withTypeMeta(object),
+    await environmentEvent(
+      deps,
+      object,
       'Warning',
       ManagedEnvironmentEventReason.AgentOperationFailed,
       `The cluster-agent could not give this environment to Argo CD: ${failed.message || 'the operation failed'}. It is retried.`,
