@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
 import { nextConditions } from './repository-credential.conditions.ts';
-import { credentialsOfSecret, parseRepositoryCredentialSpec } from './repository-credential.reconciler.ts';
+import { credentialsOfSecret, parseRepositoryCredentialSpec } from './repository-credential.secret.ts';
 import { normalizeRepositoryUrl } from './repository-credential.store.ts';
 
 const t0 = new Date('2026-01-01T00:00:00.000Z');
