@@ -45,17 +45,13 @@ export { type GitSshServer, generateSshKey, startGitSshServer } from './git-ssh-
 export { type HelmRepository, helmCommand, startHelmRepository } from './helm-repository.ts';
 export { type KubeEndpoint, type KubeResponse, kubeRequest } from './kube-request.ts';
 export {
-  CLUSTER_API_PORT,
   type Cluster,
   type ClusterOptions,
   type KubeNode,
-  NODE_GATEWAY,
-  NODE_NAME,
-  NODE_SUBNET,
   nodeSupport,
-  PAUSE_IMAGE,
   startCluster,
 } from './node.ts';
+export { CLUSTER_API_PORT, NODE_GATEWAY, NODE_NAME, NODE_SUBNET, PAUSE_IMAGE } from './node-config.ts';
 export { DOCKER_REGISTRY_BINARY, type OciRegistry, startOciRegistry } from './oci-registry.ts';
 export { cacheDir, repoRoot } from './paths.ts';
 export {

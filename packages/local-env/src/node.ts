@@ -34,15 +34,6 @@ import { type ManagedProcess, startProcess, waitFor } from './process.ts';
 
 const execFileAsync = promisify(execFile);
 
-export {
-  CLUSTER_API_PORT,
-  NODE_BRIDGE,
-  NODE_GATEWAY,
-  NODE_NAME,
-  NODE_SUBNET,
-  PAUSE_IMAGE,
-} from './node-config.ts';
-
 /** Global kernel settings the kubelet rewrites; saved before it starts and restored when it stops. */
 const KUBELET_SYSCTLS = ['vm/overcommit_memory', 'kernel/panic', 'kernel/panic_on_oops'];
 

@@ -42,6 +42,12 @@ export interface InformerStore<T extends KubeObject> extends StoreReader<T> {
   remove(object: T): void;
 }
 
+/** The reader side of a store, as an informer (real or hand-fed) passes it on. */
+export function storeReader<T extends KubeObject>(store: InformerStore<T>): StoreReader<T> {
+  const { list, get, addIndexers, byIndex, onAdd, onUpdate, onDelete } = store;
+  return { list, get, addIndexers, byIndex, onAdd, onUpdate, onDelete };
+}
+
 /**
  * `handlerFailed` decides what a handler that throws does to the others: the informer logs it and goes on
  * (one bad handler must not starve the rest); the tests' hand-fed informer throws it to the test.

@@ -27,7 +27,7 @@ import { backoffDelay } from './backoff.ts';
 import { type Clock, sleep, systemClock, type TimerHandle } from './clock.ts';
 import { errorCode, KubeApiError } from './errors.ts';
 import type { IndexFunc } from './informer-indexes.ts';
-import { createInformerStore, type StoreReader } from './informer-store.ts';
+import { createInformerStore, type StoreReader, storeReader } from './informer-store.ts';
 import { applyWatchEvent, linesOf, listAll, type WatchEvent, type WatchOutcome } from './informer-watch.ts';
 import { isKubeObject, type KubeObject, objectKey } from './kube.ts';
 import { collectionPath, type KubeConfig, kubeStream } from './kube-client.ts';
@@ -435,13 +435,7 @@ export function createInformer<T extends KubeObject = KubeObject>(options: Infor
     },
     hasSynced: () => sync.isSet(),
     waitForSync: (signal) => sync.wait(stopped, signal),
-    list: store.list,
-    get: store.get,
-    addIndexers: store.addIndexers,
-    byIndex: store.byIndex,
-    onAdd: store.onAdd,
-    onUpdate: store.onUpdate,
-    onDelete: store.onDelete,
+    ...storeReader(store),
     lastResourceVersion: () => resourceVersion,
   };
 }

@@ -1,6 +1,6 @@
 import type { KeyController } from '../builder.ts';
 import type { Informer } from '../informer.ts';
-import { createInformerStore } from '../informer-store.ts';
+import { createInformerStore, storeReader } from '../informer-store.ts';
 import type { KubeObject } from '../kube.ts';
 
 /** An informer whose events a test delivers by hand, and the way it delivers them. */
@@ -28,13 +28,7 @@ export function handInformer<T extends KubeObject = KubeObject>(): HandInformer<
     stop: async () => undefined,
     hasSynced: () => true,
     waitForSync: async () => true,
-    list: store.list,
-    get: store.get,
-    addIndexers: store.addIndexers,
-    byIndex: store.byIndex,
-    onAdd: store.onAdd,
-    onUpdate: store.onUpdate,
-    onDelete: store.onDelete,
+    ...storeReader(store),
     lastResourceVersion: () => '',
   };
   return { informer, put: store.put, remove: store.remove };
