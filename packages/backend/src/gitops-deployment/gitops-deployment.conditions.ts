@@ -76,19 +76,8 @@ export async function writeErrorOccurred(
   const existing = findCondition(conditions, GitOpsDeploymentConditionType.ErrorOccurred);
   const next = nextErrorOccurred(conditions, existing, state, deps.now());
   if (!next) return;
-  await writeErrorConditions(
-    { kc: deps.kc, events: deps.events },
-    GitOpsDeploymentCr,
-    object,
-    {
-      conditions,
-      next,
-      existing,
-      state,
-      reasons: DeploymentEventReason,
-    },
-    logger,
-  );
+  const change = { conditions, next, existing, state, reasons: DeploymentEventReason };
+  await writeErrorConditions(deps, GitOpsDeploymentCr, object, change, logger);
   if (uid && state.status === 'ok') deps.errorReported?.delete(uid);
 }
 

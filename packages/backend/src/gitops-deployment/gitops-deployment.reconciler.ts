@@ -10,18 +10,16 @@
  */
 import { GitOpsDeploymentMessage } from '@gitops/api';
 import type { ClusterCredentialsInput, Database } from '@gitops/db';
-import {
-  type EventRecorder,
-  type Informer,
-  type KubeConfig,
-  type Logger,
-  type ReconcileContext,
-  type ReconcileResult,
-  type Reconciler,
-  splitObjectKey,
+import type {
+  EventRecorder,
+  Informer,
+  KubeConfig,
+  Logger,
+  ReconcileContext,
+  ReconcileResult,
+  Reconciler,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { reportUnknownError } from '../error-occurred.ts';
 import type { JsonObject } from '../json.ts';
 import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace, type TenantNamespace } from '../kube-reads.ts';
@@ -51,6 +49,7 @@ import {
   writeErrorOccurred,
 } from './gitops-deployment.conditions.ts';
 import { reconcileDeleting, reconcileGone, recordDeletes } from './gitops-deployment.deletion.ts';
+import { type CurrentObjectRead, reconcileCurrentObject } from './reconcile-current.ts';
 
 export interface GitOpsDeploymentReconcilerOptions {
   db: Kysely<Database>;
@@ -96,11 +95,7 @@ export interface GitOpsDeploymentSteps
   now: () => Date;
   /** `operationRetryMs` or its default. */
   deleteRetryMs: number;
-  currentObject: (
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ) => Promise<GitOpsDeploymentObject | undefined | null>;
+  currentObject: CurrentObjectRead<GitOpsDeploymentObject>;
 }
 
 /** Creates the reconcile function of the GitOpsDeployment work queue. */
@@ -112,30 +107,22 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     deleteRetryMs: options.operationRetryMs ?? 60_000,
     currentObject: currentObjectReader(options.kc, informer, GitOpsDeploymentCr, options.selector),
   };
-  return (key, context) => reconcileGitOpsDeployment(deps, key, context);
+  // Another shard's deployment is left alone: its rows are that shard's (kinds.ts).
+  return (key, context) =>
+    reconcileCurrentObject(deps, key, context, reconcileGitOpsDeployment, writeErrorOccurred);
 }
 
-/** One reconcile of the GitOpsDeployment `key`: gone, being deleted, or live. */
+/** One reconcile of a GitOpsDeployment (its key `namespace/name`): gone, being deleted, or live. */
 export async function reconcileGitOpsDeployment(
   deps: GitOpsDeploymentSteps,
-  key: string,
+  object: GitOpsDeploymentObject | undefined,
+  namespace: string,
+  name: string,
   context: ReconcileContext,
 ): Promise<ReconcileResult | undefined> {
-  const { namespace, name } = splitObjectKey(key);
-  if (namespace === undefined) return;
-  const object = await deps.currentObject(namespace, name, context.signal);
-  // Another shard's deployment is left alone: its rows are that shard's (kinds.ts).
-  if (object === null) return;
-  try {
-    if (!object) return await reconcileGone(deps, namespace, name, context.logger);
-    else if (object.metadata.deletionTimestamp) return await reconcileDeleting(deps, object, context.logger);
-    else return await reconcileLive(deps, object, context);
-  } catch (err) {
-    await reportUnknownError(object, err, context, (o, state, logger) =>
-      writeErrorOccurred(deps, o, state, logger),
-    );
-    throw err;
-  }
+  if (!object) return await reconcileGone(deps, namespace, name, context.logger);
+  else if (object.metadata.deletionTimestamp) return await reconcileDeleting(deps, object, context.logger);
+  else return await reconcileLive(deps, object, context);
 }
 
 /**

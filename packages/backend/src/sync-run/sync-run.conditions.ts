@@ -70,20 +70,8 @@ export async function writeCondition(
     syncRunCondition(state),
     deps.now(),
   );
-  await writeErrorConditions(
-    { kc: deps.kc, events: deps.events },
-    SyncRunCr,
-    object,
-    {
-      conditions,
-      next,
-      existing,
-      state,
-      reasons: SyncRunEventReason,
-      alsoStatus: changes,
-    },
-    logger,
-  );
+  const change = { conditions, next, existing, state, reasons: SyncRunEventReason, alsoStatus: changes };
+  await writeErrorConditions(deps, SyncRunCr, object, change, logger);
   const event = phaseEventOf(changes, sync);
   if (sync && event) {
     if (FINISHED_SYNC_RUN_PHASES.has(sync.phase)) logger.info({ phase: sync.phase }, 'sync ended');

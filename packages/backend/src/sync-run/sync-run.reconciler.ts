@@ -13,24 +13,23 @@
  */
 import { GitOpsDeploymentType, SyncRunEventReason, SyncRunMessage } from '@gitops/api';
 import { type Database, getApplication } from '@gitops/db';
-import {
-  type EventRecorder,
-  type Informer,
-  type KubeConfig,
-  type Logger,
-  type ReconcileContext,
-  type ReconcileResult,
-  type Reconciler,
-  splitObjectKey,
+import type {
+  EventRecorder,
+  Informer,
+  KubeConfig,
+  Logger,
+  ReconcileContext,
+  ReconcileResult,
+  Reconciler,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { reportUnknownError } from '../error-occurred.ts';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
 import {
   desiredApplicationSpec,
   type ParsedGitOpsDeploymentSpec,
   parseGitOpsDeploymentSpec,
 } from '../gitops-deployment/desired-application.ts';
+import { type CurrentObjectRead, reconcileCurrentObject } from '../gitops-deployment/reconcile-current.ts';
 import { jsonEqual } from '../json.ts';
 import { type GitOpsDeploymentObject, SyncRunCr, type SyncRunObject } from '../kinds.ts';
 import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
@@ -77,21 +76,14 @@ export interface SyncRunReconcilerOptions {
 }
 
 /** What the steps use: the client, recorder and clock, the caches they read and the creation order seen. */
-export interface SyncRunSteps {
-  db: Kysely<Database>;
-  kc: KubeConfig;
-  events: EventRecorder;
+export interface SyncRunSteps extends Pick<SyncRunReconcilerOptions, 'db' | 'kc' | 'events'> {
   now: () => Date;
   syncRuns: Pick<Informer<SyncRunObject>, 'list'>;
   deployments: Pick<Informer<GitOpsDeploymentObject>, 'get'>;
   /** The order the watch delivered SyncRuns in, by uid (see {@link trackCreationOrder}). */
   seen: ReadonlyMap<string, number>;
   follow: (key: string, applicationId: string | undefined) => void;
-  currentObject: (
-    namespace: string,
-    name: string,
-    signal: AbortSignal,
-  ) => Promise<SyncRunObject | undefined | null>;
+  currentObject: CurrentObjectRead<SyncRunObject>;
   namespaceUid: (namespace: string, signal: AbortSignal) => Promise<string>;
 }
 
@@ -109,7 +101,8 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     currentObject: currentObjectReader(kc, informer, SyncRunCr, options.selector),
     namespaceUid: (namespace, signal) => readNamespaceUid(kc, namespace, signal),
   };
-  return (key, context) => reconcileSyncRun(deps, key, context);
+  // Another shard's object is left alone (the shard rule, kinds.ts).
+  return (key, context) => reconcileCurrentObject(deps, key, context, reconcileSyncRun, writeCondition);
 }
 
 /**
@@ -173,27 +166,17 @@ export async function earlierSyncRunPending(
   return false;
 }
 
-/** One reconcile of the SyncRun `key`: gone (or being deleted), or live. */
+/** One reconcile of a SyncRun (its key `namespace/name`): gone (or being deleted), or live. */
 export async function reconcileSyncRun(
   deps: SyncRunSteps,
-  key: string,
+  object: SyncRunObject | undefined,
+  namespace: string,
+  name: string,
   context: ReconcileContext,
 ): Promise<ReconcileResult | undefined> {
-  const { namespace, name } = splitObjectKey(key);
-  if (namespace === undefined) return;
-  const object = await deps.currentObject(namespace, name, context.signal);
-  // Another shard's object is left alone (the shard rule, kinds.ts).
-  if (object === null) return;
-  try {
-    if (!object || object.metadata.deletionTimestamp)
-      await reconcileGone(deps, namespace, name, context.logger);
-    else return await reconcileLive(deps, object, context);
-  } catch (err) {
-    await reportUnknownError(object, err, context, (o, state, logger) =>
-      writeCondition(deps, o, state, logger),
-    );
-    throw err;
-  }
+  if (!object || object.metadata.deletionTimestamp)
+    await reconcileGone(deps, namespace, name, context.logger);
+  else return await reconcileLive(deps, object, context);
   return undefined;
 }
 
