@@ -1,0 +1,47 @@
+/**
+ * The frame of a GitOpsDeployment's and a SyncRun's reconcile (the kinds whose ErrorOccurred the backend
+ * owns, `error-occurred.ts`): the key's object read live, the kind's step, and a failure of the step said in
+ * the object's ErrorOccurred (`reportUnknownError`) before the work queue gets it.
+ */
+import type { KubeObject, Logger, ReconcileContext, ReconcileResult } from '@gitops/shared';
+import { splitObjectKey } from '@gitops/shared';
+import { type ErrorState, reportUnknownError } from '../error-occurred.ts';
+
+/** The object `namespace/name` read live: undefined when gone, null when it is another shard's. */
+export type CurrentObjectRead<T> = (
+  namespace: string,
+  name: string,
+  signal: AbortSignal,
+) => Promise<T | undefined | null>;
+
+/**
+ * Reconciles `key` with `step` over its current object (undefined: gone). A cluster-scoped key does nothing;
+ * another shard's object is left alone (the shard rule, kinds.ts); a failed step is reported through `write`.
+ */
+export async function reconcileCurrentObject<
+  T extends KubeObject,
+  D extends { currentObject: CurrentObjectRead<T> },
+>(
+  deps: D,
+  key: string,
+  context: ReconcileContext,
+  step: (
+    deps: D,
+    object: T | undefined,
+    namespace: string,
+    name: string,
+    context: ReconcileContext,
+  ) => Promise<ReconcileResult | undefined>,
+  write: (deps: D, object: T, state: ErrorState, logger: Logger) => Promise<unknown>,
+): Promise<ReconcileResult | undefined> {
+  const { namespace, name } = splitObjectKey(key);
+  if (namespace === undefined) return;
+  const object = await deps.currentObject(namespace, name, context.signal);
+  if (object === null) return;
+  try {
+    return await step(deps, object, namespace, name, context);
+  } catch (err) {
+    await reportUnknownError(object, err, context, (o, state, logger) => write(deps, o, state, logger));
+    throw err;
+  }
+}
