@@ -26,6 +26,7 @@ import { currentObjectReader, readTenantNamespace, type TenantNamespace } from '
 import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import { PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
+import { type CurrentObjectRead, reconcileCurrentObject } from '../reconcile-current.ts';
 import { type WorkspaceAccess, WorkspaceAccessNeededError } from '../workspace-access/workspace-access.ts';
 import {
   type ApplyResult,
@@ -49,7 +50,6 @@ import {
   writeErrorOccurred,
 } from './gitops-deployment.conditions.ts';
 import { reconcileDeleting, reconcileGone, recordDeletes } from './gitops-deployment.deletion.ts';
-import { type CurrentObjectRead, reconcileCurrentObject } from './reconcile-current.ts';
 
 export interface GitOpsDeploymentReconcilerOptions {
   db: Kysely<Database>;

@@ -29,11 +29,11 @@ import {
   type ParsedGitOpsDeploymentSpec,
   parseGitOpsDeploymentSpec,
 } from '../gitops-deployment/desired-application.ts';
-import { type CurrentObjectRead, reconcileCurrentObject } from '../gitops-deployment/reconcile-current.ts';
 import { jsonEqual } from '../json.ts';
 import { type GitOpsDeploymentObject, SyncRunCr, type SyncRunObject } from '../kinds.ts';
 import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
+import { type CurrentObjectRead, reconcileCurrentObject } from '../reconcile-current.ts';
 import { reportRequested, writeCondition } from './sync-run.conditions.ts';
 import {
   FINISHED_SYNC_RUN_PHASES,

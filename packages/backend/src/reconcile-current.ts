@@ -5,7 +5,7 @@
  */
 import type { KubeObject, Logger, ReconcileContext, ReconcileResult } from '@gitops/shared';
 import { splitObjectKey } from '@gitops/shared';
-import { type ErrorState, reportUnknownError } from '../error-occurred.ts';
+import { type ErrorState, reportUnknownError } from './error-occurred.ts';
 
 /** The object `namespace/name` read live: undefined when gone, null when it is another shard's. */
 export type CurrentObjectRead<T> = (
