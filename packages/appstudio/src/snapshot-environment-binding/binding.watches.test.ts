@@ -10,6 +10,7 @@ import {
   claimedEnvironment,
   environment,
   object,
+  ownerRefTo,
   target,
   updated,
   useWatches,
@@ -18,15 +19,7 @@ import { type BindingWatchDeps, bindingChanged, watchBindingSources } from './bi
 
 const Binding = AppStudioKinds.SnapshotEnvironmentBinding;
 const controlledBy = (b: BindingCr, controller = true) => ({
-  ownerReferences: [
-    {
-      apiVersion: Binding.apiVersion,
-      kind: Binding.kind,
-      name: b.metadata.name,
-      uid: b.metadata.uid ?? '',
-      controller,
-    },
-  ],
+  ownerReferences: [ownerRefTo(Binding, b, controller)],
 });
 
 describe('SnapshotEnvironmentBinding watches: which events wake which bindings', () => {

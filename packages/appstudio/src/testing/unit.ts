@@ -180,6 +180,19 @@ export function object(name: string, fields: Record<string, unknown> = {}, meta:
   return { metadata: metadata(name, meta), ...fields };
 }
 
+/** An ownerReference to `owner`, an object of `kind` (its controller unless `controller` is false). */
+export const ownerRefTo = (
+  kind: { apiVersion: string; kind: string },
+  owner: KubeObject,
+  controller = true,
+) => ({
+  apiVersion: kind.apiVersion,
+  kind: kind.kind,
+  name: owner.metadata.name,
+  uid: owner.metadata.uid ?? '',
+  controller,
+});
+
 /** The same object at a new resourceVersion (and generation, when `spec` is given: a spec change). */
 export function updated<T extends KubeObject>(
   o: T,
