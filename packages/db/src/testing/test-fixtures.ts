@@ -54,6 +54,17 @@ export async function givenApplication(
   });
 }
 
+/** `count` applications of the tenant on the instance (an instance's load), one after another. */
+export async function givenApplications(
+  db: Kysely<Database>,
+  count: number,
+  input: { clusterUser: ClusterUserRow; engineInstance: EngineInstanceRow },
+): Promise<ApplicationRow[]> {
+  const applications: ApplicationRow[] = [];
+  for (let i = 0; i < count; i++) applications.push(await givenApplication(db, input));
+  return applications;
+}
+
 /** An application of a new tenant on a new engine instance, with the two rows it stands on. */
 export async function givenTenantApplication(db: Kysely<Database>): Promise<{
   clusterUser: ClusterUserRow;
