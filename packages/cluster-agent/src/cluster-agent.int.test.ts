@@ -20,7 +20,7 @@ import {
   updateApplication,
   upsertEngineInstance,
 } from '@gitops/db';
-import { givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
+import { givenOperation, givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
 import {
   collectionPath,
   createMetricsRegistry,
@@ -156,17 +156,11 @@ describe('cluster-agent', () => {
 
   /** What the backend writes when a GitOpsDeployment is deleted. */
   async function undeploy(tenant: ClusterUserRow, applicationId: string) {
-    const operation = await database.db.transaction().execute(async (trx) => {
-      await deleteApplication(trx, applicationId, { proven: true });
-      return (
-        await insertOperation(trx, {
-          engineInstanceId,
-          resourceType: 'Application',
-          resourceId: applicationId,
-          ownerUserId: tenant.id,
-        })
-      ).operation;
-    });
+    const operation = await givenOperation(
+      database.db,
+      { engineInstanceId, resourceType: 'Application', resourceId: applicationId, ownerUserId: tenant.id },
+      (trx) => deleteApplication(trx, applicationId, { proven: true }),
+    );
     await relay(operation);
     return operation;
   }

@@ -22,8 +22,6 @@ import {
   getOperation,
   insertApplication,
   insertExternalEnvironment,
-  insertOperation,
-  insertRepositoryCredentials,
   moveTenant,
   type OperationRequest,
   SealContext,
@@ -32,6 +30,7 @@ import {
   updateEnvironmentCredentials,
   upsertEngineInstance,
 } from '@gitops/db';
+import { givenOperation, givenRepositoryCredentials } from '@gitops/db/testing';
 import { collectionPath, getObject, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
@@ -84,9 +83,7 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
 
   /** Inserts one operation (as the backend does after writing its rows) and plays the relay. */
   async function announce(request: Omit<OperationRequest, 'engineInstanceId'>): Promise<string> {
-    const { operation } = await f.db
-      .transaction()
-      .execute((trx) => insertOperation(trx, { engineInstanceId, ...request }));
+    const operation = await givenOperation(f.db, { engineInstanceId, ...request });
     await f.relay(operation);
     return operation.id;
   }
@@ -263,16 +260,12 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
     const tenant = await givenTenant('d');
     const environment = await givenEnvironment(tenant, { namespaces: ['apps'], clusterResources: true });
     const app = await deployTo(tenant, environment, 'https://git.example.test/org/private');
-    const credential = await insertRepositoryCredentials(f.db, {
-      clusterUserId: tenant.id,
-      engineInstanceId,
-      repositoryUrl: 'https://git.example.test/org/private',
-      normalizedRepositoryUrl: 'https://git.example.test/org/private',
-      secretName: 'private-repo',
-      usernameSealed: sealer.seal('user', SealContext.username),
-      passwordSealed: sealer.seal('pass', SealContext.password),
-      sshPrivateKeySealed: null,
-    });
+    const credential = await givenRepositoryCredentials(
+      f.db,
+      { clusterUserId: tenant.id, engineInstanceId },
+      { url: 'https://git.example.test/org/private', secretName: 'private-repo' },
+      { sealer, username: 'user', password: 'pass' },
+    );
     await announce({
       resourceType: 'RepositoryCredentials',
       resourceId: credential.id,
