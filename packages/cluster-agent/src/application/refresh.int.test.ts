@@ -59,11 +59,9 @@ describe('cluster-agent: the refresh an application row asks for', () => {
     f.patchApplication(name, { metadata: { annotations: { [REFRESH_ANNOTATION]: null } } });
 
   beforeAll(async () => {
-    tenantNamespace = `refresh-tenant-${f.suffix}`;
-    await f.createNamespace(tenantNamespace);
-    agent = await f.startAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
-    engineInstanceId = agent.engineInstance()!.id;
-    tenant = await f.givenTenant(tenantNamespace, { workspaceEnvironment: false });
+    ({ agent, engineInstanceId, tenant, tenantNamespace } = await f.startAgentWithTenant({
+      OPERATION_SWEEP_INTERVAL: '500ms',
+    }));
   });
 
   it('an ordinary change asks for no refresh', async () => {

@@ -122,11 +122,9 @@ describe('cluster-agent SyncOperation', () => {
     });
 
   beforeAll(async () => {
-    tenantNamespace = `sync-tenant-${f.suffix}`;
-    await f.createNamespace(tenantNamespace);
-    agent = await f.startAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
-    engineInstanceId = agent.engineInstance()!.id;
-    tenant = await f.givenTenant(tenantNamespace, { workspaceEnvironment: false });
+    ({ agent, engineInstanceId, tenant, tenantNamespace } = await f.startAgentWithTenant({
+      OPERATION_SWEEP_INTERVAL: '500ms',
+    }));
   });
 
   it('refreshes, requests the sync once as gitops-service, and completes the operation with the Argo CD result', async () => {

@@ -84,6 +84,17 @@ export interface AgentFixture {
     options?: { workspaceEnvironment?: boolean; engineInstanceName?: string },
   ): Promise<ClusterUserRow>;
   /**
+   * What most agent tests start from: an agent started with `config(extra)`, and a tenant in a namespace of
+   * its own (`<prefix>-tenant-<suffix>`, created) placed on the agent's instance, without a workspace
+   * environment (`givenDeployment` adds it).
+   */
+  startAgentWithTenant(extra?: Record<string, string>): Promise<{
+    agent: Agent;
+    engineInstanceId: string;
+    tenant: ClusterUserRow;
+    tenantNamespace: string;
+  }>;
+  /**
    * What the backend writes for a new manual GitOpsDeployment of `tenant` (in `namespace`), in one
    * transaction: the application row on `engineInstanceId`, its mapping and the Application operation.
    */
@@ -211,6 +222,14 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
         await ensureWorkspaceEnvironment(database.db, { id: user.id, namespaceName: namespace });
       }
       return (await getClusterUser(database.db, user.id)) ?? user;
+    },
+    async startAgentWithTenant(extra) {
+      const tenantNamespace = `${options.prefix}-tenant-${suffix}`;
+      await fixture.createNamespace(tenantNamespace);
+      const agent = await fixture.startAgent(fixture.config(extra));
+      const engineInstanceId = agent.engineInstance()!.id;
+      const tenant = await fixture.givenTenant(tenantNamespace, { workspaceEnvironment: false });
+      return { agent, engineInstanceId, tenant, tenantNamespace };
     },
     async givenDeployment(tenant, namespace, engineInstanceId) {
       const crUid = randomUUID();
