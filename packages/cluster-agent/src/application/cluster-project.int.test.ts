@@ -386,12 +386,7 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
     assert.ok(await secret(), 'the cluster Secret must stay while Argo CD prunes through it');
     assert.equal((await getOperation(f.db, operationId))?.state, 'In_Progress');
     // When Argo CD has pruned and finalized the Application (played: its finalizer removed)
-    await kubeRequest(f.kc, {
-      method: HttpMethod.PATCH,
-      path: `${collectionPath({ apiVersion: ARGO, plural: 'applications', namespace: f.argoCdNamespace })}/${app.name}`,
-      body: { metadata: { finalizers: null } },
-      contentType: 'application/merge-patch+json',
-    });
+    await f.patchApplication(app.name, { metadata: { finalizers: null } });
     // Then the Secret goes and the operation completes
     await eventually('the cluster Secret gone', async () =>
       (await secret()) === undefined ? true : undefined,
@@ -451,12 +446,7 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
     });
     assert.deepEqual(deleting.metadata.finalizers, ['resources-finalizer.argocd.argoproj.io']);
     // and once Argo CD has pruned and finalized it (played here: no Argo CD controller), the operation completes
-    await kubeRequest(f.kc, {
-      method: HttpMethod.PATCH,
-      path: `${collectionPath({ apiVersion: ARGO, plural: 'applications', namespace: f.argoCdNamespace })}/${app.name}`,
-      body: { metadata: { finalizers: null } },
-      contentType: 'application/merge-patch+json',
-    });
+    await f.patchApplication(app.name, { metadata: { finalizers: null } });
     await eventually('the operation completed', async () =>
       (await getOperation(f.db, operationId))?.state === 'Completed' ? true : undefined,
     );
