@@ -14,7 +14,6 @@ import {
   insertApplication,
   insertOperation,
   listen,
-  moveTenant,
   NOTIFICATION_CHANNELS,
   type OperationRow,
   updateApplication,
@@ -547,14 +546,7 @@ describe('cluster-agent', () => {
       namespaceUid: targetNs!.metadata.uid!,
       clusterIdentity: 'test',
     });
-    await database.db
-      .updateTable('cluster_user')
-      .set({ engine_instance_id: engineInstanceId })
-      .where('id', '=', tenant.id)
-      .execute();
-    const moved = await database.db.transaction().execute((trx) => moveTenant(trx, tenant.id, target.id));
-    for (const o of moved?.operations ?? [])
-      if (o.operation.engine_instance_id === engineInstanceId) await relay(o.operation);
+    await f.moveTenant(tenant, engineInstanceId, target.id);
 
     // The sync keeps running: not asked to terminate, and the Application stays while it runs.
     await new Promise((resolve) => setTimeout(resolve, 3_000));

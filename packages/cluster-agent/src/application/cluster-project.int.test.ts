@@ -22,7 +22,6 @@ import {
   getOperation,
   insertApplication,
   insertExternalEnvironment,
-  moveTenant,
   type OperationRequest,
   SealContext,
   type Sealer,
@@ -321,16 +320,7 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
       namespaceUid: elsewhereNamespace.metadata.uid ?? randomUUID(),
       clusterIdentity: `elsewhere-${randomUUID()}`,
     });
-    await f.db
-      .updateTable('cluster_user')
-      .set({ engine_instance_id: engineInstanceId })
-      .where('id', '=', tenant.id)
-      .execute();
-
-    const moved = await f.db.transaction().execute((trx) => moveTenant(trx, tenant.id, elsewhere.id));
-    assert.ok(moved);
-    for (const operation of moved.operations)
-      if (operation.operation.engine_instance_id === engineInstanceId) await f.relay(operation.operation);
+    await f.moveTenant(tenant, engineInstanceId, elsewhere.id);
 
     await eventually('the Application released', async () =>
       (await f.getApplication(app.name)) === undefined ? true : undefined,

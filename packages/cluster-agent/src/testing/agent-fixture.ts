@@ -21,9 +21,11 @@ import {
   getEngineInstance,
   getEngineInstanceByName,
   insertApplication,
+  moveTenant,
   type OperationRow,
   placeTenant,
   sealCredentialsForInstances,
+  type TenantMove,
   upsertClusterUser,
 } from '@gitops/db';
 import { createTestDatabase, givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
@@ -103,6 +105,11 @@ export interface AgentFixture {
     namespace: string,
     engineInstanceId: string,
   ): Promise<{ application: ApplicationRow; operation: OperationRow }>;
+  /**
+   * An operator's move of `tenant`, placed on the instance `from` first, to the instance `to` (moveTenant),
+   * and the relay of the operations the move announces to `from` (what that instance's agent releases).
+   */
+  moveTenant(tenant: ClusterUserRow, from: string, to: string): Promise<TenantMove>;
   /** Creates the Operation CR the backend's relay would create. */
   relay(operation: { id: string }, namespace?: string): Promise<void>;
   /** The Operation CRs in the fixture's Argo CD namespace. */
@@ -267,6 +274,18 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
         }),
       })) as { items: KubeObject[] };
       return list.items;
+    },
+    async moveTenant(tenant, from, to) {
+      await database.db
+        .updateTable('cluster_user')
+        .set({ engine_instance_id: from })
+        .where('id', '=', tenant.id)
+        .execute();
+      const moved = await database.db.transaction().execute((trx) => moveTenant(trx, tenant.id, to));
+      if (!moved) throw new Error(`tenant ${tenant.id} was not moved`);
+      for (const { operation } of moved.operations)
+        if (operation.engine_instance_id === from) await fixture.relay(operation);
+      return moved;
     },
     async relay(operation, namespace = argoCdNamespace) {
       await serverSideApply(
