@@ -14,10 +14,14 @@ import {
   SealContext,
   type SealingKey,
   sealedColumnName,
-  upsertClusterUser,
-  upsertEngineInstance,
 } from '@gitops/db';
-import { createTestDatabase, givenRepositoryCredentials, type TestDatabase } from '@gitops/db/testing';
+import {
+  createTestDatabase,
+  givenClusterUser,
+  givenEngineInstance,
+  givenRepositoryCredentials,
+  type TestDatabase,
+} from '@gitops/db/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { type CliRun, described, runCli } from './testing/run-cli.ts';
 
@@ -50,13 +54,8 @@ const remember = (column: string, id: string, plaintext: string) => {
 beforeAll(async () => {
   testDb = await createTestDatabase();
   db = testDb.db;
-  const instance = await upsertEngineInstance(db, {
-    name: `reseal-${randomUUID().slice(0, 8)}`,
-    namespaceName: 'argocd',
-    namespaceUid: randomUUID(),
-    clusterIdentity: 'test',
-  });
-  const tenant = await upsertClusterUser(db, { uid: randomUUID(), name: 'jane' });
+  const instance = await givenEngineInstance(db, `reseal-${randomUUID().slice(0, 8)}`);
+  const tenant = await givenClusterUser(db);
   for (let i = 0; i < 5; i++) {
     const username = secret('user');
     const password = secret('password');

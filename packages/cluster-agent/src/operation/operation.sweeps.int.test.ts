@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { completeOperation, getOperation, type OperationRow, startOperation } from '@gitops/db';
 import {
-  completeOperation,
-  getOperation,
-  type OperationRow,
-  startOperation,
-  upsertEngineInstance,
-} from '@gitops/db';
-import { createTestDatabase, givenOperation, type TestDatabase } from '@gitops/db/testing';
+  createTestDatabase,
+  givenEngineInstance,
+  givenOperation,
+  type TestDatabase,
+} from '@gitops/db/testing';
 import { createSilentLogger } from '@gitops/shared';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, it } from 'vitest';
@@ -19,15 +18,7 @@ describe('operation sweeps', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    const name = `sweeps-${randomUUID()}`;
-    engineInstanceId = (
-      await upsertEngineInstance(database.db, {
-        name,
-        namespaceName: name,
-        namespaceUid: randomUUID(),
-        clusterIdentity: 't',
-      })
-    ).id;
+    engineInstanceId = (await givenEngineInstance(database.db, `sweeps-${randomUUID()}`)).id;
   });
   afterAll(async () => {
     await database?.destroy();
@@ -84,12 +75,7 @@ describe('operation sweeps', () => {
     await completeOperation(database.db, recent.id);
 
     // An old finished operation of another engine instance (another agent's) is not ours to collect.
-    const otherInstance = await upsertEngineInstance(database.db, {
-      name: `other-${randomUUID()}`,
-      namespaceName: 'other-argocd',
-      namespaceUid: randomUUID(),
-      clusterIdentity: 'other-cluster',
-    });
+    const otherInstance = await givenEngineInstance(database.db, `other-${randomUUID()}`);
     const theirs = await givenOperation(database.db, {
       engineInstanceId: otherInstance.id,
       resourceType: 'Application',
