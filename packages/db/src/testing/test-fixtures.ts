@@ -23,15 +23,17 @@ import { insertSyncOperation } from '../sync-operation.repository.ts';
 
 /** Rows the db package's integration tests build on. Exported from `@gitops/db/testing`, not from the package's production index. */
 
+/** An engine instance whose Argo CD namespace is its name, on the cluster `test-cluster` unless told another. */
 export async function givenEngineInstance(
   db: Kysely<Database>,
   name = `argocd-${randomUUID()}`,
+  options: { clusterIdentity?: string } = {},
 ): Promise<EngineInstanceRow> {
   return await upsertEngineInstance(db, {
     name,
     namespaceName: name,
     namespaceUid: randomUUID(),
-    clusterIdentity: 'test-cluster',
+    clusterIdentity: options.clusterIdentity ?? 'test-cluster',
   });
 }
 
