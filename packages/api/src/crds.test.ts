@@ -2,6 +2,13 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'vitest';
 import { API_GROUP, API_VERSION, Kind, Kinds, loadCrds, Plural } from './index.ts';
 
+/** The CRD of `kind`, and the printer columns `kubectl get` shows by default (name and JSON path). */
+async function defaultColumnsOf(kind: Kind) {
+  const crd = (await loadCrds()).find((c) => c.spec.names.kind === kind);
+  const columns = crd?.spec.versions[0]?.additionalPrinterColumns?.filter((c) => !c.priority);
+  return { crd, columns: columns?.map((c) => [c.name, c.jsonPath]) };
+}
+
 describe('the CRD files', () => {
   test('define exactly the six kinds, with the plural names the code uses', async () => {
     const crds = await loadCrds();
@@ -35,34 +42,26 @@ describe('the CRD files', () => {
   });
 
   test('show Sync and Health first for a GitOpsDeployment', async () => {
-    const crd = (await loadCrds()).find((c) => c.spec.names.kind === Kind.GitOpsDeployment);
-    const columns = crd?.spec.versions[0]?.additionalPrinterColumns?.filter((c) => !c.priority);
-    assert.deepEqual(
-      columns?.map((c) => [c.name, c.jsonPath]),
-      [
-        ['Sync', '.status.sync.status'],
-        ['Health', '.status.health.status'],
-        ['Age', '.metadata.creationTimestamp'],
-      ],
-    );
+    const { columns } = await defaultColumnsOf(Kind.GitOpsDeployment);
+    assert.deepEqual(columns, [
+      ['Sync', '.status.sync.status'],
+      ['Health', '.status.health.status'],
+      ['Age', '.metadata.creationTimestamp'],
+    ]);
   });
 
   test("show a GitOpsEngineInstance's namespace, cluster, agents, availability, load and cordon at a glance", async () => {
-    const crd = (await loadCrds()).find((c) => c.spec.names.kind === Kind.GitOpsEngineInstance);
+    const { crd, columns } = await defaultColumnsOf(Kind.GitOpsEngineInstance);
     assert.equal(crd?.spec.scope, 'Cluster');
-    const columns = crd?.spec.versions[0]?.additionalPrinterColumns?.filter((c) => !c.priority);
-    assert.deepEqual(
-      columns?.map((c) => [c.name, c.jsonPath]),
-      [
-        ['Namespace', '.status.argoCDNamespace'],
-        ['Cluster', '.status.cluster'],
-        ['Agents', '.status.agents'],
-        ['Available', '.status.conditions[?(@.type=="Available")].status'],
-        ['Tenants', '.status.tenants'],
-        ['Applications', '.status.applications'],
-        ['Cordoned', '.status.cordoned'],
-        ['Age', '.metadata.creationTimestamp'],
-      ],
-    );
+    assert.deepEqual(columns, [
+      ['Namespace', '.status.argoCDNamespace'],
+      ['Cluster', '.status.cluster'],
+      ['Agents', '.status.agents'],
+      ['Available', '.status.conditions[?(@.type=="Available")].status'],
+      ['Tenants', '.status.tenants'],
+      ['Applications', '.status.applications'],
+      ['Cordoned', '.status.cordoned'],
+      ['Age', '.metadata.creationTimestamp'],
+    ]);
   });
 });

@@ -51,22 +51,17 @@ describe('the RHOAS CRD files', () => {
     const byKind = new Map((await loadRhoasCrds()).map((c) => [c.spec.names.kind, c]));
     const annotations = (kind: string) =>
       (byKind.get(kind)?.metadata.annotations ?? {}) as Record<string, string>;
-    assert.equal(
-      annotations('KafkaConnection')['service.binding/bootstrapServers'],
-      'path={.status.bootstrapServerHost}',
-    );
-    assert.equal(
-      annotations('KafkaConnection')['service.binding/password'],
-      'path={.status.serviceAccountSecretName},objectType=Secret,sourceKey=client-secret',
-    );
-    assert.equal(
-      annotations('ServiceRegistryConnection')['service.binding/registryUrl'],
-      'path={.status.registryUrl}',
-    );
-    assert.equal(
-      annotations('ServiceRegistryConnection')['service.binding/oauthTokenUrl'],
-      'path={.status.metadata.oauthTokenUrl}',
-    );
+    const bindings = [
+      ['KafkaConnection', 'service.binding/bootstrapServers', 'path={.status.bootstrapServerHost}'],
+      [
+        'KafkaConnection',
+        'service.binding/password',
+        'path={.status.serviceAccountSecretName},objectType=Secret,sourceKey=client-secret',
+      ],
+      ['ServiceRegistryConnection', 'service.binding/registryUrl', 'path={.status.registryUrl}'],
+      ['ServiceRegistryConnection', 'service.binding/oauthTokenUrl', 'path={.status.metadata.oauthTokenUrl}'],
+    ] as const;
+    for (const [kind, key, value] of bindings) assert.equal(annotations(kind)[key], value, `${kind} ${key}`);
     assert.deepEqual(annotations('CloudServicesRequest'), {});
     assert.deepEqual(annotations('CloudServiceAccountRequest'), {});
   });

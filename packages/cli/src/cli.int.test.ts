@@ -19,15 +19,13 @@ import {
   getEngineInstanceByName,
   getOperation,
   holdDeletion,
-  insertRepositoryCredentials,
   listDueWaitingOperations,
   type OperationRow,
   releaseDeletionHold,
-  SealContext,
   startOperation,
   upsertClusterUser,
 } from '@gitops/db';
-import { givenListeningAgentSession } from '@gitops/db/testing';
+import { givenListeningAgentSession, givenRepositoryCredentials } from '@gitops/db/testing';
 import { HttpMethod, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
@@ -97,19 +95,12 @@ beforeAll(async () => {
   await operationOf('app-b');
   // A stored credential sealed under the CLI's key (doctor opens it), of a tenant of no namespace.
   const other = await upsertClusterUser(f.db, { uid: randomUUID(), name: 'cli-sealed' });
-  await insertRepositoryCredentials(f.db, {
-    clusterUserId: other.id,
-    engineInstanceId: backend.engineInstance().id,
-    repositoryUrl: 'https://git.example/private.git',
-    normalizedRepositoryUrl: 'https://git.example/private.git',
-    secretName: 'creds',
-    usernameSealed: null,
-    passwordSealed: createSealer({ keys: [key], activeKeyId: key.id }).seal(
-      storedPassword,
-      SealContext.password,
-    ),
-    sshPrivateKeySealed: null,
-  });
+  await givenRepositoryCredentials(
+    f.db,
+    { clusterUserId: other.id, engineInstanceId: backend.engineInstance().id },
+    { url: 'https://git.example/private.git', secretName: 'creds' },
+    { sealer: createSealer({ keys: [key], activeKeyId: key.id }), password: storedPassword },
+  );
   await eventually('the GitOpsEngineInstance', () => engineInstanceObject(instance).catch(() => undefined));
 });
 

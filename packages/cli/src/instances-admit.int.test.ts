@@ -28,6 +28,8 @@ const instance = `admit-${suffix}`;
 
 const cli = (args: string[]): Promise<CliRun> =>
   runCli(args, { DATABASE_URL: testDb.url, KUBECONFIG: process.env.KUBECONFIG });
+/** `kubectl gitops instances admit <instance> ...args`. */
+const admit = (...args: string[]): Promise<CliRun> => cli(['instances', 'admit', instance, ...args]);
 const json = <T>(run: CliRun): T => JSON.parse(run.stdout) as T;
 
 /** Who `url` logs in as: `select session_user` (and the instance its role is bound to). */
@@ -82,7 +84,7 @@ describe('kubectl gitops instances admit', () => {
   let role: string;
 
   test("prints the agent's connection string once: it logs in as the instance's role", async () => {
-    const run = await cli(['instances', 'admit', instance, '--namespace', namespace]);
+    const run = await admit('--namespace', namespace);
     assert.equal(run.code, 0, described(run));
     const row = await getEngineInstanceByName(testDb.db, instance);
     assert.ok(row, 'the instance is registered');
@@ -115,7 +117,7 @@ describe('kubectl gitops instances admit', () => {
   });
 
   test('-o json: name, role and the URL; again is a new password, and the old one no longer logs in', async () => {
-    const run = await cli(['instances', 'admit', instance, '-n', namespace, '-o', 'json']);
+    const run = await admit('-n', namespace, '-o', 'json');
     assert.equal(run.code, 0, described(run));
     const admitted = json<{ name: string; role: string; databaseUrl: string }>(run);
     assert.deepEqual(Object.keys(admitted).sort(), ['databaseUrl', 'name', 'role']);
@@ -128,7 +130,7 @@ describe('kubectl gitops instances admit', () => {
   });
 
   test('--secret writes the Secret (server-side apply) whose url logs in; the password is never printed', async () => {
-    const run = await cli(['instances', 'admit', instance, '--namespace', namespace, '--secret', 'agent-db']);
+    const run = await admit('--namespace', namespace, '--secret', 'agent-db');
     assert.equal(run.code, 0, described(run));
     const { url, object } = await secretUrl('agent-db');
     assert.equal((await loginOf(url)).role, role);
@@ -147,17 +149,7 @@ describe('kubectl gitops instances admit', () => {
     );
 
     // Again, -o json: the Secret is updated in place; its name, never the URL.
-    const again = await cli([
-      'instances',
-      'admit',
-      instance,
-      '-n',
-      namespace,
-      '--secret',
-      'agent-db',
-      '-o',
-      'json',
-    ]);
+    const again = await admit('-n', namespace, '--secret', 'agent-db', '-o', 'json');
     assert.equal(again.code, 0, described(again));
     assert.deepEqual(json(again), { name: instance, role, secret: { namespace, name: 'agent-db' } });
     const updated = await secretUrl('agent-db');
@@ -170,7 +162,7 @@ describe('kubectl gitops instances admit', () => {
 
   test('a Secret that cannot be written, or another namespace for the instance: exit 1, the password unchanged', async () => {
     const missing = `no-such-${suffix}`;
-    const run = await cli(['instances', 'admit', instance, '--namespace', missing, '--secret', 'agent-db']);
+    const run = await admit('--namespace', missing, '--secret', 'agent-db');
     assert.equal(run.code, 1, described(run));
     assert.match(
       run.stderr,
@@ -180,7 +172,7 @@ describe('kubectl gitops instances admit', () => {
     );
     assert.equal((await loginOf(printedUrl)).role, role, 'the password in the Secret still logs in');
 
-    const other = await cli(['instances', 'admit', instance, '--namespace', `other-${suffix}`]);
+    const other = await admit('--namespace', `other-${suffix}`);
     assert.equal(other.code, 1, described(other));
     assert.match(
       other.stderr,
@@ -189,19 +181,11 @@ describe('kubectl gitops instances admit', () => {
     assert.ok(!other.stdout.includes('DATABASE_URL'), described(other));
     assert.equal((await loginOf(printedUrl)).role, role);
 
-    const stray = await cli([
-      'instances',
-      'admit',
-      instance,
-      '-n',
-      namespace,
-      '--secret-namespace',
-      'default',
-    ]);
+    const stray = await admit('-n', namespace, '--secret-namespace', 'default');
     assert.equal(stray.code, 2, described(stray));
     assert.match(stray.stderr, /--secret-namespace goes with --secret/);
 
-    const usage = await cli(['instances', 'admit', instance]);
+    const usage = await admit();
     assert.equal(usage.code, 2, described(usage));
     assert.match(usage.stderr, /usage: kubectl gitops instances admit <name> --namespace <argocd-namespace>/);
   });
@@ -209,17 +193,7 @@ describe('kubectl gitops instances admit', () => {
   test("--secret-namespace: the Secret goes where the agent's Pod reads it (manifests/base: gitops-service)", async () => {
     const name = `agent-db-${suffix}`;
     try {
-      const run = await cli([
-        'instances',
-        'admit',
-        instance,
-        '-n',
-        namespace,
-        '--secret',
-        name,
-        '--secret-namespace',
-        'default',
-      ]);
+      const run = await admit('-n', namespace, '--secret', name, '--secret-namespace', 'default');
       assert.equal(run.code, 0, described(run));
       assert.match(run.stdout, new RegExp(`^secret/${name} in namespace default: url written`, 'm'));
       const object = (await kubeRequest(kc, {

@@ -9,16 +9,19 @@ import {
   createSealer,
   type Db,
   insertExternalEnvironment,
-  insertRepositoryCredentials,
   listSealedValues,
   SEALED_COLUMNS,
   SealContext,
   type SealingKey,
   sealedColumnName,
-  upsertClusterUser,
-  upsertEngineInstance,
 } from '@gitops/db';
-import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
+import {
+  createTestDatabase,
+  givenClusterUser,
+  givenEngineInstance,
+  givenRepositoryCredentials,
+  type TestDatabase,
+} from '@gitops/db/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { type CliRun, described, runCli } from './testing/run-cli.ts';
 
@@ -51,27 +54,18 @@ const remember = (column: string, id: string, plaintext: string) => {
 beforeAll(async () => {
   testDb = await createTestDatabase();
   db = testDb.db;
-  const instance = await upsertEngineInstance(db, {
-    name: `reseal-${randomUUID().slice(0, 8)}`,
-    namespaceName: 'argocd',
-    namespaceUid: randomUUID(),
-    clusterIdentity: 'test',
-  });
-  const tenant = await upsertClusterUser(db, { uid: randomUUID(), name: 'jane' });
+  const instance = await givenEngineInstance(db, `reseal-${randomUUID().slice(0, 8)}`);
+  const tenant = await givenClusterUser(db);
   for (let i = 0; i < 5; i++) {
     const username = secret('user');
     const password = secret('password');
     const sshKey = i % 2 === 0 ? secret('ssh-key') : undefined;
-    const row = await insertRepositoryCredentials(db, {
-      clusterUserId: tenant.id,
-      engineInstanceId: instance.id,
-      repositoryUrl: `https://git.example/r${i}.git`,
-      normalizedRepositoryUrl: `https://git.example/r${i}.git`,
-      secretName: `s${i}`,
-      usernameSealed: underA.seal(username, SealContext.username),
-      passwordSealed: underA.seal(password, SealContext.password),
-      sshPrivateKeySealed: sshKey ? underA.seal(sshKey, SealContext.sshPrivateKey) : null,
-    });
+    const row = await givenRepositoryCredentials(
+      db,
+      { clusterUserId: tenant.id, engineInstanceId: instance.id },
+      { url: `https://git.example/r${i}.git`, secretName: `s${i}` },
+      { sealer: underA, username, password, sshPrivateKey: sshKey },
+    );
     remember('repository_credentials.username_sealed', row.id, username);
     remember('repository_credentials.password_sealed', row.id, password);
     if (sshKey) remember('repository_credentials.ssh_private_key_sealed', row.id, sshKey);

@@ -14,13 +14,12 @@ import {
   insertApplication,
   insertOperation,
   listen,
-  moveTenant,
   NOTIFICATION_CHANNELS,
   type OperationRow,
   updateApplication,
   upsertEngineInstance,
 } from '@gitops/db';
-import { givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
+import { givenOperation, givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
 import {
   collectionPath,
   createMetricsRegistry,
@@ -156,17 +155,11 @@ describe('cluster-agent', () => {
 
   /** What the backend writes when a GitOpsDeployment is deleted. */
   async function undeploy(tenant: ClusterUserRow, applicationId: string) {
-    const operation = await database.db.transaction().execute(async (trx) => {
-      await deleteApplication(trx, applicationId, { proven: true });
-      return (
-        await insertOperation(trx, {
-          engineInstanceId,
-          resourceType: 'Application',
-          resourceId: applicationId,
-          ownerUserId: tenant.id,
-        })
-      ).operation;
-    });
+    const operation = await givenOperation(
+      database.db,
+      { engineInstanceId, resourceType: 'Application', resourceId: applicationId, ownerUserId: tenant.id },
+      (trx) => deleteApplication(trx, applicationId, { proven: true }),
+    );
     await relay(operation);
     return operation;
   }
@@ -553,14 +546,7 @@ describe('cluster-agent', () => {
       namespaceUid: targetNs!.metadata.uid!,
       clusterIdentity: 'test',
     });
-    await database.db
-      .updateTable('cluster_user')
-      .set({ engine_instance_id: engineInstanceId })
-      .where('id', '=', tenant.id)
-      .execute();
-    const moved = await database.db.transaction().execute((trx) => moveTenant(trx, tenant.id, target.id));
-    for (const o of moved?.operations ?? [])
-      if (o.operation.engine_instance_id === engineInstanceId) await relay(o.operation);
+    await f.moveTenant(tenant, engineInstanceId, target.id);
 
     // The sync keeps running: not asked to terminate, and the Application stays while it runs.
     await new Promise((resolve) => setTimeout(resolve, 3_000));

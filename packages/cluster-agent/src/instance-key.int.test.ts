@@ -9,12 +9,11 @@ import {
   createSealer,
   decodeSealingKey,
   getEngineInstance,
-  insertOperation,
-  insertRepositoryCredentials,
   requestInstanceKeyRotation,
   SealContext,
   updateRepositoryCredentials,
 } from '@gitops/db';
+import { givenOperation, givenRepositoryCredentials } from '@gitops/db/testing';
 import { createMetricsRegistry, createSilentLogger, getObject, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
@@ -80,25 +79,19 @@ describe("the engine instance's own key", () => {
     await f.createNamespace(tenantNamespace);
     const tenant = await f.givenTenant(tenantNamespace);
     const sealer = backend();
-    const row = await insertRepositoryCredentials(f.db, {
-      clusterUserId: tenant.id,
-      engineInstanceId,
-      repositoryUrl: 'https://git.example.test/org/keyed',
-      normalizedRepositoryUrl: 'https://git.example.test/org/keyed',
-      secretName: 'keyed',
-      usernameSealed: sealer.seal('user', SealContext.username),
-      passwordSealed: sealer.seal('first-password', SealContext.password),
-      sshPrivateKeySealed: null,
-    });
+    const row = await givenRepositoryCredentials(
+      f.db,
+      { clusterUserId: tenant.id, engineInstanceId },
+      { url: 'https://git.example.test/org/keyed', secretName: 'keyed' },
+      { sealer, username: 'user', password: 'first-password' },
+    );
     const announce = async () => {
-      const { operation } = await f.db.transaction().execute((trx) =>
-        insertOperation(trx, {
-          engineInstanceId,
-          resourceType: 'RepositoryCredentials',
-          resourceId: row.id,
-          ownerUserId: tenant.id,
-        }),
-      );
+      const operation = await givenOperation(f.db, {
+        engineInstanceId,
+        resourceType: 'RepositoryCredentials',
+        resourceId: row.id,
+        ownerUserId: tenant.id,
+      });
       await f.relay(operation);
     };
     await announce();

@@ -17,7 +17,6 @@ import {
   retryOperationNow,
 } from './operation-admin.repository.ts';
 import { completeOperation, failOperation, startOperation } from './operation-lifecycle.repository.ts';
-import { insertRepositoryCredentials } from './repository-credentials.repository.ts';
 import {
   listSealedKeyUsage,
   listSealedValues,
@@ -33,6 +32,7 @@ import {
   givenClusterUser,
   givenEngineInstance,
   givenListeningAgentSession,
+  givenRepositoryCredentials,
 } from './testing/test-fixtures.ts';
 
 const testDb = useTestDatabase();
@@ -64,16 +64,12 @@ describe('sealed columns', () => {
     const instance = await givenEngineInstance(db);
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const row = await insertRepositoryCredentials(db, {
-        clusterUserId: tenant.id,
-        engineInstanceId: instance.id,
-        repositoryUrl: `https://git.example/r${i}.git`,
-        normalizedRepositoryUrl: `https://git.example/r${i}.git`,
-        secretName: `s${i}`,
-        usernameSealed: underA.seal(`user-${i}`, SealContext.username),
-        passwordSealed: i === 2 ? null : underA.seal(`pw-${i}`, SealContext.password),
-        sshPrivateKeySealed: null,
-      });
+      const row = await givenRepositoryCredentials(
+        db,
+        { clusterUserId: tenant.id, engineInstanceId: instance.id },
+        { url: `https://git.example/r${i}.git`, secretName: `s${i}` },
+        { sealer: underA, username: `user-${i}`, password: i === 2 ? undefined : `pw-${i}` },
+      );
       ids.push(row.id);
     }
     const usernames = column('repository_credentials', 'username_sealed');

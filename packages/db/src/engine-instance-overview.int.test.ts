@@ -16,6 +16,7 @@ import {
 import { useTestDatabase } from './testing/per-file-database.ts';
 import {
   givenApplication,
+  givenApplications,
   givenClusterUser,
   givenEngineInstance,
   givenListeningAgentSession,
@@ -55,8 +56,7 @@ describe('engine instance overview', () => {
     const other = await givenEngineInstance(testDb.db, 'overview-b');
     const tenant = await givenClusterUser(testDb.db);
     await testDb.db.transaction().execute((trx) => placeTenant(trx, tenant.id, instance.name));
-    for (let i = 0; i < 2; i++)
-      await givenApplication(testDb.db, { clusterUser: tenant, engineInstance: instance });
+    await givenApplications(testDb.db, 2, { clusterUser: tenant, engineInstance: instance });
 
     let overview = await overviewOf(instance.name);
     assert.deepEqual(

@@ -3,6 +3,7 @@ import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
 import { describe, test } from 'vitest';
 import { getClusterUser } from './cluster-user.repository.ts';
+import type { EngineInstanceRow } from './database.ts';
 import {
   ensureEngineInstance,
   getEngineInstanceByName,
@@ -18,6 +19,7 @@ import { moveTenant } from './tenant-move.repository.ts';
 import { useTestDatabase } from './testing/per-file-database.ts';
 import {
   givenApplication,
+  givenApplications,
   givenClusterUser,
   givenEngineInstance,
   givenListeningAgentSession,
@@ -37,16 +39,23 @@ async function cordonAllBut(...names: string[]) {
   }
 }
 
+/** Two new engine instances of these names, the only ones not cordoned. */
+async function onlySchedulable(...names: [string, string]): Promise<[EngineInstanceRow, EngineInstanceRow]> {
+  const instances: [EngineInstanceRow, EngineInstanceRow] = [
+    await givenEngineInstance(testDb.db, names[0]),
+    await givenEngineInstance(testDb.db, names[1]),
+  ];
+  await cordonAllBut(...names);
+  return instances;
+}
+
 describe('tenant placement', () => {
   test('without a label a new tenant goes to the uncordoned instance with the fewest applications, and stays there', async () => {
-    const busy = await givenEngineInstance(testDb.db, 'place-a-busy');
-    const quiet = await givenEngineInstance(testDb.db, 'place-a-quiet');
     // Empty, but cordoned: never chosen.
     await givenEngineInstance(testDb.db, 'place-a-cordoned');
-    await cordonAllBut(busy.name, quiet.name);
+    const [busy, quiet] = await onlySchedulable('place-a-busy', 'place-a-quiet');
     const other = await givenClusterUser(testDb.db);
-    for (let i = 0; i < 2; i++)
-      await givenApplication(testDb.db, { clusterUser: other, engineInstance: busy });
+    await givenApplications(testDb.db, 2, { clusterUser: other, engineInstance: busy });
     await givenApplication(testDb.db, { clusterUser: other, engineInstance: quiet });
 
     const tenant = await givenClusterUser(testDb.db);
@@ -54,8 +63,7 @@ describe('tenant placement', () => {
     assert.equal((await getClusterUser(testDb.db, tenant.id))?.engine_instance_id, quiet.id);
 
     // The quiet instance becomes the busiest, is cordoned, and a label names another: the tenant stays.
-    for (let i = 0; i < 3; i++)
-      await givenApplication(testDb.db, { clusterUser: other, engineInstance: quiet });
+    await givenApplications(testDb.db, 3, { clusterUser: other, engineInstance: quiet });
     await setEngineInstanceCordoned(testDb.db, quiet.name, true);
     assert.equal(
       placedName(await place(tenant.id, busy.name)),
@@ -66,12 +74,9 @@ describe('tenant placement', () => {
   });
 
   test('a label names the instance; an unknown or cordoned one is refused and nothing is placed', async () => {
-    const named = await givenEngineInstance(testDb.db, 'place-b-named');
-    const loaded = await givenEngineInstance(testDb.db, 'place-b-other');
-    await cordonAllBut(named.name, loaded.name);
+    const [named, _loaded] = await onlySchedulable('place-b-named', 'place-b-other');
     const other = await givenClusterUser(testDb.db);
-    for (let i = 0; i < 3; i++)
-      await givenApplication(testDb.db, { clusterUser: other, engineInstance: named });
+    await givenApplications(testDb.db, 3, { clusterUser: other, engineInstance: named });
 
     const tenant = await givenClusterUser(testDb.db);
     assert.deepEqual(await place(tenant.id, 'place-b-nowhere'), {
@@ -87,13 +92,10 @@ describe('tenant placement', () => {
   });
 
   test('an instance whose agent listens is preferred: one whose agents are away takes no new tenant while another can', async () => {
-    const away = await givenEngineInstance(testDb.db, 'place-e-away');
-    const heard = await givenEngineInstance(testDb.db, 'place-e-heard');
-    await cordonAllBut(away.name, heard.name);
+    const [away, heard] = await onlySchedulable('place-e-away', 'place-e-heard');
     const other = await givenClusterUser(testDb.db);
     // `away` is the less loaded one: only its absent agent keeps the tenant off it.
-    for (let i = 0; i < 2; i++)
-      await givenApplication(testDb.db, { clusterUser: other, engineInstance: heard });
+    await givenApplications(testDb.db, 2, { clusterUser: other, engineInstance: heard });
     const agent = await givenListeningAgentSession(testDb.url, heard.id);
     try {
       const tenant = await givenClusterUser(testDb.db);
@@ -115,9 +117,7 @@ describe('tenant placement', () => {
   });
 
   test('concurrent first reconciles of one tenant place it once', async () => {
-    const a = await givenEngineInstance(testDb.db, 'place-d-a');
-    const b = await givenEngineInstance(testDb.db, 'place-d-b');
-    await cordonAllBut(a.name, b.name);
+    const [a, b] = await onlySchedulable('place-d-a', 'place-d-b');
     const tenant = await givenClusterUser(testDb.db);
     const results = await Promise.all(Array.from({ length: 8 }, () => place(tenant.id)));
     assert.equal(new Set(results.map(placedName)).size, 1);

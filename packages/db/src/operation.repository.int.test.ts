@@ -14,7 +14,6 @@ import {
 import { getApplication } from './application.repository.ts';
 import { deleteClusterUser } from './cluster-user.repository.ts';
 import type { Database, EngineInstanceRow } from './database.ts';
-import { upsertEngineInstance } from './engine-instance.repository.ts';
 import { ensureWorkspaceEnvironment, insertExternalEnvironment } from './managed-environment.repository.ts';
 import {
   boundedOperationMessage,
@@ -335,10 +334,7 @@ describe('createApplicationOfNewDeployment', () => {
     assert.equal(await getApiCrMappingByUid(db, fresh.uid), undefined);
 
     // An instance on another cluster: the Workspace would need credentials; an External environment would not.
-    const remote = await upsertEngineInstance(db, {
-      name: `remote-${randomUUID()}`,
-      namespaceName: 'argocd',
-      namespaceUid: randomUUID(),
+    const remote = await givenEngineInstance(db, `remote-${randomUUID()}`, {
       clusterIdentity: 'another-cluster',
     });
     const { user: away } = await placedTenant(remote);
@@ -480,10 +476,7 @@ describe('claimUndeliveredOperations', () => {
 
   test('operations of an engine instance on another cluster get no CR (its agent hears them there)', async () => {
     await drainRelayQueue();
-    const elsewhere = await upsertEngineInstance(db, {
-      name: `elsewhere-${randomUUID()}`,
-      namespaceName: 'argocd',
-      namespaceUid: randomUUID(),
+    const elsewhere = await givenEngineInstance(db, `elsewhere-${randomUUID()}`, {
       clusterIdentity: 'another-cluster',
     });
     const here = (await announce(applicationChange())).operation;

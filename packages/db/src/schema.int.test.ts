@@ -31,10 +31,7 @@ import {
   setWorkspaceCredentials,
   updateEnvironmentCredentials,
 } from './managed-environment.repository.ts';
-import {
-  getRepositoryCredentials,
-  insertRepositoryCredentials,
-} from './repository-credentials.repository.ts';
+import { getRepositoryCredentials } from './repository-credentials.repository.ts';
 import { createSealer } from './sealing.ts';
 import {
   getSyncOperation,
@@ -48,6 +45,7 @@ import {
   givenApplication,
   givenClusterUser,
   givenEngineInstance,
+  givenRepositoryCredentials,
   givenSyncOperation,
   givenTenantApplication,
 } from './testing/test-fixtures.ts';
@@ -390,16 +388,16 @@ describe('deleting a tenant', () => {
       engineInstance,
       managedEnvironmentId: environment.id,
     });
-    const repositoryCredentials = await insertRepositoryCredentials(db, {
-      clusterUserId: clusterUser.id,
-      engineInstanceId: engineInstance.id,
-      repositoryUrl: 'https://github.com/org/private.git',
-      normalizedRepositoryUrl: 'https://github.com/org/private',
-      secretName: 'private-repo-creds',
-      usernameSealed: sealer.seal('user'),
-      passwordSealed: sealer.seal('pass'),
-      sshPrivateKeySealed: null,
-    });
+    const repositoryCredentials = await givenRepositoryCredentials(
+      db,
+      { clusterUserId: clusterUser.id, engineInstanceId: engineInstance.id },
+      {
+        url: 'https://github.com/org/private.git',
+        normalizedUrl: 'https://github.com/org/private',
+        secretName: 'private-repo-creds',
+      },
+      { sealer, username: 'user', password: 'pass' },
+    );
     const syncOperation = await givenSyncOperation(db, { clusterUser, application });
     assert.equal(await deleteClusterUser(db, clusterUser.id), true);
     assert.equal(await getApplication(db, application.id), undefined);

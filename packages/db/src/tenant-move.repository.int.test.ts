@@ -9,7 +9,6 @@ import {
   insertExternalEnvironment,
   isManagedEnvironmentOnEngineInstance,
 } from './managed-environment.repository.ts';
-import { insertRepositoryCredentials } from './repository-credentials.repository.ts';
 import {
   getSyncOperation,
   insertSyncOperation,
@@ -22,7 +21,12 @@ import {
   moveTenant,
 } from './tenant-move.repository.ts';
 import { useTestDatabase } from './testing/per-file-database.ts';
-import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
+import {
+  givenApplication,
+  givenClusterUser,
+  givenEngineInstance,
+  givenRepositoryCredentials,
+} from './testing/test-fixtures.ts';
 
 const testDb = useTestDatabase();
 
@@ -62,16 +66,11 @@ describe('moving a tenant', () => {
       clusterUser: await placedTenant(a),
       engineInstance: a,
     });
-    const credentials = await insertRepositoryCredentials(testDb.db, {
-      clusterUserId: tenant.id,
-      engineInstanceId: a.id,
-      repositoryUrl: 'https://example.com/repo.git',
-      normalizedRepositoryUrl: 'https://example.com/repo',
-      secretName: 'creds',
-      usernameSealed: null,
-      passwordSealed: null,
-      sshPrivateKeySealed: null,
-    });
+    const credentials = await givenRepositoryCredentials(
+      testDb.db,
+      { clusterUserId: tenant.id, engineInstanceId: a.id },
+      { url: 'https://example.com/repo.git', normalizedUrl: 'https://example.com/repo', secretName: 'creds' },
+    );
     const { environment } = await testDb.db.transaction().execute((trx) =>
       insertExternalEnvironment(trx, {
         clusterUserId: tenant.id,

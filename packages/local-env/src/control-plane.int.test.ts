@@ -6,6 +6,22 @@ import { afterAll, describe, it } from 'vitest';
 
 const isNotFound = (e: unknown) => e instanceof ApiException && e.code === 404;
 
+/** Waits up to 120 s until `read` answers 404 (the controller manager deletes in the background). */
+const eventuallyGone = (what: string, read: () => Promise<unknown>) =>
+  eventually(
+    what,
+    async () => {
+      try {
+        await read();
+        return undefined;
+      } catch (e) {
+        if (isNotFound(e)) return true;
+        throw e;
+      }
+    },
+    120_000,
+  );
+
 describe('the local control plane is a real Kubernetes API server', () => {
   const kc = new KubeConfig();
   kc.loadFromFile(process.env.KUBECONFIG ?? '');
@@ -76,18 +92,8 @@ describe('the local control plane is a real Kubernetes API server', () => {
       },
     });
     await core.deleteNamespacedConfigMap({ namespace: ns, name: 'owner' });
-    await eventually(
-      'the child Secret to be garbage-collected',
-      async () => {
-        try {
-          await core.readNamespacedSecret({ namespace: ns, name: 'child' });
-          return undefined;
-        } catch (e) {
-          if (isNotFound(e)) return true;
-          throw e;
-        }
-      },
-      120_000,
+    await eventuallyGone('the child Secret to be garbage-collected', () =>
+      core.readNamespacedSecret({ namespace: ns, name: 'child' }),
     );
   });
 
@@ -109,19 +115,7 @@ describe('the local control plane is a real Kubernetes API server', () => {
       },
     });
     await core.deleteNamespace({ name: doomed });
-    await eventually(
-      'the namespace to disappear',
-      async () => {
-        try {
-          await core.readNamespace({ name: doomed });
-          return undefined;
-        } catch (e) {
-          if (isNotFound(e)) return true;
-          throw e;
-        }
-      },
-      120_000,
-    );
+    await eventuallyGone('the namespace to disappear', () => core.readNamespace({ name: doomed }));
   });
 
   it('enforces RBAC for the non-admin test user', async () => {

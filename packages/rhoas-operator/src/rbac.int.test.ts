@@ -8,14 +8,14 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { repoRoot } from '@gitops/local-env';
 import { HttpMethod, KubeConfig, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, describe, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import {
-  createRhoasFixture,
   eventually,
   type RhoasFixture,
   randomSuffix,
   TOKEN_SECRET,
+  useRhoasFixture,
 } from './testing/rhoas-fixture.ts';
 
 const admin = loadKubeConfig(process.env.KUBECONFIG);
@@ -97,15 +97,18 @@ async function removeRole(name: string) {
     }).catch(() => undefined);
 }
 
+/**
+ * The fixture of the enclosing describe block, its operator running bound to the role `name` (with or without
+ * the Secrets rule); the role and its binding are removed after the fixture's cleanup (after hooks run in
+ * reverse order), even when the fixture could not be made.
+ */
+function useOperatorBoundTo(name: string, withSecrets: boolean): RhoasFixture {
+  afterAll(() => removeRole(name));
+  return useRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig(name, withSecrets) });
+}
+
 describe('the operator with only the RBAC of its manifests', () => {
-  let f: RhoasFixture;
-  beforeAll(async () => {
-    f = await createRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig(roleName, true) });
-  });
-  afterAll(async () => {
-    await f?.cleanup();
-    await removeRole(roleName);
-  });
+  const f = useOperatorBoundTo(roleName, true);
 
   it('creates the service-account Secret, labels a KafkaConnection, writes its binding Secret and Events', async () => {
     await f.create('CloudServiceAccountRequest', 'sa', {
@@ -137,14 +140,7 @@ describe('the operator with only the RBAC of its manifests', () => {
 });
 
 describe('the operator when the API server refuses a read it needs', () => {
-  let f: RhoasFixture;
-  beforeAll(async () => {
-    f = await createRhoasFixture({ operatorKubeConfig: serviceAccountKubeConfig(noSecretsRoleName, false) });
-  });
-  afterAll(async () => {
-    await f?.cleanup();
-    await removeRole(noSecretsRoleName);
-  });
+  const f = useOperatorBoundTo(noSecretsRoleName, false);
 
   it('shows the refusal on Finished (KubernetesError) instead of staying silent, and keeps running', async () => {
     await f.create('CloudServicesRequest', 'forbidden', { accessTokenSecretName: TOKEN_SECRET });

@@ -78,6 +78,11 @@ function harness(
     maxRunningTotal: () => maxRunningTotal,
     maxRunningPerKey: () => maxRunningPerKey,
     runningTotal: () => runningTotal,
+    /** The value of the queue's controller-runtime metric `name` (label `controller`, and `labels`). */
+    controllerMetric: (name: string, labels: Record<string, string> = {}) =>
+      metricValue(registry, name, { controller: 'test-controller', ...labels }),
+    /** The value of the queue's workqueue metric `name` (label `name`). */
+    queueMetric: (name: string) => metricValue(registry, name, { name: 'test-controller' }),
     /** Resolves once `count` reconciles have started in total. */
     started(count: number) {
       return new Promise<void>((resolve) => {
@@ -108,7 +113,7 @@ describe('work queue', () => {
     t.queue.start();
     await t.queue.whenIdle();
     assert.deepEqual(t.calls, ['ns/a']);
-    assert.equal(await metricValue(t.registry, 'workqueue_adds_total', { name: 'test-controller' }), 1);
+    assert.equal(await t.queueMetric('workqueue_adds_total'), 1);
     await t.queue.shutdown();
   });
 
@@ -144,10 +149,7 @@ describe('work queue', () => {
     for (let i = 0; i < 20; i++) await new Promise(setImmediate);
     assert.equal(t.runningTotal(), 3);
     assert.deepEqual(t.calls, ['a', 'b', 'c']);
-    assert.equal(
-      await metricValue(t.registry, 'controller_runtime_active_workers', { controller: 'test-controller' }),
-      3,
-    );
+    assert.equal(await t.controllerMetric('controller_runtime_active_workers'), 3);
     gates.get('b')?.open();
     await t.started(4);
     assert.deepEqual(t.calls, ['a', 'b', 'c', 'd']);
@@ -155,12 +157,7 @@ describe('work queue', () => {
     await t.queue.whenIdle();
     assert.deepEqual([...t.calls].sort(), ['a', 'b', 'c', 'd', 'e']);
     assert.equal(t.maxRunningTotal(), 3);
-    assert.equal(
-      await metricValue(t.registry, 'controller_runtime_max_concurrent_reconciles', {
-        controller: 'test-controller',
-      }),
-      3,
-    );
+    assert.equal(await t.controllerMetric('controller_runtime_max_concurrent_reconciles'), 3);
     await t.queue.shutdown();
   });
 
@@ -189,13 +186,8 @@ describe('work queue', () => {
     t.queue.add('a'); // after a success, a's next failure starts from the base delay again
     await t.queue.whenIdle();
     assert.deepEqual(t.clock.scheduledDelays, [5, 10, 20, 40, 5, 5]);
-    assert.equal(await metricValue(t.registry, 'workqueue_retries_total', { name: 'test-controller' }), 6);
-    assert.equal(
-      await metricValue(t.registry, 'controller_runtime_reconcile_errors_total', {
-        controller: 'test-controller',
-      }),
-      6,
-    );
+    assert.equal(await t.queueMetric('workqueue_retries_total'), 6);
+    assert.equal(await t.controllerMetric('controller_runtime_reconcile_errors_total'), 6);
     await t.queue.shutdown();
   });
 
@@ -210,19 +202,8 @@ describe('work queue', () => {
     await t.queue.whenIdle();
     assert.deepEqual(t.calls, ['ns/bad']);
     assert.equal(t.clock.pendingTimers().length, 0);
-    assert.equal(
-      await metricValue(t.registry, 'controller_runtime_terminal_reconcile_errors_total', {
-        controller: 'test-controller',
-      }),
-      1,
-    );
-    assert.equal(
-      await metricValue(t.registry, 'controller_runtime_reconcile_total', {
-        controller: 'test-controller',
-        result: 'error',
-      }),
-      1,
-    );
+    assert.equal(await t.controllerMetric('controller_runtime_terminal_reconcile_errors_total'), 1);
+    assert.equal(await t.controllerMetric('controller_runtime_reconcile_total', { result: 'error' }), 1);
     // A later change still reconciles the key.
     t.queue.add('ns/bad');
     await t.queue.whenIdle();
@@ -319,10 +300,7 @@ describe('work queue', () => {
     assert.equal(t.calls.length, 3);
     assert.deepEqual(t.clock.scheduledDelays, [5, 30_000, 5]);
     assert.equal(
-      await metricValue(t.registry, 'controller_runtime_reconcile_total', {
-        controller: 'test-controller',
-        result: 'requeue_after',
-      }),
+      await t.controllerMetric('controller_runtime_reconcile_total', { result: 'requeue_after' }),
       1,
     );
     await t.queue.shutdown();
@@ -413,9 +391,8 @@ describe('work queue', () => {
     t.queue.add('stuck');
     await t.started(1);
     t.clock.advance(90_000);
-    const labels = { name: 'test-controller' };
-    assert.equal(await metricValue(t.registry, 'workqueue_unfinished_work_seconds', labels), 90);
-    assert.equal(await metricValue(t.registry, 'workqueue_longest_running_processor_seconds', labels), 90);
+    assert.equal(await t.queueMetric('workqueue_unfinished_work_seconds'), 90);
+    assert.equal(await t.queueMetric('workqueue_longest_running_processor_seconds'), 90);
     release.open();
     await t.queue.shutdown();
   });

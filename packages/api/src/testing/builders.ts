@@ -19,59 +19,43 @@ import type {
 /** Metadata besides the name (namespace, labels, finalizers...). */
 export type Metadata = Omit<ObjectMeta, 'name'>;
 
-export function gitOpsDeployment(
+/** An object of `kind` as a user writes it: the API group's version, the kind, the name with `metadata`, `spec`. */
+function envelope<K extends Kind, S>(kind: K, name: string, spec: S, metadata: Metadata) {
+  return { apiVersion: API_GROUP_VERSION, kind, metadata: { name, ...metadata }, spec };
+}
+
+export const gitOpsDeployment = (
   name: string,
   spec: GitOpsDeploymentSpec,
   metadata: Metadata = {},
-): GitOpsDeployment {
-  return {
-    apiVersion: API_GROUP_VERSION,
-    kind: Kind.GitOpsDeployment,
-    metadata: { name, ...metadata },
-    spec,
-  };
-}
+): GitOpsDeployment => envelope(Kind.GitOpsDeployment, name, spec, metadata);
 
-export function syncRun(
+export const syncRun = (
   name: string,
   spec: GitOpsDeploymentSyncRunSpec,
   metadata: Metadata = {},
-): GitOpsDeploymentSyncRun {
-  return {
-    apiVersion: API_GROUP_VERSION,
-    kind: Kind.GitOpsDeploymentSyncRun,
-    metadata: { name, ...metadata },
-    spec,
-  };
-}
+): GitOpsDeploymentSyncRun => envelope(Kind.GitOpsDeploymentSyncRun, name, spec, metadata);
 
 /**
  * `allowInsecureSkipTLSVerify` is false unless the spec says otherwise (spelled out, as the API server's
  * default would fill it in; the CRD test shows that default on an object written without the field).
  */
-export function managedEnvironment(
+export const managedEnvironment = (
   name: string,
   spec: Omit<GitOpsDeploymentManagedEnvironmentSpec, 'allowInsecureSkipTLSVerify'> &
     Partial<Pick<GitOpsDeploymentManagedEnvironmentSpec, 'allowInsecureSkipTLSVerify'>>,
   metadata: Metadata = {},
-): GitOpsDeploymentManagedEnvironment {
-  return {
-    apiVersion: API_GROUP_VERSION,
-    kind: Kind.GitOpsDeploymentManagedEnvironment,
-    metadata: { name, ...metadata },
-    spec: { allowInsecureSkipTLSVerify: false, ...spec },
-  };
-}
+): GitOpsDeploymentManagedEnvironment =>
+  envelope(
+    Kind.GitOpsDeploymentManagedEnvironment,
+    name,
+    { allowInsecureSkipTLSVerify: false, ...spec },
+    metadata,
+  );
 
-export function repositoryCredential(
+export const repositoryCredential = (
   name: string,
   spec: GitOpsDeploymentRepositoryCredentialSpec,
   metadata: Metadata = {},
-): GitOpsDeploymentRepositoryCredential {
-  return {
-    apiVersion: API_GROUP_VERSION,
-    kind: Kind.GitOpsDeploymentRepositoryCredential,
-    metadata: { name, ...metadata },
-    spec,
-  };
-}
+): GitOpsDeploymentRepositoryCredential =>
+  envelope(Kind.GitOpsDeploymentRepositoryCredential, name, spec, metadata);

@@ -1,18 +1,17 @@
 import assert from 'node:assert/strict';
 import { DeploymentTargetAnnotation } from '@gitops/api';
-import { handInformer } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
-import type { ClaimCr, ClassCr, EnvironmentCr, TargetCr } from '../objects.ts';
 import {
+  assertOwnEvents,
   claim,
+  deleting,
   deploymentTargetClass,
   environment,
   target,
   updated,
   useWatches,
-  wiredController,
 } from '../testing/unit.ts';
-import { claimChanged, watchClaimSources } from './claim.watches.ts';
+import { type ClaimWatchDeps, claimChanged, watchClaimSources } from './claim.watches.ts';
 
 const provisioning = (name: string, className: string) =>
   claim(
@@ -26,31 +25,22 @@ const provisioning = (name: string, className: string) =>
 const bindComplete = { annotations: { [DeploymentTargetAnnotation.BindComplete]: 'true' } };
 
 describe('DeploymentTargetClaim watches: which events wake which claims', () => {
-  const watch = useWatches(
-    () => ({
-      claims: handInformer<ClaimCr>(),
-      targets: handInformer<TargetCr>(),
-      classes: handInformer<ClassCr>(),
-      environments: handInformer<EnvironmentCr>(),
-    }),
-    (deps) => wiredController(deps.claims, { predicates: [claimChanged] }, (b) => watchClaimSources(b, deps)),
+  const watch = useWatches<ClaimWatchDeps>(
+    ['claims', 'targets', 'classes', 'environments'],
+    { predicates: [claimChanged] },
+    watchClaimSources,
   );
 
   it('the claim: created, its spec, annotations, finalizers, deletion and a relist wake it; a status write does not', async () => {
-    const c = claim('c');
-    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(c)), ['ns/c']);
-    const phase = updated(c, { status: { phase: 'Pending' } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(phase)), []);
-    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(phase)), ['ns/c'], 'relist');
-    const annotated = updated(phase, { metadata: bindComplete });
-    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(annotated)), ['ns/c']);
-    const finalized = updated(annotated, {
-      metadata: { finalizers: ['binder.appstudio.redhat.com/finalizer'] },
+    await assertOwnEvents(watch, watch.sources.claims, claim('c'), {
+      ownWrite: { status: { phase: 'Pending' } },
+      changes: [
+        (c) => updated(c, { metadata: bindComplete }),
+        (c) => updated(c, { metadata: { finalizers: ['binder.appstudio.redhat.com/finalizer'] } }),
+        deleting,
+      ],
+      removed: true,
     });
-    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(finalized)), ['ns/c']);
-    const deleting = updated(finalized, { metadata: { deletionTimestamp: '2026-01-01T00:00:00Z' } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.claims.put(deleting)), ['ns/c']);
-    assert.deepEqual(await watch.wakes(() => watch.sources.claims.remove(deleting)), ['ns/c']);
   });
 
   it('a target wakes the claims linked to it and the waiting claims of its namespace, not bound or named ones', async () => {

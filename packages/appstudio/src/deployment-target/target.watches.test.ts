@@ -1,44 +1,35 @@
 import assert from 'node:assert/strict';
 import { SpaceRequestLabel } from '@gitops/api';
-import type { KubeObject } from '@gitops/shared';
-import { handInformer } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
-import type { ClaimCr, ClassCr, TargetCr } from '../objects.ts';
 import {
+  assertOwnEvents,
   claim,
+  deleting,
   deploymentTargetClass,
   object,
   target,
   updated,
   useWatches,
-  wiredController,
 } from '../testing/unit.ts';
-import { targetChanged, watchTargetSources } from './target.watches.ts';
+import { type TargetWatchDeps, targetChanged, watchTargetSources } from './target.watches.ts';
 
 describe('DeploymentTarget watches: which events wake which targets', () => {
-  const watch = useWatches(
-    () => ({
-      targets: handInformer<TargetCr>(),
-      claims: handInformer<ClaimCr>(),
-      classes: handInformer<ClassCr>(),
-      spaceRequests: handInformer<KubeObject>(),
-    }),
-    (deps) =>
-      wiredController(deps.targets, { predicates: [targetChanged] }, (b) => watchTargetSources(b, deps)),
+  const watch = useWatches<TargetWatchDeps>(
+    ['targets', 'claims', 'classes', 'spaceRequests'],
+    { predicates: [targetChanged] },
+    watchTargetSources,
   );
 
   it('the target: created, its spec, finalizers, deletion and a relist wake it; a phase write does not', async () => {
-    const t = target('t');
-    assert.deepEqual(await watch.wakes(() => watch.sources.targets.put(t)), ['ns/t']);
-    const phase = updated(t, { status: { phase: 'Available' } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.targets.put(phase)), []);
-    assert.deepEqual(await watch.wakes(() => watch.sources.targets.put(phase)), ['ns/t'], 'relist');
-    const finalized = updated(phase, { metadata: { finalizers: ['dt.appstudio.redhat.com/finalizer'] } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.targets.put(finalized)), ['ns/t']);
-    const claimed = updated(finalized, { spec: { ...finalized.spec, claimRef: 'c' } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.targets.put(claimed)), ['ns/t']);
-    const deleting = updated(claimed, { metadata: { deletionTimestamp: '2026-01-01T00:00:00Z' } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.targets.put(deleting)), ['ns/t']);
+    await assertOwnEvents(watch, watch.sources.targets, target('t'), {
+      ownWrite: { status: { phase: 'Available' } },
+      changes: [
+        (t) => updated(t, { metadata: { finalizers: ['dt.appstudio.redhat.com/finalizer'] } }),
+        (t) => updated(t, { spec: { ...t.spec, claimRef: 'c' } }),
+        deleting,
+      ],
+      removed: false,
+    });
   });
 
   it('a class wakes its targets (any namespace), others none', async () => {

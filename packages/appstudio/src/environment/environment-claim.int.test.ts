@@ -103,10 +103,7 @@ describe('Environment with a DeploymentTargetClaim (binder running)', () => {
 
     // The source deleted: SecretNotFound, and the copy goes.
     await f.remove(Kind.Secret, ns, 'opaque-secret');
-    const conditions = await eventually('SecretNotFound', async () => {
-      const list = conditionsOf(await f.get(Kind.Environment, ns, 'test-env'));
-      return list.length > 0 ? list : undefined;
-    });
+    const conditions = await f.conditionsOnceSet('SecretNotFound', Kind.Environment, ns, 'test-env');
     assert.deepEqual(
       conditions,
       errorPair(

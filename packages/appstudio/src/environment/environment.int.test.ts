@@ -143,10 +143,7 @@ describe('Environment controller: credentials and Secrets', () => {
     });
     const message =
       'the secret secret-that-doesnt-exist referenced by the Environment resource was not found';
-    const failed = await eventually('SecretNotFound', async () => {
-      const c = conditionsOf(await f.get(Kind.Environment, ns, 'no-secret'));
-      return c.length > 0 ? c : undefined;
-    });
+    const failed = await f.conditionsOnceSet('SecretNotFound', Kind.Environment, ns, 'no-secret');
     assert.deepEqual(failed, [
       { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
       { type: 'Reconciled', status: 'False', reason: 'SecretNotFound', message },
@@ -192,10 +189,7 @@ describe('Environment controller: invalid targets and ownership', () => {
     });
     const message =
       'Environment is invalid since it cannot have both DeploymentTargetClaim and credentials configuration set';
-    const c = await eventually('InvalidEnvironment', async () => {
-      const list = conditionsOf(await f.get(Kind.Environment, ns, 'both'));
-      return list.length > 0 ? list : undefined;
-    });
+    const c = await f.conditionsOnceSet('InvalidEnvironment', Kind.Environment, ns, 'both');
     assert.deepEqual(c, [
       { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
       { type: 'Reconciled', status: 'False', reason: 'InvalidEnvironment', message },
@@ -211,10 +205,7 @@ describe('Environment controller: invalid targets and ownership', () => {
     });
     const message =
       'the ManagedEnvironment managed-environment-bad-url cannot be generated from this Environment: GitOpsDeploymentManagedEnvironment.managed-gitops.redhat.com "managed-environment-bad-url" is invalid: spec.apiURL: Invalid value: "https://exa mple.com:6443": cluster api url must start with https://';
-    const c = await eventually('InvalidEnvironment', async () => {
-      const list = conditionsOf(await f.get(Kind.Environment, ns, 'bad-url'));
-      return list.length > 0 ? list : undefined;
-    });
+    const c = await f.conditionsOnceSet('InvalidEnvironment', Kind.Environment, ns, 'bad-url');
     assert.deepEqual(c, [
       { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
       { type: 'Reconciled', status: 'False', reason: 'InvalidEnvironment', message },
@@ -226,10 +217,7 @@ describe('Environment controller: invalid targets and ownership', () => {
       configuration: { target: { deploymentTargetClaim: { claimName: 'test' } } },
     });
     const message = 'DeploymentTargetClaim not found while generating the desired Environment resource';
-    const c = await eventually('DeploymentTargetClaimNotFound', async () => {
-      const list = conditionsOf(await f.get(Kind.Environment, ns, 'claimed'));
-      return list.length > 0 ? list : undefined;
-    });
+    const c = await f.conditionsOnceSet('DeploymentTargetClaimNotFound', Kind.Environment, ns, 'claimed');
     assert.deepEqual(c, [
       { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
       { type: 'Reconciled', status: 'False', reason: 'DeploymentTargetClaimNotFound', message },

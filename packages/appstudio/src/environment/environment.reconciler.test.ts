@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { AppStudioKinds, SecretType } from '@gitops/api';
-import type { KubeObject } from '@gitops/shared';
 import { describe, it } from 'vitest';
 import type { ClaimCr, EnvironmentCr, TargetCr } from '../objects.ts';
 import {
@@ -11,18 +10,11 @@ import {
   NS,
   noApiServer,
   object,
+  ownerRefTo,
   quietLogger,
   recordedEvents,
 } from '../testing/unit.ts';
 import { type EnvironmentReconcilerDeps, reconcileEnvironment } from './environment.reconciler.ts';
-
-const controllerRef = (env: KubeObject) => ({
-  apiVersion: AppStudioKinds.Environment.apiVersion,
-  kind: 'Environment',
-  name: env.metadata.name,
-  uid: env.metadata.uid ?? '',
-  controller: true,
-});
 
 function deps(
   caches: Partial<Pick<EnvironmentReconcilerDeps, 'environments' | 'managedEnvironments' | 'secrets'>> & {
@@ -68,7 +60,7 @@ describe('Environment reconcile, passes that write nothing', () => {
     const me = object(
       'managed-environment-dev',
       { spec: { apiURL: 'https://c.example', credentialsSecret: 'creds' } },
-      { ownerReferences: [controllerRef(env)] },
+      { ownerReferences: [ownerRefTo(AppStudioKinds.Environment, env)] },
     );
     const secret = object('creds', { type: SecretType.ManagedEnvironment });
     const { deps: d, events } = deps({

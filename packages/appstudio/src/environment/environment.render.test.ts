@@ -6,7 +6,6 @@ import {
   EnvironmentReason,
   EnvironmentTargetMessage,
 } from '@gitops/api';
-import type { KubeObject } from '@gitops/shared';
 import { describe, it } from 'vitest';
 import type { ClaimCr, TargetCr } from '../objects.ts';
 import {
@@ -18,6 +17,7 @@ import {
   credentialsEnvironment,
   environment,
   object,
+  ownerRefTo,
   target,
 } from '../testing/unit.ts';
 import {
@@ -26,14 +26,6 @@ import {
   type ManagedEnvironmentSpec,
   managedEnvironmentAction,
 } from './environment.render.ts';
-
-const controllerRef = (env: KubeObject) => ({
-  apiVersion: AppStudioKinds.Environment.apiVersion,
-  kind: 'Environment',
-  name: env.metadata.name,
-  uid: env.metadata.uid ?? '',
-  controller: true,
-});
 
 /** The caches `desiredOf` reads, holding `claims` and `targets`. */
 const caches = (claims: ClaimCr[] = [], targets: TargetCr[] = []) => ({
@@ -122,9 +114,11 @@ describe('Environment step managedEnvironmentAction: apply, leave, or nothing to
 
   it('applies when missing or different; nothing when ours and equal (absent and empty alike)', () => {
     assert.equal(managedEnvironmentAction(undefined, env, spec), 'apply');
-    const same = me({ spec: { ...spec, namespaces: [] } }, [controllerRef(env)]);
+    const same = me({ spec: { ...spec, namespaces: [] } }, [ownerRefTo(AppStudioKinds.Environment, env)]);
     assert.equal(managedEnvironmentAction(same, env, spec), 'unchanged');
-    const other = me({ spec: { ...spec, apiURL: 'https://d.example' } }, [controllerRef(env)]);
+    const other = me({ spec: { ...spec, apiURL: 'https://d.example' } }, [
+      ownerRefTo(AppStudioKinds.Environment, env),
+    ]);
     assert.equal(managedEnvironmentAction(other, env, spec), 'apply');
     const noOwner = me({ spec }, []);
     assert.equal(managedEnvironmentAction(noOwner, env, spec), 'apply');

@@ -1,21 +1,24 @@
 import assert from 'node:assert/strict';
 import { AppStudioKinds, AppStudioLabel, LEGACY_ENVIRONMENT_OWNER_API_VERSION } from '@gitops/api';
-import type { KubeObject } from '@gitops/shared';
-import { handInformer } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
-import type { ClaimCr, EnvironmentCr, TargetCr } from '../objects.ts';
 import {
+  assertOwnEvents,
   claim,
   claimedEnvironment,
   credentialsEnvironment,
+  deleting,
   environment,
   object,
   target,
   updated,
   useWatches,
-  wiredController,
 } from '../testing/unit.ts';
-import { environmentChanged, environmentOwnerOf, watchEnvironmentSources } from './environment.watches.ts';
+import {
+  type EnvironmentWatchDeps,
+  environmentChanged,
+  environmentOwnerOf,
+  watchEnvironmentSources,
+} from './environment.watches.ts';
 
 const Environment = AppStudioKinds.Environment;
 const ownedBy = (name: string, owner: string, apiVersion = Environment.apiVersion, controller = true) =>
@@ -28,32 +31,18 @@ const ownedBy = (name: string, owner: string, apiVersion = Environment.apiVersio
   );
 
 describe('Environment watches: which events wake which Environments', () => {
-  const watch = useWatches(
-    () => ({
-      environments: handInformer<EnvironmentCr>(),
-      managedEnvironments: handInformer<KubeObject>(),
-      secrets: handInformer<KubeObject>(),
-      opaqueSecrets: handInformer<KubeObject>(),
-      claims: handInformer<ClaimCr>(),
-      targets: handInformer<TargetCr>(),
-    }),
-    (deps) =>
-      wiredController(deps.environments, { predicates: [environmentChanged] }, (b) =>
-        watchEnvironmentSources(b, deps),
-      ),
+  const watch = useWatches<EnvironmentWatchDeps>(
+    ['environments', 'managedEnvironments', 'secrets', 'opaqueSecrets', 'claims', 'targets'],
+    { predicates: [environmentChanged] },
+    watchEnvironmentSources,
   );
 
   it('the Environment: created, its spec, a relist, its deletion wake it; a status write does not', async () => {
-    const env = environment('dev');
-    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(env)), ['ns/dev']);
-    const written = updated(env, { status: { conditions: [] } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(written)), []);
-    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(written)), ['ns/dev'], 'relist');
-    const changed = updated(written, { spec: { displayName: 'Dev' } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(changed)), ['ns/dev']);
-    const deleting = updated(changed, { metadata: { deletionTimestamp: '2026-01-01T00:00:00Z' } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.environments.put(deleting)), ['ns/dev']);
-    assert.deepEqual(await watch.wakes(() => watch.sources.environments.remove(deleting)), ['ns/dev']);
+    await assertOwnEvents(watch, watch.sources.environments, environment('dev'), {
+      ownWrite: { status: { conditions: [] } },
+      changes: [(env) => updated(env, { spec: { displayName: 'Dev' } }), deleting],
+      removed: true,
+    });
   });
 
   it('a ManagedEnvironment wakes the Environment that owns it (either owner form), on spec changes only', async () => {

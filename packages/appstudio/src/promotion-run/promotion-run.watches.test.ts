@@ -1,31 +1,28 @@
 import assert from 'node:assert/strict';
 import { PromotionRunState } from '@gitops/api';
-import { handInformer } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
-import type { BindingCr, PromotionRunCr } from '../objects.ts';
-import { binding, promotionRun, updated, useWatches, wiredController } from '../testing/unit.ts';
-import { promotionRunChanged, watchPromotionRunSources } from './promotion-run.watches.ts';
+import { assertOwnEvents, binding, promotionRun, updated, useWatches } from '../testing/unit.ts';
+import {
+  type PromotionRunWatchDeps,
+  promotionRunChanged,
+  watchPromotionRunSources,
+} from './promotion-run.watches.ts';
 
 const complete = { state: PromotionRunState.Complete };
 
 describe('PromotionRun watches: which events wake which runs', () => {
-  const watch = useWatches(
-    () => ({ promotionRuns: handInformer<PromotionRunCr>(), bindings: handInformer<BindingCr>() }),
-    (deps) =>
-      wiredController(deps.promotionRuns, { predicates: [promotionRunChanged] }, (b) =>
-        watchPromotionRunSources(b, deps),
-      ),
+  const watch = useWatches<PromotionRunWatchDeps>(
+    ['promotionRuns', 'bindings'],
+    { predicates: [promotionRunChanged] },
+    watchPromotionRunSources,
   );
 
   it('the run: created, its spec, a relist and its deletion wake it; its own status writes do not', async () => {
-    const run = promotionRun('run');
-    assert.deepEqual(await watch.wakes(() => watch.sources.promotionRuns.put(run)), ['ns/run']);
-    const written = updated(run, { status: { promotionStartTime: '2026-01-01T00:00:00Z' } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.promotionRuns.put(written)), []);
-    assert.deepEqual(await watch.wakes(() => watch.sources.promotionRuns.put(written)), ['ns/run'], 'relist');
-    const respecced = updated(written, { spec: { application: 'app', snapshot: 'snap-2' } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.promotionRuns.put(respecced)), ['ns/run']);
-    assert.deepEqual(await watch.wakes(() => watch.sources.promotionRuns.remove(respecced)), ['ns/run']);
+    await assertOwnEvents(watch, watch.sources.promotionRuns, promotionRun('run'), {
+      ownWrite: { status: { promotionStartTime: '2026-01-01T00:00:00Z' } },
+      changes: [(run) => updated(run, { spec: { application: 'app', snapshot: 'snap-2' } })],
+      removed: true,
+    });
   });
 
   it("another run's state changing, or its deletion, wakes the active runs of the same application", async () => {

@@ -3,9 +3,10 @@ import { SPACE_REQUEST_TIER, SpaceRequestLabel } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
 import { handInformer } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
-import type { ClaimCr, ClassCr, TargetCr } from '../objects.ts';
-import { claim, NS, object, target, updated, useWatches, wiredController } from '../testing/unit.ts';
+import type { TargetCr } from '../objects.ts';
+import { claim, NS, object, target, updated, useWatches } from '../testing/unit.ts';
 import {
+  type DevSandboxWatchDeps,
   spaceRequestsByLabel,
   targetKeysOfSpaceRequest,
   watchDevSandboxSources,
@@ -15,14 +16,10 @@ const spaceRequest = (name: string, labels: Record<string, string>, tierName = S
   object(name, { spec: { tierName } }, { labels });
 
 describe('devsandbox watches: which events wake which SpaceRequests', () => {
-  const watch = useWatches(
-    () => ({
-      spaceRequests: handInformer<KubeObject>(),
-      claims: handInformer<ClaimCr>(),
-      targets: handInformer<TargetCr>(),
-      classes: handInformer<ClassCr>(),
-    }),
-    (deps) => wiredController(deps.spaceRequests, {}, (b) => watchDevSandboxSources(b, deps)),
+  const watch = useWatches<DevSandboxWatchDeps>(
+    ['spaceRequests', 'claims', 'targets', 'classes'],
+    {},
+    watchDevSandboxSources,
   );
 
   it('a SpaceRequest wakes itself at every event (its status: Ready, namespace access)', async () => {

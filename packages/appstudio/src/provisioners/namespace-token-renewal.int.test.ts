@@ -92,11 +92,7 @@ describe('namespace provisioner token renewal', () => {
     // same provisioned namespace (`<ns>-due` + `dtc`), with an unreadable (so due) kubeconfig Secret.
     const forgedNs = `${ns}-due`;
     extraNamespaces.push(forgedNs);
-    await kubeRequest(f.kc, {
-      method: HttpMethod.POST,
-      path: '/api/v1/namespaces',
-      body: { metadata: { name: forgedNs } },
-    });
+    await f.createNamespaceNamed(forgedNs);
     const forgedClaim = await f.create(Kind.DeploymentTargetClaim, forgedNs, 'dtc', {
       spec: { targetName: 'dtc-dt', deploymentTargetClassName: `${className}-none` },
     });

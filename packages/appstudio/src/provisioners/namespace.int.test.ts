@@ -171,11 +171,7 @@ describe('namespace provisioner: namespaces that are not its own', () => {
   it('a namespace of that name that was not provisioned for the claim is a condition, and is never touched', async () => {
     const taken = `${ns}-taken-dtc`;
     provisionedNamespaces.push(taken);
-    await kubeRequest(f.kc, {
-      method: HttpMethod.POST,
-      path: '/api/v1/namespaces',
-      body: { metadata: { name: taken } },
-    });
+    await f.createNamespaceNamed(taken);
     await f.create(Kind.DeploymentTargetClaim, ns, 'taken-dtc', {
       spec: { deploymentTargetClassName: deleteClass },
     });
@@ -197,11 +193,7 @@ describe('namespace provisioner: namespaces that are not its own', () => {
     // Claim `dtc` in `<ns>-due` and claim `due-dtc` in `<ns>` both derive the namespace `<ns>-due-dtc`.
     const victimNs = `${ns}-due`;
     claimNamespaces.push(victimNs);
-    await kubeRequest(f.kc, {
-      method: HttpMethod.POST,
-      path: '/api/v1/namespaces',
-      body: { metadata: { name: victimNs } },
-    });
+    await f.createNamespaceNamed(victimNs);
     const victim = await provisioned('dtc', deleteClass, victimNs);
     assert.equal(victim.namespace, `${ns}-due-dtc`);
 

@@ -1,74 +1,45 @@
 import assert from 'node:assert/strict';
 import { AppStudioKinds } from '@gitops/api';
-import type { KubeObject } from '@gitops/shared';
-import { handInformer } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
-import type { BindingCr, ClaimCr, EnvironmentCr, TargetCr } from '../objects.ts';
+import type { BindingCr } from '../objects.ts';
 import {
   application,
+  assertOwnEvents,
   binding,
   claim,
   claimedEnvironment,
   environment,
   object,
+  ownerRefTo,
   target,
   updated,
   useWatches,
-  wiredController,
 } from '../testing/unit.ts';
-import { bindingChanged, watchBindingSources } from './binding.watches.ts';
+import { type BindingWatchDeps, bindingChanged, watchBindingSources } from './binding.watches.ts';
 
 const Binding = AppStudioKinds.SnapshotEnvironmentBinding;
 const controlledBy = (b: BindingCr, controller = true) => ({
-  ownerReferences: [
-    {
-      apiVersion: Binding.apiVersion,
-      kind: Binding.kind,
-      name: b.metadata.name,
-      uid: b.metadata.uid ?? '',
-      controller,
-    },
-  ],
+  ownerReferences: [ownerRefTo(Binding, b, controller)],
 });
 
 describe('SnapshotEnvironmentBinding watches: which events wake which bindings', () => {
-  const watch = useWatches(
-    () => ({
-      bindings: handInformer<BindingCr>(),
-      environments: handInformer<EnvironmentCr>(),
-      deployments: handInformer<KubeObject>(),
-      applications: handInformer<KubeObject>(),
-      claims: handInformer<ClaimCr>(),
-      targets: handInformer<TargetCr>(),
-    }),
-    (deps) =>
-      wiredController(deps.bindings, { type: Binding, predicates: [bindingChanged] }, (b) =>
-        watchBindingSources(b, deps),
-      ),
+  const watch = useWatches<BindingWatchDeps>(
+    ['bindings', 'environments', 'deployments', 'applications', 'claims', 'targets'],
+    { type: Binding, predicates: [bindingChanged] },
+    watchBindingSources,
   );
 
   it("the binding: its spec, labels, deletion, a relist and other writers' status fields wake it; its own status writes do not", async () => {
-    const b = binding('b');
-    assert.deepEqual(await watch.wakes(() => watch.sources.bindings.put(b)), ['ns/b']);
-    const own = updated(b, { status: { gitopsDeployments: [{ componentName: 'web' }] } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.bindings.put(own)), []);
-    assert.deepEqual(await watch.wakes(() => watch.sources.bindings.put(own)), ['ns/b'], 'relist');
-    const components = updated(own, {
-      status: {
-        ...own.status,
-        components: [
-          {
-            name: 'web',
-            gitopsRepository: { url: 'u', branch: 'main', path: 'p', generatedResources: [], commitID: 'c1' },
-          },
-        ],
-      },
+    const gitopsRepository = { url: 'u', branch: 'main', path: 'p', generatedResources: [], commitID: 'c1' };
+    await assertOwnEvents(watch, watch.sources.bindings, binding('b'), {
+      ownWrite: { status: { gitopsDeployments: [{ componentName: 'web' }] } },
+      changes: [
+        (own) => updated(own, { status: { ...own.status, components: [{ name: 'web', gitopsRepository }] } }),
+        (b) => updated(b, { metadata: { labels: { team: 'a' } } }),
+        (b) => updated(b, { spec: { ...b.spec, snapshot: 'snap-2' } }),
+      ],
+      removed: false,
     });
-    assert.deepEqual(await watch.wakes(() => watch.sources.bindings.put(components)), ['ns/b']);
-    const labelled = updated(components, { metadata: { labels: { team: 'a' } } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.bindings.put(labelled)), ['ns/b']);
-    const respecced = updated(labelled, { spec: { ...labelled.spec, snapshot: 'snap-2' } });
-    assert.deepEqual(await watch.wakes(() => watch.sources.bindings.put(respecced)), ['ns/b']);
   });
 
   it('a GitOpsDeployment wakes the binding that controls it, at every event', async () => {

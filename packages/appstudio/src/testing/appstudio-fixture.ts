@@ -58,6 +58,11 @@ export interface AppStudioFixture {
    */
   settledAfter(object: KubeObject): Promise<void>;
   createNamespace(prefix?: string): Promise<string>;
+  /**
+   * Creates the namespace `name` itself, which the test deletes (objects of its own in there may need their
+   * finalizers removed first); `createNamespace` makes one of a random name, deleted at cleanup.
+   */
+  createNamespaceNamed(name: string): Promise<void>;
   create(
     kind: KindDescriptor,
     namespace: string,
@@ -65,6 +70,13 @@ export interface AppStudioFixture {
     body: Record<string, unknown>,
   ): Promise<KubeObject>;
   get(kind: KindDescriptor, namespace: string, name: string): Promise<KubeObject | undefined>;
+  /** The object's conditions (`conditionsOf`) once it has any; `what` names the wait. */
+  conditionsOnceSet(
+    what: string,
+    kind: KindDescriptor,
+    namespace: string,
+    name: string,
+  ): Promise<ReturnType<typeof conditionsOf>>;
   list(kind: KindDescriptor, namespace: string): Promise<KubeObject[]>;
   /** JSON merge patch of the object (or of its `status` when `subresource` is `status`). */
   patch(
@@ -157,13 +169,16 @@ export function createAppStudioFixture(): AppStudioFixture {
     },
     async createNamespace(prefix = 'appstudio') {
       const name = `${prefix}-${randomSuffix()}`;
+      await fixture.createNamespaceNamed(name);
+      namespaces.push(name);
+      return name;
+    },
+    async createNamespaceNamed(name) {
       await kubeRequest(kc, {
         method: HttpMethod.POST,
         path: '/api/v1/namespaces',
         body: { metadata: { name } },
       });
-      namespaces.push(name);
-      return name;
     },
     async create(kind, namespace, name, body) {
       const { metadata = {}, ...rest } = body as { metadata?: Record<string, unknown> };
@@ -183,6 +198,11 @@ export function createAppStudioFixture(): AppStudioFixture {
         },
       })) as KubeObject;
     },
+    conditionsOnceSet: (what, kind, namespace, name) =>
+      eventually(what, async () => {
+        const conditions = conditionsOf(await fixture.get(kind, namespace, name));
+        return conditions.length > 0 ? conditions : undefined;
+      }),
     async get(kind, namespace, name) {
       try {
         return (await kubeRequest(kc, {

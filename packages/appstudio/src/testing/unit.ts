@@ -3,6 +3,7 @@
  * predicates and watches of a feature around a reconcile that only records its keys, fed by hand-fed
  * informers (`handInformer`): an event in, the keys it wakes out.
  */
+import assert from 'node:assert/strict';
 import { AppStudioKinds, DeploymentTargetAnnotation } from '@gitops/api';
 import {
   type ControllerBuilder,
@@ -13,8 +14,9 @@ import {
   KubeConfig,
   type KubeObject,
   newController,
+  objectKey,
 } from '@gitops/shared';
-import { type HandInformer, recordingController } from '@gitops/shared/testing';
+import { type HandInformer, handInformer, recordingController } from '@gitops/shared/testing';
 import { afterEach, beforeEach } from 'vitest';
 import type {
   ApplicationCr,
@@ -178,6 +180,19 @@ export function object(name: string, fields: Record<string, unknown> = {}, meta:
   return { metadata: metadata(name, meta), ...fields };
 }
 
+/** An ownerReference to `owner`, an object of `kind` (its controller unless `controller` is false). */
+export const ownerRefTo = (
+  kind: { apiVersion: string; kind: string },
+  owner: KubeObject,
+  controller = true,
+) => ({
+  apiVersion: kind.apiVersion,
+  kind: kind.kind,
+  name: owner.metadata.name,
+  uid: owner.metadata.uid ?? '',
+  controller,
+});
+
 /** The same object at a new resourceVersion (and generation, when `spec` is given: a spec change). */
 export function updated<T extends KubeObject>(
   o: T,
@@ -241,23 +256,25 @@ export function cacheOf<T extends KubeObject>(...objects: T[]): Pick<Informer<T>
   };
 }
 
-/** The informers of hand-fed sources, by the same names (what a feature's deps take). */
-export type InformersOf<S extends Record<string, HandInformer<KubeObject>>> = {
-  [K in keyof S]: S[K]['informer'];
-};
+/** The object type an informer holds. */
+type ObjectOf<I> = I extends Informer<infer T> ? T : never;
+
+/** Hand-fed informers by the names of a feature's watch deps `D` (each of the object type its informer holds). */
+export type HandSources<D> = { [K in keyof D]-?: HandInformer<ObjectOf<NonNullable<D[K]>>> };
 
 /**
- * A watches test's setup: before each test, fresh hand-fed `sources` (`given()`) and the controller `wire`
- * builds from their informers (with `wiredController`); stopped after each. `wakes(event)` answers the keys
- * one event woke.
+ * A watches test's setup: before each test, a fresh hand-fed informer for each of `sources` (the names of
+ * the feature's watch deps `D`, its primary first) and the controller built as the feature builds it
+ * (`wiredController`: `forOptions` on the primary, then `watches` over the informers); stopped after each.
+ * `sources` are the informers the test feeds, `wakes(event)` answers the keys one event woke.
  */
-// biome-ignore lint/suspicious/noExplicitAny: any kind of object per source.
-export function useWatches<S extends Record<string, HandInformer<any>>>(
-  given: () => S,
-  wire: (deps: InformersOf<S>) => ReturnType<typeof wiredController>,
+export function useWatches<D extends object>(
+  sources: readonly (keyof D & string)[],
+  forOptions: ForOptions<KubeObject>,
+  watches: (builder: ControllerBuilder<KubeObject>, deps: D) => ControllerBuilder<KubeObject>,
 ) {
   const state = {
-    sources: {} as S,
+    sources: {} as HandSources<D>,
     controller: undefined as ReturnType<typeof wiredController> | undefined,
     wakes: (event: () => void): Promise<string[]> => {
       if (!state.controller) throw new Error('useWatches: no controller (outside a test?)');
@@ -265,12 +282,47 @@ export function useWatches<S extends Record<string, HandInformer<any>>>(
     },
   };
   beforeEach(() => {
-    state.sources = given();
-    const deps = Object.fromEntries(
-      Object.entries(state.sources).map(([name, source]) => [name, source.informer]),
-    );
-    state.controller = wire(deps as InformersOf<S>);
+    const hand = sources.map((name) => [name, handInformer()] as const);
+    state.sources = Object.fromEntries(hand) as HandSources<D>;
+    const deps = Object.fromEntries(hand.map(([name, source]) => [name, source.informer])) as D;
+    const primary = hand[0]?.[1].informer;
+    if (!primary) throw new Error('useWatches: no sources');
+    state.controller = wiredController(primary, forOptions, (b) => watches(b, deps));
   });
   afterEach(() => state.controller?.stop());
   return state;
+}
+
+/** The object marked for deletion (its `deletionTimestamp` set): a change that wakes its own controller. */
+export const deleting = <T extends KubeObject>(o: T): T => {
+  // Only metadata changes; TypeScript cannot tell that `{ metadata }` alone fits every T's change.
+  const change = { metadata: { deletionTimestamp: '2026-01-01T00:00:00Z' } };
+  return updated(o, change as Parameters<typeof updated<T>>[1]);
+};
+
+/**
+ * A watches test of the primary's own events, in order: `created` put wakes it; its own status write
+ * (`ownWrite`, applied with `updated`) wakes nothing; the same object again (a relist) wakes it; each of
+ * `changes` (made from the object before it) wakes it; and, with `removed`, its delete event wakes it.
+ */
+export async function assertOwnEvents<T extends KubeObject>(
+  watch: { wakes: (event: () => void) => Promise<string[]> },
+  source: HandInformer<T>,
+  created: T,
+  steps: { ownWrite: Omit<Partial<T>, 'metadata'>; changes: ((previous: T) => T)[]; removed: boolean },
+): Promise<void> {
+  const key = objectKey(created);
+  assert.deepEqual(await watch.wakes(() => source.put(created)), [key], 'created');
+  let current = updated(created, steps.ownWrite);
+  assert.deepEqual(await watch.wakes(() => source.put(current)), [], 'its own status write');
+  assert.deepEqual(await watch.wakes(() => source.put(current)), [key], 'relist');
+  for (const [i, change] of steps.changes.entries()) {
+    const next = change(current);
+    current = next;
+    assert.deepEqual(await watch.wakes(() => source.put(next)), [key], `change ${i + 1}`);
+  }
+  if (steps.removed) {
+    const last = current;
+    assert.deepEqual(await watch.wakes(() => source.remove(last)), [key], 'removed');
+  }
 }

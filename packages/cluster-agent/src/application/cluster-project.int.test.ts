@@ -22,9 +22,6 @@ import {
   getOperation,
   insertApplication,
   insertExternalEnvironment,
-  insertOperation,
-  insertRepositoryCredentials,
-  moveTenant,
   type OperationRequest,
   SealContext,
   type Sealer,
@@ -32,6 +29,7 @@ import {
   updateEnvironmentCredentials,
   upsertEngineInstance,
 } from '@gitops/db';
+import { givenOperation, givenRepositoryCredentials } from '@gitops/db/testing';
 import { collectionPath, getObject, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
@@ -84,9 +82,7 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
 
   /** Inserts one operation (as the backend does after writing its rows) and plays the relay. */
   async function announce(request: Omit<OperationRequest, 'engineInstanceId'>): Promise<string> {
-    const { operation } = await f.db
-      .transaction()
-      .execute((trx) => insertOperation(trx, { engineInstanceId, ...request }));
+    const operation = await givenOperation(f.db, { engineInstanceId, ...request });
     await f.relay(operation);
     return operation.id;
   }
@@ -263,16 +259,12 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
     const tenant = await givenTenant('d');
     const environment = await givenEnvironment(tenant, { namespaces: ['apps'], clusterResources: true });
     const app = await deployTo(tenant, environment, 'https://git.example.test/org/private');
-    const credential = await insertRepositoryCredentials(f.db, {
-      clusterUserId: tenant.id,
-      engineInstanceId,
-      repositoryUrl: 'https://git.example.test/org/private',
-      normalizedRepositoryUrl: 'https://git.example.test/org/private',
-      secretName: 'private-repo',
-      usernameSealed: sealer.seal('user', SealContext.username),
-      passwordSealed: sealer.seal('pass', SealContext.password),
-      sshPrivateKeySealed: null,
-    });
+    const credential = await givenRepositoryCredentials(
+      f.db,
+      { clusterUserId: tenant.id, engineInstanceId },
+      { url: 'https://git.example.test/org/private', secretName: 'private-repo' },
+      { sealer, username: 'user', password: 'pass' },
+    );
     await announce({
       resourceType: 'RepositoryCredentials',
       resourceId: credential.id,
@@ -328,16 +320,7 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
       namespaceUid: elsewhereNamespace.metadata.uid ?? randomUUID(),
       clusterIdentity: `elsewhere-${randomUUID()}`,
     });
-    await f.db
-      .updateTable('cluster_user')
-      .set({ engine_instance_id: engineInstanceId })
-      .where('id', '=', tenant.id)
-      .execute();
-
-    const moved = await f.db.transaction().execute((trx) => moveTenant(trx, tenant.id, elsewhere.id));
-    assert.ok(moved);
-    for (const operation of moved.operations)
-      if (operation.operation.engine_instance_id === engineInstanceId) await f.relay(operation.operation);
+    await f.moveTenant(tenant, engineInstanceId, elsewhere.id);
 
     await eventually('the Application released', async () =>
       (await f.getApplication(app.name)) === undefined ? true : undefined,
@@ -393,12 +376,7 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
     assert.ok(await secret(), 'the cluster Secret must stay while Argo CD prunes through it');
     assert.equal((await getOperation(f.db, operationId))?.state, 'In_Progress');
     // When Argo CD has pruned and finalized the Application (played: its finalizer removed)
-    await kubeRequest(f.kc, {
-      method: HttpMethod.PATCH,
-      path: `${collectionPath({ apiVersion: ARGO, plural: 'applications', namespace: f.argoCdNamespace })}/${app.name}`,
-      body: { metadata: { finalizers: null } },
-      contentType: 'application/merge-patch+json',
-    });
+    await f.patchApplication(app.name, { metadata: { finalizers: null } });
     // Then the Secret goes and the operation completes
     await eventually('the cluster Secret gone', async () =>
       (await secret()) === undefined ? true : undefined,
@@ -458,12 +436,7 @@ describe('the tenant’s AppProjects and cluster-scoped resources', () => {
     });
     assert.deepEqual(deleting.metadata.finalizers, ['resources-finalizer.argocd.argoproj.io']);
     // and once Argo CD has pruned and finalized it (played here: no Argo CD controller), the operation completes
-    await kubeRequest(f.kc, {
-      method: HttpMethod.PATCH,
-      path: `${collectionPath({ apiVersion: ARGO, plural: 'applications', namespace: f.argoCdNamespace })}/${app.name}`,
-      body: { metadata: { finalizers: null } },
-      contentType: 'application/merge-patch+json',
-    });
+    await f.patchApplication(app.name, { metadata: { finalizers: null } });
     await eventually('the operation completed', async () =>
       (await getOperation(f.db, operationId))?.state === 'Completed' ? true : undefined,
     );

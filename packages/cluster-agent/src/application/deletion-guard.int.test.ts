@@ -13,12 +13,11 @@ import {
   getDeletionHold,
   getOperation,
   insertApplication,
-  insertOperation,
   listDeletionHolds,
   listEngineInstanceOverviews,
   updateApplication,
 } from '@gitops/db';
-import { givenOwnedOperation } from '@gitops/db/testing';
+import { givenOperation, givenOwnedOperation } from '@gitops/db/testing';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
@@ -61,17 +60,16 @@ function guardHarness(f: AgentFixture) {
     },
     /** What the backend writes when a GitOpsDeployment is found gone: the row deleted with its proof, announced. */
     async undeploy(row: ApplicationRow): Promise<string> {
-      const operation = await f.db.transaction().execute(async (trx) => {
-        await deleteApplication(trx, row.id, { proven: true });
-        return (
-          await insertOperation(trx, {
-            engineInstanceId,
-            resourceType: 'Application',
-            resourceId: row.id,
-            ownerUserId: row.cluster_user_id,
-          })
-        ).operation;
-      });
+      const operation = await givenOperation(
+        f.db,
+        {
+          engineInstanceId,
+          resourceType: 'Application',
+          resourceId: row.id,
+          ownerUserId: row.cluster_user_id,
+        },
+        (trx) => deleteApplication(trx, row.id, { proven: true }),
+      );
       await f.relay(operation);
       return operation.id;
     },
@@ -101,17 +99,12 @@ describe('deletion guard: no cascading delete without proof that the GitOpsDeplo
   beforeAll(() => h.start({}));
   /** An operation announcing a change of the row, as the backend writes one. */
   const announce = (row: ApplicationRow) =>
-    f.db.transaction().execute(
-      async (trx) =>
-        (
-          await insertOperation(trx, {
-            engineInstanceId: h.engineInstanceId,
-            resourceType: 'Application',
-            resourceId: row.id,
-            ownerUserId: row.cluster_user_id,
-          })
-        ).operation,
-    );
+    givenOperation(f.db, {
+      engineInstanceId: h.engineInstanceId,
+      resourceType: 'Application',
+      resourceId: row.id,
+      ownerUserId: row.cluster_user_id,
+    });
 
   it('a row gone without a recorded deletion (a database restored from an older backup) is held; the row rebuilt from its CR adopts the same Application', async () => {
     const tenant = await h.tenant('restored');

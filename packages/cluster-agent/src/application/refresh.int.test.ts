@@ -10,9 +10,9 @@ import {
   type ClusterUserRow,
   getApplication,
   getOperation,
-  insertOperation,
   requestApplicationRefresh,
 } from '@gitops/db';
+import { givenOperation } from '@gitops/db/testing';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
@@ -47,27 +47,21 @@ describe('cluster-agent: the refresh an application row asks for', () => {
     return inserted.operation;
   }
   /** An operation for the row with nothing new in it (another change announced, a replay). */
-  async function announce(application: ApplicationRow) {
-    const { operation } = await f.db.transaction().execute((trx) =>
-      insertOperation(trx, {
-        engineInstanceId,
-        resourceType: 'Application',
-        resourceId: application.id,
-        ownerUserId: tenant.id,
-      }),
-    );
-    return operation;
-  }
+  const announce = (application: ApplicationRow) =>
+    givenOperation(f.db, {
+      engineInstanceId,
+      resourceType: 'Application',
+      resourceId: application.id,
+      ownerUserId: tenant.id,
+    });
   /** Plays Argo CD: it has refreshed, and removes its annotation. */
   const argoCdRefreshed = (name: string) =>
     f.patchApplication(name, { metadata: { annotations: { [REFRESH_ANNOTATION]: null } } });
 
   beforeAll(async () => {
-    tenantNamespace = `refresh-tenant-${f.suffix}`;
-    await f.createNamespace(tenantNamespace);
-    agent = await f.startAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
-    engineInstanceId = agent.engineInstance()!.id;
-    tenant = await f.givenTenant(tenantNamespace, { workspaceEnvironment: false });
+    ({ agent, engineInstanceId, tenant, tenantNamespace } = await f.startAgentWithTenant({
+      OPERATION_SWEEP_INTERVAL: '500ms',
+    }));
   });
 
   it('an ordinary change asks for no refresh', async () => {
@@ -113,14 +107,12 @@ describe('cluster-agent: the refresh an application row asks for', () => {
   it("waits for the tenant's new repository credentials to reach Argo CD before it asks", async () => {
     const application = await deployed();
     // A RepositoryCredentials operation of the tenant not yet done (not due: the agent leaves it Waiting).
-    const { operation: credentials } = await f.db.transaction().execute((trx) =>
-      insertOperation(trx, {
-        engineInstanceId,
-        resourceType: 'RepositoryCredentials',
-        resourceId: '00000000-0000-4000-8000-000000000001',
-        ownerUserId: tenant.id,
-      }),
-    );
+    const credentials = await givenOperation(f.db, {
+      engineInstanceId,
+      resourceType: 'RepositoryCredentials',
+      resourceId: '00000000-0000-4000-8000-000000000001',
+      ownerUserId: tenant.id,
+    });
     await f.db
       .updateTable('operation')
       .set({ next_attempt_at: new Date(Date.now() + 3_600_000) })

@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { completeOperation, getOperation, type OperationRow, startOperation } from '@gitops/db';
 import {
-  completeOperation,
-  getOperation,
-  insertOperation,
-  type OperationRow,
-  startOperation,
-  upsertEngineInstance,
-} from '@gitops/db';
-import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
+  createTestDatabase,
+  givenEngineInstance,
+  givenOperation,
+  type TestDatabase,
+} from '@gitops/db/testing';
 import { createSilentLogger } from '@gitops/shared';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, it } from 'vitest';
@@ -20,31 +18,14 @@ describe('operation sweeps', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    const name = `sweeps-${randomUUID()}`;
-    engineInstanceId = (
-      await upsertEngineInstance(database.db, {
-        name,
-        namespaceName: name,
-        namespaceUid: randomUUID(),
-        clusterIdentity: 't',
-      })
-    ).id;
+    engineInstanceId = (await givenEngineInstance(database.db, `sweeps-${randomUUID()}`)).id;
   });
   afterAll(async () => {
     await database?.destroy();
   });
 
-  const givenOperation = async (): Promise<OperationRow> =>
-    await database.db.transaction().execute(
-      async (trx) =>
-        (
-          await insertOperation(trx, {
-            engineInstanceId,
-            resourceType: 'Application',
-            resourceId: randomUUID(),
-          })
-        ).operation,
-    );
+  const givenApplicationOperation = (): Promise<OperationRow> =>
+    givenOperation(database.db, { engineInstanceId, resourceType: 'Application', resourceId: randomUUID() });
   const age = (id: string, column: 'next_attempt_at' | 'last_attempt_at' | 'finished_at', interval: string) =>
     database.db
       .updateTable('operation')
@@ -53,16 +34,16 @@ describe('operation sweeps', () => {
       .execute();
 
   it('queues due Waiting operations and hands stale In_Progress ones not held by this process back', async () => {
-    const waiting = await givenOperation();
+    const waiting = await givenApplicationOperation();
     await age(waiting.id, 'next_attempt_at', '1 minute');
-    const stale = await givenOperation();
+    const stale = await givenApplicationOperation();
     await startOperation(database.db, stale.id);
     await age(stale.id, 'last_attempt_at', '1 hour');
-    const held = await givenOperation();
+    const held = await givenApplicationOperation();
     await startOperation(database.db, held.id);
     await age(held.id, 'last_attempt_at', '1 hour');
     // Created last, just before the sweep: "fresh" means within the 2 s grace, whatever the machine's speed.
-    const fresh = await givenOperation();
+    const fresh = await givenApplicationOperation();
 
     const queued: string[] = [];
     await sweepOperations({
@@ -85,31 +66,21 @@ describe('operation sweeps', () => {
   });
 
   it('deletes finished operations of its engine instance older than the retention, and only those', async () => {
-    const old = await givenOperation();
+    const old = await givenApplicationOperation();
     await startOperation(database.db, old.id);
     await completeOperation(database.db, old.id);
     await age(old.id, 'finished_at', '2 days');
-    const recent = await givenOperation();
+    const recent = await givenApplicationOperation();
     await startOperation(database.db, recent.id);
     await completeOperation(database.db, recent.id);
 
     // An old finished operation of another engine instance (another agent's) is not ours to collect.
-    const otherInstance = await upsertEngineInstance(database.db, {
-      name: `other-${randomUUID()}`,
-      namespaceName: 'other-argocd',
-      namespaceUid: randomUUID(),
-      clusterIdentity: 'other-cluster',
+    const otherInstance = await givenEngineInstance(database.db, `other-${randomUUID()}`);
+    const theirs = await givenOperation(database.db, {
+      engineInstanceId: otherInstance.id,
+      resourceType: 'Application',
+      resourceId: randomUUID(),
     });
-    const theirs = await database.db.transaction().execute(
-      async (trx) =>
-        (
-          await insertOperation(trx, {
-            engineInstanceId: otherInstance.id,
-            resourceType: 'Application',
-            resourceId: randomUUID(),
-          })
-        ).operation,
-    );
     await startOperation(database.db, theirs.id);
     await completeOperation(database.db, theirs.id);
     await age(theirs.id, 'finished_at', '2 days');

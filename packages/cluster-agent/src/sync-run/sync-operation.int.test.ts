@@ -14,7 +14,7 @@ import {
   insertSyncOperation,
   setSyncOperationDesiredState,
 } from '@gitops/db';
-import { givenOwnedOperation } from '@gitops/db/testing';
+import { givenOperation, givenOwnedOperation } from '@gitops/db/testing';
 import { deleteIfExists, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
@@ -122,11 +122,9 @@ describe('cluster-agent SyncOperation', () => {
     });
 
   beforeAll(async () => {
-    tenantNamespace = `sync-tenant-${f.suffix}`;
-    await f.createNamespace(tenantNamespace);
-    agent = await f.startAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
-    engineInstanceId = agent.engineInstance()!.id;
-    tenant = await f.givenTenant(tenantNamespace, { workspaceEnvironment: false });
+    ({ agent, engineInstanceId, tenant, tenantNamespace } = await f.startAgentWithTenant({
+      OPERATION_SWEEP_INTERVAL: '500ms',
+    }));
   });
 
   it('refreshes, requests the sync once as gitops-service, and completes the operation with the Argo CD result', async () => {
@@ -198,17 +196,16 @@ describe('cluster-agent SyncOperation', () => {
       (await getSyncOperation(f.db, running.syncOperation.id))?.requested_at ? true : undefined,
     );
     for (const s of [queued, running]) {
-      const operation = await f.db.transaction().execute(async (trx) => {
-        await setSyncOperationDesiredState(trx, s.syncOperation.id, 'Terminated');
-        return (
-          await insertOperation(trx, {
-            engineInstanceId,
-            resourceType: 'SyncOperation',
-            resourceId: s.syncOperation.id,
-            ownerUserId: tenant.id,
-          })
-        ).operation;
-      });
+      const operation = await givenOperation(
+        f.db,
+        {
+          engineInstanceId,
+          resourceType: 'SyncOperation',
+          resourceId: s.syncOperation.id,
+          ownerUserId: tenant.id,
+        },
+        (trx) => setSyncOperationDesiredState(trx, s.syncOperation.id, 'Terminated'),
+      );
       await f.relay(operation);
     }
     assert.equal((await outcome(queued.syncOperation.id)).outcome, 'Terminated');

@@ -21,9 +21,11 @@ import {
   getEngineInstance,
   getEngineInstanceByName,
   insertApplication,
+  moveTenant,
   type OperationRow,
   placeTenant,
   sealCredentialsForInstances,
+  type TenantMove,
   upsertClusterUser,
 } from '@gitops/db';
 import { createTestDatabase, givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
@@ -84,6 +86,17 @@ export interface AgentFixture {
     options?: { workspaceEnvironment?: boolean; engineInstanceName?: string },
   ): Promise<ClusterUserRow>;
   /**
+   * What most agent tests start from: an agent started with `config(extra)`, and a tenant in a namespace of
+   * its own (`<prefix>-tenant-<suffix>`, created) placed on the agent's instance, without a workspace
+   * environment (`givenDeployment` adds it).
+   */
+  startAgentWithTenant(extra?: Record<string, string>): Promise<{
+    agent: Agent;
+    engineInstanceId: string;
+    tenant: ClusterUserRow;
+    tenantNamespace: string;
+  }>;
+  /**
    * What the backend writes for a new manual GitOpsDeployment of `tenant` (in `namespace`), in one
    * transaction: the application row on `engineInstanceId`, its mapping and the Application operation.
    */
@@ -92,6 +105,11 @@ export interface AgentFixture {
     namespace: string,
     engineInstanceId: string,
   ): Promise<{ application: ApplicationRow; operation: OperationRow }>;
+  /**
+   * An operator's move of `tenant`, placed on the instance `from` first, to the instance `to` (moveTenant),
+   * and the relay of the operations the move announces to `from` (what that instance's agent releases).
+   */
+  moveTenant(tenant: ClusterUserRow, from: string, to: string): Promise<TenantMove>;
   /** Creates the Operation CR the backend's relay would create. */
   relay(operation: { id: string }, namespace?: string): Promise<void>;
   /** The Operation CRs in the fixture's Argo CD namespace. */
@@ -212,6 +230,14 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
       }
       return (await getClusterUser(database.db, user.id)) ?? user;
     },
+    async startAgentWithTenant(extra) {
+      const tenantNamespace = `${options.prefix}-tenant-${suffix}`;
+      await fixture.createNamespace(tenantNamespace);
+      const agent = await fixture.startAgent(fixture.config(extra));
+      const engineInstanceId = agent.engineInstance()!.id;
+      const tenant = await fixture.givenTenant(tenantNamespace, { workspaceEnvironment: false });
+      return { agent, engineInstanceId, tenant, tenantNamespace };
+    },
     async givenDeployment(tenant, namespace, engineInstanceId) {
       const crUid = randomUUID();
       return await database.db.transaction().execute(async (trx) => {
@@ -248,6 +274,18 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
         }),
       })) as { items: KubeObject[] };
       return list.items;
+    },
+    async moveTenant(tenant, from, to) {
+      await database.db
+        .updateTable('cluster_user')
+        .set({ engine_instance_id: from })
+        .where('id', '=', tenant.id)
+        .execute();
+      const moved = await database.db.transaction().execute((trx) => moveTenant(trx, tenant.id, to));
+      if (!moved) throw new Error(`tenant ${tenant.id} was not moved`);
+      for (const { operation } of moved.operations)
+        if (operation.engine_instance_id === from) await fixture.relay(operation);
+      return moved;
     },
     async relay(operation, namespace = argoCdNamespace) {
       await serverSideApply(

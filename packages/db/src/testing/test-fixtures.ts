@@ -10,25 +10,30 @@ import type {
   Database,
   EngineInstanceRow,
   OperationRow,
+  RepositoryCredentialsRow,
   SyncOperationRow,
 } from '../database.ts';
 import { upsertEngineInstance } from '../engine-instance.repository.ts';
-import { insertOperation } from '../operation.repository.ts';
+import { insertOperation, type OperationRequest } from '../operation.repository.ts';
 import { holdAgentListeningLock } from '../operation-relay.repository.ts';
+import { insertRepositoryCredentials } from '../repository-credentials.repository.ts';
 import type { OperationResourceType } from '../schema-values.ts';
+import { SealContext, type Sealer } from '../sealing.ts';
 import { insertSyncOperation } from '../sync-operation.repository.ts';
 
 /** Rows the db package's integration tests build on. Exported from `@gitops/db/testing`, not from the package's production index. */
 
+/** An engine instance whose Argo CD namespace is its name, on the cluster `test-cluster` unless told another. */
 export async function givenEngineInstance(
   db: Kysely<Database>,
   name = `argocd-${randomUUID()}`,
+  options: { clusterIdentity?: string } = {},
 ): Promise<EngineInstanceRow> {
   return await upsertEngineInstance(db, {
     name,
     namespaceName: name,
     namespaceUid: randomUUID(),
-    clusterIdentity: 'test-cluster',
+    clusterIdentity: options.clusterIdentity ?? 'test-cluster',
   });
 }
 
@@ -54,6 +59,17 @@ export async function givenApplication(
   });
 }
 
+/** `count` applications of the tenant on the instance (an instance's load), one after another. */
+export async function givenApplications(
+  db: Kysely<Database>,
+  count: number,
+  input: { clusterUser: ClusterUserRow; engineInstance: EngineInstanceRow },
+): Promise<ApplicationRow[]> {
+  const applications: ApplicationRow[] = [];
+  for (let i = 0; i < count; i++) applications.push(await givenApplication(db, input));
+  return applications;
+}
+
 /** An application of a new tenant on a new engine instance, with the two rows it stands on. */
 export async function givenTenantApplication(db: Kysely<Database>): Promise<{
   clusterUser: ClusterUserRow;
@@ -66,6 +82,30 @@ export async function givenTenantApplication(db: Kysely<Database>): Promise<{
   return { clusterUser, engineInstance, application };
 }
 
+/**
+ * A tenant's stored credentials of the repository `url` (its normalized URL the same unless given) on the
+ * instance, from the user's Secret `secretName`: the values given in `sealed` sealed with its sealer, each in
+ * its own context (what the backend stores), the others NULL.
+ */
+export async function givenRepositoryCredentials(
+  db: Kysely<Database>,
+  owner: { clusterUserId: string; engineInstanceId: string },
+  repository: { url: string; normalizedUrl?: string; secretName: string },
+  sealed?: { sealer: Sealer; username?: string; password?: string; sshPrivateKey?: string },
+): Promise<RepositoryCredentialsRow> {
+  const seal = (value: string | undefined, context: SealContext) =>
+    sealed && value !== undefined ? sealed.sealer.seal(value, context) : null;
+  return await insertRepositoryCredentials(db, {
+    ...owner,
+    repositoryUrl: repository.url,
+    normalizedRepositoryUrl: repository.normalizedUrl ?? repository.url,
+    secretName: repository.secretName,
+    usernameSealed: seal(sealed?.username, SealContext.username),
+    passwordSealed: seal(sealed?.password, SealContext.password),
+    sshPrivateKeySealed: seal(sealed?.sshPrivateKey, SealContext.sshPrivateKey),
+  });
+}
+
 /** A SyncRun's sync_operation row for an application of the tenant (deployment `d`, no revision). */
 export async function givenSyncOperation(
   db: Kysely<Database>,
@@ -76,6 +116,21 @@ export async function givenSyncOperation(
     applicationId: input.application.id,
     deploymentName: 'd',
     revision: '',
+  });
+}
+
+/**
+ * What the backend writes for a change of a row, in one transaction: the change itself (`change`, when the
+ * test plays one: a delete, a desired state) and the operation announcing it (`request`).
+ */
+export async function givenOperation(
+  db: Kysely<Database>,
+  request: OperationRequest,
+  change?: (trx: Transaction<Database>) => Promise<unknown>,
+): Promise<OperationRow> {
+  return await db.transaction().execute(async (trx) => {
+    await change?.(trx);
+    return (await insertOperation(trx, request)).operation;
   });
 }
 

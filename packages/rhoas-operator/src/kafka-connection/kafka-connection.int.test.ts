@@ -10,15 +10,16 @@ import { HttpMethod, kubeRequest } from '@gitops/shared';
 import { describe, it } from 'vitest';
 import {
   condition,
+  connectionSpec,
   eventually,
   finishedMissingArgument,
   OFFLINE_TOKEN,
+  SA_SECRET,
   TOKEN_SECRET,
   useRhoasFixture,
 } from '../testing/rhoas-fixture.ts';
 
 const KIND = 'KafkaConnection';
-const SA_SECRET = 'rh-cloud-services-service-account';
 const conditionRows = (cr: {
   status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
 }) => cr.status?.conditions?.map((c) => [c.type, c.status, c.reason, c.message]);
@@ -32,11 +33,7 @@ describe('KafkaConnection', () => {
     secrets: { [SA_SECRET]: { 'client-id': 'srvc-acct-1', 'client-secret': 'very-secret-value' } },
   });
 
-  const spec = (kafkaId: string) => ({
-    kafkaId,
-    accessTokenSecretName: TOKEN_SECRET,
-    credentials: { serviceAccountSecretName: SA_SECRET },
-  });
+  const spec = (kafkaId: string) => connectionSpec('kafkaId', kafkaId);
 
   it('publishes the connection details, the labels and a binding Secret', async () => {
     const kafka = f.seed.kafkas[0];

@@ -10,14 +10,14 @@ import { RHOAS_API_GROUP_VERSION } from '@gitops/api';
 import { describe, it } from 'vitest';
 import {
   condition,
+  connectionSpec,
   eventually,
   type RhoasCr,
-  TOKEN_SECRET,
+  SA_SECRET,
   useRhoasFixture,
 } from '../testing/rhoas-fixture.ts';
 
 const KIND = 'ServiceRegistryConnection';
-const SA_SECRET = 'rh-cloud-services-service-account';
 const controller = (secret: { metadata: Record<string, unknown> } | undefined) =>
   (secret?.metadata.ownerReferences as { kind: string; uid: string; controller?: boolean }[] | undefined)
     ?.filter((o) => o.controller)
@@ -30,16 +30,8 @@ describe('ServiceRegistryConnection', () => {
     secrets: { [SA_SECRET]: { 'client-id': 'srvc-acct-2', 'client-secret': 'registry-secret-value' } },
   });
 
-  const spec = (serviceRegistryId: string) => ({
-    serviceRegistryId,
-    accessTokenSecretName: TOKEN_SECRET,
-    credentials: { serviceAccountSecretName: SA_SECRET },
-  });
-  const kafkaSpec = () => ({
-    kafkaId: f.seed.kafkas[0]?.id,
-    accessTokenSecretName: TOKEN_SECRET,
-    credentials: { serviceAccountSecretName: SA_SECRET },
-  });
+  const spec = (serviceRegistryId: string) => connectionSpec('serviceRegistryId', serviceRegistryId);
+  const kafkaSpec = () => connectionSpec('kafkaId', f.seed.kafkas[0]?.id);
 
   it('publishes the registry URL, the metadata map, the labels and a binding Secret', async () => {
     const registry = f.seed.registries[0];

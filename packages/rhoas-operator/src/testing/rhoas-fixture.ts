@@ -32,6 +32,18 @@ export const randomSuffix = () => randomBytes(4).toString('hex');
 /** The offline token the seed accepts. */
 export const OFFLINE_TOKEN = 'local-offline-token';
 export const TOKEN_SECRET = 'rh-cloud-services-accesstoken';
+/** The service-account Secret `connectionSpec` names (a test file creates it, with values of its own). */
+export const SA_SECRET = 'rh-cloud-services-service-account';
+
+/**
+ * A connection CR's spec: the instance it connects to (`kafkaId` of a KafkaConnection, `serviceRegistryId` of
+ * a ServiceRegistryConnection), the access-token Secret and the service-account Secret `SA_SECRET`.
+ */
+export const connectionSpec = (idField: 'kafkaId' | 'serviceRegistryId', id: string | undefined) => ({
+  [idField]: id,
+  accessTokenSecretName: TOKEN_SECRET,
+  credentials: { serviceAccountSecretName: SA_SECRET },
+});
 
 export { eventually };
 
