@@ -30,11 +30,11 @@ import {
 } from '@gitops/db';
 import { givenListeningAgentSession } from '@gitops/db/testing';
 import { clusterIdentity, HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, randomSuffix } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
-import { automatedTestDataSpec, randomSuffix, useBackendFixture } from '../testing/backend-fixture.ts';
+import { automatedTestDataSpec, useBackendFixture } from '../testing/backend-fixture.ts';
 
 const spec = automatedTestDataSpec;
 

@@ -27,13 +27,11 @@ import {
   type LogLevel,
   loadKubeConfig,
 } from '@gitops/shared';
-import { eventually, useFixture } from '@gitops/shared/testing';
+import { eventually, randomSuffix, useFixture } from '@gitops/shared/testing';
 import type { Kysely } from 'kysely';
 import { type Backend, buildBackend } from '../app.ts';
 import { BACKEND_SHARD_LABEL, loadBackendConfig } from '../config.ts';
 import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
-
-export const randomSuffix = () => randomBytes(4).toString('hex');
 
 /** An automated GitOpsDeployment spec of the upstream project's test data, for tests of what the backend writes. */
 export const automatedTestDataSpec = {
