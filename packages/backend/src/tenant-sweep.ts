@@ -11,7 +11,7 @@ import {
   deleteEmptyClusterUser,
   listEmptyClusterUsers,
 } from '@gitops/db';
-import { isNotFound, type KubeConfig, type Logger, type Periodic, runPeriodically } from '@gitops/shared';
+import { isNotFound, type KubeConfig, type Logger, periodicFeature } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import type { BackendContext, BackendFeature } from './backend-feature.ts';
 import { readNamespaceUid } from './kube-reads.ts';
@@ -57,20 +57,11 @@ export async function sweepDeletedTenants(
 
 /** The tenant sweep as a backend feature: now and every resync period (jittered). */
 export function createTenantSweepFeature(ctx: BackendContext): BackendFeature {
-  let sweeper: Periodic | undefined;
-  return {
-    name: 'tenant-sweep',
-    informers: [],
-    start() {
-      sweeper = runPeriodically(
-        'tenant sweep',
-        ctx.config.resyncIntervalMs,
-        (signal) => sweepDeletedTenants(ctx.db, ctx.kc, signal, ctx.logger),
-        { logger: ctx.logger, jitter: 0.25 },
-      );
-    },
-    async stop() {
-      await sweeper?.stop();
-    },
-  };
+  return periodicFeature(
+    'tenant-sweep',
+    'tenant sweep',
+    ctx.config.resyncIntervalMs,
+    (signal) => sweepDeletedTenants(ctx.db, ctx.kc, signal, ctx.logger),
+    { logger: ctx.logger, jitter: 0.25 },
+  );
 }
