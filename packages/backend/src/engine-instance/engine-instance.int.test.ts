@@ -82,6 +82,15 @@ describe('GitOpsEngineInstance', () => {
       const object = await get(name);
       return object && check(object) ? object : undefined;
     });
+  /** Waits until the object of `name` reports condition `type`: that object, and the condition's status, reason, message. */
+  const conditionReported = async (name: string, type: string) => {
+    const object = await objectWhere(`${type} reported`, name, (o) => Boolean(conditionOf(o, type)));
+    const condition = conditionOf(object, type);
+    return {
+      object,
+      shown: { status: condition?.status, reason: condition?.reason, message: condition?.message },
+    };
+  };
   /** Registers an instance as its agent does at start (a namespace of this cluster as its Argo CD). */
   const registerInstance = async (name: string): Promise<EngineInstanceRow> => {
     const namespace = await f.createNamespace('argocd-gei');
@@ -130,38 +139,39 @@ describe('GitOpsEngineInstance', () => {
   test('Available is False (AgentAway, naming the instance) while no agent listens, True while one does', async () => {
     const name = `gei-agent-${randomSuffix()}`;
     const instance = await registerInstance(name);
-    let object = await objectWhere('Available reported', name, (o) =>
-      Boolean(conditionOf(o, EngineInstanceConditionType.Available)),
-    );
-    let available = conditionOf(object, EngineInstanceConditionType.Available);
-    assert.equal(available?.status, 'False');
-    assert.equal(available?.reason, EngineInstanceReason.AgentAway);
-    assert.equal(available?.message, EngineInstanceMessage.agentAway(name));
-    assert.equal(object.status?.agents, 0);
+    const reported = await conditionReported(name, EngineInstanceConditionType.Available);
+    assert.deepEqual(reported.shown, {
+      status: 'False',
+      reason: EngineInstanceReason.AgentAway,
+      message: EngineInstanceMessage.agentAway(name),
+    });
+    assert.equal(reported.object.status?.agents, 0);
 
     const agent = await givenListeningAgentSession(f.database.url, instance.id);
     try {
-      object = await objectWhere(
+      const object = await objectWhere(
         'Available True',
         name,
         (o) => conditionOf(o, EngineInstanceConditionType.Available)?.status === 'True',
       );
-      available = conditionOf(object, EngineInstanceConditionType.Available);
-      assert.equal(available?.reason, EngineInstanceReason.AgentListening);
+      assert.equal(
+        conditionOf(object, EngineInstanceConditionType.Available)?.reason,
+        EngineInstanceReason.AgentListening,
+      );
       assert.equal(object.status?.agents, 1);
     } finally {
       await agent.end();
     }
-    object = await objectWhere(
+    const away = await objectWhere(
       'Available False again',
       name,
       (o) => conditionOf(o, EngineInstanceConditionType.Available)?.status === 'False',
     );
     assert.equal(
-      conditionOf(object, EngineInstanceConditionType.Available)?.reason,
+      conditionOf(away, EngineInstanceConditionType.Available)?.reason,
       EngineInstanceReason.AgentAway,
     );
-    assert.equal(object.status?.agents, 0);
+    assert.equal(away.status?.agents, 0);
   });
 
   test('spec.cordoned cordons the instance in the database, so a label naming it is refused; a cordon set in the database shows in spec', async () => {
@@ -213,13 +223,15 @@ describe('GitOpsEngineInstance', () => {
     const before = await objectWhere('one tenant', name, (o) => o.status?.tenants === 1);
 
     await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: pathOf(name) });
-    const blocked = await objectWhere('DeletionBlocked', name, (o) =>
-      Boolean(conditionOf(o, EngineInstanceConditionType.DeletionBlocked)),
+    const { object: blocked, shown } = await conditionReported(
+      name,
+      EngineInstanceConditionType.DeletionBlocked,
     );
-    const condition = conditionOf(blocked, EngineInstanceConditionType.DeletionBlocked);
-    assert.equal(condition?.status, 'True');
-    assert.equal(condition?.reason, EngineInstanceReason.TenantsPlaced);
-    assert.equal(condition?.message, EngineInstanceMessage.deletionBlocked(name, 1, 1));
+    assert.deepEqual(shown, {
+      status: 'True',
+      reason: EngineInstanceReason.TenantsPlaced,
+      message: EngineInstanceMessage.deletionBlocked(name, 1, 1),
+    });
     assert.equal(blocked.status?.cordoned, true, 'a retiring instance takes no new tenants');
     assert.ok(await getEngineInstanceByName(f.db, name), 'the row stays');
     const events = await eventually('the DeletionBlocked Event', async () => {
@@ -352,13 +364,12 @@ describe('GitOpsEngineInstance', () => {
         spec: { cordoned: true },
       },
     });
-    const object = await objectWhere('NotRegistered', name, (o) =>
-      Boolean(conditionOf(o, EngineInstanceConditionType.Registered)),
-    );
-    const registered = conditionOf(object, EngineInstanceConditionType.Registered);
-    assert.equal(registered?.status, 'False');
-    assert.equal(registered?.reason, EngineInstanceReason.NotRegistered);
-    assert.equal(registered?.message, EngineInstanceMessage.notRegistered(name));
+    const { object, shown } = await conditionReported(name, EngineInstanceConditionType.Registered);
+    assert.deepEqual(shown, {
+      status: 'False',
+      reason: EngineInstanceReason.NotRegistered,
+      message: EngineInstanceMessage.notRegistered(name),
+    });
     assert.equal(
       conditionOf(object, EngineInstanceConditionType.Available)?.reason,
       EngineInstanceReason.NotRegistered,
