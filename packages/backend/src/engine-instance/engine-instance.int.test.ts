@@ -82,9 +82,20 @@ describe('GitOpsEngineInstance', () => {
       const object = await get(name);
       return object && check(object) ? object : undefined;
     });
-  /** Waits until the object of `name` reports condition `type`: that object, and the condition's status, reason, message. */
-  const conditionReported = async (name: string, type: string) => {
-    const object = await objectWhere(`${type} reported`, name, (o) => Boolean(conditionOf(o, type)));
+  /**
+   * Waits until the object of `name` reports condition `type` (and `check` holds for it): that object, and
+   * the condition's status, reason and message.
+   */
+  const conditionReported = async (
+    name: string,
+    type: string,
+    what = `${type} reported`,
+    check: (condition: Condition) => boolean = () => true,
+  ) => {
+    const object = await objectWhere(what, name, (o) => {
+      const condition = conditionOf(o, type);
+      return condition !== undefined && check(condition);
+    });
     const condition = conditionOf(object, type);
     return {
       object,
@@ -149,29 +160,25 @@ describe('GitOpsEngineInstance', () => {
 
     const agent = await givenListeningAgentSession(f.database.url, instance.id);
     try {
-      const object = await objectWhere(
-        'Available True',
+      const { object, shown } = await conditionReported(
         name,
-        (o) => conditionOf(o, EngineInstanceConditionType.Available)?.status === 'True',
+        EngineInstanceConditionType.Available,
+        'Available True',
+        (c) => c.status === 'True',
       );
-      assert.equal(
-        conditionOf(object, EngineInstanceConditionType.Available)?.reason,
-        EngineInstanceReason.AgentListening,
-      );
+      assert.equal(shown.reason, EngineInstanceReason.AgentListening);
       assert.equal(object.status?.agents, 1);
     } finally {
       await agent.end();
     }
-    const away = await objectWhere(
-      'Available False again',
+    const away = await conditionReported(
       name,
-      (o) => conditionOf(o, EngineInstanceConditionType.Available)?.status === 'False',
+      EngineInstanceConditionType.Available,
+      'Available False again',
+      (c) => c.status === 'False',
     );
-    assert.equal(
-      conditionOf(away, EngineInstanceConditionType.Available)?.reason,
-      EngineInstanceReason.AgentAway,
-    );
-    assert.equal(away.status?.agents, 0);
+    assert.equal(away.shown.reason, EngineInstanceReason.AgentAway);
+    assert.equal(away.object.status?.agents, 0);
   });
 
   test('spec.cordoned cordons the instance in the database, so a label naming it is refused; a cordon set in the database shows in spec', async () => {
@@ -312,15 +319,13 @@ describe('GitOpsEngineInstance', () => {
       // The drained instance's agent releases its Applications (played here: the fixture runs no agent).
       for (const application of applications)
         await completeApplicationRelease(f.db, application.id, drained.id);
-      const done = await objectWhere(
-        'Drained',
+      const done = await conditionReported(
         name,
-        (o) => conditionOf(o, EngineInstanceConditionType.Drained)?.status === 'True',
+        EngineInstanceConditionType.Drained,
+        'Drained',
+        (c) => c.status === 'True',
       );
-      assert.equal(
-        conditionOf(done, EngineInstanceConditionType.Drained)?.message,
-        EngineInstanceMessage.drained(name),
-      );
+      assert.equal(done.shown.message, EngineInstanceMessage.drained(name));
     } finally {
       for (const other of others) await setEngineInstanceCordoned(f.db, other.name, false);
     }
@@ -336,17 +341,14 @@ describe('GitOpsEngineInstance', () => {
     for (const other of others) await setEngineInstanceCordoned(f.db, other.name, true);
     try {
       await mergePatch(name, { spec: { drain: true } });
-      const stuck = await objectWhere(
-        'NoDrainTarget',
+      const stuck = await conditionReported(
         name,
-        (o) =>
-          conditionOf(o, EngineInstanceConditionType.Drained)?.reason === EngineInstanceReason.NoDrainTarget,
+        EngineInstanceConditionType.Drained,
+        'NoDrainTarget',
+        (c) => c.reason === EngineInstanceReason.NoDrainTarget,
       );
-      assert.equal(
-        conditionOf(stuck, EngineInstanceConditionType.Drained)?.message,
-        EngineInstanceMessage.noDrainTarget(name, 1),
-      );
-      assert.equal(stuck.status?.tenants, 1);
+      assert.equal(stuck.shown.message, EngineInstanceMessage.noDrainTarget(name, 1));
+      assert.equal(stuck.object.status?.tenants, 1);
     } finally {
       for (const other of others) await setEngineInstanceCordoned(f.db, other.name, false);
     }
