@@ -23,11 +23,11 @@ import {
   updateRepositoryCredentials,
   upsertClusterUser,
 } from '@gitops/db';
+import { normalizeRepositoryUrl } from '@gitops/shared';
 import type { Kysely, Transaction } from 'kysely';
 import { refreshApplicationsOfRepository } from '../gitops-deployment/application-refresh.ts';
 import { RepositoryCredentialCr } from '../kinds.ts';
 import { tenantEngineInstance } from '../placement.ts';
-import { normalizeRepositoryUrl } from '../repository-url.ts';
 import type { GitCredentials } from './git-ls-remote.ts';
 
 /** Additional authenticated data of each sealed column (one definition for both processes, in @gitops/db). */
