@@ -5,6 +5,7 @@
 import { Label } from '@gitops/api';
 import { type EncryptionKeys, encryptionKeysVar, parseEncryptionKeys } from '@gitops/db';
 import {
+  argoCdNamespaceVar,
   boolVar,
   ConfigError,
   type ConfigOf,
@@ -13,14 +14,12 @@ import {
   databaseSessionAddressVar,
   databaseUrlVar,
   durationVar,
+  engineInstanceNameVar,
   formatDuration,
   intVar,
   loadConfig,
   stringVar,
 } from '@gitops/shared';
-
-/** DNS-1123 label: namespace names. */
-const dns1123Label = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 /** `GITOPS_ENCRYPTION_KEYS`: parsed by the one definition both processes share (@gitops/db). */
 export { type EncryptionKeys, parseEncryptionKeys };
@@ -56,18 +55,10 @@ export const backendConfigSchema = {
   databaseUrl: databaseUrlVar,
   databaseSessionAddress: databaseSessionAddressVar,
   databasePreparedStatements: databasePreparedStatementsVar,
-  argoCdNamespace: stringVar('ARGOCD_NAMESPACE', {
-    default: 'gitops-service-argocd',
-    maxLength: 63,
-    pattern: dns1123Label,
-    description: 'the Argo CD namespace of the engine instance (Operation CRs go there)',
-  }),
-  engineInstanceName: stringVar('ENGINE_INSTANCE_NAME', {
-    default: 'default',
-    maxLength: 253,
-    pattern: /^\S+$/,
-    description: 'stable engine_instance identity (row engine_instance.name)',
-  }),
+  argoCdNamespace: argoCdNamespaceVar(
+    'the Argo CD namespace of the engine instance (Operation CRs go there)',
+  ),
+  engineInstanceName: engineInstanceNameVar('stable engine_instance identity (row engine_instance.name)'),
   encryptionKeys: encryptionKeysVar('GITOPS_ENCRYPTION_KEYS'),
   resyncIntervalMs: durationVar('RESYNC_INTERVAL', {
     default: '10m',

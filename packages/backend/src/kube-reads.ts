@@ -30,7 +30,7 @@ export interface TenantNamespace {
 export async function readTenantNamespace(
   kc: KubeConfig,
   namespace: string,
-  signal: AbortSignal,
+  signal: AbortSignal | undefined,
   options: { fromCache?: boolean } = {},
 ): Promise<TenantNamespace> {
   const read = (fromCache: boolean) =>
@@ -62,9 +62,23 @@ export async function readTenantNamespace(
 export async function readNamespaceUid(
   kc: KubeConfig,
   namespace: string,
-  signal: AbortSignal,
+  signal?: AbortSignal,
 ): Promise<string> {
   return (await readTenantNamespace(kc, namespace, signal)).uid;
+}
+
+/** The uid of a namespace, or undefined when there is no such namespace. @throws when it cannot be read. */
+export async function readNamespaceUidIfExists(
+  kc: KubeConfig,
+  namespace: string,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
+  try {
+    return await readNamespaceUid(kc, namespace, signal);
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
 }
 
 /** What a live read needs of a kind: where its objects are, and its parser (`CrKindDescriptor`). */

@@ -5,9 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { useTestDatabase } from '@gitops/db/testing';
 import { freePort, startProcess, waitFor } from '@gitops/local-env';
 import { loadKubeConfig } from '@gitops/shared';
-import { useNamespace } from '@gitops/shared/testing';
+import { randomSuffix, useNamespace } from '@gitops/shared/testing';
 import { test } from 'vitest';
-import { randomSuffix } from './testing/backend-fixture.ts';
 
 const mainPath = fileURLToPath(new URL('./main.ts', import.meta.url));
 const kc = loadKubeConfig(process.env.KUBECONFIG);

@@ -45,17 +45,25 @@ describe('tenant placement on engine instances', () => {
   let own: EngineInstanceRow;
   let other: EngineInstanceRow;
 
+  /**
+   * Engine instance `name` registered as its agent does at start, with an Argo CD namespace of its own
+   * (`namespacePrefix-…`), on this cluster unless `onCluster` names another cluster identity.
+   */
+  async function registerInstance(name: string, namespacePrefix: string, onCluster?: string) {
+    const namespace = await f.createNamespace(namespacePrefix);
+    return await upsertEngineInstance(f.db, {
+      name,
+      namespaceName: namespace.name,
+      namespaceUid: namespace.uid,
+      clusterIdentity: onCluster ?? (await clusterIdentity(f.kc)),
+    });
+  }
+
   beforeAll(async () => {
     backend = await f.startBackend();
     own = backend.engineInstance();
     // A second Argo CD on this cluster, registered by its agent (as the agent does at start).
-    const namespace = await f.createNamespace('argocd-other');
-    other = await upsertEngineInstance(f.db, {
-      name: `other-${randomUUID().slice(0, 8)}`,
-      namespaceName: namespace.name,
-      namespaceUid: namespace.uid,
-      clusterIdentity: await clusterIdentity(f.kc),
-    });
+    other = await registerInstance(`other-${randomUUID().slice(0, 8)}`, 'argocd-other');
   });
 
   const applicationOf = (object: KubeObject) => f.applicationOf(object);
@@ -174,13 +182,7 @@ describe('tenant placement on engine instances', () => {
     assert.equal(await getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`), undefined);
     assert.equal(await placedOn(tenant.uid), null, 'the tenant is not placed anywhere else');
 
-    const namespace = await f.createNamespace('argocd-later');
-    const later = await upsertEngineInstance(f.db, {
-      name,
-      namespaceName: namespace.name,
-      namespaceUid: namespace.uid,
-      clusterIdentity: await clusterIdentity(f.kc),
-    });
+    const later = await registerInstance(name, 'argocd-later');
     const application = await eventually(
       'the deployment placed on the instance once it is registered',
       () => getApplicationByName(f.db, `gitopsdepl-${cr.metadata.uid}`),
@@ -192,13 +194,7 @@ describe('tenant placement on engine instances', () => {
   test('a cordoned instance takes no new tenant: named by a label it is refused, without a label another is chosen; its tenants stay', async () => {
     // A new instance whose name sorts first: with one application it is always the least loaded (or first
     // among equals) here, so only the cordon keeps a new tenant away from it.
-    const namespace = await f.createNamespace('argocd-aaa');
-    const first = await upsertEngineInstance(f.db, {
-      name: `aaa-${randomUUID().slice(0, 8)}`,
-      namespaceName: namespace.name,
-      namespaceUid: namespace.uid,
-      clusterIdentity: await clusterIdentity(f.kc),
-    });
+    const first = await registerInstance(`aaa-${randomUUID().slice(0, 8)}`, 'argocd-aaa');
     const placedBefore = await f.createNamespace('before', { [Label.EngineInstance]: first.name });
     await applicationOf(await f.createDeployment(placedBefore.name, 'a', spec));
     assert.ok(await setEngineInstanceCordoned(f.db, first.name, true));
@@ -220,14 +216,12 @@ describe('tenant placement on engine instances', () => {
   });
 
   test('an instance on another cluster: only a label places a tenant there; its deployments without an environment reach the namespace with a token for that namespace only, which a move back takes away', async () => {
-    const namespace = await f.createNamespace('argocd-remote');
     // Registered by an agent on another cluster (its cluster identity differs from this one's).
-    const remote = await upsertEngineInstance(f.db, {
-      name: `aaa-remote-${randomUUID().slice(0, 8)}`,
-      namespaceName: namespace.name,
-      namespaceUid: namespace.uid,
-      clusterIdentity: `another-cluster-${randomUUID()}`,
-    });
+    const remote = await registerInstance(
+      `aaa-remote-${randomUUID().slice(0, 8)}`,
+      'argocd-remote',
+      `another-cluster-${randomUUID()}`,
+    );
 
     // Empty and first by name, yet a tenant without a label stays on this cluster, with no credentials.
     const unlabelled = await f.createNamespace('stays-here');
@@ -288,13 +282,11 @@ describe('tenant placement on engine instances', () => {
   });
 
   test('a workspace token older than GITOPS_WORKSPACE_TOKEN_RENEW_AFTER is renewed, and the instance is told', async () => {
-    const namespace = await f.createNamespace('argocd-renew');
-    const remote = await upsertEngineInstance(f.db, {
-      name: `renew-${randomUUID().slice(0, 8)}`,
-      namespaceName: namespace.name,
-      namespaceUid: namespace.uid,
-      clusterIdentity: `another-cluster-${randomUUID()}`,
-    });
+    const remote = await registerInstance(
+      `renew-${randomUUID().slice(0, 8)}`,
+      'argocd-renew',
+      `another-cluster-${randomUUID()}`,
+    );
     const tenant = await f.createNamespace('renewed', { [Label.EngineInstance]: remote.name });
     await applicationOf(await f.createDeployment(tenant.name, 'a', spec));
     const first = await workspaceReach(tenant.uid);
@@ -332,7 +324,7 @@ describe('tenant placement on engine instances', () => {
       await assertTokenScopedTo(
         tokenOf(renewed.credentials.bearer_token_sealed),
         tenant.name,
-        namespace.name,
+        remote.namespace_name,
       );
     } finally {
       await f.stopBackend(renewing);

@@ -33,6 +33,19 @@ export class PlacementRefusedError extends Error {
   }
 }
 
+/**
+ * What `work` resolves to, or the PlacementRefusedError that ended it as a value (its transaction wrote
+ * nothing; the caller shows the refusal on its CR); any other error is thrown.
+ */
+export async function orPlacementRefused<T>(work: Promise<T>): Promise<T | PlacementRefusedError> {
+  try {
+    return await work;
+  } catch (err) {
+    if (err instanceof PlacementRefusedError) return err;
+    throw err;
+  }
+}
+
 /** The tenant's instance (placing it now if needed). @throws PlacementRefusedError when it cannot be placed. */
 export async function tenantEngineInstance(
   trx: Transaction<Database>,

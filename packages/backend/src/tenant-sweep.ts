@@ -11,21 +11,16 @@ import {
   deleteEmptyClusterUser,
   listEmptyClusterUsers,
 } from '@gitops/db';
-import { isNotFound, type KubeConfig, type Logger, type Periodic, runPeriodically } from '@gitops/shared';
+import { type KubeConfig, type Logger, periodicFeature } from '@gitops/shared';
 import type { Kysely } from 'kysely';
 import type { BackendContext, BackendFeature } from './backend-feature.ts';
-import { readNamespaceUid } from './kube-reads.ts';
+import { readNamespaceUidIfExists } from './kube-reads.ts';
 
 const PAGE_SIZE = 200;
 
 /** Whether the namespace of this tenant still exists with the tenant's uid. */
 async function namespaceStillThere(kc: KubeConfig, tenant: ClusterUserRow, signal: AbortSignal) {
-  try {
-    return (await readNamespaceUid(kc, tenant.namespace_name, signal)) === tenant.namespace_uid;
-  } catch (err) {
-    if (isNotFound(err)) return false;
-    throw err;
-  }
+  return (await readNamespaceUidIfExists(kc, tenant.namespace_name, signal)) === tenant.namespace_uid;
 }
 
 /** Deletes empty tenants whose namespace is gone. Returns how many were deleted. */
@@ -57,20 +52,11 @@ export async function sweepDeletedTenants(
 
 /** The tenant sweep as a backend feature: now and every resync period (jittered). */
 export function createTenantSweepFeature(ctx: BackendContext): BackendFeature {
-  let sweeper: Periodic | undefined;
-  return {
-    name: 'tenant-sweep',
-    informers: [],
-    start() {
-      sweeper = runPeriodically(
-        'tenant sweep',
-        ctx.config.resyncIntervalMs,
-        (signal) => sweepDeletedTenants(ctx.db, ctx.kc, signal, ctx.logger),
-        { logger: ctx.logger, jitter: 0.25 },
-      );
-    },
-    async stop() {
-      await sweeper?.stop();
-    },
-  };
+  return periodicFeature(
+    'tenant-sweep',
+    'tenant sweep',
+    ctx.config.resyncIntervalMs,
+    (signal) => sweepDeletedTenants(ctx.db, ctx.kc, signal, ctx.logger),
+    { logger: ctx.logger, jitter: 0.25 },
+  );
 }

@@ -4,19 +4,17 @@
  */
 import { type EncryptionKeys, encryptionKeysVar, optionalEncryptionKeysVar } from '@gitops/db';
 import {
+  argoCdNamespaceVar,
   type ConfigOf,
   commonConfig,
   databasePreparedStatementsVar,
   databaseSessionAddressVar,
   databaseUrlVar,
   durationVar,
+  engineInstanceNameVar,
   intVar,
   loadConfig,
-  stringVar,
 } from '@gitops/shared';
-
-/** A Kubernetes namespace name (RFC 1123 label). */
-const namespacePattern = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 /**
  * `GITOPS_ENCRYPTION_KEYS` (the backend's parser, from @gitops/db). An agent with its own database role needs
@@ -44,18 +42,10 @@ export const agentConfigSchema = {
    * own role opens what is sealed for its instance with its own key (docs/threat-model.md).
    */
   encryptionKeys: optionalEncryptionKeysVar(),
-  argoCdNamespace: stringVar('ARGOCD_NAMESPACE', {
-    default: 'gitops-service-argocd',
-    maxLength: 63,
-    pattern: namespacePattern,
-    description: 'the Argo CD namespace this agent serves (= engine instance namespace); must exist',
-  }),
-  engineInstanceName: stringVar('ENGINE_INSTANCE_NAME', {
-    default: 'default',
-    maxLength: 253,
-    pattern: /^\S+$/,
-    description: 'stable identity of the engine_instance row',
-  }),
+  argoCdNamespace: argoCdNamespaceVar(
+    'the Argo CD namespace this agent serves (= engine instance namespace); must exist',
+  ),
+  engineInstanceName: engineInstanceNameVar('stable identity of the engine_instance row'),
   resyncIntervalMs: durationVar('RESYNC_INTERVAL', {
     default: '10m',
     min: '1s',

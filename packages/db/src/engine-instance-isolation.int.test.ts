@@ -57,12 +57,7 @@ async function givenServed(db: Kysely<Database>, name: string): Promise<Served> 
   // Its agent's key, published through its own role (migration 0013).
   const asInstance = createDb(agentDatabaseUrl(testDb.url, admitted), { max: 1 });
   await publishInstanceKey(asInstance, await generateInstanceKeyPair()).finally(() => asInstance.destroy());
-  const tenant = await givenClusterUser(db);
-  await db
-    .updateTable('cluster_user')
-    .set({ engine_instance_id: instance.id })
-    .where('id', '=', tenant.id)
-    .execute();
+  const tenant = await givenClusterUser(db, { placedOn: instance });
   const credentials = await db
     .insertInto('cluster_credentials')
     .values({

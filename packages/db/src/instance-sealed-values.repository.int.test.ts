@@ -59,12 +59,7 @@ describe('credentials sealed for the instance that uses them', () => {
   };
   /** A tenant placed on `instance` with an External environment (token) and repository credentials (password). */
   const givenTenant = async (instance: Instance, token: string, password: string) => {
-    const tenant = await givenClusterUser(testDb.db);
-    await testDb.db
-      .updateTable('cluster_user')
-      .set({ engine_instance_id: instance.id })
-      .where('id', '=', tenant.id)
-      .execute();
+    const tenant = await givenClusterUser(testDb.db, { placedOn: instance });
     const credentials = await testDb.db
       .insertInto('cluster_credentials')
       .values({

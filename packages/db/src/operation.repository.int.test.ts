@@ -266,12 +266,7 @@ describe('insertApplicationWithMappingAndOperation', () => {
 describe('createApplicationOfNewDeployment', () => {
   /** A tenant placed on `on` with its Workspace environment. */
   async function placedTenant(on: EngineInstanceRow) {
-    const user = await givenClusterUser(db);
-    await db
-      .updateTable('cluster_user')
-      .set({ engine_instance_id: on.id })
-      .where('id', '=', user.id)
-      .execute();
+    const user = await givenClusterUser(db, { placedOn: on });
     const workspace = await ensureWorkspaceEnvironment(db, {
       id: user.id,
       namespaceName: user.namespace_name,

@@ -14,9 +14,9 @@ import {
   waitFor,
 } from '@gitops/local-env';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
-import { useNamespace } from '@gitops/shared/testing';
+import { randomSuffix, useNamespace } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { eventually, OFFLINE_TOKEN, randomSuffix } from './testing/rhoas-fixture.ts';
+import { eventually, OFFLINE_TOKEN } from './testing/rhoas-fixture.ts';
 
 const mainPath = fileURLToPath(new URL('./main.ts', import.meta.url));
 const kc = loadKubeConfig(process.env.KUBECONFIG);

@@ -8,15 +8,10 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { repoRoot } from '@gitops/local-env';
 import { HttpMethod, KubeConfig, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
+import { randomSuffix } from '@gitops/shared/testing';
 import { afterAll, describe, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import {
-  eventually,
-  type RhoasFixture,
-  randomSuffix,
-  TOKEN_SECRET,
-  useRhoasFixture,
-} from './testing/rhoas-fixture.ts';
+import { eventually, type RhoasFixture, TOKEN_SECRET, useRhoasFixture } from './testing/rhoas-fixture.ts';
 
 const admin = loadKubeConfig(process.env.KUBECONFIG);
 const roleName = `gitops-rhoas-operator-test-${randomSuffix()}`;

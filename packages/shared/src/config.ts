@@ -295,6 +295,22 @@ export const databaseUrlVar = requiredUrlVar('DATABASE_URL', {
   description: 'PostgreSQL connection string',
 });
 
+/**
+ * `ARGOCD_NAMESPACE`: the engine instance's Argo CD namespace, a DNS-1123 label; both processes of an instance
+ * read it (`description` says what each does with it).
+ */
+export const argoCdNamespaceVar = (description: string) =>
+  stringVar('ARGOCD_NAMESPACE', {
+    default: 'gitops-service-argocd',
+    maxLength: 63,
+    pattern: /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/,
+    description,
+  });
+
+/** `ENGINE_INSTANCE_NAME`: the stable name of the engine_instance row, any non-blank text up to 253 characters. */
+export const engineInstanceNameVar = (description: string) =>
+  stringVar('ENGINE_INSTANCE_NAME', { default: 'default', maxLength: 253, pattern: /^\S+$/, description });
+
 /** A PostgreSQL server's address: a host name, an IPv4 address or a bracketed IPv6 address, and a port. */
 export interface DatabaseAddress {
   /** As written, brackets of an IPv6 address removed. */

@@ -26,6 +26,7 @@ export * from './metrics.ts';
 export * from './periodic.ts';
 export * from './predicates.ts';
 export * from './rate-limiter.ts';
+export * from './repository-url.ts';
 export * from './service.ts';
 export * from './turns.ts';
 export * from './work-queue.ts';

@@ -6,6 +6,7 @@
  */
 import { HttpMethod, PatchStrategy } from '@kubernetes/client-node';
 import { ErrorCode, isNotFound, KubeApiError, RetryableError, TerminalError } from './errors.ts';
+import { isJsonObject } from './json.ts';
 import { collectionPath, type KubeConfig, kubeRequest, resolveResource } from './kube-client.ts';
 import type { Logger } from './logger.ts';
 
@@ -161,6 +162,27 @@ export async function getObject<T extends KubeObject = KubeObject>(
     if (isNotFound(err)) return undefined;
     throw err;
   }
+}
+
+/**
+ * A token of ServiceAccount `name` in `namespace` from the TokenRequest API, asked for `expirationSeconds`
+ * (the API server may cap it). Throws when the answer holds no token.
+ */
+export async function requestServiceAccountToken(
+  kc: KubeConfig,
+  { namespace, name }: { namespace: string; name: string },
+  expirationSeconds: number,
+  signal?: AbortSignal,
+): Promise<string> {
+  const answer = await kubeRequest(kc, {
+    method: HttpMethod.POST,
+    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${encodeURIComponent(name)}/token`,
+    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds } },
+    ...(signal ? { signal } : {}),
+  });
+  const token = isJsonObject(answer) && isJsonObject(answer.status) ? answer.status.token : undefined;
+  if (typeof token !== 'string' || token === '') throw new Error('the TokenRequest API returned no token');
+  return token;
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { Feature } from './feature.ts';
 import type { Logger } from './logger.ts';
 
 export interface Periodic {
@@ -43,6 +44,30 @@ export function runPeriodically(
       abort.abort();
       if (timer) clearTimeout(timer);
       await running;
+    },
+  };
+}
+
+/**
+ * A feature that only runs `task` periodically: `runPeriodically(taskName, intervalMs, task, options)` from
+ * its start until its stop; `name` is its name in the process's feature list.
+ */
+export function periodicFeature(
+  name: string,
+  taskName: string,
+  intervalMs: number,
+  task: (signal: AbortSignal) => Promise<unknown>,
+  options: { logger: Logger; jitter?: number; runAtStart?: boolean },
+): Feature {
+  let periodic: Periodic | undefined;
+  return {
+    name,
+    informers: [],
+    start() {
+      periodic = runPeriodically(taskName, intervalMs, task, options);
+    },
+    async stop() {
+      await periodic?.stop();
     },
   };
 }

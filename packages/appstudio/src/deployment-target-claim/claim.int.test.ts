@@ -6,14 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import type { KubeObject } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, randomSuffix } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import {
-  type AppStudioFixture,
-  createAppStudioFixture,
-  Kind,
-  randomSuffix,
-} from '../testing/appstudio-fixture.ts';
+import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
 
 interface Condition {
   type: string;

@@ -8,14 +8,9 @@
 import assert from 'node:assert/strict';
 import type { KubeObject } from '@gitops/shared';
 import { HttpMethod, KubeApiError, KubeConfig, kubeRequest } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, randomSuffix } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import {
-  type AppStudioFixture,
-  createAppStudioFixture,
-  Kind,
-  randomSuffix,
-} from '../testing/appstudio-fixture.ts';
+import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
 
 const statusOf = (o: KubeObject | undefined) =>
   (o?.status ?? {}) as { phase?: string; conditions?: { type: string; message: string }[] };

@@ -4,7 +4,6 @@
  * files running at the same time never serve each other's objects. The test plays the component service
  * (writing a binding's `status.components`) and the core (writing a GitOpsDeployment's `status`).
  */
-import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { AppStudioKinds, CoreKinds, describeKind, type KindDescriptor, Kinds } from '@gitops/api';
 import {
@@ -24,11 +23,10 @@ import {
   loadKubeConfig,
   type WorkQueue,
 } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, randomSuffix } from '@gitops/shared/testing';
 import { type AppStudioFeatures, type AppStudioOptions, createAppStudioFeatures } from '../index.ts';
 
 export const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
-export const randomSuffix = () => randomBytes(4).toString('hex');
 
 /** An object's conditions as type, status, reason and message (what the tests compare; times left out). */
 export const conditionsOf = (o: KubeObject | undefined) =>

@@ -30,11 +30,11 @@ import {
 } from '@gitops/db';
 import { givenListeningAgentSession } from '@gitops/db/testing';
 import { clusterIdentity, HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, randomSuffix } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
-import { automatedTestDataSpec, randomSuffix, useBackendFixture } from '../testing/backend-fixture.ts';
+import { automatedTestDataSpec, useBackendFixture } from '../testing/backend-fixture.ts';
 
 const spec = automatedTestDataSpec;
 
@@ -82,6 +82,26 @@ describe('GitOpsEngineInstance', () => {
       const object = await get(name);
       return object && check(object) ? object : undefined;
     });
+  /**
+   * Waits until the object of `name` reports condition `type` (and `check` holds for it): that object, and
+   * the condition's status, reason and message.
+   */
+  const conditionReported = async (
+    name: string,
+    type: string,
+    what = `${type} reported`,
+    check: (condition: Condition) => boolean = () => true,
+  ) => {
+    const object = await objectWhere(what, name, (o) => {
+      const condition = conditionOf(o, type);
+      return condition !== undefined && check(condition);
+    });
+    const condition = conditionOf(object, type);
+    return {
+      object,
+      shown: { status: condition?.status, reason: condition?.reason, message: condition?.message },
+    };
+  };
   /** Registers an instance as its agent does at start (a namespace of this cluster as its Argo CD). */
   const registerInstance = async (name: string): Promise<EngineInstanceRow> => {
     const namespace = await f.createNamespace('argocd-gei');
@@ -130,38 +150,35 @@ describe('GitOpsEngineInstance', () => {
   test('Available is False (AgentAway, naming the instance) while no agent listens, True while one does', async () => {
     const name = `gei-agent-${randomSuffix()}`;
     const instance = await registerInstance(name);
-    let object = await objectWhere('Available reported', name, (o) =>
-      Boolean(conditionOf(o, EngineInstanceConditionType.Available)),
-    );
-    let available = conditionOf(object, EngineInstanceConditionType.Available);
-    assert.equal(available?.status, 'False');
-    assert.equal(available?.reason, EngineInstanceReason.AgentAway);
-    assert.equal(available?.message, EngineInstanceMessage.agentAway(name));
-    assert.equal(object.status?.agents, 0);
+    const reported = await conditionReported(name, EngineInstanceConditionType.Available);
+    assert.deepEqual(reported.shown, {
+      status: 'False',
+      reason: EngineInstanceReason.AgentAway,
+      message: EngineInstanceMessage.agentAway(name),
+    });
+    assert.equal(reported.object.status?.agents, 0);
 
     const agent = await givenListeningAgentSession(f.database.url, instance.id);
     try {
-      object = await objectWhere(
-        'Available True',
+      const { object, shown } = await conditionReported(
         name,
-        (o) => conditionOf(o, EngineInstanceConditionType.Available)?.status === 'True',
+        EngineInstanceConditionType.Available,
+        'Available True',
+        (c) => c.status === 'True',
       );
-      available = conditionOf(object, EngineInstanceConditionType.Available);
-      assert.equal(available?.reason, EngineInstanceReason.AgentListening);
+      assert.equal(shown.reason, EngineInstanceReason.AgentListening);
       assert.equal(object.status?.agents, 1);
     } finally {
       await agent.end();
     }
-    object = await objectWhere(
-      'Available False again',
+    const away = await conditionReported(
       name,
-      (o) => conditionOf(o, EngineInstanceConditionType.Available)?.status === 'False',
+      EngineInstanceConditionType.Available,
+      'Available False again',
+      (c) => c.status === 'False',
     );
-    assert.equal(
-      conditionOf(object, EngineInstanceConditionType.Available)?.reason,
-      EngineInstanceReason.AgentAway,
-    );
-    assert.equal(object.status?.agents, 0);
+    assert.equal(away.shown.reason, EngineInstanceReason.AgentAway);
+    assert.equal(away.object.status?.agents, 0);
   });
 
   test('spec.cordoned cordons the instance in the database, so a label naming it is refused; a cordon set in the database shows in spec', async () => {
@@ -213,13 +230,15 @@ describe('GitOpsEngineInstance', () => {
     const before = await objectWhere('one tenant', name, (o) => o.status?.tenants === 1);
 
     await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: pathOf(name) });
-    const blocked = await objectWhere('DeletionBlocked', name, (o) =>
-      Boolean(conditionOf(o, EngineInstanceConditionType.DeletionBlocked)),
+    const { object: blocked, shown } = await conditionReported(
+      name,
+      EngineInstanceConditionType.DeletionBlocked,
     );
-    const condition = conditionOf(blocked, EngineInstanceConditionType.DeletionBlocked);
-    assert.equal(condition?.status, 'True');
-    assert.equal(condition?.reason, EngineInstanceReason.TenantsPlaced);
-    assert.equal(condition?.message, EngineInstanceMessage.deletionBlocked(name, 1, 1));
+    assert.deepEqual(shown, {
+      status: 'True',
+      reason: EngineInstanceReason.TenantsPlaced,
+      message: EngineInstanceMessage.deletionBlocked(name, 1, 1),
+    });
     assert.equal(blocked.status?.cordoned, true, 'a retiring instance takes no new tenants');
     assert.ok(await getEngineInstanceByName(f.db, name), 'the row stays');
     const events = await eventually('the DeletionBlocked Event', async () => {
@@ -300,15 +319,13 @@ describe('GitOpsEngineInstance', () => {
       // The drained instance's agent releases its Applications (played here: the fixture runs no agent).
       for (const application of applications)
         await completeApplicationRelease(f.db, application.id, drained.id);
-      const done = await objectWhere(
-        'Drained',
+      const done = await conditionReported(
         name,
-        (o) => conditionOf(o, EngineInstanceConditionType.Drained)?.status === 'True',
+        EngineInstanceConditionType.Drained,
+        'Drained',
+        (c) => c.status === 'True',
       );
-      assert.equal(
-        conditionOf(done, EngineInstanceConditionType.Drained)?.message,
-        EngineInstanceMessage.drained(name),
-      );
+      assert.equal(done.shown.message, EngineInstanceMessage.drained(name));
     } finally {
       for (const other of others) await setEngineInstanceCordoned(f.db, other.name, false);
     }
@@ -324,17 +341,14 @@ describe('GitOpsEngineInstance', () => {
     for (const other of others) await setEngineInstanceCordoned(f.db, other.name, true);
     try {
       await mergePatch(name, { spec: { drain: true } });
-      const stuck = await objectWhere(
-        'NoDrainTarget',
+      const stuck = await conditionReported(
         name,
-        (o) =>
-          conditionOf(o, EngineInstanceConditionType.Drained)?.reason === EngineInstanceReason.NoDrainTarget,
+        EngineInstanceConditionType.Drained,
+        'NoDrainTarget',
+        (c) => c.reason === EngineInstanceReason.NoDrainTarget,
       );
-      assert.equal(
-        conditionOf(stuck, EngineInstanceConditionType.Drained)?.message,
-        EngineInstanceMessage.noDrainTarget(name, 1),
-      );
-      assert.equal(stuck.status?.tenants, 1);
+      assert.equal(stuck.shown.message, EngineInstanceMessage.noDrainTarget(name, 1));
+      assert.equal(stuck.object.status?.tenants, 1);
     } finally {
       for (const other of others) await setEngineInstanceCordoned(f.db, other.name, false);
     }
@@ -352,13 +366,12 @@ describe('GitOpsEngineInstance', () => {
         spec: { cordoned: true },
       },
     });
-    const object = await objectWhere('NotRegistered', name, (o) =>
-      Boolean(conditionOf(o, EngineInstanceConditionType.Registered)),
-    );
-    const registered = conditionOf(object, EngineInstanceConditionType.Registered);
-    assert.equal(registered?.status, 'False');
-    assert.equal(registered?.reason, EngineInstanceReason.NotRegistered);
-    assert.equal(registered?.message, EngineInstanceMessage.notRegistered(name));
+    const { object, shown } = await conditionReported(name, EngineInstanceConditionType.Registered);
+    assert.deepEqual(shown, {
+      status: 'False',
+      reason: EngineInstanceReason.NotRegistered,
+      message: EngineInstanceMessage.notRegistered(name),
+    });
     assert.equal(
       conditionOf(object, EngineInstanceConditionType.Available)?.reason,
       EngineInstanceReason.NotRegistered,

@@ -14,30 +14,13 @@ import {
   addScrapedGauges,
   clusterIdentity,
   ErrorCode,
-  HttpMethod,
-  isNotFound,
   type KubeConfig,
-  kubeRequest,
   type Logger,
   type Registry,
   TerminalError,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import { isJsonObject } from '../json.ts';
-
-async function namespaceUid(kc: KubeConfig, name: string): Promise<string | undefined> {
-  try {
-    const ns = await kubeRequest(kc, {
-      method: HttpMethod.GET,
-      path: `/api/v1/namespaces/${encodeURIComponent(name)}`,
-    });
-    const uid = isJsonObject(ns) && isJsonObject(ns.metadata) ? ns.metadata.uid : undefined;
-    return typeof uid === 'string' ? uid : undefined;
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
-}
+import { readNamespaceUidIfExists } from '../kube-reads.ts';
 
 /**
  * Upserts `engine_instance` (name, namespace, namespace uid, the cluster identity: the uid of `kube-system`,
@@ -50,7 +33,7 @@ export async function registerEngineInstance(
   kc: KubeConfig,
   instance: { name: string; namespace: string },
 ): Promise<EngineInstanceRow> {
-  const uid = await namespaceUid(kc, instance.namespace);
+  const uid = await readNamespaceUidIfExists(kc, instance.namespace);
   if (!uid) {
     throw new TerminalError(
       ErrorCode.invalidObject,

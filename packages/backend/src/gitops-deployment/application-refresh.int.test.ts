@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
+  type ApplicationInput,
   type ApplicationRow,
   type ClusterUserRow,
   createSealer,
@@ -30,28 +31,33 @@ const REPO = 'https://git.example/shop/gitops';
 
 async function givenTenant(db: Kysely<Database>) {
   const instance = await givenEngineInstance(db);
-  const tenant = await givenClusterUser(db);
-  await db
-    .updateTable('cluster_user')
-    .set({ engine_instance_id: instance.id })
-    .where('id', '=', tenant.id)
-    .execute();
+  const tenant = await givenClusterUser(db, { placedOn: instance });
   return { instance, tenant };
 }
 
+type Tenant = { instance: EngineInstanceRow; tenant: ClusterUserRow };
+
 /** A GitOpsDeployment `name` of the tenant with its application row (source as given) and its operation. */
-async function givenDeployment(
+const givenDeployment = (db: Kysely<Database>, ours: Tenant, name: string, source: Record<string, string>) =>
+  givenDeploymentOfSpec(db, ours, name, { source: { path: 'components/web/overlays/dev', ...source } });
+
+/** The same GitOpsDeployment of another tenant, following `main` of REPO: what no change of ours may touch. */
+const givenElsewhere = async (db: Kysely<Database>) =>
+  givenDeployment(db, await givenTenant(db), 'web-dev', { repoURL: REPO, targetRevision: 'main' });
+
+/** A GitOpsDeployment `name` of the tenant with its application row of the stored spec `spec` and its operation. */
+async function givenDeploymentOfSpec(
   db: Kysely<Database>,
-  { instance, tenant }: { instance: EngineInstanceRow; tenant: ClusterUserRow },
+  { instance, tenant }: Tenant,
   name: string,
-  source: Record<string, string>,
+  spec: ApplicationInput['spec'],
 ): Promise<{ application: ApplicationRow; uid: string }> {
   const application = await insertApplication(db, {
     name: `gitopsdepl-${randomUUID()}`,
     clusterUserId: tenant.id,
     engineInstanceId: instance.id,
     managedEnvironmentId: null,
-    spec: { source: { path: 'components/web/overlays/dev', ...source } },
+    spec,
   });
   const uid = randomUUID();
   await db.transaction().execute((trx) =>
@@ -65,12 +71,14 @@ async function givenDeployment(
   return { application, uid };
 }
 
-async function operationsOf(db: Kysely<Database>, applicationId: string) {
+/** The application's operations still Waiting for the agent, oldest first. */
+async function waitingOperationsOf(db: Kysely<Database>, applicationId: string) {
   return await db
     .selectFrom('operation')
     .selectAll()
     .where('resource_type', '=', 'Application')
     .where('resource_id', '=', applicationId)
+    .where('state', '=', 'Waiting')
     .orderBy('created_at')
     .execute();
 }
@@ -101,10 +109,7 @@ describe('a commit pushed to a branch', () => {
       repoURL: 'https://git.example/shop/other',
       targetRevision: 'main',
     });
-    const elsewhere = await givenDeployment(db, await givenTenant(db), 'web-dev', {
-      repoURL: REPO,
-      targetRevision: 'main',
-    });
+    const elsewhere = await givenElsewhere(db);
     for (const d of [same, head, otherBranch, otherRepo, elsewhere])
       await completeOperations(db, d.application.id);
 
@@ -120,7 +125,7 @@ describe('a commit pushed to a branch', () => {
       assert.ok(row?.refresh_requested_at, 'stamped');
       // The desired Application is the same: its row version does not move.
       assert.equal(row?.updated_at.getTime(), d.application.updated_at.getTime());
-      const waiting = (await operationsOf(db, d.application.id)).filter((o) => o.state === 'Waiting');
+      const waiting = await waitingOperationsOf(db, d.application.id);
       assert.equal(waiting.length, 1);
       assert.equal(waiting[0]?.engine_instance_id, ours.instance.id);
       assert.equal(waiting[0]?.owner_kind, 'GitOpsDeployment');
@@ -128,7 +133,7 @@ describe('a commit pushed to a branch', () => {
     }
     for (const d of [otherBranch, otherRepo, elsewhere]) {
       assert.equal((await getApplication(db, d.application.id))?.refresh_requested_at, null);
-      assert.equal((await operationsOf(db, d.application.id)).filter((o) => o.state === 'Waiting').length, 0);
+      assert.equal((await waitingOperationsOf(db, d.application.id)).length, 0);
     }
   });
 
@@ -142,27 +147,13 @@ describe('a commit pushed to a branch', () => {
     await refreshApplicationsOfBranch(db, push);
     const second = (await getApplication(db, d.application.id))?.refresh_requested_at;
     assert.ok(first && second && second.getTime() > first.getTime());
-    assert.equal((await operationsOf(db, d.application.id)).filter((o) => o.state === 'Waiting').length, 1);
+    assert.equal((await waitingOperationsOf(db, d.application.id)).length, 1);
   });
 
   test('a malformed stored spec or an empty branch refreshes nothing and throws nothing', async () => {
     const { db } = testDb;
     const ours = await givenTenant(db);
-    const malformed = await insertApplication(db, {
-      name: `gitopsdepl-${randomUUID()}`,
-      clusterUserId: ours.tenant.id,
-      engineInstanceId: ours.instance.id,
-      managedEnvironmentId: null,
-      spec: { source: 'not an object', sources: 7 },
-    });
-    await db.transaction().execute((trx) =>
-      givenOwnedOperation(trx, {
-        tenant: ours.tenant,
-        engineInstanceId: ours.instance.id,
-        cr: { uid: randomUUID(), name: 'odd', namespace: ours.tenant.namespace_name },
-        row: { kind: 'GitOpsDeployment', applicationId: malformed.id },
-      }),
-    );
+    await givenDeploymentOfSpec(db, ours, 'odd', { source: 'not an object', sources: 7 });
     const push = { namespace: ours.tenant.namespace_name, repoURL: REPO, branch: 'main' };
     assert.equal(await refreshApplicationsOfBranch(db, push), 0);
     assert.equal(await refreshApplicationsOfBranch(db, { ...push, branch: ' ' }), 0);
@@ -190,10 +181,7 @@ describe('a tenant repository credential written', () => {
       repoURL: 'https://git.example/shop/other',
       targetRevision: 'main',
     });
-    const elsewhere = await givenDeployment(db, await givenTenant(db), 'web-dev', {
-      repoURL: REPO,
-      targetRevision: 'main',
-    });
+    const elsewhere = await givenElsewhere(db);
     for (const d of [main, tag, other, elsewhere]) await completeOperations(db, d.application.id);
 
     const want = desired(ours.tenant, 'first');
@@ -204,8 +192,7 @@ describe('a tenant repository credential written', () => {
       assert.equal((await getApplication(db, d.application.id))?.refresh_requested_at, null);
 
     // A new password: refreshed again; the same one again: nothing written, nothing refreshed.
-    const waiting = async () =>
-      (await operationsOf(db, main.application.id)).filter((o) => o.state === 'Waiting').length;
+    const waiting = async () => (await waitingOperationsOf(db, main.application.id)).length;
     const before = (await getApplication(db, main.application.id))?.refresh_requested_at?.getTime() ?? 0;
     await completeOperations(db, main.application.id);
     const second = { ...want, credentials: { username: 'jane', password: 'second' } };

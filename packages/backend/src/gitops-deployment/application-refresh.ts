@@ -16,8 +16,8 @@ import {
   type RefreshCandidate,
   requestApplicationRefresh,
 } from '@gitops/db';
+import { normalizeRepositoryUrl } from '@gitops/shared';
 import type { Kysely, Transaction } from 'kysely';
-import { normalizeRepositoryUrl } from '../repository-url.ts';
 
 /** One source of an application row: its repository and the revision it follows ('' = HEAD). */
 export interface RowSource {

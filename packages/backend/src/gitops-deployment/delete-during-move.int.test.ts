@@ -44,12 +44,7 @@ function openTransaction<T>(db: Kysely<Database>, work: (trx: Transaction<Databa
 async function givenDeployment(db: Kysely<Database>) {
   const a = await givenEngineInstance(db);
   const b = await givenEngineInstance(db);
-  const tenant = await givenClusterUser(db);
-  await db
-    .updateTable('cluster_user')
-    .set({ engine_instance_id: a.id })
-    .where('id', '=', tenant.id)
-    .execute();
+  const tenant = await givenClusterUser(db, { placedOn: a });
   const application = await givenApplication(db, { clusterUser: tenant, engineInstance: a });
   await db.transaction().execute((trx) =>
     givenOwnedOperation(trx, {

@@ -12,9 +12,8 @@ import {
 } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { beforeAll, describe, test } from 'vitest';
-import type { Backend } from '../app.ts';
-import { useBackendFixture } from '../testing/backend-fixture.ts';
+import { describe, test } from 'vitest';
+import { useStartedBackend } from '../testing/backend-fixture.ts';
 
 const repoURL = 'https://github.com/redhat-appstudio/managed-gitops';
 const automatedSpec = {
@@ -23,15 +22,8 @@ const automatedSpec = {
 };
 
 describe('GitOpsDeployment reconciler', () => {
-  const f = useBackendFixture();
-  let backend: Backend;
-  let tenant: { name: string; uid: string };
-
-  beforeAll(async () => {
-    // A failed delete is announced again after this long (default 1 minute).
-    backend = await f.startBackend({ GITOPS_OPERATION_RETRY_INTERVAL: '2s' });
-    tenant = await f.createNamespace();
-  });
+  // A failed delete is announced again after this long (default 1 minute).
+  const { f, backend, tenant } = useStartedBackend({ GITOPS_OPERATION_RETRY_INTERVAL: '2s' });
 
   const applicationOf = (object: KubeObject) => f.applicationOf(object);
   const operationsOf = (resourceId: string) => f.operationsOf(resourceId);

@@ -10,10 +10,10 @@ import {
   startOperation,
 } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, randomSuffix } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
-import { type BackendFixture, createBackendFixture, randomSuffix } from '../testing/backend-fixture.ts';
+import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
 import { BEARER_TOKEN_CONTEXT } from './managed-environment.store.ts';
 
 const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';

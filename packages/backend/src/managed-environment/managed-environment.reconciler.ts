@@ -38,7 +38,7 @@ import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr, type ManagedEnvironmentObj
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome, reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
-import { PlacementRefusedError } from '../placement.ts';
+import { orPlacementRefused, PlacementRefusedError } from '../placement.ts';
 import {
   type ManagedEnvironmentSpec,
   parseManagedEnvironmentSpec,
@@ -190,9 +190,8 @@ async function applyRows(
 ) {
   const { namespace = '', name, uid = '' } = object.metadata;
   const tenant = await readTenantNamespace(deps.kc, namespace, signal);
-  return await deps.db
-    .transaction()
-    .execute(async (trx) => {
+  return await orPlacementRefused(
+    deps.db.transaction().execute(async (trx) => {
       await ManagedEnvironmentCr.lock(trx, namespace, name);
       const stale = (await findEnvironmentMappings(trx, namespace, name)).filter((m) => m.cr_uid !== uid);
       await deleteMappedEnvironments(trx, stale);
@@ -211,11 +210,8 @@ async function applyRows(
           caData: spec.allowInsecureSkipTLSVerify ? undefined : target.caData || undefined,
         },
       });
-    })
-    .catch((err: unknown) => {
-      if (err instanceof PlacementRefusedError) return err;
-      throw err;
-    });
+    }),
+  );
 }
 
 /** Created or updated rows: said in the log and in a Normal Event on the CR; the namespace's users told. */

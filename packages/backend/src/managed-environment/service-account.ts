@@ -4,8 +4,14 @@
  * full access (what Argo CD's `argocd cluster add` installs), and a token from the TokenRequest API.
  * Removed again when the ManagedEnvironment is deleted (the backend keeps a finalizer for that).
  */
-import { HttpMethod, isConflict, isNotFound, type KubeConfig, kubeRequest } from '@gitops/shared';
-import { isJsonObject } from '../json.ts';
+import {
+  HttpMethod,
+  isConflict,
+  isNotFound,
+  type KubeConfig,
+  kubeRequest,
+  requestServiceAccountToken,
+} from '@gitops/shared';
 
 export const SERVICE_ACCOUNT_NAMESPACE = 'kube-system';
 
@@ -69,19 +75,12 @@ export async function installServiceAccount(
     },
     signal,
   );
-  const answer = await kubeRequest(kc, {
-    method: HttpMethod.POST,
-    path: `/api/v1/namespaces/${SERVICE_ACCOUNT_NAMESPACE}/serviceaccounts/${name}/token`,
-    body: {
-      apiVersion: 'authentication.k8s.io/v1',
-      kind: 'TokenRequest',
-      spec: { expirationSeconds: TOKEN_EXPIRATION_SECONDS },
-    },
+  return await requestServiceAccountToken(
+    kc,
+    { namespace: SERVICE_ACCOUNT_NAMESPACE, name },
+    TOKEN_EXPIRATION_SECONDS,
     signal,
-  });
-  const token = isJsonObject(answer) && isJsonObject(answer.status) ? answer.status.token : undefined;
-  if (typeof token !== 'string' || token === '') throw new Error('the TokenRequest API returned no token');
-  return token;
+  );
 }
 
 /** Deletes the ServiceAccount, ClusterRole and ClusterRoleBinding (missing ones are fine). */

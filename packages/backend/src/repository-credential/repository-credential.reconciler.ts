@@ -33,7 +33,7 @@ import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr, type RepositoryCredentia
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
-import { PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
+import { orPlacementRefused, PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
 import { checkChartRepository } from './chart-repository-check.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
 import { nextConditions, type RepositoryCredentialOutcome } from './repository-credential.conditions.ts';
@@ -212,9 +212,8 @@ async function applyLocked(
   const tenant = ownNamespaceUid
     ? { uid: ownNamespaceUid, engineInstance: undefined }
     : await readTenantNamespace(deps.kc, namespace, signal);
-  return deps.db
-    .transaction()
-    .execute(async (trx) => {
+  return await orPlacementRefused(
+    deps.db.transaction().execute(async (trx) => {
       await RepositoryCredentialCr.lock(trx, namespace, name);
       return await applyRepositoryCredentials(trx, deps.sealer, {
         cr: { namespace, name, uid },
@@ -226,11 +225,8 @@ async function applyLocked(
         secretName: spec.secret,
         credentials,
       });
-    })
-    .catch((err: unknown) => {
-      if (err instanceof PlacementRefusedError) return err;
-      throw err;
-    });
+    }),
+  );
 }
 
 /** Created or updated credentials: said in the log and in a Normal Event on the CR. */

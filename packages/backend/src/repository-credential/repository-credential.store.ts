@@ -23,11 +23,11 @@ import {
   updateRepositoryCredentials,
   upsertClusterUser,
 } from '@gitops/db';
+import { normalizeRepositoryUrl } from '@gitops/shared';
 import type { Kysely, Transaction } from 'kysely';
 import { refreshApplicationsOfRepository } from '../gitops-deployment/application-refresh.ts';
 import { RepositoryCredentialCr } from '../kinds.ts';
 import { tenantEngineInstance } from '../placement.ts';
-import { normalizeRepositoryUrl } from '../repository-url.ts';
 import type { GitCredentials } from './git-ls-remote.ts';
 
 /** Additional authenticated data of each sealed column (one definition for both processes, in @gitops/db). */
@@ -60,21 +60,31 @@ export async function deleteMappedRepositoryCredentials(
     const row = await getRepositoryCredentials(trx, mapping.repository_credentials_id);
     if (!row) continue;
     await deleteRepositoryCredentials(trx, row.id);
-    const { operation } = await insertOperation(trx, {
-      engineInstanceId: row.engine_instance_id,
-      resourceType: 'RepositoryCredentials',
-      resourceId: row.id,
-      ownerUserId: row.cluster_user_id,
-      ownerCr: {
-        kind: RepositoryCredentialCr.kind,
+    operations.push(
+      await announceCredentials(trx, row, {
         namespace: mapping.cr_namespace,
         name: mapping.cr_name,
         uid: mapping.cr_uid,
-      },
-    });
-    operations.push(operation);
+      }),
+    );
   }
   return operations;
+}
+
+/** The `RepositoryCredentials` operation announcing `row` to its engine instance, owned by the CR `owner`. */
+async function announceCredentials(
+  trx: Transaction<Database>,
+  row: RepositoryCredentialsRow,
+  owner: RepositoryCredentialIdentity,
+): Promise<OperationRow> {
+  const { operation } = await insertOperation(trx, {
+    engineInstanceId: row.engine_instance_id,
+    resourceType: 'RepositoryCredentials',
+    resourceId: row.id,
+    ownerUserId: row.cluster_user_id,
+    ownerCr: { kind: RepositoryCredentialCr.kind, ...owner },
+  });
+  return operation;
 }
 
 export interface DesiredRepositoryCredentials {
@@ -150,7 +160,6 @@ export async function applyRepositoryCredentials(
       ? await getRepositoryCredentials(trx, mapping.repository_credentials_id)
       : undefined;
   const columns = columnsOf(sealer, desired);
-  const ownerCr = { kind: RepositoryCredentialCr.kind, ...cr } as const;
 
   if (existing) {
     if (
@@ -165,13 +174,7 @@ export async function applyRepositoryCredentials(
     if (!updated) throw new Error(`repository_credentials ${existing.id} vanished inside its transaction`);
     // Sealed for the instance in this transaction: its agent reads them with the operation.
     await sealCredentialsForInstances(trx, sealer, { clusterUserIds: [updated.cluster_user_id] });
-    const { operation } = await insertOperation(trx, {
-      engineInstanceId: updated.engine_instance_id,
-      resourceType: 'RepositoryCredentials',
-      resourceId: updated.id,
-      ownerUserId: updated.cluster_user_id,
-      ownerCr,
-    });
+    const operation = await announceCredentials(trx, updated, cr);
     // Argo CD uses the new credentials at once, not at its next poll of each application.
     await refreshApplicationsOfRepository(trx, updated.cluster_user_id, updated.normalized_repository_url);
     return { change: 'updated', row: updated, operation };
@@ -202,13 +205,7 @@ export async function applyRepositoryCredentials(
     { ...cr, namespaceUid: desired.namespaceUid },
     { kind: RepositoryCredentialCr.kind, repositoryCredentialsId: created.id },
   );
-  const { operation } = await insertOperation(trx, {
-    engineInstanceId: created.engine_instance_id,
-    resourceType: 'RepositoryCredentials',
-    resourceId: created.id,
-    ownerUserId: tenant.id,
-    ownerCr,
-  });
+  const operation = await announceCredentials(trx, created, cr);
   // An application of that repository that could not read it may now.
   await refreshApplicationsOfRepository(trx, tenant.id, created.normalized_repository_url);
   return { change: 'created', row: created, operation };

@@ -12,10 +12,9 @@ import {
   kubeTime,
 } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { beforeAll, describe, test } from 'vitest';
-import type { Backend } from '../app.ts';
+import { describe, test } from 'vitest';
 import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
-import { useBackendFixture } from '../testing/backend-fixture.ts';
+import { type BackendFixture, useStartedBackend } from '../testing/backend-fixture.ts';
 import { RESOURCES_LIMIT, RESOURCES_TRUNCATED_CONDITION } from './deployment-status.ts';
 
 const spec = {
@@ -32,21 +31,15 @@ const operationState = {
   finishedAt: '2026-01-01T00:00:05Z',
 };
 
+/** GitOpsDeployment `name` of `spec` in `namespace` and its application row, once the backend wrote it. */
+async function deploymentWithApplication(f: BackendFixture, namespace: string, name: string) {
+  const cr = await f.createDeployment(namespace, name, spec);
+  const application = await f.applicationOf(cr);
+  return { cr, application };
+}
+
 describe('status path', () => {
-  const f = useBackendFixture();
-  let backend: Backend;
-  let tenant: { name: string; uid: string };
-
-  beforeAll(async () => {
-    backend = await f.startBackend();
-    tenant = await f.createNamespace();
-  });
-
-  async function deploymentWithApplication(name: string) {
-    const cr = await f.createDeployment(tenant.name, name, spec);
-    const application = await f.applicationOf(cr);
-    return { cr, application };
-  }
+  const { f, backend, tenant } = useStartedBackend();
 
   const statusWhen = async (
     name: string,
@@ -69,7 +62,7 @@ describe('status path', () => {
     });
 
   test('the agent’s application_state appears on the GitOpsDeployment, and a dropped Argo CD condition becomes Resolved', async () => {
-    const { application } = await deploymentWithApplication('observed');
+    const { application } = await deploymentWithApplication(f, tenant.name, 'observed');
     // ErrorOccurred set by the reconciler must survive the status path's writes.
     await f.applyDeployment(tenant.name, 'observed', { ...spec, destination: { environment: 'nope' } });
     await statusWhen('observed', 'ErrorOccurred', (_s, o) =>
@@ -174,7 +167,7 @@ describe('status path', () => {
   });
 
   test('a failed sync is a Warning Event; a sync starting or succeeding is in the status only', async () => {
-    const { application } = await deploymentWithApplication('runs');
+    const { application } = await deploymentWithApplication(f, tenant.name, 'runs');
     const run = (startedAt: string, phase: string, message: string) => ({
       operation: { sync: { revision: 'abc123' } },
       phase,
@@ -221,7 +214,7 @@ describe('status path', () => {
   });
 
   test(`more than ${RESOURCES_LIMIT} resources are truncated and a condition says so`, async () => {
-    const { application } = await deploymentWithApplication('many-resources');
+    const { application } = await deploymentWithApplication(f, tenant.name, 'many-resources');
     const resources = Array.from({ length: RESOURCES_LIMIT + 20 }, (_, i) => ({
       group: '',
       version: 'v1',
@@ -260,7 +253,7 @@ describe('status path', () => {
   });
 
   test('lastProbeTime says when a condition was last written; lastTransitionTime moves only with its status', async () => {
-    const { application } = await deploymentWithApplication('probed');
+    const { application } = await deploymentWithApplication(f, tenant.name, 'probed');
     const comparisonError = (o: GitOpsDeploymentObject) =>
       (o.status?.conditions ?? []).find((c) => c.type === 'ComparisonError');
     await writeApplicationState(f.db, application.id, {
@@ -317,7 +310,7 @@ describe('status path', () => {
   });
 
   test('a status another writer changes after ours is written back from the projection', async () => {
-    const { cr, application } = await deploymentWithApplication('overwritten');
+    const { cr, application } = await deploymentWithApplication(f, tenant.name, 'overwritten');
     await writeApplicationState(f.db, application.id, {
       sync: { status: 'Synced', revision: 'abc123' },
       health: { status: 'Healthy' },
@@ -355,7 +348,7 @@ describe('status path', () => {
       await backend.status.queue.whenIdle();
     };
     const healthIs = (status: string) => (s: GitOpsDeploymentStatus) => s.health?.status === status;
-    const { cr, application } = await deploymentWithApplication('echo');
+    const { cr, application } = await deploymentWithApplication(f, tenant.name, 'echo');
     await writeApplicationState(f.db, application.id, {
       sync: { status: 'Synced', revision: 'abc123' },
       health: { status: 'Healthy' },
@@ -385,7 +378,7 @@ describe('status path', () => {
   });
 
   test('a malformed application_state never breaks the status path', async () => {
-    const { application } = await deploymentWithApplication('malformed-state');
+    const { application } = await deploymentWithApplication(f, tenant.name, 'malformed-state');
     await writeApplicationState(f.db, application.id, {
       sync: 'not an object',
       health: { status: 'Healthy' },
@@ -404,7 +397,7 @@ describe('status path', () => {
  * `stop` ends it.
  */
 async function recordStatusWrites(
-  f: ReturnType<typeof useBackendFixture>,
+  f: BackendFixture,
   namespace: string,
   name: string,
 ): Promise<{
@@ -443,7 +436,7 @@ async function recordStatusWrites(
 
 /** The deployment once its status health is `health` (and, given, its operationState phase `phase`). */
 async function deploymentShowing(
-  f: ReturnType<typeof useBackendFixture>,
+  f: BackendFixture,
   namespace: string,
   name: string,
   health: string,
@@ -462,18 +455,11 @@ async function deploymentShowing(
 const running = { operation: { sync: { revision: 'abc123' } }, phase: 'Running', message: 'syncing' };
 
 describe('status path: the states Argo CD passes through on its way are put off, the settled one written at once', () => {
-  const f = useBackendFixture();
-  let tenant: { name: string; uid: string };
-
-  beforeAll(async () => {
-    // Far longer than the test: no state on the way can be written before the settled one arrives.
-    await f.startBackend({ GITOPS_STATUS_PROGRESS_INTERVAL: '10m' });
-    tenant = await f.createNamespace();
-  });
+  // Far longer than the test: no state on the way can be written before the settled one arrives.
+  const { f, tenant } = useStartedBackend({ GITOPS_STATUS_PROGRESS_INTERVAL: '10m' });
 
   test("a sync's states become one status write, of the settled one", async () => {
-    const cr = await f.createDeployment(tenant.name, 'one-write', spec);
-    const application = await f.applicationOf(cr);
+    const { application } = await deploymentWithApplication(f, tenant.name, 'one-write');
     const watch = await recordStatusWrites(f, tenant.name, 'one-write');
     try {
       const states: Parameters<typeof writeApplicationState>[2][] = [
@@ -496,8 +482,7 @@ describe('status path: the states Argo CD passes through on its way are put off,
   });
 
   test('a failed sync is settled: written at once', async () => {
-    const cr = await f.createDeployment(tenant.name, 'failing', spec);
-    const application = await f.applicationOf(cr);
+    const { application } = await deploymentWithApplication(f, tenant.name, 'failing');
     await writeApplicationState(f.db, application.id, {
       sync: { status: 'OutOfSync', revision: 'abc123' },
       health: { status: 'Missing' },
@@ -508,17 +493,10 @@ describe('status path: the states Argo CD passes through on its way are put off,
 });
 
 describe('status path: a state on the way that lasts is written when the interval ends', () => {
-  const f = useBackendFixture();
-  let tenant: { name: string; uid: string };
-
-  beforeAll(async () => {
-    await f.startBackend({ GITOPS_STATUS_PROGRESS_INTERVAL: '1s' });
-    tenant = await f.createNamespace();
-  });
+  const { f, tenant } = useStartedBackend({ GITOPS_STATUS_PROGRESS_INTERVAL: '1s' });
 
   test('a sync still running shows, with nothing after it to wake the status path', async () => {
-    const cr = await f.createDeployment(tenant.name, 'long-sync', spec);
-    const application = await f.applicationOf(cr);
+    const { application } = await deploymentWithApplication(f, tenant.name, 'long-sync');
     await writeApplicationState(f.db, application.id, {
       sync: { status: 'OutOfSync', revision: 'abc123' },
       health: { status: 'Missing' },
@@ -529,19 +507,15 @@ describe('status path: a state on the way that lasts is written when the interva
 });
 
 describe('status path: the states Argo CD passes through within the coalescing window', () => {
-  const f = useBackendFixture();
-  let tenant: { name: string; uid: string };
-
-  beforeAll(async () => {
-    // Long enough that the three states below always land inside one window.
-    // The window alone: every state written as it comes once the window has passed.
-    await f.startBackend({ GITOPS_STATUS_COALESCE_WINDOW: '3s', GITOPS_STATUS_PROGRESS_INTERVAL: '0ms' });
-    tenant = await f.createNamespace();
+  // Long enough that the three states below always land inside one window.
+  // The window alone: every state written as it comes once the window has passed.
+  const { f, tenant } = useStartedBackend({
+    GITOPS_STATUS_COALESCE_WINDOW: '3s',
+    GITOPS_STATUS_PROGRESS_INTERVAL: '0ms',
   });
 
   test('three states reported back to back become one status write, of the last', async () => {
-    const cr = await f.createDeployment(tenant.name, 'coalesced', spec);
-    const application = await f.applicationOf(cr);
+    const { application } = await deploymentWithApplication(f, tenant.name, 'coalesced');
     const watch = await recordStatusWrites(f, tenant.name, 'coalesced');
     try {
       for (const [sync, health] of [

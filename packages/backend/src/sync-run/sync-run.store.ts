@@ -70,13 +70,7 @@ export async function requestSync(
       { ...syncRun, namespaceUid: input.namespaceUid },
       { kind: SyncRunCr.kind, syncOperationId: syncOperation.id },
     );
-    const { operation } = await insertOperation(trx, {
-      engineInstanceId: application.engine_instance_id,
-      resourceType: 'SyncOperation',
-      resourceId: syncOperation.id,
-      ownerUserId: application.cluster_user_id,
-      ownerCr: { kind: SyncRunCr.kind, ...syncRun },
-    });
+    const operation = await announceSync(trx, application, syncOperation, syncRun);
     return { created: true, syncOperation, operation };
   });
 }
@@ -103,6 +97,16 @@ async function requestTermination(
   await setSyncOperationDesiredState(trx, row.id, 'Terminated');
   const application = row.application_id ? await getApplication(trx, row.application_id) : undefined;
   if (!application) return undefined;
+  return await announceSync(trx, application, row, syncRun);
+}
+
+/** The SyncOperation operation announcing sync `row` of SyncRun `syncRun` to the engine instance of its application. */
+async function announceSync(
+  trx: Transaction<Database>,
+  application: ApplicationRow,
+  row: SyncOperationRow,
+  syncRun: SyncRunIdentity,
+): Promise<OperationRow> {
   const { operation } = await insertOperation(trx, {
     engineInstanceId: application.engine_instance_id,
     resourceType: 'SyncOperation',

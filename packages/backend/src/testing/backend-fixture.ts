@@ -27,13 +27,11 @@ import {
   type LogLevel,
   loadKubeConfig,
 } from '@gitops/shared';
-import { eventually, useFixture } from '@gitops/shared/testing';
+import { eventually, randomSuffix, useFixture } from '@gitops/shared/testing';
 import type { Kysely } from 'kysely';
 import { type Backend, buildBackend } from '../app.ts';
 import { BACKEND_SHARD_LABEL, loadBackendConfig } from '../config.ts';
 import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
-
-export const randomSuffix = () => randomBytes(4).toString('hex');
 
 /** An automated GitOpsDeployment spec of the upstream project's test data, for tests of what the backend writes. */
 export const automatedTestDataSpec = {
@@ -85,6 +83,28 @@ const deploymentsPath = (namespace: string) =>
 
 /** The fixture of the enclosing test file or describe block: made before its tests, cleaned up after them. */
 export const useBackendFixture = (): BackendFixture => useFixture(createBackendFixture, (f) => f.cleanup());
+
+/**
+ * The fixture of the enclosing test file or describe block with one backend started (`startBackend(env)`) and
+ * one tenant namespace (`createNamespace(namespacePrefix)`), both made before its tests: the preamble most
+ * backend tests share. `backend` and `tenant` stand for what beforeAll made (use them in hooks and tests only).
+ */
+export function useStartedBackend(
+  env: Record<string, string> = {},
+  namespacePrefix?: string,
+): { f: BackendFixture; backend: Backend; tenant: { name: string; uid: string } } {
+  const f = useBackendFixture();
+  // The fixture's cleanup closes the backend and deletes the namespace: nothing of their own to release.
+  const backend = useFixture(
+    () => f.startBackend(env),
+    async () => {},
+  );
+  const tenant = useFixture(
+    () => f.createNamespace(namespacePrefix),
+    async () => {},
+  );
+  return { f, backend, tenant };
+}
 
 export async function createBackendFixture(): Promise<BackendFixture> {
   const kc = loadKubeConfig(process.env.KUBECONFIG);

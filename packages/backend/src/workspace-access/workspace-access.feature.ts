@@ -11,7 +11,7 @@ import {
   setWorkspaceCredentials,
   type WorkspaceCredentialsDue,
 } from '@gitops/db';
-import { type Periodic, runPeriodically } from '@gitops/shared';
+import { periodicFeature } from '@gitops/shared';
 import type { BackendContext, BackendFeature } from '../backend-feature.ts';
 
 const PAGE_SIZE = 100;
@@ -55,20 +55,11 @@ export async function renewWorkspaceTokens(ctx: BackendContext, signal: AbortSig
 
 /** Looks for due tokens at start and then every quarter of the renewal age (at most hourly). */
 export function createWorkspaceTokenRenewalFeature(ctx: BackendContext): BackendFeature {
-  let renewal: Periodic | undefined;
-  return {
-    name: 'workspace-token-renewal',
-    informers: [],
-    start() {
-      renewal = runPeriodically(
-        'workspace token renewal',
-        Math.max(1_000, Math.min(ctx.config.workspaceTokenRenewAfterMs / 4, 3_600_000)),
-        (signal) => renewWorkspaceTokens(ctx, signal),
-        { logger: ctx.logger, jitter: 0.25 },
-      );
-    },
-    async stop() {
-      await renewal?.stop();
-    },
-  };
+  return periodicFeature(
+    'workspace-token-renewal',
+    'workspace token renewal',
+    Math.max(1_000, Math.min(ctx.config.workspaceTokenRenewAfterMs / 4, 3_600_000)),
+    (signal) => renewWorkspaceTokens(ctx, signal),
+    { logger: ctx.logger, jitter: 0.25 },
+  );
 }

@@ -12,7 +12,14 @@
  */
 import { readFileSync } from 'node:fs';
 import { type ClusterCredentialsInput, SealContext, type Sealer } from '@gitops/db';
-import { HttpMethod, isAlreadyExists, isNotFound, type KubeConfig, kubeRequest } from '@gitops/shared';
+import {
+  HttpMethod,
+  isAlreadyExists,
+  isNotFound,
+  type KubeConfig,
+  kubeRequest,
+  requestServiceAccountToken,
+} from '@gitops/shared';
 import { isJsonObject } from '../json.ts';
 
 /** The ServiceAccount in the tenant's namespace whose token a remote Argo CD deploys with. */
@@ -115,19 +122,12 @@ export function createWorkspaceAccess(options: WorkspaceAccessOptions): Workspac
         },
         signal,
       );
-      const answer = await kubeRequest(kc, {
-        method: HttpMethod.POST,
-        path: `/api/v1/namespaces/${ns}/serviceaccounts/${WORKSPACE_SERVICE_ACCOUNT}/token`,
-        body: {
-          apiVersion: 'authentication.k8s.io/v1',
-          kind: 'TokenRequest',
-          spec: { expirationSeconds: TOKEN_EXPIRATION_SECONDS },
-        },
-        ...(signal ? { signal } : {}),
-      });
-      const token = isJsonObject(answer) && isJsonObject(answer.status) ? answer.status.token : undefined;
-      if (typeof token !== 'string' || token === '')
-        throw new Error('the TokenRequest API returned no token');
+      const token = await requestServiceAccountToken(
+        kc,
+        { namespace, name: WORKSPACE_SERVICE_ACCOUNT },
+        TOKEN_EXPIRATION_SECONDS,
+        signal,
+      );
       const { apiUrl, caData } = reachableCluster(options);
       return {
         apiUrl,

@@ -11,6 +11,7 @@ import {
   type KubeObject,
   type Logger,
   mergePatch,
+  normalizeRepositoryUrl,
   serverSideApply,
   type Turns,
 } from '@gitops/shared';
@@ -24,7 +25,7 @@ import {
   isUuid,
 } from '../argocd.ts';
 import { compareOwnedFields } from '../resync/owned-fields.ts';
-import { normaliseRepoUrl, renderAppProject, renderClusterAppProject } from './app-project.render.ts';
+import { renderAppProject, renderClusterAppProject } from './app-project.render.ts';
 import { sourceRepoUrls } from './application.render.ts';
 import { ABSENT, ownedState, type Settled } from './settled.ts';
 import { readTenantResources } from './tenant.queries.ts';
@@ -223,10 +224,10 @@ export function projectCovers(
   live: KubeObject | undefined,
 ): boolean {
   const desiredSpec = desired.spec as { destination?: { name?: unknown } };
-  const repos = [...new Set(sourceRepoUrls(desired.spec).map(normaliseRepoUrl))].sort();
+  const repos = [...new Set(sourceRepoUrls(desired.spec).map(normalizeRepositoryUrl))].sort();
   if (repos.length === 0 || !isProjectSettled(deps, clusterUserId)) return false;
   if (live) {
-    const liveRepos = [...new Set(sourceRepoUrls(live.spec).map(normaliseRepoUrl))].sort();
+    const liveRepos = [...new Set(sourceRepoUrls(live.spec).map(normalizeRepositoryUrl))].sort();
     if (liveRepos.join('\n') !== repos.join('\n')) return false;
   }
   const projectSpec = deps.appProjects.get(deps.namespace, projectName)?.spec as

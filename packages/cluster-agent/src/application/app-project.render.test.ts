@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import { normalizeRepositoryUrl } from '@gitops/shared';
 import { describe, it } from 'vitest';
 import { allowsClusterResources } from '../argocd.ts';
-import { normaliseRepoUrl, renderAppProject, renderClusterAppProject } from './app-project.render.ts';
+import { renderAppProject, renderClusterAppProject } from './app-project.render.ts';
 
 const tenant = {
   clusterUserId: '11111111-1111-4111-8111-111111111111',
@@ -168,7 +169,7 @@ describe('renderAppProject', () => {
   });
 
   it('normalises repo URLs like Argo CD compares them', () => {
-    assert.equal(normaliseRepoUrl(' https://GitHub.com/Org/Repo.git/ '), 'https://github.com/org/repo');
-    assert.equal(normaliseRepoUrl('git@github.com:org/repo.git'), 'git@github.com:org/repo');
+    assert.equal(normalizeRepositoryUrl(' https://GitHub.com/Org/Repo.git/ '), 'https://github.com/org/repo');
+    assert.equal(normalizeRepositoryUrl('git@github.com:org/repo.git'), 'git@github.com:org/repo');
   });
 });

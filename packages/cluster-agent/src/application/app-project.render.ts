@@ -10,6 +10,7 @@
  * tenant's environments that allow cluster resources, has one.
  */
 import type { KubeObject } from '@gitops/shared';
+import { normalizeRepositoryUrl } from '@gitops/shared';
 import {
   AgentLabel,
   AppProjectResource,
@@ -18,18 +19,6 @@ import {
   IN_CLUSTER,
   managedEnvironmentClusterName,
 } from '../argocd.ts';
-
-/**
- * Normalises a Git repository URL the way Argo CD compares them (util/git NormalizeGitURL): trimmed, lower
- * case, without trailing slashes and without a trailing `.git`.
- */
-export function normaliseRepoUrl(url: string): string {
-  let normalised = url.trim().toLowerCase();
-  while (normalised.endsWith('/')) normalised = normalised.slice(0, -1);
-  if (normalised.endsWith('.git')) normalised = normalised.slice(0, -4);
-  while (normalised.endsWith('/')) normalised = normalised.slice(0, -1);
-  return normalised;
-}
 
 export interface TenantResources {
   clusterUserId: string;
@@ -80,8 +69,10 @@ const byString = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
  */
 function sourceReposOf(tenant: TenantResources): string[] {
   const withheld = new Set(tenant.withheldRepoUrls ?? []);
-  const applications = tenant.applicationRepoUrls.map(normaliseRepoUrl).filter((url) => !withheld.has(url));
-  return [...new Set([...applications, ...tenant.repositoryCredentialUrls.map(normaliseRepoUrl)])]
+  const applications = tenant.applicationRepoUrls
+    .map(normalizeRepositoryUrl)
+    .filter((url) => !withheld.has(url));
+  return [...new Set([...applications, ...tenant.repositoryCredentialUrls.map(normalizeRepositoryUrl)])]
     .filter((url) => url !== '')
     .sort(byString);
 }

@@ -11,8 +11,9 @@ import {
   listRepositoryCredentialsOfUser,
   listRepositoryCredentialUrlsOfEngineInstance,
 } from '@gitops/db';
+import { normalizeRepositoryUrl } from '@gitops/shared';
 import { allowsClusterResources } from '../argocd.ts';
-import { normaliseRepoUrl, type TenantResources } from './app-project.render.ts';
+import type { TenantResources } from './app-project.render.ts';
 import { chartRepoUrls, requestsNamespaceCreation, sourceRepoUrls } from './application.render.ts';
 
 /**
@@ -99,7 +100,7 @@ export function withheldChartRepositories(
   const privateHere = new Set(credentialUrlsHere);
   return new Set(
     specs
-      .flatMap((spec) => chartRepoUrls(spec).map(normaliseRepoUrl))
+      .flatMap((spec) => chartRepoUrls(spec).map(normalizeRepositoryUrl))
       .filter((url) => privateHere.has(url) && !own.has(url)),
   );
 }

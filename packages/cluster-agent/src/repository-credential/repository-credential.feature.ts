@@ -11,12 +11,12 @@ import {
   createInformer,
   jsonEqual,
   type KubeObject,
+  normalizeRepositoryUrl,
   type Periodic,
   runPeriodically,
   updatePredicate,
 } from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, keysOfDatabaseId } from '../agent-feature.ts';
-import { normaliseRepoUrl } from '../application/app-project.render.ts';
 import type { ApplicationFeature } from '../application/application.feature.ts';
 import { chartRepoUrls } from '../application/application.render.ts';
 import { createRepositorySecretReconciler } from './repository-secret.reconciler.ts';
@@ -71,7 +71,7 @@ export function createRepositoryCredentialFeature(
       .filter(
         ({ clusterUserId, spec }) =>
           clusterUserId !== row.cluster_user_id &&
-          chartRepoUrls(spec).some((url) => normaliseRepoUrl(url) === row.normalized_repository_url),
+          chartRepoUrls(spec).some((url) => normalizeRepositoryUrl(url) === row.normalized_repository_url),
       )
       .map((user) => user.clusterUserId);
     return [...new Set(tenants)];

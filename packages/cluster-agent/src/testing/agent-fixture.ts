@@ -45,7 +45,7 @@ import {
   runPeriodically,
   serverSideApply,
 } from '@gitops/shared';
-import { useFixture } from '@gitops/shared/testing';
+import { randomSuffix, useFixture } from '@gitops/shared/testing';
 import type { Kysely } from 'kysely';
 import { type Agent, buildAgent } from '../app.ts';
 import { type AgentConfig, loadAgentConfig } from '../config.ts';
@@ -136,7 +136,7 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
   const kubeconfigPath = process.env.KUBECONFIG;
   const kc = loadKubeConfig(kubeconfigPath);
   const database = await createTestDatabase();
-  const suffix = randomBytes(4).toString('hex');
+  const suffix = randomSuffix();
   const argoCdNamespace = `${options.prefix}-argocd-${suffix}`;
   const engineInstanceName = `${options.prefix}-${suffix}`;
   const encryptionKey = randomBytes(32).toString('base64');

@@ -37,9 +37,20 @@ export async function givenEngineInstance(
   });
 }
 
-export async function givenClusterUser(db: Kysely<Database>): Promise<ClusterUserRow> {
+/** A new tenant; with `placedOn`, placed on that engine instance (its row as placed). */
+export async function givenClusterUser(
+  db: Kysely<Database>,
+  options: { placedOn?: Pick<EngineInstanceRow, 'id'> } = {},
+): Promise<ClusterUserRow> {
   const uid = randomUUID();
-  return await upsertClusterUser(db, { uid, name: `tenant-${uid.slice(0, 8)}` });
+  const user = await upsertClusterUser(db, { uid, name: `tenant-${uid.slice(0, 8)}` });
+  if (!options.placedOn) return user;
+  return await db
+    .updateTable('cluster_user')
+    .set({ engine_instance_id: options.placedOn.id })
+    .where('id', '=', user.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
 }
 
 export async function givenApplication(

@@ -6,13 +6,13 @@
  * objects, and a hanging API.
  */
 import assert from 'node:assert/strict';
+import { randomSuffix } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
 import {
   condition,
   eventually,
   OFFLINE_TOKEN,
   type RhoasFixture,
-  randomSuffix,
   TOKEN_SECRET,
   useRhoasFixture,
 } from '../testing/rhoas-fixture.ts';

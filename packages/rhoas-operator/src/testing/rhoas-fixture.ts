@@ -5,7 +5,6 @@
  * lines are kept in memory so tests can check that no secret is ever logged.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { RHOAS_API_GROUP_VERSION, type RhoasCondition, type RhoasKind, RhoasPlural } from '@gitops/api';
 import {
   type CloudServicesApi,
@@ -24,11 +23,10 @@ import {
   kubeRequest,
   loadKubeConfig,
 } from '@gitops/shared';
-import { eventually, useFixture } from '@gitops/shared/testing';
+import { eventually, randomSuffix, useFixture } from '@gitops/shared/testing';
 import { buildRhoasOperator, type RhoasOperator } from '../app.ts';
 import { loadRhoasOperatorConfig } from '../config.ts';
 
-export const randomSuffix = () => randomBytes(4).toString('hex');
 /** The offline token the seed accepts. */
 export const OFFLINE_TOKEN = 'local-offline-token';
 export const TOKEN_SECRET = 'rh-cloud-services-accesstoken';

@@ -6,5 +6,6 @@
 export { type ApiServerDouble, startApiServerDouble } from './api-server-double.ts';
 export { eventually } from './eventually.ts';
 export { type HandInformer, handInformer, recordingController } from './hand-informer.ts';
+export { randomSuffix } from './random-suffix.ts';
 export { useFixture } from './use-fixture.ts';
 export { useNamespace } from './use-namespace.ts';

@@ -1,8 +1,7 @@
-/** Repository URLs as the backend compares them (repository credentials, the refresh of applications). */
-
 /**
- * The AppProject's rule (cluster-agent app-project.render.ts `normaliseRepoUrl`): trimmed, lower-case,
- * without trailing `/` or `.git`, so the stored URL and the AppProject's sourceRepos agree.
+ * A repository URL as Argo CD compares them (util/git NormalizeGitURL): trimmed, lower case, without trailing
+ * slashes and without a trailing `.git`. One rule for both processes: the backend stores it
+ * (`normalized_repository_url`), the agent puts it in the AppProject's sourceRepos, and the two must agree.
  */
 export function normalizeRepositoryUrl(url: string): string {
   let normalised = url.trim().toLowerCase();
