@@ -29,7 +29,6 @@ import { CONVERGE_MS, type RealSystem, startRealSystem } from '../fixture/real-a
 
 const exec = promisify(execFile);
 /** The Application annotation that asks the service to render its GitOps repository (packages/appstudio README). */
-const RENDER_ANNOTATION = 'managed-gitops.redhat.com/render-gitops-repository';
 const PASSWORD = 'tier3b-render-Pa55-feed';
 const IMAGE = 'images.example/shop/web';
 const DIGEST = { s1: `sha256:${'a1'.repeat(32)}`, s2: `sha256:${'b2'.repeat(32)}` } as const;
@@ -168,13 +167,7 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
       { repository: git.url('shop-gitops') },
       { name: 'git-creds', credentials: { username: 'jane', password: PASSWORD } },
     );
-    await apps.create(
-      AppStudioKinds.Application,
-      'shop',
-      { displayName: 'shop', gitOpsRepository: { url: git.url('shop-gitops'), branch: 'main' } },
-      { [RENDER_ANNOTATION]: 'true' },
-    );
-    await apps.create(AppStudioKinds.Component, 'web', { componentName: 'web', application: 'shop' });
+    await apps.createRenderedApplication('shop', { url: git.url('shop-gitops'), branch: 'main' }, ['web']);
     for (const [i, env] of ENVIRONMENTS.entries())
       await apps.create(AppStudioKinds.Environment, env, {
         displayName: env,
@@ -222,13 +215,7 @@ describe('tier 3b: promotion renders the GitOps repository itself (real Argo CD,
       { repository: ssh.url('shop-gitops') },
       { name: 'git-ssh', credentials: { sshPrivateKey: sshKey.privateKey } },
     );
-    await apps.create(
-      AppStudioKinds.Application,
-      'cart',
-      { displayName: 'cart', gitOpsRepository: { url: ssh.url('shop-gitops') } },
-      { [RENDER_ANNOTATION]: 'true' },
-    );
-    await apps.create(AppStudioKinds.Component, 'cart', { componentName: 'cart', application: 'cart' });
+    await apps.createRenderedApplication('cart', { url: ssh.url('shop-gitops') }, ['cart']);
     await apps.create(AppStudioKinds.Snapshot, 'cart-1', {
       application: 'cart',
       components: [{ name: 'cart', containerImage: `${CART_IMAGE}@${DIGEST.s1}` }],

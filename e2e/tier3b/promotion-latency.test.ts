@@ -23,7 +23,6 @@ import { type AppStudioObjects, appStudioObjects, cronJobComponent } from '../fi
 import { GROUP_VERSION, get, list, mergePatch } from '../fixture/kube.ts';
 import { CONVERGE_MS, type RealSystem, startRealSystem, syncedAndHealthy } from '../fixture/real-argo-cd.ts';
 
-const RENDER_ANNOTATION = 'managed-gitops.redhat.com/render-gitops-repository';
 const REFRESH_SERVED = 'managed-gitops.redhat.com/refresh-served';
 /** Argo CD's default timeout.reconciliation. */
 const RECONCILIATION_SECONDS = 180;
@@ -83,13 +82,7 @@ describe('tier 3b: a promotion does not wait for Argo CD to poll (reconciliation
       { repository: git.url('shop-gitops') },
       { name: 'git-creds', credentials: { username: 'jane', password: PASSWORD } },
     );
-    await apps.create(
-      AppStudioKinds.Application,
-      'shop',
-      { displayName: 'shop', gitOpsRepository: { url: git.url('shop-gitops'), branch: 'main' } },
-      { [RENDER_ANNOTATION]: 'true' },
-    );
-    await apps.create(AppStudioKinds.Component, 'web', { componentName: 'web', application: 'shop' });
+    await apps.createRenderedApplication('shop', { url: git.url('shop-gitops'), branch: 'main' }, ['web']);
     await apps.create(AppStudioKinds.Environment, 'dev', {
       displayName: 'dev',
       deploymentStrategy: 'Manual',

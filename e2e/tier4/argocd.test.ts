@@ -34,6 +34,7 @@ import {
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { RENDER_ANNOTATION } from '../fixture/appstudio.ts';
 import {
   ARGOCD_NS,
   isTrue,
@@ -51,7 +52,6 @@ const REDIS_IMAGE = 'gitops-service/redis:local';
 const WEB_REPOSITORY = 'gitops-tier4/web';
 const WEB_IMAGES = { '1': `${WEB_REPOSITORY}:1`, '2': `${WEB_REPOSITORY}:2` } as const;
 /** The Application annotation that asks the service to render its GitOps repository (docs/api.md). */
-const RENDER_ANNOTATION = 'managed-gitops.redhat.com/render-gitops-repository';
 const CONVERGE_MS = 300_000;
 const log = (line: string) => {
   if (process.env.E2E_VERBOSE) process.stderr.write(`[tier4-argocd] ${line}\n`);
