@@ -6,6 +6,7 @@ import type {
   JsonValue,
   ManagedEnvironmentRow,
 } from './database.ts';
+import { endSyncsOfApplication } from './sync-operation.repository.ts';
 
 /**
  * One row per GitOpsDeployment: the desired Argo CD Application. `spec` is stored as given; readers get
@@ -165,7 +166,8 @@ export async function getApplicationByName(
 }
 
 /**
- * Deletes the row; its application_state and api_cr_mapping go with it, sync operations keep a NULL link.
+ * Deletes the row; its application_state and api_cr_mapping go with it, sync operations keep a NULL link
+ * and those not finished end first (endSyncsOfApplication; give a transaction).
  * `proven`: its GitOpsDeployment was found gone by a live read, so the same statement records the proof that
  * lets the instance's agent delete the Argo CD Application with cascading (`application_deletion`,
  * docs/deletion-guard.md). Without it (the deployment still exists, e.g. it moved to another backend shard),
@@ -176,6 +178,7 @@ export async function deleteApplication(
   id: string,
   options: { proven: boolean },
 ): Promise<boolean> {
+  await endSyncsOfApplication(db, id);
   if (!options.proven) {
     const result = await db.deleteFrom('application').where('id', '=', id).executeTakeFirst();
     return result.numDeletedRows > 0n;

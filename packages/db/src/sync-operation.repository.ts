@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Database, SyncOperationRow } from './database.ts';
 import type { SyncDesiredState, SyncOutcome } from './schema-values.ts';
 
@@ -158,6 +158,36 @@ export async function setSyncOperationOutcome(
     .where('id', '=', id)
     .returningAll()
     .executeTakeFirst();
+}
+
+/** The outcome message of a sync whose application was deleted before it ended (endSyncsOfApplication). */
+export const SYNC_APPLICATION_DELETED_MESSAGE =
+  "the GitOpsDeployment's Argo CD Application was deleted before the sync ended";
+
+/**
+ * Ends the unfinished syncs of an application whose row is being deleted (backend, in the transaction that
+ * deletes it): none of them can run any more, and once the row is gone (application_id SET NULL) no engine
+ * instance may be left to say so: the instance told about a sync sees it through the application or the
+ * tenant, and a tenant that moves afterwards takes along only the syncs of its applications. One terminated
+ * before it reached Argo CD is Terminated; every other one is Error. Argo CD's own report of a sync it runs
+ * on the Application is not waited for: the agent terminates or withdraws it before the delete.
+ */
+export async function endSyncsOfApplication(
+  db: Kysely<Database>,
+  applicationId: string,
+): Promise<SyncOperationRow[]> {
+  return await db
+    .updateTable('sync_operation')
+    .set({
+      outcome: sql<SyncOutcome>`case when desired_state = 'Terminated' and requested_at is null
+        then 'Terminated' else 'Error' end`,
+      outcome_message: SYNC_APPLICATION_DELETED_MESSAGE,
+      finished_at: sql<Date>`coalesce(finished_at, now())`,
+    })
+    .where('application_id', '=', applicationId)
+    .where('outcome', 'is', null)
+    .returningAll()
+    .execute();
 }
 
 /** An application's sync operations in creation order (they run strictly one after another). */

@@ -13,32 +13,15 @@ import {
   givenClusterUser,
   givenEngineInstance,
   givenOwnedOperation,
+  openTransaction,
+  stillPending,
   useTestDatabase,
 } from '@gitops/db/testing';
-import type { Kysely, Transaction } from 'kysely';
+import type { Kysely } from 'kysely';
 import { describe, test } from 'vitest';
 import { deleteMappedApplications } from './application.store.ts';
 
 const testDb = useTestDatabase();
-
-/** Runs `work` in a transaction that stays open until `release()`; `done` resolves with what `work` returned. */
-function openTransaction<T>(db: Kysely<Database>, work: (trx: Transaction<Database>) => Promise<T>) {
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  let worked!: () => void;
-  const ready = new Promise<void>((resolve) => {
-    worked = resolve;
-  });
-  const done = db.transaction().execute(async (trx) => {
-    const result = await work(trx);
-    worked();
-    await held;
-    return result;
-  });
-  return { ready, release, done };
-}
 
 /** A tenant on instance A with one deployment: its application row and the mapping of its GitOpsDeployment. */
 async function givenDeployment(db: Kysely<Database>) {
@@ -61,13 +44,6 @@ async function givenDeployment(db: Kysely<Database>) {
     .execute()) as ApiCrMappingRow[];
   return { a, b, tenant, application, mappings };
 }
-
-/** Whether a committed transaction has not begun to wait yet: it is blocked on a lock when still pending. */
-const stillPending = async (promise: Promise<unknown>) =>
-  (await Promise.race([
-    promise.then(() => false),
-    new Promise((resolve) => setTimeout(() => resolve(true), 300)),
-  ])) === true;
 
 describe('a deployment deleted while its tenant moves', () => {
   test('the move commits first: the delete waits for the release (the new instance deletes it, pruning)', async () => {

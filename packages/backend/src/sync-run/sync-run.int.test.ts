@@ -14,6 +14,7 @@ import {
   getSyncOperation,
   markSyncOperationRequested,
   recordSyncProgress,
+  SYNC_APPLICATION_DELETED_MESSAGE,
   setSyncOperationOutcome,
 } from '@gitops/db';
 import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
@@ -229,6 +230,20 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     assert.equal(conditions[0]?.message, 'the sync ended with phase Failed: the manifests are invalid');
     const status = await statusWhen('run-failing', 'Failed', (s) => s.phase === 'Failed');
     assert.equal(status.message, 'the manifests are invalid');
+  });
+
+  test('a deployment deleted while its SyncRun waits ends the sync: Failed, saying why, with no agent needed', async () => {
+    // No engine instance may be left to end it: once the application row is gone, the instance told about
+    // the sync sees it only through the tenant, and a tenant that moves takes along only the syncs of its
+    // applications (chaos seed 463140204: the SyncRun stayed Pending for good).
+    const { row } = await manualSyncRun('deleted-under-sync', 'run-deleted-under');
+    assert.equal(row.outcome, null);
+    await fixture.deleteDeployment(ns, 'deleted-under-sync');
+    const status = await statusWhen('run-deleted-under', 'Failed', (s) => s.phase === 'Failed');
+    assert.equal(status.message, SYNC_APPLICATION_DELETED_MESSAGE);
+    const ended = await getSyncOperation(fixture.db, row.id);
+    assert.equal(ended?.outcome, 'Error');
+    assert.equal(ended?.application_id, null);
   });
 
   test('the status follows the sync: Pending, Running (start, message), Succeeded (revision, finish); only the row changes wake it', async () => {

@@ -334,6 +334,7 @@ export async function reconcileLive(
     deploymentName: spec.gitopsDeploymentName,
     revision: spec.revisionID,
   });
+  if ('applicationGone' in result) return { requeueAfter: PARENT_ROW_RETRY_MS };
   if (result.created) {
     logger.info({ syncOperation: result.syncOperation.id, operation: result.operation.id }, 'sync requested');
     await deps.events.event(

@@ -9,11 +9,11 @@ import {
   deleteSyncOperation,
   findApiCrMappingsByName,
   getApiCrMappingByUid,
-  getApplication,
   getSyncOperation,
   insertApiCrMapping,
   insertOperation,
   insertSyncOperation,
+  lockApplication,
   type OperationRow,
   type SyncOperationRow,
   setSyncOperationDesiredState,
@@ -31,7 +31,9 @@ export interface SyncRunIdentity {
 export type RequestSyncResult =
   | { created: true; syncOperation: SyncOperationRow; operation: OperationRow }
   /** Another reconcile (or replica) requested it first. */
-  | { created: false; syncOperation: SyncOperationRow | undefined };
+  | { created: false; syncOperation: SyncOperationRow | undefined }
+  /** The application row was deleted since the caller read it: nothing requested (look at the parent again). */
+  | { created: false; applicationGone: true };
 
 /**
  * Requests the one sync of a SyncRun: sync_operation + mapping + operation in one transaction. A SyncRun
@@ -59,9 +61,15 @@ export async function requestSync(
           : undefined,
       };
     }
+    // The row as it is now, locked: a tenant move commits before (then this is the row as it moved, and the
+    // sync is announced to the new instance) or waits for this transaction (then it sees the sync and hands
+    // it to the new instance itself). Announced from the row read before the move, the sync would go to the
+    // instance the tenant left, which leaves it to the new one, which was never told: it would never run.
+    const current = await lockApplication(trx, application.id);
+    if (!current) return { created: false, applicationGone: true };
     const syncOperation = await insertSyncOperation(trx, {
-      clusterUserId: application.cluster_user_id,
-      applicationId: application.id,
+      clusterUserId: current.cluster_user_id,
+      applicationId: current.id,
       deploymentName: input.deploymentName,
       revision: input.revision,
     });
@@ -70,7 +78,7 @@ export async function requestSync(
       { ...syncRun, namespaceUid: input.namespaceUid },
       { kind: SyncRunCr.kind, syncOperationId: syncOperation.id },
     );
-    const operation = await announceSync(trx, application, syncOperation, syncRun);
+    const operation = await announceSync(trx, current, syncOperation, syncRun);
     return { created: true, syncOperation, operation };
   });
 }
@@ -95,7 +103,8 @@ async function requestTermination(
   syncRun: SyncRunIdentity,
 ): Promise<OperationRow | undefined> {
   await setSyncOperationDesiredState(trx, row.id, 'Terminated');
-  const application = row.application_id ? await getApplication(trx, row.application_id) : undefined;
+  // Locked, as in requestSync: announced to the instance that runs the sync, also while its tenant moves.
+  const application = row.application_id ? await lockApplication(trx, row.application_id) : undefined;
   if (!application) return undefined;
   return await announceSync(trx, application, row, syncRun);
 }
@@ -153,10 +162,16 @@ export async function releaseGoneSyncRuns(
     await SyncRunCr.lock(trx, namespace, name);
     const mappings = await findApiCrMappingsByName(trx, { kind: SyncRunCr.kind, namespace, name });
     const results: { syncOperationId: string; action: GoneSyncRunAction; operationId?: string }[] = [];
+    const gone: { row: SyncOperationRow; uid: string }[] = [];
     for (const mapping of mappings) {
       if (mapping.cr_uid === exceptUid || !mapping.sync_operation_id) continue;
       const row = await getSyncOperation(trx, mapping.sync_operation_id);
-      if (!row) continue;
+      if (row) gone.push({ row, uid: mapping.cr_uid });
+    }
+    // Their applications are locked in id order, as a tenant move locks them: never a deadlock with one.
+    const idOf = (g: { row: SyncOperationRow }) => g.row.application_id ?? '';
+    gone.sort((a, b) => (idOf(a) < idOf(b) ? -1 : idOf(a) > idOf(b) ? 1 : 0));
+    for (const { row, uid } of gone) {
       if (row.outcome !== null || row.application_id === null) {
         await deleteSyncOperation(trx, row.id);
         results.push({ syncOperationId: row.id, action: 'deleted' });
@@ -166,11 +181,7 @@ export async function releaseGoneSyncRuns(
         results.push({ syncOperationId: row.id, action: 'waiting-for-termination' });
         continue;
       }
-      const operation = await requestTermination(trx, row, {
-        namespace,
-        name,
-        uid: mapping.cr_uid,
-      });
+      const operation = await requestTermination(trx, row, { namespace, name, uid });
       if (!operation) {
         await deleteSyncOperation(trx, row.id);
         results.push({ syncOperationId: row.id, action: 'deleted' });
