@@ -84,6 +84,28 @@ export async function failOperation(
   return await finishOperation(db, id, 'Failed', message);
 }
 
+/**
+ * Agent: says on In_Progress operations why they are not finished yet (what the agent waits for), so that
+ * `kubectl gitops operations` shows it. Writes only rows whose message differs; no state change, so no
+ * NOTIFY. `message` must not hold secrets.
+ */
+export async function noteOperationsWaiting(
+  db: Kysely<Database>,
+  ids: readonly string[],
+  message: string,
+): Promise<number> {
+  if (ids.length === 0) return 0;
+  const text = boundedOperationMessage(message);
+  const result = await db
+    .updateTable('operation')
+    .set({ message: text })
+    .where('id', 'in', ids)
+    .where('state', '=', 'In_Progress')
+    .where('message', 'is distinct from', text)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
 export type RetryOperationResult =
   | { status: 'scheduled'; operation: OperationRow }
   /** A newer Waiting operation for the same resource exists; it does the work, this one is Completed. */

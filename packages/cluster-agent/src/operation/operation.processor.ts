@@ -12,9 +12,11 @@
  */
 import { API_GROUP_VERSION, Kind, Label, operationCrName, Plural } from '@gitops/api';
 import {
+  boundedOperationMessage,
   type Db,
   FINISHED_OPERATION_STATES,
   finishOperations,
+  noteOperationsWaiting,
   OPERATION_RESOURCE_TYPES,
   type OperationResourceType,
   type OperationRow,
@@ -53,6 +55,15 @@ import {
 /** Operation CRs deleted by one request at most, and how long a batch collects before it is sent. */
 const CR_DELETE_BATCH = 100;
 const CR_DELETE_WINDOW_MS = 200;
+
+/**
+ * An operation still pending this long after its attempt began gets the reason as its message (`waiting:
+ * …`). Most pending operations end sooner (a delete Argo CD finishes in a moment): they cost no write.
+ */
+export const PENDING_NOTE_AFTER_MS = 5_000;
+
+/** The message of an operation that waits (PENDING_NOTE_AFTER_MS): the reason of the pending outcome. */
+export const pendingOperationMessage = (reason: string) => `waiting: ${scrubString(reason)}`;
 
 /** First retry delay of a failed operation; doubles per attempt up to OPERATION_RETRY_MAX_DELAY. */
 const RETRY_INITIAL_DELAY_MS = 1_000;
@@ -195,6 +206,26 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
     void deleteOperationCr(operation.id);
   }
 
+  /** Operations pending for PENDING_NOTE_AFTER_MS say why (best effort: a failed write is only logged). */
+  async function noteWaiting(operations: readonly OperationRow[], reason: string, logger: Logger) {
+    const message = boundedOperationMessage(pendingOperationMessage(reason));
+    const now = Date.now();
+    const due = operations.filter(
+      (o) =>
+        o.message !== message && now - (o.last_attempt_at ?? o.created_at).getTime() >= PENDING_NOTE_AFTER_MS,
+    );
+    if (due.length === 0) return;
+    try {
+      await noteOperationsWaiting(
+        db,
+        due.map((o) => o.id),
+        message,
+      );
+    } catch (err) {
+      logger.debug({ err }, 'could not note why the operations wait');
+    }
+  }
+
   async function recordFailure(
     key: string,
     operations: readonly OperationRow[],
@@ -270,6 +301,7 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
       if (outcome.status === 'pending') {
         if (operations.length === 0 && outcome.changed) driftCorrected.inc({ kind: resource.type });
         logger.debug({ reason: outcome.reason, operations: operations.length }, 'resource pending');
+        await noteWaiting(operations, outcome.reason, logger);
         return { requeueAfter: outcome.requeueAfterMs };
       }
       for (const operation of operations) await finish(operation, 'Completed', outcome.message ?? '');

@@ -19,6 +19,7 @@ import { deleteIfExists, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
 import type { Agent } from '../app.ts';
+import { PENDING_NOTE_AFTER_MS, pendingOperationMessage } from '../operation/operation.processor.ts';
 import { useAgentFixture } from '../testing/agent-fixture.ts';
 
 const kubeTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -185,6 +186,27 @@ describe('cluster-agent SyncOperation', () => {
     assert.equal((await take(application.name)).operation.sync.revision, 'r2');
     await finish(application.name, 'Succeeded');
     assert.equal((await outcome(second.syncOperation.id)).outcome, 'Succeeded');
+  });
+
+  it('a sync queued behind a running one says so on its operation once it has waited a while', async () => {
+    const application = await manualApplication();
+    await syncRun(application, 'r1');
+    const queued = await syncRun(application, 'r2');
+    await take(application.name);
+    // Taken at once (In_Progress, no message: most pending operations end within PENDING_NOTE_AFTER_MS)…
+    const taken = await eventually('the agent took the r2 operation', async () => {
+      const operation = await getOperation(f.db, queued.operation.id);
+      return operation?.state === 'In_Progress' ? operation : undefined;
+    });
+    assert.equal(taken.message, '');
+    // …and once it has waited longer, the operation says what for (kubectl gitops operations shows it).
+    const noted = await eventually('the r2 operation says why it waits', async () => {
+      const operation = await getOperation(f.db, queued.operation.id);
+      return operation?.message ? operation : undefined;
+    });
+    assert.equal(noted.state, 'In_Progress');
+    assert.equal(noted.message, pendingOperationMessage('an earlier sync of the application runs'));
+    assert.ok(Date.now() - taken.last_attempt_at!.getTime() >= PENDING_NOTE_AFTER_MS);
   });
 
   it('terminates a running sync (phase Terminating; Argo CD then ends it Failed: Terminated); a queued one ends without touching Argo CD', async () => {
