@@ -44,7 +44,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Label } from '@gitops/api';
-import { enableStatementStatistics, openSessions, statementCalls } from '@gitops/db';
+import { createPathTimes, enableStatementStatistics, openSessions, statementCalls } from '@gitops/db';
 import { type ArgoCd, builtArgoCdBinary, createGitRepo, manifest, startArgoCd } from '@gitops/local-env';
 import {
   createInformer,
@@ -569,6 +569,8 @@ try {
   // Create them, IN_FLIGHT at a time.
   const createdAt = new Map<string, number>();
   const applicationOf = new Map<string, string>();
+  /** Service: deployment key → its GitOpsDeployment's uid. */
+  const uidOf = new Map<string, string>();
   /** Deployment key → the instance its namespace's label names. */
   const intendedInstance = new Map<string, Instance>();
   const start = performance.now();
@@ -598,6 +600,7 @@ try {
         });
         createdAt.set(key, t);
         applicationOf.set(key, `gitopsdepl-${gd.metadata.uid}`);
+        uidOf.set(key, gd.metadata.uid ?? '');
       }
       intendedInstance.set(`${namespace}/${name}`, instanceOfNamespaceIndex(i % NAMESPACES));
     },
@@ -698,6 +701,7 @@ try {
     }),
   );
   const backendSeconds = cpuByProcess.backend ?? 0;
+  const createPath = ALONE ? undefined : await createPathStages(system.db, keys, uidOf, createdAt);
   emit('argocd_create_to_synced_healthy', {
     method: ALONE
       ? `Argo CD alone: a real Argo CD ${instances[0]?.argoCd?.version} (redis + repo-server + application-controller, reconciliation ${RECONCILIATION_SECONDS} s), no backend, no agent; per tenant namespace an AppProject like the agent's, created first; one local file:// Git repository, one ConfigMap per path; one warm-up Application converged first; the Applications the agent would make (automated, in-cluster + the tenant namespace) POSTed by the benchmark ${IN_FLIGHT} in flight; POST → the Application shows sync Synced at the repository's head and health Healthy, seen by a watch`
@@ -711,6 +715,7 @@ try {
     client_create_rate_per_s: round1(DEPLOYMENTS / ((createdAll - start) / 1000)),
     create_to_application: latencySummary(toApplication),
     create_to_argocd_application_synced_healthy: latencySummary(toArgoSyncedHealthy),
+    ...(createPath ? { create_path: createPath } : {}),
     ...(ALONE
       ? {}
       : {
@@ -938,4 +943,35 @@ async function eventsByComponentAndReason(
     out.set(key, (out.get(key) ?? 0) + (event.count ?? 1));
   }
   return out;
+}
+
+/**
+ * Service: where a create spends its time before the Application exists, from the database's timestamps
+ * (the same machine's clock): POST → the backend's application row, → the agent takes its operation, → the
+ * agent finished it (the Application applied).
+ */
+async function createPathStages(
+  db: Parameters<typeof createPathTimes>[0],
+  keys: string[],
+  uidOf: Map<string, string>,
+  createdAt: Map<string, number>,
+) {
+  const times = new Map((await createPathTimes(db, [...uidOf.values()])).map((t) => [t.crUid, t]));
+  const postRow: number[] = [];
+  const rowTaken: number[] = [];
+  const takenDone: number[] = [];
+  for (const key of keys) {
+    const t = times.get(uidOf.get(key) ?? '');
+    const posted = createdAt.get(key);
+    if (!t || posted === undefined) continue;
+    postRow.push(t.rowAt.getTime() - (performance.timeOrigin + posted));
+    if (t.startedAt) rowTaken.push(t.startedAt.getTime() - t.rowAt.getTime());
+    if (t.startedAt && t.finishedAt) takenDone.push(t.finishedAt.getTime() - t.startedAt.getTime());
+  }
+  return {
+    post_to_application_row: latencySummary(postRow),
+    application_row_to_operation_taken: latencySummary(rowTaken),
+    operation_taken_to_finished: latencySummary(takenDone),
+    note: "database timestamps: the row's transaction start, the operation's last attempt start and its finish",
+  };
 }

@@ -284,3 +284,35 @@ export async function existingApplicationIds(
     .execute();
   return new Set(rows.map((row) => row.id));
 }
+
+/** When a GitOpsDeployment's create passed each step of the pipeline (createPathTimes). */
+export interface CreatePathTimes {
+  crUid: string;
+  /** The backend committed the application row (its transaction's start). */
+  rowAt: Date;
+  /** The agent last began an attempt of the row's first operation (null: not yet). */
+  startedAt: Date | null;
+  /** The agent finished that operation (the Application applied; null: not yet). */
+  finishedAt: Date | null;
+}
+
+/**
+ * Benchmarks only: for these GitOpsDeployment uids, when their application row was written and when the
+ * agent took and finished its first operation (the create). Finished operations must not have been
+ * deleted by retention yet.
+ */
+export async function createPathTimes(
+  db: Kysely<Database>,
+  crUids: readonly string[],
+): Promise<CreatePathTimes[]> {
+  if (crUids.length === 0) return [];
+  const { rows } = await sql<CreatePathTimes>`
+    select distinct on (m.cr_uid) m.cr_uid as "crUid", a.created_at as "rowAt",
+      o.last_attempt_at as "startedAt", o.finished_at as "finishedAt"
+    from api_cr_mapping m
+    join application a on a.id = m.application_id
+    left join operation o on o.resource_type = 'Application' and o.resource_id = a.id
+    where m.cr_uid = any(${crUids}::text[])
+    order by m.cr_uid, o.created_at`.execute(db);
+  return rows;
+}
