@@ -193,7 +193,7 @@ async function applyRows(
   return await orPlacementRefused(
     deps.db.transaction().execute(async (trx) => {
       await ManagedEnvironmentCr.lock(trx, namespace, name);
-      const stale = (await findEnvironmentMappings(trx, namespace, name)).filter((m) => m.cr_uid !== uid);
+      const stale = await findEnvironmentMappings(trx, namespace, name, { exceptUid: uid });
       await deleteMappedEnvironments(trx, stale);
       return await applyEnvironment(trx, deps.sealer, {
         environment: { namespace, name, uid },
