@@ -17,14 +17,10 @@ import {
   ManagedEnvironmentEventReason,
   ManagedEnvironmentReason,
 } from '@gitops/api';
-import type { Database, Sealer } from '@gitops/db';
 import {
-  type EventRecorder,
   findCondition,
-  type Informer,
   isConflict,
   type KubeCondition,
-  type KubeConfig,
   type Logger,
   patchStatus,
   type ReconcileContext,
@@ -32,13 +28,12 @@ import {
   setKubeCondition,
   splitObjectKey,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import { jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr, type ManagedEnvironmentObject } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
-import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome, reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
 import { orPlacementRefused, PlacementRefusedError } from '../placement.ts';
+import type { CredentialsReconcilerOptions } from '../reconciler-options.ts';
 import {
   type ManagedEnvironmentSpec,
   parseManagedEnvironmentSpec,
@@ -58,30 +53,20 @@ export const RECHECK_INTERVAL_MS = 3 * 60_000;
 /** Sooner while it fails (the user is probably fixing it; the Secret watch catches most fixes anyway). */
 export const RECHECK_FAILED_INTERVAL_MS = 30_000;
 
-export interface ManagedEnvironmentReconcilerOptions {
-  /** The cluster tenants' namespaces live on (the backend's own; read after start): placement stays on it. */
-  tenantClusterIdentity?: () => string;
-  db: Kysely<Database>;
-  kc: KubeConfig;
-  sealer: Sealer;
-  informer: Informer<ManagedEnvironmentObject>;
-  events: EventRecorder;
+export interface ManagedEnvironmentReconcilerOptions
+  extends CredentialsReconcilerOptions<ManagedEnvironmentObject> {
   /** After the agent's operation Failed, it is announced again this long after (GITOPS_OPERATION_RETRY_INTERVAL). */
   operationRetryMs?: number;
-  selector?: LabelSelector;
   /** Called after the rows of an environment changed (re-enqueue the GitOpsDeployments of that namespace). */
   onEnvironmentChanged?: (namespace: string) => void;
-  now?: () => Date;
 }
 
 /** What the steps use: the database, client, sealer, recorder and clock, and the failures already reported. */
-export interface ManagedEnvironmentSteps {
-  tenantClusterIdentity?: () => string;
-  db: Kysely<Database>;
-  kc: KubeConfig;
-  sealer: Sealer;
-  events: EventRecorder;
-  onEnvironmentChanged?: (namespace: string) => void;
+export interface ManagedEnvironmentSteps
+  extends Pick<
+    ManagedEnvironmentReconcilerOptions,
+    'tenantClusterIdentity' | 'db' | 'kc' | 'sealer' | 'events' | 'onEnvironmentChanged'
+  > {
   now: () => Date;
   /** After the agent's operation Failed, it is announced again this long after. */
   agentRetryAfterMs: number;
