@@ -1,11 +1,18 @@
 /**
  * Kubernetes objects: the part of them every helper relies on (`KubeObject`, `ObjectRef`), their queue keys,
  * their paths and kinds (`objectPath`, `kindParser`), and reading and writing one (`getObject`,
- * `serverSideApply`, `mergePatch`, `patchStatus`, `deleteIfExists`, `clusterIdentity`). The requests go
+ * `createUnlessExists`, `serverSideApply`, `mergePatch`, `patchStatus`, `deleteIfExists`, `clusterIdentity`). The requests go
  * through the client in kube-client.ts; Events through kube-events.ts.
  */
 import { HttpMethod, PatchStrategy } from '@kubernetes/client-node';
-import { ErrorCode, isNotFound, KubeApiError, RetryableError, TerminalError } from './errors.ts';
+import {
+  ErrorCode,
+  isAlreadyExists,
+  isNotFound,
+  KubeApiError,
+  RetryableError,
+  TerminalError,
+} from './errors.ts';
 import { isJsonObject } from './json.ts';
 import { collectionPath, type KubeConfig, kubeRequest, resolveResource } from './kube-client.ts';
 import type { Logger } from './logger.ts';
@@ -161,6 +168,23 @@ export async function getObject<T extends KubeObject = KubeObject>(
   } catch (err) {
     if (isNotFound(err)) return undefined;
     throw err;
+  }
+}
+
+/**
+ * POSTs `body` to the collection at `path`; an object of that name already there (409 AlreadyExists: an
+ * earlier attempt made it, or someone else did) is left as it is.
+ */
+export async function createUnlessExists(
+  kc: KubeConfig,
+  path: string,
+  body: unknown,
+  signal?: AbortSignal,
+): Promise<void> {
+  try {
+    await kubeRequest(kc, { method: HttpMethod.POST, path, body, signal });
+  } catch (err) {
+    if (!isAlreadyExists(err)) throw err;
   }
 }
 
