@@ -205,7 +205,8 @@ export async function requestServiceAccountToken(
     ...(signal ? { signal } : {}),
   });
   const token = isJsonObject(answer) && isJsonObject(answer.status) ? answer.status.token : undefined;
-  if (typeof token !== 'string' || token === '') throw new Error('the TokenRequest API returned no token');
+  if (typeof token !== 'string' || token === '')
+    throw new Error(`the TokenRequest of ${namespace}/${name} returned no token`);
   return token;
 }
 
