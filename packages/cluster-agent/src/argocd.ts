@@ -38,6 +38,31 @@ export const AgentLabel = {
 } as const;
 
 /**
+ * The Argo CD Secret (`secretType`: cluster or repository) of a tenant's row `databaseId`, with its `data`
+ * (base64), labelled as Argo CD and the agent find it.
+ */
+export function argoCdSecret(
+  secret: { name: string; namespace: string; secretType: string; databaseId: string; clusterUserId: string },
+  data: Record<string, string>,
+) {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: secret.name,
+      namespace: secret.namespace,
+      labels: {
+        [Label.ArgoCDSecretType]: secret.secretType,
+        [AgentLabel.DatabaseId]: secret.databaseId,
+        [AgentLabel.ClusterUserId]: secret.clusterUserId,
+      },
+    },
+    type: 'Opaque',
+    data,
+  };
+}
+
+/**
  * Annotations the agent sets on its Applications. `RowVersion`: the `updated_at` of the application row it was
  * last applied from (ISO 8601); an older row is never applied over it (application.reconciler.ts, a database
  * restored from an older backup). `RefreshServed`: the row's `refresh_requested_at` (ISO 8601) for which Argo CD

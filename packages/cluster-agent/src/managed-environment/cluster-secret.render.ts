@@ -4,9 +4,9 @@
  * (`<apiURL>?managedEnvironment=<id>`, so several environments on one API server stay distinct in Argo CD),
  * `config` (bearer token + TLS), `namespaces` / `clusterResources` when set, `project` (tenant AppProject).
  */
-import { ArgoCDSecretType, Label } from '@gitops/api';
+import { ArgoCDSecretType } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
-import { AgentLabel, appProjectName, managedEnvironmentClusterName } from '../argocd.ts';
+import { appProjectName, argoCdSecret, managedEnvironmentClusterName } from '../argocd.ts';
 
 export interface ClusterSecretInput {
   environmentId: string;
@@ -53,19 +53,14 @@ export function clusterSecretStringData(input: ClusterSecretInput): Record<strin
 
 export function renderClusterSecret(input: ClusterSecretInput): KubeObject {
   const stringData = clusterSecretStringData(input);
-  return {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: {
+  return argoCdSecret(
+    {
       name: managedEnvironmentClusterName(input.environmentId),
       namespace: input.namespace,
-      labels: {
-        [Label.ArgoCDSecretType]: ArgoCDSecretType.Cluster,
-        [Label.DatabaseId]: input.environmentId,
-        [AgentLabel.ClusterUserId]: input.clusterUserId,
-      },
+      secretType: ArgoCDSecretType.Cluster,
+      databaseId: input.environmentId,
+      clusterUserId: input.clusterUserId,
     },
-    type: 'Opaque',
-    data: Object.fromEntries(Object.entries(stringData).map(([k, v]) => [k, b64(v)])),
-  } as KubeObject;
+    Object.fromEntries(Object.entries(stringData).map(([k, v]) => [k, b64(v)])),
+  );
 }

@@ -7,7 +7,7 @@
  */
 import { ArgoCDSecretType, Label } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
-import { AgentLabel, appProjectName, clusterAppProjectName } from '../argocd.ts';
+import { AgentLabel, appProjectName, argoCdSecret, clusterAppProjectName } from '../argocd.ts';
 
 /** Which of the tenant's AppProjects a repository Secret is scoped to. */
 export type RepositoryProject = 'main' | 'cluster';
@@ -64,21 +64,16 @@ export function renderRepositorySecret(input: RepositorySecretInput): KubeObject
   if (input.sshPrivateKey !== undefined) data.sshPrivateKey = b64(input.sshPrivateKey);
   if (input.username !== undefined) data.username = b64(input.username);
   if (input.password !== undefined) data.password = b64(input.password);
-  return {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: {
+  return argoCdSecret(
+    {
       name: repositorySecretName(input.id, input.project),
       namespace: input.namespace,
-      labels: {
-        [Label.ArgoCDSecretType]: ArgoCDSecretType.Repository,
-        [AgentLabel.DatabaseId]: input.id,
-        [AgentLabel.ClusterUserId]: input.clusterUserId,
-      },
+      secretType: ArgoCDSecretType.Repository,
+      databaseId: input.id,
+      clusterUserId: input.clusterUserId,
     },
-    type: 'Opaque',
     data,
-  };
+  );
 }
 
 /** Both Secrets of a row: one per tenant AppProject. */
