@@ -101,6 +101,14 @@ export function condition(cr: RhoasCr | undefined, type: string): RhoasCondition
   return cr?.status?.conditions?.find((c) => c.type === type);
 }
 
+/** The CR's conditions, each as the list of its `fields` in that order (for one deepEqual of them all). */
+export function conditionFields(
+  cr: RhoasCr | undefined,
+  ...fields: (keyof RhoasCondition)[]
+): unknown[][] | undefined {
+  return cr?.status?.conditions?.map((c) => fields.map((field) => c[field]));
+}
+
 /**
  * Creates a CR of `kind` per case (all first, then waits) and checks that each finished False with the
  * operator's message naming the case's missing field; gives the finished CRs, in the cases' order, for the
