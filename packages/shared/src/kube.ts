@@ -1,6 +1,6 @@
 /**
  * Kubernetes objects: the part of them every helper relies on (`KubeObject`, `ObjectRef`), their queue keys,
- * their paths and kinds (`objectPath`, `kindParser`), and reading and writing one (`getObject`,
+ * their paths and kinds (`objectPath`, `kindParser`), and reading and writing one (`getObject`, `getPathIfExists`,
  * `createUnlessExists`, `serverSideApply`, `mergePatch`, `patchStatus`, `deleteIfExists`, `clusterIdentity`). The requests go
  * through the client in kube-client.ts; Events through kube-events.ts.
  */
@@ -165,6 +165,19 @@ export async function getObject<T extends KubeObject = KubeObject>(
     const path = await objectPath(kc, ref);
     const answer = await kubeRequest(kc, { method: HttpMethod.GET, path, signal: options.signal });
     return options.parse ? options.parse(answer) : (asKubeObject(answer, path) as T);
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * The answer of a GET of the API path `path` (unparsed: the caller checks it), or undefined when nothing is
+ * there (404). `getObject` is the same for a reference, its path looked up.
+ */
+export async function getPathIfExists(kc: KubeConfig, path: string, signal?: AbortSignal): Promise<unknown> {
+  try {
+    return await kubeRequest(kc, { method: HttpMethod.GET, path, signal });
   } catch (err) {
     if (isNotFound(err)) return undefined;
     throw err;

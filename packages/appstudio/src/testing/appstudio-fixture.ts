@@ -14,6 +14,7 @@ import {
   createMetricsRegistry,
   type Feature,
   type FeatureSet,
+  getPathIfExists,
   HttpMethod,
   isNotFound,
   type KubeConfig,
@@ -202,15 +203,7 @@ export function createAppStudioFixture(): AppStudioFixture {
         return conditions.length > 0 ? conditions : undefined;
       }),
     async get(kind, namespace, name) {
-      try {
-        return (await kubeRequest(kc, {
-          method: HttpMethod.GET,
-          path: objectPath(kind, namespace, name),
-        })) as KubeObject;
-      } catch (err) {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      }
+      return (await getPathIfExists(kc, objectPath(kind, namespace, name))) as KubeObject | undefined;
     },
     async list(kind, namespace) {
       const answer = (await kubeRequest(kc, {

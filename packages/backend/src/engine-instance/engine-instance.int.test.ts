@@ -29,7 +29,7 @@ import {
   upsertEngineInstance,
 } from '@gitops/db';
 import { givenListeningAgentSession } from '@gitops/db/testing';
-import { clusterIdentity, HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
+import { clusterIdentity, getPathIfExists, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually, randomSuffix } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
@@ -56,17 +56,8 @@ describe('GitOpsEngineInstance', () => {
     backend = await f.startBackend({ GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL: '1s', RESYNC_INTERVAL: '2s' });
   });
 
-  const get = async (name: string): Promise<EngineInstanceObject | undefined> => {
-    try {
-      return (await kubeRequest(f.kc, {
-        method: HttpMethod.GET,
-        path: pathOf(name),
-      })) as EngineInstanceObject;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
-  };
+  const get = async (name: string) =>
+    (await getPathIfExists(f.kc, pathOf(name))) as EngineInstanceObject | undefined;
   const mergePatch = (name: string, patch: unknown) =>
     kubeRequest(f.kc, {
       method: HttpMethod.PATCH,

@@ -17,7 +17,7 @@ import {
   SYNC_APPLICATION_DELETED_MESSAGE,
   setSyncOperationOutcome,
 } from '@gitops/db';
-import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
+import { getPathIfExists, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { describe, test } from 'vitest';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
@@ -41,14 +41,8 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
         labels: { [BACKEND_SHARD_LABEL]: fixture.runLabel },
       }),
     })) as KubeObject;
-  const getSyncRun = async (name: string) => {
-    try {
-      return (await kubeRequest(fixture.kc, { method: HttpMethod.GET, path: runsPath(name) })) as KubeObject;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
-  };
+  const getSyncRun = async (name: string) =>
+    (await getPathIfExists(fixture.kc, runsPath(name))) as KubeObject | undefined;
   const deleteSyncRun = (name: string) =>
     kubeRequest(fixture.kc, { method: HttpMethod.DELETE, path: runsPath(name) });
   const conditionOf = async (name: string) => {

@@ -16,6 +16,7 @@ import {
   createLogger,
   createMemoryDestination,
   createMetricsRegistry,
+  getPathIfExists,
   HttpMethod,
   isNotFound,
   type KubeConfig,
@@ -220,15 +221,9 @@ export async function createRhoasFixture(options: RhoasFixtureOptions = {}): Pro
       })) as KubeObject;
     },
     async getSecret(name) {
-      try {
-        return (await kubeRequest(kc, {
-          method: HttpMethod.GET,
-          path: `/api/v1/namespaces/${namespace}/secrets/${name}`,
-        })) as KubeObject & { data?: Record<string, string> };
-      } catch (err) {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      }
+      return (await getPathIfExists(kc, `/api/v1/namespaces/${namespace}/secrets/${name}`)) as
+        | (KubeObject & { data?: Record<string, string> })
+        | undefined;
     },
     async deleteSecret(name) {
       await kubeRequest(kc, {
@@ -251,15 +246,7 @@ export async function createRhoasFixture(options: RhoasFixtureOptions = {}): Pro
       })) as RhoasCr;
     },
     async get(kind, name) {
-      try {
-        return (await kubeRequest(kc, {
-          method: HttpMethod.GET,
-          path: crPath(namespace, kind, name),
-        })) as RhoasCr;
-      } catch (err) {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      }
+      return (await getPathIfExists(kc, crPath(namespace, kind, name))) as RhoasCr | undefined;
     },
     async patchSpec(kind, name, spec) {
       return (await kubeRequest(kc, {
