@@ -24,7 +24,7 @@ import {
   loadKubeConfig,
   type WorkQueue,
 } from '@gitops/shared';
-import { eventually, randomSuffix } from '@gitops/shared/testing';
+import { eventually, listEvents, randomSuffix } from '@gitops/shared/testing';
 import { type AppStudioFeatures, type AppStudioOptions, createAppStudioFeatures } from '../index.ts';
 
 export const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
@@ -229,14 +229,7 @@ export function createAppStudioFixture(): AppStudioFixture {
         if (!isNotFound(err)) throw err;
       }
     },
-    async events(namespace, involvedName) {
-      const answer = (await kubeRequest(kc, {
-        method: HttpMethod.GET,
-        path: `/api/v1/namespaces/${namespace}/events`,
-        query: { fieldSelector: `involvedObject.name=${involvedName}` },
-      })) as { items: { reason: string; message: string; type: string }[] };
-      return answer.items;
-    },
+    events: (namespace, involvedName) => listEvents(kc, namespace, { name: involvedName }),
     async createClass(name, spec) {
       classes.push(name);
       return (await kubeRequest(kc, {

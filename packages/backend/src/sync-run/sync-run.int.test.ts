@@ -18,7 +18,7 @@ import {
   setSyncOperationOutcome,
 } from '@gitops/db';
 import { getPathIfExists, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, listEvents } from '@gitops/shared/testing';
 import { describe, test } from 'vitest';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
 import { useStartedBackend } from '../testing/backend-fixture.ts';
@@ -76,13 +76,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       throw new Error(`${String(err)}; status: ${JSON.stringify(last)}`);
     });
   };
-  const eventReasonsOf = async (uid: string) => {
-    const list = (await kubeRequest(fixture.kc, {
-      method: HttpMethod.GET,
-      path: `/api/v1/namespaces/${tenant.name}/events?fieldSelector=involvedObject.uid=${uid}`,
-    })) as { items: { reason?: string; message?: string }[] };
-    return list.items;
-  };
+  const eventReasonsOf = (uid: string) => listEvents(fixture.kc, tenant.name, { uid });
   const syncRow = async (uid: string) =>
     (
       await eventually('sync row', async () => {

@@ -24,7 +24,7 @@ import {
   kubeRequest,
   loadKubeConfig,
 } from '@gitops/shared';
-import { eventually, randomSuffix, useFixture } from '@gitops/shared/testing';
+import { eventually, listEvents, randomSuffix, useFixture } from '@gitops/shared/testing';
 import { buildRhoasOperator, type RhoasOperator } from '../app.ts';
 import { loadRhoasOperatorConfig } from '../config.ts';
 
@@ -271,13 +271,7 @@ export async function createRhoasFixture(options: RhoasFixtureOptions = {}): Pro
           : undefined;
       });
     },
-    async events(name) {
-      const list = (await kubeRequest(kc, {
-        method: HttpMethod.GET,
-        path: `/api/v1/namespaces/${namespace}/events`,
-      })) as { items: { involvedObject: { name: string }; reason: string; message: string; type: string }[] };
-      return list.items.filter((e) => e.involvedObject.name === name);
-    },
+    events: (name) => listEvents(kc, namespace, { name }),
     async cleanup() {
       await operator.close();
       await api.close();
