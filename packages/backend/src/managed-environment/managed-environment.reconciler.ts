@@ -26,13 +26,13 @@ import {
   type ReconcileContext,
   type Reconciler,
   setKubeCondition,
-  splitObjectKey,
 } from '@gitops/shared';
 import { jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr, type ManagedEnvironmentObject } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import { operationsOutcome, reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
 import { orPlacementRefused, PlacementRefusedError } from '../placement.ts';
+import { readCurrent } from '../reconcile-current.ts';
 import type { CredentialsReconcilerOptions } from '../reconciler-options.ts';
 import {
   type ManagedEnvironmentSpec,
@@ -360,11 +360,8 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     options.selector,
   );
   return async (key, context) => {
-    const { namespace, name } = splitObjectKey(key);
-    if (namespace === undefined) return;
-    const object = await currentObject(namespace, name, context.signal);
-    // Another shard's environment is left alone (the shard rule, kinds.ts).
-    if (object === null) return;
-    return await reconcileManagedEnvironment(deps, namespace, name, object, context);
+    const current = await readCurrent(currentObject, key, context.signal);
+    if (!current) return;
+    return await reconcileManagedEnvironment(deps, current.namespace, current.name, current.object, context);
   };
 }

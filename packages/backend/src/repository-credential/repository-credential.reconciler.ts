@@ -22,13 +22,13 @@ import {
   patchStatus,
   type ReconcileResult,
   type Reconciler,
-  splitObjectKey,
 } from '@gitops/shared';
 import { jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr, type RepositoryCredentialObject } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
 import { orPlacementRefused, PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
+import { readCurrent } from '../reconcile-current.ts';
 import type { CredentialsReconcilerOptions } from '../reconciler-options.ts';
 import { checkChartRepository } from './chart-repository-check.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
@@ -384,11 +384,15 @@ export function createRepositoryCredentialReconciler(
     options.selector,
   );
   return async (key, context) => {
-    const { namespace, name } = splitObjectKey(key);
-    if (namespace === undefined) return;
-    const object = await currentObject(namespace, name, context.signal);
-    // Another shard's object is left alone (the shard rule, kinds.ts).
-    if (object === null) return;
-    return await reconcileRepositoryCredential(deps, key, namespace, name, object, context);
+    const current = await readCurrent(currentObject, key, context.signal);
+    if (!current) return;
+    return await reconcileRepositoryCredential(
+      deps,
+      key,
+      current.namespace,
+      current.name,
+      current.object,
+      context,
+    );
   };
 }
