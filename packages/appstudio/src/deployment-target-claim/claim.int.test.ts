@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import type { KubeObject } from '@gitops/shared';
 import { eventually, randomSuffix } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
+import { type AppStudioFixture, createAppStudioFixture, Kind, specOf } from '../testing/appstudio-fixture.ts';
 
 interface Condition {
   type: string;
@@ -25,7 +25,6 @@ const errorOf = (o: KubeObject | undefined) => {
 };
 const SUCCESS = { status: 'False', reason: 'Success', message: '' };
 const annotations = (o: KubeObject | undefined) => o?.metadata.annotations ?? {};
-const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 
 const f: AppStudioFixture = createAppStudioFixture();
 let ns: string;

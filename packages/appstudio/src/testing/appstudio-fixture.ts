@@ -29,6 +29,11 @@ import { type AppStudioFeatures, type AppStudioOptions, createAppStudioFeatures 
 
 export const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 
+/** An object's spec, empty when it has none (for a test to read its fields). */
+export const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
+/** An object's status, empty when it has none. */
+export const statusOf = (o: KubeObject | undefined) => (o?.status ?? {}) as Record<string, unknown>;
+
 /** An object's conditions as type, status, reason and message (what the tests compare; times left out). */
 export const conditionsOf = (o: KubeObject | undefined) =>
   (
