@@ -38,12 +38,12 @@ export const AgentLabel = {
 } as const;
 
 /**
- * The Argo CD Secret (`secretType`: cluster or repository) of a tenant's row `databaseId`, with its `data`
- * (base64), labelled as Argo CD and the agent find it.
+ * The Argo CD Secret (`secretType`: cluster or repository) of a tenant's row `databaseId`, labelled as Argo CD
+ * and the agent find it, with `values` as its `data` (base64-encoded, as the API server stores it).
  */
 export function argoCdSecret(
   secret: { name: string; namespace: string; secretType: string; databaseId: string; clusterUserId: string },
-  data: Record<string, string>,
+  values: Record<string, string>,
 ) {
   return {
     apiVersion: 'v1',
@@ -58,7 +58,9 @@ export function argoCdSecret(
       },
     },
     type: 'Opaque',
-    data,
+    data: Object.fromEntries(
+      Object.entries(values).map(([key, value]) => [key, Buffer.from(value, 'utf8').toString('base64')]),
+    ),
   };
 }
 

@@ -28,8 +28,6 @@ export function clusterServer(apiUrl: string, environmentId: string): string {
   return `${apiUrl}?managedEnvironment=${environmentId}`;
 }
 
-const b64 = (value: string) => Buffer.from(value, 'utf8').toString('base64');
-
 /** The string data of the cluster Secret (before base64). */
 export function clusterSecretStringData(input: ClusterSecretInput): Record<string, string> {
   const data: Record<string, string> = {
@@ -52,7 +50,6 @@ export function clusterSecretStringData(input: ClusterSecretInput): Record<strin
 }
 
 export function renderClusterSecret(input: ClusterSecretInput): KubeObject {
-  const stringData = clusterSecretStringData(input);
   return argoCdSecret(
     {
       name: managedEnvironmentClusterName(input.environmentId),
@@ -61,6 +58,6 @@ export function renderClusterSecret(input: ClusterSecretInput): KubeObject {
       databaseId: input.environmentId,
       clusterUserId: input.clusterUserId,
     },
-    Object.fromEntries(Object.entries(stringData).map(([k, v]) => [k, b64(v)])),
+    clusterSecretStringData(input),
   );
 }

@@ -44,26 +44,23 @@ export interface RepositorySecretInput {
   project?: RepositoryProject;
 }
 
-const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
-
 /** The desired Secret (data base64-encoded, as the API server stores it). */
 export function renderRepositorySecret(input: RepositorySecretInput): KubeObject & {
   type: string;
   data: Record<string, string>;
 } {
-  const data: Record<string, string> = {
-    url: b64(input.repositoryUrl),
-    project: b64(
+  const values: Record<string, string> = {
+    url: input.repositoryUrl,
+    project:
       input.project === 'cluster'
         ? clusterAppProjectName(input.clusterUserId)
         : appProjectName(input.clusterUserId),
-    ),
   };
   if (input.repositoryType !== undefined && input.repositoryType !== 'git')
-    data.type = b64(input.repositoryType);
-  if (input.sshPrivateKey !== undefined) data.sshPrivateKey = b64(input.sshPrivateKey);
-  if (input.username !== undefined) data.username = b64(input.username);
-  if (input.password !== undefined) data.password = b64(input.password);
+    values.type = input.repositoryType;
+  if (input.sshPrivateKey !== undefined) values.sshPrivateKey = input.sshPrivateKey;
+  if (input.username !== undefined) values.username = input.username;
+  if (input.password !== undefined) values.password = input.password;
   return argoCdSecret(
     {
       name: repositorySecretName(input.id, input.project),
@@ -72,7 +69,7 @@ export function renderRepositorySecret(input: RepositorySecretInput): KubeObject
       databaseId: input.id,
       clusterUserId: input.clusterUserId,
     },
-    data,
+    values,
   );
 }
 
