@@ -12,6 +12,7 @@ import {
   condition,
   conditionFields,
   connectionSpec,
+  decode,
   eventually,
   finishedMissingArgument,
   OFFLINE_TOKEN,
@@ -23,10 +24,6 @@ import {
 
 const KIND = 'KafkaConnection';
 const conditionRows = (cr: RhoasCr) => conditionFields(cr, 'type', 'status', 'reason', 'message');
-const decode = (data: Record<string, string> | undefined) =>
-  Object.fromEntries(
-    Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
-  );
 
 describe('KafkaConnection', () => {
   const f = useRhoasFixture({

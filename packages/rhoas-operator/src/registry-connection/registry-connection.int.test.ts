@@ -12,6 +12,7 @@ import {
   condition,
   conditionFields,
   connectionSpec,
+  decode,
   eventually,
   type RhoasCr,
   SA_SECRET,
@@ -58,10 +59,7 @@ describe('ServiceRegistryConnection', () => {
     const binding = await f.getSecret('schemas-binding-registry');
     assert.deepEqual(controller(binding), [['ServiceRegistryConnection', cr.metadata.uid]]);
     assert.equal(binding?.type, 'servicebinding.io/serviceregistry');
-    const data = Object.fromEntries(
-      Object.entries(binding?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
-    );
-    assert.deepEqual(data, {
+    assert.deepEqual(decode(binding?.data), {
       type: 'serviceregistry',
       provider: 'rhoas',
       'registry-url': `${registry.registryUrl}/apis/registry/v2`,

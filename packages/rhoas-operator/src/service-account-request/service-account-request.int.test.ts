@@ -10,16 +10,13 @@ import { describe, it } from 'vitest';
 import {
   condition,
   conditionFields,
+  decode,
   finishedMissingArgument,
   TOKEN_SECRET,
   useRhoasFixture,
 } from '../testing/rhoas-fixture.ts';
 
 const KIND = 'CloudServiceAccountRequest';
-const decode = (data: Record<string, string> | undefined) =>
-  Object.fromEntries(
-    Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
-  );
 
 describe('CloudServiceAccountRequest', () => {
   const f = useRhoasFixture();

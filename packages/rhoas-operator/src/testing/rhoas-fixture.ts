@@ -102,6 +102,12 @@ export function condition(cr: RhoasCr | undefined, type: string): RhoasCondition
   return cr?.status?.conditions?.find((c) => c.type === type);
 }
 
+/** A Secret's `data`, each value decoded from base64. */
+export const decode = (data: Record<string, string> | undefined) =>
+  Object.fromEntries(
+    Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
+  );
+
 /** The CR's conditions, each as the list of its `fields` in that order (for one deepEqual of them all). */
 export function conditionFields(
   cr: RhoasCr | undefined,
