@@ -44,6 +44,12 @@ export const conditionsOf = (o: KubeObject | undefined) =>
     )?.conditions ?? []
   ).map(({ type, status, reason, message }) => ({ type, status, reason, message }));
 
+/** An object's ErrorOccurred condition as status, reason and message, if it has one. */
+export const errorOf = (o: KubeObject | undefined) => {
+  const c = conditionsOf(o).find((x) => x.type === 'ErrorOccurred');
+  return c ? { status: c.status, reason: c.reason, message: c.message } : undefined;
+};
+
 export interface AppStudioFixture {
   readonly kc: KubeConfig;
   readonly shard: string;
