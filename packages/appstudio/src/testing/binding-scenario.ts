@@ -6,15 +6,9 @@
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll } from 'vitest';
-import {
-  type AppStudioFixture,
-  createAppStudioFixture,
-  Kind,
-  specOf,
-  statusOf,
-} from './appstudio-fixture.ts';
+import { type AppStudioFixture, createAppStudioFixture, Kind, statusOf } from './appstudio-fixture.ts';
 
-export { specOf, statusOf };
+export { specOf, statusOf } from './appstudio-fixture.ts';
 
 export interface Condition {
   type: string;

@@ -15,15 +15,9 @@ import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll } from 'vitest';
 import type { PushedCommit } from '../context.ts';
 import { RENDER_ANNOTATION } from '../gitops-repository/render.ts';
-import {
-  type AppStudioFixture,
-  createAppStudioFixture,
-  Kind,
-  specOf,
-  statusOf,
-} from './appstudio-fixture.ts';
+import { type AppStudioFixture, createAppStudioFixture, Kind, statusOf } from './appstudio-fixture.ts';
 
-export { specOf, statusOf };
+export { specOf, statusOf } from './appstudio-fixture.ts';
 
 const exec = promisify(execFile);
 export const USER = 'jane';
