@@ -3,7 +3,7 @@
  * `newAppStudioController(ctx, name)` gives the builder with the context's registry, logger and concurrency;
  * `quietInTerminatingNamespace` wraps a reconcile so that a namespace being deleted ends it quietly (nothing
  * can be created there and everything goes anyway; the original checked the namespace's deletionTimestamp
- * first).
+ * first); `againOnConflict` and `requeueIn` are the results a reconcile gives back.
  *
  *   newAppStudioController(ctx, 'appstudio-promotionrun')
  *     .for(promotionRuns, { predicates: [anyOf(relist, generationChanged)] })
@@ -15,10 +15,12 @@ import {
   type EventRecorder,
   type ForOptions,
   type Informer,
+  isConflict,
   isNamespaceTerminating,
   type KubeConfig,
   type KubeObject,
   newController,
+  type ReconcileResult,
   type Reconciler,
 } from '@gitops/shared';
 import type { AppStudioContext } from './context.ts';
@@ -38,6 +40,23 @@ export function quietInTerminatingNamespace(reconcile: Reconciler): Reconciler {
       throw err;
     }
   };
+}
+
+/** What `step` returns, or a reconcile again at once when it met a conflict (an object changed meanwhile). */
+export async function againOnConflict(
+  step: () => Promise<ReconcileResult | undefined>,
+): Promise<ReconcileResult | undefined> {
+  try {
+    return await step();
+  } catch (err) {
+    if (isConflict(err)) return { requeue: true };
+    throw err;
+  }
+}
+
+/** A reconcile again in `ms`, or none when undefined. */
+export function requeueIn(ms: number | undefined): ReconcileResult | undefined {
+  return ms === undefined ? undefined : { requeueAfter: ms };
 }
 
 /** The controller builder of an App Studio controller named `name`: `.for(kind)` next. */

@@ -7,13 +7,12 @@ import { AppStudioKinds, Kinds } from '@gitops/api';
 import { getApiCrMappingByUid } from '@gitops/db';
 import { collectionPath, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { BACKEND_SHARD_LABEL } from './config.ts';
-import { type BackendFixture, createBackendFixture } from './testing/backend-fixture.ts';
+import { useStartedBackend } from './testing/backend-fixture.ts';
 
 describe('App Studio in the backend', () => {
-  let f: BackendFixture;
-  let ns: string;
+  const { f, tenant } = useStartedBackend({}, 'appstudio-be');
 
   const create = (
     kind: { apiVersion: string; kind: string; resource: { apiVersion: string; plural: string } },
@@ -22,21 +21,14 @@ describe('App Studio in the backend', () => {
   ) =>
     kubeRequest(f.kc, {
       method: HttpMethod.POST,
-      path: collectionPath({ ...kind.resource, namespace: ns }),
+      path: collectionPath({ ...kind.resource, namespace: tenant.name }),
       body: {
         apiVersion: kind.apiVersion,
         kind: kind.kind,
-        metadata: { name, namespace: ns, labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
+        metadata: { name, namespace: tenant.name, labels: { [BACKEND_SHARD_LABEL]: f.runLabel } },
         ...body,
       },
     });
-
-  beforeAll(async () => {
-    f = await createBackendFixture();
-    await f.startBackend();
-    ns = (await f.createNamespace('appstudio-be')).name;
-  });
-  afterAll(() => f.cleanup());
 
   it('a binding with component status becomes a GitOpsDeployment that the backend serves', async () => {
     await create(AppStudioKinds.Application, 'app', { spec: { displayName: 'app' } });
@@ -48,7 +40,7 @@ describe('App Studio in the backend', () => {
     });
     await kubeRequest(f.kc, {
       method: HttpMethod.PATCH,
-      path: `${collectionPath({ ...AppStudioKinds.SnapshotEnvironmentBinding.resource, namespace: ns })}/app-dev/status`,
+      path: `${collectionPath({ ...AppStudioKinds.SnapshotEnvironmentBinding.resource, namespace: tenant.name })}/app-dev/status`,
       contentType: 'application/merge-patch+json',
       body: {
         status: {
@@ -68,7 +60,7 @@ describe('App Studio in the backend', () => {
       },
     });
     const deployment = await eventually('the generated GitOpsDeployment', () =>
-      f.getDeployment(ns, 'app-dev-app-dev-web'),
+      f.getDeployment(tenant.name, 'app-dev-app-dev-web'),
     );
     assert.equal(deployment.metadata.labels?.[BACKEND_SHARD_LABEL], f.runLabel);
     assert.equal(

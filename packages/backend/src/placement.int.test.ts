@@ -23,8 +23,8 @@ import {
 } from '@gitops/db';
 import {
   clusterIdentity,
+  getPathIfExists,
   HttpMethod,
-  isNotFound,
   KubeApiError,
   KubeConfig,
   type KubeObject,
@@ -83,17 +83,8 @@ describe('tenant placement on engine instances', () => {
       body: { metadata: { labels: { [Label.EngineInstance]: instance } } },
       contentType: 'application/merge-patch+json',
     });
-  const serviceAccountOf = async (namespace: string) => {
-    try {
-      return await kubeRequest(f.kc, {
-        method: HttpMethod.GET,
-        path: `/api/v1/namespaces/${namespace}/serviceaccounts/${WORKSPACE_SERVICE_ACCOUNT}`,
-      });
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
-  };
+  const serviceAccountOf = (namespace: string) =>
+    getPathIfExists(f.kc, `/api/v1/namespaces/${namespace}/serviceaccounts/${WORKSPACE_SERVICE_ACCOUNT}`);
   /** The Workspace environment of the tenant of this namespace, once it has credentials. */
   const workspaceReach = (namespaceUid: string) =>
     eventually('workspace credentials', async () => {

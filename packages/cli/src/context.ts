@@ -125,33 +125,35 @@ export function createContext(options: ContextOptions): Context {
   let keys: EncryptionKeys | undefined;
   const secrets: string[] = [];
 
-  function databaseUrl(): string {
+  /**
+   * A setting read as the services read it; a ConfigError is a CliError with its issues, or, when `required`
+   * names a variable that is not set, with what to set it to.
+   */
+  function setting<T>(read: () => T, required?: { name: string; hint: string }): T {
     try {
-      const url = loadConfig({ url: databaseUrlVar }, env).url;
-      const password = new URL(url).password;
-      if (password) secrets.push(password, decodeURIComponent(password));
-      return url;
+      return read();
     } catch (err) {
-      if (err instanceof ConfigError) {
-        const unset = env.DATABASE_URL === undefined || env.DATABASE_URL === '';
-        throw new CliError(
-          unset
-            ? 'DATABASE_URL is not set: set it to the PostgreSQL connection string the backend uses (a postgres:// URL)'
-            : err.issues.map((i) => i.message).join('; '),
-        );
-      }
-      throw err;
+      if (!(err instanceof ConfigError)) throw err;
+      const unset = required !== undefined && (env[required.name] === undefined || env[required.name] === '');
+      throw new CliError(
+        unset ? `${required.name} is not set: ${required.hint}` : err.issues.map((i) => i.message).join('; '),
+      );
     }
+  }
+
+  function databaseUrl(): string {
+    const url = setting(() => loadConfig({ url: databaseUrlVar }, env).url, {
+      name: 'DATABASE_URL',
+      hint: 'set it to the PostgreSQL connection string the backend uses (a postgres:// URL)',
+    });
+    const password = new URL(url).password;
+    if (password) secrets.push(password, decodeURIComponent(password));
+    return url;
   }
 
   /** GITOPS_DATABASE_PREPARED_STATEMENTS, as the services take it: false behind a transaction-mode pooler. */
   function preparedStatements(): boolean {
-    try {
-      return loadConfig({ prepared: databasePreparedStatementsVar }, env).prepared;
-    } catch (err) {
-      if (err instanceof ConfigError) throw new CliError(err.issues.map((i) => i.message).join('; '));
-      throw err;
-    }
+    return setting(() => loadConfig({ prepared: databasePreparedStatementsVar }, env).prepared);
   }
 
   function kubeConfig(): KubeConfig {
@@ -188,19 +190,10 @@ export function createContext(options: ContextOptions): Context {
 
   function encryptionKeys(): EncryptionKeys {
     if (keys) return keys;
-    try {
-      keys = loadConfig({ keys: encryptionKeysVar('GITOPS_ENCRYPTION_KEYS') }, env).keys;
-    } catch (err) {
-      if (err instanceof ConfigError) {
-        const unset = env.GITOPS_ENCRYPTION_KEYS === undefined || env.GITOPS_ENCRYPTION_KEYS === '';
-        throw new CliError(
-          unset
-            ? 'GITOPS_ENCRYPTION_KEYS is not set: set it to the keys the backend and the cluster-agent use (id=<base64 of 32 bytes>,...; the first is active)'
-            : err.issues.map((i) => i.message).join('; '),
-        );
-      }
-      throw err;
-    }
+    keys = setting(() => loadConfig({ keys: encryptionKeysVar('GITOPS_ENCRYPTION_KEYS') }, env).keys, {
+      name: 'GITOPS_ENCRYPTION_KEYS',
+      hint: 'set it to the keys the backend and the cluster-agent use (id=<base64 of 32 bytes>,...; the first is active)',
+    });
     for (const key of keys.keys) secrets.push(Buffer.from(key.key).toString('base64'));
     return keys;
   }

@@ -2,8 +2,8 @@
 import { Kinds } from '@gitops/api';
 import {
   collectionPath,
+  getPathIfExists,
   HttpMethod,
-  isNotFound,
   type KubeConfig,
   type KubeObject,
   kubeRequest,
@@ -18,12 +18,7 @@ export interface Condition {
 }
 
 export async function getOrUndefined(kc: KubeConfig, path: string): Promise<KubeObject | undefined> {
-  try {
-    return (await kubeRequest(kc, { method: HttpMethod.GET, path })) as KubeObject;
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+  return (await getPathIfExists(kc, path)) as KubeObject | undefined;
 }
 
 export async function listObjects(kc: KubeConfig, path: string): Promise<KubeObject[]> {

@@ -38,6 +38,33 @@ export const AgentLabel = {
 } as const;
 
 /**
+ * The Argo CD Secret (`secretType`: cluster or repository) of a tenant's row `databaseId`, labelled as Argo CD
+ * and the agent find it, with `values` as its `data` (base64-encoded, as the API server stores it).
+ */
+export function argoCdSecret(
+  secret: { name: string; namespace: string; secretType: string; databaseId: string; clusterUserId: string },
+  values: Record<string, string>,
+) {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: secret.name,
+      namespace: secret.namespace,
+      labels: {
+        [Label.ArgoCDSecretType]: secret.secretType,
+        [AgentLabel.DatabaseId]: secret.databaseId,
+        [AgentLabel.ClusterUserId]: secret.clusterUserId,
+      },
+    },
+    type: 'Opaque',
+    data: Object.fromEntries(
+      Object.entries(values).map(([key, value]) => [key, Buffer.from(value, 'utf8').toString('base64')]),
+    ),
+  };
+}
+
+/**
  * Annotations the agent sets on its Applications. `RowVersion`: the `updated_at` of the application row it was
  * last applied from (ISO 8601); an older row is never applied over it (application.reconciler.ts, a database
  * restored from an older backup). `RefreshServed`: the row's `refresh_requested_at` (ISO 8601) for which Argo CD

@@ -7,8 +7,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffCeiling } from '@gitops/shared';
-import pg from 'pg';
-import { connectionConfig } from './connection.ts';
+import type pg from 'pg';
+import { asError, watchedSession } from './connection.ts';
 
 /** Advisory lock class of "the active cluster-agent of an engine instance" (key: hashtext(instance id)). */
 export const AGENT_ACTIVE_LOCK_CLASS = 1_734_964_226; // 0x67697402, fits int4
@@ -41,8 +41,6 @@ export interface ActiveLock {
   release(): Promise<void>;
 }
 
-const asError = (value: unknown) => (value instanceof Error ? value : new Error(String(value)));
-
 /**
  * Waits for, then holds, the advisory lock (`classId`, hashtext(`key`)) until `release()`. A lost session is
  * replaced and the lock taken again; if another process got it meanwhile, `onTakenOver` says so and this one
@@ -70,18 +68,13 @@ export function holdActiveLock(
     let saidWaiting = false;
     let everHeld = false;
     while (!stop.signal.aborted) {
-      const session = new pg.Client({
-        ...connectionConfig(url, options.applicationName ?? 'gitops-active-lock'),
-        connectionTimeoutMillis: 10_000,
-      });
+      const watched = watchedSession(
+        url,
+        options.applicationName ?? 'gitops-active-lock',
+        'the active-lock session ended',
+      );
+      const { client: session, lost } = watched;
       client = session;
-      let markLost!: (error: Error) => void;
-      const lost = new Promise<Error>((resolve) => {
-        markLost = resolve;
-      });
-      // Kept for the client's whole life: a socket error must never be an unhandled 'error' event.
-      session.on('error', (error) => markLost(error));
-      session.on('end', () => markLost(new Error('the active-lock session ended')));
       try {
         await session.connect();
         const tried = await session.query<{ held: boolean }>(
@@ -118,23 +111,7 @@ export function holdActiveLock(
       if (everHeld) options.onReacquired?.();
       everHeld = true;
       resolveAcquired();
-      const health =
-        healthMs > 0
-          ? setInterval(() => {
-              const timeout = setTimeout(
-                () => markLost(new Error('the active-lock session stopped answering')),
-                10_000,
-              );
-              session.query('select 1').then(
-                () => clearTimeout(timeout),
-                (error: unknown) => {
-                  clearTimeout(timeout);
-                  markLost(asError(error));
-                },
-              );
-            }, healthMs)
-          : undefined;
-      health?.unref();
+      const health = watched.healthCheck(healthMs, 'the active-lock session stopped answering');
       const reason = await Promise.race([
         lost,
         new Promise<undefined>((resolve) => stop.signal.addEventListener('abort', () => resolve(undefined))),

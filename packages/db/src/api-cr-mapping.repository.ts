@@ -212,12 +212,16 @@ export async function getApiCrMappingByUid(
   return await db.selectFrom('api_cr_mapping').selectAll().where('cr_uid', '=', crUid).executeTakeFirst();
 }
 
-/** Mappings of CRs with this kind/namespace/name (several during a delete-recreate), oldest first. */
+/**
+ * Mappings of CRs with this kind/namespace/name (several during a delete-recreate), oldest first; optionally
+ * except the incarnation `exceptUid`.
+ */
 export async function findApiCrMappingsByName(
   db: Kysely<Database>,
   cr: { kind: CrKind; namespace: string; name: string },
+  options: { exceptUid?: string } = {},
 ): Promise<ApiCrMappingRow[]> {
-  return await db
+  const mappings = await db
     .selectFrom('api_cr_mapping')
     .selectAll()
     .where('cr_namespace', '=', cr.namespace)
@@ -225,6 +229,19 @@ export async function findApiCrMappingsByName(
     .where('cr_name', '=', cr.name)
     .orderBy('created_at')
     .execute();
+  return mappings.filter((m) => m.cr_uid !== options.exceptUid);
+}
+
+/** `findApiCrMappingsByName` of one kind, as (db, namespace, name, { exceptUid }): a store's lookup of its CRs. */
+export function apiCrMappingsOfKind(
+  kind: CrKind,
+): (
+  db: Kysely<Database>,
+  namespace: string,
+  name: string,
+  options?: { exceptUid?: string },
+) => Promise<ApiCrMappingRow[]> {
+  return (db, namespace, name, options) => findApiCrMappingsByName(db, { kind, namespace, name }, options);
 }
 
 /** The mapping of a database row (e.g. which GitOpsDeployment an application belongs to). */

@@ -61,6 +61,57 @@ export function connectionConfig(url: string, applicationName?: string): pg.Clie
   };
 }
 
+/** A thrown value as an Error. */
+export function asError(value: unknown): Error {
+  return value instanceof Error ? value : new Error(String(value));
+}
+
+/** A dedicated session (LISTEN, an advisory lock) and what tells that it is lost. */
+export interface WatchedSession {
+  client: pg.Client;
+  /** Resolves with why the session is lost: a socket error, its end, a health check, or `markLost`. */
+  lost: Promise<Error>;
+  markLost(error: Error): void;
+  /**
+   * Every `intervalMs` (none when 0), `select 1`: a failure, or no answer within 10 s (`timeoutMessage`),
+   * marks the session lost. The interval does not keep the process alive; clear it when the session ends.
+   */
+  healthCheck(intervalMs: number, timeoutMessage: string): NodeJS.Timeout | undefined;
+}
+
+/**
+ * A client of its own (not pooled) whose loss is a promise. Its 'error' listener stays for the client's whole
+ * life: a socket error must never be an unhandled 'error' event.
+ */
+export function watchedSession(url: string, applicationName: string, endedMessage: string): WatchedSession {
+  const client = new pg.Client({
+    ...connectionConfig(url, applicationName),
+    connectionTimeoutMillis: 10_000,
+  });
+  let markLost!: (error: Error) => void;
+  const lost = new Promise<Error>((resolve) => {
+    markLost = resolve;
+  });
+  client.on('error', (error) => markLost(error));
+  client.on('end', () => markLost(new Error(endedMessage)));
+  const healthCheck = (intervalMs: number, timeoutMessage: string) => {
+    if (intervalMs <= 0) return undefined;
+    const timer = setInterval(() => {
+      const timeout = setTimeout(() => markLost(new Error(timeoutMessage)), 10_000);
+      client.query('select 1').then(
+        () => clearTimeout(timeout),
+        (error: unknown) => {
+          clearTimeout(timeout);
+          markLost(asError(error));
+        },
+      );
+    }, intervalMs);
+    timer.unref();
+    return timer;
+  };
+  return { client, lost, markLost, healthCheck };
+}
+
 /**
  * Creates the Kysely instance over a pg Pool. Call `db.destroy()` to close the pool.
  */

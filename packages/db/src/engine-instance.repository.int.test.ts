@@ -16,6 +16,7 @@ import {
 import { ensureWorkspaceEnvironment } from './managed-environment.repository.ts';
 import { isAgentListening } from './operation-relay.repository.ts';
 import { moveTenant } from './tenant-move.repository.ts';
+import { openTransaction } from './testing/interleaving.ts';
 import { useTestDatabase } from './testing/per-file-database.ts';
 import {
   givenApplication,
@@ -182,20 +183,8 @@ describe('engine instance registration', () => {
     assert.equal(placed?.workspaceEnvironmentId, environment.id);
 
     // A move holds the tenant row: the read waits for it, then answers undefined (placeTenant's path decides).
-    let release!: () => void;
-    const released = new Promise<void>((r) => {
-      release = r;
-    });
-    let holding!: () => void;
-    const held = new Promise<void>((r) => {
-      holding = r;
-    });
-    const move = testDb.db.transaction().execute(async (trx) => {
-      await moveTenant(trx, tenant.id, away.id);
-      holding();
-      await released;
-    });
-    await held;
+    const move = openTransaction(testDb.db, (trx) => moveTenant(trx, tenant.id, away.id));
+    await move.ready;
     let readerPid: number | undefined;
     const during = testDb.db.transaction().execute(async (trx) => {
       const { rows } = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(trx);
@@ -208,8 +197,8 @@ describe('engine instance registration', () => {
         select wait_event_type as wait from pg_stat_activity where pid = ${readerPid}`.execute(testDb.db);
       return rows[0]?.wait === 'Lock' ? true : undefined;
     });
-    release();
-    await move;
+    move.release();
+    await move.done;
     assert.equal(await during, undefined);
     assert.equal((await read())?.instance.name, away.name);
   });

@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffCeiling } from '@gitops/shared';
 import { type Kysely, sql, type Transaction } from 'kysely';
-import pg from 'pg';
-import { connectionConfig } from './connection.ts';
+import type pg from 'pg';
+import { asError, watchedSession } from './connection.ts';
 import type { Database } from './database.ts';
 
 /**
@@ -101,10 +101,6 @@ function quoteIdentifier(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
-function asError(value: unknown): Error {
-  return value instanceof Error ? value : new Error(String(value));
-}
-
 /**
  * LISTENs on `channels` on a dedicated connection (not from a pool: LISTEN is per session). When the
  * connection is lost it reconnects with backoff and LISTENs again, until `close()`.
@@ -145,17 +141,13 @@ export function listen(
 
   /** Connects and LISTENs; resolves when that connection is lost (or the listener is closed). */
   async function session(reconnected: boolean): Promise<boolean> {
-    const connection = new pg.Client({
-      ...connectionConfig(url, options.applicationName ?? 'gitops-listen'),
-      connectionTimeoutMillis: 10_000,
-    });
+    const watched = watchedSession(
+      url,
+      options.applicationName ?? 'gitops-listen',
+      'LISTEN connection ended',
+    );
+    const { client: connection, lost, markLost } = watched;
     client = connection;
-    let markLost!: (error: Error) => void;
-    const lost = new Promise<Error>((resolve) => {
-      markLost = resolve;
-    });
-    connection.on('error', (error) => markLost(error));
-    connection.on('end', () => markLost(new Error('LISTEN connection ended')));
     connection.on('notification', deliver);
     const onAbort = () => markLost(new Error('closed'));
     stop.signal.addEventListener('abort', onAbort);
@@ -165,22 +157,7 @@ export function listen(
       for (const channel of wanted) await connection.query(`LISTEN ${quoteIdentifier(channel)}`);
       await options.onSession?.(connection);
       if (stop.signal.aborted) return true;
-      if (healthCheckInterval > 0) {
-        healthCheck = setInterval(() => {
-          const timeout = setTimeout(
-            () => markLost(new Error('LISTEN connection health check timed out')),
-            10_000,
-          );
-          connection.query('select 1').then(
-            () => clearTimeout(timeout),
-            (error: unknown) => {
-              clearTimeout(timeout);
-              markLost(asError(error));
-            },
-          );
-        }, healthCheckInterval);
-        healthCheck.unref();
-      }
+      healthCheck = watched.healthCheck(healthCheckInterval, 'LISTEN connection health check timed out');
       resolveReady();
       try {
         options.onConnected?.({ reconnected });

@@ -293,6 +293,19 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       mode: 0o600,
     });
 
+    /** kube-controller-manager or kube-scheduler from `dir`, its log in the work directory; stopped with the rest. */
+    const startComponent = (name: string, dir: string, args: string[]) => {
+      const started = startProcess(name, join(dir, name), args, { logFile: logFile(name), onLine: () => {} });
+      processes.push(started);
+      return started;
+    };
+    /** The admin kubeconfig, for the API server and for the component's own authentication and authorization. */
+    const adminKubeconfigFlags = [
+      `--kubeconfig=${kubeconfigPath}`,
+      `--authentication-kubeconfig=${kubeconfigPath}`,
+      `--authorization-kubeconfig=${kubeconfigPath}`,
+    ];
+
     let nodeKubeconfigPath: string | undefined;
     if (cluster && pki && nodeBinDir) {
       nodeKubeconfigPath = join(workDir, 'node.kubeconfig');
@@ -303,59 +316,37 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       );
       // Every controller (Deployments, ReplicaSets, ServiceAccount tokens, kube-root-ca.crt, ...) with a
       // credential per controller, and the scheduler; both use the admin kubeconfig.
-      const kcm = startProcess(
-        'kube-controller-manager',
-        join(binDir, 'kube-controller-manager'),
-        [
-          `--kubeconfig=${kubeconfigPath}`,
-          `--authentication-kubeconfig=${kubeconfigPath}`,
-          `--authorization-kubeconfig=${kubeconfigPath}`,
-          '--controllers=*',
-          '--leader-elect=false',
-          '--secure-port=0',
-          '--use-service-account-credentials=true',
-          `--root-ca-file=${pki.caCert}`,
-          `--service-account-private-key-file=${saKeyFile}`,
-          '--service-cluster-ip-range=10.0.0.0/24',
-          '--concurrent-gc-syncs=5',
-          '--profiling=false',
-        ],
-        { logFile: logFile('kube-controller-manager'), onLine: () => {} },
-      );
-      processes.push(kcm);
-      const scheduler = startProcess(
-        'kube-scheduler',
-        join(nodeBinDir, 'kube-scheduler'),
-        [
-          `--kubeconfig=${kubeconfigPath}`,
-          `--authentication-kubeconfig=${kubeconfigPath}`,
-          `--authorization-kubeconfig=${kubeconfigPath}`,
-          '--leader-elect=false',
-          '--secure-port=0',
-          '--profiling=false',
-        ],
-        { logFile: logFile('kube-scheduler'), onLine: () => {} },
-      );
-      processes.push(scheduler);
+      const kcm = startComponent('kube-controller-manager', binDir, [
+        ...adminKubeconfigFlags,
+        '--controllers=*',
+        '--leader-elect=false',
+        '--secure-port=0',
+        '--use-service-account-credentials=true',
+        `--root-ca-file=${pki.caCert}`,
+        `--service-account-private-key-file=${saKeyFile}`,
+        '--service-cluster-ip-range=10.0.0.0/24',
+        '--concurrent-gc-syncs=5',
+        '--profiling=false',
+      ]);
+      const scheduler = startComponent('kube-scheduler', nodeBinDir, [
+        ...adminKubeconfigFlags,
+        '--leader-elect=false',
+        '--secure-port=0',
+        '--profiling=false',
+      ]);
       await new Promise((r) => setTimeout(r, 500));
       for (const p of [kcm, scheduler]) {
         if (p.child.exitCode !== null) throw new Error(`${p.name} exited (see ${logFile(p.name)})`);
       }
       log('kube-controller-manager (every controller) and kube-scheduler started');
     } else if (options.controllerManager !== false && (await hasControllerManager(binDir))) {
-      const kcm = startProcess(
-        'kube-controller-manager',
-        join(binDir, 'kube-controller-manager'),
-        [
-          `--kubeconfig=${kubeconfigPath}`,
-          '--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller',
-          '--leader-elect=false',
-          '--secure-port=0',
-          '--concurrent-gc-syncs=5',
-        ],
-        { logFile: logFile('kube-controller-manager'), onLine: () => {} },
-      );
-      processes.push(kcm);
+      const kcm = startComponent('kube-controller-manager', binDir, [
+        `--kubeconfig=${kubeconfigPath}`,
+        '--controllers=namespace-controller,garbage-collector-controller,clusterrole-aggregation-controller',
+        '--leader-elect=false',
+        '--secure-port=0',
+        '--concurrent-gc-syncs=5',
+      ]);
       // kcm has no HTTP endpoint with --secure-port=0; give it a moment to fail fast on bad flags.
       await new Promise((r) => setTimeout(r, 500));
       if (kcm.child.exitCode !== null) {

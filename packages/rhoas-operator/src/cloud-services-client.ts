@@ -231,6 +231,46 @@ export function createCloudServicesClient(options: CloudServicesClientOptions): 
     accept: 'application/json',
   });
 
+  /** The items of the management API's list at `path`, each parsed. */
+  async function listOf<T>(
+    what: string,
+    path: string,
+    parse: (what: string, value: unknown, at: string) => T,
+    accessToken: string,
+    signal: AbortSignal | undefined,
+  ): Promise<T[]> {
+    const body = await request(
+      what,
+      `${apiUrl}${path}`,
+      { method: 'GET', headers: bearer(accessToken) },
+      signal,
+    );
+    return itemsOf(what, body).map((item, i) => parse(what, item, `items[${i}].`));
+  }
+
+  /**
+   * The instance `id` under `path`, parsed. Another instance's details (`noun` in the message) would connect
+   * the workload to the wrong one: such an answer is malformed.
+   */
+  async function getById<T extends { id: string }>(
+    what: string,
+    path: string,
+    noun: string,
+    parse: (what: string, value: unknown) => T,
+    accessToken: string,
+    id: string,
+    signal: AbortSignal | undefined,
+  ): Promise<T> {
+    const url = `${apiUrl}${path}/${encodeURIComponent(id)}`;
+    const item = parse(
+      what,
+      await request(what, url, { method: 'GET', headers: bearer(accessToken) }, signal),
+    );
+    if (item.id !== id)
+      throw new CloudServicesError('malformed', `${what}: the answer is ${noun} ${item.id}, not ${id}`);
+    return item;
+  }
+
   return {
     async exchangeToken(offlineToken, signal) {
       const body = new URLSearchParams({
@@ -260,31 +300,9 @@ export function createCloudServicesClient(options: CloudServicesClientOptions): 
       });
       return requiredString('token exchange', objectAnswer('token exchange', answer), 'access_token', '');
     },
-    async listKafkas(accessToken, signal) {
-      const what = 'list kafkas';
-      const body = await request(
-        what,
-        `${apiUrl}${KAFKAS_PATH}`,
-        { method: 'GET', headers: bearer(accessToken) },
-        signal,
-      );
-      return itemsOf(what, body).map((item, i) => parseKafka(what, item, `items[${i}].`));
-    },
-    async getKafka(accessToken, id, signal) {
-      const what = 'get kafka';
-      const url = `${apiUrl}${KAFKAS_PATH}/${encodeURIComponent(id)}`;
-      const kafka = parseKafka(
-        what,
-        await request(what, url, { method: 'GET', headers: bearer(accessToken) }, signal),
-      );
-      // Another instance's details would connect the workload to the wrong Kafka.
-      if (kafka.id !== id)
-        throw new CloudServicesError(
-          'malformed',
-          `${what}: the answer is Kafka instance ${kafka.id}, not ${id}`,
-        );
-      return kafka;
-    },
+    listKafkas: (accessToken, signal) => listOf('list kafkas', KAFKAS_PATH, parseKafka, accessToken, signal),
+    getKafka: (accessToken, id, signal) =>
+      getById('get kafka', KAFKAS_PATH, 'Kafka instance', parseKafka, accessToken, id, signal),
     async createServiceAccount(accessToken, sa, signal) {
       const what = 'create service account';
       const answer = objectAnswer(
@@ -306,30 +324,10 @@ export function createCloudServicesClient(options: CloudServicesClientOptions): 
         clientSecret: requiredString(what, answer, 'client_secret', ''),
       };
     },
-    async listRegistries(accessToken, signal) {
-      const what = 'list registries';
-      const body = await request(
-        what,
-        `${apiUrl}${REGISTRIES_PATH}`,
-        { method: 'GET', headers: bearer(accessToken) },
-        signal,
-      );
-      return itemsOf(what, body).map((item, i) => parseRegistry(what, item, `items[${i}].`));
-    },
-    async getRegistry(accessToken, id, signal) {
-      const what = 'get registry';
-      const url = `${apiUrl}${REGISTRIES_PATH}/${encodeURIComponent(id)}`;
-      const registry = parseRegistry(
-        what,
-        await request(what, url, { method: 'GET', headers: bearer(accessToken) }, signal),
-      );
-      if (registry.id !== id)
-        throw new CloudServicesError(
-          'malformed',
-          `${what}: the answer is registry ${registry.id}, not ${id}`,
-        );
-      return registry;
-    },
+    listRegistries: (accessToken, signal) =>
+      listOf('list registries', REGISTRIES_PATH, parseRegistry, accessToken, signal),
+    getRegistry: (accessToken, id, signal) =>
+      getById('get registry', REGISTRIES_PATH, 'registry', parseRegistry, accessToken, id, signal),
   };
 }
 

@@ -13,7 +13,7 @@ import {
   startProcess,
   waitFor,
 } from '@gitops/local-env';
-import { HttpMethod, isNotFound, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
+import { getPathIfExists, HttpMethod, type KubeObject, kubeRequest, loadKubeConfig } from '@gitops/shared';
 import { randomSuffix, useNamespace } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { eventually, OFFLINE_TOKEN } from './testing/rhoas-fixture.ts';
@@ -29,16 +29,8 @@ const secret = (name = '') => `/api/v1/namespaces/${namespace}/secrets${name ? `
 type Cr = KubeObject & {
   status?: Record<string, unknown> & { conditions?: { type: string; status: string }[] };
 };
-const get = async (path: string) => {
-  try {
-    return (await kubeRequest(kc, { method: HttpMethod.GET, path })) as Cr & {
-      data?: Record<string, string>;
-    };
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
-};
+const get = async (path: string) =>
+  (await getPathIfExists(kc, path)) as (Cr & { data?: Record<string, string> }) | undefined;
 const finished = (path: string) =>
   eventually(`${path} Finished=True`, async () => {
     const object = await get(path);

@@ -1,11 +1,18 @@
 /**
  * Kubernetes objects: the part of them every helper relies on (`KubeObject`, `ObjectRef`), their queue keys,
- * their paths and kinds (`objectPath`, `kindParser`), and reading and writing one (`getObject`,
- * `serverSideApply`, `mergePatch`, `patchStatus`, `deleteIfExists`, `clusterIdentity`). The requests go
+ * their paths and kinds (`objectPath`, `kindParser`), and reading and writing one (`getObject`, `getPathIfExists`,
+ * `createUnlessExists`, `serverSideApply`, `mergePatch`, `patchStatus`, `deleteIfExists`, `clusterIdentity`). The requests go
  * through the client in kube-client.ts; Events through kube-events.ts.
  */
 import { HttpMethod, PatchStrategy } from '@kubernetes/client-node';
-import { ErrorCode, isNotFound, KubeApiError, RetryableError, TerminalError } from './errors.ts';
+import {
+  ErrorCode,
+  isAlreadyExists,
+  isNotFound,
+  KubeApiError,
+  RetryableError,
+  TerminalError,
+} from './errors.ts';
 import { isJsonObject } from './json.ts';
 import { collectionPath, type KubeConfig, kubeRequest, resolveResource } from './kube-client.ts';
 import type { Logger } from './logger.ts';
@@ -165,6 +172,36 @@ export async function getObject<T extends KubeObject = KubeObject>(
 }
 
 /**
+ * The answer of a GET of the API path `path` (unparsed: the caller checks it), or undefined when nothing is
+ * there (404). `getObject` is the same for a reference, its path looked up.
+ */
+export async function getPathIfExists(kc: KubeConfig, path: string, signal?: AbortSignal): Promise<unknown> {
+  try {
+    return await kubeRequest(kc, { method: HttpMethod.GET, path, signal });
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * POSTs `body` to the collection at `path`; an object of that name already there (409 AlreadyExists: an
+ * earlier attempt made it, or someone else did) is left as it is.
+ */
+export async function createUnlessExists(
+  kc: KubeConfig,
+  path: string,
+  body: unknown,
+  signal?: AbortSignal,
+): Promise<void> {
+  try {
+    await kubeRequest(kc, { method: HttpMethod.POST, path, body, signal });
+  } catch (err) {
+    if (!isAlreadyExists(err)) throw err;
+  }
+}
+
+/**
  * A token of ServiceAccount `name` in `namespace` from the TokenRequest API, asked for `expirationSeconds`
  * (the API server may cap it). Throws when the answer holds no token.
  */
@@ -181,7 +218,8 @@ export async function requestServiceAccountToken(
     ...(signal ? { signal } : {}),
   });
   const token = isJsonObject(answer) && isJsonObject(answer.status) ? answer.status.token : undefined;
-  if (typeof token !== 'string' || token === '') throw new Error('the TokenRequest API returned no token');
+  if (typeof token !== 'string' || token === '')
+    throw new Error(`the TokenRequest of ${namespace}/${name} returned no token`);
   return token;
 }
 

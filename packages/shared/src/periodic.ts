@@ -49,8 +49,29 @@ export function runPeriodically(
 }
 
 /**
- * A feature that only runs `task` periodically: `runPeriodically(taskName, intervalMs, task, options)` from
- * its start until its stop; `name` is its name in the process's feature list.
+ * The start and stop of a feature's periodic job: `runPeriodically(taskName, intervalMs, task, options)` from
+ * its start until its stop.
+ */
+export function periodicJob(
+  taskName: string,
+  intervalMs: number,
+  task: (signal: AbortSignal) => Promise<unknown>,
+  options: { logger: Logger; jitter?: number; runAtStart?: boolean },
+): Pick<Feature, 'start' | 'stop'> {
+  let periodic: Periodic | undefined;
+  return {
+    start() {
+      periodic = runPeriodically(taskName, intervalMs, task, options);
+    },
+    async stop() {
+      await periodic?.stop();
+    },
+  };
+}
+
+/**
+ * A feature that only runs `task` periodically (`periodicJob`); `name` is its name in the process's feature
+ * list.
  */
 export function periodicFeature(
   name: string,
@@ -59,15 +80,5 @@ export function periodicFeature(
   task: (signal: AbortSignal) => Promise<unknown>,
   options: { logger: Logger; jitter?: number; runAtStart?: boolean },
 ): Feature {
-  let periodic: Periodic | undefined;
-  return {
-    name,
-    informers: [],
-    start() {
-      periodic = runPeriodically(taskName, intervalMs, task, options);
-    },
-    async stop() {
-      await periodic?.stop();
-    },
-  };
+  return { name, informers: [], ...periodicJob(taskName, intervalMs, task, options) };
 }

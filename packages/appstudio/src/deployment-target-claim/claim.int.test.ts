@@ -8,7 +8,13 @@ import assert from 'node:assert/strict';
 import type { KubeObject } from '@gitops/shared';
 import { eventually, randomSuffix } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
+import {
+  type AppStudioFixture,
+  createAppStudioFixture,
+  errorOf,
+  Kind,
+  specOf,
+} from '../testing/appstudio-fixture.ts';
 
 interface Condition {
   type: string;
@@ -19,13 +25,8 @@ interface Condition {
 
 const statusOf = (o: KubeObject | undefined) =>
   (o?.status ?? {}) as { phase?: string; conditions?: Condition[] };
-const errorOf = (o: KubeObject | undefined) => {
-  const c = statusOf(o).conditions?.find((x) => x.type === 'ErrorOccurred');
-  return c ? { status: c.status, reason: c.reason, message: c.message } : undefined;
-};
 const SUCCESS = { status: 'False', reason: 'Success', message: '' };
 const annotations = (o: KubeObject | undefined) => o?.metadata.annotations ?? {};
-const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 
 const f: AppStudioFixture = createAppStudioFixture();
 let ns: string;

@@ -30,7 +30,6 @@ import {
   getObject,
   HttpMethod,
   type Informer,
-  isConflict,
   kindParser,
   kubeRequest,
   type Logger,
@@ -41,7 +40,7 @@ import {
   withTypeMeta,
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
-import { type StepContext, stepContext } from '../controller.ts';
+import { againOnConflict, requeueIn, type StepContext, stepContext } from '../controller.ts';
 import type { Provisioner } from '../provisioners/provisioner.ts';
 import {
   annotationOf,
@@ -363,7 +362,7 @@ export async function reconcileClaim(
   const { namespace = '', name } = splitObjectKey(key);
   const cached = deps.claims.get(namespace, name);
   if (!cached) return undefined;
-  try {
+  return await againOnConflict(async () => {
     let outcome: Outcome;
     if (cached.metadata.deletionTimestamp) {
       const released = await release(deps, cached, logger, signal);
@@ -374,11 +373,8 @@ export async function reconcileClaim(
       outcome = await bindPass(deps, claim, logger);
     }
     await writeOutcome(deps, namespace, name, outcome);
-    return outcome.requeueAfter === undefined ? undefined : { requeueAfter: outcome.requeueAfter };
-  } catch (err) {
-    if (isConflict(err)) return { requeue: true };
-    throw err;
-  }
+    return requeueIn(outcome.requeueAfter);
+  });
 }
 
 /** The binder's reconciler over the context, the feature's informers and the provisioners. */

@@ -22,7 +22,6 @@ import {
   deleteIfExists,
   getObject,
   type Informer,
-  isConflict,
   type Logger,
   type ReconcileResult,
   type Reconciler,
@@ -30,7 +29,7 @@ import {
   splitObjectKey,
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
-import { type StepContext, stepContext } from '../controller.ts';
+import { againOnConflict, requeueIn, type StepContext, stepContext } from '../controller.ts';
 import type { Provisioner } from '../provisioners/provisioner.ts';
 import {
   annotationOf,
@@ -177,16 +176,13 @@ export async function reconcileTarget(
   const { namespace = '', name } = splitObjectKey(key);
   const cached = deps.targets.get(namespace, name);
   if (!cached) return undefined;
-  try {
+  return await againOnConflict(async () => {
     const outcome = await targetPass(deps, cached, logger);
     if (outcome.gone) return undefined;
     const latest = await getObject(deps.kc, { ...Target, namespace, name });
     if (latest) await setErrorOccurred(deps.kc, Target, latest, outcome.error, deps.now());
-    return outcome.requeueAfter === undefined ? undefined : { requeueAfter: outcome.requeueAfter };
-  } catch (err) {
-    if (isConflict(err)) return { requeue: true };
-    throw err;
-  }
+    return requeueIn(outcome.requeueAfter);
+  });
 }
 
 /** The reclaimer's reconciler over the context, the feature's informers and the provisioners. */

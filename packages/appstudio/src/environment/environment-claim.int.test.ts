@@ -15,9 +15,9 @@ import {
   conditionsOf,
   createAppStudioFixture,
   Kind,
+  specOf,
 } from '../testing/appstudio-fixture.ts';
 
-const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 const decoded = (o: KubeObject | undefined, key: string) =>
   Buffer.from(String((o?.data as Record<string, string> | undefined)?.[key] ?? ''), 'base64').toString();
 const errorPair = (reason: string, message: string) => [

@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { LEGACY_ENVIRONMENT_OWNER_API_VERSION, SecretType } from '@gitops/api';
-import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
@@ -13,9 +12,8 @@ import {
   conditionsOf,
   createAppStudioFixture,
   Kind,
+  specOf,
 } from '../testing/appstudio-fixture.ts';
-
-const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 
 const f: AppStudioFixture = createAppStudioFixture();
 let ns: string;

@@ -41,7 +41,7 @@ import {
 } from '@gitops/shared';
 import { parseConditions, resolved, sameConditions, withError } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
-import { type StepContext, stepContext } from '../controller.ts';
+import { requeueIn, type StepContext, stepContext } from '../controller.ts';
 import { type EnvironmentCr, record } from '../objects.ts';
 import type { ClaimCr, TargetCr } from '../target-matching.ts';
 import {
@@ -277,7 +277,7 @@ async function reportError(
     await writeConditions(deps, env, next);
     await deps.events.event(env, 'Warning', EnvironmentEventReason.ErrorOccurred, error.message);
   }
-  return error.requeueAfter === undefined ? undefined : { requeueAfter: error.requeueAfter };
+  return requeueIn(error.requeueAfter);
 }
 
 /** Existing conditions resolved (with a Normal Event when they changed). */

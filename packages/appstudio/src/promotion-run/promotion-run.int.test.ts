@@ -6,18 +6,21 @@
  * binding's status.components) and the core (it reports each GitOpsDeployment as Synced/Healthy or not).
  */
 import assert from 'node:assert/strict';
-import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
+import {
+  type AppStudioFixture,
+  createAppStudioFixture,
+  Kind,
+  specOf,
+  statusOf,
+} from '../testing/appstudio-fixture.ts';
 
 const APP = 'new-demo-app';
 const REPO = 'https://github.com/redhat-appstudio/managed-gitops';
 /** Short enough for the timeout test, long enough for the others on a loaded machine. */
 const TIMEOUT_MS = 20_000;
 
-const statusOf = (o: KubeObject | undefined) => (o?.status ?? {}) as Record<string, unknown>;
-const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 const withoutTimes = (conditions: unknown) =>
   ((conditions as Record<string, unknown>[] | undefined) ?? []).map(({ type, message, status, reason }) => ({
     type,

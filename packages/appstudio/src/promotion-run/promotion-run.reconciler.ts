@@ -41,7 +41,7 @@ import {
 } from '@gitops/shared';
 import { parseConditions, sameConditions } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
-import { type StepContext, stepContext } from '../controller.ts';
+import { requeueIn, type StepContext, stepContext } from '../controller.ts';
 import { renderStateOf } from '../gitops-repository/render.status.ts';
 import { byApplication, type NamespacedLookup } from '../indexes.ts';
 import {
@@ -124,7 +124,7 @@ async function fail(
     await writeStatus(deps, run, { conditions });
     await deps.events.event(run, 'Warning', PromotionEventReason.ErrorOccurred, message);
   }
-  return requeueAfter === undefined ? undefined : { requeueAfter };
+  return requeueIn(requeueAfter);
 }
 
 /** Step 2: true (and the run Waiting) when an earlier run of its application is not Complete. */

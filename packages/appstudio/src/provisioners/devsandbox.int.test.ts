@@ -10,7 +10,13 @@ import { SecretType } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
 import { eventually, randomSuffix } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { type AppStudioFixture, createAppStudioFixture, Kind } from '../testing/appstudio-fixture.ts';
+import {
+  type AppStudioFixture,
+  createAppStudioFixture,
+  errorOf,
+  Kind,
+  specOf,
+} from '../testing/appstudio-fixture.ts';
 
 const HOST_FINALIZER = 'finalizer.toolchain.dev.openshift.com';
 const statusOf = (o: KubeObject | undefined) =>
@@ -18,11 +24,6 @@ const statusOf = (o: KubeObject | undefined) =>
     phase?: string;
     conditions?: { type: string; status: string; reason: string; message: string }[];
   };
-const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
-const errorOf = (o: KubeObject | undefined) => {
-  const c = statusOf(o).conditions?.find((x) => x.type === 'ErrorOccurred');
-  return c ? { status: c.status, reason: c.reason, message: c.message } : undefined;
-};
 
 const f: AppStudioFixture = createAppStudioFixture();
 let ns: string;

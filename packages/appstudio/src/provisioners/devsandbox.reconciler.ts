@@ -26,7 +26,6 @@ import {
   deleteIfExists,
   getObject,
   type Informer,
-  isConflict,
   type KubeObject,
   kindParser,
   type Logger,
@@ -36,7 +35,7 @@ import {
   splitObjectKey,
 } from '@gitops/shared';
 import type { AppStudioContext } from '../context.ts';
-import { type StepContext, stepContext } from '../controller.ts';
+import { againOnConflict, type StepContext, stepContext } from '../controller.ts';
 import type { NamespacedLookup } from '../indexes.ts';
 import { type Json, list, record, specOf, statusOf, text } from '../objects.ts';
 import {
@@ -263,14 +262,7 @@ export async function reconcileSpaceRequest(
 
 /** The SpaceRequest reconciler over `deps`; a conflict is tried again at once. */
 export function createSpaceRequestReconciler(deps: DevSandboxDeps): Reconciler {
-  return async (key, { logger }) => {
-    try {
-      return await reconcileSpaceRequest(deps, key, logger);
-    } catch (err) {
-      if (isConflict(err)) return { requeue: true };
-      throw err;
-    }
-  };
+  return (key, { logger }) => againOnConflict(() => reconcileSpaceRequest(deps, key, logger));
 }
 
 /** The steps' deps from the context and the provisioner's informers. */

@@ -27,8 +27,7 @@ import {
   type KubeObject,
   type Logger,
   mergePatch,
-  type Periodic,
-  runPeriodically,
+  periodicJob,
 } from '@gitops/shared';
 import type { ClaimCr, TargetCr } from '../target-matching.ts';
 import {
@@ -146,20 +145,10 @@ export function createNamespaceTokenRenewal(
     return round;
   }
 
-  let periodic: Periodic | undefined;
   return {
     name: 'appstudio-namespace-token-renewal',
     informers: [deps.targets, deps.secrets, deps.claims],
     renewDue,
-    start() {
-      periodic = runPeriodically('namespace provisioner token renewal', intervalMs, renewDue, {
-        logger,
-        jitter: 0.1,
-      });
-    },
-    async stop() {
-      await periodic?.stop();
-      periodic = undefined;
-    },
+    ...periodicJob('namespace provisioner token renewal', intervalMs, renewDue, { logger, jitter: 0.1 }),
   };
 }

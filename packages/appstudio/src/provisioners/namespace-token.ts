@@ -7,11 +7,10 @@ import { DeploymentTargetAnnotation, Provisioner as ProvisionerName } from '@git
 import {
   addGaugeCollector,
   formatDuration,
-  HttpMethod,
   type KubeConfig,
   type KubeObject,
-  kubeRequest,
   type Registry,
+  requestServiceAccountToken,
 } from '@gitops/shared';
 import { annotationOf, credentialsOf, type TargetCr } from '../target-matching.ts';
 
@@ -84,20 +83,12 @@ export async function requestDeployerToken(
   lifetimeMs: number,
   signal?: AbortSignal,
 ): Promise<string> {
-  const answer = (await kubeRequest(kc, {
-    method: HttpMethod.POST,
-    path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${DEPLOYER_SERVICE_ACCOUNT}/token`,
-    body: {
-      apiVersion: 'authentication.k8s.io/v1',
-      kind: 'TokenRequest',
-      spec: { expirationSeconds: Math.round(lifetimeMs / 1000) },
-    },
+  return await requestServiceAccountToken(
+    kc,
+    { namespace, name: DEPLOYER_SERVICE_ACCOUNT },
+    Math.round(lifetimeMs / 1000),
     signal,
-  })) as { status?: { token?: string } };
-  const token = answer.status?.token;
-  if (!token)
-    throw new Error(`the TokenRequest of ${namespace}/${DEPLOYER_SERVICE_ACCOUNT} returned no token`);
-  return token;
+  );
 }
 
 /** The token of the kubeconfig in a provisioned kubeconfig Secret (its `data`), or undefined. */

@@ -23,10 +23,10 @@ import {
 } from '@gitops/api';
 import {
   collectionPath,
+  createUnlessExists,
   deleteIfExists,
   getObject,
   HttpMethod,
-  isAlreadyExists,
   type KubeConfig,
   type KubeObject,
   kubeRequest,
@@ -107,14 +107,6 @@ export function provisionedForClaim(
   );
 }
 
-async function createIfMissing(kc: KubeConfig, path: string, body: Record<string, unknown>): Promise<void> {
-  try {
-    await kubeRequest(kc, { method: HttpMethod.POST, path, body });
-  } catch (err) {
-    if (!isAlreadyExists(err)) throw err;
-  }
-}
-
 /** The namespace, ServiceAccount, RoleBinding, kubeconfig Secret and DeploymentTarget of a Pending claim. */
 export async function provisionNamespace(
   deps: NamespaceProvisionerDeps,
@@ -131,7 +123,7 @@ export async function provisionNamespace(
     return DeploymentTargetMessage.namespaceTaken(namespace);
   if (existing?.metadata.deletionTimestamp) return undefined; // an earlier one still going; its event brings us back
   if (!existing)
-    await createIfMissing(kc, '/api/v1/namespaces', {
+    await createUnlessExists(kc, '/api/v1/namespaces', {
       metadata: {
         name: namespace,
         labels: { [AppStudioLabel.ProvisionedForClaim]: claim.metadata.uid ?? '' },
@@ -167,10 +159,10 @@ export async function provisionNamespace(
 
 /** The ServiceAccount `gitops-deployer` of `namespace`, bound to the ClusterRole `admin` there. */
 async function createDeployer(kc: KubeConfig, namespace: string): Promise<void> {
-  await createIfMissing(kc, collectionPath({ ...CoreKinds.ServiceAccount.resource, namespace }), {
+  await createUnlessExists(kc, collectionPath({ ...CoreKinds.ServiceAccount.resource, namespace }), {
     metadata: { name: DEPLOYER_SERVICE_ACCOUNT },
   });
-  await createIfMissing(kc, collectionPath({ ...CoreKinds.RoleBinding.resource, namespace }), {
+  await createUnlessExists(kc, collectionPath({ ...CoreKinds.RoleBinding.resource, namespace }), {
     metadata: { name: `${DEPLOYER_SERVICE_ACCOUNT}-admin` },
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
     subjects: [{ kind: 'ServiceAccount', name: DEPLOYER_SERVICE_ACCOUNT, namespace }],

@@ -42,7 +42,7 @@ import {
 } from '@gitops/shared';
 import { parseConditions, sameConditions, withError, withSuccess } from '../condition-pair.ts';
 import type { AppStudioContext } from '../context.ts';
-import { type StepContext, stepContext } from '../controller.ts';
+import { requeueIn, type StepContext, stepContext } from '../controller.ts';
 import { byApplication, controlledObjects, type NamespacedLookup } from '../indexes.ts';
 import { ageMs, type BindingCr, createdBefore, type Json, ownerReferences } from '../objects.ts';
 import {
@@ -127,7 +127,7 @@ async function fail(
     await writeStatus(deps, pass.binding, { bindingConditions: next });
     await deps.events.event(pass.binding, 'Warning', BindingEventReason.ErrorOccurred, message);
   }
-  return requeueAfter === undefined ? undefined : { requeueAfter };
+  return requeueIn(requeueAfter);
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   createMetricsRegistry,
   type Feature,
   type FeatureSet,
+  getPathIfExists,
   HttpMethod,
   isNotFound,
   type KubeConfig,
@@ -23,10 +24,15 @@ import {
   loadKubeConfig,
   type WorkQueue,
 } from '@gitops/shared';
-import { eventually, randomSuffix } from '@gitops/shared/testing';
+import { eventually, listEvents, randomSuffix } from '@gitops/shared/testing';
 import { type AppStudioFeatures, type AppStudioOptions, createAppStudioFeatures } from '../index.ts';
 
 export const SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
+
+/** An object's spec, empty when it has none (for a test to read its fields). */
+export const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
+/** An object's status, empty when it has none. */
+export const statusOf = (o: KubeObject | undefined) => (o?.status ?? {}) as Record<string, unknown>;
 
 /** An object's conditions as type, status, reason and message (what the tests compare; times left out). */
 export const conditionsOf = (o: KubeObject | undefined) =>
@@ -37,6 +43,12 @@ export const conditionsOf = (o: KubeObject | undefined) =>
         | undefined
     )?.conditions ?? []
   ).map(({ type, status, reason, message }) => ({ type, status, reason, message }));
+
+/** An object's ErrorOccurred condition as status, reason and message, if it has one. */
+export const errorOf = (o: KubeObject | undefined) => {
+  const c = conditionsOf(o).find((x) => x.type === 'ErrorOccurred');
+  return c ? { status: c.status, reason: c.reason, message: c.message } : undefined;
+};
 
 export interface AppStudioFixture {
   readonly kc: KubeConfig;
@@ -202,15 +214,7 @@ export function createAppStudioFixture(): AppStudioFixture {
         return conditions.length > 0 ? conditions : undefined;
       }),
     async get(kind, namespace, name) {
-      try {
-        return (await kubeRequest(kc, {
-          method: HttpMethod.GET,
-          path: objectPath(kind, namespace, name),
-        })) as KubeObject;
-      } catch (err) {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      }
+      return (await getPathIfExists(kc, objectPath(kind, namespace, name))) as KubeObject | undefined;
     },
     async list(kind, namespace) {
       const answer = (await kubeRequest(kc, {
@@ -236,14 +240,7 @@ export function createAppStudioFixture(): AppStudioFixture {
         if (!isNotFound(err)) throw err;
       }
     },
-    async events(namespace, involvedName) {
-      const answer = (await kubeRequest(kc, {
-        method: HttpMethod.GET,
-        path: `/api/v1/namespaces/${namespace}/events`,
-        query: { fieldSelector: `involvedObject.name=${involvedName}` },
-      })) as { items: { reason: string; message: string; type: string }[] };
-      return answer.items;
-    },
+    events: (namespace, involvedName) => listEvents(kc, namespace, { name: involvedName }),
     async createClass(name, spec) {
       classes.push(name);
       return (await kubeRequest(kc, {

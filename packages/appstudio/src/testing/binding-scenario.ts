@@ -6,7 +6,9 @@
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll } from 'vitest';
-import { type AppStudioFixture, createAppStudioFixture, Kind } from './appstudio-fixture.ts';
+import { type AppStudioFixture, createAppStudioFixture, Kind, statusOf } from './appstudio-fixture.ts';
+
+export { specOf, statusOf } from './appstudio-fixture.ts';
 
 export interface Condition {
   type: string;
@@ -16,8 +18,6 @@ export interface Condition {
 }
 
 export const pick = ({ type, status, reason, message }: Condition) => ({ type, status, reason, message });
-export const statusOf = (o: KubeObject | undefined) => (o?.status ?? {}) as Record<string, unknown>;
-export const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 export const bindingConditions = (b: KubeObject | undefined) =>
   ((statusOf(b).bindingConditions as Condition[] | undefined) ?? []).map(pick);
 

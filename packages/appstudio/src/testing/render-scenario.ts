@@ -15,7 +15,9 @@ import { eventually } from '@gitops/shared/testing';
 import { afterAll, beforeAll } from 'vitest';
 import type { PushedCommit } from '../context.ts';
 import { RENDER_ANNOTATION } from '../gitops-repository/render.ts';
-import { type AppStudioFixture, createAppStudioFixture, Kind } from './appstudio-fixture.ts';
+import { type AppStudioFixture, createAppStudioFixture, Kind, statusOf } from './appstudio-fixture.ts';
+
+export { specOf, statusOf } from './appstudio-fixture.ts';
 
 const exec = promisify(execFile);
 export const USER = 'jane';
@@ -24,8 +26,6 @@ export const IMAGE = 'images.example/shop/web';
 export const S1 = `${IMAGE}@sha256:${'1'.repeat(64)}`;
 export const S2 = `${IMAGE}:2.0`;
 
-export const statusOf = (o: KubeObject | undefined) => (o?.status ?? {}) as Record<string, unknown>;
-export const specOf = (o: KubeObject | undefined) => (o?.spec ?? {}) as Record<string, unknown>;
 export const repoCondition = (o: KubeObject | undefined) =>
   ((statusOf(o).gitopsRepoConditions as Record<string, unknown>[] | undefined) ?? [])[0];
 

@@ -46,6 +46,15 @@ const metadata = (name: string, meta: Meta = {}) => ({
   ...meta,
 });
 
+/** An object of `kind` named `name` (in NS unless `meta` says otherwise) with its `spec` and `status`. */
+const withStatus = <T>(
+  kind: { apiVersion: string; kind: string },
+  name: string,
+  meta: Meta,
+  spec: object,
+  status: unknown,
+): T => ({ ...typeOf(kind), metadata: metadata(name, meta), spec, status }) as T;
+
 export function environment(
   name: string,
   spec: Partial<NonNullable<EnvironmentCr['spec']>> = {},
@@ -85,12 +94,13 @@ export function claim(
   status: ClaimCr['status'] = {},
   meta: Meta = {},
 ): ClaimCr {
-  return {
-    ...typeOf(AppStudioKinds.DeploymentTargetClaim),
-    metadata: metadata(name, meta),
-    spec: { deploymentTargetClassName: 'class', ...spec },
+  return withStatus(
+    AppStudioKinds.DeploymentTargetClaim,
+    name,
+    meta,
+    { deploymentTargetClassName: 'class', ...spec },
     status,
-  } as ClaimCr;
+  );
 }
 
 /** A claim bound to the target `targetName` (Bound, bind-complete). */
@@ -108,21 +118,19 @@ export function target(
   status: TargetCr['status'] = {},
   meta: Meta = {},
 ): TargetCr {
-  return {
-    ...typeOf(AppStudioKinds.DeploymentTarget),
-    metadata: metadata(name, meta),
-    spec: {
-      deploymentTargetClassName: 'class',
-      kubernetesCredentials: {
-        defaultNamespace: `${name}-ns`,
-        apiURL: 'https://cluster.example:6443',
-        clusterCredentialsSecret: `${name}-secret`,
-        allowInsecureSkipTLSVerify: false,
-      },
-      ...spec,
-    },
+  const credentials = {
+    defaultNamespace: `${name}-ns`,
+    apiURL: 'https://cluster.example:6443',
+    clusterCredentialsSecret: `${name}-secret`,
+    allowInsecureSkipTLSVerify: false,
+  };
+  return withStatus(
+    AppStudioKinds.DeploymentTarget,
+    name,
+    meta,
+    { deploymentTargetClassName: 'class', kubernetesCredentials: credentials, ...spec },
     status,
-  } as TargetCr;
+  );
 }
 
 export function deploymentTargetClass(name: string, spec: Partial<ClassCr['spec']> = {}): ClassCr {
@@ -139,18 +147,13 @@ export function binding(
   status: BindingCr['status'] = {},
   meta: Meta = {},
 ): BindingCr {
-  return {
-    ...typeOf(AppStudioKinds.SnapshotEnvironmentBinding),
-    metadata: metadata(name, meta),
-    spec: {
-      application: 'app',
-      environment: 'dev',
-      snapshot: 'snap-1',
-      components: [{ name: 'web' }],
-      ...spec,
-    },
-    status,
-  } as BindingCr;
+  const defaults = {
+    application: 'app',
+    environment: 'dev',
+    snapshot: 'snap-1',
+    components: [{ name: 'web' }],
+  };
+  return withStatus(AppStudioKinds.SnapshotEnvironmentBinding, name, meta, { ...defaults, ...spec }, status);
 }
 
 export function promotionRun(
@@ -159,12 +162,8 @@ export function promotionRun(
   status: PromotionRunCr['status'] = {},
   meta: Meta = {},
 ): PromotionRunCr {
-  return {
-    ...typeOf(AppStudioKinds.PromotionRun),
-    metadata: metadata(name, meta),
-    spec: { application: 'app', snapshot: 'snap-1', manualPromotion: { targetEnvironment: 'dev' }, ...spec },
-    status,
-  } as PromotionRunCr;
+  const defaults = { application: 'app', snapshot: 'snap-1', manualPromotion: { targetEnvironment: 'dev' } };
+  return withStatus(AppStudioKinds.PromotionRun, name, meta, { ...defaults, ...spec }, status);
 }
 
 export function application(name: string, meta: Meta = {}): ApplicationCr {

@@ -29,8 +29,8 @@ import {
   upsertEngineInstance,
 } from '@gitops/db';
 import { givenListeningAgentSession } from '@gitops/db/testing';
-import { clusterIdentity, HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
-import { eventually, randomSuffix } from '@gitops/shared/testing';
+import { clusterIdentity, getPathIfExists, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually, listEvents, randomSuffix } from '@gitops/shared/testing';
 import { beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
@@ -56,17 +56,8 @@ describe('GitOpsEngineInstance', () => {
     backend = await f.startBackend({ GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL: '1s', RESYNC_INTERVAL: '2s' });
   });
 
-  const get = async (name: string): Promise<EngineInstanceObject | undefined> => {
-    try {
-      return (await kubeRequest(f.kc, {
-        method: HttpMethod.GET,
-        path: pathOf(name),
-      })) as EngineInstanceObject;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
-  };
+  const get = async (name: string) =>
+    (await getPathIfExists(f.kc, pathOf(name))) as EngineInstanceObject | undefined;
   const mergePatch = (name: string, patch: unknown) =>
     kubeRequest(f.kc, {
       method: HttpMethod.PATCH,
@@ -242,12 +233,8 @@ describe('GitOpsEngineInstance', () => {
     assert.equal(blocked.status?.cordoned, true, 'a retiring instance takes no new tenants');
     assert.ok(await getEngineInstanceByName(f.db, name), 'the row stays');
     const events = await eventually('the DeletionBlocked Event', async () => {
-      const list = (await kubeRequest(f.kc, {
-        method: HttpMethod.GET,
-        path: '/api/v1/namespaces/default/events',
-        query: { fieldSelector: `involvedObject.uid=${before.metadata.uid}` },
-      })) as { items: { reason: string; type: string; message: string }[] };
-      const found = list.items.filter((e) => e.reason === EngineInstanceEventReason.DeletionBlocked);
+      const events = await listEvents(f.kc, 'default', { uid: before.metadata.uid! });
+      const found = events.filter((e) => e.reason === EngineInstanceEventReason.DeletionBlocked);
       return found.length > 0 ? found : undefined;
     });
     assert.equal(events[0]?.type, 'Warning');
@@ -305,12 +292,8 @@ describe('GitOpsEngineInstance', () => {
         );
       }
       const moved = await eventually('the TenantsMoved Event', async () => {
-        const list = (await kubeRequest(f.kc, {
-          method: HttpMethod.GET,
-          path: '/api/v1/namespaces/default/events',
-          query: { fieldSelector: `involvedObject.uid=${draining.metadata.uid}` },
-        })) as { items: { reason: string; message: string }[] };
-        const found = list.items.filter((e) => e.reason === EngineInstanceEventReason.TenantsMoved);
+        const events = await listEvents(f.kc, 'default', { uid: draining.metadata.uid! });
+        const found = events.filter((e) => e.reason === EngineInstanceEventReason.TenantsMoved);
         return found.length > 0 ? found : undefined;
       });
       for (const tenant of tenants)

@@ -6,6 +6,7 @@
 import {
   type ApiCrMappingRow,
   type ApplicationRow,
+  apiCrMappingsOfKind,
   applicationName,
   type ClusterCredentialsInput,
   type ClusterUserRow,
@@ -14,7 +15,6 @@ import {
   deleteApplication,
   type EngineInstanceRow,
   ensureWorkspaceEnvironment,
-  findApiCrMappingsByName,
   getApplication,
   getApplicationByName,
   getClusterUserByNamespaceUid,
@@ -110,16 +110,8 @@ export async function deleteMappedApplications(
   return { deleted, waitingForRelease };
 }
 
-/** Mappings of GitOpsDeployments with this namespace/name, optionally except the incarnation `keepUid`. */
-export async function findDeploymentMappings(
-  db: Kysely<Database>,
-  namespace: string,
-  name: string,
-  options: { exceptUid?: string } = {},
-): Promise<ApiCrMappingRow[]> {
-  const mappings = await findApiCrMappingsByName(db, { kind: GitOpsDeploymentCr.kind, namespace, name });
-  return mappings.filter((m) => m.cr_uid !== options.exceptUid);
-}
+/** Mappings of GitOpsDeployments with this namespace/name, optionally except the incarnation `exceptUid`. */
+export const findDeploymentMappings = apiCrMappingsOfKind(GitOpsDeploymentCr.kind);
 
 async function ensureClusterUser(
   trx: Transaction<Database>,

@@ -9,10 +9,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { type ApiCrMappingRow, type Database, moveTenant } from '@gitops/db';
 import {
-  givenApplication,
-  givenClusterUser,
-  givenEngineInstance,
   givenOwnedOperation,
+  givenTenantToMove,
   openTransaction,
   stillPending,
   useTestDatabase,
@@ -25,10 +23,7 @@ const testDb = useTestDatabase();
 
 /** A tenant on instance A with one deployment: its application row and the mapping of its GitOpsDeployment. */
 async function givenDeployment(db: Kysely<Database>) {
-  const a = await givenEngineInstance(db);
-  const b = await givenEngineInstance(db);
-  const tenant = await givenClusterUser(db, { placedOn: a });
-  const application = await givenApplication(db, { clusterUser: tenant, engineInstance: a });
+  const { a, b, tenant, application } = await givenTenantToMove(db);
   await db.transaction().execute((trx) =>
     givenOwnedOperation(trx, {
       tenant,

@@ -11,7 +11,7 @@ import {
   startOperation,
 } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, listEvents } from '@gitops/shared/testing';
 import { describe, test } from 'vitest';
 import { useStartedBackend } from '../testing/backend-fixture.ts';
 
@@ -291,13 +291,8 @@ describe('GitOpsDeployment reconciler', () => {
     assert.ok(withError.lastTransitionTime);
 
     const events = await eventually('a Warning event', async () => {
-      const list = (await kubeRequest(f.kc, {
-        method: HttpMethod.GET,
-        path: `/api/v1/namespaces/${tenant.name}/events`,
-      })) as { items: Array<{ reason: string; type: string; involvedObject: { name: string } }> };
-      const found = list.items.filter(
-        (e) => e.involvedObject.name === 'with-environment' && e.reason === 'ErrorOccurred',
-      );
+      const events = await listEvents(f.kc, tenant.name, { name: 'with-environment' });
+      const found = events.filter((e) => e.reason === 'ErrorOccurred');
       return found.length > 0 ? found : undefined;
     });
     assert.equal(events[0]?.type, 'Warning');

@@ -9,24 +9,15 @@
  * `gitops-deployment.conditions.ts` ErrorOccurred and the states it shows.
  */
 import { GitOpsDeploymentMessage } from '@gitops/api';
-import type { ClusterCredentialsInput, Database } from '@gitops/db';
-import type {
-  EventRecorder,
-  Informer,
-  KubeConfig,
-  Logger,
-  ReconcileContext,
-  ReconcileResult,
-  Reconciler,
-} from '@gitops/shared';
-import type { Kysely } from 'kysely';
+import type { ClusterCredentialsInput } from '@gitops/db';
+import type { Logger, ReconcileContext, ReconcileResult, Reconciler } from '@gitops/shared';
 import type { JsonObject } from '../json.ts';
 import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace, type TenantNamespace } from '../kube-reads.ts';
-import type { LabelSelector } from '../label-selector.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import { PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
 import { type CurrentObjectRead, reconcileCurrentObject } from '../reconcile-current.ts';
+import type { CrReconcilerOptions } from '../reconciler-options.ts';
 import { type WorkspaceAccess, WorkspaceAccessNeededError } from '../workspace-access/workspace-access.ts';
 import {
   type ApplyResult,
@@ -51,15 +42,9 @@ import {
 } from './gitops-deployment.conditions.ts';
 import { reconcileDeleting, reconcileGone, recordDeletes } from './gitops-deployment.deletion.ts';
 
-export interface GitOpsDeploymentReconcilerOptions {
-  db: Kysely<Database>;
-  kc: KubeConfig;
+export interface GitOpsDeploymentReconcilerOptions extends CrReconcilerOptions<GitOpsDeploymentObject> {
   /** The identity of the cluster tenants' namespaces live on (the backend's own; read after start). */
   tenantClusterIdentity: () => string;
-  informer: Informer<GitOpsDeploymentObject>;
-  events: EventRecorder;
-  /** Only deployments matching it are served (the informer uses the same selector). */
-  selector?: LabelSelector;
   /** Resolves `spec.destination.environment` (a ManagedEnvironment in the same namespace); unset: never usable. */
   resolveEnvironment?: EnvironmentResolver;
   /**
@@ -75,7 +60,6 @@ export interface GitOpsDeploymentReconcilerOptions {
   errorReported?: Set<string>;
   /** Told the application row of each deployment it writes or finds (the status path reads it). */
   applications?: Pick<DeploymentApplications, 'remember'>;
-  now?: () => Date;
 }
 
 /** What the steps use: the options with their defaults, and the live read of the current object. */

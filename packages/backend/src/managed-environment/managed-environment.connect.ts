@@ -7,14 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ManagedEnvironmentReason } from '@gitops/api';
-import {
-  HttpMethod,
-  isNotFound,
-  type KubeConfig,
-  type KubeObject,
-  kubeRequest,
-  mergePatch,
-} from '@gitops/shared';
+import { getPathIfExists, isNotFound, type KubeConfig, type KubeObject, mergePatch } from '@gitops/shared';
 import { isJsonObject } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr, type ManagedEnvironmentObject } from '../kinds.ts';
 import {
@@ -45,17 +38,12 @@ export async function getSecret(
   signal: AbortSignal,
 ): Promise<KubeObject | undefined> {
   if (name === '') return undefined;
-  try {
-    const secret = await kubeRequest(deps.kc, {
-      method: HttpMethod.GET,
-      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}`,
-      signal,
-    });
-    return isJsonObject(secret) ? (secret as unknown as KubeObject) : undefined;
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+  const secret = await getPathIfExists(
+    deps.kc,
+    `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}`,
+    signal,
+  );
+  return isJsonObject(secret) ? (secret as unknown as KubeObject) : undefined;
 }
 
 /** Whether a credentials Secret was created less than NEW_SECRET_MS before `nowMs` (pure). */

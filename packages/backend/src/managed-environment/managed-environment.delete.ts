@@ -38,9 +38,7 @@ export async function deleteRows(
 ) {
   const deleted = await deps.db.transaction().execute(async (trx) => {
     await ManagedEnvironmentCr.lock(trx, namespace, name);
-    const mappings = (await findEnvironmentMappings(trx, namespace, name)).filter(
-      (m) => m.cr_uid !== exceptUid,
-    );
+    const mappings = await findEnvironmentMappings(trx, namespace, name, { exceptUid });
     return await deleteMappedEnvironments(trx, mappings);
   });
   for (const d of deleted) {

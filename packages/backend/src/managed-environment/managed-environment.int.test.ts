@@ -10,7 +10,7 @@ import {
   startOperation,
 } from '@gitops/db';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
-import { eventually, randomSuffix } from '@gitops/shared/testing';
+import { eventually, listEvents, randomSuffix } from '@gitops/shared/testing';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { type BackendFixture, createBackendFixture } from '../testing/backend-fixture.ts';
@@ -193,11 +193,8 @@ describe('ManagedEnvironment reconciler', () => {
 
     // The user sees why in a Warning Event on the ManagedEnvironment; the connection condition stays True.
     const event = await eventually('the AgentOperationFailed Event', async () => {
-      const list = (await request(
-        HttpMethod.GET,
-        `/api/v1/namespaces/${tenant.name}/events?fieldSelector=involvedObject.uid=${env.metadata.uid}`,
-      )) as { items: { type: string; reason: string; message: string }[] };
-      return list.items.find((e) => e.reason === 'AgentOperationFailed');
+      const events = await listEvents(f.kc, tenant.name, { uid: env.metadata.uid! });
+      return events.find((e) => e.reason === 'AgentOperationFailed');
     });
     assert.equal(event.type, 'Warning');
     assert.match(event.message, /no key to unseal the credentials \(key k9\)/);

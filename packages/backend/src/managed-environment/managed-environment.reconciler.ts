@@ -17,28 +17,23 @@ import {
   ManagedEnvironmentEventReason,
   ManagedEnvironmentReason,
 } from '@gitops/api';
-import type { Database, Sealer } from '@gitops/db';
 import {
-  type EventRecorder,
   findCondition,
-  type Informer,
   isConflict,
   type KubeCondition,
-  type KubeConfig,
   type Logger,
   patchStatus,
   type ReconcileContext,
   type Reconciler,
   setKubeCondition,
-  splitObjectKey,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import { jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr, type ManagedEnvironmentObject } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
-import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome, reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
 import { orPlacementRefused, PlacementRefusedError } from '../placement.ts';
+import { readCurrent } from '../reconcile-current.ts';
+import type { CredentialsReconcilerOptions } from '../reconciler-options.ts';
 import {
   type ManagedEnvironmentSpec,
   parseManagedEnvironmentSpec,
@@ -58,30 +53,20 @@ export const RECHECK_INTERVAL_MS = 3 * 60_000;
 /** Sooner while it fails (the user is probably fixing it; the Secret watch catches most fixes anyway). */
 export const RECHECK_FAILED_INTERVAL_MS = 30_000;
 
-export interface ManagedEnvironmentReconcilerOptions {
-  /** The cluster tenants' namespaces live on (the backend's own; read after start): placement stays on it. */
-  tenantClusterIdentity?: () => string;
-  db: Kysely<Database>;
-  kc: KubeConfig;
-  sealer: Sealer;
-  informer: Informer<ManagedEnvironmentObject>;
-  events: EventRecorder;
+export interface ManagedEnvironmentReconcilerOptions
+  extends CredentialsReconcilerOptions<ManagedEnvironmentObject> {
   /** After the agent's operation Failed, it is announced again this long after (GITOPS_OPERATION_RETRY_INTERVAL). */
   operationRetryMs?: number;
-  selector?: LabelSelector;
   /** Called after the rows of an environment changed (re-enqueue the GitOpsDeployments of that namespace). */
   onEnvironmentChanged?: (namespace: string) => void;
-  now?: () => Date;
 }
 
 /** What the steps use: the database, client, sealer, recorder and clock, and the failures already reported. */
-export interface ManagedEnvironmentSteps {
-  tenantClusterIdentity?: () => string;
-  db: Kysely<Database>;
-  kc: KubeConfig;
-  sealer: Sealer;
-  events: EventRecorder;
-  onEnvironmentChanged?: (namespace: string) => void;
+export interface ManagedEnvironmentSteps
+  extends Pick<
+    ManagedEnvironmentReconcilerOptions,
+    'tenantClusterIdentity' | 'db' | 'kc' | 'sealer' | 'events' | 'onEnvironmentChanged'
+  > {
   now: () => Date;
   /** After the agent's operation Failed, it is announced again this long after. */
   agentRetryAfterMs: number;
@@ -193,7 +178,7 @@ async function applyRows(
   return await orPlacementRefused(
     deps.db.transaction().execute(async (trx) => {
       await ManagedEnvironmentCr.lock(trx, namespace, name);
-      const stale = (await findEnvironmentMappings(trx, namespace, name)).filter((m) => m.cr_uid !== uid);
+      const stale = await findEnvironmentMappings(trx, namespace, name, { exceptUid: uid });
       await deleteMappedEnvironments(trx, stale);
       return await applyEnvironment(trx, deps.sealer, {
         environment: { namespace, name, uid },
@@ -375,11 +360,8 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     options.selector,
   );
   return async (key, context) => {
-    const { namespace, name } = splitObjectKey(key);
-    if (namespace === undefined) return;
-    const object = await currentObject(namespace, name, context.signal);
-    // Another shard's environment is left alone (the shard rule, kinds.ts).
-    if (object === null) return;
-    return await reconcileManagedEnvironment(deps, namespace, name, object, context);
+    const current = await readCurrent(currentObject, key, context.signal);
+    if (!current) return;
+    return await reconcileManagedEnvironment(deps, current.namespace, current.name, current.object, context);
   };
 }

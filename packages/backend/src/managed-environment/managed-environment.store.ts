@@ -6,12 +6,12 @@
  */
 import {
   type ApiCrMappingRow,
+  apiCrMappingsOfKind,
   type ClusterCredentialsInput,
   type ClusterCredentialsRow,
   type Database,
   deleteApiCrMapping,
   deleteManagedEnvironment,
-  findApiCrMappingsByName,
   getApiCrMappingByUid,
   getClusterUser,
   getClusterUserByNamespaceUid,
@@ -43,13 +43,8 @@ export interface EnvironmentIdentity {
 /** Sealing context of a bearer token: binds the ciphertext to its credentials row kind. */
 export const BEARER_TOKEN_CONTEXT = SealContext.bearerToken;
 
-export async function findEnvironmentMappings(
-  db: Kysely<Database>,
-  namespace: string,
-  name: string,
-): Promise<ApiCrMappingRow[]> {
-  return await findApiCrMappingsByName(db, { kind: ManagedEnvironmentCr.kind, namespace, name });
-}
+/** Mappings of ManagedEnvironments with this namespace/name, optionally except the incarnation `exceptUid`. */
+export const findEnvironmentMappings = apiCrMappingsOfKind(ManagedEnvironmentCr.kind);
 
 export interface DesiredCredentials {
   apiUrl: string;

@@ -5,8 +5,8 @@
  * Removed again when the ManagedEnvironment is deleted (the backend keeps a finalizer for that).
  */
 import {
+  createUnlessExists,
   HttpMethod,
-  isConflict,
   isNotFound,
   type KubeConfig,
   kubeRequest,
@@ -24,14 +24,6 @@ export function serviceAccountName(crUid: string): string {
 
 const labels = { 'app.kubernetes.io/managed-by': 'gitops-service' };
 
-async function createIgnoringExisting(kc: KubeConfig, path: string, body: unknown, signal: AbortSignal) {
-  try {
-    await kubeRequest(kc, { method: HttpMethod.POST, path, body, signal });
-  } catch (err) {
-    if (!isConflict(err)) throw err;
-  }
-}
-
 /** Creates (idempotently) the ServiceAccount, ClusterRole and ClusterRoleBinding; returns a fresh token. */
 export async function installServiceAccount(
   kc: KubeConfig,
@@ -39,7 +31,7 @@ export async function installServiceAccount(
   signal: AbortSignal,
 ): Promise<string> {
   const name = serviceAccountName(crUid);
-  await createIgnoringExisting(
+  await createUnlessExists(
     kc,
     `/api/v1/namespaces/${SERVICE_ACCOUNT_NAMESPACE}/serviceaccounts`,
     {
@@ -49,7 +41,7 @@ export async function installServiceAccount(
     },
     signal,
   );
-  await createIgnoringExisting(
+  await createUnlessExists(
     kc,
     '/apis/rbac.authorization.k8s.io/v1/clusterroles',
     {
@@ -63,7 +55,7 @@ export async function installServiceAccount(
     },
     signal,
   );
-  await createIgnoringExisting(
+  await createUnlessExists(
     kc,
     '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
     {

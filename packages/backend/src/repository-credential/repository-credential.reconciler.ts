@@ -14,26 +14,22 @@
  * is in repository-credential.secret.ts.
  */
 import { RepositoryCredentialEventReason } from '@gitops/api';
-import type { Database, OperationRow, RepositoryType, Sealer } from '@gitops/db';
+import type { OperationRow, RepositoryType } from '@gitops/db';
 import {
-  type EventRecorder,
-  type Informer,
   isConflict,
   type KubeCondition,
-  type KubeConfig,
   type Logger,
   patchStatus,
   type ReconcileResult,
   type Reconciler,
-  splitObjectKey,
 } from '@gitops/shared';
-import type { Kysely } from 'kysely';
 import { jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr, type RepositoryCredentialObject } from '../kinds.ts';
 import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
-import type { LabelSelector } from '../label-selector.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
 import { orPlacementRefused, PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
+import { readCurrent } from '../reconcile-current.ts';
+import type { CredentialsReconcilerOptions } from '../reconciler-options.ts';
 import { checkChartRepository } from './chart-repository-check.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
 import { nextConditions, type RepositoryCredentialOutcome } from './repository-credential.conditions.ts';
@@ -56,15 +52,8 @@ export const DEFAULT_REVALIDATE_INTERVAL_MS = 10 * 60_000;
 /** First retry after a failed validation; doubles per consecutive failure, capped at the revalidate interval. */
 export const DEFAULT_FAILURE_BACKOFF_MS = 15_000;
 
-export interface RepositoryCredentialReconcilerOptions {
-  /** The cluster tenants' namespaces live on (the backend's own; read after start): placement stays on it. */
-  tenantClusterIdentity?: () => string;
-  db: Kysely<Database>;
-  kc: KubeConfig;
-  informer: Informer<RepositoryCredentialObject>;
-  events: EventRecorder;
-  sealer: Sealer;
-  selector?: LabelSelector;
+export interface RepositoryCredentialReconcilerOptions
+  extends CredentialsReconcilerOptions<RepositoryCredentialObject> {
   revalidateIntervalMs?: number;
   failureBackoffMs?: number;
   /** Replaceable for unit tests. */
@@ -76,16 +65,14 @@ export interface RepositoryCredentialReconcilerOptions {
   ) => Promise<LsRemoteOutcome>;
   /** GITOPS_SSH_KNOWN_HOSTS_FILE: the SSH host keys the check trusts ('' = accept on first use). */
   sshKnownHostsFile?: string;
-  now?: () => Date;
 }
 
 /** What the steps use: the database, client, sealer, recorder and clock, the validation and its memo. */
-export interface RepositoryCredentialSteps {
-  tenantClusterIdentity?: () => string;
-  db: Kysely<Database>;
-  kc: KubeConfig;
-  events: EventRecorder;
-  sealer: Sealer;
+export interface RepositoryCredentialSteps
+  extends Pick<
+    RepositoryCredentialReconcilerOptions,
+    'tenantClusterIdentity' | 'db' | 'kc' | 'events' | 'sealer'
+  > {
   now: () => Date;
   validate: NonNullable<RepositoryCredentialReconcilerOptions['validate']>;
   memo: ValidationMemo;
@@ -397,11 +384,15 @@ export function createRepositoryCredentialReconciler(
     options.selector,
   );
   return async (key, context) => {
-    const { namespace, name } = splitObjectKey(key);
-    if (namespace === undefined) return;
-    const object = await currentObject(namespace, name, context.signal);
-    // Another shard's object is left alone (the shard rule, kinds.ts).
-    if (object === null) return;
-    return await reconcileRepositoryCredential(deps, key, namespace, name, object, context);
+    const current = await readCurrent(currentObject, key, context.signal);
+    if (!current) return;
+    return await reconcileRepositoryCredential(
+      deps,
+      key,
+      current.namespace,
+      current.name,
+      current.object,
+      context,
+    );
   };
 }

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { GitOpsDeploymentRepositoryCredentialSpec } from '@gitops/api';
 import { SecretKey, SecretType } from '@gitops/api';
 import type { RepositoryType } from '@gitops/db';
-import { HttpMethod, isNotFound, type KubeConfig, kubeRequest } from '@gitops/shared';
+import { getPathIfExists, type KubeConfig } from '@gitops/shared';
 import { isJsonObject } from '../json.ts';
 import type { GitCredentials } from './git-ls-remote.ts';
 import type { RepositoryCredentialOutcome } from './repository-credential.conditions.ts';
@@ -146,14 +146,9 @@ export async function readSecret(
   name: string,
   signal: AbortSignal,
 ): Promise<unknown> {
-  try {
-    return await kubeRequest(deps.kc, {
-      method: HttpMethod.GET,
-      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}`,
-      signal,
-    });
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+  return await getPathIfExists(
+    deps.kc,
+    `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}`,
+    signal,
+  );
 }

@@ -5,10 +5,10 @@
  */
 import {
   type ApiCrMappingRow,
+  apiCrMappingsOfKind,
   type Database,
   deleteApiCrMapping,
   deleteRepositoryCredentials,
-  findApiCrMappingsByName,
   getClusterUserByNamespaceUid,
   getRepositoryCredentials,
   insertApiCrMapping,
@@ -24,7 +24,7 @@ import {
   upsertClusterUser,
 } from '@gitops/db';
 import { normalizeRepositoryUrl } from '@gitops/shared';
-import type { Kysely, Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import { refreshApplicationsOfRepository } from '../gitops-deployment/application-refresh.ts';
 import { RepositoryCredentialCr } from '../kinds.ts';
 import { tenantEngineInstance } from '../placement.ts';
@@ -39,15 +39,8 @@ export interface RepositoryCredentialIdentity {
   uid: string;
 }
 
-export async function findRepositoryCredentialMappings(
-  db: Kysely<Database>,
-  namespace: string,
-  name: string,
-  options: { exceptUid?: string } = {},
-): Promise<ApiCrMappingRow[]> {
-  const mappings = await findApiCrMappingsByName(db, { kind: RepositoryCredentialCr.kind, namespace, name });
-  return mappings.filter((m) => m.cr_uid !== options.exceptUid);
-}
+/** Mappings of RepositoryCredentials with this namespace/name, optionally except the incarnation `exceptUid`. */
+export const findRepositoryCredentialMappings = apiCrMappingsOfKind(RepositoryCredentialCr.kind);
 
 /** Deletes the rows of these mappings, each delete announced by an operation. Returns the operations. */
 export async function deleteMappedRepositoryCredentials(

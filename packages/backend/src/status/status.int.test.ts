@@ -11,7 +11,7 @@ import {
   kubeRequest,
   kubeTime,
 } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
+import { eventually, listEvents } from '@gitops/shared/testing';
 import { describe, test } from 'vitest';
 import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import { type BackendFixture, useStartedBackend } from '../testing/backend-fixture.ts';
@@ -189,15 +189,8 @@ describe('status path', () => {
       });
     }
     const syncEvents = await eventually('the SyncFailed Event', async () => {
-      const list = (await kubeRequest(f.kc, {
-        method: HttpMethod.GET,
-        path: `/api/v1/namespaces/${tenant.name}/events`,
-      })) as {
-        items: Array<{ type: string; reason: string; message: string; involvedObject: { name: string } }>;
-      };
-      const ofRuns = list.items.filter(
-        (e) => e.involvedObject.name === 'runs' && e.reason.startsWith('Sync'),
-      );
+      const events = await listEvents(f.kc, tenant.name, { name: 'runs' });
+      const ofRuns = events.filter((e) => e.reason.startsWith('Sync'));
       return ofRuns.some((e) => e.reason === 'SyncFailed') ? ofRuns : undefined;
     });
     assert.deepEqual(

@@ -10,21 +10,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { type Database, getApplication, moveTenant } from '@gitops/db';
-import { givenApplication, givenClusterUser, givenEngineInstance, useTestDatabase } from '@gitops/db/testing';
+import { givenTenantToMove, useTestDatabase } from '@gitops/db/testing';
 import type { Kysely } from 'kysely';
 import { describe, test } from 'vitest';
 import { requestSync } from './sync-run.store.ts';
 
 const testDb = useTestDatabase();
-
-/** A tenant on instance A with one application, and another instance B. */
-async function givenTenant(db: Kysely<Database>) {
-  const a = await givenEngineInstance(db);
-  const b = await givenEngineInstance(db);
-  const tenant = await givenClusterUser(db, { placedOn: a });
-  const application = await givenApplication(db, { clusterUser: tenant, engineInstance: a });
-  return { a, b, tenant, application };
-}
 
 /** The SyncRun's request, from the application row as the reconcile read it (before anything below). */
 const request = (
@@ -53,7 +44,7 @@ async function instancesTold(db: Kysely<Database>, syncOperationId: string) {
 
 describe('a SyncRun requested while its tenant moves', () => {
   test('the move commits first: the sync is announced to the new instance, not from the row read before', async () => {
-    const { b, tenant, application } = await givenTenant(testDb.db);
+    const { b, tenant, application } = await givenTenantToMove(testDb.db);
     // The reconcile read the row (on A); the move commits; then the request is written.
     const readBefore = await getApplication(testDb.db, application.id);
     assert.ok(readBefore);

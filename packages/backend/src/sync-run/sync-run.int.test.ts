@@ -17,12 +17,11 @@ import {
   SYNC_APPLICATION_DELETED_MESSAGE,
   setSyncOperationOutcome,
 } from '@gitops/db';
-import { HttpMethod, isNotFound, type KubeObject, kubeRequest } from '@gitops/shared';
-import { eventually } from '@gitops/shared/testing';
-import { beforeAll, describe, test } from 'vitest';
-import type { Backend } from '../app.ts';
+import { getPathIfExists, HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
+import { eventually, listEvents } from '@gitops/shared/testing';
+import { describe, test } from 'vitest';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
-import { useBackendFixture } from '../testing/backend-fixture.ts';
+import { useStartedBackend } from '../testing/backend-fixture.ts';
 
 const MANUAL = {
   source: { repoURL: 'https://github.com/example/repo', path: 'dev', targetRevision: 'main' },
@@ -30,12 +29,10 @@ const MANUAL = {
 };
 
 describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
-  const fixture = useBackendFixture();
-  let backend: Backend;
-  let ns: string;
+  const { f: fixture, backend, tenant } = useStartedBackend({ GITOPS_RELAY_ENABLED: 'false' }, 'syncrun');
 
   const runsPath = (name?: string) =>
-    `/apis/${API_GROUP_VERSION}/namespaces/${ns}/${Plural.GitOpsDeploymentSyncRun}${name ? `/${name}` : ''}`;
+    `/apis/${API_GROUP_VERSION}/namespaces/${tenant.name}/${Plural.GitOpsDeploymentSyncRun}${name ? `/${name}` : ''}`;
   const createSyncRun = async (name: string, spec: Record<string, unknown>) =>
     (await kubeRequest(fixture.kc, {
       method: HttpMethod.POST,
@@ -44,14 +41,8 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
         labels: { [BACKEND_SHARD_LABEL]: fixture.runLabel },
       }),
     })) as KubeObject;
-  const getSyncRun = async (name: string) => {
-    try {
-      return (await kubeRequest(fixture.kc, { method: HttpMethod.GET, path: runsPath(name) })) as KubeObject;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
-  };
+  const getSyncRun = async (name: string) =>
+    (await getPathIfExists(fixture.kc, runsPath(name))) as KubeObject | undefined;
   const deleteSyncRun = (name: string) =>
     kubeRequest(fixture.kc, { method: HttpMethod.DELETE, path: runsPath(name) });
   const conditionOf = async (name: string) => {
@@ -85,13 +76,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       throw new Error(`${String(err)}; status: ${JSON.stringify(last)}`);
     });
   };
-  const eventReasonsOf = async (uid: string) => {
-    const list = (await kubeRequest(fixture.kc, {
-      method: HttpMethod.GET,
-      path: `/api/v1/namespaces/${ns}/events?fieldSelector=involvedObject.uid=${uid}`,
-    })) as { items: { reason?: string; message?: string }[] };
-    return list.items;
-  };
+  const eventReasonsOf = (uid: string) => listEvents(fixture.kc, tenant.name, { uid });
   const syncRow = async (uid: string) =>
     (
       await eventually('sync row', async () => {
@@ -108,7 +93,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       .execute();
   /** A manual GitOpsDeployment and a SyncRun of it, once the backend wrote the SyncRun's row. */
   const manualSyncRun = async (deployment: string, name: string, spec: Record<string, unknown> = {}) => {
-    const gd = await fixture.createDeployment(ns, deployment, MANUAL);
+    const gd = await fixture.createDeployment(tenant.name, deployment, MANUAL);
     const run = await createSyncRun(name, { gitopsDeploymentName: deployment, ...spec });
     const uid = run.metadata.uid as string;
     return { gd, run, uid, row: await syncRow(uid) };
@@ -122,11 +107,6 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
       const ops = await operationsOf(uid);
       return ops.length === 2 ? ops : undefined;
     });
-
-  beforeAll(async () => {
-    backend = await fixture.startBackend({ GITOPS_RELAY_ENABLED: 'false' });
-    ns = (await fixture.createNamespace('syncrun')).name;
-  });
 
   test('a SyncRun on a manual deployment writes one sync_operation, mapping and SyncOperation operation; the condition is False', async () => {
     const { gd, uid, row } = await manualSyncRun('manual', 'run-one', { revisionID: 'v1' });
@@ -171,16 +151,18 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     });
     // A reconcile that has seen the patch ran to the end before the count (not a fixed pause).
     await eventually('the patch in the backend cache', () =>
-      backend.syncRuns.informer.get(ns, 'run-one')?.metadata.labels?.touched === 'yes' ? true : undefined,
+      backend.syncRuns.informer.get(tenant.name, 'run-one')?.metadata.labels?.touched === 'yes'
+        ? true
+        : undefined,
     );
-    backend.syncRuns.queue.add(`${ns}/run-one`);
+    backend.syncRuns.queue.add(`${tenant.name}/run-one`);
     await backend.syncRuns.queue.whenIdle();
     assert.equal((await rowsOf(uid)).length, 1);
     assert.equal((await operationsOf(uid)).length, 1);
   });
 
   test("a SyncRun is requested only once its parent's latest spec is in the application row (it syncs the new spec, not the old)", async () => {
-    const gd = await fixture.createDeployment(ns, 'changing', MANUAL);
+    const gd = await fixture.createDeployment(tenant.name, 'changing', MANUAL);
     const { application_id: applicationId } = await eventually('application row', () =>
       fixture.db
         .selectFrom('api_cr_mapping')
@@ -206,7 +188,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     // The user's next change reaches the row (the parent's reconcile writes it): now the sync goes ahead, of it.
     await kubeRequest(fixture.kc, {
       method: HttpMethod.PATCH,
-      path: `/apis/${API_GROUP_VERSION}/namespaces/${ns}/${Plural.GitOpsDeployment}/changing`,
+      path: `/apis/${API_GROUP_VERSION}/namespaces/${tenant.name}/${Plural.GitOpsDeployment}/changing`,
       body: { spec: { source: { path: 'dev2' } } },
       contentType: 'application/merge-patch+json',
     });
@@ -238,7 +220,7 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     // applications (chaos seed 463140204: the SyncRun stayed Pending for good).
     const { row } = await manualSyncRun('deleted-under-sync', 'run-deleted-under');
     assert.equal(row.outcome, null);
-    await fixture.deleteDeployment(ns, 'deleted-under-sync');
+    await fixture.deleteDeployment(tenant.name, 'deleted-under-sync');
     const status = await statusWhen('run-deleted-under', 'Failed', (s) => s.phase === 'Failed');
     assert.equal(status.message, SYNC_APPLICATION_DELETED_MESSAGE);
     const ended = await getSyncOperation(fixture.db, row.id);
@@ -330,13 +312,13 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     const early = await createSyncRun('run-stop-early', { gitopsDeploymentName: 'not-yet', terminate: true });
     const earlyStatus = await statusWhen('run-stop-early', 'Terminated', (s) => s.phase === 'Terminated');
     assert.equal(earlyStatus.message, 'terminated before the sync was requested');
-    await fixture.createDeployment(ns, 'not-yet', MANUAL);
+    await fixture.createDeployment(tenant.name, 'not-yet', MANUAL);
     // Once the backend sees the parent, a reconcile of the SyncRun runs to the end before the count (not a
     // fixed pause, which could end before the reconcile did and pass without checking anything).
     await eventually('the parent in the backend cache', () =>
-      backend.deployments.informer.get(ns, 'not-yet') ? true : undefined,
+      backend.deployments.informer.get(tenant.name, 'not-yet') ? true : undefined,
     );
-    backend.syncRuns.queue.add(`${ns}/run-stop-early`);
+    backend.syncRuns.queue.add(`${tenant.name}/run-stop-early`);
     await backend.syncRuns.queue.whenIdle();
     assert.equal((await rowsOf(early.metadata.uid as string)).length, 0);
   });
@@ -384,11 +366,11 @@ describe('GitOpsDeploymentSyncRun reconcile (backend)', () => {
     });
     assert.equal((await rowsOf(run.metadata.uid as string)).length, 0);
     assert.equal((await statusOf('run-early'))?.phase, 'Pending');
-    await fixture.createDeployment(ns, 'later', MANUAL);
+    await fixture.createDeployment(tenant.name, 'later', MANUAL);
     await eventually('sync row', async () => (await rowsOf(run.metadata.uid as string)).length === 1);
     await eventually('resolved', async () => (await conditionOf('run-early'))?.[0]?.status === 'False');
 
-    await fixture.createDeployment(ns, 'auto', { ...MANUAL, type: 'automated' });
+    await fixture.createDeployment(tenant.name, 'auto', { ...MANUAL, type: 'automated' });
     const auto = await createSyncRun('run-auto', { gitopsDeploymentName: 'auto' });
     await eventually('automated refused', async () => {
       const c = await conditionOf('run-auto');

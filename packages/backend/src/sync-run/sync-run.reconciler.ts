@@ -12,17 +12,8 @@
  * objects: this file the request path, `sync-run.conditions.ts` the status it writes.
  */
 import { GitOpsDeploymentType, SyncRunEventReason, SyncRunMessage } from '@gitops/api';
-import { type Database, getApplication } from '@gitops/db';
-import type {
-  EventRecorder,
-  Informer,
-  KubeConfig,
-  Logger,
-  ReconcileContext,
-  ReconcileResult,
-  Reconciler,
-} from '@gitops/shared';
-import type { Kysely } from 'kysely';
+import { getApplication } from '@gitops/db';
+import type { Informer, Logger, ReconcileContext, ReconcileResult, Reconciler } from '@gitops/shared';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
 import {
   desiredApplicationSpec,
@@ -32,8 +23,8 @@ import {
 import { jsonEqual } from '../json.ts';
 import { type GitOpsDeploymentObject, SyncRunCr, type SyncRunObject } from '../kinds.ts';
 import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
-import type { LabelSelector } from '../label-selector.ts';
 import { type CurrentObjectRead, reconcileCurrentObject } from '../reconcile-current.ts';
+import type { CrReconcilerOptions } from '../reconciler-options.ts';
 import { reportRequested, writeCondition } from './sync-run.conditions.ts';
 import {
   FINISHED_SYNC_RUN_PHASES,
@@ -59,15 +50,9 @@ const PARENT_SPEC_WAIT_MS = 30_000;
 /** How soon to retry when an earlier SyncRun of the same deployment has not been requested yet. */
 const EARLIER_SYNC_RUN_RETRY_MS = 250;
 
-export interface SyncRunReconcilerOptions {
-  db: Kysely<Database>;
-  kc: KubeConfig;
-  informer: Informer<SyncRunObject>;
+export interface SyncRunReconcilerOptions extends CrReconcilerOptions<SyncRunObject> {
   /** The GitOpsDeployment informer (parents are looked up there). */
   deployments: Informer<GitOpsDeploymentObject>;
-  events: EventRecorder;
-  selector?: LabelSelector;
-  now?: () => Date;
   /**
    * Called with the application whose state the SyncRun `key` shows (its changes should wake the SyncRun), or
    * `undefined` once it shows none or no longer follows one.

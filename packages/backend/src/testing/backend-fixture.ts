@@ -19,8 +19,8 @@ import { createTestDatabase, type TestDatabase } from '@gitops/db/testing';
 import {
   createLogger,
   createMetricsRegistry,
+  getPathIfExists,
   HttpMethod,
-  isNotFound,
   type KubeConfig,
   type KubeObject,
   kubeRequest,
@@ -122,14 +122,7 @@ export async function createBackendFixture(): Promise<BackendFixture> {
   const namespaces: string[] = [argoCdNamespace];
   const backends = new Set<Backend>();
 
-  const get = async (path: string): Promise<KubeObject | undefined> => {
-    try {
-      return (await kubeRequest(kc, { method: HttpMethod.GET, path })) as KubeObject;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
-  };
+  const get = async (path: string) => (await getPathIfExists(kc, path)) as KubeObject | undefined;
 
   const fixture: BackendFixture = {
     kc,

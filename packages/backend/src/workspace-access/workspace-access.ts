@@ -13,8 +13,8 @@
 import { readFileSync } from 'node:fs';
 import { type ClusterCredentialsInput, SealContext, type Sealer } from '@gitops/db';
 import {
+  createUnlessExists,
   HttpMethod,
-  isAlreadyExists,
   isNotFound,
   type KubeConfig,
   kubeRequest,
@@ -74,16 +74,6 @@ function reachableCluster(options: WorkspaceAccessOptions): { apiUrl: string; ca
 export function createWorkspaceAccess(options: WorkspaceAccessOptions): WorkspaceAccess {
   const { kc, sealer } = options;
 
-  async function createUnlessExists(path: string, body: Record<string, unknown>, signal?: AbortSignal) {
-    try {
-      await kubeRequest(kc, { method: HttpMethod.POST, path, body, ...(signal ? { signal } : {}) });
-    } catch (err) {
-      // An earlier attempt made it, or the user did (then the token request below fails if it is not a
-      // ServiceAccount we may use, and nothing of theirs is changed).
-      if (!isAlreadyExists(err)) throw err;
-    }
-  }
-
   async function deleteIfOurs(path: string, signal?: AbortSignal) {
     try {
       const live = await kubeRequest(kc, { method: HttpMethod.GET, path, ...(signal ? { signal } : {}) });
@@ -102,7 +92,10 @@ export function createWorkspaceAccess(options: WorkspaceAccessOptions): Workspac
   return {
     async provision(namespace, signal) {
       const ns = encodeURIComponent(namespace);
+      // Already there: an earlier attempt made it, or the user did (then the token request below fails if it
+      // is not a ServiceAccount we may use, and nothing of theirs is changed).
       await createUnlessExists(
+        kc,
         `/api/v1/namespaces/${ns}/serviceaccounts`,
         {
           apiVersion: 'v1',
@@ -112,6 +105,7 @@ export function createWorkspaceAccess(options: WorkspaceAccessOptions): Workspac
         signal,
       );
       await createUnlessExists(
+        kc,
         `/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`,
         {
           apiVersion: 'rbac.authorization.k8s.io/v1',

@@ -50,15 +50,11 @@ export const doctor: Command = async ({ args, format, ctx, io }) => {
     if (!isStructured(format)) io.out(`${status.padEnd(4)}  ${name}: ${reason}`);
   };
   let unreachable = false;
+  const markUnreachable = () => {
+    unreachable = true;
+  };
 
-  const kc = await reach(
-    'api-server',
-    () => ctx.kube(),
-    check,
-    () => {
-      unreachable = true;
-    },
-  );
+  const kc = await reach('api-server', () => ctx.kube(), check, markUnreachable);
   if (kc) {
     const version = (await kubeRequest(kc, { method: HttpMethod.GET, path: '/version' })) as {
       gitVersion?: string;
@@ -67,14 +63,7 @@ export const doctor: Command = async ({ args, format, ctx, io }) => {
     await checkCrds(kc, check);
   }
 
-  const db = await reach(
-    'database',
-    () => ctx.db(),
-    check,
-    () => {
-      unreachable = true;
-    },
-  );
+  const db = await reach('database', () => ctx.db(), check, markUnreachable);
   if (db) {
     check('database', 'OK', 'reachable');
     const pending = await pendingMigrations(db);

@@ -8,12 +8,11 @@ import { existingApplicationIds } from '@gitops/db';
 import {
   jsonEqual,
   type KubeObject,
-  type Periodic,
   type Predicate,
   passesCreate,
   passesDelete,
   passesUpdate,
-  runPeriodically,
+  periodicJob,
 } from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, keysOfDatabaseId } from '../agent-feature.ts';
 import { databaseIdOf } from '../argocd.ts';
@@ -52,7 +51,6 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
     update: (old, project) => ownedChanged(old, project),
   };
 
-  let resync: Periodic | undefined;
   return {
     name: 'application',
     informers: [applications, appProjects],
@@ -72,42 +70,37 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
       AppProject: (id, { signal, logger }) => reconciler.reconcileAppProject(id, { signal, logger }),
     },
     reconcileAppProject: reconciler.reconcileAppProject,
-    start() {
-      resync = runPeriodically(
-        'drift-resync',
-        config.resyncIntervalMs,
-        async (signal) => {
-          await resyncOnce(
-            {
-              db: ctx.db,
-              logger,
-              namespace: ctx.namespace,
-              engineInstanceId: ctx.engineInstanceId,
-              applications,
-              appProjects,
-              enqueueResource: ctx.enqueue,
-              isSettled: reconciler.isSettled,
-              isProjectSettled: reconciler.isProjectSettled,
-            },
-            signal,
-          );
-          await sweepDeletionGuard(
-            {
-              db: ctx.db,
-              engineInstanceId: ctx.engineInstanceId,
-              namespace: ctx.namespace,
-              applications,
-              deletionBudget: deletionBudgetOf(config),
-              rowExists: (ids) => existingApplicationIds(ctx.db, ctx.engineInstanceId, ids),
-            },
+    ...periodicJob(
+      'drift-resync',
+      config.resyncIntervalMs,
+      async (signal) => {
+        await resyncOnce(
+          {
+            db: ctx.db,
             logger,
-          );
-        },
-        { logger, jitter: 0.25 },
-      );
-    },
-    async stop() {
-      await resync?.stop();
-    },
+            namespace: ctx.namespace,
+            engineInstanceId: ctx.engineInstanceId,
+            applications,
+            appProjects,
+            enqueueResource: ctx.enqueue,
+            isSettled: reconciler.isSettled,
+            isProjectSettled: reconciler.isProjectSettled,
+          },
+          signal,
+        );
+        await sweepDeletionGuard(
+          {
+            db: ctx.db,
+            engineInstanceId: ctx.engineInstanceId,
+            namespace: ctx.namespace,
+            applications,
+            deletionBudget: deletionBudgetOf(config),
+            rowExists: (ids) => existingApplicationIds(ctx.db, ctx.engineInstanceId, ids),
+          },
+          logger,
+        );
+      },
+      { logger, jitter: 0.25 },
+    ),
   };
 }

@@ -16,10 +16,10 @@ import {
   collectionPath,
   createInformer,
   deleteIfExists,
+  getPathIfExists,
   HttpMethod,
   type Informer,
   isKubeObject,
-  isNotFound,
   type KubeConfig,
   type KubeObject,
   kubeRequest,
@@ -108,13 +108,8 @@ export function createClusterSecretReconciler(options: ClusterSecretReconcilerOp
     `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets/${encodeURIComponent(name)}`;
 
   async function liveSecret(name: string, signal: AbortSignal): Promise<KubeObject | undefined> {
-    try {
-      const object = await kubeRequest(kc, { method: HttpMethod.GET, path: secretPath(name), signal });
-      return isKubeObject(object) ? object : undefined;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
-    }
+    const object = await getPathIfExists(kc, secretPath(name), signal);
+    return isKubeObject(object) ? object : undefined;
   }
 
   /** Live cluster Secrets we own (names and the database ids they carry). */

@@ -4,9 +4,9 @@
  * (`<apiURL>?managedEnvironment=<id>`, so several environments on one API server stay distinct in Argo CD),
  * `config` (bearer token + TLS), `namespaces` / `clusterResources` when set, `project` (tenant AppProject).
  */
-import { ArgoCDSecretType, Label } from '@gitops/api';
+import { ArgoCDSecretType } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
-import { AgentLabel, appProjectName, managedEnvironmentClusterName } from '../argocd.ts';
+import { appProjectName, argoCdSecret, managedEnvironmentClusterName } from '../argocd.ts';
 
 export interface ClusterSecretInput {
   environmentId: string;
@@ -27,8 +27,6 @@ export interface ClusterSecretInput {
 export function clusterServer(apiUrl: string, environmentId: string): string {
   return `${apiUrl}?managedEnvironment=${environmentId}`;
 }
-
-const b64 = (value: string) => Buffer.from(value, 'utf8').toString('base64');
 
 /** The string data of the cluster Secret (before base64). */
 export function clusterSecretStringData(input: ClusterSecretInput): Record<string, string> {
@@ -52,20 +50,14 @@ export function clusterSecretStringData(input: ClusterSecretInput): Record<strin
 }
 
 export function renderClusterSecret(input: ClusterSecretInput): KubeObject {
-  const stringData = clusterSecretStringData(input);
-  return {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: {
+  return argoCdSecret(
+    {
       name: managedEnvironmentClusterName(input.environmentId),
       namespace: input.namespace,
-      labels: {
-        [Label.ArgoCDSecretType]: ArgoCDSecretType.Cluster,
-        [Label.DatabaseId]: input.environmentId,
-        [AgentLabel.ClusterUserId]: input.clusterUserId,
-      },
+      secretType: ArgoCDSecretType.Cluster,
+      databaseId: input.environmentId,
+      clusterUserId: input.clusterUserId,
     },
-    type: 'Opaque',
-    data: Object.fromEntries(Object.entries(stringData).map(([k, v]) => [k, b64(v)])),
-  } as KubeObject;
+    clusterSecretStringData(input),
+  );
 }

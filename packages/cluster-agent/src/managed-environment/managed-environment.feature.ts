@@ -3,7 +3,7 @@
  * tenant's AppProject), the watch of our cluster Secrets (fast drift repair) and the periodic pass over the
  * External environment rows and the live cluster Secrets.
  */
-import { ignoreCreates, type Periodic, resourceVersionChanged, runPeriodically } from '@gitops/shared';
+import { ignoreCreates, periodicJob, resourceVersionChanged } from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, keysOfDatabaseId } from '../agent-feature.ts';
 import type { ApplicationFeature } from '../application/application.feature.ts';
 import { clusterSecretInformer, createClusterSecretReconciler } from './cluster-secret.reconciler.ts';
@@ -30,7 +30,6 @@ export function createManagedEnvironmentFeature(
     resyncPeriodMs: config.resyncIntervalMs,
   });
 
-  let resync: Periodic | undefined;
   return {
     name: 'managed-environment',
     informers: [clusterSecrets],
@@ -43,18 +42,13 @@ export function createManagedEnvironmentFeature(
       ManagedEnvironment: (id, { ownerUserIds, signal, logger }) =>
         reconciler.reconcileManagedEnvironment(id, { ownerUserIds, signal, logger }),
     },
-    start() {
-      resync = runPeriodically(
-        'cluster-secret-resync',
-        config.resyncIntervalMs,
-        async (signal) => {
-          for (const id of await reconciler.driftIds(signal)) ctx.enqueue('ManagedEnvironment', id);
-        },
-        { logger, jitter: 0.25 },
-      );
-    },
-    async stop() {
-      await resync?.stop();
-    },
+    ...periodicJob(
+      'cluster-secret-resync',
+      config.resyncIntervalMs,
+      async (signal) => {
+        for (const id of await reconciler.driftIds(signal)) ctx.enqueue('ManagedEnvironment', id);
+      },
+      { logger, jitter: 0.25 },
+    ),
   };
 }

@@ -12,8 +12,7 @@ import {
   jsonEqual,
   type KubeObject,
   normalizeRepositoryUrl,
-  type Periodic,
-  runPeriodically,
+  periodicJob,
   updatePredicate,
 } from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, keysOfDatabaseId } from '../agent-feature.ts';
@@ -76,7 +75,6 @@ export function createRepositoryCredentialFeature(
       .map((user) => user.clusterUserId);
     return [...new Set(tenants)];
   }
-  let resync: Periodic | undefined;
   return {
     name: 'repository-credential',
     informers: [secrets],
@@ -107,19 +105,14 @@ export function createRepositoryCredentialFeature(
         return { status: 'done', changed };
       },
     },
-    start() {
-      resync = runPeriodically(
-        'repository-secret-resync',
-        config.resyncIntervalMs,
-        async (signal) => {
-          const queued = await reconciler.resync(enqueue, signal);
-          logger.debug({ queued }, 'repository Secret resync queued');
-        },
-        { logger, jitter: 0.25 },
-      );
-    },
-    async stop() {
-      await resync?.stop();
-    },
+    ...periodicJob(
+      'repository-secret-resync',
+      config.resyncIntervalMs,
+      async (signal) => {
+        const queued = await reconciler.resync(enqueue, signal);
+        logger.debug({ queued }, 'repository Secret resync queued');
+      },
+      { logger, jitter: 0.25 },
+    ),
   };
 }

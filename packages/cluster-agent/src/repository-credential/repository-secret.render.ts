@@ -7,7 +7,7 @@
  */
 import { ArgoCDSecretType, Label } from '@gitops/api';
 import type { KubeObject } from '@gitops/shared';
-import { AgentLabel, appProjectName, clusterAppProjectName } from '../argocd.ts';
+import { AgentLabel, appProjectName, argoCdSecret, clusterAppProjectName } from '../argocd.ts';
 
 /** Which of the tenant's AppProjects a repository Secret is scoped to. */
 export type RepositoryProject = 'main' | 'cluster';
@@ -44,41 +44,33 @@ export interface RepositorySecretInput {
   project?: RepositoryProject;
 }
 
-const b64 = (text: string) => Buffer.from(text, 'utf8').toString('base64');
-
 /** The desired Secret (data base64-encoded, as the API server stores it). */
 export function renderRepositorySecret(input: RepositorySecretInput): KubeObject & {
   type: string;
   data: Record<string, string>;
 } {
-  const data: Record<string, string> = {
-    url: b64(input.repositoryUrl),
-    project: b64(
+  const values: Record<string, string> = {
+    url: input.repositoryUrl,
+    project:
       input.project === 'cluster'
         ? clusterAppProjectName(input.clusterUserId)
         : appProjectName(input.clusterUserId),
-    ),
   };
   if (input.repositoryType !== undefined && input.repositoryType !== 'git')
-    data.type = b64(input.repositoryType);
-  if (input.sshPrivateKey !== undefined) data.sshPrivateKey = b64(input.sshPrivateKey);
-  if (input.username !== undefined) data.username = b64(input.username);
-  if (input.password !== undefined) data.password = b64(input.password);
-  return {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    metadata: {
+    values.type = input.repositoryType;
+  if (input.sshPrivateKey !== undefined) values.sshPrivateKey = input.sshPrivateKey;
+  if (input.username !== undefined) values.username = input.username;
+  if (input.password !== undefined) values.password = input.password;
+  return argoCdSecret(
+    {
       name: repositorySecretName(input.id, input.project),
       namespace: input.namespace,
-      labels: {
-        [Label.ArgoCDSecretType]: ArgoCDSecretType.Repository,
-        [AgentLabel.DatabaseId]: input.id,
-        [AgentLabel.ClusterUserId]: input.clusterUserId,
-      },
+      secretType: ArgoCDSecretType.Repository,
+      databaseId: input.id,
+      clusterUserId: input.clusterUserId,
     },
-    type: 'Opaque',
-    data,
-  };
+    values,
+  );
 }
 
 /** Both Secrets of a row: one per tenant AppProject. */

@@ -93,6 +93,20 @@ export async function givenTenantApplication(db: Kysely<Database>): Promise<{
   return { clusterUser, engineInstance, application };
 }
 
+/** A tenant placed on instance `a` with one application, and another instance `b` to move it to. */
+export async function givenTenantToMove(db: Kysely<Database>): Promise<{
+  a: EngineInstanceRow;
+  b: EngineInstanceRow;
+  tenant: ClusterUserRow;
+  application: ApplicationRow;
+}> {
+  const a = await givenEngineInstance(db);
+  const b = await givenEngineInstance(db);
+  const tenant = await givenClusterUser(db, { placedOn: a });
+  const application = await givenApplication(db, { clusterUser: tenant, engineInstance: a });
+  return { a, b, tenant, application };
+}
+
 /**
  * A tenant's stored credentials of the repository `url` (its normalized URL the same unless given) on the
  * instance, from the user's Secret `secretName`: the values given in `sealed` sealed with its sealer, each in

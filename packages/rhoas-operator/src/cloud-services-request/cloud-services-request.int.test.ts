@@ -10,6 +10,7 @@ import { randomSuffix } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
 import {
   condition,
+  conditionFields,
   eventually,
   OFFLINE_TOKEN,
   type RhoasFixture,
@@ -54,15 +55,12 @@ describe('CloudServicesRequest', () => {
       },
     ]);
     assert.match(String(cr.status?.lastUpdate), iso);
-    assert.deepEqual(
-      cr.status?.conditions?.map((c) => [c.type, c.status, c.reason, c.message, c.lastTransitionGeneration]),
-      [
-        ['AcccesTokenSecretValid', 'True', '', '', 1],
-        ['ServiceRegistriesUpToDate', 'True', '', '', 1],
-        ['Finished', 'True', '', '', 1],
-        ['UserKafkasUpToDate', 'True', '', '', 1],
-      ],
-    );
+    assert.deepEqual(conditionFields(cr, 'type', 'status', 'reason', 'message', 'lastTransitionGeneration'), [
+      ['AcccesTokenSecretValid', 'True', '', '', 1],
+      ['ServiceRegistriesUpToDate', 'True', '', '', 1],
+      ['Finished', 'True', '', '', 1],
+      ['UserKafkasUpToDate', 'True', '', '', 1],
+    ]);
     // The operator's exchange: a form POST of a refresh grant for client cloud-services.
     const exchange = f.api.requests().find((r) => r.route === 'token');
     assert.equal(exchange?.contentType, 'application/x-www-form-urlencoded');

@@ -10,23 +10,20 @@ import { HttpMethod, kubeRequest } from '@gitops/shared';
 import { describe, it } from 'vitest';
 import {
   condition,
+  conditionFields,
   connectionSpec,
+  decode,
   eventually,
   finishedMissingArgument,
   OFFLINE_TOKEN,
+  type RhoasCr,
   SA_SECRET,
   TOKEN_SECRET,
   useRhoasFixture,
 } from '../testing/rhoas-fixture.ts';
 
 const KIND = 'KafkaConnection';
-const conditionRows = (cr: {
-  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
-}) => cr.status?.conditions?.map((c) => [c.type, c.status, c.reason, c.message]);
-const decode = (data: Record<string, string> | undefined) =>
-  Object.fromEntries(
-    Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
-  );
+const conditionRows = (cr: RhoasCr) => conditionFields(cr, 'type', 'status', 'reason', 'message');
 
 describe('KafkaConnection', () => {
   const f = useRhoasFixture({
@@ -51,14 +48,11 @@ describe('KafkaConnection', () => {
       provider: 'rhoas',
       type: 'kafka',
     });
-    assert.deepEqual(
-      cr.status?.conditions?.map((c) => [c.type, c.status]),
-      [
-        ['AcccesTokenSecretValid', 'True'],
-        ['FoundKafkaById', 'True'],
-        ['Finished', 'True'],
-      ],
-    );
+    assert.deepEqual(conditionFields(cr, 'type', 'status'), [
+      ['AcccesTokenSecretValid', 'True'],
+      ['FoundKafkaById', 'True'],
+      ['Finished', 'True'],
+    ]);
     assert.equal(cr.metadata.labels?.['app.kubernetes.io/component'], 'external-service');
     assert.equal(cr.metadata.labels?.['app.kubernetes.io/managed-by'], 'rhoas');
 
@@ -132,14 +126,11 @@ describe('KafkaConnection', () => {
   it('reports an unknown kafka id on FoundKafkaById with the 404 message, and writes no binding', async () => {
     await f.create(KIND, 'ghost', spec('no-such-kafka'));
     const cr = await f.waitFinished(KIND, 'ghost', 'False');
-    assert.deepEqual(
-      cr.status?.conditions?.map((c) => [c.type, c.status, c.reason, c.message]),
-      [
-        ['AcccesTokenSecretValid', 'True', '', ''],
-        ['FoundKafkaById', 'False', 'ApiException', "Error 404: The requested resource doesn't exist"],
-        ['Finished', 'False', 'ApiException', "Error 404: The requested resource doesn't exist"],
-      ],
-    );
+    assert.deepEqual(conditionFields(cr, 'type', 'status', 'reason', 'message'), [
+      ['AcccesTokenSecretValid', 'True', '', ''],
+      ['FoundKafkaById', 'False', 'ApiException', "Error 404: The requested resource doesn't exist"],
+      ['Finished', 'False', 'ApiException', "Error 404: The requested resource doesn't exist"],
+    ]);
     assert.equal(cr.status?.binding, undefined);
     assert.equal(await f.getSecret('ghost-binding'), undefined);
     // 404 is not retried: the request log shows one lookup.

@@ -10,7 +10,9 @@ import { RHOAS_API_GROUP_VERSION } from '@gitops/api';
 import { describe, it } from 'vitest';
 import {
   condition,
+  conditionFields,
   connectionSpec,
+  decode,
   eventually,
   type RhoasCr,
   SA_SECRET,
@@ -47,23 +49,17 @@ describe('ServiceRegistryConnection', () => {
       type: 'serviceregistry',
       oauthTokenUrl: tokenUrl,
     });
-    assert.deepEqual(
-      cr.status?.conditions?.map((c) => [c.type, c.status]),
-      [
-        ['AcccesTokenSecretValid', 'True'],
-        ['FoundServiceRegistryById', 'True'],
-        ['Finished', 'True'],
-      ],
-    );
+    assert.deepEqual(conditionFields(cr, 'type', 'status'), [
+      ['AcccesTokenSecretValid', 'True'],
+      ['FoundServiceRegistryById', 'True'],
+      ['Finished', 'True'],
+    ]);
     assert.equal(cr.metadata.labels?.['app.kubernetes.io/component'], 'external-service');
     assert.deepEqual(cr.status?.binding, { name: 'schemas-binding-registry' });
     const binding = await f.getSecret('schemas-binding-registry');
     assert.deepEqual(controller(binding), [['ServiceRegistryConnection', cr.metadata.uid]]);
     assert.equal(binding?.type, 'servicebinding.io/serviceregistry');
-    const data = Object.fromEntries(
-      Object.entries(binding?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
-    );
-    assert.deepEqual(data, {
+    assert.deepEqual(decode(binding?.data), {
       type: 'serviceregistry',
       provider: 'rhoas',
       'registry-url': `${registry.registryUrl}/apis/registry/v2`,
@@ -82,14 +78,11 @@ describe('ServiceRegistryConnection', () => {
     await f.waitFinished(KIND, 'moved', 'True');
     await f.patchSpec(KIND, 'moved', { serviceRegistryId: 'gone' });
     const cr = await f.waitFinished(KIND, 'moved', 'False');
-    assert.deepEqual(
-      cr.status?.conditions?.map((c) => [c.type, c.status, c.message]),
-      [
-        ['AcccesTokenSecretValid', 'True', ''],
-        ['FoundServiceRegistryById', 'False', "Error 404: The requested resource doesn't exist"],
-        ['Finished', 'False', "Error 404: The requested resource doesn't exist"],
-      ],
-    );
+    assert.deepEqual(conditionFields(cr, 'type', 'status', 'message'), [
+      ['AcccesTokenSecretValid', 'True', ''],
+      ['FoundServiceRegistryById', 'False', "Error 404: The requested resource doesn't exist"],
+      ['Finished', 'False', "Error 404: The requested resource doesn't exist"],
+    ]);
   });
 
   it('gives a KafkaConnection and a ServiceRegistryConnection of the same name a binding Secret each', async () => {
@@ -201,14 +194,11 @@ describe('ServiceRegistryConnection', () => {
       try {
         await f.create(KIND, name, spec(registry.id));
         const cr = await f.waitFinished(KIND, name, 'False');
-        assert.deepEqual(
-          cr.status?.conditions?.map((c) => [c.type, c.status, c.reason, c.message]),
-          [
-            ['AcccesTokenSecretValid', 'True', '', ''],
-            ['FoundServiceRegistryById', 'False', 'MalformedResponse', message],
-            ['Finished', 'False', 'MalformedResponse', message],
-          ],
-        );
+        assert.deepEqual(conditionFields(cr, 'type', 'status', 'reason', 'message'), [
+          ['AcccesTokenSecretValid', 'True', '', ''],
+          ['FoundServiceRegistryById', 'False', 'MalformedResponse', message],
+          ['Finished', 'False', 'MalformedResponse', message],
+        ]);
         assert.equal(cr.status?.registryUrl, undefined);
         assert.equal(await f.getSecret(`${name}-binding-registry`), undefined);
       } finally {

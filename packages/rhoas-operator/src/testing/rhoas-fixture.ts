@@ -16,6 +16,7 @@ import {
   createLogger,
   createMemoryDestination,
   createMetricsRegistry,
+  getPathIfExists,
   HttpMethod,
   isNotFound,
   type KubeConfig,
@@ -23,7 +24,7 @@ import {
   kubeRequest,
   loadKubeConfig,
 } from '@gitops/shared';
-import { eventually, randomSuffix, useFixture } from '@gitops/shared/testing';
+import { eventually, listEvents, randomSuffix, useFixture } from '@gitops/shared/testing';
 import { buildRhoasOperator, type RhoasOperator } from '../app.ts';
 import { loadRhoasOperatorConfig } from '../config.ts';
 
@@ -99,6 +100,20 @@ const crPath = (namespace: string, kind: RhoasKind, name?: string) =>
 
 export function condition(cr: RhoasCr | undefined, type: string): RhoasCondition | undefined {
   return cr?.status?.conditions?.find((c) => c.type === type);
+}
+
+/** A Secret's `data`, each value decoded from base64. */
+export const decode = (data: Record<string, string> | undefined) =>
+  Object.fromEntries(
+    Object.entries(data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]),
+  );
+
+/** The CR's conditions, each as the list of its `fields` in that order (for one deepEqual of them all). */
+export function conditionFields(
+  cr: RhoasCr | undefined,
+  ...fields: (keyof RhoasCondition)[]
+): unknown[][] | undefined {
+  return cr?.status?.conditions?.map((c) => fields.map((field) => c[field]));
 }
 
 /**
@@ -212,15 +227,9 @@ export async function createRhoasFixture(options: RhoasFixtureOptions = {}): Pro
       })) as KubeObject;
     },
     async getSecret(name) {
-      try {
-        return (await kubeRequest(kc, {
-          method: HttpMethod.GET,
-          path: `/api/v1/namespaces/${namespace}/secrets/${name}`,
-        })) as KubeObject & { data?: Record<string, string> };
-      } catch (err) {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      }
+      return (await getPathIfExists(kc, `/api/v1/namespaces/${namespace}/secrets/${name}`)) as
+        | (KubeObject & { data?: Record<string, string> })
+        | undefined;
     },
     async deleteSecret(name) {
       await kubeRequest(kc, {
@@ -243,15 +252,7 @@ export async function createRhoasFixture(options: RhoasFixtureOptions = {}): Pro
       })) as RhoasCr;
     },
     async get(kind, name) {
-      try {
-        return (await kubeRequest(kc, {
-          method: HttpMethod.GET,
-          path: crPath(namespace, kind, name),
-        })) as RhoasCr;
-      } catch (err) {
-        if (isNotFound(err)) return undefined;
-        throw err;
-      }
+      return (await getPathIfExists(kc, crPath(namespace, kind, name))) as RhoasCr | undefined;
     },
     async patchSpec(kind, name, spec) {
       return (await kubeRequest(kc, {
@@ -276,13 +277,7 @@ export async function createRhoasFixture(options: RhoasFixtureOptions = {}): Pro
           : undefined;
       });
     },
-    async events(name) {
-      const list = (await kubeRequest(kc, {
-        method: HttpMethod.GET,
-        path: `/api/v1/namespaces/${namespace}/events`,
-      })) as { items: { involvedObject: { name: string }; reason: string; message: string; type: string }[] };
-      return list.items.filter((e) => e.involvedObject.name === name);
-    },
+    events: (name) => listEvents(kc, namespace, { name }),
     async cleanup() {
       await operator.close();
       await api.close();

@@ -4,6 +4,7 @@
  * part of the production exports of `@gitops/shared`.
  */
 export { type ApiServerDouble, startApiServerDouble } from './api-server-double.ts';
+export { type ListedEvent, listEvents } from './events.ts';
 export { eventually } from './eventually.ts';
 export { type HandInformer, handInformer, recordingController } from './hand-informer.ts';
 export { randomSuffix } from './random-suffix.ts';
