@@ -3,8 +3,8 @@ import type { GitOpsDeploymentCondition } from '@gitops/api';
 import { describe, test } from 'vitest';
 import {
   desiredStatus,
-  isOnItsWay,
   managedEnvironmentIdOf,
+  onTheWay,
   parseApplicationState,
   RESOURCES_TRUNCATED_CONDITION,
   statusPatch,
@@ -244,7 +244,7 @@ describe('sync Events from operationState transitions', () => {
   });
 });
 
-describe('states Argo CD is on its way from (written at most every GITOPS_STATUS_PROGRESS_INTERVAL)', () => {
+describe('states Argo CD is on its way from: queued (GITOPS_STATUS_QUEUED_INTERVAL) or progressing (GITOPS_STATUS_PROGRESS_INTERVAL)', () => {
   const state = (sync?: string, health?: string, phase?: string, condition?: string) => ({
     ...(sync ? { sync: { status: sync } } : {}),
     ...(health ? { health: { status: health } } : {}),
@@ -254,26 +254,32 @@ describe('states Argo CD is on its way from (written at most every GITOPS_STATUS
       : {}),
   });
   test.each([
-    ['nothing reported yet', state(), true, true],
-    ['not compared yet (Unknown/Unknown)', state('Unknown', 'Unknown'), false, true],
+    ['nothing reported yet', state(), true, 'queued'],
+    ['not compared yet (Unknown/Unknown)', state('Unknown', 'Unknown'), false, 'queued'],
     [
       'not compared yet, the reconciler reporting an error',
       state('Unknown', 'Unknown', undefined, 'ErrorOccurred'),
       false,
-      true,
+      'queued',
     ],
-    ['a sync running', state('OutOfSync', 'Missing', 'Running'), false, true],
-    ['a sync terminating', state('Synced', 'Healthy', 'Terminating'), false, true],
-    ['health Progressing after a sync', state('Synced', 'Progressing', 'Succeeded'), false, true],
-    ['automated, OutOfSync, about to sync', state('OutOfSync', 'Missing'), true, true],
     [
-      'automated, OutOfSync after an earlier sync succeeded',
+      "automated, OutOfSync, never synced (a create in Argo CD's queue)",
+      state('OutOfSync', 'Missing'),
+      true,
+      'queued',
+    ],
+    ['a sync running', state('OutOfSync', 'Missing', 'Running'), false, 'progressing'],
+    ['a sync terminating', state('Synced', 'Healthy', 'Terminating'), false, 'progressing'],
+    ['health Progressing after a sync', state('Synced', 'Progressing', 'Succeeded'), false, 'progressing'],
+    ['health Progressing before any sync', state('OutOfSync', 'Progressing'), true, 'progressing'],
+    [
+      'automated, OutOfSync after an earlier sync succeeded (about to sync again)',
       state('OutOfSync', 'Healthy', 'Succeeded'),
       true,
-      true,
+      'progressing',
     ],
   ])('on its way: %s', (_, desired, automated, expected) => {
-    assert.equal(isOnItsWay(desired, automated), expected);
+    assert.equal(onTheWay(desired, automated), expected);
   });
   test.each([
     ['Synced and Healthy', state('Synced', 'Healthy', 'Succeeded'), true],
@@ -290,6 +296,6 @@ describe('states Argo CD is on its way from (written at most every GITOPS_STATUS
     ['Unknown/Unknown after a sync', state('Unknown', 'Unknown', 'Succeeded'), true],
     ['health reported alone', state(undefined, 'Healthy'), true],
   ])('settled, written at once: %s', (_, desired, automated) => {
-    assert.equal(isOnItsWay(desired, automated), false);
+    assert.equal(onTheWay(desired, automated), undefined);
   });
 });

@@ -238,24 +238,33 @@ export function statusPatch(
 }
 
 /**
- * Whether `desired` is a state Argo CD is still on its way from: a sync running (or terminating), health
- * Progressing, nothing compared yet (no state, or the agent's Unknown/Unknown of an Application Argo CD has
- * not looked at: no operation, no condition of Argo CD's), or an automated deployment OutOfSync that no
- * failed sync explains (Argo CD is about to sync it). Such states are written at most every
- * GITOPS_STATUS_PROGRESS_INTERVAL; a settled one (Synced, a manual deployment OutOfSync, a failed sync, a
- * comparison error, Degraded) at once, so what a user waits for or acts on shows without delay while the
- * states a sync passes through cost no write each.
+ * How a state Argo CD is on its way from waits before it is written:
+ * - `queued`: Argo CD has not acted on the Application yet: nothing compared (no state, the agent's
+ *   Unknown/Unknown of an Application Argo CD has not looked at, or Argo CD's first health Unknown with no sync
+ *   status yet: no operation, no condition of Argo CD's), or an
+ *   automated deployment OutOfSync that Argo CD never synced (a create waiting in Argo CD's queue for its first
+ *   sync). Written at most every GITOPS_STATUS_QUEUED_INTERVAL.
+ * - `progressing`: a sync running (or terminating), health Progressing, or an automated deployment OutOfSync
+ *   after an earlier sync that no failed sync explains (Argo CD is about to sync it again). Written at most every
+ *   GITOPS_STATUS_PROGRESS_INTERVAL.
+ * `undefined` for a settled state (Synced, a manual deployment OutOfSync, a failed sync, a comparison error,
+ * Degraded), written at once: what a user waits for or acts on shows without delay, while the states a create
+ * and its sync pass through cost no write each.
  */
-export function isOnItsWay(desired: JsonObject, automated: boolean): boolean {
+export type OnTheWay = 'queued' | 'progressing';
+
+export function onTheWay(desired: JsonObject, automated: boolean): OnTheWay | undefined {
   const phase = field(desired, 'operationState', 'phase');
-  if (phase === 'Running' || phase === 'Terminating') return true;
+  if (phase === 'Running' || phase === 'Terminating') return 'progressing';
   const sync = field(desired, 'sync', 'status');
   const health = field(desired, 'health', 'status');
-  if (sync === undefined && health === undefined) return true;
-  if (health === 'Progressing') return true;
-  if (sync === 'Unknown' && health === 'Unknown' && phase === undefined && !argoCdReportsCondition(desired))
-    return true;
-  return automated && sync === 'OutOfSync' && phase !== 'Failed' && phase !== 'Error';
+  if (sync === undefined && health === undefined) return 'queued';
+  if (health === 'Progressing') return 'progressing';
+  const notCompared =
+    (sync === undefined || sync === 'Unknown') && (health === undefined || health === 'Unknown');
+  if (notCompared && phase === undefined && !argoCdReportsCondition(desired)) return 'queued';
+  if (!automated || sync !== 'OutOfSync' || phase === 'Failed' || phase === 'Error') return undefined;
+  return phase === undefined ? 'queued' : 'progressing';
 }
 
 /** Whether `desired` carries a True condition of Argo CD's (ErrorOccurred is the reconciler's own). */

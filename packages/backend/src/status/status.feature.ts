@@ -2,8 +2,10 @@
  * The status path: NOTIFY `gitops_application_state_changed` (payload application id) → api_cr_mapping →
  * the GitOpsDeployment's key → read the current projection → merge-patch `/status` when it differs.
  * Keys, not payloads, are queued, so a burst of changes collapses into one write of the latest state. A state
- * Argo CD is on its way from (isOnItsWay) waits up to GITOPS_STATUS_PROGRESS_INTERVAL for the settled one,
- * which is written at once: a sync's four or five states cost one write, not one each (issue 34). Built
+ * Argo CD is on its way from (onTheWay) waits for the settled one, which is written at once: up to
+ * GITOPS_STATUS_QUEUED_INTERVAL while Argo CD has not acted on the Application yet (a create in its queue),
+ * up to GITOPS_STATUS_PROGRESS_INTERVAL while a sync runs, so a create's five or six states cost one write,
+ * not one each (issue 34). Built
  * with the controller builder `for` the GitOpsDeployment cache: a real change of an object wakes it, not a
  * relist, not a delete and not the echo of its own status write (`createOwnWrites`).
  * Writes carry the cached resourceVersion: a concurrent ErrorOccurred write makes ours fail with 409 and
@@ -36,8 +38,9 @@ import type { GitOpsDeploymentFeature } from '../gitops-deployment/gitops-deploy
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import {
   desiredStatus,
-  isOnItsWay,
   managedEnvironmentIdOf,
+  type OnTheWay,
+  onTheWay,
   parseApplicationState,
   statusPatch,
   syncTransitionEvent,
@@ -85,15 +88,22 @@ export function createStatusFeature(
     return row ? { applicationId: mapping.application_id, row } : undefined;
   }
 
-  /** When each object's first state on the way (isOnItsWay) was put off; written by the interval's end. */
-  const onItsWaySince = new Map<string, number>();
-  const progressMs = ctx.config.statusProgressIntervalMs;
+  /**
+   * When each object's first state of its current stage on the way (onTheWay) was put off; written by the end
+   * of that stage's interval. A new stage starts its own interval: a sync that starts after a long wait in
+   * Argo CD's queue is not written at once for having waited.
+   */
+  const putOff = new Map<string, { stage: OnTheWay; since: number }>();
+  const intervalMs: Record<OnTheWay, number> = {
+    queued: ctx.config.statusQueuedIntervalMs,
+    progressing: ctx.config.statusProgressIntervalMs,
+  };
 
   const reconcile: Reconciler = async (key, { logger }) => {
     const { namespace, name } = splitObjectKey(key);
     const object = namespace === undefined ? undefined : informer.get(namespace, name);
     if (!object || object.metadata.deletionTimestamp || !object.metadata.uid) {
-      onItsWaySince.delete(key);
+      putOff.delete(key);
       return;
     }
     const found = await stateOf(object.metadata.uid, key);
@@ -109,19 +119,20 @@ export function createStatusFeature(
     });
     const patch = statusPatch(object.status ?? {}, desired);
     if (patch === undefined) {
-      onItsWaySince.delete(key);
+      putOff.delete(key);
       return;
     }
-    // A state Argo CD is on its way from waits, counted from the first such state not written: what follows
-    // within the interval replaces it (a sync's states become one write, of the settled one).
-    const automated = object.spec.type === GitOpsDeploymentType.Automated;
-    if (progressMs > 0 && isOnItsWay(desired, automated)) {
-      const since = onItsWaySince.get(key) ?? performance.now();
-      onItsWaySince.set(key, since);
-      const wait = since + progressMs - performance.now();
+    // A state Argo CD is on its way from waits, counted from the first state of its stage not written: what
+    // follows within the interval replaces it (a create's states become one write, of the settled one).
+    const stage = onTheWay(desired, object.spec.type === GitOpsDeploymentType.Automated);
+    if (stage !== undefined && intervalMs[stage] > 0) {
+      const held = putOff.get(key);
+      const since = held?.stage === stage ? held.since : performance.now();
+      putOff.set(key, { stage, since });
+      const wait = since + intervalMs[stage] - performance.now();
       if (wait > 0) return { requeueAfter: wait };
     }
-    onItsWaySince.delete(key);
+    putOff.delete(key);
     ownWrites.begin(key);
     let written: KubeObject | undefined;
     try {
@@ -135,7 +146,15 @@ export function createStatusFeature(
       // Versions of the object that were not our write arrived meanwhile: look again.
       if (ownWrites.end(key, written)) controller.enqueue(key);
     }
-    logger.debug({ application: applicationId }, 'status updated from the Argo CD Application');
+    logger.debug(
+      {
+        application: applicationId,
+        sync: desired.sync && isJsonObject(desired.sync) ? desired.sync.status : undefined,
+        health: desired.health && isJsonObject(desired.health) ? desired.health.status : undefined,
+        phase: isJsonObject(desired.operationState) ? desired.operationState.phase : undefined,
+      },
+      'status updated from the Argo CD Application',
+    );
     const event = syncTransitionEvent(object.status?.operationState, desired.operationState);
     if (event)
       await ctx.events.event(

@@ -485,8 +485,12 @@ describe('status path: the states Argo CD passes through on its way are put off,
   });
 });
 
-describe('status path: a state on the way that lasts is written when the interval ends', () => {
-  const { f, tenant } = useStartedBackend({ GITOPS_STATUS_PROGRESS_INTERVAL: '1s' });
+describe('status path: a state on the way that lasts is written when the interval of its stage ends', () => {
+  // A create queued in Argo CD waits far longer than the test; a sync's states 1 s.
+  const { f, tenant } = useStartedBackend({
+    GITOPS_STATUS_QUEUED_INTERVAL: '10m',
+    GITOPS_STATUS_PROGRESS_INTERVAL: '1s',
+  });
 
   test('a sync still running shows, with nothing after it to wake the status path', async () => {
     const { application } = await deploymentWithApplication(f, tenant.name, 'long-sync');
@@ -496,6 +500,62 @@ describe('status path: a state on the way that lasts is written when the interva
       operationState: running,
     });
     await deploymentShowing(f, tenant.name, 'long-sync', 'Missing', 'Running');
+  });
+
+  test('a create queued in Argo CD is not written at the progress interval; its sync then starts an interval of its own', async () => {
+    const { application } = await deploymentWithApplication(f, tenant.name, 'queued');
+    const watch = await recordStatusWrites(f, tenant.name, 'queued');
+    try {
+      // Compared, OutOfSync, never synced: a create waiting in Argo CD's queue for its first sync.
+      await writeApplicationState(f.db, application.id, {
+        sync: { status: 'OutOfSync', revision: 'abc123' },
+        health: { status: 'Missing' },
+      });
+      // Two syncs of other deployments reported after it, each written when its 1 s interval ended: the
+      // queued state has waited two progress intervals by then.
+      for (const name of ['running-1', 'running-2']) {
+        const other = await deploymentWithApplication(f, tenant.name, name);
+        await writeApplicationState(f.db, other.application.id, {
+          sync: { status: 'OutOfSync', revision: 'abc123' },
+          health: { status: 'Missing' },
+          operationState: running,
+        });
+        await deploymentShowing(f, tenant.name, name, 'Missing', 'Running');
+      }
+      assert.deepEqual(watch.writes, []);
+      // Its sync starts and ends within 1 s: one write, of the settled state.
+      await writeApplicationState(f.db, application.id, {
+        sync: { status: 'OutOfSync', revision: 'abc123' },
+        health: { status: 'Missing' },
+        operationState: running,
+      });
+      await writeApplicationState(f.db, application.id, {
+        sync: { status: 'Synced', revision: 'abc123' },
+        health: { status: 'Healthy' },
+        operationState,
+      });
+      const object = await deploymentShowing(f, tenant.name, 'queued', 'Healthy', 'Succeeded');
+      await watch.seen(object.metadata.resourceVersion);
+      assert.deepEqual(watch.writes, ['Healthy/Succeeded']);
+    } finally {
+      await watch.stop();
+    }
+  });
+});
+
+describe('status path: a create that stays queued in Argo CD is written when the queued interval ends', () => {
+  const { f, tenant } = useStartedBackend({
+    GITOPS_STATUS_QUEUED_INTERVAL: '1s',
+    GITOPS_STATUS_PROGRESS_INTERVAL: '10m',
+  });
+
+  test('OutOfSync/Missing shows, with nothing after it to wake the status path', async () => {
+    const { application } = await deploymentWithApplication(f, tenant.name, 'long-queue');
+    await writeApplicationState(f.db, application.id, {
+      sync: { status: 'OutOfSync', revision: 'abc123' },
+      health: { status: 'Missing' },
+    });
+    await deploymentShowing(f, tenant.name, 'long-queue', 'Missing');
   });
 });
 
