@@ -262,6 +262,13 @@ describe('states Argo CD is on its way from: queued (GITOPS_STATUS_QUEUED_INTERV
       false,
       'queued',
     ],
+    ['compared nothing yet (health Unknown, no sync status)', state(undefined, 'Unknown'), true, 'queued'],
+    [
+      "Argo CD's first status (health Unknown, sync status empty)",
+      { sync: { status: '' }, health: { status: 'Unknown' } },
+      true,
+      'queued',
+    ],
     [
       "automated, OutOfSync, never synced (a create in Argo CD's queue)",
       state('OutOfSync', 'Missing'),

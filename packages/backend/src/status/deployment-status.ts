@@ -240,8 +240,8 @@ export function statusPatch(
 /**
  * How a state Argo CD is on its way from waits before it is written:
  * - `queued`: Argo CD has not acted on the Application yet: nothing compared (no state, the agent's
- *   Unknown/Unknown of an Application Argo CD has not looked at, or Argo CD's first health Unknown with no sync
- *   status yet: no operation, no condition of Argo CD's), or an
+ *   Unknown/Unknown of an Application Argo CD has not looked at, or Argo CD's first health Unknown with an empty
+ *   sync status: no operation, no condition of Argo CD's), or an
  *   automated deployment OutOfSync that Argo CD never synced (a create waiting in Argo CD's queue for its first
  *   sync). Written at most every GITOPS_STATUS_QUEUED_INTERVAL.
  * - `progressing`: a sync running (or terminating), health Progressing, or an automated deployment OutOfSync
@@ -260,8 +260,9 @@ export function onTheWay(desired: JsonObject, automated: boolean): OnTheWay | un
   const health = field(desired, 'health', 'status');
   if (sync === undefined && health === undefined) return 'queued';
   if (health === 'Progressing') return 'progressing';
-  const notCompared =
-    (sync === undefined || sync === 'Unknown') && (health === undefined || health === 'Unknown');
+  // Argo CD's first status of an Application has health Unknown and an empty sync status ("").
+  const unknown = (value: unknown) => value === undefined || value === '' || value === 'Unknown';
+  const notCompared = unknown(sync) && unknown(health);
   if (notCompared && phase === undefined && !argoCdReportsCondition(desired)) return 'queued';
   if (!automated || sync !== 'OutOfSync' || phase === 'Failed' || phase === 'Error') return undefined;
   return phase === undefined ? 'queued' : 'progressing';
