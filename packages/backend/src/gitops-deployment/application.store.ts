@@ -93,12 +93,10 @@ export async function deleteMappedApplications(
     // incarnation, or it is being deleted): the delete carries the proof that lets the agent prune.
     await deleteApplication(trx, application.id, { proven: true });
     const owner = { namespace: mapping.cr_namespace, name: mapping.cr_name, uid: mapping.cr_uid };
-    const { operation } = await insertOperation(trx, {
+    const operation = await GitOpsDeploymentCr.announce(trx, owner, {
       engineInstanceId: application.engine_instance_id,
-      resourceType: 'Application',
       resourceId: application.id,
       ownerUserId: application.cluster_user_id,
-      ownerCr: { kind: GitOpsDeploymentCr.kind, ...owner },
     });
     deleted.push({
       applicationId: application.id,
@@ -243,7 +241,6 @@ export async function applyDesiredApplication(
   mapping: ApiCrMappingRow | undefined,
 ): Promise<ApplyResult> {
   const { deployment } = desired;
-  const ownerCr = { kind: GitOpsDeploymentCr.kind, ...deployment } as const;
   const environmentOf = async (clusterUserId: string) =>
     desired.managedEnvironmentId !== undefined
       ? { id: desired.managedEnvironmentId }
@@ -293,12 +290,10 @@ export async function applyDesiredApplication(
     spec: desired.spec,
   });
   if (!updated) throw new Error(`application ${application.id} vanished inside its transaction`);
-  const { operation } = await insertOperation(trx, {
+  const operation = await GitOpsDeploymentCr.announce(trx, deployment, {
     engineInstanceId: updated.engine_instance_id,
-    resourceType: 'Application',
     resourceId: updated.id,
     ownerUserId: application.cluster_user_id,
-    ownerCr,
   });
   return { change: 'updated', application: updated, operation };
 }

@@ -18,7 +18,6 @@ import {
   getManagedEnvironmentWithCredentials,
   insertApiCrMapping,
   insertExternalEnvironment,
-  insertOperation,
   insertOperations,
   listApplicationsOfManagedEnvironment,
   type OperationRequest,
@@ -124,7 +123,6 @@ export async function applyEnvironment(
   },
 ): Promise<ApplyEnvironmentResult> {
   const { environment } = input;
-  const ownerCr = { kind: ManagedEnvironmentCr.kind, ...environment } as const;
   const mapping = await getApiCrMappingByUid(trx, environment.uid);
   const existing =
     mapping?.managed_environment_id != null
@@ -155,12 +153,10 @@ export async function applyEnvironment(
     await sealCredentialsForInstances(trx, sealer, {
       clusterUserIds: [existing.environment.cluster_user_id],
     });
-    const { operation } = await insertOperation(trx, {
+    const operation = await ManagedEnvironmentCr.announce(trx, environment, {
       engineInstanceId: instance.id,
-      resourceType: 'ManagedEnvironment',
       resourceId: existing.environment.id,
       ownerUserId: existing.environment.cluster_user_id,
-      ownerCr,
     });
     return { change: 'updated', environmentId: existing.environment.id, operationId: operation.id };
   }
@@ -186,12 +182,10 @@ export async function applyEnvironment(
     { ...environment, namespaceUid: input.namespaceUid },
     { kind: ManagedEnvironmentCr.kind, managedEnvironmentId: created.environment.id },
   );
-  const { operation } = await insertOperation(trx, {
+  const operation = await ManagedEnvironmentCr.announce(trx, environment, {
     engineInstanceId: instance.id,
-    resourceType: 'ManagedEnvironment',
     resourceId: created.environment.id,
     ownerUserId: clusterUser.id,
-    ownerCr,
   });
   return { change: 'created', environmentId: created.environment.id, operationId: operation.id };
 }

@@ -12,7 +12,6 @@ import {
   getClusterUserByNamespaceUid,
   getRepositoryCredentials,
   insertApiCrMapping,
-  insertOperation,
   insertRepositoryCredentials,
   type OperationRow,
   type RepositoryCredentialsRow,
@@ -70,14 +69,11 @@ async function announceCredentials(
   row: RepositoryCredentialsRow,
   owner: RepositoryCredentialIdentity,
 ): Promise<OperationRow> {
-  const { operation } = await insertOperation(trx, {
+  return await RepositoryCredentialCr.announce(trx, owner, {
     engineInstanceId: row.engine_instance_id,
-    resourceType: 'RepositoryCredentials',
     resourceId: row.id,
     ownerUserId: row.cluster_user_id,
-    ownerCr: { kind: RepositoryCredentialCr.kind, ...owner },
   });
-  return operation;
 }
 
 export interface DesiredRepositoryCredentials {
