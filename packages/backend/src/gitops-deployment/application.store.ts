@@ -9,7 +9,6 @@ import {
   apiCrMappingsOfKind,
   applicationName,
   type ClusterCredentialsInput,
-  type ClusterUserRow,
   createApplicationOfNewDeployment,
   type Database,
   deleteApplication,
@@ -17,7 +16,6 @@ import {
   ensureWorkspaceEnvironment,
   getApplication,
   getApplicationByName,
-  getClusterUserByNamespaceUid,
   getEngineInstance,
   getPlacedTenant,
   getWorkspaceEnvironment,
@@ -29,13 +27,12 @@ import {
   type OperationRow,
   setWorkspaceCredentials,
   updateApplication,
-  upsertClusterUser,
 } from '@gitops/db';
 import type { Kysely, Transaction } from 'kysely';
 import { type JsonObject, jsonEqual } from '../json.ts';
 import { GitOpsDeploymentCr } from '../kinds.ts';
 import { type OperationsOutcome, operationsOutcome } from '../operation-outcome.ts';
-import { tenantEngineInstance } from '../placement.ts';
+import { placeNamespaceTenant, type TenantOfNamespace } from '../placement.ts';
 import { WorkspaceAccessNeededError } from '../workspace-access/workspace-access.ts';
 
 /** The identity of one GitOpsDeployment incarnation (a re-created one has a new uid). */
@@ -111,15 +108,6 @@ export async function deleteMappedApplications(
 /** Mappings of GitOpsDeployments with this namespace/name, optionally except the incarnation `exceptUid`. */
 export const findDeploymentMappings = apiCrMappingsOfKind(GitOpsDeploymentCr.kind);
 
-async function ensureClusterUser(
-  trx: Transaction<Database>,
-  namespace: { uid: string; name: string },
-): Promise<ClusterUserRow> {
-  const existing = await getClusterUserByNamespaceUid(trx, namespace.uid);
-  if (existing && existing.namespace_name === namespace.name) return existing;
-  return await upsertClusterUser(trx, namespace);
-}
-
 /** The tenant's Workspace environment, read first so an unchanged reconcile writes nothing. */
 async function workspaceEnvironment(
   trx: Transaction<Database>,
@@ -130,12 +118,8 @@ async function workspaceEnvironment(
   return existing ?? (await ensureWorkspaceEnvironment(trx, { id: clusterUserId, namespaceName }));
 }
 
-export interface DesiredApplication {
+export interface DesiredApplication extends TenantOfNamespace {
   deployment: DeploymentIdentity;
-  /** Namespace uid of the GitOpsDeployment's namespace (the tenant). */
-  namespaceUid: string;
-  /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
-  requestedEngineInstance: string | undefined;
   spec: JsonObject;
   /** An External environment (spec.destination.environment); unset: the tenant's Workspace environment. */
   managedEnvironmentId?: string;
@@ -194,14 +178,8 @@ async function placedTenant(
       instance: placed.instance,
       workspaceEnvironmentId: placed.workspaceEnvironmentId,
     };
-  const clusterUserId = (await ensureClusterUser(trx, { uid: desired.namespaceUid, name: namespace })).id;
-  const instance = await tenantEngineInstance(
-    trx,
-    clusterUserId,
-    desired.requestedEngineInstance,
-    desired.tenantClusterIdentity,
-  );
-  return { clusterUserId, instance };
+  const { tenant, instance } = await placeNamespaceTenant(trx, namespace, desired);
+  return { clusterUserId: tenant.id, instance };
 }
 
 export type ApplyResult =

@@ -31,7 +31,7 @@ import {
 import { jsonEqual } from '@gitops/shared';
 import type { Kysely, Transaction } from 'kysely';
 import { ManagedEnvironmentCr } from '../kinds.ts';
-import { tenantEngineInstance } from '../placement.ts';
+import { type TenantOfNamespace, tenantEngineInstance } from '../placement.ts';
 
 export interface EnvironmentIdentity {
   namespace: string;
@@ -112,15 +112,7 @@ function sameCredentials(
 export async function applyEnvironment(
   trx: Transaction<Database>,
   sealer: Sealer,
-  input: {
-    environment: EnvironmentIdentity;
-    namespaceUid: string;
-    /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
-    requestedEngineInstance: string | undefined;
-    /** The cluster the tenant's namespace lives on (placement without a label stays on it). */
-    tenantClusterIdentity?: string;
-    credentials: DesiredCredentials;
-  },
+  input: TenantOfNamespace & { environment: EnvironmentIdentity; credentials: DesiredCredentials },
 ): Promise<ApplyEnvironmentResult> {
   const { environment } = input;
   const mapping = await getApiCrMappingByUid(trx, environment.uid);

@@ -9,7 +9,6 @@ import {
   type Database,
   deleteApiCrMapping,
   deleteRepositoryCredentials,
-  getClusterUserByNamespaceUid,
   getRepositoryCredentials,
   insertApiCrMapping,
   insertRepositoryCredentials,
@@ -20,13 +19,12 @@ import {
   type Sealer,
   sealCredentialsForInstances,
   updateRepositoryCredentials,
-  upsertClusterUser,
 } from '@gitops/db';
 import { normalizeRepositoryUrl } from '@gitops/shared';
 import type { Transaction } from 'kysely';
 import { refreshApplicationsOfRepository } from '../gitops-deployment/application-refresh.ts';
 import { RepositoryCredentialCr } from '../kinds.ts';
-import { tenantEngineInstance } from '../placement.ts';
+import { placeNamespaceTenant, type TenantOfNamespace } from '../placement.ts';
 import type { GitCredentials } from './git-ls-remote.ts';
 
 /** Additional authenticated data of each sealed column (one definition for both processes, in @gitops/db). */
@@ -76,13 +74,8 @@ async function announceCredentials(
   });
 }
 
-export interface DesiredRepositoryCredentials {
+export interface DesiredRepositoryCredentials extends TenantOfNamespace {
   cr: RepositoryCredentialIdentity;
-  namespaceUid: string;
-  /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
-  requestedEngineInstance: string | undefined;
-  /** The cluster the tenant's namespace lives on (placement without a label stays on it). */
-  tenantClusterIdentity?: string;
   repositoryUrl: string;
   /** git, helm or oci (spec.type; git when absent). */
   repositoryType: RepositoryType;
@@ -169,16 +162,7 @@ export async function applyRepositoryCredentials(
     return { change: 'updated', row: updated, operation };
   }
 
-  let tenant = await getClusterUserByNamespaceUid(trx, desired.namespaceUid);
-  if (!tenant || tenant.namespace_name !== cr.namespace) {
-    tenant = await upsertClusterUser(trx, { uid: desired.namespaceUid, name: cr.namespace });
-  }
-  const instance = await tenantEngineInstance(
-    trx,
-    tenant.id,
-    desired.requestedEngineInstance,
-    desired.tenantClusterIdentity,
-  );
+  const { tenant, instance } = await placeNamespaceTenant(trx, cr.namespace, desired);
   const created = await insertRepositoryCredentials(trx, {
     clusterUserId: tenant.id,
     engineInstanceId: instance.id,
