@@ -14,16 +14,13 @@ import {
   type AppStudioFixture,
   conditionsOf,
   createAppStudioFixture,
+  errorPair,
   Kind,
   specOf,
 } from '../testing/appstudio-fixture.ts';
 
 const decoded = (o: KubeObject | undefined, key: string) =>
   Buffer.from(String((o?.data as Record<string, string> | undefined)?.[key] ?? ''), 'base64').toString();
-const errorPair = (reason: string, message: string) => [
-  { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
-  { type: 'Reconciled', status: 'False', reason, message },
-];
 
 function helpers(f: AppStudioFixture, ns: () => string) {
   return {
