@@ -48,6 +48,11 @@ export function mappedRowOf(mapping: ApiCrMappingRow): MappedRow {
   }
 }
 
+/** The CR of a mapping (that incarnation): its namespace, name and uid. */
+export function mappedCrOf(mapping: ApiCrMappingRow): { namespace: string; name: string; uid: string } {
+  return { namespace: mapping.cr_namespace, name: mapping.cr_name, uid: mapping.cr_uid };
+}
+
 /** The columns of the mapping of `cr` to `row`. */
 function mappingColumns(cr: CrReference, row: MappedRow) {
   return {

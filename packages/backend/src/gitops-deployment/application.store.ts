@@ -24,6 +24,7 @@ import {
   insertOperation,
   lockApplication,
   type ManagedEnvironmentRow,
+  mappedCrOf,
   type OperationRow,
   setWorkspaceCredentials,
   updateApplication,
@@ -89,7 +90,7 @@ export async function deleteMappedApplications(
     // Every caller found the GitOpsDeployment of the mapping gone (a live read found none, or another
     // incarnation, or it is being deleted): the delete carries the proof that lets the agent prune.
     await deleteApplication(trx, application.id, { proven: true });
-    const owner = { namespace: mapping.cr_namespace, name: mapping.cr_name, uid: mapping.cr_uid };
+    const owner = mappedCrOf(mapping);
     const operation = await GitOpsDeploymentCr.announce(trx, owner, {
       engineInstanceId: application.engine_instance_id,
       resourceId: application.id,

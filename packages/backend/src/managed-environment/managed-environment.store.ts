@@ -20,6 +20,7 @@ import {
   insertExternalEnvironment,
   insertOperations,
   listApplicationsOfManagedEnvironment,
+  mappedCrOf,
   type OperationRequest,
   SealContext,
   type Sealer,
@@ -203,12 +204,7 @@ export async function deleteMappedEnvironments(
     if (!found) continue;
     const applications = await listApplicationsOfManagedEnvironment(trx, found.environment.id);
     const { affectedApplicationIds } = await deleteManagedEnvironment(trx, found.environment.id);
-    const owner = {
-      kind: ManagedEnvironmentCr.kind,
-      namespace: mapping.cr_namespace,
-      name: mapping.cr_name,
-      uid: mapping.cr_uid,
-    } as const;
+    const owner = { kind: ManagedEnvironmentCr.kind, ...mappedCrOf(mapping) };
     const engineInstanceId = (await getClusterUser(trx, found.environment.cluster_user_id))
       ?.engine_instance_id;
     const requests: OperationRequest[] = [

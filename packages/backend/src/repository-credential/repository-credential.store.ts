@@ -12,6 +12,7 @@ import {
   getRepositoryCredentials,
   insertApiCrMapping,
   insertRepositoryCredentials,
+  mappedCrOf,
   type OperationRow,
   type RepositoryCredentialsRow,
   type RepositoryType,
@@ -50,13 +51,7 @@ export async function deleteMappedRepositoryCredentials(
     const row = await getRepositoryCredentials(trx, mapping.repository_credentials_id);
     if (!row) continue;
     await deleteRepositoryCredentials(trx, row.id);
-    operations.push(
-      await announceCredentials(trx, row, {
-        namespace: mapping.cr_namespace,
-        name: mapping.cr_name,
-        uid: mapping.cr_uid,
-      }),
-    );
+    operations.push(await announceCredentials(trx, row, mappedCrOf(mapping)));
   }
   return operations;
 }
