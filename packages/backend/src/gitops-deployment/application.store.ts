@@ -306,10 +306,5 @@ export function applicationOperationsOutcome(
   ownerUid: string,
   applicationId?: string,
 ): Promise<OperationsOutcome> {
-  return operationsOutcome(
-    db,
-    { kind: GitOpsDeploymentCr.kind, uid: ownerUid },
-    'Application',
-    applicationId,
-  );
+  return operationsOutcome(db, GitOpsDeploymentCr, ownerUid, applicationId);
 }
