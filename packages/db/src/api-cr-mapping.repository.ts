@@ -273,11 +273,6 @@ export async function getApiCrMappingOfSyncOperation(
     .executeTakeFirst();
 }
 
-export async function deleteApiCrMappingByUid(db: Kysely<Database>, crUid: string): Promise<boolean> {
-  const result = await db.deleteFrom('api_cr_mapping').where('cr_uid', '=', crUid).executeTakeFirst();
-  return result.numDeletedRows > 0n;
-}
-
 /** One page of the mappings of one kind, in id order (keyset pagination for sweeps). */
 export async function listApiCrMappingsOfKind(
   db: Kysely<Database>,
