@@ -4,6 +4,7 @@
  * full access (what Argo CD's `argocd cluster add` installs), and a token from the TokenRequest API.
  * Removed again when the ManagedEnvironment is deleted (the backend keeps a finalizer for that).
  */
+import { MANAGED_BY_LABELS } from '@gitops/api';
 import {
   createUnlessExists,
   HttpMethod,
@@ -22,8 +23,6 @@ export function serviceAccountName(crUid: string): string {
   return `argocd-manager-${crUid}`;
 }
 
-const labels = { 'app.kubernetes.io/managed-by': 'gitops-service' };
-
 /** Creates (idempotently) the ServiceAccount, ClusterRole and ClusterRoleBinding; returns a fresh token. */
 export async function installServiceAccount(
   kc: KubeConfig,
@@ -37,7 +36,7 @@ export async function installServiceAccount(
     {
       apiVersion: 'v1',
       kind: 'ServiceAccount',
-      metadata: { name, namespace: SERVICE_ACCOUNT_NAMESPACE, labels },
+      metadata: { name, namespace: SERVICE_ACCOUNT_NAMESPACE, labels: MANAGED_BY_LABELS },
     },
     signal,
   );
@@ -47,7 +46,7 @@ export async function installServiceAccount(
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRole',
-      metadata: { name, labels },
+      metadata: { name, labels: MANAGED_BY_LABELS },
       rules: [
         { apiGroups: ['*'], resources: ['*'], verbs: ['*'] },
         { nonResourceURLs: ['*'], verbs: ['*'] },
@@ -61,7 +60,7 @@ export async function installServiceAccount(
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRoleBinding',
-      metadata: { name, labels },
+      metadata: { name, labels: MANAGED_BY_LABELS },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
       subjects: [{ kind: 'ServiceAccount', name, namespace: SERVICE_ACCOUNT_NAMESPACE }],
     },
