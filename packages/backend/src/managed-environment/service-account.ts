@@ -10,6 +10,7 @@ import {
   HttpMethod,
   isNotFound,
   type KubeConfig,
+  type KubeObject,
   kubeRequest,
   requestServiceAccountToken,
 } from '@gitops/shared';
@@ -30,42 +31,42 @@ export async function installServiceAccount(
   signal: AbortSignal,
 ): Promise<string> {
   const name = serviceAccountName(crUid);
-  await createUnlessExists(
-    kc,
-    `/api/v1/namespaces/${SERVICE_ACCOUNT_NAMESPACE}/serviceaccounts`,
-    {
-      apiVersion: 'v1',
-      kind: 'ServiceAccount',
-      metadata: { name, namespace: SERVICE_ACCOUNT_NAMESPACE, labels: MANAGED_BY_LABELS },
-    },
-    signal,
-  );
-  await createUnlessExists(
-    kc,
-    '/apis/rbac.authorization.k8s.io/v1/clusterroles',
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name, labels: MANAGED_BY_LABELS },
-      rules: [
-        { apiGroups: ['*'], resources: ['*'], verbs: ['*'] },
-        { nonResourceURLs: ['*'], verbs: ['*'] },
-      ],
-    },
-    signal,
-  );
-  await createUnlessExists(
-    kc,
-    '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name, labels: MANAGED_BY_LABELS },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
-      subjects: [{ kind: 'ServiceAccount', name, namespace: SERVICE_ACCOUNT_NAMESPACE }],
-    },
-    signal,
-  );
+  const metadata = { name, labels: MANAGED_BY_LABELS };
+  // In this order, as removeServiceAccount deletes them the other way round.
+  const objects: [collectionPath: string, object: KubeObject][] = [
+    [
+      `/api/v1/namespaces/${SERVICE_ACCOUNT_NAMESPACE}/serviceaccounts`,
+      {
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: { ...metadata, namespace: SERVICE_ACCOUNT_NAMESPACE },
+      },
+    ],
+    [
+      '/apis/rbac.authorization.k8s.io/v1/clusterroles',
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata,
+        rules: [
+          { apiGroups: ['*'], resources: ['*'], verbs: ['*'] },
+          { nonResourceURLs: ['*'], verbs: ['*'] },
+        ],
+      },
+    ],
+    [
+      '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata,
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+        subjects: [{ kind: 'ServiceAccount', name, namespace: SERVICE_ACCOUNT_NAMESPACE }],
+      },
+    ],
+  ];
+  for (const [collectionPath, object] of objects)
+    await createUnlessExists(kc, collectionPath, object, signal);
   return await requestServiceAccountToken(
     kc,
     { namespace: SERVICE_ACCOUNT_NAMESPACE, name },
