@@ -163,6 +163,18 @@ async function expectRejected(kind: Kind, spec: Spec, message: string): Promise<
   assertInvalid(res, message, `${kind} ${JSON.stringify(spec)}`);
 }
 
+/** A merge patch of the object's status subresource with `status`. */
+function patchStatus(kind: Kind, name: string, status: Obj): Promise<Response> {
+  return mergePatch(kind, name, { status }, '/status');
+}
+
+/** Patches the object's status with `status` and asserts the API server stored it as it is. */
+async function expectStatusStored(kind: Kind, name: string, status: Obj): Promise<void> {
+  const res = await patchStatus(kind, name, status);
+  assert.equal(res.status, 200, String(res.body.message));
+  assert.deepEqual(res.body.status, status);
+}
+
 function mergePatch(kind: Kind, name: string, patch: unknown, subresource = ''): Promise<Response> {
   return call(
     endpoint,
@@ -706,12 +718,10 @@ describe('GitOpsDeployment admission', () => {
         },
       ],
     };
-    const res = await mergePatch(
-      Kind.GitOpsDeployment,
-      name,
-      { status: { ...status, sync: { ...status.sync, notInTheSchema: 'x' } } },
-      '/status',
-    );
+    const res = await patchStatus(Kind.GitOpsDeployment, name, {
+      ...status,
+      sync: { ...status.sync, notInTheSchema: 'x' },
+    });
     assert.equal(res.status, 200, String(res.body.message));
     assert.deepEqual(res.body.status, status);
 
@@ -728,19 +738,11 @@ describe('GitOpsDeployment admission', () => {
 
   test('rejects a status condition without a type, or with a status other than True/False/Unknown', async () => {
     const name = nameOf(await expectAccepted(Kind.GitOpsDeployment, { source, type: 'automated' }));
-    const noType = await mergePatch(
-      Kind.GitOpsDeployment,
-      name,
-      { status: { conditions: [{ status: 'True' }] } },
-      '/status',
-    );
+    const noType = await patchStatus(Kind.GitOpsDeployment, name, { conditions: [{ status: 'True' }] });
     assertInvalid(noType, 'Required value', 'a condition without a type');
-    const badStatus = await mergePatch(
-      Kind.GitOpsDeployment,
-      name,
-      { status: { conditions: [{ type: 'ErrorOccurred', status: 'Maybe' }] } },
-      '/status',
-    );
+    const badStatus = await patchStatus(Kind.GitOpsDeployment, name, {
+      conditions: [{ type: 'ErrorOccurred', status: 'Maybe' }],
+    });
     assertInvalid(badStatus, 'Unsupported value', 'a condition with status Maybe');
   });
 });
@@ -851,14 +853,7 @@ describe('GitOpsDeploymentSyncRun admission', () => {
       message: '',
       lastTransitionTime: '2026-01-01T00:00:00Z',
     };
-    const withStatus = await mergePatch(
-      Kind.GitOpsDeploymentSyncRun,
-      name,
-      { status: { conditions: [condition] } },
-      '/status',
-    );
-    assert.equal(withStatus.status, 200, String(withStatus.body.message));
-    assert.deepEqual(withStatus.body.status, { conditions: [condition] });
+    await expectStatusStored(Kind.GitOpsDeploymentSyncRun, name, { conditions: [condition] });
   });
   test('terminate can be set later but never undone', async () => {
     const name = nameOf(await expectAccepted(Kind.GitOpsDeploymentSyncRun, { gitopsDeploymentName: 'a' }));
@@ -887,15 +882,8 @@ describe('GitOpsDeploymentSyncRun admission', () => {
       health: 'Healthy',
       syncStatus: 'Synced',
     };
-    const written = await mergePatch(Kind.GitOpsDeploymentSyncRun, name, { status }, '/status');
-    assert.equal(written.status, 200, String(written.body.message));
-    assert.deepEqual(written.body.status, status);
-    const badPhase = await mergePatch(
-      Kind.GitOpsDeploymentSyncRun,
-      name,
-      { status: { phase: 'Done' } },
-      '/status',
-    );
+    await expectStatusStored(Kind.GitOpsDeploymentSyncRun, name, status);
+    const badPhase = await patchStatus(Kind.GitOpsDeploymentSyncRun, name, { phase: 'Done' });
     assertInvalid(badPhase, 'Unsupported value', 'an unknown phase');
     const table = await call(
       endpoint,
@@ -1013,32 +1001,17 @@ describe('GitOpsDeploymentManagedEnvironment admission', () => {
       observedGeneration: 1,
       lastTransitionTime: '2026-01-01T00:00:00Z',
     };
-    const ok = await mergePatch(
-      Kind.GitOpsDeploymentManagedEnvironment,
-      name,
-      { status: { conditions: [condition] } },
-      '/status',
-    );
-    assert.equal(ok.status, 200, String(ok.body.message));
-    assert.deepEqual(ok.body.status, { conditions: [condition] });
+    await expectStatusStored(Kind.GitOpsDeploymentManagedEnvironment, name, { conditions: [condition] });
 
     const succeeded = { ...condition, status: 'True', reason: 'Succeeded', message: '' };
-    const empty = await mergePatch(
-      Kind.GitOpsDeploymentManagedEnvironment,
-      name,
-      { status: { conditions: [succeeded] } },
-      '/status',
-    );
+    const empty = await patchStatus(Kind.GitOpsDeploymentManagedEnvironment, name, {
+      conditions: [succeeded],
+    });
     assert.equal(empty.status, 200, `an empty message is allowed: ${empty.body.message}`);
 
     const { reason: _reason, ...withoutReason } = condition;
     assertInvalid(
-      await mergePatch(
-        Kind.GitOpsDeploymentManagedEnvironment,
-        name,
-        { status: { conditions: [withoutReason] } },
-        '/status',
-      ),
+      await patchStatus(Kind.GitOpsDeploymentManagedEnvironment, name, { conditions: [withoutReason] }),
       'reason: Required value',
       'a condition without a reason',
     );
@@ -1189,14 +1162,7 @@ describe('GitOpsDeploymentRepositoryCredential admission', () => {
         lastTransitionTime: at,
       },
     ];
-    const res = await mergePatch(
-      Kind.GitOpsDeploymentRepositoryCredential,
-      name,
-      { status: { conditions } },
-      '/status',
-    );
-    assert.equal(res.status, 200, String(res.body.message));
-    assert.deepEqual(res.body.status, { conditions });
+    await expectStatusStored(Kind.GitOpsDeploymentRepositoryCredential, name, { conditions });
   });
 });
 
@@ -1348,12 +1314,10 @@ describe('kubectl view of the API', () => {
 
   test('kubectl get gitopsdeployments shows Name, Sync, Health and Age with the values from status', async () => {
     const name = nameOf(await expectAccepted(Kind.GitOpsDeployment, { source, type: 'automated' }));
-    const patched = await mergePatch(
-      Kind.GitOpsDeployment,
-      name,
-      { status: { sync: { status: 'Synced', revision: 'abc' }, health: { status: 'Healthy' } } },
-      '/status',
-    );
+    const patched = await patchStatus(Kind.GitOpsDeployment, name, {
+      sync: { status: 'Synced', revision: 'abc' },
+      health: { status: 'Healthy' },
+    });
     assert.equal(patched.status, 200, String(patched.body.message));
     const table = await call(
       endpoint,

@@ -394,6 +394,12 @@ export const Label = {
   BackendShard: 'managed-gitops.redhat.com/backend-shard',
 } as const;
 
+/**
+ * The labels of what the service makes for itself outside Argo CD: ServiceAccounts and their RBAC, the
+ * agent's key Secret.
+ */
+export const MANAGED_BY_LABELS = { 'app.kubernetes.io/managed-by': 'gitops-service' } as const;
+
 /** Values of the `argocd.argoproj.io/secret-type` label. */
 export const ArgoCDSecretType = {
   Cluster: 'cluster',

@@ -15,7 +15,15 @@ import {
   type KindDescriptor,
   Kinds,
 } from '@gitops/api';
-import { type CrKind, type Database, lockCrName } from '@gitops/db';
+import {
+  type CrKind,
+  type Database,
+  insertOperation,
+  lockCrName,
+  type OperationOwnerCr,
+  type OperationResourceType,
+  type OperationRow,
+} from '@gitops/db';
 import {
   anyOf,
   deletionStarted,
@@ -51,6 +59,17 @@ export interface CrKindDescriptor<K extends CrKind = CrKind, T extends KubeObjec
    * read's. @throws for one without a name, without a spec, or whose spec or status is not an object.
    */
   parse(raw: unknown): T;
+  /** What the rows of an object of this kind are announced to an engine instance as (`operation.resource_type`). */
+  readonly resourceType: OperationResourceType;
+  /**
+   * Announces a change of the row `row.resourceId`, which the object `owner` of this kind made, to the engine
+   * instance `row.engineInstanceId` (insertOperation, in `trx`): the operation, owned by `owner`.
+   */
+  announce(
+    trx: Transaction<Database>,
+    owner: Omit<OperationOwnerCr, 'kind'>,
+    row: AnnouncedRow,
+  ): Promise<OperationRow>;
   /** Serialises reconciles of one CR name across backend replicas until `trx` ends. */
   lock(trx: Transaction<Database>, namespace: string, name: string): Promise<void>;
   /** The reference of an object of this kind (cached objects may lack apiVersion/kind). */
@@ -62,6 +81,14 @@ export interface CrKindDescriptor<K extends CrKind = CrKind, T extends KubeObjec
    * what the reconcile reads; a status write (ours or anyone's) does not. Creates and deletes always do.
    */
   readonly predicate: Predicate;
+}
+
+/** A tenant's row whose change an operation announces, and the engine instance it is announced to. */
+export interface AnnouncedRow {
+  engineInstanceId: string;
+  resourceId: string;
+  /** The tenant (cluster_user id). */
+  ownerUserId: string;
 }
 
 /** Besides spec, uid, generation and deletion, which metadata the reconcile reads. */
@@ -85,11 +112,16 @@ function parserWithSpec<T extends KubeObject>(type: TypeMeta): (raw: unknown) =>
 
 function describeCrKind<T extends KubeObject, K extends CrKind>(
   type: KindDescriptor<K>,
+  resourceType: OperationResourceType,
   inputs: ReconcileInputs = {},
 ): CrKindDescriptor<K, T> {
   return {
     ...type,
     parse: parserWithSpec<T>(type),
+    resourceType,
+    announce: async (trx, owner, row) =>
+      (await insertOperation(trx, { ...row, resourceType, ownerCr: { kind: type.kind, ...owner } }))
+        .operation,
     lock: (trx, namespace, name) => lockCrName(trx, { kind: type.kind, namespace, name }),
     ref: (object) => refOfKind(type, object),
     withTypeMeta: (object) => withTypeMeta(type, object),
@@ -115,17 +147,19 @@ function describeCrKind<T extends KubeObject, K extends CrKind>(
  */
 export const GitOpsDeploymentCr = describeCrKind<GitOpsDeploymentObject, 'GitOpsDeployment'>(
   Kinds.GitOpsDeployment,
+  'Application',
   { labels: true, finalizers: true },
 );
 export const SyncRunCr = describeCrKind<SyncRunObject, 'GitOpsDeploymentSyncRun'>(
   Kinds.GitOpsDeploymentSyncRun,
+  'SyncOperation',
 );
 /** ManagedEnvironment: labels (the shard) matter too. */
 export const ManagedEnvironmentCr = describeCrKind<
   ManagedEnvironmentObject,
   'GitOpsDeploymentManagedEnvironment'
->(Kinds.GitOpsDeploymentManagedEnvironment, { labels: true });
+>(Kinds.GitOpsDeploymentManagedEnvironment, 'ManagedEnvironment', { labels: true });
 export const RepositoryCredentialCr = describeCrKind<
   RepositoryCredentialObject,
   'GitOpsDeploymentRepositoryCredential'
->(Kinds.GitOpsDeploymentRepositoryCredential);
+>(Kinds.GitOpsDeploymentRepositoryCredential, 'RepositoryCredentials');

@@ -3,15 +3,9 @@
  * agent gave up on it. Shared by the reconcilers that report or retry the agent's work (GitOpsDeployment,
  * ManagedEnvironment).
  */
-import {
-  type CrKind,
-  type Database,
-  insertOperation,
-  listOperationsOfOwner,
-  type OperationResourceType,
-  type OperationRow,
-} from '@gitops/db';
+import { type Database, insertOperation, listOperationsOfOwner, type OperationRow } from '@gitops/db';
 import type { Kysely, Transaction } from 'kysely';
+import type { CrKindDescriptor } from './kinds.ts';
 
 export interface OperationsOutcome {
   /** Some operation is still Waiting or In_Progress. */
@@ -23,18 +17,23 @@ export interface OperationsOutcome {
 }
 
 /**
- * The operations on `resourceType` owned by the CR `ownerKind`/`ownerUid` (optionally for one resource).
- * The agent serialises work per resource, so the operation that finished last is the newest outcome.
- * With `resourceId` the query uses the (resource_type, resource_id) index; without it (a deleting CR whose
- * rows are gone) it filters on the owner alone.
+ * The operations on the rows of an object of `kind` (its `resourceType`) owned by the object `ownerUid`
+ * (optionally for one resource). The agent serialises work per resource, so the operation that finished last
+ * is the newest outcome. With `resourceId` the query uses the (resource_type, resource_id) index; without it
+ * (a deleting CR whose rows are gone) it filters on the owner alone.
  */
 export async function operationsOutcome(
   db: Kysely<Database>,
-  owner: { kind: CrKind; uid: string },
-  resourceType: OperationResourceType,
+  kind: Pick<CrKindDescriptor, 'kind' | 'resourceType'>,
+  ownerUid: string,
   resourceId?: string,
 ): Promise<OperationsOutcome> {
-  const operations = await listOperationsOfOwner(db, owner, resourceType, resourceId);
+  const operations = await listOperationsOfOwner(
+    db,
+    { kind: kind.kind, uid: ownerUid },
+    kind.resourceType,
+    resourceId,
+  );
   let lastFinished: OperationRow | undefined;
   let oldestWaiting: OperationRow | undefined;
   for (const operation of operations) {

@@ -4,7 +4,15 @@
  * the tenant's one instance, chosen once by `placeTenant` (@gitops/db) from the namespace label or the load.
  */
 import { PlacementMessage } from '@gitops/api';
-import { type Database, type EngineInstanceRow, type PlacementRefusal, placeTenant } from '@gitops/db';
+import {
+  type ClusterUserRow,
+  type Database,
+  type EngineInstanceRow,
+  getClusterUserByNamespaceUid,
+  type PlacementRefusal,
+  placeTenant,
+  upsertClusterUser,
+} from '@gitops/db';
 import type { Transaction } from 'kysely';
 
 /** An object whose tenant cannot be placed looks again this often (an instance may register or uncordon). */
@@ -57,4 +65,37 @@ export async function tenantEngineInstance(
   const placement = await placeTenant(trx, clusterUserId, requested, tenantClusterIdentity);
   if ('refused' in placement) throw new PlacementRefusedError(placement.refused);
   return placement.placed;
+}
+
+/** What a reconciler knows of the tenant of its object's namespace, and of where it belongs. */
+export interface TenantOfNamespace {
+  namespaceUid: string;
+  /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
+  requestedEngineInstance: string | undefined;
+  /** The cluster the tenant's namespace lives on (placement without a label stays on it). */
+  tenantClusterIdentity?: string;
+}
+
+/**
+ * The tenant of the namespace `namespaceName` (created on first sight, and renamed with it; read first so an
+ * unchanged one is not written) and its instance (tenantEngineInstance: placed now if needed).
+ * @throws PlacementRefusedError when it cannot be placed.
+ */
+export async function placeNamespaceTenant(
+  trx: Transaction<Database>,
+  namespaceName: string,
+  namespace: TenantOfNamespace,
+): Promise<{ tenant: ClusterUserRow; instance: EngineInstanceRow }> {
+  const existing = await getClusterUserByNamespaceUid(trx, namespace.namespaceUid);
+  const tenant =
+    existing && existing.namespace_name === namespaceName
+      ? existing
+      : await upsertClusterUser(trx, { uid: namespace.namespaceUid, name: namespaceName });
+  const instance = await tenantEngineInstance(
+    trx,
+    tenant.id,
+    namespace.requestedEngineInstance,
+    namespace.tenantClusterIdentity,
+  );
+  return { tenant, instance };
 }

@@ -10,6 +10,7 @@
  * An agent connected with the backend's database role (the 0.1.0 way) has no instance key: it opens the stored
  * credentials with GITOPS_ENCRYPTION_KEYS as before.
  */
+import { MANAGED_BY_LABELS } from '@gitops/api';
 import {
   createInstanceKeyring,
   type Db,
@@ -77,7 +78,7 @@ function secretOf(namespace: string, keys: StoredKeys, resourceVersion?: string)
     metadata: {
       name: INSTANCE_KEY_SECRET,
       namespace,
-      labels: { 'app.kubernetes.io/managed-by': 'gitops-service' },
+      labels: MANAGED_BY_LABELS,
       ...(resourceVersion ? { resourceVersion } : {}),
     },
     type: 'Opaque',

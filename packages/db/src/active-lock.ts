@@ -55,12 +55,11 @@ export function holdActiveLock(
   const stop = new AbortController();
   let client: pg.Client | undefined;
   let isHeld = false;
-  let resolveAcquired!: () => void;
-  let rejectAcquired!: (error: Error) => void;
-  const acquired = new Promise<void>((resolve, reject) => {
-    resolveAcquired = resolve;
-    rejectAcquired = reject;
-  });
+  const {
+    promise: acquired,
+    resolve: resolveAcquired,
+    reject: rejectAcquired,
+  } = Promise.withResolvers<void>();
   acquired.catch(() => {}); // a release before acquisition is not an unhandled rejection
 
   const loop = (async () => {

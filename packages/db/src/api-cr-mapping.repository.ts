@@ -48,6 +48,11 @@ export function mappedRowOf(mapping: ApiCrMappingRow): MappedRow {
   }
 }
 
+/** The CR of a mapping (that incarnation): its namespace, name and uid. */
+export function mappedCrOf(mapping: ApiCrMappingRow): { namespace: string; name: string; uid: string } {
+  return { namespace: mapping.cr_namespace, name: mapping.cr_name, uid: mapping.cr_uid };
+}
+
 /** The columns of the mapping of `cr` to `row`. */
 function mappingColumns(cr: CrReference, row: MappedRow) {
   return {
@@ -266,11 +271,6 @@ export async function getApiCrMappingOfSyncOperation(
     .selectAll()
     .where('sync_operation_id', '=', syncOperationId)
     .executeTakeFirst();
-}
-
-export async function deleteApiCrMappingByUid(db: Kysely<Database>, crUid: string): Promise<boolean> {
-  const result = await db.deleteFrom('api_cr_mapping').where('cr_uid', '=', crUid).executeTakeFirst();
-  return result.numDeletedRows > 0n;
 }
 
 /** One page of the mappings of one kind, in id order (keyset pagination for sweeps). */

@@ -88,10 +88,7 @@ export function watchedSession(url: string, applicationName: string, endedMessag
     ...connectionConfig(url, applicationName),
     connectionTimeoutMillis: 10_000,
   });
-  let markLost!: (error: Error) => void;
-  const lost = new Promise<Error>((resolve) => {
-    markLost = resolve;
-  });
+  const { promise: lost, resolve: markLost } = Promise.withResolvers<Error>();
   client.on('error', (error) => markLost(error));
   client.on('end', () => markLost(new Error(endedMessage)));
   const healthCheck = (intervalMs: number, timeoutMessage: string) => {

@@ -104,16 +104,21 @@ export async function setWorkspaceCredentials(
 ): Promise<{ environment: ManagedEnvironmentRow; changed: boolean }> {
   const environment = await ensureWorkspaceEnvironment(trx, clusterUser);
   const current = environment.cluster_credentials_id;
-  if (credentials === null) {
-    if (current === null) return { environment, changed: false };
-    const updated = await trx
+  /** The environment, changed: linked to the credentials `credentialsId` (none: `null`). */
+  const linkedTo = async (credentialsId: string | null) => ({
+    environment: await trx
       .updateTable('managed_environment')
-      .set({ cluster_credentials_id: null })
+      .set({ cluster_credentials_id: credentialsId })
       .where('id', '=', environment.id)
       .returningAll()
-      .executeTakeFirstOrThrow();
+      .executeTakeFirstOrThrow(),
+    changed: true,
+  });
+  if (credentials === null) {
+    if (current === null) return { environment, changed: false };
+    const unlinked = await linkedTo(null);
     await trx.deleteFrom('cluster_credentials').where('id', '=', current).execute();
-    return { environment: updated, changed: true };
+    return unlinked;
   }
   if (current !== null) {
     await trx
@@ -131,13 +136,7 @@ export async function setWorkspaceCredentials(
         .returning('id')
         .executeTakeFirstOrThrow()
     ).id;
-  const updated = await trx
-    .updateTable('managed_environment')
-    .set({ cluster_credentials_id: id })
-    .where('id', '=', environment.id)
-    .returningAll()
-    .executeTakeFirstOrThrow();
-  return { environment: updated, changed: true };
+  return await linkedTo(id);
 }
 
 /**

@@ -115,10 +115,7 @@ describe('notify and listen', () => {
     const channel = `test_${randomBytes(4).toString('hex')}`;
     const applicationName = `gitops-listen-test-${randomBytes(4).toString('hex')}`;
     const connects: boolean[] = [];
-    let reconnected!: () => void;
-    const reconnectedOnce = new Promise<void>((resolve) => {
-      reconnected = resolve;
-    });
+    const { promise: reconnectedOnce, resolve: reconnected } = Promise.withResolvers<void>();
     const errors: Error[] = [];
     const { inbox, listener } = startListening([channel], {
       applicationName,
@@ -175,10 +172,7 @@ describe('notify and listen', () => {
     const url = new URL(testDb.url);
     url.port = String(closedPort);
     let failures = 0;
-    let retried!: () => void;
-    const retriedTwice = new Promise<void>((resolve) => {
-      retried = resolve;
-    });
+    const { promise: retriedTwice, resolve: retried } = Promise.withResolvers<void>();
     const listener = listen(url.toString(), ['test_unreachable'], () => {}, {
       minBackoffMs: 1,
       maxBackoffMs: 20,

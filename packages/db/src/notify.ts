@@ -117,12 +117,7 @@ export function listen(
   const wanted = new Set(channels);
   const stop = new AbortController();
   let client: pg.Client | undefined;
-  let resolveReady!: () => void;
-  let rejectReady!: (error: Error) => void;
-  const ready = new Promise<void>((resolve, reject) => {
-    resolveReady = resolve;
-    rejectReady = reject;
-  });
+  const { promise: ready, resolve: resolveReady, reject: rejectReady } = Promise.withResolvers<void>();
   ready.catch(() => {}); // closing early is not an unhandled rejection when nobody awaits `ready`
 
   const report = (error: unknown) => {

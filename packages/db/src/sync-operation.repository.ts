@@ -54,20 +54,6 @@ export async function getSyncOperation(
   return await db.selectFrom('sync_operation').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
-/** Links a SyncRun to its (now existing) GitOpsDeployment's application. */
-export async function setSyncOperationApplication(
-  db: Kysely<Database>,
-  id: string,
-  applicationId: string | null,
-): Promise<SyncOperationRow | undefined> {
-  return await db
-    .updateTable('sync_operation')
-    .set({ application_id: applicationId })
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
-}
-
 /** 'Terminated' asks the agent to terminate the running Argo CD operation (SyncRun deleted). */
 export async function setSyncOperationDesiredState(
   db: Kysely<Database>,

@@ -190,14 +190,8 @@ describe('moving a tenant', () => {
     const a = await givenEngineInstance(testDb.db, 'race-a');
     const b = await givenEngineInstance(testDb.db, 'race-b');
     const tenant = await placedTenant(a);
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let placedSeen!: (id: string) => void;
-    const placed = new Promise<string>((resolve) => {
-      placedSeen = resolve;
-    });
+    const { promise: held, resolve: release } = Promise.withResolvers<void>();
+    const { promise: placed, resolve: placedSeen } = Promise.withResolvers<string>();
     // A reconcile: reads the tenant's instance, then (slowly) writes an application there.
     const writer = testDb.db.transaction().execute(async (trx) => {
       const placement = await placeTenant(trx, tenant.id, undefined);

@@ -37,12 +37,7 @@ describe('the local control plane is a real Kubernetes API server', () => {
     await core.createNamespace({ body: { metadata: { name: ns } } });
     const seen: string[] = [];
     const watch = new Watch(kc);
-    let resolveDeleted!: () => void;
-    let rejectWatch!: (err: unknown) => void;
-    const deleted = new Promise<void>((resolve, reject) => {
-      resolveDeleted = resolve;
-      rejectWatch = reject;
-    });
+    const { promise: deleted, resolve: resolveDeleted, reject: rejectWatch } = Promise.withResolvers<void>();
     // watch() resolves once the API server answered the watch request, so every write below is an event
     // of this watch (a fixed pause could end before it was established, and the writes before it would
     // arrive as one synthetic ADDED).

@@ -281,7 +281,6 @@ async function reportLegacyBinding(
 /** What one connection kind adds to the shared flow: which id it reads, what it fetches and what it reports. */
 export interface ConnectionKind<T> {
   kind: KindDescriptor<ConnectionKindName>;
-  conditions: readonly string[];
   /** The spec field holding the instance id (`kafkaId`, `serviceRegistryId`). */
   idField: string;
   /** The condition that turns True once the instance was found. */
@@ -305,7 +304,6 @@ export function connectionProcessor<T>(
 ): KindProcessor<KafkaConnection | ServiceRegistryConnection> {
   return {
     kind: connection.kind,
-    conditions: connection.conditions,
     addsLabels: true,
     async process(ctx, { object, progress, status, signal }) {
       validate(progress, object, [

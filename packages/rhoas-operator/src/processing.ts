@@ -53,10 +53,9 @@ export interface ProcessInput<T extends RhoasObject = RhoasObject> {
   signal: AbortSignal;
 }
 
-/** One kind: its descriptor, its conditions, whether it gets the labels step, and its processing. */
+/** One kind: its descriptor (its conditions: `RhoasConditionsOf` the kind), whether it gets the labels step, its processing. */
 export interface KindProcessor<T extends RhoasObject = RhoasObject> {
   readonly kind: KindDescriptor<T['kind']>;
-  readonly conditions: readonly string[];
   readonly addsLabels: boolean;
   process(ctx: RhoasContext, input: ProcessInput<T>): Promise<void>;
 }

@@ -15,6 +15,7 @@
 
 import {
   type RhoasCondition,
+  RhoasConditionsOf,
   RhoasConditionType,
   RhoasEventReason,
   RhoasLabel,
@@ -85,7 +86,7 @@ export function createRhoasKindFeature<T extends RhoasObject>(
    * fields of the last success (e.g. the lists of a CloudServicesRequest): only the conditions change.
    */
   async function processObject(object: RhoasCr<T>, signal: AbortSignal) {
-    const progress = createProgress(processor.conditions);
+    const progress = createProgress(RhoasConditionsOf[processor.kind.kind]);
     const { conditions: previous, ...current } = object.status ?? {};
     const status: Record<string, unknown> = structuredClone(current);
     let failure: StepFailure | undefined;

@@ -11,10 +11,7 @@ function setup() {
   const clock = createManualClock();
   const exits: number[] = [];
   const steps: string[] = [];
-  let exited: () => void = () => undefined;
-  const exitedOnce = new Promise<void>((resolve) => {
-    exited = resolve;
-  });
+  const { promise: exitedOnce, resolve: exited } = Promise.withResolvers<void>();
   const options = {
     signalSource: signals,
     clock,

@@ -102,10 +102,7 @@ describe('createManager', () => {
 
   it('a close during a step ends start() with an error, builds no feature and still releases', async () => {
     const journal: string[] = [];
-    let entered: () => void = () => undefined;
-    const inStep = new Promise<void>((resolve) => {
-      entered = resolve;
-    });
+    const { promise: inStep, resolve: entered } = Promise.withResolvers<void>();
     const manager = createManager({
       name: 'agent',
       logger,
@@ -136,10 +133,7 @@ describe('createManager', () => {
 
   it('a close while the caches fill ends start() as closed during start, with the opened feature stopped', async () => {
     const journal: string[] = [];
-    let closeNow: () => void = () => undefined;
-    const opened = new Promise<void>((resolve) => {
-      closeNow = resolve;
-    });
+    const { promise: opened, resolve: closeNow } = Promise.withResolvers<void>();
     const never = recordingInformer('x', journal);
     never.waitForSync = (signal) =>
       new Promise((resolve) => signal?.addEventListener('abort', () => resolve(false)));

@@ -6,12 +6,10 @@ describe('createTurns', () => {
   it('runs the work of one key one at a time, in order, even after a failure; other keys alongside', async () => {
     const turns = createTurns();
     const log: string[] = [];
-    let release: () => void = () => {};
+    const { promise: released, resolve: release } = Promise.withResolvers<void>();
     const first = turns.run('a', async () => {
       log.push('a1 start');
-      await new Promise<void>((resolve) => {
-        release = resolve;
-      });
+      await released;
       log.push('a1 end');
       throw new Error('a1 failed');
     });

@@ -18,10 +18,7 @@ interface Gate {
 }
 
 function gate(): Gate {
-  let open!: () => void;
-  const promise = new Promise<void>((resolve) => {
-    open = resolve;
-  });
+  const { promise, resolve: open } = Promise.withResolvers<void>();
   return { promise, open };
 }
 

@@ -14,19 +14,28 @@ import {
   type AppStudioFixture,
   conditionsOf,
   createAppStudioFixture,
+  errorPair,
   Kind,
   specOf,
 } from '../testing/appstudio-fixture.ts';
 
 const decoded = (o: KubeObject | undefined, key: string) =>
   Buffer.from(String((o?.data as Record<string, string> | undefined)?.[key] ?? ''), 'base64').toString();
-const errorPair = (reason: string, message: string) => [
-  { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
-  { type: 'Reconciled', status: 'False', reason, message },
-];
 
-function helpers(f: AppStudioFixture, ns: () => string) {
-  return {
+/**
+ * A started fixture (`start` its options) and a namespace of its own (`namespacePrefix`), for one describe
+ * block, and the objects its tests create there (`h`).
+ */
+function useClaimEnvironments(namespacePrefix: string, ...start: Parameters<AppStudioFixture['start']>) {
+  const f = createAppStudioFixture();
+  let namespace = '';
+  const ns = () => namespace;
+  beforeAll(async () => {
+    namespace = await f.createNamespace(namespacePrefix);
+    await f.start(...start);
+  });
+  afterAll(() => f.cleanup());
+  const h = {
     environment: (name: string, claimName: string) =>
       f.create(Kind.Environment, ns(), name, {
         spec: {
@@ -56,18 +65,11 @@ function helpers(f: AppStudioFixture, ns: () => string) {
     managedEnvironment: (env: string) =>
       f.get(Kind.GitOpsDeploymentManagedEnvironment, ns(), `managed-environment-${env}`),
   };
+  return { f, ns, h };
 }
 
 describe('Environment with a DeploymentTargetClaim (binder running)', () => {
-  const f: AppStudioFixture = createAppStudioFixture();
-  let ns = '';
-  const h = helpers(f, () => ns);
-
-  beforeAll(async () => {
-    ns = await f.createNamespace('appstudio-env-claim');
-    await f.start();
-  });
-  afterAll(() => f.cleanup());
+  const { f, ns, h } = useClaimEnvironments('appstudio-env-claim');
 
   it('an Opaque Secret of the bound target is copied to managed-environment-secret-<env>; edits follow; its deletion is SecretNotFound and removes the copy', async () => {
     await h.secret('opaque-secret', 'Opaque', { kubeconfig: 'first' });
@@ -83,7 +85,7 @@ describe('Environment with a DeploymentTargetClaim (binder running)', () => {
       namespaces: ['my-namespace'],
       clusterResources: false,
     });
-    const copy = await f.get(Kind.Secret, ns, 'managed-environment-secret-test-env');
+    const copy = await f.get(Kind.Secret, ns(), 'managed-environment-secret-test-env');
     assert.equal(copy?.type, SecretType.ManagedEnvironment);
     assert.equal(decoded(copy, 'kubeconfig'), 'first');
     assert.equal(copy?.metadata.labels?.['appstudio.openshift.io/environment-secret'], 'test-env');
@@ -91,19 +93,19 @@ describe('Environment with a DeploymentTargetClaim (binder running)', () => {
       (copy?.metadata.ownerReferences as { uid: string }[] | undefined)?.[0]?.uid,
       env.metadata.uid,
     );
-    assert.deepEqual(conditionsOf(await f.get(Kind.Environment, ns, 'test-env')), []);
+    assert.deepEqual(conditionsOf(await f.get(Kind.Environment, ns(), 'test-env')), []);
 
     // A key added to the source reaches the copy.
-    await f.patch(Kind.Secret, ns, 'opaque-secret', { stringData: { extra: 'added' } });
+    await f.patch(Kind.Secret, ns(), 'opaque-secret', { stringData: { extra: 'added' } });
     await eventually('the copy updated', async () =>
-      decoded(await f.get(Kind.Secret, ns, 'managed-environment-secret-test-env'), 'extra') === 'added'
+      decoded(await f.get(Kind.Secret, ns(), 'managed-environment-secret-test-env'), 'extra') === 'added'
         ? true
         : undefined,
     );
 
     // The source deleted: SecretNotFound, and the copy goes.
-    await f.remove(Kind.Secret, ns, 'opaque-secret');
-    const conditions = await f.conditionsOnceSet('SecretNotFound', Kind.Environment, ns, 'test-env');
+    await f.remove(Kind.Secret, ns(), 'opaque-secret');
+    const conditions = await f.conditionsOnceSet('SecretNotFound', Kind.Environment, ns(), 'test-env');
     assert.deepEqual(
       conditions,
       errorPair(
@@ -112,11 +114,13 @@ describe('Environment with a DeploymentTargetClaim (binder running)', () => {
       ),
     );
     await eventually('the copy deleted', async () =>
-      (await f.get(Kind.Secret, ns, 'managed-environment-secret-test-env')) === undefined ? true : undefined,
+      (await f.get(Kind.Secret, ns(), 'managed-environment-secret-test-env')) === undefined
+        ? true
+        : undefined,
     );
 
     // The Environment deleted: its ManagedEnvironment goes.
-    await f.remove(Kind.Environment, ns, 'test-env');
+    await f.remove(Kind.Environment, ns(), 'test-env');
     await eventually('the ManagedEnvironment deleted', async () =>
       (await h.managedEnvironment('test-env')) === undefined ? true : undefined,
     );
@@ -134,7 +138,7 @@ describe('Environment with a DeploymentTargetClaim (binder running)', () => {
       allowInsecureSkipTLSVerify: true,
       clusterResources: false,
     });
-    assert.equal(await f.get(Kind.Secret, ns, 'managed-environment-secret-typed-env'), undefined);
+    assert.equal(await f.get(Kind.Secret, ns(), 'managed-environment-secret-typed-env'), undefined);
   });
 
   it('the target’s API URL and Secret changing rewrite the ManagedEnvironment spec exactly', async () => {
@@ -147,7 +151,7 @@ describe('Environment with a DeploymentTargetClaim (binder running)', () => {
     await h.claim('moving-dtc', { targetName: 'moving-dt' });
     await h.environment('moving-env', 'moving-dtc');
     await eventually('the ManagedEnvironment', () => h.managedEnvironment('moving-env'));
-    await f.patch(Kind.DeploymentTarget, ns, 'moving-dt', {
+    await f.patch(Kind.DeploymentTarget, ns(), 'moving-dt', {
       spec: { kubernetesCredentials: { apiURL: 'https://new-url', clusterCredentialsSecret: 'new-secret' } },
     });
     await eventually('the new spec', async () => {
@@ -169,12 +173,12 @@ describe('Environment with a DeploymentTargetClaim (binder running)', () => {
     await h.claim('later-dtc', { targetName: 'later-dt' });
     const env = await h.environment('later-env', 'later-dtc');
     await eventually('the claim Pending', async () =>
-      (await f.get(Kind.DeploymentTargetClaim, ns, 'later-dtc'))?.status ? true : undefined,
+      (await f.get(Kind.DeploymentTargetClaim, ns(), 'later-dtc'))?.status ? true : undefined,
     );
     // Once the controllers have seen the Environment and finished with it.
     await f.settledAfter(env);
     assert.equal(await h.managedEnvironment('later-env'), undefined);
-    assert.deepEqual(conditionsOf(await f.get(Kind.Environment, ns, 'later-env')), []);
+    assert.deepEqual(conditionsOf(await f.get(Kind.Environment, ns(), 'later-env')), []);
     await h.target('later-dt', { clusterCredentialsSecret: 'later-secret' });
     await eventually('the ManagedEnvironment', () => h.managedEnvironment('later-env'));
   });
@@ -184,13 +188,13 @@ describe('Environment with a DeploymentTargetClaim (binder running)', () => {
     await h.target('deploy-dt', { clusterCredentialsSecret: 'deploy-secret', defaultNamespace: 'team-ns' });
     await h.claim('deploy-dtc', { targetName: 'deploy-dt' });
     await h.environment('deploy-env', 'deploy-dtc');
-    await f.create(Kind.Application, ns, 'app', { spec: { displayName: 'app' } });
-    await f.create(Kind.SnapshotEnvironmentBinding, ns, 'app-deploy-env', {
+    await f.create(Kind.Application, ns(), 'app', { spec: { displayName: 'app' } });
+    await f.create(Kind.SnapshotEnvironmentBinding, ns(), 'app-deploy-env', {
       spec: { application: 'app', environment: 'deploy-env', snapshot: 's', components: [] },
     });
     await f.patch(
       Kind.SnapshotEnvironmentBinding,
-      ns,
+      ns(),
       'app-deploy-env',
       {
         status: {
@@ -211,7 +215,7 @@ describe('Environment with a DeploymentTargetClaim (binder running)', () => {
       'status',
     );
     const deployment = await eventually('the GitOpsDeployment', async () =>
-      (await f.list(Kind.GitOpsDeployment, ns)).find((d) => d.metadata.name.startsWith('app-deploy-env-')),
+      (await f.list(Kind.GitOpsDeployment, ns())).find((d) => d.metadata.name.startsWith('app-deploy-env-')),
     );
     assert.deepEqual(specOf(deployment).destination, {
       environment: 'managed-environment-deploy-env',
@@ -221,25 +225,17 @@ describe('Environment with a DeploymentTargetClaim (binder running)', () => {
 });
 
 describe('Environment with a DeploymentTargetClaim (Environment controller alone)', () => {
-  const f: AppStudioFixture = createAppStudioFixture();
-  let ns = '';
-  const h = helpers(f, () => ns);
-
-  beforeAll(async () => {
-    ns = await f.createNamespace('appstudio-env-alone');
-    await f.start({}, { only: ['appstudio-environment'] });
-  });
-  afterAll(() => f.cleanup());
+  const { f, ns, h } = useClaimEnvironments('appstudio-env-alone', {}, { only: ['appstudio-environment'] });
 
   const boundClaim = async (name: string, spec: Record<string, unknown>) => {
     await h.claim(name, spec);
-    await f.patch(Kind.DeploymentTargetClaim, ns, name, { status: { phase: 'Bound' } }, 'status');
+    await f.patch(Kind.DeploymentTargetClaim, ns(), name, { status: { phase: 'Bound' } }, 'status');
   };
 
   it('a claim that is not Bound: no ManagedEnvironment and no condition', async () => {
     await h.claim('pending-dtc', {});
     await h.environment('pending-env', 'pending-dtc');
-    const touched = await f.patch(Kind.Environment, ns, 'pending-env', {
+    const touched = await f.patch(Kind.Environment, ns(), 'pending-env', {
       metadata: { labels: { touched: 'yes' } },
     });
     // A later Environment in the same queue is served, so this one has been looked at.
@@ -250,7 +246,7 @@ describe('Environment with a DeploymentTargetClaim (Environment controller alone
     await eventually('the witness ManagedEnvironment', () => h.managedEnvironment('witness-env'));
     await f.settledAfter(touched);
     assert.equal(await h.managedEnvironment('pending-env'), undefined);
-    assert.deepEqual(conditionsOf(await f.get(Kind.Environment, ns, 'pending-env')), []);
+    assert.deepEqual(conditionsOf(await f.get(Kind.Environment, ns(), 'pending-env')), []);
   });
 
   it('a Bound claim without target name and only an unrelated target: DeploymentTarget not found for DeploymentTargetClaim', async () => {
@@ -258,7 +254,7 @@ describe('Environment with a DeploymentTargetClaim (Environment controller alone
     await boundClaim('no-target-dtc', {});
     await h.environment('no-target-env', 'no-target-dtc');
     const c = await eventually('the condition', async () => {
-      const list = conditionsOf(await f.get(Kind.Environment, ns, 'no-target-env'));
+      const list = conditionsOf(await f.get(Kind.Environment, ns(), 'no-target-env'));
       return list.length > 0 ? list : undefined;
     });
     assert.deepEqual(
@@ -271,7 +267,7 @@ describe('Environment with a DeploymentTargetClaim (Environment controller alone
     await boundClaim('missing-target-dtc', { targetName: 'no-such-dt' });
     await h.environment('missing-target-env', 'missing-target-dtc');
     const c = await eventually('the condition', async () => {
-      const list = conditionsOf(await f.get(Kind.Environment, ns, 'missing-target-env'));
+      const list = conditionsOf(await f.get(Kind.Environment, ns(), 'missing-target-env'));
       return list.length > 0 ? list : undefined;
     });
     assert.deepEqual(
@@ -286,7 +282,7 @@ describe('Environment with a DeploymentTargetClaim (Environment controller alone
     await h.target('no-such-dt', { clusterCredentialsSecret: 'appearing-secret' });
     await eventually('the ManagedEnvironment', () => h.managedEnvironment('missing-target-env'));
     await eventually('resolved', async () =>
-      JSON.stringify(conditionsOf(await f.get(Kind.Environment, ns, 'missing-target-env'))) ===
+      JSON.stringify(conditionsOf(await f.get(Kind.Environment, ns(), 'missing-target-env'))) ===
       JSON.stringify([
         { type: 'ErrorOccurred', status: 'False', reason: 'ErrorOccurredResolved', message: '' },
         { type: 'Reconciled', status: 'True', reason: 'DeploymentTargetNotFoundResolved', message: '' },

@@ -11,6 +11,7 @@ import {
   type AppStudioFixture,
   conditionsOf,
   createAppStudioFixture,
+  errorPair,
   Kind,
   specOf,
 } from '../testing/appstudio-fixture.ts';
@@ -142,10 +143,7 @@ describe('Environment controller: credentials and Secrets', () => {
     const message =
       'the secret secret-that-doesnt-exist referenced by the Environment resource was not found';
     const failed = await f.conditionsOnceSet('SecretNotFound', Kind.Environment, ns, 'no-secret');
-    assert.deepEqual(failed, [
-      { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
-      { type: 'Reconciled', status: 'False', reason: 'SecretNotFound', message },
-    ]);
+    assert.deepEqual(failed, errorPair('SecretNotFound', message));
     assert.equal(await managedEnvironment('no-secret'), undefined);
     await secret('new-secret');
     await f.patch(Kind.Environment, ns, 'no-secret', {
@@ -188,10 +186,7 @@ describe('Environment controller: invalid targets and ownership', () => {
     const message =
       'Environment is invalid since it cannot have both DeploymentTargetClaim and credentials configuration set';
     const c = await f.conditionsOnceSet('InvalidEnvironment', Kind.Environment, ns, 'both');
-    assert.deepEqual(c, [
-      { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
-      { type: 'Reconciled', status: 'False', reason: 'InvalidEnvironment', message },
-    ]);
+    assert.deepEqual(c, errorPair('InvalidEnvironment', message));
     assert.equal(await managedEnvironment('both'), undefined);
   });
 
@@ -204,10 +199,7 @@ describe('Environment controller: invalid targets and ownership', () => {
     const message =
       'the ManagedEnvironment managed-environment-bad-url cannot be generated from this Environment: GitOpsDeploymentManagedEnvironment.managed-gitops.redhat.com "managed-environment-bad-url" is invalid: spec.apiURL: Invalid value: "https://exa mple.com:6443": cluster api url must start with https://';
     const c = await f.conditionsOnceSet('InvalidEnvironment', Kind.Environment, ns, 'bad-url');
-    assert.deepEqual(c, [
-      { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
-      { type: 'Reconciled', status: 'False', reason: 'InvalidEnvironment', message },
-    ]);
+    assert.deepEqual(c, errorPair('InvalidEnvironment', message));
   });
 
   it('a claim that does not exist is DeploymentTargetClaimNotFound', async () => {
@@ -216,10 +208,7 @@ describe('Environment controller: invalid targets and ownership', () => {
     });
     const message = 'DeploymentTargetClaim not found while generating the desired Environment resource';
     const c = await f.conditionsOnceSet('DeploymentTargetClaimNotFound', Kind.Environment, ns, 'claimed');
-    assert.deepEqual(c, [
-      { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
-      { type: 'Reconciled', status: 'False', reason: 'DeploymentTargetClaimNotFound', message },
-    ]);
+    assert.deepEqual(c, errorPair('DeploymentTargetClaimNotFound', message));
   });
 
   it('an Environment without a target gets no ManagedEnvironment; one that stops targeting a cluster loses it (fix: the original kept it)', async () => {

@@ -218,12 +218,9 @@ describe('PromotionRun controller: manual promotion and what stops it', () => {
   });
 
   it('an application without Components is reported instead of only logged (fix)', async () => {
-    await f.create(Kind.PromotionRun, ns, 'no-components', {
-      spec: {
-        snapshot: 'my-snapshot',
-        application: 'lonely-app',
-        manualPromotion: { targetEnvironment: 'prod' },
-      },
+    await promotion('no-components', {
+      application: 'lonely-app',
+      manualPromotion: { targetEnvironment: 'prod' },
     });
     await eventually('the condition', async () =>
       withoutTimes(statusOf(await run('no-components')).conditions).some(
@@ -238,12 +235,10 @@ describe('PromotionRun controller: manual promotion and what stops it', () => {
     await environment('snap-env');
     await f.create(Kind.Application, ns, 'snap-app', { spec: { displayName: 'snap' } });
     await binding('snap-binding', 'snap-app', 'snap-env');
-    await f.create(Kind.PromotionRun, ns, 'no-snapshot', {
-      spec: {
-        snapshot: 'missing-snapshot',
-        application: 'snap-app',
-        manualPromotion: { targetEnvironment: 'snap-env' },
-      },
+    await promotion('no-snapshot', {
+      snapshot: 'missing-snapshot',
+      application: 'snap-app',
+      manualPromotion: { targetEnvironment: 'snap-env' },
     });
     await eventually('the condition', async () =>
       withoutTimes(statusOf(await run('no-snapshot')).conditions).some(
@@ -260,12 +255,9 @@ describe('PromotionRun controller: commits, timeouts, queues and automated promo
     await binding('commit-binding', 'commit-app', 'commit-env', 'abc123');
     const gd = 'commit-binding-commit-app-commit-env-component-a';
     verdicts.set(gd, { sync: 'Synced', health: 'Healthy', revision: 'old-commit' });
-    await f.create(Kind.PromotionRun, ns, 'at-commit', {
-      spec: {
-        snapshot: 'my-snapshot',
-        application: 'commit-app',
-        manualPromotion: { targetEnvironment: 'commit-env' },
-      },
+    await promotion('at-commit', {
+      application: 'commit-app',
+      manualPromotion: { targetEnvironment: 'commit-env' },
     });
     await eventually('In Progress, waiting for the deployment', async () => {
       const steps = statusOf(await run('at-commit')).environmentStatus as
@@ -284,13 +276,7 @@ describe('PromotionRun controller: commits, timeouts, queues and automated promo
     await f.create(Kind.Application, ns, 'swap-app', { spec: { displayName: 'swap' } });
     await binding('swap-one', 'swap-app', 'swap-env');
     verdicts.set('swap-one-swap-app-swap-env-component-a', { sync: 'OutOfSync', health: 'Progressing' });
-    await f.create(Kind.PromotionRun, ns, 'swap', {
-      spec: {
-        snapshot: 'my-snapshot',
-        application: 'swap-app',
-        manualPromotion: { targetEnvironment: 'swap-env' },
-      },
-    });
+    await promotion('swap', { application: 'swap-app', manualPromotion: { targetEnvironment: 'swap-env' } });
     await eventually('the run Active on swap-one', async () => {
       const s = statusOf(await run('swap'));
       return s.state === 'Active' && JSON.stringify(s.activeBindings) === '["swap-one"]';
@@ -312,12 +298,9 @@ describe('PromotionRun controller: commits, timeouts, queues and automated promo
     await f.create(Kind.Application, ns, 'sick-app', { spec: { displayName: 's' } });
     await binding('sick-binding', 'sick-app', 'sick-env');
     verdicts.set('sick-binding-sick-app-sick-env-component-a', { sync: 'Synced', health: 'Degraded' });
-    await f.create(Kind.PromotionRun, ns, 'never-healthy', {
-      spec: {
-        snapshot: 'my-snapshot',
-        application: 'sick-app',
-        manualPromotion: { targetEnvironment: 'sick-env' },
-      },
+    await promotion('never-healthy', {
+      application: 'sick-app',
+      manualPromotion: { targetEnvironment: 'sick-env' },
     });
     const done = await completed('never-healthy', TIMEOUT_MS + 90_000);
     const message = 'Promotion Failed. Could not be completed in 20s.';
@@ -336,14 +319,10 @@ describe('PromotionRun controller: commits, timeouts, queues and automated promo
     await binding('queue-binding', 'queue-app', 'queue-env');
     const gd = 'queue-binding-queue-app-queue-env-component-a';
     verdicts.set(gd, { sync: 'OutOfSync', health: 'Progressing' });
-    const spec = {
-      snapshot: 'my-snapshot',
-      application: 'queue-app',
-      manualPromotion: { targetEnvironment: 'queue-env' },
-    };
-    await f.create(Kind.PromotionRun, ns, 'first-run', { spec });
+    const spec = { application: 'queue-app', manualPromotion: { targetEnvironment: 'queue-env' } };
+    await promotion('first-run', spec);
     await eventually('the first run Active', async () => statusOf(await run('first-run')).state === 'Active');
-    await f.create(Kind.PromotionRun, ns, 'second-run', { spec });
+    await promotion('second-run', spec);
     await eventually('the second run Waiting', async () => {
       const r = await run('second-run');
       return (
@@ -372,12 +351,9 @@ describe('PromotionRun controller: commits, timeouts, queues and automated promo
       parentEnvironment: 'chain-stage',
     });
     await environment('chain-manual', { deploymentStrategy: 'Manual', parentEnvironment: 'chain-dev' });
-    await f.create(Kind.PromotionRun, ns, 'chain', {
-      spec: {
-        snapshot: 'my-snapshot',
-        application: 'chain-app',
-        automatedPromotion: { initialEnvironment: 'chain-dev' },
-      },
+    await promotion('chain', {
+      application: 'chain-app',
+      automatedPromotion: { initialEnvironment: 'chain-dev' },
     });
     const done = await completed('chain', 180_000);
     assert.equal(statusOf(done).completionResult, 'Success');

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
-import { Kind } from '../testing/appstudio-fixture.ts';
+import { errorPair, Kind } from '../testing/appstudio-fixture.ts';
 import { APP, specOf, useBindingScenario } from '../testing/binding-scenario.ts';
 
 describe('SnapshotEnvironmentBinding controller: destination, labels and conditions', () => {
@@ -118,10 +118,7 @@ describe('SnapshotEnvironmentBinding controller: destination, labels and conditi
     const message =
       "Cannot Reconcile Binding 'appa-repo-binding', since GitOps Repo Conditions status is false.";
     const failed = await firstCondition('appa-repo-binding', message);
-    assert.deepEqual(failed, [
-      { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
-      { type: 'Reconciled', status: 'False', reason: 'GitOpsRepoNotReady', message },
-    ]);
+    assert.deepEqual(failed, errorPair('GitOpsRepoNotReady', message));
     await f.patch(
       Kind.SnapshotEnvironmentBinding,
       ns,

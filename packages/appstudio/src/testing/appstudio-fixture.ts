@@ -44,6 +44,12 @@ export const conditionsOf = (o: KubeObject | undefined) =>
     )?.conditions ?? []
   ).map(({ type, status, reason, message }) => ({ type, status, reason, message }));
 
+/** The conditions (as `conditionsOf` gives them) of an Environment or binding that failed with `reason`. */
+export const errorPair = (reason: string, message: string) => [
+  { type: 'ErrorOccurred', status: 'True', reason: 'ErrorOccurred', message },
+  { type: 'Reconciled', status: 'False', reason, message },
+];
+
 /** An object's ErrorOccurred condition as status, reason and message, if it has one. */
 export const errorOf = (o: KubeObject | undefined) => {
   const c = conditionsOf(o).find((x) => x.type === 'ErrorOccurred');

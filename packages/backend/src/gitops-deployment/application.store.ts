@@ -9,7 +9,6 @@ import {
   apiCrMappingsOfKind,
   applicationName,
   type ClusterCredentialsInput,
-  type ClusterUserRow,
   createApplicationOfNewDeployment,
   type Database,
   deleteApplication,
@@ -17,7 +16,6 @@ import {
   ensureWorkspaceEnvironment,
   getApplication,
   getApplicationByName,
-  getClusterUserByNamespaceUid,
   getEngineInstance,
   getPlacedTenant,
   getWorkspaceEnvironment,
@@ -26,16 +24,16 @@ import {
   insertOperation,
   lockApplication,
   type ManagedEnvironmentRow,
+  mappedCrOf,
   type OperationRow,
   setWorkspaceCredentials,
   updateApplication,
-  upsertClusterUser,
 } from '@gitops/db';
 import type { Kysely, Transaction } from 'kysely';
 import { type JsonObject, jsonEqual } from '../json.ts';
 import { GitOpsDeploymentCr } from '../kinds.ts';
 import { type OperationsOutcome, operationsOutcome } from '../operation-outcome.ts';
-import { tenantEngineInstance } from '../placement.ts';
+import { placeNamespaceTenant, type TenantOfNamespace } from '../placement.ts';
 import { WorkspaceAccessNeededError } from '../workspace-access/workspace-access.ts';
 
 /** The identity of one GitOpsDeployment incarnation (a re-created one has a new uid). */
@@ -92,13 +90,11 @@ export async function deleteMappedApplications(
     // Every caller found the GitOpsDeployment of the mapping gone (a live read found none, or another
     // incarnation, or it is being deleted): the delete carries the proof that lets the agent prune.
     await deleteApplication(trx, application.id, { proven: true });
-    const owner = { namespace: mapping.cr_namespace, name: mapping.cr_name, uid: mapping.cr_uid };
-    const { operation } = await insertOperation(trx, {
+    const owner = mappedCrOf(mapping);
+    const operation = await GitOpsDeploymentCr.announce(trx, owner, {
       engineInstanceId: application.engine_instance_id,
-      resourceType: 'Application',
       resourceId: application.id,
       ownerUserId: application.cluster_user_id,
-      ownerCr: { kind: GitOpsDeploymentCr.kind, ...owner },
     });
     deleted.push({
       applicationId: application.id,
@@ -113,15 +109,6 @@ export async function deleteMappedApplications(
 /** Mappings of GitOpsDeployments with this namespace/name, optionally except the incarnation `exceptUid`. */
 export const findDeploymentMappings = apiCrMappingsOfKind(GitOpsDeploymentCr.kind);
 
-async function ensureClusterUser(
-  trx: Transaction<Database>,
-  namespace: { uid: string; name: string },
-): Promise<ClusterUserRow> {
-  const existing = await getClusterUserByNamespaceUid(trx, namespace.uid);
-  if (existing && existing.namespace_name === namespace.name) return existing;
-  return await upsertClusterUser(trx, namespace);
-}
-
 /** The tenant's Workspace environment, read first so an unchanged reconcile writes nothing. */
 async function workspaceEnvironment(
   trx: Transaction<Database>,
@@ -132,12 +119,8 @@ async function workspaceEnvironment(
   return existing ?? (await ensureWorkspaceEnvironment(trx, { id: clusterUserId, namespaceName }));
 }
 
-export interface DesiredApplication {
+export interface DesiredApplication extends TenantOfNamespace {
   deployment: DeploymentIdentity;
-  /** Namespace uid of the GitOpsDeployment's namespace (the tenant). */
-  namespaceUid: string;
-  /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
-  requestedEngineInstance: string | undefined;
   spec: JsonObject;
   /** An External environment (spec.destination.environment); unset: the tenant's Workspace environment. */
   managedEnvironmentId?: string;
@@ -196,14 +179,8 @@ async function placedTenant(
       instance: placed.instance,
       workspaceEnvironmentId: placed.workspaceEnvironmentId,
     };
-  const clusterUserId = (await ensureClusterUser(trx, { uid: desired.namespaceUid, name: namespace })).id;
-  const instance = await tenantEngineInstance(
-    trx,
-    clusterUserId,
-    desired.requestedEngineInstance,
-    desired.tenantClusterIdentity,
-  );
-  return { clusterUserId, instance };
+  const { tenant, instance } = await placeNamespaceTenant(trx, namespace, desired);
+  return { clusterUserId: tenant.id, instance };
 }
 
 export type ApplyResult =
@@ -243,7 +220,6 @@ export async function applyDesiredApplication(
   mapping: ApiCrMappingRow | undefined,
 ): Promise<ApplyResult> {
   const { deployment } = desired;
-  const ownerCr = { kind: GitOpsDeploymentCr.kind, ...deployment } as const;
   const environmentOf = async (clusterUserId: string) =>
     desired.managedEnvironmentId !== undefined
       ? { id: desired.managedEnvironmentId }
@@ -293,12 +269,10 @@ export async function applyDesiredApplication(
     spec: desired.spec,
   });
   if (!updated) throw new Error(`application ${application.id} vanished inside its transaction`);
-  const { operation } = await insertOperation(trx, {
+  const operation = await GitOpsDeploymentCr.announce(trx, deployment, {
     engineInstanceId: updated.engine_instance_id,
-    resourceType: 'Application',
     resourceId: updated.id,
     ownerUserId: application.cluster_user_id,
-    ownerCr,
   });
   return { change: 'updated', application: updated, operation };
 }
@@ -332,10 +306,5 @@ export function applicationOperationsOutcome(
   ownerUid: string,
   applicationId?: string,
 ): Promise<OperationsOutcome> {
-  return operationsOutcome(
-    db,
-    { kind: GitOpsDeploymentCr.kind, uid: ownerUid },
-    'Application',
-    applicationId,
-  );
+  return operationsOutcome(db, GitOpsDeploymentCr, ownerUid, applicationId);
 }

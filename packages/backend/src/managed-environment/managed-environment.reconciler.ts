@@ -269,12 +269,7 @@ export async function reportAgentFailure(
   environmentId: string,
   logger: Logger,
 ): Promise<number | undefined> {
-  const outcome = await operationsOutcome(
-    deps.db,
-    { kind: ManagedEnvironmentCr.kind, uid },
-    'ManagedEnvironment',
-    environmentId,
-  );
+  const outcome = await operationsOutcome(deps.db, ManagedEnvironmentCr, uid, environmentId);
   const failed = outcome.lastFinished;
   if (outcome.pending || failed?.state !== 'Failed') return undefined;
   const { reportedFailures } = deps;

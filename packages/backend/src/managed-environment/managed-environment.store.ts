@@ -18,9 +18,9 @@ import {
   getManagedEnvironmentWithCredentials,
   insertApiCrMapping,
   insertExternalEnvironment,
-  insertOperation,
   insertOperations,
   listApplicationsOfManagedEnvironment,
+  mappedCrOf,
   type OperationRequest,
   SealContext,
   type Sealer,
@@ -32,7 +32,7 @@ import {
 import { jsonEqual } from '@gitops/shared';
 import type { Kysely, Transaction } from 'kysely';
 import { ManagedEnvironmentCr } from '../kinds.ts';
-import { tenantEngineInstance } from '../placement.ts';
+import { type TenantOfNamespace, tenantEngineInstance } from '../placement.ts';
 
 export interface EnvironmentIdentity {
   namespace: string;
@@ -113,18 +113,9 @@ function sameCredentials(
 export async function applyEnvironment(
   trx: Transaction<Database>,
   sealer: Sealer,
-  input: {
-    environment: EnvironmentIdentity;
-    namespaceUid: string;
-    /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
-    requestedEngineInstance: string | undefined;
-    /** The cluster the tenant's namespace lives on (placement without a label stays on it). */
-    tenantClusterIdentity?: string;
-    credentials: DesiredCredentials;
-  },
+  input: TenantOfNamespace & { environment: EnvironmentIdentity; credentials: DesiredCredentials },
 ): Promise<ApplyEnvironmentResult> {
   const { environment } = input;
-  const ownerCr = { kind: ManagedEnvironmentCr.kind, ...environment } as const;
   const mapping = await getApiCrMappingByUid(trx, environment.uid);
   const existing =
     mapping?.managed_environment_id != null
@@ -155,12 +146,10 @@ export async function applyEnvironment(
     await sealCredentialsForInstances(trx, sealer, {
       clusterUserIds: [existing.environment.cluster_user_id],
     });
-    const { operation } = await insertOperation(trx, {
+    const operation = await ManagedEnvironmentCr.announce(trx, environment, {
       engineInstanceId: instance.id,
-      resourceType: 'ManagedEnvironment',
       resourceId: existing.environment.id,
       ownerUserId: existing.environment.cluster_user_id,
-      ownerCr,
     });
     return { change: 'updated', environmentId: existing.environment.id, operationId: operation.id };
   }
@@ -186,12 +175,10 @@ export async function applyEnvironment(
     { ...environment, namespaceUid: input.namespaceUid },
     { kind: ManagedEnvironmentCr.kind, managedEnvironmentId: created.environment.id },
   );
-  const { operation } = await insertOperation(trx, {
+  const operation = await ManagedEnvironmentCr.announce(trx, environment, {
     engineInstanceId: instance.id,
-    resourceType: 'ManagedEnvironment',
     resourceId: created.environment.id,
     ownerUserId: clusterUser.id,
-    ownerCr,
   });
   return { change: 'created', environmentId: created.environment.id, operationId: operation.id };
 }
@@ -217,12 +204,7 @@ export async function deleteMappedEnvironments(
     if (!found) continue;
     const applications = await listApplicationsOfManagedEnvironment(trx, found.environment.id);
     const { affectedApplicationIds } = await deleteManagedEnvironment(trx, found.environment.id);
-    const owner = {
-      kind: ManagedEnvironmentCr.kind,
-      namespace: mapping.cr_namespace,
-      name: mapping.cr_name,
-      uid: mapping.cr_uid,
-    } as const;
+    const owner = { kind: ManagedEnvironmentCr.kind, ...mappedCrOf(mapping) };
     const engineInstanceId = (await getClusterUser(trx, found.environment.cluster_user_id))
       ?.engine_instance_id;
     const requests: OperationRequest[] = [

@@ -4,11 +4,13 @@
  * full access (what Argo CD's `argocd cluster add` installs), and a token from the TokenRequest API.
  * Removed again when the ManagedEnvironment is deleted (the backend keeps a finalizer for that).
  */
+import { MANAGED_BY_LABELS } from '@gitops/api';
 import {
   createUnlessExists,
   HttpMethod,
   isNotFound,
   type KubeConfig,
+  type KubeObject,
   kubeRequest,
   requestServiceAccountToken,
 } from '@gitops/shared';
@@ -22,8 +24,6 @@ export function serviceAccountName(crUid: string): string {
   return `argocd-manager-${crUid}`;
 }
 
-const labels = { 'app.kubernetes.io/managed-by': 'gitops-service' };
-
 /** Creates (idempotently) the ServiceAccount, ClusterRole and ClusterRoleBinding; returns a fresh token. */
 export async function installServiceAccount(
   kc: KubeConfig,
@@ -31,42 +31,42 @@ export async function installServiceAccount(
   signal: AbortSignal,
 ): Promise<string> {
   const name = serviceAccountName(crUid);
-  await createUnlessExists(
-    kc,
-    `/api/v1/namespaces/${SERVICE_ACCOUNT_NAMESPACE}/serviceaccounts`,
-    {
-      apiVersion: 'v1',
-      kind: 'ServiceAccount',
-      metadata: { name, namespace: SERVICE_ACCOUNT_NAMESPACE, labels },
-    },
-    signal,
-  );
-  await createUnlessExists(
-    kc,
-    '/apis/rbac.authorization.k8s.io/v1/clusterroles',
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name, labels },
-      rules: [
-        { apiGroups: ['*'], resources: ['*'], verbs: ['*'] },
-        { nonResourceURLs: ['*'], verbs: ['*'] },
-      ],
-    },
-    signal,
-  );
-  await createUnlessExists(
-    kc,
-    '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name, labels },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
-      subjects: [{ kind: 'ServiceAccount', name, namespace: SERVICE_ACCOUNT_NAMESPACE }],
-    },
-    signal,
-  );
+  const metadata = { name, labels: MANAGED_BY_LABELS };
+  // In this order, as removeServiceAccount deletes them the other way round.
+  const objects: [collectionPath: string, object: KubeObject][] = [
+    [
+      `/api/v1/namespaces/${SERVICE_ACCOUNT_NAMESPACE}/serviceaccounts`,
+      {
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: { ...metadata, namespace: SERVICE_ACCOUNT_NAMESPACE },
+      },
+    ],
+    [
+      '/apis/rbac.authorization.k8s.io/v1/clusterroles',
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata,
+        rules: [
+          { apiGroups: ['*'], resources: ['*'], verbs: ['*'] },
+          { nonResourceURLs: ['*'], verbs: ['*'] },
+        ],
+      },
+    ],
+    [
+      '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata,
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+        subjects: [{ kind: 'ServiceAccount', name, namespace: SERVICE_ACCOUNT_NAMESPACE }],
+      },
+    ],
+  ];
+  for (const [collectionPath, object] of objects)
+    await createUnlessExists(kc, collectionPath, object, signal);
   return await requestServiceAccountToken(
     kc,
     { namespace: SERVICE_ACCOUNT_NAMESPACE, name },

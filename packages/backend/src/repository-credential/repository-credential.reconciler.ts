@@ -310,8 +310,8 @@ export async function reconcileLive(
   // A Failed operation (e.g. the agent cannot decrypt) is reported until a later one completes.
   const { pending, lastFinished } = await operationsOutcome(
     deps.db,
-    { kind: RepositoryCredentialCr.kind, uid },
-    'RepositoryCredentials',
+    RepositoryCredentialCr,
+    uid,
     result.row.id,
   );
   const failure = !pending && lastFinished?.state === 'Failed' ? lastFinished.message : undefined;

@@ -9,11 +9,10 @@ import {
   type Database,
   deleteApiCrMapping,
   deleteRepositoryCredentials,
-  getClusterUserByNamespaceUid,
   getRepositoryCredentials,
   insertApiCrMapping,
-  insertOperation,
   insertRepositoryCredentials,
+  mappedCrOf,
   type OperationRow,
   type RepositoryCredentialsRow,
   type RepositoryType,
@@ -21,13 +20,12 @@ import {
   type Sealer,
   sealCredentialsForInstances,
   updateRepositoryCredentials,
-  upsertClusterUser,
 } from '@gitops/db';
 import { normalizeRepositoryUrl } from '@gitops/shared';
 import type { Transaction } from 'kysely';
 import { refreshApplicationsOfRepository } from '../gitops-deployment/application-refresh.ts';
 import { RepositoryCredentialCr } from '../kinds.ts';
-import { tenantEngineInstance } from '../placement.ts';
+import { placeNamespaceTenant, type TenantOfNamespace } from '../placement.ts';
 import type { GitCredentials } from './git-ls-remote.ts';
 
 /** Additional authenticated data of each sealed column (one definition for both processes, in @gitops/db). */
@@ -53,13 +51,7 @@ export async function deleteMappedRepositoryCredentials(
     const row = await getRepositoryCredentials(trx, mapping.repository_credentials_id);
     if (!row) continue;
     await deleteRepositoryCredentials(trx, row.id);
-    operations.push(
-      await announceCredentials(trx, row, {
-        namespace: mapping.cr_namespace,
-        name: mapping.cr_name,
-        uid: mapping.cr_uid,
-      }),
-    );
+    operations.push(await announceCredentials(trx, row, mappedCrOf(mapping)));
   }
   return operations;
 }
@@ -70,23 +62,15 @@ async function announceCredentials(
   row: RepositoryCredentialsRow,
   owner: RepositoryCredentialIdentity,
 ): Promise<OperationRow> {
-  const { operation } = await insertOperation(trx, {
+  return await RepositoryCredentialCr.announce(trx, owner, {
     engineInstanceId: row.engine_instance_id,
-    resourceType: 'RepositoryCredentials',
     resourceId: row.id,
     ownerUserId: row.cluster_user_id,
-    ownerCr: { kind: RepositoryCredentialCr.kind, ...owner },
   });
-  return operation;
 }
 
-export interface DesiredRepositoryCredentials {
+export interface DesiredRepositoryCredentials extends TenantOfNamespace {
   cr: RepositoryCredentialIdentity;
-  namespaceUid: string;
-  /** The engine instance the namespace's label asks for (used when the tenant is placed now). */
-  requestedEngineInstance: string | undefined;
-  /** The cluster the tenant's namespace lives on (placement without a label stays on it). */
-  tenantClusterIdentity?: string;
   repositoryUrl: string;
   /** git, helm or oci (spec.type; git when absent). */
   repositoryType: RepositoryType;
@@ -173,16 +157,7 @@ export async function applyRepositoryCredentials(
     return { change: 'updated', row: updated, operation };
   }
 
-  let tenant = await getClusterUserByNamespaceUid(trx, desired.namespaceUid);
-  if (!tenant || tenant.namespace_name !== cr.namespace) {
-    tenant = await upsertClusterUser(trx, { uid: desired.namespaceUid, name: cr.namespace });
-  }
-  const instance = await tenantEngineInstance(
-    trx,
-    tenant.id,
-    desired.requestedEngineInstance,
-    desired.tenantClusterIdentity,
-  );
+  const { tenant, instance } = await placeNamespaceTenant(trx, cr.namespace, desired);
   const created = await insertRepositoryCredentials(trx, {
     clusterUserId: tenant.id,
     engineInstanceId: instance.id,

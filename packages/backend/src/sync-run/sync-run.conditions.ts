@@ -113,7 +113,7 @@ export async function reportRequested(
     const operation = await terminateSync(deps.db, { namespace, name, uid });
     if (operation) logger.info({ syncOperation: existing.id, operation: operation.id }, 'sync terminating');
   }
-  const lastOperation = await getLatestOperationOfOwner(deps.db, uid, 'SyncOperation');
+  const lastOperation = await getLatestOperationOfOwner(deps.db, uid, SyncRunCr.resourceType);
   await writeCondition(deps, object, syncRunErrorState(existing, lastOperation), logger, {
     ...syncRunSyncStatus(existing, lastOperation),
     ...(await applicationStatusOf(deps, `${namespace}/${name}`, existing, object)),

@@ -11,7 +11,6 @@ import {
   getApiCrMappingByUid,
   getSyncOperation,
   insertApiCrMapping,
-  insertOperation,
   insertSyncOperation,
   lockApplication,
   type OperationRow,
@@ -116,14 +115,11 @@ async function announceSync(
   row: SyncOperationRow,
   syncRun: SyncRunIdentity,
 ): Promise<OperationRow> {
-  const { operation } = await insertOperation(trx, {
+  return await SyncRunCr.announce(trx, syncRun, {
     engineInstanceId: application.engine_instance_id,
-    resourceType: 'SyncOperation',
     resourceId: row.id,
     ownerUserId: row.cluster_user_id,
-    ownerCr: { kind: SyncRunCr.kind, ...syncRun },
   });
-  return operation;
 }
 
 /**

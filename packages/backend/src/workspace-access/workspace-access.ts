@@ -11,6 +11,7 @@
  * dropped and the ServiceAccount (so every token of it) and RoleBinding are deleted.
  */
 import { readFileSync } from 'node:fs';
+import { MANAGED_BY_LABELS } from '@gitops/api';
 import { type ClusterCredentialsInput, SealContext, type Sealer } from '@gitops/db';
 import {
   createUnlessExists,
@@ -26,7 +27,6 @@ import { isJsonObject } from '../json.ts';
 export const WORKSPACE_SERVICE_ACCOUNT = 'gitops-service-workspace';
 const ROLE_BINDING = `${WORKSPACE_SERVICE_ACCOUNT}-admin`;
 /** What marks the two objects as ours: nothing without it is ever deleted. */
-const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'gitops-service' } as const;
 /** Token lifetime asked of the TokenRequest API (the API server may cap it). */
 const TOKEN_EXPIRATION_SECONDS = 365 * 24 * 3600;
 
@@ -80,7 +80,7 @@ export function createWorkspaceAccess(options: WorkspaceAccessOptions): Workspac
       const labels = isJsonObject(live) && isJsonObject(live.metadata) ? live.metadata.labels : undefined;
       if (
         !isJsonObject(labels) ||
-        labels['app.kubernetes.io/managed-by'] !== MANAGED_BY['app.kubernetes.io/managed-by']
+        labels['app.kubernetes.io/managed-by'] !== MANAGED_BY_LABELS['app.kubernetes.io/managed-by']
       )
         return;
       await kubeRequest(kc, { method: HttpMethod.DELETE, path, ...(signal ? { signal } : {}) });
@@ -100,7 +100,7 @@ export function createWorkspaceAccess(options: WorkspaceAccessOptions): Workspac
         {
           apiVersion: 'v1',
           kind: 'ServiceAccount',
-          metadata: { name: WORKSPACE_SERVICE_ACCOUNT, labels: MANAGED_BY },
+          metadata: { name: WORKSPACE_SERVICE_ACCOUNT, labels: MANAGED_BY_LABELS },
         },
         signal,
       );
@@ -110,7 +110,7 @@ export function createWorkspaceAccess(options: WorkspaceAccessOptions): Workspac
         {
           apiVersion: 'rbac.authorization.k8s.io/v1',
           kind: 'RoleBinding',
-          metadata: { name: ROLE_BINDING, labels: MANAGED_BY },
+          metadata: { name: ROLE_BINDING, labels: MANAGED_BY_LABELS },
           roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
           subjects: [{ kind: 'ServiceAccount', name: WORKSPACE_SERVICE_ACCOUNT, namespace }],
         },

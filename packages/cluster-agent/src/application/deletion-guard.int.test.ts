@@ -22,19 +22,22 @@ import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
 import { beforeAll, describe, it } from 'vitest';
-import type { AgentFixture } from '../testing/agent-fixture.ts';
 import { useAgentFixture } from '../testing/agent-fixture.ts';
 
-/** What a test needs of one agent and its instance. */
-function guardHarness(f: AgentFixture) {
+/**
+ * The agent fixture of one describe block, its agent started before the block's tests (RESYNC_INTERVAL 1 s and
+ * `env`), and what a test needs of that agent and its instance (`h`).
+ */
+function useGuardHarness(prefix: string, env: Record<string, string>) {
+  const f = useAgentFixture({ prefix });
   let engineInstanceId = '';
+  beforeAll(async () => {
+    const agent = await f.startAgent(f.config({ RESYNC_INTERVAL: '1s', ...env }));
+    engineInstanceId = agent.engineInstance()!.id;
+  });
   const harness = {
     get engineInstanceId() {
       return engineInstanceId;
-    },
-    async start(env: Record<string, string>) {
-      const agent = await f.startAgent(f.config({ RESYNC_INTERVAL: '1s', ...env }));
-      engineInstanceId = agent.engineInstance()!.id;
     },
     async tenant(name: string): Promise<ClusterUserRow> {
       const namespace = `${name}-${f.suffix}`;
@@ -90,13 +93,11 @@ function guardHarness(f: AgentFixture) {
       return overview?.deletionsHeld ?? -1;
     },
   };
-  return harness;
+  return { f, h: harness };
 }
 
 describe('deletion guard: no cascading delete without proof that the GitOpsDeployment is gone', () => {
-  const f = useAgentFixture({ prefix: 'guard' });
-  const h = guardHarness(f);
-  beforeAll(() => h.start({}));
+  const { f, h } = useGuardHarness('guard', {});
   /** An operation announcing a change of the row, as the backend writes one. */
   const announce = (row: ApplicationRow) =>
     givenOperation(f.db, {
@@ -243,16 +244,12 @@ describe('deletion guard: no cascading delete without proof that the GitOpsDeplo
 });
 
 describe("deletion guard: an instance's deletion budget", () => {
-  const f = useAgentFixture({ prefix: 'budget' });
-  const h = guardHarness(f);
   // At most 2 cascading deletes per window on this instance, whatever its size; tenants unbounded here.
-  beforeAll(() =>
-    h.start({
-      GITOPS_DELETION_BUDGET_MIN: '2',
-      GITOPS_DELETION_BUDGET_PERCENT: '0',
-      GITOPS_TENANT_DELETION_BUDGET_MIN: '1000',
-    }),
-  );
+  const { f, h } = useGuardHarness('budget', {
+    GITOPS_DELETION_BUDGET_MIN: '2',
+    GITOPS_DELETION_BUDGET_PERCENT: '0',
+    GITOPS_TENANT_DELETION_BUDGET_MIN: '1000',
+  });
 
   it('five proven deletes at once: two go, three are held until an operator confirms them', async () => {
     const tenant = await h.tenant('mass');
@@ -295,16 +292,12 @@ describe("deletion guard: an instance's deletion budget", () => {
 });
 
 describe("deletion guard: a tenant's deletion budget", () => {
-  const f = useAgentFixture({ prefix: 'tbudget' });
-  const h = guardHarness(f);
   // A tenant may lose at most 1 Application per window here; the instance's budget is out of the way.
-  beforeAll(() =>
-    h.start({
-      GITOPS_DELETION_BUDGET_MIN: '1000',
-      GITOPS_TENANT_DELETION_BUDGET_MIN: '1',
-      GITOPS_TENANT_DELETION_BUDGET_PERCENT: '0',
-    }),
-  );
+  const { f, h } = useGuardHarness('tbudget', {
+    GITOPS_DELETION_BUDGET_MIN: '1000',
+    GITOPS_TENANT_DELETION_BUDGET_MIN: '1',
+    GITOPS_TENANT_DELETION_BUDGET_PERCENT: '0',
+  });
 
   it("three of one tenant's deletes: one goes, two are held; another tenant's delete is not held", async () => {
     const tenant = await h.tenant('big');

@@ -5,27 +5,17 @@
  * whatever reconciles the Application next.
  */
 import assert from 'node:assert/strict';
-import {
-  type ApplicationRow,
-  type ClusterUserRow,
-  getApplication,
-  getOperation,
-  requestApplicationRefresh,
-} from '@gitops/db';
+import { type ApplicationRow, getApplication, getOperation, requestApplicationRefresh } from '@gitops/db';
 import { givenOperation } from '@gitops/db/testing';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { beforeAll, describe, it } from 'vitest';
-import type { Agent } from '../app.ts';
+import { describe, it } from 'vitest';
 import { AgentAnnotation, REFRESH_ANNOTATION } from '../argocd.ts';
-import { useAgentFixture } from '../testing/agent-fixture.ts';
+import { useAgentFixture, useAgentWithTenant } from '../testing/agent-fixture.ts';
 
 describe('cluster-agent: the refresh an application row asks for', () => {
   const f = useAgentFixture({ prefix: 'refresh' });
-  let agent: Agent;
-  let engineInstanceId: string;
-  let tenant: ClusterUserRow;
-  let tenantNamespace: string;
+  const started = useAgentWithTenant(f, { OPERATION_SWEEP_INTERVAL: '500ms' });
 
   const completed = (id: string) =>
     eventually(`operation ${id} Completed`, async () =>
@@ -34,7 +24,11 @@ describe('cluster-agent: the refresh an application row asks for', () => {
   const annotations = async (name: string) => (await f.getApplication(name))?.metadata.annotations ?? {};
 
   async function deployed(): Promise<ApplicationRow> {
-    const { application, operation } = await f.givenDeployment(tenant, tenantNamespace, engineInstanceId);
+    const { application, operation } = await f.givenDeployment(
+      started.tenant,
+      started.tenantNamespace,
+      started.engineInstanceId,
+    );
     await completed(operation.id);
     return application;
   }
@@ -49,24 +43,18 @@ describe('cluster-agent: the refresh an application row asks for', () => {
   /** An operation for the row with nothing new in it (another change announced, a replay). */
   const announce = (application: ApplicationRow) =>
     givenOperation(f.db, {
-      engineInstanceId,
+      engineInstanceId: started.engineInstanceId,
       resourceType: 'Application',
       resourceId: application.id,
-      ownerUserId: tenant.id,
+      ownerUserId: started.tenant.id,
     });
   /** Plays Argo CD: it has refreshed, and removes its annotation. */
   const argoCdRefreshed = (name: string) =>
     f.patchApplication(name, { metadata: { annotations: { [REFRESH_ANNOTATION]: null } } });
 
-  beforeAll(async () => {
-    ({ agent, engineInstanceId, tenant, tenantNamespace } = await f.startAgentWithTenant({
-      OPERATION_SWEEP_INTERVAL: '500ms',
-    }));
-  });
-
   it('an ordinary change asks for no refresh', async () => {
     const application = await deployed();
-    await agent.whenIdle();
+    await started.agent.whenIdle();
     const found = await annotations(application.name);
     assert.equal(found[REFRESH_ANNOTATION], undefined);
     assert.equal(found[AgentAnnotation.RefreshServed], undefined);
@@ -87,7 +75,7 @@ describe('cluster-agent: the refresh an application row asks for', () => {
     const refreshed = await f.getApplication(application.name);
     assert.equal(refreshed?.metadata.annotations?.[REFRESH_ANNOTATION], undefined);
     await completed((await announce(application)).id);
-    await agent.whenIdle();
+    await started.agent.whenIdle();
     const after = (await f.getApplication(application.name)) as KubeObject;
     assert.equal(after.metadata.annotations?.[REFRESH_ANNOTATION], undefined, 'not asked twice');
     assert.equal(after.metadata.resourceVersion, refreshed?.metadata.resourceVersion, 'nothing written');
@@ -108,10 +96,10 @@ describe('cluster-agent: the refresh an application row asks for', () => {
     const application = await deployed();
     // A RepositoryCredentials operation of the tenant not yet done (not due: the agent leaves it Waiting).
     const credentials = await givenOperation(f.db, {
-      engineInstanceId,
+      engineInstanceId: started.engineInstanceId,
       resourceType: 'RepositoryCredentials',
       resourceId: '00000000-0000-4000-8000-000000000001',
-      ownerUserId: tenant.id,
+      ownerUserId: started.tenant.id,
     });
     await f.db
       .updateTable('operation')
@@ -137,10 +125,10 @@ describe('cluster-agent: the refresh an application row asks for', () => {
     await completed((await requestRefresh(application)).id);
     await argoCdRefreshed(application.name);
     const refreshed = await f.getApplication(application.name);
-    await agent.close();
-    agent = await f.startAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
+    await started.agent.close();
+    started.agent = await f.startAgent(f.config({ OPERATION_SWEEP_INTERVAL: '500ms' }));
     await completed((await announce(application)).id);
-    await agent.whenIdle();
+    await started.agent.whenIdle();
     const after = await f.getApplication(application.name);
     assert.equal(after?.metadata.annotations?.[REFRESH_ANNOTATION], undefined);
     assert.equal(after?.metadata.resourceVersion, refreshed?.metadata.resourceVersion);

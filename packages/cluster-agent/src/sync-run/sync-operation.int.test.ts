@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import {
   type ApplicationRow,
-  type ClusterUserRow,
   getOperation,
   getSyncOperation,
   insertOperation,
@@ -17,26 +16,26 @@ import {
 import { givenOperation, givenOwnedOperation } from '@gitops/db/testing';
 import { deleteIfExists, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
-import { beforeAll, describe, it } from 'vitest';
-import type { Agent } from '../app.ts';
+import { describe, it } from 'vitest';
 import { PENDING_NOTE_AFTER_MS, pendingOperationMessage } from '../operation/operation.processor.ts';
-import { useAgentFixture } from '../testing/agent-fixture.ts';
+import { useAgentFixture, useAgentWithTenant } from '../testing/agent-fixture.ts';
 
 const kubeTime = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 
 describe('cluster-agent SyncOperation', () => {
   const f = useAgentFixture({ prefix: 'sync' });
-  let agent: Agent;
-  let engineInstanceId: string;
-  let tenant: ClusterUserRow;
-  let tenantNamespace: string;
+  const started = useAgentWithTenant(f, { OPERATION_SWEEP_INTERVAL: '500ms' });
 
   const getApp = (name: string) => f.getApplication(name);
   const patchApp = (name: string, body: unknown) => f.patchApplication(name, body);
 
   /** A manual deployment's application, applied by the agent. */
   async function manualApplication(): Promise<ApplicationRow> {
-    const { application, operation } = await f.givenDeployment(tenant, tenantNamespace, engineInstanceId);
+    const { application, operation } = await f.givenDeployment(
+      started.tenant,
+      started.tenantNamespace,
+      started.engineInstanceId,
+    );
     await f.relay(operation);
     await eventually('Application applied', () => getApp(application.name));
     return application;
@@ -44,7 +43,7 @@ describe('cluster-agent SyncOperation', () => {
 
   /** Once the agent is idle: the sync is not requested, neither on the Application nor in its row. */
   async function assertNotRequested(application: ApplicationRow, syncOperationId: string, why: string) {
-    await agent.whenIdle();
+    await started.agent.whenIdle();
     assert.equal((await getApp(application.name))?.operation, undefined, why);
     assert.equal((await getSyncOperation(f.db, syncOperationId))?.requested_at, null);
   }
@@ -54,15 +53,15 @@ describe('cluster-agent SyncOperation', () => {
     const uid = randomUUID();
     const { syncOperation, operation } = await f.db.transaction().execute(async (trx) => {
       const syncOperation = await insertSyncOperation(trx, {
-        clusterUserId: tenant.id,
+        clusterUserId: started.tenant.id,
         applicationId: application.id,
         deploymentName: 'd',
         revision,
       });
       const operation = await givenOwnedOperation(trx, {
-        tenant,
-        engineInstanceId,
-        cr: { uid, name: `run-${uid.slice(0, 8)}`, namespace: tenantNamespace },
+        tenant: started.tenant,
+        engineInstanceId: started.engineInstanceId,
+        cr: { uid, name: `run-${uid.slice(0, 8)}`, namespace: started.tenantNamespace },
         row: { kind: 'GitOpsDeploymentSyncRun', syncOperationId: syncOperation.id },
       });
       return { syncOperation, operation };
@@ -122,12 +121,6 @@ describe('cluster-agent SyncOperation', () => {
       return row?.outcome ? row : undefined;
     });
 
-  beforeAll(async () => {
-    ({ agent, engineInstanceId, tenant, tenantNamespace } = await f.startAgentWithTenant({
-      OPERATION_SWEEP_INTERVAL: '500ms',
-    }));
-  });
-
   it('refreshes, requests the sync once as gitops-service, and completes the operation with the Argo CD result', async () => {
     const application = await manualApplication();
     const { syncOperation, operation } = await syncRun(application, 'v2');
@@ -178,7 +171,7 @@ describe('cluster-agent SyncOperation', () => {
     await eventually('the agent took the r2 operation', async () =>
       (await getOperation(f.db, second.operation.id))?.state === 'In_Progress' ? true : undefined,
     );
-    await agent.whenIdle();
+    await started.agent.whenIdle();
     assert.equal((await getApp(application.name))?.operation, undefined, 'r2 waits while r1 runs');
     assert.equal((await getSyncOperation(f.db, second.syncOperation.id))?.requested_at, null);
     await finish(application.name, 'Failed', 'boom');
@@ -221,10 +214,10 @@ describe('cluster-agent SyncOperation', () => {
       const operation = await givenOperation(
         f.db,
         {
-          engineInstanceId,
+          engineInstanceId: started.engineInstanceId,
           resourceType: 'SyncOperation',
           resourceId: s.syncOperation.id,
-          ownerUserId: tenant.id,
+          ownerUserId: started.tenant.id,
         },
         (trx) => setSyncOperationDesiredState(trx, s.syncOperation.id, 'Terminated'),
       );
@@ -272,7 +265,7 @@ describe('cluster-agent SyncOperation', () => {
     const { gone } = await startDeleting(application.name);
     // Argo CD carries the sync out on the Application being deleted (and then prunes what it synced).
     await finish(application.name, 'Succeeded', 'successfully synced');
-    await agent.whenIdle();
+    await started.agent.whenIdle();
     const meanwhile = await getSyncOperation(f.db, syncOperation.id);
     assert.equal(meanwhile?.outcome, null, 'the old Application does not report this sync');
     await gone();
@@ -292,10 +285,10 @@ describe('cluster-agent SyncOperation', () => {
     // A change of the Application is committed but not applied yet (played: its operation is not due).
     const change = await f.db.transaction().execute(async (trx) => {
       const { operation } = await insertOperation(trx, {
-        engineInstanceId,
+        engineInstanceId: started.engineInstanceId,
         resourceType: 'Application',
         resourceId: application.id,
-        ownerUserId: tenant.id,
+        ownerUserId: started.tenant.id,
       });
       await trx
         .updateTable('operation')

@@ -90,12 +90,7 @@ export interface AgentFixture {
    * its own (`<prefix>-tenant-<suffix>`, created) placed on the agent's instance, without a workspace
    * environment (`givenDeployment` adds it).
    */
-  startAgentWithTenant(extra?: Record<string, string>): Promise<{
-    agent: Agent;
-    engineInstanceId: string;
-    tenant: ClusterUserRow;
-    tenantNamespace: string;
-  }>;
+  startAgentWithTenant(extra?: Record<string, string>): Promise<AgentWithTenant>;
   /**
    * What the backend writes for a new manual GitOpsDeployment of `tenant` (in `namespace`), in one
    * transaction: the application row on `engineInstanceId`, its mapping and the Application operation.
@@ -120,6 +115,14 @@ export interface AgentFixture {
   cleanup(): Promise<void>;
 }
 
+/** An agent started by startAgentWithTenant, and its tenant. */
+export interface AgentWithTenant {
+  agent: Agent;
+  engineInstanceId: string;
+  tenant: ClusterUserRow;
+  tenantNamespace: string;
+}
+
 export interface AgentFixtureOptions {
   prefix: string;
   createArgoCdNamespace?: boolean;
@@ -130,6 +133,17 @@ export const useAgentFixture = (options: AgentFixtureOptions): AgentFixture =>
   useFixture(
     () => createAgentFixture(options),
     (f) => f.cleanup(),
+  );
+
+/**
+ * `f.startAgentWithTenant(extra)` before the tests of the enclosing block (beforeAll), for blocks whose tests
+ * share one agent and tenant: `started.agent`, `started.tenant`, ... (f's cleanup closes the agent; a test may
+ * set `started.agent` to the one it restarts). Call it after `useAgentFixture`.
+ */
+export const useAgentWithTenant = (f: AgentFixture, extra?: Record<string, string>): AgentWithTenant =>
+  useFixture(
+    () => f.startAgentWithTenant(extra),
+    async () => {},
   );
 
 export async function createAgentFixture(options: AgentFixtureOptions): Promise<AgentFixture> {

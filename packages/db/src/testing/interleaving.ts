@@ -10,14 +10,8 @@ import type { Database } from '../database.ts';
  * locks taken), `done` with what `work` returned once the transaction has committed.
  */
 export function openTransaction<T>(db: Kysely<Database>, work: (trx: Transaction<Database>) => Promise<T>) {
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  let worked!: () => void;
-  const ready = new Promise<void>((resolve) => {
-    worked = resolve;
-  });
+  const { promise: held, resolve: release } = Promise.withResolvers<void>();
+  const { promise: ready, resolve: worked } = Promise.withResolvers<void>();
   const done = db.transaction().execute(async (trx) => {
     const result = await work(trx);
     worked();

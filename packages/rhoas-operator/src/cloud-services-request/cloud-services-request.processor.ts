@@ -5,7 +5,6 @@
  */
 import {
   type CloudServicesRequest,
-  RhoasConditionsOf,
   RhoasConditionType,
   RhoasKinds,
   type ServiceRegistryItem,
@@ -15,7 +14,6 @@ import { accessToken, checked, isoInstant, type KindProcessor, validate } from '
 
 export const cloudServicesRequestProcessor: KindProcessor<CloudServicesRequest> = {
   kind: RhoasKinds.CloudServicesRequest,
-  conditions: RhoasConditionsOf.CloudServicesRequest,
   addsLabels: false,
   async process(ctx, { object, progress, status, signal }) {
     validate(progress, object, [

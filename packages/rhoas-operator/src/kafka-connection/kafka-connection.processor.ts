@@ -2,7 +2,7 @@
  * KafkaConnection: connection details of one Kafka instance (GET /api/kafkas_mgmt/v1/kafkas/{id}) in
  * `status`, with the original's `status.metadata` map, plus the servicebinding.io binding Secret.
  */
-import { RhoasConditionsOf, RhoasConditionType, RhoasKinds } from '@gitops/api';
+import { RhoasConditionType, RhoasKinds } from '@gitops/api';
 import { oauthTokenUrl } from '../config.ts';
 import { connectionProcessor } from '../connection.ts';
 
@@ -10,7 +10,6 @@ export const KAFKA_CLOUD_UI = 'https://console.redhat.com/beta/application-servi
 
 export const kafkaConnectionProcessor = connectionProcessor({
   kind: RhoasKinds.KafkaConnection,
-  conditions: RhoasConditionsOf.KafkaConnection,
   idField: 'kafkaId',
   found: RhoasConditionType.FoundKafkaById,
   fetch: (ctx, token, id, signal) => ctx.client.getKafka(token, id, signal),

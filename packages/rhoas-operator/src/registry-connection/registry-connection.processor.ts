@@ -4,7 +4,7 @@
  * `status.metadata` map with the oauthTokenUrl from MAS_AUTH_URL/MAS_AUTH_REALM, and the servicebinding.io
  * binding Secret. Its condition list is its own (the original reset it with KafkaConnection's list).
  */
-import { RhoasConditionsOf, RhoasConditionType, RhoasKinds } from '@gitops/api';
+import { RhoasConditionType, RhoasKinds } from '@gitops/api';
 import { oauthTokenUrl } from '../config.ts';
 import { connectionProcessor } from '../connection.ts';
 
@@ -12,7 +12,6 @@ export const REGISTRY_API_SUFFIX = '/apis/registry/v2';
 
 export const registryConnectionProcessor = connectionProcessor({
   kind: RhoasKinds.ServiceRegistryConnection,
-  conditions: RhoasConditionsOf.ServiceRegistryConnection,
   idField: 'serviceRegistryId',
   found: RhoasConditionType.FoundServiceRegistryById,
   fetch: (ctx, token, id, signal) => ctx.client.getRegistry(token, id, signal),

@@ -8,7 +8,6 @@
  */
 import {
   type CloudServiceAccountRequest,
-  RhoasConditionsOf,
   RhoasConditionType,
   RhoasKinds,
   RhoasMessage,
@@ -28,7 +27,6 @@ import {
 
 export const serviceAccountRequestProcessor: KindProcessor<CloudServiceAccountRequest> = {
   kind: RhoasKinds.CloudServiceAccountRequest,
-  conditions: RhoasConditionsOf.CloudServiceAccountRequest,
   addsLabels: false,
   async process(ctx, { object, progress, status, signal }) {
     validate(progress, object, [
