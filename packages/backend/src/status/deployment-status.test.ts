@@ -291,6 +291,8 @@ describe('states Argo CD is on its way from: queued (GITOPS_STATUS_QUEUED_INTERV
   test.each([
     ['Synced and Healthy', state('Synced', 'Healthy', 'Succeeded'), true],
     ['Synced and Degraded', state('Synced', 'Degraded', 'Succeeded'), true],
+    ['automated, OutOfSync and Degraded, never synced', state('OutOfSync', 'Degraded'), true],
+    ['automated, OutOfSync and Degraded after a sync', state('OutOfSync', 'Degraded', 'Succeeded'), true],
     ['manual, OutOfSync (the user syncs it)', state('OutOfSync', 'Missing'), false],
     ['automated, OutOfSync after a failed sync', state('OutOfSync', 'Missing', 'Failed'), true],
     ['automated, OutOfSync after a sync error', state('OutOfSync', 'Missing', 'Error'), true],

@@ -248,7 +248,7 @@ export function statusPatch(
  *   after an earlier sync that no failed sync explains (Argo CD is about to sync it again). Written at most every
  *   GITOPS_STATUS_PROGRESS_INTERVAL.
  * `undefined` for a settled state (Synced, a manual deployment OutOfSync, a failed sync, a comparison error,
- * Degraded), written at once: what a user waits for or acts on shows without delay, while the states a create
+ * health Degraded whatever the sync status), written at once: what a user waits for or acts on shows without delay, while the states a create
  * and its sync pass through cost no write each.
  */
 export type OnTheWay = 'queued' | 'progressing';
@@ -258,6 +258,8 @@ export function onTheWay(desired: JsonObject, automated: boolean): OnTheWay | un
   if (phase === 'Running' || phase === 'Terminating') return 'progressing';
   const sync = field(desired, 'sync', 'status');
   const health = field(desired, 'health', 'status');
+  // Degraded is what a user acts on, whatever the sync status says.
+  if (health === 'Degraded') return undefined;
   if (sync === undefined && health === undefined) return 'queued';
   if (health === 'Progressing') return 'progressing';
   // Argo CD's first status of an Application has health Unknown and an empty sync status ("").
