@@ -239,17 +239,17 @@ export function statusPatch(
 
 /**
  * How a state Argo CD is on its way from waits before it is written:
- * - `queued`: Argo CD has not acted on the Application yet: nothing compared (no state, the agent's
- *   Unknown/Unknown of an Application Argo CD has not looked at, or Argo CD's first health Unknown with an empty
- *   sync status: no operation, no condition of Argo CD's), or an
- *   automated deployment OutOfSync that Argo CD never synced (a create waiting in Argo CD's queue for its first
- *   sync). Written at most every GITOPS_STATUS_QUEUED_INTERVAL.
+ * - `queued`: Argo CD has not acted on the Application yet. Nothing compared (no state, the agent's
+ *   Unknown/Unknown of an Application Argo CD has not looked at, or Argo CD's first health Unknown with an
+ *   empty sync status; no operation, no condition of Argo CD's), or an automated deployment OutOfSync that
+ *   Argo CD never synced (a create waiting in Argo CD's queue for its first sync). Written at most every
+ *   GITOPS_STATUS_QUEUED_INTERVAL.
  * - `progressing`: a sync running (or terminating), health Progressing, or an automated deployment OutOfSync
- *   after an earlier sync that no failed sync explains (Argo CD is about to sync it again). Written at most every
- *   GITOPS_STATUS_PROGRESS_INTERVAL.
+ *   after an earlier sync that no failed sync explains (Argo CD is about to sync it again). Written at most
+ *   every GITOPS_STATUS_PROGRESS_INTERVAL.
  * `undefined` for a settled state (Synced, a manual deployment OutOfSync, a failed sync, a comparison error,
- * health Degraded whatever the sync status), written at once: what a user waits for or acts on shows without delay, while the states a create
- * and its sync pass through cost no write each.
+ * health Degraded whatever the sync status), written at once: what a user waits for or acts on shows without
+ * delay, while the states a create and its sync pass through cost no write each.
  */
 export type OnTheWay = 'queued' | 'progressing';
 

@@ -5,9 +5,9 @@
  * Argo CD is on its way from (onTheWay) waits for the settled one, which is written at once: up to
  * GITOPS_STATUS_QUEUED_INTERVAL while Argo CD has not acted on the Application yet (a create in its queue),
  * up to GITOPS_STATUS_PROGRESS_INTERVAL while a sync runs, so a create's five or six states cost one write,
- * not one each (issue 34). Built
- * with the controller builder `for` the GitOpsDeployment cache: a real change of an object wakes it, not a
- * relist, not a delete and not the echo of its own status write (`createOwnWrites`).
+ * not one each (issue 34). Built with the controller builder `for` the GitOpsDeployment cache: a real change
+ * of an object wakes it, not a relist, not a delete and not the echo of its own status write
+ * (`createOwnWrites`).
  * Writes carry the cached resourceVersion: a concurrent ErrorOccurred write makes ours fail with 409 and
  * the queue retries on fresh data, so neither writer loses the other's conditions.
  */
@@ -149,8 +149,8 @@ export function createStatusFeature(
     logger.debug(
       {
         application: applicationId,
-        sync: desired.sync && isJsonObject(desired.sync) ? desired.sync.status : undefined,
-        health: desired.health && isJsonObject(desired.health) ? desired.health.status : undefined,
+        sync: isJsonObject(desired.sync) ? desired.sync.status : undefined,
+        health: isJsonObject(desired.health) ? desired.health.status : undefined,
         phase: isJsonObject(desired.operationState) ? desired.operationState.phase : undefined,
       },
       'status updated from the Argo CD Application',
