@@ -446,6 +446,10 @@ async function deploymentShowing(
 }
 
 const running = { operation: { sync: { revision: 'abc123' } }, phase: 'Running', message: 'syncing' };
+/** Compared, OutOfSync, never synced: an automated create waiting in Argo CD's queue for its first sync. */
+const queuedState = { sync: { status: 'OutOfSync', revision: 'abc123' }, health: { status: 'Missing' } };
+/** Its first sync running. */
+const runningState = { ...queuedState, operationState: running };
 
 describe('status path: the states Argo CD passes through on its way are put off, the settled one written at once', () => {
   // Far longer than the test: no state on the way can be written before the settled one arrives.
@@ -494,11 +498,7 @@ describe('status path: a state on the way that lasts is written when the interva
 
   test('a sync still running shows, with nothing after it to wake the status path', async () => {
     const { application } = await deploymentWithApplication(f, tenant.name, 'long-sync');
-    await writeApplicationState(f.db, application.id, {
-      sync: { status: 'OutOfSync', revision: 'abc123' },
-      health: { status: 'Missing' },
-      operationState: running,
-    });
+    await writeApplicationState(f.db, application.id, runningState);
     await deploymentShowing(f, tenant.name, 'long-sync', 'Missing', 'Running');
   });
 
@@ -506,29 +506,17 @@ describe('status path: a state on the way that lasts is written when the interva
     const { application } = await deploymentWithApplication(f, tenant.name, 'queued');
     const watch = await recordStatusWrites(f, tenant.name, 'queued');
     try {
-      // Compared, OutOfSync, never synced: a create waiting in Argo CD's queue for its first sync.
-      await writeApplicationState(f.db, application.id, {
-        sync: { status: 'OutOfSync', revision: 'abc123' },
-        health: { status: 'Missing' },
-      });
+      await writeApplicationState(f.db, application.id, queuedState);
       // Two syncs of other deployments reported after it, each written when its 1 s interval ended: the
       // queued state has waited two progress intervals by then.
       for (const name of ['running-1', 'running-2']) {
         const other = await deploymentWithApplication(f, tenant.name, name);
-        await writeApplicationState(f.db, other.application.id, {
-          sync: { status: 'OutOfSync', revision: 'abc123' },
-          health: { status: 'Missing' },
-          operationState: running,
-        });
+        await writeApplicationState(f.db, other.application.id, runningState);
         await deploymentShowing(f, tenant.name, name, 'Missing', 'Running');
       }
       assert.deepEqual(watch.writes, []);
       // Its sync starts and ends within 1 s: one write, of the settled state.
-      await writeApplicationState(f.db, application.id, {
-        sync: { status: 'OutOfSync', revision: 'abc123' },
-        health: { status: 'Missing' },
-        operationState: running,
-      });
+      await writeApplicationState(f.db, application.id, runningState);
       await writeApplicationState(f.db, application.id, {
         sync: { status: 'Synced', revision: 'abc123' },
         health: { status: 'Healthy' },
@@ -551,10 +539,7 @@ describe('status path: a create that stays queued in Argo CD is written when the
 
   test('OutOfSync/Missing shows, with nothing after it to wake the status path', async () => {
     const { application } = await deploymentWithApplication(f, tenant.name, 'long-queue');
-    await writeApplicationState(f.db, application.id, {
-      sync: { status: 'OutOfSync', revision: 'abc123' },
-      health: { status: 'Missing' },
-    });
+    await writeApplicationState(f.db, application.id, queuedState);
     await deploymentShowing(f, tenant.name, 'long-queue', 'Missing');
   });
 });
