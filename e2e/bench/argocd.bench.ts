@@ -637,6 +637,15 @@ try {
     system.kc,
     (name) => ignoredApps.has(name) || name === 'warmup',
   );
+  /** Counts summed by the query's first 90 characters (white space folded). */
+  const summedByPrefix = (entries: [string, number][]) => {
+    const out = new Map<string, number>();
+    for (const [query, n] of entries) {
+      const prefix = query.replace(/\s+/g, ' ').slice(0, 90);
+      out.set(prefix, (out.get(prefix) ?? 0) + n);
+    }
+    return out;
+  };
   const perDeployment = (entries: [string, number][]) =>
     Object.fromEntries(
       entries
@@ -652,14 +661,17 @@ try {
   const cpuTotal = Object.values(cpuByProcess).reduce((sum, v) => sum + v, 0);
   const cpuSorted = cpuPer(cpuByProcess, 1);
   const cpuMsPerDeployment = cpuPer(cpuByProcess, DEPLOYMENTS / 1000);
-  const statementsPerDeployment =
+  const statementDeltas =
     statementsBefore && statementsAfter
-      ? round1(
-          [...deltas(statementsBefore, statementsAfter)]
-            .filter(([query]) => !/pg_stat_statements|pg_stat_activity/.test(query))
-            .reduce((t, [, n]) => t + n, 0) / DEPLOYMENTS,
+      ? [...deltas(statementsBefore, statementsAfter)].filter(
+          ([query]) => !/pg_stat_statements|pg_stat_activity/.test(query),
         )
       : undefined;
+  const statementsPerDeployment = statementDeltas && round1(sum(statementDeltas));
+  /** The statements that cost most per deployment, by their text's first words: where a cut would land. */
+  const statementsByQuery =
+    statementDeltas &&
+    Object.fromEntries(Object.entries(perDeployment([...summedByPrefix(statementDeltas)])).slice(0, 12));
 
   const keys = [...createdAt.keys()];
   const since = (seen: number | undefined, key: string) =>
@@ -749,6 +761,7 @@ try {
     backend_cpu_ms_per_deployment: round1((backendSeconds * 1000) / DEPLOYMENTS),
     by_instance: byInstance,
     db_statements_per_deployment: statementsPerDeployment,
+    db_statements_per_deployment_by_query: statementsByQuery,
     db_connections_peak_by_application_name: connectionsPeak,
     cpu_share_of_machine: round2(cpuTotal / (windowSeconds * cores)),
     machine_busy_seconds: round1(machineSeconds),
