@@ -41,6 +41,18 @@ export function syncOperationRequest(
 }
 
 /**
+ * Whether `operation` (an Application's `operation`, or Argo CD's copy of it in `status.operationState`) is a
+ * sync we requested: automated syncs (`initiatedBy.automated`) and anyone else's are not ours to follow.
+ */
+export function isOurOperation(operation: unknown): boolean {
+  return (
+    isObject(operation) &&
+    isObject(operation.initiatedBy) &&
+    operation.initiatedBy.username === SYNC_INITIATOR
+  );
+}
+
+/**
  * True while the Application's `operation` is our request for this row and Argo CD has not started it.
  * Argo CD keeps `operation` for as long as the operation runs (it clears it when the operation completes),
  * so a request whose id `status.operationState` already reports is running, not pending.

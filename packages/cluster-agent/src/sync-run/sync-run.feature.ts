@@ -16,18 +16,29 @@ import {
 import type { AgentFeature, FeatureContext } from '../agent-feature.ts';
 import { databaseIdOf } from '../argocd.ts';
 import { createSyncOperationReconciler } from './sync-operation.reconciler.ts';
+import { isOurOperation } from './sync-request.ts';
 
 const operationStateOf = (app: KubeObject) =>
   (app.status as { operationState?: unknown } | undefined)?.operationState;
 
-/** The Application's sync moved: Argo CD took, ran or ended the operation we requested. */
+/** Whether the Application's requested or reported operation is a sync we requested. */
+const followsOurSync = (app: KubeObject) =>
+  isOurOperation(app.operation) ||
+  isOurOperation((operationStateOf(app) as { operation?: unknown } | undefined)?.operation);
+
+/**
+ * The Application's sync moved: Argo CD took, ran or ended the operation we requested. Argo CD's automated
+ * syncs move operationState two or three times per change of every Application: they are not a SyncRun's, and
+ * looking for one cost a database read each (issue 34).
+ */
 export const syncMoved = allOf(
   ignoreCreates,
   ignoreDeletes,
   updatePredicate(
-    'operation or operationState changed',
+    'our operation or its operationState changed',
     (old, app) =>
-      !jsonEqual(old.operation, app.operation) || !jsonEqual(operationStateOf(old), operationStateOf(app)),
+      (followsOurSync(old) || followsOurSync(app)) &&
+      (!jsonEqual(old.operation, app.operation) || !jsonEqual(operationStateOf(old), operationStateOf(app))),
   ),
 );
 
