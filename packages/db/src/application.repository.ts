@@ -6,6 +6,7 @@ import type {
   JsonValue,
   ManagedEnvironmentRow,
 } from './database.ts';
+import { rowBy } from './keyed-rows.ts';
 import { endSyncsOfApplication } from './sync-operation.repository.ts';
 
 /**
@@ -61,9 +62,7 @@ export async function updateApplication(
     .executeTakeFirst();
 }
 
-export async function getApplication(db: Kysely<Database>, id: string): Promise<ApplicationRow | undefined> {
-  return await db.selectFrom('application').selectAll().where('id', '=', id).executeTakeFirst();
-}
+export const getApplication = rowBy('application', 'id');
 
 /**
  * The application row, locked until `trx` ends (FOR UPDATE): a concurrent tenant move (which locks its rows the
@@ -158,12 +157,7 @@ export async function getApplicationWithDestination(
   };
 }
 
-export async function getApplicationByName(
-  db: Kysely<Database>,
-  name: string,
-): Promise<ApplicationRow | undefined> {
-  return await db.selectFrom('application').selectAll().where('name', '=', name).executeTakeFirst();
-}
+export const getApplicationByName = rowBy('application', 'name');
 
 /**
  * Deletes the row; its application_state and api_cr_mapping go with it, sync operations keep a NULL link

@@ -1,5 +1,6 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
 import type { ClusterCredentialsRow, Database, ManagedEnvironmentRow } from './database.ts';
+import { rowBy } from './keyed-rows.ts';
 
 /**
  * managed_environment + cluster_credentials. An External environment owns its credentials row: they are
@@ -191,12 +192,9 @@ export async function listWorkspaceCredentialsWrittenBefore(
   }));
 }
 
-export async function getManagedEnvironment(
-  db: Kysely<Database>,
-  id: string,
-): Promise<ManagedEnvironmentRow | undefined> {
-  return await db.selectFrom('managed_environment').selectAll().where('id', '=', id).executeTakeFirst();
-}
+export const getManagedEnvironment = rowBy('managed_environment', 'id');
+
+const getClusterCredentials = rowBy('cluster_credentials', 'id');
 
 /** An environment with its credentials (undefined for a Workspace environment on its tenant's cluster). */
 export async function getManagedEnvironmentWithCredentials(
@@ -210,11 +208,7 @@ export async function getManagedEnvironmentWithCredentials(
   const credentials =
     environment.cluster_credentials_id === null
       ? undefined
-      : await db
-          .selectFrom('cluster_credentials')
-          .selectAll()
-          .where('id', '=', environment.cluster_credentials_id)
-          .executeTakeFirst();
+      : await getClusterCredentials(db, environment.cluster_credentials_id);
   return { environment, credentials };
 }
 

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, RepositoryCredentialsRow } from './database.ts';
+import { deleteRowById, rowBy } from './keyed-rows.ts';
 import type { RepositoryType } from './schema-values.ts';
 
 /**
@@ -61,12 +62,7 @@ export async function updateRepositoryCredentials(
     .executeTakeFirst();
 }
 
-export async function getRepositoryCredentials(
-  db: Kysely<Database>,
-  id: string,
-): Promise<RepositoryCredentialsRow | undefined> {
-  return await db.selectFrom('repository_credentials').selectAll().where('id', '=', id).executeTakeFirst();
-}
+export const getRepositoryCredentials = rowBy('repository_credentials', 'id');
 
 /** A tenant's repository credentials (on one engine instance when `engineInstanceId` is given), in id order. */
 export async function listRepositoryCredentialsOfUser(
@@ -111,7 +107,4 @@ export async function listRepositoryCredentialIdsOfEngineInstance(
   return rows.map((row) => row.id);
 }
 
-export async function deleteRepositoryCredentials(db: Kysely<Database>, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('repository_credentials').where('id', '=', id).executeTakeFirst();
-  return result.numDeletedRows > 0n;
-}
+export const deleteRepositoryCredentials = deleteRowById('repository_credentials');

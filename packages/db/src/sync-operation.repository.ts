@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Database, SyncOperationRow } from './database.ts';
+import { deleteRowById, rowBy } from './keyed-rows.ts';
 import type { SyncDesiredState, SyncOutcome } from './schema-values.ts';
 
 /** One row per GitOpsDeploymentSyncRun. */
@@ -47,12 +48,7 @@ export async function insertSyncOperation(
     .executeTakeFirstOrThrow();
 }
 
-export async function getSyncOperation(
-  db: Kysely<Database>,
-  id: string,
-): Promise<SyncOperationRow | undefined> {
-  return await db.selectFrom('sync_operation').selectAll().where('id', '=', id).executeTakeFirst();
-}
+export const getSyncOperation = rowBy('sync_operation', 'id');
 
 /** 'Terminated' asks the agent to terminate the running Argo CD operation (SyncRun deleted). */
 export async function setSyncOperationDesiredState(
@@ -214,7 +210,4 @@ export async function markSyncOperationRequested(
     .execute();
 }
 
-export async function deleteSyncOperation(db: Kysely<Database>, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('sync_operation').where('id', '=', id).executeTakeFirst();
-  return result.numDeletedRows > 0n;
-}
+export const deleteSyncOperation = deleteRowById('sync_operation');
