@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
 import type { ApplicationInput } from './application.repository.ts';
 import type { ApiCrMappingRow, ApplicationRow, Database, OperationRow } from './database.ts';
-import { deleteRowById, rowBy } from './keyed-rows.ts';
+import { deleteRowById, type IdPage, pageById, rowBy } from './keyed-rows.ts';
 import type { CrKind } from './schema-values.ts';
 
 /**
@@ -255,16 +255,12 @@ export const getApiCrMappingOfSyncOperation = rowBy('api_cr_mapping', 'sync_oper
 export async function listApiCrMappingsOfKind(
   db: Kysely<Database>,
   kind: CrKind,
-  page: { afterId?: string; limit: number },
+  page: IdPage,
 ): Promise<ApiCrMappingRow[]> {
-  let query = db
-    .selectFrom('api_cr_mapping')
-    .selectAll()
-    .where('cr_kind', '=', kind)
-    .orderBy('id')
-    .limit(page.limit);
-  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
-  return await query.execute();
+  return await pageById(
+    db.selectFrom('api_cr_mapping').selectAll().where('cr_kind', '=', kind),
+    page,
+  ).execute();
 }
 
 /** The advisory lock key of one CR name (lockCrName; tried by createApplicationOfNewDeployment). */

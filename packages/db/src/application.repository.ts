@@ -6,7 +6,7 @@ import type {
   JsonValue,
   ManagedEnvironmentRow,
 } from './database.ts';
-import { rowBy } from './keyed-rows.ts';
+import { type IdPage, pageById, rowBy } from './keyed-rows.ts';
 import { endSyncsOfApplication } from './sync-operation.repository.ts';
 
 /**
@@ -200,16 +200,13 @@ export async function deleteApplication(
 export async function listApplicationsOfEngineInstance(
   db: Kysely<Database>,
   engineInstanceId: string,
-  page: { afterId?: string; limit: number },
+  page: IdPage,
 ): Promise<ApplicationRow[]> {
-  let query = db
+  const ofInstance = db
     .selectFrom('application')
     .selectAll()
-    .where('engine_instance_id', '=', engineInstanceId)
-    .orderBy('id')
-    .limit(page.limit);
-  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
-  return await query.execute();
+    .where('engine_instance_id', '=', engineInstanceId);
+  return await pageById(ofInstance, page).execute();
 }
 
 /** The applications deployed through one managed environment. */

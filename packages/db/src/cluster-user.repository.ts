@@ -1,6 +1,6 @@
 import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
 import type { ClusterUserRow, Database } from './database.ts';
-import { deleteRowById, rowBy } from './keyed-rows.ts';
+import { deleteRowById, type IdPage, pageById, rowBy } from './keyed-rows.ts';
 
 /** A tenant = one user namespace, identified by the namespace uid. */
 
@@ -53,13 +53,8 @@ function nothingLeft(eb: ExpressionBuilder<Database, 'cluster_user'>) {
 }
 
 /** One page, in id order, of the tenants that own nothing any more (candidates for the tenant sweep). */
-export async function listEmptyClusterUsers(
-  db: Kysely<Database>,
-  page: { afterId?: string; limit: number },
-): Promise<ClusterUserRow[]> {
-  let query = db.selectFrom('cluster_user').selectAll().where(nothingLeft).orderBy('id').limit(page.limit);
-  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
-  return await query.execute();
+export async function listEmptyClusterUsers(db: Kysely<Database>, page: IdPage): Promise<ClusterUserRow[]> {
+  return await pageById(db.selectFrom('cluster_user').selectAll().where(nothingLeft), page).execute();
 }
 
 /**

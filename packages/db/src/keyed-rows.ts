@@ -1,9 +1,9 @@
 /**
- * The two statements most repository files need for their table: read the row a key names, delete the row of
- * an id. Each repository names its own functions with these (`getEngineInstance = rowBy('engine_instance',
- * 'id')`), so the query itself is written once.
+ * The statements most repository files need for their table: read the row a key names, delete the row of
+ * an id, read one keyset page. Each repository names its own functions with these (`getEngineInstance =
+ * rowBy('engine_instance', 'id')`), so the query itself is written once.
  */
-import type { Kysely, Selectable } from 'kysely';
+import { type Kysely, type Selectable, type SelectQueryBuilder, sql } from 'kysely';
 import type { Database } from './database.ts';
 
 type Table = keyof Database & string;
@@ -43,4 +43,23 @@ export function deleteRowById(table: TableWithId): (db: Kysely<Database>, id: st
     const result = await db.deleteFrom(table).where('id', '=', id).executeTakeFirst();
     return result.numDeletedRows > 0n;
   };
+}
+
+/** A keyset page: the rows after `afterId` (from the first when absent), at most `limit`, in id order. */
+export interface IdPage {
+  afterId?: string;
+  limit: number;
+}
+
+/**
+ * `query` (over one table whose rows have an `id`) narrowed to one keyset page: a long pass sees each row once,
+ * whatever is written meanwhile.
+ */
+export function pageById<DB, TB extends keyof DB, O>(
+  query: SelectQueryBuilder<DB, TB, O>,
+  page: IdPage,
+): SelectQueryBuilder<DB, TB, O> {
+  const id = sql.ref<string>('id');
+  const ordered = query.orderBy(id).limit(page.limit);
+  return page.afterId === undefined ? ordered : ordered.where(id, '>', page.afterId);
 }
