@@ -6,7 +6,7 @@ import type {
   JsonValue,
   ManagedEnvironmentRow,
 } from './database.ts';
-import { type IdPage, pageById, rowBy } from './keyed-rows.ts';
+import { type IdPage, pageById, rowBy, rowsBy, updateRowById } from './keyed-rows.ts';
 import { endSyncsOfApplication } from './sync-operation.repository.ts';
 
 /**
@@ -54,12 +54,10 @@ export async function updateApplication(
   id: string,
   input: Pick<ApplicationInput, 'managedEnvironmentId' | 'spec'>,
 ): Promise<ApplicationRow | undefined> {
-  return await db
-    .updateTable('application')
-    .set({ managed_environment_id: input.managedEnvironmentId, spec: JSON.stringify(input.spec) })
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
+  return await updateRowById(db, 'application', id, {
+    managed_environment_id: input.managedEnvironmentId,
+    spec: JSON.stringify(input.spec),
+  });
 }
 
 export const getApplication = rowBy('application', 'id');
@@ -210,16 +208,7 @@ export async function listApplicationsOfEngineInstance(
 }
 
 /** The applications deployed through one managed environment. */
-export async function listApplicationsOfManagedEnvironment(
-  db: Kysely<Database>,
-  managedEnvironmentId: string,
-): Promise<ApplicationRow[]> {
-  return await db
-    .selectFrom('application')
-    .selectAll()
-    .where('managed_environment_id', '=', managedEnvironmentId)
-    .execute();
-}
+export const listApplicationsOfManagedEnvironment = rowsBy('application', 'managed_environment_id');
 
 /**
  * The stored specs of a tenant's applications on an engine instance, with the environment each deploys

@@ -6,7 +6,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import type * as Tables from './database.generated.ts';
 import type { Database } from './database.ts';
-import { rowBy } from './keyed-rows.ts';
+import { rowBy, rowsBy } from './keyed-rows.ts';
 
 export type ApplicationDeletionRow = Selectable<Tables.ApplicationDeletion>;
 export type DeletionHoldRow = Selectable<Tables.ApplicationDeletionHold>;
@@ -140,18 +140,10 @@ export async function spentDeletionBudgets(
 }
 
 /** The held deletes of an instance, oldest first. */
-export async function listDeletionHolds(
-  db: Kysely<Database>,
-  engineInstanceId: string,
-): Promise<DeletionHoldRow[]> {
-  return await db
-    .selectFrom('application_deletion_hold')
-    .selectAll()
-    .where('engine_instance_id', '=', engineInstanceId)
-    .orderBy('held_at')
-    .orderBy('application_id')
-    .execute();
-}
+export const listDeletionHolds = rowsBy('application_deletion_hold', 'engine_instance_id', [
+  'held_at',
+  'application_id',
+]);
 
 /** An operator's word: every unconfirmed held delete of the instance may go ahead. Returns those confirmed. */
 export async function confirmDeletionHolds(

@@ -1,41 +1,74 @@
 /**
- * The statements most repository files need for their table: read the row a key names, delete the row of
- * an id, read one keyset page. Each repository names its own functions with these (`getEngineInstance =
- * rowBy('engine_instance', 'id')`), so the query itself is written once.
+ * The statements most repository files need for their table: read the row (or the rows) a key names, update
+ * or delete the row of an id, read one keyset page. Each repository names its own functions with these
+ * (`getEngineInstance = rowBy('engine_instance', 'id')`), so the query itself is written once.
  */
-import { type Kysely, type Selectable, type SelectQueryBuilder, sql } from 'kysely';
+import { type Kysely, type Selectable, type SelectQueryBuilder, sql, type Updateable } from 'kysely';
 import type { Database } from './database.ts';
 
 type Table = keyof Database & string;
 
+type Column<T extends Table> = keyof Selectable<Database[T]> & string;
+
 /** A column of `T` that holds text (an id, a name, a uid): what a keyed lookup compares with. */
 type TextColumn<T extends Table> = {
-  [C in keyof Selectable<Database[T]> & string]: NonNullable<Selectable<Database[T]>[C]> extends string
-    ? C
-    : never;
-}[keyof Selectable<Database[T]> & string];
+  [C in Column<T>]: NonNullable<Selectable<Database[T]>[C]> extends string ? C : never;
+}[Column<T>];
+
+/** A table whose rows have an `id`. */
+type TableWithId = { [T in Table]: 'id' extends keyof Database[T] ? T : never }[Table];
 
 /**
- * The table's rows seen through one text column, as Kysely types a query over a table it is not told of
- * statically (the column names are checked by `TextColumn` at the call instead).
+ * The tables as Kysely types a query over a table it is not told of statically: the table and column names
+ * are checked by the signatures below (`Table`, `TextColumn`, `Column`) at the call instead.
  */
-type KeyedTables = Record<string, Record<string, string>>;
+type AnyTables = Record<string, Record<string, unknown>>;
+
+/** `db` for a statement over a table named by a type parameter (see AnyTables). */
+const untyped = (db: Kysely<Database>) => db as unknown as Kysely<AnyTables>;
 
 /** `(db, value)`: the row of `table` whose `column` is `value` (undefined when there is none). */
 export function rowBy<T extends Table>(
   table: T,
   column: TextColumn<T>,
 ): (db: Kysely<Database>, value: string) => Promise<Selectable<Database[T]> | undefined> {
+  const key: string = column;
   return async (db, value) => {
-    const keyed = db as unknown as Kysely<KeyedTables>;
-    const key: string = column;
-    const row = await keyed.selectFrom(table).selectAll().where(key, '=', value).executeTakeFirst();
+    const row = await untyped(db).selectFrom(table).selectAll().where(key, '=', value).executeTakeFirst();
     return row as Selectable<Database[T]> | undefined;
   };
 }
 
-/** A table whose rows have an `id`. */
-type TableWithId = { [T in Table]: 'id' extends keyof Database[T] ? T : never }[Table];
+/** `(db, value)`: the rows of `table` whose `column` is `value`, in the order of the columns `orderBy`. */
+export function rowsBy<T extends Table>(
+  table: T,
+  column: TextColumn<T>,
+  orderBy: readonly Column<T>[] = [],
+): (db: Kysely<Database>, value: string) => Promise<Selectable<Database[T]>[]> {
+  const key: string = column;
+  return async (db, value) => {
+    let query = untyped(db).selectFrom(table).selectAll().where(key, '=', value);
+    for (const order of orderBy) query = query.orderBy(order);
+    return (await query.execute()) as Selectable<Database[T]>[];
+  };
+}
+
+/** Sets `values` on the row of `table` with this id; the row as it is now (undefined when there is none). */
+export async function updateRowById<T extends TableWithId>(
+  db: Kysely<Database>,
+  table: T,
+  id: string,
+  values: Updateable<Database[T]>,
+): Promise<Selectable<Database[T]> | undefined> {
+  const name: string = table;
+  const row = await untyped(db)
+    .updateTable(name)
+    .set(values as Record<string, unknown>)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+  return row as Selectable<Database[T]> | undefined;
+}
 
 /** `(db, id)`: deletes the row of `table` with this id (cascading as the schema says); whether there was one. */
 export function deleteRowById(table: TableWithId): (db: Kysely<Database>, id: string) => Promise<boolean> {

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, RepositoryCredentialsRow } from './database.ts';
-import { deleteRowById, rowBy } from './keyed-rows.ts';
+import { deleteRowById, rowBy, updateRowById } from './keyed-rows.ts';
 import type { RepositoryType } from './schema-values.ts';
 
 /**
@@ -54,12 +54,7 @@ export async function updateRepositoryCredentials(
   id: string,
   input: Omit<RepositoryCredentialsInput, 'clusterUserId' | 'engineInstanceId'>,
 ): Promise<RepositoryCredentialsRow | undefined> {
-  return await db
-    .updateTable('repository_credentials')
-    .set(columns(input))
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
+  return await updateRowById(db, 'repository_credentials', id, columns(input));
 }
 
 export const getRepositoryCredentials = rowBy('repository_credentials', 'id');
