@@ -1,7 +1,8 @@
 /**
- * The statements most repository files need for their table: read the row (or the rows) a key names, update
- * or delete the row of an id, read one keyset page. Each repository names its own functions with these
- * (`getEngineInstance = rowBy('engine_instance', 'id')`), so the query itself is written once.
+ * The statements most repository files need for their table: read the row (or the rows, or one column of
+ * them) a key names, update or delete the row of an id, read one keyset page. Each repository names its own
+ * functions with these (`getEngineInstance = rowBy('engine_instance', 'id')`), so the query itself is written
+ * once.
  */
 import { type Kysely, type Selectable, type SelectQueryBuilder, sql, type Updateable } from 'kysely';
 import type { Database } from './database.ts';
@@ -50,6 +51,26 @@ export function rowsBy<T extends Table>(
     let query = untyped(db).selectFrom(table).selectAll().where(key, '=', value);
     for (const order of orderBy) query = query.orderBy(order);
     return (await query.execute()) as Selectable<Database[T]>[];
+  };
+}
+
+/**
+ * `(db, value)`: the values of the text column `select` in the rows of `table` whose `column` is `value`
+ * (each once with `distinct`), in no particular order.
+ */
+export function valuesBy<T extends Table>(
+  table: T,
+  select: TextColumn<T>,
+  column: TextColumn<T>,
+  options: { distinct?: boolean } = {},
+): (db: Kysely<Database>, value: string) => Promise<string[]> {
+  const from: string = table;
+  const selected: string = select;
+  const key: string = column;
+  return async (db, value) => {
+    const query = untyped(db).selectFrom(from).select(selected).where(key, '=', value);
+    const rows = await (options.distinct ? query.distinct() : query).execute();
+    return rows.map((row) => row[selected] as string);
   };
 }
 

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, RepositoryCredentialsRow } from './database.ts';
-import { deleteRowById, rowBy, updateRowById } from './keyed-rows.ts';
+import { deleteRowById, rowBy, updateRowById, valuesBy } from './keyed-rows.ts';
 import type { RepositoryType } from './schema-values.ts';
 
 /**
@@ -76,30 +76,18 @@ export async function listRepositoryCredentialsOfUser(
 }
 
 /** The normalised URLs of every repository credential on the engine instance (each once). */
-export async function listRepositoryCredentialUrlsOfEngineInstance(
-  db: Kysely<Database>,
-  engineInstanceId: string,
-): Promise<string[]> {
-  const rows = await db
-    .selectFrom('repository_credentials')
-    .select('normalized_repository_url')
-    .distinct()
-    .where('engine_instance_id', '=', engineInstanceId)
-    .execute();
-  return rows.map((row) => row.normalized_repository_url);
-}
+export const listRepositoryCredentialUrlsOfEngineInstance = valuesBy(
+  'repository_credentials',
+  'normalized_repository_url',
+  'engine_instance_id',
+  { distinct: true },
+);
 
 /** Ids of every repository credential on the engine instance. */
-export async function listRepositoryCredentialIdsOfEngineInstance(
-  db: Kysely<Database>,
-  engineInstanceId: string,
-): Promise<string[]> {
-  const rows = await db
-    .selectFrom('repository_credentials')
-    .select('id')
-    .where('engine_instance_id', '=', engineInstanceId)
-    .execute();
-  return rows.map((row) => row.id);
-}
+export const listRepositoryCredentialIdsOfEngineInstance = valuesBy(
+  'repository_credentials',
+  'id',
+  'engine_instance_id',
+);
 
 export const deleteRepositoryCredentials = deleteRowById('repository_credentials');
