@@ -1,4 +1,4 @@
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type {
   ApplicationRow,
   ClusterCredentialsRow,
@@ -6,7 +6,7 @@ import type {
   JsonValue,
   ManagedEnvironmentRow,
 } from './database.ts';
-import { type IdPage, pageById, rowBy, rowsBy, updateRowById } from './keyed-rows.ts';
+import { type IdPage, lockRowById, pageById, rowBy, rowsBy, updateRowById } from './keyed-rows.ts';
 import { endSyncsOfApplication } from './sync-operation.repository.ts';
 
 /**
@@ -67,12 +67,7 @@ export const getApplication = rowBy('application', 'id');
  * same way) either committed before, and this is the row as it moved, or waits for `trx`. A decision taken from
  * it (delete now, or wait for a release) cannot be overtaken by the move.
  */
-export async function lockApplication(
-  trx: Transaction<Database>,
-  id: string,
-): Promise<ApplicationRow | undefined> {
-  return await trx.selectFrom('application').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
-}
+export const lockApplication = lockRowById('application');
 
 /** An application with what rendering its Argo CD Application needs from other tables. */
 export interface ApplicationWithDestination {

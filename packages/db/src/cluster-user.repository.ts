@@ -1,6 +1,6 @@
 import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
 import type { ClusterUserRow, Database } from './database.ts';
-import { deleteRowById, type IdPage, pageById, rowBy } from './keyed-rows.ts';
+import { deleteRowById, type IdPage, lockRowById, pageById, rowBy } from './keyed-rows.ts';
 
 /** A tenant = one user namespace, identified by the namespace uid. */
 
@@ -24,6 +24,12 @@ export async function upsertClusterUser(
 export const getClusterUser = rowBy('cluster_user', 'id');
 
 export const getClusterUserByNamespaceUid = rowBy('cluster_user', 'namespace_uid');
+
+/**
+ * The tenant row, locked until `trx` ends (FOR UPDATE), as a tenant move (moveTenant) takes it first: a
+ * transaction that takes it too does not interleave with a move.
+ */
+export const lockClusterUser = lockRowById('cluster_user');
 
 /**
  * Deletes a tenant and, by cascade, all its rows (environments, credentials, applications, sync

@@ -1,10 +1,17 @@
 /**
  * The statements most repository files need for their table: read the row (or the rows, or one column of
- * them) a key names, update or delete the row of an id, read one keyset page. Each repository names its own
- * functions with these (`getEngineInstance = rowBy('engine_instance', 'id')`), so the query itself is written
- * once.
+ * them) a key names, update, lock or delete the row of an id, read one keyset page. Each repository names its
+ * own functions with these (`getEngineInstance = rowBy('engine_instance', 'id')`), so the query itself is
+ * written once.
  */
-import { type Kysely, type Selectable, type SelectQueryBuilder, sql, type Updateable } from 'kysely';
+import {
+  type Kysely,
+  type Selectable,
+  type SelectQueryBuilder,
+  sql,
+  type Transaction,
+  type Updateable,
+} from 'kysely';
 import type { Database } from './database.ts';
 
 type Table = keyof Database & string;
@@ -89,6 +96,22 @@ export async function updateRowById<T extends TableWithId>(
     .returningAll()
     .executeTakeFirst();
   return row as Selectable<Database[T]> | undefined;
+}
+
+/** `(trx, id)`: the row of `table` with this id, locked until `trx` ends (FOR UPDATE); undefined when none. */
+export function lockRowById<T extends TableWithId>(
+  table: T,
+): (trx: Transaction<Database>, id: string) => Promise<Selectable<Database[T]> | undefined> {
+  const from: string = table;
+  return async (trx, id) => {
+    const row = await untyped(trx)
+      .selectFrom(from)
+      .selectAll()
+      .where('id', '=', id)
+      .forUpdate()
+      .executeTakeFirst();
+    return row as Selectable<Database[T]> | undefined;
+  };
 }
 
 /** `(db, id)`: deletes the row of `table` with this id (cascading as the schema says); whether there was one. */

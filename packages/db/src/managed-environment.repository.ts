@@ -1,4 +1,5 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
+import { lockClusterUser } from './cluster-user.repository.ts';
 import type { ClusterCredentialsRow, Database, ManagedEnvironmentRow } from './database.ts';
 import { rowBy } from './keyed-rows.ts';
 
@@ -148,13 +149,7 @@ export async function lockTenantWorkspaceCredentials(
   trx: Transaction<Database>,
   clusterUserId: string,
 ): Promise<boolean> {
-  const tenant = await trx
-    .selectFrom('cluster_user')
-    .select('id')
-    .where('id', '=', clusterUserId)
-    .forUpdate()
-    .executeTakeFirst();
-  if (!tenant) return false;
+  if (!(await lockClusterUser(trx, clusterUserId))) return false;
   const workspace = await getWorkspaceEnvironment(trx, clusterUserId);
   return (workspace?.cluster_credentials_id ?? null) !== null;
 }
