@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { type Kysely, type RawBuilder, sql, type Transaction } from 'kysely';
 import type { ApplicationInput } from './application.repository.ts';
 import type { ApiCrMappingRow, ApplicationRow, Database, OperationRow } from './database.ts';
+import { deleteRowById, type IdPage, pageById, rowBy } from './keyed-rows.ts';
 import type { CrKind } from './schema-values.ts';
 
 /**
@@ -210,12 +211,7 @@ export async function createApplicationOfNewDeployment(
   return await insertApplicationFromTarget(db, prelude, application, cr);
 }
 
-export async function getApiCrMappingByUid(
-  db: Kysely<Database>,
-  crUid: string,
-): Promise<ApiCrMappingRow | undefined> {
-  return await db.selectFrom('api_cr_mapping').selectAll().where('cr_uid', '=', crUid).executeTakeFirst();
-}
+export const getApiCrMappingByUid = rowBy('api_cr_mapping', 'cr_uid');
 
 /**
  * Mappings of CRs with this kind/namespace/name (several during a delete-recreate), oldest first; optionally
@@ -250,43 +246,21 @@ export function apiCrMappingsOfKind(
 }
 
 /** The mapping of a database row (e.g. which GitOpsDeployment an application belongs to). */
-export async function getApiCrMappingOfApplication(
-  db: Kysely<Database>,
-  applicationId: string,
-): Promise<ApiCrMappingRow | undefined> {
-  return await db
-    .selectFrom('api_cr_mapping')
-    .selectAll()
-    .where('application_id', '=', applicationId)
-    .executeTakeFirst();
-}
+export const getApiCrMappingOfApplication = rowBy('api_cr_mapping', 'application_id');
 
 /** The mapping of a sync_operation row: which SyncRun it belongs to. */
-export async function getApiCrMappingOfSyncOperation(
-  db: Kysely<Database>,
-  syncOperationId: string,
-): Promise<ApiCrMappingRow | undefined> {
-  return await db
-    .selectFrom('api_cr_mapping')
-    .selectAll()
-    .where('sync_operation_id', '=', syncOperationId)
-    .executeTakeFirst();
-}
+export const getApiCrMappingOfSyncOperation = rowBy('api_cr_mapping', 'sync_operation_id');
 
 /** One page of the mappings of one kind, in id order (keyset pagination for sweeps). */
 export async function listApiCrMappingsOfKind(
   db: Kysely<Database>,
   kind: CrKind,
-  page: { afterId?: string; limit: number },
+  page: IdPage,
 ): Promise<ApiCrMappingRow[]> {
-  let query = db
-    .selectFrom('api_cr_mapping')
-    .selectAll()
-    .where('cr_kind', '=', kind)
-    .orderBy('id')
-    .limit(page.limit);
-  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
-  return await query.execute();
+  return await pageById(
+    db.selectFrom('api_cr_mapping').selectAll().where('cr_kind', '=', kind),
+    page,
+  ).execute();
 }
 
 /** The advisory lock key of one CR name (lockCrName; tried by createApplicationOfNewDeployment). */
@@ -305,19 +279,7 @@ export async function lockCrName(
   await sql`select pg_advisory_xact_lock(hashtextextended(${crLockKey(cr)}, 0))`.execute(trx);
 }
 
-export async function deleteApiCrMapping(db: Kysely<Database>, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('api_cr_mapping').where('id', '=', id).executeTakeFirst();
-  return result.numDeletedRows > 0n;
-}
+export const deleteApiCrMapping = deleteRowById('api_cr_mapping');
 
 /** The mapping of the ManagedEnvironment CR an environment row belongs to (none for Workspace ones). */
-export async function getApiCrMappingOfManagedEnvironment(
-  db: Kysely<Database>,
-  managedEnvironmentId: string,
-): Promise<ApiCrMappingRow | undefined> {
-  return await db
-    .selectFrom('api_cr_mapping')
-    .selectAll()
-    .where('managed_environment_id', '=', managedEnvironmentId)
-    .executeTakeFirst();
-}
+export const getApiCrMappingOfManagedEnvironment = rowBy('api_cr_mapping', 'managed_environment_id');

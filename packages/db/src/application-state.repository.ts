@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { ApplicationStateRow, Database, JsonValue } from './database.ts';
+import { rowBy } from './keyed-rows.ts';
 
 /**
  * The agent's compact projection of an Argo CD Application's status. Written only when it changed; the
@@ -61,16 +62,7 @@ export async function writeApplicationStates(
   );
 }
 
-export async function getApplicationState(
-  db: Kysely<Database>,
-  applicationId: string,
-): Promise<ApplicationStateRow | undefined> {
-  return await db
-    .selectFrom('application_state')
-    .selectAll()
-    .where('application_id', '=', applicationId)
-    .executeTakeFirst();
-}
+export const getApplicationState = rowBy('application_state', 'application_id');
 
 /** The state with the name of the engine instance its application is on (one statement, for the status path). */
 export async function getApplicationStateWithEngineInstance(

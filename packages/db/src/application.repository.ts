@@ -1,4 +1,4 @@
-import { type Kysely, sql, type Transaction } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type {
   ApplicationRow,
   ClusterCredentialsRow,
@@ -6,6 +6,7 @@ import type {
   JsonValue,
   ManagedEnvironmentRow,
 } from './database.ts';
+import { type IdPage, lockRowById, pageById, rowBy, rowsBy, updateRowById } from './keyed-rows.ts';
 import { endSyncsOfApplication } from './sync-operation.repository.ts';
 
 /**
@@ -53,29 +54,20 @@ export async function updateApplication(
   id: string,
   input: Pick<ApplicationInput, 'managedEnvironmentId' | 'spec'>,
 ): Promise<ApplicationRow | undefined> {
-  return await db
-    .updateTable('application')
-    .set({ managed_environment_id: input.managedEnvironmentId, spec: JSON.stringify(input.spec) })
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
+  return await updateRowById(db, 'application', id, {
+    managed_environment_id: input.managedEnvironmentId,
+    spec: JSON.stringify(input.spec),
+  });
 }
 
-export async function getApplication(db: Kysely<Database>, id: string): Promise<ApplicationRow | undefined> {
-  return await db.selectFrom('application').selectAll().where('id', '=', id).executeTakeFirst();
-}
+export const getApplication = rowBy('application', 'id');
 
 /**
  * The application row, locked until `trx` ends (FOR UPDATE): a concurrent tenant move (which locks its rows the
  * same way) either committed before, and this is the row as it moved, or waits for `trx`. A decision taken from
  * it (delete now, or wait for a release) cannot be overtaken by the move.
  */
-export async function lockApplication(
-  trx: Transaction<Database>,
-  id: string,
-): Promise<ApplicationRow | undefined> {
-  return await trx.selectFrom('application').selectAll().where('id', '=', id).forUpdate().executeTakeFirst();
-}
+export const lockApplication = lockRowById('application');
 
 /** An application with what rendering its Argo CD Application needs from other tables. */
 export interface ApplicationWithDestination {
@@ -158,12 +150,7 @@ export async function getApplicationWithDestination(
   };
 }
 
-export async function getApplicationByName(
-  db: Kysely<Database>,
-  name: string,
-): Promise<ApplicationRow | undefined> {
-  return await db.selectFrom('application').selectAll().where('name', '=', name).executeTakeFirst();
-}
+export const getApplicationByName = rowBy('application', 'name');
 
 /**
  * Deletes the row; its application_state and api_cr_mapping go with it, sync operations keep a NULL link
@@ -206,29 +193,17 @@ export async function deleteApplication(
 export async function listApplicationsOfEngineInstance(
   db: Kysely<Database>,
   engineInstanceId: string,
-  page: { afterId?: string; limit: number },
+  page: IdPage,
 ): Promise<ApplicationRow[]> {
-  let query = db
+  const ofInstance = db
     .selectFrom('application')
     .selectAll()
-    .where('engine_instance_id', '=', engineInstanceId)
-    .orderBy('id')
-    .limit(page.limit);
-  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
-  return await query.execute();
+    .where('engine_instance_id', '=', engineInstanceId);
+  return await pageById(ofInstance, page).execute();
 }
 
 /** The applications deployed through one managed environment. */
-export async function listApplicationsOfManagedEnvironment(
-  db: Kysely<Database>,
-  managedEnvironmentId: string,
-): Promise<ApplicationRow[]> {
-  return await db
-    .selectFrom('application')
-    .selectAll()
-    .where('managed_environment_id', '=', managedEnvironmentId)
-    .execute();
-}
+export const listApplicationsOfManagedEnvironment = rowsBy('application', 'managed_environment_id');
 
 /**
  * The stored specs of a tenant's applications on an engine instance, with the environment each deploys

@@ -1,5 +1,6 @@
 import { type ExpressionBuilder, type Kysely, sql } from 'kysely';
 import type { ClusterUserRow, Database } from './database.ts';
+import { deleteRowById, type IdPage, lockRowById, pageById, rowBy } from './keyed-rows.ts';
 
 /** A tenant = one user namespace, identified by the namespace uid. */
 
@@ -20,29 +21,21 @@ export async function upsertClusterUser(
     .executeTakeFirstOrThrow();
 }
 
-export async function getClusterUser(db: Kysely<Database>, id: string): Promise<ClusterUserRow | undefined> {
-  return await db.selectFrom('cluster_user').selectAll().where('id', '=', id).executeTakeFirst();
-}
+export const getClusterUser = rowBy('cluster_user', 'id');
 
-export async function getClusterUserByNamespaceUid(
-  db: Kysely<Database>,
-  namespaceUid: string,
-): Promise<ClusterUserRow | undefined> {
-  return await db
-    .selectFrom('cluster_user')
-    .selectAll()
-    .where('namespace_uid', '=', namespaceUid)
-    .executeTakeFirst();
-}
+export const getClusterUserByNamespaceUid = rowBy('cluster_user', 'namespace_uid');
+
+/**
+ * The tenant row, locked until `trx` ends (FOR UPDATE), as a tenant move (moveTenant) takes it first: a
+ * transaction that takes it too does not interleave with a move.
+ */
+export const lockClusterUser = lockRowById('cluster_user');
 
 /**
  * Deletes a tenant and, by cascade, all its rows (environments, credentials, applications, sync
  * operations, repository credentials, mappings). Its operations survive with owner_user_id NULL.
  */
-export async function deleteClusterUser(db: Kysely<Database>, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('cluster_user').where('id', '=', id).executeTakeFirst();
-  return result.numDeletedRows > 0n;
-}
+export const deleteClusterUser = deleteRowById('cluster_user');
 
 /** No application, sync, repository credential or External environment refers to the tenant. */
 function nothingLeft(eb: ExpressionBuilder<Database, 'cluster_user'>) {
@@ -66,13 +59,8 @@ function nothingLeft(eb: ExpressionBuilder<Database, 'cluster_user'>) {
 }
 
 /** One page, in id order, of the tenants that own nothing any more (candidates for the tenant sweep). */
-export async function listEmptyClusterUsers(
-  db: Kysely<Database>,
-  page: { afterId?: string; limit: number },
-): Promise<ClusterUserRow[]> {
-  let query = db.selectFrom('cluster_user').selectAll().where(nothingLeft).orderBy('id').limit(page.limit);
-  if (page.afterId !== undefined) query = query.where('id', '>', page.afterId);
-  return await query.execute();
+export async function listEmptyClusterUsers(db: Kysely<Database>, page: IdPage): Promise<ClusterUserRow[]> {
+  return await pageById(db.selectFrom('cluster_user').selectAll().where(nothingLeft), page).execute();
 }
 
 /**

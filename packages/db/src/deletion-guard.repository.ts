@@ -6,6 +6,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import type * as Tables from './database.generated.ts';
 import type { Database } from './database.ts';
+import { rowBy, rowsBy } from './keyed-rows.ts';
 
 export type ApplicationDeletionRow = Selectable<Tables.ApplicationDeletion>;
 export type DeletionHoldRow = Selectable<Tables.ApplicationDeletionHold>;
@@ -13,16 +14,7 @@ export type DeletionHoldRow = Selectable<Tables.ApplicationDeletionHold>;
 export type DeletionHoldReason = DeletionHoldRow['reason'];
 
 /** The proof of an application row's deletion, if the backend wrote one. */
-export async function getApplicationDeletion(
-  db: Kysely<Database>,
-  applicationId: string,
-): Promise<ApplicationDeletionRow | undefined> {
-  return await db
-    .selectFrom('application_deletion')
-    .selectAll()
-    .where('application_id', '=', applicationId)
-    .executeTakeFirst();
-}
+export const getApplicationDeletion = rowBy('application_deletion', 'application_id');
 
 /** Stamps the proof as used: the agent lets the Application's cascading delete go ahead (counted in the budget). */
 export async function markApplicationPruned(db: Kysely<Database>, applicationId: string): Promise<void> {
@@ -87,16 +79,7 @@ export async function deletePrunedApplicationDeletions(
   return Number(result.numDeletedRows);
 }
 
-export async function getDeletionHold(
-  db: Kysely<Database>,
-  applicationId: string,
-): Promise<DeletionHoldRow | undefined> {
-  return await db
-    .selectFrom('application_deletion_hold')
-    .selectAll()
-    .where('application_id', '=', applicationId)
-    .executeTakeFirst();
-}
+export const getDeletionHold = rowBy('application_deletion_hold', 'application_id');
 
 /** Records a held delete (kept as it is when one is recorded already). */
 export async function holdDeletion(
@@ -157,18 +140,10 @@ export async function spentDeletionBudgets(
 }
 
 /** The held deletes of an instance, oldest first. */
-export async function listDeletionHolds(
-  db: Kysely<Database>,
-  engineInstanceId: string,
-): Promise<DeletionHoldRow[]> {
-  return await db
-    .selectFrom('application_deletion_hold')
-    .selectAll()
-    .where('engine_instance_id', '=', engineInstanceId)
-    .orderBy('held_at')
-    .orderBy('application_id')
-    .execute();
-}
+export const listDeletionHolds = rowsBy('application_deletion_hold', 'engine_instance_id', [
+  'held_at',
+  'application_id',
+]);
 
 /** An operator's word: every unconfirmed held delete of the instance may go ahead. Returns those confirmed. */
 export async function confirmDeletionHolds(

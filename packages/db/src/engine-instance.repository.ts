@@ -3,6 +3,7 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import { AGENT_ACTIVE_LOCK_CLASS } from './active-lock.ts';
 import type { ClusterUserRow, Database, EngineInstanceRow } from './database.ts';
 import { dropRole } from './engine-instance-role.repository.ts';
+import { rowBy } from './keyed-rows.ts';
 import { agentListening } from './operation-relay.repository.ts';
 
 export interface EngineInstanceInput {
@@ -40,19 +41,9 @@ export async function upsertEngineInstance(
     .executeTakeFirstOrThrow();
 }
 
-export async function getEngineInstance(
-  db: Kysely<Database>,
-  id: string,
-): Promise<EngineInstanceRow | undefined> {
-  return await db.selectFrom('engine_instance').selectAll().where('id', '=', id).executeTakeFirst();
-}
+export const getEngineInstance = rowBy('engine_instance', 'id');
 
-export async function getEngineInstanceByName(
-  db: Kysely<Database>,
-  name: string,
-): Promise<EngineInstanceRow | undefined> {
-  return await db.selectFrom('engine_instance').selectAll().where('name', '=', name).executeTakeFirst();
-}
+export const getEngineInstanceByName = rowBy('engine_instance', 'name');
 
 /**
  * Registers the engine instance at process start; the backend and the cluster-agent both call this

@@ -11,6 +11,7 @@
 import { type Kysely, type RawBuilder, sql } from 'kysely';
 import type { Database } from './database.ts';
 import { sealForInstance } from './instance-sealing.ts';
+import { valuesBy } from './keyed-rows.ts';
 import { SealContext, type Sealer } from './sealing.ts';
 
 /** A credential field as instance_sealed_value names it, with its row's table and the backend's seal context. */
@@ -43,6 +44,9 @@ export interface InstanceKeyState {
   keyIdsInUse: string[];
 }
 
+/** The key ids of the values sealed for an instance now. */
+const keyIdsInUse = valuesBy('instance_sealed_value', 'key_id', 'engine_instance_id', { distinct: true });
+
 export async function getInstanceKeyState(
   db: Kysely<Database>,
   engineInstanceId: string,
@@ -61,16 +65,10 @@ export async function getInstanceKeyState(
       keyIdsInUse: [],
     };
   }
-  const inUse = await db
-    .selectFrom('instance_sealed_value')
-    .select('key_id')
-    .distinct()
-    .where('engine_instance_id', '=', engineInstanceId)
-    .execute();
   return {
     sealingKeyId: instance?.sealing_key_id ?? null,
     rotationRequested: instance?.key_rotation_requested_at != null,
-    keyIdsInUse: inUse.map((row) => row.key_id),
+    keyIdsInUse: await keyIdsInUse(db, engineInstanceId),
   };
 }
 

@@ -1,5 +1,7 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
+import { lockClusterUser } from './cluster-user.repository.ts';
 import type { ClusterCredentialsRow, Database, ManagedEnvironmentRow } from './database.ts';
+import { rowBy } from './keyed-rows.ts';
 
 /**
  * managed_environment + cluster_credentials. An External environment owns its credentials row: they are
@@ -147,13 +149,7 @@ export async function lockTenantWorkspaceCredentials(
   trx: Transaction<Database>,
   clusterUserId: string,
 ): Promise<boolean> {
-  const tenant = await trx
-    .selectFrom('cluster_user')
-    .select('id')
-    .where('id', '=', clusterUserId)
-    .forUpdate()
-    .executeTakeFirst();
-  if (!tenant) return false;
+  if (!(await lockClusterUser(trx, clusterUserId))) return false;
   const workspace = await getWorkspaceEnvironment(trx, clusterUserId);
   return (workspace?.cluster_credentials_id ?? null) !== null;
 }
@@ -191,12 +187,9 @@ export async function listWorkspaceCredentialsWrittenBefore(
   }));
 }
 
-export async function getManagedEnvironment(
-  db: Kysely<Database>,
-  id: string,
-): Promise<ManagedEnvironmentRow | undefined> {
-  return await db.selectFrom('managed_environment').selectAll().where('id', '=', id).executeTakeFirst();
-}
+export const getManagedEnvironment = rowBy('managed_environment', 'id');
+
+const getClusterCredentials = rowBy('cluster_credentials', 'id');
 
 /** An environment with its credentials (undefined for a Workspace environment on its tenant's cluster). */
 export async function getManagedEnvironmentWithCredentials(
@@ -210,11 +203,7 @@ export async function getManagedEnvironmentWithCredentials(
   const credentials =
     environment.cluster_credentials_id === null
       ? undefined
-      : await db
-          .selectFrom('cluster_credentials')
-          .selectAll()
-          .where('id', '=', environment.cluster_credentials_id)
-          .executeTakeFirst();
+      : await getClusterCredentials(db, environment.cluster_credentials_id);
   return { environment, credentials };
 }
 

@@ -1,5 +1,6 @@
 import { type Kysely, type QueryCreator, sql, type Transaction } from 'kysely';
 import type { Database, OperationRow } from './database.ts';
+import { rowBy } from './keyed-rows.ts';
 import type { CrKind, OperationResourceType } from './schema-values.ts';
 
 /**
@@ -133,9 +134,7 @@ export async function insertOperations(
   return results;
 }
 
-export async function getOperation(db: Kysely<Database>, id: string): Promise<OperationRow | undefined> {
-  return await db.selectFrom('operation').selectAll().where('id', '=', id).executeTakeFirst();
-}
+export const getOperation = rowBy('operation', 'id');
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, RepositoryCredentialsRow } from './database.ts';
+import { deleteRowById, rowBy, updateRowById, valuesBy } from './keyed-rows.ts';
 import type { RepositoryType } from './schema-values.ts';
 
 /**
@@ -53,20 +54,10 @@ export async function updateRepositoryCredentials(
   id: string,
   input: Omit<RepositoryCredentialsInput, 'clusterUserId' | 'engineInstanceId'>,
 ): Promise<RepositoryCredentialsRow | undefined> {
-  return await db
-    .updateTable('repository_credentials')
-    .set(columns(input))
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
+  return await updateRowById(db, 'repository_credentials', id, columns(input));
 }
 
-export async function getRepositoryCredentials(
-  db: Kysely<Database>,
-  id: string,
-): Promise<RepositoryCredentialsRow | undefined> {
-  return await db.selectFrom('repository_credentials').selectAll().where('id', '=', id).executeTakeFirst();
-}
+export const getRepositoryCredentials = rowBy('repository_credentials', 'id');
 
 /** A tenant's repository credentials (on one engine instance when `engineInstanceId` is given), in id order. */
 export async function listRepositoryCredentialsOfUser(
@@ -85,33 +76,18 @@ export async function listRepositoryCredentialsOfUser(
 }
 
 /** The normalised URLs of every repository credential on the engine instance (each once). */
-export async function listRepositoryCredentialUrlsOfEngineInstance(
-  db: Kysely<Database>,
-  engineInstanceId: string,
-): Promise<string[]> {
-  const rows = await db
-    .selectFrom('repository_credentials')
-    .select('normalized_repository_url')
-    .distinct()
-    .where('engine_instance_id', '=', engineInstanceId)
-    .execute();
-  return rows.map((row) => row.normalized_repository_url);
-}
+export const listRepositoryCredentialUrlsOfEngineInstance = valuesBy(
+  'repository_credentials',
+  'normalized_repository_url',
+  'engine_instance_id',
+  { distinct: true },
+);
 
 /** Ids of every repository credential on the engine instance. */
-export async function listRepositoryCredentialIdsOfEngineInstance(
-  db: Kysely<Database>,
-  engineInstanceId: string,
-): Promise<string[]> {
-  const rows = await db
-    .selectFrom('repository_credentials')
-    .select('id')
-    .where('engine_instance_id', '=', engineInstanceId)
-    .execute();
-  return rows.map((row) => row.id);
-}
+export const listRepositoryCredentialIdsOfEngineInstance = valuesBy(
+  'repository_credentials',
+  'id',
+  'engine_instance_id',
+);
 
-export async function deleteRepositoryCredentials(db: Kysely<Database>, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('repository_credentials').where('id', '=', id).executeTakeFirst();
-  return result.numDeletedRows > 0n;
-}
+export const deleteRepositoryCredentials = deleteRowById('repository_credentials');

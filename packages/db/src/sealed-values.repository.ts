@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Database } from './database.ts';
+import type { IdPage } from './keyed-rows.ts';
 import { SealContext } from './sealing.ts';
 
 /**
@@ -55,7 +56,7 @@ export interface SealedValue {
 export async function listSealedValues(
   db: Kysely<Database>,
   column: SealedColumn,
-  page: { afterId?: string; limit: number },
+  page: IdPage,
 ): Promise<SealedValue[]> {
   const col = sql.ref(column.column);
   const { rows } = await sql<SealedValue>`

@@ -1,5 +1,6 @@
 import { type Kysely, sql } from 'kysely';
 import type { Database, SyncOperationRow } from './database.ts';
+import { deleteRowById, rowBy, rowsBy, updateRowById } from './keyed-rows.ts';
 import type { SyncDesiredState, SyncOutcome } from './schema-values.ts';
 
 /** One row per GitOpsDeploymentSyncRun. */
@@ -47,12 +48,7 @@ export async function insertSyncOperation(
     .executeTakeFirstOrThrow();
 }
 
-export async function getSyncOperation(
-  db: Kysely<Database>,
-  id: string,
-): Promise<SyncOperationRow | undefined> {
-  return await db.selectFrom('sync_operation').selectAll().where('id', '=', id).executeTakeFirst();
-}
+export const getSyncOperation = rowBy('sync_operation', 'id');
 
 /** 'Terminated' asks the agent to terminate the running Argo CD operation (SyncRun deleted). */
 export async function setSyncOperationDesiredState(
@@ -60,12 +56,7 @@ export async function setSyncOperationDesiredState(
   id: string,
   desiredState: SyncDesiredState,
 ): Promise<SyncOperationRow | undefined> {
-  return await db
-    .updateTable('sync_operation')
-    .set({ desired_state: desiredState })
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
+  return await updateRowById(db, 'sync_operation', id, { desired_state: desiredState });
 }
 
 /** What Argo CD reports about a sync (`status.operationState`), as the row keeps it. */
@@ -138,12 +129,11 @@ export async function setSyncOperationOutcome(
   message: string,
   progress?: SyncProgress,
 ): Promise<SyncOperationRow | undefined> {
-  return await db
-    .updateTable('sync_operation')
-    .set({ outcome, outcome_message: message, ...(progress ? progressColumns(progress) : {}) })
-    .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirst();
+  return await updateRowById(db, 'sync_operation', id, {
+    outcome,
+    outcome_message: message,
+    ...(progress ? progressColumns(progress) : {}),
+  });
 }
 
 /** The outcome message of a sync whose application was deleted before it ended (endSyncsOfApplication). */
@@ -177,18 +167,10 @@ export async function endSyncsOfApplication(
 }
 
 /** An application's sync operations in creation order (they run strictly one after another). */
-export async function listSyncOperationsOfApplication(
-  db: Kysely<Database>,
-  applicationId: string,
-): Promise<SyncOperationRow[]> {
-  return await db
-    .selectFrom('sync_operation')
-    .selectAll()
-    .where('application_id', '=', applicationId)
-    .orderBy('created_at')
-    .orderBy('id')
-    .execute();
-}
+export const listSyncOperationsOfApplication = rowsBy('sync_operation', 'application_id', [
+  'created_at',
+  'id',
+]);
 
 /**
  * Records that the agent requested the sync from Argo CD on the Application with uid `applicationUid` (once
@@ -214,7 +196,4 @@ export async function markSyncOperationRequested(
     .execute();
 }
 
-export async function deleteSyncOperation(db: Kysely<Database>, id: string): Promise<boolean> {
-  const result = await db.deleteFrom('sync_operation').where('id', '=', id).executeTakeFirst();
-  return result.numDeletedRows > 0n;
-}
+export const deleteSyncOperation = deleteRowById('sync_operation');

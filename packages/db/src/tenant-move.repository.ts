@@ -1,4 +1,5 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
+import { lockClusterUser } from './cluster-user.repository.ts';
 import type { Database } from './database.ts';
 import { leastLoadedEngineInstance } from './engine-instance.repository.ts';
 import { NOTIFICATION_CHANNELS, notify } from './notify.ts';
@@ -42,13 +43,7 @@ export async function moveTenant(
   clusterUserId: string,
   to: string,
 ): Promise<TenantMove | undefined> {
-  const tenant = await trx
-    .selectFrom('cluster_user')
-    .select('engine_instance_id')
-    .where('id', '=', clusterUserId)
-    .forUpdate()
-    .executeTakeFirst();
-  const from = tenant?.engine_instance_id;
+  const from = (await lockClusterUser(trx, clusterUserId))?.engine_instance_id;
   if (!from || from === to) return undefined;
   await trx
     .updateTable('cluster_user')

@@ -212,33 +212,23 @@ export function createWorkQueue(options: WorkQueueOptions): WorkQueue {
   let shuttingDown = false;
   let idleWaiters: Array<() => void> = [];
 
-  const unfinished = addGaugeCollector(
-    registry,
-    {
-      name: 'workqueue_unfinished_work_seconds',
-      help: 'How many seconds of work has been done that is in progress and has not been observed by work_duration. Large values indicate stuck threads.',
-      labelNames: ['name'],
-    },
-    (gauge) => {
+  /** A gauge of the running keys' time so far, in seconds, folded with `fold` (their sum, or the longest). */
+  const runningSeconds = (gaugeName: string, help: string, fold: (folded: number, ms: number) => number) =>
+    addGaugeCollector(registry, { name: gaugeName, help, labelNames: ['name'] }, (gauge) => {
       const now = clock.now();
-      let total = 0;
-      for (const start of startedAt.values()) total += now - start;
-      gauge.set(nameLabel, total / 1000);
-    },
+      let folded = 0;
+      for (const start of startedAt.values()) folded = fold(folded, now - start);
+      gauge.set(nameLabel, folded / 1000);
+    });
+  const unfinished = runningSeconds(
+    'workqueue_unfinished_work_seconds',
+    'How many seconds of work has been done that is in progress and has not been observed by work_duration. Large values indicate stuck threads.',
+    (total, ms) => total + ms,
   );
-  const longest = addGaugeCollector(
-    registry,
-    {
-      name: 'workqueue_longest_running_processor_seconds',
-      help: 'How many seconds has the longest running processor for workqueue been running.',
-      labelNames: ['name'],
-    },
-    (gauge) => {
-      const now = clock.now();
-      let max = 0;
-      for (const start of startedAt.values()) max = Math.max(max, now - start);
-      gauge.set(nameLabel, max / 1000);
-    },
+  const longest = runningSeconds(
+    'workqueue_longest_running_processor_seconds',
+    'How many seconds has the longest running processor for workqueue been running.',
+    Math.max,
   );
 
   const queued = () => fifo.length - head;
