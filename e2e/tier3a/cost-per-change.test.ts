@@ -2,13 +2,16 @@
  * Tier 3a: the API writes the service adds to Argo CD's own, counted for one created deployment and for one
  * change (issue 34's regression guard; the figures under load are the benchmark's, docs/performance.md "On top
  * of Argo CD alone"). Argo CD's states of one sync are played back to back; the states on the way (nothing
- * reported yet, OutOfSync before an automated sync, a sync running, Progressing) are put off for
- * GITOPS_STATUS_PROGRESS_INTERVAL, here far longer than the test, so none is written before the settled one
- * whatever the load: a change of the code that adds a write fails here. Every write is seen on a watch (each
+ * reported yet, OutOfSync before an automated sync, a sync running, Progressing) are put off by the agent for
+ * GITOPS_STATUS_QUEUED_INTERVAL / GITOPS_STATUS_PROGRESS_INTERVAL, here far longer than the test, so none is
+ * written to application_state, nor to the GitOpsDeployment, before the settled one whatever the load: a change
+ * of the code that adds a write fails here. Every write is seen on a watch (each
  * is a new resourceVersion); the played Argo CD's own writes are known (one per state it reports) and taken
  * off.
  */
 import assert from 'node:assert/strict';
+import { Label } from '@gitops/api';
+import { listen, NOTIFICATION_CHANNELS } from '@gitops/db';
 import type { KubeObject } from '@gitops/shared';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type GitOpsDeployment, paths, watchEvents } from '../fixture/kube.ts';
@@ -18,11 +21,16 @@ import {
   startPlayedArgoCdSystem,
 } from '../fixture/played-argo-cd.ts';
 
-/** Who wrote what, from the watches: versions of one GitOpsDeployment, of its Application, and its Events. */
+/**
+ * Who wrote what, from the watches: versions of one GitOpsDeployment, of its Application, and its Events; and
+ * from the database's NOTIFYs, the agent's application_state writes of that Application (each also costs a
+ * read of the backend).
+ */
 interface Writes {
   deployment: number;
   application: number;
   events: string[];
+  applicationStates?: number;
 }
 
 /**
@@ -33,6 +41,7 @@ const serviceWrites = (counted: Writes, played: number): Writes => ({
   deployment: counted.deployment - 1,
   application: counted.application - played,
   events: counted.events,
+  applicationStates: counted.applicationStates,
 });
 
 /**
@@ -99,13 +108,24 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
   const stops: Array<() => void> = [];
   let counting: Writes = { deployment: 0, application: 0, events: [] };
   let gd: GitOpsDeployment | undefined;
+  /** The application ids of the application_state NOTIFYs since the count began. */
+  let stateWrites: string[] = [];
 
   beforeAll(async () => {
-    f = await startPlayedArgoCdSystem({ env: { backend: { GITOPS_STATUS_PROGRESS_INTERVAL: '10m' } } });
+    f = await startPlayedArgoCdSystem({
+      env: {
+        'cluster-agent': { GITOPS_STATUS_QUEUED_INTERVAL: '10m', GITOPS_STATUS_PROGRESS_INTERVAL: '10m' },
+      },
+    });
     tenant = await f.given.tenant('cost');
     // Watches from before the create: every version of the deployment named `web`, of Applications (matched to
     // it by its uid once known) and of Events about it.
     const named = (object: KubeObject) => object.metadata.name === 'web';
+    const listener = listen(f.system.database.url, [NOTIFICATION_CHANNELS.applicationStateChanged], (n) => {
+      stateWrites.push(n.payload);
+    });
+    await listener.ready;
+    stops.push(() => void listener.close());
     stops.push(
       (
         await watchEvents(f.system.kc, paths.gitopsDeployments(tenant), (type, object) => {
@@ -135,6 +155,7 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
   /** Counts what happens from now until `run` is over and a later deployment converged after it. */
   async function count(label: string, run: () => Promise<void>): Promise<Writes> {
     counting = { deployment: 0, application: 0, events: [] };
+    stateWrites = [];
     await run();
     // A barrier instead of a sleep: a deployment created after the run, Synced and Healthy, went through the
     // same queues after everything the run caused.
@@ -146,7 +167,8 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
     const [state] = argoCdStates('later', 'b'.repeat(40), new Date().toISOString()).slice(-1);
     await f.argoCd.reportStatus(app.metadata.name, state!);
     await f.expect.deployment(later).is('the later deployment Synced and Healthy', mirrors(state!));
-    return counting;
+    const applicationId = gd && (await f.expect.application(gd)).metadata.labels?.[Label.DatabaseId];
+    return { ...counting, applicationStates: stateWrites.filter((id) => id === applicationId).length };
   }
 
   /** Plays Argo CD's states of one sync back to back, until the deployment mirrors the last. */
@@ -172,8 +194,8 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
     // The user's create is one version; the backend's writes are the rest.
     assert.deepEqual(
       serviceWrites(created, played),
-      { deployment: 1, application: 1, events: [] },
-      "backend writes: one status, of Argo CD's settled state (the engine instance and conditions with it); the agent creates the Application once",
+      { deployment: 1, application: 1, events: [], applicationStates: 1 },
+      "backend writes: one status, of Argo CD's settled state (the engine instance and conditions with it); the agent creates the Application once and writes one application_state, of the settled state",
     );
   });
 
@@ -189,8 +211,8 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
     });
     assert.deepEqual(
       serviceWrites(changed, played),
-      { deployment: 1, application: 1, events: [] },
-      "backend writes: one status, of Argo CD's settled state; the agent applies the new spec once",
+      { deployment: 1, application: 1, events: [], applicationStates: 1 },
+      "backend writes: one status, of Argo CD's settled state; the agent applies the new spec once and writes one application_state",
     );
   });
 });

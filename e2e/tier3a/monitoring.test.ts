@@ -404,8 +404,9 @@ describe('monitoring: dashboard and alerts against a real Prometheus (tier 3a)',
     try {
       await holder.query('BEGIN');
       await holder.query('LOCK TABLE application_state IN SHARE MODE');
-      // Argo CD's status changes: the agent's write of it waits for the lock ...
-      await f.argoCd.reportStatus(appName, { sync: { status: 'OutOfSync' }, health: { status: 'Healthy' } });
+      // Argo CD's status changes (a settled state, written at once): the agent's write of it waits for the
+      // lock ...
+      await f.argoCd.reportStatus(appName, { sync: { status: 'Synced' }, health: { status: 'Degraded' } });
       await eventually('the agent waiting for the lock on application_state', async () => {
         const { rows } = await observer.query<{ waiting: number }>(
           `SELECT count(*)::int AS waiting FROM pg_locks l JOIN pg_class c ON c.oid = l.relation

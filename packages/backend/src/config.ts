@@ -112,22 +112,6 @@ export const backendConfigSchema = {
     description:
       "how long a GitOpsDeployment's status write waits after the first change Argo CD reports, so the states Argo CD passes through meanwhile become one write (0: write each at once)",
   }),
-  statusProgressIntervalMs: durationVar('GITOPS_STATUS_PROGRESS_INTERVAL', {
-    default: '5s',
-    min: '0ms',
-    max: '10m',
-    description:
-      "how often at most a GitOpsDeployment's status is written while Argo CD is on its way (a sync running, health Progressing, an automated deployment OutOfSync after an earlier sync); a settled state is written at once (0: every such state at once)",
-  }),
-  // A create waits in Argo CD's queue before its first comparison and sync (about 20 s at 200 creates at once,
-  // 110 s at 1,000: docs/performance.md); what it shows meanwhile (nothing compared, OutOfSync) is no news.
-  statusQueuedIntervalMs: durationVar('GITOPS_STATUS_QUEUED_INTERVAL', {
-    default: '30s',
-    min: '0ms',
-    max: '10m',
-    description:
-      "how often at most a GitOpsDeployment's status is written while Argo CD has not acted on its Application yet (nothing compared, or an automated deployment OutOfSync Argo CD never synced); its first sync starts GITOPS_STATUS_PROGRESS_INTERVAL, a settled state is written at once (0: at once)",
-  }),
   engineInstanceStatusIntervalMs: durationVar('GITOPS_ENGINE_INSTANCE_STATUS_INTERVAL', {
     default: '15s',
     min: '1s',

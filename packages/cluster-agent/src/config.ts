@@ -52,6 +52,22 @@ export const agentConfigSchema = {
     max: '24h',
     description: 'period of the jittered drift resync (DB vs. Argo CD objects) and informer relists',
   }),
+  statusProgressIntervalMs: durationVar('GITOPS_STATUS_PROGRESS_INTERVAL', {
+    default: '5s',
+    min: '0ms',
+    max: '10m',
+    description:
+      "how often at most an Application's status is written to application_state (and so to its GitOpsDeployment) while Argo CD is on its way (a sync running, health Progressing, an automated Application OutOfSync after an earlier sync); a settled state is written at once (0: every such state at once)",
+  }),
+  // A create waits in Argo CD's queue before its first comparison and sync (about 20 s at 200 creates at once,
+  // 110 s at 1,000: docs/performance.md); what it shows meanwhile (nothing compared, OutOfSync) is no news.
+  statusQueuedIntervalMs: durationVar('GITOPS_STATUS_QUEUED_INTERVAL', {
+    default: '30s',
+    min: '0ms',
+    max: '10m',
+    description:
+      "how often at most an Application's status is written to application_state (and so to its GitOpsDeployment) while Argo CD has not acted on it yet (nothing compared, or an automated Application OutOfSync Argo CD never synced); its first sync starts GITOPS_STATUS_PROGRESS_INTERVAL, a settled state is written at once (0: at once)",
+  }),
   concurrency: intVar('GITOPS_MAX_CONCURRENT_RECONCILES', {
     default: 16,
     min: 1,

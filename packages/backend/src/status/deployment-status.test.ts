@@ -4,7 +4,6 @@ import { describe, test } from 'vitest';
 import {
   desiredStatus,
   managedEnvironmentIdOf,
-  onTheWay,
   parseApplicationState,
   RESOURCES_TRUNCATED_CONDITION,
   statusPatch,
@@ -241,70 +240,5 @@ describe('sync Events from operationState transitions', () => {
       'SyncFailed',
     );
     assert.equal(syncTransitionEvent({ phase: 'Running' }, undefined), undefined);
-  });
-});
-
-describe('states Argo CD is on its way from: queued (GITOPS_STATUS_QUEUED_INTERVAL) or progressing (GITOPS_STATUS_PROGRESS_INTERVAL)', () => {
-  const state = (sync?: string, health?: string, phase?: string, condition?: string) => ({
-    ...(sync ? { sync: { status: sync } } : {}),
-    ...(health ? { health: { status: health } } : {}),
-    ...(phase ? { operationState: { phase } } : {}),
-    ...(condition
-      ? { conditions: [{ type: condition, status: 'True', reason: condition, message: 'm' }] }
-      : {}),
-  });
-  test.each([
-    ['nothing reported yet', state(), true, 'queued'],
-    ['not compared yet (Unknown/Unknown)', state('Unknown', 'Unknown'), false, 'queued'],
-    [
-      'not compared yet, the reconciler reporting an error',
-      state('Unknown', 'Unknown', undefined, 'ErrorOccurred'),
-      false,
-      'queued',
-    ],
-    ['compared nothing yet (health Unknown, no sync status)', state(undefined, 'Unknown'), true, 'queued'],
-    [
-      "Argo CD's first status (health Unknown, sync status empty)",
-      { sync: { status: '' }, health: { status: 'Unknown' } },
-      true,
-      'queued',
-    ],
-    [
-      "automated, OutOfSync, never synced (a create in Argo CD's queue)",
-      state('OutOfSync', 'Missing'),
-      true,
-      'queued',
-    ],
-    ['a sync running', state('OutOfSync', 'Missing', 'Running'), false, 'progressing'],
-    ['a sync terminating', state('Synced', 'Healthy', 'Terminating'), false, 'progressing'],
-    ['health Progressing after a sync', state('Synced', 'Progressing', 'Succeeded'), false, 'progressing'],
-    ['health Progressing before any sync', state('OutOfSync', 'Progressing'), true, 'progressing'],
-    [
-      'automated, OutOfSync after an earlier sync succeeded (about to sync again)',
-      state('OutOfSync', 'Healthy', 'Succeeded'),
-      true,
-      'progressing',
-    ],
-  ])('on its way: %s', (_, desired, automated, expected) => {
-    assert.equal(onTheWay(desired, automated), expected);
-  });
-  test.each([
-    ['Synced and Healthy', state('Synced', 'Healthy', 'Succeeded'), true],
-    ['Synced and Degraded', state('Synced', 'Degraded', 'Succeeded'), true],
-    ['automated, OutOfSync and Degraded, never synced', state('OutOfSync', 'Degraded'), true],
-    ['automated, OutOfSync and Degraded after a sync', state('OutOfSync', 'Degraded', 'Succeeded'), true],
-    ['manual, OutOfSync (the user syncs it)', state('OutOfSync', 'Missing'), false],
-    ['automated, OutOfSync after a failed sync', state('OutOfSync', 'Missing', 'Failed'), true],
-    ['automated, OutOfSync after a sync error', state('OutOfSync', 'Missing', 'Error'), true],
-    ['a comparison that failed (Unknown)', state('Unknown', 'Missing'), true],
-    [
-      'a comparison error (Unknown/Unknown and a condition)',
-      state('Unknown', 'Unknown', undefined, 'ComparisonError'),
-      true,
-    ],
-    ['Unknown/Unknown after a sync', state('Unknown', 'Unknown', 'Succeeded'), true],
-    ['health reported alone', state(undefined, 'Healthy'), true],
-  ])('settled, written at once: %s', (_, desired, automated) => {
-    assert.equal(onTheWay(desired, automated), undefined);
   });
 });

@@ -237,49 +237,6 @@ export function statusPatch(
   return createMergePatch(current, desired);
 }
 
-/**
- * How a state Argo CD is on its way from waits before it is written:
- * - `queued`: Argo CD has not acted on the Application yet. Nothing compared (no state, the agent's
- *   Unknown/Unknown of an Application Argo CD has not looked at, or Argo CD's first health Unknown with an
- *   empty sync status; no operation, no condition of Argo CD's), or an automated deployment OutOfSync that
- *   Argo CD never synced (a create waiting in Argo CD's queue for its first sync). Written at most every
- *   GITOPS_STATUS_QUEUED_INTERVAL.
- * - `progressing`: a sync running (or terminating), health Progressing, or an automated deployment OutOfSync
- *   after an earlier sync that no failed sync explains (Argo CD is about to sync it again). Written at most
- *   every GITOPS_STATUS_PROGRESS_INTERVAL.
- * `undefined` for a settled state (Synced, a manual deployment OutOfSync, a failed sync, a comparison error,
- * health Degraded whatever the sync status), written at once: what a user waits for or acts on shows without
- * delay, while the states a create and its sync pass through cost no write each.
- */
-export type OnTheWay = 'queued' | 'progressing';
-
-export function onTheWay(desired: JsonObject, automated: boolean): OnTheWay | undefined {
-  const phase = field(desired, 'operationState', 'phase');
-  if (phase === 'Running' || phase === 'Terminating') return 'progressing';
-  const sync = field(desired, 'sync', 'status');
-  const health = field(desired, 'health', 'status');
-  // Degraded is what a user acts on, whatever the sync status says.
-  if (health === 'Degraded') return undefined;
-  if (sync === undefined && health === undefined) return 'queued';
-  if (health === 'Progressing') return 'progressing';
-  // Argo CD's first status of an Application has health Unknown and an empty sync status ("").
-  const unknown = (value: unknown) => value === undefined || value === '' || value === 'Unknown';
-  const notCompared = unknown(sync) && unknown(health);
-  if (notCompared && phase === undefined && !argoCdReportsCondition(desired)) return 'queued';
-  if (!automated || sync !== 'OutOfSync' || phase === 'Failed' || phase === 'Error') return undefined;
-  return phase === undefined ? 'queued' : 'progressing';
-}
-
-/** Whether `desired` carries a True condition of Argo CD's (ErrorOccurred is the reconciler's own). */
-function argoCdReportsCondition(desired: JsonObject): boolean {
-  const conditions = Array.isArray(desired.conditions) ? desired.conditions : [];
-  return conditions.some(
-    (c) =>
-      field(c, 'status') === ConditionStatus.True &&
-      field(c, 'type') !== GitOpsDeploymentConditionType.ErrorOccurred,
-  );
-}
-
 export interface SyncEvent {
   type: 'Normal' | 'Warning';
   reason: string;

@@ -1,17 +1,15 @@
 /**
  * The status path: NOTIFY `gitops_application_state_changed` (payload application id) → api_cr_mapping →
  * the GitOpsDeployment's key → read the current projection → merge-patch `/status` when it differs.
- * Keys, not payloads, are queued, so a burst of changes collapses into one write of the latest state. A state
- * Argo CD is on its way from (onTheWay) waits for the settled one, which is written at once: up to
- * GITOPS_STATUS_QUEUED_INTERVAL while Argo CD has not acted on the Application yet (a create in its queue),
- * up to GITOPS_STATUS_PROGRESS_INTERVAL while a sync runs, so a create's five or six states cost one write,
- * not one each (issue 34). Built with the controller builder `for` the GitOpsDeployment cache: a real change
+ * Keys, not payloads, are queued, so a burst of changes collapses into one write of the latest state. The
+ * states Argo CD passes through on its way to a settled one are held back by the agent before they reach
+ * application_state (cluster-agent's status/on-the-way.ts), so each NOTIFY here is a state to show. Built with the controller builder `for` the GitOpsDeployment cache: a real change
  * of an object wakes it, not a relist, not a delete and not the echo of its own status write
  * (`createOwnWrites`).
  * Writes carry the cached resourceVersion: a concurrent ErrorOccurred write makes ours fail with 409 and
  * the queue retries on fresh data, so neither writer loses the other's conditions.
  */
-import { GitOpsDeploymentType, Kind } from '@gitops/api';
+import { Kind } from '@gitops/api';
 import {
   type Database,
   getApiCrMappingByUid,
@@ -39,8 +37,6 @@ import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr, type GitOpsDeploymentObject 
 import {
   desiredStatus,
   managedEnvironmentIdOf,
-  type OnTheWay,
-  onTheWay,
   parseApplicationState,
   statusPatch,
   syncTransitionEvent,
@@ -88,24 +84,10 @@ export function createStatusFeature(
     return row ? { applicationId: mapping.application_id, row } : undefined;
   }
 
-  /**
-   * When each object's first state of its current stage on the way (onTheWay) was put off; written by the end
-   * of that stage's interval. A new stage starts its own interval: a sync that starts after a long wait in
-   * Argo CD's queue is not written at once for having waited.
-   */
-  const putOff = new Map<string, { stage: OnTheWay; since: number }>();
-  const intervalMs: Record<OnTheWay, number> = {
-    queued: ctx.config.statusQueuedIntervalMs,
-    progressing: ctx.config.statusProgressIntervalMs,
-  };
-
   const reconcile: Reconciler = async (key, { logger }) => {
     const { namespace, name } = splitObjectKey(key);
     const object = namespace === undefined ? undefined : informer.get(namespace, name);
-    if (!object || object.metadata.deletionTimestamp || !object.metadata.uid) {
-      putOff.delete(key);
-      return;
-    }
+    if (!object || object.metadata.deletionTimestamp || !object.metadata.uid) return;
     const found = await stateOf(object.metadata.uid, key);
     if (!found) return;
     const { applicationId, row } = found;
@@ -118,21 +100,7 @@ export function createStatusFeature(
       now: now(),
     });
     const patch = statusPatch(object.status ?? {}, desired);
-    if (patch === undefined) {
-      putOff.delete(key);
-      return;
-    }
-    // A state Argo CD is on its way from waits, counted from the first state of its stage not written: what
-    // follows within the interval replaces it (a create's states become one write, of the settled one).
-    const stage = onTheWay(desired, object.spec.type === GitOpsDeploymentType.Automated);
-    if (stage !== undefined && intervalMs[stage] > 0) {
-      const held = putOff.get(key);
-      const since = held?.stage === stage ? held.since : performance.now();
-      putOff.set(key, { stage, since });
-      const wait = since + intervalMs[stage] - performance.now();
-      if (wait > 0) return { requeueAfter: wait };
-    }
-    putOff.delete(key);
+    if (patch === undefined) return;
     ownWrites.begin(key);
     let written: KubeObject | undefined;
     try {

@@ -1,7 +1,12 @@
 /**
  * Status path (docs/data-model.md): Application event → projection → written to application_state only
- * when it changed (the table's trigger NOTIFYs the backend). An Application with our label whose row does not
- * exist is handed to the resource queue, which deletes it (orphan cleanup).
+ * when it changed (the table's trigger NOTIFYs the backend). A state Argo CD is on its way from (on-the-way.ts)
+ * waits for the settled one, which is written at once: up to GITOPS_STATUS_QUEUED_INTERVAL while Argo CD has
+ * not acted on the Application yet, up to GITOPS_STATUS_PROGRESS_INTERVAL while a sync runs, counted from the
+ * first state of that stage not written; what follows within it replaces it. A create's five or six states so
+ * cost one write, one NOTIFY, one read of the backend and one status write, not one each (issue 34).
+ * An Application with our label whose row does not exist is handed to the resource queue, which deletes it
+ * (orphan cleanup).
  */
 import { type Db, writeApplicationStates } from '@gitops/db';
 import {
@@ -19,6 +24,7 @@ import {
 } from '@gitops/shared';
 import { AgentLabel, isUuid } from '../argocd.ts';
 import { projectApplicationState, projectCacheLag } from './application-state.projection.ts';
+import { isAutomated, type OnTheWay, onTheWay } from './on-the-way.ts';
 
 export interface ApplicationStatusControllerOptions {
   db: Db;
@@ -32,6 +38,8 @@ export interface ApplicationStatusControllerOptions {
   appProjects: Pick<Informer<KubeObject>, 'get'>;
   /** An Application whose application row does not exist, or is not held by this instance (moved). */
   onOrphan(applicationId: string): void;
+  /** How long a state of each stage on the way may wait for the settled one (0: written at once). */
+  intervalsMs: Record<OnTheWay, number>;
 }
 
 export function createApplicationStatusController(
@@ -51,9 +59,19 @@ export function createApplicationStatusController(
     labelNames: [],
   });
 
+  /**
+   * When each application's first state of its current stage on the way was put off; written by the end of
+   * that stage's interval. A new stage starts its own interval: a sync that starts after a long wait in Argo
+   * CD's queue is not written at once for having waited.
+   */
+  const putOff = new Map<string, { stage: OnTheWay; since: number }>();
+
   options.applications.onDelete((application) => {
     const id = application.metadata.labels?.[AgentLabel.DatabaseId];
-    if (id) stored.delete(id);
+    if (id) {
+      stored.delete(id);
+      putOff.delete(id);
+    }
   });
   // Every create and update of an Application may change its projection (compared below, before any write).
   return newController('cluster-agent-application-status', options)
@@ -91,7 +109,19 @@ export function createApplicationStatusController(
       });
       const requeue = graceMs > 0 ? { requeueAfter: graceMs + 1_000 } : undefined;
       const canonical = jsonFingerprint(projection);
-      if (stored.get(id) === canonical) return requeue;
+      if (stored.get(id) === canonical) {
+        putOff.delete(id);
+        return requeue;
+      }
+      const stage = onTheWay(projection, isAutomated(application));
+      if (stage !== undefined && options.intervalsMs[stage] > 0) {
+        const held = putOff.get(id);
+        const since = held?.stage === stage ? held.since : performance.now();
+        putOff.set(id, { stage, since });
+        const wait = since + options.intervalsMs[stage] - performance.now();
+        if (wait > 0) return { requeueAfter: Math.min(wait, requeue?.requeueAfter ?? wait) };
+      }
+      putOff.delete(id);
       const result = await writing.submit({ applicationId: id, state: projection });
       if (result === 'application-missing') {
         stored.delete(id);

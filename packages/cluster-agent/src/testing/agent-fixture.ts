@@ -187,6 +187,9 @@ export async function createAgentFixture(options: AgentFixtureOptions): Promise<
       ARGOCD_NAMESPACE: argoCdNamespace,
       ENGINE_INSTANCE_NAME: engineInstanceName,
       GITOPS_ENCRYPTION_KEYS: `test=${encryptionKey}`,
+      // Every state the tests play is written as it comes; the status path's own test sets the intervals.
+      GITOPS_STATUS_QUEUED_INTERVAL: '0ms',
+      GITOPS_STATUS_PROGRESS_INTERVAL: '0ms',
       ...extra,
     }),
     config: (extra) => loadAgentConfig(fixture.env(extra)),
