@@ -42,6 +42,19 @@ export interface ApplicationStatusControllerOptions {
   intervalsMs: Record<OnTheWay, number>;
 }
 
+/** What a debug line says of a written state: its sync, health and operation phase. */
+function summaryOf(projection: ReturnType<typeof projectApplicationState>) {
+  const part = (key: string, field: string) => {
+    const value = projection[key];
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value[field] : undefined;
+  };
+  return {
+    sync: part('sync', 'status'),
+    health: part('health', 'status'),
+    phase: part('operationState', 'phase'),
+  };
+}
+
 export function createApplicationStatusController(
   options: ApplicationStatusControllerOptions,
 ): Controller<KubeObject> {
@@ -131,7 +144,7 @@ export function createApplicationStatusController(
       stored.set(id, canonical);
       if (result === 'changed') {
         writes.inc();
-        logger.debug({ applicationId: id }, 'application_state written');
+        logger.debug({ applicationId: id, ...summaryOf(projection) }, 'application_state written');
       }
       return requeue;
     });
