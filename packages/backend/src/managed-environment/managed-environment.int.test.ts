@@ -179,6 +179,25 @@ describe('ManagedEnvironment reconciler', () => {
     assert.equal(again.length, 1);
   });
 
+  test("a tenant row recorded under another name of the namespace's uid follows the namespace, as for the other kinds", async () => {
+    // As a database restored from elsewhere may hold it: the agent deploys into the row's namespace name.
+    await f.db
+      .updateTable('cluster_user')
+      .set({ namespace_name: 'a-stale-name' })
+      .where('namespace_uid', '=', tenant.uid)
+      .execute();
+    await createSecret('renamed', kubeconfigText(token));
+    const env = await createEnvironment('renamed', 'renamed');
+    await conditionOf('renamed', (c) => c.status === 'True');
+    await eventually('mapping', () => getApiCrMappingByUid(f.db, env.metadata.uid!));
+    const row = await f.db
+      .selectFrom('cluster_user')
+      .select('namespace_name')
+      .where('namespace_uid', '=', tenant.uid)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.namespace_name, tenant.name);
+  });
+
   test('an operation the agent failed: a Warning Event on the CR with the reason, and the environment is announced again', async () => {
     await createSecret('agent-fails', kubeconfigText(token));
     const env = await createEnvironment('agent-fails', 'agent-fails');

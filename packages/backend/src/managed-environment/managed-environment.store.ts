@@ -14,7 +14,6 @@ import {
   deleteManagedEnvironment,
   getApiCrMappingByUid,
   getClusterUser,
-  getClusterUserByNamespaceUid,
   getManagedEnvironmentWithCredentials,
   insertApiCrMapping,
   insertExternalEnvironment,
@@ -27,12 +26,11 @@ import {
   sealCredentialsForInstances,
   touchManagedEnvironment,
   updateEnvironmentCredentials,
-  upsertClusterUser,
 } from '@gitops/db';
 import { jsonEqual } from '@gitops/shared';
 import type { Kysely, Transaction } from 'kysely';
 import { ManagedEnvironmentCr } from '../kinds.ts';
-import { type TenantOfNamespace, tenantEngineInstance } from '../placement.ts';
+import { placeNamespaceTenant, type TenantOfNamespace, tenantEngineInstance } from '../placement.ts';
 
 export interface EnvironmentIdentity {
   namespace: string;
@@ -154,15 +152,7 @@ export async function applyEnvironment(
     return { change: 'updated', environmentId: existing.environment.id, operationId: operation.id };
   }
 
-  const clusterUser =
-    (await getClusterUserByNamespaceUid(trx, input.namespaceUid)) ??
-    (await upsertClusterUser(trx, { uid: input.namespaceUid, name: environment.namespace }));
-  const instance = await tenantEngineInstance(
-    trx,
-    clusterUser.id,
-    input.requestedEngineInstance,
-    input.tenantClusterIdentity,
-  );
+  const { tenant: clusterUser, instance } = await placeNamespaceTenant(trx, environment.namespace, input);
   const created = await insertExternalEnvironment(trx, {
     clusterUserId: clusterUser.id,
     name: environment.name,
