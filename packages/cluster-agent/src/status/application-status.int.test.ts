@@ -72,12 +72,25 @@ function useDeployments(intervals: Record<string, string>) {
       const row = await getApplicationState(f.db, application.id);
       return healthOf(row?.state) === health && phaseOf(row?.state) === phase ? row : undefined;
     });
-  return { f, deployed, stateShowing };
+  /** Plays `states` back to back, Synced/Healthy last: that settled state is the one write `recorded` sees. */
+  async function settlesInOneWrite(
+    application: ApplicationRow,
+    recorded: Awaited<ReturnType<typeof recordWrites>>,
+    states: ReturnType<typeof status>[],
+  ) {
+    for (const state of [...states, status('Synced', 'Healthy', succeeded)]) {
+      await f.patchApplication(application.name, state);
+    }
+    await stateShowing(application, 'Healthy', 'Succeeded');
+    await recorded.seen(1);
+    assert.deepEqual(recorded.writes, ['Healthy/Succeeded']);
+  }
+  return { f, deployed, stateShowing, settlesInOneWrite };
 }
 
 describe('application_state: the states Argo CD passes through on its way are put off, the settled one written at once', () => {
   // Far longer than the test: no state on the way can be written before the settled one arrives.
-  const { f, deployed, stateShowing } = useDeployments({
+  const { f, deployed, stateShowing, settlesInOneWrite } = useDeployments({
     GITOPS_STATUS_QUEUED_INTERVAL: '10m',
     GITOPS_STATUS_PROGRESS_INTERVAL: '10m',
   });
@@ -86,13 +99,11 @@ describe('application_state: the states Argo CD passes through on its way are pu
     const application = await deployed();
     const recorded = await recordWrites(f, application);
     try {
-      await f.patchApplication(application.name, status('', 'Unknown'));
-      await f.patchApplication(application.name, status('OutOfSync', 'Missing', running));
-      await f.patchApplication(application.name, status('Synced', 'Progressing', succeeded));
-      await f.patchApplication(application.name, status('Synced', 'Healthy', succeeded));
-      await stateShowing(application, 'Healthy', 'Succeeded');
-      await recorded.seen(1);
-      assert.deepEqual(recorded.writes, ['Healthy/Succeeded']);
+      await settlesInOneWrite(application, recorded, [
+        status('', 'Unknown'),
+        status('OutOfSync', 'Missing', running),
+        status('Synced', 'Progressing', succeeded),
+      ]);
     } finally {
       await recorded.stop();
     }
@@ -111,7 +122,7 @@ describe('application_state: the states Argo CD passes through on its way are pu
 
 describe('application_state: a state on the way that lasts is written when the interval of its stage ends', () => {
   // A create queued in Argo CD waits far longer than the test; a sync's states 1 s.
-  const { f, deployed, stateShowing } = useDeployments({
+  const { f, deployed, stateShowing, settlesInOneWrite } = useDeployments({
     GITOPS_STATUS_QUEUED_INTERVAL: '10m',
     GITOPS_STATUS_PROGRESS_INTERVAL: '1s',
   });
@@ -135,11 +146,7 @@ describe('application_state: a state on the way that lasts is written when the i
       }
       assert.deepEqual(recorded.writes, []);
       // Its sync starts and ends within 1 s: one write, of the settled state.
-      await f.patchApplication(application.name, status('OutOfSync', 'Missing', running));
-      await f.patchApplication(application.name, status('Synced', 'Healthy', succeeded));
-      await stateShowing(application, 'Healthy', 'Succeeded');
-      await recorded.seen(1);
-      assert.deepEqual(recorded.writes, ['Healthy/Succeeded']);
+      await settlesInOneWrite(application, recorded, [status('OutOfSync', 'Missing', running)]);
     } finally {
       await recorded.stop();
     }
