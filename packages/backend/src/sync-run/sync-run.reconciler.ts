@@ -13,7 +13,14 @@
  */
 import { GitOpsDeploymentType, SyncRunEventReason, SyncRunMessage } from '@gitops/api';
 import { getApplication } from '@gitops/db';
-import type { Informer, Logger, ReconcileContext, ReconcileResult, Reconciler } from '@gitops/shared';
+import {
+  getObject,
+  type Informer,
+  type Logger,
+  type ReconcileContext,
+  type ReconcileResult,
+  type Reconciler,
+} from '@gitops/shared';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
 import {
   desiredApplicationSpec,
@@ -21,7 +28,7 @@ import {
   parseGitOpsDeploymentSpec,
 } from '../gitops-deployment/desired-application.ts';
 import { jsonEqual } from '../json.ts';
-import { type GitOpsDeploymentObject, SyncRunCr, type SyncRunObject } from '../kinds.ts';
+import { GitOpsDeploymentCr, type GitOpsDeploymentObject, SyncRunCr, type SyncRunObject } from '../kinds.ts';
 import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
 import { type CurrentObjectRead, reconcileCurrentObject } from '../reconcile-current.ts';
 import type { CrReconcilerOptions } from '../reconciler-options.ts';
@@ -70,6 +77,8 @@ export interface SyncRunSteps extends Pick<SyncRunReconcilerOptions, 'db' | 'kc'
   follow: (key: string, applicationId: string | undefined) => void;
   currentObject: CurrentObjectRead<SyncRunObject>;
   namespaceUid: (namespace: string, signal: AbortSignal) => Promise<string>;
+  /** The uid of the GitOpsDeployment `namespace/name` the API server holds now (undefined: none). */
+  liveDeploymentUid: (namespace: string, name: string, signal: AbortSignal) => Promise<string | undefined>;
 }
 
 export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reconciler {
@@ -85,6 +94,9 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     follow: options.follow ?? (() => {}),
     currentObject: currentObjectReader(kc, informer, SyncRunCr, options.selector),
     namespaceUid: (namespace, signal) => readNamespaceUid(kc, namespace, signal),
+    liveDeploymentUid: async (namespace, name, signal) =>
+      (await getObject(kc, GitOpsDeploymentCr.ref({ metadata: { namespace, name } }), { signal }))?.metadata
+        .uid,
   };
   // Another shard's object is left alone (the shard rule, kinds.ts).
   return (key, context) => reconcileCurrentObject(deps, key, context, reconcileSyncRun, writeCondition);
@@ -310,6 +322,13 @@ export async function reconcileLive(
   if (await earlierSyncRunPending(deps, object, spec.gitopsDeploymentName)) {
     logger.debug('an earlier SyncRun of the deployment is requested first');
     return { requeueAfter: EARLIER_SYNC_RUN_RETRY_MS };
+  }
+  // The cache may still hold an earlier incarnation of the parent (a deployment deleted and created again under
+  // its name while this replica's watch lagged): its row would take the sync, then end it when it goes. Read
+  // once per SyncRun, before its sync is requested.
+  if ((await deps.liveDeploymentUid(namespace, parent.metadata.name, signal)) !== parent.metadata.uid) {
+    logger.debug('the cached parent GitOpsDeployment is not the one the API server holds now');
+    return { requeueAfter: PARENT_ROW_RETRY_MS };
   }
   const tenantNamespaceUid = found.mapping?.cr_namespace_uid ?? (await deps.namespaceUid(namespace, signal));
   const result = await requestSync(deps.db, {
