@@ -5,14 +5,8 @@
  * whatever reconciles the Application next.
  */
 import assert from 'node:assert/strict';
-import {
-  type ApplicationRow,
-  getApplication,
-  getOperation,
-  insertOperation,
-  requestApplicationRefresh,
-} from '@gitops/db';
-import { givenOperation } from '@gitops/db/testing';
+import { type ApplicationRow, getApplication, getOperation, requestApplicationRefresh } from '@gitops/db';
+import { givenNotDueOperation, givenOperation } from '@gitops/db/testing';
 import type { KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
@@ -100,21 +94,13 @@ describe('cluster-agent: the refresh an application row asks for', () => {
 
   it("waits for the tenant's new repository credentials to reach Argo CD before it asks", async () => {
     const application = await deployed();
-    // A RepositoryCredentials operation of the tenant not yet done (not due: the agent leaves it Waiting). Not
-    // due from its commit on: the agent hears of it at once and would otherwise finish it first.
-    const credentials = await f.db.transaction().execute(async (trx) => {
-      const { operation } = await insertOperation(trx, {
-        engineInstanceId: started.engineInstanceId,
-        resourceType: 'RepositoryCredentials',
-        resourceId: '00000000-0000-4000-8000-000000000001',
-        ownerUserId: started.tenant.id,
-      });
-      await trx
-        .updateTable('operation')
-        .set({ next_attempt_at: new Date(Date.now() + 3_600_000) })
-        .where('id', '=', operation.id)
-        .execute();
-      return operation;
+    // A RepositoryCredentials operation of the tenant not yet done (not due from its commit on: the agent hears
+    // of it at once and would otherwise finish it first).
+    const credentials = await givenNotDueOperation(f.db, {
+      engineInstanceId: started.engineInstanceId,
+      resourceType: 'RepositoryCredentials',
+      resourceId: '00000000-0000-4000-8000-000000000001',
+      ownerUserId: started.tenant.id,
     });
     const refresh = await requestRefresh(application);
     await eventually('the refresh operation taken', async () =>

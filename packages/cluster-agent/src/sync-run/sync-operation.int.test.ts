@@ -9,11 +9,10 @@ import {
   type ApplicationRow,
   getOperation,
   getSyncOperation,
-  insertOperation,
   insertSyncOperation,
   setSyncOperationDesiredState,
 } from '@gitops/db';
-import { givenOperation, givenOwnedOperation } from '@gitops/db/testing';
+import { givenNotDueOperation, givenOperation, givenOwnedOperation } from '@gitops/db/testing';
 import { deleteIfExists, type KubeObject } from '@gitops/shared';
 import { eventually } from '@gitops/shared/testing';
 import { describe, it } from 'vitest';
@@ -283,19 +282,11 @@ describe('cluster-agent SyncOperation', () => {
   it('a sync waits while a change of its Application is still on its way, then syncs the changed Application', async () => {
     const application = await manualApplication();
     // A change of the Application is committed but not applied yet (played: its operation is not due).
-    const change = await f.db.transaction().execute(async (trx) => {
-      const { operation } = await insertOperation(trx, {
-        engineInstanceId: started.engineInstanceId,
-        resourceType: 'Application',
-        resourceId: application.id,
-        ownerUserId: started.tenant.id,
-      });
-      await trx
-        .updateTable('operation')
-        .set({ next_attempt_at: new Date(Date.now() + 3_600_000) })
-        .where('id', '=', operation.id)
-        .execute();
-      return operation;
+    const change = await givenNotDueOperation(f.db, {
+      engineInstanceId: started.engineInstanceId,
+      resourceType: 'Application',
+      resourceId: application.id,
+      ownerUserId: started.tenant.id,
     });
     const { syncOperation } = await syncRun(application, 'v5');
     await assertNotRequested(application, syncOperation.id, 'not requested while the change waits');

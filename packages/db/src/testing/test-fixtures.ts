@@ -160,6 +160,25 @@ export async function givenOperation(
 }
 
 /**
+ * An operation that is not due for an hour from its commit on (an agent that hears of it leaves it Waiting): a
+ * change committed and not carried out yet, without the race of making it not due in a second statement.
+ */
+export async function givenNotDueOperation(
+  db: Kysely<Database>,
+  request: OperationRequest,
+): Promise<OperationRow> {
+  return await db.transaction().execute(async (trx) => {
+    const { operation } = await insertOperation(trx, request);
+    await trx
+      .updateTable('operation')
+      .set({ next_attempt_at: new Date(Date.now() + 3_600_000) })
+      .where('id', '=', operation.id)
+      .execute();
+    return operation;
+  });
+}
+
+/**
  * Plays a cluster-agent's LISTEN connection: a session of its own (not from a pool) holding the
  * agent-listening lock of `engineInstanceId`. `end()` closes the session, as an agent that stops or crashes.
  */
