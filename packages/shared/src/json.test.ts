@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'vitest';
-import { createMergePatch, jsonEqual, jsonFingerprint, normalizeJson } from './json.ts';
+import { createMergePatch, jsonEqual, jsonField, jsonFingerprint, normalizeJson } from './json.ts';
 
 describe('semantic JSON equality', () => {
   test('key order and undefined members do not matter; values do', () => {
@@ -24,6 +24,18 @@ describe('semantic JSON equality', () => {
       c: [null, 1],
       d: {},
     });
+  });
+});
+
+describe('the member at a path', () => {
+  test('found through objects; undefined where a step is missing, an array or a scalar', () => {
+    const document = { status: { sync: { status: 'Synced' }, list: [{ a: 1 }], text: 'x' } };
+    assert.equal(jsonField(document, 'status', 'sync', 'status'), 'Synced');
+    assert.deepEqual(jsonField(document), document);
+    assert.equal(jsonField(document, 'status', 'health', 'status'), undefined);
+    assert.equal(jsonField(document, 'status', 'list', '0'), undefined);
+    assert.equal(jsonField(document, 'status', 'text', 'length'), undefined);
+    assert.equal(jsonField(null, 'status'), undefined);
   });
 });
 

@@ -11,6 +11,13 @@ export function isJsonObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** The member at `path` of a parsed JSON document (undefined where a step is missing or not an object). */
+export function jsonField(document: unknown, ...path: string[]): unknown {
+  let current = document;
+  for (const key of path) current = isJsonObject(current) ? current[key] : undefined;
+  return current;
+}
+
 /**
  * The JSON value a document becomes on the wire: `undefined` members dropped, and `null` members of
  * objects dropped too (a JSON merge patch cannot store them, and the API server prunes them).

@@ -14,7 +14,7 @@ import {
   resolvedReason,
   SyncEventReason,
 } from '@gitops/api';
-import { setCondition } from '@gitops/shared';
+import { jsonField, setCondition } from '@gitops/shared';
 import { z } from 'zod';
 import { createMergePatch, isJsonObject, type JsonObject, type JsonValue, normalizeJson } from '../json.ts';
 
@@ -243,12 +243,6 @@ export interface SyncEvent {
   message: string;
 }
 
-function field(object: unknown, ...path: string[]): unknown {
-  let current = object;
-  for (const key of path) current = isJsonObject(current) ? current[key] : undefined;
-  return current;
-}
-
 /**
  * The Event for an Argo CD sync that failed between two `operationState`s (a run is identified by
  * `startedAt`), or `undefined`. Only a failure is an Event: it is what a user acts on. A run's start and its
@@ -256,13 +250,14 @@ function field(object: unknown, ...path: string[]): unknown {
  * the API writes each change cost on top of Argo CD's own (docs/performance.md, "On top of Argo CD alone").
  */
 export function syncTransitionEvent(previous: unknown, next: unknown): SyncEvent | undefined {
-  const phase = field(next, 'phase');
+  const phase = jsonField(next, 'phase');
   if (phase !== 'Failed' && phase !== 'Error') return undefined;
-  const sameRun = field(previous, 'startedAt') === field(next, 'startedAt');
-  if (sameRun && field(previous, 'phase') === phase) return undefined;
-  const revision = field(next, 'syncResult', 'revision') ?? field(next, 'operation', 'sync', 'revision');
+  const sameRun = jsonField(previous, 'startedAt') === jsonField(next, 'startedAt');
+  if (sameRun && jsonField(previous, 'phase') === phase) return undefined;
+  const revision =
+    jsonField(next, 'syncResult', 'revision') ?? jsonField(next, 'operation', 'sync', 'revision');
   const atRevision = typeof revision === 'string' && revision !== '' ? ` at revision ${revision}` : '';
-  const message = field(next, 'message');
+  const message = jsonField(next, 'message');
   const detail = typeof message === 'string' && message !== '' ? `: ${bounded(message)}` : '';
   return {
     type: 'Warning',

@@ -15,6 +15,7 @@ import {
   getOrCreateCounter,
   type Informer,
   ignoreDeletes,
+  jsonField,
   jsonFingerprint,
   type KubeObject,
   type Logger,
@@ -43,17 +44,11 @@ export interface ApplicationStatusControllerOptions {
 }
 
 /** What a debug line says of a written state: its sync, health and operation phase. */
-function summaryOf(projection: ReturnType<typeof projectApplicationState>) {
-  const part = (key: string, field: string) => {
-    const value = projection[key];
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value[field] : undefined;
-  };
-  return {
-    sync: part('sync', 'status'),
-    health: part('health', 'status'),
-    phase: part('operationState', 'phase'),
-  };
-}
+const summaryOf = (projection: unknown) => ({
+  sync: jsonField(projection, 'sync', 'status'),
+  health: jsonField(projection, 'health', 'status'),
+  phase: jsonField(projection, 'operationState', 'phase'),
+});
 
 export function createApplicationStatusController(
   options: ApplicationStatusControllerOptions,

@@ -5,7 +5,7 @@
  * a settled state is written at once (issue 34; docs/architecture.md, "Status path").
  */
 import type { JsonValue } from '@gitops/db';
-import type { KubeObject } from '@gitops/shared';
+import { jsonField, type KubeObject } from '@gitops/shared';
 
 /**
  * - `queued`: Argo CD has not acted on the Application yet. Nothing compared (the Unknown/Unknown of an
@@ -20,25 +20,14 @@ import type { KubeObject } from '@gitops/shared';
  */
 export type OnTheWay = 'queued' | 'progressing';
 
-function field(object: unknown, ...path: string[]): unknown {
-  let current = object;
-  for (const key of path) {
-    current =
-      typeof current === 'object' && current !== null && !Array.isArray(current)
-        ? (current as Record<string, unknown>)[key]
-        : undefined;
-  }
-  return current;
-}
-
 const unknown = (value: unknown) => value === undefined || value === '' || value === 'Unknown';
 
 /** The stage `state` (a projection) is on its way in, or undefined when it is settled. */
 export function onTheWay(state: { [key: string]: JsonValue }, automated: boolean): OnTheWay | undefined {
-  const phase = field(state, 'operationState', 'phase');
+  const phase = jsonField(state, 'operationState', 'phase');
   if (phase === 'Running' || phase === 'Terminating') return 'progressing';
-  const sync = field(state, 'sync', 'status');
-  const health = field(state, 'health', 'status');
+  const sync = jsonField(state, 'sync', 'status');
+  const health = jsonField(state, 'health', 'status');
   // Degraded is what a user acts on, whatever the sync status says.
   if (health === 'Degraded') return undefined;
   if (health === 'Progressing') return 'progressing';
@@ -51,6 +40,6 @@ export function onTheWay(state: { [key: string]: JsonValue }, automated: boolean
 
 /** Whether Argo CD syncs the Application by itself (`spec.syncPolicy.automated`, not switched off). */
 export function isAutomated(application: KubeObject): boolean {
-  const automated = field(application.spec, 'syncPolicy', 'automated');
-  return typeof automated === 'object' && automated !== null && field(automated, 'enabled') !== false;
+  const automated = jsonField(application.spec, 'syncPolicy', 'automated');
+  return typeof automated === 'object' && automated !== null && jsonField(automated, 'enabled') !== false;
 }
