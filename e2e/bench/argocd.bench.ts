@@ -40,7 +40,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Label } from '@gitops/api';
@@ -52,6 +52,7 @@ import {
   createSilentLogger,
   HttpMethod,
   kubeRequest,
+  kubeStream,
 } from '@gitops/shared';
 import {
   type ArgoApplication,
@@ -63,6 +64,7 @@ import {
   remove,
 } from '../fixture/kube.ts';
 import { randomSuffix, type ServiceName, startSystem } from '../fixture/system.ts';
+import { type ProfiledProcess, startGoProfiles } from './go-profiles.ts';
 import {
   apiRequestCounts,
   cores,
@@ -125,6 +127,19 @@ if (NAMESPACES < INSTANCES) {
  * informer resync, i.e. within two periods) and print what that round cost (`argocd_periodic_refresh`).
  */
 const REFRESH = process.env.BENCH_ARGOCD_REFRESH === 'true';
+/**
+ * BENCH_PROFILE_DIR: CPU profiles of kube-apiserver and of each argocd-application-controller over the timed
+ * part, in `<dir>/<mode>-<time>/` (go-profiles.ts; Argo CD serves them while the file its
+ * ARGOCD_ENABLE_PROFILER_FILE_PATH names reads `true`).
+ */
+const PROFILE_DIR = process.env.BENCH_PROFILE_DIR
+  ? join(process.env.BENCH_PROFILE_DIR, `${MODE}-${new Date().toISOString().replace(/[:.]/g, '-')}`)
+  : undefined;
+if (PROFILE_DIR) {
+  await mkdir(PROFILE_DIR, { recursive: true });
+  process.env.ARGOCD_ENABLE_PROFILER_FILE_PATH = join(PROFILE_DIR, 'argocd-profiler.enabled');
+  await writeFile(process.env.ARGOCD_ENABLE_PROFILER_FILE_PATH, 'true');
+}
 const emit = figureEmitter({
   mode: MODE,
   deployments: DEPLOYMENTS,
@@ -190,6 +205,39 @@ const applicationOfAlone = (
     },
   },
 });
+
+/** BENCH_PROFILE_DIR: the API server (through the admin kubeconfig) and each instance's application-controller. */
+function profiledProcesses(
+  kc: Parameters<typeof kubeStream>[0],
+  instances: readonly Instance[],
+): ProfiledProcess[] {
+  const read = async (url: string) => new Uint8Array(await (await fetch(url)).arrayBuffer());
+  return [
+    {
+      name: 'kube-apiserver',
+      read: async (seconds) => {
+        const body = await kubeStream(kc, {
+          path: '/debug/pprof/profile',
+          query: { seconds: String(seconds) },
+        });
+        return new Uint8Array(await body.arrayBuffer());
+      },
+    },
+    ...instances.flatMap((instance) =>
+      (instance.argoCd?.processes ?? [])
+        .filter((p) => p.name === 'argocd-application-controller')
+        .map((p) => {
+          const args = p.child.spawnargs;
+          const port = args[args.indexOf('--metrics-port') + 1];
+          return {
+            name: `argocd-application-controller-${instance.letter}`,
+            read: (seconds: number) =>
+              read(`http://127.0.0.1:${port}/debug/pprof/profile?seconds=${seconds}`),
+          };
+        }),
+    ),
+  ];
+}
 
 const isSyncedHealthy = (status: { sync?: { status?: string }; health?: { status?: string } } | undefined) =>
   status?.sync?.status === 'Synced' && status.health?.status === 'Healthy';
@@ -573,6 +621,11 @@ try {
   const cpuBefore = await cpuNow();
   const machineBefore = await machineBusySeconds();
   const apiBefore = await apiRequestCounts({ subresource: true });
+  const profiles = PROFILE_DIR
+    ? await startGoProfiles(PROFILE_DIR, profiledProcesses(system.kc, instances), {
+        onError: (name, error) => say(`profile of ${name} stopped: ${String(error)}`),
+      })
+    : undefined;
 
   // Create them, IN_FLIGHT at a time.
   const createdAt = new Map<string, number>();
@@ -637,6 +690,8 @@ try {
     system.kc,
     (name) => ignoredApps.has(name) || name === 'warmup',
   );
+  // After every figure of the window was read: stopping waits for the profiles under way.
+  if (profiles) say(`CPU profiles: ${(await profiles.stop()).join(' ')}`);
   /** Counts summed by the query's first 90 characters (white space folded). */
   const summedByPrefix = (entries: [string, number][]) => {
     const out = new Map<string, number>();

@@ -351,6 +351,11 @@ export async function startArgoCd(options: ArgoCdOptions): Promise<ArgoCd> {
       ARGOCD_PLUGINSOCKFILEPATH: join(workDir, 'plugins'),
       ARGOCD_APP_CONF_PATH: join(workDir, 'app-conf'),
       REDIS_SERVER: `127.0.0.1:${redisPort}`,
+      // Argo CD serves /debug/pprof on each metrics port while this file reads `true` (docs/performance.md,
+      // "How to run it"); passed through for profiling runs only.
+      ...(process.env.ARGOCD_ENABLE_PROFILER_FILE_PATH
+        ? { ARGOCD_ENABLE_PROFILER_FILE_PATH: process.env.ARGOCD_ENABLE_PROFILER_FILE_PATH }
+        : {}),
     };
     repoPort = await freePort();
     const repoMetrics = await freePort();
