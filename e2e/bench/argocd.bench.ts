@@ -129,8 +129,8 @@ if (NAMESPACES < INSTANCES) {
 const REFRESH = process.env.BENCH_ARGOCD_REFRESH === 'true';
 /**
  * BENCH_PROFILE_DIR: CPU profiles of kube-apiserver and of each argocd-application-controller over the timed
- * part, in `<dir>/<mode>-<time>/` (go-profiles.ts; Argo CD serves them while the file its
- * ARGOCD_ENABLE_PROFILER_FILE_PATH names reads `true`).
+ * part (the last one ends up to 20 s after it), in `<dir>/<mode>-<time>/` (go-profiles.ts; Argo CD serves them
+ * while the file its ARGOCD_ENABLE_PROFILER_FILE_PATH names reads `true`).
  */
 const PROFILE_DIR = process.env.BENCH_PROFILE_DIR
   ? join(process.env.BENCH_PROFILE_DIR, `${MODE}-${new Date().toISOString().replace(/[:.]/g, '-')}`)
@@ -211,7 +211,11 @@ function profiledProcesses(
   kc: Parameters<typeof kubeStream>[0],
   instances: readonly Instance[],
 ): ProfiledProcess[] {
-  const read = async (url: string) => new Uint8Array(await (await fetch(url)).arrayBuffer());
+  const read = async (url: string) => {
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`${url}: ${response.status} ${await response.text()}`);
+    return new Uint8Array(await response.arrayBuffer());
+  };
   return [
     {
       name: 'kube-apiserver',
