@@ -20,11 +20,12 @@ import {
   type PlayedSystem,
   startPlayedArgoCdSystem,
 } from '../fixture/played-argo-cd.ts';
+import { metricSample } from '../fixture/system.ts';
 
 /**
  * Who wrote what, from the watches: versions of one GitOpsDeployment, of its Application, and its Events; and
- * from the database's NOTIFYs, the agent's application_state writes of that Application (each also costs a
- * read of the backend).
+ * from the database's NOTIFYs, the agent's application_state writes of that Application (each carries the
+ * state to the backend: none should cost it a read, `readBack`).
  */
 interface Writes {
   deployment: number;
@@ -110,6 +111,13 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
   let gd: GitOpsDeployment | undefined;
   /** The application ids of the application_state NOTIFYs since the count began. */
   let stateWrites: string[] = [];
+  /** The application_state rows the backend's status path has read back so far (its notifications carry them). */
+  const statusReads = async () =>
+    metricSample(await f.system.metrics('backend'), 'gitops_status_application_states_total', {
+      source: 'database',
+    }) ?? Number.NaN;
+  /** What the last `count` saw the backend's status path read, this deployment's and the later one's. */
+  let readBack = Number.NaN;
 
   beforeAll(async () => {
     f = await startPlayedArgoCdSystem({
@@ -156,6 +164,7 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
   async function count(label: string, run: () => Promise<void>): Promise<Writes> {
     counting = { deployment: 0, application: 0, events: [] };
     stateWrites = [];
+    const readsBefore = await statusReads();
     await run();
     // A barrier instead of a sleep: a deployment created after the run, Synced and Healthy, went through the
     // same queues after everything the run caused.
@@ -167,6 +176,7 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
     const [state] = argoCdStates('later', 'b'.repeat(40), new Date().toISOString()).slice(-1);
     await f.argoCd.reportStatus(app.metadata.name, state!);
     await f.expect.deployment(later).is('the later deployment Synced and Healthy', mirrors(state!));
+    readBack = (await statusReads()) - readsBefore;
     const applicationId = gd && (await f.expect.application(gd)).metadata.labels?.[Label.DatabaseId];
     return { ...counting, applicationStates: stateWrites.filter((id) => id === applicationId).length };
   }
@@ -197,6 +207,8 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
       { deployment: 1, application: 1, events: [], applicationStates: 1 },
       "backend writes: one status, of Argo CD's settled state (the engine instance and conditions with it); the agent creates the Application once and writes one application_state, of the settled state",
     );
+    // The settled state (this deployment's and the later one's) reached the backend in its notification.
+    assert.equal(readBack, 0, 'application_state rows the backend read back');
   });
 
   it("a change made Synced/Healthy: the Application written once, its status once (Argo CD's settled state), no Event", async () => {
@@ -214,5 +226,8 @@ describe('API writes per created deployment and per change (tier 3a)', () => {
       { deployment: 1, application: 1, events: [], applicationStates: 1 },
       "backend writes: one status, of Argo CD's settled state; the agent applies the new spec once and writes one application_state",
     );
+    // The user's edit wakes the status path, which reads the row once (none when the settled state's
+    // notification reached it first); the settled states came with their notifications.
+    assert.ok(readBack <= 1, `application_state rows the backend read back: ${readBack}, at most 1`);
   });
 });

@@ -5,6 +5,7 @@
  * that handle its channel.
  */
 import {
+  type ApplicationStateNotification,
   createDb,
   createSealer,
   type Database,
@@ -47,6 +48,8 @@ export type NotificationChannel = keyof typeof NOTIFICATION_CHANNELS;
  */
 export interface NotificationReads {
   operation(): Promise<OperationRow | undefined>;
+  /** The application_state change announced, parsed from the payload (undefined when malformed). */
+  applicationState(): ApplicationStateNotification | undefined;
 }
 
 export interface BackendFeature extends Feature {

@@ -1,10 +1,13 @@
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, sql, type Transaction } from 'kysely';
 import type { ApplicationStateRow, Database, JsonValue } from './database.ts';
 import { rowBy } from './keyed-rows.ts';
+import { NOTIFICATION_CHANNELS } from './notify.ts';
+import { UUID } from './operation.repository.ts';
 
 /**
  * The agent's compact projection of an Argo CD Application's status. Written only when it changed; the
- * table's trigger then NOTIFYs `gitops_application_state_changed` with the application id.
+ * table's trigger then NOTIFYs `gitops_application_state_changed` with the application id, and the backend's
+ * own state channel with the row (migration 0017, `applicationStateOfNotification`).
  */
 
 export type WriteApplicationStateResult = 'changed' | 'unchanged' | 'application-missing';
@@ -64,11 +67,32 @@ export async function writeApplicationStates(
 
 export const getApplicationState = rowBy('application_state', 'application_id');
 
+/**
+ * Announces, as part of `trx`, that what the status path shows of these applications changed although their
+ * state did not (moveTenant: their engine instance): on both channels the trigger uses, with the id alone on the
+ * backend's, so it reads each row back. One statement.
+ */
+export async function notifyApplicationStatesChanged(
+  trx: Transaction<Database>,
+  applicationIds: readonly string[],
+): Promise<void> {
+  if (applicationIds.length === 0) return;
+  await sql`
+    select pg_notify(${NOTIFICATION_CHANNELS.applicationStateChanged}, id::text),
+      pg_notify((select state_name from backend_channel), json_build_object('application_id', id)::text)
+    from unnest(${applicationIds}::uuid[]) as id`.execute(trx);
+}
+
+/** What the status path shows of an application: its state and the name of the engine instance it is on. */
+export type ApplicationStateWithEngineInstance = Pick<ApplicationStateRow, 'state'> & {
+  engine_instance_name: string;
+};
+
 /** The state with the name of the engine instance its application is on (one statement, for the status path). */
 export async function getApplicationStateWithEngineInstance(
   db: Kysely<Database>,
   applicationId: string,
-): Promise<(ApplicationStateRow & { engine_instance_name: string }) | undefined> {
+): Promise<(ApplicationStateRow & ApplicationStateWithEngineInstance) | undefined> {
   return await db
     .selectFrom('application_state as s')
     .innerJoin('application as a', 'a.id', 's.application_id')
@@ -77,4 +101,34 @@ export async function getApplicationStateWithEngineInstance(
     .select('e.name as engine_instance_name')
     .where('s.application_id', '=', applicationId)
     .executeTakeFirst();
+}
+
+/** An application_state change as a notification announces it. */
+export interface ApplicationStateNotification {
+  applicationId: string;
+  /** The state and its instance's name when the payload carried them (nothing to read back). */
+  carried?: ApplicationStateWithEngineInstance;
+}
+
+/**
+ * The change a notification announces: on `gitops_application_state_changed` the application id; on the
+ * backend's own state channel (migration 0017) `{"application_id", "state", "engine_instance_name"}`, or
+ * `{"application_id"}` alone when the row would not fit a payload or only the instance changed (moveTenant).
+ * Anything else (not an id, not such an object) is undefined.
+ */
+export function applicationStateOfNotification(payload: string): ApplicationStateNotification | undefined {
+  if (UUID.test(payload)) return { applicationId: payload };
+  if (!payload.startsWith('{')) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(payload);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { application_id, state, engine_instance_name } = value as Record<string, unknown>;
+  if (typeof application_id !== 'string' || !UUID.test(application_id)) return undefined;
+  if (state === undefined || typeof engine_instance_name !== 'string')
+    return { applicationId: application_id };
+  return { applicationId: application_id, carried: { state: state as JsonValue, engine_instance_name } };
 }

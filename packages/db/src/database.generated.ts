@@ -80,6 +80,7 @@ export interface ApplicationState {
 export interface BackendChannel {
   name: string;
   singleton: Generated<boolean>;
+  state_name: Generated<string>;
 }
 
 export interface ClusterCredentials {

@@ -586,8 +586,9 @@ describe('an agent connected as instance B reaches nothing of instance A', () =>
     }
     const read = await asB.selectFrom('operation').selectAll().where('id', '=', operation.id).execute();
     assert.deepEqual(read, []);
-    // The backend's own channel (the rows themselves) cannot be named: its name is not B's to read.
+    // The backend's own channels (the rows themselves) cannot be named: their names are not B's to read.
     await assert.rejects(sql`select name from backend_channel`.execute(asB), { code: '42501' });
+    await assert.rejects(sql`select state_name from backend_channel`.execute(asB), { code: '42501' });
   });
 
   test('a move hands the tenant to the new instance in its transaction; the old one loses it when its release is done', async () => {

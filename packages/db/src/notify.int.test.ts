@@ -4,10 +4,10 @@ import { type AddressInfo, createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { afterEach, describe, test } from 'vitest';
-import { writeApplicationState } from './application-state.repository.ts';
+import { applicationStateOfNotification, writeApplicationState } from './application-state.repository.ts';
 import { engineInstanceChannel, resourceOfInstanceNotification } from './engine-instance-role.repository.ts';
 import {
-  backendChannelName,
+  backendChannels,
   type Listener,
   listen,
   NOTIFICATION_CHANNELS,
@@ -22,9 +22,11 @@ import {
   setSyncOperationDesiredState,
   setSyncOperationOutcome,
 } from './sync-operation.repository.ts';
+import { moveTenant } from './tenant-move.repository.ts';
 import { useTestDatabase } from './testing/per-file-database.ts';
 import {
   givenApplication,
+  givenClusterUser,
   givenEngineInstance,
   givenSyncOperation,
   givenTenantApplication,
@@ -202,7 +204,7 @@ describe('notifications sent by the schema triggers', () => {
       NOTIFICATION_CHANNELS.operationStateChanged,
       engineInstanceChannel(instance.id),
       engineInstanceChannel(other.id),
-      await backendChannelName(testDb.db),
+      (await backendChannels(testDb.db)).operationStateChanged,
     ]);
     await listener.ready;
     const resourceId = randomUUID();
@@ -232,7 +234,7 @@ describe('notifications sent by the schema triggers', () => {
     );
     assert.equal((await operationOfNotification(testDb.db, started.payload))?.state, 'In_Progress');
     // The backend's own channel has the row itself (no read): only its role can name that channel.
-    const backend = await backendChannelName(testDb.db);
+    const backend = (await backendChannels(testDb.db)).operationStateChanged;
     const withRow = await inbox.next((n) => n.channel === backend && n.payload.includes(operation.id));
     assert.equal(JSON.parse(withRow.payload).state, 'In_Progress');
     assert.deepEqual(
@@ -252,6 +254,56 @@ describe('notifications sent by the schema triggers', () => {
     }
     // An id of no row: nothing either.
     assert.equal(await operationOfNotification(testDb.db, randomUUID()), undefined);
+  });
+
+  test("an application_state change reaches the backend's state channel with the state and its instance's name; the id alone when too large or when only the instance changed", async () => {
+    const channel = (await backendChannels(testDb.db)).applicationStateChanged;
+    const { inbox, listener } = startListening([channel, NOTIFICATION_CHANNELS.applicationStateChanged]);
+    await listener.ready;
+    const engineInstance = await givenEngineInstance(testDb.db);
+    const clusterUser = await givenClusterUser(testDb.db, { placedOn: engineInstance });
+    const application = await givenApplication(testDb.db, { clusterUser, engineInstance });
+    const onChannel = (id: string) => (n: Notification) =>
+      n.channel === channel && applicationStateOfNotification(n.payload)?.applicationId === id;
+
+    const state = { health: { status: 'Healthy' }, sync: { status: 'Synced', revision: 'abc' } };
+    await writeApplicationState(testDb.db, application.id, state);
+    const carried = await inbox.next(onChannel(application.id));
+    assert.deepEqual(applicationStateOfNotification(carried.payload), {
+      applicationId: application.id,
+      carried: { state, engine_instance_name: engineInstance.name },
+    });
+    // The public channel still has the id (a backend of the previous version reads the row back).
+    await inbox.next((n) => n.channel === NOTIFICATION_CHANNELS.applicationStateChanged);
+
+    // A state too large for a payload: the id alone, the backend reads the row.
+    inbox.received.length = 0;
+    const large = { ...state, health: { status: 'Degraded', message: 'x'.repeat(8000) } };
+    await writeApplicationState(testDb.db, application.id, large);
+    const announced = await inbox.next(onChannel(application.id));
+    assert.deepEqual(applicationStateOfNotification(announced.payload), { applicationId: application.id });
+
+    // The tenant moves: the state is the same, the instance shown changed; the id alone on both channels.
+    inbox.received.length = 0;
+    const to = await givenEngineInstance(testDb.db);
+    await testDb.db.transaction().execute((trx) => moveTenant(trx, clusterUser.id, to.id));
+    const moved = await inbox.next(onChannel(application.id));
+    assert.deepEqual(applicationStateOfNotification(moved.payload), { applicationId: application.id });
+    await inbox.next(
+      (n) => n.channel === NOTIFICATION_CHANNELS.applicationStateChanged && n.payload === application.id,
+    );
+  });
+
+  test('a payload that is neither an application id nor a state change announces no application_state change', () => {
+    const id = randomUUID();
+    assert.deepEqual(applicationStateOfNotification(id), { applicationId: id });
+    for (const payload of ['', 'x', '{', '[1]', 'null', '{"application_id":1}', '{"application_id":"x"}']) {
+      assert.equal(applicationStateOfNotification(payload), undefined, payload);
+    }
+    // A state without its instance's name is not carried: the row is read.
+    assert.deepEqual(applicationStateOfNotification(JSON.stringify({ application_id: id, state: {} })), {
+      applicationId: id,
+    });
   });
 
   test('application_state notifies when the projection changes, not when an identical one is written', async () => {

@@ -25,13 +25,15 @@ export const NOTIFICATION_CHANNELS = {
   operationCreated: 'gitops_operation_created',
   /**
    * An operation's state changed: the backend re-enqueues its owner. Payload here: its id (0.1.0 backends read
-   * it back during an upgrade). The backend listens instead on its own channel (`backendChannelName`), where
+   * it back during an upgrade). The backend listens instead on its own channel (`backendChannels`), where
    * the payload is the row as JSON (0007), or its id when too large.
    */
   operationStateChanged: 'gitops_operation_state_changed',
   /**
    * An application_state row was inserted or its state changed, or its application moved to another engine
-   * instance (moveTenant). Payload: application id.
+   * instance (moveTenant). Payload here: application id (what backends before migration 0017 read back). The
+   * backend listens instead on its own state channel (`backendChannels`), where the payload is the state with
+   * its instance's name, or the id alone when too large (`applicationStateOfNotification`).
    */
   applicationStateChanged: 'gitops_application_state_changed',
   /**
@@ -206,10 +208,13 @@ export function listen(
 }
 
 /**
- * The backend's own channel (migration 0012): operation state changes with the row as payload. Its name is
- * random and readable only by the backend's role, so no engine instance's role can LISTEN on it.
+ * The backend's own channels, by the notification they stand for: operation state changes with the row as
+ * payload (migration 0012) and application_state changes with the state (0017). Their names are random and
+ * readable only by the backend's role, so no engine instance's role can LISTEN on them.
  */
-export async function backendChannelName(db: Kysely<Database>): Promise<string> {
-  const row = await db.selectFrom('backend_channel').select('name').executeTakeFirstOrThrow();
-  return row.name;
+export async function backendChannels(
+  db: Kysely<Database>,
+): Promise<{ operationStateChanged: string; applicationStateChanged: string }> {
+  const row = await db.selectFrom('backend_channel').select(['name', 'state_name']).executeTakeFirstOrThrow();
+  return { operationStateChanged: row.name, applicationStateChanged: row.state_name };
 }

@@ -136,7 +136,8 @@ export async function insertOperations(
 
 export const getOperation = rowBy('operation', 'id');
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** A uuid as PostgreSQL prints it (any case). */
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The timestamp columns of an operation row: a notification carries them as text. */
 const OPERATION_TIMESTAMP_COLUMNS = [

@@ -1,8 +1,8 @@
 import { type Kysely, sql, type Transaction } from 'kysely';
+import { notifyApplicationStatesChanged } from './application-state.repository.ts';
 import { lockClusterUser } from './cluster-user.repository.ts';
 import type { Database } from './database.ts';
 import { leastLoadedEngineInstance } from './engine-instance.repository.ts';
-import { NOTIFICATION_CHANNELS, notify } from './notify.ts';
 import { type InsertedOperation, insertOperations, type OperationRequest } from './operation.repository.ts';
 
 /**
@@ -120,7 +120,10 @@ export async function moveTenant(
   const operations = await insertOperations(trx, requests);
   // The instance is part of what the status path shows (status.engineInstance): it changed for every
   // application now, whether or not an Argo CD reports anything new soon (its agent may be away).
-  for (const row of before) await notify(trx, NOTIFICATION_CHANNELS.applicationStateChanged, row.id);
+  await notifyApplicationStatesChanged(
+    trx,
+    before.map((row) => row.id),
+  );
   return {
     from,
     to,

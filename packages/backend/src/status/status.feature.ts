@@ -1,7 +1,11 @@
 /**
- * The status path: NOTIFY `gitops_application_state_changed` (payload application id) → api_cr_mapping →
- * the GitOpsDeployment's key → read the current projection → merge-patch `/status` when it differs.
- * Keys, not payloads, are queued, so a burst of changes collapses into one write of the latest state. The
+ * The status path: NOTIFY on the backend's own state channel (migration 0017: the application's state and its
+ * engine instance's name) → api_cr_mapping → the GitOpsDeployment's key → merge-patch `/status` when it differs.
+ * Keys are queued, so a burst of changes collapses into one write of the latest state; the latest state a
+ * notification carried is kept per key until a reconcile of that key used it, so a change costs no read. The
+ * row is read back only when the payload did not carry it (too large, or moveTenant's), when a reconcile has no
+ * carried state (the object changed, a periodic look), and after a lost LISTEN connection (resync forgets
+ * every carried state: newer ones may have been missed). The
  * states Argo CD passes through on its way to a settled one are held back by the agent before they reach
  * application_state (cluster-agent's status/on-the-way.ts), so each NOTIFY here is a state to show. Built with the controller builder `for` the GitOpsDeployment cache: a real change
  * of an object wakes it, not a relist, not a delete and not the echo of its own status write
@@ -11,6 +15,7 @@
  */
 import { Kind } from '@gitops/api';
 import {
+  type ApplicationStateWithEngineInstance,
   type Database,
   getApiCrMappingByUid,
   getApiCrMappingOfApplication,
@@ -19,6 +24,7 @@ import {
 } from '@gitops/db';
 import {
   createOwnWrites,
+  getOrCreateCounter,
   ignoreDeletes,
   isJsonObject,
   type KubeObject,
@@ -31,7 +37,7 @@ import {
   type WorkQueue,
 } from '@gitops/shared';
 import type { Kysely } from 'kysely';
-import type { BackendContext, BackendFeature } from '../backend-feature.ts';
+import type { BackendContext, BackendFeature, NotificationReads } from '../backend-feature.ts';
 import type { GitOpsDeploymentFeature } from '../gitops-deployment/gitops-deployment.feature.ts';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import {
@@ -44,7 +50,7 @@ import {
 
 export interface StatusFeature extends BackendFeature {
   readonly queue: WorkQueue;
-  onApplicationStateChanged(applicationId: string): Promise<void>;
+  onApplicationStateChanged(payload: string, reads: NotificationReads): Promise<void>;
   enqueueAll(): void;
 }
 
@@ -70,21 +76,51 @@ export function createStatusFeature(
   /** Our last status write of each object, until the informer delivers that version (its echo). */
   const ownWrites = createOwnWrites();
 
+  /**
+   * The latest state a notification carried, by object key, until a reconcile of that key used it (or found no
+   * object). One entry per key with a change on its way: a burst of changes keeps the last.
+   */
+  const carried = new Map<string, { applicationId: string; row: ApplicationStateWithEngineInstance }>();
+  const used = getOrCreateCounter(ctx.registry, {
+    name: 'gitops_status_application_states_total',
+    help: 'Application states the status path used, by where it took them (notification: carried by the NOTIFY; database: read back)',
+    labelNames: ['source'],
+  });
+  for (const source of ['notification', 'database']) used.inc({ source }, 0);
+
+  /** The state of application `applicationId`: the one carried for `key` when it is that application's, else read. */
+  async function rowOf(key: string, applicationId: string) {
+    const held = carried.get(key);
+    if (held?.applicationId === applicationId) {
+      used.inc({ source: 'notification' });
+      return held.row;
+    }
+    used.inc({ source: 'database' });
+    return await getApplicationStateWithEngineInstance(db, applicationId);
+  }
+
   /** The projection of the object's application: from the remembered id, else through its mapping. */
   async function stateOf(uid: string, key: string) {
     const known = applications.applicationOf(uid);
     if (known) {
-      const row = await getApplicationStateWithEngineInstance(db, known);
+      const row = await rowOf(key, known);
       if (row) return { applicationId: known, row };
     }
     const mapping = await getApiCrMappingByUid(db, uid);
     if (!mapping?.application_id) return undefined;
     applications.remember(uid, mapping.application_id, key);
-    const row = await getApplicationStateWithEngineInstance(db, mapping.application_id);
+    const row = await rowOf(key, mapping.application_id);
     return row ? { applicationId: mapping.application_id, row } : undefined;
   }
 
-  const reconcile: Reconciler = async (key, { logger }) => {
+  const reconcile: Reconciler = async (key, context) => {
+    const held = carried.get(key);
+    await reconcileStatus(key, context);
+    // Done with it (a failed write throws before this line and is retried with it); a newer one stays.
+    if (held && carried.get(key) === held) carried.delete(key);
+  };
+
+  const reconcileStatus: Reconciler = async (key, { logger }) => {
     const { namespace, name } = splitObjectKey(key);
     const object = namespace === undefined ? undefined : informer.get(namespace, name);
     if (!object || object.metadata.deletionTimestamp || !object.metadata.uid) return;
@@ -161,17 +197,27 @@ export function createStatusFeature(
    * the window (OutOfSync, Running, Synced/Progressing, Healthy) become one write of the latest.
    */
   const coalesceMs = ctx.config.statusCoalesceMs;
-  async function onApplicationStateChanged(applicationId: string) {
-    const known = applications.keyOf(applicationId);
-    if (known) {
-      queue.addAfter(known, coalesceMs);
-      return;
+  async function onApplicationStateChanged(_payload: string, reads: NotificationReads) {
+    const change = reads.applicationState();
+    if (!change) return;
+    const { applicationId } = change;
+    let key = applications.keyOf(applicationId);
+    if (!key) {
+      const mapping = await getApiCrMappingOfApplication(db, applicationId);
+      if (mapping?.cr_kind !== Kind.GitOpsDeployment) return;
+      key = `${mapping.cr_namespace}/${mapping.cr_name}`;
+      applications.remember(mapping.cr_uid, applicationId, key);
     }
-    const mapping = await getApiCrMappingOfApplication(db, applicationId);
-    if (mapping?.cr_kind !== Kind.GitOpsDeployment) return;
-    const key = `${mapping.cr_namespace}/${mapping.cr_name}`;
-    applications.remember(mapping.cr_uid, applicationId, key);
+    // A notification without the state (too large; the instance changed) makes the next reconcile read it.
+    if (change.carried) carried.set(key, { applicationId, row: change.carried });
+    else carried.delete(key);
     queue.addAfter(key, coalesceMs);
+  }
+
+  /** After a lost LISTEN connection: the carried states may be older than the rows, so every object reads. */
+  function resync() {
+    carried.clear();
+    enqueueAll();
   }
 
   return {
@@ -180,7 +226,7 @@ export function createStatusFeature(
     informers: [informer],
     notifications: { applicationStateChanged: onApplicationStateChanged },
     start: controller.start,
-    resync: enqueueAll,
+    resync,
     onApplicationStateChanged,
     enqueueAll,
     async stop() {

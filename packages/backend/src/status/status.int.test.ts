@@ -12,6 +12,7 @@ import {
   kubeTime,
 } from '@gitops/shared';
 import { eventually, listEvents } from '@gitops/shared/testing';
+import { sql } from 'kysely';
 import { describe, test } from 'vitest';
 import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import { type BackendFixture, useStartedBackend } from '../testing/backend-fixture.ts';
@@ -368,6 +369,59 @@ describe('status path', () => {
     );
     await settled(restored);
     assert.equal((await reconciles()) - before, 2);
+  });
+
+  test('a state the notification carried is shown without reading it back; a large one and one missed while LISTEN was down are read', async () => {
+    /** The states the status path used so far, by where it took them. */
+    const used = async () => {
+      const metric = backend.registry.getSingleMetric('gitops_status_application_states_total');
+      const values = metric ? (await metric.get()).values : [];
+      const of = (source: string) => values.find((v) => v.labels.source === source)?.value ?? 0;
+      return { notification: of('notification'), database: of('database') };
+    };
+    const healthIs = (status: string) => (s: GitOpsDeploymentStatus) => s.health?.status === status;
+    const settled = () => backend.status.queue.whenIdle();
+    const { application } = await deploymentWithApplication(f, tenant.name, 'carried');
+    const state = (health: string, message?: string) => ({
+      sync: { status: 'Synced', revision: 'abc123' },
+      health: { status: health, ...(message ? { message } : {}) },
+    });
+    await writeApplicationState(f.db, application.id, state('Progressing'));
+    await statusWhen('carried', 'the first state', healthIs('Progressing'));
+    await settled();
+
+    // A change: the state and the instance's name came with the notification.
+    let before = await used();
+    await writeApplicationState(f.db, application.id, state('Healthy'));
+    const shown = await statusWhen('carried', 'the carried state', healthIs('Healthy'));
+    assert.equal(shown.status?.engineInstance, backend.engineInstance().name);
+    await settled();
+    let after = await used();
+    assert.deepEqual(
+      { notification: after.notification - before.notification, database: after.database - before.database },
+      { notification: 1, database: 0 },
+    );
+
+    // Too large for a payload: the notification has the id, the row is read back.
+    before = after;
+    await writeApplicationState(f.db, application.id, state('Degraded', 'x'.repeat(8000)));
+    await statusWhen('carried', 'the large state', healthIs('Degraded'));
+    await settled();
+    after = await used();
+    assert.equal(after.notification - before.notification, 0);
+    assert.ok(after.database - before.database >= 1, 'the large state was read back');
+
+    // Written while the LISTEN connection is down: its notification is lost, the resync after the reconnect
+    // reads every object's row.
+    before = after;
+    await sql`select pg_terminate_backend(pid) from pg_stat_activity
+              where application_name = 'gitops-backend-listen' and datname = current_database()`.execute(
+      f.db,
+    );
+    await writeApplicationState(f.db, application.id, state('Suspended'));
+    await statusWhen('carried', 'the state written meanwhile', healthIs('Suspended'));
+    after = await used();
+    assert.ok(after.database - before.database >= 1, 'read after the reconnect');
   });
 
   test('a malformed application_state never breaks the status path', async () => {

@@ -9,7 +9,7 @@
  * rows whose SyncRun is gone.
  */
 import { getApiCrMappingOfSyncOperation } from '@gitops/db';
-import type { BackendContext } from '../backend-feature.ts';
+import type { BackendContext, NotificationReads } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
 import type { GitOpsDeploymentFeature } from '../gitops-deployment/gitops-deployment.feature.ts';
 import { SyncRunCr, type SyncRunObject } from '../kinds.ts';
@@ -46,7 +46,9 @@ export function createSyncRunFeature(
     if (mapping?.cr_kind === SyncRunCr.kind)
       controller.queue.add(`${mapping.cr_namespace}/${mapping.cr_name}`);
   }
-  function onApplicationStateChanged(applicationId: string) {
+  function onApplicationStateChanged(_payload: string, reads: NotificationReads) {
+    const applicationId = reads.applicationState()?.applicationId;
+    if (applicationId === undefined) return;
     for (const key of followers.keysOf(applicationId)) controller.queue.add(key);
   }
   return {
