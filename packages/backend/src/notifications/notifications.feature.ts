@@ -3,8 +3,9 @@
  * (the state changes of operations and applications on the backend's own channels instead, whose payloads
  * carry the rows), opened while the caches fill (so nothing announced meanwhile is missed), each notification
  * handed to every feature that handles its channel (`BackendFeature.notifications`), one after the other, with
- * its operation row read and its application_state payload parsed at most once. Notifications sent while the connection was down are lost: after a reconnect every
- * feature resyncs. Listed last, so it stops first and no notification reaches a stopped feature.
+ * its operation row read and its application_state payload parsed at most once. Notifications sent while the
+ * connection was down are lost: after a reconnect every feature resyncs. Listed last, so it stops first and no
+ * notification reaches a stopped feature.
  */
 import {
   type ApplicationStateNotification,

@@ -3,12 +3,12 @@
  * engine instance's name) → api_cr_mapping → the GitOpsDeployment's key → merge-patch `/status` when it differs.
  * Keys are queued, so a burst of changes collapses into one write of the latest state; the latest state a
  * notification carried is kept per key until a reconcile of that key used it, so a change costs no read. The
- * row is read back only when the payload did not carry it (too large, or moveTenant's), when a reconcile has no
- * carried state (the object changed, a periodic look), and after a lost LISTEN connection (resync forgets
- * every carried state: newer ones may have been missed). The
- * states Argo CD passes through on its way to a settled one are held back by the agent before they reach
- * application_state (cluster-agent's status/on-the-way.ts), so each NOTIFY here is a state to show. Built with the controller builder `for` the GitOpsDeployment cache: a real change
- * of an object wakes it, not a relist, not a delete and not the echo of its own status write
+ * row is read back only when the payload did not carry it (too large, or moveTenant's), when the object itself
+ * changed (someone else's write, an edit), and after a lost LISTEN connection (resync forgets every carried
+ * state: newer ones may have been missed). The states Argo CD passes through on its way to a settled one are
+ * held back by the agent before they reach application_state (cluster-agent's status/on-the-way.ts), so each
+ * NOTIFY here is a state to show. Built with the controller builder `for` the GitOpsDeployment cache: a real
+ * change of an object wakes it, not a relist, not a delete and not the echo of its own status write
  * (`createOwnWrites`).
  * Writes carry the cached resourceVersion: a concurrent ErrorOccurred write makes ours fail with 409 and
  * the queue retries on fresh data, so neither writer loses the other's conditions.
