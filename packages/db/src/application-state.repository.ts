@@ -2,7 +2,7 @@ import { type Kysely, sql, type Transaction } from 'kysely';
 import type { ApplicationStateRow, Database, JsonValue } from './database.ts';
 import { rowBy } from './keyed-rows.ts';
 import { NOTIFICATION_CHANNELS } from './notify.ts';
-import { UUID } from './operation.repository.ts';
+import { jsonObjectOfPayload, UUID } from './operation.repository.ts';
 
 /**
  * The agent's compact projection of an Argo CD Application's status. Written only when it changed; the
@@ -118,15 +118,9 @@ export interface ApplicationStateNotification {
  */
 export function applicationStateOfNotification(payload: string): ApplicationStateNotification | undefined {
   if (UUID.test(payload)) return { applicationId: payload };
-  if (!payload.startsWith('{')) return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(payload);
-  } catch {
-    return undefined;
-  }
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { application_id, state, engine_instance_name } = value as Record<string, unknown>;
+  const value = jsonObjectOfPayload(payload);
+  if (value === undefined) return undefined;
+  const { application_id, state, engine_instance_name } = value;
   if (typeof application_id !== 'string' || !UUID.test(application_id)) return undefined;
   if (state === undefined || typeof engine_instance_name !== 'string')
     return { applicationId: application_id };

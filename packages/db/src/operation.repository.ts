@@ -136,6 +136,17 @@ export async function insertOperations(
 
 export const getOperation = rowBy('operation', 'id');
 
+/** The JSON object a notification payload holds, or undefined when it holds anything else. */
+export function jsonObjectOfPayload(payload: string): Record<string, unknown> | undefined {
+  if (!payload.startsWith('{')) return undefined;
+  try {
+    const value: unknown = JSON.parse(payload);
+    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** A uuid as PostgreSQL prints it (any case). */
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -163,16 +174,9 @@ void everyTimestampColumn;
 
 /** The row a notification payload carries (migration 0007), or undefined when it is not one. */
 function operationRowOfPayload(payload: string): OperationRow | undefined {
-  if (!payload.startsWith('{')) return undefined;
-  let value: unknown;
-  try {
-    value = JSON.parse(payload);
-  } catch {
-    return undefined;
-  }
-  if (typeof value !== 'object' || value === null) return undefined;
-  const row = value as Record<string, unknown>;
+  const row = jsonObjectOfPayload(payload);
   if (
+    row === undefined ||
     typeof row.id !== 'string' ||
     !UUID.test(row.id) ||
     typeof row.engine_instance_id !== 'string' ||
