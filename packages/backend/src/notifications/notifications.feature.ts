@@ -19,7 +19,7 @@ import {
   operationOfNotification,
   sessionDatabaseUrl,
 } from '@gitops/db';
-import type { Feature } from '@gitops/shared';
+import { DEFAULT_START_RETRY_MS, type Feature, retryAtStart } from '@gitops/shared';
 import type {
   BackendContext,
   BackendFeature,
@@ -59,9 +59,14 @@ export function createNotificationFeature(
   return {
     name: 'notifications',
     informers: [],
-    async open() {
-      for (const [key, channel] of Object.entries(await backendChannels(db)))
-        channelOf.set(channel, key as NotificationChannel);
+    async open(signal) {
+      // Read as a start step is (the database may be away a moment, e.g. restarting): not a reason to exit.
+      const own = await retryAtStart("the backend's channel names", () => backendChannels(db), {
+        logger,
+        forMs: DEFAULT_START_RETRY_MS,
+        giveUp: () => signal.aborted,
+      });
+      for (const [key, channel] of Object.entries(own)) channelOf.set(channel, key as NotificationChannel);
       // LISTEN lives on the session: PostgreSQL's own, past a transaction-mode pooler (DATABASE_SESSION_ADDRESS).
       const sessionUrl = sessionDatabaseUrl(config.databaseUrl, config.databaseSessionAddress);
       listener = listen(sessionUrl, [...channelOf.keys()], onNotification, {
