@@ -100,6 +100,37 @@ describe('Kubernetes helpers against the API server', () => {
     assert.equal(await deleteIfExists(kc, ref), false);
   });
 
+  it('deletes only the version looked at: one changed since is refused as a conflict and stays', async () => {
+    const ref = { apiVersion: 'v1', kind: 'ConfigMap', name: 'changed-before-delete', namespace };
+    const apply = (value: string) =>
+      serverSideApply(
+        kc,
+        {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: ref.name, namespace },
+          data: { key: value },
+        },
+        { fieldManager: 'shared-test' },
+      );
+    const seen = await apply('one');
+    const changed = await apply('two');
+    const stale = await deleteIfExists(kc, ref, {
+      uid: seen.metadata.uid,
+      resourceVersion: seen.metadata.resourceVersion,
+    }).catch((err: unknown) => err);
+    assert.ok(isConflict(stale), 'refused as a conflict');
+    assert.deepEqual((await getObject(kc, ref))?.data, { key: 'two' });
+    assert.equal(
+      await deleteIfExists(kc, ref, {
+        uid: changed.metadata.uid,
+        resourceVersion: changed.metadata.resourceVersion,
+      }),
+      true,
+    );
+    assert.equal(await getObject(kc, ref), undefined);
+  });
+
   it('merge-patches only the status subresource', async () => {
     await serverSideApply(
       kc,

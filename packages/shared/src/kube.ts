@@ -317,6 +317,11 @@ export interface DeleteOptions {
   propagationPolicy?: 'Background' | 'Foreground' | 'Orphan';
   /** Delete only this incarnation of the object (a recreated object with the same name has a new uid). */
   uid?: string;
+  /**
+   * Delete only this version of the object: one changed since it was looked at is refused with 409 (isConflict),
+   * so the caller decides again on what it is now.
+   */
+  resourceVersion?: string;
   signal?: AbortSignal;
 }
 
@@ -338,7 +343,10 @@ export async function deleteIfExists(
         apiVersion: 'v1',
         kind: 'DeleteOptions',
         propagationPolicy: options.propagationPolicy,
-        preconditions: options.uid ? { uid: options.uid } : undefined,
+        preconditions:
+          options.uid || options.resourceVersion
+            ? { uid: options.uid, resourceVersion: options.resourceVersion }
+            : undefined,
       },
       signal: options.signal,
     });

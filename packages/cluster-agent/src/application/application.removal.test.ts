@@ -94,16 +94,20 @@ describe('endSyncBeforeDelete', () => {
 
   it('with no sync in the way: not in the way, and its wait forgotten', async () => {
     const syncEnds = recordingWaits();
-    assert.equal(await endSyncBeforeDelete(deps(syncEnds), app(), options), false);
+    const looked = app();
+    assert.deepEqual(await endSyncBeforeDelete(deps(syncEnds), looked, options), {
+      inTheWay: false,
+      app: looked,
+    });
     assert.deepEqual(syncEnds.calls, ['done u1']);
   });
 
   it('a running sync let finish: in the way, its wait started, nothing written', async () => {
     const syncEnds = recordingWaits();
     const running = app({ phase: 'Running' });
-    assert.equal(
+    assert.deepEqual(
       await endSyncBeforeDelete(deps(syncEnds), running, { ...options, letRunningFinish: true }),
-      true,
+      { inTheWay: true },
     );
     assert.deepEqual(syncEnds.calls, ['overdue u1']);
   });

@@ -11,6 +11,7 @@ import {
   deleteIfExists,
   getObject,
   HttpMethod,
+  isConflict,
   isKubeObject,
   type KubeConfig,
   type KubeObject,
@@ -151,7 +152,8 @@ export function syncStepBeforeDelete(
  * An Application is deleted only once no sync of it runs: Argo CD prunes what its cache knows when it
  * deletes an Application, and a resource a running sync has just created may not be in that cache yet (it
  * would be left behind; seen when a GitOpsDeployment was deleted 0.1 s after its creation). A sync that was
- * asked for but not started is withdrawn; a running one is asked to terminate. True while one is in the way.
+ * asked for but not started is withdrawn; a running one is asked to terminate. `inTheWay` while one is; else
+ * the Application as it is now (a withdrawal on giving up is a new version of it, which a delete then names).
  */
 export async function endSyncBeforeDelete(
   deps: Pick<RemovalDeps, 'kc' | 'namespace' | 'syncEnds'>,
@@ -164,7 +166,7 @@ export async function endSyncBeforeDelete(
      */
     letRunningFinish?: boolean;
   },
-): Promise<boolean> {
+): Promise<{ inTheWay: true } | { inTheWay: false; app: KubeObject }> {
   const { name, uid = name, resourceVersion } = app.metadata;
   const step = syncStepBeforeDelete(app, {
     letRunningFinish: options.letRunningFinish,
@@ -181,39 +183,39 @@ export async function endSyncBeforeDelete(
   switch (step) {
     case 'none':
       deps.syncEnds.done(uid);
-      return false;
+      return { inTheWay: false, app };
     case 'give-up':
       // Argo CD does not end it (not running, or stuck): the delete goes ahead rather than wait for ever. Its
       // operation is withdrawn first: Argo CD finalizes no deletion while an Application has one.
       options.logger.warn({ application: name }, 'the sync did not end; deleting the Application anyway');
-      if (hasOperation(app)) await withdrawOperation(deps, app, options);
-      return false;
+      return { inTheWay: false, app: hasOperation(app) ? await withdrawOperation(deps, app, options) : app };
     case 'withdraw':
       await patch({ operation: null });
       options.logger.info({ application: name }, 'sync request withdrawn: the Application goes');
-      return true;
+      return { inTheWay: true };
     case 'terminate':
       await patch({ status: { operationState: { phase: 'Terminating' } } });
       options.logger.info({ application: name }, 'running sync terminated: the Application goes');
-      return true;
+      return { inTheWay: true };
     case 'wait':
-      return true;
+      return { inTheWay: true };
   }
 }
 
-/** Removes the Application's `operation` (a sync asked for or retrying), leaving its status alone. */
+/** Removes the Application's `operation` (a sync asked for or retrying), leaving its status alone; the result. */
 export async function withdrawOperation(
   deps: Pick<RemovalDeps, 'kc' | 'namespace'>,
   app: KubeObject,
   options: StepOptions,
-): Promise<void> {
-  await mergePatch(
+): Promise<KubeObject> {
+  const withdrawn = await mergePatch(
     deps.kc,
     applicationRef(deps.namespace, app.metadata.name),
     { operation: null },
     { fieldManager: FIELD_MANAGER, signal: options.signal },
   );
   options.logger.info({ application: app.metadata.name }, 'operation withdrawn: the Application is deleted');
+  return withdrawn;
 }
 
 /**
@@ -297,13 +299,25 @@ async function removeApplication(
   // Before anything is touched (a sync withdrawn is a change too): is this delete proven and within budget?
   const verdict = await admitDeletion(deps, id, app, options.logger);
   if (!verdict.admitted) return { step: 'held', reason: verdict.message };
-  if (await endSyncBeforeDelete(deps, app, options)) return { step: 'syncing' };
-  const notReady = await destinationNotReady(deps, app, options);
+  const sync = await endSyncBeforeDelete(deps, app, options);
+  if (sync.inTheWay) return { step: 'syncing' };
+  const notReady = await destinationNotReady(deps, sync.app, options);
   if (notReady !== undefined) return { step: 'waiting', reason: notReady };
-  const accepted = await deleteIfExists(deps.kc, applicationRef(deps.namespace, name), {
-    uid,
-    signal: options.signal,
-  });
+  let accepted: boolean;
+  try {
+    // The version looked at above: Argo CD may have started a sync since, or another row's apply taken the
+    // Application over (a GitOpsDeployment deleted while a second backend still created its row); either is
+    // decided again on the Application as it is now (seen in test:chaos seed 922645316: a ConfigMap the sync
+    // created was left behind).
+    accepted = await deleteIfExists(deps.kc, applicationRef(deps.namespace, name), {
+      uid,
+      resourceVersion: sync.app.metadata.resourceVersion,
+      signal: options.signal,
+    });
+  } catch (err) {
+    if (!isConflict(err)) throw err;
+    return { step: 'waiting', reason: `Application ${name} changed since it was looked at; looking again` };
+  }
   options.logger.info({ application: name }, 'Application deleted (its row is gone)');
   return { step: 'deleted', accepted };
 }

@@ -90,7 +90,10 @@ async function releaseApplication(
   const { name, uid, resourceVersion, deletionTimestamp, finalizers = [] } = app.metadata;
   let changed = false;
   if (finalizers.includes(ARGOCD_RESOURCES_FINALIZER)) {
-    if (!deletionTimestamp && (await endSyncBeforeDelete(deps, app, { ...options, letRunningFinish: true })))
+    if (
+      !deletionTimestamp &&
+      (await endSyncBeforeDelete(deps, app, { ...options, letRunningFinish: true })).inTheWay
+    )
       return { syncing: true, changed };
     const kept = finalizers.filter((f) => f !== ARGOCD_RESOURCES_FINALIZER);
     await mergePatch(
