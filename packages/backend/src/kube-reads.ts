@@ -124,6 +124,21 @@ export async function readCurrentObject<T extends KubeObject>(
 }
 
 /**
+ * The uid of the object `namespace/name` of `kind` now, read live (never from a cache): `undefined` when there is
+ * none. The proof that rows of another uid of that name, read before this call, are a gone object's: a uid never
+ * comes back. @throws when the answer is not an object of the kind.
+ */
+export async function readLiveUid<T extends KubeObject>(
+  kc: KubeConfig,
+  kind: ReadableKind<T>,
+  ref: { namespace: string; name: string },
+  signal: AbortSignal,
+): Promise<string | undefined> {
+  const live = await readCurrentObject(kc, { get: () => undefined }, kind, ref, { signal });
+  return live?.metadata.uid;
+}
+
+/**
  * `readCurrentObject` bound to one kind's cache and this backend's shard: what every CR reconciler calls with
  * the key it was given. Another shard's object is `null`: left alone, never taken for gone (the shard rule,
  * `kinds.ts`).

@@ -22,6 +22,8 @@ export interface CrReference {
   name: string;
   namespace: string;
   namespaceUid: string;
+  /** The CR's metadata.generation the row is written from (`cr_generation`, recordCrGeneration). */
+  generation?: number;
 }
 
 function rowColumns(row: MappedRow) {
@@ -62,6 +64,7 @@ function mappingColumns(cr: CrReference, row: MappedRow) {
     cr_name: cr.name,
     cr_namespace: cr.namespace,
     cr_namespace_uid: cr.namespaceUid,
+    cr_generation: cr.generation ?? null,
     ...rowColumns(row),
   };
 }
@@ -111,8 +114,10 @@ async function insertApplicationFromTarget(
       on conflict (name) do nothing
       returning id, cluster_user_id, engine_instance_id, managed_environment_id
     ), mapping as (
-      insert into api_cr_mapping (cr_kind, cr_uid, cr_name, cr_namespace, cr_namespace_uid, application_id)
-      select ${kind}, ${cr.uid}, ${cr.name}, ${cr.namespace}, ${cr.namespaceUid}, a.id from app a
+      insert into api_cr_mapping (cr_kind, cr_uid, cr_name, cr_namespace, cr_namespace_uid, cr_generation,
+                                  application_id)
+      select ${kind}, ${cr.uid}, ${cr.name}, ${cr.namespace}, ${cr.namespaceUid}, ${cr.generation ?? null}::bigint,
+             a.id from app a
       returning id
     ), op as (
       insert into operation (engine_instance_id, resource_type, resource_id, owner_user_id,
@@ -173,7 +178,8 @@ export async function insertApplicationWithMappingAndOperation(
  * - the tenant is placed, under this namespace name, and has its Workspace environment;
  * - the destination is an External environment (`managedEnvironmentId`), or the tenant's instance runs on
  *   `tenantClusterIdentity` (no Workspace credentials are needed to reach the namespace);
- * - the application's name is free.
+ * - the application's name is free;
+ * - the CR's uid is not recorded as deleted (`recordDeletedCrs`: a cache that has not seen its delete).
  * The reads see the statement's snapshot, taken just before the lock is tried: a reconcile of the same name
  * that committed in between is not seen (microseconds; an older incarnation's mapping left that way is
  * removed by the next reconcile of the name or the orphan sweep).
@@ -206,12 +212,51 @@ export async function createApplicationOfNewDeployment(
         and not exists (
           select 1 from api_cr_mapping m
           where m.cr_kind = ${kind} and m.cr_namespace = ${cr.namespace} and m.cr_name = ${cr.name})
+        and not exists (select 1 from deleted_cr d where d.cr_uid = ${cr.uid})
         and (${external}::uuid is not null or t.cluster_identity = ${application.tenantClusterIdentity})
     )`;
   return await insertApplicationFromTarget(db, prelude, application, cr);
 }
 
 export const getApiCrMappingByUid = rowBy('api_cr_mapping', 'cr_uid');
+
+/** How long a deleted CR's uid is remembered (migration 0018): far longer than any cache lags behind. */
+export const DELETED_CR_RETENTION_HOURS = 24;
+
+/**
+ * Records these CRs (by uid) as deleted, in the transaction that deletes their rows with proof that they are
+ * gone: no row is written for them again (`isDeletedCr`, createApplicationOfNewDeployment). Uids recorded more
+ * than DELETED_CR_RETENTION_HOURS ago are forgotten in the same statement.
+ */
+export async function recordDeletedCrs(db: Kysely<Database>, uids: readonly string[]): Promise<void> {
+  if (uids.length === 0) return;
+  await sql`with forgotten as (
+      delete from deleted_cr
+      where deleted_at < now() - make_interval(hours => ${DELETED_CR_RETENTION_HOURS}))
+    insert into deleted_cr (cr_uid) select unnest(${[...uids]}::text[]) on conflict do nothing`.execute(db);
+}
+
+/**
+ * Records that the row of the CR with this uid was written from its `generation` (never lowering what is
+ * recorded): a reconcile holding an older generation (a cache behind an edit) then writes nothing.
+ */
+export async function recordCrGeneration(
+  db: Kysely<Database>,
+  uid: string,
+  generation: number,
+): Promise<void> {
+  await db
+    .updateTable('api_cr_mapping')
+    .set({ cr_generation: sql<number>`greatest(coalesce(cr_generation, 0), ${generation}::bigint)` })
+    .where('cr_uid', '=', uid)
+    .execute();
+}
+
+/** Whether the CR with this uid was recorded as deleted (recordDeletedCrs): a cache holding it is behind. */
+export async function isDeletedCr(db: Kysely<Database>, uid: string): Promise<boolean> {
+  const row = await db.selectFrom('deleted_cr').select('cr_uid').where('cr_uid', '=', uid).executeTakeFirst();
+  return row !== undefined;
+}
 
 /**
  * Mappings of CRs with this kind/namespace/name (several during a delete-recreate), oldest first; optionally

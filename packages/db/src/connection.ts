@@ -9,7 +9,8 @@ const DATE_OID = 1082;
 
 /**
  * `bigint` (e.g. `count(*)`) becomes a JS number; a value outside the safe integer range throws instead of
- * silently losing precision (the schema itself uses no int8 columns). `date` stays a 'YYYY-MM-DD' string,
+ * silently losing precision (the schema's one int8 column is `api_cr_mapping.cr_generation`, a Kubernetes
+ * `metadata.generation`). `date` stays a 'YYYY-MM-DD' string,
  * because turning it into a Date at local midnight shifts it across time zones. `timestamptz` keeps the
  * default (a Date, exact to the millisecond); `numeric` stays a string; `jsonb` is parsed.
  */

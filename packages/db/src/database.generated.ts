@@ -25,6 +25,7 @@ export type Timestamp = ColumnType<Date, Date | string, Date | string>;
 
 export interface ApiCrMapping {
   application_id: string | null;
+  cr_generation: number | null;
   cr_kind: "GitOpsDeployment" | "GitOpsDeploymentSyncRun" | "GitOpsDeploymentManagedEnvironment" | "GitOpsDeploymentRepositoryCredential";
   cr_name: string;
   cr_namespace: string;
@@ -103,6 +104,11 @@ export interface ClusterUser {
   namespace_name: string;
   namespace_uid: string;
   updated_at: Generated<Timestamp>;
+}
+
+export interface DeletedCr {
+  cr_uid: string;
+  deleted_at: Generated<Timestamp>;
 }
 
 export interface EngineInstance {
@@ -214,6 +220,7 @@ export interface DB {
   backend_channel: BackendChannel;
   cluster_credentials: ClusterCredentials;
   cluster_user: ClusterUser;
+  deleted_cr: DeletedCr;
   engine_instance: EngineInstance;
   engine_instance_key: EngineInstanceKey;
   instance_sealed_value: InstanceSealedValue;

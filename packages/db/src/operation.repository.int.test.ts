@@ -9,7 +9,9 @@ import {
   createApplicationOfNewDeployment,
   getApiCrMappingByUid,
   insertApplicationWithMappingAndOperation,
+  isDeletedCr,
   lockCrName,
+  recordDeletedCrs,
 } from './api-cr-mapping.repository.ts';
 import { getApplication } from './application.repository.ts';
 import { deleteClusterUser } from './cluster-user.repository.ts';
@@ -374,6 +376,32 @@ describe('createApplicationOfNewDeployment', () => {
       await createApplicationOfNewDeployment(db, locked, appOf(locked)),
       'once the lock is free it goes',
     );
+  });
+
+  test('a uid recorded as deleted gets nothing (a cache behind its delete); records older than a day are forgotten', async () => {
+    const { user } = await placedTenant(instance);
+    const deleted = crOf(user, 'deleted');
+    await recordDeletedCrs(db, [deleted.uid]);
+    assert.equal(await isDeletedCr(db, deleted.uid), true);
+    assert.equal(await createApplicationOfNewDeployment(db, deleted, appOf(deleted)), undefined);
+    assert.equal(await getApiCrMappingByUid(db, deleted.uid), undefined);
+    const live = crOf(user, 'live');
+    assert.equal(await isDeletedCr(db, live.uid), false);
+    assert.ok(await createApplicationOfNewDeployment(db, live, appOf(live)));
+
+    const old = randomUUID();
+    const recent = randomUUID();
+    await db
+      .insertInto('deleted_cr')
+      .values([
+        { cr_uid: old, deleted_at: sql<Date>`now() - interval '25 hours'` },
+        { cr_uid: recent, deleted_at: sql<Date>`now() - interval '23 hours'` },
+      ])
+      .execute();
+    await recordDeletedCrs(db, [randomUUID(), deleted.uid]);
+    assert.equal(await isDeletedCr(db, old), false, 'a record older than a day is forgotten');
+    assert.equal(await isDeletedCr(db, recent), true);
+    assert.equal(await isDeletedCr(db, deleted.uid), true, 'recording a uid again keeps it');
   });
 });
 

@@ -51,9 +51,13 @@ const enumsFromCheckConstraints: PostprocessFunction = async ({ db, metadata }) 
   return metadata as DatabaseMetadata;
 };
 
-/** kysely-codegen command-line flags, without --url / --out-file. */
+/**
+ * kysely-codegen command-line flags, without --url / --out-file. `int8` is a number, as the connection parses
+ * it (connection.ts, `parseInt8`: one outside the safe integer range throws).
+ */
 export const CODEGEN_FLAGS: readonly string[] = [
   '--dialect=postgres',
+  '--type-mapping={"int8":"number"}',
   '--exclude-pattern=kysely_migration*',
   '--log-level=error',
 ];

@@ -26,6 +26,8 @@ import {
   type ManagedEnvironmentRow,
   mappedCrOf,
   type OperationRow,
+  recordCrGeneration,
+  recordDeletedCrs,
   setWorkspaceCredentials,
   updateApplication,
 } from '@gitops/db';
@@ -41,6 +43,8 @@ export interface DeploymentIdentity {
   namespace: string;
   name: string;
   uid: string;
+  /** The metadata.generation a row is written from (api_cr_mapping.cr_generation); unset: not recorded. */
+  generation?: number;
 }
 
 export interface DeletedApplication {
@@ -69,26 +73,33 @@ export const RELEASE_WAIT_MS = 1_000;
  * delete with an operation owned by the GitOpsDeployment of the mapping. An application being released
  * after a move is deleted only once the release is done (`waitingForRelease`): then its new instance
  * holds it and deletes it with pruning.
+ *
+ * Only mappings whose GitOpsDeployment is proven gone may be passed: the object carries a deletionTimestamp, or a
+ * live read made after the mappings were read found another uid of the name or none (never a cache, which may
+ * be behind). The uids of those deleted are recorded as deleted (`recordDeletedCrs`): a replica whose cache has
+ * not seen the delete yet writes no row for them again.
  */
 export async function deleteMappedApplications(
   trx: Transaction<Database>,
   mappings: readonly ApiCrMappingRow[],
 ): Promise<MappedDeletes> {
   const deleted: DeletedApplication[] = [];
+  const goneUids: string[] = [];
   let waitingForRelease = 0;
   for (const mapping of mappings) {
-    if (mapping.application_id === null) continue;
     // Locked: a move committing meanwhile would otherwise be missed (the row read before it, the delete applied
     // after it, announced to the instance the tenant left, which may already have released the Application
     // without pruning: its resources left to no Argo CD).
-    const application = await lockApplication(trx, mapping.application_id);
-    if (!application) continue;
-    if (application.releasing_engine_instance_id !== null) {
+    const application =
+      mapping.application_id === null ? undefined : await lockApplication(trx, mapping.application_id);
+    if (application?.releasing_engine_instance_id != null) {
       waitingForRelease++;
       continue;
     }
-    // Every caller found the GitOpsDeployment of the mapping gone (a live read found none, or another
-    // incarnation, or it is being deleted): the delete carries the proof that lets the agent prune.
+    // Recorded with the delete of its mapping (not before: a uid recorded as deleted never has a mapping).
+    goneUids.push(mapping.cr_uid);
+    if (!application) continue;
+    // Its GitOpsDeployment is proven gone (above): the delete carries the proof that lets the agent prune.
     await deleteApplication(trx, application.id, { proven: true });
     const owner = mappedCrOf(mapping);
     const operation = await GitOpsDeploymentCr.announce(trx, owner, {
@@ -103,6 +114,7 @@ export async function deleteMappedApplications(
       operationId: operation.id,
     });
   }
+  await recordDeletedCrs(trx, goneUids);
   return { deleted, waitingForRelease };
 }
 
@@ -269,6 +281,8 @@ export async function applyDesiredApplication(
     spec: desired.spec,
   });
   if (!updated) throw new Error(`application ${application.id} vanished inside its transaction`);
+  if (deployment.generation !== undefined)
+    await recordCrGeneration(trx, deployment.uid, deployment.generation);
   const operation = await GitOpsDeploymentCr.announce(trx, deployment, {
     engineInstanceId: updated.engine_instance_id,
     resourceId: updated.id,

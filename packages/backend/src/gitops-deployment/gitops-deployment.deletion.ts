@@ -5,8 +5,14 @@
  * step is a top-level function over the reconciler's `deps` (`GitOpsDeploymentSteps`).
  */
 import { DeploymentEventReason, Finalizer } from '@gitops/api';
-import { getApplication, type OperationRow } from '@gitops/db';
-import { isNotFound, type Logger, mergePatch, type ReconcileResult } from '@gitops/shared';
+import { type ApiCrMappingRow, getApplication, type OperationRow } from '@gitops/db';
+import {
+  isNotFound,
+  type Logger,
+  mergePatch,
+  type ReconcileContext,
+  type ReconcileResult,
+} from '@gitops/shared';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
 import {
@@ -41,19 +47,21 @@ export async function recordDeletes(
 }
 
 /**
- * Deletes every application of the GitOpsDeployment `namespace/name` (under its lock), each announced, and
- * logs each with `why` the GitOpsDeployment lets it go.
+ * Deletes the applications of the GitOpsDeployment `namespace/name` whose mappings are `proven` gone (under
+ * its lock), each announced, and logs each with `why` the GitOpsDeployment lets it go.
  */
 async function deleteApplicationsOf(
   deps: Pick<GitOpsDeploymentSteps, 'db'>,
   namespace: string,
   name: string,
+  proven: (mapping: ApiCrMappingRow) => boolean,
   logger: Logger,
   why: string,
 ) {
   const result = await deps.db.transaction().execute(async (trx) => {
     await GitOpsDeploymentCr.lock(trx, namespace, name);
-    return await deleteMappedApplications(trx, await findDeploymentMappings(trx, namespace, name));
+    const mappings = await findDeploymentMappings(trx, namespace, name);
+    return await deleteMappedApplications(trx, mappings.filter(proven));
   });
   for (const d of result.deleted) {
     logger.info(
@@ -64,14 +72,29 @@ async function deleteApplicationsOf(
   return result;
 }
 
-/** The CR is gone (a live read found none): every application of this name goes, each announced. */
+/**
+ * The CR is gone (a live read found none): the applications of this name go, each announced. Only those whose
+ * mapping was read before a live read that found no object of the name, or another uid: one created for an
+ * incarnation made since is left to that incarnation's reconcile.
+ */
 export async function reconcileGone(
-  deps: Pick<GitOpsDeploymentSteps, 'db'>,
+  deps: Pick<GitOpsDeploymentSteps, 'db' | 'liveUid'>,
   namespace: string,
   name: string,
-  logger: Logger,
+  { logger, signal }: Pick<ReconcileContext, 'logger' | 'signal'>,
 ): Promise<ReconcileResult | undefined> {
-  const { waitingForRelease } = await deleteApplicationsOf(deps, namespace, name, logger, 'is gone');
+  const mappings = await findDeploymentMappings(deps.db, namespace, name);
+  if (mappings.length === 0) return undefined;
+  const liveUid = await deps.liveUid(namespace, name, signal);
+  const gone = new Set(mappings.filter((m) => m.cr_uid !== liveUid).map((m) => m.id));
+  const { waitingForRelease } = await deleteApplicationsOf(
+    deps,
+    namespace,
+    name,
+    (m) => gone.has(m.id),
+    logger,
+    'is gone',
+  );
   return waitingForRelease > 0 ? { requeueAfter: RELEASE_WAIT_MS } : undefined;
 }
 
@@ -112,10 +135,13 @@ export async function reconcileDeleting(
   logger: Logger,
 ): Promise<ReconcileResult | undefined> {
   const { namespace = '', name, uid = '' } = object.metadata;
+  // Its own rows only: the deletionTimestamp proves this uid is going, not that another uid of the name is
+  // (a cache that is behind may still show this one being deleted after the name was created again).
   const { deleted, waitingForRelease } = await deleteApplicationsOf(
     deps,
     namespace,
     name,
+    (m) => m.cr_uid === uid,
     logger,
     'is being deleted',
   );

@@ -154,7 +154,10 @@ describe('rows of earlier incarnations', () => {
     const recorder = {
       event: async (...args: [KubeObject, 'Normal' | 'Warning', string, string]) => void events.push(args),
     };
-    const stale = staleRowsOf({ db: untouchedDb, events: recorder }, deployment({ source }));
+    const stale = staleRowsOf(
+      { db: untouchedDb, events: recorder, liveUid: () => Promise.reject(new Error('read live')) },
+      deployment({ source }),
+    );
     assert.equal(stale.later(), undefined);
     const owner = { namespace: 'jane', name: 'd', uid: 'u-0' };
     await stale.deleted({

@@ -9,11 +9,16 @@
  * `gitops-deployment.conditions.ts` ErrorOccurred and the states it shows.
  */
 import { GitOpsDeploymentMessage } from '@gitops/api';
-import type { ClusterCredentialsInput } from '@gitops/db';
+import { type ApiCrMappingRow, type ClusterCredentialsInput, isDeletedCr } from '@gitops/db';
 import type { Logger, ReconcileContext, ReconcileResult, Reconciler } from '@gitops/shared';
 import type { JsonObject } from '../json.ts';
 import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
-import { currentObjectReader, readTenantNamespace, type TenantNamespace } from '../kube-reads.ts';
+import {
+  currentObjectReader,
+  readLiveUid,
+  readTenantNamespace,
+  type TenantNamespace,
+} from '../kube-reads.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import { PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
 import { type CurrentObjectRead, reconcileCurrentObject } from '../reconcile-current.ts';
@@ -23,6 +28,7 @@ import {
   type ApplyResult,
   applyDesiredApplication,
   createNewApplication,
+  type DeploymentIdentity,
   deleteMappedApplications,
   findDeploymentMappings,
   type MappedDeletes,
@@ -80,6 +86,8 @@ export interface GitOpsDeploymentSteps
   /** `operationRetryMs` or its default. */
   deleteRetryMs: number;
   currentObject: CurrentObjectRead<GitOpsDeploymentObject>;
+  /** The uid of the GitOpsDeployment of this name now, read live (`readLiveUid`): undefined when there is none. */
+  liveUid: (namespace: string, name: string, signal: AbortSignal) => Promise<string | undefined>;
 }
 
 /** Creates the reconcile function of the GitOpsDeployment work queue. */
@@ -90,6 +98,8 @@ export function createGitOpsDeploymentReconciler(options: GitOpsDeploymentReconc
     now: options.now ?? (() => new Date()),
     deleteRetryMs: options.operationRetryMs ?? 60_000,
     currentObject: currentObjectReader(options.kc, informer, GitOpsDeploymentCr, options.selector),
+    liveUid: (namespace, name, signal) =>
+      readLiveUid(options.kc, GitOpsDeploymentCr, { namespace, name }, signal),
   };
   // Another shard's deployment is left alone: its rows are that shard's (kinds.ts).
   return (key, context) =>
@@ -104,28 +114,49 @@ export async function reconcileGitOpsDeployment(
   name: string,
   context: ReconcileContext,
 ): Promise<ReconcileResult | undefined> {
-  if (!object) return await reconcileGone(deps, namespace, name, context.logger);
+  if (!object) return await reconcileGone(deps, namespace, name, context);
   else if (object.metadata.deletionTimestamp) return await reconcileDeleting(deps, object, context.logger);
   else return await reconcileLive(deps, object, context);
 }
 
 /**
- * Rows of earlier incarnations of the deployment (a delete and re-create under the same name): they go in any
- * case; those waiting for a move's release before they can go make the reconcile look again later.
+ * The mappings among `mappings` (read before this call) whose GitOpsDeployment is proven gone by a live read of
+ * the name: all but the one of the uid it finds. A cache is no proof: one that is behind may show an incarnation
+ * the name no longer has, and taking its rows for stale would delete the current one's.
+ */
+export async function provenGone(
+  deps: Pick<GitOpsDeploymentSteps, 'liveUid'>,
+  mappings: readonly ApiCrMappingRow[],
+  { namespace, name }: { namespace: string; name: string },
+  signal: AbortSignal,
+): Promise<{ liveUid: string | undefined; gone: ReadonlySet<string> }> {
+  if (mappings.length === 0) return { liveUid: undefined, gone: new Set() };
+  const liveUid = await deps.liveUid(namespace, name, signal);
+  return { liveUid, gone: new Set(mappings.filter((m) => m.cr_uid !== liveUid).map((m) => m.id)) };
+}
+
+/**
+ * Rows of earlier incarnations of the deployment (a delete and re-create under the same name): they go once a
+ * live read proves them gone (`provenGone`); those waiting for a move's release before they can go make the
+ * reconcile look again later.
  */
 export function staleRowsOf(
-  deps: Pick<GitOpsDeploymentSteps, 'db' | 'events'>,
+  deps: Pick<GitOpsDeploymentSteps, 'db' | 'events' | 'liveUid'>,
   object: GitOpsDeploymentObject,
 ) {
   const { namespace = '', name, uid = '' } = object.metadata;
   let waiting = 0;
   return {
-    async deleteNow() {
+    async deleteNow(signal: AbortSignal) {
+      const others = await findDeploymentMappings(deps.db, namespace, name, { exceptUid: uid });
+      const { gone } = await provenGone(deps, others, { namespace, name }, signal);
+      if (gone.size === 0) return;
       const { deleted, waitingForRelease } = await deps.db.transaction().execute(async (trx) => {
         await GitOpsDeploymentCr.lock(trx, namespace, name);
+        const mappings = await findDeploymentMappings(trx, namespace, name, { exceptUid: uid });
         return await deleteMappedApplications(
           trx,
-          await findDeploymentMappings(trx, namespace, name, { exceptUid: uid }),
+          mappings.filter((m) => gone.has(m.id)),
         );
       });
       waiting += waitingForRelease;
@@ -175,30 +206,54 @@ export async function desiredOf(
 
 /** What the locked transaction writes: the deployment, its tenant, the desired application. */
 export interface ApplyInput {
-  deployment: { namespace: string; name: string; uid: string };
+  deployment: DeploymentIdentity;
   tenant: TenantNamespace;
   spec: JsonObject;
   managedEnvironmentId: string | undefined;
   workspaceCredentials?: ClusterCredentialsInput;
 }
 
+/** The object a reconcile holds is not its name's current one (its cache is behind): nothing was written. */
+export interface CacheBehind {
+  behind: string;
+}
+
+/** Whether `generation` (of the object a reconcile holds) is older than the one its row was written from. */
+function isOlderGeneration(generation: number | undefined, written: number | null | undefined): boolean {
+  return generation !== undefined && written != null && generation < written;
+}
+
+/** What the locked transaction did, or why it wrote nothing (applyLocked). */
+type Locked = { stale: MappedDeletes; result: ApplyResult } | CacheBehind | { unproven: ApiCrMappingRow[] };
+
 /**
  * The locked transaction: the name's lock, its mappings, the rows of earlier incarnations deleted, the
  * application created or updated with its operation. A refused placement or a tenant that needs workspace
- * credentials first is the answer, not an error.
+ * credentials first is the answer, not an error; so are, with nothing written, a deployment recorded as deleted
+ * (`CacheBehind`), an object of an older generation than its row was written from (the same), and mappings of
+ * other incarnations not in `othersGone` (`unproven`: provenGone decides).
  */
-function applyLocked(deps: Pick<GitOpsDeploymentSteps, 'db' | 'tenantClusterIdentity'>, input: ApplyInput) {
+function applyLocked(
+  deps: Pick<GitOpsDeploymentSteps, 'db' | 'tenantClusterIdentity'>,
+  input: ApplyInput,
+  othersGone: ReadonlySet<string>,
+) {
   const { deployment, tenant, workspaceCredentials } = input;
   const { namespace, name, uid } = deployment;
   return deps.db
     .transaction()
-    .execute(async (trx) => {
+    .execute(async (trx): Promise<Locked> => {
       await GitOpsDeploymentCr.lock(trx, namespace, name);
       const mappings = await findDeploymentMappings(trx, namespace, name);
-      const stale = await deleteMappedApplications(
-        trx,
-        mappings.filter((m) => m.cr_uid !== uid),
-      );
+      const own = mappings.find((m) => m.cr_uid === uid);
+      // Its own mapping proves it is not recorded as deleted (the record replaces the mapping): only a create asks.
+      if (!own && (await isDeletedCr(trx, uid))) return { behind: 'it was deleted' };
+      if (isOlderGeneration(deployment.generation, own?.cr_generation))
+        return { behind: `its row was written from a newer generation (${own?.cr_generation})` };
+      const others = mappings.filter((m) => m.cr_uid !== uid);
+      const unproven = others.filter((m) => !othersGone.has(m.id));
+      if (unproven.length > 0) return { unproven };
+      const stale = await deleteMappedApplications(trx, others);
       const result = await applyDesiredApplication(
         trx,
         {
@@ -220,23 +275,41 @@ function applyLocked(deps: Pick<GitOpsDeploymentSteps, 'db' | 'tenantClusterIden
     });
 }
 
+/** How many times the locked transaction finds mappings of other incarnations to prove gone before it fails. */
+const PROOF_ROUNDS = 3;
+
 /**
- * The locked transaction; when the tenant's instance runs on another cluster, credentials for its namespace
- * first (API calls, so outside the transaction), then the same transaction again with them.
+ * The locked transaction. Mappings of other incarnations it found are proven gone first by a live read (API
+ * calls, so outside the transaction; `provenGone`): when that read finds another uid than the object's, the
+ * object is not the current one (`CacheBehind`). When the tenant's instance runs on another cluster,
+ * credentials for its namespace first, then the same transaction again with them.
  */
 async function applyWithWorkspaceAccess(
-  deps: Pick<GitOpsDeploymentSteps, 'db' | 'tenantClusterIdentity' | 'workspaceAccess'>,
+  deps: Pick<GitOpsDeploymentSteps, 'db' | 'tenantClusterIdentity' | 'workspaceAccess' | 'liveUid'>,
   input: ApplyInput,
   { logger, signal }: ReconcileContext,
 ) {
-  const applied = await applyLocked(deps, input);
-  if (!(applied instanceof WorkspaceAccessNeededError)) return applied;
-  if (!deps.workspaceAccess) throw applied;
-  logger.info({ engineInstance: applied.instance }, 'provisioning workspace access for another cluster');
-  const workspaceCredentials = await deps.workspaceAccess.provision(input.deployment.namespace, signal);
-  const again = await applyLocked(deps, { ...input, workspaceCredentials });
-  if (again instanceof WorkspaceAccessNeededError) throw again;
-  return again;
+  const othersGone = new Set<string>();
+  let workspaceCredentials: ClusterCredentialsInput | undefined;
+  for (let round = 0; ; round++) {
+    const applied = await applyLocked(
+      deps,
+      workspaceCredentials ? { ...input, workspaceCredentials } : input,
+      othersGone,
+    );
+    if (applied instanceof WorkspaceAccessNeededError) {
+      if (!deps.workspaceAccess || workspaceCredentials) throw applied;
+      logger.info({ engineInstance: applied.instance }, 'provisioning workspace access for another cluster');
+      workspaceCredentials = await deps.workspaceAccess.provision(input.deployment.namespace, signal);
+    } else if ('unproven' in applied) {
+      if (round >= PROOF_ROUNDS)
+        throw new Error('other incarnations of the GitOpsDeployment kept appearing while it was written');
+      const { liveUid, gone } = await provenGone(deps, applied.unproven, input.deployment, signal);
+      if (liveUid !== input.deployment.uid)
+        return { behind: 'the name holds another incarnation now' } satisfies CacheBehind;
+      for (const id of gone) othersGone.add(id);
+    } else return applied;
+  }
 }
 
 /**
@@ -259,11 +332,12 @@ export async function reconcileLive(
 ): Promise<ReconcileResult | undefined> {
   const { logger, signal } = context;
   const { namespace = '', name, uid = '' } = object.metadata;
-  const deployment = { namespace, name, uid };
+  const { generation } = object.metadata;
+  const deployment = { namespace, name, uid, ...(generation === undefined ? {} : { generation }) };
   const stale = staleRowsOf(deps, object);
   const desired = await desiredOf(deps, object, logger);
   if (!desired.ok) {
-    await stale.deleteNow();
+    await stale.deleteNow(signal);
     await writeErrorOccurred(deps, object, { status: 'error', message: desired.message }, logger);
     return stale.later();
   }
@@ -312,6 +386,14 @@ export async function reconcileLive(
         },
         context,
       );
+  if ('behind' in applied) {
+    // Its delete or the name's next incarnation is on its way to this replica's cache: that event reconciles.
+    logger.info(
+      { why: applied.behind },
+      'GitOpsDeployment not written: this replica has not seen its change yet',
+    );
+    return;
+  }
   if (applied instanceof PlacementRefusedError) {
     logger.warn({ refusal: applied.refusal }, 'the tenant has no engine instance');
     await writeErrorOccurred(deps, object, { status: 'error', message: applied.message }, logger);
