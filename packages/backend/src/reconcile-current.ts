@@ -2,8 +2,11 @@
  * The frame of a GitOpsDeployment's and a SyncRun's reconcile (the kinds whose ErrorOccurred the backend
  * owns, `error-occurred.ts`): the key's object read live, the kind's step, and a failure of the step said in
  * the object's ErrorOccurred (`reportUnknownError`) before the work queue gets it. `readCurrent`, the key's
- * object read live, is the part the ManagedEnvironment and RepositoryCredential reconciles use too.
+ * object read live, is the part the ManagedEnvironment and RepositoryCredential reconciles use too; `provenGone`,
+ * which rows of other incarnations of a name a live read proves gone, the part a GitOpsDeployment's and a
+ * SyncRun's share.
  */
+import type { ApiCrMappingRow } from '@gitops/db';
 import type { KubeObject, Logger, ReconcileContext, ReconcileResult } from '@gitops/shared';
 import { splitObjectKey } from '@gitops/shared';
 import { type ErrorState, reportUnknownError } from './error-occurred.ts';
@@ -14,6 +17,29 @@ export type CurrentObjectRead<T> = (
   name: string,
   signal: AbortSignal,
 ) => Promise<T | undefined | null>;
+
+/** The uid of the object `namespace/name` of one kind now, read live (`readLiveUid`): undefined when none. */
+export type LiveUidRead = (
+  namespace: string,
+  name: string,
+  signal: AbortSignal,
+) => Promise<string | undefined>;
+
+/**
+ * The mappings among `mappings` (read before this call) whose CR is proven gone by a live read of the name: all
+ * but the one of the uid it finds (`liveUid`). A cache is no proof: one that is behind may show an incarnation
+ * the name no longer has, and taking another's rows for stale would delete or end the current one's.
+ */
+export async function provenGone(
+  deps: { liveUid: LiveUidRead },
+  mappings: readonly ApiCrMappingRow[],
+  { namespace, name }: { namespace: string; name: string },
+  signal: AbortSignal,
+): Promise<{ liveUid: string | undefined; gone: ReadonlySet<string> }> {
+  if (mappings.length === 0) return { liveUid: undefined, gone: new Set() };
+  const liveUid = await deps.liveUid(namespace, name, signal);
+  return { liveUid, gone: new Set(mappings.filter((m) => m.cr_uid !== liveUid).map((m) => m.id)) };
+}
 
 /**
  * The object of `key` read live (undefined: gone), or null when there is nothing to reconcile: a

@@ -15,6 +15,7 @@ import {
 } from '@gitops/shared';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
+import { provenGone } from '../reconcile-current.ts';
 import {
   applicationOperationsOutcome,
   type DeletedApplication,
@@ -85,8 +86,7 @@ export async function reconcileGone(
 ): Promise<ReconcileResult | undefined> {
   const mappings = await findDeploymentMappings(deps.db, namespace, name);
   if (mappings.length === 0) return undefined;
-  const liveUid = await deps.liveUid(namespace, name, signal);
-  const gone = new Set(mappings.filter((m) => m.cr_uid !== liveUid).map((m) => m.id));
+  const { gone } = await provenGone(deps, mappings, { namespace, name }, signal);
   const { waitingForRelease } = await deleteApplicationsOf(
     deps,
     namespace,

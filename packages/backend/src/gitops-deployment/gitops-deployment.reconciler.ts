@@ -21,7 +21,12 @@ import {
 } from '../kube-reads.ts';
 import type { EnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import { PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
-import { type CurrentObjectRead, reconcileCurrentObject } from '../reconcile-current.ts';
+import {
+  type CurrentObjectRead,
+  type LiveUidRead,
+  provenGone,
+  reconcileCurrentObject,
+} from '../reconcile-current.ts';
 import type { CrReconcilerOptions } from '../reconciler-options.ts';
 import { type WorkspaceAccess, WorkspaceAccessNeededError } from '../workspace-access/workspace-access.ts';
 import {
@@ -87,7 +92,7 @@ export interface GitOpsDeploymentSteps
   deleteRetryMs: number;
   currentObject: CurrentObjectRead<GitOpsDeploymentObject>;
   /** The uid of the GitOpsDeployment of this name now, read live (`readLiveUid`): undefined when there is none. */
-  liveUid: (namespace: string, name: string, signal: AbortSignal) => Promise<string | undefined>;
+  liveUid: LiveUidRead;
 }
 
 /** Creates the reconcile function of the GitOpsDeployment work queue. */
@@ -117,22 +122,6 @@ export async function reconcileGitOpsDeployment(
   if (!object) return await reconcileGone(deps, namespace, name, context);
   else if (object.metadata.deletionTimestamp) return await reconcileDeleting(deps, object, context.logger);
   else return await reconcileLive(deps, object, context);
-}
-
-/**
- * The mappings among `mappings` (read before this call) whose GitOpsDeployment is proven gone by a live read of
- * the name: all but the one of the uid it finds. A cache is no proof: one that is behind may show an incarnation
- * the name no longer has, and taking its rows for stale would delete the current one's.
- */
-export async function provenGone(
-  deps: Pick<GitOpsDeploymentSteps, 'liveUid'>,
-  mappings: readonly ApiCrMappingRow[],
-  { namespace, name }: { namespace: string; name: string },
-  signal: AbortSignal,
-): Promise<{ liveUid: string | undefined; gone: ReadonlySet<string> }> {
-  if (mappings.length === 0) return { liveUid: undefined, gone: new Set() };
-  const liveUid = await deps.liveUid(namespace, name, signal);
-  return { liveUid, gone: new Set(mappings.filter((m) => m.cr_uid !== liveUid).map((m) => m.id)) };
 }
 
 /**

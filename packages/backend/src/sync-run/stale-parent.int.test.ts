@@ -55,6 +55,7 @@ async function given(liveUid: (cachedUid: string) => string) {
     follow: () => {},
     namespaceUid: async () => clusterUser.namespace_uid,
     liveDeploymentUid: async () => liveUid(cached.metadata.uid!),
+    liveUid: async () => syncRun.metadata.uid,
   } as unknown as SyncRunSteps;
   /**
    * One reconcile. The status write that follows a requested sync needs an API server this test has none of:

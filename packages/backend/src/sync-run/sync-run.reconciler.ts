@@ -12,15 +12,8 @@
  * objects: this file the request path, `sync-run.conditions.ts` the status it writes.
  */
 import { GitOpsDeploymentType, SyncRunEventReason, SyncRunMessage } from '@gitops/api';
-import { getApplication } from '@gitops/db';
-import {
-  getObject,
-  type Informer,
-  type Logger,
-  type ReconcileContext,
-  type ReconcileResult,
-  type Reconciler,
-} from '@gitops/shared';
+import { type ApiCrMappingRow, findApiCrMappingsByName, getApplication } from '@gitops/db';
+import type { Informer, Logger, ReconcileContext, ReconcileResult, Reconciler } from '@gitops/shared';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
 import {
   desiredApplicationSpec,
@@ -29,8 +22,13 @@ import {
 } from '../gitops-deployment/desired-application.ts';
 import { jsonEqual } from '../json.ts';
 import { GitOpsDeploymentCr, type GitOpsDeploymentObject, SyncRunCr, type SyncRunObject } from '../kinds.ts';
-import { currentObjectReader, readNamespaceUid } from '../kube-reads.ts';
-import { type CurrentObjectRead, reconcileCurrentObject } from '../reconcile-current.ts';
+import { currentObjectReader, readLiveUid, readNamespaceUid } from '../kube-reads.ts';
+import {
+  type CurrentObjectRead,
+  type LiveUidRead,
+  provenGone,
+  reconcileCurrentObject,
+} from '../reconcile-current.ts';
 import type { CrReconcilerOptions } from '../reconciler-options.ts';
 import { reportRequested, writeCondition } from './sync-run.conditions.ts';
 import {
@@ -78,7 +76,9 @@ export interface SyncRunSteps extends Pick<SyncRunReconcilerOptions, 'db' | 'kc'
   currentObject: CurrentObjectRead<SyncRunObject>;
   namespaceUid: (namespace: string, signal: AbortSignal) => Promise<string>;
   /** The uid of the GitOpsDeployment `namespace/name` the API server holds now (undefined: none). */
-  liveDeploymentUid: (namespace: string, name: string, signal: AbortSignal) => Promise<string | undefined>;
+  liveDeploymentUid: LiveUidRead;
+  /** The uid of the SyncRun `namespace/name` the API server holds now (undefined: none). */
+  liveUid: LiveUidRead;
 }
 
 export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reconciler {
@@ -94,9 +94,9 @@ export function createSyncRunReconciler(options: SyncRunReconcilerOptions): Reco
     follow: options.follow ?? (() => {}),
     currentObject: currentObjectReader(kc, informer, SyncRunCr, options.selector),
     namespaceUid: (namespace, signal) => readNamespaceUid(kc, namespace, signal),
-    liveDeploymentUid: async (namespace, name, signal) =>
-      (await getObject(kc, GitOpsDeploymentCr.ref({ metadata: { namespace, name } }), { signal }))?.metadata
-        .uid,
+    liveDeploymentUid: (namespace, name, signal) =>
+      readLiveUid(kc, GitOpsDeploymentCr, { namespace, name }, signal),
+    liveUid: (namespace, name, signal) => readLiveUid(kc, SyncRunCr, { namespace, name }, signal),
   };
   // Another shard's object is left alone (the shard rule, kinds.ts).
   return (key, context) => reconcileCurrentObject(deps, key, context, reconcileSyncRun, writeCondition);
@@ -171,9 +171,12 @@ export async function reconcileSyncRun(
   name: string,
   context: ReconcileContext,
 ): Promise<ReconcileResult | undefined> {
-  if (!object || object.metadata.deletionTimestamp)
-    await reconcileGone(deps, namespace, name, context.logger);
-  else return await reconcileLive(deps, object, context);
+  if (!object) await reconcileGone(deps, namespace, name, context);
+  else if (object.metadata.deletionTimestamp) {
+    // Its own syncs only: the deletionTimestamp proves this uid is going, not that another of the name is.
+    deps.follow(`${namespace}/${name}`, undefined);
+    await releaseSyncs(deps, namespace, name, (m) => m.cr_uid === object.metadata.uid, context.logger);
+  } else return await reconcileLive(deps, object, context);
   return undefined;
 }
 
@@ -186,25 +189,42 @@ function releasedMessage(action: GoneSyncRunAction): string {
       : 'waiting for the agent to terminate the sync';
 }
 
-/**
- * The SyncRun `namespace/name` is gone (or, with `exceptUid`, its earlier incarnations are): its running
- * syncs terminate, finished ones lose their rows.
- */
-export async function reconcileGone(
-  deps: Pick<SyncRunSteps, 'db' | 'follow'>,
+/** The syncs of the incarnations of SyncRun `namespace/name` whose mappings are `proven` gone, released and logged. */
+async function releaseSyncs(
+  deps: Pick<SyncRunSteps, 'db'>,
   namespace: string,
   name: string,
+  proven: (mapping: ApiCrMappingRow) => boolean,
   logger: Logger,
-  exceptUid?: string,
 ) {
-  if (exceptUid === undefined) deps.follow(`${namespace}/${name}`, undefined);
-  const released = await releaseGoneSyncRuns(deps.db, namespace, name, exceptUid);
+  const released = await releaseGoneSyncRuns(deps.db, namespace, name, proven);
   for (const r of released) {
     logger.info(
       { syncOperation: r.syncOperationId, operation: r.operationId, action: r.action },
       releasedMessage(r.action),
     );
   }
+}
+
+/** The SyncRuns of name `namespace/name`, but incarnation `exceptUid`. */
+const syncRunMappings = (db: SyncRunSteps['db'], namespace: string, name: string, exceptUid?: string) =>
+  findApiCrMappingsByName(db, { kind: SyncRunCr.kind, namespace, name }, exceptUid ? { exceptUid } : {});
+
+/**
+ * The SyncRun `namespace/name` is gone (a live read found none): the syncs of the incarnations a live read made
+ * after their mappings were read proves gone (all but one made since) are released: running ones terminate,
+ * finished ones lose their rows.
+ */
+export async function reconcileGone(
+  deps: Pick<SyncRunSteps, 'db' | 'follow' | 'liveUid'>,
+  namespace: string,
+  name: string,
+  { logger, signal }: Pick<ReconcileContext, 'logger' | 'signal'>,
+) {
+  deps.follow(`${namespace}/${name}`, undefined);
+  const mappings = await syncRunMappings(deps.db, namespace, name);
+  const { gone } = await provenGone(deps, mappings, { namespace, name }, signal);
+  if (gone.size > 0) await releaseSyncs(deps, namespace, name, (m) => gone.has(m.id), logger);
 }
 
 /**
@@ -284,8 +304,16 @@ export async function reconcileLive(
 ): Promise<ReconcileResult | undefined> {
   const { logger, signal } = context;
   const { namespace = '', name, uid = '' } = object.metadata;
-  // Earlier incarnations with the same name (delete-recreate) are handled like deleted ones.
-  await reconcileGone(deps, namespace, name, logger, uid);
+  // Earlier incarnations with the same name (delete-recreate) are handled like deleted ones, once a live read
+  // proves them gone. When it finds another uid than this one, this replica's cache is behind: the event that
+  // brings it up to date reconciles.
+  const others = await syncRunMappings(deps.db, namespace, name, uid);
+  const { liveUid, gone } = await provenGone(deps, others, { namespace, name }, signal);
+  if (others.length > 0 && liveUid !== uid) {
+    logger.info('SyncRun not reconciled: this replica has not seen its change yet');
+    return;
+  }
+  if (gone.size > 0) await releaseSyncs(deps, namespace, name, (m) => gone.has(m.id), logger);
 
   const parsed = parseSyncRunSpec(object.spec);
   const existing = await syncOperationOf(deps.db, uid);
@@ -329,6 +357,13 @@ export async function reconcileLive(
   if ((await deps.liveDeploymentUid(namespace, parent.metadata.name, signal)) !== parent.metadata.uid) {
     logger.debug('the cached parent GitOpsDeployment is not the one the API server holds now');
     return { requeueAfter: PARENT_ROW_RETRY_MS };
+  }
+  // Nor the SyncRun itself, when its delete has not reached this replica's cache: one deleted after its sync
+  // ended would get another. Its own delete or re-create event reconciles.
+  const live = others.length > 0 ? liveUid : await deps.liveUid(namespace, name, signal);
+  if (live !== uid) {
+    logger.info('sync not requested: the SyncRun is gone or another one of its name now');
+    return undefined;
   }
   const tenantNamespaceUid = found.mapping?.cr_namespace_uid ?? (await deps.namespaceUid(namespace, signal));
   const result = await requestSync(deps.db, {

@@ -4,6 +4,7 @@
  * sync still runs, desired_state Terminated + an operation). Repositories come from @gitops/db.
  */
 import {
+  type ApiCrMappingRow,
   type ApplicationRow,
   type Database,
   deleteSyncOperation,
@@ -144,15 +145,16 @@ export async function terminateSync(
 export type GoneSyncRunAction = 'terminating' | 'waiting-for-termination' | 'deleted';
 
 /**
- * SyncRun incarnations that no longer exist (deleted, or replaced by one with the same name and another
- * uid): a sync that still runs is terminated (desired_state Terminated + operation, once); a finished one
- * (or one whose Application is gone) only loses its rows — nothing happens in Argo CD.
+ * SyncRun incarnations of `namespace/name` whose mappings are `proven` gone (deleted, or replaced by one with
+ * the same name and another uid; the caller holds the proof: a deletionTimestamp, or a live read made after it
+ * read the mappings): a sync that still runs is terminated (desired_state Terminated + operation, once); a
+ * finished one (or one whose Application is gone) only loses its rows — nothing happens in Argo CD.
  */
 export async function releaseGoneSyncRuns(
   db: Kysely<Database>,
   namespace: string,
   name: string,
-  exceptUid?: string,
+  proven: (mapping: ApiCrMappingRow) => boolean,
 ): Promise<{ syncOperationId: string; action: GoneSyncRunAction; operationId?: string }[]> {
   return await db.transaction().execute(async (trx) => {
     await SyncRunCr.lock(trx, namespace, name);
@@ -160,7 +162,7 @@ export async function releaseGoneSyncRuns(
     const results: { syncOperationId: string; action: GoneSyncRunAction; operationId?: string }[] = [];
     const gone: { row: SyncOperationRow; uid: string }[] = [];
     for (const mapping of mappings) {
-      if (mapping.cr_uid === exceptUid || !mapping.sync_operation_id) continue;
+      if (!proven(mapping) || !mapping.sync_operation_id) continue;
       const row = await getSyncOperation(trx, mapping.sync_operation_id);
       if (row) gone.push({ row, uid: mapping.cr_uid });
     }
