@@ -14,6 +14,7 @@ import { describe, test } from 'vitest';
 import type { Backend } from '../app.ts';
 import { BACKEND_SHARD_LABEL } from '../config.ts';
 import { useStartedBackend } from '../testing/backend-fixture.ts';
+import { syncOperationOf } from './sync-run.store.ts';
 
 const MANUAL = {
   source: { repoURL: 'https://github.com/example/repo', path: 'dev', targetRevision: 'main' },
@@ -40,18 +41,8 @@ describe('a backend replica whose SyncRun cache is behind', () => {
       (await getPathIfExists(f.kc, runsPath(name))) ? undefined : true,
     );
   };
-  const syncRowsOf = (uid: string) =>
-    f.db
-      .selectFrom('api_cr_mapping')
-      .innerJoin('sync_operation', 'sync_operation.id', 'api_cr_mapping.sync_operation_id')
-      .selectAll('sync_operation')
-      .where('api_cr_mapping.cr_uid', '=', uid)
-      .execute();
-  const syncRowOf = async (run: KubeObject) =>
-    (await eventually(
-      `the sync row of ${run.metadata.name}`,
-      async () => (await syncRowsOf(run.metadata.uid!))[0],
-    ))!;
+  const syncRowOf = (run: KubeObject) =>
+    eventually(`the sync row of ${run.metadata.name}`, () => syncOperationOf(f.db, run.metadata.uid!));
   const operationsOwnedBy = (uid: string) =>
     f.db.selectFrom('operation').select('id').where('owner_uid', '=', uid).execute();
 
@@ -84,7 +75,11 @@ describe('a backend replica whose SyncRun cache is behind', () => {
     const announced = await operationsOwnedBy(second.metadata.uid!);
 
     await reconcileEverything(b);
-    assert.deepEqual(await syncRowsOf(second.metadata.uid!), [running], "B ended the current SyncRun's sync");
+    assert.deepEqual(
+      await syncOperationOf(f.db, second.metadata.uid!),
+      running,
+      "B ended the current SyncRun's sync",
+    );
     assert.equal(running.desired_state, 'Running');
     assert.deepEqual(await operationsOwnedBy(second.metadata.uid!), announced, 'B announced a change of it');
   });
@@ -103,6 +98,10 @@ describe('a backend replica whose SyncRun cache is behind', () => {
     );
 
     await reconcileEverything(b);
-    assert.deepEqual(await syncRowsOf(run.metadata.uid!), [], 'B requested a sync for a deleted SyncRun');
+    assert.equal(
+      await syncOperationOf(f.db, run.metadata.uid!),
+      undefined,
+      'B requested a sync for a deleted SyncRun',
+    );
   });
 });
