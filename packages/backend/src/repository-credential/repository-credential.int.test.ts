@@ -241,4 +241,39 @@ describe('RepositoryCredential reconciler', () => {
       ],
     );
   });
+  test("a replica whose cache still shows an earlier RepositoryCredential of the name leaves the current one's row alone", async () => {
+    await git.createRepository('again', { username: 'joe', password: PASSWORD });
+    await createCredentialsSecret('again-creds', { username: 'joe', password: PASSWORD });
+    const first = await createCredential('again', { repository: git.url('again'), secret: 'again-creds' });
+    const firstRow = await rowOfCr(first.metadata.uid!);
+    // Replica B holds the first incarnation; its watch then stops, so nothing newer reaches it.
+    const b = await f.startBackend();
+    await eventually('replica B caches it', () =>
+      b.repositoryCredentials.informer.get(tenant.name, 'again') ? true : undefined,
+    );
+    await b.repositoryCredentials.informer.stop();
+    await b.repositoryCredentials.queue.whenIdle();
+    await kubeRequest(f.kc, { method: HttpMethod.DELETE, path: crPath('again') });
+    await eventually('the first row deleted', async () =>
+      (await f.db
+        .selectFrom('repository_credentials')
+        .select('id')
+        .where('id', '=', firstRow.id)
+        .executeTakeFirst())
+        ? undefined
+        : true,
+    );
+    const second = await createCredential('again', { repository: git.url('again'), secret: 'again-creds' });
+    const secondRow = await rowOfCr(second.metadata.uid!);
+
+    b.repositoryCredentials.enqueueAll();
+    await b.repositoryCredentials.queue.whenIdle();
+    await f.stopBackend(b);
+    const left = await f.db
+      .selectFrom('repository_credentials')
+      .selectAll()
+      .where('id', '=', secondRow.id)
+      .executeTakeFirst();
+    assert.deepEqual(left, secondRow, "B deleted the current RepositoryCredential's row");
+  });
 });

@@ -14,7 +14,7 @@
  * is in repository-credential.secret.ts.
  */
 import { RepositoryCredentialEventReason } from '@gitops/api';
-import type { OperationRow, RepositoryType } from '@gitops/db';
+import type { ApiCrMappingRow, OperationRow, RepositoryType } from '@gitops/db';
 import {
   isConflict,
   type KubeCondition,
@@ -25,10 +25,10 @@ import {
 } from '@gitops/shared';
 import { jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr, type RepositoryCredentialObject } from '../kinds.ts';
-import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
+import { currentObjectReader, readLiveUid, readTenantNamespace } from '../kube-reads.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
 import { orPlacementRefused, PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
-import { readCurrent } from '../reconcile-current.ts';
+import { type LiveUidRead, provenGone, readCurrent } from '../reconcile-current.ts';
 import type { CredentialsReconcilerOptions } from '../reconciler-options.ts';
 import { checkChartRepository } from './chart-repository-check.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
@@ -76,6 +76,8 @@ export interface RepositoryCredentialSteps
   now: () => Date;
   validate: NonNullable<RepositoryCredentialReconcilerOptions['validate']>;
   memo: ValidationMemo;
+  /** The uid of the RepositoryCredential `namespace/name` the API server holds now (undefined: none). */
+  liveUid: LiveUidRead;
 }
 
 /** Validation through the memo: returns the outcome and when to look again. */
@@ -166,20 +168,38 @@ async function announceDeletes(
   }
 }
 
-/** Deletes every row of this name, or only those of other incarnations with `exceptUid`. */
+/**
+ * Deletes the rows of this name whose mappings are `proven` gone (or, for the CR's own rows, unusable): a
+ * deletionTimestamp or a live read made after the mappings were read is the proof (`provenGone`), never a cache.
+ */
 async function deleteRows(
   deps: Pick<RepositoryCredentialSteps, 'db'>,
   namespace: string,
   name: string,
-  exceptUid?: string,
+  proven: (mapping: ApiCrMappingRow) => boolean,
 ): Promise<OperationRow[]> {
   return await deps.db.transaction().execute(async (trx) => {
     await RepositoryCredentialCr.lock(trx, namespace, name);
-    return await deleteMappedRepositoryCredentials(
-      trx,
-      await findRepositoryCredentialMappings(trx, namespace, name, { exceptUid }),
-    );
+    const mappings = await findRepositoryCredentialMappings(trx, namespace, name);
+    return await deleteMappedRepositoryCredentials(trx, mappings.filter(proven));
   });
+}
+
+/** The rows of the incarnations of `namespace/name` but `exceptUid` that a live read proves gone. */
+async function provenGoneRows(
+  deps: Pick<RepositoryCredentialSteps, 'db' | 'liveUid'>,
+  namespace: string,
+  name: string,
+  signal: AbortSignal,
+  exceptUid?: string,
+) {
+  const mappings = await findRepositoryCredentialMappings(
+    deps.db,
+    namespace,
+    name,
+    exceptUid ? { exceptUid } : {},
+  );
+  return { mappings, ...(await provenGone(deps, mappings, { namespace, name }, signal)) };
 }
 
 /**
@@ -259,9 +279,9 @@ async function unusable(
   outcome: RepositoryCredentialOutcome,
   logger: Logger,
 ) {
-  const { namespace = '', name } = object.metadata;
+  const { namespace = '', name, uid } = object.metadata;
   deps.memo.forget(key);
-  await announceDeletes(deps, object, await deleteRows(deps, namespace, name));
+  await announceDeletes(deps, object, await deleteRows(deps, namespace, name, (m) => m.cr_uid === uid));
   await writeConditions(deps, object, outcome, logger);
 }
 
@@ -275,7 +295,19 @@ export async function reconcileLive(
 ): Promise<ReconcileResult | undefined> {
   const { namespace = '', name, uid = '' } = object.metadata;
   const spec = parseRepositoryCredentialSpec(object.spec);
-  await announceDeletes(deps, object, await deleteRows(deps, namespace, name, uid));
+  // Rows of earlier incarnations go once a live read proves them gone; when it finds another uid than this one,
+  // this replica's cache is behind: the event that brings it up to date reconciles.
+  const others = await provenGoneRows(deps, namespace, name, signal, uid);
+  if (others.mappings.length > 0 && others.liveUid !== uid) {
+    logger.info('RepositoryCredential not reconciled: this replica has not seen its change yet');
+    return undefined;
+  }
+  if (others.gone.size > 0)
+    await announceDeletes(
+      deps,
+      object,
+      await deleteRows(deps, namespace, name, (m) => others.gone.has(m.id)),
+    );
 
   if (spec.secret === '')
     return void (await unusable(deps, key, object, { kind: 'secretNotSpecified' }, logger));
@@ -331,7 +363,13 @@ export async function reconcileRepositoryCredential(
   try {
     if (!object || object.metadata.deletionTimestamp) {
       deps.memo.forget(key);
-      const deleted = await deleteRows(deps, namespace, name);
+      // Being deleted: its own rows (the deletionTimestamp is no proof about another uid of the name). Gone: those
+      // a live read proves gone.
+      const own = object?.metadata.uid;
+      const gone = own ? undefined : (await provenGoneRows(deps, namespace, name, signal)).gone;
+      const deleted = await deleteRows(deps, namespace, name, (m) =>
+        gone ? gone.has(m.id) : m.cr_uid === own,
+      );
       for (const operation of deleted) {
         logger.info(
           { repositoryCredentials: operation.resource_id, operation: operation.id },
@@ -366,6 +404,8 @@ export function createRepositoryCredentialReconciler(
     events: options.events,
     sealer: options.sealer,
     now: options.now ?? (() => new Date()),
+    liveUid: (namespace, name, signal) =>
+      readLiveUid(options.kc, RepositoryCredentialCr, { namespace, name }, signal),
     validate:
       options.validate ??
       ((url: string, credentials: GitCredentials, signal: AbortSignal, type: RepositoryType) =>
