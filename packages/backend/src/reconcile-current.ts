@@ -6,7 +6,7 @@
  * which rows of other incarnations of a name a live read proves gone, the part a GitOpsDeployment's and a
  * SyncRun's share.
  */
-import type { ApiCrMappingRow } from '@gitops/db';
+import type { ApiCrMappingRow, Db } from '@gitops/db';
 import type { KubeObject, Logger, ReconcileContext, ReconcileResult } from '@gitops/shared';
 import { splitObjectKey } from '@gitops/shared';
 import { type ErrorState, reportUnknownError } from './error-occurred.ts';
@@ -39,6 +39,29 @@ export async function provenGone(
   if (mappings.length === 0) return { liveUid: undefined, gone: new Set() };
   const liveUid = await deps.liveUid(namespace, name, signal);
   return { liveUid, gone: new Set(mappings.filter((m) => m.cr_uid !== liveUid).map((m) => m.id)) };
+}
+
+/** How a kind finds the mappings of one CR name (`apiCrMappingsOfKind`). */
+export type MappingsOfName = (
+  db: Db,
+  namespace: string,
+  name: string,
+  options?: { exceptUid?: string },
+) => Promise<ApiCrMappingRow[]>;
+
+/**
+ * The mappings of `namespace/name` (but incarnation `exceptUid`) that `find` reads, then `provenGone` over them:
+ * which a live read proves gone. `mappings` empty: nothing was read live.
+ */
+export async function provenGoneOfName(
+  deps: { db: Db; liveUid: LiveUidRead },
+  find: MappingsOfName,
+  ref: { namespace: string; name: string },
+  signal: AbortSignal,
+  exceptUid?: string,
+): Promise<{ mappings: ApiCrMappingRow[]; liveUid: string | undefined; gone: ReadonlySet<string> }> {
+  const mappings = await find(deps.db, ref.namespace, ref.name, exceptUid ? { exceptUid } : {});
+  return { mappings, ...(await provenGone(deps, mappings, ref, signal)) };
 }
 
 /**

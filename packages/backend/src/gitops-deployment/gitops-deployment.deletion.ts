@@ -15,7 +15,7 @@ import {
 } from '@gitops/shared';
 import { BACKEND_FIELD_MANAGER, GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import { reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
-import { provenGone } from '../reconcile-current.ts';
+import { provenGoneOfName } from '../reconcile-current.ts';
 import {
   applicationOperationsOutcome,
   type DeletedApplication,
@@ -84,9 +84,13 @@ export async function reconcileGone(
   name: string,
   { logger, signal }: Pick<ReconcileContext, 'logger' | 'signal'>,
 ): Promise<ReconcileResult | undefined> {
-  const mappings = await findDeploymentMappings(deps.db, namespace, name);
+  const { mappings, gone } = await provenGoneOfName(
+    deps,
+    findDeploymentMappings,
+    { namespace, name },
+    signal,
+  );
   if (mappings.length === 0) return undefined;
-  const { gone } = await provenGone(deps, mappings, { namespace, name }, signal);
   const { waitingForRelease } = await deleteApplicationsOf(
     deps,
     namespace,

@@ -25,6 +25,7 @@ import {
   type CurrentObjectRead,
   type LiveUidRead,
   provenGone,
+  provenGoneOfName,
   reconcileCurrentObject,
 } from '../reconcile-current.ts';
 import type { CrReconcilerOptions } from '../reconciler-options.ts';
@@ -137,8 +138,7 @@ export function staleRowsOf(
   let waiting = 0;
   return {
     async deleteNow(signal: AbortSignal) {
-      const others = await findDeploymentMappings(deps.db, namespace, name, { exceptUid: uid });
-      const { gone } = await provenGone(deps, others, { namespace, name }, signal);
+      const { gone } = await provenGoneOfName(deps, findDeploymentMappings, { namespace, name }, signal, uid);
       if (gone.size === 0) return;
       const { deleted, waitingForRelease } = await deps.db.transaction().execute(async (trx) => {
         await GitOpsDeploymentCr.lock(trx, namespace, name);

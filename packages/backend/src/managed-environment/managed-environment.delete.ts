@@ -5,6 +5,7 @@
  * reconcile's deps (`ManagedEnvironmentSteps`).
  */
 import { ManagedEnvironmentEventReason } from '@gitops/api';
+import type { ApiCrMappingRow } from '@gitops/db';
 import type { Logger, ReconcileContext } from '@gitops/shared';
 import { ManagedEnvironmentCr, type ManagedEnvironmentObject } from '../kinds.ts';
 import {
@@ -28,18 +29,21 @@ import {
 } from './managed-environment.store.ts';
 import { removeServiceAccount } from './service-account.ts';
 
-/** Deletes every row of this name, or only those of other incarnations with `exceptUid`. */
+/**
+ * Deletes the rows of this name whose mappings are `proven` gone: a deletionTimestamp or a live read made after
+ * the mappings were read is the proof (`provenGone`), never a cache.
+ */
 export async function deleteRows(
   deps: Pick<ManagedEnvironmentSteps, 'db' | 'onEnvironmentChanged'>,
   namespace: string,
   name: string,
+  proven: (mapping: ApiCrMappingRow) => boolean,
   logger: Logger,
-  exceptUid?: string,
 ) {
   const deleted = await deps.db.transaction().execute(async (trx) => {
     await ManagedEnvironmentCr.lock(trx, namespace, name);
-    const mappings = await findEnvironmentMappings(trx, namespace, name, { exceptUid });
-    return await deleteMappedEnvironments(trx, mappings);
+    const mappings = await findEnvironmentMappings(trx, namespace, name);
+    return await deleteMappedEnvironments(trx, mappings.filter(proven));
   });
   for (const d of deleted) {
     logger.info(
@@ -81,7 +85,8 @@ export async function reconcileDeleting(
       );
     }
   }
-  await deleteRows(deps, namespace, name, context.logger);
+  // Its own rows only: the deletionTimestamp proves this uid is going, not that another of the name is.
+  await deleteRows(deps, namespace, name, (m) => m.cr_uid === uid, context.logger);
   if (finalizers.includes(SERVICE_ACCOUNT_FINALIZER)) {
     await patchFinalizers(
       deps,

@@ -304,4 +304,39 @@ describe('ManagedEnvironment reconciler', () => {
         : undefined;
     });
   });
+  test("a replica whose cache still shows an earlier ManagedEnvironment of the name leaves the current one's rows alone", async () => {
+    await createSecret('again', kubeconfigText(token));
+    const first = await createEnvironment('again', 'again');
+    const firstMapping = await eventually('the first mapping', () =>
+      getApiCrMappingByUid(f.db, first.metadata.uid!),
+    );
+    // Replica B holds the first incarnation; its watch then stops, so nothing newer reaches it.
+    const b = await f.startBackend();
+    await eventually('replica B caches it', () =>
+      b.environments.informer.get(tenant.name, 'again') ? true : undefined,
+    );
+    await b.environments.informer.stop();
+    await b.environments.queue.whenIdle();
+    await request(HttpMethod.DELETE, envPath(tenant.name, 'again'));
+    await eventually(
+      'the first environment deleted',
+      async () => (await getManagedEnvironment(f.db, firstMapping.managed_environment_id!)) === undefined,
+    );
+    const second = await createEnvironment('again', 'again');
+    const mapping = await eventually('the second mapping', () =>
+      getApiCrMappingByUid(f.db, second.metadata.uid!),
+    );
+    const environment = await getManagedEnvironment(f.db, mapping.managed_environment_id!);
+    assert.ok(environment);
+
+    b.environments.enqueueAll();
+    await b.environments.queue.whenIdle();
+    await f.stopBackend(b);
+    assert.deepEqual(
+      await getManagedEnvironment(f.db, mapping.managed_environment_id!),
+      environment,
+      "B deleted the current ManagedEnvironment's rows",
+    );
+    assert.deepEqual(await getApiCrMappingByUid(f.db, second.metadata.uid!), mapping);
+  });
 });

@@ -29,10 +29,10 @@ import {
 } from '@gitops/shared';
 import { jsonEqual } from '../json.ts';
 import { BACKEND_FIELD_MANAGER, ManagedEnvironmentCr, type ManagedEnvironmentObject } from '../kinds.ts';
-import { currentObjectReader, readTenantNamespace } from '../kube-reads.ts';
+import { currentObjectReader, readLiveUid, readTenantNamespace } from '../kube-reads.ts';
 import { operationsOutcome, reannounceFailedOperation, retryDueIn } from '../operation-outcome.ts';
 import { orPlacementRefused, PlacementRefusedError } from '../placement.ts';
-import { readCurrent } from '../reconcile-current.ts';
+import { type LiveUidRead, provenGoneOfName, readCurrent } from '../reconcile-current.ts';
 import type { CredentialsReconcilerOptions } from '../reconciler-options.ts';
 import {
   type ManagedEnvironmentSpec,
@@ -72,6 +72,8 @@ export interface ManagedEnvironmentSteps
   agentRetryAfterMs: number;
   /** Failed agent operations already reported as an Event (one Event per failure). */
   reportedFailures: Set<string>;
+  /** The uid of the ManagedEnvironment `namespace/name` the API server holds now (undefined: none). */
+  liveUid: LiveUidRead;
 }
 
 interface ConditionInput {
@@ -151,11 +153,9 @@ async function failed(
   message: string,
   logger: Logger,
 ) {
-  const { namespace = '', name, uid = '' } = object.metadata;
   // This incarnation's rows are kept (Argo CD keeps the last working credentials, a transient network
   // failure does not tear deployments down); GitOpsDeployments check the condition. Rows of earlier
-  // incarnations with the same name go.
-  await deleteRows(deps, namespace, name, logger, uid);
+  // incarnations with the same name went first (reconcileLive).
   // GitOpsDeployments learn about the condition from the controller's cache events.
   await writeCondition(deps, object, { status: ConditionStatus.False, reason, message }, logger);
   return { requeueAfter: RECHECK_FAILED_INTERVAL_MS };
@@ -163,7 +163,7 @@ async function failed(
 
 /**
  * The rows of a working connection, in one transaction with the announcing operation (rows of earlier
- * incarnations go); a refused placement is the answer, not an error.
+ * incarnations proven gone, `othersGone`, go); a refused placement is the answer, not an error.
  */
 async function applyRows(
   deps: ManagedEnvironmentSteps,
@@ -171,6 +171,7 @@ async function applyRows(
   spec: ManagedEnvironmentSpec,
   target: TargetCluster,
   bearerToken: string,
+  othersGone: ReadonlySet<string>,
   signal: AbortSignal,
 ) {
   const { namespace = '', name, uid = '' } = object.metadata;
@@ -178,8 +179,11 @@ async function applyRows(
   return await orPlacementRefused(
     deps.db.transaction().execute(async (trx) => {
       await ManagedEnvironmentCr.lock(trx, namespace, name);
-      const stale = await findEnvironmentMappings(trx, namespace, name, { exceptUid: uid });
-      await deleteMappedEnvironments(trx, stale);
+      const others = await findEnvironmentMappings(trx, namespace, name, { exceptUid: uid });
+      await deleteMappedEnvironments(
+        trx,
+        others.filter((m) => othersGone.has(m.id)),
+      );
       return await applyEnvironment(trx, deps.sealer, {
         environment: { namespace, name, uid },
         namespaceUid: tenant.uid,
@@ -228,7 +232,15 @@ export async function reconcileLive(
   context: ReconcileContext,
 ) {
   const { logger, signal } = context;
-  const { namespace = '', uid = '' } = object.metadata;
+  const { namespace = '', name, uid = '' } = object.metadata;
+  // Rows of earlier incarnations go once a live read proves them gone; when it finds another uid than this one,
+  // this replica's cache is behind: the event that brings it up to date reconciles.
+  const others = await provenGoneOfName(deps, findEnvironmentMappings, { namespace, name }, signal, uid);
+  if (others.mappings.length > 0 && others.liveUid !== uid) {
+    logger.info('ManagedEnvironment not reconciled: this replica has not seen its change yet');
+    return undefined;
+  }
+  if (others.gone.size > 0) await deleteRows(deps, namespace, name, (m) => others.gone.has(m.id), logger);
   const parsed = parseManagedEnvironmentSpec(object.spec);
   if (!parsed.ok) return await failed(deps, object, parsed.reason, parsed.message, logger);
   const spec = parsed.value;
@@ -239,7 +251,7 @@ export async function reconcileLive(
   const token = await connect(deps, object, spec, target.value, signal, secretIsNew);
   if (!token.ok) return await failed(deps, object, token.reason, token.message, logger);
 
-  const applied = await applyRows(deps, object, spec, target.value, token.value, signal);
+  const applied = await applyRows(deps, object, spec, target.value, token.value, others.gone, signal);
   if (applied instanceof PlacementRefusedError) {
     logger.warn({ refusal: applied.refusal }, 'the tenant has no engine instance');
     return await failed(deps, object, ManagedEnvironmentReason.NoEngineInstance, applied.message, logger);
@@ -311,7 +323,13 @@ export async function reconcileManagedEnvironment(
 ) {
   try {
     if (!object) {
-      await deleteRows(deps, namespace, name, context.logger);
+      const { gone } = await provenGoneOfName(
+        deps,
+        findEnvironmentMappings,
+        { namespace, name },
+        context.signal,
+      );
+      if (gone.size > 0) await deleteRows(deps, namespace, name, (m) => gone.has(m.id), context.logger);
       return;
     }
     if (object.metadata.deletionTimestamp) {
@@ -347,6 +365,8 @@ export function createManagedEnvironmentReconciler(options: ManagedEnvironmentRe
     now: options.now ?? (() => new Date()),
     agentRetryAfterMs: options.operationRetryMs ?? 60_000,
     reportedFailures: new Set<string>(),
+    liveUid: (namespace, name, signal) =>
+      readLiveUid(options.kc, ManagedEnvironmentCr, { namespace, name }, signal),
   };
   const currentObject = currentObjectReader(
     options.kc,

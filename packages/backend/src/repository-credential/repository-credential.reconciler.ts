@@ -28,7 +28,7 @@ import { BACKEND_FIELD_MANAGER, RepositoryCredentialCr, type RepositoryCredentia
 import { currentObjectReader, readLiveUid, readTenantNamespace } from '../kube-reads.ts';
 import { operationsOutcome } from '../operation-outcome.ts';
 import { orPlacementRefused, PLACEMENT_RECHECK_MS, PlacementRefusedError } from '../placement.ts';
-import { type LiveUidRead, provenGone, readCurrent } from '../reconcile-current.ts';
+import { type LiveUidRead, provenGoneOfName, readCurrent } from '../reconcile-current.ts';
 import type { CredentialsReconcilerOptions } from '../reconciler-options.ts';
 import { checkChartRepository } from './chart-repository-check.ts';
 import { type GitCredentials, type LsRemoteOutcome, lsRemote } from './git-ls-remote.ts';
@@ -185,23 +185,6 @@ async function deleteRows(
   });
 }
 
-/** The rows of the incarnations of `namespace/name` but `exceptUid` that a live read proves gone. */
-async function provenGoneRows(
-  deps: Pick<RepositoryCredentialSteps, 'db' | 'liveUid'>,
-  namespace: string,
-  name: string,
-  signal: AbortSignal,
-  exceptUid?: string,
-) {
-  const mappings = await findRepositoryCredentialMappings(
-    deps.db,
-    namespace,
-    name,
-    exceptUid ? { exceptUid } : {},
-  );
-  return { mappings, ...(await provenGone(deps, mappings, { namespace, name }, signal)) };
-}
-
 /**
  * The sealed row with its operation, under the CR name's lock; the namespace's label matters only when the
  * tenant is placed, i.e. for a new row. A refused placement is the answer, not an error.
@@ -297,7 +280,13 @@ export async function reconcileLive(
   const spec = parseRepositoryCredentialSpec(object.spec);
   // Rows of earlier incarnations go once a live read proves them gone; when it finds another uid than this one,
   // this replica's cache is behind: the event that brings it up to date reconciles.
-  const others = await provenGoneRows(deps, namespace, name, signal, uid);
+  const others = await provenGoneOfName(
+    deps,
+    findRepositoryCredentialMappings,
+    { namespace, name },
+    signal,
+    uid,
+  );
   if (others.mappings.length > 0 && others.liveUid !== uid) {
     logger.info('RepositoryCredential not reconciled: this replica has not seen its change yet');
     return undefined;
@@ -366,7 +355,9 @@ export async function reconcileRepositoryCredential(
       // Being deleted: its own rows (the deletionTimestamp is no proof about another uid of the name). Gone: those
       // a live read proves gone.
       const own = object?.metadata.uid;
-      const gone = own ? undefined : (await provenGoneRows(deps, namespace, name, signal)).gone;
+      const gone = own
+        ? undefined
+        : (await provenGoneOfName(deps, findRepositoryCredentialMappings, { namespace, name }, signal)).gone;
       const deleted = await deleteRows(deps, namespace, name, (m) =>
         gone ? gone.has(m.id) : m.cr_uid === own,
       );

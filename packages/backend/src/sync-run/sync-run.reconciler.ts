@@ -12,7 +12,7 @@
  * objects: this file the request path, `sync-run.conditions.ts` the status it writes.
  */
 import { GitOpsDeploymentType, SyncRunEventReason, SyncRunMessage } from '@gitops/api';
-import { type ApiCrMappingRow, findApiCrMappingsByName, getApplication } from '@gitops/db';
+import { type ApiCrMappingRow, apiCrMappingsOfKind, getApplication } from '@gitops/db';
 import type { Informer, Logger, ReconcileContext, ReconcileResult, Reconciler } from '@gitops/shared';
 import { findDeploymentMappings } from '../gitops-deployment/application.store.ts';
 import {
@@ -26,7 +26,7 @@ import { currentObjectReader, readLiveUid, readNamespaceUid } from '../kube-read
 import {
   type CurrentObjectRead,
   type LiveUidRead,
-  provenGone,
+  provenGoneOfName,
   reconcileCurrentObject,
 } from '../reconcile-current.ts';
 import type { CrReconcilerOptions } from '../reconciler-options.ts';
@@ -206,9 +206,8 @@ async function releaseSyncs(
   }
 }
 
-/** The SyncRuns of name `namespace/name`, but incarnation `exceptUid`. */
-const syncRunMappings = (db: SyncRunSteps['db'], namespace: string, name: string, exceptUid?: string) =>
-  findApiCrMappingsByName(db, { kind: SyncRunCr.kind, namespace, name }, exceptUid ? { exceptUid } : {});
+/** The mappings of the SyncRuns of one name. */
+const syncRunMappings = apiCrMappingsOfKind(SyncRunCr.kind);
 
 /**
  * The SyncRun `namespace/name` is gone (a live read found none): the syncs of the incarnations a live read made
@@ -222,8 +221,7 @@ export async function reconcileGone(
   { logger, signal }: Pick<ReconcileContext, 'logger' | 'signal'>,
 ) {
   deps.follow(`${namespace}/${name}`, undefined);
-  const mappings = await syncRunMappings(deps.db, namespace, name);
-  const { gone } = await provenGone(deps, mappings, { namespace, name }, signal);
+  const { gone } = await provenGoneOfName(deps, syncRunMappings, { namespace, name }, signal);
   if (gone.size > 0) await releaseSyncs(deps, namespace, name, (m) => gone.has(m.id), logger);
 }
 
@@ -307,8 +305,11 @@ export async function reconcileLive(
   // Earlier incarnations with the same name (delete-recreate) are handled like deleted ones, once a live read
   // proves them gone. When it finds another uid than this one, this replica's cache is behind: the event that
   // brings it up to date reconciles.
-  const others = await syncRunMappings(deps.db, namespace, name, uid);
-  const { liveUid, gone } = await provenGone(deps, others, { namespace, name }, signal);
+  const {
+    mappings: others,
+    liveUid,
+    gone,
+  } = await provenGoneOfName(deps, syncRunMappings, { namespace, name }, signal, uid);
   if (others.length > 0 && liveUid !== uid) {
     logger.info('SyncRun not reconciled: this replica has not seen its change yet');
     return;
