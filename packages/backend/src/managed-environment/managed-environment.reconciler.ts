@@ -42,11 +42,7 @@ import {
 } from './connection.check.ts';
 import { connect, environmentEvent, getSecret, isNewSecret } from './managed-environment.connect.ts';
 import { deleteRows, reconcileDeleting } from './managed-environment.delete.ts';
-import {
-  applyEnvironment,
-  deleteMappedEnvironments,
-  findEnvironmentMappings,
-} from './managed-environment.store.ts';
+import { applyEnvironment, findEnvironmentMappings } from './managed-environment.store.ts';
 
 /** How often a ManagedEnvironment's connection is checked again (credentials expire, clusters go away). */
 export const RECHECK_INTERVAL_MS = 3 * 60_000;
@@ -163,7 +159,8 @@ async function failed(
 
 /**
  * The rows of a working connection, in one transaction with the announcing operation (rows of earlier
- * incarnations proven gone, `othersGone`, go); a refused placement is the answer, not an error.
+ * incarnations went before, on a live read's proof: reconcileLive); a refused placement is the answer, not an
+ * error.
  */
 async function applyRows(
   deps: ManagedEnvironmentSteps,
@@ -171,7 +168,6 @@ async function applyRows(
   spec: ManagedEnvironmentSpec,
   target: TargetCluster,
   bearerToken: string,
-  othersGone: ReadonlySet<string>,
   signal: AbortSignal,
 ) {
   const { namespace = '', name, uid = '' } = object.metadata;
@@ -179,11 +175,6 @@ async function applyRows(
   return await orPlacementRefused(
     deps.db.transaction().execute(async (trx) => {
       await ManagedEnvironmentCr.lock(trx, namespace, name);
-      const others = await findEnvironmentMappings(trx, namespace, name, { exceptUid: uid });
-      await deleteMappedEnvironments(
-        trx,
-        others.filter((m) => othersGone.has(m.id)),
-      );
       return await applyEnvironment(trx, deps.sealer, {
         environment: { namespace, name, uid },
         namespaceUid: tenant.uid,
@@ -251,7 +242,7 @@ export async function reconcileLive(
   const token = await connect(deps, object, spec, target.value, signal, secretIsNew);
   if (!token.ok) return await failed(deps, object, token.reason, token.message, logger);
 
-  const applied = await applyRows(deps, object, spec, target.value, token.value, others.gone, signal);
+  const applied = await applyRows(deps, object, spec, target.value, token.value, signal);
   if (applied instanceof PlacementRefusedError) {
     logger.warn({ refusal: applied.refusal }, 'the tenant has no engine instance');
     return await failed(deps, object, ManagedEnvironmentReason.NoEngineInstance, applied.message, logger);
