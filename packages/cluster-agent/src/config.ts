@@ -96,7 +96,8 @@ export const agentConfigSchema = {
     default: '5s',
     min: '100ms',
     max: '10m',
-    description: 'safety-net sweep of Waiting rows whose Operation CR event was missed',
+    description:
+      'safety-net sweep of Waiting rows whose Operation CR event was missed and of CRs of finished operations left behind',
   }),
   operationStaleAfterMs: durationVar('OPERATION_STALE_AFTER', {
     default: '2m',

@@ -258,3 +258,23 @@ export async function listStaleInProgressOperations(
     .limit(options.limit)
     .execute();
 }
+
+/**
+ * Agent sweep of Operation CRs: of `ids` (the operations of CRs its cache holds), those of its instance that
+ * are finished, whose CRs are left over (a delete refused or lost).
+ */
+export async function listFinishedOperationIds(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+  ids: readonly string[],
+): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
+    .selectFrom('operation')
+    .select('id')
+    .where('engine_instance_id', '=', engineInstanceId)
+    .where('id', 'in', ids)
+    .where('state', 'in', ['Completed', 'Failed'])
+    .execute();
+  return rows.map((row) => row.id);
+}

@@ -11,7 +11,7 @@ import type { CrKind, OperationResourceType } from './schema-values.ts';
  *             the agent-listening lock                                       (operation-relay.repository.ts)
  *   agent     startOperation (Waiting -> In_Progress), then completeOperation | failOperation |
  *             retryOperation (-> Waiting again, later); sweeps: listDueWaitingOperations,
- *             listStaleInProgressOperations                              (operation-lifecycle.repository.ts)
+ *             listStaleInProgressOperations, listFinishedOperationIds    (operation-lifecycle.repository.ts)
  *   anyone    getOperation, operationOfNotification, the counts, deleteFinishedOperations (retention)
  *                                                                                             (this file)
  *

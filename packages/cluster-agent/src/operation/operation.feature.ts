@@ -3,7 +3,8 @@
  * the agent-listening lock held on that connection so the relay creates no Operation CRs meanwhile), the
  * Operation CR informer and its controller (CR → resource queue; CRs of finished operations deleted), the
  * resource queue (operation.processor.ts) that calls the other features' handlers, the startup recovery, the
- * periodic Waiting/stale sweep and the retention of finished rows.
+ * periodic sweep (due Waiting rows, stale In_Progress ones, CRs of finished operations left behind) and the
+ * retention of finished rows.
  */
 import { API_GROUP_VERSION, Plural } from '@gitops/api';
 import {
@@ -18,7 +19,7 @@ import {
 import { createInformer, type KubeObject, type Periodic, runPeriodically } from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, resourceHandlerOf } from '../agent-feature.ts';
 import { createOperationProcessor, type OperationQueueContext } from './operation.processor.ts';
-import { collectFinishedOperations, sweepOperations } from './operation.sweeps.ts';
+import { collectFinishedOperations, sweepFinishedOperationCrs, sweepOperations } from './operation.sweeps.ts';
 import { createOperationCrController } from './operation-cr.controller.ts';
 
 export interface OperationFeature extends AgentFeature {
@@ -138,7 +139,15 @@ export function createOperationFeature(
         runPeriodically(
           'operation-sweep',
           config.operationSweepIntervalMs,
-          () => sweep(config.operationStaleAfterMs),
+          async () => {
+            await sweep(config.operationStaleAfterMs);
+            await sweepFinishedOperationCrs({
+              db,
+              engineInstanceId,
+              operationCrs: operations,
+              enqueueCr: (key) => crController.enqueue(key),
+            });
+          },
           { logger },
         ),
         runPeriodically(

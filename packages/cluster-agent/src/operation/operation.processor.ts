@@ -147,7 +147,7 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
     try {
       await deleteIfExists(kc, operationCrRef(operationId, namespace));
     } catch (err) {
-      // The Operation CR controller deletes it on its next event or relist.
+      // The sweep finds it (operation.sweeps.ts, sweepFinishedOperationCrs) and its controller deletes it.
       options.logger.warn({ err, operationId }, 'could not delete the Operation CR of a finished operation');
     }
   }
@@ -201,8 +201,8 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
     const row = await finishing.submit({ id: operation.id, state, message });
     held.delete(operation.id);
     if (row) finished.inc({ resource_type: operation.resource_type, state });
-    // Not awaited: the row is final and its NOTIFY sent; the CR goes with the next batch (best effort, never
-    // throws; the Operation CR controller deletes what is left on its next event or relist).
+    // Not awaited: the row is final and its NOTIFY sent; the CR goes with the next batch (never throws; one
+    // whose delete failed is found by the sweep).
     void deleteOperationCr(operation.id);
   }
 

@@ -1,15 +1,18 @@
 /**
  * Safety nets of processing (docs/data-model.md): due Waiting rows whose Operation CR event was missed,
- * In_Progress rows left behind by a crashed agent, and the retention of finished rows.
+ * In_Progress rows left behind by a crashed agent, Operation CRs of finished operations left behind, and the
+ * retention of finished rows.
  */
 import {
   type Db,
   deleteFinishedOperations,
   listDueWaitingOperations,
+  listFinishedOperationIds,
   listStaleInProgressOperations,
   retryOperation,
 } from '@gitops/db';
-import type { Logger } from '@gitops/shared';
+import { type Informer, type KubeObject, type Logger, objectKey } from '@gitops/shared';
+import { operationIdOf } from './operation-cr.controller.ts';
 
 /** A Waiting row is swept once it has been due this long (the CR event normally comes first). */
 const WAITING_GRACE_MS = 2_000;
@@ -48,6 +51,39 @@ export async function sweepOperations(options: SweepOptions): Promise<void> {
       'stale In_Progress operation retried',
     );
     options.enqueueResource(operation.resource_type, operation.resource_id);
+  }
+}
+
+/** A cached Operation CR is looked at by the sweep once it is this old (its own events handle a newer one). */
+export const CR_SWEEP_GRACE_MS = 10_000;
+
+/**
+ * Operation CRs of finished operations left behind: a delete refused or cut off, or a finish that committed
+ * while the agent saw its connection fail (so it never deleted the CR). Of the CRs in the cache older than
+ * CR_SWEEP_GRACE_MS, those whose operations are finished go to the Operation CR controller, which deletes them.
+ * One query per sweep while CRs are cached; none without (the usual case: an agent that listens gets no CRs).
+ */
+export async function sweepFinishedOperationCrs(options: {
+  db: Db;
+  engineInstanceId: string;
+  operationCrs: Pick<Informer<KubeObject>, 'list'>;
+  enqueueCr(key: string): void;
+  now?: number;
+}): Promise<void> {
+  const before = (options.now ?? Date.now()) - CR_SWEEP_GRACE_MS;
+  const keyOf = new Map<string, string>();
+  for (const cr of options.operationCrs.list()) {
+    const id = operationIdOf(cr);
+    const created = Date.parse(String(cr.metadata.creationTimestamp));
+    if (id && created <= before) keyOf.set(id, objectKey(cr));
+  }
+  const ids = [...keyOf.keys()];
+  for (let start = 0; start < ids.length; start += SWEEP_BATCH) {
+    const batch = ids.slice(start, start + SWEEP_BATCH);
+    for (const id of await listFinishedOperationIds(options.db, options.engineInstanceId, batch)) {
+      const key = keyOf.get(id);
+      if (key) options.enqueueCr(key);
+    }
   }
 }
 
