@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { operationCrName } from '@gitops/api';
 import { completeOperation, getOperation, type OperationRow, startOperation } from '@gitops/db';
 import {
   createTestDatabase,
@@ -7,10 +8,16 @@ import {
   givenOperation,
   type TestDatabase,
 } from '@gitops/db/testing';
-import { createSilentLogger } from '@gitops/shared';
+import { createSilentLogger, type KubeObject } from '@gitops/shared';
+import { handInformer } from '@gitops/shared/testing';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { collectFinishedOperations, sweepOperations } from './operation.sweeps.ts';
+import {
+  CR_SWEEP_GRACE_MS,
+  collectFinishedOperations,
+  sweepFinishedOperationCrs,
+  sweepOperations,
+} from './operation.sweeps.ts';
 
 describe('operation sweeps', () => {
   let database: TestDatabase;
@@ -95,5 +102,49 @@ describe('operation sweeps', () => {
     assert.equal(await getOperation(database.db, old.id), undefined);
     assert.equal((await getOperation(database.db, recent.id))?.state, 'Completed');
     assert.equal((await getOperation(database.db, theirs.id))?.state, 'Completed');
+  });
+
+  it('hands over the cached Operation CRs of finished operations of its instance, past the grace, named as the relay names them', async () => {
+    const now = Date.now();
+    const old = new Date(now - CR_SWEEP_GRACE_MS - 1_000).toISOString();
+    const cr = (id: string, created = old, name = operationCrName(id)): KubeObject => ({
+      apiVersion: 'managed-gitops.redhat.com/v1alpha1',
+      kind: 'Operation',
+      metadata: { name, namespace: 'argocd', creationTimestamp: created },
+      spec: { operationID: id },
+    });
+    const finished = async (instance = engineInstanceId) => {
+      const row = await givenOperation(database.db, {
+        engineInstanceId: instance,
+        resourceType: 'Application',
+        resourceId: randomUUID(),
+      });
+      await startOperation(database.db, row.id);
+      await completeOperation(database.db, row.id);
+      return row.id;
+    };
+    const leftBehind = await finished();
+    const justCreated = await finished();
+    const renamed = await finished();
+    const waiting = (await givenApplicationOperation()).id;
+    const otherInstance = await givenEngineInstance(database.db, `other-${randomUUID()}`);
+    const theirs = await finished(otherInstance.id);
+
+    const crs = handInformer();
+    crs.put(cr(leftBehind));
+    crs.put(cr(justCreated, new Date(now).toISOString()));
+    crs.put(cr(renamed, old, `by-hand-${renamed}`));
+    crs.put(cr(waiting));
+    crs.put(cr(theirs));
+    crs.put(cr('not-a-uuid', old, 'operation-not-a-uuid'));
+    const queued: string[] = [];
+    await sweepFinishedOperationCrs({
+      db: database.db,
+      engineInstanceId,
+      operationCrs: crs.informer,
+      enqueueCr: (key) => queued.push(key),
+      now,
+    });
+    assert.deepEqual(queued, [`argocd/${operationCrName(leftBehind)}`]);
   });
 });

@@ -3,6 +3,8 @@
  * In_Progress rows left behind by a crashed agent, Operation CRs of finished operations left behind, and the
  * retention of finished rows.
  */
+
+import { operationCrName } from '@gitops/api';
 import {
   type Db,
   deleteFinishedOperations,
@@ -75,7 +77,8 @@ export async function sweepFinishedOperationCrs(options: {
   for (const cr of options.operationCrs.list()) {
     const id = operationIdOf(cr);
     const created = Date.parse(String(cr.metadata.creationTimestamp));
-    if (id && created <= before) keyOf.set(id, objectKey(cr));
+    // Only a CR named after its operation, as the relay names it: the controller deletes no other.
+    if (id && cr.metadata.name === operationCrName(id) && created <= before) keyOf.set(id, objectKey(cr));
   }
   const ids = [...keyOf.keys()];
   for (let start = 0; start < ids.length; start += SWEEP_BATCH) {
