@@ -3,7 +3,6 @@
  * In_Progress rows left behind by a crashed agent, Operation CRs of finished operations left behind, and the
  * retention of finished rows.
  */
-
 import { operationCrName } from '@gitops/api';
 import {
   type Db,
