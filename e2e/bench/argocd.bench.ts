@@ -128,6 +128,16 @@ if (NAMESPACES < INSTANCES) {
  */
 const REFRESH = process.env.BENCH_ARGOCD_REFRESH === 'true';
 /**
+ * BENCH_ARGOCD_ALONE_FIRST_SYNC=true (alone only): the benchmark's Applications are created with their first
+ * sync, as the agent creates a new automated Application (packages/cluster-agent/src/application/first-sync.ts),
+ * instead of as a user would write them: what Argo CD alone costs when its users do what the agent does.
+ */
+const ALONE_FIRST_SYNC = process.env.BENCH_ARGOCD_ALONE_FIRST_SYNC === 'true';
+if (ALONE_FIRST_SYNC && !ALONE) {
+  say('BENCH_ARGOCD_ALONE_FIRST_SYNC=true needs BENCH_ARGOCD_MODE=alone');
+  process.exit(1);
+}
+/**
  * BENCH_PROFILE_DIR: CPU profiles of kube-apiserver and of each argocd-application-controller over the timed
  * part (the last one ends up to 20 s after it), in `<dir>/<mode>-<time>/` (go-profiles.ts; Argo CD serves them
  * while the file its ARGOCD_ENABLE_PROFILER_FILE_PATH names reads `true`).
@@ -142,6 +152,7 @@ if (PROFILE_DIR) {
 }
 const emit = figureEmitter({
   mode: MODE,
+  ...(ALONE_FIRST_SYNC ? { alone_first_sync: true } : {}),
   deployments: DEPLOYMENTS,
   namespaces: NAMESPACES,
   instances: INSTANCES,
@@ -204,6 +215,16 @@ const applicationOfAlone = (
       retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
     },
   },
+  // The operation the agent creates a new automated Application with (first-sync.ts), without its info entry.
+  ...(ALONE_FIRST_SYNC
+    ? {
+        operation: {
+          initiatedBy: { automated: true },
+          sync: { prune: true, syncOptions: ['PrunePropagationPolicy=background'] },
+          retry: { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } },
+        },
+      }
+    : {}),
 });
 
 /** BENCH_PROFILE_DIR: the API server (through the admin kubeconfig) and each instance's application-controller. */
@@ -783,7 +804,7 @@ try {
   const createPath = ALONE ? undefined : await createPathStages(system.db, keys, uidOf, createdAt);
   emit('argocd_create_to_synced_healthy', {
     method: ALONE
-      ? `Argo CD alone: a real Argo CD ${instances[0]?.argoCd?.version} (redis + repo-server + application-controller, reconciliation ${RECONCILIATION_SECONDS} s), no backend, no agent; per tenant namespace an AppProject like the agent's, created first; one local file:// Git repository, one ConfigMap per path; one warm-up Application per tenant converged first; the Applications the agent would make (automated, in-cluster + the tenant namespace) POSTed by the benchmark ${IN_FLIGHT} in flight; POST → the Application shows sync Synced at the repository's head and health Healthy, seen by a watch`
+      ? `Argo CD alone: a real Argo CD ${instances[0]?.argoCd?.version} (redis + repo-server + application-controller, reconciliation ${RECONCILIATION_SECONDS} s), no backend, no agent; per tenant namespace an AppProject like the agent's, created first; one local file:// Git repository, one ConfigMap per path; one warm-up Application per tenant converged first; the Applications the agent would make (automated, in-cluster + the tenant namespace${ALONE_FIRST_SYNC ? ', created with their first sync as the agent creates them' : ''}) POSTed by the benchmark ${IN_FLIGHT} in flight; POST → the Application shows sync Synced at the repository's head and health Healthy, seen by a watch`
       : `${INSTANCES} engine instance(s), each a real Argo CD ${instances[0]?.argoCd?.version} (redis + repo-server + application-controller, reconciliation ${RECONCILIATION_SECONDS} s) with its own agent process, one backend process; tenant namespace i labelled with instance i % ${INSTANCES}; one local file:// Git repository, one ConfigMap per path; one warm-up deployment per tenant converged first; automated GitOpsDeployments created ${IN_FLIGHT} in flight; POST → the GitOpsDeployment's status shows sync Synced at the repository's head and health Healthy, seen by a watch`,
     in_flight: IN_FLIGHT,
     warmup_ms: Object.fromEntries(instances.map((i) => [i.letter, i.warmupMs])),

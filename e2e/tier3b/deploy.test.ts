@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { manifest } from '@gitops/local-env';
 import { eventually } from '@gitops/shared/testing';
 import { beforeAll, describe, it } from 'vitest';
-import { paths, recordDeletions } from '../fixture/kube.ts';
+import { paths, recordDeletions, watchEvents } from '../fixture/kube.ts';
 import { gitSource, hasCondition, syncedAndHealthy, useRealSystem } from '../fixture/real-argo-cd.ts';
 
 const USER_FINALIZER = 'resources-finalizer.managed-gitops.redhat.com';
@@ -26,6 +26,17 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
       'dev/config.yaml': manifest.configMap('basic-config', { greeting: 'hello' }),
       'dev/service.yaml': manifest.service('basic-svc', 8080),
       'dev/secret.yaml': manifest.secret('basic-secret', { token: 'not-a-real-token' }),
+    });
+    // (every operation Argo CD records on the Applications, in order: `operation.info` of each)
+    const syncsSeen = new Map<string, { name?: string }[][]>();
+    const watch = await watchEvents(f.system.kc, paths.applications(f.system.argoCdNamespace), (_, app) => {
+      const state = (app.status as { operationState?: { operation?: { info?: { name?: string }[] } } })
+        ?.operationState;
+      if (!state?.operation) return;
+      const seen = syncsSeen.get(app.metadata.name) ?? [];
+      const info = state.operation.info ?? [];
+      if (JSON.stringify(seen.at(-1)) !== JSON.stringify(info)) seen.push(info);
+      syncsSeen.set(app.metadata.name, seen);
     });
     // When the tenant creates an automated GitOpsDeployment for it
     const gd = await f.when.deployed(tenant, 'basic', gitSource(repo, 'dev'));
@@ -50,6 +61,16 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
     await f.expect.object(tenant, 'Service', 'basic-svc');
     // and the reconciled state names the source Argo CD deployed
     assert.equal(status.reconciledState?.source?.path, 'dev');
+    // and the first sync Argo CD ran is the one the Application was created with (the agent's first-sync.ts):
+    // Argo CD's automated policy did not start one of its own first
+    const app = await f.expect.application(gd);
+    watch.stop();
+    const firstSyncs = syncsSeen.get(app.metadata.name);
+    assert.ok(firstSyncs, 'the Application was watched');
+    assert.ok(
+      firstSyncs[0]?.some((item) => item.name === 'gitops-first-sync'),
+      `operations seen in order: ${JSON.stringify(firstSyncs)}`,
+    );
   });
 
   it('deploys a new commit and sync.revision follows it', async () => {

@@ -35,6 +35,7 @@ import { eventually } from '@gitops/shared/testing';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import type { Agent } from './app.ts';
+import { isFirstSync } from './application/first-sync.ts';
 import type { AgentConfig } from './config.ts';
 import { type AgentFixture, createAgentFixture } from './testing/agent-fixture.ts';
 
@@ -232,6 +233,15 @@ describe('cluster-agent', () => {
     });
     const managers = (app.metadata.managedFields as Array<{ manager: string }>).map((m) => m.manager);
     assert.deepEqual(managers, ['gitops-cluster-agent']);
+    // Its first sync starts with its create, as Argo CD's automated policy would set it (first-sync.ts).
+    assert.deepEqual(app.operation, {
+      initiatedBy: { automated: true },
+      info: [
+        { name: 'gitops-first-sync', value: "started with the Application's create by the GitOps Service" },
+      ],
+      sync: { prune: true, syncOptions: ['PrunePropagationPolicy=background'] },
+      retry: automatedSyncPolicy.retry,
+    });
 
     await eventually('Operation CR deleted', async () =>
       (await getObject(kc, { ...OPERATION, name: `operation-${operation.id}`, namespace: argoCdNamespace }))
@@ -272,6 +282,47 @@ describe('cluster-agent', () => {
     });
     const manual = await getObject(kc, appRef(b.application.name));
     assert.equal((manual!.spec as { syncPolicy?: unknown }).syncPolicy, undefined);
+    assert.equal(manual!.operation, undefined, 'a manual deployment is not synced by its create');
+  });
+
+  it('an edit before Argo CD ended the first sync keeps it; once Argo CD cleared it, an edit starts none', async () => {
+    const tenant = await givenTenant(tenantNamespaces[3]!);
+    const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/first' });
+    assert.equal((await finished(operation.id)).state, 'Completed');
+    const first = (await getObject(kc, appRef(application.name)))?.operation;
+    assert.ok(isFirstSync(first), 'created with its first sync');
+    /** What the backend writes when the GitOpsDeployment's path changes; the Application once it has it. */
+    const editTo = async (path: string) => {
+      await database.db.transaction().execute(async (trx) => {
+        await updateApplication(trx, application.id, {
+          managedEnvironmentId: application.managed_environment_id,
+          spec: {
+            source: { repoURL: 'https://github.com/org/first', path, targetRevision: 'main' },
+            destination: { namespace: tenant.namespace_name },
+            syncPolicy: automatedSyncPolicy,
+          },
+        });
+        await insertOperation(trx, {
+          engineInstanceId,
+          resourceType: 'Application',
+          resourceId: application.id,
+          ownerUserId: tenant.id,
+        });
+      });
+      return await eventually(`the Application at ${path}`, async () => {
+        const app = await getObject(kc, appRef(application.name));
+        return (app?.spec as { source?: { path?: string } } | undefined)?.source?.path === path
+          ? app
+          : undefined;
+      });
+    };
+    // Argo CD has not ended it (no Argo CD here): the apply of the edit carries it, not withdraws it.
+    const edited = await editTo('env/stage');
+    assert.deepEqual(edited.operation, first);
+    // Argo CD ends the sync and clears the operation: the next edit does not start it again.
+    await patch(appRef(application.name), { operation: null }, 'argocd-test');
+    const again = await editTo('env/prod');
+    assert.equal(again.operation, undefined);
   });
 
   it('many Applications of one tenant announced at once: the AppProject ends listing every repository', async () => {

@@ -81,6 +81,36 @@ describe('Kubernetes helpers against the API server', () => {
     assert.equal(owned.metadata.labels?.team, 'gitops', 'fields of the other manager stay');
   });
 
+  it('server-side applies only at the resourceVersion given as a precondition', async () => {
+    const applied = (value: string): KubeObject => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'preconditioned', namespace, resourceVersion: '1' },
+      data: { key: value },
+    });
+    // The object's own resourceVersion is never sent: this one would be refused.
+    const first = await serverSideApply(kc, applied('one'), { fieldManager: 'gitops-test-agent' });
+    const stale = first.metadata.resourceVersion;
+    const second = await serverSideApply(kc, applied('two'), {
+      fieldManager: 'gitops-test-agent',
+      resourceVersion: stale,
+    });
+    assert.deepEqual(second.data, { key: 'two' });
+    const err = await serverSideApply(kc, applied('three'), {
+      fieldManager: 'gitops-test-agent',
+      resourceVersion: stale,
+    }).catch((e) => e);
+    assert.ok(err instanceof KubeApiError, String(err));
+    assert.equal(err.statusCode, 409);
+    const live = await getObject(kc, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      name: 'preconditioned',
+      namespace,
+    });
+    assert.deepEqual(live?.data, { key: 'two' }, 'a refused apply wrote nothing');
+  });
+
   it('reads, and deletes only if the object exists', async () => {
     const ref = { apiVersion: 'v1', kind: 'ConfigMap', name: 'to-delete', namespace };
     assert.equal(await getObject(kc, ref), undefined);

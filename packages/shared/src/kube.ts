@@ -250,13 +250,18 @@ export interface ServerSideApplyOptions {
   /** Take ownership of fields another manager owns instead of failing with a conflict. */
   force?: boolean;
   dryRun?: boolean;
+  /**
+   * A precondition: the apply is refused (409 Conflict, nothing written) unless the object is at this
+   * `resourceVersion`. The object's own `metadata.resourceVersion` is never sent.
+   */
+  resourceVersion?: string;
   signal?: AbortSignal;
 }
 
 /**
  * Server-side apply (`PATCH` with `application/apply-patch+yaml`; JSON is YAML): the object
  * becomes exactly what `fieldManager` declares for the fields it owns. Returns the live object.
- * `metadata.managedFields` and `metadata.resourceVersion` of the input are not sent.
+ * `metadata.managedFields` and `metadata.resourceVersion` of the input are not sent (see `resourceVersion`).
  */
 export async function serverSideApply(
   kc: KubeConfig,
@@ -273,7 +278,12 @@ export async function serverSideApply(
       force: options.force ? true : undefined,
       dryRun: options.dryRun ? 'All' : undefined,
     },
-    body: { ...object, metadata },
+    body: {
+      ...object,
+      metadata: options.resourceVersion
+        ? { ...metadata, resourceVersion: options.resourceVersion }
+        : metadata,
+    },
     contentType: PatchStrategy.ServerSideApply,
     signal: options.signal,
   });

@@ -4,8 +4,9 @@
  *
  * An Application row's reconcile (`reconcileApplication`): row gone → removal (application.removal.ts); moved
  * to another instance → release, moved here and not yet released → wait (tenant-move.ts); otherwise render,
- * apply (with the tenant's AppProjects, app-project.reconciler.ts), complete an adoption, and ask Argo CD to
- * refresh once when the row requests it (refresh.ts). Every step is a function over `ApplicationDeps`;
+ * apply (with the tenant's AppProjects, app-project.reconciler.ts; a new automated Application with its first
+ * sync, first-sync.ts), complete an adoption, and ask Argo CD to refresh once when the row requests it
+ * (refresh.ts). Every step is a function over `ApplicationDeps`;
  * `createApplicationReconciler` only assembles them.
  */
 import {
@@ -54,6 +55,7 @@ import {
   requestsNamespaceCreation,
 } from './application.render.ts';
 import { deletionBudgetOf } from './deletion-guard.ts';
+import { withFirstSync } from './first-sync.ts';
 import { CREDENTIALS_WAIT_MAX_MS, type RefreshDeps, refreshIfRequested } from './refresh.ts';
 import { createSettled, ownedFields, type Settled } from './settled.ts';
 import { awaitingRelease, completeAdoption, moveStepOf, releaseApplicationsOf } from './tenant-move.ts';
@@ -195,13 +197,18 @@ export async function applyNoting(
   row: Pick<ApplicationRow, 'id'>,
   desired: KubeObject,
   settledBy: (applied: KubeObject) => boolean,
-  signal: AbortSignal,
+  { signal, resourceVersion }: { signal: AbortSignal; resourceVersion?: string | undefined },
 ): Promise<{ applied: KubeObject; settled: boolean }> {
   const key = objectKey(desired);
   deps.ownApplies.begin(key);
   let applied: KubeObject;
   try {
-    applied = await serverSideApply(deps.kc, desired, { fieldManager: FIELD_MANAGER, force: true, signal });
+    applied = await serverSideApply(deps.kc, desired, {
+      fieldManager: FIELD_MANAGER,
+      force: true,
+      signal,
+      ...(resourceVersion ? { resourceVersion } : {}),
+    });
   } catch (err) {
     // The failed reconcile is retried with backoff: it looks at whatever arrived meanwhile then.
     deps.ownApplies.end(key, undefined);
@@ -259,9 +266,13 @@ async function settleUnchanged(
   return { status: 'done', changed: project.status === 'done' && project.changed };
 }
 
-/** What applyApplication found: the project it belongs in now, compareOwnedFields, hasStaleRevision. */
+/**
+ * What applyApplication found: the project it belongs in now, compareOwnedFields, hasStaleRevision, and the
+ * resourceVersion an apply carrying our first sync requires (first-sync.ts).
+ */
 type Drift = {
   live?: KubeObject;
+  resourceVersion?: string | undefined;
   projectName: string;
   unexpectedSpecFields: string[];
   staleRevision: boolean;
@@ -275,7 +286,7 @@ async function writeApplication(
   deps: ApplicationDeps,
   row: ApplicationRow,
   desired: KubeObject,
-  { live, projectName, unexpectedSpecFields, staleRevision }: Drift,
+  { live, resourceVersion, projectName, unexpectedSpecFields, staleRevision }: Drift,
   options: ReconcileApplicationOptions,
 ): Promise<ResourceOutcome> {
   const revisionLeft = (applied: KubeObject) => staleRevision && !!sourceOf(applied).targetRevision;
@@ -284,7 +295,7 @@ async function writeApplication(
     row,
     desired,
     (object) => unexpectedSpecFields.length === 0 && !revisionLeft(object),
-    options.signal,
+    { signal: options.signal, resourceVersion },
   );
   await completeAdoption(deps, row, options.logger);
   if (settled && applied.metadata.resourceVersion)
@@ -373,11 +384,13 @@ export async function applyApplication(
     return await settleUnchanged(deps, row, live, project, options.logger);
   const older = olderRow(deps, row, live, options.logger);
   if (older) return older;
+  const adopting = moveStepOf(row, deps.engineInstanceId) === 'adopt';
+  const applying = withFirstSync(desired, live, { adopting, environment });
   return await writeApplication(
     deps,
     row,
-    desired,
-    { live, projectName, unexpectedSpecFields, staleRevision },
+    applying.desired,
+    { live, resourceVersion: applying.resourceVersion, projectName, unexpectedSpecFields, staleRevision },
     options,
   );
 }
