@@ -29,7 +29,7 @@ import {
 } from '@gitops/shared';
 import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
 import type { FeatureContext, ResourceContext } from '../agent-feature.ts';
-import { AgentAnnotation, applicationRef, FIELD_MANAGER, isUuid } from '../argocd.ts';
+import { applicationRef, FIELD_MANAGER, isUuid } from '../argocd.ts';
 import { compareOwnedFields, nullPatchOf } from '../resync/owned-fields.ts';
 import {
   type AppProjectDeps,
@@ -56,6 +56,7 @@ import {
 } from './application.render.ts';
 import { deletionBudgetOf } from './deletion-guard.ts';
 import { withFirstSync } from './first-sync.ts';
+import { OLDER_ROW_WAIT_MAX_MS, olderRow } from './older-row.ts';
 import { CREDENTIALS_WAIT_MAX_MS, type RefreshDeps, refreshIfRequested } from './refresh.ts';
 import { createSettled, ownedFields, type Settled } from './settled.ts';
 import { awaitingRelease, completeAdoption, moveStepOf, releaseApplicationsOf } from './tenant-move.ts';
@@ -98,7 +99,7 @@ export type ApplicationDeps = AppProjectDeps &
     settledApplications: Settled;
     /** Our applies of Applications, keyed by object key, whose echo the feature's predicate drops. */
     ownApplies: OwnWrites;
-    /** Rows older than their live Application, waited for (OLDER_ROW_WAIT_MAX_MS). */
+    /** Rows older than their live Application, waited for (older-row.ts). */
     olderRowWaits: BoundedWaits;
   };
 
@@ -310,49 +311,6 @@ async function writeApplication(
   if (typeof liveProject === 'string' && liveProject !== projectName)
     await deps.reconcileAppProject(row.cluster_user_id, { ...options, goneApplicationIds: [row.id] });
   return { status: 'done', changed: true };
-}
-
-/** How long a row older than its live Application is waited for before it is applied anyway (see olderRow). */
-export const OLDER_ROW_WAIT_MAX_MS = 30 * 60_000;
-const OLDER_ROW_RECHECK_MS = 15_000;
-
-/** The row version recorded on a live Application (AgentAnnotation.RowVersion), if any. */
-export function appliedRowVersion(live: KubeObject | undefined): number | undefined {
-  const recorded = live?.metadata.annotations?.[AgentAnnotation.RowVersion];
-  const time = recorded === undefined ? Number.NaN : Date.parse(recorded);
-  return Number.isNaN(time) ? undefined : time;
-}
-
-/**
- * A row older than the one its live Application was last applied from is not applied over it: the database
- * went back in time (restored from an older backup, a failover that lost commits), and applying it would
- * revert the deployment to an older spec (Argo CD then prunes what was added since). It waits for the backend
- * to rewrite the row from its GitOpsDeployment (a newer `updated_at`), at most OLDER_ROW_WAIT_MAX_MS (a
- * GitOpsDeployment changed and changed back since the backup leaves the row as it is), then it is applied.
- */
-function olderRow(
-  deps: Pick<ApplicationDeps, 'olderRowWaits'>,
-  row: ApplicationRow,
-  live: KubeObject | undefined,
-  logger: Logger,
-): ResourceOutcome | undefined {
-  const applied = appliedRowVersion(live);
-  if (applied === undefined || applied <= row.updated_at.getTime()) {
-    deps.olderRowWaits.done(row.id);
-    return undefined;
-  }
-  if (deps.olderRowWaits.overdue(row.id)) {
-    logger.warn(
-      { application: row.name },
-      'applying an application row older than its Application: nothing newer came',
-    );
-    return undefined;
-  }
-  return {
-    status: 'pending',
-    reason: `the application row of ${row.name} is older than the one its Application was applied from (a database restored from an older backup?): waiting for the backend to write it again from its GitOpsDeployment`,
-    requeueAfterMs: OLDER_ROW_RECHECK_MS,
-  };
 }
 
 /** An Application row that is this instance's: render, project, apply (or find it matching). */
