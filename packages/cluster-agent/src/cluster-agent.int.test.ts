@@ -378,6 +378,50 @@ describe('cluster-agent', () => {
     assert.deepEqual(await sourceRepos(), ['https://github.com/org/moved']);
   });
 
+  it('a sync Argo CD reports running whose operation was withdrawn is resumed on the next reconcile of its row', async () => {
+    const tenant = await givenTenant(tenantNamespaces[3]!);
+    const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/resume' });
+    assert.equal((await finished(operation.id)).state, 'Completed');
+    // Plays Argo CD: the first sync failed and waits to be retried, and its operation is withdrawn meanwhile
+    // (a tenant move's release that gave up waiting, undone by a move back). Argo CD runs no operation then.
+    await patch(
+      appRef(application.name),
+      {
+        operation: null,
+        status: {
+          operationState: {
+            operation: { sync: { revision: 'main' }, initiatedBy: { automated: true } },
+            phase: 'Running',
+            message: 'not permitted in project. Retrying attempt #1',
+            retryCount: 1,
+            startedAt: '2026-11-30T18:07:05Z',
+            finishedAt: '2026-11-30T18:07:21Z',
+          },
+        },
+      },
+      'argocd-test',
+    );
+    // The row's next reconcile (here an operation announcing it unchanged, as an adoption or a resync would).
+    const announced = await database.db.transaction().execute(
+      async (trx) =>
+        (
+          await insertOperation(trx, {
+            engineInstanceId,
+            resourceType: 'Application',
+            resourceId: application.id,
+            ownerUserId: tenant.id,
+          })
+        ).operation,
+    );
+    assert.equal((await finished(announced.id)).state, 'Completed');
+    const resumed = await getObject(kc, appRef(application.name));
+    assert.ok(isFirstSync(resumed?.operation), JSON.stringify(resumed?.operation));
+    assert.deepEqual((resumed?.operation as { sync?: unknown } | undefined)?.sync, {
+      prune: true,
+      syncOptions: ['PrunePropagationPolicy=background'],
+    });
+  });
+
   it('Argo CD status becomes application_state; an unchanged projection writes nothing', async () => {
     const tenant = await givenTenant(tenantNamespaces[1]!);
     const { application, operation } = await deploy(tenant, { repoURL: 'https://github.com/org/status' });

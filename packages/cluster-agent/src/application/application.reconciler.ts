@@ -338,12 +338,12 @@ export async function applyApplication(
   }
   const { drifted, unexpectedSpecFields } = compareOwnedFields(live, desired, OWNED_SPEC_FIELDS);
   const staleRevision = hasStaleRevision(desired, live);
-  if (live && !drifted && !staleRevision)
+  const adopting = moveStepOf(row, deps.engineInstanceId) === 'adopt';
+  const applying = withFirstSync(desired, live, { adopting, environment });
+  if (live && !drifted && !staleRevision && !applying.startsSync)
     return await settleUnchanged(deps, row, live, project, options.logger);
   const older = olderRow(deps, row, live, options.logger);
   if (older) return older;
-  const adopting = moveStepOf(row, deps.engineInstanceId) === 'adopt';
-  const applying = withFirstSync(desired, live, { adopting, environment });
   return await writeApplication(
     deps,
     row,

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import type { KubeObject } from '@gitops/shared';
 import { describe, it } from 'vitest';
 import type { DestinationEnvironment } from './application.render.ts';
-import { FIRST_SYNC_INFO, firstSyncOperation, isFirstSync, withFirstSync } from './first-sync.ts';
+import {
+  FIRST_SYNC_INFO,
+  firstSyncOperation,
+  isFirstSync,
+  isSyncWithoutOperation,
+  withFirstSync,
+} from './first-sync.ts';
 
 const retry = { limit: -1, backoff: { duration: '5s', factor: 2, maxDuration: '3m' } };
 const application = (syncPolicy?: unknown, extra: Partial<KubeObject> = {}): KubeObject => ({
@@ -46,6 +52,7 @@ describe('withFirstSync', () => {
     const out = withFirstSync(desired, undefined, created);
     assert.deepEqual(out.desired.operation, firstSyncOperation(desired));
     assert.equal(out.resourceVersion, undefined);
+    assert.equal(out.startsSync, true);
     assert.equal(isFirstSync(out.desired.operation), true);
   });
 
@@ -65,6 +72,7 @@ describe('withFirstSync', () => {
       const out = withFirstSync(desired, undefined, context);
       assert.equal(out.desired.operation, undefined, what);
       assert.equal(out.desired, desired, what);
+      assert.equal(out.startsSync, false, what);
     }
   });
 
@@ -73,10 +81,17 @@ describe('withFirstSync', () => {
       metadata: { name: 'gitopsdepl-1', namespace: 'argocd', resourceVersion: '7' },
     });
     const desired = application(automated);
-    assert.deepEqual(withFirstSync(desired, live, created), { desired });
-    // Someone else's operation (a user's sync, ours of a SyncRun) is not ours to carry.
-    const syncing = { ...live, operation: { initiatedBy: { username: 'admin' }, sync: {} } };
-    assert.deepEqual(withFirstSync(desired, syncing, created), { desired });
+    assert.deepEqual(withFirstSync(desired, live, created), { desired, startsSync: false });
+    // Someone else's operation (a user's sync, ours of a SyncRun) is not ours to carry, running or not.
+    const syncing = {
+      ...live,
+      operation: { initiatedBy: { username: 'admin' }, sync: {} },
+      status: { operationState: { phase: 'Running' } },
+    };
+    assert.deepEqual(withFirstSync(desired, syncing, created), { desired, startsSync: false });
+    // A sync that ended cleared its operation: nothing to resume.
+    const ended = { ...live, status: { operationState: { phase: 'Succeeded' } } };
+    assert.deepEqual(withFirstSync(desired, ended, created), { desired, startsSync: false });
   });
 
   it('our first sync still on the live Application is carried as it is, at its resourceVersion', () => {
@@ -89,6 +104,29 @@ describe('withFirstSync', () => {
     const out = withFirstSync(desired, live, created);
     assert.deepEqual(out.desired, { ...desired, operation });
     assert.equal(out.resourceVersion, '7');
+    assert.equal(out.startsSync, false);
+  });
+
+  it('a sync still running without its operation (withdrawn) is resumed, adopted or not, at its resourceVersion', () => {
+    const desired = application(automated);
+    const orphaned = application(automated, {
+      metadata: { name: 'gitopsdepl-1', namespace: 'argocd', resourceVersion: '9' },
+      status: { operationState: { phase: 'Running', retryCount: 2, finishedAt: '2026-11-30T18:07:21Z' } },
+    });
+    for (const context of [created, { adopting: true, environment: workspace }]) {
+      const out = withFirstSync(desired, orphaned, context);
+      assert.equal(out.startsSync, true);
+      assert.equal(out.resourceVersion, '9');
+      assert.equal(isFirstSync(out.desired.operation), true);
+      assert.deepEqual((out.desired.operation as { sync?: unknown }).sync, firstSyncOperation(desired).sync);
+      assert.ok(isSyncWithoutOperation(orphaned));
+    }
+    // Not for a manual Application: nobody asked Argo CD to keep it synced.
+    const manual = application();
+    assert.deepEqual(withFirstSync(manual, { ...orphaned, spec: manual.spec }, created), {
+      desired: manual,
+      startsSync: false,
+    });
   });
 });
 

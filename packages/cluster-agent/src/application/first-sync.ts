@@ -16,6 +16,13 @@
  * We own `operation` (our apply set it), so an apply that left it out would withdraw it. Until Argo CD clears it,
  * every apply carries it as it is, at the live Application's resourceVersion: if Argo CD ended the sync
  * meanwhile, the apply is refused (409) and retried, rather than start the sync again.
+ *
+ * The same operation also resumes a sync left without one: an automated Application whose
+ * `status.operationState` is still Running while it has no `operation` (withdrawn while the sync ran, e.g. by a
+ * tenant move's release that gave up waiting and was then undone by a move back). Argo CD never ends such a sync
+ * (it runs operations only while one is set), and its automated policy does not sync that revision again ("failed
+ * previous sync attempt"). Setting an operation lets Argo CD resume the sync it had begun. Seen on a reconcile
+ * of the row (an adoption, an edit), not on status changes.
  */
 import { jsonField, type KubeObject } from '@gitops/shared';
 import { isAutomated } from '../status/on-the-way.ts';
@@ -24,17 +31,21 @@ import type { DestinationEnvironment } from './application.render.ts';
 /** The `operation.info` entry that tells our first sync apart (Argo CD copies it into `status.operationState`). */
 export const FIRST_SYNC_INFO = 'gitops-first-sync';
 const FIRST_SYNC_INFO_VALUE = "started with the Application's create by the GitOps Service";
+const RESUME_INFO_VALUE = 'set by the GitOps Service: a sync still running had no operation left';
 
 /** Argo CD's retry of an automated sync when the policy names none. */
 const ARGOCD_DEFAULT_RETRY = { limit: 5 };
 
-/** The operation Argo CD's automated policy would set on `desired`, marked as our first sync. */
-export function firstSyncOperation(desired: KubeObject): Record<string, unknown> {
+/** The operation Argo CD's automated policy would set on `desired`, marked as ours (`why`: the info's value). */
+export function firstSyncOperation(
+  desired: KubeObject,
+  why = FIRST_SYNC_INFO_VALUE,
+): Record<string, unknown> {
   const syncOptions = jsonField(desired.spec, 'syncPolicy', 'syncOptions');
   const retry = jsonField(desired.spec, 'syncPolicy', 'retry');
   return {
     initiatedBy: { automated: true },
-    info: [{ name: FIRST_SYNC_INFO, value: FIRST_SYNC_INFO_VALUE }],
+    info: [{ name: FIRST_SYNC_INFO, value: why }],
     sync: {
       prune: jsonField(desired.spec, 'syncPolicy', 'automated', 'prune') === true,
       ...(Array.isArray(syncOptions) ? { syncOptions } : {}),
@@ -49,13 +60,25 @@ export function isFirstSync(operation: unknown): boolean {
   return Array.isArray(info) && info.some((item) => jsonField(item, 'name') === FIRST_SYNC_INFO);
 }
 
-/** What to apply: the Application, and the resourceVersion the apply requires (carrying our first sync). */
+/**
+ * What to apply: the Application, the resourceVersion the apply requires (carrying or resuming a sync), and
+ * whether it sets an operation the live Application lacks (then it is applied even if nothing else changed).
+ */
 export interface WithFirstSync {
   desired: KubeObject;
   resourceVersion?: string;
+  startsSync: boolean;
 }
 
-/** `desired` with the first sync it starts or carries (header), or as it is. */
+/** A sync Argo CD still reports running on an Application that has no operation left (header). */
+export function isSyncWithoutOperation(live: KubeObject): boolean {
+  return (
+    (live.operation === undefined || live.operation === null) &&
+    jsonField(live.status, 'operationState', 'phase') === 'Running'
+  );
+}
+
+/** `desired` with the first sync it starts, carries or resumes (header), or as it is. */
 export function withFirstSync(
   desired: KubeObject,
   live: KubeObject | undefined,
@@ -63,11 +86,18 @@ export function withFirstSync(
 ): WithFirstSync {
   if (live === undefined) {
     const starts = !context.adopting && context.environment.kind === 'Workspace' && isAutomated(desired);
-    return { desired: starts ? { ...desired, operation: firstSyncOperation(desired) } : desired };
+    return {
+      desired: starts ? { ...desired, operation: firstSyncOperation(desired) } : desired,
+      startsSync: starts,
+    };
   }
-  if (!isFirstSync(live.operation) || !live.metadata.resourceVersion) return { desired };
-  return {
-    desired: { ...desired, operation: live.operation },
-    resourceVersion: live.metadata.resourceVersion,
-  };
+  const resourceVersion = live.metadata.resourceVersion;
+  if (!resourceVersion) return { desired, startsSync: false };
+  if (isFirstSync(live.operation))
+    return { desired: { ...desired, operation: live.operation }, resourceVersion, startsSync: false };
+  if (isAutomated(desired) && isSyncWithoutOperation(live)) {
+    const operation = firstSyncOperation(desired, RESUME_INFO_VALUE);
+    return { desired: { ...desired, operation }, resourceVersion, startsSync: true };
+  }
+  return { desired, startsSync: false };
 }
