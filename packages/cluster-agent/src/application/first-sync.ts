@@ -26,6 +26,7 @@
  */
 import { jsonField, type KubeObject } from '@gitops/shared';
 import { isAutomated } from '../status/on-the-way.ts';
+import { hasOperation } from './application.removal.ts';
 import type { DestinationEnvironment } from './application.render.ts';
 
 /** The `operation.info` entry that tells our first sync apart (Argo CD copies it into `status.operationState`). */
@@ -72,10 +73,7 @@ export interface WithFirstSync {
 
 /** A sync Argo CD still reports running on an Application that has no operation left (header). */
 export function isSyncWithoutOperation(live: KubeObject): boolean {
-  return (
-    (live.operation === undefined || live.operation === null) &&
-    jsonField(live.status, 'operationState', 'phase') === 'Running'
-  );
+  return !hasOperation(live) && jsonField(live.status, 'operationState', 'phase') === 'Running';
 }
 
 /** `desired` with the first sync it starts, carries or resumes (header), or as it is. */
