@@ -38,39 +38,42 @@ describe('tier 3b: automated GitOpsDeployments with a real Argo CD', () => {
       if (JSON.stringify(seen.at(-1)) !== JSON.stringify(info)) seen.push(info);
       syncsSeen.set(app.metadata.name, seen);
     });
-    // When the tenant creates an automated GitOpsDeployment for it
-    const gd = await f.when.deployed(tenant, 'basic', gitSource(repo, 'dev'));
-    // Then Argo CD reports it Synced and Healthy at the repository's head
-    const head = await repo.head();
-    const status = await f.expect
-      .deployment(gd)
-      .is('Synced/Healthy at head', (s) => syncedAndHealthy(s) && s.sync?.revision === head);
-    // and status.resources lists the three deployed objects
-    const resources = (status.resources ?? []).map((r) => `${r.kind}/${r.namespace}/${r.name}`).sort();
-    assert.deepEqual(resources, [
-      `ConfigMap/${tenant}/basic-config`,
-      `Secret/${tenant}/basic-secret`,
-      `Service/${tenant}/basic-svc`,
-    ]);
-    for (const r of status.resources ?? []) assert.equal(r.status, 'Synced', JSON.stringify(r));
-    // and the objects exist in the tenant's namespace with the repository's content
-    const cm = await f.expect.object(tenant, 'ConfigMap', 'basic-config');
-    assert.equal(cm.data?.greeting, 'hello');
-    const secret = await f.expect.object(tenant, 'Secret', 'basic-secret');
-    assert.equal(Buffer.from(secret.data?.token ?? '', 'base64').toString(), 'not-a-real-token');
-    await f.expect.object(tenant, 'Service', 'basic-svc');
-    // and the reconciled state names the source Argo CD deployed
-    assert.equal(status.reconciledState?.source?.path, 'dev');
-    // and the first sync Argo CD ran is the one the Application was created with (the agent's first-sync.ts):
-    // Argo CD's automated policy did not start one of its own first
-    const app = await f.expect.application(gd);
-    watch.stop();
-    const firstSyncs = syncsSeen.get(app.metadata.name);
-    assert.ok(firstSyncs, 'the Application was watched');
-    assert.ok(
-      firstSyncs[0]?.some((item) => item.name === 'gitops-first-sync'),
-      `operations seen in order: ${JSON.stringify(firstSyncs)}`,
-    );
+    try {
+      // When the tenant creates an automated GitOpsDeployment for it
+      const gd = await f.when.deployed(tenant, 'basic', gitSource(repo, 'dev'));
+      // Then Argo CD reports it Synced and Healthy at the repository's head
+      const head = await repo.head();
+      const status = await f.expect
+        .deployment(gd)
+        .is('Synced/Healthy at head', (s) => syncedAndHealthy(s) && s.sync?.revision === head);
+      // and status.resources lists the three deployed objects
+      const resources = (status.resources ?? []).map((r) => `${r.kind}/${r.namespace}/${r.name}`).sort();
+      assert.deepEqual(resources, [
+        `ConfigMap/${tenant}/basic-config`,
+        `Secret/${tenant}/basic-secret`,
+        `Service/${tenant}/basic-svc`,
+      ]);
+      for (const r of status.resources ?? []) assert.equal(r.status, 'Synced', JSON.stringify(r));
+      // and the objects exist in the tenant's namespace with the repository's content
+      const cm = await f.expect.object(tenant, 'ConfigMap', 'basic-config');
+      assert.equal(cm.data?.greeting, 'hello');
+      const secret = await f.expect.object(tenant, 'Secret', 'basic-secret');
+      assert.equal(Buffer.from(secret.data?.token ?? '', 'base64').toString(), 'not-a-real-token');
+      await f.expect.object(tenant, 'Service', 'basic-svc');
+      // and the reconciled state names the source Argo CD deployed
+      assert.equal(status.reconciledState?.source?.path, 'dev');
+      // and the first sync Argo CD ran is the one the Application was created with (the agent's first-sync.ts):
+      // Argo CD's automated policy did not start one of its own first
+      const app = await f.expect.application(gd);
+      const firstSyncs = syncsSeen.get(app.metadata.name);
+      assert.ok(firstSyncs, 'the Application was watched');
+      assert.ok(
+        firstSyncs[0]?.some((item) => item.name === 'gitops-first-sync'),
+        `operations seen in order: ${JSON.stringify(firstSyncs)}`,
+      );
+    } finally {
+      watch.stop();
+    }
   });
 
   it('deploys a new commit and sync.revision follows it', async () => {
