@@ -1,4 +1,4 @@
-import type { Db, OperationRow } from '@gitops/db';
+import type { Db, OperationRow, ResourceOperation } from '@gitops/db';
 import type { Informer, KubeConfig, KubeObject, Logger, Registry } from '@gitops/shared';
 
 /** What the agent's controllers share once it has started. */
@@ -37,12 +37,25 @@ export function parseResourceKey(key: string): { type: string; id: string } | un
   return { type: key.slice(0, slash), id: key.slice(slash + 1) };
 }
 
+/** What a reconcile of one resource is run with: the operations started for it (none: drift repair). */
+export interface ReconcileContext {
+  operations: readonly OperationRow[];
+  signal: AbortSignal;
+  logger: Logger;
+}
+
 /**
- * Makes Argo CD consistent with the database for one resource (`<type>/<id>`), given the operations that
- * announced it (none: drift repair). Assembled from the features' handlers (agent-feature.ts); run by the
- * operation processor (operation/operation.processor.ts).
+ * A reconcile of one resource, begun: its unfinished operations (the due ones just started, In_Progress) and
+ * what makes Argo CD consistent with the database for it, given the operations the processor holds.
  */
-export type ResourceHandler = (
-  resource: { type: string; id: string },
-  context: { operations: readonly OperationRow[]; signal: AbortSignal; logger: Logger },
-) => Promise<ResourceOutcome>;
+export interface BegunReconcile {
+  readonly found: readonly ResourceOperation[];
+  run(context: ReconcileContext): Promise<ResourceOutcome>;
+}
+
+/**
+ * Begins a reconcile of one resource (`<type>/<id>`): starts its due operations and gives them with the
+ * reconcile to run. Assembled from the features' handlers (agent-feature.ts); run by the operation processor
+ * (operation/operation.processor.ts).
+ */
+export type ResourceHandler = (resource: { type: string; id: string }) => Promise<BegunReconcile>;

@@ -9,6 +9,7 @@ import {
   type InstanceKeyring,
   type OperationResourceType,
   type OperationRow,
+  type ResourceOperation,
 } from '@gitops/db';
 import {
   createInformer,
@@ -24,6 +25,7 @@ import {
 } from '@gitops/shared';
 import {
   type AgentContext,
+  type ReconcileContext,
   type ResourceHandler,
   type ResourceOutcome,
   resourceKey,
@@ -45,8 +47,21 @@ export interface ResourceContext {
 /** Makes Argo CD match the database for resource `id` (level-based). */
 export type ResourceTypeHandler = (id: string, context: ResourceContext) => Promise<ResourceOutcome>;
 
+/**
+ * A handler whose reconcile needs a read that can come with the start of its resource's operations: `begin`
+ * starts them and reads in one statement, and gives the reconcile with what it read.
+ */
+export interface ReadingResourceTypeHandler {
+  begin(id: string): Promise<{
+    found: readonly ResourceOperation[];
+    reconcile: (context: ResourceContext) => Promise<ResourceOutcome>;
+  }>;
+}
+
 /** The handler of each operation resource type a feature serves. */
-export type ResourceHandlers = Partial<Record<OperationResourceType, ResourceTypeHandler>>;
+export type ResourceHandlers = Partial<
+  Record<OperationResourceType, ResourceTypeHandler | ReadingResourceTypeHandler>
+>;
 
 export interface AgentFeature extends Feature {
   /** The operation resource types this feature reconciles (each type is handled by one feature). */
@@ -117,12 +132,19 @@ export function createFeatureContext(deps: {
 }
 
 /**
- * The processor's handler, assembled from the features' handler tables. A type no feature handles fails
- * its operations at once (TerminalError), as a newer backend's operation for an older agent must.
+ * The processor's handler, assembled from the features' handler tables. `startOperations` starts the due
+ * operations of a resource whose handler reads nothing with them. A type no feature handles fails its
+ * operations at once (TerminalError), as a newer backend's operation for an older agent must.
  * @throws Error when two features claim the same type.
  */
-export function resourceHandlerOf(features: readonly AgentFeature[]): ResourceHandler {
-  const table = new Map<string, { feature: string; handler: ResourceTypeHandler }>();
+export function resourceHandlerOf(
+  features: readonly AgentFeature[],
+  startOperations: (resource: { type: string; id: string }) => Promise<readonly ResourceOperation[]>,
+): ResourceHandler {
+  const table = new Map<
+    string,
+    { feature: string; handler: ResourceTypeHandler | ReadingResourceTypeHandler }
+  >();
   for (const feature of features) {
     for (const [type, handler] of Object.entries(feature.handles)) {
       if (!handler) continue;
@@ -131,15 +153,30 @@ export function resourceHandlerOf(features: readonly AgentFeature[]): ResourceHa
       table.set(type, { feature: feature.name, handler });
     }
   }
-  return async (resource, { operations, signal, logger }) => {
-    const entry = table.get(resource.type);
-    if (!entry) {
-      throw new TerminalError(
-        ErrorCode.invalidObject,
-        `${resource.type} operations are not supported by this cluster-agent version`,
-      );
+  const withOwners = ({ operations, signal, logger }: ReconcileContext): ResourceContext => ({
+    operations,
+    ownerUserIds: [...new Set(operations.map((op) => op.owner_user_id).filter(isUuid))],
+    signal,
+    logger,
+  });
+  return async (resource) => {
+    const handler = table.get(resource.type)?.handler;
+    if (handler && typeof handler !== 'function') {
+      const { found, reconcile } = await handler.begin(resource.id);
+      return { found, run: (context) => reconcile(withOwners(context)) };
     }
-    const ownerUserIds = [...new Set(operations.map((op) => op.owner_user_id).filter(isUuid))];
-    return await entry.handler(resource.id, { operations, ownerUserIds, signal, logger });
+    const found = await startOperations(resource);
+    return {
+      found,
+      async run(context) {
+        if (!handler) {
+          throw new TerminalError(
+            ErrorCode.invalidObject,
+            `${resource.type} operations are not supported by this cluster-agent version`,
+          );
+        }
+        return await handler(resource.id, withOwners(context));
+      },
+    };
   };
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
+import { sql } from 'kysely';
 import { describe, test } from 'vitest';
 import { insertApiCrMapping } from './api-cr-mapping.repository.ts';
 import {
@@ -8,10 +9,18 @@ import {
   getApplicationWithDestination,
   insertApplication,
   listChartApplicationSpecsOfEngineInstance,
+  startDueOperationsOfApplication,
 } from './application.repository.ts';
 import { ensureWorkspaceEnvironment, insertExternalEnvironment } from './managed-environment.repository.ts';
+import { getOperation } from './operation.repository.ts';
+import { startOperation } from './operation-lifecycle.repository.ts';
 import { useTestDatabase } from './testing/per-file-database.ts';
-import { givenApplication, givenClusterUser, givenEngineInstance } from './testing/test-fixtures.ts';
+import {
+  givenApplication,
+  givenClusterUser,
+  givenEngineInstance,
+  givenOperation,
+} from './testing/test-fixtures.ts';
 
 const testDb = useTestDatabase();
 
@@ -86,6 +95,83 @@ describe('an application with its destination in one read', () => {
       owner: undefined,
     });
     assert.equal(await getApplicationWithDestination(db, randomUUID()), undefined);
+  });
+});
+
+describe("an application's due operations started and the application read, in one statement", () => {
+  test('gives what the start and the read give apart: the operations with their outcome, the row as stored', async () => {
+    const { db } = testDb;
+    const [instance, other, tenant] = await Promise.all([
+      givenEngineInstance(db),
+      givenEngineInstance(db),
+      givenClusterUser(db),
+    ]);
+    const workspace = await ensureWorkspaceEnvironment(db, {
+      id: tenant.id,
+      namespaceName: tenant.namespace_name,
+    });
+    const application = await givenApplication(db, {
+      clusterUser: tenant,
+      engineInstance: instance,
+      managedEnvironmentId: workspace.id,
+    });
+    // A timestamp with microseconds in every timestamp column: the row comes as JSON, and must come as stored.
+    await db
+      .updateTable('application')
+      .set({ refresh_requested_at: sql<Date>`now() - interval '1.234567 seconds'` })
+      .where('id', '=', application.id)
+      .execute();
+    await insertApiCrMapping(
+      db,
+      {
+        uid: randomUUID(),
+        name: 'web',
+        namespace: tenant.namespace_name,
+        namespaceUid: tenant.namespace_uid,
+      },
+      { kind: 'GitOpsDeployment', applicationId: application.id },
+    );
+    const request = {
+      engineInstanceId: instance.id,
+      resourceType: 'Application',
+      resourceId: application.id,
+    } as const;
+    const earlier = await givenOperation(db, request);
+    await startOperation(db, earlier.id);
+    const later = await givenOperation(db, request);
+    const elsewhere = await givenOperation(db, { ...request, engineInstanceId: other.id });
+
+    const { found, read } = await startDueOperationsOfApplication(db, instance.id, application.id);
+    assert.deepEqual(found, [
+      { outcome: 'in-progress', operation: await getOperation(db, earlier.id) },
+      { outcome: 'started', operation: await getOperation(db, later.id) },
+    ]);
+    assert.equal(found[1]?.operation.state, 'In_Progress');
+    assert.deepEqual(read, await getApplicationWithDestination(db, application.id));
+    const stored = await getApplication(db, application.id);
+    assert.ok(stored?.refresh_requested_at instanceof Date);
+    assert.deepEqual(read?.application, stored);
+    assert.deepEqual(read?.owner, { name: 'web', namespace: tenant.namespace_name });
+    assert.equal(
+      (await getOperation(db, elsewhere.id))?.state,
+      'Waiting',
+      "another instance's is left alone",
+    );
+
+    // Nothing due: the read alone. A row that is gone: its operation alone (it announces the delete).
+    assert.deepEqual(await startDueOperationsOfApplication(db, other.id, randomUUID()), {
+      found: [],
+      read: undefined,
+    });
+    const noOperations = await startDueOperationsOfApplication(db, randomUUID(), application.id);
+    assert.deepEqual(noOperations, { found: [], read });
+    const gone = randomUUID();
+    const deleteAnnounced = await givenOperation(db, { ...request, resourceId: gone });
+    const afterDelete = await startDueOperationsOfApplication(db, instance.id, gone);
+    assert.deepEqual(afterDelete, {
+      found: [{ outcome: 'started', operation: await getOperation(db, deleteAnnounced.id) }],
+      read: undefined,
+    });
   });
 });
 

@@ -5,8 +5,15 @@ import type {
   Database,
   JsonValue,
   ManagedEnvironmentRow,
+  OperationRow,
 } from './database.ts';
 import { type IdPage, lockRowById, pageById, rowBy, rowsBy, updateRowById } from './keyed-rows.ts';
+import {
+  dueOperationsStart,
+  type ResourceOperation,
+  resourceOperationOfRow,
+  resourceOperations,
+} from './operation-lifecycle.repository.ts';
 import { endSyncsOfApplication } from './sync-operation.repository.ts';
 
 /**
@@ -91,61 +98,106 @@ export async function getApplicationWithDestination(
   db: Kysely<Database>,
   id: string,
 ): Promise<ApplicationWithDestination | undefined> {
-  const found = await db
-    .selectFrom('application as a')
-    .leftJoin('managed_environment as e', 'e.id', 'a.managed_environment_id')
-    .leftJoin('cluster_credentials as c', 'c.id', 'e.cluster_credentials_id')
-    .leftJoinLateral(
-      (eb) =>
-        eb
-          .selectFrom('api_cr_mapping as m')
-          .select(['m.cr_name', 'm.cr_namespace'])
-          .whereRef('m.application_id', '=', 'a.id')
-          .limit(1)
-          .as('m'),
-      (join) => join.onTrue(),
-    )
-    .selectAll('a')
-    .select([
-      'e.id as environment_id',
-      'e.kind as environment_kind',
-      'c.id as credentials_id',
-      'c.namespaces as credentials_namespaces',
-      'c.cluster_resources as credentials_cluster_resources',
-      'm.cr_name as owner_name',
-      'm.cr_namespace as owner_namespace',
-    ])
-    .where('a.id', '=', id)
-    .executeTakeFirst();
-  if (!found) return undefined;
-  const {
-    environment_id,
-    environment_kind,
-    credentials_id,
-    credentials_namespaces,
-    credentials_cluster_resources,
-    owner_name,
-    owner_namespace,
-    ...application
-  } = found;
+  const { rows } = await sql<ApplicationReadColumns>`${applicationRead(id)}`.execute(db);
+  return rows[0] ? applicationWithDestinationOf(rows[0]) : undefined;
+}
+
+/**
+ * Agent: starts the due operations of application `id` and reads the application with its destination, in one
+ * statement (one round trip where `startDueOperationsOfResource` and `getApplicationWithDestination` were two).
+ * The read sees the rows as the operations' start does: an operation found comes with the row it announces.
+ */
+export async function startDueOperationsOfApplication(
+  db: Kysely<Database>,
+  engineInstanceId: string,
+  id: string,
+): Promise<{ found: ResourceOperation[]; read: ApplicationWithDestination | undefined }> {
+  type Row = (ApplicationReadColumns | { [K in keyof ApplicationReadColumns]: null }) &
+    (OperationRow & { outcome: ResourceOperation['outcome'] });
+  const { rows } = await sql<Row>`
+    WITH ${dueOperationsStart(engineInstanceId, { type: 'Application', id })},
+      read AS (${applicationRead(id)})
+    SELECT o.*, r.* FROM (SELECT) one
+      LEFT JOIN read r ON true
+      LEFT JOIN ${resourceOperations} o ON true
+    ORDER BY o.created_at, o.id`.execute(db);
+  // One row per operation (or one with none), each carrying the read; the operation is what is not `app_*`.
+  const found = rows
+    .filter((row) => row.id !== null)
+    .map((row) =>
+      resourceOperationOfRow(
+        Object.fromEntries(Object.entries(row).filter(([column]) => !column.startsWith('app_'))) as Row,
+      ),
+    );
+  const first = rows[0];
+  return { found, read: first?.app_row ? applicationWithDestinationOf(first) : undefined };
+}
+
+/** What `applicationRead` selects: the row as JSON, then its destination's and owner's columns. */
+interface ApplicationReadColumns {
+  app_row: { [column: string]: JsonValue };
+  app_environment_id: string | null;
+  app_environment_kind: ManagedEnvironmentRow['kind'] | null;
+  app_credentials_id: string | null;
+  app_credentials_namespaces: ClusterCredentialsRow['namespaces'] | null;
+  app_credentials_cluster_resources: boolean | null;
+  app_owner_name: string | null;
+  app_owner_namespace: string | null;
+}
+
+/**
+ * The read of an application with its destination (one row, or none for an unknown id), its columns named
+ * `app_*` so that it can be joined with the operations of the same statement. The row comes as JSON
+ * (`applicationRowOfJson`).
+ */
+function applicationRead(id: string) {
+  return sql`SELECT to_jsonb(a) AS app_row, e.id AS app_environment_id, e.kind AS app_environment_kind,
+      c.id AS app_credentials_id, c.namespaces AS app_credentials_namespaces,
+      c.cluster_resources AS app_credentials_cluster_resources,
+      m.cr_name AS app_owner_name, m.cr_namespace AS app_owner_namespace
+    FROM application a
+      LEFT JOIN managed_environment e ON e.id = a.managed_environment_id
+      LEFT JOIN cluster_credentials c ON c.id = e.cluster_credentials_id
+      LEFT JOIN LATERAL (
+        SELECT cr_name, cr_namespace FROM api_cr_mapping WHERE application_id = a.id LIMIT 1
+      ) m ON true
+    WHERE a.id = ${id}::uuid`;
+}
+
+/** The application table's timestamp columns, which JSON carries as text. */
+const APPLICATION_TIMESTAMPS = ['created_at', 'updated_at', 'refresh_requested_at'] as const;
+
+function applicationRowOfJson(json: { [column: string]: JsonValue }): ApplicationRow {
+  const row: { [column: string]: unknown } = { ...json };
+  for (const column of APPLICATION_TIMESTAMPS) {
+    const value = json[column];
+    row[column] = typeof value === 'string' ? new Date(value) : null;
+  }
+  return row as unknown as ApplicationRow;
+}
+
+function applicationWithDestinationOf(read: ApplicationReadColumns): ApplicationWithDestination {
   return {
-    application,
+    application: applicationRowOfJson(read.app_row),
     environment:
-      environment_id !== null && environment_kind !== null
+      read.app_environment_id !== null && read.app_environment_kind !== null
         ? {
-            id: environment_id,
-            kind: environment_kind,
+            id: read.app_environment_id,
+            kind: read.app_environment_kind,
             credentials:
-              credentials_id !== null &&
-              credentials_namespaces !== null &&
-              credentials_cluster_resources !== null
-                ? { namespaces: credentials_namespaces, cluster_resources: credentials_cluster_resources }
+              read.app_credentials_id !== null &&
+              read.app_credentials_namespaces !== null &&
+              read.app_credentials_cluster_resources !== null
+                ? {
+                    namespaces: read.app_credentials_namespaces,
+                    cluster_resources: read.app_credentials_cluster_resources,
+                  }
                 : undefined,
           }
         : undefined,
     owner:
-      owner_name !== null && owner_namespace !== null
-        ? { name: owner_name, namespace: owner_namespace }
+      read.app_owner_name !== null && read.app_owner_namespace !== null
+        ? { name: read.app_owner_name, namespace: read.app_owner_namespace }
         : undefined,
   };
 }

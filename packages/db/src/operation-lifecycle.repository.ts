@@ -196,7 +196,20 @@ export async function startDueOperationsOfResource(
   resource: { type: OperationResourceType; id: string },
 ): Promise<ResourceOperation[]> {
   const { rows } = await sql<OperationRow & { outcome: ResourceOperation['outcome'] }>`
-    WITH unfinished AS (
+    WITH ${dueOperationsStart(engineInstanceId, resource)}
+    SELECT o.* FROM ${resourceOperations} o ORDER BY o.created_at, o.id`.execute(db);
+  return rows.map(resourceOperationOfRow);
+}
+
+/**
+ * The CTEs `unfinished` and `started` of `startDueOperationsOfResource`, for a statement that also reads what
+ * the resource's reconcile needs (startDueOperationsOfApplication); select from `resourceOperations`.
+ */
+export function dueOperationsStart(
+  engineInstanceId: string,
+  resource: { type: OperationResourceType; id: string },
+) {
+  return sql`unfinished AS (
       SELECT * FROM operation
       WHERE engine_instance_id = ${engineInstanceId} AND resource_type = ${resource.type}
         AND resource_id = ${resource.id} AND state IN ('Waiting', 'In_Progress')
@@ -205,7 +218,11 @@ export async function startDueOperationsOfResource(
       FROM unfinished u
       WHERE o.id = u.id AND o.state = 'Waiting' AND o.next_attempt_at <= now()
       RETURNING o.*
-    )
+    )`;
+}
+
+/** The operations of `dueOperationsStart`, each with its `outcome` (a subquery). */
+export const resourceOperations = sql`(
     SELECT 'started' AS outcome, s.* FROM started s
     UNION ALL
     SELECT CASE
@@ -214,9 +231,14 @@ export async function startDueOperationsOfResource(
              ELSE 'taken'
            END,
            u.*
-    FROM unfinished u WHERE u.id NOT IN (SELECT id FROM started)
-    ORDER BY created_at, id`.execute(db);
-  return rows.map(({ outcome, ...operation }) => ({ outcome, operation }) as ResourceOperation);
+    FROM unfinished u WHERE u.id NOT IN (SELECT id FROM started))`;
+
+/** A row of `resourceOperations` as what it found. */
+export function resourceOperationOfRow({
+  outcome,
+  ...operation
+}: OperationRow & { outcome: ResourceOperation['outcome'] }): ResourceOperation {
+  return { outcome, operation } as ResourceOperation;
 }
 
 /**

@@ -4,7 +4,7 @@
  * periodic drift resync (rows, live orphans and AppProjects → resource queue), followed by the deletion
  * guard's sweep (holds no longer needed, old proofs).
  */
-import { existingApplicationIds } from '@gitops/db';
+import { existingApplicationIds, startDueOperationsOfApplication } from '@gitops/db';
 import {
   jsonEqual,
   type KubeObject,
@@ -60,13 +60,22 @@ export function createApplicationFeature(ctx: FeatureContext): ApplicationFeatur
         .watches(applications, keysOfDatabaseId('Application'), { predicates: [changedByOthers] })
         .watches(appProjects, keysOfDatabaseId('AppProject'), { predicates: [projectChanged] }),
     handles: {
-      Application: (id, { operations, ownerUserIds, signal, logger }) =>
-        reconciler.reconcileApplication(id, {
-          ownerUserIds,
-          recomputeProject: operations.length > 0,
-          signal,
-          logger,
-        }),
+      // The row is read with the start of its operations: one statement.
+      Application: {
+        async begin(id) {
+          const { found, read } = await startDueOperationsOfApplication(ctx.db, ctx.engineInstanceId, id);
+          return {
+            found,
+            reconcile: ({ operations, ownerUserIds, signal, logger }) =>
+              reconciler.reconcileApplication(id, read, {
+                ownerUserIds,
+                recomputeProject: operations.length > 0,
+                signal,
+                logger,
+              }),
+          };
+        },
+      },
       AppProject: (id, { signal, logger }) => reconciler.reconcileAppProject(id, { signal, logger }),
     },
     reconcileAppProject: reconciler.reconcileAppProject,

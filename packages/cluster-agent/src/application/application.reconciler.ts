@@ -9,11 +9,7 @@
  * (refresh.ts). Every step is a function over `ApplicationDeps`;
  * `createApplicationReconciler` only assembles them.
  */
-import {
-  type ApplicationRow,
-  type ApplicationWithDestination,
-  getApplicationWithDestination,
-} from '@gitops/db';
+import type { ApplicationRow, ApplicationWithDestination } from '@gitops/db';
 import {
   createOwnWrites,
   createTurns,
@@ -29,7 +25,7 @@ import {
 } from '@gitops/shared';
 import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
 import type { FeatureContext, ResourceContext } from '../agent-feature.ts';
-import { applicationRef, FIELD_MANAGER, isUuid } from '../argocd.ts';
+import { applicationRef, FIELD_MANAGER } from '../argocd.ts';
 import { compareOwnedFields, nullPatchOf } from '../resync/owned-fields.ts';
 import {
   type AppProjectDeps,
@@ -72,7 +68,11 @@ export interface ApplicationReconciler {
    * `recomputeProject`: recompute the AppProject from the rows (an operation announced a change); otherwise it
    * is only created when missing (drift repair; the resync checks AppProjects under their own keys).
    */
-  reconcileApplication(id: string, options: ReconcileApplicationOptions): Promise<ResourceOutcome>;
+  reconcileApplication(
+    id: string,
+    found: ApplicationWithDestination | undefined,
+    options: ReconcileApplicationOptions,
+  ): Promise<ResourceOutcome>;
   /** The tenant's AppProject: applied from the rows, or deleted when the tenant has nothing left. */
   reconcileAppProject(clusterUserId: string, options: AppProjectOptions): Promise<ResourceOutcome>;
   /**
@@ -353,14 +353,17 @@ export async function applyApplication(
   );
 }
 
-/** Application row `id`: removed, released, waited for or applied and refreshed if it asks (header). */
+/**
+ * Application row `id`, as read with the start of its operations (`startDueOperationsOfApplication`; undefined:
+ * gone): removed, released, waited for or applied and refreshed if it asks (header).
+ */
 export async function reconcileApplication(
   deps: ApplicationDeps,
   id: string,
+  found: ApplicationWithDestination | undefined,
   options: ReconcileApplicationOptions,
 ): Promise<ResourceOutcome> {
   deps.settledApplications.forget(id);
-  const found = isUuid(id) ? await getApplicationWithDestination(deps.db, id) : undefined;
   if (!found) {
     deps.servedRefreshes.delete(id);
     return await deleteApplicationsOf(deps, id, options);
@@ -409,7 +412,7 @@ export function createApplicationReconciler(
     reconcileAppProject: (clusterUserId, options) => reconcileAppProject(deps, clusterUserId, options),
   };
   return {
-    reconcileApplication: (id, options) => reconcileApplication(deps, id, options),
+    reconcileApplication: (id, found, options) => reconcileApplication(deps, id, found, options),
     reconcileAppProject: deps.reconcileAppProject,
     isSettled: (row) => isSettled(deps, row),
     isProjectSettled: (clusterUserId) => isProjectSettled(deps, clusterUserId),

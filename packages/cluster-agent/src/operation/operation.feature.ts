@@ -13,8 +13,10 @@ import {
   type Listener,
   listDueWaitingOperations,
   listen,
+  type OperationResourceType,
   resourceOfInstanceNotification,
   sessionDatabaseUrl,
+  startDueOperationsOfResource,
 } from '@gitops/db';
 import { createInformer, type KubeObject, type Periodic, runPeriodically } from '@gitops/shared';
 import { type AgentFeature, type FeatureContext, resourceHandlerOf } from '../agent-feature.ts';
@@ -65,7 +67,12 @@ export function createOperationFeature(
     ...queueContext,
     maxAttempts: config.operationMaxAttempts,
     retryMaxDelayMs: config.operationRetryMaxMs,
-    handle: resourceHandlerOf(resourceFeatures),
+    handle: resourceHandlerOf(resourceFeatures, (resource) =>
+      startDueOperationsOfResource(db, engineInstanceId, {
+        type: resource.type as OperationResourceType,
+        id: resource.id,
+      }),
+    ),
     watches: (resources) => {
       for (const feature of resourceFeatures) feature.watches?.(resources);
     },

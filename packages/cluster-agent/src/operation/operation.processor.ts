@@ -18,10 +18,8 @@ import {
   finishOperations,
   noteOperationsWaiting,
   OPERATION_RESOURCE_TYPES,
-  type OperationResourceType,
   type OperationRow,
   retryOperation,
-  startDueOperationsOfResource,
 } from '@gitops/db';
 import {
   backoffDelay,
@@ -121,7 +119,7 @@ export function operationErrorMessage(err: unknown): string {
 }
 
 export function createOperationProcessor(options: OperationProcessorOptions): OperationProcessor {
-  const { db, kc, namespace, engineInstanceId } = options;
+  const { db, kc, namespace } = options;
   const held = new Set<string>();
   const finished = getOrCreateCounter(options.registry, {
     name: 'operations_finished_total',
@@ -273,12 +271,9 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
         logger.warn('malformed resource key ignored');
         return;
       }
-      const found = await startDueOperationsOfResource(db, engineInstanceId, {
-        type: resource.type as OperationResourceType,
-        id: resource.id,
-      });
+      const begun = await options.handle(resource);
       const operations: OperationRow[] = [];
-      for (const { outcome, operation } of found) {
+      for (const { outcome, operation } of begun.found) {
         if (outcome === 'started') {
           held.add(operation.id);
           operations.push(operation);
@@ -291,7 +286,7 @@ export function createOperationProcessor(options: OperationProcessorOptions): Op
 
       let outcome: ResourceOutcome;
       try {
-        outcome = await options.handle(resource, { operations, signal, logger });
+        outcome = await begun.run({ operations, signal, logger });
       } catch (err) {
         // Without operations this is drift repair: the queue's own backoff retries (not a TerminalError).
         if (operations.length === 0) throw err;
