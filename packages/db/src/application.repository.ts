@@ -258,24 +258,6 @@ export async function listApplicationsOfEngineInstance(
 export const listApplicationsOfManagedEnvironment = rowsBy('application', 'managed_environment_id');
 
 /**
- * The stored specs of a tenant's applications on an engine instance, with the environment each deploys
- * through (what its AppProjects allow).
- */
-export async function listApplicationSpecsOfTenant(
-  db: Kysely<Database>,
-  clusterUserId: string,
-  engineInstanceId: string,
-): Promise<{ spec: JsonValue; managedEnvironmentId: string | null }[]> {
-  const rows = await db
-    .selectFrom('application')
-    .select(['spec', 'managed_environment_id'])
-    .where('cluster_user_id', '=', clusterUserId)
-    .where('engine_instance_id', '=', engineInstanceId)
-    .execute();
-  return rows.map((row) => ({ spec: row.spec, managedEnvironmentId: row.managed_environment_id }));
-}
-
-/**
  * The tenants (cluster_user ids) of an engine instance with an application that deploys a chart of a Helm
  * repository or of an OCI registry (a source, or one of its sources, with `chart` or an `oci://` repoURL),
  * with those specs: whose AppProjects depend on which chart repositories are private (issue 35).

@@ -28,3 +28,4 @@ export * from './session-url.ts';
 export * from './sync-operation.repository.ts';
 export * from './tenant-move.repository.ts';
 export * from './tenant-overview.repository.ts';
+export * from './tenant-project.repository.ts';

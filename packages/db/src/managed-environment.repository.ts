@@ -261,6 +261,15 @@ export async function listClusterSecretEnvironmentIds(
   db: Kysely<Database>,
   filter: { clusterUserId?: string; engineInstanceId?: string; id?: string } = {},
 ): Promise<string[]> {
+  const rows = await clusterSecretEnvironmentIdsQuery(db, filter).orderBy('e.id').execute();
+  return rows.map((row) => row.id);
+}
+
+/** The query of `listClusterSecretEnvironmentIds`, unordered (a subquery of readTenantProjectRows). */
+export function clusterSecretEnvironmentIdsQuery(
+  db: Kysely<Database>,
+  filter: { clusterUserId?: string; engineInstanceId?: string; id?: string },
+) {
   let query = db
     .selectFrom('managed_environment as e')
     .select('e.id')
@@ -291,8 +300,7 @@ export async function listClusterSecretEnvironmentIds(
       ]),
     );
   }
-  const rows = await query.orderBy('e.id').execute();
-  return rows.map((row) => row.id);
+  return query;
 }
 
 /**
@@ -307,29 +315,4 @@ export async function isManagedEnvironmentOnEngineInstance(
 ): Promise<boolean> {
   const ids = await listClusterSecretEnvironmentIds(db, { id: managedEnvironmentId, engineInstanceId });
   return ids.length > 0;
-}
-
-/** An environment with what its credentials say about scope (NULL credentials: none stored). */
-export interface ClusterSecretEnvironmentScope {
-  id: string;
-  namespaces: string[] | null;
-  cluster_resources: boolean | null;
-}
-
-/**
- * The environments of one tenant reached through a cluster Secret (External ones, and its Workspace one while
- * it has credentials), with their credentials' `namespaces` / `cluster_resources`, in id order.
- */
-export async function listClusterSecretEnvironmentScopes(
-  db: Kysely<Database>,
-  clusterUserId: string,
-): Promise<ClusterSecretEnvironmentScope[]> {
-  return await db
-    .selectFrom('managed_environment as e')
-    .leftJoin('cluster_credentials as c', 'c.id', 'e.cluster_credentials_id')
-    .select(['e.id', 'c.namespaces', 'c.cluster_resources'])
-    .where('e.cluster_credentials_id', 'is not', null)
-    .where('e.cluster_user_id', '=', clusterUserId)
-    .orderBy('e.id')
-    .execute();
 }

@@ -59,22 +59,6 @@ export async function updateRepositoryCredentials(
 
 export const getRepositoryCredentials = rowBy('repository_credentials', 'id');
 
-/** A tenant's repository credentials (on one engine instance when `engineInstanceId` is given), in id order. */
-export async function listRepositoryCredentialsOfUser(
-  db: Kysely<Database>,
-  clusterUserId: string,
-  filter: { engineInstanceId?: string } = {},
-): Promise<RepositoryCredentialsRow[]> {
-  let query = db
-    .selectFrom('repository_credentials')
-    .selectAll()
-    .where('cluster_user_id', '=', clusterUserId);
-  if (filter.engineInstanceId !== undefined) {
-    query = query.where('engine_instance_id', '=', filter.engineInstanceId);
-  }
-  return await query.orderBy('id').execute();
-}
-
 /** The normalised URLs of every repository credential on the engine instance (each once). */
 export const listRepositoryCredentialUrlsOfEngineInstance = valuesBy(
   'repository_credentials',

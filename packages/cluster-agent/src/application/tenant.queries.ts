@@ -2,15 +2,7 @@
  * What the AppProject of a tenant is computed from, read through the @gitops/db repositories: everything
  * one tenant has on one engine instance.
  */
-import {
-  type Db,
-  getClusterUser,
-  listApplicationSpecsOfTenant,
-  listClusterSecretEnvironmentIds,
-  listClusterSecretEnvironmentScopes,
-  listRepositoryCredentialsOfUser,
-  listRepositoryCredentialUrlsOfEngineInstance,
-} from '@gitops/db';
+import { type Db, listRepositoryCredentialUrlsOfEngineInstance, readTenantProjectRows } from '@gitops/db';
 import { normalizeRepositoryUrl } from '@gitops/shared';
 import { allowsClusterResources } from '../argocd.ts';
 import type { TenantResources } from './app-project.render.ts';
@@ -26,14 +18,11 @@ export async function readTenantResources(
   clusterUserId: string,
   engineInstanceId: string,
 ): Promise<TenantResources | undefined> {
-  const tenant = await getClusterUser(db, clusterUserId);
-  if (!tenant) return undefined;
-  const [specs, credentials, allEnvironments, here] = await Promise.all([
-    listApplicationSpecsOfTenant(db, clusterUserId, engineInstanceId),
-    listRepositoryCredentialsOfUser(db, clusterUserId, { engineInstanceId }),
-    listClusterSecretEnvironmentScopes(db, clusterUserId),
-    listClusterSecretEnvironmentIds(db, { clusterUserId, engineInstanceId }),
-  ]);
+  const rows = await readTenantProjectRows(db, clusterUserId, engineInstanceId);
+  if (!rows) return undefined;
+  // Only the environments whose cluster Secret is on this instance are read: a tenant that moved away keeps none
+  // here (so its project goes once its Applications are released).
+  const { applications: specs, repositoryCredentialUrls, clusterSecretEnvironments: environments } = rows;
   // Other tenants' credentials matter only for a tenant that deploys charts: the AppProjects of the others
   // (most, and every one in a drain's recomputes) are built without reading every credential of the instance.
   const credentialUrlsHere = specs.some((s) => chartRepoUrls(s.spec).length > 0)
@@ -41,12 +30,9 @@ export async function readTenantResources(
     : [];
   const withheld = withheldChartRepositories(
     specs.map((s) => s.spec),
-    credentials.map((c) => c.normalized_repository_url),
+    repositoryCredentialUrls,
     credentialUrlsHere,
   );
-  // Only the environments whose cluster Secret is on this instance: a tenant that moved away keeps none here
-  // (so its project goes once its Applications are released).
-  const environments = allEnvironments.filter((e) => here.includes(e.id));
   const applicationRepoUrls: string[] = [];
   const namespaceCreatingEnvironmentIds = new Set<string>();
   for (const { spec, managedEnvironmentId } of specs) {
@@ -57,10 +43,10 @@ export async function readTenantResources(
   }
   return {
     clusterUserId,
-    namespace: tenant.namespace_name,
+    namespace: rows.namespaceName,
     applicationRepoUrls,
     withheldRepoUrls: [...withheld],
-    repositoryCredentialUrls: credentials.map((c) => c.normalized_repository_url),
+    repositoryCredentialUrls,
     clusterSecretEnvironmentIds: environments.map((e) => e.id),
     // An environment without stored credentials has no cluster Secret: nothing is allowed through it.
     clusterScopedEnvironmentIds: environments
