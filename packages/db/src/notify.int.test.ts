@@ -15,7 +15,7 @@ import {
   notify,
 } from './notify.ts';
 import { getOperation, insertOperation, operationOfNotification } from './operation.repository.ts';
-import { startOperation } from './operation-lifecycle.repository.ts';
+import { completeOperation, retryOperation, startOperation } from './operation-lifecycle.repository.ts';
 import {
   markSyncOperationRequested,
   recordSyncProgress,
@@ -228,19 +228,29 @@ describe('notifications sent by the schema triggers', () => {
     // Read through the reader's own role: the row as it is.
     assert.deepEqual(await operationOfNotification(testDb.db, created.payload), operation);
 
+    // Its start (the agent's claim) is not announced (0019); every later change of state is.
     await startOperation(testDb.db, operation.id);
-    const started = await inbox.next(
+    await retryOperation(testDb.db, operation.id, { retryAfterMs: 0, message: 'cluster unreachable' });
+    const retried = await inbox.next(
       (n) => n.channel === NOTIFICATION_CHANNELS.operationStateChanged && n.payload === operation.id,
     );
-    assert.equal((await operationOfNotification(testDb.db, started.payload))?.state, 'In_Progress');
+    assert.equal((await operationOfNotification(testDb.db, retried.payload))?.state, 'Waiting');
     // The backend's own channel has the row itself (no read): only its role can name that channel.
     const backend = (await backendChannels(testDb.db)).operationStateChanged;
     const withRow = await inbox.next((n) => n.channel === backend && n.payload.includes(operation.id));
-    assert.equal(JSON.parse(withRow.payload).state, 'In_Progress');
+    assert.equal(JSON.parse(withRow.payload).state, 'Waiting');
     assert.deepEqual(
       await operationOfNotification(testDb.db, withRow.payload),
       await getOperation(testDb.db, operation.id),
     );
+    await startOperation(testDb.db, operation.id);
+    await completeOperation(testDb.db, operation.id);
+    const completed = await inbox.next((n) => n.channel === backend && n.payload.includes('Completed'));
+    assert.equal(JSON.parse(completed.payload).id, operation.id);
+    const states = inbox.received
+      .filter((n) => n.channel === backend)
+      .map((n) => (JSON.parse(n.payload) as { state: string }).state);
+    assert.deepEqual(states, ['Waiting', 'Completed'], 'no In_Progress announced');
     // Nothing of the owner (a tenant's namespace) in any payload, and nothing on another instance's channel.
     assert.ok(
       inbox.received.every((n) => n.channel === backend || !n.payload.includes('tenant-secret-name')),
