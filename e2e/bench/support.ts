@@ -200,11 +200,18 @@ export function topStatements(
   limit: number,
   own: RegExp = /pg_stat_statements|pg_stat_database|pg_stat_activity|count\(\*\)/,
 ): Record<string, number> {
+  // Keyed by the first 160 characters: statements that share them (the CTEs of one builder) are added up,
+  // never one written over another, so the figures always sum to every statement counted.
+  const byPrefix = new Map<string, number>();
+  for (const [query, calls] of deltas(before, after)) {
+    if (own.test(query)) continue;
+    const key = query.slice(0, 160);
+    byPrefix.set(key, (byPrefix.get(key) ?? 0) + calls);
+  }
   const out: Record<string, number> = {};
-  const moved = [...deltas(before, after)].filter(([query]) => !own.test(query)).sort((x, y) => y[1] - x[1]);
   let rest = 0;
-  for (const [i, [query, calls]] of moved.entries()) {
-    if (i < limit) out[query.slice(0, 160)] = round2(calls / unit);
+  for (const [i, [key, calls]] of [...byPrefix].sort((x, y) => y[1] - x[1]).entries()) {
+    if (i < limit) out[key] = round2(calls / unit);
     else rest += calls;
   }
   if (rest > 0) out['(all others)'] = round2(rest / unit);
