@@ -52,7 +52,7 @@ import {
   createSilentLogger,
   HttpMethod,
   kubeRequest,
-  kubeStream,
+  type kubeStream,
 } from '@gitops/shared';
 import {
   type ArgoApplication,
@@ -64,7 +64,7 @@ import {
   remove,
 } from '../fixture/kube.ts';
 import { randomSuffix, type ServiceName, startSystem } from '../fixture/system.ts';
-import { type ProfiledProcess, startGoProfiles } from './go-profiles.ts';
+import { apiServerProfile, type ProfiledProcess, startGoProfiles } from './go-profiles.ts';
 import {
   apiRequestCounts,
   cores,
@@ -238,16 +238,7 @@ function profiledProcesses(
     return new Uint8Array(await response.arrayBuffer());
   };
   return [
-    {
-      name: 'kube-apiserver',
-      read: async (seconds) => {
-        const body = await kubeStream(kc, {
-          path: '/debug/pprof/profile',
-          query: { seconds: String(seconds) },
-        });
-        return new Uint8Array(await body.arrayBuffer());
-      },
-    },
+    apiServerProfile(kc),
     ...instances.flatMap((instance) =>
       (instance.argoCd?.processes ?? [])
         .filter((p) => p.name === 'argocd-application-controller')

@@ -19,6 +19,7 @@
  * (watch events), so the figures include watch delivery, which is what a user sees.
  */
 
+import { join } from 'node:path';
 import {
   activeSessions,
   countAutovacuumRuns,
@@ -32,6 +33,7 @@ import { createInformer, createMetricsRegistry, createSilentLogger, type KubeObj
 import { playArgoCd } from '../fixture/argo-cd-actor.ts';
 import { create, createGitOpsDeployment, list, paths, remove } from '../fixture/kube.ts';
 import { randomSuffix, startSystem } from '../fixture/system.ts';
+import { apiServerProfile, startGoProfiles } from './go-profiles.ts';
 import {
   apiRequestCounts,
   cpuSecondsByPart,
@@ -60,6 +62,10 @@ const STATUS_SAMPLES = Number(process.env.BENCH_STATUS_SAMPLES ?? 100);
 const IDLE_SECONDS = Number(process.env.BENCH_IDLE_SECONDS ?? 30);
 const PACED_RATE = Number(process.env.BENCH_PACED_RATE ?? 50);
 const PACED_DEPLOYMENTS = Number(process.env.BENCH_PACED_DEPLOYMENTS ?? 500);
+/** BENCH_PROFILE_DIR: CPU profiles of the API server over the creates, 5 s each (go-profiles.ts). */
+const PROFILE_DIR = process.env.BENCH_PROFILE_DIR
+  ? join(process.env.BENCH_PROFILE_DIR, `core-pipeline-${new Date().toISOString().replace(/[:.]/g, '-')}`)
+  : undefined;
 /** Label that assigns a GitOpsDeployment to one backend shard; the ceiling uses a shard nobody serves. */
 const BACKEND_SHARD_LABEL = 'managed-gitops.redhat.com/backend-shard';
 
@@ -167,6 +173,12 @@ try {
   const servicePids = { backend: system.pid('backend'), cluster_agent: system.pid('cluster-agent') };
   const cpuBeforeCreate = await cpuSecondsByPart(servicePids);
   const items = Array.from({ length: DEPLOYMENTS }, (_, i) => i);
+  const profiles = PROFILE_DIR
+    ? await startGoProfiles(PROFILE_DIR, [apiServerProfile(system.kc)], {
+        chunkSeconds: 5,
+        onError: (name, error) => console.error(`[bench] profile of ${name} stopped: ${String(error)}`),
+      })
+    : undefined;
   const start = performance.now();
   await pool(items, IN_FLIGHT, async (i) => {
     uids.push(await createOne(i, 'app'));
@@ -190,6 +202,8 @@ try {
 
   await settled();
   await sleep(3000); // follow-up reconciles (owner re-enqueued by the operation's state change)
+  const profileFiles = await profiles?.stop();
+  if (profileFiles) console.error(`[bench] API server profiles of the creates: ${profileFiles.join(' ')}`);
   const cpuCreate = deltas(cpuBeforeCreate, await cpuSecondsByPart(servicePids));
   const apiCreate = deltas(apiBeforeCreate, await apiRequestCounts());
   const dbCreate = (await countDatabaseTransactions(system.db)) - dbBeforeCreate;

@@ -6,11 +6,26 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { kubeStream } from '@gitops/shared';
 
 /** A process that serves `/debug/pprof/profile`: `read(seconds)` returns one profile of that length. */
 export interface ProfiledProcess {
   name: string;
   read(seconds: number): Promise<Uint8Array>;
+}
+
+/** The API server's profile, through the admin kubeconfig `kc`. */
+export function apiServerProfile(kc: Parameters<typeof kubeStream>[0]): ProfiledProcess {
+  return {
+    name: 'kube-apiserver',
+    read: async (seconds) => {
+      const body = await kubeStream(kc, {
+        path: '/debug/pprof/profile',
+        query: { seconds: String(seconds) },
+      });
+      return new Uint8Array(await body.arrayBuffer());
+    },
+  };
 }
 
 export interface GoProfiles {
