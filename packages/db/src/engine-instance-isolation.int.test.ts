@@ -570,9 +570,10 @@ describe('an agent connected as instance B reaches nothing of instance A', () =>
         },
       }),
     );
+    // A change of state that is announced (an operation's start is not: migration 0019).
     await testDb.db
       .updateTable('operation')
-      .set({ state: 'In_Progress' })
+      .set({ state: 'Completed', finished_at: new Date() })
       .where('id', '=', operation.id)
       .execute();
     const deadline = Date.now() + 10_000;
