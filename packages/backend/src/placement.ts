@@ -8,7 +8,6 @@ import {
   type ClusterUserRow,
   type Database,
   type EngineInstanceRow,
-  getClusterUserByNamespaceUid,
   type PlacementRefusal,
   placeTenant,
   upsertClusterUser,
@@ -77,8 +76,8 @@ export interface TenantOfNamespace {
 }
 
 /**
- * The tenant of the namespace `namespaceName` (created on first sight, and renamed with it; read first so an
- * unchanged one is not written) and its instance (tenantEngineInstance: placed now if needed).
+ * The tenant of the namespace `namespaceName` (created on first sight, and renamed with it; an unchanged one is
+ * read and not written, in the same statement) and its instance (tenantEngineInstance: placed now if needed).
  * @throws PlacementRefusedError when it cannot be placed.
  */
 export async function placeNamespaceTenant(
@@ -86,11 +85,7 @@ export async function placeNamespaceTenant(
   namespaceName: string,
   namespace: TenantOfNamespace,
 ): Promise<{ tenant: ClusterUserRow; instance: EngineInstanceRow }> {
-  const existing = await getClusterUserByNamespaceUid(trx, namespace.namespaceUid);
-  const tenant =
-    existing && existing.namespace_name === namespaceName
-      ? existing
-      : await upsertClusterUser(trx, { uid: namespace.namespaceUid, name: namespaceName });
+  const tenant = await upsertClusterUser(trx, { uid: namespace.namespaceUid, name: namespaceName });
   const instance = await tenantEngineInstance(
     trx,
     tenant.id,

@@ -4,21 +4,29 @@ import { deleteRowById, type IdPage, lockRowById, pageById, rowBy } from './keye
 
 /** A tenant = one user namespace, identified by the namespace uid. */
 
-/** Returns the tenant of a namespace, creating it on first sight (and following a namespace rename). */
+/**
+ * Returns the tenant of a namespace, creating it on first sight (and following a namespace rename), in one
+ * statement: a tenant that exists under this name is read and not written (no row version, no row lock).
+ */
 export async function upsertClusterUser(
   db: Kysely<Database>,
   namespace: { uid: string; name: string },
 ): Promise<ClusterUserRow> {
-  return await db
-    .insertInto('cluster_user')
-    .values({ namespace_uid: namespace.uid, namespace_name: namespace.name })
-    .onConflict((conflict) =>
-      conflict
-        .column('namespace_uid')
-        .doUpdateSet(({ ref }) => ({ namespace_name: ref('excluded.namespace_name') })),
+  const { rows } = await sql<ClusterUserRow>`
+    WITH existing AS (SELECT * FROM cluster_user WHERE namespace_uid = ${namespace.uid}),
+    written AS (
+      INSERT INTO cluster_user (namespace_uid, namespace_name)
+      SELECT ${namespace.uid}, ${namespace.name}
+      WHERE NOT EXISTS (SELECT 1 FROM existing WHERE namespace_name = ${namespace.name})
+      ON CONFLICT (namespace_uid) DO UPDATE SET namespace_name = excluded.namespace_name
+      RETURNING *
     )
-    .returningAll()
-    .executeTakeFirstOrThrow();
+    SELECT * FROM written
+    UNION ALL
+    SELECT * FROM existing WHERE NOT EXISTS (SELECT 1 FROM written)`.execute(db);
+  const [tenant] = rows;
+  if (!tenant) throw new Error(`the tenant of namespace ${namespace.name} was neither read nor written`);
+  return tenant;
 }
 
 export const getClusterUser = rowBy('cluster_user', 'id');

@@ -33,20 +33,27 @@ function credentialsColumns(input: ClusterCredentialsInput) {
   };
 }
 
-/** The tenant's own namespace as a deploy target (in-cluster, no credentials yet). Created once per tenant. */
+/**
+ * The tenant's Workspace environment, created when missing, in one statement (an existing one is only read).
+ * One created by a concurrent transaction after this statement's snapshot is read by a second statement.
+ */
 export async function ensureWorkspaceEnvironment(
   db: Kysely<Database>,
   clusterUser: { id: string; namespaceName: string },
 ): Promise<ManagedEnvironmentRow> {
-  const inserted = await db
-    .insertInto('managed_environment')
-    .values({ cluster_user_id: clusterUser.id, kind: 'Workspace', name: clusterUser.namespaceName })
-    .onConflict((conflict) =>
-      conflict.column('cluster_user_id').where(sql<boolean>`kind = 'Workspace'`).doNothing(),
+  const { rows } = await sql<ManagedEnvironmentRow>`
+    WITH existing AS (
+      SELECT * FROM managed_environment WHERE cluster_user_id = ${clusterUser.id} AND kind = 'Workspace'
+    ),
+    inserted AS (
+      INSERT INTO managed_environment (cluster_user_id, kind, name)
+      SELECT ${clusterUser.id}, 'Workspace', ${clusterUser.namespaceName}
+      WHERE NOT EXISTS (SELECT 1 FROM existing)
+      ON CONFLICT (cluster_user_id) WHERE kind = 'Workspace' DO NOTHING
+      RETURNING *
     )
-    .returningAll()
-    .executeTakeFirst();
-  if (inserted) return inserted;
+    SELECT * FROM inserted UNION ALL SELECT * FROM existing`.execute(db);
+  if (rows[0]) return rows[0];
   return await db
     .selectFrom('managed_environment')
     .selectAll()

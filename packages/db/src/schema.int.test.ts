@@ -83,6 +83,17 @@ describe('tenants and engine instances', () => {
     const renamed = await upsertClusterUser(db, { uid, name: 'jane-renamed' });
     assert.equal(renamed.id, created.id);
     assert.equal((await getClusterUserByNamespaceUid(db, uid))?.namespace_name, 'jane-renamed');
+    // Under the same name it is only read: the same row version (xmin), no row lock (xmax).
+    const version = () =>
+      sql<{
+        xmin: string;
+        xmax: string;
+      }>`select xmin::text, xmax::text from cluster_user where id = ${created.id}`
+        .execute(db)
+        .then((r) => r.rows[0]);
+    const before = await version();
+    assert.deepEqual(await upsertClusterUser(db, { uid, name: 'jane-renamed' }), renamed);
+    assert.deepEqual(await version(), before);
   });
 
   test('a re-created Argo CD namespace keeps the engine instance row (stable configured name)', async () => {
@@ -113,9 +124,17 @@ describe('managed environments', () => {
     const user = await givenClusterUser(db);
     const first = await ensureWorkspaceEnvironment(db, { id: user.id, namespaceName: user.namespace_name });
     const second = await ensureWorkspaceEnvironment(db, { id: user.id, namespaceName: user.namespace_name });
-    assert.equal(second.id, first.id);
+    assert.deepEqual(second, first);
     assert.equal(first.kind, 'Workspace');
     assert.equal(first.cluster_credentials_id, null);
+    // Ensured by several at once (placements racing in their transactions): one row, the same for all.
+    const other = await givenClusterUser(db);
+    const racing = await Promise.all(
+      [1, 2, 3, 4].map(() =>
+        ensureWorkspaceEnvironment(db, { id: other.id, namespaceName: other.namespace_name }),
+      ),
+    );
+    assert.equal(new Set(racing.map((e) => e.id)).size, 1);
   });
 
   test('credentials are stored sealed and rotate in place', async () => {

@@ -121,14 +121,13 @@ export async function deleteMappedApplications(
 /** Mappings of GitOpsDeployments with this namespace/name, optionally except the incarnation `exceptUid`. */
 export const findDeploymentMappings = apiCrMappingsOfKind(GitOpsDeploymentCr.kind);
 
-/** The tenant's Workspace environment, read first so an unchanged reconcile writes nothing. */
+/** The tenant's Workspace environment (an unchanged reconcile only reads it: ensureWorkspaceEnvironment). */
 async function workspaceEnvironment(
   trx: Transaction<Database>,
   clusterUserId: string,
   namespaceName: string,
 ): Promise<ManagedEnvironmentRow> {
-  const existing = await getWorkspaceEnvironment(trx, clusterUserId);
-  return existing ?? (await ensureWorkspaceEnvironment(trx, { id: clusterUserId, namespaceName }));
+  return await ensureWorkspaceEnvironment(trx, { id: clusterUserId, namespaceName });
 }
 
 export interface DesiredApplication extends TenantOfNamespace {
