@@ -11,6 +11,7 @@ import {
   listChartApplicationSpecsOfEngineInstance,
   startDueOperationsOfApplication,
 } from './application.repository.ts';
+import type { ClusterUserRow } from './database.ts';
 import { ensureWorkspaceEnvironment, insertExternalEnvironment } from './managed-environment.repository.ts';
 import { getOperation } from './operation.repository.ts';
 import { startOperation } from './operation-lifecycle.repository.ts';
@@ -23,6 +24,15 @@ import {
 } from './testing/test-fixtures.ts';
 
 const testDb = useTestDatabase();
+
+/** The application's GitOpsDeployment `web` in the tenant's namespace (its api_cr_mapping). */
+async function givenOwner(application: { id: string }, tenant: ClusterUserRow) {
+  await insertApiCrMapping(
+    testDb.db,
+    { uid: randomUUID(), name: 'web', namespace: tenant.namespace_name, namespaceUid: tenant.namespace_uid },
+    { kind: 'GitOpsDeployment', applicationId: application.id },
+  );
+}
 
 describe('an application with its destination in one read', () => {
   test('gives the row, its environment with the credentials scope, and its owner', async () => {
@@ -46,16 +56,7 @@ describe('an application with its destination in one read', () => {
       engineInstance: instance,
       managedEnvironmentId: environment.id,
     });
-    await insertApiCrMapping(
-      db,
-      {
-        uid: randomUUID(),
-        name: 'web',
-        namespace: tenant.namespace_name,
-        namespaceUid: tenant.namespace_uid,
-      },
-      { kind: 'GitOpsDeployment', applicationId: application.id },
-    );
+    await givenOwner(application, tenant);
 
     assert.deepEqual(await getApplicationWithDestination(db, application.id), {
       application: await getApplication(db, application.id),
@@ -121,16 +122,7 @@ describe("an application's due operations started and the application read, in o
       .set({ refresh_requested_at: sql<Date>`now() - interval '1.234567 seconds'` })
       .where('id', '=', application.id)
       .execute();
-    await insertApiCrMapping(
-      db,
-      {
-        uid: randomUUID(),
-        name: 'web',
-        namespace: tenant.namespace_name,
-        namespaceUid: tenant.namespace_uid,
-      },
-      { kind: 'GitOpsDeployment', applicationId: application.id },
-    );
+    await givenOwner(application, tenant);
     const request = {
       engineInstanceId: instance.id,
       resourceType: 'Application',
