@@ -6,7 +6,6 @@ import { describe, test } from 'vitest';
 import { insertApiCrMapping } from './api-cr-mapping.repository.ts';
 import {
   getApplication,
-  getApplicationWithDestination,
   insertApplication,
   listChartApplicationSpecsOfEngineInstance,
   startDueOperationsOfApplication,
@@ -24,6 +23,11 @@ import {
 } from './testing/test-fixtures.ts';
 
 const testDb = useTestDatabase();
+
+/** The application read as the agent reads it, by an instance with no operation of it (the read alone). */
+async function readApplication(id: string) {
+  return (await startDueOperationsOfApplication(testDb.db, randomUUID(), id)).read;
+}
 
 /** The application's GitOpsDeployment `web` in the tenant's namespace (its api_cr_mapping). */
 async function givenOwner(application: { id: string }, tenant: ClusterUserRow) {
@@ -58,7 +62,7 @@ describe('an application with its destination in one read', () => {
     });
     await givenOwner(application, tenant);
 
-    assert.deepEqual(await getApplicationWithDestination(db, application.id), {
+    assert.deepEqual(await readApplication(application.id), {
       application: await getApplication(db, application.id),
       environment: {
         id: environment.id,
@@ -83,19 +87,19 @@ describe('an application with its destination in one read', () => {
     });
     const nowhere = await givenApplication(db, { clusterUser: tenant, engineInstance: instance });
 
-    const workspaceRead = await getApplicationWithDestination(db, inWorkspace.id);
+    const workspaceRead = await readApplication(inWorkspace.id);
     assert.deepEqual(workspaceRead?.environment, {
       id: workspace.id,
       kind: 'Workspace',
       credentials: undefined,
     });
     assert.equal(workspaceRead?.owner, undefined);
-    assert.deepEqual(await getApplicationWithDestination(db, nowhere.id), {
+    assert.deepEqual(await readApplication(nowhere.id), {
       application: nowhere,
       environment: undefined,
       owner: undefined,
     });
-    assert.equal(await getApplicationWithDestination(db, randomUUID()), undefined);
+    assert.equal(await readApplication(randomUUID()), undefined);
   });
 });
 
@@ -139,7 +143,12 @@ describe("an application's due operations started and the application read, in o
       { outcome: 'started', operation: await getOperation(db, later.id) },
     ]);
     assert.equal(found[1]?.operation.state, 'In_Progress');
-    assert.deepEqual(read, await getApplicationWithDestination(db, application.id));
+    assert.deepEqual(
+      read,
+      await readApplication(application.id),
+      'the same read with operations and without',
+    );
+    assert.deepEqual(read?.environment, { id: workspace.id, kind: 'Workspace', credentials: undefined });
     const stored = await getApplication(db, application.id);
     assert.ok(stored?.refresh_requested_at instanceof Date);
     assert.deepEqual(read?.application, stored);

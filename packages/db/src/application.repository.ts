@@ -93,19 +93,11 @@ export interface ApplicationWithDestination {
   owner?: { name: string; namespace: string };
 }
 
-/** The application, its environment and credentials, and its owner's name: one query. */
-export async function getApplicationWithDestination(
-  db: Kysely<Database>,
-  id: string,
-): Promise<ApplicationWithDestination | undefined> {
-  const { rows } = await sql<ApplicationReadColumns>`${applicationRead(id)}`.execute(db);
-  return rows[0] ? applicationWithDestinationOf(rows[0]) : undefined;
-}
-
 /**
  * Agent: starts the due operations of application `id` and reads the application with its destination, in one
- * statement (one round trip where `startDueOperationsOfResource` and `getApplicationWithDestination` were two).
- * The read sees the rows as the operations' start does: an operation found comes with the row it announces.
+ * statement (one round trip where the start and the read were two): the row with its environment, the credentials'
+ * scope and the owner's name. The read sees the rows as the operations' start does: an operation found comes
+ * with the row it announces.
  */
 export async function startDueOperationsOfApplication(
   db: Kysely<Database>,
