@@ -19,7 +19,7 @@ import {
   updateApplication,
   upsertEngineInstance,
 } from '@gitops/db';
-import { givenOperation, givenOwnedOperation, type TestDatabase } from '@gitops/db/testing';
+import { givenOperation, givenOwnedOperation, recordStatements, type TestDatabase } from '@gitops/db/testing';
 import {
   collectionPath,
   createMetricsRegistry,
@@ -255,6 +255,34 @@ describe('cluster-agent', () => {
         ? undefined
         : true,
     );
+  });
+
+  it("a new Application of a tenant whose project lists its repository costs the agent three statements about it: its operation's start with its row, its first state, the finish", async () => {
+    const tenant = await givenTenant(tenantNamespaces[0]!);
+    // The tenant's project, listing the repository, exists: the first deployment made it.
+    const first = await deploy(tenant, { repoURL: 'https://github.com/org/counted', relay: false });
+    assert.equal((await finished(first.operation.id)).state, 'Completed');
+    const recorder = recordStatements('gitops-cluster-agent');
+    try {
+      const { application, operation } = await deploy(tenant, {
+        repoURL: 'https://github.com/org/counted',
+        path: 'env/prod',
+        relay: false,
+      });
+      assert.equal((await finished(operation.id)).state, 'Completed');
+      // Its first state (nothing compared yet) is written at once here (GITOPS_STATUS_QUEUED_INTERVAL=0; by
+      // default it waits for Argo CD's settled state).
+      await eventually('its first state', () => getApplicationState(database.db, application.id));
+      const kinds = recorder
+        .about(application.id, operation.id)
+        .map((s) => s.text.replace(/\s+/g, ' ').trim().split(' ').slice(0, 3).join(' '))
+        .sort();
+      // A statement more for a new Application (a read of its row apart from its operation's start, a second
+      // write of the operation) fails here.
+      assert.deepEqual(kinds, ['WITH unfinished AS', 'insert into application_state', 'update operation o']);
+    } finally {
+      recorder.stop();
+    }
   });
 
   it('each tenant gets one AppProject listing exactly its repositories and destinations', async () => {

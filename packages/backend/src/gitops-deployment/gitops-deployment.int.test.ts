@@ -10,6 +10,7 @@ import {
   getManagedEnvironment,
   startOperation,
 } from '@gitops/db';
+import { recordStatements } from '@gitops/db/testing';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
 import { eventually, listEvents } from '@gitops/shared/testing';
 import { describe, test } from 'vitest';
@@ -74,6 +75,29 @@ describe('GitOpsDeployment reconciler', () => {
     await eventually('operation marked delivered', async () =>
       (await operationsOf(application.id)).every((o) => o.delivered_at !== null),
     );
+  });
+
+  test('a GitOpsDeployment of a placed tenant costs the backend one statement about it: its application, mapping and operation together', async () => {
+    const placed = await f.createDeployment(tenant.name, 'placed-first', automatedSpec);
+    await applicationOf(placed);
+    const recorder = recordStatements('gitops-backend');
+    try {
+      const cr = await f.createDeployment(tenant.name, 'counted', automatedSpec);
+      const application = await applicationOf(cr);
+      await eventually('operation marked delivered', async () =>
+        (await operationsOf(application.id)).every((o) => o.delivered_at !== null),
+      );
+      // A reconcile that would follow its own write (a read of what it just wrote) has had its turn.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const about = recorder
+        .about(cr.metadata.uid!, application.id)
+        .map((s) => s.text.replace(/\s+/g, ' ').trim().split(' ').slice(0, 3).join(' '));
+      // createApplicationOfNewDeployment: the name's lock, the placed tenant, the three inserts. A statement
+      // more for a new deployment (a read of the tenant, of its environment, of the mapping) fails here.
+      assert.deepEqual(about, ['with lock as']);
+    } finally {
+      recorder.stop();
+    }
   });
 
   test('a Completed operation of a deployment without an error queues no reconcile; a Failed one does', async () => {

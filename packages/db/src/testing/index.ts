@@ -4,5 +4,6 @@
  */
 export * from './interleaving.ts';
 export * from './per-file-database.ts';
+export * from './statements.ts';
 export * from './test-database.ts';
 export * from './test-fixtures.ts';
