@@ -26,6 +26,7 @@ import {
   deleteIfExists,
   getObject,
   HttpMethod,
+  type JsonObject,
   type KubeConfig,
   kubeRequest,
   type Registry,
@@ -351,6 +352,54 @@ describe('cluster-agent', () => {
     await patch(appRef(application.name), { operation: null }, 'argocd-test');
     const again = await editTo('env/prod');
     assert.equal(again.operation, undefined);
+  });
+
+  it('an edit that drops part of a section it keeps removes it from the Application its create made: automated to manual, a Helm value', async () => {
+    const tenant = await givenTenant(tenantNamespaces[3]!);
+    const repoURL = 'https://github.com/org/dropped';
+    const specOf = (syncPolicy: JsonObject, valuesObject: JsonObject) => ({
+      source: { repoURL, path: 'env/dev', targetRevision: 'main', helm: { valuesObject } },
+      destination: { namespace: tenant.namespace_name },
+      syncPolicy,
+    });
+    const { application, operation } = await deploy(tenant, {
+      repoURL,
+      spec: specOf(automatedSyncPolicy, { replicas: 2, 'log.debug': true }) as never,
+    });
+    assert.equal((await finished(operation.id)).state, 'Completed');
+    const created = await getObject(kc, appRef(application.name));
+    assert.ok(created);
+    // Created by a POST: the create's entry is an Update of ours, which an apply alone would leave owning both.
+    assert.deepEqual(
+      (created.metadata.managedFields as Array<{ manager: string; operation: string }>).map(
+        ({ manager, operation }) => `${manager} ${operation}`,
+      ),
+      ['gitops-cluster-agent Update'],
+    );
+    const manual = specOf({ syncOptions: automatedSyncPolicy.syncOptions }, { replicas: 2 });
+    await database.db.transaction().execute(async (trx) => {
+      await updateApplication(trx, application.id, {
+        managedEnvironmentId: application.managed_environment_id,
+        spec: manual,
+      });
+      await insertOperation(trx, {
+        engineInstanceId,
+        resourceType: 'Application',
+        resourceId: application.id,
+        ownerUserId: tenant.id,
+      });
+    });
+    const edited = await eventually(
+      'the Application without automated sync and the dropped value',
+      async () => {
+        const app = await getObject(kc, appRef(application.name));
+        const spec = app?.spec as { syncPolicy?: { automated?: unknown } } | undefined;
+        return spec && spec.syncPolicy?.automated === undefined ? app : undefined;
+      },
+    );
+    const spec = edited.spec as { source: unknown; syncPolicy: unknown };
+    assert.deepEqual(spec.syncPolicy, { syncOptions: automatedSyncPolicy.syncOptions });
+    assert.deepEqual(spec.source, manual.source);
   });
 
   it('many Applications of one tenant announced at once: the AppProject ends listing every repository', async () => {

@@ -1,7 +1,7 @@
 /**
  * Kubernetes objects: the part of them every helper relies on (`KubeObject`, `ObjectRef`), their queue keys,
  * their paths and kinds (`objectPath`, `kindParser`), and reading and writing one (`getObject`, `getPathIfExists`,
- * `createUnlessExists`, `serverSideApply`, `mergePatch`, `patchStatus`, `deleteIfExists`, `clusterIdentity`). The requests go
+ * `createUnlessExists`, `createObject`, `serverSideApply`, `mergePatch`, `patchStatus`, `deleteIfExists`, `clusterIdentity`). The requests go
  * through the client in kube-client.ts; Events through kube-events.ts.
  */
 import { HttpMethod, PatchStrategy } from '@kubernetes/client-node';
@@ -199,6 +199,31 @@ export async function createUnlessExists(
   } catch (err) {
     if (!isAlreadyExists(err)) throw err;
   }
+}
+
+/**
+ * Creates `object` (a POST to its collection) as `fieldManager` and returns it as created. An object of that
+ * name already there fails with 409 AlreadyExists (`isAlreadyExists`). The create's managedFields entry is an
+ * Update of `fieldManager`, not an Apply: a later server-side apply by the same manager does not remove a field
+ * only the create set (the caller removes those itself). The API server does less work than for an apply that
+ * creates (no YAML decode, no apply merge), which is why the agent creates Applications this way.
+ */
+export async function createObject(
+  kc: KubeConfig,
+  object: KubeObject,
+  options: { fieldManager: string; signal?: AbortSignal },
+): Promise<KubeObject> {
+  const path = await objectPath(kc, refOf(object));
+  const collection = path.slice(0, path.lastIndexOf('/'));
+  const { managedFields: _managedFields, resourceVersion: _resourceVersion, ...metadata } = object.metadata;
+  const body = await kubeRequest(kc, {
+    method: HttpMethod.POST,
+    path: collection,
+    query: { fieldManager: options.fieldManager },
+    body: { ...object, metadata },
+    signal: options.signal,
+  });
+  return asKubeObject(body, path);
 }
 
 /**

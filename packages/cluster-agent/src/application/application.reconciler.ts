@@ -11,9 +11,11 @@
  */
 import type { ApplicationRow, ApplicationWithDestination } from '@gitops/db';
 import {
+  createObject,
   createOwnWrites,
   createTurns,
   type Informer,
+  isAlreadyExists,
   jsonFingerprint,
   type KubeObject,
   type Logger,
@@ -26,7 +28,7 @@ import {
 import type { AgentContext, ResourceOutcome } from '../agent-context.ts';
 import type { FeatureContext, ResourceContext } from '../agent-feature.ts';
 import { applicationRef, FIELD_MANAGER } from '../argocd.ts';
-import { compareOwnedFields, nullPatchOf } from '../resync/owned-fields.ts';
+import { compareOwnedFields, undeclaredOwnedPatch } from '../resync/owned-fields.ts';
 import {
   type AppProjectDeps,
   type AppProjectOptions,
@@ -188,28 +190,36 @@ async function ensureProject(
 }
 
 /**
- * Server-side applies the desired Application inside the echo filter's write window: a version other than
- * ours that arrived meanwhile (another writer, just before or after us) queues it again. Only an apply that
- * left it as desired (`settledBy`) registers its echo; otherwise `end` gets no object and counts every version
- * held, ours too, so it is looked at again — as the clean-up patch that follows has its own event do anyway.
+ * Writes the desired Application inside the echo filter's write window: created when the cache has none
+ * (`create`: a POST, which costs the API server less than an apply that creates; one already there after all is
+ * applied to), else server-side applied. A version other than ours that arrived meanwhile (another writer, just
+ * before or after us) queues it again. Only a write that left it as desired (`settledBy`) registers its echo;
+ * otherwise `end` gets no object and counts every version held, ours too, so it is looked at again — as the
+ * clean-up patch that follows has its own event do anyway.
  */
 export async function applyNoting(
   deps: Pick<ApplicationDeps, 'kc' | 'enqueue' | 'ownApplies'>,
   row: Pick<ApplicationRow, 'id'>,
   desired: KubeObject,
   settledBy: (applied: KubeObject) => boolean,
-  { signal, resourceVersion }: { signal: AbortSignal; resourceVersion?: string | undefined },
+  {
+    signal,
+    resourceVersion,
+    create = false,
+  }: { signal: AbortSignal; resourceVersion?: string | undefined; create?: boolean },
 ): Promise<{ applied: KubeObject; settled: boolean }> {
   const key = objectKey(desired);
   deps.ownApplies.begin(key);
   let applied: KubeObject;
   try {
-    applied = await serverSideApply(deps.kc, desired, {
-      fieldManager: FIELD_MANAGER,
-      force: true,
-      signal,
-      ...(resourceVersion ? { resourceVersion } : {}),
-    });
+    applied =
+      (create && (await createUnlessThere(deps, desired, signal))) ||
+      (await serverSideApply(deps.kc, desired, {
+        fieldManager: FIELD_MANAGER,
+        force: true,
+        signal,
+        ...(resourceVersion ? { resourceVersion } : {}),
+      }));
   } catch (err) {
     // The failed reconcile is retried with backoff: it looks at whatever arrived meanwhile then.
     deps.ownApplies.end(key, undefined);
@@ -218,6 +228,20 @@ export async function applyNoting(
   const settled = settledBy(applied);
   if (deps.ownApplies.end(key, settled ? applied : undefined)) deps.enqueue('Application', row.id);
   return { applied, settled };
+}
+
+/** The Application created as desired; undefined when one of its name is there already (the cache is behind). */
+async function createUnlessThere(
+  deps: Pick<ApplicationDeps, 'kc'>,
+  desired: KubeObject,
+  signal: AbortSignal,
+): Promise<KubeObject | undefined> {
+  try {
+    return await createObject(deps.kc, desired, { fieldManager: FIELD_MANAGER, signal });
+  } catch (err) {
+    if (isAlreadyExists(err)) return undefined;
+    throw err;
+  }
 }
 
 /**
@@ -237,15 +261,16 @@ export const OWNED_SPEC_FIELDS = [
   'source.directory',
 ] as const;
 
-/** Fields we own but do not declare (set by another manager; apply cannot remove them), set to null. */
+/**
+ * What the written Application has in the spec sections we own and the row does not declare, removed: set by
+ * another manager, or by our create (its entry is an Update, not an Apply), an apply leaves them in place.
+ */
 async function removeUndeclaredFields(
   deps: Pick<ApplicationDeps, 'kc' | 'namespace'>,
   name: string,
-  fields: readonly string[],
-  revisionLeft: boolean,
+  spec: Record<string, unknown>,
   signal: AbortSignal,
 ): Promise<void> {
-  const spec = nullPatchOf([...fields, ...(revisionLeft ? ['source.targetRevision'] : [])]);
   await mergePatch(
     deps.kc,
     applicationRef(deps.namespace, name),
@@ -268,15 +293,13 @@ async function settleUnchanged(
 }
 
 /**
- * What applyApplication found: the project it belongs in now, compareOwnedFields, hasStaleRevision, and the
+ * What applyApplication found: the live Application (none: created), the project it belongs in now, and the
  * resourceVersion an apply carrying our first sync requires (first-sync.ts).
  */
 type Drift = {
   live?: KubeObject;
   resourceVersion?: string | undefined;
   projectName: string;
-  unexpectedSpecFields: string[];
-  staleRevision: boolean;
 };
 
 /**
@@ -287,23 +310,25 @@ async function writeApplication(
   deps: ApplicationDeps,
   row: ApplicationRow,
   desired: KubeObject,
-  { live, resourceVersion, projectName, unexpectedSpecFields, staleRevision }: Drift,
+  { live, resourceVersion, projectName }: Drift,
   options: ReconcileApplicationOptions,
 ): Promise<ResourceOutcome> {
-  const revisionLeft = (applied: KubeObject) => staleRevision && !!sourceOf(applied).targetRevision;
+  let undeclared: Record<string, unknown> | undefined;
   const { applied, settled } = await applyNoting(
     deps,
     row,
     desired,
-    (object) => unexpectedSpecFields.length === 0 && !revisionLeft(object),
-    { signal: options.signal, resourceVersion },
+    (object) => {
+      undeclared = undeclaredOwnedPatch(object.spec, desired.spec, OWNED_SPEC_FIELDS);
+      return undeclared === undefined;
+    },
+    { signal: options.signal, resourceVersion, create: live === undefined },
   );
   await completeAdoption(deps, row, options.logger);
   if (settled && applied.metadata.resourceVersion)
     deps.settledApplications.settle(row.id, applicationFingerprint(row, applied));
-  // Fields we own but do not declare, set by another manager: apply cannot remove them.
-  if (!settled)
-    await removeUndeclaredFields(deps, row.name, unexpectedSpecFields, revisionLeft(applied), options.signal);
+  // Fields we own but do not declare, left by another manager or our create: the apply did not remove them.
+  if (undeclared) await removeUndeclaredFields(deps, row.name, undeclared, options.signal);
   options.logger.info({ application: row.name, created: live === undefined }, 'Application applied');
   const liveProject = (live?.spec as { project?: unknown } | undefined)?.project;
   // It moved between the tenant's projects (its environment's scope changed): the one it left may be
@@ -336,7 +361,7 @@ export async function applyApplication(
       requeueAfterMs: PENDING_DELETE_RECHECK_MS,
     };
   }
-  const { drifted, unexpectedSpecFields } = compareOwnedFields(live, desired, OWNED_SPEC_FIELDS);
+  const { drifted } = compareOwnedFields(live, desired, OWNED_SPEC_FIELDS);
   const staleRevision = hasStaleRevision(desired, live);
   const adopting = moveStepOf(row, deps.engineInstanceId) === 'adopt';
   const applying = withFirstSync(desired, live, { adopting, environment });
@@ -348,7 +373,7 @@ export async function applyApplication(
     deps,
     row,
     applying.desired,
-    { live, resourceVersion: applying.resourceVersion, projectName, unexpectedSpecFields, staleRevision },
+    { live, resourceVersion: applying.resourceVersion, projectName },
     options,
   );
 }

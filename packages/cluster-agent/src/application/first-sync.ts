@@ -13,9 +13,10 @@
  * deployed is there; Argo CD's policy compares it first, as before). Argo CD clears the operation when the
  * sync ends.
  *
- * We own `operation` (our apply set it), so an apply that left it out would withdraw it. Until Argo CD clears it,
- * every apply carries it as it is, at the live Application's resourceVersion: if Argo CD ended the sync
- * meanwhile, the apply is refused (409) and retried, rather than start the sync again.
+ * The create (a POST, application.reconciler.ts) sets it; an Application an earlier version created by apply
+ * has it owned by our apply, which an apply that left it out would withdraw. So until Argo CD clears it, every
+ * apply carries it as it is, at the live Application's resourceVersion: if Argo CD ended the sync meanwhile, the
+ * apply is refused (409) and retried, rather than start the sync again.
  *
  * The same operation also resumes a sync left without one: an automated Application whose
  * `status.operationState` is still Running while it has no `operation` (withdrawn while the sync ran, e.g. by a

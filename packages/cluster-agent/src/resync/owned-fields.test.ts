@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { compareOwnedFields, containsDeclared, nullPatchOf } from './owned-fields.ts';
+import { compareOwnedFields, containsDeclared, undeclaredOwnedPatch } from './owned-fields.ts';
 
 const desired = {
   metadata: { name: 'a', labels: { mine: '1' }, finalizers: ['f'] },
@@ -40,7 +40,7 @@ describe('compareOwnedFields', () => {
     });
   });
 
-  it('owned fields may be nested: a Helm section the row no longer has is unexpected, and its null patch nests', () => {
+  it('owned fields may be nested: a Helm section the row no longer has is unexpected, and its removal nests', () => {
     const live = {
       metadata: desired.metadata,
       spec: { ...desired.spec, source: { ...desired.spec.source, helm: { values: 'a: 1' } } },
@@ -49,13 +49,21 @@ describe('compareOwnedFields', () => {
       drifted: true,
       unexpectedSpecFields: ['source.helm'],
     });
-    assert.deepEqual(nullPatchOf(['syncPolicy', 'source.helm', 'source.targetRevision']), {
-      syncPolicy: null,
-      source: { helm: null, targetRevision: null },
-    });
+    assert.deepEqual(
+      undeclaredOwnedPatch(
+        {
+          ...live.spec,
+          syncPolicy: { automated: {} },
+          source: { ...live.spec.source, targetRevision: 'v1' },
+        },
+        desired.spec,
+        ['syncPolicy', 'source.helm', 'source.targetRevision'],
+      ),
+      { syncPolicy: null, source: { helm: null, targetRevision: null } },
+    );
   });
 
-  it('a source the row replaced (a path by a chart, a source by sources) is drift, and its null patch is the whole field', () => {
+  it('a source the row replaced (a path by a chart, a source by sources) is drift, and its removal is the whole field', () => {
     const owned = ['source', 'sources', 'source.helm'];
     const chart = {
       metadata: desired.metadata,
@@ -77,7 +85,7 @@ describe('compareOwnedFields', () => {
     };
     const comparison = compareOwnedFields(liveSource, sources, owned);
     assert.deepEqual(comparison, { drifted: true, unexpectedSpecFields: ['source', 'source.helm'] });
-    assert.deepEqual(nullPatchOf(comparison.unexpectedSpecFields), { source: null });
+    assert.deepEqual(undeclaredOwnedPatch(liveSource.spec, sources.spec, owned), { source: null });
   });
 
   it('an owned section is compared whole: a member the row dropped from a section it keeps is drift, other members are not', () => {
@@ -125,5 +133,44 @@ describe('compareOwnedFields', () => {
     assert.equal(containsDeclared(['a', 'b'], ['a', 'b']), true);
     assert.equal(containsDeclared(['a', 'b', 'c'], ['a', 'b']), false);
     assert.equal(containsDeclared([{ name: 'x', extra: 1 }], [{ name: 'x' }]), true);
+  });
+});
+
+describe('undeclaredOwnedPatch', () => {
+  const owned = ['syncPolicy', 'source', 'source.helm'];
+  const declared = {
+    project: 'p',
+    source: { repoURL: 'r', chart: 'web', helm: { valuesObject: { 'image.tag': 'v2', replicas: 2 } } },
+    syncPolicy: { syncOptions: ['CreateNamespace=true'] },
+  };
+
+  it('removes members of a section we keep that the row dropped, at any depth (keys with dots included)', () => {
+    const live = {
+      ...declared,
+      source: {
+        ...declared.source,
+        targetRevision: '1.2.0',
+        helm: {
+          valuesObject: { 'image.tag': 'v2', replicas: 2, debug: { on: true } },
+          valueFiles: ['a.yaml'],
+        },
+      },
+      syncPolicy: { ...declared.syncPolicy, automated: { prune: true } },
+    };
+    assert.deepEqual(undeclaredOwnedPatch(live, declared, owned), {
+      source: { targetRevision: null, helm: { valuesObject: { debug: null }, valueFiles: null } },
+      syncPolicy: { automated: null },
+    });
+  });
+
+  it('leaves what is declared, arrays as they are (compared whole), and sections we do not own', () => {
+    const live = {
+      ...declared,
+      destination: { name: 'in-cluster', server: 'https://kubernetes.default.svc' },
+      syncPolicy: { syncOptions: ['Validate=false'] },
+      source: { ...declared.source, helm: { ...declared.source.helm, parameters: null } },
+    };
+    assert.equal(undeclaredOwnedPatch(live, declared, owned), undefined);
+    assert.equal(undeclaredOwnedPatch(declared, declared, owned), undefined);
   });
 });

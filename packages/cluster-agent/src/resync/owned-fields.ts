@@ -47,14 +47,39 @@ export function valueAtPath(object: unknown, path: string): unknown {
   return value;
 }
 
-/**
- * A merge patch setting each dotted path to null (`['source.helm']` → `{ source: { helm: null } }`); a path
- * under one that is nulled already is left out (`['source', 'source.helm']` → `{ source: null }`).
- */
-export function nullPatchOf(paths: readonly string[]): Record<string, unknown> {
+/** Members of `live` that `declared` does not have, at any depth, as a merge patch nulling them (objects only). */
+function undeclaredMembers(live: unknown, declared: unknown): Record<string, unknown> | undefined {
+  if (!isRecord(live) || !isRecord(declared)) return undefined;
   const patch: Record<string, unknown> = {};
-  const covered = (path: string) => paths.some((other) => path.startsWith(`${other}.`));
-  for (const path of paths.filter((p) => !covered(p))) {
+  for (const [key, value] of Object.entries(live)) {
+    if (value === null || value === undefined) continue;
+    const wanted = declared[key];
+    const member = wanted === undefined || wanted === null ? null : undeclaredMembers(value, wanted);
+    if (member !== undefined) patch[key] = member;
+  }
+  return Object.keys(patch).length > 0 ? patch : undefined;
+}
+
+/**
+ * The merge patch of `spec` that removes what `liveSpec` has in the sections we own (`ownedSpecFields`, dotted
+ * paths) and `desiredSpec` does not declare, at any depth: a section we do not declare at all, or a member of
+ * one we do (a Helm value, a `targetRevision` the row no longer has); undefined when there is none. Arrays are
+ * compared whole (an apply replaces them). Meant for what a write returned: members only another field manager
+ * owns, or the entry of the create that made the object (`createObject`), outlive an apply that leaves them out.
+ */
+export function undeclaredOwnedPatch(
+  liveSpec: unknown,
+  desiredSpec: unknown,
+  ownedSpecFields: readonly string[],
+): Record<string, unknown> | undefined {
+  const patch: Record<string, unknown> = {};
+  const covered = (path: string) => ownedSpecFields.some((other) => path.startsWith(`${other}.`));
+  for (const path of ownedSpecFields.filter((p) => !covered(p))) {
+    const live = valueAtPath(liveSpec, path);
+    if (live === undefined || live === null) continue;
+    const declared = valueAtPath(desiredSpec, path);
+    const removal = declared === undefined || declared === null ? null : undeclaredMembers(live, declared);
+    if (removal === undefined) continue;
     const steps = path.split('.');
     let at = patch;
     for (const step of steps.slice(0, -1)) {
@@ -62,9 +87,9 @@ export function nullPatchOf(paths: readonly string[]): Record<string, unknown> {
       at[step] = next;
       at = next;
     }
-    at[steps.at(-1)!] = null;
+    at[steps.at(-1)!] = removal;
   }
-  return patch;
+  return Object.keys(patch).length > 0 ? patch : undefined;
 }
 
 /**
