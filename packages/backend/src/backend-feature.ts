@@ -80,12 +80,13 @@ export interface BackendContext {
   readonly workspaceAccess: WorkspaceAccess;
   /**
    * An informer with the backend's common settings (kubeconfig, metrics, resync period); custom resources
-   * are limited to this shard (`sharded`), Secrets are selected by type instead (`fieldSelector`), optionally
+   * are limited to this shard (`sharded`), Secrets are selected by type instead (`fieldSelector`), all objects
+   * of a kind are taken otherwise (e.g. namespaces), optionally
    * trimmed before they are cached (`transform`, e.g. to their metadata when only their events matter).
    */
   informer(
     resource: { apiVersion: string; plural: string },
-    select: { sharded: true } | { fieldSelector: string; transform?: (object: KubeObject) => KubeObject },
+    select: { sharded: true } | { fieldSelector?: string; transform?: (object: KubeObject) => KubeObject },
   ): Informer<KubeObject>;
   /**
    * The informer of one core kind (this shard), its objects typed as the kind's generated type: parsed once

@@ -11,6 +11,7 @@ import { findCondition, objectKey, type Periodic, runPeriodically } from '@gitop
 import type { BackendContext } from '../backend-feature.ts';
 import { type CrController, createCrController } from '../cr-controller.ts';
 import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
+import { namespaceIdentity } from '../kube-reads.ts';
 import { createEnvironmentResolver } from '../managed-environment/environment.resolver.ts';
 import {
   connectionChanged,
@@ -29,6 +30,11 @@ export function createGitOpsDeploymentFeature(
   deps: { environments: ManagedEnvironmentFeature },
 ): GitOpsDeploymentFeature {
   const informer = ctx.kindInformer(GitOpsDeploymentCr);
+  // Every namespace's identity (`namespaceIdentity`): a new deployment's reconcile reads none of the API server.
+  const namespaces = ctx.informer(
+    { apiVersion: 'v1', plural: 'namespaces' },
+    { transform: namespaceIdentity },
+  );
   const applications = createDeploymentApplications(informer);
   /** Uids whose ErrorOccurred=True this process wrote (its own write may not be in the cache yet). */
   const errorReported = new Set<string>();
@@ -72,6 +78,7 @@ export function createGitOpsDeploymentFeature(
       engineInstanceAwayAfterMs: ctx.config.engineInstanceAwayAfterMs,
       errorReported,
       applications,
+      namespaces,
     }),
   });
   // The reconcile of an environment changed its rows: the same.
@@ -86,6 +93,7 @@ export function createGitOpsDeploymentFeature(
     ...controller,
     applications,
     start() {
+      namespaces.start();
       controller.start();
       away = runPeriodically(
         'engine-instance-away',
@@ -103,6 +111,7 @@ export function createGitOpsDeploymentFeature(
     async stop() {
       await away?.stop();
       await controller.stop();
+      await namespaces.stop();
     },
   };
 }

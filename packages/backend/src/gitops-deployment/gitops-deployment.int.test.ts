@@ -12,7 +12,7 @@ import {
 } from '@gitops/db';
 import { recordStatements } from '@gitops/db/testing';
 import { HttpMethod, type KubeObject, kubeRequest } from '@gitops/shared';
-import { eventually, listEvents } from '@gitops/shared/testing';
+import { eventually, listEvents, recordKubeRequests } from '@gitops/shared/testing';
 import { describe, test } from 'vitest';
 import { useStartedBackend } from '../testing/backend-fixture.ts';
 
@@ -77,10 +77,11 @@ describe('GitOpsDeployment reconciler', () => {
     );
   });
 
-  test('a GitOpsDeployment of a placed tenant costs the backend one statement about it: its application, mapping and operation together', async () => {
+  test('a GitOpsDeployment of a placed tenant costs the backend one statement about it (its application, mapping and operation together) and no API read', async () => {
     const placed = await f.createDeployment(tenant.name, 'placed-first', automatedSpec);
     await applicationOf(placed);
     const recorder = recordStatements('gitops-backend');
+    const requests = recordKubeRequests();
     try {
       const cr = await f.createDeployment(tenant.name, 'counted', automatedSpec);
       const application = await applicationOf(cr);
@@ -95,8 +96,17 @@ describe('GitOpsDeployment reconciler', () => {
       // createApplicationOfNewDeployment: the name's lock, the placed tenant, the three inserts. A statement
       // more for a new deployment (a read of the tenant, of its environment, of the mapping) fails here.
       assert.deepEqual(about, ['with lock as']);
+      // Nor any read of the API server: the namespace's uid comes from the backend's own cache of namespaces.
+      const ownNamespace = `/api/v1/namespaces/${tenant.name}`;
+      assert.deepEqual(
+        requests.requests.filter(
+          (r) => r.method === 'GET' && (r.path === ownNamespace || r.path.startsWith(`${ownNamespace}?`)),
+        ),
+        [],
+      );
     } finally {
       recorder.stop();
+      requests.stop();
     }
   });
 

@@ -10,7 +10,14 @@
  */
 import { GitOpsDeploymentMessage } from '@gitops/api';
 import { type ApiCrMappingRow, type ClusterCredentialsInput, isDeletedCr } from '@gitops/db';
-import type { Logger, ReconcileContext, ReconcileResult, Reconciler } from '@gitops/shared';
+import type {
+  Informer,
+  KubeObject,
+  Logger,
+  ReconcileContext,
+  ReconcileResult,
+  Reconciler,
+} from '@gitops/shared';
 import type { JsonObject } from '../json.ts';
 import { GitOpsDeploymentCr, type GitOpsDeploymentObject } from '../kinds.ts';
 import {
@@ -72,6 +79,8 @@ export interface GitOpsDeploymentReconcilerOptions extends CrReconcilerOptions<G
   errorReported?: Set<string>;
   /** Told the application row of each deployment it writes or finds (the status path reads it). */
   applications?: Pick<DeploymentApplications, 'remember'>;
+  /** The namespaces (`namespaceIdentity`): a new deployment's tenant found without a read; unset: read. */
+  namespaces?: Pick<Informer<KubeObject>, 'get'>;
 }
 
 /** What the steps use: the options with their defaults, and the live read of the current object. */
@@ -87,6 +96,7 @@ export interface GitOpsDeploymentSteps
     | 'engineInstanceAwayAfterMs'
     | 'errorReported'
     | 'applications'
+    | 'namespaces'
   > {
   now: () => Date;
   /** `operationRetryMs` or its default. */
@@ -349,11 +359,14 @@ export async function reconcileLive(
   }
   const isNew = !ownMapping && object.status === undefined;
   // A new object: its application in one statement when nothing needs the transaction (usually). That path
-  // needs only the namespace's uid and takes only a placed tenant, so the API server's cache answers.
+  // needs only the namespace's uid and takes only a placed tenant, so a cache answers (ours, else the API
+  // server's).
   const createdAtOnce = isNew
     ? await createNewApplication(deps.db, {
         deployment,
-        namespaceUid: (await readTenantNamespace(deps.kc, namespace, signal, { fromCache: true })).uid,
+        namespaceUid: (
+          await readTenantNamespace(deps.kc, namespace, signal, { fromCache: true, cache: deps.namespaces })
+        ).uid,
         spec,
         managedEnvironmentId,
         tenantClusterIdentity: deps.tenantClusterIdentity(),

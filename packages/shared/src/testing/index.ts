@@ -7,6 +7,7 @@ export { type ApiServerDouble, startApiServerDouble } from './api-server-double.
 export { type ListedEvent, listEvents } from './events.ts';
 export { eventually } from './eventually.ts';
 export { type HandInformer, handInformer, recordingController } from './hand-informer.ts';
+export { type KubeRequestRecorder, type RecordedKubeRequest, recordKubeRequests } from './kube-requests.ts';
 export { randomSuffix } from './random-suffix.ts';
 export { useFixture } from './use-fixture.ts';
 export { useNamespace } from './use-namespace.ts';
