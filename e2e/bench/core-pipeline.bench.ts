@@ -27,6 +27,7 @@ import {
   countUnfinishedOperations,
   enableStatementStatistics,
   statementCalls,
+  statementExecMicros,
 } from '@gitops/db';
 import { kubeRequest as rawKubeRequest } from '@gitops/local-env';
 import { createInformer, createMetricsRegistry, createSilentLogger, type KubeObject } from '@gitops/shared';
@@ -168,6 +169,7 @@ try {
   };
 
   const statementsBeforeCreate = statementsCounted ? await statementCalls(system.db) : undefined;
+  const execBeforeCreate = statementsCounted ? await statementExecMicros(system.db) : undefined;
   const apiBeforeCreate = await apiRequestCounts();
   const dbBeforeCreate = await countDatabaseTransactions(system.db);
   const servicePids = { backend: system.pid('backend'), cluster_agent: system.pid('cluster-agent') };
@@ -210,6 +212,9 @@ try {
   const statementsCreate = statementsBeforeCreate
     ? topStatements(statementsBeforeCreate, await statementCalls(system.db), DEPLOYMENTS, 25)
     : {};
+  const execCreate = execBeforeCreate
+    ? topStatements(execBeforeCreate, await statementExecMicros(system.db), DEPLOYMENTS, 8)
+    : {};
   const writesByResource: Record<string, number> = {};
   let systemWrites = 0;
   for (const [key, value] of apiCreate) {
@@ -226,9 +231,16 @@ try {
     api_reads_per_deployment: round2(
       [...apiCreate].filter(([key]) => !isWrite(key)).reduce((sum, [, v]) => sum + v, 0) / DEPLOYMENTS,
     ),
+    api_reads_by_verb_and_resource: Object.fromEntries(
+      [...apiCreate].filter(([key]) => !isWrite(key)).map(([key, v]) => [key, round2(v / DEPLOYMENTS)]),
+    ),
     db_transactions_per_deployment: round2(dbCreate / DEPLOYMENTS),
     db_statements_per_deployment: round2(Object.values(statementsCreate).reduce((sum, v) => sum + v, 0)),
     db_top_statements_per_deployment: statementsCreate,
+    // PostgreSQL's execution time of those statements, µs per deployment (not its parsing, planning, commits
+    // or sessions: the rest of its CPU).
+    db_exec_us_per_deployment: round1(Object.values(execCreate).reduce((sum, v) => sum + v, 0)),
+    db_top_statements_exec_us_per_deployment: execCreate,
     cpu_ms_per_deployment: Object.fromEntries(
       [...cpuCreate]
         .sort(([, a], [, b]) => b - a)

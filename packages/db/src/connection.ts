@@ -160,6 +160,18 @@ export async function statementCalls(db: Kysely<Database>): Promise<Map<string, 
   return new Map(result.rows.map((r) => [r.query.replace(/\s+/g, ' ').trim(), Number(r.calls)]));
 }
 
+/**
+ * Benchmarks only: PostgreSQL's execution time per normalised statement of this database so far, in µs
+ * (pg_stat_statements' `total_exec_time`: planning, parsing and the session's round trip are not in it).
+ */
+export async function statementExecMicros(db: Kysely<Database>): Promise<Map<string, number>> {
+  const result = await sql<{ query: string; micros: string }>`
+    select query, sum(total_exec_time) * 1000 as micros from pg_stat_statements
+    where dbid = (select oid from pg_database where datname = current_database())
+    group by query`.execute(db);
+  return new Map(result.rows.map((r) => [r.query.replace(/\s+/g, ' ').trim(), Number(r.micros)]));
+}
+
 /** Benchmarks only: the other sessions on this database that are in a transaction now, by backend type and application name. */
 export async function activeSessions(db: Kysely<Database>): Promise<Record<string, number>> {
   const result = await sql<{ who: string; n: string }>`
