@@ -86,7 +86,14 @@ export interface BackendContext {
    */
   informer(
     resource: { apiVersion: string; plural: string },
-    select: { sharded: true } | { fieldSelector?: string; transform?: (object: KubeObject) => KubeObject },
+    select:
+      | { sharded: true }
+      | {
+          fieldSelector?: string;
+          transform?: (object: KubeObject) => KubeObject;
+          /** Its metrics' `resource` label when another informer of the same resource exists. */
+          metricsLabel?: string;
+        },
   ): Informer<KubeObject>;
   /**
    * The informer of one core kind (this shard), its objects typed as the kind's generated type: parsed once
@@ -190,7 +197,11 @@ export function createBackendContext(
         resource,
         ...('sharded' in select
           ? { labelSelector: selector.text }
-          : { fieldSelector: select.fieldSelector, transform: select.transform }),
+          : {
+              fieldSelector: select.fieldSelector,
+              transform: select.transform,
+              ...(select.metricsLabel ? { metricsLabel: select.metricsLabel } : {}),
+            }),
         registry,
         logger,
         resyncPeriodMs: config.resyncIntervalMs,

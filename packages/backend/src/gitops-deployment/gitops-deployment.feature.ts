@@ -33,7 +33,8 @@ export function createGitOpsDeploymentFeature(
   // Every namespace's identity (`namespaceIdentity`): a new deployment's reconcile reads none of the API server.
   const namespaces = ctx.informer(
     { apiVersion: 'v1', plural: 'namespaces' },
-    { transform: namespaceIdentity },
+    // The tenant-move feature watches the labelled ones: its metrics keep `namespaces`.
+    { transform: namespaceIdentity, metricsLabel: 'namespaces.identity' },
   );
   const applications = createDeploymentApplications(informer);
   /** Uids whose ErrorOccurred=True this process wrote (its own write may not be in the cache yet). */

@@ -1,5 +1,5 @@
 /**
- * The first sync of a new Application starts with its create (issue 34; docs/architecture.md, "Create path").
+ * The first sync of a new Application starts with its create (issue 34; docs/performance.md, "Cut since: the first sync comes with the create").
  *
  * Argo CD's automated policy syncs a new Application only once it has compared it and found it OutOfSync. It
  * then writes the Application again to set the sync operation (a GET and a PUT) and writes an Event
