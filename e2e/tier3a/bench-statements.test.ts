@@ -26,6 +26,18 @@ describe('statements per unit, from two pg_stat_statements readings', () => {
     assert.equal(Math.round(total * 100) / 100, 1.52);
   });
 
+  test("the benchmark's own statements are left out, a count(*) of the service's is not", () => {
+    const after = new Map([
+      ['select count(*) as "n" from "operation" where "state" in ($1, $2)', 40],
+      ['select coalesce(sum(autovacuum_count + autoanalyze_count), $1) as runs from pg_stat_all_tables', 3],
+      [
+        'select "ei".* from "engine_instance" as "ei" where "ei"."cordoned" = $1 order by (select count(*) as "n" from "application" as "a" where "a"."engine_instance_id" = "ei"."id")',
+        10,
+      ],
+    ]);
+    assert.deepEqual(Object.values(topStatements(new Map(), after, 100, 25)), [0.1]);
+  });
+
   test('past the limit, the rest is one figure', () => {
     const after = new Map(['a', 'b', 'c'].map((q, i) => [q, (i + 1) * 10]));
     assert.deepEqual(topStatements(new Map(), after, 10, 1), { c: 3, '(all others)': 3 });
