@@ -32,6 +32,7 @@ import {
   updatePredicate,
 } from '@gitops/shared';
 import type { BackendContext, BackendFeature } from '../backend-feature.ts';
+import { namespaceIdentity } from '../kube-reads.ts';
 
 export interface TenantMoveFeature extends BackendFeature {
   /** Resolves when no namespace is queued or being looked at (tests). */
@@ -53,17 +54,8 @@ export function createTenantMoveFeature(ctx: BackendContext): TenantMoveFeature 
     registry,
     logger,
     resyncPeriodMs: ctx.config.resyncIntervalMs,
-    // Only the name, uid and labels are read.
-    transform: (ns) => ({
-      apiVersion: 'v1',
-      kind: 'Namespace',
-      metadata: {
-        name: ns.metadata.name,
-        uid: ns.metadata.uid,
-        resourceVersion: ns.metadata.resourceVersion,
-        labels: ns.metadata.labels,
-      },
-    }),
+    // Only the name, uid and the engine-instance label are read.
+    transform: namespaceIdentity,
   });
 
   /** The namespace's engine-instance label changed. */
